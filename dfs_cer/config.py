@@ -1,0 +1,300 @@
+"""Typed, frozen settings.
+
+Sources, later ones winning:
+
+1. the defaults of the dataclasses below (``conf/default.toml`` documents the same values);
+2. TOML files given explicitly (``load_config(paths=...)``, the CLI's ``--config``) or named by
+   the ``DFS_CER_CONFIG`` environment variable;
+3. environment variables ``DFS_CER__SECTION__KEY=value``, e.g. ``DFS_CER__STORAGE__MEMORY_BUDGET=1GiB``.
+
+The merged result is validated once and frozen; deep code receives a :class:`Config` (or one of
+its sections) as an argument and never reads ``os.environ`` itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import tomllib
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+
+from dfs_cer.errors import ConfigError
+
+ENV_PREFIX = "DFS_CER__"
+ENV_CONFIG_FILE = "DFS_CER_CONFIG"
+
+TimeUnit = Literal["ns", "us", "ms", "s"]
+
+
+@dataclass(frozen=True, slots=True)
+class QueryConfig:
+    """Front-end settings."""
+
+    #: unit of an integer ORDER BY column when a WITHIN interval is given (epoch seconds, ms, ...)
+    integer_time_unit: TimeUnit = "s"
+    #: dialect used to render the outer SELECT for the embedded engine and Spark SQL
+    outer_dialect: str = "duckdb"
+
+
+@dataclass(frozen=True, slots=True)
+class FilterConfig:
+    """Shrinking window filter and window-wise join filter parameters (paper §VI-A3)."""
+
+    swf_entries_per_bucket: int = 4
+    swf_fingerprint_bits: int = 12
+    swf_slice_bits: int = 20
+    swf_max_kicks: int = 500
+    swf_load_factor: float = 0.955
+    swf_compaction_load: float = 0.39
+    swf_min_buckets: int = 16
+    wjf_target_fpr: float = 0.02
+    seed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StrategyConfig:
+    """Compute-node pull strategy settings."""
+
+    default: str = "dfs"
+    cost_model: Literal["adaptive", "always_on", "always_off", "naive", "fixed"] = "adaptive"
+    beta_sample_events: int = 5000
+    network_probe_bytes: int = 10 * 1024 * 1024
+    calibration_file: str = "conf/calibration.json"
+
+
+@dataclass(frozen=True, slots=True)
+class StorageConfig:
+    """Storage node settings."""
+
+    host: str = "127.0.0.1"
+    port: int = 8815
+    memory_budget: int = 2 * 1024**3
+    admission_wait_seconds: float = 30.0
+    state_ttl_seconds: float = 600.0
+    max_message_bytes: int = 256 * 1024**2
+    batch_rows: int = 65536
+    s3_endpoint: str = ""
+    s3_region: str = "us-east-1"
+    s3_retries: int = 5
+
+
+@dataclass(frozen=True, slots=True)
+class MatcherConfig:
+    """Matching engine settings."""
+
+    max_matches: int = 10_000_000
+    on_limit: Literal["error", "truncate"] = "error"
+    kleene: Literal["all", "maximal"] = "all"
+
+
+@dataclass(frozen=True, slots=True)
+class SparkConfig:
+    """Spark settings for the compute node."""
+
+    master: str = "local[2]"
+    driver_match_threshold_rows: int = 200_000
+    shuffle_partitions: int = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """All settings, one frozen section per concern."""
+
+    query: QueryConfig = field(default_factory=QueryConfig)
+    filters: FilterConfig = field(default_factory=FilterConfig)
+    strategy: StrategyConfig = field(default_factory=StrategyConfig)
+    storage: StorageConfig = field(default_factory=StorageConfig)
+    matcher: MatcherConfig = field(default_factory=MatcherConfig)
+    spark: SparkConfig = field(default_factory=SparkConfig)
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        """Plain nested dict of every setting (for ``dfs-cer config`` and tests)."""
+        return {f.name: dataclasses.asdict(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+_SIZE_UNITS = {
+    "": 1, "b": 1,
+    "k": 1000, "kb": 1000, "kib": 1024,
+    "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
+    "g": 1000**3, "gb": 1000**3, "gib": 1024**3,
+    "t": 1000**4, "tb": 1000**4, "tib": 1024**4,
+}  # fmt: skip
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+_BYTE_KEYS = {"memory_budget", "max_message_bytes", "network_probe_bytes"}
+
+
+def parse_size(value: object, key: str = "size") -> int:
+    """Parse ``2GiB``, ``512 MB``, ``1048576`` into bytes."""
+    if isinstance(value, bool):
+        raise ConfigError(f"conf key {key} must be a size such as 2GiB, got {value!r}")
+    if isinstance(value, int):
+        return value
+    match = _SIZE_RE.match(str(value))
+    if not match or match.group(2).lower() not in _SIZE_UNITS:
+        raise ConfigError(
+            f"conf key {key} must be a size such as 2GiB or 512MB, got {value!r}"
+        )
+    return int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
+
+
+def _convert(key: str, raw: object, annotation: Any) -> Any:
+    """Convert ``raw`` (TOML value or environment string) to the field's declared type."""
+    origin = get_origin(annotation)
+    if origin is Literal:
+        choices = get_args(annotation)
+        if raw not in choices:
+            raise ConfigError(
+                f"conf key {key} must be one of {', '.join(map(str, choices))}, got {raw!r}"
+            )
+        return raw
+    if origin in (Union, types.UnionType):
+        raise ConfigError(f"conf key {key}: union types are not supported")  # pragma: no cover
+    name = key.rsplit(".", 1)[-1]
+    if annotation is int and name in _BYTE_KEYS:
+        return parse_size(raw, key)
+    if annotation is bool:
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"conf key {key} must be true or false, got {raw!r}")
+    if annotation is int:
+        if isinstance(raw, bool):
+            raise ConfigError(f"conf key {key} must be an integer, got {raw!r}")
+        try:
+            return int(str(raw).replace("_", "")) if isinstance(raw, str) else int(raw)  # type: ignore[call-overload]
+        except (TypeError, ValueError):
+            raise ConfigError(f"conf key {key} must be an integer, got {raw!r}") from None
+    if annotation is float:
+        if isinstance(raw, bool):
+            raise ConfigError(f"conf key {key} must be a number, got {raw!r}")
+        try:
+            return float(raw)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise ConfigError(f"conf key {key} must be a number, got {raw!r}") from None
+    if annotation is str:
+        if not isinstance(raw, str | int | float) or isinstance(raw, bool):
+            raise ConfigError(f"conf key {key} must be a string, got {raw!r}")
+        return str(raw)
+    raise ConfigError(f"conf key {key} has an unsupported type {annotation!r}")  # pragma: no cover
+
+
+def _section_types() -> dict[str, type[Any]]:
+    hints = get_type_hints(Config)
+    return {f.name: hints[f.name] for f in dataclasses.fields(Config)}
+
+
+def _merge(target: dict[str, dict[str, Any]], source: Mapping[str, Any], origin: str) -> None:
+    sections = _section_types()
+    for section, values in source.items():
+        if section not in sections:
+            raise ConfigError(
+                f"unknown config section [{section}] in {origin}; "
+                f"known sections: {', '.join(sorted(sections))}"
+            )
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"config section [{section}] in {origin} must be a table")
+        known = {f.name for f in dataclasses.fields(sections[section])}
+        for key, value in values.items():
+            norm = key.replace("-", "_")
+            if norm not in known:
+                raise ConfigError(
+                    f"unknown conf key {section}.{key} in {origin}; "
+                    f"known keys: {', '.join(sorted(known))}"
+                )
+            target.setdefault(section, {})[norm] = value
+
+
+def _env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for name, value in env.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        parts = name[len(ENV_PREFIX) :].split("__")
+        if len(parts) != 2 or not all(parts):
+            raise ConfigError(
+                f"environment variable {name} must look like DFS_CER__SECTION__KEY, "
+                "e.g. DFS_CER__STORAGE__PORT=8815"
+            )
+        out.setdefault(parts[0].lower(), {})[parts[1].lower()] = value
+    return out
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist; check the path") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+
+
+def build_config(values: Mapping[str, Mapping[str, Any]]) -> Config:
+    """Validate a nested mapping of raw values into a frozen :class:`Config`."""
+    sections = _section_types()
+    built: dict[str, Any] = {}
+    for name, cls in sections.items():
+        raw = dict(values.get(name, {}))
+        hints = get_type_hints(cls)
+        kwargs = {
+            key: _convert(f"{name}.{key}", value, hints[key]) for key, value in raw.items()
+        }
+        built[name] = cls(**kwargs)
+    config = Config(**built)
+    _validate(config)
+    return config
+
+
+def _validate(config: Config) -> None:
+    f = config.filters
+    if f.swf_fingerprint_bits + f.swf_slice_bits != 32:
+        raise ConfigError(
+            "conf keys filters.swf_fingerprint_bits + filters.swf_slice_bits must sum to 32 "
+            f"(one 32-bit entry), got {f.swf_fingerprint_bits} + {f.swf_slice_bits}"
+        )
+    if not 0.0 < f.wjf_target_fpr < 1.0:
+        raise ConfigError(f"conf key filters.wjf_target_fpr must be in (0, 1), got {f.wjf_target_fpr}")
+    if not 0 < config.storage.port < 65536:
+        raise ConfigError(f"conf key storage.port must be in 1..65535, got {config.storage.port}")
+    if config.storage.memory_budget <= 0:
+        raise ConfigError(
+            f"conf key storage.memory_budget must be positive, got {config.storage.memory_budget}"
+        )
+    if config.matcher.max_matches <= 0:
+        raise ConfigError(f"conf key matcher.max_matches must be positive, got {config.matcher.max_matches}")
+
+
+def load_config(
+    paths: tuple[str | Path, ...] = (),
+    env: Mapping[str, str] | None = None,
+) -> Config:
+    """Load settings from TOML files and ``DFS_CER__*`` environment overrides.
+
+    Args:
+        paths: TOML files applied in order over the built-in defaults.
+        env: the environment to read (``os.environ`` when None). Only this function reads it.
+
+    Raises:
+        ConfigError: naming the key, the bad value and what is expected.
+    """
+    environ = os.environ if env is None else env
+    merged: dict[str, dict[str, Any]] = {}
+    files = [Path(p) for p in paths]
+    if environ.get(ENV_CONFIG_FILE):
+        files.append(Path(environ[ENV_CONFIG_FILE]))
+    for path in files:
+        _merge(merged, _read_toml(path), str(path))
+    _merge(merged, _env_overrides(environ), "the environment")
+    return build_config(merged)
+
+
+DEFAULT_CONFIG = Config()

@@ -1,0 +1,427 @@
+"""Query analysis: what each pattern variable needs, and what a pull strategy may prune.
+
+For every variable: its *independent* condition (row-local, no navigation: pushed to storage
+nodes as a pyarrow dataset filter), its *equality* conditions with other variables
+(``M.district = B.district``: the window-wise join filter), and the *residual* conditions
+(checked only by the matcher). For the query: the window in the ORDER BY column's units, whether
+time-interval pruning can be exact, whether rows between variables may be dropped, and how far
+physical navigation reaches beyond a match. See "When pruning is exact" in DESIGN.md.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+from dataclasses import dataclass
+from decimal import ROUND_FLOOR, Decimal
+from typing import TYPE_CHECKING
+
+from dfs_cer.config import QueryConfig
+from dfs_cer.errors import QueryValidationError
+from dfs_cer.pattern.ir import Alternation, Exclusion, Label, Quantified, RowPattern, labels
+from dfs_cer.pattern.properties import (
+    first_labels,
+    has_anchor,
+    last_labels,
+    mandatory_labels,
+    nullable,
+    top_level_items,
+    top_level_positions,
+)
+from dfs_cer.query.expr import (
+    Aggregate,
+    BinaryOp,
+    Classifier,
+    Column,
+    Expr,
+    Literal,
+    MatchNumber,
+    Navigation,
+    Star,
+    and_all,
+    conjuncts,
+    walk,
+)
+from dfs_cer.query.model import Query, RowsPerMatch
+from dfs_cer.serde import node
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+class Role(enum.Enum):
+    """Where a variable sits in every match; selects the Eq. 1 interval of the paper."""
+
+    HEAD = "head"  # labels the first row of every match: [t, t + w]
+    TAIL = "tail"  # labels the last row of every match: [t - w, t]
+    MIDDLE = "middle"  # in every match, neither always first nor always last: [t - w, t + w]
+    OPTIONAL = "optional"  # not in every match: cannot shrink the interval set
+    ANY_ROW = "any-row"  # no condition: matches any row, ignored by the filters
+
+
+@node("equality")
+@dataclass(frozen=True, slots=True)
+class Equality:
+    """``left_variable.left_column = right_variable.right_column``, written in ``defined_in``'s DEFINE."""
+
+    left_variable: str
+    left_column: str
+    right_variable: str
+    right_column: str
+    defined_in: str
+
+    def sql(self) -> str:
+        return f"{self.left_variable}.{self.left_column} = {self.right_variable}.{self.right_column}"
+
+    def column_of(self, variable: str) -> str:
+        return self.left_column if variable == self.left_variable else self.right_column
+
+    def other(self, variable: str) -> str:
+        return self.right_variable if variable == self.left_variable else self.left_variable
+
+
+@node("variable_info")
+@dataclass(frozen=True, slots=True)
+class VariableInfo:
+    name: str
+    role: Role
+    independent: Expr | None
+    equalities: tuple[Equality, ...]
+    residuals: tuple[Expr, ...]
+    positions: tuple[int, ...]
+    defined: bool
+
+    @property
+    def any_row(self) -> bool:
+        return self.role is Role.ANY_ROW
+
+    @property
+    def filterable(self) -> bool:
+        """Can this variable's events shrink the time interval set (Eq. 1)?"""
+        return self.role in (Role.HEAD, Role.TAIL, Role.MIDDLE)
+
+
+@node("analysis")
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """Everything the planner, the storage nodes and EXPLAIN need to know about a query."""
+
+    query: Query
+    variables: tuple[VariableInfo, ...]
+    equalities: tuple[Equality, ...]
+    order_column: str
+    #: window in the ORDER BY column's units (None: no WITHIN, or not bound to a schema yet)
+    window_units: int | None
+    #: the unit the window was converted to ("s", "ms", "us", "ns", "days", "raw")
+    window_unit: str | None
+    interval_pruning: bool
+    pruning_reason: str | None
+    skippable: bool
+    skip_reason: str | None
+    prev_reach: int
+    next_reach: int
+    nullable: bool
+    bound: bool
+
+    def variable(self, name: str) -> VariableInfo:
+        for v in self.variables:
+            if v.name == name:
+                return v
+        raise KeyError(name)
+
+    def precedes(self, a: str, b: str) -> bool | None:
+        """True if ``a``'s rows always come before ``b``'s, False if always after, None if unknown."""
+        pa_, pb = self.variable(a).positions, self.variable(b).positions
+        if not pa_ or not pb:
+            return None
+        if max(pa_) < min(pb):
+            return True
+        if min(pa_) > max(pb):
+            return False
+        return None
+
+    @property
+    def filter_variables(self) -> tuple[VariableInfo, ...]:
+        return tuple(v for v in self.variables if v.filterable)
+
+
+_UNITS_PER_SECOND = {"s": Decimal(1), "ms": Decimal(1000), "us": Decimal(10**6), "ns": Decimal(10**9)}
+
+
+def _is_true(e: Expr) -> bool:
+    return isinstance(e, Literal) and e.value is True
+
+
+def _row_local(e: Expr, variable: str) -> bool:
+    for n in walk(e):
+        if isinstance(n, Navigation | Aggregate | Classifier | MatchNumber | Star):
+            return False
+        if isinstance(n, Column) and n.variable not in (None, variable):
+            return False
+    return True
+
+
+def _equality(e: Expr, variable: str, pattern_vars: set[str]) -> Equality | None:
+    if not (isinstance(e, BinaryOp) and e.op == "=" and isinstance(e.left, Column) and isinstance(e.right, Column)):
+        return None
+    lv = e.left.variable or variable
+    rv = e.right.variable or variable
+    if lv == rv or lv not in pattern_vars or rv not in pattern_vars:
+        return None
+    if rv == variable:  # orient as (this variable, other variable)
+        return Equality(rv, e.right.name, lv, e.left.name, variable)
+    return Equality(lv, e.left.name, rv, e.right.name, variable)
+
+
+def _classify(query: Query) -> tuple[dict[str, tuple[Expr | None, list[Equality], list[Expr]]], set[str]]:
+    mr = query.recognize
+    pattern_vars = set(labels(mr.pattern))
+    out: dict[str, tuple[Expr | None, list[Equality], list[Expr]]] = {}
+    any_row: set[str] = set()
+    for name in labels(mr.pattern):
+        d = mr.definition(name)
+        parts = [] if d is None else [c for c in conjuncts(d.condition) if not _is_true(c)]
+        if not parts:
+            any_row.add(name)
+            out[name] = (None, [], [])
+            continue
+        independent: list[Expr] = []
+        equalities: list[Equality] = []
+        residuals: list[Expr] = []
+        for c in parts:
+            if _row_local(c, name):
+                independent.append(c)
+                continue
+            eq = _equality(c, name, pattern_vars)
+            if eq is not None:
+                equalities.append(eq)
+            else:
+                residuals.append(c)
+        out[name] = (and_all(independent), equalities, residuals)
+    return out, any_row
+
+
+def _all_expressions(query: Query) -> list[Expr]:
+    mr = query.recognize
+    return [d.condition for d in mr.definitions] + [m.expr for m in mr.measures]
+
+
+def _reach(query: Query) -> tuple[int, int]:
+    prev = nxt = 0
+    for e in _all_expressions(query):
+        for n in walk(e):
+            if isinstance(n, Navigation) and n.kind.physical:
+                if n.kind.value == "PREV":
+                    prev = max(prev, n.offset)
+                else:
+                    nxt = max(nxt, n.offset)
+    return prev, nxt
+
+
+def _skip_item(item: RowPattern, any_row: set[str]) -> str | None:
+    inner = item.pattern if isinstance(item, Exclusion) else item
+    if isinstance(inner, Quantified) and inner.min == 0 and inner.max is None and isinstance(inner.pattern, Label) \
+            and inner.pattern.name in any_row:
+        return inner.pattern.name
+    return None
+
+
+def _single_row(item: RowPattern) -> bool:
+    if isinstance(item, Label):
+        return True
+    return isinstance(item, Alternation) and all(isinstance(i, Label) for i in item.items)
+
+
+def _skippable(query: Query, any_row: set[str]) -> tuple[bool, str | None]:
+    mr = query.recognize
+    exprs = _all_expressions(query)
+    for e in exprs:
+        for n in walk(e):
+            if isinstance(n, Navigation) and n.kind.physical:
+                return False, f"physical navigation {n.kind.value} can land on rows between variables"
+            if isinstance(n, Aggregate) and any(
+                isinstance(x, Column | Star) and x.variable is None for a in n.args for x in walk(a)
+            ):
+                return False, "an aggregate over all rows of the match observes rows between variables"
+    if mr.all_matches:
+        return True, None
+    items = top_level_items(mr.pattern)
+    skips = [_skip_item(i, any_row) for i in items]
+    if skips[0] is not None or skips[-1] is not None:
+        return False, "a leading or trailing any-row variable absorbs rows outside the variables"
+    referenced: set[str] = set()
+    for e in exprs:
+        for n in walk(e):
+            if isinstance(n, Column | Star | Classifier) and n.variable is not None:
+                referenced.add(n.variable)
+    for s in mr.subsets:
+        if s.name in referenced:
+            referenced.update(s.variables)
+    if mr.after_match_skip.variable is not None:
+        referenced.add(mr.after_match_skip.variable)
+    skip_names = {s for s in skips if s is not None}
+    real_names: set[str] = set()
+    previous_real = False
+    for item, skip in zip(items, skips, strict=True):
+        if skip is not None:
+            if mr.rows_per_match.all_rows and not isinstance(item, Exclusion):
+                return False, f"ALL ROWS PER MATCH outputs the rows {skip} absorbs (exclude them with {{- {skip}* -}})"
+            previous_real = False
+            continue
+        names = set(labels(item))
+        if not _single_row(item) or names & any_row:
+            return False, "a pattern element matches consecutive rows, so every row in the intervals matters"
+        if previous_real:
+            return False, f"{' and '.join(sorted(names))} follow(s) another variable without a skip between them"
+        previous_real = True
+        real_names |= names
+    if skip_names & real_names:
+        return False, "a skip variable also labels single rows"
+    observed = skip_names & referenced
+    if observed:
+        return False, f"{', '.join(sorted(observed))} is referenced, so the rows it absorbs are observed"
+    if not skip_names:
+        return False, "no {- N* -} or N*? between variables: the pattern is contiguous"
+    return True, None
+
+
+def _pruning(query: Query, roles: dict[str, Role]) -> tuple[bool, str | None]:
+    mr = query.recognize
+    if mr.window is None:
+        return False, "no WITHIN window: a match can span any time range"
+    if has_anchor(mr.pattern):
+        return False, "anchors ^ $ depend on every row of the partition"
+    if mr.rows_per_match is RowsPerMatch.ALL_ROWS_WITH_UNMATCHED:
+        return False, "WITH UNMATCHED ROWS outputs every row"
+    if nullable(mr.pattern):
+        return False, "the pattern can match empty, so every row can produce a match"
+    if not any(r in (Role.HEAD, Role.TAIL, Role.MIDDLE) for r in roles.values()):
+        return False, "no variable with a condition appears in every match"
+    return True, None
+
+
+def _resolve(name: str, schema: pa.Schema, clause: str) -> str:
+    names = list(schema.names)
+    if name in names:
+        return name
+    folded = [n for n in names if n.lower() == name.lower()]
+    if len(folded) == 1:
+        return folded[0]
+    close = difflib.get_close_matches(name, names, n=3)
+    hint = f"did you mean {', '.join(close)}?" if close else f"columns: {', '.join(names[:20])}"
+    raise QueryValidationError(f"column {name} does not exist", clause=clause, hint=hint, code="unknown-column")
+
+
+def _bind_window(query: Query, schema: pa.Schema | None, config: QueryConfig) -> tuple[int | None, str | None]:
+    import pyarrow as pa
+
+    mr = query.recognize
+    window = mr.window
+    if window is None:
+        return None, None
+    if window.unit is None:
+        # a bare number is in the ORDER BY column's own units; integer keys make floor exact
+        return int(window.amount.to_integral_value(ROUND_FLOOR)), "raw"
+    if schema is None:
+        return None, None
+    if mr.order_by[0].descending:
+        raise QueryValidationError("WITHIN needs an ascending ORDER BY column", clause="WITHIN",
+                                   hint="remove DESC from the first ORDER BY column", code="bad-window")
+    column = _resolve(mr.order_by[0].column, schema, "ORDER BY")
+    dtype = schema.field(column).type
+    seconds = window.seconds()
+    assert seconds is not None
+    if pa.types.is_timestamp(dtype):
+        unit = dtype.unit
+    elif pa.types.is_date(dtype):
+        return int((seconds / Decimal(86400)).to_integral_value(ROUND_FLOOR)), "days"
+    elif pa.types.is_integer(dtype):
+        unit = config.integer_time_unit
+    else:
+        raise QueryValidationError(
+            f"WITHIN {window.value} {window.unit.value} needs a temporal ORDER BY column, but {column} is {dtype}",
+            clause="WITHIN",
+            hint="order by a timestamp or an integer epoch column, or give the window as a bare number "
+                 "in the column's units (WITHIN 1800)", code="non-temporal-order")
+    amount = seconds * _UNITS_PER_SECOND[unit]
+    # timestamps are integers: span <= 0.5 s in whole seconds is span <= 0
+    return int(amount.to_integral_value(ROUND_FLOOR)), unit
+
+
+def _check_columns(query: Query, schema: pa.Schema) -> None:
+    mr = query.recognize
+    for c in mr.partition_by:
+        _resolve(c, schema, "PARTITION BY")
+    for s in mr.order_by:
+        _resolve(s.column, schema, "ORDER BY")
+    for d in mr.definitions:
+        for n in walk(d.condition):
+            if isinstance(n, Column):
+                _resolve(n.name, schema, f"DEFINE {d.variable}")
+    for m in mr.measures:
+        for n in walk(m.expr):
+            if isinstance(n, Column):
+                _resolve(n.name, schema, f"MEASURES {m.name}")
+
+
+def analyze(query: Query, schema: pa.Schema | None = None, config: QueryConfig | None = None) -> Analysis:
+    """Analyse a parsed query; with ``schema``, also check columns and convert the window.
+
+    Args:
+        query: the parsed query.
+        schema: the events' Arrow schema; when given, unknown columns and a WITHIN over a
+            non-temporal ORDER BY column are errors, and ``window_units`` is filled in.
+        config: front-end settings (the unit of integer time columns).
+    """
+    config = config or QueryConfig()
+    mr = query.recognize
+    classified, any_row = _classify(query)
+    mandatory = mandatory_labels(mr.pattern)
+    first, last = first_labels(mr.pattern), last_labels(mr.pattern)
+    positions = top_level_positions(mr.pattern)
+    roles: dict[str, Role] = {}
+    for name in labels(mr.pattern):
+        if name in any_row:
+            roles[name] = Role.ANY_ROW
+        elif name not in mandatory:
+            roles[name] = Role.OPTIONAL
+        elif first == {name}:
+            roles[name] = Role.HEAD
+        elif last == {name}:
+            roles[name] = Role.TAIL
+        else:
+            roles[name] = Role.MIDDLE
+    variables = tuple(
+        VariableInfo(
+            name=name,
+            role=roles[name],
+            independent=classified[name][0],
+            equalities=tuple(classified[name][1]),
+            residuals=tuple(classified[name][2]),
+            positions=positions.get(name, ()),
+            defined=mr.definition(name) is not None,
+        )
+        for name in labels(mr.pattern)
+    )
+    if schema is not None:
+        _check_columns(query, schema)
+    window_units, window_unit = _bind_window(query, schema, config)
+    pruning, pruning_reason = _pruning(query, roles)
+    skippable, skip_reason = _skippable(query, any_row)
+    prev_reach, next_reach = _reach(query)
+    return Analysis(
+        query=query,
+        variables=variables,
+        equalities=tuple(eq for v in variables for eq in v.equalities),
+        order_column=mr.order_by[0].column,
+        window_units=window_units,
+        window_unit=window_unit,
+        interval_pruning=pruning,
+        pruning_reason=pruning_reason,
+        skippable=skippable,
+        skip_reason=skip_reason,
+        prev_reach=prev_reach,
+        next_reach=next_reach,
+        nullable=nullable(mr.pattern),
+        bound=schema is not None,
+    )

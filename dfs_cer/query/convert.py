@@ -1,0 +1,305 @@
+"""Map sqlglot expression trees onto dfs-cer's expression nodes (:mod:`dfs_cer.query.expr`).
+
+sqlglot knows SQL, not row pattern recognition: ``A.price`` is a table-qualified column to it and
+``PREV(x, 2)`` an anonymous function. This module gives those their MATCH_RECOGNIZE meaning and
+rejects what cannot appear in a row pattern expression, naming the construct.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from sqlglot import exp
+
+from dfs_cer.errors import QueryValidationError, SourcePosition, UnsupportedFeatureError
+from dfs_cer.query.expr import (
+    AGGREGATES,
+    Aggregate,
+    Between,
+    BinaryOp,
+    Case,
+    Cast,
+    Classifier,
+    Column,
+    Expr,
+    Function,
+    InList,
+    IntervalLiteral,
+    IsNull,
+    Like,
+    Literal,
+    MatchNumber,
+    Navigation,
+    NavKind,
+    Semantics,
+    Star,
+    UnaryOp,
+    When,
+)
+
+#: names the parser substitutes for ``RUNNING f(...)`` / ``FINAL f(...)``
+SEMANTICS_WRAPPERS = {"DFSCER_RUNNING": Semantics.RUNNING, "DFSCER_FINAL": Semantics.FINAL}
+
+_BINARY: dict[type[exp.Expression], str] = {
+    exp.And: "AND", exp.Or: "OR",
+    exp.EQ: "=", exp.NEQ: "<>", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<=",
+    exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%", exp.DPipe: "||",
+}  # fmt: skip
+
+_UNITS = {
+    "MICROSECOND": "MICROSECOND", "MICROSECONDS": "MICROSECOND", "US": "MICROSECOND",
+    "MILLISECOND": "MILLISECOND", "MILLISECONDS": "MILLISECOND", "MS": "MILLISECOND",
+    "SECOND": "SECOND", "SECONDS": "SECOND", "S": "SECOND",
+    "MINUTE": "MINUTE", "MINUTES": "MINUTE",
+    "HOUR": "HOUR", "HOURS": "HOUR",
+    "DAY": "DAY", "DAYS": "DAY",
+}  # fmt: skip
+
+
+def normalize_unit(unit: str) -> str | None:
+    """Canonical singular unit name, or None if unknown."""
+    return _UNITS.get(unit.upper())
+
+
+def variable_name(identifier: exp.Expression | str) -> str:
+    """Canonical pattern variable name: unquoted names are upper-cased."""
+    if isinstance(identifier, str):
+        return identifier.upper()
+    if isinstance(identifier, exp.Identifier):
+        return identifier.this if identifier.quoted else identifier.this.upper()
+    return str(identifier.name).upper()
+
+
+class Converter:
+    """Converts one clause's sqlglot expressions; knows the clause for error messages."""
+
+    def __init__(self, clause: str, position: SourcePosition | None = None) -> None:
+        self.clause = clause
+        self.position = position
+
+    def unsupported(self, what: str, hint: str | None = None) -> UnsupportedFeatureError:
+        return UnsupportedFeatureError(
+            f"{what} is not supported in a row pattern expression",
+            clause=self.clause, position=self.position, hint=hint, code="unsupported",
+        )
+
+    def invalid(self, message: str, hint: str | None = None, code: str = "invalid") -> QueryValidationError:
+        return QueryValidationError(message, clause=self.clause, position=self.position, hint=hint, code=code)
+
+    def convert(self, e: exp.Expression) -> Expr:
+        handler = _HANDLERS.get(type(e))
+        if handler is not None:
+            return handler(self, e)
+        op = _BINARY.get(type(e))
+        if op is not None:
+            return BinaryOp(op, self.convert(e.this), self.convert(e.expression))
+        if isinstance(e, exp.AggFunc):
+            return self._aggregate(e)
+        if isinstance(e, exp.Func):
+            return Function(e.sql_name().lower(), tuple(self.convert(a) for a in _func_args(e)))
+        if isinstance(e, exp.Subquery | exp.Select | exp.Exists):
+            raise self.unsupported("a subquery")
+        if isinstance(e, exp.Escape):
+            raise self.unsupported("LIKE ... ESCAPE", "match the escape character with a different pattern")
+        if isinstance(e, exp.Window):
+            raise self.unsupported("a window function (OVER)")
+        raise self.unsupported(f"the SQL construct {type(e).__name__.upper()} ({e.sql()})")
+
+    # ------------------------------------------------------------------------------ leaves
+
+    def _literal(self, e: exp.Literal) -> Expr:
+        if e.is_string:
+            return Literal(str(e.this))
+        text = str(e.this)
+        if any(c in text for c in ".eE"):
+            return Literal(float(text))
+        return Literal(int(text))
+
+    def _column(self, e: exp.Column) -> Expr:
+        if e.args.get("db") is not None or e.args.get("catalog") is not None:
+            raise self.invalid(
+                f"column reference {e.sql()} has too many qualifiers",
+                "qualify a column with at most one pattern variable, e.g. A.price",
+                code="bad-column",
+            )
+        qualifier = e.args.get("table")
+        variable = variable_name(qualifier) if qualifier is not None else None
+        if isinstance(e.this, exp.Star):
+            return Star(variable)
+        return Column(str(e.this.this), variable)
+
+    def _neg(self, e: exp.Neg) -> Expr:
+        inner = self.convert(e.this)
+        if isinstance(inner, Literal) and isinstance(inner.value, int | float) \
+                and not isinstance(inner.value, bool) and inner.value >= 0:
+            return Literal(-inner.value)
+        return UnaryOp("-", inner)
+
+    def _not(self, e: exp.Not) -> Expr:
+        inner = e.this
+        while isinstance(inner, exp.Paren):
+            inner = inner.this
+        converted = self.convert(inner)
+        if isinstance(converted, IsNull | InList | Between | Like) and not converted.negated:
+            return dataclasses.replace(converted, negated=True)
+        return UnaryOp("NOT", converted)
+
+    def _is(self, e: exp.Is) -> Expr:
+        if not isinstance(e.expression, exp.Null):
+            raise self.unsupported(f"IS {e.expression.sql()}", "use = TRUE / = FALSE or IS NULL")
+        return IsNull(self.convert(e.this), negated=bool(e.args.get("negate")))
+
+    def _in(self, e: exp.In) -> Expr:
+        if e.args.get("query") is not None or e.args.get("unnest") is not None:
+            raise self.unsupported("IN with a subquery")
+        return InList(self.convert(e.this), tuple(self.convert(i) for i in e.expressions),
+                      negated=bool(e.args.get("negate")))
+
+    def _between(self, e: exp.Between) -> Expr:
+        return Between(self.convert(e.this), self.convert(e.args["low"]), self.convert(e.args["high"]),
+                       negated=bool(e.args.get("negate")))
+
+    def _like(self, e: exp.Like) -> Expr:
+        if e.args.get("escape") is not None:
+            raise self.unsupported("LIKE ... ESCAPE")
+        return Like(self.convert(e.this), self.convert(e.expression), negated=bool(e.args.get("negate")))
+
+    def _case(self, e: exp.Case) -> Expr:
+        whens = tuple(When(self.convert(i.this), self.convert(i.args["true"])) for i in e.args.get("ifs") or [])
+        default = e.args.get("default")
+        operand = e.this
+        return Case(whens, None if default is None else self.convert(default),
+                    None if operand is None else self.convert(operand))
+
+    def _if(self, e: exp.If) -> Expr:
+        false = e.args.get("false")
+        return Case((When(self.convert(e.this), self.convert(e.args["true"])),),
+                    None if false is None else self.convert(false))
+
+    def _cast(self, e: exp.Cast) -> Expr:
+        return Cast(self.convert(e.this), e.args["to"].sql())
+
+    def _interval(self, e: exp.Interval) -> Expr:
+        unit_node = e.args.get("unit")
+        value = e.this
+        if unit_node is None or not isinstance(value, exp.Literal):
+            raise self.invalid(f"interval {e.sql()} needs a quoted value and a unit",
+                               "write INTERVAL '30' MINUTE", code="bad-interval")
+        unit = normalize_unit(unit_node.name)
+        if unit is None:
+            raise self.invalid(f"interval unit {unit_node.name} is not supported",
+                               "use MILLISECOND, SECOND, MINUTE, HOUR or DAY", code="bad-interval")
+        text = str(value.this).strip()
+        try:
+            Decimal(text)
+        except InvalidOperation:
+            raise self.invalid(f"interval value {text!r} is not a number", code="bad-interval") from None
+        return IntervalLiteral(text, unit)
+
+    # ------------------------------------------------------------------------------ pattern functions
+
+    def _offset(self, name: str, node: exp.Expression | None, default: int) -> int:
+        if node is None:
+            return default
+        converted = self.convert(node)
+        if isinstance(converted, Literal) and isinstance(converted.value, int) \
+                and not isinstance(converted.value, bool) and converted.value >= 0:
+            return converted.value
+        raise self.invalid(f"the offset of {name} must be a non-negative integer literal, got {node.sql()}",
+                           f"write e.g. {name}(A.price, 2)", code="bad-offset")
+
+    def _first_last(self, e: exp.First | exp.Last) -> Expr:
+        kind = NavKind.FIRST if isinstance(e, exp.First) else NavKind.LAST
+        return Navigation(kind, self.convert(e.this), self._offset(kind.value, e.expression, 0))
+
+    def _anonymous(self, e: exp.Anonymous) -> Expr:
+        name = str(e.this).upper()
+        args = list(e.expressions)
+        if name in SEMANTICS_WRAPPERS:
+            inner = self.convert(args[0])
+            semantics = SEMANTICS_WRAPPERS[name]
+            if isinstance(inner, Navigation | Aggregate | Classifier):
+                if inner.semantics is not None:
+                    raise self.invalid(f"{semantics.value} is given twice on {inner}")
+                return dataclasses.replace(inner, semantics=semantics)
+            raise self.invalid(
+                f"{semantics.value} applies to navigation functions, aggregates and CLASSIFIER, "
+                f"not to {args[0].sql()}", code="bad-semantics")
+        if name in ("PREV", "NEXT"):
+            if not 1 <= len(args) <= 2:
+                raise self.invalid(f"{name} takes an expression and an optional offset, got {len(args)} arguments",
+                                   code="bad-navigation")
+            kind = NavKind[name]
+            return Navigation(kind, self.convert(args[0]), self._offset(name, args[1] if len(args) > 1 else None, 1))
+        if name == "CLASSIFIER":
+            if len(args) > 1:
+                raise self.invalid("CLASSIFIER takes at most one pattern variable", code="bad-classifier")
+            if not args:
+                return Classifier()
+            arg = args[0]
+            if not isinstance(arg, exp.Column) or arg.args.get("table") is not None:
+                raise self.invalid(f"CLASSIFIER takes a pattern variable name, got {arg.sql()}",
+                                   code="bad-classifier")
+            return Classifier(variable_name(arg.this))
+        if name == "MATCH_NUMBER":
+            if args:
+                raise self.invalid("MATCH_NUMBER takes no arguments", code="bad-match-number")
+            return MatchNumber()
+        if name.lower() in AGGREGATES:
+            return Aggregate(name.lower(), tuple(self.convert(a) for a in args))
+        return Function(name.lower(), tuple(self.convert(a) for a in args))
+
+    def _aggregate(self, e: exp.Expression) -> Expr:
+        name = e.sql_name().lower() if isinstance(e, exp.Func) else type(e).__name__.lower()
+        this = e.this
+        distinct = False
+        args: list[exp.Expression]
+        if isinstance(this, exp.Distinct):
+            distinct = True
+            args = list(this.expressions)
+        else:
+            args = [] if this is None else [this]
+            args += [a for a in e.args.get("expressions") or [] if isinstance(a, exp.Expression)]
+        if name == "count" and not args:
+            args = [exp.Star()]
+        return Aggregate(name, tuple(self.convert(a) for a in args), distinct)
+
+    def _paren(self, e: exp.Paren) -> Expr:
+        return self.convert(e.this)
+
+
+def _func_args(e: exp.Func) -> list[exp.Expression]:
+    out: list[exp.Expression] = []
+    for key in type(e).arg_types:
+        value = e.args.get(key)
+        if isinstance(value, exp.Expression):
+            out.append(value)
+        elif isinstance(value, list):
+            out.extend(v for v in value if isinstance(v, exp.Expression))
+    return out
+
+
+_HANDLERS: dict[type[exp.Expression], Callable[[Converter, Any], Expr]] = {
+    exp.Literal: Converter._literal,
+    exp.Boolean: lambda c, e: Literal(bool(e.this)),
+    exp.Null: lambda c, e: Literal(None),
+    exp.Column: Converter._column,
+    exp.Star: lambda c, e: Star(None),
+    exp.Paren: Converter._paren,
+    exp.Neg: Converter._neg,
+    exp.Not: Converter._not,
+    exp.Is: Converter._is,
+    exp.In: Converter._in,
+    exp.Between: Converter._between,
+    exp.Like: Converter._like,
+    exp.Case: Converter._case,
+    exp.If: Converter._if,
+    exp.Cast: Converter._cast,
+    exp.Interval: Converter._interval,
+    exp.First: Converter._first_last,
+    exp.Last: Converter._first_last,
+    exp.Anonymous: Converter._anonymous,
+}

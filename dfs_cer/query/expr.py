@@ -1,0 +1,381 @@
+"""Scalar expressions of DEFINE, MEASURES and the other clauses, as frozen nodes.
+
+sqlglot parses the SQL text; :mod:`dfs_cer.query.convert` maps its tree onto these nodes, which
+carry the row-pattern meaning sqlglot does not know: pattern-variable qualifiers, physical and
+logical navigation, RUNNING/FINAL, CLASSIFIER() and MATCH_NUMBER(). :func:`to_sql` prints the
+canonical SQL text that parses back to the same nodes.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from dfs_cer.pattern.ir import format_label
+from dfs_cer.serde import node
+
+Scalar = int | float | str | bool | None
+
+
+class Expr:
+    """Base of every expression node."""
+
+    __slots__ = ()
+
+
+class Semantics(enum.Enum):
+    RUNNING = "RUNNING"
+    FINAL = "FINAL"
+
+
+class NavKind(enum.Enum):
+    PREV = "PREV"
+    NEXT = "NEXT"
+    FIRST = "FIRST"
+    LAST = "LAST"
+
+    @property
+    def physical(self) -> bool:
+        return self in (NavKind.PREV, NavKind.NEXT)
+
+    @property
+    def default_offset(self) -> int:
+        return 1 if self.physical else 0
+
+
+@node("literal")
+@dataclass(frozen=True, slots=True)
+class Literal(Expr):
+    value: Scalar
+
+
+@node("interval")
+@dataclass(frozen=True, slots=True)
+class IntervalLiteral(Expr):
+    """``INTERVAL '30' MINUTE``; ``value`` keeps the decimal text exactly."""
+
+    value: str
+    unit: str
+
+
+@node("column")
+@dataclass(frozen=True, slots=True)
+class Column(Expr):
+    """``A.price`` (``variable='A'``) or ``price`` (the universal row pattern variable)."""
+
+    name: str
+    variable: str | None = None
+
+
+@node("star")
+@dataclass(frozen=True, slots=True)
+class Star(Expr):
+    """``*`` or ``A.*`` as the argument of ``count``."""
+
+    variable: str | None = None
+
+
+@node("navigation")
+@dataclass(frozen=True, slots=True)
+class Navigation(Expr):
+    """``PREV/NEXT`` (physical) or ``FIRST/LAST`` (logical) navigation with an offset."""
+
+    kind: NavKind
+    operand: Expr
+    offset: int
+    semantics: Semantics | None = None
+
+
+@node("classifier")
+@dataclass(frozen=True, slots=True)
+class Classifier(Expr):
+    variable: str | None = None
+    semantics: Semantics | None = None
+
+
+@node("match_number")
+@dataclass(frozen=True, slots=True)
+class MatchNumber(Expr):
+    pass
+
+
+AGGREGATES = frozenset({"count", "sum", "avg", "min", "max", "stddev", "variance",
+                        "bool_and", "bool_or", "array_agg", "count_if", "max_by", "min_by"})
+
+
+@node("aggregate")
+@dataclass(frozen=True, slots=True)
+class Aggregate(Expr):
+    name: str
+    args: tuple[Expr, ...]
+    distinct: bool = False
+    semantics: Semantics | None = None
+
+
+@node("binary")
+@dataclass(frozen=True, slots=True)
+class BinaryOp(Expr):
+    op: str
+    left: Expr
+    right: Expr
+
+
+@node("unary")
+@dataclass(frozen=True, slots=True)
+class UnaryOp(Expr):
+    op: str  # NOT | -
+    operand: Expr
+
+
+@node("is_null")
+@dataclass(frozen=True, slots=True)
+class IsNull(Expr):
+    operand: Expr
+    negated: bool = False
+
+
+@node("in_list")
+@dataclass(frozen=True, slots=True)
+class InList(Expr):
+    operand: Expr
+    items: tuple[Expr, ...]
+    negated: bool = False
+
+
+@node("between")
+@dataclass(frozen=True, slots=True)
+class Between(Expr):
+    operand: Expr
+    low: Expr
+    high: Expr
+    negated: bool = False
+
+
+@node("like")
+@dataclass(frozen=True, slots=True)
+class Like(Expr):
+    operand: Expr
+    pattern: Expr
+    negated: bool = False
+
+
+@node("function")
+@dataclass(frozen=True, slots=True)
+class Function(Expr):
+    name: str
+    args: tuple[Expr, ...]
+
+
+@node("when")
+@dataclass(frozen=True, slots=True)
+class When:
+    condition: Expr
+    result: Expr
+
+
+@node("case")
+@dataclass(frozen=True, slots=True)
+class Case(Expr):
+    whens: tuple[When, ...]
+    default: Expr | None = None
+    operand: Expr | None = None
+
+
+@node("cast")
+@dataclass(frozen=True, slots=True)
+class Cast(Expr):
+    operand: Expr
+    to: str
+
+
+COMPARISONS = frozenset({"=", "<>", "<", "<=", ">", ">="})
+ARITHMETIC = frozenset({"+", "-", "*", "/", "%", "||"})
+LOGICAL = frozenset({"AND", "OR"})
+
+# ---------------------------------------------------------------------------------------------
+# traversal
+
+
+def children(e: Expr) -> tuple[Expr, ...]:
+    """Direct sub-expressions of ``e``."""
+    if isinstance(e, Navigation):
+        return (e.operand,)
+    if isinstance(e, Aggregate | Function):
+        return e.args
+    if isinstance(e, BinaryOp):
+        return (e.left, e.right)
+    if isinstance(e, UnaryOp | IsNull | Cast):
+        return (e.operand,)
+    if isinstance(e, InList):
+        return (e.operand, *e.items)
+    if isinstance(e, Between):
+        return (e.operand, e.low, e.high)
+    if isinstance(e, Like):
+        return (e.operand, e.pattern)
+    if isinstance(e, Case):
+        out: list[Expr] = [] if e.operand is None else [e.operand]
+        for w in e.whens:
+            out += [w.condition, w.result]
+        if e.default is not None:
+            out.append(e.default)
+        return tuple(out)
+    return ()
+
+
+def walk(e: Expr) -> Iterator[Expr]:
+    """Pre-order traversal."""
+    yield e
+    for c in children(e):
+        yield from walk(c)
+
+
+def conjuncts(e: Expr) -> list[Expr]:
+    """Split a condition on its top-level ANDs."""
+    if isinstance(e, BinaryOp) and e.op == "AND":
+        return conjuncts(e.left) + conjuncts(e.right)
+    return [e]
+
+
+def and_all(items: list[Expr]) -> Expr | None:
+    """AND the items together, as a balanced tree (None when empty)."""
+    if not items:
+        return None
+    if len(items) == 1:
+        return items[0]
+    mid = len(items) // 2
+    left, right = and_all(items[:mid]), and_all(items[mid:])
+    assert left is not None and right is not None
+    return BinaryOp("AND", left, right)
+
+
+def referenced_variables(e: Expr) -> set[str | None]:
+    """Variables (None = universal) whose rows ``e`` reads through columns, stars or classifiers."""
+    out: set[str | None] = set()
+    for n in walk(e):
+        if isinstance(n, Column | Star | Classifier):
+            out.add(n.variable)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# printing
+
+_PREC = {"OR": 1, "AND": 2, "NOT": 3, "CMP": 4, "||": 5, "+": 6, "-": 6, "*": 7, "/": 7, "%": 7,
+         "NEG": 8, "ATOM": 9}
+_BARE_COLUMN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# words sqlglot treats as keywords: a column with such a name is quoted when printed
+_KEYWORDS = frozenset(["ALL", "AND", "ANY", "ARRAY", "AS", "ASC", "BETWEEN", "BY", "CASE", "CAST", "COLLATE", "CROSS", "CURRENT_DATE", "CURRENT_TIME", "CURRENT_TIMESTAMP", "DATE", "DATETIME", "DEFAULT", "DESC", "DISTINCT", "ELSE", "END", "ESCAPE", "EXCEPT", "EXISTS", "FALSE", "FILTER", "FIRST", "FOLLOWING", "FOR", "FROM", "FULL", "GROUP", "HAVING", "IF", "ILIKE", "IN", "INNER", "INTERVAL", "INTERSECT", "INTO", "IS", "JOIN", "LAST", "LEFT", "LIKE", "LIMIT", "MAP", "NATURAL", "NEXT", "NOT", "NULL", "NULLS", "OFFSET", "ON", "OR", "ORDER", "OUTER", "OVER", "PARTITION", "PERCENT", "PIVOT", "PRECEDING", "RANGE", "RIGHT", "ROW", "ROWS", "SELECT", "SET", "SOME", "STRUCT", "TABLE", "THEN", "TIME", "TIMESTAMP", "TOP", "TRUE", "UNBOUNDED", "UNION", "UNNEST", "USING", "VALUES", "WHEN", "WHERE", "WINDOW", "WITH", "YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND"])
+
+
+def format_column_name(name: str) -> str:
+    """Quote a column name when it is not a plain identifier or is a keyword."""
+    if _BARE_COLUMN.match(name) and name.upper() not in _KEYWORDS:
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+def format_literal(value: Scalar) -> str:
+    if value is None:
+        return "NULL"
+    if value is True:
+        return "TRUE"
+    if value is False:
+        return "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return f"CAST('{value}' AS DOUBLE)"
+        text = repr(value)
+        return text if ("." in text or "e" in text or "E" in text) else text + ".0"
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _prec(e: Expr) -> int:
+    if isinstance(e, BinaryOp):
+        return _PREC["CMP"] if e.op in COMPARISONS else _PREC[e.op]
+    if isinstance(e, UnaryOp):
+        return _PREC["NOT"] if e.op == "NOT" else _PREC["NEG"]
+    if isinstance(e, IsNull | InList | Between | Like):
+        return _PREC["CMP"]
+    if isinstance(e, Literal) and isinstance(e.value, int | float) and not isinstance(e.value, bool) \
+            and e.value < 0:
+        return _PREC["NEG"]
+    return _PREC["ATOM"]
+
+
+def _sub(e: Expr, min_prec: int) -> str:
+    text = to_sql(e)
+    return f"({text})" if _prec(e) < min_prec else text
+
+
+def _semantics(s: Semantics | None) -> str:
+    return "" if s is None else s.value + " "
+
+
+def _qualified(variable: str | None, name: str) -> str:
+    column = format_column_name(name)
+    return column if variable is None else f"{format_label(variable)}.{column}"
+
+
+def to_sql(e: Expr) -> str:
+    """Canonical SQL text of an expression (parses back to an equal node)."""
+    if isinstance(e, Literal):
+        return format_literal(e.value)
+    if isinstance(e, IntervalLiteral):
+        return f"INTERVAL '{e.value}' {e.unit}"
+    if isinstance(e, Column):
+        return _qualified(e.variable, e.name)
+    if isinstance(e, Star):
+        return "*" if e.variable is None else f"{format_label(e.variable)}.*"
+    if isinstance(e, Navigation):
+        args = to_sql(e.operand)
+        if e.offset != e.kind.default_offset:
+            args += f", {e.offset}"
+        return f"{_semantics(e.semantics)}{e.kind.value}({args})"
+    if isinstance(e, Classifier):
+        inner = "" if e.variable is None else format_label(e.variable)
+        return f"{_semantics(e.semantics)}CLASSIFIER({inner})"
+    if isinstance(e, MatchNumber):
+        return "MATCH_NUMBER()"
+    if isinstance(e, Aggregate):
+        args = ", ".join(to_sql(a) for a in e.args)
+        return f"{_semantics(e.semantics)}{e.name}({'DISTINCT ' if e.distinct else ''}{args})"
+    if isinstance(e, Function):
+        return f"{e.name}({', '.join(to_sql(a) for a in e.args)})"
+    if isinstance(e, BinaryOp):
+        p = _prec(e)
+        # left-associative: the right operand of an equal-precedence operator needs parentheses
+        left_min = p + 1 if e.op in COMPARISONS else p
+        return f"{_sub(e.left, left_min)} {e.op} {_sub(e.right, p + 1)}"
+    if isinstance(e, UnaryOp):
+        if e.op == "NOT":
+            return f"NOT {_sub(e.operand, _PREC['NOT'])}"
+        return f"-{_sub(e.operand, _PREC['ATOM'])}"
+    if isinstance(e, IsNull):
+        return f"{_sub(e.operand, _PREC['CMP'] + 1)} IS {'NOT ' if e.negated else ''}NULL"
+    if isinstance(e, InList):
+        items = ", ".join(to_sql(i) for i in e.items)
+        return f"{_sub(e.operand, _PREC['CMP'] + 1)} {'NOT ' if e.negated else ''}IN ({items})"
+    if isinstance(e, Between):
+        lo, hi = _sub(e.low, _PREC["CMP"] + 1), _sub(e.high, _PREC["CMP"] + 1)
+        return f"{_sub(e.operand, _PREC['CMP'] + 1)} {'NOT ' if e.negated else ''}BETWEEN {lo} AND {hi}"
+    if isinstance(e, Like):
+        return (f"{_sub(e.operand, _PREC['CMP'] + 1)} {'NOT ' if e.negated else ''}LIKE "
+                f"{_sub(e.pattern, _PREC['CMP'] + 1)}")
+    if isinstance(e, Case):
+        parts = ["CASE"]
+        if e.operand is not None:
+            parts.append(to_sql(e.operand))
+        for w in e.whens:
+            parts.append(f"WHEN {to_sql(w.condition)} THEN {to_sql(w.result)}")
+        if e.default is not None:
+            parts.append(f"ELSE {to_sql(e.default)}")
+        parts.append("END")
+        return " ".join(parts)
+    if isinstance(e, Cast):
+        return f"CAST({to_sql(e.operand)} AS {e.to})"
+    raise TypeError(f"unknown expression node: {type(e).__name__}")

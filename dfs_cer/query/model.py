@@ -1,0 +1,194 @@
+"""The frozen query model: what :func:`dfs_cer.parse` returns.
+
+Every class is a frozen, slotted dataclass registered for JSON round trips (``"type"``
+discriminator), hashable and picklable, so a :class:`Query` can be shipped to Spark executors
+and storage nodes unchanged.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from decimal import Decimal
+
+from dfs_cer.pattern.ir import RowPattern
+from dfs_cer.query.expr import Expr
+from dfs_cer.serde import node
+
+
+class RowsPerMatch(enum.Enum):
+    ONE_ROW = "ONE ROW PER MATCH"
+    ALL_ROWS_SHOW_EMPTY = "ALL ROWS PER MATCH SHOW EMPTY MATCHES"
+    ALL_ROWS_OMIT_EMPTY = "ALL ROWS PER MATCH OMIT EMPTY MATCHES"
+    ALL_ROWS_WITH_UNMATCHED = "ALL ROWS PER MATCH WITH UNMATCHED ROWS"
+
+    @property
+    def all_rows(self) -> bool:
+        return self is not RowsPerMatch.ONE_ROW
+
+
+class SkipTo(enum.Enum):
+    PAST_LAST_ROW = "PAST LAST ROW"
+    NEXT_ROW = "TO NEXT ROW"
+    FIRST = "TO FIRST"
+    LAST = "TO LAST"
+
+
+@node("after_match_skip")
+@dataclass(frozen=True, slots=True)
+class AfterMatchSkip:
+    """``AFTER MATCH SKIP ...``; ``TO v`` is stored as ``TO LAST v`` (the standard's meaning)."""
+
+    to: SkipTo = SkipTo.PAST_LAST_ROW
+    variable: str | None = None
+
+    def sql(self) -> str:
+        from dfs_cer.pattern.ir import format_label
+
+        if self.variable is None:
+            return f"AFTER MATCH SKIP {self.to.value}"
+        return f"AFTER MATCH SKIP {self.to.value} {format_label(self.variable)}"
+
+
+class WindowUnit(enum.Enum):
+    MICROSECOND = "MICROSECOND"
+    MILLISECOND = "MILLISECOND"
+    SECOND = "SECOND"
+    MINUTE = "MINUTE"
+    HOUR = "HOUR"
+    DAY = "DAY"
+
+    @property
+    def seconds(self) -> Decimal:
+        return {
+            "MICROSECOND": Decimal("0.000001"),
+            "MILLISECOND": Decimal("0.001"),
+            "SECOND": Decimal(1),
+            "MINUTE": Decimal(60),
+            "HOUR": Decimal(3600),
+            "DAY": Decimal(86400),
+        }[self.value]
+
+
+@node("window")
+@dataclass(frozen=True, slots=True)
+class Window:
+    """``WITHIN INTERVAL '30' MINUTE``: the first and last row of a match are at most this far
+    apart (inclusive). ``unit=None`` means a bare number in the ORDER BY column's own units."""
+
+    value: str
+    unit: WindowUnit | None = None
+
+    @property
+    def amount(self) -> Decimal:
+        return Decimal(self.value)
+
+    def seconds(self) -> Decimal | None:
+        return None if self.unit is None else self.amount * self.unit.seconds
+
+    def sql(self) -> str:
+        if self.unit is None:
+            return f"WITHIN {self.value}"
+        return f"WITHIN INTERVAL '{self.value}' {self.unit.value}"
+
+
+@node("sort_item")
+@dataclass(frozen=True, slots=True)
+class SortItem:
+    column: str
+    descending: bool = False
+    nulls_first: bool | None = None
+
+
+@node("measure")
+@dataclass(frozen=True, slots=True)
+class Measure:
+    expr: Expr
+    name: str
+
+
+@node("subset")
+@dataclass(frozen=True, slots=True)
+class Subset:
+    name: str
+    variables: tuple[str, ...]
+
+
+@node("definition")
+@dataclass(frozen=True, slots=True)
+class Definition:
+    variable: str
+    condition: Expr
+
+
+@node("match_recognize")
+@dataclass(frozen=True, slots=True)
+class MatchRecognize:
+    """The body of ``MATCH_RECOGNIZE ( ... )``."""
+
+    order_by: tuple[SortItem, ...]
+    pattern: RowPattern
+    partition_by: tuple[str, ...] = ()
+    measures: tuple[Measure, ...] = ()
+    rows_per_match: RowsPerMatch = RowsPerMatch.ONE_ROW
+    all_matches: bool = False
+    after_match_skip: AfterMatchSkip = AfterMatchSkip()
+    window: Window | None = None
+    subsets: tuple[Subset, ...] = ()
+    definitions: tuple[Definition, ...] = ()
+
+    def definition(self, variable: str) -> Definition | None:
+        for d in self.definitions:
+            if d.variable == variable:
+                return d
+        return None
+
+
+@node("outer_query")
+@dataclass(frozen=True, slots=True)
+class OuterQuery:
+    """The SELECT around MATCH_RECOGNIZE, each part as SQL text in sqlglot's generic dialect.
+
+    It runs on an embedded SQL engine (or Spark SQL) over the match relation, so it is kept as
+    text rather than interpreted by dfs-cer.
+    """
+
+    select: tuple[str, ...] = ("*",)
+    distinct: bool = False
+    where: str | None = None
+    order_by: tuple[str, ...] = ()
+    limit: int | None = None
+
+
+@node("query")
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A parsed ``SELECT ... FROM table MATCH_RECOGNIZE (...) [AS alias] ...`` query."""
+
+    table: str
+    recognize: MatchRecognize
+    alias: str | None = None
+    outer: OuterQuery = OuterQuery()
+
+    @property
+    def order_column(self) -> str:
+        return self.recognize.order_by[0].column
+
+    def to_sql(self) -> str:
+        from dfs_cer.query.format import format_query
+
+        return format_query(self)
+
+    def to_json(self, indent: int | None = None) -> str:
+        from dfs_cer.serde import to_json
+
+        return to_json(self, indent=indent)
+
+    @staticmethod
+    def from_json(text: str | bytes) -> Query:
+        from dfs_cer.serde import SerdeError, from_json
+
+        value = from_json(text)
+        if not isinstance(value, Query):
+            raise SerdeError(f"JSON does not describe a query but a {type(value).__name__}")
+        return value

@@ -1,0 +1,606 @@
+"""SQL text -> :class:`~dfs_cer.query.model.Query`.
+
+sqlglot tokenizes the whole statement and parses every expression (select list, MEASURES,
+DEFINE conditions, PARTITION BY / ORDER BY, the outer WHERE and ORDER BY). The clause structure
+of ``MATCH_RECOGNIZE ( ... )`` is read here, token by token, because sqlglot does not know the
+whole SQL:2016 clause (SUBSET, WITH UNMATCHED ROWS, RUNNING/FINAL prefixes) nor dfs-cer's
+extensions (``WITHIN``, ``ALL MATCHES``); the PATTERN text goes to
+:func:`dfs_cer.pattern.parser.parse_pattern`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError
+from sqlglot.tokens import TokenType
+
+from dfs_cer.errors import (
+    QueryError,
+    QuerySyntaxError,
+    QueryValidationError,
+    SourcePosition,
+    UnsupportedFeatureError,
+)
+from dfs_cer.pattern.parser import parse_pattern
+from dfs_cer.query.convert import Converter, normalize_unit
+from dfs_cer.query.expr import Column, Expr
+from dfs_cer.query.model import (
+    AfterMatchSkip,
+    Definition,
+    MatchRecognize,
+    Measure,
+    OuterQuery,
+    Query,
+    RowsPerMatch,
+    SkipTo,
+    SortItem,
+    Subset,
+    Window,
+    WindowUnit,
+)
+from dfs_cer.query.source import Fragment, FragmentBuilder, SourceText
+
+# clause keywords in the order the standard requires them
+_CLAUSES: list[tuple[str, tuple[str, ...]]] = [
+    ("PARTITION BY", ("PARTITION", "BY")),
+    ("ORDER BY", ("ORDER", "BY")),
+    ("MEASURES", ("MEASURES",)),
+    ("ONE ROW PER MATCH", ("ONE", "ROW", "PER", "MATCH")),
+    ("ALL ROWS PER MATCH", ("ALL", "ROWS", "PER", "MATCH")),
+    ("ALL MATCHES", ("ALL", "MATCHES")),
+    ("AFTER MATCH SKIP", ("AFTER", "MATCH", "SKIP")),
+    ("INITIAL", ("INITIAL",)),
+    ("SEEK", ("SEEK",)),
+    ("PATTERN", ("PATTERN",)),
+    ("WITHIN", ("WITHIN",)),
+    ("SUBSET", ("SUBSET",)),
+    ("DEFINE", ("DEFINE",)),
+]
+_RANK = {
+    "PARTITION BY": 0, "ORDER BY": 1, "MEASURES": 2, "ONE ROW PER MATCH": 3,
+    "ALL ROWS PER MATCH": 3, "ALL MATCHES": 4, "AFTER MATCH SKIP": 5, "INITIAL": 6, "SEEK": 6,
+    "PATTERN": 7, "WITHIN": 8, "SUBSET": 9, "DEFINE": 10,
+}  # fmt: skip
+_SEMANTICS_WORDS = {"RUNNING": "DFSCER_RUNNING", "FINAL": "DFSCER_FINAL"}
+
+
+@dataclass
+class _Clause:
+    name: str
+    keyword_index: int
+    first: int  # first content token
+    last: int  # last content token (first - 1 when empty)
+
+
+class _Parser:
+    def __init__(self, sql: str) -> None:
+        if not isinstance(sql, str) or not sql.strip():
+            raise QuerySyntaxError("the query is empty", hint="pass SELECT ... FROM t MATCH_RECOGNIZE (...)",
+                                   code="syntax")
+        self.src = SourceText(sql)
+        self.toks = self.src.tokens
+
+    # ------------------------------------------------------------------ helpers
+
+    def word(self, i: int) -> str:
+        return self.toks[i].text.upper() if i < len(self.toks) else ""
+
+    def words_at(self, i: int, words: tuple[str, ...], end: int) -> int:
+        """Number of tokens the keyword sequence ``words`` spans at ``i`` (0: no match)."""
+        j, k = i, 0
+        while k < len(words):
+            if j > end:
+                return 0
+            parts = self.toks[j].text.upper().split()
+            if tuple(parts) != words[k : k + len(parts)] or not parts:
+                return 0
+            k += len(parts)
+            j += 1
+        return j - i
+
+    def pos(self, i: int) -> SourcePosition:
+        return self.src.token_position(i)
+
+    def syntax(self, message: str, i: int, clause: str | None = None, hint: str | None = None) -> QuerySyntaxError:
+        return QuerySyntaxError(message, clause=clause, position=self.pos(i), hint=hint, code="syntax")
+
+    def invalid(self, message: str, i: int, clause: str, hint: str | None = None,
+                code: str = "invalid") -> QueryValidationError:
+        return QueryValidationError(message, clause=clause, position=self.pos(i), hint=hint, code=code)
+
+    def split_commas(self, first: int, last: int) -> list[tuple[int, int]]:
+        """Token ranges of the comma-separated items in ``[first, last]`` (depth 0 commas)."""
+        items, depth, start = [], 0, first
+        for i in range(first, last + 1):
+            kind = self.toks[i].token_type
+            if kind == TokenType.L_PAREN:
+                depth += 1
+            elif kind == TokenType.R_PAREN:
+                depth -= 1
+            elif kind == TokenType.COMMA and depth == 0:
+                items.append((start, i - 1))
+                start = i + 1
+        items.append((start, last))
+        for a, b in items:
+            if b < a:
+                raise self.syntax("empty item in a comma-separated list", a if a < len(self.toks) else b,
+                                  hint="remove the extra comma")
+        return items
+
+    def fragment(self, first: int, last: int, prefix: str = "SELECT ", clause: str = "expression") -> Fragment:
+        """Source text of tokens ``[first, last]`` with RUNNING/FINAL prefixes made into calls."""
+        builder = FragmentBuilder(self.src)
+        builder.synthetic(prefix, self.toks[first].start)
+        edits: list[tuple[int, int, str]] = []
+        for i in range(first, last + 1):
+            wrapper = _SEMANTICS_WORDS.get(self.word(i))
+            if wrapper and i > first and self.toks[i - 1].token_type == TokenType.DOT:
+                continue  # a column named running/final
+            bare = i + 1 <= last and self.toks[i + 1].token_type in (TokenType.VAR, TokenType.IDENTIFIER) \
+                and (i + 2 > last or self.toks[i + 2].token_type != TokenType.L_PAREN)
+            if wrapper and (bare or (i + 1 <= last and self.toks[i + 1].token_type == TokenType.L_PAREN)):
+                raise self.invalid(f"{self.word(i)} applies to navigation functions, aggregates and CLASSIFIER, "
+                                   f"not to {self.src.text(i + 1, min(i + 3, last))!r}", i, clause,
+                                   f"write e.g. {self.word(i)} LAST(A.price)", code="bad-semantics")
+            if wrapper and i + 2 <= last and self.toks[i + 2].token_type == TokenType.L_PAREN:
+                close = self.src.matching_paren(i + 2)
+                edits.append((self.toks[i].start, self.toks[i].end + 1, wrapper + "("))
+                edits.append((self.toks[close].end + 1, self.toks[close].end + 1, ")"))
+        edits.sort(key=lambda e: (e[0], e[1]))
+        position = self.toks[first].start
+        for start, end, text in edits:
+            builder.copy(position, start)
+            builder.synthetic(text, start)
+            position = max(position, end)
+        builder.copy(position, self.toks[last].end + 1)
+        return builder.build()
+
+    def parse_sql(self, fragment: Fragment, clause: str) -> exp.Expression:
+        try:
+            parsed = sqlglot.parse_one(fragment.text)
+        except ParseError as exc:
+            err = exc.errors[0] if exc.errors else {}
+            offset = _offset_of(fragment.text, err.get("line"), err.get("col"))
+            position = self.src.position(fragment.source_offset(offset)) if offset is not None else None
+            description = _friendly(err.get("description") or str(exc))
+            raise QuerySyntaxError(f"cannot parse {clause}: {description}", clause=clause,
+                                   position=position, code="syntax") from exc
+        if not isinstance(parsed, exp.Expression):
+            raise QuerySyntaxError(f"cannot parse {clause}", clause=clause, code="syntax")
+        return parsed
+
+    def expression(self, first: int, last: int, clause: str) -> Expr:
+        select = self.parse_sql(self.fragment(first, last, clause=clause), clause)
+        if not isinstance(select, exp.Select) or len(select.expressions) != 1 or select.args.get("from_"):
+            raise self.syntax(f"expected one expression in {clause}", first, clause)
+        return Converter(clause, self.pos(first)).convert(select.expressions[0])
+
+    def name_at(self, i: int, clause: str, what: str, canonical: bool = True) -> str:
+        tok = self.toks[i] if i < len(self.toks) else None
+        if tok is None or tok.token_type in (TokenType.L_PAREN, TokenType.R_PAREN, TokenType.COMMA,
+                                             TokenType.STRING, TokenType.NUMBER) or not tok.text:
+            raise self.syntax(f"expected {what}", min(i, len(self.toks) - 1), clause)
+        if tok.token_type == TokenType.IDENTIFIER:
+            return tok.text
+        if not (tok.text[0].isalpha() or tok.text[0] == "_") or not tok.text.replace("_", "").isalnum():
+            raise self.syntax(f"expected {what} but found {tok.text!r}", i, clause)
+        return tok.text.upper() if canonical else tok.text
+
+    # ------------------------------------------------------------------ top level
+
+    def parse(self) -> Query:
+        mr = [i for i, t in enumerate(self.toks) if t.text.upper() == "MATCH_RECOGNIZE"]
+        if not mr:
+            raise QuerySyntaxError(
+                "the query has no MATCH_RECOGNIZE clause",
+                hint="dfs-cer evaluates SELECT ... FROM <table> MATCH_RECOGNIZE (...)", code="no-match-recognize")
+        if len(mr) > 1:
+            raise UnsupportedFeatureError("more than one MATCH_RECOGNIZE in one query is not supported",
+                                          position=self.pos(mr[1]), hint="run one query per pattern",
+                                          code="unsupported")
+        m = mr[0]
+        if m + 1 >= len(self.toks) or self.toks[m + 1].token_type != TokenType.L_PAREN:
+            raise self.syntax("MATCH_RECOGNIZE must be followed by '('", m)
+        close = self.src.matching_paren(m + 1)
+        alias, after = self._alias(close + 1)
+        recognize = self._body(m + 2, close - 1, close)
+        table, outer = self._outer(m, close, alias, after)
+        return Query(table=table, recognize=recognize, alias=alias, outer=outer)
+
+    def _alias(self, i: int) -> tuple[str | None, int]:
+        if i < len(self.toks) and self.toks[i].token_type == TokenType.ALIAS:
+            return self.name_at(i + 1, "MATCH_RECOGNIZE", "an alias after AS", canonical=False), i + 2
+        if i < len(self.toks) and self.toks[i].token_type in (TokenType.VAR, TokenType.IDENTIFIER):
+            return self.name_at(i, "MATCH_RECOGNIZE", "an alias", canonical=False), i + 1
+        return None, i
+
+    def _outer(self, m: int, close: int, alias: str | None, after: int) -> tuple[str, OuterQuery]:
+        # the input table: FROM <name>[.<name>...] [[AS] alias] MATCH_RECOGNIZE
+        if m > 0 and self.toks[m - 1].token_type == TokenType.R_PAREN:
+            raise UnsupportedFeatureError("a subquery as the input of MATCH_RECOGNIZE is not supported",
+                                          position=self.pos(m - 1),
+                                          hint="name a table (or register the data as one)", code="unsupported")
+        j = m - 1
+        start = j
+        while j >= 0 and self.toks[j].token_type != TokenType.FROM:
+            j -= 1
+        if j < 0:
+            raise self.syntax("MATCH_RECOGNIZE must follow FROM <table>", m)
+        name_toks = list(range(j + 1, start + 1))
+        if not name_toks:
+            raise self.syntax("FROM needs a table name before MATCH_RECOGNIZE", m)
+        if self.toks[name_toks[0]].token_type == TokenType.L_PAREN:
+            raise UnsupportedFeatureError("a subquery as the input of MATCH_RECOGNIZE is not supported",
+                                          position=self.pos(name_toks[0]),
+                                          hint="name a table (or register the data as one)", code="unsupported")
+        table_end = name_toks[0]
+        self.name_at(table_end, "FROM", "a table name")
+        while table_end + 2 <= start and self.toks[table_end + 1].token_type == TokenType.DOT:
+            table_end += 2
+            self.name_at(table_end, "FROM", "a table name")
+        rest = name_toks[name_toks.index(table_end) + 1 :]
+        if rest and not (
+            (len(rest) == 1 and self.toks[rest[0]].token_type in (TokenType.VAR, TokenType.IDENTIFIER))
+            or (len(rest) == 2 and self.toks[rest[0]].token_type == TokenType.ALIAS)
+        ):
+            raise self.syntax(f"unexpected {self.toks[rest[0]].text!r} between the table and MATCH_RECOGNIZE",
+                              rest[0], "FROM")
+        table = ".".join(self.toks[t].text for t in range(name_toks[0], table_end + 1) if
+                         self.toks[t].token_type != TokenType.DOT)
+        builder = FragmentBuilder(self.src)
+        builder.copy(0, self.toks[table_end].end + 1)
+        builder.synthetic(" AS __dfs_cer_matches" if alias is None else f' AS "{alias}"',
+                          self.toks[close].start)
+        if after < len(self.toks):
+            builder.synthetic(" ", self.toks[after].start)
+            builder.copy(self.toks[after].start, len(self.src.sql))
+        select = self.parse_sql(builder.build(), "SELECT")
+        if not isinstance(select, exp.Select):
+            raise UnsupportedFeatureError(f"a {type(select).__name__.upper()} statement around MATCH_RECOGNIZE "
+                                          "is not supported", hint="use SELECT ... FROM t MATCH_RECOGNIZE (...)",
+                                          code="unsupported")
+        for key, label in (("joins", "JOIN"), ("group", "GROUP BY"), ("having", "HAVING"),
+                           ("windows", "WINDOW"), ("qualify", "QUALIFY"), ("with_", "WITH"),
+                           ("with", "WITH"), ("laterals", "LATERAL"), ("offset", "OFFSET")):
+            if select.args.get(key):
+                raise UnsupportedFeatureError(
+                    f"{label} around MATCH_RECOGNIZE is not supported", clause="SELECT",
+                    hint="aggregate or join the result DataFrame/table afterwards", code="unsupported")
+        for e in select.find_all(exp.Subquery):
+            raise UnsupportedFeatureError(f"subquery {e.sql()} in the outer query is not supported",
+                                          clause="SELECT", code="unsupported")
+        items = tuple(e.sql() for e in select.expressions)
+        where = select.args.get("where")
+        order = select.args.get("order")
+        limit = select.args.get("limit")
+        limit_value: int | None = None
+        if limit is not None:
+            value = limit.expression
+            if not (isinstance(value, exp.Literal) and not value.is_string and str(value.this).isdigit()):
+                raise QueryValidationError(f"LIMIT must be a non-negative integer, got {value.sql()}",
+                                           clause="LIMIT", code="bad-limit")
+            limit_value = int(value.this)
+        return table, OuterQuery(
+            select=items,
+            distinct=bool(select.args.get("distinct")),
+            where=None if where is None else where.this.sql(),
+            order_by=() if order is None else tuple(o.sql() for o in order.expressions),
+            limit=limit_value,
+        )
+
+    # ------------------------------------------------------------------ MATCH_RECOGNIZE body
+
+    def _clauses(self, first: int, last: int, close: int) -> list[_Clause]:
+        found: list[_Clause] = []
+        depth = 0
+        i = first
+        while i <= last:
+            kind = self.toks[i].token_type
+            if depth == 0:
+                hit = None
+                for name, words in _CLAUSES:
+                    n = self.words_at(i, words, last)
+                    if n:
+                        hit = (name, n)
+                        break
+                if hit:
+                    if found:
+                        found[-1].last = i - 1
+                    name, n = hit
+                    found.append(_Clause(name, i, i + n, last))
+                    if name == "PATTERN":
+                        lp = i + n
+                        if lp > last or self.toks[lp].token_type != TokenType.L_PAREN:
+                            raise self.syntax("PATTERN must be followed by '('", i, "PATTERN")
+                        rp = self.src.matching_paren(lp)
+                        found[-1].first, found[-1].last = lp, rp
+                        i = rp + 1
+                        if i <= last:
+                            found.append(_Clause("(after PATTERN)", i, i, last))
+                        continue
+                    i += n
+                    continue
+                if not found:
+                    raise self.syntax(
+                        f"unexpected {self.toks[i].text!r} at the start of MATCH_RECOGNIZE", i, "MATCH_RECOGNIZE",
+                        "the clauses are PARTITION BY, ORDER BY, MEASURES, ONE ROW/ALL ROWS PER MATCH, "
+                        "AFTER MATCH SKIP, PATTERN, SUBSET, DEFINE")
+            if kind == TokenType.L_PAREN:
+                depth += 1
+            elif kind == TokenType.R_PAREN:
+                depth -= 1
+            i += 1
+        clauses = [c for c in found if c.name != "(after PATTERN)" or c.first <= c.last]
+        for c in clauses:
+            if c.name == "(after PATTERN)":
+                raise self.syntax(f"unexpected {self.toks[c.first].text!r} after PATTERN (...)", c.first, "PATTERN",
+                                  "WITHIN, SUBSET or DEFINE may follow PATTERN")
+        seen: dict[str, _Clause] = {}
+        for c in clauses:
+            rank_name = "ROWS PER MATCH" if c.name in ("ONE ROW PER MATCH", "ALL ROWS PER MATCH") else c.name
+            if rank_name in seen:
+                raise self.syntax(f"{c.name} appears twice", c.keyword_index, c.name)
+            for other in seen.values():
+                if _RANK[other.name] > _RANK[c.name]:
+                    raise self.syntax(f"{c.name} must come before {other.name}", c.keyword_index, c.name,
+                                      "order: PARTITION BY, ORDER BY, MEASURES, ROWS PER MATCH, AFTER MATCH SKIP, "
+                                      "PATTERN [WITHIN], SUBSET, DEFINE")
+            seen[rank_name] = c
+        if not clauses:
+            raise self.syntax("MATCH_RECOGNIZE ( ) is empty", close, "MATCH_RECOGNIZE",
+                              "it needs at least ORDER BY and PATTERN")
+        return clauses
+
+    def _body(self, first: int, last: int, close: int) -> MatchRecognize:
+        clauses = {c.name: c for c in self._clauses(first, last, close)}
+        if "PATTERN" not in clauses:
+            raise self.syntax("MATCH_RECOGNIZE needs a PATTERN clause", close, "MATCH_RECOGNIZE",
+                              "add e.g. PATTERN (A B)")
+        if "ORDER BY" not in clauses:
+            raise self.syntax("MATCH_RECOGNIZE needs ORDER BY <time column>", close, "MATCH_RECOGNIZE",
+                              "rows are matched in time order: add ORDER BY ts")
+        if "SEEK" in clauses:
+            raise UnsupportedFeatureError("SEEK is not supported", clause="SEEK",
+                                          position=self.pos(clauses["SEEK"].keyword_index),
+                                          hint="remove it: MATCH_RECOGNIZE in FROM matches INITIAL", code="unsupported")
+        for name in ("INITIAL", "ALL MATCHES"):
+            c = clauses.get(name)
+            if c is not None and c.first <= c.last:
+                raise self.syntax(f"unexpected {self.toks[c.first].text!r} after {name}", c.first, name)
+
+        pattern_clause = clauses["PATTERN"]
+        lp, rp = pattern_clause.first, pattern_clause.last
+        text_start = self.toks[lp].end + 1
+        pattern = parse_pattern(self.src.sql[text_start : self.toks[rp].start],
+                                lambda off: self.src.position(text_start + off))
+        rows, all_matches = self._rows_per_match(clauses)
+        return MatchRecognize(
+            order_by=self._order_by(clauses["ORDER BY"]),
+            pattern=pattern,
+            partition_by=self._partition_by(clauses.get("PARTITION BY")),
+            measures=self._measures(clauses.get("MEASURES")),
+            rows_per_match=rows,
+            all_matches=all_matches,
+            after_match_skip=self._after_match_skip(clauses.get("AFTER MATCH SKIP")),
+            window=self._within(clauses.get("WITHIN")),
+            subsets=self._subsets(clauses.get("SUBSET")),
+            definitions=self._definitions(clauses.get("DEFINE")),
+        )
+
+    def _require_content(self, c: _Clause) -> None:
+        if c.last < c.first:
+            raise self.syntax(f"{c.name} is empty", c.keyword_index, c.name)
+
+    def _partition_by(self, c: _Clause | None) -> tuple[str, ...]:
+        if c is None:
+            return ()
+        self._require_content(c)
+        names = []
+        for a, b in self.split_commas(c.first, c.last):
+            e = self.expression(a, b, "PARTITION BY")
+            if not isinstance(e, Column) or e.variable is not None:
+                raise self.invalid(f"PARTITION BY takes column names, got {self.src.text(a, b)!r}", a, "PARTITION BY",
+                                   code="bad-partition")
+            names.append(e.name)
+        _no_duplicates(names, "PARTITION BY", "column", self.pos(c.first))
+        return tuple(names)
+
+    def _order_by(self, c: _Clause) -> tuple[SortItem, ...]:
+        self._require_content(c)
+        items = []
+        for a, b in self.split_commas(c.first, c.last):
+            words = [self.word(i) for i in range(a, b + 1)]
+            nulls_first: bool | None = None
+            if "NULLS" in words:
+                k = words.index("NULLS")
+                if k + 1 >= len(words) or words[k + 1] not in ("FIRST", "LAST"):
+                    raise self.syntax("NULLS must be followed by FIRST or LAST", a + k, "ORDER BY")
+                nulls_first = words[k + 1] == "FIRST"
+            select = self.parse_sql(self.fragment(a, b, "SELECT 1 ORDER BY ", "ORDER BY"), "ORDER BY")
+            ordered = select.args["order"].expressions[0]
+            column = ordered.this
+            if not isinstance(column, exp.Column) or column.args.get("table") is not None:
+                raise self.invalid(f"ORDER BY takes column names, got {self.src.text(a, b)!r}", a, "ORDER BY",
+                                   code="bad-order")
+            items.append(SortItem(str(column.this.this), bool(ordered.args.get("desc")), nulls_first))
+        _no_duplicates([i.column for i in items], "ORDER BY", "column", self.pos(c.first))
+        return tuple(items)
+
+    def _measures(self, c: _Clause | None) -> tuple[Measure, ...]:
+        if c is None:
+            return ()
+        self._require_content(c)
+        measures = []
+        for a, b in self.split_commas(c.first, c.last):
+            select = self.parse_sql(self.fragment(a, b, clause="MEASURES"), "MEASURES")
+            if not isinstance(select, exp.Select) or len(select.expressions) != 1:
+                raise self.syntax("expected one measure", a, "MEASURES")
+            item = select.expressions[0]
+            if not isinstance(item, exp.Alias):
+                raise self.invalid(f"measure {self.src.text(a, b)!r} needs a name", a, "MEASURES",
+                                   "write <expression> AS <name>", code="unnamed-measure")
+            expr = Converter("MEASURES", self.pos(a)).convert(item.this)
+            measures.append(Measure(expr, str(item.args["alias"].this)))
+        _no_duplicates([m.name.lower() for m in measures], "MEASURES", "measure", self.pos(c.first))
+        return tuple(measures)
+
+    def _rows_per_match(self, clauses: dict[str, _Clause]) -> tuple[RowsPerMatch, bool]:
+        all_matches = "ALL MATCHES" in clauses
+        one = clauses.get("ONE ROW PER MATCH")
+        if one is not None:
+            if one.first <= one.last:
+                raise self.syntax(f"unexpected {self.toks[one.first].text!r} after ONE ROW PER MATCH", one.first,
+                                  one.name)
+            return RowsPerMatch.ONE_ROW, all_matches
+        c = clauses.get("ALL ROWS PER MATCH")
+        if c is None:
+            return RowsPerMatch.ONE_ROW, all_matches
+        words = " ".join(self.word(i) for i in range(c.first, c.last + 1))
+        options = {
+            "": RowsPerMatch.ALL_ROWS_SHOW_EMPTY,
+            "SHOW EMPTY MATCHES": RowsPerMatch.ALL_ROWS_SHOW_EMPTY,
+            "OMIT EMPTY MATCHES": RowsPerMatch.ALL_ROWS_OMIT_EMPTY,
+            "WITH UNMATCHED ROWS": RowsPerMatch.ALL_ROWS_WITH_UNMATCHED,
+        }
+        if words not in options:
+            raise self.syntax(f"unexpected {words!r} after ALL ROWS PER MATCH", c.first, c.name,
+                              "use SHOW EMPTY MATCHES, OMIT EMPTY MATCHES or WITH UNMATCHED ROWS")
+        return options[words], all_matches
+
+    def _after_match_skip(self, c: _Clause | None) -> AfterMatchSkip:
+        if c is None:
+            return AfterMatchSkip()
+        words = [self.word(i) for i in range(c.first, c.last + 1)]
+        hint = "use PAST LAST ROW, TO NEXT ROW, TO FIRST <var>, TO LAST <var> or TO <var>"
+        if words == ["PAST", "LAST", "ROW"]:
+            return AfterMatchSkip(SkipTo.PAST_LAST_ROW)
+        if words == ["TO", "NEXT", "ROW"]:
+            return AfterMatchSkip(SkipTo.NEXT_ROW)
+        if len(words) == 3 and words[:2] in (["TO", "FIRST"], ["TO", "LAST"]):
+            to = SkipTo.FIRST if words[1] == "FIRST" else SkipTo.LAST
+            return AfterMatchSkip(to, self.name_at(c.first + 2, c.name, "a pattern variable"))
+        if len(words) == 2 and words[0] == "TO":
+            return AfterMatchSkip(SkipTo.LAST, self.name_at(c.first + 1, c.name, "a pattern variable"))
+        at = c.first if c.first <= c.last else c.keyword_index
+        raise self.syntax(f"unexpected AFTER MATCH SKIP {' '.join(words)!r}".replace("  ", " "), at, c.name, hint)
+
+    def _within(self, c: _Clause | None) -> Window | None:
+        if c is None:
+            return None
+        self._require_content(c)
+        toks = self.toks[c.first : c.last + 1]
+        hint = "write WITHIN INTERVAL '30' MINUTE, WITHIN '30' MINUTE or WITHIN <number> (ORDER BY column units)"
+        if toks and toks[0].token_type == TokenType.INTERVAL:
+            toks = toks[1:]
+        if not toks or toks[0].token_type not in (TokenType.STRING, TokenType.NUMBER) or len(toks) > 2:
+            raise self.syntax(f"cannot read the window {self.src.text(c.first, c.last)!r}", c.first, "WITHIN", hint)
+        value_text = toks[0].text.strip()
+        unit_text = toks[1].text if len(toks) == 2 else None
+        if unit_text is None and toks[0].token_type == TokenType.STRING and " " in value_text:
+            value_text, unit_text = value_text.split(None, 1)
+        try:
+            amount = Decimal(value_text)
+        except InvalidOperation:
+            raise self.syntax(f"window value {value_text!r} is not a number", c.first, "WITHIN", hint) from None
+        if not amount.is_finite() or amount <= 0:
+            raise self.invalid(f"the window must be positive, got {value_text}", c.first, "WITHIN",
+                               code="bad-window")
+        unit: WindowUnit | None = None
+        if unit_text is not None:
+            name = normalize_unit(unit_text)
+            if name is None:
+                raise self.syntax(f"unknown window unit {unit_text!r}", c.first, "WITHIN",
+                                  "use MILLISECOND, SECOND, MINUTE, HOUR or DAY")
+            unit = WindowUnit(name)
+        elif toks[0].token_type == TokenType.STRING:
+            raise self.syntax(f"the window {value_text!r} needs a unit", c.first, "WITHIN", hint)
+        return Window(value_text, unit)
+
+    def _subsets(self, c: _Clause | None) -> tuple[Subset, ...]:
+        if c is None:
+            return ()
+        self._require_content(c)
+        subsets = []
+        for a, b in self.split_commas(c.first, c.last):
+            name = self.name_at(a, "SUBSET", "a subset name")
+            if a + 2 > b or self.toks[a + 1].token_type != TokenType.EQ or \
+                    self.toks[a + 2].token_type != TokenType.L_PAREN or self.toks[b].token_type != TokenType.R_PAREN:
+                raise self.syntax(f"cannot read SUBSET {self.src.text(a, b)!r}", a, "SUBSET",
+                                  "write SUBSET U = (A, B)")
+            members = []
+            for x, y in self.split_commas(a + 3, b - 1):
+                if x != y:
+                    raise self.syntax(f"expected a pattern variable, got {self.src.text(x, y)!r}", x, "SUBSET")
+                members.append(self.name_at(x, "SUBSET", "a pattern variable"))
+            subsets.append(Subset(name, tuple(members)))
+        return tuple(subsets)
+
+    def _definitions(self, c: _Clause | None) -> tuple[Definition, ...]:
+        if c is None:
+            return ()
+        self._require_content(c)
+        definitions = []
+        for a, b in self.split_commas(c.first, c.last):
+            name = self.name_at(a, "DEFINE", "a pattern variable")
+            if a + 2 > b or self.toks[a + 1].token_type != TokenType.ALIAS:
+                raise self.syntax(f"cannot read the definition {self.src.text(a, b)!r}", a, "DEFINE",
+                                  "write DEFINE A AS <condition>")
+            definitions.append(Definition(name, self.expression(a + 2, b, f"DEFINE {name}")))
+        return tuple(definitions)
+
+
+def _offset_of(text: str, line: object, col: object) -> int | None:
+    if not isinstance(line, int) or not isinstance(col, int):
+        return None
+    lines = text.split("\n")
+    if line < 1 or line > len(lines):
+        return None
+    return sum(len(x) + 1 for x in lines[: line - 1]) + max(0, col - 1)
+
+
+def _friendly(description: str) -> str:
+    """sqlglot's parser messages, reworded for people writing SQL."""
+    missing = re.match(r"Required keyword: '(\w+)' missing for <class '[\w.]*\.(\w+)'>", description)
+    if missing:
+        return f"incomplete expression: the {missing.group(2).upper()} is missing its {missing.group(1)}"
+    return description.rstrip(".")
+
+
+def _no_duplicates(names: list[str], clause: str, what: str, position: SourcePosition) -> None:
+    seen = set()
+    for n in names:
+        if n in seen:
+            raise QueryValidationError(f"{what} {n} appears twice in {clause}", clause=clause, position=position,
+                                       hint=f"remove the duplicate {what}", code="duplicate")
+        seen.add(n)
+
+
+def parse(sql: str) -> Query:
+    """Parse ``SELECT ... FROM t MATCH_RECOGNIZE (...) [AS m] [WHERE ...] [ORDER BY ...] [LIMIT n]``.
+
+    The result is validated (variables, navigation, clause rules) by
+    :func:`dfs_cer.query.validate.validate` before it is returned.
+
+    Raises:
+        QueryError: a :class:`QuerySyntaxError`, :class:`QueryValidationError` or
+            :class:`UnsupportedFeatureError` naming the clause, the position and the fix.
+    """
+    from dfs_cer.query.validate import validate
+
+    try:
+        query = _Parser(sql).parse()
+    except QueryError:
+        raise
+    except RecursionError:
+        raise QuerySyntaxError("the query is nested too deeply", code="syntax") from None
+    validate(query)
+    return query
+
+
+ParseFunction = Callable[[str], Query]

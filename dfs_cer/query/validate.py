@@ -1,0 +1,157 @@
+"""Rules of row pattern recognition a parsed query must satisfy (ISO/IEC 19075-5, as Trino).
+
+Each rule raises :class:`~dfs_cer.errors.QueryValidationError` naming the clause, the offending
+variable or expression, and the fix.
+"""
+
+from __future__ import annotations
+
+from dfs_cer.errors import QueryValidationError
+from dfs_cer.pattern.ir import labels
+from dfs_cer.query.expr import (
+    Aggregate,
+    Classifier,
+    Column,
+    Expr,
+    MatchNumber,
+    Navigation,
+    Semantics,
+    Star,
+    children,
+    to_sql,
+    walk,
+)
+from dfs_cer.query.model import Query
+
+
+def _fail(message: str, clause: str, hint: str | None = None, code: str = "invalid") -> QueryValidationError:
+    return QueryValidationError(message, clause=clause, hint=hint, code=code)
+
+
+def validate(query: Query) -> None:
+    """Check ``query`` against the rules; raise on the first violation."""
+    mr = query.recognize
+    variables = labels(mr.pattern)
+    var_set = set(variables)
+    known = ", ".join(variables) or "none"
+
+    seen: set[str] = set()
+    for d in mr.definitions:
+        if d.variable in seen:
+            raise _fail(f"pattern variable {d.variable} is defined twice in DEFINE", "DEFINE",
+                        "remove one of the definitions", "duplicate-variable")
+        seen.add(d.variable)
+        if d.variable not in var_set:
+            raise _fail(f"DEFINE defines {d.variable}, which does not appear in PATTERN", "DEFINE",
+                        f"pattern variables: {known}", "undefined-variable")
+
+    subsets: dict[str, tuple[str, ...]] = {}
+    for s in mr.subsets:
+        if s.name in subsets:
+            raise _fail(f"SUBSET {s.name} is defined twice", "SUBSET", "remove one definition", "duplicate-subset")
+        if s.name in var_set:
+            raise _fail(f"SUBSET name {s.name} is also a pattern variable", "SUBSET", "rename the subset",
+                        "duplicate-subset")
+        for v in s.variables:
+            if v not in var_set:
+                raise _fail(f"SUBSET {s.name} names {v}, which does not appear in PATTERN", "SUBSET",
+                            f"pattern variables: {known}", "undefined-variable")
+        subsets[s.name] = s.variables
+    names = var_set | set(subsets)
+
+    skip = mr.after_match_skip
+    if skip.variable is not None and skip.variable not in names:
+        raise _fail(f"AFTER MATCH SKIP {skip.to.value} {skip.variable}: {skip.variable} is not a pattern variable "
+                    "or SUBSET", "AFTER MATCH SKIP", f"pattern variables: {known}", "undefined-variable")
+
+    context = _Context(query, names, known)
+    for d in mr.definitions:
+        context.check(d.condition, f"DEFINE {d.variable}", in_define=True)
+    for m in mr.measures:
+        context.check(m.expr, f"MEASURES {m.name}", in_define=False)
+
+
+class _Context:
+    def __init__(self, query: Query, names: set[str], known: str) -> None:
+        self.query = query
+        self.names = names
+        self.known = known
+
+    def check(self, e: Expr, clause: str, in_define: bool) -> None:
+        for n in walk(e):
+            variable = getattr(n, "variable", None) if isinstance(n, Column | Star | Classifier) else None
+            if variable is not None and variable not in self.names:
+                hint = f"pattern variables and subsets: {self.known}"
+                table_names = {self.query.table.upper(), (self.query.alias or "").upper()}
+                if variable.upper() in table_names:
+                    hint = "inside MATCH_RECOGNIZE, qualify columns with pattern variables, not the table"
+                raise _fail(f"{to_sql(n)} refers to {variable}, which is not a pattern variable or SUBSET", clause,
+                            hint, "undefined-variable")
+            if isinstance(n, Star) and not _inside_count(e, n):
+                raise _fail(f"{to_sql(n)} is only allowed as the argument of count", clause, code="bad-star")
+            if in_define and isinstance(n, MatchNumber):
+                raise _fail("MATCH_NUMBER() is not allowed in DEFINE", clause,
+                            "use it in MEASURES", "bad-match-number")
+            if in_define and getattr(n, "semantics", None) is Semantics.FINAL:
+                raise _fail(f"FINAL is not allowed in DEFINE ({to_sql(n)})", clause,
+                            "DEFINE always sees RUNNING values; use FINAL in MEASURES", "final-in-define")
+            if isinstance(n, Navigation):
+                self._navigation(n, clause)
+            if isinstance(n, Aggregate):
+                self._aggregate(n, clause)
+
+    def _navigation(self, nav: Navigation, clause: str) -> None:
+        inner_navs = [n for n in walk(nav.operand) if isinstance(n, Navigation)]
+        for inner in inner_navs:
+            if not nav.kind.physical or inner.kind.physical:
+                raise _fail(f"cannot nest {inner.kind.value} inside {nav.kind.value} in {to_sql(nav)}", clause,
+                            "only FIRST/LAST may be nested inside PREV/NEXT, e.g. PREV(LAST(A.x, 1), 2)",
+                            "bad-navigation")
+            if inner is not nav.operand:
+                raise _fail(f"in {to_sql(nav)}, the nested {inner.kind.value} must be the whole argument", clause,
+                            "write PREV(LAST(A.x, 1), 2)", "bad-navigation")
+        for n in walk(nav.operand):
+            if isinstance(n, Aggregate):
+                raise _fail(f"aggregates cannot appear inside {nav.kind.value}: {to_sql(nav)}", clause,
+                            code="bad-navigation")
+            if isinstance(n, MatchNumber):
+                raise _fail(f"MATCH_NUMBER() cannot appear inside {nav.kind.value}", clause, code="bad-navigation")
+        refs = [n for n in walk(nav.operand) if isinstance(n, Column | Classifier)]
+        if not refs:
+            raise _fail(f"{to_sql(nav)} navigates nothing: its argument has no column reference or CLASSIFIER()",
+                        clause, "write e.g. PREV(A.price)", "bad-navigation")
+        targets = {n.variable for n in refs if isinstance(n, Column)}
+        if len(targets) > 1:
+            raise _fail(f"column references inside {to_sql(nav)} mix pattern variables "
+                        f"{', '.join(sorted(str(t) for t in targets))}", clause,
+                        "all columns in one navigation must use the same variable (or none)", "bad-navigation")
+
+    def _aggregate(self, agg: Aggregate, clause: str) -> None:
+        for arg in agg.args:
+            for n in walk(arg):
+                if isinstance(n, Aggregate):
+                    raise _fail(f"aggregates cannot be nested: {to_sql(agg)}", clause, code="bad-aggregate")
+                if isinstance(n, Navigation):
+                    raise _fail(f"navigation cannot appear inside an aggregate: {to_sql(agg)}", clause,
+                                code="bad-aggregate")
+                if isinstance(n, MatchNumber):
+                    raise _fail(f"MATCH_NUMBER() cannot appear inside an aggregate: {to_sql(agg)}", clause,
+                                code="bad-aggregate")
+        targets = {n.variable for a in agg.args for n in walk(a) if isinstance(n, Column | Star)}
+        if len(targets) > 1:
+            raise _fail(f"arguments of {to_sql(agg)} mix pattern variables "
+                        f"{', '.join(sorted(str(t) for t in targets))}", clause,
+                        "all arguments of one aggregate must apply to rows of the same variable", "bad-aggregate")
+
+
+def _inside_count(root: Expr, star: Star) -> bool:
+    def visit(e: Expr, parent: Expr | None) -> bool | None:
+        if e is star:
+            return isinstance(parent, Aggregate) and parent.name == "count"
+        for c in children(e):
+            found = visit(c, e)
+            if found is not None:
+                return found
+        return None
+
+    return bool(visit(root, None))
