@@ -38,6 +38,7 @@ from dfs_cer.query.expr import (
     Star,
     UnaryOp,
     When,
+    left_deep,
 )
 
 #: names the parser substitutes for ``RUNNING f(...)`` / ``FINAL f(...)``
@@ -95,7 +96,10 @@ class Converter:
             return handler(self, e)
         op = _BINARY.get(type(e))
         if op is not None:
-            return BinaryOp(op, self.convert(e.this), self.convert(e.expression))
+            left, right = self.convert(e.this), self.convert(e.expression)
+            if op in ("AND", "OR"):
+                return left_deep(op, left, right)
+            return BinaryOp(op, left, right)
         if isinstance(e, exp.AggFunc):
             return self._aggregate(e)
         if isinstance(e, exp.Func):

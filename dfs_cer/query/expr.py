@@ -240,15 +240,29 @@ def conjuncts(e: Expr) -> list[Expr]:
 
 
 def and_all(items: list[Expr]) -> Expr | None:
-    """AND the items together, as a balanced tree (None when empty)."""
+    """AND the items together, left-deep as the parser builds chains (None when empty)."""
     if not items:
         return None
-    if len(items) == 1:
-        return items[0]
-    mid = len(items) // 2
-    left, right = and_all(items[:mid]), and_all(items[mid:])
-    assert left is not None and right is not None
-    return BinaryOp("AND", left, right)
+    out = items[0]
+    for item in items[1:]:
+        out = BinaryOp("AND", out, item)
+    return out
+
+
+def left_deep(op: str, left: Expr, right: Expr) -> BinaryOp:
+    """``left op right`` for an associative ``op`` (AND, OR) as a left-deep chain, so
+    ``a AND (b AND c)`` and ``a AND b AND c`` give the same tree."""
+    items = _chain(op, left) + _chain(op, right)
+    out = BinaryOp(op, items[0], items[1])
+    for item in items[2:]:
+        out = BinaryOp(op, out, item)
+    return out
+
+
+def _chain(op: str, e: Expr) -> list[Expr]:
+    if isinstance(e, BinaryOp) and e.op == op:
+        return _chain(op, e.left) + _chain(op, e.right)
+    return [e]
 
 
 def referenced_variables(e: Expr) -> set[str | None]:

@@ -1,0 +1,109 @@
+"""The dfs-cer console script, run as a user would (a subprocess)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tests.queries import Q1
+
+ROOT = Path(__file__).resolve().parents[2]
+EXE = Path(sys.executable).parent / "dfs-cer"
+
+
+def run(*args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([str(EXE), *args], capture_output=True, text=True, input=stdin, env=full_env, cwd=ROOT,
+                          timeout=120)
+
+
+def test_help() -> None:
+    out = run("--help")
+    assert out.returncode == 0
+    for command in ("explain", "format", "config", "demo"):
+        assert command in out.stdout
+    assert run("--version").stdout.strip() == "dfs-cer, version 0.1.0"
+
+
+def test_explain_text() -> None:
+    out = run("explain", Q1)
+    assert out.returncode == 0, out.stderr
+    assert "R: head: first row of every match" in out.stdout
+    assert "equality (window-wise join filter): M.district = B.district" in out.stdout
+    assert "candidate rows only" in out.stdout
+    assert "window:       INTERVAL '30' MINUTE = 1800 s" in out.stdout
+
+
+def test_explain_json_from_stdin() -> None:
+    out = run("--output", "json", "explain", "-f", "-", stdin=Q1)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert [v["name"] for v in data["variables"]] == ["R", "N", "B", "M"]
+    assert data["equalities"] == ["M.district = B.district"]
+    assert data["rows_between_variables_skippable"] is True
+    assert data["variables"][0]["pushed_filter"] == '(primary_type == "ROBBERY")'
+
+
+def test_explain_binds_a_parquet_schema(tmp_path: Path) -> None:
+    path = tmp_path / "crimes.parquet"
+    pq.write_table(pa.table({"primary_type": ["ROBBERY"], "district": [1],
+                             "date": pa.array([0], pa.timestamp("ms"))}), path)
+    out = run("--output", "json", "explain", "--schema-from", str(path), Q1)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["window_units"] == 1_800_000
+    out = run("explain", "--schema-from", str(path), Q1.replace("M.district = B.district", "M.distrct = B.district"))
+    assert out.returncode == 2
+    assert out.stderr.strip() == ("error: column distrct does not exist (in DEFINE M); did you mean district?")
+
+
+def test_bad_query_is_one_line_exit_2() -> None:
+    out = run("explain", "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A B) DEFINE C AS C.x > 1)")
+    assert out.returncode == 2
+    assert out.stdout == ""
+    assert out.stderr == ("error: DEFINE defines C, which does not appear in PATTERN (in DEFINE); "
+                          "pattern variables: A, B\n")
+    assert "Traceback" not in out.stderr
+
+
+def test_syntax_error_points_at_the_position() -> None:
+    out = run("explain", "SELECT * FROM t MATCH_RECOGNIZE (\nORDER BY ts\nPATTERN (A B #))")
+    assert out.returncode == 2
+    assert out.stderr == "error: unexpected character '#' (in PATTERN, line 3, column 14); PATTERN allows " \
+        "variable names, ( ) | , ^ $ {- -} PERMUTE and quantifiers * + ? {n,m}\n"
+
+
+def test_format_round_trips() -> None:
+    out = run("format", Q1)
+    assert out.returncode == 0
+    again = run("format", out.stdout)
+    assert again.stdout == out.stdout
+    model = json.loads(run("format", "--json", Q1).stdout)
+    assert model["type"] == "query" and model["table"] == "CRIMES"
+
+
+def test_config_and_overrides() -> None:
+    out = run("--output", "json", "config", env={"DFS_CER__STORAGE__PORT": "9001"})
+    assert out.returncode == 0
+    assert json.loads(out.stdout)["storage"]["port"] == 9001
+    bad = run("config", env={"DFS_CER__STORAGE__PORT": "x"})
+    assert bad.returncode == 2
+    assert bad.stderr == "error: conf key storage.port must be an integer, got 'x'\n"
+
+
+def test_missing_query_is_a_usage_error() -> None:
+    out = run("explain")
+    assert out.returncode == 2
+    assert "give the query as an argument or with --file" in out.stderr
+
+
+def test_demo() -> None:
+    out = run("demo")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("MATCH_RECOGNIZE over crimes") == 3
+    assert "halo:           1 row(s) before and 0 after each interval" in out.stdout
