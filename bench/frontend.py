@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dfs_cer import analyze, parse  # noqa: E402
-from tests.queries import CORPUS  # noqa: E402
+from dfs_cer import analyze, parse
+from tests.queries import CORPUS
 
 
 def rate(fn: object, seconds: float) -> float:

@@ -11,7 +11,6 @@ extensions (``WITHIN``, ``ALL MATCHES``); the PATTERN text goes to
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
@@ -603,4 +602,3 @@ def parse(sql: str) -> Query:
     return query
 
 
-ParseFunction = Callable[[str], Query]
