@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dfs_cer.filters import IntervalSet
+
+pairs = st.lists(st.tuples(st.integers(-100, 100), st.integers(0, 30)), max_size=25)
+
+
+def points(pairs_: list[tuple[int, int]]) -> set[int]:
+    return {t for s, n in pairs_ for t in range(s, s + n + 1)}
+
+
+def make(pairs_: list[tuple[int, int]]) -> IntervalSet:
+    return IntervalSet([s for s, _ in pairs_], [s + n for s, n in pairs_])
+
+
+@given(pairs, pairs)
+def test_set_algebra_matches_python_sets(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> None:
+    x, y = make(a), make(b)
+    universe = np.arange(-150, 200)
+    assert set(universe[x.contains(universe)]) == points(a)
+    assert set(universe[x.union(y).contains(universe)]) == points(a) | points(b)
+    assert set(universe[x.intersection(y).contains(universe)]) == points(a) & points(b)
+    assert x.total_length() == len(points(a))
+    # canonical form: sorted, disjoint, non-touching
+    assert np.all(x.starts[1:] > x.ends[:-1] + 1)
+    assert IntervalSet.from_bytes(x.to_bytes()) == x
+    assert set(x.windows(7).tolist()) == {t // 7 for t in points(a)}
+
+
+def test_eq1_around() -> None:
+    s = IntervalSet.around([10, 15, 100], 0, 5)
+    assert s.starts.tolist() == [10, 100] and s.ends.tolist() == [20, 105]
+    assert IntervalSet().intersection(s).is_empty
