@@ -4,13 +4,14 @@ and the ground truth for the window-wise join filter in tests."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
 
 from dfs_cer.filters.keys import KeyKind, normalize
 
-Values = pa.Array | pa.ChunkedArray | np.ndarray
+Values: TypeAlias = "pa.Array | pa.ChunkedArray | np.ndarray[Any, Any]"
 
 
 def _pairs(values: object, windows: np.ndarray) -> np.ndarray:

@@ -102,7 +102,7 @@ def _try_place(table: np.ndarray, keys: np.ndarray, bucket: np.uint64, key: np.i
 
 @njit(cache=True)
 def put_many(table: np.ndarray, keys: np.ndarray, windows: np.ndarray, tags: np.ndarray, seed: np.uint64,
-             max_kicks: np.int64, rng: np.ndarray, victim: np.ndarray) -> np.int64:
+             max_kicks: np.int64, rng: np.ndarray, victim: np.ndarray) -> int:
     """Insert (window, tag) pairs; OR into an existing entry of the same window.
 
     Returns -1 when every pair is placed; otherwise the index of the pair whose insertion ran
@@ -181,6 +181,21 @@ def contains(table: np.ndarray, ts: np.ndarray, w: np.int64, seed: np.uint64) ->
 
 
 @njit(cache=True)
+def _refresh_window(table: np.ndarray, win: np.int64, tag: np.uint32, mask: np.uint64, seed: np.uint64,
+                    out: np.ndarray) -> None:
+    h = window_hash(win, seed)
+    fp = np.uint32(h >> np.uint64(52))
+    b1 = (h >> np.uint64(32)) & mask
+    b2 = alt_bucket(b1, np.uint64(fp), mask)
+    for b in (b1, b2):  # when b1 == b2 the second pass ORs the same bits again
+        base = np.int64(b) * SLOTS
+        for slot in range(SLOTS):
+            entry = table[base + slot]
+            if (entry >> np.uint32(SLICES)) == fp and (entry & np.uint32(FULL_TAG)) != 0:
+                out[base + slot] |= tag
+
+
+@njit(cache=True)
 def refresh(table: np.ndarray, ts: np.ndarray, lo: np.int64, hi: np.int64, w: np.int64, seed: np.uint64,
             out: np.ndarray) -> None:
     """OR the slices of intervals ``[t + lo, t + hi]`` into ``out`` for windows already present.
@@ -189,9 +204,14 @@ def refresh(table: np.ndarray, ts: np.ndarray, lo: np.int64, hi: np.int64, w: np
     the previous interval set when the compute node ANDs ``out`` into the slice tags. Every
     slot of the bucket pair with a matching fingerprint is refreshed (not only the first), so
     two windows sharing a fingerprint never lose coverage.
+
+    Masks are first accumulated per window in a 4-way direct-mapped cache: events stored in
+    time order touch the same few windows in a row, so most events cost no table access.
     """
     m = table.shape[0] // SLOTS
     mask = np.uint64(m - 1)
+    cache_win = np.full(4, np.iinfo(np.int64).min, np.int64)
+    cache_tag = np.zeros(4, np.uint32)
     for i in range(ts.shape[0]):
         s, e = ts[i] + lo, ts[i] + hi
         ws, we = s // w, e // w
@@ -201,20 +221,21 @@ def refresh(table: np.ndarray, ts: np.ndarray, lo: np.int64, hi: np.int64, w: np
                 tag &= left_mask(slice_of(s, ws, w))
             if win == we:
                 tag &= right_mask(slice_of(e, we, w))
-            h = window_hash(win, seed)
-            fp = np.uint32(h >> np.uint64(52))
-            b1 = (h >> np.uint64(32)) & mask
-            b2 = alt_bucket(b1, np.uint64(fp), mask)
-            for b in (b1, b2):  # when b1 == b2 the second pass ORs the same bits again
-                base = np.int64(b) * SLOTS
-                for slot in range(SLOTS):
-                    entry = table[base + slot]
-                    if (entry >> np.uint32(SLICES)) == fp and (entry & np.uint32(FULL_TAG)) != 0:
-                        out[base + slot] |= tag
+            c = win & 3
+            if cache_win[c] == win:
+                cache_tag[c] |= tag
+            else:
+                if cache_tag[c] != 0:
+                    _refresh_window(table, cache_win[c], cache_tag[c], mask, seed, out)
+                cache_win[c] = win
+                cache_tag[c] = tag
+    for c in range(4):
+        if cache_tag[c] != 0:
+            _refresh_window(table, cache_win[c], cache_tag[c], mask, seed, out)
 
 
 @njit(cache=True)
-def popcount_tags(table: np.ndarray) -> np.int64:
+def popcount_tags(table: np.ndarray) -> int:
     total = 0
     for i in range(table.shape[0]):
         v = table[i] & np.uint32(FULL_TAG)

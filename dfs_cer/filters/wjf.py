@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from typing import Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -29,7 +30,7 @@ DEFAULT_TARGET_FPR = 0.02
 _HEADER = struct.Struct("<BBHIQqQ")  # k, key kind, reserved, reserved, bits, window, seed
 MAX_BITS = 1 << 36
 
-Values = pa.Array | pa.ChunkedArray | np.ndarray
+Values: TypeAlias = "pa.Array | pa.ChunkedArray | np.ndarray[Any, Any]"
 
 
 def _windows(ts: np.ndarray | Sequence[int], window: int) -> np.ndarray:

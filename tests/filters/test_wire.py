@@ -13,7 +13,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dfs_cer.errors import FilterFormatError
-from dfs_cer.filters import IntervalSet, KeyKind, RefreshTags, ShrinkingWindowFilter, WindowJoinFilter
+from dfs_cer.filters import (
+    IntervalSet,
+    KeyKind,
+    RefreshTags,
+    ShrinkingWindowFilter,
+    WindowJoinFilter,
+)
 
 GOLDEN = Path(__file__).parent / "golden" / "v1"
 BASE = 1731628800
