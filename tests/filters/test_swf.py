@@ -166,3 +166,39 @@ def test_never_a_false_negative(case: tuple[int, np.ndarray, list[tuple[str, lis
         assert swf.contains(exact.starts).all() and swf.contains(exact.ends).all()
     # the covered length bounds the exact one from above
     assert swf.covered_length >= exact.total_length() - len(exact)
+
+
+def test_table1_final_pull_is_exactly_e1_e2_e5() -> None:
+    """Q1 on Table I with the paper's plan (R first, B skipped, M joined on B.district): the rows
+    a storage node ships are the cached candidate rows inside the final SWF."""
+    from dfs_cer.filters import KeyKind, WindowJoinFilter
+
+    district = [10, 19, 14, 6, 19, 15, 7, 24, 14, 8]
+    candidates = {"R": [0, 5, 7], "B": [1, 6, 8], "M": [2, 4, 9]}  # e4 (ASSAULT) is never cached
+    ts = np.array(TS)
+    r = ts[candidates["R"]]
+    swf = ShrinkingWindowFilter.from_intervals(r, r + W, W)
+    wjf = WindowJoinFilter.with_estimates(3, W, KeyKind.INT)
+    wjf.add(np.array([district[i] for i in candidates["B"]]), ts[candidates["B"]])
+    m = np.array(candidates["M"])
+    keep = swf.contains(ts[m]) & wjf.might_contain(np.array([district[i] for i in m]), ts[m], direction=-1)
+    candidates["M"] = m[keep].tolist()
+    assert candidates["M"] == [4]
+    swf.apply_refresh([swf.refresh(ts[m[keep]], "tail")])
+    rows = sorted({i for rows in candidates.values() for i in rows})
+    pulled = [f"e{i + 1}" for i in rows if swf.contains([TS[i]])[0]]
+    assert pulled == ["e1", "e2", "e5"]
+
+
+@pytest.mark.parametrize("rate", [0.002, 0.02])
+def test_fpr_within_theorem1(rate: float) -> None:
+    """Statistical: the initial SWF's FPR is at most 1.5x Theorem 1 (w = 100, head variable)."""
+    from dfs_cer.filters.sizing import swf_fpr_theorem1
+
+    rng = np.random.default_rng(11)
+    span = 3_000_000
+    exact = IntervalSet.around(np.sort(rng.integers(0, span, rng.poisson(rate * span))), 0, 100)
+    swf = ShrinkingWindowFilter.from_intervals(exact.starts, exact.ends, 100)
+    probes = rng.integers(0, span, 500_000)
+    measured = (swf.contains(probes) & ~exact.contains(probes)).mean()
+    assert measured <= 1.5 * swf_fpr_theorem1(rate, 100, load=swf.load_factor)
