@@ -7,6 +7,14 @@
 from dfs_cer.errors import DfsCerError, QueryError
 from dfs_cer.query import Analysis, Query, analyze, parse
 
+
+def match_recognize(table: "pyarrow.Table", sql: str, **options: object) -> "pyarrow.Table":  # noqa: F821
+    """Evaluate a whole ``SELECT ... MATCH_RECOGNIZE`` query over an Arrow table in process
+    (see :func:`dfs_cer.local.match_recognize` for the options)."""
+    from dfs_cer.local import match_recognize as run
+
+    return run(table, sql, **options)  # type: ignore[arg-type]
+
 __version__ = "0.1.0"
 
-__all__ = ["Analysis", "DfsCerError", "Query", "QueryError", "__version__", "analyze", "parse"]
+__all__ = ["Analysis", "DfsCerError", "Query", "QueryError", "__version__", "analyze", "match_recognize", "parse"]

@@ -117,6 +117,10 @@ class ProtocolError(DfsCerError):
     """A storage node or compute node received a malformed or unexpected message."""
 
 
+class MatchError(DfsCerError):
+    """Matching failed at run time (e.g. AFTER MATCH SKIP would not move forward)."""
+
+
 class MatchLimitError(DfsCerError):
     """Matching produced more results than ``max_matches`` allows."""
 

@@ -1,0 +1,107 @@
+"""``dfs_cer.match_recognize``: run a whole ``SELECT ... MATCH_RECOGNIZE`` query in process.
+
+The MATCH_RECOGNIZE clause runs on dfs-cer's engines; the SELECT around it (projection,
+WHERE, ORDER BY, LIMIT) runs on DuckDB, an embedded SQL engine, over the match relation.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import sqlglot
+
+from dfs_cer.config import Config, load_config
+from dfs_cer.errors import ConfigError, UnsupportedFeatureError
+from dfs_cer.match.rowpattern import run_row_pattern
+from dfs_cer.query import Query, analyze, parse
+
+SELECTIONS = ("skip_till_any_match", "skip_till_next_match", "strict_contiguity")
+ENGINES = ("auto", "sql", "cer")
+RELATION = "__dfs_cer_matches"
+
+
+def _outer_sql(query: Query, dialect: str) -> str | None:
+    """The outer query over the match relation, or None when it is a plain ``SELECT *``."""
+    outer = query.outer
+    if outer.select == ("*",) and not outer.distinct and outer.where is None and not outer.order_by \
+            and outer.limit is None:
+        return None
+
+    def tr(text: str) -> str:
+        return sqlglot.transpile(text, write=dialect)[0]
+
+    alias = query.alias or RELATION
+    sql = "SELECT " + ("DISTINCT " if outer.distinct else "") + ", ".join(tr(s) for s in outer.select)
+    sql += f' FROM {RELATION} AS "{alias}"'
+    if outer.where is not None:
+        sql += " WHERE " + tr(outer.where)
+    if outer.order_by:
+        sql += " ORDER BY " + ", ".join(tr(o) for o in outer.order_by)
+    if outer.limit is not None:
+        sql += f" LIMIT {outer.limit}"
+    return sql
+
+
+def run_outer(query: Query, relation: pa.Table, dialect: str = "duckdb") -> pa.Table:
+    """Evaluate the SELECT around MATCH_RECOGNIZE on DuckDB."""
+    sql = _outer_sql(query, dialect)
+    if sql is None:
+        return relation
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        con.register(RELATION, relation)
+        relation = con.sql(sql)
+        return relation.to_arrow_table() if hasattr(relation, "to_arrow_table") else relation.arrow()
+    except duckdb.Error as exc:
+        raise UnsupportedFeatureError(f"the outer query failed on the embedded engine: {exc}", clause="SELECT",
+                                      code="outer-query") from exc
+    finally:
+        con.close()
+
+
+def match_recognize(table: pa.Table, sql: str, *, selection: str | None = None, kleene: str | None = None,
+                    max_matches: int | None = None, on_limit: str | None = None, count_only: bool = False,
+                    engine: str = "auto", config: Config | None = None) -> pa.Table:
+    """Evaluate ``SELECT ... FROM t MATCH_RECOGNIZE (...) ...`` over ``table`` (named by the FROM).
+
+    Args:
+        table: the events.
+        sql: the query; its FROM names the table (any name).
+        selection: CER selection strategy (``skip_till_any_match``, ``skip_till_next_match``,
+            ``strict_contiguity``); default: the SQL standard's semantics, or
+            skip-till-any-match when the query says ``ALL MATCHES``.
+        kleene: ``all`` (every subset) or ``maximal`` for Kleene+ under CER selection.
+        max_matches: bound on the number of matches (config ``matcher.max_matches``).
+        on_limit: ``error`` (raise MatchLimitError) or ``truncate`` past ``max_matches``.
+        count_only: return only the number of matches (exact, as a one-row table).
+        engine: ``auto``, ``sql`` (row-pattern VM) or ``cer`` (recomputation engine).
+    """
+    config = config or load_config()
+    if engine not in ENGINES:
+        raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if selection is not None and selection not in SELECTIONS:
+        raise ConfigError(f"selection must be one of {', '.join(SELECTIONS)}, got {selection!r}")
+    kleene = kleene or config.matcher.kleene
+    if kleene not in ("all", "maximal"):
+        raise ConfigError(f"kleene must be 'all' or 'maximal', got {kleene!r}")
+    limit = max_matches if max_matches is not None else config.matcher.max_matches
+    if limit <= 0:
+        raise ConfigError(f"max_matches must be positive, got {limit}")
+    on_limit = on_limit or config.matcher.on_limit
+    query = parse(sql)
+    analysis = analyze(query, table.schema, config.query)
+    use_cer = engine == "cer" or (engine == "auto" and (selection is not None or query.recognize.all_matches))
+    if use_cer:
+        from dfs_cer.match.cer import run_cer
+
+        result = run_cer(table, analysis, selection=selection or "skip_till_any_match", kleene=kleene,
+                         max_matches=limit, on_limit=on_limit, count_only=count_only)
+    else:
+        result = run_row_pattern(table, analysis, max_matches=limit, on_limit=on_limit)
+    if count_only:
+        return pa.table({"matches": pa.array([result.matches], pa.int64())})
+    return run_outer(query, result.table, config.query.outer_dialect)
+
+
+__all__ = ["match_recognize"]

@@ -1,0 +1,154 @@
+"""Evaluate row-local expressions over whole Arrow columns (vectorised DEFINE masks, measures).
+
+A resolver maps each leaf (column reference or physical navigation of one) to an Arrow array of
+the table's length; everything above the leaves is pyarrow.compute with SQL's three-valued
+logic (``and_kleene`` / ``or_kleene``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dfs_cer.errors import UnsupportedFeatureError
+from dfs_cer.query.expr import (
+    Aggregate,
+    Between,
+    BinaryOp,
+    Case,
+    Cast,
+    Classifier,
+    Column,
+    Expr,
+    Function,
+    InList,
+    IntervalLiteral,
+    IsNull,
+    Like,
+    Literal,
+    MatchNumber,
+    Navigation,
+    UnaryOp,
+    to_sql,
+)
+from dfs_cer.query.model import WindowUnit
+
+Resolver = Callable[[Expr], pa.Array]
+
+_COMPARE = {"=": "equal", "<>": "not_equal", "<": "less", "<=": "less_equal", ">": "greater", ">=": "greater_equal"}
+_ARITH = {"+": "add_checked", "-": "subtract_checked", "*": "multiply_checked", "/": "divide_checked"}
+_FUNCTIONS = {
+    "lower": "utf8_lower", "upper": "utf8_upper", "abs": "abs_checked", "length": "utf8_length",
+    "trim": "utf8_trim_whitespace", "ltrim": "utf8_ltrim_whitespace", "rtrim": "utf8_rtrim_whitespace",
+    "floor": "floor", "ceil": "ceil", "sqrt": "sqrt_checked", "ln": "ln_checked", "exp": "exp",
+    "sign": "sign",
+}  # fmt: skip
+_CASTS = {
+    "DOUBLE": pa.float64(), "FLOAT": pa.float32(), "REAL": pa.float32(), "BIGINT": pa.int64(), "INT": pa.int32(),
+    "INTEGER": pa.int32(), "SMALLINT": pa.int16(), "TEXT": pa.string(), "VARCHAR": pa.string(), "BOOLEAN": pa.bool_(),
+}  # fmt: skip
+
+
+def _like_regex(pattern: str) -> str:
+    out = []
+    for ch in pattern:
+        out.append(".*" if ch == "%" else "." if ch == "_" else ("\\" + ch if ch in r".^$*+?{}[]\|()" else ch))
+    return "^" + "".join(out) + "$"
+
+
+def _align(a: pa.Array | pa.Scalar, b: pa.Array | pa.Scalar) -> tuple[pa.Array | pa.Scalar, pa.Array | pa.Scalar]:
+    # integer division stays integral (as Trino); mixed int / decimal literals compare as float
+    return a, b
+
+
+def evaluate(e: Expr, resolve: Resolver, length: int) -> pa.Array | pa.Scalar:
+    """Evaluate ``e``; leaves come from ``resolve``; scalars broadcast lazily."""
+
+    def ev(x: Expr) -> pa.Array | pa.Scalar:
+        if isinstance(x, Literal):
+            return pa.scalar(x.value)
+        if isinstance(x, IntervalLiteral):
+            return pa.scalar(dt.timedelta(seconds=float(Decimal(x.value) * WindowUnit(x.unit).seconds)))
+        if isinstance(x, Column | Navigation | Classifier | MatchNumber | Aggregate):
+            return resolve(x)
+        if isinstance(x, BinaryOp):
+            if x.op == "AND":
+                return pc.and_kleene(ev(x.left), ev(x.right))
+            if x.op == "OR":
+                return pc.or_kleene(ev(x.left), ev(x.right))
+            left, right = _align(ev(x.left), ev(x.right))
+            if x.op in _COMPARE:
+                return pc.call_function(_COMPARE[x.op], [left, right])
+            if x.op in _ARITH:
+                return pc.call_function(_ARITH[x.op], [left, right])
+            if x.op == "%":
+                return pc.subtract(left, pc.multiply(pc.divide(left, right), right))
+            if x.op == "||":
+                return pc.binary_join_element_wise(pc.cast(left, pa.string()), pc.cast(right, pa.string()), "")
+        if isinstance(x, UnaryOp):
+            inner = ev(x.operand)
+            return pc.invert(inner) if x.op == "NOT" else pc.negate_checked(inner)
+        if isinstance(x, IsNull):
+            inner = ev(x.operand)
+            out = pc.is_valid(inner) if x.negated else pc.is_null(inner)
+            return out
+        if isinstance(x, InList):
+            operand = ev(x.operand)
+            result: pa.Array | pa.Scalar = pa.scalar(False)
+            for item in x.items:
+                result = pc.or_kleene(result, pc.equal(operand, ev(item)))
+            return pc.invert(result) if x.negated else result
+        if isinstance(x, Between):
+            v = ev(x.operand)
+            inside = pc.and_kleene(pc.greater_equal(v, ev(x.low)), pc.less_equal(v, ev(x.high)))
+            return pc.invert(inside) if x.negated else inside
+        if isinstance(x, Like):
+            if not isinstance(x.pattern, Literal) or not isinstance(x.pattern.value, str):
+                raise UnsupportedFeatureError(f"LIKE with a non-literal pattern ({to_sql(x)})", code="unsupported")
+            test = pc.match_substring_regex(ev(x.operand), _like_regex(x.pattern.value))
+            return pc.invert(test) if x.negated else test
+        if isinstance(x, Function):
+            if x.name == "coalesce":
+                return pc.coalesce(*[ev(a) for a in x.args])
+            name = _FUNCTIONS.get(x.name)
+            if name is None or len(x.args) != 1:
+                raise UnsupportedFeatureError(f"function {x.name}() is not supported in MATCH_RECOGNIZE", code="unsupported",
+                                              hint=f"supported: {', '.join(sorted(_FUNCTIONS))}, coalesce")
+            return pc.call_function(name, [ev(x.args[0])])
+        if isinstance(x, Cast):
+            target = _CASTS.get(x.to.upper())
+            if target is None:
+                raise UnsupportedFeatureError(f"CAST to {x.to} is not supported", code="unsupported")
+            return pc.cast(ev(x.operand), target)
+        if isinstance(x, Case):
+            conds, values = [], []
+            for w in x.whens:
+                cond = ev(w.condition) if x.operand is None else pc.equal(ev(x.operand), ev(w.condition))
+                conds.append(pc.fill_null(_broadcast(cond, length), False))
+                values.append(_broadcast(ev(w.result), length))
+            default = _broadcast(ev(x.default) if x.default is not None else pa.scalar(None), length)
+            struct = pa.StructArray.from_arrays(conds, [f"c{i}" for i in range(len(conds))])
+            return pc.case_when(struct, *values, default)
+        raise UnsupportedFeatureError(f"{to_sql(x)} cannot be evaluated here", code="unsupported")
+
+    return ev(e)
+
+
+def _broadcast(v: pa.Array | pa.Scalar, length: int) -> pa.Array:
+    if isinstance(v, pa.Scalar):
+        return pa.array([v.as_py()] * length, type=v.type if v.type != pa.null() else None)
+    return v
+
+
+def evaluate_mask(e: Expr, resolve: Resolver, length: int) -> pa.Array:
+    """Evaluate a condition to a boolean array where NULL counts as FALSE."""
+    result = evaluate(e, resolve, length)
+    result = _broadcast(result, length)
+    if result.type != pa.bool_():
+        raise UnsupportedFeatureError(f"condition {to_sql(e)} is not boolean (it is {result.type})",
+                                      code="not-boolean")
+    return pc.fill_null(result, False)

@@ -1,0 +1,389 @@
+"""DEFINE conditions for the row-pattern VM.
+
+Each variable's condition is split on its top-level ANDs into
+
+- *row-local* conjuncts: they read only the current row, possibly through physical navigation
+  (``B.price > PREV(B.price)``). They become one boolean mask per variable, computed over whole
+  columns with pyarrow before the VM runs (the VM sees labels, not rows);
+- *dependent* conjuncts: they read rows matched to other variables (``M.district =
+  B.district``, ``C.price < FIRST(B.price)``). They compile to a small postfix program that the
+  VM evaluates for a thread, only where the mask already says yes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dfs_cer.errors import UnsupportedFeatureError
+from dfs_cer.match.arrow_eval import evaluate_mask
+from dfs_cer.query.expr import (
+    Aggregate,
+    Between,
+    BinaryOp,
+    Classifier,
+    Column,
+    Expr,
+    InList,
+    IntervalLiteral,
+    IsNull,
+    Literal,
+    MatchNumber,
+    Navigation,
+    NavKind,
+    Star,
+    UnaryOp,
+    conjuncts,
+    to_sql,
+    walk,
+)
+from dfs_cer.query.model import MatchRecognize, WindowUnit
+
+# condition program opcodes
+C_CONST, C_COL, C_ADD, C_SUB, C_MUL, C_DIV, C_MOD, C_NEG, C_CMP, C_AND, C_OR, C_NOT, C_ISNULL = range(13)
+_CMP = {"=": 0, "<>": 1, "<": 2, "<=": 3, ">": 4, ">=": 5}
+_ARITH = {"+": C_ADD, "-": C_SUB, "*": C_MUL, "/": C_DIV, "%": C_MOD}
+K_INT, K_FLOAT, K_BOOL, K_NULL = 0, 1, 2, 3
+UNIVERSAL = -1
+
+
+def _row_local(e: Expr, variable: str) -> bool:
+    """Reads only the current row (directly or through PREV/NEXT)?"""
+
+    def ok(x: Expr, inside_physical: bool) -> bool:
+        if isinstance(x, Aggregate | Classifier | MatchNumber | Star):
+            return False
+        if isinstance(x, Column):
+            return x.variable in (None, variable)
+        if isinstance(x, Navigation):
+            if x.kind == NavKind.FIRST:
+                return False
+            if x.kind == NavKind.LAST:
+                return x.offset == 0 and ok(x.operand, inside_physical)
+            return ok(x.operand, True)
+        from dfs_cer.query.expr import children
+
+        return all(ok(c, inside_physical) for c in children(x))
+
+    return ok(e, False)
+
+
+@dataclass
+class ColumnStore:
+    """Numeric copies of the columns dependent conditions read (strings as order-preserving codes)."""
+
+    icols: list[np.ndarray] = field(default_factory=list)
+    inull: list[np.ndarray] = field(default_factory=list)
+    fcols: list[np.ndarray] = field(default_factory=list)
+    fnull: list[np.ndarray] = field(default_factory=list)
+    index: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (kind, slot)
+    dictionary: pa.Array | None = None
+    units: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Conditions:
+    masks: np.ndarray  # (V, n) bool
+    dependent: np.ndarray  # (V,) bool
+    code: np.ndarray  # (k, 7) int64: op, a, b, c, d, e, f
+    code_start: np.ndarray  # (V + 1,) offsets into code
+    const_i: np.ndarray
+    const_f: np.ndarray
+    const_kind: np.ndarray
+    icols: np.ndarray  # (ni, n) int64
+    inull: np.ndarray
+    fcols: np.ndarray  # (nf, n) float64
+    fnull: np.ndarray
+    members: np.ndarray  # (V + S, V) bool: rows labelled which variables count for a name
+    deep_navigation: bool  # logical offsets > 0: the VM keeps full paths distinct
+    relevant: np.ndarray  # (V + S,) bool: names whose first/last positions dependent code reads
+
+
+def _column_array(table: pa.Table, name: str) -> pa.Array:
+    try:
+        col = table.column(name)
+    except KeyError:
+        folded = [n for n in table.column_names if n.lower() == name.lower()]
+        if len(folded) != 1:
+            raise
+        col = table.column(folded[0])
+    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+
+
+def shifted(arr: pa.Array, offset: int, part_start: np.ndarray, part_end: np.ndarray) -> pa.Array:
+    """``arr`` moved by ``offset`` rows within each partition (NULL where it leaves the partition)."""
+    n = len(arr)
+    idx = np.arange(n) + offset
+    valid = (idx >= part_start) & (idx < part_end)
+    taken = arr.take(pa.array(np.where(valid, idx, 0)))
+    return pc.if_else(pa.array(valid), taken, pa.scalar(None, arr.type))
+
+
+class ConditionCompiler:
+    def __init__(self, mr: MatchRecognize, labels: tuple[str, ...], table: pa.Table, part_start: np.ndarray,
+                 part_end: np.ndarray, time_unit: str | None) -> None:
+        self.mr = mr
+        self.labels = labels
+        self.table = table
+        self.part_start = part_start
+        self.part_end = part_end
+        self.time_unit = time_unit
+        self.names = {name: i for i, name in enumerate(labels)}
+        for i, s in enumerate(mr.subsets):
+            self.names[s.name] = len(labels) + i
+        self.store = ColumnStore()
+        self.code: list[list[int]] = []
+        self.const_i: list[int] = []
+        self.const_f: list[float] = []
+        self.const_kind: list[int] = []
+        self.deep = False
+        self.relevant = np.zeros(len(self.names), bool)
+
+    # ---------------------------------------------------------------- masks
+
+    def _resolve(self, variable: str):  # noqa: ANN202 - closure factory
+        def resolve(x: Expr) -> pa.Array:
+            if isinstance(x, Column):
+                return _column_array(self.table, x.name)
+            if isinstance(x, Navigation):
+                if x.kind == NavKind.LAST:
+                    return resolve(x.operand) if isinstance(x.operand, Column | Navigation) else \
+                        evaluate_any(x.operand, resolve, len(self.table))
+                step = -x.offset if x.kind == NavKind.PREV else x.offset
+                inner = evaluate_any(x.operand, resolve, len(self.table))
+                return shifted(inner, step, self.part_start, self.part_end)
+            raise AssertionError(type(x).__name__)
+
+        return resolve
+
+    def mask(self, variable: str, parts: list[Expr]) -> np.ndarray:
+        n = len(self.table)
+        out = np.ones(n, bool)
+        resolve = self._resolve(variable)
+        for part in parts:
+            out &= np.asarray(evaluate_mask(part, resolve, n).to_numpy(zero_copy_only=False), bool)
+        return out
+
+    # ---------------------------------------------------------------- dependent programs
+
+    def _const(self, value: object) -> int:
+        if value is None:
+            self.const_kind.append(K_NULL)
+            self.const_i.append(0)
+            self.const_f.append(0.0)
+        elif isinstance(value, bool):
+            self.const_kind.append(K_BOOL)
+            self.const_i.append(int(value))
+            self.const_f.append(float(value))
+        elif isinstance(value, int):
+            self.const_kind.append(K_INT)
+            self.const_i.append(value)
+            self.const_f.append(float(value))
+        elif isinstance(value, float):
+            self.const_kind.append(K_FLOAT)
+            self.const_i.append(0)
+            self.const_f.append(value)
+        else:
+            raise TypeError(type(value))
+        return len(self.const_kind) - 1
+
+    def _string_code(self, value: str) -> int:
+        assert self.store.dictionary is not None
+        return int(pc.index_in(pa.scalar(value), value_set=self.store.dictionary).as_py())
+
+    def prepare_strings(self, dependent: list[Expr]) -> None:
+        """One sorted dictionary for every string column and constant the dependent code reads,
+        so codes compare like the strings."""
+        values = []
+        for e in dependent:
+            for x in walk(e):
+                if isinstance(x, Column):
+                    arr = _column_array(self.table, x.name)
+                    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type) or \
+                            pa.types.is_dictionary(arr.type):
+                        values.append(pc.cast(arr, pa.string()))
+                elif isinstance(x, Literal) and isinstance(x.value, str):
+                    values.append(pa.array([x.value], pa.string()))
+        if values:
+            merged = pa.chunked_array(values).combine_chunks()
+            self.store.dictionary = pc.unique(merged).sort()
+
+    def _column_slot(self, name: str) -> tuple[int, int]:
+        key = name
+        if key in self.store.index:
+            return self.store.index[key]
+        arr = _column_array(self.table, name)
+        if pa.types.is_dictionary(arr.type):
+            arr = arr.dictionary_decode()
+        nulls = np.asarray(arr.is_null().to_numpy(zero_copy_only=False), bool)
+        if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+            assert self.store.dictionary is not None
+            codes = pc.index_in(arr, value_set=self.store.dictionary).fill_null(0)
+            self.store.icols.append(np.asarray(codes.to_numpy(zero_copy_only=False), np.int64))
+            self.store.inull.append(nulls)
+            slot = (K_INT, len(self.store.icols) - 1)
+        elif pa.types.is_floating(arr.type) or pa.types.is_decimal(arr.type):
+            vals = pc.cast(arr, pa.float64()).fill_null(0.0).to_numpy(zero_copy_only=False)
+            self.store.fcols.append(np.asarray(vals, np.float64))
+            self.store.fnull.append(nulls)
+            slot = (K_FLOAT, len(self.store.fcols) - 1)
+        elif pa.types.is_integer(arr.type) or pa.types.is_boolean(arr.type) or pa.types.is_temporal(arr.type):
+            if pa.types.is_timestamp(arr.type):
+                self.store.units[name] = arr.type.unit
+            if pa.types.is_temporal(arr.type):
+                arr = arr.view(pa.int64()) if arr.type.bit_width == 64 else pc.cast(arr.view(pa.int32()), pa.int64())
+            vals = pc.cast(arr, pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+            self.store.icols.append(np.asarray(vals, np.int64))
+            self.store.inull.append(nulls)
+            slot = (K_INT, len(self.store.icols) - 1)
+        else:
+            raise UnsupportedFeatureError(f"column {name} of type {arr.type} cannot be compared across variables",
+                                          clause="DEFINE", code="unsupported")
+        self.store.index[key] = slot
+        return slot
+
+    def _interval(self, x: IntervalLiteral) -> int:
+        unit = self.time_unit or "s"
+        per_second = {"s": Decimal(1), "ms": Decimal(1000), "us": Decimal(10**6), "ns": Decimal(10**9)}[unit]
+        amount = Decimal(x.value) * WindowUnit(x.unit).seconds * per_second
+        return self._const(int(amount))
+
+    def emit(self, e: Expr, variable: str, nav: tuple[int, int, int, int] | None = None) -> None:
+        """Postfix code for ``e``; ``nav`` = (name id, logical kind, logical offset, physical offset)."""
+        clause = f"DEFINE {variable}"
+        if isinstance(e, Literal):
+            if isinstance(e.value, str):
+                self.code.append([C_CONST, self._const(self._string_code(e.value)), 0, 0, 0, 0, 0])
+            else:
+                self.code.append([C_CONST, self._const(e.value), 0, 0, 0, 0, 0])
+        elif isinstance(e, IntervalLiteral):
+            self.code.append([C_CONST, self._interval(e), 0, 0, 0, 0, 0])
+        elif isinstance(e, Column):
+            kind, slot = self._column_slot(e.name)
+            if nav is None:
+                name_id = UNIVERSAL if e.variable is None else self.names[e.variable]
+                nav = (name_id, 0, 0, 0)
+            elif nav[0] == -2:  # inside navigation without a qualifier yet
+                nav = (UNIVERSAL if e.variable is None else self.names[e.variable], nav[1], nav[2], nav[3])
+            if nav[0] >= 0:
+                self.relevant[nav[0]] = True
+            self.code.append([C_COL, slot, kind, nav[0], nav[1], nav[2], nav[3]])
+        elif isinstance(e, Navigation):
+            if not isinstance(e.operand, Column | Navigation):
+                raise UnsupportedFeatureError(
+                    f"navigation over an expression ({to_sql(e)}) in a condition that refers to other variables",
+                    clause=clause, hint="navigate a single column, e.g. PREV(B.price)", code="unsupported")
+            logical, loffset, physical = 0, 0, 0
+            inner: Expr = e
+            if e.kind.physical:
+                physical = -e.offset if e.kind == NavKind.PREV else e.offset
+                inner = e.operand
+            if isinstance(inner, Navigation):
+                logical = 0 if inner.kind == NavKind.LAST else 1
+                loffset = inner.offset
+                inner = inner.operand
+            if loffset > 0 or logical == 1:
+                self.deep = self.deep or loffset > 0
+            assert isinstance(inner, Column)
+            self.emit(inner, variable, (-2, logical, loffset, physical))
+        elif isinstance(e, BinaryOp):
+            if e.op in ("AND", "OR"):
+                self.emit(e.left, variable)
+                self.emit(e.right, variable)
+                self.code.append([C_AND if e.op == "AND" else C_OR, 0, 0, 0, 0, 0, 0])
+            elif e.op in _CMP:
+                self.emit(e.left, variable)
+                self.emit(e.right, variable)
+                self.code.append([C_CMP, _CMP[e.op], 0, 0, 0, 0, 0])
+            elif e.op in _ARITH:
+                self.emit(e.left, variable)
+                self.emit(e.right, variable)
+                self.code.append([_ARITH[e.op], 0, 0, 0, 0, 0, 0])
+            else:
+                raise UnsupportedFeatureError(f"operator {e.op} in a condition that refers to other variables",
+                                              clause=clause, code="unsupported")
+        elif isinstance(e, UnaryOp):
+            self.emit(e.operand, variable)
+            self.code.append([C_NOT if e.op == "NOT" else C_NEG, 0, 0, 0, 0, 0, 0])
+        elif isinstance(e, IsNull):
+            self.emit(e.operand, variable)
+            self.code.append([C_ISNULL, int(e.negated), 0, 0, 0, 0, 0])
+        elif isinstance(e, Between):
+            self.emit(BinaryOp("AND", BinaryOp(">=", e.operand, e.low), BinaryOp("<=", e.operand, e.high)), variable)
+            if e.negated:
+                self.code.append([C_NOT, 0, 0, 0, 0, 0, 0])
+        elif isinstance(e, InList):
+            first = True
+            for item in e.items:
+                self.emit(BinaryOp("=", e.operand, item), variable)
+                if not first:
+                    self.code.append([C_OR, 0, 0, 0, 0, 0, 0])
+                first = False
+            if e.negated:
+                self.code.append([C_NOT, 0, 0, 0, 0, 0, 0])
+        else:
+            raise UnsupportedFeatureError(
+                f"{to_sql(e)} in a condition that refers to other pattern variables is not supported yet",
+                clause=clause, hint="conditions across variables support columns, FIRST/LAST/PREV/NEXT, "
+                "arithmetic, comparisons, AND/OR/NOT, IS NULL, IN and BETWEEN", code="unsupported")
+
+
+def evaluate_any(e: Expr, resolve, length: int) -> pa.Array:  # noqa: ANN001
+    from dfs_cer.match.arrow_eval import _broadcast, evaluate
+
+    return _broadcast(evaluate(e, resolve, length), length)
+
+
+def compile_conditions(mr: MatchRecognize, labels: tuple[str, ...], table: pa.Table, part_start: np.ndarray,
+                       part_end: np.ndarray, time_unit: str | None) -> Conditions:
+    """Masks and dependent programs for every pattern variable over the (sorted) table."""
+    comp = ConditionCompiler(mr, labels, table, part_start, part_end, time_unit)
+    n = len(table)
+    masks = np.ones((len(labels), n), bool)
+    dependent_parts: dict[str, list[Expr]] = {}
+    for v, name in enumerate(labels):
+        d = mr.definition(name)
+        parts = [] if d is None else conjuncts(d.condition)
+        local = [p for p in parts if _row_local(p, name)]
+        dependent_parts[name] = [p for p in parts if not _row_local(p, name)]
+        masks[v] = comp.mask(name, local)
+    comp.prepare_strings([p for ps in dependent_parts.values() for p in ps])
+    starts = [0]
+    for name in labels:
+        for part in dependent_parts[name]:
+            before = len(comp.code)
+            comp.emit(part, name)
+            if before != starts[-1] and len(comp.code) > before:
+                comp.code.append([C_AND, 0, 0, 0, 0, 0, 0])
+        starts.append(len(comp.code))
+    members = np.zeros((len(comp.names), len(labels)), bool)
+    for v in range(len(labels)):
+        members[v, v] = True
+    for i, s in enumerate(mr.subsets):
+        for m in s.variables:
+            members[len(labels) + i, labels.index(m)] = True
+    store = comp.store
+
+    def stack(cols: list[np.ndarray], dtype: type) -> np.ndarray:
+        return np.stack(cols) if cols else np.zeros((0, n), dtype)
+
+    return Conditions(
+        masks=masks,
+        dependent=np.array([bool(dependent_parts[name]) for name in labels], bool),
+        code=np.array(comp.code, np.int64).reshape(-1, 7),
+        code_start=np.array(starts, np.int64),
+        const_i=np.array(comp.const_i or [0], np.int64),
+        const_f=np.array(comp.const_f or [0.0], np.float64),
+        const_kind=np.array(comp.const_kind or [K_NULL], np.int64),
+        icols=stack(store.icols, np.int64),
+        inull=stack(store.inull, bool),
+        fcols=stack(store.fcols, np.float64),
+        fnull=stack(store.fnull, bool),
+        members=members,
+        deep_navigation=comp.deep,
+        relevant=comp.relevant,
+    )

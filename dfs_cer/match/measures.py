@@ -1,0 +1,315 @@
+"""MEASURES over matched rows, vectorised.
+
+Matches come from the VM as flattened rows (match id, row, label, excluded). Every measure is
+evaluated for every output row at once: leaves (column references, navigation, CLASSIFIER(),
+MATCH_NUMBER(), aggregates) become position or value arrays computed with segmented scans over
+the flattened rows; pyarrow evaluates the rest of the expression.
+
+Semantics: RUNNING at an output row sees the match up to that row; FINAL sees the whole match;
+ONE ROW PER MATCH evaluates at the last row, so RUNNING equals FINAL there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from numba import njit
+
+from dfs_cer.errors import UnsupportedFeatureError
+from dfs_cer.match.arrow_eval import _broadcast, evaluate
+from dfs_cer.query.expr import (
+    Aggregate,
+    Classifier,
+    Column,
+    Expr,
+    MatchNumber,
+    Navigation,
+    NavKind,
+    Semantics,
+    Star,
+    to_sql,
+)
+
+
+@njit(cache=True)
+def _running_last(flags: np.ndarray, rows: np.ndarray, seg_first: np.ndarray) -> np.ndarray:
+    """Per flattened row: the latest row at or before it in its match with ``flags`` set (-1: none)."""
+    out = np.empty(rows.shape[0], np.int64)
+    cur = -1
+    for i in range(rows.shape[0]):
+        if seg_first[i]:
+            cur = -1
+        if flags[i]:
+            cur = rows[i]
+        out[i] = cur
+    return out
+
+
+@njit(cache=True)
+def _running_count(flags: np.ndarray, seg_first: np.ndarray) -> np.ndarray:
+    out = np.empty(flags.shape[0], np.int64)
+    c = 0
+    for i in range(flags.shape[0]):
+        if seg_first[i]:
+            c = 0
+        if flags[i]:
+            c += 1
+        out[i] = c
+    return out
+
+
+@njit(cache=True)
+def _running_agg(values: np.ndarray, valid: np.ndarray, seg_first: np.ndarray, kind: int) -> tuple[np.ndarray, np.ndarray]:
+    """kind 0 sum, 1 min, 2 max, 3 count of valid; returns (value, has_value)."""
+    out = np.empty(values.shape[0], np.float64)
+    has = np.zeros(values.shape[0], np.bool_)
+    acc = 0.0
+    seen = False
+    cnt = 0
+    for i in range(values.shape[0]):
+        if seg_first[i]:
+            acc, seen, cnt = 0.0, False, 0
+        if valid[i]:
+            v = values[i]
+            if kind == 0:
+                acc += v
+            elif kind == 1:
+                acc = v if not seen or v < acc else acc
+            elif kind == 2:
+                acc = v if not seen or v > acc else acc
+            cnt += 1
+            seen = True
+        out[i] = np.float64(cnt) if kind == 3 else acc
+        has[i] = seen
+    return out, has
+
+
+@dataclass
+class MatchRows:
+    """The VM's output plus the sorted table it refers to."""
+
+    table: pa.Table
+    labels: tuple[str, ...]
+    members: np.ndarray  # (names, V)
+    names: dict[str, int]
+    part_bounds: np.ndarray  # partition boundaries
+    row_part: np.ndarray  # partition index of every table row
+    m_start: np.ndarray
+    m_end: np.ndarray
+    m_part: np.ndarray
+    r_match: np.ndarray
+    r_row: np.ndarray
+    r_label: np.ndarray
+    r_excl: np.ndarray
+
+    @property
+    def match_number(self) -> np.ndarray:
+        """MATCH_NUMBER() of every match: 1, 2, ... within each partition."""
+        n = self.m_start.size
+        if n == 0:
+            return np.zeros(0, np.int64)
+        new_part = np.ones(n, bool)
+        new_part[1:] = self.m_part[1:] != self.m_part[:-1]
+        idx = np.arange(n)
+        base = np.maximum.accumulate(np.where(new_part, idx, 0))
+        return idx - base + 1
+
+
+class MeasureEvaluator:
+    """Evaluates measure expressions for a set of output rows.
+
+    ``out_match`` is the match of each output row; ``out_flat`` the flattened row index it
+    stands at (RUNNING semantics), or -1 for an empty match.
+    """
+
+    def __init__(self, rows: MatchRows, out_match: np.ndarray, out_flat: np.ndarray) -> None:
+        self.rows = rows
+        self.out_match = out_match
+        self.out_flat = out_flat
+        self.n = out_match.size
+        m = rows.m_start.size
+        # flattened-row index range of every match
+        counts = rows.m_end - rows.m_start
+        self.flat_start = np.concatenate([[0], np.cumsum(counts)[:-1]]) if m else np.zeros(0, np.int64)
+        self.flat_last = self.flat_start + counts - 1  # -1 relative for empty matches
+        self.seg_first = np.zeros(rows.r_row.size, bool)
+        nonempty = counts > 0
+        self.seg_first[self.flat_start[nonempty]] = True
+        self._cache: dict[tuple[object, ...], np.ndarray] = {}
+
+    # ---------------------------------------------------------------- positions
+
+    def _final_flat(self) -> np.ndarray:
+        """Flattened index of the last row of each output row's match (-1 if empty)."""
+        m = self.out_match
+        counts = self.rows.m_end[m] - self.rows.m_start[m]
+        return np.where(counts > 0, self.flat_last[m], -1)
+
+    def _at(self, semantics: Semantics | None) -> np.ndarray:
+        return self._final_flat() if semantics is Semantics.FINAL else self.out_flat
+
+    def _flags(self, name: str | None) -> np.ndarray:
+        if name is None:
+            return np.ones(self.rows.r_row.size, bool)
+        members = self.rows.members[self.rows.names[name]]
+        return members[self.rows.r_label]
+
+    def _running_last(self, name: str | None) -> np.ndarray:
+        key = ("last", name)
+        if key not in self._cache:
+            self._cache[key] = _running_last(self._flags(name), self.rows.r_row, self.seg_first)
+        return self._cache[key]
+
+    def _count(self, name: str | None) -> np.ndarray:
+        key = ("count", name)
+        if key not in self._cache:
+            self._cache[key] = _running_count(self._flags(name), self.seg_first)
+        return self._cache[key]
+
+    def _name_rows(self, name: str | None) -> tuple[np.ndarray, np.ndarray]:
+        """Rows labelled ``name`` in flattened order, and the index of each match's first one."""
+        key = ("rows", name)
+        if key not in self._cache:
+            flags = self._flags(name)
+            rows = self.rows.r_row[flags]
+            matches = self.rows.r_match[flags]
+            start = np.searchsorted(matches, np.arange(self.rows.m_start.size))
+            self._cache[key] = rows
+            self._cache[("rows_start", name)] = start
+        return self._cache[key], self._cache[("rows_start", name)]
+
+    def position(self, name: str | None, logical: NavKind, offset: int, semantics: Semantics | None) -> np.ndarray:
+        """Row (index into the sorted table) a logical navigation points at, -1 for none."""
+        at = self._at(semantics)
+        valid = at >= 0
+        safe = np.where(valid, at, 0)
+        count = np.where(valid, self._count(name)[safe] if self.rows.r_row.size else 0, 0)
+        rows, start = self._name_rows(name)
+        m = self.out_match
+        if logical == NavKind.LAST:
+            k = count - 1 - offset
+        else:
+            k = np.where(offset < count, offset, -1)
+        ok = valid & (k >= 0) & (k < count)
+        idx = np.where(ok, (start[m] if m.size else m) + np.where(ok, k, 0), 0)
+        return np.where(ok, rows[idx] if rows.size else -1, -1)
+
+    def _physical(self, pos: np.ndarray, step: int) -> np.ndarray:
+        if step == 0:
+            return pos
+        target = pos + step
+        part = self.rows.row_part[np.where(pos >= 0, pos, 0)] if pos.size else pos
+        lo = self.rows.part_bounds[part]
+        hi = self.rows.part_bounds[part + 1]
+        return np.where((pos >= 0) & (target >= lo) & (target < hi), target, -1)
+
+    def _take(self, column: str, pos: np.ndarray) -> pa.Array:
+        table = self.rows.table
+        try:
+            arr = table.column(column)
+        except KeyError:
+            folded = [c for c in table.column_names if c.lower() == column.lower()]
+            arr = table.column(folded[0])
+        arr = arr.combine_chunks()
+        taken = arr.take(pa.array(np.where(pos >= 0, pos, 0)))
+        return pc.if_else(pa.array(pos >= 0), taken, pa.scalar(None, arr.type))
+
+    # ---------------------------------------------------------------- leaves
+
+    def leaf(self, x: Expr) -> pa.Array:
+        if isinstance(x, Column):
+            return self._take(x.name, self.position(x.variable, NavKind.LAST, 0, None))
+        if isinstance(x, Navigation):
+            semantics = x.semantics
+            if x.kind.physical:
+                step = -x.offset if x.kind == NavKind.PREV else x.offset
+                inner = x.operand
+                if isinstance(inner, Navigation):
+                    semantics = semantics or inner.semantics
+                    logical, loff, col = inner.kind, inner.offset, inner.operand
+                else:
+                    logical, loff, col = NavKind.LAST, 0, inner
+            else:
+                step, logical, loff, col = 0, x.kind, x.offset, x.operand
+            if not isinstance(col, Column):
+                raise UnsupportedFeatureError(f"navigation over an expression ({to_sql(x)}) in MEASURES",
+                                              clause="MEASURES", hint="navigate a single column", code="unsupported")
+            pos = self._physical(self.position(col.variable, logical, loff, semantics), step)
+            return self._take(col.name, pos)
+        if isinstance(x, Classifier):
+            pos_flat = self._at(x.semantics)
+            if x.variable is None:
+                valid = pos_flat >= 0
+                lab = np.where(valid, self.rows.r_label[np.where(valid, pos_flat, 0)] if self.rows.r_label.size
+                               else 0, -1)
+            else:
+                row = self.position(x.variable, NavKind.LAST, 0, x.semantics)
+                valid = row >= 0
+                # label of that row within its match: find it in the flattened rows
+                lab = np.full(self.n, -1)
+                if valid.any():
+                    flat = self._flat_of(row[valid], self.out_match[valid])
+                    lab[valid] = self.rows.r_label[flat]
+            names = pa.array(list(self.rows.labels), pa.string())
+            return pc.if_else(pa.array(lab >= 0), names.take(pa.array(np.where(lab >= 0, lab, 0))),
+                              pa.scalar(None, pa.string()))
+        if isinstance(x, MatchNumber):
+            return pa.array(self.rows.match_number[self.out_match] if self.n else np.zeros(0, np.int64))
+        if isinstance(x, Aggregate):
+            return self._aggregate(x)
+        raise UnsupportedFeatureError(f"{to_sql(x)} in MEASURES", clause="MEASURES", code="unsupported")
+
+    def _flat_of(self, rows: np.ndarray, matches: np.ndarray) -> np.ndarray:
+        return self.flat_start[matches] + (rows - self.rows.m_start[matches])
+
+    def _aggregate(self, agg: Aggregate) -> pa.Array:
+        if agg.distinct:
+            raise UnsupportedFeatureError(f"DISTINCT in the aggregate {to_sql(agg)}", clause="MEASURES",
+                                          code="unsupported")
+        names = {getattr(n, "variable", None) for a in agg.args for n in [a] if isinstance(n, Column | Star)}
+        name = next(iter(names)) if names else None
+        flags = self._flags(name)
+        at = self._at(agg.semantics)
+        valid_at = at >= 0
+        safe = np.where(valid_at, at, 0)
+        if agg.name == "count" and (not agg.args or isinstance(agg.args[0], Star)):
+            counts = self._count(name)
+            out = np.where(valid_at, counts[safe] if counts.size else 0, 0)
+            return pa.array(out, pa.int64())
+        if len(agg.args) != 1 or not isinstance(agg.args[0], Column):
+            raise UnsupportedFeatureError(f"aggregate {to_sql(agg)}: only one column argument is supported",
+                                          clause="MEASURES", code="unsupported")
+        column = agg.args[0]
+        assert isinstance(column, Column)
+        values_arr = self._take(column.name, self.rows.r_row)
+        is_numeric = pa.types.is_integer(values_arr.type) or pa.types.is_floating(values_arr.type)
+        if not is_numeric and agg.name not in ("count",):
+            raise UnsupportedFeatureError(f"aggregate {agg.name} over {values_arr.type}", clause="MEASURES",
+                                          code="unsupported")
+        valid = flags & np.asarray(values_arr.is_valid().to_numpy(zero_copy_only=False), bool)
+        values = np.asarray(pc.cast(values_arr, pa.float64()).fill_null(0.0).to_numpy(zero_copy_only=False),
+                            np.float64) if is_numeric else np.zeros(len(values_arr))
+        kinds = {"sum": 0, "min": 1, "max": 2, "count": 3, "avg": 0}
+        if agg.name not in kinds:
+            raise UnsupportedFeatureError(f"aggregate {agg.name}", clause="MEASURES", code="unsupported",
+                                          hint="supported: count, sum, avg, min, max")
+        acc, has = _running_agg(values, valid, self.seg_first, kinds[agg.name])
+        got = np.where(valid_at, acc[safe] if acc.size else 0.0, 0.0)
+        present = valid_at & (has[safe] if has.size else False)
+        if agg.name == "count":
+            return pa.array(np.where(valid_at, got, 0).astype(np.int64))
+        if agg.name == "avg":
+            cnt, _ = _running_agg(values, valid, self.seg_first, 3)
+            c = np.where(valid_at, cnt[safe] if cnt.size else 0.0, 0.0)
+            got = np.where(c > 0, got / np.where(c > 0, c, 1), 0.0)
+            return pa.array(got, mask=~present)
+        result = pa.array(got, mask=~present)
+        if pa.types.is_integer(values_arr.type) and agg.name in ("sum", "min", "max"):
+            result = pc.cast(result, pa.int64())
+        return result
+
+    def evaluate(self, e: Expr) -> pa.Array:
+        return _broadcast(evaluate(e, self.leaf, self.n), self.n)

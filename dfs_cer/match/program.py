@@ -1,0 +1,151 @@
+"""Row pattern IR -> instruction program (Trino's ``IrRowPatternToProgramRewriter`` design).
+
+The matcher VM runs programs of these instructions; it sees label ids and row positions, never
+rows. Preference order is the order of ``SPLIT`` targets: the first target is tried first.
+
+======  ==========================  =============================================
+opcode  operands                    meaning
+======  ==========================  =============================================
+LABEL   label id                    consume one row if it can be labelled ``label``
+JUMP    target                      continue at ``target``
+SPLIT   first, second               fork: ``first`` is preferred over ``second``
+START   -                           succeed only at the first row of the partition (``^``)
+END     -                           succeed only after the last row of the partition (``$``)
+EXCL_IN -                           rows consumed from here are excluded from ALL ROWS output
+EXCL_OUT -                          end of an exclusion
+DONE    -                           a match ends here
+======  ==========================  =============================================
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from dfs_cer.pattern.ir import (
+    Alternation,
+    Anchor,
+    AnchorKind,
+    Concatenation,
+    EmptyPattern,
+    Exclusion,
+    Label,
+    Permutation,
+    Quantified,
+    RowPattern,
+)
+
+LABEL, JUMP, SPLIT, START, END, EXCL_IN, EXCL_OUT, DONE = range(8)
+NAMES = ["LABEL", "JUMP", "SPLIT", "START", "END", "EXCL_IN", "EXCL_OUT", "DONE"]
+MAX_PROGRAM = 1_000_000
+
+
+@dataclass(frozen=True)
+class Program:
+    """Instruction arrays (``op[i]``, ``a[i]``, ``b[i]``) and the label names by id."""
+
+    op: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+    labels: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return int(self.op.size)
+
+    def lines(self) -> list[str]:
+        """Readable listing, one instruction per line: ``3: SPLIT 4, 6``."""
+        out = []
+        for i, (op, a, b) in enumerate(zip(self.op.tolist(), self.a.tolist(), self.b.tolist(), strict=True)):
+            if op == LABEL:
+                out.append(f"{i}: LABEL {self.labels[a]}")
+            elif op == JUMP:
+                out.append(f"{i}: JUMP {a}")
+            elif op == SPLIT:
+                out.append(f"{i}: SPLIT {a}, {b}")
+            else:
+                out.append(f"{i}: {NAMES[op]}")
+        return out
+
+
+class _Builder:
+    def __init__(self, label_ids: dict[str, int]) -> None:
+        self.label_ids = label_ids
+        self.code: list[list[int]] = []
+
+    def emit(self, op: int, a: int = 0, b: int = 0) -> int:
+        if len(self.code) >= MAX_PROGRAM:
+            from dfs_cer.errors import UnsupportedFeatureError
+
+            raise UnsupportedFeatureError(
+                f"the pattern compiles to more than {MAX_PROGRAM} instructions", clause="PATTERN",
+                hint="use smaller bounded quantifiers such as {n,m}", code="pattern-too-large")
+        self.code.append([op, a, b])
+        return len(self.code) - 1
+
+    def compile(self, p: RowPattern) -> None:
+        if isinstance(p, Label):
+            self.emit(LABEL, self.label_ids[p.name])
+        elif isinstance(p, EmptyPattern):
+            return
+        elif isinstance(p, Anchor):
+            self.emit(START if p.kind is AnchorKind.PARTITION_START else END)
+        elif isinstance(p, Concatenation):
+            for item in p.items:
+                self.compile(item)
+        elif isinstance(p, Alternation):
+            self._alternatives(list(p.items))
+        elif isinstance(p, Permutation):
+            orders = itertools.permutations(range(len(p.items)))
+            self._alternatives([Concatenation(tuple(p.items[i] for i in order)) for order in orders])
+        elif isinstance(p, Exclusion):
+            self.emit(EXCL_IN)
+            self.compile(p.pattern)
+            self.emit(EXCL_OUT)
+        elif isinstance(p, Quantified):
+            self._quantified(p)
+        else:  # pragma: no cover
+            raise TypeError(type(p).__name__)
+
+    def _alternatives(self, items: list[RowPattern]) -> None:
+        jumps = []
+        for item in items[:-1]:
+            split = self.emit(SPLIT)
+            self.code[split][1] = len(self.code)
+            self.compile(item)
+            jumps.append(self.emit(JUMP))
+            self.code[split][2] = len(self.code)
+        self.compile(items[-1])
+        for j in jumps:
+            self.code[j][1] = len(self.code)
+
+    def _split(self, greedy: bool, body: int, exit_: int, at: int) -> None:
+        self.code[at][1], self.code[at][2] = (body, exit_) if greedy else (exit_, body)
+
+    def _quantified(self, q: Quantified) -> None:
+        for _ in range(q.min):
+            self.compile(q.pattern)
+        if q.max is None:
+            loop = self.emit(SPLIT)
+            self.compile(q.pattern)
+            self.emit(JUMP, loop)
+            self._split(q.greedy, loop + 1, len(self.code), loop)
+            return
+        splits = []
+        for _ in range(q.max - q.min):
+            split = self.emit(SPLIT)
+            splits.append(split)
+            self.compile(q.pattern)
+        end = len(self.code)
+        for split in splits:
+            self._split(q.greedy, split + 1, end, split)
+
+
+def compile_pattern(pattern: RowPattern, labels: tuple[str, ...]) -> Program:
+    """Compile ``pattern``; ``labels`` gives each variable its id (its index)."""
+    builder = _Builder({name: i for i, name in enumerate(labels)})
+    builder.compile(pattern)
+    builder.emit(DONE)
+    code = np.array(builder.code, dtype=np.int32).reshape(-1, 3)
+    return Program(code[:, 0].copy(), code[:, 1].copy(), code[:, 2].copy(), labels)

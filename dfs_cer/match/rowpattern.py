@@ -1,0 +1,196 @@
+"""The SQL:2016 row-pattern engine: ``MATCH_RECOGNIZE`` over an Arrow table, without Spark.
+
+1. sort by PARTITION BY and ORDER BY (stable: ties keep input order) and find partitions;
+2. compile the PATTERN to a program and the DEFINE conditions to masks and dependent programs;
+3. run the VM (:mod:`dfs_cer.match.vm`) over all partitions;
+4. evaluate MEASURES and assemble the relation in the standard's column order: partitioning
+   columns, then (ALL ROWS PER MATCH) ordering columns, measures, then the other columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dfs_cer.errors import MatchError, MatchLimitError, UnsupportedFeatureError
+from dfs_cer.match import vm
+from dfs_cer.match.conditions import compile_conditions
+from dfs_cer.match.measures import MatchRows, MeasureEvaluator
+from dfs_cer.match.program import compile_pattern
+from dfs_cer.pattern.ir import labels as pattern_labels
+from dfs_cer.query.analyze import Analysis
+from dfs_cer.query.model import RowsPerMatch, SkipTo
+
+MAX_MATCHES = 10_000_000
+
+
+@dataclass(frozen=True)
+class MatchOutput:
+    """The MATCH_RECOGNIZE relation and how it was produced."""
+
+    table: pa.Table
+    matches: int
+    truncated: bool
+
+
+def _resolve(table: pa.Table, name: str) -> str:
+    if name in table.column_names:
+        return name
+    folded = [c for c in table.column_names if c.lower() == name.lower()]
+    if len(folded) == 1:
+        return folded[0]
+    raise KeyError(name)
+
+
+def sort_and_partition(table: pa.Table, partition_by: tuple[str, ...],
+                       order_by: list[tuple[str, bool]]) -> tuple[pa.Table, np.ndarray]:
+    """Stable sort by partition and order keys; partition boundaries ``[0, ..., n]``."""
+    keys = [(c, "ascending", "at_end") for c in partition_by] + \
+        [(c, "descending" if d else "ascending", "at_end") for c, d in order_by]
+    if keys:
+        table = table.take(pc.sort_indices(table, sort_keys=keys))
+    n = len(table)
+    change = np.zeros(n, bool)
+    if n:
+        change[0] = True
+    for c in partition_by:
+        col = table.column(c).combine_chunks()
+        if n > 1:
+            a, b = col.slice(1), col.slice(0, n - 1)
+            same = pc.fill_null(pc.equal(a, b), False)
+            both_null = pc.and_(pc.is_null(a), pc.is_null(b))
+            differs = pc.invert(pc.or_(same, both_null))
+            change[1:] |= np.asarray(differs.to_numpy(zero_copy_only=False), bool)
+    bounds = np.append(np.nonzero(change)[0], n).astype(np.int64)
+    return table, bounds
+
+
+def _time_values(table: pa.Table, column: str) -> np.ndarray:
+    arr = table.column(column).combine_chunks()
+    if pa.types.is_temporal(arr.type):
+        arr = arr.view(pa.int64()) if arr.type.bit_width == 64 else pc.cast(arr.view(pa.int32()), pa.int64())
+    elif not pa.types.is_integer(arr.type):
+        raise UnsupportedFeatureError(f"WITHIN over a {arr.type} ORDER BY column is not supported",
+                                      clause="WITHIN", hint="order by a timestamp or integer column",
+                                      code="unsupported")
+    if arr.null_count:
+        raise UnsupportedFeatureError(f"the ORDER BY column {column} has NULLs, which WITHIN cannot place in time",
+                                      clause="WITHIN", hint="filter them out first", code="null-time")
+    return np.asarray(pc.cast(arr, pa.int64()).to_numpy(zero_copy_only=False), np.int64)
+
+
+def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = MAX_MATCHES,
+                    on_limit: str = "error") -> MatchOutput:
+    """Evaluate the MATCH_RECOGNIZE clause of a bound analysis over ``table``."""
+    query = analysis.query
+    mr = query.recognize
+    partition_by = tuple(_resolve(table, c) for c in mr.partition_by)
+    order_by = [(_resolve(table, s.column), s.descending) for s in mr.order_by]
+    table, bounds = sort_and_partition(table, partition_by, order_by)
+    n = len(table)
+    row_part = np.repeat(np.arange(bounds.size - 1), np.diff(bounds)) if n else np.zeros(0, np.int64)
+    part_start = bounds[row_part] if n else np.zeros(0, np.int64)
+    part_end = bounds[row_part + 1] if n else np.zeros(0, np.int64)
+
+    labels = pattern_labels(mr.pattern)
+    program = compile_pattern(mr.pattern, labels)
+    time_unit = None
+    order_type = table.schema.field(order_by[0][0]).type
+    if pa.types.is_timestamp(order_type):
+        time_unit = order_type.unit
+    conditions = compile_conditions(mr, labels, table, part_start, part_end, time_unit)
+    window = -1
+    ts = np.zeros(n, np.int64)
+    if mr.window is not None:
+        if analysis.window_units is None:
+            raise ValueError("the analysis is not bound to the table's schema (call analyze(query, table.schema))")
+        window = analysis.window_units
+        ts = _time_values(table, order_by[0][0])
+
+    skip = mr.after_match_skip
+    skip_mode = {SkipTo.PAST_LAST_ROW: vm.SKIP_PAST_LAST, SkipTo.NEXT_ROW: vm.SKIP_NEXT_ROW,
+                 SkipTo.FIRST: vm.SKIP_TO_FIRST, SkipTo.LAST: vm.SKIP_TO_LAST}[skip.to]
+    names = {name: i for i, name in enumerate(labels)}
+    for i, s in enumerate(mr.subsets):
+        names[s.name] = len(labels) + i
+    skip_target = names[skip.variable] if skip.variable is not None else -1
+    c = conditions
+    status, m_start, m_end, m_part, r_match, r_row, r_label, r_excl = vm.run(
+        program.op.astype(np.int64), program.a.astype(np.int64), program.b.astype(np.int64), c.masks, c.dependent,
+        c.code, c.code_start, c.const_i, c.const_f, c.const_kind, c.icols, c.inull, c.fcols, c.fnull, c.members,
+        c.relevant, c.deep_navigation, ts, np.int64(window), bounds, np.int64(skip_mode), np.int64(skip_target),
+        np.int64(max_matches))
+    truncated = False
+    if status == vm.LIMIT_REACHED:
+        if on_limit != "truncate":
+            raise MatchLimitError(f"the query produced more than max_matches={max_matches} matches",
+                                  )
+        truncated = True
+    elif status in (vm.SKIP_TO_FIRST_ROW, vm.SKIP_NO_ROW):
+        row = int(m_start[-1])
+        what = ("would skip to the first row of the match, so matching would not move forward"
+                if status == vm.SKIP_TO_FIRST_ROW else f"found no row labelled {skip.variable} in the match")
+        raise MatchError(f"AFTER MATCH SKIP {skip.to.value} {skip.variable} failed at the match starting at sorted "
+                         f"row {row}: it {what}",)
+    rows = MatchRows(table, labels, c.members, names, bounds, row_part, m_start, m_end, m_part, r_match, r_row,
+                     r_label, r_excl)
+    return MatchOutput(_assemble(rows, analysis, partition_by, [o for o, _ in order_by]), int(m_start.size), truncated)
+
+
+def _assemble(rows: MatchRows, analysis: Analysis, partition_by: tuple[str, ...], order_cols: list[str]) -> pa.Table:
+    mr = analysis.query.recognize
+    table = rows.table
+    mode = mr.rows_per_match
+    nonempty = rows.m_end > rows.m_start
+    if mode is RowsPerMatch.ONE_ROW:
+        keep = np.arange(rows.m_start.size)
+        out_match = keep
+        out_flat = np.where(nonempty, np.cumsum(rows.m_end - rows.m_start) - 1, -1)
+        anchor_row = rows.m_start
+        evaluator = MeasureEvaluator(rows, out_match, out_flat)
+        columns = {c: table.column(c).combine_chunks().take(pa.array(anchor_row)) for c in partition_by}
+        for m in mr.measures:
+            columns[m.name] = evaluator.evaluate(m.expr)
+        return pa.table(columns) if columns else pa.table({"match": pa.array(np.ones(len(keep), np.int8))}).select([])
+    # ALL ROWS PER MATCH: one output row per matched row that is not excluded
+    flat = np.arange(rows.r_row.size)
+    keep_flat = ~rows.r_excl
+    out_match = rows.r_match[keep_flat]
+    out_flat = flat[keep_flat]
+    out_rows = rows.r_row[keep_flat]
+    if mode is RowsPerMatch.ALL_ROWS_SHOW_EMPTY and (~nonempty).any():
+        empty = np.nonzero(~nonempty)[0]
+        out_match = np.concatenate([out_match, empty])
+        out_flat = np.concatenate([out_flat, np.full(empty.size, -1)])
+        out_rows = np.concatenate([out_rows, rows.m_start[empty]])
+    unmatched = np.zeros(0, np.int64)
+    if mode is RowsPerMatch.ALL_ROWS_WITH_UNMATCHED:
+        covered = np.zeros(len(table), bool)
+        covered[rows.r_row] = True
+        unmatched = np.nonzero(~covered)[0]
+    order = np.lexsort((out_flat, out_match)) if out_match.size else np.zeros(0, np.int64)
+    out_match, out_flat, out_rows = out_match[order], out_flat[order], out_rows[order]
+    evaluator = MeasureEvaluator(rows, out_match, out_flat)
+    measures = {m.name: evaluator.evaluate(m.expr) for m in mr.measures}
+    all_rows = np.concatenate([out_rows, unmatched])
+    # matches in order; an unmatched row goes where it stands in the sorted table
+    key_row = np.concatenate([rows.m_start[out_match] if out_match.size else np.zeros(0, np.int64), unmatched])
+    key_seq = np.concatenate([np.arange(out_rows.size), np.zeros(unmatched.size, np.int64)])
+    seq = np.lexsort((key_seq, key_row)) if all_rows.size else np.zeros(0, np.int64)
+    taken = table.take(pa.array(all_rows[seq])) if all_rows.size else table.slice(0, 0)
+    columns: dict[str, pa.Array] = {}
+    for c in partition_by:
+        columns[c] = taken.column(c)
+    for c in order_cols:
+        if c not in columns:
+            columns[c] = taken.column(c)
+    for name, values in measures.items():
+        padded = pa.concat_arrays([values, pa.nulls(unmatched.size, values.type)]) if unmatched.size else values
+        columns[name] = padded.take(pa.array(seq)) if seq.size else padded
+    for c in table.column_names:
+        if c not in columns:
+            columns[c] = taken.column(c)
+    return pa.table(columns)

@@ -1,0 +1,612 @@
+"""The row-pattern matcher: a Pike VM over the instruction program (numba).
+
+Threads are kept in preference order; at every row each thread either consumes the row (its
+label's mask is set and its dependent condition holds for the thread's matched rows) or dies.
+Threads that reach the same instruction with the same relevant history are equivalent and only
+the preferred one is kept (Trino's ``ThreadEquivalence``), which keeps a match attempt linear in
+the rows it reads for patterns whose conditions look only at the current row. A thread reaching
+``DONE`` ends every less preferred thread; the last match recorded is the preferred one.
+
+Matched rows are recorded in a per-attempt arena of path nodes (row, label, excluded, parent),
+so forking a thread costs O(1).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from dfs_cer.match.conditions import (
+    C_ADD,
+    C_AND,
+    C_CMP,
+    C_COL,
+    C_CONST,
+    C_DIV,
+    C_ISNULL,
+    C_MOD,
+    C_MUL,
+    C_NEG,
+    C_NOT,
+    C_OR,
+    C_SUB,
+    K_BOOL,
+    K_FLOAT,
+    K_INT,
+    K_NULL,
+    UNIVERSAL,
+)
+from dfs_cer.match.program import DONE, END, EXCL_IN, EXCL_OUT, JUMP, LABEL, SPLIT, START
+
+SKIP_PAST_LAST, SKIP_NEXT_ROW, SKIP_TO_FIRST, SKIP_TO_LAST = range(4)
+# status codes
+OK, LIMIT_REACHED, SKIP_TO_FIRST_ROW, SKIP_NO_ROW = range(4)
+
+
+@njit(cache=True)
+def _grow1(a: np.ndarray, size: int) -> np.ndarray:
+    out = np.empty(max(size, a.shape[0] * 2), a.dtype)
+    out[: a.shape[0]] = a
+    return out
+
+
+@njit(cache=True)
+def _grow2(a: np.ndarray, size: int) -> np.ndarray:
+    out = np.empty((max(size, a.shape[0] * 2), a.shape[1]), a.dtype)
+    out[: a.shape[0]] = a
+    return out
+
+
+@njit(cache=True)
+def _position(name: np.int64, logical: np.int64, loffset: np.int64, row: np.int64, var: np.int64,
+              start: np.int64, first: np.ndarray, last: np.ndarray, members: np.ndarray, node: np.int64,
+              n_parent: np.ndarray, n_row: np.ndarray, n_label: np.ndarray) -> np.int64:
+    """Row a (possibly navigated) variable reference points at, for the thread about to label
+    ``row`` with ``var``; -1 when there is none."""
+    if name == UNIVERSAL:
+        if logical == 0:
+            p = row - loffset
+            return p if p >= start else -1
+        p = start + loffset
+        return p if p <= row else -1
+    cur_in = members[name, var]
+    if loffset == 0:
+        if logical == 0:
+            if cur_in:
+                return row
+            best = -1
+            for m in range(members.shape[1]):
+                if members[name, m] and last[m] > best:
+                    best = last[m]
+            return best
+        best = -1
+        for m in range(members.shape[1]):
+            if members[name, m] and first[m] >= 0 and (best < 0 or first[m] < best):
+                best = first[m]
+        if best < 0 and cur_in:
+            best = row
+        return best
+    # logical offset > 0: walk the path (newest first)
+    count = 1 if cur_in else 0
+    k = node
+    while k >= 0:
+        if members[name, n_label[k]]:
+            count += 1
+        k = n_parent[k]
+    if loffset >= count:
+        return -1
+    target = loffset if logical == 0 else count - 1 - loffset  # index from the newest
+    idx = 0
+    if cur_in:
+        if target == 0:
+            return row
+        idx = 1
+    k = node
+    while k >= 0:
+        if members[name, n_label[k]]:
+            if idx == target:
+                return n_row[k]
+            idx += 1
+        k = n_parent[k]
+    return -1
+
+
+@njit(cache=True)
+def _evaluate(code: np.ndarray, lo: np.int64, hi: np.int64, const_i: np.ndarray, const_f: np.ndarray,
+              const_kind: np.ndarray, icols: np.ndarray, inull: np.ndarray, fcols: np.ndarray, fnull: np.ndarray,
+              members: np.ndarray, row: np.int64, var: np.int64, start: np.int64, p0: np.int64, p1: np.int64,
+              first: np.ndarray, last: np.ndarray, node: np.int64, n_parent: np.ndarray, n_row: np.ndarray,
+              n_label: np.ndarray, si: np.ndarray, sf: np.ndarray, sk: np.ndarray) -> bool:
+    """Run a dependent condition program; True only when it evaluates to TRUE (not NULL)."""
+    sp = 0
+    for pc in range(lo, hi):
+        op = code[pc, 0]
+        if op == C_CONST:
+            c = code[pc, 1]
+            si[sp] = const_i[c]
+            sf[sp] = const_f[c]
+            sk[sp] = const_kind[c]
+            sp += 1
+        elif op == C_COL:
+            pos = _position(code[pc, 3], code[pc, 4], code[pc, 5], row, var, start, first, last, members, node,
+                            n_parent, n_row, n_label)
+            if pos >= 0:
+                pos += code[pc, 6]
+            if pos < p0 or pos >= p1:
+                sk[sp] = K_NULL
+            elif code[pc, 2] == K_INT:
+                if inull[code[pc, 1], pos]:
+                    sk[sp] = K_NULL
+                else:
+                    si[sp] = icols[code[pc, 1], pos]
+                    sf[sp] = np.float64(si[sp])
+                    sk[sp] = K_INT
+            else:
+                if fnull[code[pc, 1], pos]:
+                    sk[sp] = K_NULL
+                else:
+                    sf[sp] = fcols[code[pc, 1], pos]
+                    sk[sp] = K_FLOAT
+            sp += 1
+        elif op == C_NOT:
+            if sk[sp - 1] != K_NULL:
+                si[sp - 1] = 1 - si[sp - 1]
+        elif op == C_NEG:
+            if sk[sp - 1] == K_INT:
+                si[sp - 1] = -si[sp - 1]
+            sf[sp - 1] = -sf[sp - 1]
+        elif op == C_ISNULL:
+            is_null = sk[sp - 1] == K_NULL
+            si[sp - 1] = 1 if (is_null != (code[pc, 1] == 1)) else 0
+            sk[sp - 1] = K_BOOL
+        elif op == C_AND or op == C_OR:
+            a_k, b_k = sk[sp - 2], sk[sp - 1]
+            a_v, b_v = si[sp - 2], si[sp - 1]
+            sp -= 1
+            if op == C_AND:
+                if (a_k != K_NULL and a_v == 0) or (b_k != K_NULL and b_v == 0):
+                    si[sp - 1], sk[sp - 1] = 0, K_BOOL
+                elif a_k == K_NULL or b_k == K_NULL:
+                    sk[sp - 1] = K_NULL
+                else:
+                    si[sp - 1], sk[sp - 1] = 1, K_BOOL
+            else:
+                if (a_k != K_NULL and a_v == 1) or (b_k != K_NULL and b_v == 1):
+                    si[sp - 1], sk[sp - 1] = 1, K_BOOL
+                elif a_k == K_NULL or b_k == K_NULL:
+                    sk[sp - 1] = K_NULL
+                else:
+                    si[sp - 1], sk[sp - 1] = 0, K_BOOL
+        else:  # binary arithmetic or comparison
+            a_k, b_k = sk[sp - 2], sk[sp - 1]
+            sp -= 1
+            if a_k == K_NULL or b_k == K_NULL:
+                sk[sp - 1] = K_NULL
+                continue
+            both_int = a_k != K_FLOAT and b_k != K_FLOAT
+            if op == C_CMP:
+                cmp = code[pc, 1]
+                if both_int:
+                    x, y = si[sp - 1], si[sp]
+                    res = (x == y if cmp == 0 else x != y if cmp == 1 else x < y if cmp == 2 else x <= y if cmp == 3
+                           else x > y if cmp == 4 else x >= y)
+                else:
+                    fx, fy = sf[sp - 1], sf[sp]
+                    res = (fx == fy if cmp == 0 else fx != fy if cmp == 1 else fx < fy if cmp == 2 else fx <= fy
+                           if cmp == 3 else fx > fy if cmp == 4 else fx >= fy)
+                si[sp - 1] = 1 if res else 0
+                sk[sp - 1] = K_BOOL
+            elif both_int:
+                x, y = si[sp - 1], si[sp]
+                if op == C_ADD:
+                    r = x + y
+                elif op == C_SUB:
+                    r = x - y
+                elif op == C_MUL:
+                    r = x * y
+                else:
+                    if y == 0:
+                        sk[sp - 1] = K_NULL  # division by zero: no row can satisfy the condition
+                        continue
+                    q = abs(x) // abs(y)
+                    q = q if (x >= 0) == (y >= 0) else -q  # truncate toward zero, as SQL
+                    r = q if op == C_DIV else x - q * y
+                si[sp - 1] = r
+                sf[sp - 1] = np.float64(r)
+                sk[sp - 1] = K_INT
+            else:
+                fx, fy = sf[sp - 1], sf[sp]
+                if op == C_ADD:
+                    fr = fx + fy
+                elif op == C_SUB:
+                    fr = fx - fy
+                elif op == C_MUL:
+                    fr = fx * fy
+                elif op == C_DIV:
+                    if fy == 0.0:
+                        sk[sp - 1] = K_NULL
+                        continue
+                    fr = fx / fy
+                else:
+                    fr = np.fmod(fx, fy)
+                sf[sp - 1] = fr
+                sk[sp - 1] = K_FLOAT
+    return sp == 1 and sk[0] == K_BOOL and si[0] == 1
+
+
+@njit(cache=True)
+def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray, dependent: np.ndarray,
+        code: np.ndarray, code_start: np.ndarray, const_i: np.ndarray, const_f: np.ndarray, const_kind: np.ndarray,
+        icols: np.ndarray, inull: np.ndarray, fcols: np.ndarray, fnull: np.ndarray, members: np.ndarray,
+        relevant: np.ndarray, deep: bool, ts: np.ndarray, window: np.int64, parts: np.ndarray,
+        skip_mode: np.int64, skip_target: np.int64, max_matches: np.int64):
+    """Match every partition ``[parts[p], parts[p + 1])``.
+
+    Returns ``(status, m_start, m_end, m_part, r_match, r_row, r_label, r_excl)``: matches (start,
+    exclusive end, partition) and their rows with labels and exclusion flags; ``status`` is OK,
+    LIMIT_REACHED, or a runtime AFTER MATCH SKIP error with the offending match recorded last.
+    """
+    n_prog = op.shape[0]
+    n_vars = masks.shape[0]
+    n_names = members.shape[0]
+    any_dependent = False
+    for v in range(n_vars):
+        if dependent[v]:
+            any_dependent = True
+    # equivalence key width: pc + first/last per relevant name (+ node when deep)
+    key_w = 1 + 2 * n_names + 1
+    cap_t = max(16, 2 * n_prog)
+    c_pc = np.empty(cap_t, np.int64)
+    c_node = np.empty(cap_t, np.int64)
+    c_depth = np.empty(cap_t, np.int64)
+    c_first = np.empty((cap_t, n_vars), np.int64)
+    c_last = np.empty((cap_t, n_vars), np.int64)
+    n_pc = np.empty(cap_t, np.int64)
+    n_node = np.empty(cap_t, np.int64)
+    n_depth = np.empty(cap_t, np.int64)
+    n_first = np.empty((cap_t, n_vars), np.int64)
+    n_last = np.empty((cap_t, n_vars), np.int64)
+    visited = np.full(n_prog, -1, np.int64)
+    cvisited = np.full(n_prog, -1, np.int64)
+    cstamp = 0
+    h_cap = 64
+    h_stamp = np.full(h_cap, -1, np.int64)
+    h_key = np.empty((h_cap, key_w), np.int64)
+    key = np.empty(key_w, np.int64)
+    stamp = 0
+    # path arena
+    a_cap = 1024
+    a_parent = np.empty(a_cap, np.int64)
+    a_row = np.empty(a_cap, np.int64)
+    a_label = np.empty(a_cap, np.int64)
+    a_excl = np.empty(a_cap, np.bool_)
+    # closure stack: pc, node, depth, source thread
+    s_cap = max(16, 2 * n_prog)
+    s_pc = np.empty(s_cap, np.int64)
+    s_depth = np.empty(s_cap, np.int64)
+    # evaluation stacks
+    ev_n = max(4, code.shape[0] + 1)
+    si = np.empty(ev_n, np.int64)
+    sf = np.empty(ev_n, np.float64)
+    sk = np.empty(ev_n, np.int64)
+    first_tmp = np.empty(n_vars, np.int64)
+    last_tmp = np.empty(n_vars, np.int64)
+    # outputs
+    m_cap = 1024
+    m_start = np.empty(m_cap, np.int64)
+    m_end = np.empty(m_cap, np.int64)
+    m_part = np.empty(m_cap, np.int64)
+    r_cap = 4096
+    r_match = np.empty(r_cap, np.int64)
+    r_row = np.empty(r_cap, np.int64)
+    r_label = np.empty(r_cap, np.int64)
+    r_excl = np.empty(r_cap, np.bool_)
+    n_matches = 0
+    n_rows_out = 0
+    status = OK
+
+    for p in range(parts.shape[0] - 1):
+        p0, p1 = parts[p], parts[p + 1]
+        pos = p0
+        while pos < p1:
+            start = pos
+            a_n = 0
+            best_node = -2  # -2: no match; -1: empty match
+            best_end = -1
+            # initial closure
+            c_n = 0
+            stamp += 1
+            i = start
+            # seed: the closure of pc 0 at the start row is the first thread list
+            t_n = 0
+            s_pc[0] = 0
+            s_depth[0] = 0
+            sp = 1
+            while sp > 0:
+                sp -= 1
+                pc = s_pc[sp]
+                depth = s_depth[sp]
+                if visited[pc] == stamp:  # one history here: pc alone decides the future
+                    continue
+                visited[pc] = stamp
+                o = op[pc]
+                if o == JUMP:
+                    s_pc[sp] = arg_a[pc]
+                    s_depth[sp] = depth
+                    sp += 1
+                elif o == SPLIT:
+                    if sp + 2 > s_cap:
+                        s_cap *= 2
+                        s_pc = _grow1(s_pc, s_cap)
+                        s_depth = _grow1(s_depth, s_cap)
+                    s_pc[sp] = arg_b[pc]
+                    s_depth[sp] = depth
+                    s_pc[sp + 1] = arg_a[pc]
+                    s_depth[sp + 1] = depth
+                    sp += 2
+                elif o == START:
+                    if i == p0:
+                        s_pc[sp] = pc + 1
+                        s_depth[sp] = depth
+                        sp += 1
+                elif o == END:
+                    if i == p1:
+                        s_pc[sp] = pc + 1
+                        s_depth[sp] = depth
+                        sp += 1
+                elif o == EXCL_IN:
+                    s_pc[sp] = pc + 1
+                    s_depth[sp] = depth + 1
+                    sp += 1
+                elif o == EXCL_OUT:
+                    s_pc[sp] = pc + 1
+                    s_depth[sp] = depth - 1
+                    sp += 1
+                else:  # LABEL or DONE: a thread
+                    if t_n >= cap_t:
+                        cap_t *= 2
+                        c_pc = _grow1(c_pc, cap_t)
+                        c_node = _grow1(c_node, cap_t)
+                        c_depth = _grow1(c_depth, cap_t)
+                        c_first = _grow2(c_first, cap_t)
+                        c_last = _grow2(c_last, cap_t)
+                        n_pc = _grow1(n_pc, cap_t)
+                        n_node = _grow1(n_node, cap_t)
+                        n_depth = _grow1(n_depth, cap_t)
+                        n_first = _grow2(n_first, cap_t)
+                        n_last = _grow2(n_last, cap_t)
+                    c_pc[t_n] = pc
+                    c_node[t_n] = -1
+                    c_depth[t_n] = depth
+                    for v in range(n_vars):
+                        c_first[t_n, v] = -1
+                        c_last[t_n, v] = -1
+                    t_n += 1
+            c_n = t_n
+            # --- step through rows ---
+            while c_n > 0:
+                stamp += 1
+                h_used = 0
+                nt = 0
+                for t in range(c_n):
+                    pc = c_pc[t]
+                    if op[pc] == DONE:
+                        best_node = c_node[t]
+                        best_end = i
+                        break
+                    v = arg_a[pc]
+                    if i >= p1 or not masks[v, i]:
+                        continue
+                    if window >= 0 and ts[i] - ts[start] > window:
+                        continue
+                    if dependent[v]:
+                        if not _evaluate(code, code_start[v], code_start[v + 1], const_i, const_f, const_kind,
+                                         icols, inull, fcols, fnull, members, i, v, start, p0, p1, c_first[t],
+                                         c_last[t], c_node[t], a_parent, a_row, a_label, si, sf, sk):
+                            continue
+                    # consume row i: new path node
+                    if a_n >= a_cap:
+                        a_cap *= 2
+                        a_parent = _grow1(a_parent, a_cap)
+                        a_row = _grow1(a_row, a_cap)
+                        a_label = _grow1(a_label, a_cap)
+                        a_excl = _grow1(a_excl, a_cap)
+                    a_parent[a_n] = c_node[t]
+                    a_row[a_n] = i
+                    a_label[a_n] = v
+                    a_excl[a_n] = c_depth[t] > 0
+                    new_node = a_n
+                    a_n += 1
+                    for u in range(n_vars):
+                        first_tmp[u] = c_first[t, u]
+                        last_tmp[u] = c_last[t, u]
+                    if first_tmp[v] < 0:
+                        first_tmp[v] = i
+                    last_tmp[v] = i
+                    # closure of pc + 1 at row i + 1 into the n-list; inside one closure every
+                    # path shares this thread's history, so pc alone prunes (this also breaks
+                    # epsilon cycles such as (A*)*)
+                    cstamp += 1
+                    s_pc[0] = pc + 1
+                    s_depth[0] = c_depth[t]
+                    sp = 1
+                    while sp > 0:
+                        sp -= 1
+                        q = s_pc[sp]
+                        depth = s_depth[sp]
+                        o = op[q]
+                        if cvisited[q] == cstamp:
+                            continue
+                        cvisited[q] = cstamp
+                        if not any_dependent:
+                            # across threads too: a thread already here is preferred and equivalent
+                            if visited[q] == stamp:
+                                continue
+                            visited[q] = stamp
+                        if o == JUMP:
+                            s_pc[sp] = arg_a[q]
+                            s_depth[sp] = depth
+                            sp += 1
+                        elif o == SPLIT:
+                            if sp + 2 > s_cap:
+                                s_cap *= 2
+                                s_pc = _grow1(s_pc, s_cap)
+                                s_depth = _grow1(s_depth, s_cap)
+                            s_pc[sp] = arg_b[q]
+                            s_depth[sp] = depth
+                            s_pc[sp + 1] = arg_a[q]
+                            s_depth[sp + 1] = depth
+                            sp += 2
+                        elif o == START:
+                            if i + 1 == p0:
+                                s_pc[sp] = q + 1
+                                s_depth[sp] = depth
+                                sp += 1
+                        elif o == END:
+                            if i + 1 == p1:
+                                s_pc[sp] = q + 1
+                                s_depth[sp] = depth
+                                sp += 1
+                        elif o == EXCL_IN:
+                            s_pc[sp] = q + 1
+                            s_depth[sp] = depth + 1
+                            sp += 1
+                        elif o == EXCL_OUT:
+                            s_pc[sp] = q + 1
+                            s_depth[sp] = depth - 1
+                            sp += 1
+                        else:
+                            # equivalence: same instruction and, when conditions read other
+                            # variables, the same relevant history
+                            if any_dependent:
+                                key[0] = q
+                                kk = 1
+                                for nm in range(n_names):
+                                    if relevant[nm]:
+                                        lo_pos = -1
+                                        hi_pos = -1
+                                        for m in range(n_vars):
+                                            if members[nm, m]:
+                                                if last_tmp[m] > hi_pos:
+                                                    hi_pos = last_tmp[m]
+                                                if first_tmp[m] >= 0 and (lo_pos < 0 or first_tmp[m] < lo_pos):
+                                                    lo_pos = first_tmp[m]
+                                        key[kk] = lo_pos
+                                        key[kk + 1] = hi_pos
+                                    else:
+                                        key[kk] = 0
+                                        key[kk + 1] = 0
+                                    kk += 2
+                                key[kk] = new_node if deep else 0
+                                # open addressing on the key
+                                if 2 * (h_used + 1) > h_cap:
+                                    # grow; keys seen earlier in this step are forgotten, which can
+                                    # only keep an equivalent, less preferred thread alive (harmless)
+                                    h_cap *= 4
+                                    h_stamp = np.full(h_cap, -1, np.int64)
+                                    h_key = np.empty((h_cap, key_w), np.int64)
+                                    h_used = 0
+                                hh = np.uint64(1469598103934665603)
+                                for z in range(key_w):
+                                    hh = (hh ^ np.uint64(key[z])) * np.uint64(1099511628211)
+                                slot = np.int64(hh % np.uint64(h_cap))
+                                dup = False
+                                while h_stamp[slot] == stamp:
+                                    same = True
+                                    for z in range(key_w):
+                                        if h_key[slot, z] != key[z]:
+                                            same = False
+                                            break
+                                    if same:
+                                        dup = True
+                                        break
+                                    slot = (slot + 1) % h_cap
+                                if dup:
+                                    continue
+                                h_stamp[slot] = stamp
+                                for z in range(key_w):
+                                    h_key[slot, z] = key[z]
+                                h_used += 1
+                            if nt >= cap_t:
+                                cap_t *= 2
+                                c_pc = _grow1(c_pc, cap_t)
+                                c_node = _grow1(c_node, cap_t)
+                                c_depth = _grow1(c_depth, cap_t)
+                                c_first = _grow2(c_first, cap_t)
+                                c_last = _grow2(c_last, cap_t)
+                                n_pc = _grow1(n_pc, cap_t)
+                                n_node = _grow1(n_node, cap_t)
+                                n_depth = _grow1(n_depth, cap_t)
+                                n_first = _grow2(n_first, cap_t)
+                                n_last = _grow2(n_last, cap_t)
+                            n_pc[nt] = q
+                            n_node[nt] = new_node
+                            n_depth[nt] = depth
+                            for u in range(n_vars):
+                                n_first[nt, u] = first_tmp[u]
+                                n_last[nt, u] = last_tmp[u]
+                            nt += 1
+                # swap lists
+                c_pc, n_pc = n_pc, c_pc
+                c_node, n_node = n_node, c_node
+                c_depth, n_depth = n_depth, c_depth
+                c_first, n_first = n_first, c_first
+                c_last, n_last = n_last, c_last
+                c_n = nt
+                i += 1
+            # --- record the preferred match of this attempt ---
+            if best_node == -2:
+                pos = start + 1
+                continue
+            if n_matches >= max_matches:
+                status = LIMIT_REACHED
+                break
+            if n_matches >= m_cap:
+                m_cap *= 2
+                m_start = _grow1(m_start, m_cap)
+                m_end = _grow1(m_end, m_cap)
+                m_part = _grow1(m_part, m_cap)
+            m_start[n_matches] = start
+            m_end[n_matches] = best_end
+            m_part[n_matches] = p
+            length = best_end - start
+            if n_rows_out + length > r_cap:
+                r_cap = max(2 * r_cap, n_rows_out + length)
+                r_match = _grow1(r_match, r_cap)
+                r_row = _grow1(r_row, r_cap)
+                r_label = _grow1(r_label, r_cap)
+                r_excl = _grow1(r_excl, r_cap)
+            k = best_node
+            j = n_rows_out + length - 1
+            first_target = -1
+            last_target = -1
+            while k >= 0:
+                r_match[j] = n_matches
+                r_row[j] = a_row[k]
+                r_label[j] = a_label[k]
+                r_excl[j] = a_excl[k]
+                if skip_target >= 0 and members[skip_target, a_label[k]]:
+                    if last_target < 0:
+                        last_target = a_row[k]
+                    first_target = a_row[k]
+                j -= 1
+                k = a_parent[k]
+            n_rows_out += length
+            n_matches += 1
+            if length == 0 or skip_mode == SKIP_NEXT_ROW:
+                pos = start + 1
+            elif skip_mode == SKIP_PAST_LAST:
+                pos = best_end
+            else:
+                target = first_target if skip_mode == SKIP_TO_FIRST else last_target
+                if target < 0:
+                    status = SKIP_NO_ROW
+                    break
+                if target == start:
+                    status = SKIP_TO_FIRST_ROW
+                    break
+                pos = target
+        if status != OK:
+            break
+    return (status, m_start[:n_matches], m_end[:n_matches], m_part[:n_matches], r_match[:n_rows_out],
+            r_row[:n_rows_out], r_label[:n_rows_out], r_excl[:n_rows_out])
