@@ -4,11 +4,18 @@
 ``dfs_cer.analyze(query, schema)`` classifies its conditions for the pull strategies.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from dfs_cer.errors import DfsCerError, QueryError
 from dfs_cer.query import Analysis, Query, analyze, parse
 
+if TYPE_CHECKING:
+    import pyarrow
 
-def match_recognize(table: "pyarrow.Table", sql: str, **options: object) -> "pyarrow.Table":  # noqa: F821
+
+def match_recognize(table: pyarrow.Table, sql: str, **options: object) -> pyarrow.Table:
     """Evaluate a whole ``SELECT ... MATCH_RECOGNIZE`` query over an Arrow table in process
     (see :func:`dfs_cer.local.match_recognize` for the options)."""
     from dfs_cer.local import match_recognize as run

@@ -26,19 +26,16 @@ def _outer_sql(query: Query, dialect: str) -> str | None:
             and outer.limit is None:
         return None
 
-    def tr(text: str) -> str:
-        return sqlglot.transpile(text, write=dialect)[0]
-
     alias = query.alias or RELATION
-    sql = "SELECT " + ("DISTINCT " if outer.distinct else "") + ", ".join(tr(s) for s in outer.select)
+    sql = "SELECT " + ("DISTINCT " if outer.distinct else "") + ", ".join(outer.select)
     sql += f' FROM {RELATION} AS "{alias}"'
     if outer.where is not None:
-        sql += " WHERE " + tr(outer.where)
+        sql += " WHERE " + outer.where
     if outer.order_by:
-        sql += " ORDER BY " + ", ".join(tr(o) for o in outer.order_by)
+        sql += " ORDER BY " + ", ".join(outer.order_by)
     if outer.limit is not None:
         sql += f" LIMIT {outer.limit}"
-    return sql
+    return sqlglot.transpile(sql, write=dialect)[0]
 
 
 def run_outer(query: Query, relation: pa.Table, dialect: str = "duckdb") -> pa.Table:

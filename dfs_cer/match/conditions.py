@@ -12,6 +12,7 @@ Each variable's condition is split on its top-level ANDs into
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -145,7 +146,7 @@ class ConditionCompiler:
 
     # ---------------------------------------------------------------- masks
 
-    def _resolve(self, variable: str):  # noqa: ANN202 - closure factory
+    def _resolve(self, variable: str) -> Callable[[Expr], pa.Array]:
         def resolve(x: Expr) -> pa.Array:
             if isinstance(x, Column):
                 return _column_array(self.table, x.name)
@@ -332,7 +333,7 @@ class ConditionCompiler:
                 "arithmetic, comparisons, AND/OR/NOT, IS NULL, IN and BETWEEN", code="unsupported")
 
 
-def evaluate_any(e: Expr, resolve, length: int) -> pa.Array:  # noqa: ANN001
+def evaluate_any(e: Expr, resolve: Callable[[Expr], pa.Array], length: int) -> pa.Array:
     from dfs_cer.match.arrow_eval import _broadcast, evaluate
 
     return _broadcast(evaluate(e, resolve, length), length)

@@ -189,10 +189,7 @@ class MeasureEvaluator:
         count = np.where(valid, self._count(name)[safe] if self.rows.r_row.size else 0, 0)
         rows, start = self._name_rows(name)
         m = self.out_match
-        if logical == NavKind.LAST:
-            k = count - 1 - offset
-        else:
-            k = np.where(offset < count, offset, -1)
+        k = count - 1 - offset if logical == NavKind.LAST else np.where(offset < count, offset, -1)
         ok = valid & (k >= 0) & (k < count)
         idx = np.where(ok, (start[m] if m.size else m) + np.where(ok, k, 0), 0)
         return np.where(ok, rows[idx] if rows.size else -1, -1)

@@ -32,9 +32,11 @@ from dfs_cer.pattern.ir import (
     EmptyPattern,
     Exclusion,
     Label,
+    Negation,
     Permutation,
     Quantified,
     RowPattern,
+    to_text,
 )
 
 LABEL, JUMP, SPLIT, START, END, EXCL_IN, EXCL_OUT, DONE = range(8)
@@ -105,6 +107,12 @@ class _Builder:
             self.emit(EXCL_OUT)
         elif isinstance(p, Quantified):
             self._quantified(p)
+        elif isinstance(p, Negation):
+            from dfs_cer.errors import UnsupportedFeatureError
+
+            raise UnsupportedFeatureError(
+                f"negation {to_text(p)} is a CER construct", clause="PATTERN",
+                hint="add ALL MATCHES (or pass selection=) to evaluate it with the CER engine", code="unsupported")
         else:  # pragma: no cover
             raise TypeError(type(p).__name__)
 

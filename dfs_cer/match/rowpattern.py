@@ -121,8 +121,7 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
     status, m_start, m_end, m_part, r_match, r_row, r_label, r_excl = vm.run(
         program.op.astype(np.int64), program.a.astype(np.int64), program.b.astype(np.int64), c.masks, c.dependent,
         c.code, c.code_start, c.const_i, c.const_f, c.const_kind, c.icols, c.inull, c.fcols, c.fnull, c.members,
-        c.relevant, c.deep_navigation, ts, np.int64(window), bounds, np.int64(skip_mode), np.int64(skip_target),
-        np.int64(max_matches))
+        c.relevant, c.deep_navigation, ts, window, bounds, skip_mode, skip_target, max_matches)
     truncated = False
     if status == vm.LIMIT_REACHED:
         if on_limit != "truncate":
@@ -151,10 +150,11 @@ def _assemble(rows: MatchRows, analysis: Analysis, partition_by: tuple[str, ...]
         out_flat = np.where(nonempty, np.cumsum(rows.m_end - rows.m_start) - 1, -1)
         anchor_row = rows.m_start
         evaluator = MeasureEvaluator(rows, out_match, out_flat)
-        columns = {c: table.column(c).combine_chunks().take(pa.array(anchor_row)) for c in partition_by}
+        one: dict[str, pa.Array] = {c: table.column(c).combine_chunks().take(pa.array(anchor_row))
+                                    for c in partition_by}
         for m in mr.measures:
-            columns[m.name] = evaluator.evaluate(m.expr)
-        return pa.table(columns) if columns else pa.table({"match": pa.array(np.ones(len(keep), np.int8))}).select([])
+            one[m.name] = evaluator.evaluate(m.expr)
+        return pa.table(one) if one else pa.table({"match": pa.array(np.ones(len(keep), np.int8))}).select([])
     # ALL ROWS PER MATCH: one output row per matched row that is not excluded
     flat = np.arange(rows.r_row.size)
     keep_flat = ~rows.r_excl

@@ -13,6 +13,8 @@ so forking a thread costs O(1).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit
 
@@ -24,7 +26,6 @@ from dfs_cer.match.conditions import (
     C_CONST,
     C_DIV,
     C_ISNULL,
-    C_MOD,
     C_MUL,
     C_NEG,
     C_NOT,
@@ -36,7 +37,7 @@ from dfs_cer.match.conditions import (
     K_NULL,
     UNIVERSAL,
 )
-from dfs_cer.match.program import DONE, END, EXCL_IN, EXCL_OUT, JUMP, LABEL, SPLIT, START
+from dfs_cer.match.program import DONE, END, EXCL_IN, EXCL_OUT, JUMP, SPLIT, START
 
 SKIP_PAST_LAST, SKIP_NEXT_ROW, SKIP_TO_FIRST, SKIP_TO_LAST = range(4)
 # status codes
@@ -58,9 +59,9 @@ def _grow2(a: np.ndarray, size: int) -> np.ndarray:
 
 
 @njit(cache=True)
-def _position(name: np.int64, logical: np.int64, loffset: np.int64, row: np.int64, var: np.int64,
-              start: np.int64, first: np.ndarray, last: np.ndarray, members: np.ndarray, node: np.int64,
-              n_parent: np.ndarray, n_row: np.ndarray, n_label: np.ndarray) -> np.int64:
+def _position(name: int, logical: int, loffset: int, row: int, var: int,
+              start: int, first: np.ndarray, last: np.ndarray, members: np.ndarray, node: int,
+              n_parent: np.ndarray, n_row: np.ndarray, n_label: np.ndarray) -> int:
     """Row a (possibly navigated) variable reference points at, for the thread about to label
     ``row`` with ``var``; -1 when there is none."""
     if name == UNIVERSAL:
@@ -112,10 +113,10 @@ def _position(name: np.int64, logical: np.int64, loffset: np.int64, row: np.int6
 
 
 @njit(cache=True)
-def _evaluate(code: np.ndarray, lo: np.int64, hi: np.int64, const_i: np.ndarray, const_f: np.ndarray,
+def _evaluate(code: np.ndarray, lo: int, hi: int, const_i: np.ndarray, const_f: np.ndarray,
               const_kind: np.ndarray, icols: np.ndarray, inull: np.ndarray, fcols: np.ndarray, fnull: np.ndarray,
-              members: np.ndarray, row: np.int64, var: np.int64, start: np.int64, p0: np.int64, p1: np.int64,
-              first: np.ndarray, last: np.ndarray, node: np.int64, n_parent: np.ndarray, n_row: np.ndarray,
+              members: np.ndarray, row: int, var: int, start: int, p0: int, p1: int,
+              first: np.ndarray, last: np.ndarray, node: int, n_parent: np.ndarray, n_row: np.ndarray,
               n_label: np.ndarray, si: np.ndarray, sf: np.ndarray, sk: np.ndarray) -> bool:
     """Run a dependent condition program; True only when it evaluates to TRUE (not NULL)."""
     sp = 0
@@ -238,8 +239,8 @@ def _evaluate(code: np.ndarray, lo: np.int64, hi: np.int64, const_i: np.ndarray,
 def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray, dependent: np.ndarray,
         code: np.ndarray, code_start: np.ndarray, const_i: np.ndarray, const_f: np.ndarray, const_kind: np.ndarray,
         icols: np.ndarray, inull: np.ndarray, fcols: np.ndarray, fnull: np.ndarray, members: np.ndarray,
-        relevant: np.ndarray, deep: bool, ts: np.ndarray, window: np.int64, parts: np.ndarray,
-        skip_mode: np.int64, skip_target: np.int64, max_matches: np.int64):
+        relevant: np.ndarray, deep: bool, ts: np.ndarray, window: int, parts: np.ndarray,
+        skip_mode: int, skip_target: int, max_matches: int) -> tuple[Any, ...]:
     """Match every partition ``[parts[p], parts[p + 1])``.
 
     Returns ``(status, m_start, m_end, m_part, r_match, r_row, r_label, r_excl)``: matches (start,

@@ -79,6 +79,15 @@ class Exclusion(RowPattern):
     pattern: RowPattern
 
 
+@node("negation")
+@dataclass(frozen=True, slots=True)
+class Negation(RowPattern):
+    """``~B`` (CER extension, ALL MATCHES only): no qualifying B event lies between the
+    neighbouring variables' events."""
+
+    pattern: RowPattern
+
+
 @node("quantified")
 @dataclass(frozen=True, slots=True)
 class Quantified(RowPattern):
@@ -158,6 +167,8 @@ def _text(p: RowPattern) -> str:
         return "PERMUTE(" + ", ".join(_text(i) for i in p.items) + ")"
     if isinstance(p, Exclusion):
         return "{- " + _text(p.pattern) + " -}"
+    if isinstance(p, Negation):
+        return "~" + _text(p.pattern)
     if isinstance(p, Quantified):
         inner = p.pattern
         needs_parens = _prec(inner) < _PREC_PRIMARY or isinstance(inner, Quantified)
@@ -170,7 +181,7 @@ def children(p: RowPattern) -> tuple[RowPattern, ...]:
     """Direct sub-patterns of ``p``."""
     if isinstance(p, Concatenation | Alternation | Permutation):
         return p.items
-    if isinstance(p, Exclusion | Quantified):
+    if isinstance(p, Exclusion | Quantified | Negation):
         return (p.pattern,)
     return ()
 

@@ -6,11 +6,11 @@ Grammar (ISO/IEC 9075-2 row pattern, as Trino accepts it)::
     alternation  := concat ('|' concat)*
     concat       := quantified+
     quantified   := primary quantifier?
-    primary      := NAME | '(' pattern? ')' | '^' | '$' | '{-' pattern '-}'
+    primary      := NAME | '~' NAME | '(' pattern? ')' | '^' | '$' | '{-' pattern '-}'
                   | PERMUTE '(' pattern (',' pattern)* ')'
     quantifier   := ('*' | '+' | '?' | '{' n '}' | '{' n? ',' m? '}') '?'?
 
-Unquoted names are upper-cased (SQL identifiers are case-insensitive); quoted names keep
+``~NAME`` (negation) is a CER extension evaluated only under ALL MATCHES. Unquoted names are upper-cased (SQL identifiers are case-insensitive); quoted names keep
 their case.
 """
 
@@ -28,6 +28,7 @@ from dfs_cer.pattern.ir import (
     EmptyPattern,
     Exclusion,
     Label,
+    Negation,
     Permutation,
     Quantified,
     RowPattern,
@@ -76,7 +77,7 @@ def _lex(text: str, position_of: PositionOf) -> list[_Tok]:
                 continue
             raise _error(f"unexpected '-' at {text[i:i + 10]!r}", i, position_of,
                          "exclusion is written {- ... -}")
-        if c in "()|,}*+?^$":
+        if c in "()|,}*+?^$~":
             toks.append(_Tok(c, c, i))
             i += 1
             continue
@@ -168,7 +169,7 @@ class _Parser:
 
     def concatenation(self) -> RowPattern:
         items: list[RowPattern] = []
-        while self.peek().kind in ("NAME", "(", "^", "$", "{-", "PERMUTE"):
+        while self.peek().kind in ("NAME", "(", "^", "$", "{-", "PERMUTE", "~"):
             items.append(self.quantified())
         if not items:
             tok = self.peek()
@@ -184,6 +185,8 @@ class _Parser:
             return primary
         if isinstance(primary, Anchor):
             raise _error(f"anchor {primary.kind.value} cannot be quantified", tok.offset, self.position_of)
+        if isinstance(primary, Negation):
+            raise _error("a negated variable cannot be quantified", tok.offset, self.position_of)
         lo, hi = self.quantifier()
         greedy = True
         if self.peek().kind == "?":
@@ -230,6 +233,11 @@ class _Parser:
         tok = self.take()
         if tok.kind == "NAME":
             return Label(tok.text)
+        if tok.kind == "~":
+            name = self.take()
+            if name.kind != "NAME":
+                raise _error("~ negates one pattern variable, e.g. A ~B C", tok.offset, self.position_of)
+            return Negation(Label(name.text))
         if tok.kind == "^":
             return Anchor(AnchorKind.PARTITION_START)
         if tok.kind == "$":

@@ -17,6 +17,7 @@ from dfs_cer.pattern.ir import (
     EmptyPattern,
     Exclusion,
     Label,
+    Negation,
     Permutation,
     Quantified,
     RowPattern,
@@ -28,7 +29,7 @@ def nullable(p: RowPattern) -> bool:
     """True if ``p`` matches the empty sequence of rows (anchors consume no rows)."""
     if isinstance(p, Label):
         return False
-    if isinstance(p, EmptyPattern | Anchor):
+    if isinstance(p, EmptyPattern | Anchor | Negation):
         return True
     if isinstance(p, Concatenation | Permutation):
         return all(nullable(i) for i in p.items)
@@ -45,7 +46,7 @@ def first_labels(p: RowPattern) -> frozenset[str]:
     """Variables that can label the first row of a non-empty match of ``p``."""
     if isinstance(p, Label):
         return frozenset({p.name})
-    if isinstance(p, EmptyPattern | Anchor):
+    if isinstance(p, EmptyPattern | Anchor | Negation):
         return frozenset()
     if isinstance(p, Concatenation):
         out: set[str] = set()
@@ -87,7 +88,7 @@ def mandatory_labels(p: RowPattern) -> frozenset[str]:
     """Variables that label at least one row in every match of ``p``."""
     if isinstance(p, Label):
         return frozenset({p.name})
-    if isinstance(p, EmptyPattern | Anchor):
+    if isinstance(p, EmptyPattern | Anchor | Negation):
         return frozenset()
     if isinstance(p, Concatenation | Permutation):
         return frozenset().union(*(mandatory_labels(i) for i in p.items))

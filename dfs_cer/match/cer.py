@@ -1,0 +1,738 @@
+"""The CER engine: every combination of events (skip-till-any-match), skip-till-next-match and
+strict contiguity over SEQ patterns with Kleene+, by recomputation.
+
+Semantics (the papers' SASE semantics, ``../shared/spec/matching-semantics-notes.md``):
+
+- the pattern is a sequence of variables ``X`` (one event) and ``X+`` (a non-empty, time-ordered
+  set of events); any-row variables such as ``N*?`` between them are ignored (events may be
+  skipped by definition);
+- events of consecutive variables are strictly ordered in time (equal timestamps never chain);
+  the span from the first to the last event is at most the window (inclusive);
+- a condition's bare reference to a Kleene variable ``B.x`` holds for every selected B event;
+  ``FIRST(B.x)`` / ``LAST(B.x)`` are the first / last selected; inside B's own condition
+  ``NEXT(B.x)`` / ``PREV(B.x)`` are the next / previous *selected* event;
+- ``kleene="all"`` returns every subset, ``"maximal"`` only matches no other match contains;
+- ``skip_till_next_match``: each variable takes the next qualifying event (Kleene: every
+  qualifying event up to the next variable's first; all mode: each prefix of that run);
+  ``strict_contiguity``: the events of a match are consecutive rows of the partition.
+
+Single-event variables are bound by band joins in ascending order of candidate count (the lazy
+chain of Kolchinsky & Schuster): each step expands the partial matches with ``searchsorted``
+time bounds and filters them with the conditions that just became evaluable, vectorised.
+Kleene sets are enumerated per partial match by depth-first search over the "next" order,
+after counting exactly. Each match is produced once.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dfs_cer.errors import MatchLimitError, UnsupportedFeatureError
+from dfs_cer.match.arrow_eval import _broadcast, evaluate
+from dfs_cer.match.cer_kernels import expand
+from dfs_cer.match.rowpattern import MatchOutput, _resolve, _time_values, sort_and_partition
+from dfs_cer.pattern.ir import (
+    Exclusion,
+    Label,
+    Negation,
+    Permutation,
+    Quantified,
+    RowPattern,
+    to_text,
+)
+from dfs_cer.pattern.properties import top_level_items
+from dfs_cer.query.analyze import Analysis
+from dfs_cer.query.expr import (
+    Aggregate,
+    Classifier,
+    Column,
+    Expr,
+    MatchNumber,
+    Navigation,
+    NavKind,
+    conjuncts,
+    to_sql,
+    walk,
+)
+
+SELECTIONS = ("skip_till_any_match", "skip_till_next_match", "strict_contiguity")
+
+
+@dataclass(frozen=True)
+class Item:
+    name: str
+    kleene: bool
+    negated: bool = False
+
+
+def pattern_items(pattern: RowPattern, any_row: set[str]) -> tuple[list[Item], bool]:
+    """The SEQ of a CER pattern and whether it is a conjunction (``PERMUTE(A, B, C)``: any order).
+
+    Any-row skip items (``N*``, ``{- N* -}``) are dropped: events may be skipped by definition.
+    """
+    if isinstance(pattern, Permutation):
+        if not all(isinstance(i, Label) for i in pattern.items):
+            raise UnsupportedFeatureError("the CER engine evaluates PERMUTE (conjunction) of single variables",
+                                          clause="PATTERN", code="unsupported")
+        return [Item(i.name, False) for i in pattern.items if isinstance(i, Label)], True
+    items: list[Item] = []
+    for item in top_level_items(pattern):
+        if isinstance(item, Negation) and isinstance(item.pattern, Label):
+            items.append(Item(item.pattern.name, False, True))
+            continue
+        inner = item.pattern if isinstance(item, Exclusion) else item
+        if isinstance(inner, Quantified) and isinstance(inner.pattern, Label) and inner.min == 0 \
+                and inner.max is None and inner.pattern.name in any_row:
+            continue
+        if isinstance(inner, Label):
+            items.append(Item(inner.name, False))
+        elif isinstance(inner, Quantified) and isinstance(inner.pattern, Label) and inner.min == 1 \
+                and inner.max is None:
+            items.append(Item(inner.pattern.name, True))
+        else:
+            raise UnsupportedFeatureError(
+                f"the CER engine evaluates sequences of variables and Kleene+ (A B+ C), not {to_text(item)}",
+                clause="PATTERN", hint="drop ALL MATCHES / selection= to use SQL row pattern semantics",
+                code="unsupported")
+    names = [i.name for i in items]
+    if len(set(names)) != len(names):
+        raise UnsupportedFeatureError("a variable appears twice in the CER pattern", clause="PATTERN",
+                                      code="unsupported")
+    if not any(not i.negated for i in items):
+        raise UnsupportedFeatureError("the CER pattern has no positive variable", clause="PATTERN",
+                                      code="unsupported")
+    for a, b in itertools.pairwise(items):
+        if (a.negated and b.kleene) or (a.kleene and b.negated):
+            raise UnsupportedFeatureError("a negated variable next to a Kleene variable", clause="PATTERN",
+                                          hint="put a single-event variable between them", code="unsupported")
+    return items, False
+
+
+def _vars(e: Expr) -> set[str]:
+    return {n.variable for n in walk(e) if isinstance(n, Column) and n.variable is not None}
+
+
+class Gathered:
+    """Column values of bound variables for a batch of partial matches (the expression resolver)."""
+
+    def __init__(self, table: pa.Table, rows: dict[str, np.ndarray], owner: str, kleene: set[str],
+                 kleene_rows: dict[str, dict[tuple[NavKind, int], np.ndarray]] | None = None) -> None:
+        self.table = table
+        self.rows = rows
+        self.owner = owner
+        self.kleene = kleene
+        self.kleene_rows = kleene_rows or {}
+        self._columns: dict[str, pa.Array] = {}
+
+    def column(self, name: str) -> pa.Array:
+        if name not in self._columns:
+            self._columns[name] = self.table.column(_resolve(self.table, name)).combine_chunks()
+        return self._columns[name]
+
+    def __call__(self, x: Expr) -> pa.Array:
+        if isinstance(x, Column):
+            var = x.variable or self.owner
+            return self.column(x.name).take(pa.array(self.rows[var]))
+        if isinstance(x, Navigation) and isinstance(x.operand, Column):
+            var = x.operand.variable or self.owner
+            key = (x.kind, x.offset)
+            if key in ((NavKind.FIRST, 0), (NavKind.LAST, 0), (NavKind.NEXT, 1), (NavKind.PREV, 1)) \
+                    and var in self.kleene_rows:
+                # per-element views prepared by the Kleene enumeration
+                return self.column(x.operand.name).take(pa.array(self.kleene_rows[var][key]))
+            if x.kind in (NavKind.FIRST, NavKind.LAST) and x.offset == 0 and var not in self.kleene:
+                return self.column(x.operand.name).take(pa.array(self.rows[var]))
+        raise UnsupportedFeatureError(f"{to_sql(x)} in a CER condition", clause="DEFINE",
+                                      hint="CER conditions use columns, FIRST/LAST, and NEXT/PREV of a Kleene "
+                                           "variable inside its own condition", code="unsupported")
+
+
+def _check(e: Expr, resolve: Gathered, n: int) -> np.ndarray:
+    out = _broadcast(evaluate(e, resolve, n), n)
+    return np.asarray(pc.fill_null(out, False).to_numpy(zero_copy_only=False), bool)
+
+
+def run_cer(table: pa.Table, analysis: Analysis, *, selection: str = "skip_till_any_match", kleene: str = "all",
+            max_matches: int = 10_000_000, on_limit: str = "error", count_only: bool = False,
+            join_order: tuple[str, ...] | None = None) -> MatchOutput:
+    """Evaluate a CER query (``ALL MATCHES`` or a selection strategy) over ``table``.
+
+    ``join_order`` overrides the lazy order (ascending candidate count) of the single-event
+    variables; any order gives the same matches (tests prove it).
+    """
+    if selection not in SELECTIONS:
+        raise UnsupportedFeatureError(f"selection {selection!r}", code="unsupported")
+    query = analysis.query
+    mr = query.recognize
+    any_row = {v.name for v in analysis.variables if v.any_row}
+    items, unordered = pattern_items(mr.pattern, any_row)
+    for d in mr.definitions:
+        for node in walk(d.condition):
+            if isinstance(node, Aggregate | Classifier | MatchNumber):
+                raise UnsupportedFeatureError(f"{to_sql(node)} in a CER condition", clause=f"DEFINE {d.variable}",
+                                              code="unsupported")
+    partition_by = tuple(_resolve(table, c) for c in mr.partition_by)
+    order_col = _resolve(table, mr.order_by[0].column)
+    table, bounds = sort_and_partition(table, partition_by, [(order_col, False)])
+    n = len(table)
+    ts = _time_values(table, order_col)
+    window = analysis.window_units if mr.window is not None else None
+    if mr.window is not None and window is None:
+        raise ValueError("the analysis is not bound to the table's schema")
+    row_part = np.repeat(np.arange(bounds.size - 1), np.diff(bounds)) if n else np.zeros(0, np.int64)
+    engine = _Engine(table, ts, bounds, row_part, items, mr, window, selection, kleene, max_matches, on_limit,
+                     count_only, unordered)
+    engine.join_order = join_order
+    return engine.run(analysis)
+
+
+class _Engine:
+    def __init__(self, table: pa.Table, ts: np.ndarray, bounds: np.ndarray, row_part: np.ndarray, items: list[Item],
+                 mr: object, window: int | None, selection: str, kleene: str, max_matches: int, on_limit: str,
+                 count_only: bool, unordered: bool = False) -> None:
+        self.table, self.ts, self.bounds, self.row_part = table, ts, bounds, row_part
+        self.unordered = unordered
+        self.negated = {it.name for it in items if it.negated}
+        self.join_order: tuple[str, ...] | None = None
+        self.items = items
+        self.mr = mr
+        self.window = window
+        self.selection = selection
+        self.kleene_mode = kleene
+        self.max_matches = max_matches
+        self.on_limit = on_limit
+        self.count_only = count_only
+        self.index = {it.name: i for i, it in enumerate(items)}
+        self.kleene = {it.name for it in items if it.kleene}
+
+    # ------------------------------------------------------------------ candidates and conditions
+
+    def _candidates(self, analysis: Analysis) -> tuple[dict[str, np.ndarray], dict[str, list[Expr]]]:
+        from dfs_cer.match.conditions import ConditionCompiler
+
+        mr = analysis.query.recognize
+        part_start = self.bounds[self.row_part] if len(self.table) else np.zeros(0, np.int64)
+        part_end = self.bounds[self.row_part + 1] if len(self.table) else np.zeros(0, np.int64)
+        compiler = ConditionCompiler(mr, tuple(i.name for i in self.items), self.table, part_start, part_end, None)
+        cands: dict[str, np.ndarray] = {}
+        dependent: dict[str, list[Expr]] = {}
+        for it in self.items:
+            d = mr.definition(it.name)
+            parts = [] if d is None else conjuncts(d.condition)
+            local = [p for p in parts if not any(isinstance(x, Navigation) for x in walk(p))
+                     and _vars(p) <= {it.name}]
+            dependent[it.name] = [p for p in parts if p not in local]
+            cands[it.name] = np.nonzero(compiler.mask(it.name, local))[0].astype(np.int64)
+        return cands, dependent
+
+    # ------------------------------------------------------------------ single variables: band joins
+
+    def _bounds_for(self, v: str, bound: dict[str, np.ndarray], count: int) -> tuple[np.ndarray, ...]:
+        pos = self.index[v]
+        t_lo = np.full(count, np.iinfo(np.int64).min // 4, np.int64)
+        t_hi = np.full(count, np.iinfo(np.int64).max // 4, np.int64)
+        any_row = next(iter(bound.values()))
+        for other, rows in bound.items():
+            t = self.ts[rows]
+            before = self.index[other] < pos
+            if not self.unordered:  # equal times never chain across variables
+                t_lo = np.maximum(t_lo, t + 1) if before else t_lo
+                t_hi = np.minimum(t_hi, t - 1) if not before else t_hi
+            if self.window is not None:
+                t_lo = np.maximum(t_lo, t - self.window)
+                t_hi = np.minimum(t_hi, t + self.window)
+        part = self.row_part[any_row]
+        return self.bounds[part], self.bounds[part + 1], t_lo, t_hi
+
+    # ------------------------------------------------------------------ Kleene sets
+
+    def _kleene_sets(self, bound: dict[str, np.ndarray], cands: dict[str, np.ndarray],
+                     dependent: dict[str, list[Expr]], i: int) -> Iterator[dict[str, list[int]]]:
+        """Every choice of Kleene sets for partial match ``i`` (lazily)."""
+        singles, eligible, p0, p1 = self._eligible(bound, cands, dependent, i)
+        return self._combine(eligible, singles, dependent, p0, p1)
+
+    def _count_sets(self, bound: dict[str, np.ndarray], cands: dict[str, np.ndarray],
+                    dependent: dict[str, list[Expr]], i: int) -> int | None:
+        """Exact number of Kleene choices for partial match ``i`` without enumerating, or None
+        when the shape needs enumeration (conditions over the set, Kleene variables at both ends)."""
+        if self._set_conditions(dependent):
+            return None
+        _, eligible, _, _ = self._eligible(bound, cands, dependent, i)
+        kleene_items = [it for it in self.items if it.kleene]
+        if any(not eligible[it.name] for it in kleene_items):
+            return 0
+        ends = [self.items[0].kleene, self.items[-1].kleene]
+        if all(ends) and len(kleene_items) > 1:
+            return None
+        if self.kleene_mode == "maximal":
+            return None
+        total = 1
+        idx = 0
+        while idx < len(self.items):
+            it = self.items[idx]
+            if not it.kleene:
+                idx += 1
+                continue
+            run = [it.name]
+            while idx + len(run) < len(self.items) and self.items[idx + len(run)].kleene:
+                run.append(self.items[idx + len(run)].name)
+            if len(run) == 1:
+                total *= 2 ** len(eligible[run[0]]) - 1
+            elif len(run) == 2:
+                a_t = np.array([self.ts[r] for r in eligible[run[0]]])
+                b_t = np.array([self.ts[r] for r in eligible[run[1]]])
+                count = 0
+                for j, tb in enumerate(b_t):
+                    before = int(np.sum(a_t < tb))
+                    after = len(b_t) - j - 1
+                    count += (2**before - 1) * 2**after
+                total *= count
+            else:
+                return None
+            idx += len(run)
+        return total
+
+    def _eligible(self, bound: dict[str, np.ndarray], cands: dict[str, np.ndarray], dependent: dict[str, list[Expr]],
+                  i: int) -> tuple[dict[str, int], dict[str, list[int]], int, int]:
+        singles = {k: int(r[i]) for k, r in bound.items()}
+        any_row = next(iter(singles.values()))
+        p = self.row_part[any_row]
+        p0, p1 = self.bounds[p], self.bounds[p + 1]
+        times = [self.ts[r] for r in singles.values()]
+        t_min, t_max = min(times), max(times)
+        # eligible events per Kleene variable: between its single neighbours, within the window
+        eligible: dict[str, list[int]] = {}
+        for it in self.items:
+            if not it.kleene:
+                continue
+            pos = self.index[it.name]
+            lo = max([self.ts[singles[o.name]] for o in self.items[:pos] if o.name in singles], default=None)
+            hi = min([self.ts[singles[o.name]] for o in self.items[pos + 1:] if o.name in singles], default=None)
+            c = cands[it.name]
+            c = c[(c >= p0) & (c < p1)]
+            t = self.ts[c]
+            ok = np.ones(c.size, bool)
+            if lo is not None:
+                ok &= t > lo
+            if hi is not None:
+                ok &= t < hi
+            if self.window is not None:
+                ok &= (t >= t_max - self.window) & (t <= t_min + self.window)
+            rows = c[ok]
+            # conditions on single elements (bare references, no NEXT/PREV/FIRST/LAST of the set)
+            if rows.size:
+                rows = self._element_filter(it.name, rows, singles, dependent)
+            eligible[it.name] = rows.tolist()
+        return singles, eligible, int(p0), int(p1)
+
+    def _element_filter(self, name: str, rows: np.ndarray, singles: dict[str, int],
+                        dependent: dict[str, list[Expr]]) -> np.ndarray:
+        keep = np.ones(rows.size, bool)
+        for owner, parts in dependent.items():
+            for p in parts:
+                refs = _vars(p) | {owner}
+                navs = [x for x in walk(p) if isinstance(x, Navigation)]
+                if name not in refs or refs & self.kleene != {name} or navs:
+                    continue
+                if not refs - {name} <= set(singles):
+                    continue
+                view = {k: np.full(rows.size, v) for k, v in singles.items()}
+                view[name] = rows
+                keep &= _check(p, Gathered(self.table, view, owner, set()), rows.size)
+        return rows[keep]
+
+    def _set_conditions(self, dependent: dict[str, list[Expr]]) -> list[tuple[str, Expr]]:
+        out = []
+        for owner, parts in dependent.items():
+            for p in parts:
+                refs = _vars(p) | {owner}
+                navs = [x for x in walk(p) if isinstance(x, Navigation)]
+                if refs & self.kleene and (navs or len(refs & self.kleene) > 1):
+                    out.append((owner, p))
+        return out
+
+    def _combine(self, eligible: dict[str, list[int]], singles: dict[str, int], dependent: dict[str, list[Expr]],
+                 p0: int, p1: int) -> Iterator[dict[str, list[int]]]:
+        kleene_items = [it.name for it in self.items if it.kleene]
+        set_conds = self._set_conditions(dependent)
+
+        def subsets(rows: list[int]) -> Iterable[list[int]]:
+            return (list(c) for size in range(1, len(rows) + 1) for c in itertools.combinations(rows, size))
+
+        adjacent = any(a.kleene and b.kleene for a, b in itertools.pairwise(self.items))
+        per_var: list[Iterable[list[int]]] = []
+        for name in kleene_items:
+            rows = eligible[name]
+            if not rows:
+                return
+            if self.selection == "skip_till_next_match":
+                per_var.append([rows[:k] for k in range(1, len(rows) + 1)] if self.kleene_mode == "all" else [rows])
+            elif self.kleene_mode == "maximal" and not set_conds and not adjacent:
+                per_var.append([rows])  # independent elements: the maximal set is all of them
+            else:
+                per_var.append(subsets(rows))
+        maximal = self.kleene_mode == "maximal" and self.selection != "skip_till_next_match"
+        if len(per_var) == 1 and not maximal:  # itertools.product would materialise every subset
+            combos: Iterable[tuple[list[int], ...]] = ((x,) for x in per_var[0])
+        else:
+            combos = itertools.product(*[list(v) for v in per_var])
+        valid = (dict(zip(kleene_items, combo, strict=True)) for combo in combos)
+        valid = (s for s in valid if self._ordered(s, singles) and self._within(s, singles)
+                 and (not set_conds or self._sets_hold(s, singles, set_conds)))
+        if maximal:
+            yield from _maximal(list(valid))
+        else:
+            yield from valid
+
+    def _within(self, sets: dict[str, list[int]], singles: dict[str, int]) -> bool:
+        if self.window is None:
+            return True
+        everything = list(singles.values()) + [r for s in sets.values() for r in s]
+        return bool(self.ts[max(everything)] - self.ts[min(everything)] <= self.window)
+
+    def _ordered(self, sets: dict[str, list[int]], singles: dict[str, int]) -> bool:
+        last_t = None
+        for it in self.items:
+            rows = sets[it.name] if it.kleene else [singles[it.name]]
+            t0, t1 = self.ts[rows[0]], self.ts[rows[-1]]
+            if last_t is not None and t0 <= last_t:
+                return False
+            last_t = t1
+        return True
+
+    def _sets_hold(self, sets: dict[str, list[int]], singles: dict[str, int],
+                   conds: list[tuple[str, Expr]]) -> bool:
+        for owner, p in conds:
+            kleene_refs = (_vars(p) | {owner}) & self.kleene
+            # element-wise over the owner's set (or the referenced set) with NEXT/PREV neighbours
+            name = owner if owner in self.kleene else next(iter(kleene_refs))
+            rows = np.array(sets[name])
+            m = rows.size
+            views = {k: np.full(m, v) for k, v in singles.items()}
+            for k in kleene_refs:
+                views[k] = np.array(sets[k]) if k == name else np.full(m, sets[k][-1])
+            nexts = np.append(rows[1:], -1)
+            prevs = np.insert(rows[:-1], 0, -1)
+            nav_rows = {}
+            for k in kleene_refs:
+                s = np.array(sets[k])
+                nav_rows[k] = {(NavKind.FIRST, 0): np.full(m, s[0]), (NavKind.LAST, 0): np.full(m, s[-1]),
+                               (NavKind.NEXT, 1): nexts if k == name else np.full(m, -1),
+                               (NavKind.PREV, 1): prevs if k == name else np.full(m, -1)}
+            has_next = any(isinstance(x, Navigation) and x.kind == NavKind.NEXT for x in walk(p))
+            has_prev = any(isinstance(x, Navigation) and x.kind == NavKind.PREV for x in walk(p))
+            check_rows = np.ones(m, bool)
+            if has_next:
+                check_rows &= nexts >= 0
+            if has_prev:
+                check_rows &= prevs >= 0
+            if not check_rows.any():
+                continue
+            safe = {k: {kk: np.where(vv >= 0, vv, 0) for kk, vv in d.items()} for k, d in nav_rows.items()}
+            ok = _check(p, Gathered(self.table, views, owner, self.kleene, safe), m)
+            if not ok[check_rows].all():
+                return False
+        return True
+
+    # ------------------------------------------------------------------ selection strategies
+
+    def _next_match(self, cands: dict[str, np.ndarray],
+                    dependent: dict[str, list[Expr]]) -> tuple[dict[str, np.ndarray], list[dict[str, list[int]]]]:
+        """Skip-till-next-match: per start event, each later variable takes the first qualifying
+        event after the previous one; a Kleene variable starts at its first qualifying event and
+        collects every qualifying event before the next variable's (all mode: each prefix)."""
+        first = self.items[0]
+        if first.kleene:
+            raise UnsupportedFeatureError("skip_till_next_match with a Kleene first variable", clause="PATTERN",
+                                          hint="use skip_till_any_match with kleene='maximal'", code="unsupported")
+        singles_out: dict[str, list[int]] = {it.name: [] for it in self.items if not it.kleene}
+        sets_out: list[dict[str, list[int]]] = []
+        for start in cands[first.name].tolist():
+            p = self.row_part[start]
+            p0, p1 = self.bounds[p], self.bounds[p + 1]
+            chosen: dict[str, int] = {first.name: start}
+            runs: dict[str, int] = {}
+            cur_t = self.ts[start]
+            ok = True
+            for it in self.items[1:]:
+                c = cands[it.name]
+                c = c[(c >= p0) & (c < p1)]
+                c = c[self.ts[c] > cur_t]
+                found = None
+                for r in c.tolist():
+                    if self.window is not None and self.ts[r] - self.ts[start] > self.window:
+                        break
+                    if it.kleene:
+                        if self._element_filter(it.name, np.array([r]), chosen, dependent).size:
+                            found = r
+                            break
+                        continue
+                    trial = {k: np.array([v]) for k, v in chosen.items()}
+                    trial[it.name] = np.array([r])
+                    if self._conditions_hold(trial, set(trial), dependent):
+                        found = r
+                        break
+                if found is None:
+                    ok = False
+                    break
+                if it.kleene:
+                    runs[it.name] = found
+                else:
+                    chosen[it.name] = found
+                cur_t = self.ts[found]
+            if not ok:
+                continue
+            sets: dict[str, list[int]] = {}
+            for it in self.items:
+                if not it.kleene:
+                    continue
+                k1 = runs[it.name]
+                pos = self.index[it.name]
+                nxt = next((chosen[o.name] for o in self.items[pos + 1:] if not o.kleene), None)
+                c = cands[it.name]
+                c = c[(c >= k1) & (c < (nxt if nxt is not None else p1))]
+                if self.window is not None:
+                    c = c[self.ts[c] - self.ts[start] <= self.window]
+                c = self._element_filter(it.name, c, chosen, dependent)
+                sets[it.name] = c.tolist()
+            if sets and not self._sets_hold(sets, chosen, self._set_conditions(dependent)):
+                continue
+            prefixes = [sets]
+            if sets and self.kleene_mode == "all":
+                if len(sets) != 1:
+                    raise UnsupportedFeatureError("skip_till_next_match with several Kleene variables in all mode",
+                                                  code="unsupported")
+                name, rows = next(iter(sets.items()))
+                prefixes = [{name: rows[:k]} for k in range(1, len(rows) + 1)]
+            for pre in prefixes:
+                for k, v in chosen.items():
+                    singles_out[k].append(v)
+                sets_out.append(pre)
+        return {k: np.array(v, np.int64) for k, v in singles_out.items()}, sets_out
+
+    def _conditions_hold(self, bound: dict[str, np.ndarray], done: set[str], dependent: dict[str, list[Expr]]) -> bool:
+        for owner, parts in dependent.items():
+            if owner in self.kleene:
+                continue
+            for p in parts:
+                refs = _vars(p) | {owner}
+                if refs & self.kleene or not refs <= done:
+                    continue
+                if not _check(p, Gathered(self.table, bound, owner, self.kleene), 1)[0]:
+                    return False
+        return True
+
+    # ------------------------------------------------------------------ driver
+
+    def run(self, analysis: Analysis) -> MatchOutput:
+        cands, dependent = self._candidates(analysis)
+        if self.selection == "strict_contiguity":
+            raise UnsupportedFeatureError("strict_contiguity is evaluated by the row-pattern engine",
+                                          hint="omit selection= and ALL MATCHES: SQL PATTERN (A B C) is strictly "
+                                               "contiguous", code="unsupported")
+        stnm_sets: list[dict[str, list[int]]] | None = None
+        if self.selection == "skip_till_next_match":
+            bound, stnm_sets = self._next_match(cands, dependent)
+        else:
+            bound = self._join_all(cands, dependent)
+        count = next(iter(bound.values())).size if bound else 0
+        names = [it.name for it in self.items]
+        total = 0
+        truncated = False
+        if not self.kleene:
+            total = count
+            if total > self.max_matches:
+                if self.on_limit != "truncate":
+                    raise MatchLimitError(f"the query produced {total} matches, more than "
+                                          f"max_matches={self.max_matches}")
+                truncated = True
+                bound = {k: r[: self.max_matches] for k, r in bound.items()}
+                total = self.max_matches
+            return MatchOutput(self._relation(bound, {}, names), total, truncated)
+        kleene_out: dict[str, list[list[int]]] = {k: [] for k in self.kleene}
+        keep_idx: list[int] = []
+        if stnm_sets is None:
+            counted = [self._count_sets(bound, cands, dependent, i) for i in range(count)]
+            if all(c is not None for c in counted):
+                exact = sum(c for c in counted if c is not None)
+                if self.count_only:
+                    return MatchOutput(pa.table({}), exact, False)
+                if exact > self.max_matches and self.on_limit != "truncate":
+                    raise MatchLimitError(f"the query produced {exact} matches, more than "
+                                          f"max_matches={self.max_matches}")
+        for i in range(count):
+            sets: Iterable[dict[str, list[int]]] = [stnm_sets[i]] if stnm_sets is not None else \
+                self._kleene_sets(bound, cands, dependent, i)
+            for one in sets:
+                total += 1
+                if total > self.max_matches:
+                    if self.on_limit != "truncate":
+                        raise MatchLimitError(f"the query produced more than max_matches={self.max_matches} matches"
+                                              " (count_only=True counts them exactly)")
+                    truncated = True
+                    break
+                keep_idx.append(i)
+                for k, rows in one.items():
+                    kleene_out[k].append(rows)
+            if truncated:
+                total = self.max_matches
+                break
+        idx = np.array(keep_idx, np.int64)
+        return MatchOutput(self._relation({k: r[idx] for k, r in bound.items()}, kleene_out, names), total, truncated)
+
+    def _join_all(self, cands: dict[str, np.ndarray], dependent: dict[str, list[Expr]]) -> dict[str, np.ndarray]:
+        singles = [it.name for it in self.items if not it.kleene and not it.negated]
+        order = sorted(singles, key=lambda v: (cands[v].size, self.index[v]))
+        if self.join_order is not None:
+            order = [v for v in self.join_order if v in singles]
+        bound: dict[str, np.ndarray] = {order[0]: cands[order[0]]}
+        done = {order[0]}
+        bound = self._apply(bound, done, order[0], dependent)
+        for v in order[1:]:
+            count = next(iter(bound.values())).size
+            if count == 0:
+                bound[v] = np.zeros(0, np.int64)
+                done.add(v)
+                continue
+            lo_row, hi_row, t_lo, t_hi = self._bounds_for(v, bound, count)
+            cand = cands[v]
+            idx, rows = expand(lo_row, hi_row, t_lo, t_hi, cand, self.ts[cand])
+            bound = {k: r[idx] for k, r in bound.items()}
+            if self.unordered:  # a conjunction binds distinct events
+                distinct = np.ones(rows.size, bool)
+                for r in bound.values():
+                    distinct &= r != rows
+                bound = {k: r[distinct] for k, r in bound.items()}
+                rows = rows[distinct]
+            bound[v] = rows
+            done.add(v)
+            bound = self._apply(bound, done, v, dependent)
+        return self._negations(bound, cands, dependent)
+
+    def _negations(self, bound: dict[str, np.ndarray], cands: dict[str, np.ndarray],
+                   dependent: dict[str, list[Expr]]) -> dict[str, np.ndarray]:
+        """Drop partial matches with a qualifying negated event between their neighbours."""
+        for it in self.items:
+            count = next(iter(bound.values())).size
+            if not it.negated or count == 0:
+                continue
+            pos = self.index[it.name]
+            prev = next((o.name for o in reversed(self.items[:pos]) if not o.negated), None)
+            nxt = next((o.name for o in self.items[pos + 1:] if not o.negated), None)
+            times = np.stack([self.ts[r] for r in bound.values()])
+            t_lo = self.ts[bound[prev]] + 1 if prev else times.max(axis=0) - (self.window or 0)
+            t_hi = self.ts[bound[nxt]] - 1 if nxt else times.min(axis=0) + (self.window or 0)
+            if self.window is None and (prev is None or nxt is None):
+                raise UnsupportedFeatureError("a leading or trailing negation needs a WITHIN window",
+                                              clause="PATTERN", code="unsupported")
+            anchor = next(iter(bound.values()))
+            part = self.row_part[anchor]
+            cand = cands[it.name]
+            idx, rows = expand(self.bounds[part], self.bounds[part + 1], t_lo, t_hi, cand, self.ts[cand])
+            if rows.size == 0:
+                continue
+            view = {k: r[idx] for k, r in bound.items()}
+            view[it.name] = rows
+            hit = np.ones(rows.size, bool)
+            for p in dependent[it.name]:
+                hit &= _check(p, Gathered(self.table, view, it.name, self.kleene), rows.size)
+            killed = np.zeros(count, bool)
+            killed[idx[hit]] = True
+            bound = {k: r[~killed] for k, r in bound.items()}
+        return bound
+
+    def _apply(self, bound: dict[str, np.ndarray], done: set[str], newest: str,
+               dependent: dict[str, list[Expr]]) -> dict[str, np.ndarray]:
+        count = next(iter(bound.values())).size
+        if count == 0:
+            return bound
+        keep = np.ones(count, bool)
+        for owner, parts in dependent.items():
+            if owner in self.kleene or owner in self.negated:
+                continue
+            for p in parts:
+                refs = _vars(p) | {owner}
+                if refs & self.negated:
+                    raise UnsupportedFeatureError(f"{to_sql(p)} refers to a negated variable", clause=f"DEFINE {owner}",
+                                                  hint="put conditions on the negated variable in its own DEFINE",
+                                                  code="unsupported")
+                if refs & self.kleene or not refs <= done or newest not in refs:
+                    continue
+                if any(isinstance(x, Navigation) and x.kind.physical for x in walk(p)):
+                    raise UnsupportedFeatureError(f"{to_sql(p)}: PREV/NEXT of a single-event variable in a CER "
+                                                  "condition", clause=f"DEFINE {owner}", code="unsupported")
+                keep &= _check(p, Gathered(self.table, bound, owner, self.kleene), count)
+        if not keep.all():
+            bound = {k: r[keep] for k, r in bound.items()}
+        return bound
+
+    def _relation(self, bound: dict[str, np.ndarray], kleene: dict[str, list[list[int]]], names: list[str]) -> pa.Table:
+        """ONE ROW PER MATCH: partitioning columns, then the measures (FIRST/LAST of variables,
+        CLASSIFIER() of the last event, MATCH_NUMBER()), evaluated per match."""
+        from dfs_cer.query.model import MatchRecognize
+
+        mr = self.mr
+        assert isinstance(mr, MatchRecognize)
+        count = next(iter(bound.values())).size if bound else 0
+        first_rows = {k: np.array([s[0] for s in v], np.int64) for k, v in kleene.items()}
+        last_rows = {k: np.array([s[-1] for s in v], np.int64) for k, v in kleene.items()}
+        columns: dict[str, pa.Array] = {}
+        anchor = None
+        for it in self.items:
+            anchor = bound.get(it.name, first_rows.get(it.name))
+            break
+        for c in mr.partition_by:
+            col = self.table.column(_resolve(self.table, c)).combine_chunks()
+            columns[c] = col.take(pa.array(anchor if anchor is not None else np.zeros(0, np.int64)))
+        view = dict(bound)
+        view.update(last_rows)
+        nav = {k: {(NavKind.FIRST, 0): first_rows[k], (NavKind.LAST, 0): last_rows[k]} for k in kleene}
+        resolver = Gathered(self.table, view, names[-1], set(), nav)
+        numbers = np.arange(1, count + 1)
+        if mr.partition_by and count:
+            part = self.row_part[anchor]
+            new = np.ones(count, bool)
+            new[1:] = part[1:] != part[:-1]
+            base = np.maximum.accumulate(np.where(new, np.arange(count), 0))
+            numbers = np.arange(count) - base + 1
+
+        def leaf(x: Expr) -> pa.Array:
+            if isinstance(x, MatchNumber):
+                return pa.array(numbers, pa.int64())
+            if isinstance(x, Classifier):
+                return pa.array([names[-1]] * count, pa.string())
+            if isinstance(x, Aggregate) and x.name == "count" and len(x.args) == 1:
+                var = getattr(x.args[0], "variable", None)
+                if var in kleene:
+                    return pa.array([len(s) for s in kleene[var]], pa.int64())
+                return pa.array(np.ones(count, np.int64))
+            return resolver(x)
+
+        for m in mr.measures:
+            columns[m.name] = _broadcast(evaluate(m.expr, leaf, count), count)
+        if not mr.measures:
+            # no measures: one column per variable with the matched row positions (sorted order)
+            for name in names:
+                if name in kleene:
+                    columns[name] = pa.array(kleene[name], pa.list_(pa.int64()))
+                else:
+                    columns[name] = pa.array(bound[name], pa.int64())
+        return pa.table(columns) if columns else pa.table({"_": pa.array(np.zeros(count))}).drop(["_"])
+
+
+def _maximal(choices: list[dict[str, list[int]]]) -> list[dict[str, list[int]]]:
+    sets = [{k: set(v) for k, v in c.items()} for c in choices]
+    out = []
+    for i, c in enumerate(sets):
+        contained = any(j != i and all(c[k] <= d[k] for k in c) and any(c[k] < d[k] for k in c)
+                        for j, d in enumerate(sets))
+        if not contained:
+            out.append(choices[i])
+    return out

@@ -1,0 +1,275 @@
+"""CER engine: the fixtures of the matching-semantics notes and LimeCEP, the paper's Q1, and
+differential tests against brute-force enumeration under every evaluation order."""
+
+from __future__ import annotations
+
+import itertools
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dfs_cer import match_recognize
+from dfs_cer.errors import MatchLimitError, UnsupportedFeatureError
+from tests.queries import ALL_MATCHES
+
+V1 = [("e1", 0, 10), ("e2", 2, 9), ("e3", 5, 12), ("e4", 8, 14), ("e5", 11, 11)]
+V2 = [*V1, ("e6", 20, 13), ("e7", 33, 12.5), ("e8", 35, 8)]
+
+
+def stock(rows: list[tuple[str, int, float]]) -> pa.Table:
+    return pa.table({"company": ["x"] * len(rows), "id": [r[0] for r in rows], "t": [r[1] for r in rows],
+                     "price": [float(r[2]) for r in rows]})
+
+
+def v_query(window: int) -> str:
+    return ALL_MATCHES.replace("MEASURES A.t AS at, LAST(B.t) AS bt, C.t AS ct",
+                               "MEASURES A.id AS a, FIRST(B.id) AS b0, LAST(B.id) AS b1, count(B.*) AS nb, C.id AS c") \
+        .replace("WITHIN 30", f"WITHIN {window}")
+
+
+def test_v1_seven_matches() -> None:
+    out = match_recognize(stock(V1), v_query(30))
+    got = sorted((r["a"], r["b0"], r["b1"], r["nb"], r["c"]) for r in out.to_pylist())
+    assert got == sorted([("e1", "e3", "e3", 1, "e5"), ("e1", "e4", "e4", 1, "e5"), ("e1", "e3", "e4", 2, "e5"),
+                          ("e2", "e3", "e3", 1, "e5"), ("e2", "e4", "e4", 1, "e5"), ("e2", "e3", "e4", 2, "e5"),
+                          ("e3", "e4", "e4", 1, "e5")])
+
+
+def test_v2_window_is_inclusive() -> None:
+    assert match_recognize(stock(V2), v_query(30), count_only=True)["matches"].to_pylist() == [18]
+    assert match_recognize(stock(V2), v_query(29), count_only=True)["matches"].to_pylist() == [15]
+
+
+def typed(events: str) -> pa.Table:
+    names = events.split()
+    return pa.table({"ts": [int(e[1:]) for e in names], "type": [e[0].upper() for e in names], "id": names})
+
+
+def count(table: pa.Table, pattern: str, window: int = 1000, **options: object) -> int:
+    defs = ", ".join(f"{v} AS {v}.type = '{v}'" for v in "ABCD" if v in pattern)
+    sql = f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts ALL MATCHES PATTERN ({pattern}) WITHIN {window} DEFINE {defs})"
+    return int(match_recognize(table, sql, count_only=True, **options)["matches"][0].as_py())  # type: ignore[arg-type]
+
+
+def test_k1_power_set() -> None:
+    assert count(typed("a1 b2 b3 b4 c5"), "A B+ C") == 7
+
+
+def test_example_1_1() -> None:
+    assert count(typed("a1 a2 b3 b4 c5"), "A B C") == 4
+
+
+LIMECEP = typed("b1 b2 a3 a4 a5 a6 a7 b8 a9 c10 b11 b12 a13 b14 a15 b16 a17 a18 c19 c20")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "selection", "kleene", "expected"),
+    [
+        ("A B+ C", "skip_till_next_match", "maximal", 8),
+        ("A B+ C", "skip_till_any_match", "maximal", 10),
+        ("A B+ C", "skip_till_next_match", "all", 12),
+        ("A B+ C", "skip_till_any_match", "all", 28),
+        ("A B C", "skip_till_next_match", "all", 8),
+        ("A B C", "skip_till_any_match", "all", 15),
+        ("A+ B+ C", "skip_till_any_match", "maximal", 6),
+        ("A+ B+ C", "skip_till_any_match", "all", 61),
+    ],
+)
+def test_limecep_stream(pattern: str, selection: str, kleene: str, expected: int) -> None:
+    assert count(LIMECEP, pattern, 10, selection=selection, kleene=kleene) == expected
+
+
+def test_limecep_maximal_matches() -> None:
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.id) AS a0, LAST(A.id) AS a1, "
+           "FIRST(B.id) AS b0, LAST(B.id) AS b1, C.id AS c ALL MATCHES PATTERN (A+ B+ C) WITHIN 10 "
+           "DEFINE A AS type = 'A', B AS type = 'B', C AS type = 'C')")
+    got = {tuple(r.values()) for r in match_recognize(LIMECEP, sql, kleene="maximal").to_pylist()}
+    assert got == {("a3", "a7", "b8", "b8", "c10"), ("a9", "a9", "b11", "b16", "c19"), ("a9", "a13", "b14", "b16", "c19"),
+                   ("a9", "a15", "b16", "b16", "c19"), ("a13", "a13", "b14", "b16", "c20"),
+                   ("a13", "a15", "b16", "b16", "c20")}
+
+
+def test_negation_n1() -> None:
+    t = pa.table({"ts": [1, 2, 3, 4, 5, 6], "type": list("ABACCD"), "x": [0, 1, 0, 1, 2, 0],
+                  "id": ["a1", "b1", "a2", "c1", "c2", "d1"]})
+    out = match_recognize(t, "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.id AS a, C.id AS c, D.id AS d "
+                             "ALL MATCHES PATTERN (A ~B C D) WITHIN 100 DEFINE A AS type = 'A', "
+                             "B AS type = 'B' AND B.x = C.x, C AS type = 'C', D AS type = 'D')")
+    assert sorted(tuple(r.values()) for r in out.to_pylist()) == [("a1", "c2", "d1"), ("a2", "c1", "d1"),
+                                                                  ("a2", "c2", "d1")]
+
+
+def test_conjunction_c1() -> None:
+    t = typed("a1 b2 c4 a8 b9")
+    assert count(t, "PERMUTE(A, B, C)", 5) == 2  # {a1,b2,c4}, {a8,b9,c4} (span exactly 5)
+    assert count(t, "PERMUTE(A, B, C)", 4) == 1  # span < 5
+
+
+def test_burst_does_no_join_work() -> None:
+    """100 A's then 100 B's and no C: the rarest variable (C) has no candidate, so no pair is
+    ever formed."""
+    t = typed(" ".join([f"a{i}" for i in range(100)] + [f"b{i}" for i in range(100, 200)]))
+    from dfs_cer.match import cer_kernels
+
+    calls = []
+    original = cer_kernels.expand
+    try:
+        import dfs_cer.match.cer as cer
+
+        def spy(*args: object) -> object:
+            calls.append(len(args[0]))  # type: ignore[arg-type]
+            return original(*args)  # type: ignore[arg-type]
+
+        cer.expand = spy  # type: ignore[assignment]
+        assert count(t, "A B C", 1000) == 0
+    finally:
+        cer.expand = original
+    assert sum(calls) == 0
+
+
+BASE = 1731628800
+
+
+def test_q1_all_matches_on_table1() -> None:
+    from tests.match.test_rowpattern import TABLE1
+
+    out = match_recognize(TABLE1, """SELECT * FROM crimes MATCH_RECOGNIZE (ORDER BY date
+        MEASURES R.id AS r, B.id AS b, M.id AS m ALL MATCHES
+        PATTERN (R B M) WITHIN INTERVAL '30' MINUTE
+        DEFINE R AS R.primary_type = 'ROBBERY', B AS B.primary_type = 'BATTERY',
+               M AS M.primary_type = 'MOTOR VEHICLE THEFT' AND M.district = B.district)""")
+    assert out.to_pylist() == [{"r": "e1", "b": "e2", "m": "e5"}]
+
+
+def test_output_is_bounded() -> None:
+    t = typed(" ".join(["a1"] + [f"b{i}" for i in range(2, 30)] + ["c30"]))
+    assert count(t, "A B+ C", 100) == 2**28 - 1  # counted exactly...
+    with pytest.raises(MatchLimitError, match="max_matches=1000"):
+        match_recognize(t, "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts ALL MATCHES PATTERN (A B+ C) WITHIN 100 "
+                           "DEFINE A AS type = 'A', B AS type = 'B', C AS type = 'C')", max_matches=1000)
+    out = match_recognize(t, "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts ALL MATCHES PATTERN (A B+ C) WITHIN 100 "
+                             "DEFINE A AS type = 'A', B AS type = 'B', C AS type = 'C')", max_matches=1000,
+                          on_limit="truncate")
+    assert out.num_rows == 1000
+
+
+def test_unsupported_shapes_fail_clearly() -> None:
+    with pytest.raises(UnsupportedFeatureError, match="sequences of variables and Kleene"):
+        count(typed("a1 b2"), "(A | B) C")
+    with pytest.raises(UnsupportedFeatureError, match="negation ~B is a CER construct"):
+        match_recognize(typed("a1 b2"), "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A ~B C) "
+                                        "DEFINE A AS type = 'A')")
+
+
+# ------------------------------------------------------------------ differential test
+
+def brute_force(rows: list[dict[str, int]], items: list[tuple[str, bool]], window: int,
+                conds: dict[str, list[tuple[str, str, int]]]) -> set[tuple[tuple[int, ...], ...]]:
+    """Every STAM match by enumeration: items (name, kleene); conds[name] = [(op, other, const)]
+    meaning name.v op other.v (other '' = the constant) for every selected event."""
+    n = len(rows)
+    cands = {name: [i for i in range(n) if rows[i]["type"] == name] for name, _ in items}
+    options = []
+    for name, kleene in items:
+        c = cands[name]
+        if kleene:
+            options.append([s for k in range(1, len(c) + 1) for s in itertools.combinations(c, k)])
+        else:
+            options.append([(i,) for i in c])
+    ops = {"<": lambda a, b: a < b, "=": lambda a, b: a == b, ">": lambda a, b: a > b}
+    out = set()
+    for combo in itertools.product(*options):
+        times = [[rows[i]["ts"] for i in s] for s in combo]
+        if any(times[k][0] <= times[k - 1][-1] for k in range(1, len(combo))):
+            continue
+        if any(t[j] <= t[j - 1] for t in times for j in range(1, len(t))):
+            continue
+        if max(max(t) for t in times) - min(min(t) for t in times) > window:
+            continue
+        binding = {name: s for (name, _), s in zip(items, combo, strict=True)}
+        ok = True
+        for name, cs in conds.items():
+            for op, other, const in cs:
+                for i in binding[name]:
+                    rhs = [const] if other == "" else [rows[j]["v"] for j in binding[other]]
+                    if not all(ops[op](rows[i]["v"], r) for r in rhs):
+                        ok = False
+        if ok:
+            out.add(tuple(combo))
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("ABC"), st.integers(0, 3), st.integers(0, 3)), max_size=10),
+       st.sampled_from([[("A", False), ("B", False), ("C", False)], [("A", False), ("B", True), ("C", False)],
+                        [("A", True), ("C", False)], [("B", False), ("A", False)]]),
+       st.integers(1, 8),
+       st.lists(st.tuples(st.sampled_from("ABC"), st.sampled_from(["<", "=", ">"]), st.sampled_from(["", "A", "B", "C"]),
+                          st.integers(0, 3)), max_size=2))
+def test_matches_brute_force(events: list[tuple[str, int, int]], items: list[tuple[str, bool]], window: int,
+                             raw_conds: list[tuple[str, str, str, int]]) -> None:
+    rows = [{"ts": i + gap, "type": ord(k) - 64, "v": v} for i, (k, gap, v) in enumerate(events)]
+    t = 0
+    for r in rows:  # strictly increasing times with gaps
+        t += 1 + (r["ts"] % 2)
+        r["ts"] = t
+    rows_str = [{**r, "type": chr(64 + r["type"])} for r in rows]
+    names = [n for n, _ in items]
+    conds: dict[str, list[tuple[str, str, int]]] = {}
+    for owner, op, other, const in raw_conds:
+        if owner not in names or (other and (other not in names or other == owner)):
+            continue
+        kleene_other = dict(items).get(other, False) if other else False
+        if dict(items)[owner] and other:  # keep conditions between a Kleene set and others one-sided
+            continue
+        if kleene_other:
+            continue
+        conds.setdefault(owner, []).append((op, other, const))
+    defines = []
+    for name, _ in items:
+        parts = [f"{name}.type = '{name}'"]
+        for op, other, const in conds.get(name, []):
+            parts.append(f"{name}.v {op} " + (f"{other}.v" if other else str(const)))
+        defines.append(f"{name} AS " + " AND ".join(parts))
+    pattern = " ".join(n + ("+" if k else "") for n, k in items)
+    measures = ", ".join(f"FIRST({n}.id) AS {n}0, LAST({n}.id) AS {n}1, count({n}.*) AS {n}n" for n in names)
+    table = pa.table({"ts": [r["ts"] for r in rows_str], "type": [r["type"] for r in rows_str],
+                      "v": [r["v"] for r in rows_str], "id": list(range(len(rows_str)))},
+                     schema=pa.schema([("ts", pa.int64()), ("type", pa.string()), ("v", pa.int64()), ("id", pa.int64())]))
+    sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES {measures} ALL MATCHES PATTERN ({pattern}) "
+           f"WITHIN {window} DEFINE {', '.join(defines)})")
+    expected = brute_force(rows_str, items, window, conds)
+    got_count = match_recognize(table, sql, count_only=True)["matches"][0].as_py()
+    assert got_count == len(expected), sql
+    out = match_recognize(table, sql).to_pylist()
+    summary = sorted(tuple((r[f"{n}0"], r[f"{n}1"], r[f"{n}n"]) for n in names) for r in out)
+    want = sorted(tuple((s[0], s[-1], len(s)) for s in combo) for combo in expected)
+    assert summary == want, sql
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("ABCD"), st.integers(0, 2), st.integers(0, 3)), max_size=25))
+def test_every_evaluation_order_gives_the_same_matches(events: list[tuple[str, int, int]]) -> None:
+    """Lazy evaluation is an optimisation (Kolchinsky & Schuster, Theorem 1): every join order
+    of the single-event variables yields the same set."""
+    from dfs_cer import analyze, parse
+    from dfs_cer.match.cer import run_cer
+
+    ts, t = [], 0
+    for _, gap, _ in events:
+        t += gap
+        ts.append(t)
+    table = pa.table({"ts": ts, "type": [e[0] for e in events], "v": [e[2] for e in events],
+                      "id": list(range(len(events)))}, schema=pa.schema(
+        [("ts", pa.int64()), ("type", pa.string()), ("v", pa.int64()), ("id", pa.int64())]))
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.id AS a, B.id AS b, C.id AS c, D.id AS d "
+           "ALL MATCHES PATTERN (A B C D) WITHIN 6 DEFINE A AS type = 'A', B AS type = 'B' AND B.v >= A.v, "
+           "C AS type = 'C', D AS type = 'D' AND D.v = B.v)")
+    analysis = analyze(parse(sql), table.schema)
+    results = set()
+    for order in itertools.permutations("ABCD"):
+        out = run_cer(table, analysis, join_order=order).table
+        results.add(tuple(sorted(tuple(r.values()) for r in out.to_pylist())))
+    assert len(results) == 1
