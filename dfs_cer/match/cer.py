@@ -36,7 +36,13 @@ import pyarrow.compute as pc
 from dfs_cer.errors import MatchLimitError, UnsupportedFeatureError
 from dfs_cer.match.arrow_eval import _broadcast, evaluate
 from dfs_cer.match.cer_kernels import expand
-from dfs_cer.match.rowpattern import MatchOutput, _resolve, _time_values, sort_and_partition
+from dfs_cer.match.rowpattern import (
+    MatchOutput,
+    _referenced_columns,
+    _resolve,
+    _time_values,
+    sort_and_partition,
+)
 from dfs_cer.pattern.ir import (
     Exclusion,
     Label,
@@ -179,7 +185,7 @@ def run_cer(table: pa.Table, analysis: Analysis, *, selection: str = "skip_till_
                                               code="unsupported")
     partition_by = tuple(_resolve(table, c) for c in mr.partition_by)
     order_col = _resolve(table, mr.order_by[0].column)
-    table, bounds = sort_and_partition(table, partition_by, [(order_col, False)])
+    table, bounds, _ = sort_and_partition(table, partition_by, [(order_col, False)], _referenced_columns(mr, table))
     n = len(table)
     ts = _time_values(table, order_col)
     window = analysis.window_units if mr.window is not None else None

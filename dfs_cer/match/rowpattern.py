@@ -22,7 +22,8 @@ from dfs_cer.match.measures import MatchRows, MeasureEvaluator
 from dfs_cer.match.program import compile_pattern
 from dfs_cer.pattern.ir import labels as pattern_labels
 from dfs_cer.query.analyze import Analysis
-from dfs_cer.query.model import RowsPerMatch, SkipTo
+from dfs_cer.query.expr import Column, walk
+from dfs_cer.query.model import MatchRecognize, RowsPerMatch, SkipTo
 
 MAX_MATCHES = 10_000_000
 
@@ -45,13 +46,23 @@ def _resolve(table: pa.Table, name: str) -> str:
     raise KeyError(name)
 
 
-def sort_and_partition(table: pa.Table, partition_by: tuple[str, ...],
-                       order_by: list[tuple[str, bool]]) -> tuple[pa.Table, np.ndarray]:
-    """Stable sort by partition and order keys; partition boundaries ``[0, ..., n]``."""
+def sort_and_partition(table: pa.Table, partition_by: tuple[str, ...], order_by: list[tuple[str, bool]],
+                       columns: set[str] | None = None) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+    """Stable sort by partition and order keys (only ``columns`` are carried along when given).
+
+    Returns the sorted table, partition boundaries ``[0, ..., n]`` and the sort permutation.
+    """
     keys = [(c, "ascending", "at_end") for c in partition_by] + \
         [(c, "descending" if d else "ascending", "at_end") for c, d in order_by]
+    if columns is not None:
+        keep = [c for c in table.column_names if c in columns or c in partition_by or c in dict(order_by)]
+        table = table.select(keep)
+    order = np.arange(len(table), dtype=np.int64)
     if keys:
-        table = table.take(pc.sort_indices(table, sort_keys=keys))
+        order = np.asarray(pc.sort_indices(table.select([k[0] for k in keys]), sort_keys=keys)
+                           .to_numpy(zero_copy_only=False), np.int64)
+        if not np.array_equal(order, np.arange(order.size)):
+            table = table.take(pa.array(order))
     n = len(table)
     change = np.zeros(n, bool)
     if n:
@@ -65,7 +76,24 @@ def sort_and_partition(table: pa.Table, partition_by: tuple[str, ...],
             differs = pc.invert(pc.or_(same, both_null))
             change[1:] |= np.asarray(differs.to_numpy(zero_copy_only=False), bool)
     bounds = np.append(np.nonzero(change)[0], n).astype(np.int64)
-    return table, bounds
+    return table, bounds, order
+
+
+def _next_start(pattern: object, labels: tuple[str, ...], masks: np.ndarray, n: int) -> np.ndarray:
+    """For every row, the first row at or after it where a match can start: some label that can
+    begin a match accepts it (every row when the pattern can match empty)."""
+    from dfs_cer.pattern.ir import RowPattern
+    from dfs_cer.pattern.properties import first_labels, nullable
+
+    assert isinstance(pattern, RowPattern)
+    if nullable(pattern):
+        return np.arange(n + 1, dtype=np.int64)
+    can = np.zeros(n, bool)
+    for name in first_labels(pattern):
+        can |= masks[labels.index(name)]
+    rows = np.nonzero(can)[0]
+    idx = np.searchsorted(rows, np.arange(n + 1))
+    return np.append(rows, n)[idx].astype(np.int64)
 
 
 def _time_values(table: pa.Table, column: str) -> np.ndarray:
@@ -89,7 +117,8 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
     mr = query.recognize
     partition_by = tuple(_resolve(table, c) for c in mr.partition_by)
     order_by = [(_resolve(table, s.column), s.descending) for s in mr.order_by]
-    table, bounds = sort_and_partition(table, partition_by, order_by)
+    original = table
+    table, bounds, order = sort_and_partition(table, partition_by, order_by, _referenced_columns(mr, table))
     n = len(table)
     row_part = np.repeat(np.arange(bounds.size - 1), np.diff(bounds)) if n else np.zeros(0, np.int64)
     part_start = bounds[row_part] if n else np.zeros(0, np.int64)
@@ -118,10 +147,11 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
         names[s.name] = len(labels) + i
     skip_target = names[skip.variable] if skip.variable is not None else -1
     c = conditions
+    next_start = _next_start(mr.pattern, labels, c.masks, n)
     status, m_start, m_end, m_part, r_match, r_row, r_label, r_excl = vm.run(
         program.op.astype(np.int64), program.a.astype(np.int64), program.b.astype(np.int64), c.masks, c.dependent,
         c.code, c.code_start, c.const_i, c.const_f, c.const_kind, c.icols, c.inull, c.fcols, c.fnull, c.members,
-        c.relevant, c.deep_navigation, ts, window, bounds, skip_mode, skip_target, max_matches)
+        c.relevant, c.deep_navigation, ts, window, bounds, skip_mode, skip_target, max_matches, next_start)
     truncated = False
     if status == vm.LIMIT_REACHED:
         if on_limit != "truncate":
@@ -136,10 +166,25 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
                          f"row {row}: it {what}",)
     rows = MatchRows(table, labels, c.members, names, bounds, row_part, m_start, m_end, m_part, r_match, r_row,
                      r_label, r_excl)
-    return MatchOutput(_assemble(rows, analysis, partition_by, [o for o, _ in order_by]), int(m_start.size), truncated)
+    relation = _assemble(rows, analysis, partition_by, [o for o, _ in order_by], original, order)
+    return MatchOutput(relation, int(m_start.size), truncated)
 
 
-def _assemble(rows: MatchRows, analysis: Analysis, partition_by: tuple[str, ...], order_cols: list[str]) -> pa.Table:
+def _referenced_columns(mr: MatchRecognize, table: pa.Table) -> set[str]:
+    """Columns DEFINE and MEASURES read (the matcher sorts only those)."""
+    names: set[str] = set()
+    for e in [d.condition for d in mr.definitions] + [m.expr for m in mr.measures]:
+        for node in walk(e):
+            if isinstance(node, Column):
+                try:
+                    names.add(_resolve(table, node.name))
+                except KeyError:
+                    continue
+    return names
+
+
+def _assemble(rows: MatchRows, analysis: Analysis, partition_by: tuple[str, ...], order_cols: list[str],
+              original: pa.Table, order: np.ndarray) -> pa.Table:
     mr = analysis.query.recognize
     table = rows.table
     mode = mr.rows_per_match
@@ -171,8 +216,8 @@ def _assemble(rows: MatchRows, analysis: Analysis, partition_by: tuple[str, ...]
         covered = np.zeros(len(table), bool)
         covered[rows.r_row] = True
         unmatched = np.nonzero(~covered)[0]
-    order = np.lexsort((out_flat, out_match)) if out_match.size else np.zeros(0, np.int64)
-    out_match, out_flat, out_rows = out_match[order], out_flat[order], out_rows[order]
+    by_match = np.lexsort((out_flat, out_match)) if out_match.size else np.zeros(0, np.int64)
+    out_match, out_flat, out_rows = out_match[by_match], out_flat[by_match], out_rows[by_match]
     evaluator = MeasureEvaluator(rows, out_match, out_flat)
     measures = {m.name: evaluator.evaluate(m.expr) for m in mr.measures}
     all_rows = np.concatenate([out_rows, unmatched])
@@ -180,7 +225,8 @@ def _assemble(rows: MatchRows, analysis: Analysis, partition_by: tuple[str, ...]
     key_row = np.concatenate([rows.m_start[out_match] if out_match.size else np.zeros(0, np.int64), unmatched])
     key_seq = np.concatenate([np.arange(out_rows.size), np.zeros(unmatched.size, np.int64)])
     seq = np.lexsort((key_seq, key_row)) if all_rows.size else np.zeros(0, np.int64)
-    taken = table.take(pa.array(all_rows[seq])) if all_rows.size else table.slice(0, 0)
+    source = order[all_rows[seq]] if all_rows.size else np.zeros(0, np.int64)
+    taken = original.take(pa.array(source)) if all_rows.size else original.slice(0, 0)
     columns: dict[str, pa.Array] = {}
     for c in partition_by:
         columns[c] = taken.column(c)
@@ -190,7 +236,7 @@ def _assemble(rows: MatchRows, analysis: Analysis, partition_by: tuple[str, ...]
     for name, values in measures.items():
         padded = pa.concat_arrays([values, pa.nulls(unmatched.size, values.type)]) if unmatched.size else values
         columns[name] = padded.take(pa.array(seq)) if seq.size else padded
-    for c in table.column_names:
+    for c in original.column_names:
         if c not in columns:
             columns[c] = taken.column(c)
     return pa.table(columns)

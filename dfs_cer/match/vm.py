@@ -240,8 +240,11 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
         code: np.ndarray, code_start: np.ndarray, const_i: np.ndarray, const_f: np.ndarray, const_kind: np.ndarray,
         icols: np.ndarray, inull: np.ndarray, fcols: np.ndarray, fnull: np.ndarray, members: np.ndarray,
         relevant: np.ndarray, deep: bool, ts: np.ndarray, window: int, parts: np.ndarray,
-        skip_mode: int, skip_target: int, max_matches: int) -> tuple[Any, ...]:
+        skip_mode: int, skip_target: int, max_matches: int, next_start: np.ndarray) -> tuple[Any, ...]:
     """Match every partition ``[parts[p], parts[p + 1])``.
+
+    ``next_start[i]`` is the first row >= i where a match can start (a row some first label's
+    mask accepts); attempts at other rows are skipped without running the program.
 
     Returns ``(status, m_start, m_end, m_part, r_match, r_row, r_label, r_excl)``: matches (start,
     exclusive end, partition) and their rows with labels and exclusion flags; ``status`` is OK,
@@ -310,6 +313,9 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
         p0, p1 = parts[p], parts[p + 1]
         pos = p0
         while pos < p1:
+            if next_start[pos] != pos:
+                pos = next_start[pos]
+                continue
             start = pos
             a_n = 0
             best_node = -2  # -2: no match; -1: empty match
