@@ -29,12 +29,11 @@ from pathlib import Path
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import pyarrow as pa  # noqa: E402
 
-from dfs_cer import analyze, parse  # noqa: E402
-from dfs_cer.datasets import synthetic_events, synthetic_queries  # noqa: E402
-from dfs_cer.match.cer import run_cer  # noqa: E402
-from dfs_cer.match.rowpattern import run_row_pattern  # noqa: E402
+from dfs_cer import analyze, parse
+from dfs_cer.datasets import synthetic_events, synthetic_queries
+from dfs_cer.match.cer import run_cer
+from dfs_cer.match.rowpattern import run_row_pattern
 
 V_SHAPE = """SELECT * FROM synthetic MATCH_RECOGNIZE (ORDER BY ts
   MEASURES FIRST(A.ts) AS s, LAST(C.ts) AS e ONE ROW PER MATCH

@@ -96,6 +96,19 @@ def _next_start(pattern: object, labels: tuple[str, ...], masks: np.ndarray, n: 
     return np.append(rows, n)[idx].astype(np.int64)
 
 
+def _idle_skipping(masks: np.ndarray, dependent: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``free``: variables that accept every row unconditionally; ``next_true[v, i]``: the first
+    row >= i variable v's mask accepts (n when none)."""
+    free = masks.all(axis=1) & ~dependent if n else ~dependent
+    next_true = np.full((masks.shape[0], n + 1), n, np.int64)
+    for v in range(masks.shape[0]):
+        if free[v]:
+            continue
+        rows = np.nonzero(masks[v])[0]
+        next_true[v, :n] = np.append(rows, n)[np.searchsorted(rows, np.arange(n))]
+    return free, next_true
+
+
 def _time_values(table: pa.Table, column: str) -> np.ndarray:
     arr = table.column(column).combine_chunks()
     if pa.types.is_temporal(arr.type):
@@ -151,7 +164,8 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
     status, m_start, m_end, m_part, r_match, r_row, r_label, r_excl = vm.run(
         program.op.astype(np.int64), program.a.astype(np.int64), program.b.astype(np.int64), c.masks, c.dependent,
         c.code, c.code_start, c.const_i, c.const_f, c.const_kind, c.icols, c.inull, c.fcols, c.fnull, c.members,
-        c.relevant, c.deep_navigation, ts, window, bounds, skip_mode, skip_target, max_matches, next_start)
+        c.relevant, c.deep_navigation, ts, window, bounds, skip_mode, skip_target, max_matches, next_start,
+        *_idle_skipping(c.masks, c.dependent, n))
     truncated = False
     if status == vm.LIMIT_REACHED:
         if on_limit != "truncate":

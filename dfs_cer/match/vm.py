@@ -61,7 +61,7 @@ def _grow2(a: np.ndarray, size: int) -> np.ndarray:
 @njit(cache=True)
 def _position(name: int, logical: int, loffset: int, row: int, var: int,
               start: int, first: np.ndarray, last: np.ndarray, members: np.ndarray, node: int,
-              n_parent: np.ndarray, n_row: np.ndarray, n_label: np.ndarray) -> int:
+              n_parent: np.ndarray, n_row: np.ndarray, n_label: np.ndarray, n_lo: np.ndarray) -> int:
     """Row a (possibly navigated) variable reference points at, for the thread about to label
     ``row`` with ``var``; -1 when there is none."""
     if name == UNIVERSAL:
@@ -92,7 +92,7 @@ def _position(name: int, logical: int, loffset: int, row: int, var: int,
     k = node
     while k >= 0:
         if members[name, n_label[k]]:
-            count += 1
+            count += n_row[k] - n_lo[k] + 1
         k = n_parent[k]
     if loffset >= count:
         return -1
@@ -105,9 +105,10 @@ def _position(name: int, logical: int, loffset: int, row: int, var: int,
     k = node
     while k >= 0:
         if members[name, n_label[k]]:
-            if idx == target:
-                return n_row[k]
-            idx += 1
+            size = n_row[k] - n_lo[k] + 1
+            if target < idx + size:
+                return n_row[k] - (target - idx)
+            idx += size
         k = n_parent[k]
     return -1
 
@@ -117,7 +118,7 @@ def _evaluate(code: np.ndarray, lo: int, hi: int, const_i: np.ndarray, const_f: 
               const_kind: np.ndarray, icols: np.ndarray, inull: np.ndarray, fcols: np.ndarray, fnull: np.ndarray,
               members: np.ndarray, row: int, var: int, start: int, p0: int, p1: int,
               first: np.ndarray, last: np.ndarray, node: int, n_parent: np.ndarray, n_row: np.ndarray,
-              n_label: np.ndarray, si: np.ndarray, sf: np.ndarray, sk: np.ndarray) -> bool:
+              n_label: np.ndarray, n_lo: np.ndarray, si: np.ndarray, sf: np.ndarray, sk: np.ndarray) -> bool:
     """Run a dependent condition program; True only when it evaluates to TRUE (not NULL)."""
     sp = 0
     for pc in range(lo, hi):
@@ -130,7 +131,7 @@ def _evaluate(code: np.ndarray, lo: int, hi: int, const_i: np.ndarray, const_f: 
             sp += 1
         elif op == C_COL:
             pos = _position(code[pc, 3], code[pc, 4], code[pc, 5], row, var, start, first, last, members, node,
-                            n_parent, n_row, n_label)
+                            n_parent, n_row, n_label, n_lo)
             if pos >= 0:
                 pos += code[pc, 6]
             if pos < p0 or pos >= p1:
@@ -240,11 +241,17 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
         code: np.ndarray, code_start: np.ndarray, const_i: np.ndarray, const_f: np.ndarray, const_kind: np.ndarray,
         icols: np.ndarray, inull: np.ndarray, fcols: np.ndarray, fnull: np.ndarray, members: np.ndarray,
         relevant: np.ndarray, deep: bool, ts: np.ndarray, window: int, parts: np.ndarray,
-        skip_mode: int, skip_target: int, max_matches: int, next_start: np.ndarray) -> tuple[Any, ...]:
+        skip_mode: int, skip_target: int, max_matches: int, next_start: np.ndarray, free: np.ndarray,
+        next_true: np.ndarray) -> tuple[Any, ...]:
     """Match every partition ``[parts[p], parts[p + 1])``.
 
     ``next_start[i]`` is the first row >= i where a match can start (a row some first label's
     mask accepts); attempts at other rows are skipped without running the program.
+
+    Idle rows are skipped in bulk: when the thread list reaches a fixed point where only
+    unconditioned variables (``free``, e.g. ``N`` in ``N*?``) consume rows and every other label
+    is blocked by its mask, the free threads consume every row up to the next row some blocked
+    label accepts (``next_true[v, i]``) as one run node. Results are those of stepping row by row.
 
     Returns ``(status, m_start, m_end, m_part, r_match, r_row, r_label, r_excl)``: matches (start,
     exclusive end, partition) and their rows with labels and exclusion flags; ``status`` is OK,
@@ -284,6 +291,9 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
     a_row = np.empty(a_cap, np.int64)
     a_label = np.empty(a_cap, np.int64)
     a_excl = np.empty(a_cap, np.bool_)
+    a_lo = np.empty(a_cap, np.int64)
+    c_src = np.empty(cap_t, np.int64)
+    n_src = np.empty(cap_t, np.int64)
     # closure stack: pc, node, depth, source thread
     s_cap = max(16, 2 * n_prog)
     s_pc = np.empty(s_cap, np.int64)
@@ -382,6 +392,8 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
                         n_depth = _grow1(n_depth, cap_t)
                         n_first = _grow2(n_first, cap_t)
                         n_last = _grow2(n_last, cap_t)
+                        c_src = _grow1(c_src, cap_t)
+                        n_src = _grow1(n_src, cap_t)
                     c_pc[t_n] = pc
                     c_node[t_n] = -1
                     c_depth[t_n] = depth
@@ -395,11 +407,14 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
                 stamp += 1
                 h_used = 0
                 nt = 0
+                consumed_nonfree = False
+                saw_done = False
                 for t in range(c_n):
                     pc = c_pc[t]
                     if op[pc] == DONE:
                         best_node = c_node[t]
                         best_end = i
+                        saw_done = True
                         break
                     v = arg_a[pc]
                     if i >= p1 or not masks[v, i]:
@@ -409,7 +424,7 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
                     if dependent[v]:
                         if not _evaluate(code, code_start[v], code_start[v + 1], const_i, const_f, const_kind,
                                          icols, inull, fcols, fnull, members, i, v, start, p0, p1, c_first[t],
-                                         c_last[t], c_node[t], a_parent, a_row, a_label, si, sf, sk):
+                                         c_last[t], c_node[t], a_parent, a_row, a_label, a_lo, si, sf, sk):
                             continue
                     # consume row i: new path node
                     if a_n >= a_cap:
@@ -418,8 +433,12 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
                         a_row = _grow1(a_row, a_cap)
                         a_label = _grow1(a_label, a_cap)
                         a_excl = _grow1(a_excl, a_cap)
+                        a_lo = _grow1(a_lo, a_cap)
+                    if not free[v]:
+                        consumed_nonfree = True
                     a_parent[a_n] = c_node[t]
                     a_row[a_n] = i
+                    a_lo[a_n] = i
                     a_label[a_n] = v
                     a_excl[a_n] = c_depth[t] > 0
                     new_node = a_n
@@ -546,21 +565,87 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
                                 n_depth = _grow1(n_depth, cap_t)
                                 n_first = _grow2(n_first, cap_t)
                                 n_last = _grow2(n_last, cap_t)
+                                c_src = _grow1(c_src, cap_t)
+                                n_src = _grow1(n_src, cap_t)
                             n_pc[nt] = q
                             n_node[nt] = new_node
                             n_depth[nt] = depth
+                            n_src[nt] = t
                             for u in range(n_vars):
                                 n_first[nt, u] = first_tmp[u]
                                 n_last[nt, u] = last_tmp[u]
                             nt += 1
+                # fixed point? the new list repeats the current one and only free threads consumed
+                jump = i + 1
+                if not saw_done and not consumed_nonfree and nt == c_n and nt > 0:
+                    same = True
+                    for k2 in range(nt):
+                        if n_pc[k2] != c_pc[k2] or n_depth[k2] != c_depth[k2] or op[n_pc[k2]] == DONE:
+                            same = False
+                            break
+                        src = n_src[k2]
+                        if not free[arg_a[c_pc[src]]]:
+                            same = False
+                            break
+                        if free[arg_a[n_pc[k2]]] and src != k2:
+                            same = False
+                            break
+                    if same:
+                        limit = p1 - 1
+                        if window >= 0:
+                            lo_w = i + 1
+                            hi_w = p1
+                            bound_t = ts[start] + window
+                            while lo_w < hi_w:  # first row beyond the window
+                                mid = (lo_w + hi_w) // 2
+                                if ts[mid] > bound_t:
+                                    hi_w = mid
+                                else:
+                                    lo_w = mid + 1
+                            if lo_w < limit:
+                                limit = lo_w
+                        for k2 in range(nt):
+                            v2 = arg_a[n_pc[k2]]
+                            if not free[v2] and next_true[v2, i + 1] < limit:
+                                limit = next_true[v2, i + 1]
+                        if limit > i + 1:
+                            jump = limit
                 # swap lists
                 c_pc, n_pc = n_pc, c_pc
                 c_node, n_node = n_node, c_node
                 c_depth, n_depth = n_depth, c_depth
                 c_first, n_first = n_first, c_first
                 c_last, n_last = n_last, c_last
+                c_src, n_src = n_src, c_src
                 c_n = nt
-                i += 1
+                if jump > i + 1:
+                    # free threads consume rows i + 1 .. jump - 1 as one run node each
+                    for k2 in range(c_n):
+                        v2 = arg_a[c_pc[k2]]
+                        if free[v2]:
+                            if a_n >= a_cap:
+                                a_cap *= 2
+                                a_parent = _grow1(a_parent, a_cap)
+                                a_row = _grow1(a_row, a_cap)
+                                a_label = _grow1(a_label, a_cap)
+                                a_excl = _grow1(a_excl, a_cap)
+                                a_lo = _grow1(a_lo, a_cap)
+                            a_parent[a_n] = c_node[k2]
+                            a_lo[a_n] = i + 1
+                            a_row[a_n] = jump - 1
+                            a_label[a_n] = v2
+                            a_excl[a_n] = c_depth[k2] > 0
+                            n_node[k2] = a_n  # remember the run of free thread k2
+                            a_n += 1
+                    for k2 in range(c_n):
+                        f = c_src[k2]
+                        run = n_node[f]
+                        vf = a_label[run]
+                        c_node[k2] = run
+                        if c_first[k2, vf] < 0:
+                            c_first[k2, vf] = i + 1
+                        c_last[k2, vf] = jump - 1
+                i = jump
             # --- record the preferred match of this attempt ---
             if best_node == -2:
                 pos = start + 1
@@ -588,15 +673,16 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
             first_target = -1
             last_target = -1
             while k >= 0:
-                r_match[j] = n_matches
-                r_row[j] = a_row[k]
-                r_label[j] = a_label[k]
-                r_excl[j] = a_excl[k]
+                for row in range(a_row[k], a_lo[k] - 1, -1):
+                    r_match[j] = n_matches
+                    r_row[j] = row
+                    r_label[j] = a_label[k]
+                    r_excl[j] = a_excl[k]
+                    j -= 1
                 if skip_target >= 0 and members[skip_target, a_label[k]]:
                     if last_target < 0:
                         last_target = a_row[k]
-                    first_target = a_row[k]
-                j -= 1
+                    first_target = a_lo[k]
                 k = a_parent[k]
             n_rows_out += length
             n_matches += 1
