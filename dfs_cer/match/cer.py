@@ -261,6 +261,11 @@ class _Engine:
     def _kleene_sets(self, bound: dict[str, np.ndarray], cands: dict[str, np.ndarray],
                      dependent: dict[str, list[Expr]], i: int) -> Iterator[dict[str, list[int]]]:
         """Every choice of Kleene sets for partial match ``i`` (lazily)."""
+        set_conds = self._set_conditions(dependent)
+        if set_conds:
+            dag = self._dag(bound, cands, dependent, i, set_conds)
+            if dag is not None:
+                return dag.paths()
         singles, eligible, p0, p1 = self._eligible(bound, cands, dependent, i)
         return self._combine(eligible, singles, dependent, p0, p1)
 
@@ -268,8 +273,10 @@ class _Engine:
                     dependent: dict[str, list[Expr]], i: int) -> int | None:
         """Exact number of Kleene choices for partial match ``i`` without enumerating, or None
         when the shape needs enumeration (conditions over the set, Kleene variables at both ends)."""
-        if self._set_conditions(dependent):
-            return None
+        set_conds = self._set_conditions(dependent)
+        if set_conds:
+            dag = self._dag(bound, cands, dependent, i, set_conds)
+            return None if dag is None else dag.count()
         _, eligible, _, _ = self._eligible(bound, cands, dependent, i)
         kleene_items = [it for it in self.items if it.kleene]
         if any(not eligible[it.name] for it in kleene_items):
@@ -363,6 +370,61 @@ class _Engine:
                 if refs & self.kleene and (navs or len(refs & self.kleene) > 1):
                     out.append((owner, p))
         return out
+
+    def _dag(self, bound: dict[str, np.ndarray], cands: dict[str, np.ndarray], dependent: dict[str, list[Expr]],
+             i: int, set_conds: list[tuple[str, Expr]]) -> KleeneDag | None:
+        """The "next" DAG of the only Kleene variable, when every condition over its set is a
+        consecutive-pair (NEXT/PREV), first-element (FIRST) or last-element (LAST) condition."""
+        kleene_items = [it.name for it in self.items if it.kleene]
+        if len(kleene_items) != 1 or self.kleene_mode == "maximal":
+            return None
+        name = kleene_items[0]
+        kinds = []
+        for owner, p in set_conds:
+            navs = [x for x in walk(p) if isinstance(x, Navigation)]
+            targets = {(x.operand.variable or owner) if isinstance(x.operand, Column) else None for x in navs}
+            bare = [x for x in walk(p) if isinstance(x, Column) and (x.variable or owner) == name
+                    and not any(x is nv.operand for nv in navs)]
+            if targets != {name} or not navs:
+                return None
+            nav_kinds = {(x.kind, x.offset) for x in navs}
+            if nav_kinds <= {(NavKind.NEXT, 1)} and owner == name:
+                kinds.append(("next", owner, p))
+            elif nav_kinds <= {(NavKind.PREV, 1)} and owner == name:
+                kinds.append(("prev", owner, p))
+            elif nav_kinds == {(NavKind.FIRST, 0)} and not bare:
+                kinds.append(("first", owner, p))
+            elif nav_kinds == {(NavKind.LAST, 0)} and not bare:
+                kinds.append(("last", owner, p))
+            else:
+                return None
+        singles, eligible, _, _ = self._eligible(bound, cands, dependent, i)
+        rows = np.array(eligible[name], np.int64)
+        m = rows.size
+        first_ok = np.ones(m, bool)
+        last_ok = np.ones(m, bool)
+        pair_i, pair_j = np.triu_indices(m, 1)
+        pair_ok = np.ones(pair_i.size, bool)
+        for kind, owner, p in kinds:
+            if kind in ("first", "last"):
+                views = {k: np.full(m, v) for k, v in singles.items()}
+                views[name] = rows
+                key = (NavKind.FIRST, 0) if kind == "first" else (NavKind.LAST, 0)
+                ok = _check(p, Gathered(self.table, views, owner, self.kleene, {name: {key: rows}}), m)
+                if kind == "first":
+                    first_ok &= ok
+                else:
+                    last_ok &= ok
+            elif pair_i.size:
+                cur, other = (rows[pair_i], rows[pair_j]) if kind == "next" else (rows[pair_j], rows[pair_i])
+                views = {k: np.full(pair_i.size, v) for k, v in singles.items()}
+                views[name] = cur
+                nav = {(NavKind.NEXT, 1) if kind == "next" else (NavKind.PREV, 1): other}
+                pair_ok &= _check(p, Gathered(self.table, views, owner, self.kleene, {name: nav}), pair_i.size)
+        # strictly increasing time between consecutive selected events
+        if pair_i.size:
+            pair_ok &= self.ts[rows[pair_j]] > self.ts[rows[pair_i]]
+        return KleeneDag(name, rows, first_ok, last_ok, pair_i[pair_ok], pair_j[pair_ok])
 
     def _combine(self, eligible: dict[str, list[int]], singles: dict[str, int], dependent: dict[str, list[Expr]],
                  p0: int, p1: int) -> Iterator[dict[str, list[int]]]:
@@ -731,6 +793,50 @@ class _Engine:
                 else:
                     columns[name] = pa.array(bound[name], pa.int64())
         return pa.table(columns) if columns else pa.table({"_": pa.array(np.zeros(count))}).drop(["_"])
+
+
+@dataclass
+class KleeneDag:
+    """Selected sets of one Kleene variable as paths of a DAG: an edge i -> j when j may follow i
+    (later in time, NEXT/PREV conditions hold); a path starts where the FIRST conditions hold and
+    may end wherever the LAST conditions hold. Counted by dynamic programming, enumerated by DFS,
+    so the cost follows the output, not the 2^m subsets."""
+
+    name: str
+    rows: np.ndarray
+    first_ok: np.ndarray
+    last_ok: np.ndarray
+    edge_from: np.ndarray
+    edge_to: np.ndarray
+
+    def _successors(self) -> list[list[int]]:
+        succ: list[list[int]] = [[] for _ in range(self.rows.size)]
+        for a, b in zip(self.edge_from.tolist(), self.edge_to.tolist(), strict=True):
+            succ[a].append(b)
+        return succ
+
+    def count(self) -> int:
+        succ = self._successors()
+        paths = [0] * self.rows.size
+        for f in range(self.rows.size - 1, -1, -1):
+            paths[f] = int(self.last_ok[f]) + sum(paths[g] for g in succ[f])
+        return sum(paths[f] for f in range(self.rows.size) if self.first_ok[f])
+
+    def paths(self) -> Iterator[dict[str, list[int]]]:
+        succ = self._successors()
+        rows = self.rows.tolist()
+
+        def walk_from(path: list[int]) -> Iterator[list[int]]:
+            last = path[-1]
+            if self.last_ok[last]:
+                yield [rows[k] for k in path]
+            for g in succ[last]:
+                yield from walk_from([*path, g])
+
+        for f in range(self.rows.size):
+            if self.first_ok[f]:
+                for p in walk_from([f]):
+                    yield {self.name: p}
 
 
 def _maximal(choices: list[dict[str, list[int]]]) -> list[dict[str, list[int]]]:

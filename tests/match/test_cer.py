@@ -273,3 +273,13 @@ def test_every_evaluation_order_gives_the_same_matches(events: list[tuple[str, i
         out = run_cer(table, analysis, join_order=order).table
         results.add(tuple(sorted(tuple(r.values()) for r in out.to_pylist())))
     assert len(results) == 1
+
+
+@pytest.mark.parametrize(("m", "expected"), [(10, 2036), (20, 2_097_130), (40, 2_199_023_255_510)])
+def test_blow_up_counted_exactly(m: int, expected: int) -> None:
+    """The notes' blow-up fixture (Query 1 of the recomputation paper): the lowest event, a
+    strictly rising run of m prices, then one dip. The "next" DAG counts the matches of the
+    single trigger exactly (2^(m+1) - m - 2) without enumerating them."""
+    rows = [("low", 0, 0.9)] + [(f"e{i}", i + 1, float(i + 1)) for i in range(m)] + [("dip", m + 1, 0.5)]
+    got = match_recognize(stock(rows), v_query(10**6), count_only=True)["matches"][0].as_py()
+    assert got == expected == 2 ** (m + 1) - m - 2
