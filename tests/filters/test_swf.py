@@ -164,8 +164,10 @@ def test_never_a_false_negative(case: tuple[int, np.ndarray, list[tuple[str, lis
         inside = exact.contains(probes)
         assert swf.contains(probes)[inside].all()
         assert swf.contains(exact.starts).all() and swf.contains(exact.ends).all()
-    # the covered length bounds the exact one from above
-    assert swf.covered_length >= exact.total_length() - len(exact)
+    # the covered length bounds the exact one from above (slices of w/20 >= 1 unit leave no gaps
+    # between the integer points they cover)
+    if w >= 20:
+        assert swf.covered_length >= exact.total_length() - len(exact)
 
 
 def test_table1_final_pull_is_exactly_e1_e2_e5() -> None:
