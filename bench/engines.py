@@ -65,6 +65,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=20, help="default-workload queries for the CER engine")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--peers", action="store_true",
+                        help="also run pycer, bobocep, PyFlink and pandas-match-recognize (bench/peers/run.py)")
     args = parser.parse_args()
     events = synthetic_events(args.events)
     n = events.num_rows
@@ -106,6 +108,15 @@ def main() -> None:
     theirs = sorted(tuple(r.values()) for r in duck.to_pylist())  # type: ignore[attr-defined]
     figures["three_matches"] = len(ours)
     figures["three_results_equal"] = float(ours == theirs)
+    peers: list[str] = []
+    if args.peers:
+        import subprocess
+
+        script = Path(__file__).resolve().parent / "peers" / "run.py"
+        done = subprocess.run([sys.executable, str(script), "--json"], capture_output=True, text=True, check=True)
+        peer_figures = json.loads(done.stdout)
+        figures.update(peer_figures)
+        peers = [k.removesuffix("_events") for k in peer_figures if k.endswith("_events")]
     if args.json:
         print(json.dumps(figures, indent=2, default=float))
         return
@@ -119,6 +130,12 @@ def main() -> None:
     print(f"| CER engine, 3-variable query | {cer_out.matches} matches in {dt:.3f} s |  |")  # type: ignore[attr-defined]
     print(f"| DuckDB self-join, same query (1 thread) | {len(theirs)} matches in {dt_duck:.3f} s | |")
     print(f"results equal: {ours == theirs}")
+    if peers:
+        print("\n| peer | events | matches | peer events/s | dfs-cer events/s (same events) | same matches |")
+        print("|---|---:|---:|---:|---:|---|")
+        for p in peers:
+            print(f"| {p} | {figures[p + '_events']:,} | {figures[p + '_matches']} | {figures[p + '_rows_per_s']:,.0f} | "
+                  f"{figures[p + '_dfs_cer_rows_per_s']:,.0f} | {figures[p + '_results_equal']} |")
 
 
 if __name__ == "__main__":

@@ -443,12 +443,13 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
                     a_excl[a_n] = c_depth[t] > 0
                     new_node = a_n
                     a_n += 1
-                    for u in range(n_vars):
-                        first_tmp[u] = c_first[t, u]
-                        last_tmp[u] = c_last[t, u]
-                    if first_tmp[v] < 0:
-                        first_tmp[v] = i
-                    last_tmp[v] = i
+                    if any_dependent:  # histories matter only to dependent conditions
+                        for u in range(n_vars):
+                            first_tmp[u] = c_first[t, u]
+                            last_tmp[u] = c_last[t, u]
+                        if first_tmp[v] < 0:
+                            first_tmp[v] = i
+                        last_tmp[v] = i
                     # closure of pc + 1 at row i + 1 into the n-list; inside one closure every
                     # path shares this thread's history, so pc alone prunes (this also breaks
                     # epsilon cycles such as (A*)*)
@@ -571,9 +572,10 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
                             n_node[nt] = new_node
                             n_depth[nt] = depth
                             n_src[nt] = t
-                            for u in range(n_vars):
-                                n_first[nt, u] = first_tmp[u]
-                                n_last[nt, u] = last_tmp[u]
+                            if any_dependent:
+                                for u in range(n_vars):
+                                    n_first[nt, u] = first_tmp[u]
+                                    n_last[nt, u] = last_tmp[u]
                             nt += 1
                 # fixed point? the new list repeats the current one and only free threads consumed
                 jump = i + 1
@@ -642,9 +644,10 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
                         run = n_node[f]
                         vf = a_label[run]
                         c_node[k2] = run
-                        if c_first[k2, vf] < 0:
-                            c_first[k2, vf] = i + 1
-                        c_last[k2, vf] = jump - 1
+                        if any_dependent:
+                            if c_first[k2, vf] < 0:
+                                c_first[k2, vf] = i + 1
+                            c_last[k2, vf] = jump - 1
                 i = jump
             # --- record the preferred match of this attempt ---
             if best_node == -2:
