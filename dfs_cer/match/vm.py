@@ -59,6 +59,20 @@ def _grow2(a: np.ndarray, size: int) -> np.ndarray:
 
 
 @njit(cache=True)
+def _grow_pair(a: np.ndarray, size: int) -> np.ndarray:
+    out = np.empty((2, size), a.dtype)
+    out[:, : a.shape[1]] = a
+    return out
+
+
+@njit(cache=True)
+def _grow_pair3(a: np.ndarray, size: int) -> np.ndarray:
+    out = np.empty((2, size, a.shape[2]), a.dtype)
+    out[:, : a.shape[1]] = a
+    return out
+
+
+@njit(cache=True)
 def _position(name: int, logical: int, loffset: int, row: int, var: int,
               start: int, first: np.ndarray, last: np.ndarray, members: np.ndarray, node: int,
               n_parent: np.ndarray, n_row: np.ndarray, n_label: np.ndarray, n_lo: np.ndarray) -> int:
@@ -267,16 +281,16 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
     # equivalence key width: pc + first/last per relevant name (+ node when deep)
     key_w = 1 + 2 * n_names + 1
     cap_t = max(16, 2 * n_prog)
-    c_pc = np.empty(cap_t, np.int64)
-    c_node = np.empty(cap_t, np.int64)
-    c_depth = np.empty(cap_t, np.int64)
-    c_first = np.empty((cap_t, n_vars), np.int64)
-    c_last = np.empty((cap_t, n_vars), np.int64)
-    n_pc = np.empty(cap_t, np.int64)
-    n_node = np.empty(cap_t, np.int64)
-    n_depth = np.empty(cap_t, np.int64)
-    n_first = np.empty((cap_t, n_vars), np.int64)
-    n_last = np.empty((cap_t, n_vars), np.int64)
+    # thread lists: index [cur] is the current list, [nxt] the next one; swapping two ints
+    # instead of array references keeps reference counting out of the inner loop
+    l_pc = np.empty((2, cap_t), np.int64)
+    l_node = np.empty((2, cap_t), np.int64)
+    l_depth = np.empty((2, cap_t), np.int64)
+    l_src = np.empty((2, cap_t), np.int64)
+    l_first = np.empty((2, cap_t, n_vars), np.int64)
+    l_last = np.empty((2, cap_t, n_vars), np.int64)
+    cur = 0
+    nxt = 1
     visited = np.full(n_prog, -1, np.int64)
     cvisited = np.full(n_prog, -1, np.int64)
     cstamp = 0
@@ -292,8 +306,6 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
     a_label = np.empty(a_cap, np.int64)
     a_excl = np.empty(a_cap, np.bool_)
     a_lo = np.empty(a_cap, np.int64)
-    c_src = np.empty(cap_t, np.int64)
-    n_src = np.empty(cap_t, np.int64)
     # closure stack: pc, node, depth, source thread
     s_cap = max(16, 2 * n_prog)
     s_pc = np.empty(s_cap, np.int64)
@@ -382,24 +394,18 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
                 else:  # LABEL or DONE: a thread
                     if t_n >= cap_t:
                         cap_t *= 2
-                        c_pc = _grow1(c_pc, cap_t)
-                        c_node = _grow1(c_node, cap_t)
-                        c_depth = _grow1(c_depth, cap_t)
-                        c_first = _grow2(c_first, cap_t)
-                        c_last = _grow2(c_last, cap_t)
-                        n_pc = _grow1(n_pc, cap_t)
-                        n_node = _grow1(n_node, cap_t)
-                        n_depth = _grow1(n_depth, cap_t)
-                        n_first = _grow2(n_first, cap_t)
-                        n_last = _grow2(n_last, cap_t)
-                        c_src = _grow1(c_src, cap_t)
-                        n_src = _grow1(n_src, cap_t)
-                    c_pc[t_n] = pc
-                    c_node[t_n] = -1
-                    c_depth[t_n] = depth
+                        l_pc = _grow_pair(l_pc, cap_t)
+                        l_node = _grow_pair(l_node, cap_t)
+                        l_depth = _grow_pair(l_depth, cap_t)
+                        l_src = _grow_pair(l_src, cap_t)
+                        l_first = _grow_pair3(l_first, cap_t)
+                        l_last = _grow_pair3(l_last, cap_t)
+                    l_pc[cur, t_n] = pc
+                    l_node[cur, t_n] = -1
+                    l_depth[cur, t_n] = depth
                     for v in range(n_vars):
-                        c_first[t_n, v] = -1
-                        c_last[t_n, v] = -1
+                        l_first[cur, t_n, v] = -1
+                        l_last[cur, t_n, v] = -1
                     t_n += 1
             c_n = t_n
             # --- step through rows ---
@@ -410,9 +416,9 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
                 consumed_nonfree = False
                 saw_done = False
                 for t in range(c_n):
-                    pc = c_pc[t]
+                    pc = l_pc[cur, t]
                     if op[pc] == DONE:
-                        best_node = c_node[t]
+                        best_node = l_node[cur, t]
                         best_end = i
                         saw_done = True
                         break
@@ -423,8 +429,8 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
                         continue
                     if dependent[v]:
                         if not _evaluate(code, code_start[v], code_start[v + 1], const_i, const_f, const_kind,
-                                         icols, inull, fcols, fnull, members, i, v, start, p0, p1, c_first[t],
-                                         c_last[t], c_node[t], a_parent, a_row, a_label, a_lo, si, sf, sk):
+                                         icols, inull, fcols, fnull, members, i, v, start, p0, p1, l_first[cur, t],
+                                         l_last[cur, t], l_node[cur, t], a_parent, a_row, a_label, a_lo, si, sf, sk):
                             continue
                     # consume row i: new path node
                     if a_n >= a_cap:
@@ -436,17 +442,17 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
                         a_lo = _grow1(a_lo, a_cap)
                     if not free[v]:
                         consumed_nonfree = True
-                    a_parent[a_n] = c_node[t]
+                    a_parent[a_n] = l_node[cur, t]
                     a_row[a_n] = i
                     a_lo[a_n] = i
                     a_label[a_n] = v
-                    a_excl[a_n] = c_depth[t] > 0
+                    a_excl[a_n] = l_depth[cur, t] > 0
                     new_node = a_n
                     a_n += 1
                     if any_dependent:  # histories matter only to dependent conditions
                         for u in range(n_vars):
-                            first_tmp[u] = c_first[t, u]
-                            last_tmp[u] = c_last[t, u]
+                            first_tmp[u] = l_first[cur, t, u]
+                            last_tmp[u] = l_last[cur, t, u]
                         if first_tmp[v] < 0:
                             first_tmp[v] = i
                         last_tmp[v] = i
@@ -455,7 +461,7 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
                     # epsilon cycles such as (A*)*)
                     cstamp += 1
                     s_pc[0] = pc + 1
-                    s_depth[0] = c_depth[t]
+                    s_depth[0] = l_depth[cur, t]
                     sp = 1
                     while sp > 0:
                         sp -= 1
@@ -556,40 +562,34 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
                                 h_used += 1
                             if nt >= cap_t:
                                 cap_t *= 2
-                                c_pc = _grow1(c_pc, cap_t)
-                                c_node = _grow1(c_node, cap_t)
-                                c_depth = _grow1(c_depth, cap_t)
-                                c_first = _grow2(c_first, cap_t)
-                                c_last = _grow2(c_last, cap_t)
-                                n_pc = _grow1(n_pc, cap_t)
-                                n_node = _grow1(n_node, cap_t)
-                                n_depth = _grow1(n_depth, cap_t)
-                                n_first = _grow2(n_first, cap_t)
-                                n_last = _grow2(n_last, cap_t)
-                                c_src = _grow1(c_src, cap_t)
-                                n_src = _grow1(n_src, cap_t)
-                            n_pc[nt] = q
-                            n_node[nt] = new_node
-                            n_depth[nt] = depth
-                            n_src[nt] = t
+                                l_pc = _grow_pair(l_pc, cap_t)
+                                l_node = _grow_pair(l_node, cap_t)
+                                l_depth = _grow_pair(l_depth, cap_t)
+                                l_src = _grow_pair(l_src, cap_t)
+                                l_first = _grow_pair3(l_first, cap_t)
+                                l_last = _grow_pair3(l_last, cap_t)
+                            l_pc[nxt, nt] = q
+                            l_node[nxt, nt] = new_node
+                            l_depth[nxt, nt] = depth
+                            l_src[nxt, nt] = t
                             if any_dependent:
                                 for u in range(n_vars):
-                                    n_first[nt, u] = first_tmp[u]
-                                    n_last[nt, u] = last_tmp[u]
+                                    l_first[nxt, nt, u] = first_tmp[u]
+                                    l_last[nxt, nt, u] = last_tmp[u]
                             nt += 1
                 # fixed point? the new list repeats the current one and only free threads consumed
                 jump = i + 1
                 if not saw_done and not consumed_nonfree and nt == c_n and nt > 0:
                     same = True
                     for k2 in range(nt):
-                        if n_pc[k2] != c_pc[k2] or n_depth[k2] != c_depth[k2] or op[n_pc[k2]] == DONE:
+                        if l_pc[nxt, k2] != l_pc[cur, k2] or l_depth[nxt, k2] != l_depth[cur, k2] or op[l_pc[nxt, k2]] == DONE:
                             same = False
                             break
-                        src = n_src[k2]
-                        if not free[arg_a[c_pc[src]]]:
+                        src = l_src[nxt, k2]
+                        if not free[arg_a[l_pc[cur, src]]]:
                             same = False
                             break
-                        if free[arg_a[n_pc[k2]]] and src != k2:
+                        if free[arg_a[l_pc[nxt, k2]]] and src != k2:
                             same = False
                             break
                     if same:
@@ -607,23 +607,18 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
                             if lo_w < limit:
                                 limit = lo_w
                         for k2 in range(nt):
-                            v2 = arg_a[n_pc[k2]]
+                            v2 = arg_a[l_pc[nxt, k2]]
                             if not free[v2] and next_true[v2, i + 1] < limit:
                                 limit = next_true[v2, i + 1]
                         if limit > i + 1:
                             jump = limit
                 # swap lists
-                c_pc, n_pc = n_pc, c_pc
-                c_node, n_node = n_node, c_node
-                c_depth, n_depth = n_depth, c_depth
-                c_first, n_first = n_first, c_first
-                c_last, n_last = n_last, c_last
-                c_src, n_src = n_src, c_src
+                cur, nxt = nxt, cur
                 c_n = nt
                 if jump > i + 1:
                     # free threads consume rows i + 1 .. jump - 1 as one run node each
                     for k2 in range(c_n):
-                        v2 = arg_a[c_pc[k2]]
+                        v2 = arg_a[l_pc[cur, k2]]
                         if free[v2]:
                             if a_n >= a_cap:
                                 a_cap *= 2
@@ -632,22 +627,22 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
                                 a_label = _grow1(a_label, a_cap)
                                 a_excl = _grow1(a_excl, a_cap)
                                 a_lo = _grow1(a_lo, a_cap)
-                            a_parent[a_n] = c_node[k2]
+                            a_parent[a_n] = l_node[cur, k2]
                             a_lo[a_n] = i + 1
                             a_row[a_n] = jump - 1
                             a_label[a_n] = v2
-                            a_excl[a_n] = c_depth[k2] > 0
-                            n_node[k2] = a_n  # remember the run of free thread k2
+                            a_excl[a_n] = l_depth[cur, k2] > 0
+                            l_node[nxt, k2] = a_n  # remember the run of free thread k2
                             a_n += 1
                     for k2 in range(c_n):
-                        f = c_src[k2]
-                        run = n_node[f]
+                        f = l_src[cur, k2]
+                        run = l_node[nxt, f]
                         vf = a_label[run]
-                        c_node[k2] = run
+                        l_node[cur, k2] = run
                         if any_dependent:
-                            if c_first[k2, vf] < 0:
-                                c_first[k2, vf] = i + 1
-                            c_last[k2, vf] = jump - 1
+                            if l_first[cur, k2, vf] < 0:
+                                l_first[cur, k2, vf] = i + 1
+                            l_last[cur, k2, vf] = jump - 1
                 i = jump
             # --- record the preferred match of this attempt ---
             if best_node == -2:
