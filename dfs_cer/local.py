@@ -12,7 +12,7 @@ import sqlglot
 from dfs_cer.config import Config, load_config
 from dfs_cer.errors import ConfigError, UnsupportedFeatureError
 from dfs_cer.match.rowpattern import run_row_pattern
-from dfs_cer.query import Query, analyze, parse
+from dfs_cer.query import Analysis, Query, analyze, parse
 
 SELECTIONS = ("skip_till_any_match", "skip_till_next_match", "strict_contiguity")
 ENGINES = ("auto", "sql", "cer")
@@ -88,6 +88,12 @@ def match_recognize(table: pa.Table, sql: str, *, selection: str | None = None, 
     on_limit = on_limit or config.matcher.on_limit
     query = parse(sql)
     analysis = analyze(query, table.schema, config.query)
+    if selection == "strict_contiguity":
+        analysis = _strict_contiguity(query, table, config)
+        result = run_row_pattern(table, analysis, max_matches=limit, on_limit=on_limit)
+        if count_only:
+            return _count_table(result.matches)
+        return run_outer(analysis.query, result.table, config.query.outer_dialect)
     use_cer = engine == "cer" or (engine == "auto" and (selection is not None or query.recognize.all_matches))
     if use_cer:
         from dfs_cer.match.cer import run_cer
@@ -97,8 +103,37 @@ def match_recognize(table: pa.Table, sql: str, *, selection: str | None = None, 
     else:
         result = run_row_pattern(table, analysis, max_matches=limit, on_limit=on_limit)
     if count_only:
-        return pa.table({"matches": pa.array([result.matches], pa.int64())})
+        return _count_table(result.matches)
     return run_outer(query, result.table, config.query.outer_dialect)
+
+
+def _count_table(count: int) -> pa.Table:
+    """One row with the exact number of matches (a 38-digit decimal past int64)."""
+    if count < 2**63:
+        return pa.table({"matches": pa.array([count], pa.int64())})
+    from decimal import Decimal
+
+    return pa.table({"matches": pa.array([Decimal(count)], pa.decimal128(38, 0))})
+
+
+def _strict_contiguity(query: Query, table: pa.Table, config: Config) -> Analysis:
+    """Strict contiguity over a sequence of single-event variables: every run of consecutive
+    rows labelled in order, i.e. the SQL pattern without skip variables, restarted at every row."""
+    import dataclasses
+
+    from dfs_cer.match.cer import pattern_items
+    from dfs_cer.pattern.ir import Concatenation, Label
+    from dfs_cer.query.model import AfterMatchSkip, SkipTo
+
+    first = analyze(query, table.schema, config.query)
+    items, unordered = pattern_items(query.recognize.pattern, {v.name for v in first.variables if v.any_row})
+    if unordered or any(i.kleene or i.negated for i in items):
+        raise UnsupportedFeatureError("strict_contiguity is supported for sequences of single-event variables",
+                                      clause="PATTERN", code="unsupported")
+    pattern = Concatenation(tuple(Label(i.name) for i in items)) if len(items) > 1 else Label(items[0].name)
+    recognize = dataclasses.replace(query.recognize, pattern=pattern, all_matches=False,
+                                    after_match_skip=AfterMatchSkip(SkipTo.NEXT_ROW))
+    return analyze(dataclasses.replace(query, recognize=recognize), table.schema, config.query)
 
 
 __all__ = ["match_recognize"]

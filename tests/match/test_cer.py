@@ -283,3 +283,18 @@ def test_blow_up_counted_exactly(m: int, expected: int) -> None:
     rows = [("low", 0, 0.9)] + [(f"e{i}", i + 1, float(i + 1)) for i in range(m)] + [("dip", m + 1, 0.5)]
     got = match_recognize(stock(rows), v_query(10**6), count_only=True)["matches"][0].as_py()
     assert got == expected == 2 ** (m + 1) - m - 2
+
+
+def test_strict_contiguity() -> None:
+    t = typed("a1 b2 c3 a4 x5 b6 c7 a8 b9 c10")
+    assert count(t, "A B C", 100, selection="strict_contiguity") == 2  # a1 b2 c3 and a8 b9 c10
+    assert count(t, "A B C", 100, selection="skip_till_next_match") == 3
+    with pytest.raises(UnsupportedFeatureError, match="single-event variables"):
+        count(t, "A B+ C", 100, selection="strict_contiguity")
+
+
+def test_counts_past_int64_stay_exact() -> None:
+    t = typed(" ".join(["a1"] + [f"b{i}" for i in range(2, 70)] + ["c70"]))
+    n = match_recognize(t, "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts ALL MATCHES PATTERN (A B+ C) WITHIN 100 "
+                           "DEFINE A AS type = 'A', B AS type = 'B', C AS type = 'C')", count_only=True)
+    assert int(n["matches"][0].as_py()) == 2**68 - 1
