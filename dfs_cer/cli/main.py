@@ -146,6 +146,47 @@ def demo(state: State) -> None:
     run_demo(state.output, state.config)
 
 
+@cli.command("shard")
+@click.option("--input", "input_path", required=True, help="Parquet or CSV file or directory (local or s3://).")
+@click.option("--nodes", type=int, required=True, help="Number of storage nodes.")
+@click.option("--to", "to", required=True, help="Output directory or s3://bucket/prefix.")
+@click.option("--partitioning", type=click.Choice(["random", "time", "type"]), default="random", show_default=True)
+@click.option("--time-column", default="ts", show_default=True)
+@click.option("--type-column", default="type", show_default=True)
+@click.option("--event-key", default="", help="Comma-separated columns that identify an event.")
+@pass_state
+@handle_errors
+def shard_command(state: State, input_path: str, nodes: int, to: str, partitioning: str, time_column: str,
+                  type_column: str, event_key: str) -> None:
+    """Split an event log into one parquet shard set per storage node, with manifests."""
+    from rich.progress import Progress
+
+    from dfs_cer.io.shard import shard
+
+    with Progress(transient=True) as progress:
+        task = progress.add_task("sharding", total=None)
+        manifests = shard(input_path, nodes, to, partitioning=partitioning, time_column=time_column,
+                          type_column=type_column, event_key=tuple(k for k in event_key.split(",") if k),
+                          config=state.config.storage, progress=lambda rows: progress.update(task, completed=rows))
+    state.output.mapping("shards written", {f"node-{m.node:02d}": {"rows": m.rows, "files": len(m.files),
+                                                                  "min_ts": m.min_ts, "max_ts": m.max_ts}
+                                           for m in manifests})
+
+
+@cli.group("storage-node")
+def storage_node_group() -> None:
+    """Run a storage node (an Arrow Flight server over one shard set)."""
+
+
+@storage_node_group.command("serve", context_settings={"ignore_unknown_options": True})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def storage_node_serve(args: tuple[str, ...]) -> None:
+    """dfs-cer storage-node serve --data <dir|s3://...> --port P --token-file F [--memory-budget 2GiB]"""
+    from storage_node.server import main as serve_main
+
+    serve_main(list(args))
+
+
 def main() -> None:
     cli(prog_name="dfs-cer")
 

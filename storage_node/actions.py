@@ -1,0 +1,185 @@
+"""The storage node's round-trip actions (DESIGN.md "DFS protocol"), over one query's state.
+
+Each handler takes the decoded header and blobs and returns ``(header, blobs)``; payload sizes
+are reported by the server. Handlers raise DfsCerError subclasses for bad requests; the server
+turns them into Flight errors and keeps serving.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from dfs_cer.config import QueryConfig
+from dfs_cer.errors import DfsCerError, ProtocolError
+from dfs_cer.filters import (
+    IntervalSet,
+    KeyKind,
+    ShrinkingWindowFilter,
+    WindowJoinFilter,
+    eq1_offsets,
+)
+from dfs_cer.query import Query, analyze
+from dfs_cer.query.arrow_filter import to_arrow_filter, union_filter
+from dfs_cer.transport.messages import field
+from storage_node.state import QueryState, StateRegistry
+from storage_node.store import ShardStore
+
+Reply = tuple[dict[str, Any], list[bytes]]
+
+
+def _time_ints(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if pa.types.is_timestamp(arr.type):
+        arr = arr.view(pa.int64())
+    return np.asarray(pc.cast(arr, pa.int64()).to_numpy(zero_copy_only=False), np.int64)
+
+
+class Actions:
+    def __init__(self, store: ShardStore, registry: StateRegistry) -> None:
+        self.store = store
+        self.registry = registry
+
+    # ------------------------------------------------------------------ open
+
+    def open(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
+        qid = field(header, "query_id", str, "open")
+        try:
+            query = Query.from_json(field(header, "query", str, "open"))
+        except DfsCerError as exc:
+            raise ProtocolError(f"action open: the query is not a valid query model ({exc})") from None
+        unit = header.get("integer_time_unit", "s")
+        if unit not in ("s", "ms", "us", "ns"):
+            raise ProtocolError(f"action open: integer_time_unit must be s, ms, us or ns, got {unit!r}")
+        analysis = analyze(query, self.store.schema, QueryConfig(integer_time_unit=unit))
+        variables = [v for v in analysis.variables if not v.any_row]
+        filt = union_filter([v.independent for v in variables])
+        estimate = self.store.estimate_bytes()
+        self.registry.reserve(qid, estimate)
+        try:
+            table = self.store.scan(filt).sort_by(self.store.time_column)
+            ts = _time_ints(table.column(self.store.time_column))
+            indexed = table.append_column("__row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+            candidates: dict[str, np.ndarray] = {}
+            for v in variables:
+                expr = to_arrow_filter(v.independent)
+                if expr is None:
+                    candidates[v.name] = np.arange(table.num_rows, dtype=np.int64)
+                else:
+                    rows = ds.dataset(indexed).to_table(filter=expr, columns=["__row"]).column("__row")
+                    candidates[v.name] = np.asarray(rows.to_numpy(), np.int64)
+            state = QueryState(qid, analysis, table, ts, candidates, estimate)
+        except BaseException:
+            self.registry.release(estimate)
+            raise
+        self.registry.put(state)
+        info = {}
+        for name, rows in candidates.items():
+            t = ts[rows]
+            info[name] = {"count": int(rows.size), "min_ts": int(t.min()) if t.size else None,
+                          "max_ts": int(t.max()) if t.size else None}
+        return {"rows": table.num_rows, "variables": info, "min_ts": self.store.manifest.get("min_ts"),
+                "max_ts": self.store.manifest.get("max_ts"), "total_rows": self.store.manifest.get("rows"),
+                "held_bytes": state.size_in_bytes()}, []
+
+    # ------------------------------------------------------------------ round trips
+
+    def _variable(self, state: QueryState, header: dict[str, Any], action: str) -> str:
+        name = field(header, "variable", str, action)
+        if name not in state.candidates:
+            raise ProtocolError(f"action {action}: {name!r} is not a variable with candidates in this query")
+        return name
+
+    def intervals(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
+        state = self.registry.get(field(header, "query_id", str, "intervals"))
+        name = self._variable(state, header, "intervals")
+        lo, hi = eq1_offsets(field(header, "role", str, "intervals"), field(header, "window", int, "intervals"))
+        out = IntervalSet.around(state.ts[state.candidates[name]], lo, hi)
+        return {"intervals": len(out)}, [out.to_bytes()]
+
+    def wjf(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
+        state = self.registry.get(field(header, "query_id", str, "wjf"))
+        builds = field(header, "builds", list, "wjf")
+        swf = ShrinkingWindowFilter.from_bytes(blobs[0]) if blobs else None
+        out = []
+        for b in builds:
+            if not isinstance(b, dict):
+                raise ProtocolError("action wjf: each build must be an object")
+            name = self._variable(state, b, "wjf")
+            rows = state.candidates[name]
+            if swf is not None:  # prune the list with the current interval set first
+                rows = rows[swf.contains(state.ts[rows])]
+                state.candidates[name] = rows
+            column = field(b, "column", str, "wjf")
+            if column not in state.table.column_names:
+                raise ProtocolError(f"action wjf: unknown column {column!r}")
+            f = WindowJoinFilter(field(b, "bits", int, "wjf"), field(b, "hashes", int, "wjf"),
+                                 field(b, "window", int, "wjf"), KeyKind(field(b, "kind", int, "wjf")),
+                                 seed=int(b.get("seed", 0)))
+            f.add(state.table.column(column).take(pa.array(rows)), state.ts[rows])
+            out.append(f.to_bytes())
+        return {"filters": len(out)}, out
+
+    def verify(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
+        state = self.registry.get(field(header, "query_id", str, "verify"))
+        name = self._variable(state, header, "verify")
+        role = field(header, "role", str, "verify")
+        probes = field(header, "probes", list, "verify")
+        if not blobs:
+            raise ProtocolError("action verify: the shrinking window filter blob is missing")
+        swf = ShrinkingWindowFilter.from_bytes(blobs[0])
+        rows = state.candidates[name]
+        before = rows.size
+        rows = rows[swf.contains(state.ts[rows])]  # phase 1: timestamps inside the interval set
+        for p in probes:  # phase 2: equality conditions through the join filters
+            if not isinstance(p, dict):
+                raise ProtocolError("action verify: each probe must be an object")
+            index = field(p, "blob", int, "verify")
+            if not 0 < index < len(blobs):
+                raise ProtocolError(f"action verify: probe blob {index} does not exist")
+            f = WindowJoinFilter.from_bytes(blobs[index])
+            column = field(p, "column", str, "verify")
+            if column not in state.table.column_names:
+                raise ProtocolError(f"action verify: unknown column {column!r}")
+            keep = f.might_contain(state.table.column(column).take(pa.array(rows)), state.ts[rows],
+                                   field(p, "direction", int, "verify"))
+            rows = rows[keep]
+        state.candidates[name] = rows
+        tags = swf.refresh(state.ts[rows], role)
+        return {"before": int(before), "survivors": int(rows.size)}, [tags.to_bytes()]
+
+    def close(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
+        return {"closed": self.registry.close(field(header, "query_id", str, "close"))}, []
+
+    # ------------------------------------------------------------------ pulls (DoGet)
+
+    def pull(self, header: dict[str, Any], blobs: list[bytes]) -> pa.Table:
+        kind = field(header, "kind", str, "pull")
+        if kind == "pull_all":
+            return self.store.scan().sort_by(self.store.time_column)
+        state = self.registry.get(field(header, "query_id", str, kind))
+        if kind == "pull_pushdown":
+            rows = _union(state)
+            return state.table.take(pa.array(rows))
+        if kind not in ("pull", "pull_range"):
+            raise ProtocolError(f"unknown pull kind {kind!r}; use pull, pull_range, pull_pushdown or pull_all")
+        if not blobs:
+            raise ProtocolError(f"{kind}: the final shrinking window filter blob is missing")
+        swf = ShrinkingWindowFilter.from_bytes(blobs[0])
+        if kind == "pull":  # candidate rows inside the final interval set
+            rows = _union(state)
+            rows = rows[swf.contains(state.ts[rows])]
+            return state.table.take(pa.array(rows))
+        # pull_range: every row inside the intervals (contiguous patterns), from the shards
+        table = self.store.scan().sort_by(self.store.time_column)
+        ts = _time_ints(table.column(self.store.time_column))
+        return table.filter(pa.array(swf.contains(ts)))
+
+
+def _union(state: QueryState) -> np.ndarray:
+    parts = list(state.candidates.values())
+    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)

@@ -1,0 +1,82 @@
+"""Start storage node processes on loopback (tests, the demo, benchmarks)."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from dfs_cer.errors import StorageError
+
+
+class LocalCluster:
+    """``n`` storage node processes, one per ``node-XX`` shard directory under ``shards``."""
+
+    def __init__(self, data_dirs: list[str], *, env: dict[str, str] | None = None,
+                 memory_budget: str | None = None) -> None:
+        self.data_dirs = data_dirs
+        self.env = {**os.environ, **(env or {})}
+        self.memory_budget = memory_budget
+        self.tmp = tempfile.TemporaryDirectory(prefix="dfs-cer-sn-")
+        self.token = secrets.token_hex(16)
+        self.token_file = Path(self.tmp.name) / "token"
+        self.token_file.write_text(self.token)
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.logs: list[object] = []
+        self.endpoints: list[str] = []
+
+    def start(self, timeout: float = 60.0) -> LocalCluster:
+        ready = []
+        for i, data in enumerate(self.data_dirs):
+            ready_file = Path(self.tmp.name) / f"ready-{i}.json"
+            cmd = [sys.executable, "-m", "storage_node.server", "--data", data, "--port", "0", "--token-file",
+                   str(self.token_file), "--ready-file", str(ready_file)]
+            if self.memory_budget:
+                cmd += ["--memory-budget", self.memory_budget]
+            log = open(Path(self.tmp.name) / f"node-{i}.log", "wb")  # noqa: SIM115 - lives with the process
+            self.logs.append(log)
+            self.procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env))
+            ready.append(ready_file)
+        deadline = time.monotonic() + timeout
+        for i, path in enumerate(ready):
+            while not path.exists():
+                if self.procs[i].poll() is not None:
+                    self.stop()
+                    text = (Path(self.tmp.name) / f"node-{i}.log").read_text(errors="replace")
+                    self.tmp.cleanup()
+                    raise StorageError(f"storage node {i} exited at start-up: {text.strip().splitlines()[-1:]}")
+                if time.monotonic() > deadline:
+                    self.stop()
+                    self.tmp.cleanup()
+                    raise StorageError(f"storage node {i} did not start within {timeout:.0f} s")
+                time.sleep(0.05)
+            port = json.loads(path.read_text())["port"]
+            self.endpoints.append(f"grpc+tcp://127.0.0.1:{port}")
+        return self
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.procs = []
+        for log in self.logs:
+            log.close()  # type: ignore[attr-defined]
+        self.logs = []
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+        self.tmp.cleanup()

@@ -1,0 +1,174 @@
+"""The storage node process: an Arrow Flight server over one shard set.
+
+``dfs-cer storage-node serve --data <dir|s3://...> --port P --token-file F [--memory-budget 2GiB]``
+
+Every call must carry the shared token (``authorization: Bearer <token>``). Actions exchange
+framed messages (:mod:`dfs_cer.transport.messages`); pulls stream Arrow record batches through
+DoGet. Bad requests get Flight errors with a clear message and the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hmac
+import json
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from dfs_cer.config import StorageConfig, load_config, parse_size
+from dfs_cer.errors import DfsCerError, FilterFormatError, ProtocolError
+from dfs_cer.transport.messages import decode, encode
+from storage_node.actions import Actions
+from storage_node.state import AdmissionError, StateRegistry, UnknownQueryError
+from storage_node.store import ShardStore
+
+ACTIONS = ("open", "intervals", "wjf", "verify", "close", "health", "stats")
+
+
+class TokenMiddlewareFactory(flight.ServerMiddlewareFactory):
+    def __init__(self, token: str) -> None:
+        super().__init__()
+        self.token = token
+
+    def start_call(self, info: Any, headers: dict[str, list[str]]) -> None:
+        values = headers.get("authorization") or headers.get("Authorization") or []
+        given = values[0] if values else ""
+        if not hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
+            raise flight.FlightUnauthenticatedError("missing or wrong storage node token")
+        return None
+
+
+class StorageNode(flight.FlightServerBase):
+    def __init__(self, location: str, store: ShardStore, token: str, config: StorageConfig,
+                 tls: list[flight.CertKeyPair] | None = None) -> None:
+        super().__init__(location, middleware={"auth": TokenMiddlewareFactory(token)},
+                         tls_certificates=tls or [])
+        self.store = store
+        self.config = config
+        self.registry = StateRegistry(config.memory_budget, config.state_ttl_seconds, config.admission_wait_seconds)
+        self.actions = Actions(store, self.registry)
+        self.started = time.time()
+        self.calls = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self._lock = threading.Lock()
+
+    def _count(self, bytes_in: int, bytes_out: int) -> None:
+        with self._lock:
+            self.calls += 1
+            self.bytes_in += bytes_in
+            self.bytes_out += bytes_out
+
+    def _guard(self, body: bytes) -> tuple[dict[str, Any], list[bytes]]:
+        if len(body) > self.config.max_message_bytes:
+            raise ProtocolError(f"message of {len(body)} bytes exceeds the storage node's limit of "
+                                f"{self.config.max_message_bytes} (storage.max_message_bytes)")
+        self.registry.sweep()
+        return decode(body)
+
+    def _translate(self, exc: Exception) -> Exception:
+        if isinstance(exc, AdmissionError):
+            return flight.FlightUnavailableError(str(exc))
+        if isinstance(exc, DfsCerError | FilterFormatError | UnknownQueryError):
+            return flight.FlightServerError(f"{type(exc).__name__}: {exc}")
+        return flight.FlightInternalError(f"storage node error: {type(exc).__name__}: {exc}")
+
+    def list_actions(self, context: Any) -> list[tuple[str, str]]:
+        return [(a, f"dfs-cer {a}") for a in ACTIONS]
+
+    def do_action(self, context: Any, action: flight.Action) -> Iterator[flight.Result]:
+        body = action.body.to_pybytes() if action.body is not None else b""
+        try:
+            if action.type == "health":
+                reply: tuple[dict[str, Any], list[bytes]] = ({"status": "ok", "rows": self.store.manifest.get("rows"),
+                                                             "uptime_s": time.time() - self.started}, [])
+            elif action.type == "stats":
+                stats = self.registry.stats()
+                stats.update({"calls": self.calls, "bytes_in": self.bytes_in, "bytes_out": self.bytes_out})
+                reply = (stats, [])
+            else:
+                handler = getattr(self.actions, action.type, None) if action.type in ACTIONS else None
+                if handler is None:
+                    raise ProtocolError(f"unknown action {action.type!r}; actions: {', '.join(ACTIONS)}")
+                header, blobs = self._guard(body)
+                reply = handler(header, blobs)
+            out = encode(*reply)
+        except flight.FlightError:
+            raise
+        except Exception as exc:  # every error becomes a Flight error; the server keeps serving
+            raise self._translate(exc) from exc
+        self._count(len(body), len(out))
+        return iter([flight.Result(pa.py_buffer(out))])
+
+    def do_get(self, context: Any, ticket: flight.Ticket) -> flight.RecordBatchStream:
+        try:
+            header, blobs = self._guard(ticket.ticket)
+            table = self.actions.pull(header, blobs)
+        except flight.FlightError:
+            raise
+        except Exception as exc:
+            raise self._translate(exc) from exc
+        self._count(len(ticket.ticket), table.nbytes)
+        return flight.RecordBatchStream(table)
+
+
+def read_token(path: str) -> str:
+    try:
+        token = Path(path).read_text().strip()
+    except OSError as exc:
+        raise DfsCerError(f"cannot read the token file {path}: {exc}") from exc
+    if len(token) < 16:
+        raise DfsCerError(f"the token in {path} is too short ({len(token)} characters); use at least 16")
+    return token
+
+
+def serve(data: str, port: int, token_file: str, memory_budget: str | None = None, host: str | None = None,
+          tls_cert: str | None = None, tls_key: str | None = None, ready_file: str | None = None) -> None:
+    cfg = load_config().storage
+    import dataclasses
+
+    if memory_budget is not None:
+        cfg = dataclasses.replace(cfg, memory_budget=parse_size(memory_budget, "--memory-budget"))
+    store = ShardStore(data, cfg)
+    tls = None
+    scheme = "grpc+tcp"
+    if tls_cert and tls_key:
+        tls = [flight.CertKeyPair(Path(tls_cert).read_bytes(), Path(tls_key).read_bytes())]
+        scheme = "grpc+tls"
+    location = f"{scheme}://{host or cfg.host}:{port}"
+    server = StorageNode(location, store, read_token(token_file), cfg, tls)
+    if ready_file:
+        Path(ready_file).write_text(json.dumps({"port": server.port, "pid": __import__("os").getpid()}))
+    print(f"storage node serving {store.location.uri} ({store.manifest.get('rows')} rows) on {location}",
+          flush=True)
+    server.serve()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="dfs-cer storage-node serve")
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--host", default=None)
+    parser.add_argument("--token-file", required=True)
+    parser.add_argument("--memory-budget", default=None)
+    parser.add_argument("--tls-cert", default=None)
+    parser.add_argument("--tls-key", default=None)
+    parser.add_argument("--ready-file", default=None, help="write the bound port here once serving")
+    args = parser.parse_args(argv)
+    try:
+        serve(args.data, args.port, args.token_file, args.memory_budget, args.host, args.tls_cert, args.tls_key,
+              args.ready_file)
+    except DfsCerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code or 1)
+
+
+if __name__ == "__main__":
+    main()

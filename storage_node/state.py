@@ -1,0 +1,126 @@
+"""Per-query state on a storage node: cached candidate rows, TTL eviction, memory admission.
+
+The node holds, per query id, the rows that passed some variable's independent condition and,
+per variable, the indices of its candidate rows (shrunk by each verification round). A query
+that would push the held bytes past the budget waits (bounded) for others to finish, then is
+refused; the node never scans itself out of memory. Abandoned state expires after the TTL.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from dfs_cer.errors import DfsCerError
+
+
+class AdmissionError(DfsCerError):
+    """The storage node's memory budget cannot take another query now."""
+
+
+class UnknownQueryError(DfsCerError):
+    """No state for this query id (never opened, closed, or expired)."""
+
+
+@dataclass
+class QueryState:
+    query_id: str
+    analysis: Any
+    table: pa.Table
+    ts: np.ndarray
+    candidates: dict[str, np.ndarray]
+    reserved: int
+    last_used: float = field(default_factory=time.monotonic)
+    tis: bytes | None = None
+
+    def size_in_bytes(self) -> int:
+        return int(self.table.nbytes + self.ts.nbytes + sum(c.nbytes for c in self.candidates.values()))
+
+
+class StateRegistry:
+    def __init__(self, budget: int, ttl: float, wait: float) -> None:
+        self.budget = budget
+        self.ttl = ttl
+        self.wait = wait
+        self._states: dict[str, QueryState] = {}
+        self._reserved = 0
+        self._lock = threading.Condition()
+        self.evicted = 0
+        self.refused = 0
+
+    @property
+    def held(self) -> int:
+        with self._lock:
+            return self._reserved
+
+    def sweep(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            for qid in [q for q, s in self._states.items() if now - s.last_used > self.ttl]:
+                self._drop(qid)
+                self.evicted += 1
+            self._lock.notify_all()
+
+    def reserve(self, query_id: str, estimate: int) -> None:
+        """Reserve ``estimate`` bytes for a scan, waiting up to ``wait`` seconds for room."""
+        if estimate > self.budget:
+            self.refused += 1
+            raise AdmissionError(f"query {query_id} needs about {estimate} bytes, more than the storage node's "
+                                 f"memory budget of {self.budget}; raise --memory-budget or add storage nodes")
+        deadline = time.monotonic() + self.wait
+        with self._lock:
+            while self._reserved + estimate > self.budget:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.refused += 1
+                    raise AdmissionError(
+                        f"storage node memory budget exceeded: query {query_id} needs about {estimate} bytes, "
+                        f"{self._reserved} of {self.budget} are held by other queries; retry later")
+                self._lock.wait(min(left, 0.1))
+            self._reserved += estimate
+
+    def release(self, estimate: int) -> None:
+        with self._lock:
+            self._reserved -= estimate
+            self._lock.notify_all()
+
+    def put(self, state: QueryState) -> None:
+        with self._lock:
+            if state.query_id in self._states:
+                self._drop(state.query_id)
+            # keep the real size reserved instead of the estimate
+            self._reserved += state.size_in_bytes() - state.reserved
+            state.reserved = state.size_in_bytes()
+            self._states[state.query_id] = state
+
+    def get(self, query_id: str) -> QueryState:
+        with self._lock:
+            state = self._states.get(query_id)
+            if state is None:
+                raise UnknownQueryError(f"unknown query id {query_id!r}: open it first (state may have expired "
+                                        f"after {self.ttl:.0f} s)")
+            state.last_used = time.monotonic()
+            return state
+
+    def close(self, query_id: str) -> bool:
+        with self._lock:
+            found = query_id in self._states
+            if found:
+                self._drop(query_id)
+            self._lock.notify_all()
+            return found
+
+    def _drop(self, query_id: str) -> None:
+        state = self._states.pop(query_id)
+        self._reserved -= state.reserved
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            return {"queries": len(self._states), "held_bytes": self._reserved, "budget_bytes": self.budget,
+                    "evicted": self.evicted, "refused": self.refused,
+                    "per_query": {q: s.size_in_bytes() for q, s in self._states.items()}}

@@ -1,0 +1,63 @@
+"""A storage node's shard set: manifest, parquet files, schema check at start-up, scans."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+from dfs_cer.config import StorageConfig
+from dfs_cer.errors import StorageError
+from dfs_cer.io.files import FileLocation, filesystem_for, list_files
+from dfs_cer.io.shard import read_manifest, schema_fields
+
+
+class ShardStore:
+    """The parquet shards under one location (a ``node-XX`` directory, local or S3)."""
+
+    def __init__(self, data: str, config: StorageConfig | None = None) -> None:
+        self.config = config or StorageConfig()
+        self.location: FileLocation = filesystem_for(data, self.config)
+        self.manifest = read_manifest(self.location)
+        files = [self.location.join(str(f["path"])) for f in self.manifest.get("files", [])]
+        present = set(list_files(self.location))
+        missing = [f for f in files if f not in present]
+        if missing:
+            raise StorageError(f"shard files listed in {self.location.uri}/manifest.json are missing: {missing[:3]}")
+        self.files = files
+        try:
+            self.dataset = ds.dataset(files, filesystem=self.location.fs, format="parquet") if files else None
+        except (OSError, pa.ArrowInvalid) as exc:
+            raise StorageError(f"cannot open shards under {self.location.uri}: {exc}") from exc
+        expected = self.manifest.get("schema")
+        if self.dataset is not None:
+            for f in files:
+                got = schema_fields(ds.dataset(f, filesystem=self.location.fs, format="parquet").schema)
+                if got != expected:
+                    diff = [(a, b) for a, b in zip(got, expected or [], strict=False) if a != b]
+                    raise StorageError(f"shard {f} does not match the manifest schema: {diff[:3] or 'column count'}; "
+                                       "re-shard the data or fix the manifest")
+        self.time_column = str(self.manifest.get("time_column", "ts"))
+
+    @property
+    def schema(self) -> pa.Schema:
+        if self.dataset is None:
+            return pa.schema([(f["name"], pa.type_for_alias(f["type"])) for f in self.manifest["schema"]])
+        return self.dataset.schema
+
+    def estimate_bytes(self) -> int:
+        """Uncompressed size of the shard set (an upper bound of what one scan holds)."""
+        total = 0
+        if self.dataset is None:
+            return 0
+        for fragment in self.dataset.get_fragments():
+            meta = fragment.metadata
+            total += sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+        return total
+
+    def scan(self, filter_: object = None, columns: list[str] | None = None) -> pa.Table:
+        if self.dataset is None:
+            return self.schema.empty_table()
+        try:
+            return self.dataset.to_table(filter=filter_, columns=columns)
+        except OSError as exc:
+            raise StorageError(f"cannot scan shards under {self.location.uri}: {exc}") from exc

@@ -1,0 +1,197 @@
+"""Three storage node processes on loopback over local shards, driven through every action."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.flight as flight
+import pyarrow.parquet as pq
+import pytest
+
+from dfs_cer import match_recognize, parse
+from dfs_cer.datasets import synthetic_events
+from dfs_cer.errors import StorageError
+from dfs_cer.filters import (
+    IntervalSet,
+    KeyKind,
+    RefreshTags,
+    ShrinkingWindowFilter,
+    WindowJoinFilter,
+)
+from dfs_cer.io.shard import shard
+from dfs_cer.transport.client import StorageClient
+from dfs_cer.transport.messages import encode
+from storage_node.launcher import LocalCluster
+
+pytestmark = pytest.mark.flight
+
+QUERY = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b, C.ts AS c ALL MATCHES "
+         "PATTERN (A B C) WITHIN INTERVAL '3' MINUTE DEFINE A AS A.type = 'T_01' AND A.a1 <= 200, "
+         "B AS B.type = 'T_02' AND B.a1 <= 200, C AS C.type = 'T_03' AND C.a1 <= 200 AND C.a2 = B.a2)")
+WINDOW = 180_000
+
+
+@pytest.fixture(scope="module")
+def events() -> pa.Table:
+    return synthetic_events(60_000, seed=5)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, events: pa.Table) -> Iterator[LocalCluster]:
+    root = tmp_path_factory.mktemp("shards")
+    pq.write_table(events, root / "events.parquet")
+    shard(str(root / "events.parquet"), 3, str(root / "nodes"), batch_rows=20_000)
+    dirs = [str(root / "nodes" / f"node-{i:02d}") for i in range(3)]
+    with LocalCluster(dirs, env={"DFS_CER__STORAGE__STATE_TTL_SECONDS": "2"}) as c:
+        yield c
+
+
+def clients(cluster: LocalCluster) -> list[StorageClient]:
+    return [StorageClient(e, cluster.token) for e in cluster.endpoints]
+
+
+def test_health_and_auth(cluster: LocalCluster) -> None:
+    for c in clients(cluster):
+        header, _ = c.action("health")
+        assert header["status"] == "ok" and header["rows"] == 20_000
+    bad = StorageClient(cluster.endpoints[0], "x" * 32)
+    with pytest.raises(StorageError, match="token"):
+        bad.action("health")
+
+
+def test_dual_filtering_round_trips_pull_exactly_what_matches_need(cluster: LocalCluster, events: pa.Table) -> None:
+    """A hand-driven DFS: intervals of A, WJF of B, verify C, final pull; the pulled events give
+    the same matches as all events, and far fewer of them."""
+    nodes = clients(cluster)
+    query = parse(QUERY)
+    qjson = query.to_json()
+    opened = [c.action("open", {"query_id": "q1", "query": qjson})[0] for c in nodes]
+    counts = {v: sum(o["variables"][v]["count"] for o in opened) for v in "ABC"}
+    assert counts["A"] > 0 and counts["C"] > 0
+    # 1. Eq. 1 intervals of A (head), merged on the compute node
+    parts = [IntervalSet.from_bytes(c.action("intervals", {"query_id": "q1", "variable": "A", "role": "head",
+                                                           "window": WINDOW})[1][0]) for c in nodes]
+    tis = parts[0].union(*parts[1:])
+    swf = ShrinkingWindowFilter.from_intervals(tis.starts, tis.ends, WINDOW)
+    # 2. B's join filter over B.a2, ORed across nodes
+    f0 = WindowJoinFilter.with_estimates(counts["B"], WINDOW, KeyKind.STRING)
+    build = {"variable": "B", "column": "a2", "bits": f0.bits, "hashes": f0.hashes, "window": WINDOW,
+             "kind": int(KeyKind.STRING)}
+    filters = [WindowJoinFilter.from_bytes(c.action("wjf", {"query_id": "q1", "builds": [build]},
+                                                    [swf.to_bytes()])[1][0]) for c in nodes]
+    wjf = WindowJoinFilter.union(filters)
+    # 3. C verifies against the SWF and the WJF (B precedes C: windows W and W-1), refresh tags back
+    probe = {"query_id": "q1", "variable": "C", "role": "tail", "probes": [{"column": "a2", "direction": -1, "blob": 1}]}
+    replies = [c.action("verify", probe, [swf.to_bytes(), wjf.to_bytes()]) for c in nodes]
+    assert sum(h["survivors"] for h, _ in replies) <= sum(h["before"] for h, _ in replies)
+    swf.apply_refresh([RefreshTags.from_bytes(b[0]) for _, b in replies])
+    # 4. final pull of candidate rows inside the final interval set
+    pulled = pa.concat_tables([c.pull({"query_id": "q1", "kind": "pull"}, [swf.to_bytes()]) for c in nodes])
+    pushdown = pa.concat_tables([c.pull({"query_id": "q1", "kind": "pull_pushdown"}) for c in nodes])
+    everything = pa.concat_tables([c.pull({"query_id": "q1", "kind": "pull_all"}) for c in nodes])
+    assert everything.num_rows == events.num_rows
+    assert pulled.num_rows < pushdown.num_rows < everything.num_rows
+    expected = match_recognize(events, QUERY).sort_by("a")
+    assert match_recognize(pulled, QUERY).sort_by("a").equals(expected)
+    assert match_recognize(pushdown, QUERY).sort_by("a").equals(expected)
+    for c in nodes:
+        assert c.action("close", {"query_id": "q1"})[0]["closed"] is True
+        sizes = [t.bytes_to_cn for t in c.transfers]
+        assert all(s > 0 for s in sizes)
+
+
+def test_bad_requests_get_clear_errors_and_the_node_keeps_serving(cluster: LocalCluster) -> None:
+    c = clients(cluster)[0]
+    cases = [
+        ("nope", encode({}), "unknown action 'nope'"),
+        ("open", b"garbage", "malformed message"),
+        ("open", encode({"query_id": "x"}), "missing field 'query'"),
+        ("open", encode({"query_id": "x", "query": "{}"}), "not a valid query model"),
+        ("intervals", encode({"query_id": "never-opened", "variable": "A", "role": "head", "window": 1}),
+         "unknown query id 'never-opened'"),
+        ("verify", encode({"query_id": 5}), "wrong type"),
+    ]
+    options = flight.FlightCallOptions(headers=[(b"authorization", f"Bearer {cluster.token}".encode())])
+    raw = flight.FlightClient(cluster.endpoints[0])
+    for name, body, message in cases:
+        with pytest.raises(flight.FlightError, match=message):
+            list(raw.do_action(flight.Action(name, body), options=options))
+    assert c.action("health")[0]["status"] == "ok"
+
+
+def test_random_bytes_fuzzing(cluster: LocalCluster) -> None:
+    rng = np.random.default_rng(0)
+    options = flight.FlightCallOptions(headers=[(b"authorization", f"Bearer {cluster.token}".encode())])
+    raw = flight.FlightClient(cluster.endpoints[1])
+    for i in range(120):
+        name = ["open", "intervals", "wjf", "verify", "close"][i % 5]
+        body = rng.integers(0, 256, int(rng.integers(0, 300))).astype(np.uint8).tobytes()
+        if i % 3 == 0:  # well-framed messages with random contents
+            body = encode({"query_id": "f", "variable": "A", "role": "head", "window": 3, "builds": [{}],
+                           "probes": [{}]}, [body])
+        # either a clean answer or a Flight error, never a crash
+        try:
+            list(raw.do_action(flight.Action(name, body), options=options))
+        except flight.FlightError as exc:
+            assert not isinstance(exc, flight.FlightUnavailableError)
+        with contextlib.suppress(flight.FlightError):
+            raw.do_get(flight.Ticket(body), options=options).read_all()
+    assert StorageClient(cluster.endpoints[1], cluster.token).action("health")[0]["status"] == "ok"
+
+
+def test_concurrent_queries_are_isolated(cluster: LocalCluster) -> None:
+    qa = parse(QUERY)
+    qb = parse(QUERY.replace("'T_01'", "'T_04'"))
+    results: dict[str, int] = {}
+
+    def run(qid: str, q: object) -> None:
+        c = StorageClient(cluster.endpoints[2], cluster.token)
+        c.action("open", {"query_id": qid, "query": q.to_json()})  # type: ignore[attr-defined]
+        results[qid] = c.pull({"query_id": qid, "kind": "pull_pushdown"}).num_rows
+        c.action("close", {"query_id": qid})
+
+    threads = [threading.Thread(target=run, args=(f"{k}-{i}", q)) for i in range(3) for k, q in (("a", qa), ("b", qb))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({v for k, v in results.items() if k.startswith("a")}) == 1
+    assert len({v for k, v in results.items() if k.startswith("b")}) == 1
+    assert results["a-0"] != results["b-0"]
+
+
+def test_ttl_eviction_frees_memory(cluster: LocalCluster) -> None:
+    c = StorageClient(cluster.endpoints[0], cluster.token)
+    c.action("open", {"query_id": "abandoned", "query": parse(QUERY).to_json()})
+    assert c.action("stats")[0]["per_query"].get("abandoned", 0) > 0
+    time.sleep(2.5)
+    c.action("health")
+    c.action("close", {"query_id": "unrelated"})  # any framed call sweeps expired state
+    stats = c.action("stats")[0]
+    assert "abandoned" not in stats["per_query"] and stats["evicted"] >= 1
+
+
+def test_schema_mismatch_is_refused_at_start_up(tmp_path: Path, events: pa.Table) -> None:
+    pq.write_table(events.slice(0, 1000), tmp_path / "e.parquet")
+    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"))
+    node = tmp_path / "nodes" / "node-00"
+    bad = events.slice(0, 10).drop(["a3"])
+    pq.write_table(bad, node / "part-00000.parquet")
+    with pytest.raises(StorageError, match="does not match the manifest schema"), LocalCluster([str(node)]):
+        pass
+
+
+def test_memory_budget_refuses_instead_of_dying(tmp_path: Path, events: pa.Table) -> None:
+    pq.write_table(events, tmp_path / "e.parquet")
+    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"))
+    with LocalCluster([str(tmp_path / "nodes" / "node-00")], memory_budget="64KiB") as small:
+        c = StorageClient(small.endpoints[0], small.token)
+        with pytest.raises(StorageError, match="memory budget"):
+            c.action("open", {"query_id": "big", "query": parse(QUERY).to_json()})
+        assert c.action("health")[0]["status"] == "ok"
