@@ -65,10 +65,9 @@ def test_health_and_auth(cluster: LocalCluster) -> None:
         bad.action("health")
 
 
-def test_dual_filtering_round_trips_pull_exactly_what_matches_need(cluster: LocalCluster, events: pa.Table) -> None:
+def dual_filtering_round_trip(nodes: list[StorageClient], events: pa.Table) -> None:
     """A hand-driven DFS: intervals of A, WJF of B, verify C, final pull; the pulled events give
     the same matches as all events, and far fewer of them."""
-    nodes = clients(cluster)
     query = parse(QUERY)
     qjson = query.to_json()
     opened = [c.action("open", {"query_id": "q1", "query": qjson})[0] for c in nodes]
@@ -104,6 +103,10 @@ def test_dual_filtering_round_trips_pull_exactly_what_matches_need(cluster: Loca
         assert c.action("close", {"query_id": "q1"})[0]["closed"] is True
         sizes = [t.bytes_to_cn for t in c.transfers]
         assert all(s > 0 for s in sizes)
+
+
+def test_dual_filtering_round_trips_pull_exactly_what_matches_need(cluster: LocalCluster, events: pa.Table) -> None:
+    dual_filtering_round_trip(clients(cluster), events)
 
 
 def test_bad_requests_get_clear_errors_and_the_node_keeps_serving(cluster: LocalCluster) -> None:
