@@ -21,14 +21,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import pyarrow.parquet as pq  # noqa: E402
+import pyarrow.parquet as pq
 
-from dfs_cer import parse  # noqa: E402
-from dfs_cer.config import StorageConfig  # noqa: E402
-from dfs_cer.datasets import synthetic_events, synthetic_queries  # noqa: E402
-from dfs_cer.io.shard import shard  # noqa: E402
-from dfs_cer.transport.client import StorageClient  # noqa: E402
-from storage_node.launcher import LocalCluster  # noqa: E402
+from dfs_cer import parse
+from dfs_cer.config import StorageConfig
+from dfs_cer.datasets import synthetic_events, synthetic_queries
+from dfs_cer.io.shard import shard
+from dfs_cer.transport.client import StorageClient
+from storage_node.launcher import LocalCluster
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1",
                "AWS_EC2_METADATA_DISABLED": "true"}

@@ -152,6 +152,36 @@ class Actions:
         tags = swf.refresh(state.ts[rows], role)
         return {"before": int(before), "survivors": int(rows.size)}, [tags.to_bytes()]
 
+    # ------------------------------------------------------------------ push-pull
+
+    def upload(self, header: dict[str, Any], table: pa.Table) -> None:
+        """DoPut: the compute node sends a processed variable's events (push-pull)."""
+        state = self.registry.get(field(header, "query_id", str, "upload"))
+        name = self._variable(state, header, "upload")
+        if table.schema.names != state.table.schema.names:
+            raise ProtocolError(f"upload: columns {table.schema.names} differ from the shards' "
+                                f"{state.table.schema.names}")
+        previous = state.uploads.get(name)
+        state.uploads[name] = table if previous is None else pa.concat_tables([previous, table])
+
+    def push_pull(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
+        """Keep the requested variable's candidates that complete a match of the pattern projected
+        on the processed variables and itself, with the uploaded events (skip-till-any-match)."""
+        from dfs_cer.match.push_pull import filter_by_projection
+
+        state = self.registry.get(field(header, "query_id", str, "push_pull"))
+        name = self._variable(state, header, "push_pull")
+        processed = field(header, "processed", list, "push_pull")
+        missing = [p for p in processed if p not in state.uploads]
+        if missing:
+            raise ProtocolError(f"push_pull: no events uploaded for {missing}")
+        rows = state.candidates[name]
+        before = rows.size
+        keep = filter_by_projection(state.analysis.query, name, state.table.take(pa.array(rows)),
+                                    {p: state.uploads[p] for p in processed})
+        state.candidates[name] = rows[keep]
+        return {"before": int(before), "survivors": int(keep.sum())}, []
+
     def close(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         return {"closed": self.registry.close(field(header, "query_id", str, "close"))}, []
 
@@ -162,11 +192,15 @@ class Actions:
         if kind == "pull_all":
             return self.store.scan().sort_by(self.store.time_column)
         state = self.registry.get(field(header, "query_id", str, kind))
+        if kind == "pull_variable":  # push-pull: one variable's current candidates
+            name = self._variable(state, header, kind)
+            return state.table.take(pa.array(state.candidates[name]))
         if kind == "pull_pushdown":
             rows = _union(state)
             return state.table.take(pa.array(rows))
         if kind not in ("pull", "pull_range"):
-            raise ProtocolError(f"unknown pull kind {kind!r}; use pull, pull_range, pull_pushdown or pull_all")
+            raise ProtocolError(f"unknown pull kind {kind!r}; use pull, pull_range, pull_variable, pull_pushdown "
+                                "or pull_all")
         if not blobs:
             raise ProtocolError(f"{kind}: the final shrinking window filter blob is missing")
         swf = ShrinkingWindowFilter.from_bytes(blobs[0])

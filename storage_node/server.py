@@ -29,7 +29,7 @@ from storage_node.actions import Actions
 from storage_node.state import AdmissionError, StateRegistry, UnknownQueryError
 from storage_node.store import ShardStore
 
-ACTIONS = ("open", "intervals", "wjf", "verify", "close", "health", "stats")
+ACTIONS = ("open", "intervals", "wjf", "verify", "push_pull", "close", "health", "stats")
 
 
 class TokenMiddlewareFactory(flight.ServerMiddlewareFactory):
@@ -106,6 +106,17 @@ class StorageNode(flight.FlightServerBase):
             raise self._translate(exc) from exc
         self._count(len(body), len(out))
         return iter([flight.Result(pa.py_buffer(out))])
+
+    def do_put(self, context: Any, descriptor: flight.FlightDescriptor, reader: Any, writer: Any) -> None:
+        try:
+            header, _ = self._guard(descriptor.command)
+            table = reader.read_all()
+            self.actions.upload(header, table)
+        except flight.FlightError:
+            raise
+        except Exception as exc:
+            raise self._translate(exc) from exc
+        self._count(len(descriptor.command) + table.nbytes, 0)
 
     def do_get(self, context: Any, ticket: flight.Ticket) -> flight.RecordBatchStream:
         try:

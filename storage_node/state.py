@@ -37,9 +37,12 @@ class QueryState:
     reserved: int
     last_used: float = field(default_factory=time.monotonic)
     tis: bytes | None = None
+    #: push-pull: events of processed variables uploaded by the compute node (DoPut)
+    uploads: dict[str, pa.Table] = field(default_factory=dict)
 
     def size_in_bytes(self) -> int:
-        return int(self.table.nbytes + self.ts.nbytes + sum(c.nbytes for c in self.candidates.values()))
+        return int(self.table.nbytes + self.ts.nbytes + sum(c.nbytes for c in self.candidates.values())
+                   + sum(t.nbytes for t in self.uploads.values()))
 
 
 class StateRegistry:

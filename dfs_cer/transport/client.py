@@ -63,5 +63,18 @@ class StorageClient:
         self.transfers.append(Transfer(str(header.get("kind")), len(ticket), table.nbytes, time.perf_counter() - start))
         return table
 
+    def upload(self, header: dict[str, Any], table: pa.Table) -> None:
+        """DoPut ``table`` (push-pull: a processed variable's events)."""
+        command = encode(header)
+        start = time.perf_counter()
+        try:
+            writer, _ = self._client.do_put(flight.FlightDescriptor.for_command(command), table.schema,
+                                            options=self._options)
+            writer.write_table(table)
+            writer.close()
+        except flight.FlightError as exc:
+            raise StorageError(f"storage node {self.endpoint} refused the upload: {exc}") from exc
+        self.transfers.append(Transfer("upload", len(command) + table.nbytes, 0, time.perf_counter() - start))
+
     def close(self) -> None:
         self._client.close()
