@@ -53,8 +53,8 @@ def measure(dirs: list[str], env: dict[str, str], query_json: str, reps: int) ->
             qid = f"bench-{r}"
             start = time.perf_counter()
             with ThreadPoolExecutor(len(nodes)) as pool:
-                replies = list(pool.map(lambda c: c.action("open", {"query_id": qid, "query": query_json,
-                                                                    "integer_time_unit": "ms"})[0], nodes))
+                header = {"query_id": qid, "query": query_json, "integer_time_unit": "ms"}
+                replies = list(pool.map(lambda c, h=header: c.action("open", h)[0], nodes))
             best = min(best, time.perf_counter() - start)
             held = sum(r_["held_bytes"] for r_ in replies)
             for c in nodes:
