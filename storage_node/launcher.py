@@ -18,10 +18,11 @@ class LocalCluster:
     """``n`` storage node processes, one per ``node-XX`` shard directory under ``shards``."""
 
     def __init__(self, data_dirs: list[str], *, env: dict[str, str] | None = None,
-                 memory_budget: str | None = None) -> None:
+                 memory_budget: str | None = None, tls: tuple[str, str] | None = None) -> None:
         self.data_dirs = data_dirs
         self.env = {**os.environ, **(env or {})}
         self.memory_budget = memory_budget
+        self.tls = tls
         self.tmp = tempfile.TemporaryDirectory(prefix="dfs-cer-sn-")
         self.token = secrets.token_hex(16)
         self.token_file = Path(self.tmp.name) / "token"
@@ -38,6 +39,8 @@ class LocalCluster:
                    str(self.token_file), "--ready-file", str(ready_file)]
             if self.memory_budget:
                 cmd += ["--memory-budget", self.memory_budget]
+            if self.tls:
+                cmd += ["--tls-cert", self.tls[0], "--tls-key", self.tls[1]]
             log = open(Path(self.tmp.name) / f"node-{i}.log", "wb")  # noqa: SIM115 - lives with the process
             self.logs.append(log)
             self.procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env))
@@ -56,7 +59,8 @@ class LocalCluster:
                     raise StorageError(f"storage node {i} did not start within {timeout:.0f} s")
                 time.sleep(0.05)
             port = json.loads(path.read_text())["port"]
-            self.endpoints.append(f"grpc+tcp://127.0.0.1:{port}")
+            scheme = "grpc+tls" if self.tls else "grpc+tcp"
+            self.endpoints.append(f"{scheme}://127.0.0.1:{port}")
         return self
 
     def stop(self) -> None:

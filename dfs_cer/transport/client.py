@@ -27,15 +27,18 @@ class StorageClient:
     token: str
     transfers: list[Transfer] = field(default_factory=list)
     timeout: float = 180.0
+    tls_root_certs: bytes | None = None
 
     def __post_init__(self) -> None:
         location = self.endpoint if "://" in self.endpoint else f"grpc+tcp://{self.endpoint}"
-        self._client = flight.FlightClient(location)
+        kwargs = {"tls_root_certs": self.tls_root_certs} if self.tls_root_certs else {}
+        self._client = flight.FlightClient(location, **kwargs)
         self._options = flight.FlightCallOptions(headers=[(b"authorization", f"Bearer {self.token}".encode())],
                                                  timeout=self.timeout)
 
     def __getstate__(self) -> dict[str, Any]:  # picklable for Spark: reconnect lazily
-        return {"endpoint": self.endpoint, "token": self.token, "transfers": [], "timeout": self.timeout}
+        return {"endpoint": self.endpoint, "token": self.token, "transfers": [], "timeout": self.timeout,
+                "tls_root_certs": self.tls_root_certs}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)

@@ -224,3 +224,42 @@ def test_push_pull_rounds(cluster: LocalCluster, events: pa.Table) -> None:
     assert union.num_rows < pushdown
     for c in nodes:
         c.action("close", {"query_id": "pp"})
+
+
+def _self_signed(tmp: Path) -> tuple[str, str]:
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(days=1))
+            .not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
+                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .sign(key, hashes.SHA256()))
+    (tmp / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                    serialization.NoEncryption()))
+    return str(tmp / "cert.pem"), str(tmp / "key.pem")
+
+
+def test_tls_and_message_cap(tmp_path: Path, events: pa.Table) -> None:
+    pq.write_table(events.slice(0, 2000), tmp_path / "e.parquet")
+    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"))
+    cert, key = _self_signed(tmp_path)
+    env = {"DFS_CER__STORAGE__MAX_MESSAGE_BYTES": "4096"}
+    with LocalCluster([str(tmp_path / "nodes" / "node-00")], tls=(cert, key), env=env) as secure:
+        assert secure.endpoints[0].startswith("grpc+tls://")
+        c = StorageClient(secure.endpoints[0], secure.token, tls_root_certs=Path(cert).read_bytes())
+        assert c.action("health")[0]["rows"] == 2000
+        with pytest.raises(StorageError, match="exceeds the storage node's limit of 4096"):
+            c.action("open", {"query_id": "x", "query": "y" * 5000})
+        assert c.action("health")[0]["status"] == "ok"
