@@ -94,8 +94,13 @@ def dual_filtering_round_trip(nodes: list[StorageClient], events: pa.Table) -> N
     pulled = pa.concat_tables([c.pull({"query_id": "q1", "kind": "pull"}, [swf.to_bytes()]) for c in nodes])
     pushdown = pa.concat_tables([c.pull({"query_id": "q1", "kind": "pull_pushdown"}) for c in nodes])
     everything = pa.concat_tables([c.pull({"query_id": "q1", "kind": "pull_all"}) for c in nodes])
+    ranged = pa.concat_tables([c.pull({"query_id": "q1", "kind": "pull_range"}, [swf.to_bytes()]) for c in nodes])
     assert everything.num_rows == events.num_rows
     assert pulled.num_rows < pushdown.num_rows < everything.num_rows
+    # pull_range: every row inside the final intervals (what a contiguous pattern needs)
+    assert pulled.num_rows <= ranged.num_rows < everything.num_rows
+    ts = ranged.column("ts").cast(pa.int64()).to_numpy()
+    assert swf.contains(ts).all()
     expected = match_recognize(events, QUERY).sort_by("a")
     assert match_recognize(pulled, QUERY).sort_by("a").equals(expected)
     assert match_recognize(pushdown, QUERY).sort_by("a").equals(expected)
