@@ -30,6 +30,9 @@ from storage_node.state import QueryState, StateRegistry
 from storage_node.store import ShardStore
 
 Reply = tuple[dict[str, Any], list[bytes]]
+#: hidden column with a row's position on its storage node (lets the compute node drop the copies
+#: of an event that several variables pulled)
+ROW_ID = "__dfs_cer_row_id"
 
 
 def _time_ints(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -84,7 +87,9 @@ class Actions:
                           "max_ts": int(t.max()) if t.size else None}
         return {"rows": table.num_rows, "variables": info, "min_ts": self.store.manifest.get("min_ts"),
                 "max_ts": self.store.manifest.get("max_ts"), "total_rows": self.store.manifest.get("rows"),
-                "held_bytes": state.size_in_bytes()}, []
+                "held_bytes": state.size_in_bytes(),
+                "row_bytes": (table.nbytes / table.num_rows) if table.num_rows else 0.0}, \
+            [self.store.schema.serialize().to_pybytes()]
 
     # ------------------------------------------------------------------ round trips
 
@@ -192,9 +197,10 @@ class Actions:
         if kind == "pull_all":
             return self.store.scan().sort_by(self.store.time_column)
         state = self.registry.get(field(header, "query_id", str, kind))
-        if kind == "pull_variable":  # push-pull: one variable's current candidates
+        if kind == "pull_variable":  # push-pull: one variable's current candidates, with their row ids
             name = self._variable(state, header, kind)
-            return state.table.take(pa.array(state.candidates[name]))
+            rows = state.candidates[name]
+            return state.table.take(pa.array(rows)).append_column(ROW_ID, pa.array(rows))
         if kind == "pull_pushdown":
             rows = _union(state)
             return state.table.take(pa.array(rows))

@@ -749,6 +749,12 @@ class _Engine:
         mr = self.mr
         assert isinstance(mr, MatchRecognize)
         count = next(iter(bound.values())).size if bound else 0
+        if count > 1:  # canonical order (by each variable's first event in pattern order) for MATCH_NUMBER()
+            keys = [bound[n] if n in bound else np.array([s[0] for s in kleene[n]], np.int64) for n in names
+                    if n in bound or n in kleene]
+            order = np.lexsort(tuple(reversed(keys)))
+            bound = {k: v[order] for k, v in bound.items()}
+            kleene = {k: [v[i] for i in order] for k, v in kleene.items()}
         first_rows = {k: np.array([s[0] for s in v], np.int64) for k, v in kleene.items()}
         last_rows = {k: np.array([s[-1] for s in v], np.int64) for k, v in kleene.items()}
         columns: dict[str, pa.Array] = {}

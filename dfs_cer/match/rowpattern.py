@@ -124,8 +124,13 @@ def _time_values(table: pa.Table, column: str) -> np.ndarray:
 
 
 def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = MAX_MATCHES,
-                    on_limit: str = "error") -> MatchOutput:
-    """Evaluate the MATCH_RECOGNIZE clause of a bound analysis over ``table``."""
+                    on_limit: str = "error", segments: np.ndarray | None = None) -> MatchOutput:
+    """Evaluate the MATCH_RECOGNIZE clause of a bound analysis over ``table``.
+
+    ``segments`` (sorted start times) splits the rows into independent units that no match may
+    cross — the final intervals of a pull strategy, whose gaps held rows that were not pulled —
+    without restarting MATCH_NUMBER() within a partition.
+    """
     query = analysis.query
     mr = query.recognize
     partition_by = tuple(_resolve(table, c) for c in mr.partition_by)
@@ -133,6 +138,12 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
     original = table
     table, bounds, order = sort_and_partition(table, partition_by, order_by, _referenced_columns(mr, table))
     n = len(table)
+    real_bounds = bounds
+    if segments is not None and n:
+        seg = np.searchsorted(np.asarray(segments, np.int64), _time_values(table, order_by[0][0]), side="right")
+        cut = np.zeros(n, bool)
+        cut[1:] = seg[1:] != seg[:-1]
+        bounds = np.unique(np.concatenate([bounds, np.nonzero(cut)[0]])).astype(np.int64)
     row_part = np.repeat(np.arange(bounds.size - 1), np.diff(bounds)) if n else np.zeros(0, np.int64)
     part_start = bounds[row_part] if n else np.zeros(0, np.int64)
     part_end = bounds[row_part + 1] if n else np.zeros(0, np.int64)
@@ -178,6 +189,8 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
                 if status == vm.SKIP_TO_FIRST_ROW else f"found no row labelled {skip.variable} in the match")
         raise MatchError(f"AFTER MATCH SKIP {skip.to.value} {skip.variable} failed at the match starting at sorted "
                          f"row {row}: it {what}",)
+    if real_bounds is not bounds and m_part.size:  # number matches within the real partitions
+        m_part = np.searchsorted(real_bounds, bounds[m_part], side="right") - 1
     rows = MatchRows(table, labels, c.members, names, bounds, row_part, m_start, m_end, m_part, r_match, r_row,
                      r_label, r_excl)
     relation = _assemble(rows, analysis, partition_by, [o for o, _ in order_by], original, order)

@@ -1,0 +1,6 @@
+"""Pull strategies on the compute node: pull_all, push_down, push_pull and dfs."""
+
+from dfs_cer.strategies.base import PullResult, Round, Trace
+from dfs_cer.strategies.pull import STRATEGIES, pull
+
+__all__ = ["STRATEGIES", "PullResult", "Round", "Trace", "pull"]

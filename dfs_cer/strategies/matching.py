@@ -1,0 +1,25 @@
+"""Matching pulled events on the compute node (in process; Spark comes with its own issue)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from dfs_cer.local import run_outer
+from dfs_cer.match.rowpattern import run_row_pattern
+from dfs_cer.strategies.base import PullResult
+
+
+def match_pulled(result: PullResult, **options: Any) -> pa.Table:
+    """The query's result over the pulled events: final intervals are matched as independent
+    units for contiguous patterns (no match may cross a gap of unpulled rows)."""
+    from dfs_cer.match.cer import run_cer
+
+    analysis = result.analysis
+    query = analysis.query
+    if query.recognize.all_matches or options.get("selection"):
+        out = run_cer(result.events, analysis, **{k: v for k, v in options.items() if k != "engine"})
+    else:
+        out = run_row_pattern(result.events, analysis, segments=result.segments)
+    return run_outer(query, out.table)

@@ -1,0 +1,129 @@
+"""Pull strategies against real storage node processes: the paper's Table I example, and
+exactness (every strategy's events give pull-all's matches) over random data, partitionings,
+numbers of storage nodes and queries."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dfs_cer import match_recognize
+from dfs_cer.io.shard import shard
+from dfs_cer.strategies import STRATEGIES, pull
+from dfs_cer.strategies.matching import match_pulled
+from storage_node.launcher import LocalCluster
+from tests.match.test_rowpattern import TABLE1
+from tests.queries import Q1
+
+pytestmark = pytest.mark.flight
+
+
+def rows(table: pa.Table) -> list[tuple[object, ...]]:
+    return sorted(tuple(r.values()) for r in table.to_pylist())
+
+
+@pytest.fixture(scope="module")
+def table1_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    root = tmp_path_factory.mktemp("table1")
+    pq.write_table(TABLE1, root / "crimes.parquet")
+    shard(str(root / "crimes.parquet"), 2, str(root / "nodes"), time_column="date", type_column="primary_type")
+    with LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(2)]) as cluster:
+        yield cluster
+
+
+@pytest.mark.parametrize(("strategy", "model", "events"), [
+    # the paper's flow runs the round trips (on ten events the adaptive model rightly skips them)
+    ("dfs", "always_on", ["e1", "e2", "e5"]), ("dfs", "naive", ["e1", "e2", "e5"]), ("dfs", "adaptive", 9),
+    ("push_down", "adaptive", 9), ("push_pull", "adaptive", 7), ("pull_all", "adaptive", 10)])
+def test_table1(table1_nodes: LocalCluster, strategy: str, model: str, events: list[str] | int) -> None:
+    result = pull(strategy, Q1, table1_nodes.endpoints, table1_nodes.token, cost_model=model)
+    if isinstance(events, list):
+        assert sorted(result.events.column("id").to_pylist()) == events
+    else:
+        assert result.events.num_rows == events
+    assert result.trace.events_received == result.events.num_rows or strategy == "push_pull"
+    assert rows(match_pulled(result)) == rows(match_recognize(TABLE1, Q1))
+
+
+# ------------------------------------------------------------------ exactness over random inputs
+
+LAYOUTS = [("random", 1), ("time", 2), ("type", 3), ("random", 4)]
+
+
+def _events(seed: int = 21, n: int = 2500) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    ts = np.cumsum(rng.integers(1, 60, n)).astype(np.int64) * 1000  # ms, gaps up to a minute
+    return pa.table({
+        "type": pa.array(rng.choice(["A", "B", "C", "D", "N"], n, p=[0.1, 0.15, 0.1, 0.05, 0.6])),
+        "v": pa.array(rng.integers(0, 4, n)),
+        "w": pa.array(rng.integers(0, 100, n)),
+        "ts": pa.array(ts, pa.timestamp("ms")),
+    })
+
+
+@pytest.fixture(scope="module")
+def layouts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, int], LocalCluster]]:
+    root = tmp_path_factory.mktemp("layouts")
+    events = _events()
+    pq.write_table(events, root / "events.parquet")
+    clusters = {}
+    try:
+        for partitioning, nodes in LAYOUTS:
+            out = root / f"{partitioning}-{nodes}"
+            shard(str(root / "events.parquet"), nodes, str(out), partitioning=partitioning, batch_rows=1000)
+            clusters[(partitioning, nodes)] = LocalCluster([str(out / f"node-{i:02d}") for i in range(nodes)]).start()
+        yield clusters
+    finally:
+        for c in clusters.values():
+            c.stop()
+            c.tmp.cleanup()
+
+
+@st.composite
+def queries(draw: st.DrawFn) -> str:
+    k = draw(st.integers(2, 4))
+    names = ["A", "B", "C", "D"][:k]
+    kinds = [draw(st.sampled_from("ABCD")) for _ in names]
+    defines = []
+    for i, (name, kind) in enumerate(zip(names, kinds, strict=True)):
+        cond = f"{name}.type = '{kind}'"
+        if draw(st.booleans()):
+            cond += f" AND {name}.w {draw(st.sampled_from(['<', '>=']))} {draw(st.integers(10, 90))}"
+        if i and draw(st.booleans()):
+            cond += f" AND {name}.v = {names[draw(st.integers(0, i - 1))]}.v"
+        if i and draw(st.integers(0, 3)) == 0:
+            cond += f" AND {name}.w > {names[i - 1]}.w"
+        defines.append(f"{name} AS {cond}")
+    window = draw(st.sampled_from(["1", "3", "10"]))
+    style = draw(st.sampled_from(["all_matches", "skip", "contiguous"]))
+    measures = ", ".join(f"FIRST({n}.ts) AS {n.lower()}_ts" for n in names)
+    if style == "all_matches":
+        head, pattern = "ALL MATCHES", " ".join(names)
+    elif style == "skip":
+        head = "ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW"
+        pattern = " ".join(n if i == 0 else f"N{i}*? {n}" for i, n in enumerate(names))
+    else:
+        head = "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW"
+        pattern = " ".join(names)
+    return (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES {measures}, MATCH_NUMBER() AS mn {head} "
+            f"PATTERN ({pattern}) WITHIN INTERVAL '{window}' MINUTE DEFINE {', '.join(defines)})")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(queries(), st.sampled_from(LAYOUTS), st.sampled_from(["adaptive", "always_on", "naive"]))
+def test_every_strategy_is_exact(layouts: dict[tuple[str, int], LocalCluster], sql: str,
+                                 layout: tuple[str, int], model: str) -> None:
+    cluster = layouts[layout]
+    expected = rows(match_recognize(_events(), sql))
+    for name in STRATEGIES:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = pull(name, sql, cluster.endpoints, cluster.token, cost_model=model)
+        assert rows(match_pulled(result)) == expected, (name, sql, layout, result.trace.to_dict())
