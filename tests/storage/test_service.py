@@ -211,8 +211,11 @@ def test_push_pull_rounds(cluster: LocalCluster, events: pa.Table) -> None:
     nodes = clients(cluster)
     qjson = parse(QUERY).to_json()
     pushdown = sum(c.action("open", {"query_id": "pp", "query": qjson})[0]["rows"] for c in nodes)
-    pulled = {"A": pa.concat_tables([c.pull({"query_id": "pp", "kind": "pull_variable", "variable": "A"})
-                                     for c in nodes])}
+    def pull_variable(var: str) -> pa.Table:
+        tables = [c.pull({"query_id": "pp", "kind": "pull_variable", "variable": var}) for c in nodes]
+        return pa.concat_tables(tables).drop(["__dfs_cer_row_id"])
+
+    pulled = {"A": pull_variable("A")}
     processed: list[str] = ["A"]
     for var in ("B", "C"):
         for c in nodes:
@@ -220,8 +223,7 @@ def test_push_pull_rounds(cluster: LocalCluster, events: pa.Table) -> None:
                 if p == processed[-1]:
                     c.upload({"query_id": "pp", "variable": p}, pulled[p])
             c.action("push_pull", {"query_id": "pp", "variable": var, "processed": processed})
-        pulled[var] = pa.concat_tables([c.pull({"query_id": "pp", "kind": "pull_variable", "variable": var})
-                                        for c in nodes])
+        pulled[var] = pull_variable(var)
         processed.append(var)
     union = pa.concat_tables(list(pulled.values()))
     expected = match_recognize(events, QUERY).sort_by("a")
