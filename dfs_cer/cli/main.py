@@ -146,6 +146,62 @@ def demo(state: State) -> None:
     run_demo(state.output, state.config)
 
 
+@cli.command("query")
+@click.argument("sql", required=False)
+@click.option("--file", "-f", "file", help="Read the query from a file ('-' for stdin).")
+@click.option("--endpoints", required=True, help="Comma-separated storage node endpoints (host:port).")
+@click.option("--token-file", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--strategy", type=click.Choice(["pull_all", "push_down", "push_pull", "dfs"]), default="dfs",
+              show_default=True)
+@click.option("--cost-model", type=click.Choice(["adaptive", "always_on", "always_off", "naive", "fixed"]),
+              default=None, help="Round-trip cost model (default: strategy.cost_model).")
+@click.option("--explain-analyze", is_flag=True, help="Print every round trip before the matches.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--limit", type=int, default=50, show_default=True, help="Matches printed as a table.")
+@pass_state
+@handle_errors
+def query_command(state: State, sql: str | None, file: str | None, endpoints: str, token_file: str, strategy: str,
+                  cost_model: str | None, explain_analyze: bool, fmt: str, limit: int) -> None:
+    """Run a query against storage nodes with a pull strategy and print the matches."""
+    import json as json_lib
+
+    from dfs_cer.strategies import pull
+    from dfs_cer.strategies.matching import match_pulled
+
+    token = Path(token_file).read_text().strip()
+    result = pull(strategy, _read_sql(sql, file), [e.strip() for e in endpoints.split(",") if e.strip()], token,
+                  integer_time_unit=state.config.query.integer_time_unit,
+                  cost_model=cost_model or state.config.strategy.cost_model)
+    matches = match_pulled(result)
+    trace = result.trace.to_dict()
+    if fmt == "json":
+        click.echo(json_lib.dumps({"matches": matches.to_pylist(), "trace": trace}, default=str))
+        return
+    if explain_analyze:
+        click.echo(f"strategy {trace['strategy']}" + (f" (fell back to {trace['fallback']})" if trace["fallback"] else ""))
+        click.echo(f"{'round':<16}{'to SN (B)':>12}{'to CN (B)':>12}{'events':>10}{'ms':>10}  cost model")
+        for r in trace["rounds"]:
+            d = r.get("decision")
+            note = ""
+            if d:
+                note = (f"{d['variable']}: {'run' if d['run'] else 'skip'} (benefit {d['benefit_s'] * 1e3:.3f} ms, "
+                        f"harm {d['harm_s'] * 1e3:.3f} ms)")
+            click.echo(f"{r['action']:<16}{r['bytes_to_sn']:>12,}{r['bytes_to_cn']:>12,}{r['events']:>10,}"
+                       f"{r['seconds'] * 1e3:>10.1f}  {note}")
+        click.echo(f"{'total':<16}{trace['bytes_to_sn']:>12,}{trace['bytes_to_cn']:>12,}"
+                   f"{trace['events_received']:>10,}{trace['seconds'] * 1e3:>10.1f}")
+        click.echo("")
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{matches.num_rows} rows")
+    for name in matches.column_names:
+        table.add_column(name)
+    for row in matches.slice(0, limit).to_pylist():
+        table.add_row(*[str(v) for v in row.values()])
+    Console().print(table)
+
+
 @cli.command("shard")
 @click.option("--input", "input_path", required=True, help="Parquet or CSV file or directory (local or s3://).")
 @click.option("--nodes", type=int, required=True, help="Number of storage nodes.")

@@ -127,3 +127,27 @@ def test_every_strategy_is_exact(layouts: dict[tuple[str, int], LocalCluster], s
             warnings.simplefilter("ignore")
             result = pull(name, sql, cluster.endpoints, cluster.token, cost_model=model)
         assert rows(match_pulled(result)) == expected, (name, sql, layout, result.trace.to_dict())
+
+
+def test_cli_query_explain_analyze_and_json(table1_nodes: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> None:
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    token = tmp_path_factory.mktemp("token") / "token"
+    token.write_text(table1_nodes.token)
+    exe = str(Path(sys.executable).parent / "dfs-cer")
+    base = [exe, "query", "--endpoints", ",".join(table1_nodes.endpoints), "--token-file", str(token),
+            "--cost-model", "always_on"]
+    out = subprocess.run([*base, "--explain-analyze", Q1], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "intervals" in out.stdout and "verify" in out.stdout and "B: run (benefit" in out.stdout
+    assert "3 rows" in out.stdout and "e5" in out.stdout
+    out = subprocess.run([*base, "--format", "json", Q1], capture_output=True, text=True, timeout=120)
+    data = json.loads(out.stdout)
+    assert [m["id"] for m in data["matches"]] == ["e1", "e2", "e5"]
+    assert data["trace"]["events_received"] == 3 and data["trace"]["bytes_to_cn"] > 0
+    assert {"rounds", "bytes_to_cn", "bytes_to_sn", "events_received"} <= set(data["trace"])
+    bad = subprocess.run([*base[:-2], "--strategy", "dfs", "SELECT nonsense"], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: ")
