@@ -23,7 +23,7 @@ from dfs_cer.filters import (
     WindowJoinFilter,
     eq1_offsets,
 )
-from dfs_cer.query import Query, analyze
+from dfs_cer.query import Query, analyze, parse
 from dfs_cer.query.arrow_filter import to_arrow_filter, union_filter
 from dfs_cer.transport.messages import field
 from storage_node.state import QueryState, StateRegistry
@@ -52,9 +52,12 @@ class Actions:
     def open(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         qid = field(header, "query_id", str, "open")
         try:
-            query = Query.from_json(field(header, "query", str, "open"))
+            if "sql" in header:  # canonical SQL text: a fraction of the model's JSON on the wire
+                query = parse(field(header, "sql", str, "open"))
+            else:
+                query = Query.from_json(field(header, "query", str, "open"))
         except DfsCerError as exc:
-            raise ProtocolError(f"action open: the query is not a valid query model ({exc})") from None
+            raise ProtocolError(f"action open: the query is not a valid query ({exc})") from None
         unit = header.get("integer_time_unit", "s")
         if unit not in ("s", "ms", "us", "ns"):
             raise ProtocolError(f"action open: integer_time_unit must be s, ms, us or ns, got {unit!r}")
@@ -89,7 +92,7 @@ class Actions:
                 "max_ts": self.store.manifest.get("max_ts"), "total_rows": self.store.manifest.get("rows"),
                 "held_bytes": state.size_in_bytes(),
                 "row_bytes": (table.nbytes / table.num_rows) if table.num_rows else 0.0}, \
-            [self.store.schema.serialize().to_pybytes()]
+            ([self.store.schema.serialize().to_pybytes()] if header.get("schema", True) else [])
 
     # ------------------------------------------------------------------ round trips
 

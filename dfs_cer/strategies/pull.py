@@ -41,7 +41,9 @@ ROLE_NAMES = {Role.HEAD: "head", Role.TAIL: "tail", Role.MIDDLE: "middle"}
 
 
 def _open(session: Session, query: Query, unit: str) -> tuple[Analysis, list[dict[str, Any]], pa.Schema]:
-    replies = session.action("open", {"query": query.to_json(), "integer_time_unit": unit})
+    sql = query.to_sql()
+    replies = session.action("open", {}, per_node=lambda i: (
+        {"sql": sql, "integer_time_unit": unit, "schema": i == 0}, []))
     schema = pa.ipc.read_schema(pa.py_buffer(replies[0][1][0]))
     analysis = analyze(query, schema, QueryConfig(integer_time_unit=unit))  # type: ignore[arg-type]
     return analysis, [h for h, _ in replies], schema

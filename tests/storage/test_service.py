@@ -120,7 +120,7 @@ def test_bad_requests_get_clear_errors_and_the_node_keeps_serving(cluster: Local
         ("nope", encode({}), "unknown action 'nope'"),
         ("open", b"garbage", "malformed message"),
         ("open", encode({"query_id": "x"}), "missing field 'query'"),
-        ("open", encode({"query_id": "x", "query": "{}"}), "not a valid query model"),
+        ("open", encode({"query_id": "x", "query": "{}"}), "not a valid query"),
         ("intervals", encode({"query_id": "never-opened", "variable": "A", "role": "head", "window": 1}),
          "unknown query id 'never-opened'"),
         ("verify", encode({"query_id": 5}), "wrong type"),

@@ -1,0 +1,108 @@
+"""Pull strategies side by side (paper Fig. 11/12 shape): bytes between compute and storage nodes
+and events received, per strategy, on the paper's synthetic data and default workload.
+
+Command:  .venv/bin/python bench/strategies.py [--events 1000000] [--queries 20] [--json] [--big]
+Hardware: 3 storage node processes and the compute node on one machine, over loopback.
+Runtime:  about 2-3 minutes for 1M events (--big: 10M events).
+Output:   mean payload bytes (both directions) and mean events received per strategy, the lower
+          bound (candidate events inside the exact union of match intervals), and the ratios
+          dfs_over_pushdown_bytes, dfs_over_pushpull_bytes, dfs_over_lower_bound_bytes (--json).
+
+Targets (issue 6): DFS <= 0.2x push-down bytes, <= 0.5x push-pull, <= 1.5x the lower bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+from dfs_cer import analyze, parse  # noqa: E402
+from dfs_cer.datasets import synthetic_events, synthetic_queries  # noqa: E402
+from dfs_cer.filters import IntervalSet  # noqa: E402
+from dfs_cer.io.shard import shard  # noqa: E402
+from dfs_cer.match.cer import run_cer  # noqa: E402
+from dfs_cer.query.arrow_filter import union_filter  # noqa: E402
+from dfs_cer.strategies import pull  # noqa: E402
+from storage_node.launcher import LocalCluster  # noqa: E402
+
+STRATEGIES = ("push_down", "push_pull", "dfs")
+
+
+def lower_bound(events: pa.Table, sql: str) -> tuple[int, float]:
+    """Candidate events inside the union of the exact match intervals, and their payload bytes."""
+    import pyarrow.dataset as ds
+
+    analysis = analyze(parse(sql), events.schema)
+    out = run_cer(events, analysis).table
+    ts_cols = [c for c in out.column_names if c.endswith("_ts")]
+    if out.num_rows == 0:
+        return 0, 0.0
+    times = np.stack([out.column(c).cast(pa.int64()).to_numpy() for c in ts_cols])
+    spans = IntervalSet(times.min(axis=0), times.max(axis=0))
+    filt = union_filter([v.independent for v in analysis.variables if not v.any_row])
+    cands = ds.dataset(events).to_table(filter=filt) if filt is not None else events
+    inside = spans.contains(cands.column("ts").cast(pa.int64()).to_numpy())
+    n = int(inside.sum())
+    return n, n * cands.nbytes / max(1, cands.num_rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--big", action="store_true", help="10M events")
+    parser.add_argument("--queries", type=int, default=20)
+    parser.add_argument("--nodes", type=int, default=3)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    n = 10_000_000 if args.big else args.events
+    events = synthetic_events(n)
+    sqls = synthetic_queries(args.queries)
+    sums: dict[str, list[float]] = {f"{s}_{k}": [] for s in (*STRATEGIES, "lower_bound") for k in ("bytes", "events")}
+    with tempfile.TemporaryDirectory(prefix="dfs-cer-strategies-") as tmp:
+        pq.write_table(events, Path(tmp) / "events.parquet")
+        shard(str(Path(tmp) / "events.parquet"), args.nodes, str(Path(tmp) / "nodes"))
+        dirs = [str(Path(tmp) / "nodes" / f"node-{i:02d}") for i in range(args.nodes)]
+        with LocalCluster(dirs) as cluster:
+            for i, sql in enumerate(sqls):
+                for s in STRATEGIES:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        r = pull(s, sql, cluster.endpoints, cluster.token)
+                    sums[f"{s}_bytes"].append(r.trace.bytes_to_cn + r.trace.bytes_to_sn)
+                    sums[f"{s}_events"].append(r.trace.events_received)
+                lb_events, lb_bytes = lower_bound(events, sql)
+                sums["lower_bound_events"].append(lb_events)
+                sums["lower_bound_bytes"].append(lb_bytes)
+                print(f"  query {i + 1}/{len(sqls)}", file=sys.stderr, flush=True)
+    means = {k: statistics.mean(v) for k, v in sums.items()}
+    figures = {
+        "events": n, "queries": len(sqls), "nodes": args.nodes, **{f"mean_{k}": v for k, v in means.items()},
+        "dfs_over_pushdown_bytes": means["dfs_bytes"] / means["push_down_bytes"],
+        "dfs_over_pushpull_bytes": means["dfs_bytes"] / means["push_pull_bytes"],
+        "dfs_over_lower_bound_bytes": means["dfs_bytes"] / max(1.0, means["lower_bound_bytes"]),
+    }
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return
+    print(f"{n:,} synthetic events, {args.nodes} storage nodes, {len(sqls)} default 4-variable queries")
+    print("| strategy | mean bytes (both ways) | mean events received |\n|---|---:|---:|")
+    for s in (*STRATEGIES, "lower_bound"):
+        print(f"| {s} | {means[s + '_bytes']:,.0f} | {means[s + '_events']:,.1f} |")
+    print(f"DFS / push-down bytes: {figures['dfs_over_pushdown_bytes']:.3f} (target <= 0.2)")
+    print(f"DFS / push-pull bytes: {figures['dfs_over_pushpull_bytes']:.3f} (target <= 0.5)")
+    print(f"DFS / lower bound bytes: {figures['dfs_over_lower_bound_bytes']:.3f} (target <= 1.5)")
+
+
+if __name__ == "__main__":
+    main()
