@@ -23,18 +23,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-from dfs_cer import analyze, parse  # noqa: E402
-from dfs_cer.datasets import synthetic_events, synthetic_queries  # noqa: E402
-from dfs_cer.filters import IntervalSet  # noqa: E402
-from dfs_cer.io.shard import shard  # noqa: E402
-from dfs_cer.match.cer import run_cer  # noqa: E402
-from dfs_cer.query.arrow_filter import union_filter  # noqa: E402
-from dfs_cer.strategies import pull  # noqa: E402
-from storage_node.launcher import LocalCluster  # noqa: E402
+from dfs_cer import analyze, parse
+from dfs_cer.datasets import synthetic_events, synthetic_queries
+from dfs_cer.filters import IntervalSet
+from dfs_cer.io.shard import shard
+from dfs_cer.match.cer import run_cer
+from dfs_cer.query.arrow_filter import union_filter
+from dfs_cer.strategies import pull
+from storage_node.launcher import LocalCluster
 
 STRATEGIES = ("push_down", "push_pull", "dfs")
 
@@ -63,6 +63,8 @@ def main() -> None:
     parser.add_argument("--big", action="store_true", help="10M events")
     parser.add_argument("--queries", type=int, default=20)
     parser.add_argument("--nodes", type=int, default=3)
+    parser.add_argument("--cost-model", default="adaptive",
+                        choices=["adaptive", "always_on", "always_off", "naive", "fixed"])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     n = 10_000_000 if args.big else args.events
@@ -78,7 +80,7 @@ def main() -> None:
                 for s in STRATEGIES:
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
-                        r = pull(s, sql, cluster.endpoints, cluster.token)
+                        r = pull(s, sql, cluster.endpoints, cluster.token, cost_model=args.cost_model)
                     sums[f"{s}_bytes"].append(r.trace.bytes_to_cn + r.trace.bytes_to_sn)
                     sums[f"{s}_events"].append(r.trace.events_received)
                 lb_events, lb_bytes = lower_bound(events, sql)
@@ -95,7 +97,8 @@ def main() -> None:
     if args.json:
         print(json.dumps(figures, indent=2))
         return
-    print(f"{n:,} synthetic events, {args.nodes} storage nodes, {len(sqls)} default 4-variable queries")
+    print(f"{n:,} synthetic events, {args.nodes} storage nodes, {len(sqls)} default 4-variable queries, "
+          f"cost model {args.cost_model}")
     print("| strategy | mean bytes (both ways) | mean events received |\n|---|---:|---:|")
     for s in (*STRATEGIES, "lower_bound"):
         print(f"| {s} | {means[s + '_bytes']:,.0f} | {means[s + '_events']:,.1f} |")

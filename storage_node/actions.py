@@ -113,6 +113,8 @@ class Actions:
         state = self.registry.get(field(header, "query_id", str, "wjf"))
         builds = field(header, "builds", list, "wjf")
         swf = ShrinkingWindowFilter.from_bytes(blobs[0]) if blobs else None
+        if swf is not None:
+            state.tis = blobs[0]  # the following verify may reuse it instead of receiving it again
         out = []
         for b in builds:
             if not isinstance(b, dict):
@@ -137,6 +139,10 @@ class Actions:
         name = self._variable(state, header, "verify")
         role = field(header, "role", str, "verify")
         probes = field(header, "probes", list, "verify")
+        if header.get("cached_swf"):  # the SWF sent with the preceding wjf action
+            if state.tis is None:
+                raise ProtocolError("action verify: no cached shrinking window filter; send it")
+            blobs = [state.tis, *blobs]
         if not blobs:
             raise ProtocolError("action verify: the shrinking window filter blob is missing")
         swf = ShrinkingWindowFilter.from_bytes(blobs[0])

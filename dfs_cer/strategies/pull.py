@@ -193,9 +193,12 @@ def dfs(session: Session, query: Query, unit: str, cost_model: str = "adaptive",
             continue
         blobs = [swf_bytes]
         probes = []
+        # the join filter holds only the partner's events inside the interval set: size it for them
+        inside = min(1.0, 1.5 * swf.covered_length / max(span, 1.0))
         for p, (c_p, c_v) in partners.items():
             kind = join_kind(schema.field(c_p).type, schema.field(c_v).type)
-            f0 = WindowJoinFilter.with_estimates(max(1, counts.get(p, 0)), window, kind, target_fpr=target_fpr)
+            f0 = WindowJoinFilter.with_estimates(max(1, int(counts.get(p, 0) * inside)), window, kind,
+                                                 target_fpr=target_fpr)
             build = {"variable": p, "column": c_p, "bits": f0.bits, "hashes": f0.hashes, "window": window,
                      "kind": int(kind), "seed": 0}
             built = session.action("wjf", {"builds": [build]}, [swf_bytes], decision=decision.to_dict(),
@@ -205,8 +208,13 @@ def dfs(session: Session, query: Query, unit: str, cost_model: str = "adaptive",
             probes.append({"column": c_v, "direction": -1 if order_pv else (1 if order_pv is False else 0),
                            "blob": len(blobs)})
             blobs.append(union.to_bytes())
-        verified = session.action("verify", {"variable": v, "role": ROLE_NAMES[info.role], "probes": probes}, blobs,
-                                  decision=None if partners else decision.to_dict())
+        header = {"variable": v, "role": ROLE_NAMES[info.role], "probes": probes}
+        if partners:  # the nodes kept the SWF sent with the wjf action
+            header["cached_swf"] = True
+            # probe blob indexes stay valid: the cached SWF becomes blob 0 again on the node
+            verified = session.action("verify", header, blobs[1:])
+        else:
+            verified = session.action("verify", header, blobs, decision=decision.to_dict())
         swf.apply_refresh([RefreshTags.from_bytes(b[0]) for _, b in verified])
         model.observe_transfer(sum(len(blob) for blob in blobs) * len(session.clients),
                                trace.rounds[-1].seconds)
