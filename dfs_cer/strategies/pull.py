@@ -208,7 +208,7 @@ def dfs(session: Session, query: Query, unit: str, cost_model: str = "adaptive",
             probes.append({"column": c_v, "direction": -1 if order_pv else (1 if order_pv is False else 0),
                            "blob": len(blobs)})
             blobs.append(union.to_bytes())
-        header = {"variable": v, "role": ROLE_NAMES[info.role], "probes": probes}
+        header: dict[str, Any] = {"variable": v, "role": ROLE_NAMES[info.role], "probes": probes}
         if partners:  # the nodes kept the SWF sent with the wjf action
             header["cached_swf"] = True
             # probe blob indexes stay valid: the cached SWF becomes blob 0 again on the node
