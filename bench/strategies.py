@@ -18,6 +18,7 @@ import json
 import statistics
 import sys
 import tempfile
+import time
 import warnings
 from pathlib import Path
 
@@ -36,7 +37,7 @@ from dfs_cer.query.arrow_filter import union_filter
 from dfs_cer.strategies import pull
 from storage_node.launcher import LocalCluster
 
-STRATEGIES = ("push_down", "push_pull", "dfs")
+STRATEGIES = ("push_down", "push_pull", "naive_dfs", "dfs", "swf_only", "dfs_v1", "dfs_v2")
 
 
 def lower_bound(events: pa.Table, sql: str) -> tuple[int, float]:
@@ -65,27 +66,36 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=3)
     parser.add_argument("--cost-model", default="adaptive",
                         choices=["adaptive", "always_on", "always_off", "naive", "fixed"])
+    parser.add_argument("--strategies", default=",".join(STRATEGIES),
+                        help="comma-separated; dfs, push_down and push_pull are always run")
+    parser.add_argument("--calibration", default="conf/calibration.json",
+                        help="dfs-cer calibrate's tables for the adaptive model (ignored when missing)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    chosen = tuple(dict.fromkeys(["push_down", "push_pull", "dfs", *args.strategies.split(",")]))
     n = 10_000_000 if args.big else args.events
     events = synthetic_events(n)
     sqls = synthetic_queries(args.queries)
-    sums: dict[str, list[float]] = {f"{s}_{k}": [] for s in (*STRATEGIES, "lower_bound") for k in ("bytes", "events")}
+    sums: dict[str, list[float]] = {f"{s}_{k}": [] for s in (*chosen, "lower_bound") for k in ("bytes", "events", "seconds")}
     with tempfile.TemporaryDirectory(prefix="dfs-cer-strategies-") as tmp:
         pq.write_table(events, Path(tmp) / "events.parquet")
         shard(str(Path(tmp) / "events.parquet"), args.nodes, str(Path(tmp) / "nodes"))
         dirs = [str(Path(tmp) / "nodes" / f"node-{i:02d}") for i in range(args.nodes)]
         with LocalCluster(dirs) as cluster:
             for i, sql in enumerate(sqls):
-                for s in STRATEGIES:
+                for s in chosen:
+                    start = time.perf_counter()
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
-                        r = pull(s, sql, cluster.endpoints, cluster.token, cost_model=args.cost_model)
+                        r = pull(s, sql, cluster.endpoints, cluster.token, cost_model=args.cost_model,
+                                   calibration_file=args.calibration)
+                    sums[f"{s}_seconds"].append(time.perf_counter() - start)
                     sums[f"{s}_bytes"].append(r.trace.bytes_to_cn + r.trace.bytes_to_sn)
                     sums[f"{s}_events"].append(r.trace.events_received)
                 lb_events, lb_bytes = lower_bound(events, sql)
                 sums["lower_bound_events"].append(lb_events)
                 sums["lower_bound_bytes"].append(lb_bytes)
+                sums["lower_bound_seconds"].append(0.0)
                 print(f"  query {i + 1}/{len(sqls)}", file=sys.stderr, flush=True)
     means = {k: statistics.mean(v) for k, v in sums.items()}
     figures = {
@@ -99,9 +109,10 @@ def main() -> None:
         return
     print(f"{n:,} synthetic events, {args.nodes} storage nodes, {len(sqls)} default 4-variable queries, "
           f"cost model {args.cost_model}")
-    print("| strategy | mean bytes (both ways) | mean events received |\n|---|---:|---:|")
-    for s in (*STRATEGIES, "lower_bound"):
-        print(f"| {s} | {means[s + '_bytes']:,.0f} | {means[s + '_events']:,.1f} |")
+    print("| strategy | mean bytes (both ways) | mean events received | mean pull seconds (loopback) |\n"
+          "|---|---:|---:|---:|")
+    for s in (*chosen, "lower_bound"):
+        print(f"| {s} | {means[s + '_bytes']:,.0f} | {means[s + '_events']:,.1f} | {means[s + '_seconds']:.3f} |")
     print(f"DFS / push-down bytes: {figures['dfs_over_pushdown_bytes']:.3f} (target <= 0.2)")
     print(f"DFS / push-pull bytes: {figures['dfs_over_pushpull_bytes']:.3f} (target <= 0.5)")
     print(f"DFS / lower bound bytes: {figures['dfs_over_lower_bound_bytes']:.3f} (target <= 1.5)")

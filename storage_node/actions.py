@@ -21,6 +21,7 @@ from dfs_cer.filters import (
     KeyKind,
     ShrinkingWindowFilter,
     WindowJoinFilter,
+    WindowKeySet,
     eq1_offsets,
 )
 from dfs_cer.query import Query, analyze, parse
@@ -109,12 +110,39 @@ class Actions:
         out = IntervalSet.around(state.ts[state.candidates[name]], lo, hi)
         return {"intervals": len(out)}, [out.to_bytes()]
 
+    def summaries(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
+        """Naive-DFS trip 1: every variable's Eq. 1 interval array and the (timestamp, value) pairs
+        of every (variable, column) in an equality condition, in one reply."""
+        state = self.registry.get(field(header, "query_id", str, "summaries"))
+        window = field(header, "window", int, "summaries")
+        out = []
+        for v in field(header, "variables", list, "summaries"):
+            if not isinstance(v, dict):
+                raise ProtocolError("action summaries: each variable must be an object")
+            lo, hi = eq1_offsets(field(v, "role", str, "summaries"), window)
+            out.append(IntervalSet.around(state.ts[state.candidates[self._variable(state, v, "summaries")]],
+                                          lo, hi).to_bytes())
+        for p in field(header, "pairs", list, "summaries"):
+            if not isinstance(p, dict):
+                raise ProtocolError("action summaries: each pair request must be an object")
+            rows = state.candidates[self._variable(state, p, "summaries")]
+            column = field(p, "column", str, "summaries")
+            if column not in state.table.column_names:
+                raise ProtocolError(f"action summaries: unknown column {column!r}")
+            pairs = pa.table({"ts": pa.array(state.ts[rows]), "value": state.table.column(column).take(rows)})
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, pairs.schema) as writer:
+                writer.write_table(pairs)
+            out.append(sink.getvalue().to_pybytes())
+        return {"blobs": len(out)}, out
+
     def wjf(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         state = self.registry.get(field(header, "query_id", str, "wjf"))
         builds = field(header, "builds", list, "wjf")
-        swf = ShrinkingWindowFilter.from_bytes(blobs[0]) if blobs else None
+        tis_format = _tis_format(header, "wjf")
+        swf = _load_tis(tis_format, blobs[0]) if blobs else None
         if swf is not None:
-            state.tis = blobs[0]  # the following verify may reuse it instead of receiving it again
+            state.tis, state.tis_format = blobs[0], tis_format  # the following verify may reuse it
         out = []
         for b in builds:
             if not isinstance(b, dict):
@@ -127,9 +155,12 @@ class Actions:
             column = field(b, "column", str, "wjf")
             if column not in state.table.column_names:
                 raise ProtocolError(f"action wjf: unknown column {column!r}")
-            f = WindowJoinFilter(field(b, "bits", int, "wjf"), field(b, "hashes", int, "wjf"),
-                                 field(b, "window", int, "wjf"), KeyKind(field(b, "kind", int, "wjf")),
-                                 seed=int(b.get("seed", 0)))
+            f: WindowJoinFilter | WindowKeySet
+            if b.get("format", "wjf") == "keyset":  # the ablations' exact (value, window) table
+                f = WindowKeySet(field(b, "window", int, "wjf"), _key_kind(b))
+            else:
+                f = WindowJoinFilter(field(b, "bits", int, "wjf"), field(b, "hashes", int, "wjf"),
+                                     field(b, "window", int, "wjf"), _key_kind(b), seed=int(b.get("seed", 0)))
             f.add(state.table.column(column).take(pa.array(rows)), state.ts[rows])
             out.append(f.to_bytes())
         return {"filters": len(out)}, out
@@ -139,13 +170,14 @@ class Actions:
         name = self._variable(state, header, "verify")
         role = field(header, "role", str, "verify")
         probes = field(header, "probes", list, "verify")
+        tis_format = _tis_format(header, "verify")
         if header.get("cached_swf"):  # the SWF sent with the preceding wjf action
-            if state.tis is None:
-                raise ProtocolError("action verify: no cached shrinking window filter; send it")
+            if state.tis is None or state.tis_format != tis_format:
+                raise ProtocolError(f"action verify: no cached {tis_format} interval set; send it")
             blobs = [state.tis, *blobs]
         if not blobs:
-            raise ProtocolError("action verify: the shrinking window filter blob is missing")
-        swf = ShrinkingWindowFilter.from_bytes(blobs[0])
+            raise ProtocolError("action verify: the interval set blob is missing")
+        swf = _load_tis(tis_format, blobs[0])
         rows = state.candidates[name]
         before = rows.size
         rows = rows[swf.contains(state.ts[rows])]  # phase 1: timestamps inside the interval set
@@ -155,14 +187,20 @@ class Actions:
             index = field(p, "blob", int, "verify")
             if not 0 < index < len(blobs):
                 raise ProtocolError(f"action verify: probe blob {index} does not exist")
-            f = WindowJoinFilter.from_bytes(blobs[index])
+            g: WindowJoinFilter | WindowKeySet
+            g = WindowKeySet.from_bytes(blobs[index]) if p.get("format") == "keyset" else \
+                WindowJoinFilter.from_bytes(blobs[index])
             column = field(p, "column", str, "verify")
             if column not in state.table.column_names:
                 raise ProtocolError(f"action verify: unknown column {column!r}")
-            keep = f.might_contain(state.table.column(column).take(pa.array(rows)), state.ts[rows],
+            keep = g.might_contain(state.table.column(column).take(pa.array(rows)), state.ts[rows],
                                    field(p, "direction", int, "verify"))
             rows = rows[keep]
         state.candidates[name] = rows
+        if isinstance(swf, IntervalSet):  # interval arrays: send the survivors' Eq. 1 intervals
+            lo, hi = eq1_offsets(role, field(header, "window", int, "verify"))
+            return {"before": int(before), "survivors": int(rows.size)}, [
+                IntervalSet.around(state.ts[rows], lo, hi).intersection(swf).to_bytes()]
         tags = swf.refresh(state.ts[rows], role)
         return {"before": int(before), "survivors": int(rows.size)}, [tags.to_bytes()]
 
@@ -217,8 +255,8 @@ class Actions:
             raise ProtocolError(f"unknown pull kind {kind!r}; use pull, pull_range, pull_variable, pull_pushdown "
                                 "or pull_all")
         if not blobs:
-            raise ProtocolError(f"{kind}: the final shrinking window filter blob is missing")
-        swf = ShrinkingWindowFilter.from_bytes(blobs[0])
+            raise ProtocolError(f"{kind}: the final interval set blob is missing")
+        swf = _load_tis(_tis_format(header, kind), blobs[0])
         if kind == "pull":  # candidate rows inside the final interval set
             rows = _union(state)
             rows = rows[swf.contains(state.ts[rows])]
@@ -227,6 +265,24 @@ class Actions:
         table = self.store.scan().sort_by(self.store.time_column)
         ts = _time_ints(table.column(self.store.time_column))
         return table.filter(pa.array(swf.contains(ts)))
+
+
+def _tis_format(header: dict[str, Any], action: str) -> str:
+    tis_format = header.get("tis", "swf")
+    if tis_format not in ("swf", "intervals"):
+        raise ProtocolError(f"action {action}: tis must be 'swf' or 'intervals', got {tis_format!r}")
+    return str(tis_format)
+
+
+def _load_tis(tis_format: str, blob: bytes) -> ShrinkingWindowFilter | IntervalSet:
+    return IntervalSet.from_bytes(blob) if tis_format == "intervals" else ShrinkingWindowFilter.from_bytes(blob)
+
+
+def _key_kind(build: dict[str, Any]) -> KeyKind:
+    try:
+        return KeyKind(field(build, "kind", int, "wjf"))
+    except ValueError as e:
+        raise ProtocolError(f"action wjf: unknown key kind {build.get('kind')!r}") from e
 
 
 def _union(state: QueryState) -> np.ndarray:

@@ -29,7 +29,7 @@ from storage_node.actions import Actions
 from storage_node.state import AdmissionError, StateRegistry, UnknownQueryError
 from storage_node.store import ShardStore
 
-ACTIONS = ("open", "intervals", "wjf", "verify", "push_pull", "close", "health", "stats")
+ACTIONS = ("open", "intervals", "summaries", "wjf", "verify", "push_pull", "close", "health", "stats")
 
 
 class TokenMiddlewareFactory(flight.ServerMiddlewareFactory):

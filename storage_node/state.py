@@ -37,6 +37,7 @@ class QueryState:
     reserved: int
     last_used: float = field(default_factory=time.monotonic)
     tis: bytes | None = None
+    tis_format: str = "swf"  # "swf" or "intervals" (interval arrays: DFS-V2, Naive-DFS)
     #: push-pull: events of processed variables uploaded by the compute node (DoPut)
     uploads: dict[str, pa.Table] = field(default_factory=dict)
 

@@ -151,8 +151,8 @@ def demo(state: State) -> None:
 @click.option("--file", "-f", "file", help="Read the query from a file ('-' for stdin).")
 @click.option("--endpoints", required=True, help="Comma-separated storage node endpoints (host:port).")
 @click.option("--token-file", required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--strategy", type=click.Choice(["pull_all", "push_down", "push_pull", "dfs"]), default="dfs",
-              show_default=True)
+@click.option("--strategy", type=click.Choice(["pull_all", "push_down", "push_pull", "naive_dfs", "dfs", "swf_only",
+                                              "dfs_v1", "dfs_v2"]), default="dfs", show_default=True)
 @click.option("--cost-model", type=click.Choice(["adaptive", "always_on", "always_off", "naive", "fixed"]),
               default=None, help="Round-trip cost model (default: strategy.cost_model).")
 @click.option("--explain-analyze", is_flag=True, help="Print every round trip before the matches.")
@@ -171,7 +171,8 @@ def query_command(state: State, sql: str | None, file: str | None, endpoints: st
     token = Path(token_file).read_text().strip()
     result = pull(strategy, _read_sql(sql, file), [e.strip() for e in endpoints.split(",") if e.strip()], token,
                   integer_time_unit=state.config.query.integer_time_unit,
-                  cost_model=cost_model or state.config.strategy.cost_model)
+                  cost_model=cost_model or state.config.strategy.cost_model,
+                  calibration_file=state.config.strategy.calibration_file)
     matches = match_pulled(result)
     trace = result.trace.to_dict()
     if fmt == "json":
@@ -232,6 +233,29 @@ def shard_command(state: State, input_path: str, nodes: int, to: str, partitioni
 @cli.group("storage-node")
 def storage_node_group() -> None:
     """Run a storage node (an Arrow Flight server over one shard set)."""
+
+
+@cli.command("calibrate")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False), default=None,
+              help="Where to write the tables (default: strategy.calibration_file, conf/calibration.json).")
+@click.option("--quick", is_flag=True, help="Sizes up to 100k events only (about 10 s).")
+@pass_state
+@handle_errors
+def calibrate_command(state: State, out_file: str | None, quick: bool) -> None:
+    """Measure the cost model's per-event constants (C_p1, C_p2, C_b, beta) on this machine."""
+    import json as json_lib
+
+    from dfs_cer.calibrate import SIZES, calibrate
+
+    target = Path(out_file or state.config.strategy.calibration_file)
+    doc = calibrate(SIZES[:3] if quick else SIZES, sample_events=state.config.strategy.beta_sample_events,
+                    progress=lambda text: click.echo(f"calibrating {text} ...", err=True))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json_lib.dumps(doc, indent=2) + "\n")
+    rows = {f"{name} at {int(n):,} events (ns/event)": round(cost * 1e9, 1) for name, table in doc["tables"].items()
+            for n, cost in table}
+    rows.update({f"beta, {engine} (ns/event)": round(cost * 1e9, 1) for engine, cost in doc["beta"].items()})
+    state.output.mapping(f"calibration written to {target}", rows)
 
 
 @storage_node_group.command("serve", context_settings={"ignore_unknown_options": True})

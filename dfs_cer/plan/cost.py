@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 MODELS = ("adaptive", "always_on", "always_off", "naive", "fixed")
 
 #: the reference code's constants (ns per event, bytes per ns), used by "fixed" and as defaults
@@ -58,8 +60,13 @@ class Decision:
 
 @dataclass
 class CostModel:
+    """``constants`` hold the reference values; ``tables`` (from ``dfs-cer calibrate``) map a
+    constant to ``[[input size, seconds per event], ...]``, interpolated piecewise linearly."""
+
     model: str = "adaptive"
     constants: dict[str, float] = field(default_factory=lambda: dict(FIXED))
+    tables: dict[str, list[list[float]]] = field(default_factory=dict)
+    betas: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:
@@ -68,12 +75,54 @@ class CostModel:
             raise ConfigError(f"cost model must be one of {', '.join(MODELS)}, got {self.model!r}")
 
     @classmethod
-    def load(cls, model: str, calibration_file: str | None = None) -> CostModel:
+    def from_document(cls, model: str, data: dict[str, Any]) -> CostModel:
+        """A model from a calibration document (see :func:`dfs_cer.calibrate.calibrate`)."""
+        from dfs_cer.errors import ConfigError
+
+        tables: dict[str, list[list[float]]] = {}
+        for name, rows in dict(data.get("tables", {})).items():
+            if name not in ("c_p1", "c_p2", "c_b"):
+                raise ConfigError(f"calibration table {name!r} is unknown; expected c_p1, c_p2 or c_b "
+                                  "(re-run dfs-cer calibrate)")
+            points = sorted((float(n), float(c)) for n, c in rows)
+            if not points or any(c < 0 or n <= 0 for n, c in points):
+                raise ConfigError(f"calibration table {name!r} needs positive sizes and non-negative costs, "
+                                  f"got {rows!r} (re-run dfs-cer calibrate)")
+            tables[name] = [list(p) for p in points]
+        betas = {str(k): float(v) for k, v in dict(data.get("beta", {})).items()}
         constants = dict(FIXED)
+        constants.update({k: float(v) for k, v in dict(data.get("constants", {})).items() if k in FIXED})
+        return cls(model, constants, tables, betas)
+
+    @classmethod
+    def load(cls, model: str, calibration_file: str | None = None, *, engine: str = "cer") -> CostModel:
+        """The ``model``; "adaptive" uses this machine's calibration file when there is one."""
+        from dfs_cer.errors import ConfigError
+
         if model == "adaptive" and calibration_file and Path(calibration_file).is_file():
-            data = json.loads(Path(calibration_file).read_text())
-            constants.update({k: float(v) for k, v in data.get("constants", {}).items() if k in FIXED})
-        return cls(model, constants)
+            try:
+                data = json.loads(Path(calibration_file).read_text())
+            except (OSError, ValueError) as e:
+                raise ConfigError(f"calibration file {calibration_file!r} is unreadable ({e}); "
+                                  "re-run dfs-cer calibrate") from e
+            out = cls.from_document(model, data)
+            if engine in out.betas:
+                out.constants["beta"] = out.betas[engine]
+            return out
+        return cls(model)
+
+    def per_event(self, name: str, n: float) -> float:
+        """Seconds per event of constant ``name`` for a batch of ``n`` events."""
+        table = self.tables.get(name)
+        if not table or self.model != "adaptive":
+            return self.constants[name]
+        sizes, costs = zip(*table, strict=True)
+        return float(np.interp(max(n, 1.0), sizes, costs))
+
+    def probe(self, nbytes: int, seconds: float) -> None:
+        """Set the network rate R from the first round trip of a query (adaptive model only)."""
+        if self.model == "adaptive" and nbytes >= 4096 and seconds > 0:
+            self.constants["rate_bytes_per_s"] = nbytes / seconds
 
     def observe_transfer(self, nbytes: int, seconds: float) -> None:
         """Update the network rate R from a transfer (adaptive model only)."""
@@ -90,8 +139,11 @@ class CostModel:
         c = self.constants
         rate = c["rate_bytes_per_s"]
         benefit = reduced * x.event_bytes / max(1, x.nodes) / rate + c["beta"] * reduced
-        harm = (x.count * c["c_p1"] + x.covered * lam * x.equalities * c["c_p2"] + x.join_keys * c["c_b"]) / max(
-            1, x.nodes) + 2 * (x.swf_bytes + x.wjf_bytes) / rate
+        nodes = max(1, x.nodes)
+        probes = x.covered * lam * x.equalities
+        harm = (x.count * self.per_event("c_p1", x.count / nodes) + probes * self.per_event("c_p2", probes / nodes)
+                + x.join_keys * self.per_event("c_b", x.join_keys / nodes)) / nodes \
+            + 2 * (x.swf_bytes + x.wjf_bytes) / rate
         if self.model == "always_on":
             run = True
         elif self.model == "always_off":

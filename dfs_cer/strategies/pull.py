@@ -9,6 +9,9 @@
   shrunk by each later variable's verification (SWF, then window-wise join filters for
   equalities) when the cost model says the round trip pays; one final pull of the rows inside
   the final interval set.
+- ``naive_dfs``: interval arrays of every variable and exact join pairs in one trip, then a pull.
+- ablations of ``dfs``: ``swf_only`` (no join filters), ``dfs_v1`` (exact (value, window) tables
+  for join filters), ``dfs_v2`` (interval arrays for the SWF as well).
 
 Every strategy returns events whose matches equal pull_all's; one that cannot be exact for a
 query runs the nearest exact one and says so in the trace.
@@ -25,9 +28,12 @@ import pyarrow as pa
 from dfs_cer.config import QueryConfig
 from dfs_cer.filters import (
     IntervalSet,
+    JoinSet,
     RefreshTags,
     ShrinkingWindowFilter,
     WindowJoinFilter,
+    WindowKeySet,
+    eq1_offsets,
     join_kind,
 )
 from dfs_cer.plan.cost import CostInputs, CostModel
@@ -139,9 +145,40 @@ def _pull_variable(session: Session, name: str) -> pa.Table:
     return pa.concat_tables(tables)
 
 
-def dfs(session: Session, query: Query, unit: str, cost_model: str = "adaptive",
-        calibration_file: str | None = None, target_fpr: float = 0.02, **unused: Any) -> PullResult:
-    analysis, headers, schema = _open(session, query, unit)
+class _Tis:
+    """The compute node's time interval set: a shrinking window filter (DFS) or an exact
+    interval array (the DFS-V2 ablation and Naive-DFS)."""
+
+    def __init__(self, fmt: str, initial: IntervalSet, window: int) -> None:
+        self.fmt, self.window = fmt, window
+        self.swf = ShrinkingWindowFilter.from_intervals(initial.starts, initial.ends, window) if fmt == "swf" else None
+        self.exact = initial
+
+    def to_bytes(self) -> bytes:
+        return self.swf.to_bytes() if self.swf is not None else self.exact.to_bytes()
+
+    @property
+    def covered_length(self) -> float:
+        return self.swf.covered_length if self.swf is not None else float(self.exact.total_length())
+
+    @property
+    def is_empty(self) -> bool:
+        return self.swf.is_empty if self.swf is not None else self.exact.is_empty
+
+    def apply(self, replies: list[bytes]) -> None:
+        """Shrink to what the nodes' verification replies keep."""
+        if self.swf is not None:
+            self.swf.apply_refresh([RefreshTags.from_bytes(b) for b in replies])
+        else:
+            parts = [IntervalSet.from_bytes(b) for b in replies]
+            self.exact = parts[0].union(*parts[1:]) if parts else IntervalSet()
+
+    def segments(self) -> np.ndarray:
+        return self.swf.covered_intervals()[0] if self.swf is not None else self.exact.starts
+
+
+def _fallback(session: Session, analysis: Analysis, schema: pa.Schema) -> PullResult | None:
+    """The exact strategy to run instead of interval pruning when the query does not allow it."""
     trace = session.trace
     if not analysis.interval_pruning:
         if analysis.skippable:
@@ -152,6 +189,33 @@ def dfs(session: Session, query: Query, unit: str, cost_model: str = "adaptive",
     if not analysis.skippable and (analysis.prev_reach or analysis.next_reach):
         trace.fallback = "pull_all (PREV/NEXT can reach rows outside the intervals of a contiguous pattern)"
         return _finish(session, session.pull("pull_all"), analysis, schema)
+    return None
+
+
+def _final_pull(session: Session, tis: _Tis, analysis: Analysis, schema: pa.Schema) -> PullResult:
+    pull_kind = "pull" if analysis.skippable else "pull_range"
+    events = session.pull(pull_kind, {"tis": "intervals" if tis.swf is None else "swf"}, [tis.to_bytes()])
+    return _finish(session, events, analysis, schema, None if analysis.skippable else tis.segments())
+
+
+JOIN_FILTERS = ("wjf", "keyset", "none")
+
+
+def dfs(session: Session, query: Query, unit: str, cost_model: str = "adaptive",
+        calibration_file: str | None = None, target_fpr: float = 0.02, tis_format: str = "swf",
+        join_filter: str = "wjf", **unused: Any) -> PullResult:
+    """Dual filtering; ``tis_format`` ("swf" or "intervals") and ``join_filter`` ("wjf",
+    "keyset" or "none") select the paper's ablations."""
+    if tis_format not in ("swf", "intervals") or join_filter not in JOIN_FILTERS:
+        from dfs_cer.errors import ConfigError
+
+        raise ConfigError(f"tis_format must be swf or intervals and join_filter one of {', '.join(JOIN_FILTERS)}; "
+                          f"got {tis_format!r}, {join_filter!r}")
+    analysis, headers, schema = _open(session, query, unit)
+    trace = session.trace
+    fallback = _fallback(session, analysis, schema)
+    if fallback is not None:
+        return fallback
     window = analysis.window_units
     assert window is not None
     counts = _counts(headers)
@@ -160,72 +224,143 @@ def dfs(session: Session, query: Query, unit: str, cost_model: str = "adaptive",
     span = float(max(maxs) - min(mins)) if mins else 1.0
     candidates = sum(int(h["rows"]) for h in headers)
     row_bytes = float(np.mean([h.get("row_bytes", 0.0) for h in headers])) or 64.0
-    model = CostModel.load(cost_model, calibration_file)
+    engine = "cer" if analysis.query.recognize.all_matches else "rowpattern"
+    model = CostModel.load(cost_model, calibration_file, engine=engine)
     order = variable_order(analysis, counts)
     first = order[0]
     replies = session.action("intervals", {"variable": first, "role": ROLE_NAMES[analysis.variable(first).role],
                                            "window": window})
+    model.probe(trace.rounds[-1].bytes_to_cn + trace.rounds[-1].bytes_to_sn, trace.rounds[-1].seconds)
     parts = [IntervalSet.from_bytes(b[0]) for _, b in replies]
-    tis = parts[0].union(*parts[1:]) if parts else IntervalSet()
-    if tis.is_empty:
+    initial = parts[0].union(*parts[1:]) if parts else IntervalSet()
+    if initial.is_empty:
         trace.fallback = f"no match possible: {first} has no candidate event"
         return _finish(session, pa.table({}), analysis, schema)
-    swf = ShrinkingWindowFilter.from_intervals(tis.starts, tis.ends, window)
+    tis = _Tis(tis_format, initial, window)
     processed = [first]
     for v in order[1:]:
         info = analysis.variable(v)
         partners: dict[str, tuple[str, str]] = {}
-        for e in analysis.equalities:
+        for e in analysis.equalities if join_filter != "none" else ():
             if v in (e.left_variable, e.right_variable) and e.other(v) in processed and e.other(v) not in partners:
                 partners[e.other(v)] = (e.column_of(e.other(v)), e.column_of(v))
-        swf_bytes = swf.to_bytes()
-        wjf_bytes = sum(WindowJoinFilter.with_estimates(max(1, counts.get(p, 0)), window, join_kind(
-            schema.field(c_p).type, schema.field(c_v).type), target_fpr=target_fpr).bits // 8
-            for p, (c_p, c_v) in partners.items())
+        tis_bytes = tis.to_bytes()
+        inside = min(1.0, 1.5 * tis.covered_length / max(span, 1.0))
+        if join_filter == "keyset":  # 8 bytes per (value, window) pair inside the interval set
+            join_bytes = sum(8 * int(counts.get(p, 0) * inside) for p in partners)
+        else:
+            join_bytes = sum(WindowJoinFilter.with_estimates(max(1, counts.get(p, 0)), window, join_kind(
+                schema.field(c_p).type, schema.field(c_v).type), target_fpr=target_fpr).bits // 8
+                for p, (c_p, c_v) in partners.items())
         decision = model.decide(CostInputs(
             variable=v, middle=info.role is Role.MIDDLE, count=counts.get(v, 0), span=span, window=window,
-            covered=swf.covered_length, event_rate=candidates / max(span, 1.0), equalities=len(partners),
-            join_keys=sum(counts.get(p, 0) for p in partners), swf_bytes=len(swf_bytes), wjf_bytes=wjf_bytes,
+            covered=tis.covered_length, event_rate=candidates / max(span, 1.0), equalities=len(partners),
+            join_keys=sum(counts.get(p, 0) for p in partners), swf_bytes=len(tis_bytes), wjf_bytes=join_bytes,
             nodes=len(session.clients), event_bytes=row_bytes))
         if not decision.run:
             trace.rounds.append(_skip(v, decision.to_dict()))
             processed.append(v)  # a skipped variable still provides join filters later
             continue
-        blobs = [swf_bytes]
+        blobs = [tis_bytes]
         probes = []
         # the join filter holds only the partner's events inside the interval set: size it for them
-        inside = min(1.0, 1.5 * swf.covered_length / max(span, 1.0))
         for p, (c_p, c_v) in partners.items():
             kind = join_kind(schema.field(c_p).type, schema.field(c_v).type)
             f0 = WindowJoinFilter.with_estimates(max(1, int(counts.get(p, 0) * inside)), window, kind,
                                                  target_fpr=target_fpr)
             build = {"variable": p, "column": c_p, "bits": f0.bits, "hashes": f0.hashes, "window": window,
-                     "kind": int(kind), "seed": 0}
-            built = session.action("wjf", {"builds": [build]}, [swf_bytes], decision=decision.to_dict(),
-                                   note=f"join filter of {p}.{c_p} for {v}.{c_v}")
-            union = WindowJoinFilter.union([WindowJoinFilter.from_bytes(b[0]) for _, b in built])
+                     "kind": int(kind), "seed": 0, "format": join_filter}
+            built = session.action("wjf", {"builds": [build], "tis": tis_format}, [tis_bytes],
+                                   decision=decision.to_dict(), note=f"{join_filter} of {p}.{c_p} for {v}.{c_v}")
+            joined: WindowJoinFilter | WindowKeySet
+            if join_filter == "keyset":
+                joined = WindowKeySet.union([WindowKeySet.from_bytes(b[0]) for _, b in built])
+            else:
+                joined = WindowJoinFilter.union([WindowJoinFilter.from_bytes(b[0]) for _, b in built])
             order_pv = analysis.precedes(p, v)
             probes.append({"column": c_v, "direction": -1 if order_pv else (1 if order_pv is False else 0),
-                           "blob": len(blobs)})
-            blobs.append(union.to_bytes())
-        header: dict[str, Any] = {"variable": v, "role": ROLE_NAMES[info.role], "probes": probes}
-        if partners:  # the nodes kept the SWF sent with the wjf action
+                           "blob": len(blobs), "format": join_filter})
+            blobs.append(joined.to_bytes())
+        header: dict[str, Any] = {"variable": v, "role": ROLE_NAMES[info.role], "probes": probes,
+                                  "tis": tis_format, "window": window}
+        if partners:  # the nodes kept the interval set sent with the wjf action
             header["cached_swf"] = True
-            # probe blob indexes stay valid: the cached SWF becomes blob 0 again on the node
+            # probe blob indexes stay valid: the cached set becomes blob 0 again on the node
             verified = session.action("verify", header, blobs[1:])
         else:
             verified = session.action("verify", header, blobs, decision=decision.to_dict())
-        swf.apply_refresh([RefreshTags.from_bytes(b[0]) for _, b in verified])
+        tis.apply([b[0] for _, b in verified])
         model.observe_transfer(sum(len(blob) for blob in blobs) * len(session.clients),
                                trace.rounds[-1].seconds)
         processed.append(v)
-        if swf.is_empty:
+        if tis.is_empty:
             trace.fallback = f"no match possible: the interval set is empty after {v}"
             return _finish(session, pa.table({}), analysis, schema)
-    pull_kind = "pull" if analysis.skippable else "pull_range"
-    events = session.pull(pull_kind, {}, [swf.to_bytes()])
-    segments = None if analysis.skippable else swf.covered_intervals()[0]
-    return _finish(session, events, analysis, schema, segments)
+    return _final_pull(session, tis, analysis, schema)
+
+
+def swf_only(session: Session, query: Query, unit: str, **options: Any) -> PullResult:
+    """Ablation: DFS without join filters (equalities are checked only on the compute node)."""
+    return dfs(session, query, unit, **{**options, "join_filter": "none"})
+
+
+def dfs_v1(session: Session, query: Query, unit: str, **options: Any) -> PullResult:
+    """Ablation: DFS with exact (value, window) tables in place of window-wise join filters."""
+    return dfs(session, query, unit, **{**options, "join_filter": "keyset"})
+
+
+def dfs_v2(session: Session, query: Query, unit: str, **options: Any) -> PullResult:
+    """Ablation: interval arrays in place of the SWF and exact tables in place of join filters."""
+    return dfs(session, query, unit, **{**options, "tis_format": "intervals", "join_filter": "keyset"})
+
+
+def naive_dfs(session: Session, query: Query, unit: str, **unused: Any) -> PullResult:
+    """Naive-DFS (reference notes §6): one trip for every variable's Eq. 1 interval arrays and the
+    (timestamp, value) pairs of every equality column; the compute node intersects the arrays and
+    applies the equalities on window ids; a second trip pulls the rows inside the result."""
+    analysis, _, schema = _open(session, query, unit)
+    fallback = _fallback(session, analysis, schema)
+    if fallback is not None:
+        return fallback
+    window = analysis.window_units
+    assert window is not None
+    names = [v.name for v in analysis.filter_variables]
+    pair_keys = sorted({(v, e.column_of(v)) for e in analysis.equalities
+                        for v in (e.left_variable, e.right_variable) if v in names})
+    replies = session.action("summaries", {
+        "window": window, "variables": [{"variable": v, "role": ROLE_NAMES[analysis.variable(v).role]}
+                                        for v in names],
+        "pairs": [{"variable": v, "column": c} for v, c in pair_keys]}, note="interval arrays and join pairs")
+    per_var: dict[str, IntervalSet] = {}
+    for i, v in enumerate(names):
+        parts = [IntervalSet.from_bytes(b[i]) for _, b in replies]
+        per_var[v] = parts[0].union(*parts[1:])
+    pairs = {k: pa.concat_tables([pa.ipc.open_stream(b[len(names) + j]).read_all() for _, b in replies])
+             for j, k in enumerate(pair_keys)}
+    tis = per_var[names[0]]
+    for v in names[1:]:
+        tis = tis.intersection(per_var[v])
+    processed: list[str] = []
+    for v in sorted(names, key=lambda n: (per_var[n].total_length(), names.index(n))):
+        for e in analysis.equalities:
+            if tis.is_empty or v not in (e.left_variable, e.right_variable) or e.other(v) not in processed:
+                continue
+            p = e.other(v)
+            mine, theirs = pairs[(v, e.column_of(v))], pairs[(p, e.column_of(p))]
+            theirs = theirs.filter(pa.array(tis.contains(theirs.column("ts").to_numpy())))
+            kind = join_kind(theirs.schema.field("value").type, mine.schema.field("value").type)
+            table = JoinSet(window, kind)
+            table.add(theirs.column("value"), theirs.column("ts").to_numpy())
+            order_pv = analysis.precedes(p, v)
+            ts = mine.column("ts").to_numpy()
+            hit = table.contains(mine.column("value"), ts, -1 if order_pv else (1 if order_pv is False else 0))
+            lo, hi = eq1_offsets(ROLE_NAMES[analysis.variable(v).role], window)
+            tis = tis.intersection(IntervalSet.around(ts[hit], lo, hi))
+        processed.append(v)
+    if tis.is_empty:
+        session.trace.fallback = "no match possible: the intersected interval set is empty"
+        return _finish(session, pa.table({}), analysis, schema)
+    return _final_pull(session, _Tis("intervals", tis, window), analysis, schema)
 
 
 def _skip(variable: str, decision: dict[str, Any]) -> Any:
@@ -234,7 +369,8 @@ def _skip(variable: str, decision: dict[str, Any]) -> Any:
     return Round("skip", 0, 0, 0, 0.0, decision, f"cost model skipped {variable}")
 
 
-STRATEGIES = {"pull_all": pull_all, "push_down": push_down, "push_pull": push_pull, "dfs": dfs}
+STRATEGIES = {"pull_all": pull_all, "push_down": push_down, "push_pull": push_pull, "naive_dfs": naive_dfs,
+              "dfs": dfs, "swf_only": swf_only, "dfs_v1": dfs_v1, "dfs_v2": dfs_v2}
 
 
 def pull(name: str, query: Query | str, endpoints: Sequence[str], token: str, *, integer_time_unit: str = "s",

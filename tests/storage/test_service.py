@@ -124,6 +124,8 @@ def test_bad_requests_get_clear_errors_and_the_node_keeps_serving(cluster: Local
         ("intervals", encode({"query_id": "never-opened", "variable": "A", "role": "head", "window": 1}),
          "unknown query id 'never-opened'"),
         ("verify", encode({"query_id": 5}), "wrong type"),
+        ("summaries", encode({"query_id": "never-opened", "window": 1, "variables": [], "pairs": []}),
+         "unknown query id 'never-opened'"),
     ]
     options = flight.FlightCallOptions(headers=[(b"authorization", f"Bearer {cluster.token}".encode())])
     raw = flight.FlightClient(cluster.endpoints[0])

@@ -41,7 +41,11 @@ def table1_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClus
 @pytest.mark.parametrize(("strategy", "model", "events"), [
     # the paper's flow runs the round trips (on ten events the adaptive model rightly skips them)
     ("dfs", "always_on", ["e1", "e2", "e5"]), ("dfs", "naive", ["e1", "e2", "e5"]), ("dfs", "adaptive", 9),
-    ("push_down", "adaptive", 9), ("push_pull", "adaptive", 7), ("pull_all", "adaptive", 10)])
+    ("push_down", "adaptive", 9), ("push_pull", "adaptive", 7), ("pull_all", "adaptive", 10),
+    # without join filters only time prunes (7 events); the exact tables reach DFS's set;
+    # Naive-DFS applies each equality once, so it keeps e3
+    ("naive_dfs", "adaptive", ["e1", "e2", "e3", "e5"]), ("swf_only", "always_on", 7),
+    ("dfs_v1", "always_on", ["e1", "e2", "e5"]), ("dfs_v2", "always_on", ["e1", "e2", "e5"])])
 def test_table1(table1_nodes: LocalCluster, strategy: str, model: str, events: list[str] | int) -> None:
     result = pull(strategy, Q1, table1_nodes.endpoints, table1_nodes.token, cost_model=model)
     if isinstance(events, list):
