@@ -7,8 +7,8 @@
   a match of the pattern projected on the variables pulled so far (uploaded to it).
 - ``dfs``: dual filtering — Eq. 1 intervals of the first variable in a shrinking window filter,
   shrunk by each later variable's verification (SWF, then window-wise join filters for
-  equalities) when the cost model says the round trip pays; one final pull of the rows inside
-  the final interval set.
+  equalities) when the cost model says the round trip pays, in two passes over the variables;
+  one final pull of the rows inside the final interval set.
 - ``naive_dfs``: interval arrays of every variable and exact join pairs in one trip, then a pull.
 - ablations of ``dfs``: ``swf_only`` (no join filters), ``dfs_v1`` (exact (value, window) tables
   for join filters), ``dfs_v2`` (interval arrays for the SWF as well).
@@ -203,9 +203,15 @@ JOIN_FILTERS = ("wjf", "keyset", "none")
 
 def dfs(session: Session, query: Query, unit: str, cost_model: str = "adaptive",
         calibration_file: str | None = None, target_fpr: float = 0.02, tis_format: str = "swf",
-        join_filter: str = "wjf", **unused: Any) -> PullResult:
+        join_filter: str = "wjf", passes: int = 2, **unused: Any) -> PullResult:
     """Dual filtering; ``tis_format`` ("swf" or "intervals") and ``join_filter`` ("wjf",
-    "keyset" or "none") select the paper's ablations."""
+    "keyset" or "none") select the paper's ablations. ``passes`` > 1 verifies every variable
+    again against the interval set the others shrank (the first variable's events are checked
+    only against its own intervals in pass 1); the cost model gates each of these round trips."""
+    if passes < 1:
+        from dfs_cer.errors import ConfigError
+
+        raise ConfigError(f"passes must be at least 1, got {passes}")
     if tis_format not in ("swf", "intervals") or join_filter not in JOIN_FILTERS:
         from dfs_cer.errors import ConfigError
 
@@ -238,11 +244,13 @@ def dfs(session: Session, query: Query, unit: str, cost_model: str = "adaptive",
         return _finish(session, pa.table({}), analysis, schema)
     tis = _Tis(tis_format, initial, window)
     processed = [first]
-    for v in order[1:]:
+    # later passes verify every variable again against the interval set the others shrank
+    for v in order[1:] + order * (passes - 1):
         info = analysis.variable(v)
         partners: dict[str, tuple[str, str]] = {}
         for e in analysis.equalities if join_filter != "none" else ():
-            if v in (e.left_variable, e.right_variable) and e.other(v) in processed and e.other(v) not in partners:
+            if v in (e.left_variable, e.right_variable) and e.other(v) in processed and e.other(v) not in partners \
+                    and e.other(v) != v:
                 partners[e.other(v)] = (e.column_of(e.other(v)), e.column_of(v))
         tis_bytes = tis.to_bytes()
         inside = min(1.0, 1.5 * tis.covered_length / max(span, 1.0))
