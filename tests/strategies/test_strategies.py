@@ -92,8 +92,8 @@ def layouts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str
 
 @st.composite
 def queries(draw: st.DrawFn) -> str:
-    k = draw(st.integers(2, 4))
-    names = ["A", "B", "C", "D"][:k]
+    k = draw(st.integers(2, 6))
+    names = ["A", "B", "C", "D", "E", "F"][:k]
     kinds = [draw(st.sampled_from("ABCD")) for _ in names]
     defines = []
     for i, (name, kind) in enumerate(zip(names, kinds, strict=True)):
@@ -105,7 +105,7 @@ def queries(draw: st.DrawFn) -> str:
         if i and draw(st.integers(0, 3)) == 0:
             cond += f" AND {name}.w > {names[i - 1]}.w"
         defines.append(f"{name} AS {cond}")
-    window = draw(st.sampled_from(["1", "3", "10"]))
+    window = draw(st.sampled_from(["1", "3", "10"] if k <= 4 else ["1", "3"]))
     style = draw(st.sampled_from(["all_matches", "skip", "contiguous"]))
     measures = ", ".join(f"FIRST({n}.ts) AS {n.lower()}_ts" for n in names)
     if style == "all_matches":
