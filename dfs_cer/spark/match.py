@@ -1,0 +1,179 @@
+"""``dfs_cer.spark.match_recognize``: MATCH_RECOGNIZE on Spark, the driver as the compute node.
+
+The driver pulls events with a pull strategy (or Spark reads the parquet itself with the
+variables' conditions pushed into the scan), splits them into independent units
+(:mod:`dfs_cer.plan.units`), groups the units into balanced tasks and matches each task on an
+executor with ``mapInArrow``; small inputs are matched in the driver. The outer
+SELECT/WHERE/ORDER BY runs in Spark SQL.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dfs_cer.config import QueryConfig
+from dfs_cer.errors import ConfigError
+from dfs_cer.local import RELATION, _outer_sql
+from dfs_cer.plan.units import balanced_tasks, unit_starts
+from dfs_cer.query import Analysis, Query, analyze, parse
+from dfs_cer.query.expr import MatchNumber, walk
+
+TASK = "__dfs_cer_task"
+SEQ = "__dfs_cer_seq"  # the driver's row order: ties in time keep it on the executors
+
+
+def _config(time_unit: str) -> QueryConfig:
+    if time_unit not in ("ns", "us", "ms", "s"):
+        raise ConfigError(f"integer_time_unit must be ns, us, ms or s, got {time_unit!r}")
+    return QueryConfig(integer_time_unit=time_unit)  # type: ignore[arg-type]
+
+
+def _engine_output(events: pa.Table, analysis: Analysis, segments: np.ndarray | None) -> pa.Table:
+    from dfs_cer.match.cer import run_cer
+    from dfs_cer.match.rowpattern import run_row_pattern
+
+    if analysis.query.recognize.all_matches:
+        return run_cer(events, analysis).table
+    return run_row_pattern(events, analysis, segments=segments).table
+
+
+def _time_ints(events: pa.Table, column: str) -> np.ndarray:
+    return np.asarray(pc.cast(events.column(column), pa.int64()).to_numpy(zero_copy_only=False), np.int64)
+
+
+def _uses_match_number(query: Query) -> bool:
+    return any(isinstance(node, MatchNumber) for m in query.recognize.measures for node in walk(m.expr))
+
+
+def _sparkable(schema: pa.Schema) -> pa.Schema:
+    """Arrow types Spark accepts back from Python: timestamps in microseconds."""
+    fields = [pa.field(f.name, pa.timestamp("us", f.type.tz), f.nullable) if pa.types.is_timestamp(f.type) else f
+              for f in schema]
+    return pa.schema(fields)
+
+
+class _Matcher:
+    """The picklable per-task function: re-binds the query on the executor and matches its units."""
+
+    def __init__(self, sql: str, schema: pa.Schema, time_unit: str, segments: np.ndarray | None,
+                 out_schema: pa.Schema) -> None:
+        self.sql, self.schema, self.time_unit, self.segments = sql, schema, time_unit, segments
+        self.out_schema = out_schema
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        analysis = analyze(parse(self.sql), self.schema, _config(self.time_unit))
+        parts = [b for b in batches if b.num_rows]
+        if not parts:
+            return
+        table = pa.Table.from_batches(parts).sort_by(SEQ)
+        table = table.drop([TASK, SEQ]).cast(self.schema)
+        yield from _engine_output(table, analysis, self.segments).cast(self.out_schema).to_batches()
+
+
+def match_events(spark: Any, events: pa.Table, analysis: Analysis, *, segments: np.ndarray | None = None,
+                 time_unit: str = "s", driver_threshold: int = 100_000, tasks: int | None = None) -> Any:
+    """The MATCH_RECOGNIZE relation over ``events`` as a Spark DataFrame (before the outer query)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    query = analysis.query
+    mr = query.recognize
+    out_schema = _sparkable(_engine_output(events.slice(0, 0), analysis, segments).schema)
+    global_numbers = _uses_match_number(query) and not mr.partition_by
+    if events.num_rows < driver_threshold or global_numbers:
+        # MATCH_NUMBER() without PARTITION BY numbers matches across units: one engine run
+        return spark.createDataFrame(_engine_output(events, analysis, segments))
+    tasks = tasks or max(2, spark.sparkContext.defaultParallelism)
+    seq = pa.array(np.arange(events.num_rows, dtype=np.int64))
+    if mr.partition_by:
+        task = np.zeros(events.num_rows, np.int64)
+    else:
+        ts = _time_ints(events, mr.order_by[0].column)
+        starts = unit_starts(np.sort(ts), analysis.window_units, segments)
+        unit = np.searchsorted(starts, ts, side="right") - 1
+        task = balanced_tasks(np.bincount(unit, minlength=starts.size), tasks)[unit]
+    df = spark.createDataFrame(events.append_column(TASK, pa.array(task)).append_column(SEQ, seq))
+    df = df.repartition(tasks, *mr.partition_by) if mr.partition_by else df.repartitionByRange(tasks, TASK)
+    matcher = _Matcher(query.to_sql(), events.schema, time_unit, segments, out_schema)
+    return df.mapInArrow(matcher, from_arrow_schema(out_schema))
+
+
+def outer_query(spark: Any, query: Query, relation: Any) -> Any:
+    """The SELECT/WHERE/ORDER BY around MATCH_RECOGNIZE, in Spark SQL."""
+    sql = _outer_sql(query, "spark")
+    if sql is None:
+        return relation
+    view = f"dfs_cer_{uuid.uuid4().hex}"
+    relation.createOrReplaceTempView(view)
+    return spark.sql(sql.replace(RELATION, view))
+
+
+def match_recognize(spark: Any, sql: str, *, endpoints: Sequence[str] | None = None, token: str | None = None,
+                    data: str | None = None, strategy: str = "dfs", integer_time_unit: str = "s",
+                    driver_threshold: int = 100_000, tasks: int | None = None, **options: Any) -> Any:
+    """Evaluate ``SELECT ... FROM t MATCH_RECOGNIZE (...)`` on Spark and return a DataFrame.
+
+    Args:
+        endpoints, token: storage nodes to pull from with ``strategy`` (the driver is the
+            compute node; ``options`` go to the strategy, e.g. ``cost_model``).
+        data: instead of storage nodes, a parquet file or directory Spark reads itself, with
+            the variables' conditions applied in the scan (push-down).
+        driver_threshold: inputs with fewer events are matched in the driver.
+        tasks: matching tasks (default: Spark's default parallelism, at least 2).
+
+    The result equals :func:`dfs_cer.match_recognize` on the same events.
+    """
+    if (endpoints is None) == (data is None):
+        raise ConfigError("give either endpoints=[...] (storage nodes) or data='path' (parquet Spark reads), "
+                          "not both or neither")
+    query = parse(sql)
+    segments = None
+    if endpoints is not None:
+        from dfs_cer.strategies import pull
+
+        if token is None:
+            raise ConfigError("endpoints need the storage nodes' token: pass token='...'")
+        result = pull(strategy, query, list(endpoints), token, integer_time_unit=integer_time_unit, **options)
+        events, analysis, segments = result.events, result.analysis, result.segments
+    else:
+        events, analysis = _read_with_spark(spark, query, str(data), integer_time_unit)
+    relation = match_events(spark, events, analysis, segments=segments, time_unit=integer_time_unit,
+                            driver_threshold=driver_threshold, tasks=tasks)
+    return outer_query(spark, query, relation)
+
+
+class _PushDown:
+    def __init__(self, sql: str, schema: pa.Schema, time_unit: str) -> None:
+        self.sql, self.schema, self.time_unit = sql, schema, time_unit
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from dfs_cer.query.arrow_filter import union_filter
+
+        analysis = analyze(parse(self.sql), self.schema, _config(self.time_unit))
+        filt = union_filter([v.independent for v in analysis.variables if not v.any_row])
+        for batch in batches:
+            if filt is None or batch.num_rows == 0:
+                yield batch
+            else:
+                yield from pa.Table.from_batches([batch]).filter(filt).to_batches()
+
+
+def _read_with_spark(spark: Any, query: Query, path: str, time_unit: str) -> tuple[pa.Table, Analysis]:
+    """Spark scans the parquet; executors keep the rows some variable may label (exact only for
+    patterns that may skip rows; contiguous patterns read everything)."""
+    if path.startswith(("s3://", "s3a://")):
+        raise ConfigError(f"data={path!r}: S3 data goes through storage nodes for now "
+                          "(dfs-cer storage-node serve --data s3://...); data= reads local parquet")
+    df = spark.read.parquet(path)
+    schema = df.limit(0).toArrow().schema
+    analysis = analyze(query, schema, _config(time_unit))
+    if analysis.skippable:
+        df = df.mapInArrow(_PushDown(query.to_sql(), schema, time_unit), df.schema)
+    table = df.toArrow()
+    time_column = query.recognize.order_by[0].column
+    return table.cast(schema).sort_by(time_column), analysis

@@ -1,0 +1,27 @@
+"""A local SparkSession configured for dfs-cer (tests, the CLI and the demo)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+
+def local_session(cores: int = 2, app_name: str = "dfs-cer", **conf: Any) -> Any:
+    """``local[cores]`` Spark with Arrow transfers on, the UI off and few shuffle partitions.
+
+    Python workers run this interpreter, so executors import the same dfs_cer.
+    """
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = (SparkSession.builder.master(f"local[{cores}]").appName(app_name)
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", str(max(2, cores * 2)))
+               .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.driver.memory", "2g"))
+    for key, value in conf.items():
+        builder = builder.config(key, str(value))
+    return builder.getOrCreate()

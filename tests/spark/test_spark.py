@@ -1,0 +1,108 @@
+"""MATCH_RECOGNIZE on local Spark: the driver pulls, executors match, Spark SQL runs the outer query."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dfs_cer import match_recognize as local_match_recognize
+from dfs_cer.datasets.synthetic import synthetic_events
+from dfs_cer.errors import ConfigError
+from dfs_cer.io.shard import shard
+from storage_node.launcher import LocalCluster
+
+pytestmark = pytest.mark.spark
+
+CER = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, B.ts AS b_ts, C.a1 AS c_a1 "
+       "ALL MATCHES PATTERN (A B C) WITHIN INTERVAL '2' MINUTE DEFINE A AS A.type = 'T_02', "
+       "B AS B.type = 'T_15' AND B.a2 = A.a2, C AS C.type = 'T_09' AND C.a1 < 500)")
+ROWS = ("SELECT m.a_ts, m.n FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, COUNT(N.*) AS n "
+        "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B) WITHIN INTERVAL '1' MINUTE "
+        "DEFINE A AS A.type = 'T_02', B AS B.type = 'T_03' AND B.a1 > A.a1) AS m WHERE m.n < 40 ORDER BY m.a_ts")
+PARTITIONED = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY type ORDER BY ts MEASURES MATCH_NUMBER() AS mn, "
+               "FIRST(X.ts) AS first_ts, LAST(X.ts) AS last_ts ONE ROW PER MATCH PATTERN (X{3}) "
+               "WITHIN INTERVAL '5' MINUTE DEFINE X AS X.a1 < 300) ORDER BY type, mn")
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    from dfs_cer.spark import local_session
+
+    session = local_session(2)
+    yield session  # one session per run: getOrCreate hands the same one to every module
+
+
+@pytest.fixture(scope="module")
+def events() -> pa.Table:
+    """Synthetic events with distinct timestamps (ORDER BY ts leaves ties in any order, in SQL too)."""
+    t = synthetic_events(60_000).sort_by("ts")
+    ts = t.column("ts").cast(pa.int64()).to_numpy()
+    step = np.arange(ts.size)
+    distinct = np.maximum.accumulate(ts - step) + step
+    return t.set_column(t.schema.get_field_index("ts"), "ts", pa.array(distinct).cast(pa.timestamp("ms")))
+
+
+@pytest.fixture(scope="module")
+def data(events: pa.Table, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, LocalCluster]]:
+    root = tmp_path_factory.mktemp("spark")
+    pq.write_table(events, root / "events.parquet")
+    shard(str(root / "events.parquet"), 3, str(root / "nodes"))
+    with LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(3)]) as cluster:
+        yield root / "events.parquet", cluster
+
+
+def rows(table: pa.Table) -> list[str]:
+    return sorted(map(str, table.to_pylist()))
+
+
+@pytest.mark.parametrize("sql", [CER, ROWS, PARTITIONED], ids=["cer", "rowpattern-outer", "partitioned"])
+def test_spark_equals_the_local_engine(spark: Any, events: pa.Table, data: tuple[Path, LocalCluster],
+                                       sql: str) -> None:
+    from dfs_cer.spark import match_recognize
+
+    path, cluster = data
+    expected = local_match_recognize(events, sql)
+    assert expected.num_rows > 0
+    for strategy in ("dfs", "push_down"):
+        df = match_recognize(spark, sql, endpoints=cluster.endpoints, token=cluster.token, strategy=strategy,
+                             driver_threshold=0, tasks=3)
+        got = df.toArrow()
+        assert rows(got.cast(expected.schema)) == rows(expected), strategy
+        if "ORDER BY m.a_ts" in sql:  # Spark SQL ran the outer ORDER BY
+            assert got.column("a_ts").to_pylist() == sorted(got.column("a_ts").to_pylist())
+    got = match_recognize(spark, sql, data=str(path), driver_threshold=0, tasks=3).toArrow()
+    assert rows(got.cast(expected.schema)) == rows(expected)
+
+
+def test_executors_match_in_several_tasks(spark: Any, events: pa.Table, data: tuple[Path, LocalCluster]) -> None:
+    from dfs_cer.spark import match_recognize
+
+    _, cluster = data
+    # DFS leaves gaps longer than the window between final intervals: units for several tasks
+    df = match_recognize(spark, CER, endpoints=cluster.endpoints, token=cluster.token, strategy="dfs",
+                         driver_threshold=0, tasks=4)
+    sizes = df.rdd.glom().map(len).collect()
+    assert len(sizes) >= 3 and sum(1 for s in sizes if s) >= 2, sizes
+    assert sum(sizes) == local_match_recognize(events, CER).num_rows
+    # PARTITION BY groups are units of their own
+    df = match_recognize(spark, PARTITIONED, endpoints=cluster.endpoints, token=cluster.token, driver_threshold=0,
+                         tasks=4)
+    assert df.rdd.getNumPartitions() >= 1 and df.count() == local_match_recognize(events, PARTITIONED).num_rows
+
+
+def test_bad_arguments(spark: Any, data: tuple[Path, LocalCluster]) -> None:
+    from dfs_cer.spark import match_recognize
+
+    path, cluster = data
+    with pytest.raises(ConfigError, match="either endpoints"):
+        match_recognize(spark, CER)
+    with pytest.raises(ConfigError, match="either endpoints"):
+        match_recognize(spark, CER, endpoints=cluster.endpoints, data=str(path))
+    with pytest.raises(ConfigError, match="token"):
+        match_recognize(spark, CER, endpoints=cluster.endpoints)
