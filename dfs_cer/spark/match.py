@@ -141,7 +141,7 @@ def match_recognize(spark: Any, sql: str, *, endpoints: Sequence[str] | None = N
         result = pull(strategy, query, list(endpoints), token, integer_time_unit=integer_time_unit, **options)
         events, analysis, segments = result.events, result.analysis, result.segments
     else:
-        events, analysis = _read_with_spark(spark, query, str(data), integer_time_unit)
+        events, analysis = read_with_spark(spark, query, str(data), integer_time_unit)
     relation = match_events(spark, events, analysis, segments=segments, time_unit=integer_time_unit,
                             driver_threshold=driver_threshold, tasks=tasks)
     return outer_query(spark, query, relation)
@@ -163,7 +163,7 @@ class _PushDown:
                 yield from pa.Table.from_batches([batch]).filter(filt).to_batches()
 
 
-def _read_with_spark(spark: Any, query: Query, path: str, time_unit: str) -> tuple[pa.Table, Analysis]:
+def read_with_spark(spark: Any, query: Query, path: str, time_unit: str) -> tuple[pa.Table, Analysis]:
     """Spark scans the parquet; executors keep the rows some variable may label (exact only for
     patterns that may skip rows; contiguous patterns read everything)."""
     if path.startswith(("s3://", "s3a://")):

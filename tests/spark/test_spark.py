@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -106,3 +109,38 @@ def test_bad_arguments(spark: Any, data: tuple[Path, LocalCluster]) -> None:
         match_recognize(spark, CER, endpoints=cluster.endpoints, data=str(path))
     with pytest.raises(ConfigError, match="token"):
         match_recognize(spark, CER, endpoints=cluster.endpoints)
+
+
+def _submit(*args: str) -> subprocess.CompletedProcess[str]:
+    import os
+
+    import pyspark
+
+    venv = Path(sys.executable).parent  # as a user with the venv activated
+    env = {**os.environ, "PATH": f"{venv}:{os.environ.get('PATH', '')}", "PYSPARK_PYTHON": sys.executable,
+           "SPARK_HOME": str(Path(pyspark.__file__).parent)}
+    return subprocess.run([str(venv / "spark-submit"), "--master", "local[2]", "spark_jobs/run_query.py", *args],
+                          capture_output=True, text=True, timeout=600, cwd=Path(__file__).parents[2], env=env)
+
+
+def test_spark_submit_end_to_end(events: pa.Table, data: tuple[Path, LocalCluster], tmp_path: Path) -> None:
+    path, cluster = data
+    token = tmp_path / "token"
+    token.write_text(cluster.token)
+    sql = tmp_path / "q.sql"
+    sql.write_text(CER)
+    expected = local_match_recognize(events, CER)
+    run = _submit("--sql", str(sql), "--endpoints", ",".join(cluster.endpoints), "--token-file", str(token),
+                  "--output", str(tmp_path / "out"), "--driver-threshold", "0", "--explain-analyze")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert f"{expected.num_rows} matches written" in run.stdout
+    got = pq.read_table(tmp_path / "out" / "matches.parquet")
+    assert rows(got.cast(expected.schema)) == rows(expected)
+    trace = json.loads((tmp_path / "out" / "trace.json").read_text())
+    assert trace["strategy"] == "dfs" and trace["events_received"] > 0
+    run = _submit("--sql", CER, "--data", str(path), "--output", str(tmp_path / "out2"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert rows(pq.read_table(tmp_path / "out2" / "matches.parquet").cast(expected.schema)) == rows(expected)
+    bad = _submit("--sql", "SELECT nonsense", "--data", str(path), "--output", str(tmp_path / "out3"))
+    out = bad.stdout + bad.stderr  # spark-submit passes the script's stderr on as stdout
+    assert bad.returncode == 2 and "error: the query has no MATCH_RECOGNIZE clause" in out and "Traceback" not in out
