@@ -158,10 +158,12 @@ def demo(state: State) -> None:
 @click.option("--explain-analyze", is_flag=True, help="Print every round trip before the matches.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--limit", type=int, default=50, show_default=True, help="Matches printed as a table.")
+@click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
+              help="Match in this process, or through a local Spark session (executors match units).")
 @pass_state
 @handle_errors
 def query_command(state: State, sql: str | None, file: str | None, endpoints: str, token_file: str, strategy: str,
-                  cost_model: str | None, explain_analyze: bool, fmt: str, limit: int) -> None:
+                  cost_model: str | None, explain_analyze: bool, fmt: str, limit: int, engine: str) -> None:
     """Run a query against storage nodes with a pull strategy and print the matches."""
     import json as json_lib
 
@@ -173,7 +175,17 @@ def query_command(state: State, sql: str | None, file: str | None, endpoints: st
                   integer_time_unit=state.config.query.integer_time_unit,
                   cost_model=cost_model or state.config.strategy.cost_model,
                   calibration_file=state.config.strategy.calibration_file)
-    matches = match_pulled(result)
+    if engine == "spark":
+        from dfs_cer.spark import local_session
+        from dfs_cer.spark.match import match_events, outer_query
+
+        spark = local_session()
+        spark.sparkContext.setLogLevel("ERROR")
+        relation = match_events(spark, result.events, result.analysis, segments=result.segments,
+                                time_unit=state.config.query.integer_time_unit)
+        matches = outer_query(spark, result.analysis.query, relation).toArrow()
+    else:
+        matches = match_pulled(result)
     trace = result.trace.to_dict()
     if fmt == "json":
         click.echo(json_lib.dumps({"matches": matches.to_pylist(), "trace": trace}, default=str))

@@ -144,3 +144,17 @@ def test_spark_submit_end_to_end(events: pa.Table, data: tuple[Path, LocalCluste
     bad = _submit("--sql", "SELECT nonsense", "--data", str(path), "--output", str(tmp_path / "out3"))
     out = bad.stdout + bad.stderr  # spark-submit passes the script's stderr on as stdout
     assert bad.returncode == 2 and "error: the query has no MATCH_RECOGNIZE clause" in out and "Traceback" not in out
+
+
+def test_cli_query_through_spark(events: pa.Table, data: tuple[Path, LocalCluster], tmp_path: Path) -> None:
+    _, cluster = data
+    token = tmp_path / "token"
+    token.write_text(cluster.token)
+    exe = str(Path(sys.executable).parent / "dfs-cer")
+    out = subprocess.run([exe, "query", "--endpoints", ",".join(cluster.endpoints), "--token-file", str(token),
+                          "--engine", "spark", "--format", "json", ROWS], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])["matches"]
+    expected = local_match_recognize(events, ROWS)
+    assert len(got) == expected.num_rows
+    assert [m["n"] for m in got] == expected.column("n").to_pylist()  # Spark SQL's ORDER BY a_ts
