@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dfs_cer.config import QueryConfig
+from dfs_cer.config import QueryConfig, StorageConfig
 from dfs_cer.errors import ConfigError
 from dfs_cer.local import RELATION, _outer_sql
 from dfs_cer.plan.units import balanced_tasks, unit_starts
@@ -163,17 +163,39 @@ class _PushDown:
                 yield from pa.Table.from_batches([batch]).filter(filt).to_batches()
 
 
-def read_with_spark(spark: Any, query: Query, path: str, time_unit: str) -> tuple[pa.Table, Analysis]:
-    """Spark scans the parquet; executors keep the rows some variable may label (exact only for
-    patterns that may skip rows; contiguous patterns read everything)."""
-    if path.startswith(("s3://", "s3a://")):
-        raise ConfigError(f"data={path!r}: S3 data goes through storage nodes for now "
-                          "(dfs-cer storage-node serve --data s3://...); data= reads local parquet")
+def read_with_spark(spark: Any, query: Query, path: str, time_unit: str,
+                    config: StorageConfig | None = None) -> tuple[pa.Table, Analysis]:
+    """Read the parquet at ``path`` keeping the rows some variable may label (exact only for
+    patterns that may skip rows; contiguous patterns read everything).
+
+    Local paths: Spark scans them and executors apply the conditions. ``s3://``: pyarrow's S3
+    filesystem scans them with the conditions as a dataset filter (Spark's s3a needs hadoop-aws
+    jars no package registry here provides) and the Arrow batches go to Spark as they are.
+    """
+    if path.startswith("s3a://"):
+        raise ConfigError(f"data={path!r}: use s3://bucket/prefix (read through pyarrow, not s3a)")
+    time_column = query.recognize.order_by[0].column
+    if path.startswith("s3://"):
+        import pyarrow.dataset as ds
+
+        from dfs_cer.config import load_config
+        from dfs_cer.errors import StorageError
+        from dfs_cer.io.files import filesystem_for, list_files
+        from dfs_cer.query.arrow_filter import union_filter
+
+        where = filesystem_for(path, config or load_config().storage)
+        files = [where.path] if path.endswith(".parquet") else list_files(where)
+        if not files:
+            raise StorageError(f"no parquet files under {path}; check the bucket and prefix")
+        dataset = ds.dataset(files, filesystem=where.fs, format="parquet")
+        analysis = analyze(query, dataset.schema, _config(time_unit))
+        filt = union_filter([v.independent for v in analysis.variables if not v.any_row]) \
+            if analysis.skippable else None
+        return dataset.to_table(filter=filt).sort_by(time_column), analysis
     df = spark.read.parquet(path)
     schema = df.limit(0).toArrow().schema
     analysis = analyze(query, schema, _config(time_unit))
     if analysis.skippable:
         df = df.mapInArrow(_PushDown(query.to_sql(), schema, time_unit), df.schema)
     table = df.toArrow()
-    time_column = query.recognize.order_by[0].column
     return table.cast(schema).sort_by(time_column), analysis

@@ -158,3 +158,34 @@ def test_cli_query_through_spark(events: pa.Table, data: tuple[Path, LocalCluste
     expected = local_match_recognize(events, ROWS)
     assert len(got) == expected.num_rows
     assert [m["n"] for m in got] == expected.column("n").to_pylist()  # Spark SQL's ORDER BY a_ts
+
+
+@pytest.mark.s3
+def test_data_in_s3(spark: Any, events: pa.Table, monkeypatch: pytest.MonkeyPatch) -> None:
+    """data=s3://... is read through pyarrow's S3 filesystem (moto's server: a real HTTP endpoint)."""
+    import boto3
+    import pyarrow.fs as pafs
+    from moto.server import ThreadedMotoServer
+
+    from dfs_cer.errors import StorageError
+    from dfs_cer.spark import match_recognize
+    from tests.storage.test_s3 import CREDENTIALS
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        for k, v in {**CREDENTIALS, "DFS_CER__STORAGE__S3_ENDPOINT": f"http://{host}:{port}"}.items():
+            monkeypatch.setenv(k, v)
+        boto3.client("s3", endpoint_url=f"http://{host}:{port}").create_bucket(Bucket="events")
+        fs = pafs.S3FileSystem(endpoint_override=f"{host}:{port}", scheme="http", region="us-east-1")
+        for part, table in enumerate([events.slice(0, 30_000), events.slice(30_000)]):
+            with fs.open_output_stream(f"events/spark/part-{part}.parquet") as f:
+                pq.write_table(table, f)
+        expected = local_match_recognize(events, CER)
+        got = match_recognize(spark, CER, data="s3://events/spark", driver_threshold=0, tasks=3).toArrow()
+        assert rows(got.cast(expected.schema)) == rows(expected)
+        with pytest.raises(StorageError, match="no parquet files"):
+            match_recognize(spark, CER, data="s3://events/nothing-here")
+    finally:
+        server.stop()
