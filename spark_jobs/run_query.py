@@ -42,10 +42,12 @@ def _sql_text(arg: str) -> str:
 def _write(output: str, matches: Any, trace: dict[str, Any]) -> None:
     import pyarrow.parquet as pq
 
+    from dfs_cer.config import load_config
     from dfs_cer.io.files import filesystem_for
 
-    where = filesystem_for(output)
-    where.fs.create_dir(where.path, recursive=True)
+    where = filesystem_for(output, load_config().storage)
+    if not output.startswith("s3://"):
+        where.fs.create_dir(where.path, recursive=True)
     with where.fs.open_output_stream(where.join("matches.parquet")) as f:
         pq.write_table(matches, f)
     with where.fs.open_output_stream(where.join("trace.json")) as f:

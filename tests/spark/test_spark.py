@@ -111,14 +111,14 @@ def test_bad_arguments(spark: Any, data: tuple[Path, LocalCluster]) -> None:
         match_recognize(spark, CER, endpoints=cluster.endpoints)
 
 
-def _submit(*args: str) -> subprocess.CompletedProcess[str]:
+def _submit(*args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     import os
 
     import pyspark
 
     venv = Path(sys.executable).parent  # as a user with the venv activated
     env = {**os.environ, "PATH": f"{venv}:{os.environ.get('PATH', '')}", "PYSPARK_PYTHON": sys.executable,
-           "SPARK_HOME": str(Path(pyspark.__file__).parent)}
+           "SPARK_HOME": str(Path(pyspark.__file__).parent), **(extra_env or {})}
     return subprocess.run([str(venv / "spark-submit"), "--master", "local[2]", "spark_jobs/run_query.py", *args],
                           capture_output=True, text=True, timeout=600, cwd=Path(__file__).parents[2], env=env)
 
@@ -187,5 +187,12 @@ def test_data_in_s3(spark: Any, events: pa.Table, monkeypatch: pytest.MonkeyPatc
         assert rows(got.cast(expected.schema)) == rows(expected)
         with pytest.raises(StorageError, match="no parquet files"):
             match_recognize(spark, CER, data="s3://events/nothing-here")
+        # spark-submit reads from S3 and writes the matches and the trace back to S3
+        env = {**CREDENTIALS, "DFS_CER__STORAGE__S3_ENDPOINT": f"http://{host}:{port}"}
+        run = _submit("--sql", CER, "--data", "s3://events/spark", "--output", "s3://events/results",
+                      extra_env=env)
+        assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+        with fs.open_input_file("events/results/matches.parquet") as f:
+            assert rows(pq.read_table(f).cast(expected.schema)) == rows(expected)
     finally:
         server.stop()
