@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from dfs_cer.config import QueryConfig, StorageConfig
 from dfs_cer.errors import ConfigError
 from dfs_cer.local import RELATION, _outer_sql
+from dfs_cer.match.rowpattern import _time_values
 from dfs_cer.plan.units import balanced_tasks, unit_starts
 from dfs_cer.query import Analysis, Query, analyze, parse
 from dfs_cer.query.expr import MatchNumber, walk
@@ -41,10 +41,6 @@ def _engine_output(events: pa.Table, analysis: Analysis, segments: np.ndarray | 
     if analysis.query.recognize.all_matches:
         return run_cer(events, analysis).table
     return run_row_pattern(events, analysis, segments=segments).table
-
-
-def _time_ints(events: pa.Table, column: str) -> np.ndarray:
-    return np.asarray(pc.cast(events.column(column), pa.int64()).to_numpy(zero_copy_only=False), np.int64)
 
 
 def _uses_match_number(query: Query) -> bool:
@@ -93,7 +89,7 @@ def match_events(spark: Any, events: pa.Table, analysis: Analysis, *, segments: 
     if mr.partition_by:
         task = np.zeros(events.num_rows, np.int64)
     else:
-        ts = _time_ints(events, mr.order_by[0].column)
+        ts = _time_values(events, mr.order_by[0].column)
         starts = unit_starts(np.sort(ts), analysis.window_units, segments)
         unit = np.searchsorted(starts, ts, side="right") - 1
         task = balanced_tasks(np.bincount(unit, minlength=starts.size), tasks)[unit]

@@ -28,7 +28,6 @@ import pyarrow as pa
 from dfs_cer.config import QueryConfig
 from dfs_cer.filters import (
     IntervalSet,
-    JoinSet,
     RefreshTags,
     ShrinkingWindowFilter,
     WindowJoinFilter,
@@ -357,11 +356,11 @@ def naive_dfs(session: Session, query: Query, unit: str, **unused: Any) -> PullR
             mine, theirs = pairs[(v, e.column_of(v))], pairs[(p, e.column_of(p))]
             theirs = theirs.filter(pa.array(tis.contains(theirs.column("ts").to_numpy())))
             kind = join_kind(theirs.schema.field("value").type, mine.schema.field("value").type)
-            table = JoinSet(window, kind)
+            table = WindowKeySet(window, kind)  # the same (value, window) table as dfs_v1
             table.add(theirs.column("value"), theirs.column("ts").to_numpy())
             order_pv = analysis.precedes(p, v)
             ts = mine.column("ts").to_numpy()
-            hit = table.contains(mine.column("value"), ts, -1 if order_pv else (1 if order_pv is False else 0))
+            hit = table.might_contain(mine.column("value"), ts, -1 if order_pv else (1 if order_pv is False else 0))
             lo, hi = eq1_offsets(ROLE_NAMES[analysis.variable(v).role], window)
             tis = tis.intersection(IntervalSet.around(ts[hit], lo, hi))
         processed.append(v)
