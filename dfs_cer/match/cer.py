@@ -166,12 +166,18 @@ def _check(e: Expr, resolve: Gathered, n: int) -> np.ndarray:
 
 def run_cer(table: pa.Table, analysis: Analysis, *, selection: str = "skip_till_any_match", kleene: str = "all",
             max_matches: int = 10_000_000, on_limit: str = "error", count_only: bool = False,
-            join_order: tuple[str, ...] | None = None) -> MatchOutput:
+            join_order: tuple[str, ...] | None = None, time_order: str = "strict") -> MatchOutput:
     """Evaluate a CER query (``ALL MATCHES`` or a selection strategy) over ``table``.
 
     ``join_order`` overrides the lazy order (ascending candidate count) of the single-event
     variables; any order gives the same matches (tests prove it).
+
+    ``time_order="relaxed"`` lets consecutive variables share a timestamp. It is not a matching
+    semantics of its own: filters that must keep a superset of SQL semantics' matches (where
+    tied rows are ordered by row, possibly across storage nodes) evaluate with it.
     """
+    if time_order not in ("strict", "relaxed"):
+        raise UnsupportedFeatureError(f"time_order {time_order!r}", code="unsupported")
     if selection not in SELECTIONS:
         raise UnsupportedFeatureError(f"selection {selection!r}", code="unsupported")
     query = analysis.query
@@ -195,6 +201,7 @@ def run_cer(table: pa.Table, analysis: Analysis, *, selection: str = "skip_till_
     engine = _Engine(table, ts, bounds, row_part, items, mr, window, selection, kleene, max_matches, on_limit,
                      count_only, unordered)
     engine.join_order = join_order
+    engine.tie = 1 if time_order == "strict" else 0
     return engine.run(analysis)
 
 
@@ -206,6 +213,7 @@ class _Engine:
         self.unordered = unordered
         self.negated = {it.name for it in items if it.negated}
         self.join_order: tuple[str, ...] | None = None
+        self.tie = 1  # 1: equal times never chain across variables; 0: they may (relaxed)
         self.items = items
         self.mr = mr
         self.window = window
@@ -248,8 +256,8 @@ class _Engine:
             t = self.ts[rows]
             before = self.index[other] < pos
             if not self.unordered:  # equal times never chain across variables
-                t_lo = np.maximum(t_lo, t + 1) if before else t_lo
-                t_hi = np.minimum(t_hi, t - 1) if not before else t_hi
+                t_lo = np.maximum(t_lo, t + self.tie) if before else t_lo
+                t_hi = np.minimum(t_hi, t - self.tie) if not before else t_hi
             if self.window is not None:
                 t_lo = np.maximum(t_lo, t - self.window)
                 t_hi = np.minimum(t_hi, t + self.window)
@@ -303,7 +311,7 @@ class _Engine:
                 b_t = np.array([self.ts[r] for r in eligible[run[1]]])
                 count = 0
                 for j, tb in enumerate(b_t):
-                    before = int(np.sum(a_t < tb))
+                    before = int(np.sum(a_t <= tb - self.tie))
                     after = len(b_t) - j - 1
                     count += (2**before - 1) * 2**after
                 total *= count
@@ -333,9 +341,9 @@ class _Engine:
             t = self.ts[c]
             ok = np.ones(c.size, bool)
             if lo is not None:
-                ok &= t > lo
+                ok &= t >= lo + self.tie
             if hi is not None:
-                ok &= t < hi
+                ok &= t <= hi - self.tie
             if self.window is not None:
                 ok &= (t >= t_max - self.window) & (t <= t_min + self.window)
             rows = c[ok]
@@ -423,7 +431,7 @@ class _Engine:
                 pair_ok &= _check(p, Gathered(self.table, views, owner, self.kleene, {name: nav}), pair_i.size)
         # strictly increasing time between consecutive selected events
         if pair_i.size:
-            pair_ok &= self.ts[rows[pair_j]] > self.ts[rows[pair_i]]
+            pair_ok &= self.ts[rows[pair_j]] >= self.ts[rows[pair_i]] + self.tie
         return KleeneDag(name, rows, first_ok, last_ok, pair_i[pair_ok], pair_j[pair_ok])
 
     def _combine(self, eligible: dict[str, list[int]], singles: dict[str, int], dependent: dict[str, list[Expr]],
@@ -470,7 +478,7 @@ class _Engine:
         for it in self.items:
             rows = sets[it.name] if it.kleene else [singles[it.name]]
             t0, t1 = self.ts[rows[0]], self.ts[rows[-1]]
-            if last_t is not None and t0 <= last_t:
+            if last_t is not None and t0 < last_t + self.tie:
                 return False
             last_t = t1
         return True
@@ -695,8 +703,8 @@ class _Engine:
             prev = next((o.name for o in reversed(self.items[:pos]) if not o.negated), None)
             nxt = next((o.name for o in self.items[pos + 1:] if not o.negated), None)
             times = np.stack([self.ts[r] for r in bound.values()])
-            t_lo = self.ts[bound[prev]] + 1 if prev else times.max(axis=0) - (self.window or 0)
-            t_hi = self.ts[bound[nxt]] - 1 if nxt else times.min(axis=0) + (self.window or 0)
+            t_lo = self.ts[bound[prev]] + self.tie if prev else times.max(axis=0) - (self.window or 0)
+            t_hi = self.ts[bound[nxt]] - self.tie if nxt else times.min(axis=0) + (self.window or 0)
             if self.window is None and (prev is None or nxt is None):
                 raise UnsupportedFeatureError("a leading or trailing negation needs a WITHIN window",
                                               clause="PATTERN", code="unsupported")

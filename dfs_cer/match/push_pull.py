@@ -56,7 +56,9 @@ def filter_by_projection(query: Query, variable: str, local: pa.Table, uploads: 
                       .append_column(ROW, pa.array(np.full(t.num_rows, -1, np.int64))))
     combined = pa.concat_tables(tables, promote_options="permissive")
     analysis = analyze(projected, combined.schema)
-    result = run_cer(combined, analysis).table
+    # SQL semantics orders tied rows by row (here: by storage node, unknown to this node), so
+    # consecutive variables may share a timestamp; skip-till-any-match never chains them
+    result = run_cer(combined, analysis, time_order="strict" if mr.all_matches else "relaxed").table
     mask = np.zeros(local.num_rows, bool)
     if result.num_rows:
         hits = np.asarray(result.column("r").to_numpy(zero_copy_only=False), np.int64)

@@ -119,11 +119,12 @@ def push_pull(session: Session, query: Query, unit: str, **unused: Any) -> PullR
         session.action("push_pull", {"variable": name, "processed": order[:i]})
         pulled[name] = _pull_variable(session, name)
     events = pa.concat_tables(list(pulled.values()))
-    # an event may have been pulled for several variables: keep one copy per (node, row)
+    # an event may have been pulled for several variables: keep one copy per (node, row), in
+    # (node, row) order so that tied timestamps end up in the order every other strategy uses
     keys = np.asarray(events.column(NODE).to_numpy(), np.int64) * (1 << 40) + \
         np.asarray(events.column(ROW_ID).to_numpy(), np.int64)
     first = np.unique(keys, return_index=True)[1]
-    events = events.take(pa.array(np.sort(first))).drop([NODE, ROW_ID])
+    events = events.take(pa.array(first)).drop([NODE, ROW_ID])
     return _finish(session, events, analysis, schema)
 
 

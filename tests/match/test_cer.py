@@ -298,3 +298,18 @@ def test_counts_past_int64_stay_exact() -> None:
     n = match_recognize(t, "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts ALL MATCHES PATTERN (A B+ C) WITHIN 100 "
                            "DEFINE A AS type = 'A', B AS type = 'B', C AS type = 'C')", count_only=True)
     assert int(n["matches"][0].as_py()) == 2**68 - 1
+
+
+def test_relaxed_time_order_lets_tied_events_chain() -> None:
+    from dfs_cer.match.cer import run_cer
+    from dfs_cer.query import analyze, parse
+
+    table = pa.table({"type": ["A", "B", "C", "C"], "ts": pa.array([1, 2, 2, 3], pa.int64())})
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES B.ts AS b, C.ts AS c ALL MATCHES "
+           "PATTERN (A B C) WITHIN 10 DEFINE A AS A.type = 'A', B AS B.type = 'B', C AS C.type = 'C')")
+    analysis = analyze(parse(sql), table.schema)
+    assert run_cer(table, analysis).table.to_pylist() == [{"b": 2, "c": 3}]
+    relaxed = run_cer(table, analysis, time_order="relaxed").table.to_pylist()
+    assert sorted(relaxed, key=lambda r: r["c"]) == [{"b": 2, "c": 2}, {"b": 2, "c": 3}]
+    with pytest.raises(UnsupportedFeatureError, match="time_order"):
+        run_cer(table, analysis, time_order="loose")

@@ -61,9 +61,11 @@ def test_table1(table1_nodes: LocalCluster, strategy: str, model: str, events: l
 LAYOUTS = [("random", 1), ("time", 2), ("type", 3), ("random", 4)]
 
 
-def _events(seed: int = 21, n: int = 2500) -> pa.Table:
+def _events(seed: int = 21, n: int = 2500, tied: bool = False) -> pa.Table:
     rng = np.random.default_rng(seed)
-    ts = np.cumsum(rng.integers(1, 60, n)).astype(np.int64) * 1000  # ms, gaps up to a minute
+    # ms, gaps up to a minute; tied: 40% of the events share their predecessor's timestamp
+    gaps = rng.choice([0, 0, 30, 60, 90], n) if tied else rng.integers(1, 60, n)
+    ts = np.cumsum(gaps).astype(np.int64) * 1000
     return pa.table({
         "type": pa.array(rng.choice(["A", "B", "C", "D", "N"], n, p=[0.1, 0.15, 0.1, 0.05, 0.6])),
         "v": pa.array(rng.integers(0, 4, n)),
@@ -75,13 +77,15 @@ def _events(seed: int = 21, n: int = 2500) -> pa.Table:
 @pytest.fixture(scope="module")
 def layouts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, int], LocalCluster]]:
     root = tmp_path_factory.mktemp("layouts")
-    events = _events()
-    pq.write_table(events, root / "events.parquet")
+    pq.write_table(_events(), root / "events.parquet")
+    pq.write_table(_events(tied=True), root / "tied.parquet")
     clusters = {}
     try:
-        for partitioning, nodes in LAYOUTS:
+        for partitioning, nodes in [*LAYOUTS, ("tied", 3)]:
             out = root / f"{partitioning}-{nodes}"
-            shard(str(root / "events.parquet"), nodes, str(out), partitioning=partitioning, batch_rows=1000)
+            source, how = (root / "tied.parquet", "random") if partitioning == "tied" else \
+                (root / "events.parquet", partitioning)
+            shard(str(source), nodes, str(out), partitioning=how, batch_rows=1000)
             clusters[(partitioning, nodes)] = LocalCluster([str(out / f"node-{i:02d}") for i in range(nodes)]).start()
         yield clusters
     finally:
@@ -155,3 +159,18 @@ def test_cli_query_explain_analyze_and_json(table1_nodes: LocalCluster, tmp_path
     assert {"rounds", "bytes_to_cn", "bytes_to_sn", "events_received"} <= set(data["trace"])
     bad = subprocess.run([*base[:-2], "--strategy", "dfs", "SELECT nonsense"], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.startswith("error: ")
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(queries(), st.sampled_from(["adaptive", "always_on"]))
+def test_tied_timestamps_match_in_the_same_order_for_every_strategy(
+        layouts: dict[tuple[str, int], LocalCluster], sql: str, model: str) -> None:
+    """Rows sharing a timestamp are ordered by (storage node, shard row) whatever the strategy
+    pulled, and push-pull's storage-side filter lets SQL semantics chain tied rows."""
+    cluster = layouts[("tied", 3)]
+    expected = rows(match_pulled(pull("pull_all", sql, cluster.endpoints, cluster.token)))
+    for name in STRATEGIES:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = pull(name, sql, cluster.endpoints, cluster.token, cost_model=model)
+        assert rows(match_pulled(result)) == expected, (name, sql, result.trace.to_dict())
