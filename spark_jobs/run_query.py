@@ -58,34 +58,24 @@ def run(argv: list[str]) -> int:
     args = _parse(argv)
     from dfs_cer.errors import ConfigError
     from dfs_cer.query import parse
-    from dfs_cer.spark import local_session
-    from dfs_cer.spark.match import match_events, outer_query
+    from dfs_cer.spark import local_session, recognize
 
-    query = parse(_sql_text(args.sql))  # bad SQL fails before Spark starts
-    if not args.endpoints and not args.data:
-        raise ConfigError("give --endpoints and --token-file, or --data")
-    spark = local_session()
-    spark.sparkContext.setLogLevel("ERROR")
-    trace: dict[str, Any] = {}
+    sql = _sql_text(args.sql)
+    parse(sql)  # bad SQL fails before Spark starts
+    if bool(args.endpoints) == bool(args.data):
+        raise ConfigError("give --endpoints and --token-file, or --data (not both)")
+    token = None
     if args.endpoints:
-        from dfs_cer.strategies import pull
-
         if not args.token_file:
             raise ConfigError("--endpoints needs --token-file (the storage nodes' token)")
         token = Path(args.token_file).read_text().strip()
-        result = pull(args.strategy, query, [e for e in args.endpoints.split(",") if e], token,
-                      cost_model=args.cost_model)
-        trace = result.trace.to_dict()
-        relation = match_events(spark, result.events, result.analysis, segments=result.segments,
-                                driver_threshold=args.driver_threshold)
-    elif args.data:
-        from dfs_cer.spark.match import read_with_spark
-
-        events, analysis = read_with_spark(spark, query, args.data, "s")
-        relation = match_events(spark, events, analysis, driver_threshold=args.driver_threshold)
-    else:
-        raise ConfigError("give --endpoints and --token-file, or --data")
-    matches = outer_query(spark, query, relation).toArrow()
+    spark = local_session()
+    spark.sparkContext.setLogLevel("ERROR")
+    options: dict[str, Any] = {"cost_model": args.cost_model} if args.endpoints else {}
+    run = recognize(spark, sql, endpoints=args.endpoints.split(",") if args.endpoints else None, token=token,
+                    data=args.data, strategy=args.strategy, driver_threshold=args.driver_threshold, **options)
+    trace: dict[str, Any] = run.trace.to_dict() if run.trace else {}
+    matches = run.matches.toArrow()
     _write(args.output, matches, trace)
     if args.explain_analyze and trace:
         for r in trace["rounds"]:

@@ -137,13 +137,21 @@ def show_config(state: State) -> None:
 
 
 @cli.command()
+@click.option("--events", type=click.IntRange(min=1000), default=1_000_000, show_default=True,
+              help="Size of the CRIMES-shaped sample (generated once).")
+@click.option("--data-dir", default="data/demo", show_default=True,
+              help="Where the sample and its shards live (a local path or s3://bucket/prefix).")
+@click.option("--strategies", default="push_down,push_pull,dfs", show_default=True,
+              help="Comma-separated pull strategies to compare.")
 @pass_state
 @handle_errors
-def demo(state: State) -> None:
-    """Run the embedded demo on the paper's example query."""
+def demo(state: State, events: int, data_dir: str, strategies: str) -> None:
+    """Q1 and variants on a CRIMES-shaped sample: three storage nodes on loopback, local Spark,
+    bytes, events and seconds per strategy."""
     from dfs_cer.cli.demo import run_demo
 
-    run_demo(state.output, state.config)
+    run_demo(state.output, state.config, events=events, data_dir=data_dir,
+             strategies=tuple(s.strip() for s in strategies.split(",") if s.strip()))
 
 
 @cli.command("query")
@@ -167,26 +175,27 @@ def query_command(state: State, sql: str | None, file: str | None, endpoints: st
     """Run a query against storage nodes with a pull strategy and print the matches."""
     import json as json_lib
 
-    from dfs_cer.strategies import pull
-    from dfs_cer.strategies.matching import match_pulled
-
     token = Path(token_file).read_text().strip()
-    result = pull(strategy, _read_sql(sql, file), [e.strip() for e in endpoints.split(",") if e.strip()], token,
-                  integer_time_unit=state.config.query.integer_time_unit,
-                  cost_model=cost_model or state.config.strategy.cost_model,
-                  calibration_file=state.config.strategy.calibration_file)
+    sql_text = _read_sql(sql, file)
+    nodes = [e.strip() for e in endpoints.split(",") if e.strip()]
+    options: dict[str, Any] = {"integer_time_unit": state.config.query.integer_time_unit,
+                               "cost_model": cost_model or state.config.strategy.cost_model,
+                               "calibration_file": state.config.strategy.calibration_file}
     if engine == "spark":
-        from dfs_cer.spark import local_session
-        from dfs_cer.spark.match import match_events, outer_query
+        from dfs_cer.spark import local_session, recognize
 
         spark = local_session()
         spark.sparkContext.setLogLevel("ERROR")
-        relation = match_events(spark, result.events, result.analysis, segments=result.segments,
-                                time_unit=state.config.query.integer_time_unit)
-        matches = outer_query(spark, result.analysis.query, relation).toArrow()
+        run = recognize(spark, sql_text, endpoints=nodes, token=token, strategy=strategy, **options)
+        matches, result_trace = run.matches.toArrow(), run.trace
     else:
-        matches = match_pulled(result)
-    trace = result.trace.to_dict()
+        from dfs_cer.strategies import pull
+        from dfs_cer.strategies.matching import match_pulled
+
+        result = pull(strategy, sql_text, nodes, token, **options)
+        matches, result_trace = match_pulled(result), result.trace
+    assert result_trace is not None
+    trace = result_trace.to_dict()
     if fmt == "json":
         click.echo(json_lib.dumps({"matches": matches.to_pylist(), "trace": trace}, default=str))
         return

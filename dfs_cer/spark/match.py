@@ -9,8 +9,10 @@ SELECT/WHERE/ORDER BY runs in Spark SQL.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,6 +25,7 @@ from dfs_cer.match.rowpattern import _time_values
 from dfs_cer.plan.units import balanced_tasks, unit_starts
 from dfs_cer.query import Analysis, Query, analyze, parse
 from dfs_cer.query.expr import MatchNumber, walk
+from dfs_cer.strategies.base import Trace
 
 TASK = "__dfs_cer_task"
 SEQ = "__dfs_cer_seq"  # the driver's row order: ties in time keep it on the executors
@@ -83,7 +86,9 @@ def match_events(spark: Any, events: pa.Table, analysis: Analysis, *, segments: 
     global_numbers = _uses_match_number(query) and not mr.partition_by
     if events.num_rows < driver_threshold or global_numbers:
         # MATCH_NUMBER() without PARTITION BY numbers matches across units: one engine run
-        return spark.createDataFrame(_engine_output(events, analysis, segments))
+        out = _engine_output(events, analysis, segments)
+        out = out.cast(_sparkable(out.schema))  # the executors' types: naive timestamps stay TIMESTAMP_NTZ
+        return spark.createDataFrame(out, schema=from_arrow_schema(out.schema))
     tasks = tasks or max(2, spark.sparkContext.defaultParallelism)
     seq = pa.array(np.arange(events.num_rows, dtype=np.int64))
     if mr.partition_by:
@@ -109,6 +114,48 @@ def outer_query(spark: Any, query: Query, relation: Any) -> Any:
     return spark.sql(sql.replace(RELATION, view))
 
 
+@dataclass
+class Recognition:
+    """What :func:`recognize` returns: the matches and how the driver got the events.
+
+    ``trace`` holds the pull's round trips (bytes each way, events, seconds) when the events came
+    from storage nodes, and is ``None`` when Spark read the parquet itself (``data=``).
+    """
+
+    matches: Any  # pyspark.sql.DataFrame
+    trace: Trace | None
+    events: int  # events the matchers received
+    pull_seconds: float  # driver time to get them (pull or Spark read)
+
+
+def recognize(spark: Any, sql: str, *, endpoints: Sequence[str] | None = None, token: str | None = None,
+              data: str | None = None, strategy: str = "dfs", integer_time_unit: str = "s",
+              driver_threshold: int = 100_000, tasks: int | None = None, **options: Any) -> Recognition:
+    """:func:`match_recognize` with the pull's trace (see :class:`Recognition`)."""
+    if (endpoints is None) == (data is None):
+        raise ConfigError("give either endpoints=[...] (storage nodes) or data='path' (parquet Spark reads), "
+                          "not both or neither")
+    query = parse(sql)
+    segments = None
+    trace = None
+    started = time.perf_counter()
+    if endpoints is not None:
+        from dfs_cer.strategies import pull
+
+        if token is None:
+            raise ConfigError("endpoints need the storage nodes' token: pass token='...'")
+        if isinstance(endpoints, str):
+            endpoints = [e.strip() for e in endpoints.split(",") if e.strip()]
+        result = pull(strategy, query, list(endpoints), token, integer_time_unit=integer_time_unit, **options)
+        events, analysis, segments, trace = result.events, result.analysis, result.segments, result.trace
+    else:
+        events, analysis = read_with_spark(spark, query, str(data), integer_time_unit)
+    pulled = time.perf_counter() - started
+    relation = match_events(spark, events, analysis, segments=segments, time_unit=integer_time_unit,
+                            driver_threshold=driver_threshold, tasks=tasks)
+    return Recognition(outer_query(spark, query, relation), trace, events.num_rows, pulled)
+
+
 def match_recognize(spark: Any, sql: str, *, endpoints: Sequence[str] | None = None, token: str | None = None,
                     data: str | None = None, strategy: str = "dfs", integer_time_unit: str = "s",
                     driver_threshold: int = 100_000, tasks: int | None = None, **options: Any) -> Any:
@@ -117,30 +164,17 @@ def match_recognize(spark: Any, sql: str, *, endpoints: Sequence[str] | None = N
     Args:
         endpoints, token: storage nodes to pull from with ``strategy`` (the driver is the
             compute node; ``options`` go to the strategy, e.g. ``cost_model``).
-        data: instead of storage nodes, a parquet file or directory Spark reads itself, with
-            the variables' conditions applied in the scan (push-down).
+        data: instead of storage nodes, a parquet file or directory (local or ``s3://``) Spark
+            reads itself, with the variables' conditions applied in the scan (push-down).
         driver_threshold: inputs with fewer events are matched in the driver.
         tasks: matching tasks (default: Spark's default parallelism, at least 2).
 
-    The result equals :func:`dfs_cer.match_recognize` on the same events.
+    The result equals :func:`dfs_cer.match_recognize` on the same events. Use
+    :func:`recognize` to also get the round trips.
     """
-    if (endpoints is None) == (data is None):
-        raise ConfigError("give either endpoints=[...] (storage nodes) or data='path' (parquet Spark reads), "
-                          "not both or neither")
-    query = parse(sql)
-    segments = None
-    if endpoints is not None:
-        from dfs_cer.strategies import pull
-
-        if token is None:
-            raise ConfigError("endpoints need the storage nodes' token: pass token='...'")
-        result = pull(strategy, query, list(endpoints), token, integer_time_unit=integer_time_unit, **options)
-        events, analysis, segments = result.events, result.analysis, result.segments
-    else:
-        events, analysis = read_with_spark(spark, query, str(data), integer_time_unit)
-    relation = match_events(spark, events, analysis, segments=segments, time_unit=integer_time_unit,
-                            driver_threshold=driver_threshold, tasks=tasks)
-    return outer_query(spark, query, relation)
+    return recognize(spark, sql, endpoints=endpoints, token=token, data=data, strategy=strategy,
+                     integer_time_unit=integer_time_unit, driver_threshold=driver_threshold, tasks=tasks,
+                     **options).matches
 
 
 class _PushDown:

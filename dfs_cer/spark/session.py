@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -16,11 +17,15 @@ def local_session(cores: int = 2, app_name: str = "dfs-cer", **conf: Any) -> Any
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # local mode: no hostname lookup warning
+    log4j = Path(__file__).with_name("log4j2.properties").as_uri()
     builder = (SparkSession.builder.master(f"local[{cores}]").appName(app_name)
                .config("spark.ui.enabled", "false")
                .config("spark.sql.shuffle.partitions", str(max(2, cores * 2)))
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
                .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j}")
                .config("spark.driver.memory", "2g"))
     for key, value in conf.items():
         builder = builder.config(key, str(value))

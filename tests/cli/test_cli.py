@@ -102,8 +102,12 @@ def test_missing_query_is_a_usage_error() -> None:
     assert "give the query as an argument or with --file" in out.stderr
 
 
-def test_demo() -> None:
-    out = run("demo")
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.count("MATCH_RECOGNIZE over crimes") == 3
-    assert "halo:           1 row(s) before and 0 after each interval" in out.stdout
+def test_demo_refuses_bad_options_before_starting_anything(tmp_path: Path) -> None:
+    out = run("demo", "--strategies", "dfs,fastest", "--data-dir", str(tmp_path / "d"))
+    assert out.returncode == 2
+    assert out.stderr == "error: unknown strategy 'fastest'; choose from pull_all, push_down, push_pull, " \
+                         "naive_dfs, dfs, swf_only, dfs_v1, dfs_v2\n"
+    assert not (tmp_path / "d").exists()
+    assert run("demo", "--events", "10").returncode == 2  # at least 1000 events
+
+

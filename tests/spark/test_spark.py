@@ -99,6 +99,18 @@ def test_executors_match_in_several_tasks(spark: Any, events: pa.Table, data: tu
     assert df.rdd.getNumPartitions() >= 1 and df.count() == local_match_recognize(events, PARTITIONED).num_rows
 
 
+def test_driver_and_executors_give_the_same_relation(spark: Any, data: tuple[Path, LocalCluster]) -> None:
+    """Matching in the driver (small inputs) and on executors yields the same types and rows:
+    naive timestamps stay naive (TIMESTAMP_NTZ) both ways."""
+    from dfs_cer.spark import recognize
+
+    _, cluster = data
+    runs = [recognize(spark, CER, endpoints=cluster.endpoints, token=cluster.token, driver_threshold=threshold,
+                      tasks=3).matches.toArrow() for threshold in (0, 10**9)]
+    assert runs[0].schema == runs[1].schema and runs[0].schema.field("a_ts").type == pa.timestamp("us")
+    assert rows(runs[0]) == rows(runs[1]) and runs[0].num_rows > 0
+
+
 def test_bad_arguments(spark: Any, data: tuple[Path, LocalCluster]) -> None:
     from dfs_cer.spark import match_recognize
 
@@ -196,3 +208,44 @@ def test_data_in_s3(spark: Any, events: pa.Table, monkeypatch: pytest.MonkeyPatc
             assert rows(pq.read_table(f).cast(expected.schema)) == rows(expected)
     finally:
         server.stop()
+
+
+def test_demo_runs_q1_and_variants_with_every_strategy(spark: Any, tmp_path: Path) -> None:
+    """`dfs-cer demo` end to end (in this process, so it shares the test run's SparkSession):
+    a CRIMES-shaped sample sharded over three storage nodes, every strategy agreeing."""
+    from click.testing import CliRunner
+
+    from dfs_cer.cli.main import cli
+
+    data_dir = str(tmp_path / "demo")
+    args = ["--output", "json", "demo", "--events", "40000", "--data-dir", data_dir]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    docs = [json.loads(d) for d in _json_documents(result.stdout)]
+    summary = next(d for d in docs if d.get("title", "").strip().startswith("bytes, events and seconds"))
+    runs = summary["rows"]
+    assert {r["strategy"] for r in runs} == {"push_down", "push_pull", "dfs"}
+    assert len({r["query"] for r in runs}) == 4
+    for query in {r["query"] for r in runs}:
+        by = {r["strategy"]: r for r in runs if r["query"] == query}
+        assert len({r["matches"] for r in by.values()}) == 1  # the demo itself compares the rows
+        assert by["dfs"]["events pulled"] < by["push_down"]["events pulled"]
+    assert sum(r["matches"] for r in runs) > 0
+    assert "generated 40,000 CRIMES-shaped events" in result.stderr
+    assert "DFS moves" in docs[-1]["message"]
+    again = CliRunner().invoke(cli, [*args[:2], "demo", "--events", "40000", "--data-dir", data_dir,
+                                     "--strategies", "dfs"])
+    assert again.exit_code == 0 and "reusing 40,000 CRIMES-shaped events" in again.stderr
+
+
+def _json_documents(text: str) -> list[str]:
+    """Split concatenated pretty-printed JSON documents (one per line starting with '{')."""
+    docs, current = [], []
+    for line in text.splitlines():
+        if line == "{" and current:
+            docs.append("\n".join(current))
+            current = []
+        current.append(line)
+    if current:
+        docs.append("\n".join(current))
+    return docs
