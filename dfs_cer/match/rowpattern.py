@@ -46,23 +46,39 @@ def _resolve(table: pa.Table, name: str) -> str:
     raise KeyError(name)
 
 
+def _sortable(t: pa.DataType) -> bool:
+    return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+                or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+                or pa.types.is_large_binary(t) or pa.types.is_temporal(t) or pa.types.is_decimal(t))
+
+
 def sort_and_partition(table: pa.Table, partition_by: tuple[str, ...], order_by: list[tuple[str, bool]],
                        columns: set[str] | None = None) -> tuple[pa.Table, np.ndarray, np.ndarray]:
-    """Stable sort by partition and order keys (only ``columns`` are carried along when given).
+    """Sort by partition and order keys, then by the row's other columns (only ``columns`` are
+    carried along when given).
+
+    Rows that tie on the ORDER BY keys (SQL leaves their order to the implementation) are
+    ordered by their remaining columns, ascending: the order is canonical, the same whatever
+    order the rows arrived in, which storage node held them and which strategy pulled them.
+    Rows equal in every column are interchangeable.
 
     Returns the sorted table, partition boundaries ``[0, ..., n]`` and the sort permutation.
     """
     keys = [(c, "ascending", "at_end") for c in partition_by] + \
         [(c, "descending" if d else "ascending", "at_end") for c, d in order_by]
+    if keys:
+        named = {k[0] for k in keys}
+        keys += [(f.name, "ascending", "at_end") for f in table.schema
+                 if f.name not in named and _sortable(f.type)]
+    order = np.arange(len(table), dtype=np.int64)
+    if keys and len(table) > 1:
+        order = np.asarray(pc.sort_indices(table.select([k[0] for k in keys]), sort_keys=keys)
+                           .to_numpy(zero_copy_only=False), np.int64)
     if columns is not None:
         keep = [c for c in table.column_names if c in columns or c in partition_by or c in dict(order_by)]
         table = table.select(keep)
-    order = np.arange(len(table), dtype=np.int64)
-    if keys:
-        order = np.asarray(pc.sort_indices(table.select([k[0] for k in keys]), sort_keys=keys)
-                           .to_numpy(zero_copy_only=False), np.int64)
-        if not np.array_equal(order, np.arange(order.size)):
-            table = table.take(pa.array(order))
+    if not np.array_equal(order, np.arange(order.size)):
+        table = table.take(pa.array(order))
     n = len(table)
     change = np.zeros(n, bool)
     if n:

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dfs_cer import match_recognize as local_match_recognize
+from dfs_cer.config import StorageConfig
 from dfs_cer.datasets.synthetic import synthetic_events
 from dfs_cer.errors import ConfigError
 from dfs_cer.io.shard import shard
@@ -173,8 +174,9 @@ def test_cli_query_through_spark(events: pa.Table, data: tuple[Path, LocalCluste
 
 
 @pytest.mark.s3
-def test_data_in_s3(spark: Any, events: pa.Table, monkeypatch: pytest.MonkeyPatch) -> None:
-    """data=s3://... is read through pyarrow's S3 filesystem (moto's server: a real HTTP endpoint)."""
+def test_data_in_s3(spark: Any, events: pa.Table, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """data=s3://... is read through pyarrow's S3 filesystem (moto's server: a real HTTP endpoint);
+    spark-submit reads S3 directly and through storage nodes over S3 shards, and writes to S3."""
     import boto3
     import pyarrow.fs as pafs
     from moto.server import ThreadedMotoServer
@@ -206,6 +208,21 @@ def test_data_in_s3(spark: Any, events: pa.Table, monkeypatch: pytest.MonkeyPatc
         assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
         with fs.open_input_file("events/results/matches.parquet") as f:
             assert rows(pq.read_table(f).cast(expected.schema)) == rows(expected)
+        # ... and through three storage nodes serving shards that live in S3
+        local = tmp_path / "events.parquet"
+        pq.write_table(events, local)
+        shard(str(local), 3, "s3://events/shards", config=StorageConfig(s3_endpoint=f"http://{host}:{port}"))
+        token = tmp_path / "token"
+        with LocalCluster([f"s3://events/shards/node-{i:02d}" for i in range(3)], env=env) as cluster:
+            token.write_text(cluster.token)
+            run = _submit("--sql", CER, "--endpoints", ",".join(cluster.endpoints), "--token-file", str(token),
+                          "--output", "s3://events/results-sn", "--driver-threshold", "0", extra_env=env)
+        assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+        with fs.open_input_file("events/results-sn/matches.parquet") as f:
+            assert rows(pq.read_table(f).cast(expected.schema)) == rows(expected)
+        with fs.open_input_file("events/results-sn/trace.json") as f:
+            trace = json.loads(f.read())
+        assert trace["strategy"] == "dfs" and 0 < trace["events_received"] < events.num_rows
     finally:
         server.stop()
 
