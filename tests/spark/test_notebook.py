@@ -46,8 +46,14 @@ def test_notebook_queries_s3_and_plots_bytes_per_strategy(s3_endpoint: str, monk
                        "DFS_CER_NOTEBOOK_EVENTS": "30000", "MPLBACKEND": "module://matplotlib_inline.backend_inline",
                        }.items():
         monkeypatch.setenv(key, value)
+    from ipykernel.kernelspec import install
+
+    # a kernel running this interpreter (whatever other kernels the machine has registered)
+    install(prefix=str(tmp_path / "jupyter"), kernel_name="dfs-cer-test")
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter" / "share" / "jupyter"))
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    NotebookClient(nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(nb, timeout=240, kernel_name="dfs-cer-test",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
     outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
     assert not [o for o in outputs if o.output_type == "error"]
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
