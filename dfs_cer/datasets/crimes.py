@@ -143,3 +143,42 @@ QUERIES: dict[str, str] = {
     M AS M.primary_type = 'MOTOR VEHICLE THEFT' AND M.district = B.district
 )""",
 }
+
+
+def crimes_queries(count: int = 20, *, seed: int = 11, window_minutes: int = 30) -> list[str]:
+    """The CRIMES workload of the reference (crimes_query.txt): robbery, battery, motor vehicle
+    theft within 30 minutes, each query adding one range condition, one equality or one
+    proximity condition."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        extra = {"A": "", "B": "", "C": ""}
+        kind = rng.integers(0, 3)
+        if kind == 0:
+            v = "ABC"[int(rng.integers(0, 3))]
+            which = int(rng.integers(0, 3))
+            if which == 0:
+                lo = int(rng.integers(1, 16))
+                extra[v] = f" AND {v}.district BETWEEN {lo} AND {lo + 9}"
+            elif which == 1:
+                lo = int(rng.integers(1, 20)) * 100
+                extra[v] = f" AND {v}.beat BETWEEN {lo} AND {lo + 600}"
+            else:
+                west = round(float(rng.uniform(-87.84, -87.65)), 4)
+                extra[v] = f" AND {v}.longitude BETWEEN {west} AND {round(west + 0.12, 4)}"
+        elif kind == 1:
+            left, right = [("B", "A"), ("C", "B")][int(rng.integers(0, 2))]
+            col = "beat" if rng.random() < 0.5 else "district"
+            extra[left] = f" AND {left}.{col} = {right}.{col}"
+        else:
+            col = "latitude" if rng.random() < 0.5 else "longitude"
+            extra["C"] = f" AND C.district = B.district AND C.{col} BETWEEN B.{col} - 0.1 AND B.{col} + 0.1"
+        out.append(
+            "SELECT * FROM crimes MATCH_RECOGNIZE (ORDER BY date "
+            "MEASURES A.id AS robbery, B.id AS battery, C.id AS theft, C.date AS theft_date "
+            "ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW "
+            f"PATTERN (A N1*? B N2*? C) WITHIN INTERVAL '{window_minutes}' MINUTE DEFINE "
+            f"A AS A.primary_type = 'ROBBERY'{extra['A']}, "
+            f"B AS B.primary_type = 'BATTERY'{extra['B']}, "
+            f"C AS C.primary_type = 'MOTOR VEHICLE THEFT'{extra['C']})")
+    return out

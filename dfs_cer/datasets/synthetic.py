@@ -11,6 +11,8 @@ later variable, with probability 1.5/(η-1), also ``a2`` or ``a3`` equal to the 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pyarrow as pa
 
@@ -22,15 +24,31 @@ def _zipf(s: float, n: int) -> np.ndarray:
     return p / p.sum()
 
 
+#: inter-arrival distributions, all with a mean of one second (reference notes §8)
+INTERARRIVALS = ("poisson", "uniform", "gaussian", "rayleigh")
+
+
+def _gaps(rng: np.random.Generator, n: int, interarrival: str) -> np.ndarray:
+    if interarrival == "poisson":
+        return rng.exponential(1.0, n)
+    if interarrival == "uniform":
+        return rng.uniform(0.0, 2.0, n)
+    if interarrival == "gaussian":
+        return np.clip(rng.normal(1.0, 1 / 3, n), 0.0, None)
+    if interarrival == "rayleigh":
+        return rng.rayleigh(1.0 / np.sqrt(np.pi / 2), n)  # mean sigma*sqrt(pi/2) = 1
+    raise ValueError(f"interarrival must be one of {', '.join(INTERARRIVALS)}, got {interarrival!r}")
+
+
 def synthetic_events(n: int, *, seed: int = 7, batch: int = 1_000_000, shuffle: bool = True,
-                     start: int = 0) -> pa.Table:
+                     start: int = 0, interarrival: str = "poisson") -> pa.Table:
     """``n`` synthetic events (``start`` offsets the event index, so batches can be generated
     separately and concatenated)."""
     rng = np.random.default_rng([seed, start])
     types = np.array([f"T_{i:02d}" for i in range(20)])
     a2_values = np.array([f"ATTR2_{i:02d}" for i in range(50)])
     a3_values = np.array([f"ATTR3_{i:02d}_PADDING" for i in range(50)])
-    gaps = rng.exponential(1.0, n)
+    gaps = _gaps(rng, n, interarrival)
     seconds = START_SECONDS + np.cumsum(gaps) + start  # about 1 s per event before this chunk
     ts = (seconds * 1000).astype(np.int64)
     order = np.arange(n)
@@ -45,6 +63,14 @@ def synthetic_events(n: int, *, seed: int = 7, batch: int = 1_000_000, shuffle: 
         "a3": pa.array(a3_values[rng.choice(50, n, p=_zipf(0.7, 50))][order]),
         "ts": pa.array(ts[order], pa.timestamp("ms")),
     })
+
+
+def synthetic_batches(n: int, *, seed: int = 7, batch: int = 1_000_000, shuffle: bool = True,
+                      interarrival: str = "poisson") -> Iterator[pa.Table]:
+    """``n`` synthetic events in batches of ``batch`` (each shuffled), for streaming to parquet."""
+    for lo in range(0, n, batch):
+        yield synthetic_events(min(batch, n - lo), seed=seed, batch=batch, shuffle=shuffle, start=lo,
+                               interarrival=interarrival)
 
 
 def synthetic_queries(count: int = 20, *, variables: int = 4, window_minutes: float = 3, selectivity: int = 200,
