@@ -74,6 +74,7 @@ class StorageConfig:
     host: str = "127.0.0.1"
     port: int = 8815
     memory_budget: int = 2 * 1024**3
+    cache_bytes: int = 1024**3
     admission_wait_seconds: float = 30.0
     state_ttl_seconds: float = 600.0
     max_message_bytes: int = 256 * 1024**2
@@ -125,7 +126,7 @@ _SIZE_UNITS = {
     "t": 1000**4, "tb": 1000**4, "tib": 1024**4,
 }  # fmt: skip
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
-_BYTE_KEYS = {"memory_budget", "max_message_bytes", "network_probe_bytes"}
+_BYTE_KEYS = {"memory_budget", "cache_bytes", "max_message_bytes", "network_probe_bytes"}
 
 
 def parse_size(value: object, key: str = "size") -> int:

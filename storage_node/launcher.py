@@ -18,7 +18,15 @@ class LocalCluster:
     """``n`` storage node processes, one per ``node-XX`` shard directory under ``shards``."""
 
     def __init__(self, data_dirs: list[str], *, env: dict[str, str] | None = None,
-                 memory_budget: str | None = None, tls: tuple[str, str] | None = None) -> None:
+                 memory_budget: str | None = None, tls: tuple[str, str] | None = None,
+                 netns: list[str] | None = None, hosts: list[str] | None = None) -> None:
+        """``netns``/``hosts``: run node i inside network namespace ``netns[i]`` listening on
+        ``hosts[i]`` (``bench/net.sh up`` creates them); default: loopback."""
+        if (netns is None) != (hosts is None) or (netns is not None and hosts is not None
+                                                 and not len(netns) == len(hosts) >= len(data_dirs)):
+            raise StorageError(f"give one network namespace and host per node: {len(data_dirs)} nodes, "
+                               f"netns={netns}, hosts={hosts} (run bench/net.sh up --nodes {len(data_dirs)})")
+        self.netns, self.hosts = netns, hosts
         self.data_dirs = data_dirs
         self.env = {**os.environ, **(env or {})}
         self.memory_budget = memory_budget
@@ -37,6 +45,8 @@ class LocalCluster:
             ready_file = Path(self.tmp.name) / f"ready-{i}.json"
             cmd = [sys.executable, "-m", "storage_node.server", "--data", data, "--port", "0", "--token-file",
                    str(self.token_file), "--ready-file", str(ready_file)]
+            if self.netns and self.hosts:
+                cmd = ["ip", "netns", "exec", self.netns[i], *cmd, "--host", self.hosts[i]]
             if self.memory_budget:
                 cmd += ["--memory-budget", self.memory_budget]
             if self.tls:
@@ -60,7 +70,8 @@ class LocalCluster:
                 time.sleep(0.05)
             port = json.loads(path.read_text())["port"]
             scheme = "grpc+tls" if self.tls else "grpc+tcp"
-            self.endpoints.append(f"{scheme}://127.0.0.1:{port}")
+            host = self.hosts[i] if self.hosts else "127.0.0.1"
+            self.endpoints.append(f"{scheme}://{host}:{port}")
         return self
 
     def stop(self) -> None:

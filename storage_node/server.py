@@ -91,7 +91,8 @@ class StorageNode(flight.FlightServerBase):
                                                              "uptime_s": time.time() - self.started}, [])
             elif action.type == "stats":
                 stats = self.registry.stats()
-                stats.update({"calls": self.calls, "bytes_in": self.bytes_in, "bytes_out": self.bytes_out})
+                stats.update({"calls": self.calls, "bytes_in": self.bytes_in, "bytes_out": self.bytes_out,
+                              **self.store.cache_stats()})
                 reply = (stats, [])
             else:
                 handler = getattr(self.actions, action.type, None) if action.type in ACTIONS else None
@@ -148,6 +149,9 @@ def serve(data: str, port: int, token_file: str, memory_budget: str | None = Non
     if memory_budget is not None:
         cfg = dataclasses.replace(cfg, memory_budget=parse_size(memory_budget, "--memory-budget"))
     store = ShardStore(data, cfg)
+    from storage_node.warmup import warm_up
+
+    warm_up()
     tls = None
     scheme = "grpc+tcp"
     if tls_cert and tls_key:

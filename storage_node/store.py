@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pyarrow as pa
 import pyarrow.dataset as ds
 
@@ -37,6 +39,10 @@ class ShardStore:
                     raise StorageError(f"shard {f} does not match the manifest schema: {diff[:3] or 'column count'}; "
                                        "re-shard the data or fix the manifest")
         self.time_column = str(self.manifest.get("time_column", "ts"))
+        self.cached: pa.Table | None = None  # the whole shard set, decoded, once a scan loaded it
+        self.cache_hits = 0
+        self._cache_lock = threading.Lock()
+        self._size: int | None = None
 
     @property
     def schema(self) -> pa.Schema:
@@ -46,18 +52,33 @@ class ShardStore:
 
     def estimate_bytes(self) -> int:
         """Uncompressed size of the shard set (an upper bound of what one scan holds)."""
+        if self._size is not None:
+            return self._size
         total = 0
         if self.dataset is None:
             return 0
         for fragment in self.dataset.get_fragments():
             meta = fragment.metadata
             total += sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+        self._size = total
         return total
 
     def scan(self, filter_: object = None, columns: list[str] | None = None) -> pa.Table:
+        """Rows passing ``filter_``. Shard sets whose decoded size fits ``storage.cache_bytes``
+        are read once and filtered in memory afterwards (shards are immutable while served)."""
         if self.dataset is None:
             return self.schema.empty_table()
         try:
-            return self.dataset.to_table(filter=filter_, columns=columns)
+            if self.cached is None and 0 < self.estimate_bytes() <= self.config.cache_bytes:
+                with self._cache_lock:
+                    if self.cached is None:  # concurrent first scans load once
+                        self.cached = self.dataset.to_table()
+            elif self.cached is not None:
+                self.cache_hits += 1
+            source = ds.dataset(self.cached) if self.cached is not None else self.dataset
+            return source.to_table(filter=filter_, columns=columns)
         except OSError as exc:
             raise StorageError(f"cannot scan shards under {self.location.uri}: {exc}") from exc
+
+    def cache_stats(self) -> dict[str, int]:
+        return {"cached_bytes": self.cached.nbytes if self.cached is not None else 0, "cache_hits": self.cache_hits}

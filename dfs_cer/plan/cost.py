@@ -67,6 +67,8 @@ class CostModel:
     constants: dict[str, float] = field(default_factory=lambda: dict(FIXED))
     tables: dict[str, list[list[float]]] = field(default_factory=dict)
     betas: dict[str, float] = field(default_factory=dict)
+    #: multiplies every estimate of the network rate R (the paper's misestimated-R ablation)
+    rate_scale: float = 1.0
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:
@@ -111,6 +113,16 @@ class CostModel:
             return out
         return cls(model)
 
+    def misestimate(self, factor: float) -> CostModel:
+        """Scale every estimate of R by ``factor`` (> 0) from now on."""
+        if not factor > 0:
+            from dfs_cer.errors import ConfigError
+
+            raise ConfigError(f"rate_scale must be > 0, got {factor!r}")
+        self.rate_scale = factor
+        self.constants["rate_bytes_per_s"] *= factor
+        return self
+
     def per_event(self, name: str, n: float) -> float:
         """Seconds per event of constant ``name`` for a batch of ``n`` events."""
         table = self.tables.get(name)
@@ -122,12 +134,13 @@ class CostModel:
     def probe(self, nbytes: int, seconds: float) -> None:
         """Set the network rate R from the first round trip of a query (adaptive model only)."""
         if self.model == "adaptive" and nbytes >= 4096 and seconds > 0:
-            self.constants["rate_bytes_per_s"] = nbytes / seconds
+            self.constants["rate_bytes_per_s"] = self.rate_scale * nbytes / seconds
 
     def observe_transfer(self, nbytes: int, seconds: float) -> None:
         """Update the network rate R from a transfer (adaptive model only)."""
         if self.model == "adaptive" and nbytes > 64 * 1024 and seconds > 0:
-            self.constants["rate_bytes_per_s"] = 0.5 * self.constants["rate_bytes_per_s"] + 0.5 * nbytes / seconds
+            self.constants["rate_bytes_per_s"] = 0.5 * self.constants["rate_bytes_per_s"] + \
+                0.5 * self.rate_scale * nbytes / seconds
 
     def decide(self, x: CostInputs) -> Decision:
         lam = x.count / max(x.span, 1.0)

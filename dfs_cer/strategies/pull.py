@@ -203,11 +203,12 @@ JOIN_FILTERS = ("wjf", "keyset", "none")
 
 def dfs(session: Session, query: Query, unit: str, cost_model: str = "adaptive",
         calibration_file: str | None = None, target_fpr: float = 0.02, tis_format: str = "swf",
-        join_filter: str = "wjf", passes: int = 2, **unused: Any) -> PullResult:
+        join_filter: str = "wjf", passes: int = 2, rate_scale: float = 1.0, **unused: Any) -> PullResult:
     """Dual filtering; ``tis_format`` ("swf" or "intervals") and ``join_filter`` ("wjf",
     "keyset" or "none") select the paper's ablations. ``passes`` > 1 verifies every variable
     again against the interval set the others shrank (the first variable's events are checked
-    only against its own intervals in pass 1); the cost model gates each of these round trips."""
+    only against its own intervals in pass 1); the cost model gates each of these round trips.
+    ``rate_scale`` misestimates the network rate R by that factor (an ablation)."""
     if passes < 1:
         from dfs_cer.errors import ConfigError
 
@@ -231,7 +232,7 @@ def dfs(session: Session, query: Query, unit: str, cost_model: str = "adaptive",
     candidates = sum(int(h["rows"]) for h in headers)
     row_bytes = float(np.mean([h.get("row_bytes", 0.0) for h in headers])) or 64.0
     engine = "cer" if analysis.query.recognize.all_matches else "rowpattern"
-    model = CostModel.load(cost_model, calibration_file, engine=engine)
+    model = CostModel.load(cost_model, calibration_file, engine=engine).misestimate(rate_scale)
     order = variable_order(analysis, counts)
     first = order[0]
     replies = session.action("intervals", {"variable": first, "role": ROLE_NAMES[analysis.variable(first).role],

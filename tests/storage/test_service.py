@@ -272,3 +272,23 @@ def test_tls_and_message_cap(tmp_path: Path, events: pa.Table) -> None:
         with pytest.raises(StorageError, match="exceeds the storage node's limit of 4096"):
             c.action("open", {"query_id": "x", "query": "y" * 5000})
         assert c.action("health")[0]["status"] == "ok"
+
+
+def test_shard_cache_serves_later_scans_from_memory(tmp_path: Path, events: pa.Table) -> None:
+    pq.write_table(events, tmp_path / "e.parquet")
+    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"))
+    node = [str(tmp_path / "nodes" / "node-00")]
+    replies = {}
+    for cache in ("1GiB", "0"):
+        with LocalCluster(node, env={"DFS_CER__STORAGE__CACHE_BYTES": cache}) as one:
+            c = StorageClient(one.endpoints[0], one.token)
+            opened = [c.action("open", {"query_id": f"q{i}", "query": parse(QUERY).to_json()})[0] for i in range(3)]
+            assert opened[0]["variables"] == opened[2]["variables"]
+            pulled = c.pull({"query_id": "q2", "kind": "pull_pushdown"})
+            stats = c.action("stats")[0]
+            replies[cache] = (opened[0]["variables"], pulled)
+        if cache == "0":
+            assert stats["cached_bytes"] == 0 and stats["cache_hits"] == 0
+        else:
+            assert stats["cached_bytes"] > 0 and stats["cache_hits"] == 2
+    assert replies["1GiB"][0] == replies["0"][0] and replies["1GiB"][1].equals(replies["0"][1])

@@ -75,3 +75,12 @@ def test_cost_model_reads_what_calibrate_writes(tmp_path: Path) -> None:
     model = CostModel.load("adaptive", str(out), engine="cer")
     assert model.constants["beta"] == doc["beta"]["cer"] > 0
     assert all(0 < model.per_event(c, 5000) < 1e-5 for c in ("c_p1", "c_p2", "c_b"))
+
+
+def test_misestimated_rate_scales_every_estimate() -> None:
+    model = CostModel("adaptive").misestimate(10.0)
+    assert model.constants["rate_bytes_per_s"] == 10 * FIXED["rate_bytes_per_s"]
+    model.probe(1_000_000, 0.01)  # measured 100 MB/s
+    assert model.constants["rate_bytes_per_s"] == pytest.approx(1e9)
+    with pytest.raises(ConfigError, match="rate_scale must be > 0"):
+        CostModel("adaptive").misestimate(0)

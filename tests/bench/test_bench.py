@@ -1,0 +1,84 @@
+"""The evaluation harness: bench/run.py end to end at smoke scale, and bench/net.sh's
+rate-limited namespaces with storage nodes inside them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from dfs_cer.datasets import synthetic_events
+from dfs_cer.io.shard import shard
+from dfs_cer.strategies import pull
+from storage_node.launcher import LocalCluster
+
+ROOT = Path(__file__).resolve().parents[2]
+NET = {"DFS_NET_PREFIX": "dfstst", "DFS_NET_SUBNET": "10.79"}  # apart from a benchmark's namespaces
+
+
+def test_run_quick_writes_tables_plots_and_headline(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "bench/run.py", "--quick", "--sections", "main,memory", "--json",
+                          "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    head = json.loads(out.stdout[out.stdout.index("{"):])
+    for key in ("transmission_vs_pushdown", "transmission_vs_pushpull", "latency_vs_best_baseline",
+                "sn_memory_vs_pushdown"):
+        assert head[key] > 0 and key in head["targets_met"]
+    assert head["transmission_vs_pushdown"] < 1  # DFS moves fewer bytes than push-down even at 200k
+    results = json.loads((tmp_path / "run-loopback.json").read_text())
+    dfs = results["main"]["dfs"]["summary"]
+    assert set(dfs["phases"]) == {"open", "filter", "pull", "match"}
+    assert all(s["summary"]["matches"] == dfs["matches"] for s in results["main"].values())  # exact
+    assert "| strategy | MB (both ways)" in (tmp_path / "run-loopback.md").read_text()
+    for fig in ("fig_transmission", "fig_latency", "fig_memory"):
+        assert (tmp_path / f"{fig}-loopback.png").stat().st_size > 10_000
+    bad = subprocess.run([sys.executable, "bench/run.py", "--sections", "main,charts"], capture_output=True,
+                         text=True, cwd=ROOT, timeout=60)
+    assert bad.returncode != 0 and "unknown section 'charts'" in bad.stderr
+
+
+def _net(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(ROOT / "bench" / "net.sh"), *args], capture_output=True, text=True,
+                          env={**os.environ, **NET}, timeout=60)
+
+
+@pytest.fixture
+def namespaces() -> Iterator[dict[str, object]]:
+    up = _net("up", "--nodes", "2", "--rate", "100mbit")
+    assert up.returncode == 0, up.stderr
+    try:
+        yield json.loads(up.stdout)
+    finally:
+        assert _net("down").returncode == 0
+
+
+def test_net_sh_shapes_links_to_storage_nodes_in_namespaces(namespaces: dict[str, object], tmp_path: Path) -> None:
+    from bench.harness import NetConfig, wire_bytes
+
+    net = NetConfig.load(Path("/run/dfstst-cer-net.json"))
+    assert net.namespaces == ["dfstst-sn0", "dfstst-sn1"] and net.hosts == ["10.79.0.2", "10.79.1.2"]
+    pq.write_table(synthetic_events(60_000), tmp_path / "e.parquet")
+    shard(str(tmp_path / "e.parquet"), 2, str(tmp_path / "n"))
+    dirs = [str(tmp_path / "n" / f"node-{i:02d}") for i in range(2)]
+    with LocalCluster(dirs, netns=net.namespaces, hosts=net.hosts) as cluster:
+        assert cluster.endpoints[0].startswith("grpc+tcp://10.79.0.2:")
+        before = wire_bytes(net.devices)
+        started = time.perf_counter()
+        result = pull("pull_all", "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ALL MATCHES "
+                      "PATTERN (A B) WITHIN INTERVAL '1' MINUTE DEFINE A AS A.type = 'T_01', "
+                      "B AS B.type = 'T_02')", cluster.endpoints, cluster.token)
+        seconds = time.perf_counter() - started
+        wire = wire_bytes(net.devices) - before
+    payload = result.trace.bytes_to_cn + result.trace.bytes_to_sn
+    assert payload <= wire <= payload * 1.2  # TCP/IP headers on top of the payload
+    assert seconds >= 0.8 * payload / (2 * 100e6 / 8)  # two 100 Mbit/s links cap the transfer
+    status = json.loads(_net("status").stdout)
+    assert status["nodes"] == 2 and status["rate"] == "100mbit"
+    assert _net("up", "--nodes", "0").returncode == 2
