@@ -141,7 +141,7 @@ def plots(results: dict[str, Any], out: Path, mode: str) -> None:
             bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
         ax.set_ylabel("seconds per query")
         ax.set_title(f"latency by phase ({mode})")
-        ax.legend(frameon=False)
+        ax.legend(frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         ax.tick_params(axis="x", rotation=30)
         fig.tight_layout()
         fig.savefig(out / f"fig_latency-{mode}.png", dpi=110)
@@ -203,3 +203,14 @@ def plots(results: dict[str, Any], out: Path, mode: str) -> None:
         fig.tight_layout()
         fig.savefig(out / f"fig_memory-{mode}.png", dpi=110)
         plt.close(fig)
+
+
+if __name__ == "__main__":  # re-render: python bench/report.py bench/results/run-net-1gbit.json
+    import json
+    import sys
+
+    path = Path(sys.argv[1])
+    doc = json.loads(path.read_text())
+    plots(doc, path.parent, doc["mode"])
+    path.with_suffix(".md").write_text(markdown(doc))
+    print(markdown(doc))

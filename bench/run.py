@@ -155,7 +155,7 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"error: unknown section {unknown[0]!r}; choose from {', '.join(SECTIONS)}")
     net = NetConfig.load(Path(args.net_state)) if args.net else None
-    mode = "net" if net else "loopback"
+    mode = f"net-{net.rate}" if net else "loopback"
     node_counts = [int(n) for n in args.node_counts.split(",")]
     queries = synthetic_queries(args.queries)
     sweep_points: list[tuple[str, Any, list[str]]] = []

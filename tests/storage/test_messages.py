@@ -1,0 +1,43 @@
+"""Message framing: compressed blobs round-trip, and malformed compression is a ProtocolError."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dfs_cer.errors import ProtocolError
+from dfs_cer.filters import IntervalSet
+from dfs_cer.transport.messages import MAGIC, decode, encode
+
+
+def test_filters_travel_compressed_and_round_trip() -> None:
+    starts = np.cumsum(np.random.default_rng(1).integers(1000, 100_000, 5000))
+    blob = IntervalSet(starts, starts + 500).to_bytes()
+    small = b"x" * 10
+    message = encode({"action": "verify"}, [blob, small])
+    assert len(message) < 0.6 * len(blob), (len(message), len(blob))  # sorted interval bounds compress well
+    header, blobs = decode(message)
+    assert header["action"] == "verify" and "z" not in header and header["blobs"][1] == 10
+    assert blobs == [blob, small]
+
+
+@settings(max_examples=100)
+@given(st.lists(st.binary(max_size=2000), max_size=4))
+def test_any_blobs_round_trip(blobs: list[bytes]) -> None:
+    assert decode(encode({"k": 1}, blobs))[1] == blobs
+
+
+def _frame(header: dict[str, object], body: bytes) -> bytes:
+    text = json.dumps(header).encode()
+    return MAGIC + len(text).to_bytes(4, "little") + text + body
+
+
+@pytest.mark.parametrize("z", [{"0": 10**12}, {"5": 10}, {"0": -1}, [1], {"0": 50}])
+def test_malformed_compression_is_refused(z: object) -> None:
+    body = b"\x28\xb5\x2f\xfd" + b"garbage-not-zstd"
+    with pytest.raises(ProtocolError, match="malformed message"):
+        decode(_frame({"blobs": [len(body)], "z": z}, body))
