@@ -14,6 +14,16 @@ from pathlib import Path
 from dfs_cer.errors import StorageError
 
 
+def _ready_port(path: Path) -> int:
+    """The port a node wrote to its ready file (nodes write it atomically; older ones may not)."""
+    for _ in range(100):
+        try:
+            return int(json.loads(path.read_text())["port"])
+        except (ValueError, KeyError):
+            time.sleep(0.02)
+    raise StorageError(f"storage node ready file {path} is unreadable")
+
+
 class LocalCluster:
     """``n`` storage node processes, one per ``node-XX`` shard directory under ``shards``."""
 
@@ -68,7 +78,7 @@ class LocalCluster:
                     self.tmp.cleanup()
                     raise StorageError(f"storage node {i} did not start within {timeout:.0f} s")
                 time.sleep(0.05)
-            port = json.loads(path.read_text())["port"]
+            port = _ready_port(path)
             scheme = "grpc+tls" if self.tls else "grpc+tcp"
             host = self.hosts[i] if self.hosts else "127.0.0.1"
             self.endpoints.append(f"{scheme}://{host}:{port}")

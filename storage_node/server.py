@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import hmac
 import json
+import os
 import sys
 import threading
 import time
@@ -159,8 +160,10 @@ def serve(data: str, port: int, token_file: str, memory_budget: str | None = Non
         scheme = "grpc+tls"
     location = f"{scheme}://{host or cfg.host}:{port}"
     server = StorageNode(location, store, read_token(token_file), cfg, tls)
-    if ready_file:
-        Path(ready_file).write_text(json.dumps({"port": server.port, "pid": __import__("os").getpid()}))
+    if ready_file:  # written whole, then renamed: a launcher polling for it never reads half a file
+        tmp = Path(f"{ready_file}.tmp")
+        tmp.write_text(json.dumps({"port": server.port, "pid": os.getpid()}))
+        os.replace(tmp, ready_file)
     print(f"storage node serving {store.location.uri} ({store.manifest.get('rows')} rows) on {location}",
           flush=True)
     server.serve()
