@@ -95,11 +95,17 @@ def sort_and_partition(table: pa.Table, partition_by: tuple[str, ...], order_by:
     return table, bounds, order
 
 
-def _next_start(pattern: object, labels: tuple[str, ...], masks: np.ndarray, n: int) -> np.ndarray:
+def _next_start(pattern: object, labels: tuple[str, ...], masks: np.ndarray, n: int,
+                bounds: np.ndarray | None = None) -> np.ndarray:
     """For every row, the first row at or after it where a match can start: some label that can
-    begin a match accepts it (every row when the pattern can match empty)."""
+    begin a match accepts it (every row when the pattern can match empty).
+
+    With partition ``bounds``, rows after the last row of a partition that some *mandatory*
+    label (one every match contains) accepts cannot start a match either: they skip to the
+    partition's end. This keeps patterns such as ``(A | A A)* B`` from scanning the rest of the
+    partition from every start when no row can be ``B``."""
     from dfs_cer.pattern.ir import RowPattern
-    from dfs_cer.pattern.properties import first_labels, nullable
+    from dfs_cer.pattern.properties import first_labels, mandatory_labels, nullable
 
     assert isinstance(pattern, RowPattern)
     if nullable(pattern):
@@ -109,7 +115,22 @@ def _next_start(pattern: object, labels: tuple[str, ...], masks: np.ndarray, n: 
         can |= masks[labels.index(name)]
     rows = np.nonzero(can)[0]
     idx = np.searchsorted(rows, np.arange(n + 1))
-    return np.append(rows, n)[idx].astype(np.int64)
+    out = np.append(rows, n)[idx].astype(np.int64)
+    required = [labels.index(name) for name in mandatory_labels(pattern) if name in labels]
+    if bounds is None or not required or n == 0:
+        return out
+    starts, ends = bounds[:-1], bounds[1:]
+    keep = ends > starts
+    starts, ends = starts[keep], ends[keep]
+    positions = np.arange(1, n + 1, dtype=np.int64)
+    limit = np.full(starts.size, np.iinfo(np.int64).max)
+    for v in required:
+        last = np.maximum.reduceat(np.where(masks[v], positions, 0), starts)  # last accepted row + 1, or 0
+        limit = np.minimum(limit, np.where(last > 0, last - 1, -1))
+    part = np.repeat(np.arange(starts.size), ends - starts)
+    dead = out[:n] > limit[part]  # the first possible start lies after the last row some mandatory label accepts
+    out[:n][dead] = ends[part][dead]
+    return out
 
 
 def _idle_skipping(masks: np.ndarray, dependent: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -187,7 +208,7 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
         names[s.name] = len(labels) + i
     skip_target = names[skip.variable] if skip.variable is not None else -1
     c = conditions
-    next_start = _next_start(mr.pattern, labels, c.masks, n)
+    next_start = _next_start(mr.pattern, labels, c.masks, n, bounds)
     status, m_start, m_end, m_part, r_match, r_row, r_label, r_excl = vm.run(
         program.op.astype(np.int64), program.a.astype(np.int64), program.b.astype(np.int64), c.masks, c.dependent,
         c.code, c.code_start, c.const_i, c.const_f, c.const_kind, c.icols, c.inull, c.fcols, c.fnull, c.members,

@@ -3,6 +3,7 @@ differential test against the brute-force reference."""
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -261,3 +262,33 @@ def test_q1_style_on_synthetic_data_matches_the_reference(sql_index: int) -> Non
     got = sorted(r["ts"] for r in out.table.to_pylist())
     want = sorted(rows[r]["ts"] for s, e, path in expected for r, _, _ in path)
     assert out.matches == len(expected) > 0 and got == want
+
+
+@pytest.mark.parametrize(("pattern", "b_alone"), [("(A | A A)* B", True), ("(A+)+ B", False), ("(A*)* B", True),
+                                                  ("A (A | A A)* B+", False)])
+def test_pathological_patterns_skip_starts_that_cannot_reach_a_mandatory_label(pattern: str, b_alone: bool) -> None:
+    """10k rows and no row can be B: every start is skipped (the scan from each start would be
+    quadratic); with a B at the end every earlier start matches, as the standard says."""
+    sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS a, count(*) AS c ONE ROW PER MATCH "
+           f"AFTER MATCH SKIP TO NEXT ROW PATTERN ({pattern}) DEFINE A AS A.v = 1, B AS B.v = 2)")
+    n = 10_000
+    none = pa.table({"ts": np.arange(n), "v": np.ones(n, dtype=np.int64)})
+    assert match_recognize(none, sql).num_rows == 0
+    m = 1_500
+    tail = pa.table({"ts": np.arange(m), "v": np.append(np.ones(m - 1, dtype=np.int64), 2)})
+    got = match_recognize(tail, sql)
+    starts = m if b_alone else m - 1  # every row starts a match that runs to the B (the B alone too)
+    assert got.column("c").to_pylist() == [m - s for s in range(starts)]
+
+
+def test_starts_after_the_last_row_a_mandatory_label_accepts_are_skipped() -> None:
+    from dfs_cer.match.rowpattern import _next_start
+    from dfs_cer.query import parse
+
+    pattern = parse("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN ((A | A A)* B) "
+                    "DEFINE A AS A.v = 1, B AS B.v = 2)").recognize.pattern
+    masks = np.array([[1, 1, 1, 1, 1, 1], [0, 1, 0, 0, 0, 0]], bool)  # A everywhere; B only at row 1
+    bounds = np.array([0, 3, 6])  # two partitions: rows 0-2 and 3-5
+    got = _next_start(pattern, ("A", "B"), masks, 6, bounds)
+    assert got.tolist() == [0, 1, 3, 6, 6, 6, 6]  # row 2 and the whole second partition cannot start a match
+    assert _next_start(pattern, ("A", "B"), masks, 6).tolist() == [0, 1, 2, 3, 4, 5, 6]  # without bounds: no pruning
