@@ -1,0 +1,50 @@
+"""Conformance with the standard as Trino implements it: each case's data and expected rows come
+from a case of Trino's TestRowPatternMatching (written there in window form; here one row per
+match, in match order)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from dfs_cer import match_recognize
+from dfs_cer.errors import MatchError
+
+EMPTY = (None, None)
+
+
+@pytest.mark.parametrize(("pattern", "expected"), [
+    ("()* | B", [EMPTY] * 4),  # an alternative that matches empty is preferred like any other
+    ("()+ | B", [EMPTY] * 4),
+    ("(){5,} | B", [EMPTY] * 4),  # empty iterations up to the minimum
+    ("B | ()*", [EMPTY, (80, "B"), (80, "B"), EMPTY]),
+    ("(B ()*)*", [EMPTY, (80, "B"), EMPTY]),  # rows 2-3 in one match: the loop goes on after a non-empty iteration
+    ("(B ()*)*?", [EMPTY] * 4),
+])
+def test_empty_cycles(pattern: str, expected: list[tuple[object, object]]) -> None:
+    t = pa.table({"id": [1, 2, 3, 4], "value": [70, 80, 80, 70]})
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES RUNNING LAST(value) AS val, CLASSIFIER() AS label "
+           f"ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN ({pattern}) "
+           "DEFINE B AS B.value >= NEXT(B.value))")
+    assert [(r["val"], r["label"]) for r in match_recognize(t, sql).to_pylist()] == expected
+
+
+SKIP_QUERY = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES FIRST(id) AS s, RUNNING LAST(value) AS val, "
+              "CLASSIFIER() AS label ONE ROW PER MATCH AFTER MATCH {skip} PATTERN (A B+ C+ D?) SUBSET U = (C, D) "
+              "DEFINE B AS B.value < PREV(B.value), C AS C.value > PREV(C.value), D AS false)")
+SKIP_DATA = pa.table({"id": [1, 2, 3, 4, 5, 6], "value": [90, 80, 70, 80, 70, 100]})
+
+
+@pytest.mark.parametrize("skip", ["SKIP TO FIRST C", "SKIP TO LAST B", "SKIP TO B", "SKIP TO U"])
+def test_after_match_skip_to_a_label(skip: str) -> None:
+    rows = match_recognize(SKIP_DATA, SKIP_QUERY.format(skip=skip)).to_pylist()
+    assert [(r["s"], r["val"], r["label"]) for r in rows] == [(1, 80, "C"), (4, 100, "C")]
+
+
+@pytest.mark.parametrize(("skip", "message"), [
+    ("SKIP TO A", "would skip to the first row of the match"),  # Trino: cannot skip to first row of match
+    ("SKIP TO D", "found no row labelled D in the match"),  # Trino: pattern variable is not present in match
+])
+def test_after_match_skip_errors(skip: str, message: str) -> None:
+    with pytest.raises(MatchError, match=message):
+        match_recognize(SKIP_DATA, SKIP_QUERY.format(skip=skip))
