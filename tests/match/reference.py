@@ -168,8 +168,12 @@ class Reference:
             if not can_more:
                 return
             for mid, mid_path in self._match(q.pattern, pos, path, excl, start, p0, p1):
-                if mid == pos and count >= q.min:
-                    continue  # an empty iteration past the minimum would loop forever
+                if mid == pos and count >= q.min and q.max is None:
+                    # a looping quantifier (*, +, {n,}) drops an empty iteration past the minimum
+                    # (it would loop forever; Trino's matcher drops a thread that comes back to
+                    # the loop without consuming a row); bounded ones ({n,m}, ?) unroll, and an
+                    # empty iteration there is an iteration like any other
+                    continue
                 yield from self._rep(q, count + 1, mid, mid_path, excl, start, p0, p1)
 
         if q.greedy:

@@ -48,3 +48,17 @@ def test_after_match_skip_to_a_label(skip: str) -> None:
 def test_after_match_skip_errors(skip: str, message: str) -> None:
     with pytest.raises(MatchError, match=message):
         match_recognize(SKIP_DATA, SKIP_QUERY.format(skip=skip))
+
+
+@pytest.mark.parametrize(("pattern", "expected"), [
+    ("(A* | B)?", [(0, None), (0, None)]),  # bounded: the iteration's first alternative matches empty
+    ("(A* | B){0,2}", [(0, None), (0, None)]),
+    ("(A* | B)*", [(2, "B")]),  # a loop drops the empty iteration and takes B, twice
+])
+def test_empty_iterations_of_bounded_and_looping_quantifiers(pattern: str, expected: list[tuple[int, object]]) -> None:
+    """Trino compiles {n,m} and ? by unrolling (an empty iteration is an iteration like any other)
+    and drops a thread that comes back to a loop (*, {n,}) without consuming a row."""
+    t = pa.table({"id": [1, 2], "v": [5, 5]})
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES count(*) AS c, CLASSIFIER() AS l ONE ROW PER MATCH "
+           f"AFTER MATCH SKIP PAST LAST ROW PATTERN ({pattern}) DEFINE A AS A.v > 9, B AS B.v < 9)")
+    assert [(r["c"], r["l"]) for r in match_recognize(t, sql).to_pylist()] == expected

@@ -179,12 +179,12 @@ def patterns(draw: st.DrawFn, depth: int = 0) -> str:
         base = {"seq": " ".join(parts), "alt": " | ".join(parts), "group": "(" + " ".join(parts) + ")",
                 "perm": "PERMUTE(" + ", ".join(parts[:2]) + ")"}[kind]
         base = f"({base})"
-    q = draw(st.sampled_from(["", "", "*", "+", "?", "*?", "+?", "??", "{1,2}", "{2}", "{0,2}?"]))
+    q = draw(st.sampled_from(["", "", "*", "+", "?", "*?", "+?", "??", "{1,2}", "{2}", "{0,2}?", "{2,}"]))
     from dfs_cer.pattern.parser import parse_pattern
     from dfs_cer.pattern.properties import nullable
 
-    # quantifying a sub-pattern that can match empty raises the question of empty iterations,
-    # which the conformance work settles (issue 9); here bodies always consume a row
+    # quantified bodies that can match empty are left out until the VM agrees with the reference
+    # on them: ((A* (A | C)*?)* A*) over two rows where only C holds (issue 9)
     if q and nullable(parse_pattern(base)):
         return base
     return base + q
