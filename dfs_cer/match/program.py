@@ -132,14 +132,26 @@ class _Builder:
         self.code[at][1], self.code[at][2] = (body, exit_) if greedy else (exit_, body)
 
     def _quantified(self, q: Quantified) -> None:
+        if q.max is None:
+            # loops as Trino compiles them: `{0,}` is SPLIT(body, exit) body SPLIT(body, exit) with
+            # two distinct splits; `{n,}` repeats the body n times and loops back to the last copy.
+            # The VM drops a thread that reaches an instruction twice in one closure, so an empty
+            # iteration past the minimum ends the loop, while a new iteration of an enclosing loop
+            # can still enter this one through its first split
+            first = -1
+            if q.min == 0:
+                first = self.emit(SPLIT)
+            start = len(self.code)
+            for _ in range(max(q.min, 1)):
+                start = len(self.code)
+                self.compile(q.pattern)
+            back = self.emit(SPLIT)
+            self._split(q.greedy, start, len(self.code), back)
+            if first >= 0:
+                self._split(q.greedy, start, len(self.code), first)
+            return
         for _ in range(q.min):
             self.compile(q.pattern)
-        if q.max is None:
-            loop = self.emit(SPLIT)
-            self.compile(q.pattern)
-            self.emit(JUMP, loop)
-            self._split(q.greedy, loop + 1, len(self.code), loop)
-            return
         splits = []
         for _ in range(q.max - q.min):
             split = self.emit(SPLIT)

@@ -160,21 +160,26 @@ class Reference:
             yield from self._seq(items[1:], mid, mid_path, excl, start, p0, p1)
 
     def _rep(self, q: Quantified, count: int, pos: int, path: Path, excl: bool, start: int, p0: int,
-             p1: int) -> Iterator[tuple[int, Path]]:
-        can_more = q.max is None or count < q.max
+             p1: int, last_empty: bool = False) -> Iterator[tuple[int, Path]]:
+        # Loops (*, +, {n,}) as Trino compiles them: the body n times (once for *), then a split
+        # S back to the last copy's start; its matcher drops a thread that reaches an instruction
+        # twice at one row. So with T = max(min, 1): an empty iteration k < T is fine; an empty
+        # iteration T ends the loop (the way back to its own start is cut; the exit stays open);
+        # an empty iteration k > T started from S at this row and is dropped when it comes back to
+        # S (the next alternative is tried). Bounded quantifiers ({n,m}, ?) are unrolled: their
+        # empty iterations are iterations like any other.
+        threshold = max(q.min, 1)
+        stuck = q.max is None and last_empty and count >= threshold
+        can_more = (q.max is None or count < q.max) and not stuck
         can_stop = count >= q.min
 
         def more() -> Iterator[tuple[int, Path]]:
             if not can_more:
                 return
             for mid, mid_path in self._match(q.pattern, pos, path, excl, start, p0, p1):
-                if mid == pos and count >= q.min and q.max is None:
-                    # a looping quantifier (*, +, {n,}) drops an empty iteration past the minimum
-                    # (it would loop forever; Trino's matcher drops a thread that comes back to
-                    # the loop without consuming a row); bounded ones ({n,m}, ?) unroll, and an
-                    # empty iteration there is an iteration like any other
+                if mid == pos and q.max is None and count + 1 > threshold:
                     continue
-                yield from self._rep(q, count + 1, mid, mid_path, excl, start, p0, p1)
+                yield from self._rep(q, count + 1, mid, mid_path, excl, start, p0, p1, mid == pos)
 
         if q.greedy:
             yield from more()
