@@ -35,6 +35,10 @@ class MatchOutput:
     table: pa.Table
     matches: int
     truncated: bool
+    #: the row-pattern matcher's peak working memory (thread lists, dedup tables, path arena):
+    #: it grows with the longest partition (or final-interval segment) and the pattern, not
+    #: with the number of partitions or rows overall; 0 for the CER engine
+    work_bytes: int = 0
 
 
 def _resolve(table: pa.Table, name: str) -> str:
@@ -209,7 +213,7 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
     skip_target = names[skip.variable] if skip.variable is not None else -1
     c = conditions
     next_start = _next_start(mr.pattern, labels, c.masks, n, bounds)
-    status, m_start, m_end, m_part, r_match, r_row, r_label, r_excl = vm.run(
+    status, m_start, m_end, m_part, r_match, r_row, r_label, r_excl, work_bytes = vm.run(
         program.op.astype(np.int64), program.a.astype(np.int64), program.b.astype(np.int64), c.masks, c.dependent,
         c.code, c.code_start, c.const_i, c.const_f, c.const_kind, c.icols, c.inull, c.fcols, c.fnull, c.members,
         c.relevant, c.deep_navigation, ts, window, bounds, skip_mode, skip_target, max_matches, next_start,
@@ -231,7 +235,7 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
     rows = MatchRows(table, labels, c.members, names, bounds, row_part, m_start, m_end, m_part, r_match, r_row,
                      r_label, r_excl)
     relation = _assemble(rows, analysis, partition_by, [o for o, _ in order_by], original, order)
-    return MatchOutput(relation, int(m_start.size), truncated)
+    return MatchOutput(relation, int(m_start.size), truncated, int(work_bytes))
 
 
 def _referenced_columns(mr: MatchRecognize, table: pa.Table) -> set[str]:

@@ -267,9 +267,10 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
     is blocked by its mask, the free threads consume every row up to the next row some blocked
     label accepts (``next_true[v, i]``) as one run node. Results are those of stepping row by row.
 
-    Returns ``(status, m_start, m_end, m_part, r_match, r_row, r_label, r_excl)``: matches (start,
-    exclusive end, partition) and their rows with labels and exclusion flags; ``status`` is OK,
-    LIMIT_REACHED, or a runtime AFTER MATCH SKIP error with the offending match recorded last.
+    Returns ``(status, m_start, m_end, m_part, r_match, r_row, r_label, r_excl, work_bytes)``:
+    matches (start, exclusive end, partition) and their rows with labels and exclusion flags;
+    ``status`` is OK, LIMIT_REACHED, or a runtime AFTER MATCH SKIP error with the offending match
+    recorded last; ``work_bytes`` is the matcher's peak working memory.
     """
     n_prog = op.shape[0]
     n_vars = masks.shape[0]
@@ -699,5 +700,9 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
                 pos = target
         if status != OK:
             break
+    # working memory at its peak (arrays only grow): thread lists, dedup tables, path arena, stacks
+    work = 8 * (l_pc.size + l_node.size + l_depth.size + l_src.size + l_first.size + l_last.size + visited.size
+                + cvisited.size + h_stamp.size + h_key.size + a_parent.size + a_row.size + a_label.size + a_lo.size
+                + s_pc.size + s_depth.size + si.size + sf.size + sk.size) + a_excl.size
     return (status, m_start[:n_matches], m_end[:n_matches], m_part[:n_matches], r_match[:n_rows_out],
-            r_row[:n_rows_out], r_label[:n_rows_out], r_excl[:n_rows_out])
+            r_row[:n_rows_out], r_label[:n_rows_out], r_excl[:n_rows_out], work)

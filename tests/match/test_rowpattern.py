@@ -294,3 +294,23 @@ def test_starts_after_the_last_row_a_mandatory_label_accepts_are_skipped() -> No
     got = _next_start(pattern, ("A", "B"), masks, 6, bounds)
     assert got.tolist() == [0, 1, 3, 6, 6, 6, 6]  # row 2 and the whole second partition cannot start a match
     assert _next_start(pattern, ("A", "B"), masks, 6).tolist() == [0, 1, 2, 3, 4, 5, 6]  # without bounds: no pruning
+
+
+def test_matcher_memory_is_bounded_by_the_partition_and_the_pattern() -> None:
+    """`MatchOutput.work_bytes` reports the VM's peak working memory: the same for 10 or 1,000
+    partitions of one size, and at most linear in the partition when paths cannot be compressed."""
+    from dfs_cer.match.rowpattern import run_row_pattern
+
+    def work(rows: int, parts: int, pattern: str) -> int:
+        labels = np.resize(np.array(["A", "B"]), rows * parts)
+        t = pa.table({"k": np.repeat(np.arange(parts), rows), "ts": np.tile(np.arange(rows), parts), "l": labels})
+        q = parse(f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES count(*) AS c "
+                  f"PATTERN ({pattern}) DEFINE A AS l = 'A', B AS l = 'B')")
+        out = run_row_pattern(t, analyze(q, t.schema))
+        assert out.matches == parts
+        return out.work_bytes
+
+    assert 0 < work(100, 10, "(A B)+ $") == work(100, 1000, "(A B)+ $")
+    small, large = work(2_000, 1, "(A B)+ $"), work(8_000, 1, "(A B)+ $")
+    assert large <= 4.5 * small
+    assert work(8_000, 1, "(A | B)+ $") < 1_000_000
