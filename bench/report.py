@@ -110,6 +110,18 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: the strategies drawn as lines in the sweep and node plots, with their colours
+SERIES = (("push_down", "#c44e52"), ("push_pull", "#dd8452"), ("dfs", "#4c72b0"))
+
+
+def _save(fig: Any, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def plots(results: dict[str, Any], out: Path, mode: str) -> None:
     import matplotlib
 
@@ -130,9 +142,7 @@ def plots(results: dict[str, Any], out: Path, mode: str) -> None:
         axes[1].set_title("events received (Fig. 12)")
         for ax in axes:
             ax.tick_params(axis="x", rotation=30)
-        fig.tight_layout()
-        fig.savefig(out / f"fig_transmission-{mode}.png", dpi=110)
-        plt.close(fig)
+        _save(fig, out / f"fig_transmission-{mode}.png")
         fig, ax = plt.subplots(figsize=(7, 3.8))
         bottom = [0.0] * len(names)
         for phase, color in (("open", "#8172b2"), ("filter", "#dd8452"), ("pull", "#4c72b0"), ("match", "#55a868")):
@@ -143,29 +153,25 @@ def plots(results: dict[str, Any], out: Path, mode: str) -> None:
         ax.set_title(f"latency by phase ({mode})")
         ax.legend(frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         ax.tick_params(axis="x", rotation=30)
-        fig.tight_layout()
-        fig.savefig(out / f"fig_latency-{mode}.png", dpi=110)
-        plt.close(fig)
+        _save(fig, out / f"fig_latency-{mode}.png")
     sweeps = results.get("sweeps")
     if sweeps:
         fig, axes = plt.subplots(1, len(sweeps), figsize=(4 * len(sweeps), 3.5), squeeze=False)
         for ax, (name, points) in zip(axes[0], sweeps.items(), strict=True):
             xs = list(points)
-            for s, color in (("push_down", "#c44e52"), ("push_pull", "#dd8452"), ("dfs", "#4c72b0")):
+            for s, color in SERIES:
                 ax.plot(xs, [points[x][s]["bytes"] / 1e6 for x in xs], marker="o", label=s, color=color)
             ax.set_yscale("log")
             ax.set_xlabel(name)
             ax.set_ylabel("MB per query")
         axes[0][0].legend(frameon=False)
         fig.suptitle("sweeps (Fig. 18-20)")
-        fig.tight_layout()
-        fig.savefig(out / f"fig_sweeps-{mode}.png", dpi=110)
-        plt.close(fig)
+        _save(fig, out / f"fig_sweeps-{mode}.png")
     nodes = results.get("nodes")
     if nodes:
         fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
         xs = [int(n) for n in nodes]
-        for s, color in (("push_down", "#c44e52"), ("push_pull", "#dd8452"), ("dfs", "#4c72b0")):
+        for s, color in SERIES:
             axes[0].plot(xs, [nodes[str(n)][s]["bytes"] / 1e6 for n in xs], marker="o", label=s, color=color)
             axes[1].plot(xs, [nodes[str(n)][s]["latency"] for n in xs], marker="o", label=s, color=color)
         axes[0].set_ylabel("MB per query")
@@ -174,9 +180,7 @@ def plots(results: dict[str, Any], out: Path, mode: str) -> None:
             ax.set_xlabel("storage nodes")
         axes[0].legend(frameon=False)
         fig.suptitle("number of storage nodes (Fig. 23)")
-        fig.tight_layout()
-        fig.savefig(out / f"fig_nodes-{mode}.png", dpi=110)
-        plt.close(fig)
+        _save(fig, out / f"fig_nodes-{mode}.png")
     cm = results.get("costmodel")
     if cm:
         fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
@@ -190,9 +194,7 @@ def plots(results: dict[str, Any], out: Path, mode: str) -> None:
         axes[1].set_xlabel("R estimate / measured R")
         axes[1].set_ylabel("DFS seconds per query")
         axes[1].set_title("misestimated R (Fig. 27)")
-        fig.tight_layout()
-        fig.savefig(out / f"fig_costmodel-{mode}.png", dpi=110)
-        plt.close(fig)
+        _save(fig, out / f"fig_costmodel-{mode}.png")
     memory = results.get("memory")
     if memory:
         fig, ax = plt.subplots(figsize=(5, 3.5))
@@ -200,9 +202,7 @@ def plots(results: dict[str, Any], out: Path, mode: str) -> None:
         ax.bar(ss, [memory[s]["peak_bytes"] / 1e6 for s in ss], color="#8172b2")
         ax.set_ylabel("storage nodes' peak MB (sum)")
         ax.set_title("storage node memory (Fig. 13)")
-        fig.tight_layout()
-        fig.savefig(out / f"fig_memory-{mode}.png", dpi=110)
-        plt.close(fig)
+        _save(fig, out / f"fig_memory-{mode}.png")
 
 
 if __name__ == "__main__":  # re-render: python bench/report.py bench/results/run-net-1gbit.json

@@ -101,47 +101,32 @@ def crimes_events(n: int, **options: float | int) -> pa.Table:
     return pa.Table.from_batches(list(crimes_batches(n, **options)), schema=SCHEMA)  # type: ignore[arg-type]
 
 
-#: the paper's Listing 1 (Q1): robbery, then battery, then a motor vehicle theft in the battery's
-#: district, within 30 minutes, other crimes in between skipped
-Q1 = """SELECT * FROM crimes MATCH_RECOGNIZE (
+def _q1(*, r: str = "", b: str = "", m: str = "", pattern: str = "R {- N* -} B {- N* -} M",
+        head: str = "ONE ROW PER MATCH\n  AFTER MATCH SKIP TO NEXT ROW") -> str:
+    """Q1's text with extra conditions on R, B and M (each starting with `` AND``)."""
+    return f"""SELECT * FROM crimes MATCH_RECOGNIZE (
   ORDER BY date
   MEASURES R.id AS robbery, B.id AS battery, M.id AS theft, M.district AS district, M.date AS theft_date
-  ONE ROW PER MATCH
-  AFTER MATCH SKIP TO NEXT ROW
-  PATTERN (R {- N* -} B {- N* -} M) WITHIN '30' MINUTE
+  {head}
+  PATTERN ({pattern}) WITHIN '30' MINUTE
   DEFINE
-    R AS R.primary_type = 'ROBBERY',
-    B AS B.primary_type = 'BATTERY',
-    M AS M.primary_type = 'MOTOR VEHICLE THEFT' AND M.district = B.district
+    R AS R.primary_type = 'ROBBERY'{r},
+    B AS B.primary_type = 'BATTERY'{b},
+    M AS M.primary_type = 'MOTOR VEHICLE THEFT' AND M.district = B.district{m}
 )"""
+
+
+#: the paper's Listing 1 (Q1): robbery, then battery, then a motor vehicle theft in the battery's
+#: district, within 30 minutes, other crimes in between skipped
+Q1 = _q1()
 
 #: Q1 and variants in the style of the reference workload (crimes_query.txt)
 QUERIES: dict[str, str] = {
     "Q1": Q1,
-    "Q1, districts 1-10": Q1.replace("R AS R.primary_type = 'ROBBERY'",
-                                      "R AS R.primary_type = 'ROBBERY' AND R.district BETWEEN 1 AND 10"),
-    "Q1, one district, nearby": """SELECT * FROM crimes MATCH_RECOGNIZE (
-  ORDER BY date
-  MEASURES R.id AS robbery, B.id AS battery, M.id AS theft, M.district AS district, M.date AS theft_date
-  ONE ROW PER MATCH
-  AFTER MATCH SKIP TO NEXT ROW
-  PATTERN (R {- N* -} B {- N* -} M) WITHIN '30' MINUTE
-  DEFINE
-    R AS R.primary_type = 'ROBBERY',
-    B AS B.primary_type = 'BATTERY' AND B.district = R.district,
-    M AS M.primary_type = 'MOTOR VEHICLE THEFT' AND M.district = B.district
-       AND M.latitude BETWEEN B.latitude - 0.01 AND B.latitude + 0.01
-)""",
-    "Q1, ALL MATCHES": """SELECT * FROM crimes MATCH_RECOGNIZE (
-  ORDER BY date
-  MEASURES R.id AS robbery, B.id AS battery, M.id AS theft, M.district AS district, M.date AS theft_date
-  ALL MATCHES
-  PATTERN (R B M) WITHIN '30' MINUTE
-  DEFINE
-    R AS R.primary_type = 'ROBBERY',
-    B AS B.primary_type = 'BATTERY' AND B.beat = R.beat,
-    M AS M.primary_type = 'MOTOR VEHICLE THEFT' AND M.district = B.district
-)""",
+    "Q1, districts 1-10": _q1(r=" AND R.district BETWEEN 1 AND 10"),
+    "Q1, one district, nearby": _q1(b=" AND B.district = R.district",
+                                    m="\n       AND M.latitude BETWEEN B.latitude - 0.01 AND B.latitude + 0.01"),
+    "Q1, ALL MATCHES": _q1(b=" AND B.beat = R.beat", pattern="R B M", head="ALL MATCHES"),
 }
 
 
