@@ -212,6 +212,11 @@ def query_command(state: State, sql: str | None, file: str | None, endpoints: st
                        f"{r['seconds'] * 1e3:>10.1f}  {note}")
         click.echo(f"{'total':<16}{trace['bytes_to_sn']:>12,}{trace['bytes_to_cn']:>12,}"
                    f"{trace['events_received']:>10,}{trace['seconds'] * 1e3:>10.1f}")
+        m = trace.get("matching")
+        if m:
+            memory = f", matcher working memory {m['work_bytes'] / 1024:,.1f} KiB" if m["work_bytes"] else ""
+            click.echo(f"matching: {m['engine']} engine, {m['matches']:,} match{'' if m['matches'] == 1 else 'es'} in {m['seconds'] * 1e3:.1f} ms"
+                       f"{memory}")
         click.echo("")
     from rich.console import Console
     from rich.table import Table

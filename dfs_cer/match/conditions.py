@@ -6,8 +6,9 @@ Each variable's condition is split on its top-level ANDs into
   (``B.price > PREV(B.price)``). They become one boolean mask per variable, computed over whole
   columns with pyarrow before the VM runs (the VM sees labels, not rows);
 - *dependent* conjuncts: they read rows matched to other variables (``M.district =
-  B.district``, ``C.price < FIRST(B.price)``). They compile to a small postfix program that the
-  VM evaluates for a thread, only where the mask already says yes.
+  B.district``, ``C.price < FIRST(B.price)``), running aggregates (``sum(B.x) < 10``,
+  ``count(U.*)``) or labels (``PREV(CLASSIFIER()) = 'A'``). They compile to a small postfix
+  program that the VM evaluates for a thread, only where the mask already says yes.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ from dfs_cer.query.expr import (
 from dfs_cer.query.model import MatchRecognize, WindowUnit
 
 # condition program opcodes
-C_CONST, C_COL, C_ADD, C_SUB, C_MUL, C_DIV, C_MOD, C_NEG, C_CMP, C_AND, C_OR, C_NOT, C_ISNULL = range(13)
+C_CONST, C_COL, C_ADD, C_SUB, C_MUL, C_DIV, C_MOD, C_NEG, C_CMP, C_AND, C_OR, C_NOT, C_ISNULL, C_AGG, C_CLS = range(15)
+_AGGREGATES = {"count": 0, "sum": 1, "avg": 2, "min": 3, "max": 4}
 _CMP = {"=": 0, "<>": 1, "<": 2, "<=": 3, ">": 4, ">=": 5}
 _ARITH = {"+": C_ADD, "-": C_SUB, "*": C_MUL, "/": C_DIV, "%": C_MOD}
 K_INT, K_FLOAT, K_BOOL, K_NULL = 0, 1, 2, 3
@@ -143,6 +145,7 @@ class ConditionCompiler:
         self.const_kind: list[int] = []
         self.deep = False
         self.relevant = np.zeros(len(self.names), bool)
+        self.label_base = -1  # const index of the first label's string code (CLASSIFIER)
 
     # ---------------------------------------------------------------- masks
 
@@ -209,6 +212,8 @@ class ConditionCompiler:
                         values.append(pc.cast(arr, pa.string()))
                 elif isinstance(x, Literal) and isinstance(x.value, str):
                     values.append(pa.array([x.value], pa.string()))
+        if any(isinstance(x, Classifier) for e in dependent for x in walk(e)):
+            values.append(pa.array(list(self.labels), pa.string()))
         if values:
             merged = pa.chunked_array(values).combine_chunks()
             self.store.dictionary = pc.unique(merged).sort()
@@ -273,6 +278,15 @@ class ConditionCompiler:
             if nav[0] >= 0:
                 self.relevant[nav[0]] = True
             self.code.append([C_COL, slot, kind, nav[0], nav[1], nav[2], nav[3]])
+        elif isinstance(e, Aggregate):
+            self._aggregate(e, clause)
+        elif isinstance(e, Classifier):
+            self._classifier(e, nav)
+        elif isinstance(e, Navigation) and isinstance(e.operand, Classifier):
+            if e.kind.physical:
+                self._classifier(e.operand, (-2, 0, 0, -e.offset if e.kind == NavKind.PREV else e.offset))
+            else:
+                self._classifier(e.operand, (-2, 0 if e.kind == NavKind.LAST else 1, e.offset, 0))
         elif isinstance(e, Navigation):
             if not isinstance(e.operand, Column | Navigation):
                 raise UnsupportedFeatureError(
@@ -331,6 +345,45 @@ class ConditionCompiler:
                 f"{to_sql(e)} in a condition that refers to other pattern variables is not supported yet",
                 clause=clause, hint="conditions across variables support columns, FIRST/LAST/PREV/NEXT, "
                 "arithmetic, comparisons, AND/OR/NOT, IS NULL, IN and BETWEEN", code="unsupported")
+
+
+    def _aggregate(self, e: Aggregate, clause: str) -> None:
+        """Running aggregate over the thread's matched rows (the current row included)."""
+        func = _AGGREGATES.get(e.name)
+        if func is None or e.distinct:
+            raise UnsupportedFeatureError(f"aggregate {to_sql(e)} in DEFINE", clause=clause, code="unsupported",
+                                          hint="supported: count, sum, avg, min, max without DISTINCT")
+        if e.name == "count" and (not e.args or isinstance(e.args[0], Star)):
+            target = e.args[0].variable if e.args and isinstance(e.args[0], Star) else None
+            slot, kind = 0, -1
+        elif len(e.args) == 1 and isinstance(e.args[0], Column):
+            column = e.args[0]
+            arr = _column_array(self.table, column.name)
+            numeric = pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type) or pa.types.is_decimal(arr.type)
+            if e.name != "count" and not numeric:
+                raise UnsupportedFeatureError(f"aggregate {to_sql(e)} over a {arr.type} column", clause=clause,
+                                              hint="sum, avg, min and max take numeric columns", code="unsupported")
+            kind, slot = self._column_slot(column.name)
+            target = column.variable
+        else:
+            raise UnsupportedFeatureError(f"aggregate {to_sql(e)}: only one column argument is supported",
+                                          clause=clause, hint="write e.g. sum(B.price) or count(B.*)",
+                                          code="unsupported")
+        self.deep = True  # the value depends on every matched row: threads are kept apart
+        name_id = UNIVERSAL if target is None else self.names[target]
+        self.code.append([C_AGG, slot, kind, name_id, func, 0, 0])
+
+    def _classifier(self, e: Classifier, nav: tuple[int, int, int, int] | None) -> None:
+        """Label (as a string code) of the row a (navigated) CLASSIFIER points at."""
+        if self.label_base < 0:
+            codes = [self._string_code(name) for name in self.labels]
+            self.label_base = len(self.const_kind)
+            for code in codes:
+                self._const(code)
+        logical, loffset, physical = (0, 0, 0) if nav is None else nav[1:]
+        name_id = UNIVERSAL if e.variable is None else self.names[e.variable]
+        self.deep = True
+        self.code.append([C_CLS, name_id, logical, loffset, physical, self.label_base, 0])
 
 
 def evaluate_any(e: Expr, resolve: Callable[[Expr], pa.Array], length: int) -> pa.Array:

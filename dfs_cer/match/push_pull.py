@@ -12,7 +12,17 @@ import pyarrow as pa
 from dfs_cer.match.cer import pattern_items, run_cer
 from dfs_cer.pattern.ir import Concatenation, Label, Quantified, RowPattern
 from dfs_cer.query import Query, analyze
-from dfs_cer.query.expr import BinaryOp, Column, Expr, Literal, and_all, conjuncts, walk
+from dfs_cer.query.expr import (
+    Aggregate,
+    BinaryOp,
+    Classifier,
+    Column,
+    Expr,
+    Literal,
+    and_all,
+    conjuncts,
+    walk,
+)
 from dfs_cer.query.model import Definition
 
 MARK = "__dfs_cer_var"
@@ -23,10 +33,18 @@ def _refs(e: Expr, owner: str) -> set[str]:
     return {n.variable or owner for n in walk(e) if isinstance(n, Column)}
 
 
+def _projectable(e: Expr, owner: str, keep_vars: set[str]) -> bool:
+    """Can this conjunct be evaluated on the projection? Running aggregates and labels depend on
+    the rows between the variables, which the projection does not have: they are dropped."""
+    if any(isinstance(n, Aggregate | Classifier) for n in walk(e)):
+        return False
+    return _refs(e, owner) <= keep_vars
+
+
 def filter_by_projection(query: Query, variable: str, local: pa.Table, uploads: dict[str, pa.Table]) -> np.ndarray:
     """Boolean mask over ``local`` (the variable's candidates): True where the event completes a
     projected match. Conditions on variables outside the projection are dropped (the filter may
-    keep too much, never too little)."""
+    keep too much, never too little), and so are running aggregates and CLASSIFIER()."""
     mr = query.recognize
     keep_vars = set(uploads) | {variable}
     first = analyze(query, local.schema)
@@ -39,7 +57,7 @@ def filter_by_projection(query: Query, variable: str, local: pa.Table, uploads: 
     definitions = []
     for name in [i.name for i in kept]:
         d = mr.definition(name)
-        parts = [] if d is None else [c for c in conjuncts(d.condition) if _refs(c, name) <= keep_vars]
+        parts = [] if d is None else [c for c in conjuncts(d.condition) if _projectable(c, name, keep_vars)]
         parts.append(BinaryOp("=", Column(MARK, name), Literal(name)))
         cond = and_all(parts)
         assert cond is not None

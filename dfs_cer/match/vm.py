@@ -20,7 +20,9 @@ from numba import njit
 
 from dfs_cer.match.conditions import (
     C_ADD,
+    C_AGG,
     C_AND,
+    C_CLS,
     C_CMP,
     C_COL,
     C_CONST,
@@ -128,6 +130,92 @@ def _position(name: int, logical: int, loffset: int, row: int, var: int,
 
 
 @njit(cache=True)
+def _label_at(pos: int, row: int, var: int, node: int, n_parent: np.ndarray, n_row: np.ndarray,
+              n_label: np.ndarray, n_lo: np.ndarray) -> int:
+    """Label of matched row ``pos`` (``row`` is being labelled ``var``); -1 when not matched."""
+    if pos == row:
+        return var
+    k = node
+    while k >= 0:
+        if n_lo[k] <= pos <= n_row[k]:
+            return n_label[k]
+        if n_row[k] < pos:
+            return -1
+        k = n_parent[k]
+    return -1
+
+
+@njit(cache=True)
+def _aggregate(func: int, slot: int, kind: int, name: int, row: int, var: int, start: int, members: np.ndarray,
+               node: int, n_parent: np.ndarray, n_row: np.ndarray, n_label: np.ndarray, n_lo: np.ndarray,
+               icols: np.ndarray, inull: np.ndarray, fcols: np.ndarray, fnull: np.ndarray) -> tuple[int, int, float]:
+    """Running aggregate over the rows matched so far (``row`` labelled ``var`` included) that
+    belong to ``name`` (every row when UNIVERSAL): (kind, int value, float value).
+
+    ``func``: 0 count, 1 sum, 2 avg, 3 min, 4 max; ``kind`` -1 counts rows (``count(*)``)."""
+    cnt = 0
+    isum = 0
+    fsum = 0.0
+    imin = 0
+    imax = 0
+    fmin = 0.0
+    fmax = 0.0
+    # rows in newest-first segments: the current row, then the path's nodes (or start..row)
+    seg = 0
+    k = node
+    while True:
+        if seg == 0:
+            lo, hi = row, row
+            take = name == UNIVERSAL or members[name, var]
+            if name == UNIVERSAL:
+                lo = start
+        else:
+            if name == UNIVERSAL or k < 0:
+                break
+            lo, hi = n_lo[k], n_row[k]
+            take = members[name, n_label[k]]
+            k = n_parent[k]
+        seg += 1
+        if not take:
+            continue
+        for r in range(lo, hi + 1):
+            if kind < 0:
+                cnt += 1
+            elif kind == K_INT:
+                if inull[slot, r]:
+                    continue
+                x = icols[slot, r]
+                if cnt == 0 or x < imin:
+                    imin = x
+                if cnt == 0 or x > imax:
+                    imax = x
+                isum += x
+                cnt += 1
+            else:
+                if fnull[slot, r]:
+                    continue
+                f = fcols[slot, r]
+                if cnt == 0 or f < fmin:
+                    fmin = f
+                if cnt == 0 or f > fmax:
+                    fmax = f
+                fsum += f
+                cnt += 1
+    if func == 0:
+        return K_INT, cnt, np.float64(cnt)
+    if cnt == 0:
+        return K_NULL, 0, 0.0
+    if func == 2:
+        total = np.float64(isum) if kind == K_INT else fsum
+        return K_FLOAT, 0, total / cnt
+    if kind == K_INT:
+        v = isum if func == 1 else imin if func == 3 else imax
+        return K_INT, v, np.float64(v)
+    fv = fsum if func == 1 else fmin if func == 3 else fmax
+    return K_FLOAT, 0, fv
+
+
+@njit(cache=True)
 def _evaluate(code: np.ndarray, lo: int, hi: int, const_i: np.ndarray, const_f: np.ndarray,
               const_kind: np.ndarray, icols: np.ndarray, inull: np.ndarray, fcols: np.ndarray, fnull: np.ndarray,
               members: np.ndarray, row: int, var: int, start: int, p0: int, p1: int,
@@ -163,6 +251,26 @@ def _evaluate(code: np.ndarray, lo: int, hi: int, const_i: np.ndarray, const_f: 
                 else:
                     sf[sp] = fcols[code[pc, 1], pos]
                     sk[sp] = K_FLOAT
+            sp += 1
+        elif op == C_AGG:
+            kd, iv, fv = _aggregate(code[pc, 4], code[pc, 1], code[pc, 2], code[pc, 3], row, var, start, members,
+                                    node, n_parent, n_row, n_label, n_lo, icols, inull, fcols, fnull)
+            sk[sp] = kd
+            si[sp] = iv
+            sf[sp] = fv
+            sp += 1
+        elif op == C_CLS:
+            pos = _position(code[pc, 1], code[pc, 2], code[pc, 3], row, var, start, first, last, members, node,
+                            n_parent, n_row, n_label, n_lo)
+            if pos >= 0:
+                pos += code[pc, 4]
+            lab = _label_at(pos, row, var, node, n_parent, n_row, n_label, n_lo) if start <= pos <= row else -1
+            if lab < 0:
+                sk[sp] = K_NULL
+            else:
+                si[sp] = const_i[code[pc, 5] + lab]
+                sf[sp] = np.float64(si[sp])
+                sk[sp] = K_INT
             sp += 1
         elif op == C_NOT:
             if sk[sp - 1] != K_NULL:

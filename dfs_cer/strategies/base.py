@@ -33,10 +33,25 @@ class Round:
 
 
 @dataclass
+class Matching:
+    """The compute node's matching step: engine, matches, seconds and the matcher's peak working
+    memory (the row-pattern VM's thread lists, dedup tables and paths; 0 when not measured)."""
+
+    engine: str
+    matches: int
+    seconds: float
+    work_bytes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
 class Trace:
     strategy: str
     rounds: list[Round] = field(default_factory=list)
     fallback: str | None = None
+    matching: Matching | None = None
 
     @property
     def bytes_to_cn(self) -> int:
@@ -57,7 +72,8 @@ class Trace:
     def to_dict(self) -> dict[str, Any]:
         return {"strategy": self.strategy, "rounds": [r.to_dict() for r in self.rounds],
                 "bytes_to_cn": self.bytes_to_cn, "bytes_to_sn": self.bytes_to_sn,
-                "events_received": self.events_received, "seconds": self.seconds, "fallback": self.fallback}
+                "events_received": self.events_received, "seconds": self.seconds, "fallback": self.fallback,
+                "matching": None if self.matching is None else self.matching.to_dict()}
 
 
 @dataclass

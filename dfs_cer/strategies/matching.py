@@ -2,24 +2,30 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pyarrow as pa
 
 from dfs_cer.local import run_outer
 from dfs_cer.match.rowpattern import run_row_pattern
-from dfs_cer.strategies.base import PullResult
+from dfs_cer.strategies.base import Matching, PullResult
 
 
 def match_pulled(result: PullResult, **options: Any) -> pa.Table:
     """The query's result over the pulled events: final intervals are matched as independent
-    units for contiguous patterns (no match may cross a gap of unpulled rows)."""
+    units for contiguous patterns (no match may cross a gap of unpulled rows). Records the
+    matching step (engine, matches, seconds, matcher memory) in ``result.trace.matching``."""
     from dfs_cer.match.cer import run_cer
 
     analysis = result.analysis
     query = analysis.query
+    began = time.perf_counter()
     if query.recognize.all_matches or options.get("selection"):
+        engine = "cer"
         out = run_cer(result.events, analysis, **{k: v for k, v in options.items() if k != "engine"})
     else:
+        engine = "rowpattern"
         out = run_row_pattern(result.events, analysis, segments=result.segments)
+    result.trace.matching = Matching(engine, out.matches, time.perf_counter() - began, out.work_bytes)
     return run_outer(query, out.table)

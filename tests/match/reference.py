@@ -23,8 +23,10 @@ from dfs_cer.pattern.ir import (
     RowPattern,
 )
 from dfs_cer.query.expr import (
+    Aggregate,
     Between,
     BinaryOp,
+    Classifier,
     Column,
     Expr,
     InList,
@@ -32,6 +34,7 @@ from dfs_cer.query.expr import (
     Literal,
     Navigation,
     NavKind,
+    Star,
     UnaryOp,
 )
 from dfs_cer.query.model import Query, SkipTo
@@ -59,9 +62,42 @@ class Reference:
         names = self.subsets.get(name, {name})
         return [r for r, lab in zip(rows, labels, strict=True) if lab in names]
 
+    def _label_of(self, r: int, path: Path, cur: int, label: str) -> str | None:
+        if r == cur:
+            return label
+        return next((lab for row, lab, _ in path if row == r), None)
+
     def _value(self, e: Expr, path: Path, cur: int, label: str, start: int, p0: int, p1: int) -> Any:
         if isinstance(e, Literal):
             return e.value
+        if isinstance(e, Aggregate):  # running: the rows matched so far and the current one
+            arg = e.args[0] if e.args else Star()
+            variable = arg.variable if isinstance(arg, Column | Star) else None
+            rows = self._positions(variable, path, cur, label, start)
+            if isinstance(arg, Star):
+                return len(rows)
+            assert isinstance(arg, Column)
+            values = [self.rows[r][arg.name] for r in rows if self.rows[r][arg.name] is not None]
+            if e.name == "count":
+                return len(values)
+            if not values:
+                return None
+            return {"sum": sum, "min": min, "max": max, "avg": lambda v: sum(v) / len(v)}[e.name](values)
+        if isinstance(e, Classifier | Navigation) and isinstance(getattr(e, "operand", e), Classifier):
+            cls = e if isinstance(e, Classifier) else e.operand
+            assert isinstance(cls, Classifier)
+            pos = self._positions(cls.variable, path, cur, label, start)
+            if not pos:
+                return None
+            r = pos[-1]
+            if isinstance(e, Navigation):
+                if e.kind.physical:
+                    r += -e.offset if e.kind == NavKind.PREV else e.offset
+                elif e.offset >= len(pos):
+                    return None
+                else:
+                    r = pos[-1 - e.offset] if e.kind == NavKind.LAST else pos[e.offset]
+            return self._label_of(r, path, cur, label) if start <= r <= cur else None
         if isinstance(e, Column | Navigation):
             phys, logical, off, col = 0, NavKind.LAST, 0, e
             if isinstance(col, Navigation) and col.kind.physical:
@@ -190,6 +226,10 @@ class Reference:
                 yield pos, path
             yield from more()
 
+    def first_match(self, pos: int, p0: int, p1: int) -> tuple[int, Path] | None:
+        """The preferred match starting at ``pos``: (exclusive end, path)."""
+        return next(self._match(self.mr.pattern, pos, (), False, pos, p0, p1), None)
+
     # ------------------------------------------------------------------ driver
 
     def matches(self, partitions: list[tuple[int, int]]) -> list[tuple[int, int, Path]]:
@@ -199,7 +239,7 @@ class Reference:
         for p0, p1 in partitions:
             pos = p0
             while pos < p1:
-                found = next(self._match(self.mr.pattern, pos, (), False, pos, p0, p1), None)
+                found = self.first_match(pos, p0, p1)
                 if found is None:
                     pos += 1
                     continue
@@ -217,3 +257,115 @@ class Reference:
                         raise RuntimeError("skip to first row")
                     pos = target
         return out
+
+
+Instruction = tuple[str, Any, int]  # (op, target or label name, second target)
+
+
+def trino_program(p: RowPattern) -> list[Instruction]:
+    """``p`` compiled the way Trino's IrRowPatternToProgramRewriter does (written here from its
+    description, independently of dfs_cer.match.program): alternatives as a chain of splits,
+    PERMUTE as the alternation of its permutations in lexicographic order, ``{n,m}`` as n copies
+    then (m - n) optional copies, loops as the body (n copies for ``{n,}``; an entry split for
+    ``*``) and a split back to the last copy's start."""
+    code: list[list[Any]] = []
+
+    def emit(*ins: Any) -> int:
+        code.append(list(ins) + [0] * (3 - len(ins)))
+        return len(code) - 1
+
+    def order(greedy: bool, body: int, out: int) -> tuple[int, int]:
+        return (body, out) if greedy else (out, body)
+
+    def go(x: RowPattern) -> None:
+        if isinstance(x, Label):
+            emit("label", x.name)
+        elif isinstance(x, Anchor):
+            emit("start" if x.kind is AnchorKind.PARTITION_START else "end")
+        elif isinstance(x, Concatenation):
+            for item in x.items:
+                go(item)
+        elif isinstance(x, Alternation | Permutation):
+            items = list(x.items) if isinstance(x, Alternation) else [
+                Concatenation(tuple(x.items[i] for i in o)) for o in itertools.permutations(range(len(x.items)))]
+            jumps = []
+            for item in items[:-1]:
+                split = emit("split")
+                code[split][1] = len(code)
+                go(item)
+                jumps.append(emit("jump"))
+                code[split][2] = len(code)
+            go(items[-1])
+            for j in jumps:
+                code[j][1] = len(code)
+        elif isinstance(x, Exclusion):
+            emit("excl_in")
+            go(x.pattern)
+            emit("excl_out")
+        elif isinstance(x, Quantified):
+            for _ in range(x.min):
+                body = len(code)
+                go(x.pattern)
+            if x.max is None:
+                entry = emit("split") if x.min == 0 else -1
+                if x.min == 0:
+                    body = len(code)
+                    go(x.pattern)
+                back = emit("split")
+                code[back][1:] = order(x.greedy, body, len(code))
+                if entry >= 0:
+                    code[entry][1:] = order(x.greedy, entry + 1, len(code))
+            else:
+                splits = []
+                for _ in range(x.max - x.min):
+                    splits.append(emit("split"))
+                    go(x.pattern)
+                for sp in splits:
+                    code[sp][1:] = order(x.greedy, sp + 1, len(code))
+        else:
+            assert isinstance(x, EmptyPattern), type(x).__name__
+    go(p)
+    emit("done")
+    return [(op, a, b) for op, a, b in code]
+
+
+class ProgramReference(Reference):
+    """Backtracking over Trino's program for the pattern, in preference order, dropping a branch
+    that reaches an instruction at a row with the same matched rows and labels as an earlier
+    (preferred) branch. That is the Pike matcher's rule, and it decides what empty iterations of
+    quantified sub-patterns do; so this reference covers patterns whose quantified bodies can
+    match empty, where the standard's text leaves the answer open and Trino's matcher gives it."""
+
+    def __init__(self, query: Query, rows: list[Row], window: int | None = None, time: str = "ts") -> None:
+        super().__init__(query, rows, window, time)
+        self.program = trino_program(self.mr.pattern)
+
+    def first_match(self, pos: int, p0: int, p1: int) -> tuple[int, Path] | None:
+        seen: set[tuple[int, int, Path, int]] = set()
+        start = pos
+        # explicit stack of (pc, row, path, exclusion depth); the last pushed is preferred
+        stack: list[tuple[int, int, Path, int]] = [(0, pos, (), 0)]
+        while stack:
+            pc, row, path, depth = stack.pop()
+            if (pc, row, path, depth) in seen:
+                continue
+            seen.add((pc, row, path, depth))
+            op, a, b = self.program[pc]
+            if op == "done":
+                return row, path
+            if op == "jump":
+                stack.append((a, row, path, depth))
+            elif op == "split":
+                stack.append((b, row, path, depth))
+                stack.append((a, row, path, depth))
+            elif op == "start":
+                if row == p0:
+                    stack.append((pc + 1, row, path, depth))
+            elif op == "end":
+                if row == p1:
+                    stack.append((pc + 1, row, path, depth))
+            elif op in ("excl_in", "excl_out"):
+                stack.append((pc + 1, row, path, depth + (1 if op == "excl_in" else -1)))
+            elif self._can_label(a, path, row, start, p0, p1):  # label
+                stack.append((pc + 1, row + 1, (*path, (row, a, depth > 0)), depth))
+        return None

@@ -67,3 +67,79 @@ def test_empty_iterations_of_bounded_and_looping_quantifiers(pattern: str, expec
     sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES count(*) AS c, CLASSIFIER() AS l ONE ROW PER MATCH "
            f"AFTER MATCH SKIP PAST LAST ROW PATTERN ({pattern}) DEFINE A AS A.v > 9, B AS B.v < 9)")
     assert [(r["c"], r["l"]) for r in match_recognize(t, sql).to_pylist()] == expected
+
+
+# ------------------------------------------------------------------ Trino's TestAggregationsInRowPatternMatching
+
+PARTS = pa.table({"id": [1, 2, 6, 2, 2, 1, 3, 4, 5, 1, 3, 3],
+                  "part": ["p1", "p1", "p1", "p2", "p3", "p3", "p1", "p1", "p1", "p2", "p3", "p2"],
+                  "value": [1, 1, 1, 10, 100, 100, 1, 1, 1, 10, 100, 10]})
+
+
+def _rows(table: pa.Table, sql: str, *columns: str) -> list[tuple[object, ...]]:
+    out = match_recognize(table, sql)
+    return [tuple(r[c] for c in columns) for r in out.to_pylist()]
+
+
+def test_running_sum_over_all_rows() -> None:
+    t = pa.table({"id": list(range(1, 9))})
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES RUNNING sum(id) AS s ALL ROWS PER MATCH "
+           "AFTER MATCH SKIP PAST LAST ROW PATTERN (A*) DEFINE A AS true)")
+    assert _rows(t, sql, "s") == [(1,), (3,), (6,), (10,), (15,), (21,), (28,), (36,)]
+
+
+@pytest.mark.parametrize(("skip", "expected"), [
+    ("PAST LAST ROW", [1, 2, 3, 4, 5, 6, 10, 20, 30, 100, 200, 300]),
+    ("TO NEXT ROW", [1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 1, 2, 3, 4, 1, 2, 3, 1, 2, 1,
+                     10, 20, 30, 10, 20, 10, 100, 200, 300, 100, 200, 100]),
+])
+def test_running_sum_per_partition_and_match(skip: str, expected: list[int]) -> None:
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY id MEASURES RUNNING sum(value) AS s, "
+           f"MATCH_NUMBER() AS mn ALL ROWS PER MATCH AFTER MATCH SKIP {skip} PATTERN (B+) DEFINE B AS true)")
+    got = match_recognize(PARTS, sql)
+    assert got.sort_by([("part", "ascending"), ("mn", "ascending"), ("id", "ascending")])["s"].to_pylist() == expected
+
+
+@pytest.mark.parametrize(("data", "define", "measure", "expected"), [
+    # a tentative label's row counts in its own aggregate (running semantics in DEFINE)
+    ([4, 6, 0], "A AS avg(B.value) = 5", "avg(B.value)", [("B", 4.0), ("B", 5.0), ("A", 5.0)]),
+    ([4, 6, 0, 5], "A AS avg(A.value) = 5", "avg(A.value)", [("B", None), ("B", None), ("B", None), ("A", 5.0)]),
+    ([1, 1, 1, 1, 1], "A AS sum(value) > 4", "sum(value)", [("B", 1), ("B", 2), ("B", 3), ("B", 4), ("A", 5)]),
+    ([2, 2, 2, 2, 2], "A AS sum(value) > 4", "sum(value)", [("B", 2), ("B", 4), ("A", 6), ("A", 8), ("A", 10)]),
+    ([1, 2, 3, 4, 5], "A AS max(value) > 4", "max(value)", [("B", 1), ("B", 2), ("B", 3), ("B", 4), ("A", 5)]),
+    ([2, 4, 6, 8, 10], "A AS max(value) > 4", "max(value)", [("B", 2), ("B", 4), ("A", 6), ("A", 8), ("A", 10)]),
+])
+def test_tentative_label_match(data: list[int], define: str, measure: str, expected: list[tuple[object, object]]) -> None:
+    t = pa.table({"id": list(range(1, len(data) + 1)), "value": data})
+    sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES RUNNING {measure} AS m, CLASSIFIER() AS c "
+           f"ALL ROWS PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN ((A | B)*) DEFINE {define})")
+    assert _rows(t, sql, "c", "m") == expected
+
+
+def test_tentative_label_dropped_in_a_fixed_length_pattern() -> None:
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY id MEASURES RUNNING sum(value) AS s "
+           "ALL ROWS PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (B (A | B) B) DEFINE A AS sum(value) > 1000)")
+    got = match_recognize(PARTS, sql).sort_by([("part", "ascending"), ("id", "ascending")])
+    assert got["s"].to_pylist() == [1, 2, 3, 1, 2, 3, 10, 20, 30, 100, 200, 300]
+
+
+def test_count_aggregations() -> None:
+    t = pa.table({"id": [1, 2, 3, 4], "value": ["a", "b", "c", "d"]})
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES RUNNING count(*) AS r, FINAL count(*) AS f, "
+           "count(C.*) AS c, count(U.*) AS u ALL ROWS PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A B C D) "
+           "SUBSET U = (B, D) DEFINE A AS true)")
+    assert _rows(t, sql, "id", "r", "f", "c", "u") == [(1, 1, 4, 0, 0), (2, 2, 4, 0, 1), (3, 3, 4, 1, 1),
+                                                       (4, 4, 4, 1, 2)]
+    skip_first = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES count(*) AS r ALL ROWS PER MATCH "
+                  "PATTERN (X Y Z) DEFINE X AS id > 1)")
+    assert _rows(t, skip_first, "id", "r") == [(2, 1), (3, 2), (4, 3)]
+
+
+def test_classifier_in_define_and_over_a_subset() -> None:
+    """CLASSIFIER() in DEFINE sees the tentative label; PREV(CLASSIFIER()) the previous row's."""
+    t = pa.table({"id": [1, 2, 3, 4, 5], "v": [1, 2, 3, 4, 5]})
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES CLASSIFIER() AS c, CLASSIFIER(U) AS cu "
+           "ALL ROWS PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN ((X | Y | Z)+) SUBSET U = (X, Z) "
+           "DEFINE X AS PREV(CLASSIFIER()) IS NULL OR PREV(CLASSIFIER()) = 'Z', Y AS CLASSIFIER(U) = 'X' AND "
+           "PREV(CLASSIFIER()) = 'X', Z AS count(Y.*) >= count(Z.*))")
+    assert _rows(t, sql, "c", "cu") == [("X", "X"), ("Y", "X"), ("Z", "Z"), ("X", "X"), ("Y", "X")]
