@@ -143,3 +143,26 @@ def test_classifier_in_define_and_over_a_subset() -> None:
            "DEFINE X AS PREV(CLASSIFIER()) IS NULL OR PREV(CLASSIFIER()) = 'Z', Y AS CLASSIFIER(U) = 'X' AND "
            "PREV(CLASSIFIER()) = 'X', Z AS count(Y.*) >= count(Z.*))")
     assert _rows(t, sql, "c", "cu") == [("X", "X"), ("Y", "X"), ("Z", "Z"), ("X", "X"), ("Y", "X")]
+
+
+def test_output_column_order() -> None:
+    """ONE ROW PER MATCH: partition columns, then measures; ALL ROWS PER MATCH: partition
+    columns, ORDER BY columns, measures, then the remaining input columns in their order."""
+    t = pa.table({"v": [1, 2, 3], "ts": [1, 2, 3], "k": ["a", "a", "a"], "z": [0, 0, 0]})
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES count(*) AS n, FIRST(v) AS f "
+           "{} PATTERN (A+) DEFINE A AS true)")
+    assert match_recognize(t, sql.format("ONE ROW PER MATCH")).column_names == ["k", "n", "f"]
+    assert match_recognize(t, sql.format("ALL ROWS PER MATCH")).column_names == ["k", "ts", "n", "f", "v", "z"]
+
+
+def test_nulls_in_conditions_navigation_and_aggregates() -> None:
+    """A NULL condition does not hold; navigation past the match or partition gives NULL;
+    aggregates skip NULLs (count(x) counts values, count(*) rows)."""
+    t = pa.table({"id": [1, 2, 3, 4, 5], "x": [1, None, 3, None, 5]})
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES count(*) AS rows_, count(x) AS xs, sum(x) AS s, "
+           "CLASSIFIER() AS c ALL ROWS PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A B*) "
+           "DEFINE A AS PREV(x) IS NULL, B AS x > PREV(x) OR x IS NULL)")
+    got = [(r["id"], r["c"], r["rows_"], r["xs"], r["s"]) for r in match_recognize(t, sql).to_pylist()]
+    # row 1: PREV is outside the partition (NULL) -> A; row 2: x NULL -> B; row 3: 3 > NULL is NULL -> not B,
+    # and PREV(x) is NULL -> A; row 4 NULL -> B; row 5: 5 > NULL is NULL, PREV NULL -> A
+    assert got == [(1, "A", 1, 1, 1), (2, "B", 2, 1, 1), (3, "A", 1, 1, 3), (4, "B", 2, 1, 3), (5, "A", 1, 1, 5)]

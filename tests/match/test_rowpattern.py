@@ -205,10 +205,12 @@ conditions = st.sampled_from([
 
 
 @settings(max_examples=int(__import__("os").environ.get("DFS_CER_EXAMPLES", 150)), deadline=None)
-@given(patterns(), st.lists(st.tuples(st.integers(0, 4), st.integers(0, 2), st.booleans()), min_size=0, max_size=9),
+@given(patterns(), st.lists(st.tuples(st.one_of(st.integers(0, 4), st.integers(0, 4), st.none()), st.integers(0, 2),
+                                      st.booleans()), min_size=0, max_size=9),
        conditions, conditions, conditions,
        st.sampled_from(["PAST LAST ROW", "TO NEXT ROW"]), st.sampled_from([None, 2, 5]), st.booleans())
-def test_matches_the_brute_force_reference(pattern: str, data: list[tuple[int, int, bool]], ca: str, cb: str, cc: str,
+def test_matches_the_brute_force_reference(pattern: str, data: list[tuple[int | None, int, bool]], ca: str, cb: str,
+                                           cc: str,
                                            skip: str, window: int | None, partitioned: bool) -> None:
     rows = [{"ts": i, "x": x, "y": y, "k": int(k and partitioned)} for i, (x, y, k) in enumerate(data)]
     # partition rows keep their order within each key; the engine sorts by (k, ts)

@@ -4,6 +4,7 @@ numbers of storage nodes and queries."""
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Iterator
 
@@ -99,6 +100,7 @@ def queries(draw: st.DrawFn) -> str:
     k = draw(st.integers(2, 6))
     names = ["A", "B", "C", "D", "E", "F"][:k]
     kinds = [draw(st.sampled_from("ABCD")) for _ in names]
+    style = draw(st.sampled_from(["all_matches", "skip", "contiguous"]))
     defines = []
     for i, (name, kind) in enumerate(zip(names, kinds, strict=True)):
         cond = f"{name}.type = '{kind}'"
@@ -108,9 +110,13 @@ def queries(draw: st.DrawFn) -> str:
             cond += f" AND {name}.v = {names[draw(st.integers(0, i - 1))]}.v"
         if i and draw(st.integers(0, 3)) == 0:
             cond += f" AND {name}.w > {names[i - 1]}.w"
+        if i and style != "all_matches" and draw(st.integers(0, 3)) == 0:
+            # running aggregates and labels (row-pattern engine): never pushed to storage nodes
+            cond += " AND " + draw(st.sampled_from([
+                "count(*) <= 8", f"sum({names[0]}.w) > 20", f"avg({name}.w) >= 30", "PREV(CLASSIFIER()) IS NOT NULL",
+                f"max({names[i - 1]}.w) > {name}.w"]))
         defines.append(f"{name} AS {cond}")
     window = draw(st.sampled_from(["1", "3", "10"] if k <= 4 else ["1", "3"]))
-    style = draw(st.sampled_from(["all_matches", "skip", "contiguous"]))
     measures = ", ".join(f"FIRST({n}.ts) AS {n.lower()}_ts" for n in names)
     if style == "all_matches":
         head, pattern = "ALL MATCHES", " ".join(names)
@@ -152,11 +158,14 @@ def test_cli_query_explain_analyze_and_json(table1_nodes: LocalCluster, tmp_path
     assert out.returncode == 0, out.stderr
     assert "intervals" in out.stdout and "verify" in out.stdout and "B: run (benefit" in out.stdout
     assert "3 rows" in out.stdout and "e5" in out.stdout
+    assert re.search(r"matching: rowpattern engine, 1 match in [\d.]+ ms, matcher working memory [\d.]+ KiB",
+                     out.stdout), out.stdout
     out = subprocess.run([*base, "--format", "json", Q1], capture_output=True, text=True, timeout=120)
     data = json.loads(out.stdout)
     assert [m["id"] for m in data["matches"]] == ["e1", "e2", "e5"]
     assert data["trace"]["events_received"] == 3 and data["trace"]["bytes_to_cn"] > 0
     assert {"rounds", "bytes_to_cn", "bytes_to_sn", "events_received"} <= set(data["trace"])
+    assert data["trace"]["matching"]["matches"] == 1 and data["trace"]["matching"]["work_bytes"] > 0
     bad = subprocess.run([*base[:-2], "--strategy", "dfs", "SELECT nonsense"], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.startswith("error: ")
 
