@@ -214,6 +214,23 @@ class MeasureEvaluator:
         taken = arr.take(pa.array(np.where(pos >= 0, pos, 0)))
         return pc.if_else(pa.array(pos >= 0), taken, pa.scalar(None, arr.type))
 
+    def _label_at(self, pos: np.ndarray, semantics: Semantics | None) -> np.ndarray:
+        """Label id of row ``pos`` in each output row's match, -1 outside the rows matched so far
+        (the whole match under FINAL)."""
+        m = self.out_match
+        at = self._at(semantics)
+        upto = np.where(at >= 0, self.rows.r_row[np.where(at >= 0, at, 0)] if self.rows.r_row.size else -1, -1)
+        valid = (pos >= 0) & (pos >= self.rows.m_start[m]) & (pos <= upto)
+        lab = np.full(self.n, -1)
+        if valid.any():
+            lab[valid] = self.rows.r_label[self._flat_of(pos[valid], m[valid])]
+        return lab
+
+    def _labels(self, lab: np.ndarray) -> pa.Array:
+        names = pa.array(list(self.rows.labels), pa.string())
+        return pc.if_else(pa.array(lab >= 0), names.take(pa.array(np.where(lab >= 0, lab, 0))),
+                          pa.scalar(None, pa.string()))
+
     # ---------------------------------------------------------------- leaves
 
     def leaf(self, x: Expr) -> pa.Array:
@@ -231,9 +248,14 @@ class MeasureEvaluator:
                     logical, loff, col = NavKind.LAST, 0, inner
             else:
                 step, logical, loff, col = 0, x.kind, x.offset, x.operand
+            if isinstance(col, Classifier):
+                semantics = semantics or col.semantics
+                pos = self._physical(self.position(col.variable, logical, loff, semantics), step)
+                return self._labels(self._label_at(pos, semantics))
             if not isinstance(col, Column):
                 raise UnsupportedFeatureError(f"navigation over an expression ({to_sql(x)}) in MEASURES",
-                                              clause="MEASURES", hint="navigate a single column", code="unsupported")
+                                              clause="MEASURES", hint="navigate a single column or CLASSIFIER()",
+                                              code="unsupported")
             pos = self._physical(self.position(col.variable, logical, loff, semantics), step)
             return self._take(col.name, pos)
         if isinstance(x, Classifier):
@@ -250,9 +272,7 @@ class MeasureEvaluator:
                 if valid.any():
                     flat = self._flat_of(row[valid], self.out_match[valid])
                     lab[valid] = self.rows.r_label[flat]
-            names = pa.array(list(self.rows.labels), pa.string())
-            return pc.if_else(pa.array(lab >= 0), names.take(pa.array(np.where(lab >= 0, lab, 0))),
-                              pa.scalar(None, pa.string()))
+            return self._labels(lab)
         if isinstance(x, MatchNumber):
             return pa.array(self.rows.match_number[self.out_match] if self.n else np.zeros(0, np.int64))
         if isinstance(x, Aggregate):

@@ -166,3 +166,14 @@ def test_nulls_in_conditions_navigation_and_aggregates() -> None:
     # row 1: PREV is outside the partition (NULL) -> A; row 2: x NULL -> B; row 3: 3 > NULL is NULL -> not B,
     # and PREV(x) is NULL -> A; row 4 NULL -> B; row 5: 5 > NULL is NULL, PREV NULL -> A
     assert got == [(1, "A", 1, 1, 1), (2, "B", 2, 1, 1), (3, "A", 1, 1, 3), (4, "B", 2, 1, 3), (5, "A", 1, 1, 5)]
+
+
+def test_classifier_with_exclusion_subset_and_navigation() -> None:
+    """Excluded rows are not output but keep their labels: CLASSIFIER(U) and PREV(CLASSIFIER())
+    see them; navigation past the rows matched so far gives NULL."""
+    t = pa.table({"id": [1, 2, 3, 4], "v": [1, 2, 3, 4]})
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES CLASSIFIER() AS c, PREV(CLASSIFIER()) AS pc, "
+           "NEXT(CLASSIFIER()) AS nc, FINAL LAST(CLASSIFIER(), 1) AS fl, CLASSIFIER(U) AS cu, count(B.*) AS nb "
+           "ALL ROWS PER MATCH PATTERN (A {- B+ -} C) SUBSET U = (A, B) DEFINE A AS v = 1, C AS v = 4)")
+    got = [(r["id"], r["c"], r["pc"], r["nc"], r["fl"], r["cu"], r["nb"]) for r in match_recognize(t, sql).to_pylist()]
+    assert got == [(1, "A", None, None, "B", "A", 0), (4, "C", "B", None, "B", "B", 2)]
