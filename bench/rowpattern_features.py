@@ -23,11 +23,11 @@ from pathlib import Path
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
+import numpy as np
+import pyarrow as pa
 
-from dfs_cer import analyze, parse  # noqa: E402
-from dfs_cer.match.rowpattern import run_row_pattern  # noqa: E402
+from dfs_cer import analyze, parse
+from dfs_cer.match.rowpattern import run_row_pattern
 
 QUERY = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts
   MEASURES FIRST(A.ts) AS s, count(B.*) AS nb ONE ROW PER MATCH
