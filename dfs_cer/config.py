@@ -39,6 +39,11 @@ class QueryConfig:
     integer_time_unit: TimeUnit = "s"
     #: dialect used to render the outer SELECT for the embedded engine and Spark SQL
     outer_dialect: str = "duckdb"
+    #: columns that identify an event (with its time); empty: the whole row identifies it.
+    #: Rows tied on ORDER BY are matched in (event key, other columns) order.
+    event_key: tuple[str, ...] = ()
+    #: drop duplicate events (same ORDER BY time and event key) before matching
+    dedup: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +158,11 @@ def _convert(key: str, raw: object, annotation: Any) -> Any:
                 f"conf key {key} must be one of {', '.join(map(str, choices))}, got {raw!r}"
             )
         return raw
+    if origin is tuple:  # a list of strings: TOML array, or comma-separated in the environment
+        items = raw.split(",") if isinstance(raw, str) else raw
+        if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
+            raise ConfigError(f"conf key {key} must be a list of column names, got {raw!r}")
+        return tuple(i.strip() for i in items if i.strip())
     if origin in (Union, types.UnionType):
         raise ConfigError(f"conf key {key}: union types are not supported")  # pragma: no cover
     name = key.rsplit(".", 1)[-1]

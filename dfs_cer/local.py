@@ -6,6 +6,9 @@ WHERE, ORDER BY, LIMIT) runs on DuckDB, an embedded SQL engine, over the match r
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
+
 import pyarrow as pa
 import sqlglot
 
@@ -59,7 +62,8 @@ def run_outer(query: Query, relation: pa.Table, dialect: str = "duckdb") -> pa.T
 
 def match_recognize(table: pa.Table, sql: str, *, selection: str | None = None, kleene: str | None = None,
                     max_matches: int | None = None, on_limit: str | None = None, count_only: bool = False,
-                    engine: str = "auto", config: Config | None = None) -> pa.Table:
+                    engine: str = "auto", event_key: Sequence[str] | None = None, dedup: bool | None = None,
+                    config: Config | None = None) -> pa.Table:
     """Evaluate ``SELECT ... FROM t MATCH_RECOGNIZE (...) ...`` over ``table`` (named by the FROM).
 
     Args:
@@ -73,8 +77,17 @@ def match_recognize(table: pa.Table, sql: str, *, selection: str | None = None, 
         on_limit: ``error`` (raise MatchLimitError) or ``truncate`` past ``max_matches``.
         count_only: return only the number of matches (exact, as a one-row table).
         engine: ``auto``, ``sql`` (row-pattern VM) or ``cer`` (recomputation engine).
+        event_key: columns identifying an event together with its time (config
+            ``query.event_key``; default: the whole row). Rows tied on time are matched in
+            (event key, other columns) order.
+        dedup: drop duplicate events before matching (config ``query.dedup``, default True).
     """
     config = config or load_config()
+    if event_key is not None or dedup is not None:
+        query_config = dataclasses.replace(
+            config.query, event_key=tuple(event_key) if event_key is not None else config.query.event_key,
+            dedup=config.query.dedup if dedup is None else dedup)
+        config = dataclasses.replace(config, query=query_config)
     if engine not in ENGINES:
         raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if selection is not None and selection not in SELECTIONS:
@@ -119,8 +132,6 @@ def _count_table(count: int) -> pa.Table:
 def _strict_contiguity(query: Query, table: pa.Table, config: Config) -> Analysis:
     """Strict contiguity over a sequence of single-event variables: every run of consecutive
     rows labelled in order, i.e. the SQL pattern without skip variables, restarted at every row."""
-    import dataclasses
-
     from dfs_cer.match.cer import pattern_items
     from dfs_cer.pattern.ir import Concatenation, Label
     from dfs_cer.query.model import AfterMatchSkip, SkipTo

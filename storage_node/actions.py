@@ -62,6 +62,7 @@ class Actions:
         unit = header.get("integer_time_unit", "s")
         if unit not in ("s", "ms", "us", "ns"):
             raise ProtocolError(f"action open: integer_time_unit must be s, ms, us or ns, got {unit!r}")
+        self.store.refresh()  # late files added with dfs-cer shard --append
         analysis = analyze(query, self.store.schema, QueryConfig(integer_time_unit=unit))
         variables = [v for v in analysis.variables if not v.any_row]
         filt = union_filter([v.independent for v in variables])
@@ -91,7 +92,7 @@ class Actions:
                           "max_ts": int(t.max()) if t.size else None}
         return {"rows": table.num_rows, "variables": info, "min_ts": self.store.manifest.get("min_ts"),
                 "max_ts": self.store.manifest.get("max_ts"), "total_rows": self.store.manifest.get("rows"),
-                "held_bytes": state.size_in_bytes(),
+                "held_bytes": state.size_in_bytes(), "event_key": list(self.store.manifest.get("event_key") or []),
                 "row_bytes": (table.nbytes / table.num_rows) if table.num_rows else 0.0}, \
             ([self.store.schema.serialize().to_pybytes()] if header.get("schema", True) else [])
 

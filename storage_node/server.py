@@ -30,7 +30,7 @@ from storage_node.actions import Actions
 from storage_node.state import AdmissionError, StateRegistry, UnknownQueryError
 from storage_node.store import ShardStore
 
-ACTIONS = ("open", "intervals", "summaries", "wjf", "verify", "push_pull", "close", "health", "stats")
+ACTIONS = ("open", "intervals", "summaries", "wjf", "verify", "push_pull", "close", "health", "stats", "files")
 
 
 class TokenMiddlewareFactory(flight.ServerMiddlewareFactory):
@@ -90,6 +90,11 @@ class StorageNode(flight.FlightServerBase):
             if action.type == "health":
                 reply: tuple[dict[str, Any], list[bytes]] = ({"status": "ok", "rows": self.store.manifest.get("rows"),
                                                              "uptime_s": time.time() - self.started}, [])
+            elif action.type == "files":  # the shard set's files (with time bounds and --append batch tags)
+                self._guard(body)
+                self.store.refresh()
+                reply = ({"files": self.store.manifest.get("files", []),
+                          "time_column": self.store.time_column}, [])
             elif action.type == "stats":
                 stats = self.registry.stats()
                 stats.update({"calls": self.calls, "bytes_in": self.bytes_in, "bytes_out": self.bytes_out,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -19,30 +20,49 @@ class ShardStore:
     def __init__(self, data: str, config: StorageConfig | None = None) -> None:
         self.config = config or StorageConfig()
         self.location: FileLocation = filesystem_for(data, self.config)
-        self.manifest = read_manifest(self.location)
-        files = [self.location.join(str(f["path"])) for f in self.manifest.get("files", [])]
+        self.cache_hits = 0
+        self._cache_lock = threading.Lock()
+        self._load(read_manifest(self.location))
+
+    def _load(self, manifest: dict[str, Any]) -> None:
+        files = [self.location.join(str(f["path"])) for f in manifest.get("files", [])]
         present = set(list_files(self.location))
         missing = [f for f in files if f not in present]
         if missing:
             raise StorageError(f"shard files listed in {self.location.uri}/manifest.json are missing: {missing[:3]}")
-        self.files = files
         try:
-            self.dataset = ds.dataset(files, filesystem=self.location.fs, format="parquet") if files else None
+            dataset = ds.dataset(files, filesystem=self.location.fs, format="parquet") if files else None
         except (OSError, pa.ArrowInvalid) as exc:
             raise StorageError(f"cannot open shards under {self.location.uri}: {exc}") from exc
-        expected = self.manifest.get("schema")
-        if self.dataset is not None:
+        expected = manifest.get("schema")
+        known = set(getattr(self, "files", []))
+        if dataset is not None:
             for f in files:
+                if f in known:
+                    continue
                 got = schema_fields(ds.dataset(f, filesystem=self.location.fs, format="parquet").schema)
                 if got != expected:
                     diff = [(a, b) for a, b in zip(got, expected or [], strict=False) if a != b]
                     raise StorageError(f"shard {f} does not match the manifest schema: {diff[:3] or 'column count'}; "
                                        "re-shard the data or fix the manifest")
-        self.time_column = str(self.manifest.get("time_column", "ts"))
+        self.manifest = manifest
+        self.files = files
+        self.dataset = dataset
+        self.time_column = str(manifest.get("time_column", "ts"))
         self.cached: pa.Table | None = None  # the whole shard set, decoded, once a scan loaded it
-        self.cache_hits = 0
-        self._cache_lock = threading.Lock()
         self._size: int | None = None
+
+    def refresh(self) -> bool:
+        """Pick up files added to the shard set since it was loaded (``dfs-cer shard --append``):
+        re-read the manifest and, when it changed, the dataset (the cache is dropped). A manifest
+        that cannot be read or names missing files raises StorageError and leaves the current
+        state in place (the query that asked fails with the reason; the node keeps serving)."""
+        manifest = read_manifest(self.location)
+        if manifest == self.manifest:
+            return False
+        with self._cache_lock:
+            self._load(manifest)
+        return True
 
     @property
     def schema(self) -> pa.Schema:

@@ -215,8 +215,9 @@ def query_command(state: State, sql: str | None, file: str | None, endpoints: st
         m = trace.get("matching")
         if m:
             memory = f", matcher working memory {m['work_bytes'] / 1024:,.1f} KiB" if m["work_bytes"] else ""
-            click.echo(f"matching: {m['engine']} engine, {m['matches']:,} match{'' if m['matches'] == 1 else 'es'} in {m['seconds'] * 1e3:.1f} ms"
-                       f"{memory}")
+            plural = "" if m["matches"] == 1 else "es"
+            click.echo(f"matching: {m['engine']} engine, {m['matches']:,} match{plural} in "
+                       f"{m['seconds'] * 1e3:.1f} ms{memory}")
         click.echo("")
     from rich.console import Console
     from rich.table import Table
@@ -236,11 +237,14 @@ def query_command(state: State, sql: str | None, file: str | None, endpoints: st
 @click.option("--partitioning", type=click.Choice(["random", "time", "type"]), default="random", show_default=True)
 @click.option("--time-column", default="ts", show_default=True)
 @click.option("--type-column", default="type", show_default=True)
-@click.option("--event-key", default="", help="Comma-separated columns that identify an event.")
+@click.option("--event-key", default="", help="Comma-separated columns that identify an event (with its time); "
+              "default: the whole row.")
+@click.option("--dedup", is_flag=True, help="Drop duplicate events (same time and event key) of the input.")
+@click.option("--append", is_flag=True, help="Add the input to existing shard sets as new files (late data).")
 @pass_state
 @handle_errors
 def shard_command(state: State, input_path: str, nodes: int, to: str, partitioning: str, time_column: str,
-                  type_column: str, event_key: str) -> None:
+                  type_column: str, event_key: str, dedup: bool, append: bool) -> None:
     """Split an event log into one parquet shard set per storage node, with manifests."""
     from rich.progress import Progress
 
@@ -249,11 +253,14 @@ def shard_command(state: State, input_path: str, nodes: int, to: str, partitioni
     with Progress(transient=True) as progress:
         task = progress.add_task("sharding", total=None)
         manifests = shard(input_path, nodes, to, partitioning=partitioning, time_column=time_column,
-                          type_column=type_column, event_key=tuple(k for k in event_key.split(",") if k),
-                          config=state.config.storage, progress=lambda rows: progress.update(task, completed=rows))
-    state.output.mapping("shards written", {f"node-{m.node:02d}": {"rows": m.rows, "files": len(m.files),
-                                                                  "min_ts": m.min_ts, "max_ts": m.max_ts}
-                                           for m in manifests})
+                          type_column=type_column, event_key=tuple(k.strip() for k in event_key.split(",") if k.strip()),
+                          dedup=dedup, append=append, config=state.config.storage,
+                          progress=lambda rows: progress.update(task, completed=rows))
+    summary: dict[str, Any] = {f"node-{m.node:02d}": {"rows": m.rows, "files": len(m.files), "min_ts": m.min_ts,
+                                                      "max_ts": m.max_ts} for m in manifests}
+    if dedup and manifests:
+        summary["duplicates dropped"] = manifests[0].duplicates_dropped
+    state.output.mapping("shards appended" if append else "shards written", summary)
 
 
 @cli.command("generate")

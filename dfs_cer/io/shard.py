@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +47,8 @@ class NodeManifest:
     min_ts: int | None = None
     max_ts: int | None = None
     type_counts: dict[str, int] | None = None
+    #: duplicate events ``--dedup`` dropped from the whole input (the same on every node)
+    duplicates_dropped: int = 0
 
 
 def _time_ints(col: pa.Array) -> np.ndarray:
@@ -90,11 +92,47 @@ def _input_dataset(path: str, config: StorageConfig) -> ds.Dataset:
         raise ShardError(f"cannot read input {path}: {exc}") from exc
 
 
+def _deduplicated(dataset: ds.Dataset, time_column: str, event_key: tuple[str, ...],
+                  batch_rows: int) -> tuple[Iterator[pa.RecordBatch], Callable[[], None]]:
+    """The dataset without duplicate events, streamed from DuckDB (which spills to disk when the
+    distinct set does not fit in memory): rows equal in every column, or, with an event key, in
+    the time and key columns (the first in the order of the other columns is kept)."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.register("events", dataset)
+
+    def quoted(name: str) -> str:
+        return '"' + name.replace('"', '""') + '"'
+
+    if event_key:
+        identity = ", ".join(quoted(c) for c in (time_column, *event_key))
+        rest = ", ".join(quoted(n) for n in dataset.schema.names)
+        sql = (f"SELECT * FROM events QUALIFY row_number() OVER (PARTITION BY {identity} ORDER BY {rest}) = 1")
+    else:
+        sql = "SELECT DISTINCT * FROM events"
+    reader = con.sql(sql).to_arrow_reader(batch_rows)
+    assert reader is not None
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for batch in reader:
+            yield batch.cast(dataset.schema) if batch.schema != dataset.schema else batch
+
+    return batches(), con.close
+
+
 def shard(input_path: str, nodes: int, to: str, *, partitioning: str = "random", time_column: str = "ts",
           type_column: str = "type", event_key: tuple[str, ...] = (), batch_rows: int = 1_000_000,
-          config: StorageConfig | None = None,
+          dedup: bool = False, append: bool = False, config: StorageConfig | None = None,
           progress: Callable[[int], None] | None = None) -> list[NodeManifest]:
-    """Write ``nodes`` shard sets under ``to`` (``to/node-00``, ``to/node-01``, ...)."""
+    """Write ``nodes`` shard sets under ``to`` (``to/node-00``, ``to/node-01``, ...).
+
+    ``dedup`` drops duplicate events of the input first: rows equal in every column, or equal
+    in the time column and ``event_key`` when one is given (never the time alone).
+    ``append`` adds the input to existing shard sets as new files (late data): the manifests
+    keep their files and list the new ones with a ``batch`` tag; schema, partitioning, time
+    column and event key must be those of the existing sets. Duplicates of events already
+    stored are dropped by the compute node when it matches."""
     config = config or StorageConfig()
     if nodes < 1:
         raise ShardError(f"--nodes must be at least 1, got {nodes}")
@@ -112,11 +150,24 @@ def shard(input_path: str, nodes: int, to: str, *, partitioning: str = "random",
             raise ShardError(f"--event-key column {key} is not a column of the input")
     out = filesystem_for(to, config)
     manifests = [NodeManifest(k, [], type_counts={} if type_column in schema.names else None) for k in range(nodes)]
+    batch_tag = ""
+    if append:
+        manifests = [_existing(out, k, nodes, schema, partitioning, time_column, event_key) for k in range(nodes)]
+        import time
+        import uuid
+
+        batch_tag = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
     for k in range(nodes):
         out.fs.create_dir(out.join(f"node-{k:02d}"), recursive=True)
     offset = 0
     part = 0
-    for batch in dataset.to_batches(batch_size=batch_rows):
+    source: Iterable[pa.RecordBatch] = dataset.to_batches(batch_size=batch_rows)
+    done: Callable[[], None] = lambda: None  # noqa: E731
+    dropped = 0
+    if dedup:
+        dropped = dataset.count_rows()
+        source, done = _deduplicated(dataset, time_column, event_key, batch_rows)
+    for batch in source:
         if batch.num_rows == 0:
             continue
         owner = _node_of(partitioning, nodes, offset, batch, time_column, type_column)
@@ -126,19 +177,42 @@ def shard(input_path: str, nodes: int, to: str, *, partitioning: str = "random",
             if rows.size == 0:
                 continue
             piece = table.take(pa.array(rows)).sort_by(time_column)
-            _write_piece(out, manifests[k], piece, part, time_column, type_column)
+            _write_piece(out, manifests[k], piece, part, time_column, type_column, batch_tag)
         offset += batch.num_rows
         part += 1
         if progress is not None:
             progress(offset)
+    done()
+    if dedup:
+        dropped -= offset
     for m in manifests:
+        m.duplicates_dropped += dropped
         _write_manifest(out, m, schema, time_column, event_key, nodes, partitioning)
     return manifests
 
 
+def _existing(out: FileLocation, node: int, nodes: int, schema: pa.Schema, partitioning: str, time_column: str,
+              event_key: tuple[str, ...]) -> NodeManifest:
+    """The manifest of an existing shard set that ``--append`` adds to, checked against the input."""
+    location = FileLocation(out.fs, out.join(f"node-{node:02d}"), f"{out.uri}/node-{node:02d}")
+    try:
+        doc = read_manifest(location)
+    except DfsCerError as exc:
+        raise ShardError(f"--append: no shard set to add to at {location.uri} ({exc}); shard without --append "
+                         "first") from None
+    expected = {"nodes": nodes, "partitioning": partitioning, "time_column": time_column,
+                "event_key": list(event_key), "schema": schema_fields(schema)}
+    for key, value in expected.items():
+        if doc.get(key) != value:
+            raise ShardError(f"--append: the shard set at {location.uri} has {key} {doc.get(key)!r}, the new input "
+                             f"{value!r}; append with the same options and schema")
+    return NodeManifest(node, list(doc.get("files", [])), int(doc.get("rows", 0)), doc.get("min_ts"),
+                        doc.get("max_ts"), doc.get("type_counts"), int(doc.get("duplicates_dropped", 0)))
+
+
 def _write_piece(out: FileLocation, manifest: NodeManifest, piece: pa.Table, part: int, time_column: str,
-                 type_column: str) -> None:
-    name = f"part-{part:05d}.parquet"
+                 type_column: str, batch_tag: str = "") -> None:
+    name = f"part-{batch_tag}-{part:05d}.parquet" if batch_tag else f"part-{part:05d}.parquet"
     path = out.join(f"node-{manifest.node:02d}", name)
     try:
         with out.fs.open_output_stream(path) as fh:
@@ -146,14 +220,17 @@ def _write_piece(out: FileLocation, manifest: NodeManifest, piece: pa.Table, par
     except OSError as exc:
         raise StorageError(f"cannot write shard {path}: {exc}") from exc
     ts = _time_ints(piece.column(time_column).combine_chunks())
-    manifest.files.append({"path": name, "rows": piece.num_rows, "min_ts": int(ts[0]), "max_ts": int(ts[-1])})
+    entry: dict[str, object] = {"path": name, "rows": piece.num_rows, "min_ts": int(ts[0]), "max_ts": int(ts[-1])}
+    if batch_tag:
+        entry["batch"] = batch_tag
+    manifest.files.append(entry)
     manifest.rows += piece.num_rows
     manifest.min_ts = int(ts[0]) if manifest.min_ts is None else min(manifest.min_ts, int(ts[0]))
     manifest.max_ts = int(ts[-1]) if manifest.max_ts is None else max(manifest.max_ts, int(ts[-1]))
     if manifest.type_counts is not None:
         for entry in pc.value_counts(piece.column(type_column).combine_chunks()).to_pylist():
             key = str(entry["values"])
-            manifest.type_counts[key] = manifest.type_counts.get(key, 0) + int(entry["counts"])
+            manifest.type_counts[key] = manifest.type_counts.get(key, 0) + int(entry["counts"])  # type: ignore[call-overload]
 
 
 def schema_fields(schema: pa.Schema) -> list[dict[str, str]]:
@@ -166,6 +243,7 @@ def _write_manifest(out: FileLocation, m: NodeManifest, schema: pa.Schema, time_
         "version": 1, "node": m.node, "nodes": nodes, "partitioning": partitioning, "time_column": time_column,
         "event_key": list(event_key), "schema": schema_fields(schema), "rows": m.rows, "min_ts": m.min_ts,
         "max_ts": m.max_ts, "type_counts": m.type_counts, "files": m.files,
+        "duplicates_dropped": m.duplicates_dropped,
     }
     with out.fs.open_output_stream(out.join(f"node-{m.node:02d}", MANIFEST)) as fh:
         fh.write(json.dumps(doc, indent=1).encode())

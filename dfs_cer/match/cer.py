@@ -191,7 +191,8 @@ def run_cer(table: pa.Table, analysis: Analysis, *, selection: str = "skip_till_
                                               code="unsupported")
     partition_by = tuple(_resolve(table, c) for c in mr.partition_by)
     order_col = _resolve(table, mr.order_by[0].column)
-    table, bounds, _ = sort_and_partition(table, partition_by, [(order_col, False)], _referenced_columns(mr, table))
+    table, bounds, _ = sort_and_partition(table, partition_by, [(order_col, False)], _referenced_columns(mr, table),
+                                          analysis.event_key, analysis.dedup)
     n = len(table)
     ts = _time_values(table, order_col)
     window = analysis.window_units if mr.window is not None else None

@@ -9,6 +9,7 @@ import dataclasses
 import numpy as np
 import pyarrow as pa
 
+from dfs_cer.config import QueryConfig
 from dfs_cer.match.cer import pattern_items, run_cer
 from dfs_cer.pattern.ir import Concatenation, Label, Quantified, RowPattern
 from dfs_cer.query import Query, analyze
@@ -73,7 +74,7 @@ def filter_by_projection(query: Query, variable: str, local: pa.Table, uploads: 
         tables.append(t.append_column(MARK, pa.array([name] * t.num_rows, pa.string()))
                       .append_column(ROW, pa.array(np.full(t.num_rows, -1, np.int64))))
     combined = pa.concat_tables(tables, promote_options="permissive")
-    analysis = analyze(projected, combined.schema)
+    analysis = analyze(projected, combined.schema, QueryConfig(dedup=False))  # a superset filter: keep all
     # SQL semantics orders tied rows by row (here: by storage node, unknown to this node), so
     # consecutive variables may share a timestamp; skip-till-any-match never chains them
     result = run_cer(combined, analysis, time_order="strict" if mr.all_matches else "relaxed").table

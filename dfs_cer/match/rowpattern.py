@@ -56,45 +56,66 @@ def _sortable(t: pa.DataType) -> bool:
                 or pa.types.is_large_binary(t) or pa.types.is_temporal(t) or pa.types.is_decimal(t))
 
 
+def _same_as_previous(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """``out[i]``: row i equals row i - 1 in this column (NULL equals NULL); ``out[0]`` False."""
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    n = len(col)
+    out = np.zeros(n, bool)
+    if n > 1:
+        a, b = col.slice(1), col.slice(0, n - 1)
+        same = pc.fill_null(pc.equal(a, b), False)
+        both_null = pc.and_(pc.is_null(a), pc.is_null(b))
+        out[1:] = np.asarray(pc.or_(same, both_null).to_numpy(zero_copy_only=False), bool)
+    return out
+
+
 def sort_and_partition(table: pa.Table, partition_by: tuple[str, ...], order_by: list[tuple[str, bool]],
-                       columns: set[str] | None = None) -> tuple[pa.Table, np.ndarray, np.ndarray]:
-    """Sort by partition and order keys, then by the row's other columns (only ``columns`` are
-    carried along when given).
+                       columns: set[str] | None = None, event_key: tuple[str, ...] = (),
+                       dedup: bool = False) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+    """Sort by partition and order keys, then by the event key, then by the row's other columns
+    (only ``columns`` are carried along when given); with ``dedup``, drop duplicate events.
 
     Rows that tie on the ORDER BY keys (SQL leaves their order to the implementation) are
-    ordered by their remaining columns, ascending: the order is canonical, the same whatever
-    order the rows arrived in, which storage node held them and which strategy pulled them.
-    Rows equal in every column are interchangeable.
+    ordered by their event key columns, then their remaining columns, ascending: the order is
+    canonical, the same whatever order the rows arrived in, which storage node held them and
+    which strategy pulled them. A duplicate is a row equal to the previous one in the partition
+    and ORDER BY columns and in the event key (every comparable column when the key is empty);
+    the first of a run of duplicates is kept.
 
-    Returns the sorted table, partition boundaries ``[0, ..., n]`` and the sort permutation.
+    Returns the sorted table, partition boundaries ``[0, ..., n]`` and the sort permutation
+    (indices of the kept rows in the input).
     """
     keys = [(c, "ascending", "at_end") for c in partition_by] + \
         [(c, "descending" if d else "ascending", "at_end") for c, d in order_by]
+    named = {k[0] for k in keys}
+    key_cols = [c for c in event_key if c not in named]
+    rest = [f.name for f in table.schema if f.name not in named and f.name not in key_cols and _sortable(f.type)]
     if keys:
-        named = {k[0] for k in keys}
-        keys += [(f.name, "ascending", "at_end") for f in table.schema
-                 if f.name not in named and _sortable(f.type)]
+        keys += [(c, "ascending", "at_end") for c in key_cols + rest]
     order = np.arange(len(table), dtype=np.int64)
     if keys and len(table) > 1:
         order = np.asarray(pc.sort_indices(table.select([k[0] for k in keys]), sort_keys=keys)
                            .to_numpy(zero_copy_only=False), np.int64)
+    if dedup and len(table) > 1:
+        identity = [k[0] for k in keys[:len(named)]] + (key_cols if event_key else rest)
+        ordered = table.select(identity).take(pa.array(order))
+        duplicate = np.ones(len(table), bool)
+        duplicate[0] = False
+        for name in identity:
+            duplicate &= _same_as_previous(ordered.column(name))
+        if duplicate.any():
+            order = order[~duplicate]
     if columns is not None:
         keep = [c for c in table.column_names if c in columns or c in partition_by or c in dict(order_by)]
         table = table.select(keep)
-    if not np.array_equal(order, np.arange(order.size)):
+    if not np.array_equal(order, np.arange(len(table))):
         table = table.take(pa.array(order))
     n = len(table)
     change = np.zeros(n, bool)
     if n:
         change[0] = True
     for c in partition_by:
-        col = table.column(c).combine_chunks()
-        if n > 1:
-            a, b = col.slice(1), col.slice(0, n - 1)
-            same = pc.fill_null(pc.equal(a, b), False)
-            both_null = pc.and_(pc.is_null(a), pc.is_null(b))
-            differs = pc.invert(pc.or_(same, both_null))
-            change[1:] |= np.asarray(differs.to_numpy(zero_copy_only=False), bool)
+        change[1:] |= ~_same_as_previous(table.column(c))[1:]
     bounds = np.append(np.nonzero(change)[0], n).astype(np.int64)
     return table, bounds, order
 
@@ -177,7 +198,8 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
     partition_by = tuple(_resolve(table, c) for c in mr.partition_by)
     order_by = [(_resolve(table, s.column), s.descending) for s in mr.order_by]
     original = table
-    table, bounds, order = sort_and_partition(table, partition_by, order_by, _referenced_columns(mr, table))
+    table, bounds, order = sort_and_partition(table, partition_by, order_by, _referenced_columns(mr, table),
+                                              analysis.event_key, analysis.dedup)
     n = len(table)
     real_bounds = bounds
     if segments is not None and n:

@@ -122,6 +122,9 @@ class Analysis:
     next_reach: int
     nullable: bool
     bound: bool
+    #: columns identifying an event (empty: the whole row) and whether duplicates are dropped
+    event_key: tuple[str, ...] = ()
+    dedup: bool = True
 
     def variable(self, name: str) -> VariableInfo:
         for v in self.variables:
@@ -364,6 +367,21 @@ def _check_columns(query: Query, schema: pa.Schema) -> None:
                 _resolve(n.name, schema, f"MEASURES {m.name}")
 
 
+def _event_key(key: tuple[str, ...], schema: pa.Schema | None) -> tuple[str, ...]:
+    if schema is None:
+        return tuple(key)
+    out = []
+    for name in key:
+        match = name if name in schema.names else next((n for n in schema.names if n.lower() == name.lower()), None)
+        if match is None:
+            from dfs_cer.errors import ConfigError
+
+            raise ConfigError(f"event key column {name!r} is not a column of the data; columns: "
+                              f"{', '.join(schema.names)} (set query.event_key or --event-key)")
+        out.append(match)
+    return tuple(out)
+
+
 def analyze(query: Query, schema: pa.Schema | None = None, config: QueryConfig | None = None) -> Analysis:
     """Analyse a parsed query; with ``schema``, also check columns and convert the window.
 
@@ -424,4 +442,6 @@ def analyze(query: Query, schema: pa.Schema | None = None, config: QueryConfig |
         next_reach=next_reach,
         nullable=nullable(mr.pattern),
         bound=schema is not None,
+        event_key=_event_key(config.event_key, schema),
+        dedup=config.dedup,
     )

@@ -31,10 +31,10 @@ TASK = "__dfs_cer_task"
 SEQ = "__dfs_cer_seq"  # the driver's row order: ties in time keep it on the executors
 
 
-def _config(time_unit: str) -> QueryConfig:
+def _config(time_unit: str, event_key: Sequence[str] = (), dedup: bool = True) -> QueryConfig:
     if time_unit not in ("ns", "us", "ms", "s"):
         raise ConfigError(f"integer_time_unit must be ns, us, ms or s, got {time_unit!r}")
-    return QueryConfig(integer_time_unit=time_unit)  # type: ignore[arg-type]
+    return QueryConfig(integer_time_unit=time_unit, event_key=tuple(event_key), dedup=dedup)  # type: ignore[arg-type]
 
 
 def _engine_output(events: pa.Table, analysis: Analysis, segments: np.ndarray | None) -> pa.Table:
@@ -61,12 +61,13 @@ class _Matcher:
     """The picklable per-task function: re-binds the query on the executor and matches its units."""
 
     def __init__(self, sql: str, schema: pa.Schema, time_unit: str, segments: np.ndarray | None,
-                 out_schema: pa.Schema) -> None:
+                 out_schema: pa.Schema, event_key: tuple[str, ...] = (), dedup: bool = True) -> None:
         self.sql, self.schema, self.time_unit, self.segments = sql, schema, time_unit, segments
         self.out_schema = out_schema
+        self.event_key, self.dedup = event_key, dedup
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        analysis = analyze(parse(self.sql), self.schema, _config(self.time_unit))
+        analysis = analyze(parse(self.sql), self.schema, _config(self.time_unit, self.event_key, self.dedup))
         parts = [b for b in batches if b.num_rows]
         if not parts:
             return
@@ -100,7 +101,8 @@ def match_events(spark: Any, events: pa.Table, analysis: Analysis, *, segments: 
         task = balanced_tasks(np.bincount(unit, minlength=starts.size), tasks)[unit]
     df = spark.createDataFrame(events.append_column(TASK, pa.array(task)).append_column(SEQ, seq))
     df = df.repartition(tasks, *mr.partition_by) if mr.partition_by else df.repartitionByRange(tasks, TASK)
-    matcher = _Matcher(query.to_sql(), events.schema, time_unit, segments, out_schema)
+    matcher = _Matcher(query.to_sql(), events.schema, time_unit, segments, out_schema, analysis.event_key,
+                       analysis.dedup)
     return df.mapInArrow(matcher, from_arrow_schema(out_schema))
 
 
@@ -149,7 +151,8 @@ def recognize(spark: Any, sql: str, *, endpoints: Sequence[str] | None = None, t
         result = pull(strategy, query, list(endpoints), token, integer_time_unit=integer_time_unit, **options)
         events, analysis, segments, trace = result.events, result.analysis, result.segments, result.trace
     else:
-        events, analysis = read_with_spark(spark, query, str(data), integer_time_unit)
+        events, analysis = read_with_spark(spark, query, str(data), integer_time_unit,
+                                           event_key=options.get("event_key") or (), dedup=options.get("dedup", True))
     pulled = time.perf_counter() - started
     relation = match_events(spark, events, analysis, segments=segments, time_unit=integer_time_unit,
                             driver_threshold=driver_threshold, tasks=tasks)
@@ -193,8 +196,8 @@ class _PushDown:
                 yield from pa.Table.from_batches([batch]).filter(filt).to_batches()
 
 
-def read_with_spark(spark: Any, query: Query, path: str, time_unit: str,
-                    config: StorageConfig | None = None) -> tuple[pa.Table, Analysis]:
+def read_with_spark(spark: Any, query: Query, path: str, time_unit: str, config: StorageConfig | None = None,
+                    event_key: Sequence[str] = (), dedup: bool = True) -> tuple[pa.Table, Analysis]:
     """Read the parquet at ``path`` keeping the rows some variable may label (exact only for
     patterns that may skip rows; contiguous patterns read everything).
 
@@ -218,13 +221,13 @@ def read_with_spark(spark: Any, query: Query, path: str, time_unit: str,
         if not files:
             raise StorageError(f"no parquet files under {path}; check the bucket and prefix")
         dataset = ds.dataset(files, filesystem=where.fs, format="parquet")
-        analysis = analyze(query, dataset.schema, _config(time_unit))
+        analysis = analyze(query, dataset.schema, _config(time_unit, event_key, dedup))
         filt = union_filter([v.independent for v in analysis.variables if not v.any_row]) \
             if analysis.skippable else None
         return dataset.to_table(filter=filt).sort_by(time_column), analysis
     df = spark.read.parquet(path)
     schema = df.limit(0).toArrow().schema
-    analysis = analyze(query, schema, _config(time_unit))
+    analysis = analyze(query, schema, _config(time_unit, event_key, dedup))
     if analysis.skippable:
         df = df.mapInArrow(_PushDown(query.to_sql(), schema, time_unit), df.schema)
     table = df.toArrow()

@@ -93,10 +93,14 @@ class PullResult:
 class Session:
     """One query's conversation with all storage nodes; calls run on every node in parallel."""
 
-    def __init__(self, clients: Sequence[StorageClient], trace: Trace) -> None:
+    def __init__(self, clients: Sequence[StorageClient], trace: Trace, event_key: Sequence[str] | None = None,
+                 dedup: bool = True) -> None:
         self.clients = list(clients)
         self.trace = trace
         self.query_id = uuid.uuid4().hex
+        #: columns identifying an event; None: the storage nodes' manifests say (--event-key)
+        self.event_key = None if event_key is None else tuple(event_key)
+        self.dedup = dedup
         self._pool = ThreadPoolExecutor(max(1, len(self.clients)))
 
     def all(self, name: str, fn: Callable[[StorageClient], T], events: Callable[[list[T]], int] | None = None,

@@ -50,8 +50,18 @@ def _open(session: Session, query: Query, unit: str) -> tuple[Analysis, list[dic
     replies = session.action("open", {}, per_node=lambda i: (
         {"sql": sql, "integer_time_unit": unit, "schema": i == 0}, []))
     schema = pa.ipc.read_schema(pa.py_buffer(replies[0][1][0]))
-    analysis = analyze(query, schema, QueryConfig(integer_time_unit=unit))  # type: ignore[arg-type]
-    return analysis, [h for h, _ in replies], schema
+    headers = [h for h, _ in replies]
+    key = session.event_key
+    if key is None:  # the shard sets' own event key (dfs-cer shard --event-key)
+        keys = {tuple(h.get("event_key") or ()) for h in headers}
+        if len(keys) > 1:
+            from dfs_cer.errors import ConfigError
+
+            raise ConfigError(f"the storage nodes' shard sets name different event keys {sorted(keys)}; "
+                              "re-shard with one --event-key or pass event_key=")
+        key = keys.pop() if keys else ()
+    config = QueryConfig(integer_time_unit=unit, event_key=key, dedup=session.dedup)  # type: ignore[arg-type]
+    return analyze(query, schema, config), headers, schema
 
 
 def _time_column(schema: pa.Schema, analysis: Analysis) -> str:
@@ -383,15 +393,19 @@ STRATEGIES = {"pull_all": pull_all, "push_down": push_down, "push_pull": push_pu
 
 
 def pull(name: str, query: Query | str, endpoints: Sequence[str], token: str, *, integer_time_unit: str = "s",
-         **options: Any) -> PullResult:
-    """Run pull strategy ``name`` for ``query`` against the storage nodes at ``endpoints``."""
+         event_key: Sequence[str] | None = None, dedup: bool = True, **options: Any) -> PullResult:
+    """Run pull strategy ``name`` for ``query`` against the storage nodes at ``endpoints``.
+
+    ``event_key`` (default: the shard sets' own, from ``dfs-cer shard --event-key``; else the
+    whole row) identifies an event; with ``dedup`` the matcher drops duplicates that several
+    nodes (or one) returned, and ties on time are matched in event key order."""
     from dfs_cer.errors import ConfigError
     from dfs_cer.strategies.base import resolve_query
 
     if name not in STRATEGIES:
         raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)}, got {name!r}")
     clients = [StorageClient(e, token) for e in endpoints]
-    session = Session(clients, Trace(name))
+    session = Session(clients, Trace(name), event_key, dedup)
     try:
         return STRATEGIES[name](session, resolve_query(query), integer_time_unit, **options)
     finally:

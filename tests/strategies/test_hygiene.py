@@ -1,0 +1,163 @@
+"""Event hygiene (issue 10): duplicates, a deterministic order, late files — LimeCEP's
+20-event stream (spec notes A8, L1/L8) stored shuffled and with duplicates on storage nodes."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dfs_cer import match_recognize
+from dfs_cer.io.shard import shard
+from dfs_cer.strategies import pull
+from dfs_cer.strategies.matching import match_pulled
+from storage_node.launcher import LocalCluster
+
+pytestmark = pytest.mark.flight
+
+STREAM = ["b1", "b2", "a3", "a4", "a5", "a6", "a7", "b8", "a9", "c10", "b11", "b12", "a13", "b14", "a15", "b16",
+          "a17", "a18", "c19", "c20"]
+
+
+def stream(order: np.ndarray | None = None, duplicates: np.ndarray | None = None) -> pa.Table:
+    """L1: one event per second, ``id`` like ``b8`` (type b at t = 8)."""
+    ids = list(STREAM)
+    if duplicates is not None:
+        ids += [ids[i] for i in duplicates]
+    if order is not None:
+        ids = [ids[i] for i in order]
+    return pa.table({"id": ids, "type": [i[0].upper() for i in ids], "ts": [int(i[1:]) for i in ids]})
+
+
+def sql(pattern: str, all_matches: bool = True) -> str:
+    names = sorted({c for c in pattern if c.isalpha()})
+    measures = ", ".join(f"FIRST({n}.id) AS first_{n.lower()}, LAST({n}.id) AS last_{n.lower()}, "
+                         f"count({n}.*) AS n_{n.lower()}" for n in names)
+    defines = ", ".join(f"{n} AS {n}.type = '{n}'" for n in names)
+    head = "ALL MATCHES" if all_matches else "ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW"
+    return (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES {measures} {head} PATTERN ({pattern}) "
+            f"WITHIN 10 DEFINE {defines})")
+
+
+def matches(table: pa.Table) -> list[tuple[object, ...]]:
+    return sorted(tuple(r.values()) for r in table.to_pylist())
+
+
+# (pattern, LimeCEP's selection, its maximal matches, STAM all matches): LimeCEP's counts for the
+# 20-event stream; A+ B+ C's 6 maximal matches are skip-till-any-match's (a Kleene first
+# variable has no "next" event to skip to)
+CASES = [("A B C", "skip_till_next_match", 8, 15), ("A B+ C", "skip_till_next_match", 8, 28),
+         ("A+ B+ C", "skip_till_any_match", 6, 61)]
+
+
+@pytest.fixture(scope="module")
+def messy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[pa.Table, LocalCluster]]:
+    """The stream shuffled, 15 events repeated (some twice), sharded randomly over 3 nodes in
+    batches of 7 rows, so duplicates sit on different nodes and shards are interleaved."""
+    rng = np.random.default_rng(10)
+    duplicates = rng.choice(20, 15)
+    duplicates = np.concatenate([duplicates, duplicates[:5]])
+    table = stream(duplicates=duplicates)
+    table = table.take(pa.array(rng.permutation(table.num_rows)))
+    root = tmp_path_factory.mktemp("messy")
+    pq.write_table(table, root / "events.parquet")
+    shard(str(root / "events.parquet"), 3, str(root / "nodes"), batch_rows=7)
+    with LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(3)]) as cluster:
+        yield table, cluster
+
+
+@pytest.mark.parametrize(("pattern", "selection", "maximal", "stam"), CASES)
+def test_limecep_counts_whatever_the_order_and_duplicates(pattern: str, selection: str, maximal: int,
+                                                          stam: int) -> None:
+    clean = stream()
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        dup = rng.choice(20, rng.integers(1, 20))
+        messy = stream(duplicates=dup)
+        messy = messy.take(pa.array(rng.permutation(messy.num_rows)))
+        for sel, kleene, count in ((selection, "maximal", maximal), ("skip_till_any_match", "all", stam)):
+            want = match_recognize(clean, sql(pattern), selection=sel, kleene=kleene)
+            got = match_recognize(messy, sql(pattern), selection=sel, kleene=kleene)
+            assert want.num_rows == count and matches(got) == matches(want)  # precision and recall 100%
+            kept = match_recognize(messy, sql(pattern), selection=sel, kleene=kleene, dedup=False)
+            assert kept.num_rows > count  # without deduplication duplicates make false matches
+
+
+@pytest.mark.parametrize(("pattern", "selection", "maximal", "stam"), CASES)
+@pytest.mark.parametrize("strategy", ["pull_all", "push_down", "dfs"])
+def test_limecep_counts_from_storage_nodes(messy: tuple[pa.Table, LocalCluster], strategy: str, pattern: str,
+                                           selection: str, maximal: int, stam: int) -> None:
+    """Duplicates on different nodes are dropped by the compute node while it merges what the
+    nodes sent; every strategy gives the clean stream's matches."""
+    _, cluster = messy
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = pull(strategy, sql(pattern), cluster.endpoints, cluster.token, cost_model="always_on")
+    stam_matches = match_pulled(result)
+    assert matches(stam_matches) == matches(match_recognize(stream(), sql(pattern)))
+    assert stam_matches.num_rows == stam
+    if strategy == "pull_all":  # STNM needs every event of a type (it takes the next one)
+        assert match_pulled(result, selection=selection, kleene="maximal").num_rows == maximal
+
+
+def test_sql_semantics_from_storage_nodes_match_the_clean_stream(messy: tuple[pa.Table, LocalCluster]) -> None:
+    _, cluster = messy
+    query = sql("A B+ C", all_matches=False)
+    want = matches(match_recognize(stream(), query))
+    for strategy in ("pull_all", "push_down", "push_pull", "dfs"):
+        result = pull(strategy, query, cluster.endpoints, cluster.token, cost_model="always_on")
+        assert matches(match_pulled(result)) == want, strategy
+
+
+def test_distinct_events_at_one_timestamp_both_survive() -> None:
+    """Two events of one type at the same time are two events (LimeCEP's TreeSet keyed on time
+    collapsed them); exact copies are one."""
+    t = pa.table({"id": ["a1", "a1x", "b2", "b2", "c3"], "type": ["A", "A", "B", "B", "C"], "ts": [1, 1, 2, 2, 3]})
+    q = sql("A B C")
+    got = match_recognize(t, q)
+    assert sorted(got.column("first_a").to_pylist()) == ["a1", "a1x"]  # b2's copy is gone: 2 matches, not 4
+    assert match_recognize(t, q, dedup=False).num_rows == 4
+    # with an event key: same time and key = same event, whatever the other columns say
+    keyed = t.set_column(0, "id", pa.array(["a1", "a1", "b2", "b2", "c3"])).append_column(
+        "payload", pa.array([1, 2, 3, 3, 4]))
+    assert match_recognize(keyed, q, event_key=["id"]).num_rows == 1
+    assert match_recognize(keyed, q).num_rows == 2  # whole-row identity: the two a1 rows differ
+
+
+def test_ties_are_matched_in_event_key_order() -> None:
+    """Rows tied on time are ordered by the event key, then the other columns; the same
+    whatever order they arrive in."""
+    t = pa.table({"ts": [5, 5, 5], "k": [3, 1, 2], "v": ["x", "z", "y"]})
+    q = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.k) AS a, LAST(B.k) AS b "
+         "ONE ROW PER MATCH PATTERN (A B) DEFINE A AS true, B AS true)")
+    by_key = match_recognize(t, q, event_key=["k"]).to_pylist()
+    assert by_key == [{"a": 1, "b": 2}]
+    by_v = match_recognize(t, q, event_key=["v"]).to_pylist()  # x (k 3), y (k 2), z (k 1)
+    assert by_v == [{"a": 3, "b": 2}]
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        assert match_recognize(t.take(pa.array(rng.permutation(3))), q, event_key=["k"]).to_pylist() == by_key
+
+
+def test_shard_dedup_drops_duplicates_of_the_input(tmp_path: Path) -> None:
+    from dfs_cer.io.files import filesystem_for
+    from dfs_cer.io.shard import read_manifest
+
+    table = stream(duplicates=np.array([0, 0, 5, 19]))
+    pq.write_table(table, tmp_path / "in.parquet")
+    manifests = shard(str(tmp_path / "in.parquet"), 2, str(tmp_path / "out"), dedup=True)
+    assert sum(m.rows for m in manifests) == 20 and manifests[0].duplicates_dropped == 4
+    assert read_manifest(filesystem_for(str(tmp_path / "out" / "node-01")))["duplicates_dropped"] == 4
+    # an event key: same time and id = same event even when another column differs
+    keyed = pa.table({"id": ["e1", "e1", "e2"], "ts": [1, 1, 1], "v": [1, 2, 3]})
+    pq.write_table(keyed, tmp_path / "keyed.parquet")
+    kept = shard(str(tmp_path / "keyed.parquet"), 1, str(tmp_path / "k"), event_key=("id",), dedup=True)
+    assert kept[0].rows == 2
+    files = sorted((tmp_path / "k" / "node-00").glob("*.parquet"))
+    rows = pa.concat_tables([pq.read_table(f) for f in files]).sort_by("id").to_pylist()
+    assert rows == [{"id": "e1", "ts": 1, "v": 1}, {"id": "e2", "ts": 1, "v": 3}]  # the first in column order
