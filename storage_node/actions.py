@@ -43,6 +43,28 @@ def _time_ints(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return np.asarray(pc.cast(arr, pa.int64()).to_numpy(zero_copy_only=False), np.int64)
 
 
+def _inside(table: pa.Table, ts: np.ndarray, ranges: np.ndarray) -> tuple[pa.Table, np.ndarray]:
+    """Rows of a time-sorted table inside any of the inclusive ``ranges``."""
+    lo = np.searchsorted(ts, ranges[:, 0], side="left")
+    hi = np.searchsorted(ts, ranges[:, 1], side="right")
+    keep = np.zeros(ts.size + 1, np.int64)
+    np.add.at(keep, lo, 1)
+    np.add.at(keep, hi, -1)
+    rows = np.nonzero(np.cumsum(keep[:-1]) > 0)[0]
+    return table.take(pa.array(rows)), ts[rows]
+
+
+def _time_ranges(raw: object) -> np.ndarray | None:
+    """``[[lo, hi], ...]`` (inclusive, in the time column's integer units) from an open header."""
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or not all(
+            isinstance(r, list) and len(r) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in r)
+            and r[0] <= r[1] for r in raw):
+        raise ProtocolError("action open: time_ranges must be a list of [lo, hi] integer pairs with lo <= hi")
+    return np.array(raw, np.int64).reshape(-1, 2)
+
+
 class Actions:
     def __init__(self, store: ShardStore, registry: StateRegistry) -> None:
         self.store = store
@@ -71,6 +93,9 @@ class Actions:
         try:
             table = self.store.scan(filt).sort_by(self.store.time_column)
             ts = _time_ints(table.column(self.store.time_column))
+            ranges = _time_ranges(header.get("time_ranges"))
+            if ranges is not None:  # an incremental re-run: only rows inside these closed ranges
+                table, ts = _inside(table, ts, ranges)
             indexed = table.append_column("__row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
             candidates: dict[str, np.ndarray] = {}
             for v in variables:
@@ -80,7 +105,7 @@ class Actions:
                 else:
                     rows = ds.dataset(indexed).to_table(filter=expr, columns=["__row"]).column("__row")
                     candidates[v.name] = np.asarray(rows.to_numpy(), np.int64)
-            state = QueryState(qid, analysis, table, ts, candidates, estimate)
+            state = QueryState(qid, analysis, table, ts, candidates, estimate, ranges=ranges)
         except BaseException:
             self.registry.release(estimate)
             raise
@@ -243,7 +268,11 @@ class Actions:
     def pull(self, header: dict[str, Any], blobs: list[bytes]) -> pa.Table:
         kind = field(header, "kind", str, "pull")
         if kind == "pull_all":
-            return self.store.scan().sort_by(self.store.time_column)
+            ranges = None
+            if isinstance(header.get("query_id"), str):
+                opened = self.registry.find(header["query_id"])
+                ranges = opened.ranges if opened is not None else None
+            return self._whole(ranges)
         state = self.registry.get(field(header, "query_id", str, kind))
         if kind == "pull_variable":  # push-pull: one variable's current candidates, with their row ids
             name = self._variable(state, header, kind)
@@ -263,9 +292,16 @@ class Actions:
             rows = rows[swf.contains(state.ts[rows])]
             return state.table.take(pa.array(rows))
         # pull_range: every row inside the intervals (contiguous patterns), from the shards
-        table = self.store.scan().sort_by(self.store.time_column)
+        table = self._whole(state.ranges)
         ts = _time_ints(table.column(self.store.time_column))
         return table.filter(pa.array(swf.contains(ts)))
+
+    def _whole(self, ranges: np.ndarray | None) -> pa.Table:
+        """Every row of the shard set, by time (inside ``ranges`` when given)."""
+        table = self.store.scan().sort_by(self.store.time_column)
+        if ranges is None:
+            return table
+        return _inside(table, _time_ints(table.column(self.store.time_column)), ranges)[0]
 
 
 def _tis_format(header: dict[str, Any], action: str) -> str:

@@ -40,6 +40,8 @@ class QueryState:
     tis_format: str = "swf"  # "swf" or "intervals" (interval arrays: DFS-V2, Naive-DFS)
     #: push-pull: events of processed variables uploaded by the compute node (DoPut)
     uploads: dict[str, pa.Table] = field(default_factory=dict)
+    #: an incremental re-run's time ranges ([[lo, hi], ...], inclusive): every pull stays inside
+    ranges: np.ndarray | None = None
 
     def size_in_bytes(self) -> int:
         return int(self.table.nbytes + self.ts.nbytes + sum(c.nbytes for c in self.candidates.values())
@@ -110,6 +112,11 @@ class StateRegistry:
                                         f"after {self.ttl:.0f} s)")
             state.last_used = time.monotonic()
             return state
+
+    def find(self, query_id: str) -> QueryState | None:
+        """The open query's state, or None (pull_all works with or without one)."""
+        with self._lock:
+            return self._states.get(query_id)
 
     def close(self, query_id: str) -> bool:
         with self._lock:

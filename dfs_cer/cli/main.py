@@ -11,7 +11,7 @@ import functools
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -19,6 +19,9 @@ from dfs_cer import __version__
 from dfs_cer.cli.output import Output, make_output
 from dfs_cer.config import Config, load_config
 from dfs_cer.errors import DfsCerError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -168,19 +171,37 @@ def demo(state: State, events: int, data_dir: str, strategies: str) -> None:
 @click.option("--limit", type=int, default=50, show_default=True, help="Matches printed as a table.")
 @click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
               help="Match in this process, or through a local Spark session (executors match units).")
+@click.option("--selection", type=click.Choice(["skip_till_any_match", "skip_till_next_match"]), default=None,
+              help="CER selection strategy (default: the SQL standard's semantics; ALL MATCHES: any match).")
+@click.option("--kleene", type=click.Choice(["all", "maximal"]), default=None,
+              help="Kleene+ under a CER selection: every subset, or maximal sets.")
+@click.option("--save-run", is_flag=True, help="Save the matches with stable match ids under --runs-dir.")
+@click.option("--since-run", default=None, metavar="RUN_ID",
+              help="Re-run a saved run's query over the shard files added since (dfs-cer shard --append): "
+                   "recompute the affected time ranges and print the changelog.")
+@click.option("--runs-dir", default=".dfs-cer/runs", show_default=True, type=click.Path(file_okay=False))
 @pass_state
 @handle_errors
 def query_command(state: State, sql: str | None, file: str | None, endpoints: str, token_file: str, strategy: str,
-                  cost_model: str | None, explain_analyze: bool, fmt: str, limit: int, engine: str) -> None:
+                  cost_model: str | None, explain_analyze: bool, fmt: str, limit: int, engine: str,
+                  selection: str | None, kleene: str | None, save_run: bool, since_run: str | None,
+                  runs_dir: str) -> None:
     """Run a query against storage nodes with a pull strategy and print the matches."""
     import json as json_lib
 
     token = Path(token_file).read_text().strip()
-    sql_text = _read_sql(sql, file)
     nodes = [e.strip() for e in endpoints.split(",") if e.strip()]
     options: dict[str, Any] = {"integer_time_unit": state.config.query.integer_time_unit,
                                "cost_model": cost_model or state.config.strategy.cost_model,
                                "calibration_file": state.config.strategy.calibration_file}
+    matching: dict[str, Any] = {k: v for k, v in (("selection", selection), ("kleene", kleene)) if v}
+    if save_run or since_run:
+        if engine == "spark":
+            raise click.UsageError("--save-run/--since-run match in this process (leave out --engine spark)")
+        _saved_run(state, "" if since_run and sql is None and file is None else _read_sql(sql, file), nodes, token,
+                   strategy, runs_dir, since_run, fmt, limit, {**options, **matching})
+        return
+    sql_text = _read_sql(sql, file)
     if engine == "spark":
         from dfs_cer.spark import local_session, recognize
 
@@ -193,7 +214,7 @@ def query_command(state: State, sql: str | None, file: str | None, endpoints: st
         from dfs_cer.strategies.matching import match_pulled
 
         result = pull(strategy, sql_text, nodes, token, **options)
-        matches, result_trace = match_pulled(result), result.trace
+        matches, result_trace = match_pulled(result, **matching), result.trace
     assert result_trace is not None
     trace = result_trace.to_dict()
     if fmt == "json":
@@ -219,15 +240,48 @@ def query_command(state: State, sql: str | None, file: str | None, endpoints: st
             click.echo(f"matching: {m['engine']} engine, {m['matches']:,} match{plural} in "
                        f"{m['seconds'] * 1e3:.1f} ms{memory}")
         click.echo("")
+    _print_table(matches, f"{matches.num_rows} rows", limit)
+
+
+def _print_table(table: pa.Table, title: str, limit: int) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{matches.num_rows} rows")
-    for name in matches.column_names:
-        table.add_column(name)
-    for row in matches.slice(0, limit).to_pylist():
-        table.add_row(*[str(v) for v in row.values()])
-    Console().print(table)
+    ids = {"__match_id", "previous_match_id"}  # 64-bit ids read better in hex
+    out = Table(title=title)
+    for name in table.column_names:
+        out.add_column(name)
+    for row in table.slice(0, limit).to_pylist():
+        out.add_row(*[f"{v:016x}" if k in ids and v is not None else str(v) for k, v in row.items()])
+    console = Console()
+    if not console.is_terminal:
+        console.width = 140  # tables in files and pipes: no folding at 80 columns
+    console.print(out)
+
+
+def _saved_run(state: State, sql: str, nodes: list[str], token: str, strategy: str, runs_dir: str,
+               since_run: str | None, fmt: str, limit: int, options: dict[str, Any]) -> None:
+    import json as json_lib
+
+    from dfs_cer.strategies.incremental import run_and_save
+
+    run = run_and_save(sql, nodes, token, strategy=strategy, runs_dir=runs_dir, since_run=since_run, **options)
+    rec = run.record
+    if fmt == "json":
+        click.echo(json_lib.dumps({"run_id": rec.run_id, "parent": rec.parent, "mode": rec.mode, "note": rec.note,
+                                   "recomputed": rec.recomputed, "path": str(run.where),
+                                   "matches": run.matches.to_pylist(),
+                                   "changes": None if run.changes is None else run.changes.to_pylist(),
+                                   "trace": None if run.pulled is None else run.pulled.trace.to_dict()},
+                                  default=str))
+        return
+    what = rec.mode + (f", recomputed starts in {rec.recomputed}" if rec.recomputed else "")
+    click.echo(f"run {rec.run_id} ({what}{'; ' + rec.note if rec.note else ''}) saved to {run.where}")
+    if run.changes is not None:
+        kinds = run.changes.column("change").to_pylist() if run.changes.num_rows else []
+        counts = ", ".join(f"{kinds.count(k)} {k}" for k in ("new", "updated", "invalidated")) or "no changes"
+        _print_table(run.changes, f"changes since {since_run}: {counts}", limit)
+    _print_table(run.matches, f"{run.matches.num_rows} rows", limit)
 
 
 @cli.command("shard")

@@ -166,8 +166,12 @@ def _check(e: Expr, resolve: Gathered, n: int) -> np.ndarray:
 
 def run_cer(table: pa.Table, analysis: Analysis, *, selection: str = "skip_till_any_match", kleene: str = "all",
             max_matches: int = 10_000_000, on_limit: str = "error", count_only: bool = False,
-            join_order: tuple[str, ...] | None = None, time_order: str = "strict") -> MatchOutput:
+            join_order: tuple[str, ...] | None = None, time_order: str = "strict",
+            match_ids: bool = False) -> MatchOutput:
     """Evaluate a CER query (``ALL MATCHES`` or a selection strategy) over ``table``.
+
+    ``match_ids`` adds ``__match_id``, ``__match_start`` and ``__match_end`` to the relation
+    (see :mod:`dfs_cer.match.identity`).
 
     ``join_order`` overrides the lazy order (ascending candidate count) of the single-event
     variables; any order gives the same matches (tests prove it).
@@ -191,8 +195,9 @@ def run_cer(table: pa.Table, analysis: Analysis, *, selection: str = "skip_till_
                                               code="unsupported")
     partition_by = tuple(_resolve(table, c) for c in mr.partition_by)
     order_col = _resolve(table, mr.order_by[0].column)
-    table, bounds, _ = sort_and_partition(table, partition_by, [(order_col, False)], _referenced_columns(mr, table),
-                                          analysis.event_key, analysis.dedup)
+    original = table
+    table, bounds, order = sort_and_partition(table, partition_by, [(order_col, False)],
+                                              _referenced_columns(mr, table), analysis.event_key, analysis.dedup)
     n = len(table)
     ts = _time_values(table, order_col)
     window = analysis.window_units if mr.window is not None else None
@@ -203,6 +208,11 @@ def run_cer(table: pa.Table, analysis: Analysis, *, selection: str = "skip_till_
                      count_only, unordered)
     engine.join_order = join_order
     engine.tie = 1 if time_order == "strict" else 0
+    if match_ids:
+        from dfs_cer.match import identity
+
+        cols = identity.identity_columns(original.schema, partition_by, [order_col], analysis.event_key)
+        engine.row_hash = identity.row_hashes(original.take(pa.array(order)), cols)
     return engine.run(analysis)
 
 
@@ -225,6 +235,7 @@ class _Engine:
         self.count_only = count_only
         self.index = {it.name: i for i, it in enumerate(items)}
         self.kleene = {it.name for it in items if it.kleene}
+        self.row_hash: np.ndarray | None = None  # set when the relation carries match ids
 
     # ------------------------------------------------------------------ candidates and conditions
 
@@ -807,7 +818,36 @@ class _Engine:
                     columns[name] = pa.array(kleene[name], pa.list_(pa.int64()))
                 else:
                     columns[name] = pa.array(bound[name], pa.int64())
-        return pa.table(columns) if columns else pa.table({"_": pa.array(np.zeros(count))}).drop(["_"])
+        relation = pa.table(columns) if columns else pa.table({"_": pa.array(np.zeros(count))}).drop(["_"])
+        return self._with_ids(relation, bound, kleene, names, count)
+
+    def _with_ids(self, relation: pa.Table, bound: dict[str, np.ndarray], kleene: dict[str, list[list[int]]],
+                  names: list[str], count: int) -> pa.Table:
+        if self.row_hash is None:
+            return relation
+        from dfs_cer.match import identity
+
+        present = [n for n in names if n in bound or n in kleene]
+        if kleene:  # variable-length matches: flatten per match, variables in pattern order
+            per_match = [[(r, v) for v, n in enumerate(present)
+                          for r in (kleene[n][i] if n in kleene else [int(bound[n][i])])] for i in range(count)]
+            rows = np.array([r for m in per_match for r, _ in m], np.int64)
+            labels = np.array([v for m in per_match for _, v in m], np.int64)
+            sizes = np.array([len(m) for m in per_match], np.int64)
+        else:
+            stacked = np.stack([bound[n] for n in present], axis=1) if present else np.zeros((count, 0), np.int64)
+            rows = stacked.reshape(-1)
+            labels = np.tile(np.arange(len(present)), count)
+            sizes = np.full(count, len(present), np.int64)
+        label_hash = identity.label_hashes(present)
+        ids = identity.match_ids(self.row_hash[rows], label_hash[labels], sizes, np.zeros(count, np.uint64))
+        times = self.ts[rows]
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        first = np.minimum.reduceat(times, starts) if count else np.zeros(0, np.int64)
+        last = np.maximum.reduceat(times, starts) if count else np.zeros(0, np.int64)
+        for name, values in zip(identity.ID_COLUMNS, (ids, first, last), strict=True):
+            relation = relation.append_column(name, pa.array(values))
+        return relation
 
 
 @dataclass

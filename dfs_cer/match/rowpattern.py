@@ -186,8 +186,13 @@ def _time_values(table: pa.Table, column: str) -> np.ndarray:
 
 
 def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = MAX_MATCHES,
-                    on_limit: str = "error", segments: np.ndarray | None = None) -> MatchOutput:
+                    on_limit: str = "error", segments: np.ndarray | None = None,
+                    match_ids: bool = False) -> MatchOutput:
     """Evaluate the MATCH_RECOGNIZE clause of a bound analysis over ``table``.
+
+    ``match_ids`` adds ``__match_id`` (stable: from the match's events and labels),
+    ``__match_start`` and ``__match_end`` (time of its first and last row) to every output row
+    of a match (NULL on unmatched rows).
 
     ``segments`` (sorted start times) splits the rows into independent units that no match may
     cross — the final intervals of a pull strategy, whose gaps held rows that were not pulled —
@@ -256,7 +261,20 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
         m_part = np.searchsorted(real_bounds, bounds[m_part], side="right") - 1
     rows = MatchRows(table, labels, c.members, names, bounds, row_part, m_start, m_end, m_part, r_match, r_row,
                      r_label, r_excl)
-    relation = _assemble(rows, analysis, partition_by, [o for o, _ in order_by], original, order)
+    ids = None
+    if match_ids:
+        from dfs_cer.match import identity
+
+        cols = identity.identity_columns(original.schema, partition_by, [o for o, _ in order_by], analysis.event_key)
+        row_hash = identity.row_hashes(original.take(pa.array(order)) if n else original.slice(0, 0), cols)
+        empty_at = row_hash[np.minimum(m_start, max(n - 1, 0))] if n else np.zeros(m_start.size, np.uint64)
+        counts = (m_end - m_start).astype(np.int64)
+        mid = identity.match_ids(row_hash[r_row], identity.label_hashes(labels)[r_label], counts, empty_at)
+        tv = _time_values(table, order_by[0][0]) if n else np.zeros(0, np.int64)
+        last = np.where(counts > 0, m_end - 1, m_start)
+        ids = (mid, tv[np.minimum(m_start, max(n - 1, 0))] if n else mid.astype(np.int64),
+               tv[np.minimum(last, max(n - 1, 0))] if n else mid.astype(np.int64))
+    relation = _assemble(rows, analysis, partition_by, [o for o, _ in order_by], original, order, ids)
     return MatchOutput(relation, int(m_start.size), truncated, int(work_bytes))
 
 
@@ -273,8 +291,23 @@ def _referenced_columns(mr: MatchRecognize, table: pa.Table) -> set[str]:
     return names
 
 
+def _with_ids(table: pa.Table, ids: tuple[np.ndarray, np.ndarray, np.ndarray] | None, out_match: np.ndarray,
+              unmatched: int = 0) -> pa.Table:
+    if ids is None:
+        return table
+    from dfs_cer.match.identity import ID_COLUMNS
+
+    for name, values in zip(ID_COLUMNS, ids, strict=True):
+        taken = values[out_match] if out_match.size else values[:0]
+        arr = pa.array(np.concatenate([taken, np.zeros(unmatched, taken.dtype)]),
+                       mask=np.concatenate([np.zeros(taken.size, bool), np.ones(unmatched, bool)]))
+        table = table.append_column(name, arr)
+    return table
+
+
 def _assemble(rows: MatchRows, analysis: Analysis, partition_by: tuple[str, ...], order_cols: list[str],
-              original: pa.Table, order: np.ndarray) -> pa.Table:
+              original: pa.Table, order: np.ndarray,
+              ids: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> pa.Table:
     mr = analysis.query.recognize
     table = rows.table
     mode = mr.rows_per_match
@@ -289,7 +322,8 @@ def _assemble(rows: MatchRows, analysis: Analysis, partition_by: tuple[str, ...]
                                     for c in partition_by}
         for m in mr.measures:
             one[m.name] = evaluator.evaluate(m.expr)
-        return pa.table(one) if one else pa.table({"match": pa.array(np.ones(len(keep), np.int8))}).select([])
+        result = pa.table(one) if one else pa.table({"match": pa.array(np.ones(len(keep), np.int8))}).select([])
+        return _with_ids(result, ids, out_match)
     # ALL ROWS PER MATCH: one output row per matched row that is not excluded
     flat = np.arange(rows.r_row.size)
     keep_flat = ~rows.r_excl
@@ -329,4 +363,13 @@ def _assemble(rows: MatchRows, analysis: Analysis, partition_by: tuple[str, ...]
     for c in original.column_names:
         if c not in columns:
             columns[c] = taken.column(c)
-    return pa.table(columns)
+    relation = pa.table(columns)
+    if ids is None:
+        return relation
+    # ids follow the output order: matched rows (by match) and unmatched rows interleaved by seq
+    with_ids = _with_ids(pa.table({"_": pa.array(np.zeros(all_rows.size, np.int8))}), ids, out_match,
+                         unmatched.size).drop(["_"])
+    for name in with_ids.column_names:
+        relation = relation.append_column(name, with_ids.column(name).take(pa.array(seq)) if seq.size
+                                          else with_ids.column(name))
+    return relation

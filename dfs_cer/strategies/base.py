@@ -101,6 +101,8 @@ class Session:
         #: columns identifying an event; None: the storage nodes' manifests say (--event-key)
         self.event_key = None if event_key is None else tuple(event_key)
         self.dedup = dedup
+        #: restrict the query to these inclusive time ranges (an incremental re-run)
+        self.time_ranges: list[tuple[int, int]] | None = None
         self._pool = ThreadPoolExecutor(max(1, len(self.clients)))
 
     def all(self, name: str, fn: Callable[[StorageClient], T], events: Callable[[list[T]], int] | None = None,

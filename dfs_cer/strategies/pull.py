@@ -47,8 +47,9 @@ ROLE_NAMES = {Role.HEAD: "head", Role.TAIL: "tail", Role.MIDDLE: "middle"}
 
 def _open(session: Session, query: Query, unit: str) -> tuple[Analysis, list[dict[str, Any]], pa.Schema]:
     sql = query.to_sql()
+    extra = {} if session.time_ranges is None else {"time_ranges": [[int(a), int(b)] for a, b in session.time_ranges]}
     replies = session.action("open", {}, per_node=lambda i: (
-        {"sql": sql, "integer_time_unit": unit, "schema": i == 0}, []))
+        {"sql": sql, "integer_time_unit": unit, "schema": i == 0, **extra}, []))
     schema = pa.ipc.read_schema(pa.py_buffer(replies[0][1][0]))
     headers = [h for h, _ in replies]
     key = session.event_key
@@ -393,12 +394,15 @@ STRATEGIES = {"pull_all": pull_all, "push_down": push_down, "push_pull": push_pu
 
 
 def pull(name: str, query: Query | str, endpoints: Sequence[str], token: str, *, integer_time_unit: str = "s",
-         event_key: Sequence[str] | None = None, dedup: bool = True, **options: Any) -> PullResult:
+         event_key: Sequence[str] | None = None, dedup: bool = True,
+         time_ranges: Sequence[tuple[int, int]] | None = None, **options: Any) -> PullResult:
     """Run pull strategy ``name`` for ``query`` against the storage nodes at ``endpoints``.
 
     ``event_key`` (default: the shard sets' own, from ``dfs-cer shard --event-key``; else the
     whole row) identifies an event; with ``dedup`` the matcher drops duplicates that several
-    nodes (or one) returned, and ties on time are matched in event key order."""
+    nodes (or one) returned, and ties on time are matched in event key order. ``time_ranges``
+    (inclusive, in the time column's integer units) restricts the query to the rows inside them
+    (incremental re-runs)."""
     from dfs_cer.errors import ConfigError
     from dfs_cer.strategies.base import resolve_query
 
@@ -406,6 +410,7 @@ def pull(name: str, query: Query | str, endpoints: Sequence[str], token: str, *,
         raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)}, got {name!r}")
     clients = [StorageClient(e, token) for e in endpoints]
     session = Session(clients, Trace(name), event_key, dedup)
+    session.time_ranges = None if time_ranges is None else [(int(a), int(b)) for a, b in time_ranges]
     try:
         return STRATEGIES[name](session, resolve_query(query), integer_time_unit, **options)
     finally:

@@ -161,3 +161,110 @@ def test_shard_dedup_drops_duplicates_of_the_input(tmp_path: Path) -> None:
     files = sorted((tmp_path / "k" / "node-00").glob("*.parquet"))
     rows = pa.concat_tables([pq.read_table(f) for f in files]).sort_by("id").to_pylist()
     assert rows == [{"id": "e1", "ts": 1, "v": 1}, {"id": "e2", "ts": 1, "v": 3}]  # the first in column order
+
+
+# ------------------------------------------------------------------ late files (L2)
+
+ARRIVALS = [["b1", "b2", "b11", "a3", "c10", "a4", "a6", "c20", "a5", "a18", "a7"], ["b8"],
+            ["a17", "a9", "a13", "b14", "b16", "a15"], ["c19"], ["b12"]]
+
+
+def _batch(ids: list[str]) -> pa.Table:
+    return pa.table({"id": ids, "type": [i[0].upper() for i in ids], "ts": [int(i[1:]) for i in ids]})
+
+
+def _summary(matches: pa.Table) -> list[tuple[object, ...]]:
+    return sorted((r["first_a"], r["first_b"], r["last_b"], r["n_b"], r["last_c"]) for r in matches.to_pylist())
+
+
+def test_late_files_replay_ends_with_the_in_order_results(tmp_path: Path) -> None:
+    """LimeCEP's L2 replay: the stream arrives in five late batches (``shard --append``); each
+    ``--since-run`` re-run recomputes only the ranges the new files affect and lists the
+    corrections; the last run equals the in-order result (L1), and re-runs are idempotent."""
+    from dfs_cer.strategies.incremental import run_and_save
+
+    query = sql("A B+ C")
+    opts = {"selection": "skip_till_next_match", "kleene": "maximal", "cost_model": "always_on"}
+    runs = tmp_path / "runs"
+    pq.write_table(_batch(ARRIVALS[0]), tmp_path / "batch-0.parquet")
+    shard(str(tmp_path / "batch-0.parquet"), 2, str(tmp_path / "nodes"))
+    with LocalCluster([str(tmp_path / "nodes" / f"node-{i:02d}") for i in range(2)]) as cluster:
+        run = run_and_save(query, cluster.endpoints, cluster.token, strategy="dfs", runs_dir=runs, **opts)
+        assert run.matches.num_rows == 0  # c10 and c20 arrived, b8 did not: no match yet
+        changes: list[dict[str, int]] = []
+        for i, batch in enumerate(ARRIVALS[1:], 1):
+            pq.write_table(_batch(batch), tmp_path / f"batch-{i}.parquet")
+            shard(str(tmp_path / f"batch-{i}.parquet"), 2, str(tmp_path / "nodes"), append=True)
+            run = run_and_save("", cluster.endpoints, cluster.token, runs_dir=runs, since_run=run.record.run_id)
+            assert run.record.mode == "incremental" and run.changes is not None
+            kinds = run.changes.column("change").to_pylist()
+            changes.append({k: kinds.count(k) for k in sorted(set(kinds))})
+        assert changes == [{"new": 5}, {"new": 2}, {"invalidated": 2, "new": 3}, {"updated": 1}]
+        final = match_recognize(stream(), query, selection="skip_till_next_match", kleene="maximal")
+        assert _summary(run.matches) == _summary(final) and run.matches.num_rows == 8
+        assert run.changes is not None
+        updated = run.changes.to_pylist()[0]
+        assert (updated["first_a"], updated["n_b"], updated["last_c"]) == ("a9", 4, "c19")  # b12 joined
+        assert updated["previous_match_id"] is not None
+        # idempotent: nothing new, or the same late file delivered again (duplicates)
+        again = run_and_save("", cluster.endpoints, cluster.token, runs_dir=runs, since_run=run.record.run_id)
+        assert again.changes is not None and again.changes.num_rows == 0
+        shard(str(tmp_path / "batch-4.parquet"), 2, str(tmp_path / "nodes"), append=True)
+        redelivered = run_and_save("", cluster.endpoints, cluster.token, runs_dir=runs,
+                                   since_run=again.record.run_id)
+        assert redelivered.changes is not None and redelivered.changes.num_rows == 0
+        assert _summary(redelivered.matches) == _summary(final)
+        assert redelivered.record.recomputed == [[2, 12]]  # b12's file: matches starting in [12 - 10, 12]
+
+
+def test_sql_skip_past_last_row_recomputes_everything(tmp_path: Path) -> None:
+    from dfs_cer.strategies.incremental import run_and_save
+
+    query = sql("A B+ C", all_matches=False).replace("SKIP TO NEXT ROW", "SKIP PAST LAST ROW")
+    pq.write_table(_batch(ARRIVALS[0] + ARRIVALS[1]), tmp_path / "a.parquet")
+    pq.write_table(_batch(ARRIVALS[2]), tmp_path / "b.parquet")
+    shard(str(tmp_path / "a.parquet"), 1, str(tmp_path / "nodes"))
+    with LocalCluster([str(tmp_path / "nodes" / "node-00")]) as cluster:
+        first = run_and_save(query, cluster.endpoints, cluster.token, runs_dir=tmp_path / "runs")
+        shard(str(tmp_path / "b.parquet"), 1, str(tmp_path / "nodes"), append=True)
+        second = run_and_save("", cluster.endpoints, cluster.token, runs_dir=tmp_path / "runs",
+                              since_run=first.record.run_id)
+    assert second.record.mode == "full" and "SKIP PAST LAST ROW" in (second.record.note or "")
+    everything = _batch(ARRIVALS[0] + ARRIVALS[1] + ARRIVALS[2])
+    assert _summary(second.matches) == _summary(match_recognize(everything, query))
+
+
+def test_cli_save_run_and_since_run(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    exe = str(Path(sys.executable).parent / "dfs-cer")
+    ids = ["b1", "b2", "b11", "a3", "c10", "a4", "a6", "c20", "a5", "a18", "a7", "a17", "a9", "a13", "b14", "b16",
+           "a15", "c19"]
+    pq.write_table(_batch(ids), tmp_path / "day1.parquet")
+    pq.write_table(_batch(["b8", "b12"]), tmp_path / "late.parquet")
+    shard(str(tmp_path / "day1.parquet"), 2, str(tmp_path / "shards"), event_key=("id",))
+    with LocalCluster([str(tmp_path / "shards" / f"node-{i:02d}") for i in range(2)]) as cluster:
+        base = [exe, "query", "--endpoints", ",".join(cluster.endpoints), "--token-file", str(cluster.token_file),
+                "--runs-dir", str(tmp_path / "runs"), "--format", "json"]
+        first = subprocess.run([*base, "--selection", "skip_till_next_match", "--kleene", "maximal", "--save-run",
+                                sql("A B+ C")], capture_output=True, text=True, timeout=120)
+        assert first.returncode == 0, first.stderr
+        run = json.loads(first.stdout)
+        assert len(run["matches"]) == 3 and run["mode"] == "full"
+        append = subprocess.run([exe, "shard", "--input", str(tmp_path / "late.parquet"), "--nodes", "2", "--to",
+                                 str(tmp_path / "shards"), "--event-key", "id", "--append"], capture_output=True,
+                                text=True, timeout=120)
+        assert append.returncode == 0, append.stderr
+        second = subprocess.run([*base, "--since-run", run["run_id"]], capture_output=True, text=True, timeout=120)
+        assert second.returncode == 0, second.stderr
+        rerun = json.loads(second.stdout)
+        kinds = [c["change"] for c in rerun["changes"]]
+        assert sorted(kinds) == ["new"] * 5 + ["updated"] and len(rerun["matches"]) == 8
+        assert rerun["parent"] == run["run_id"] and rerun["recomputed"] == [[-2, 12]]
+        missing = subprocess.run([*base, "--since-run", "nope"], capture_output=True, text=True, timeout=120)
+        assert missing.returncode == 2 and "no saved run 'nope'" in missing.stderr
+        wrong = subprocess.run([exe, "shard", "--input", str(tmp_path / "late.parquet"), "--nodes", "3", "--to",
+                                str(tmp_path / "shards"), "--append"], capture_output=True, text=True, timeout=120)
+        assert wrong.returncode == 2 and "--append" in wrong.stderr

@@ -1,0 +1,74 @@
+"""Saved query runs (``dfs-cer query --save-run`` / ``--since-run``): one directory per run with
+``run.json`` (the query, strategy, options, window and the shard files each storage node had)
+and ``matches.parquet`` (the MATCH_RECOGNIZE relation with stable match ids); an incremental
+run also keeps ``changelog.parquet``."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dfs_cer.errors import DfsCerError
+
+
+class RunError(DfsCerError):
+    """A saved run is missing or unusable."""
+
+    exit_code = 2
+
+
+@dataclass
+class RunRecord:
+    run_id: str
+    sql: str
+    strategy: str
+    options: dict[str, Any]
+    #: per storage node (in endpoint order): the shard files it served, as its manifest lists them
+    files: list[list[str]]
+    window_units: int | None
+    parent: str | None = None
+    created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    #: how the run was computed: "full", or "incremental" with the ranges it recomputed
+    mode: str = "full"
+    recomputed: list[list[int]] | None = None
+    note: str | None = None
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
+
+
+def save_run(runs_dir: str | Path, record: RunRecord, matches: pa.Table, changes: pa.Table | None = None) -> Path:
+    where = Path(runs_dir) / record.run_id
+    where.mkdir(parents=True, exist_ok=False)
+    pq.write_table(matches, where / "matches.parquet")
+    if changes is not None:
+        pq.write_table(changes, where / "changelog.parquet")
+    tmp = where / "run.json.tmp"
+    tmp.write_text(json.dumps(asdict(record), indent=1))
+    tmp.replace(where / "run.json")  # the record appears last: a run without it is incomplete
+    return where
+
+
+def load_run(runs_dir: str | Path, run_id: str) -> tuple[RunRecord, pa.Table]:
+    where = Path(runs_dir) / run_id
+    meta = where / "run.json"
+    if not meta.is_file():
+        known = sorted(p.name for p in Path(runs_dir).glob("*/run.json") for p in [p.parent]) \
+            if Path(runs_dir).is_dir() else []
+        raise RunError(f"no saved run {run_id!r} under {runs_dir}; saved runs: {', '.join(known[-5:]) or 'none'} "
+                       "(save one with dfs-cer query --save-run)")
+    try:
+        record = RunRecord(**json.loads(meta.read_text()))
+        matches = pq.read_table(where / "matches.parquet")
+    except (OSError, TypeError, ValueError, pa.ArrowInvalid) as exc:
+        raise RunError(f"saved run {run_id!r} under {runs_dir} is unreadable ({exc}); run the query again "
+                       "with --save-run") from exc
+    return record, matches

@@ -1,0 +1,82 @@
+"""Stable identities of events and matches (for changelogs and idempotent re-runs).
+
+An event is identified by its partition, its time and its event key (every comparable column
+when the key is empty); a match by its events in order and the variable each is labelled with.
+Hashes are 64-bit: DuckDB's ``hash()`` over the identity columns (vectorised, the same value
+for the same content in every process), mixed with splitmix64.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+#: columns ``match_ids=True`` adds to a MATCH_RECOGNIZE relation: the match's id and the ORDER
+#: BY time of its first and last row
+ID_COLUMNS = ("__match_id", "__match_start", "__match_end")
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_EMPTY = np.uint64(0xD6E8FEB86659FD93)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finalizer (uint64 arrays; wraps around)."""
+    with np.errstate(over="ignore"):
+        z = x.astype(np.uint64) + _GOLDEN
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def identity_columns(schema: pa.Schema, partition_by: Sequence[str], order_by: Sequence[str],
+                     event_key: Sequence[str]) -> list[str]:
+    from dfs_cer.match.rowpattern import _sortable
+
+    head = [*partition_by, *[c for c in order_by if c not in partition_by]]
+    rest = list(event_key) if event_key else [f.name for f in schema if _sortable(f.type)]
+    return head + [c for c in rest if c not in head]
+
+
+def row_hashes(table: pa.Table, columns: Sequence[str]) -> np.ndarray:
+    """One uint64 per row of ``table`` over ``columns`` (NULLs hash too)."""
+    if table.num_rows == 0:
+        return np.zeros(0, np.uint64)
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        con.register("rows_", table.select(list(columns)))
+        args = ", ".join('"' + c.replace('"', '""') + '"' for c in columns)
+        out = con.sql(f"SELECT hash({args}) AS h FROM rows_").fetchnumpy()["h"]
+    finally:
+        con.close()
+    return _mix(np.asarray(out, np.uint64))
+
+
+def label_hashes(labels: Sequence[str]) -> np.ndarray:
+    """A uint64 per variable name (stable: from the name's bytes)."""
+    import zlib
+
+    return _mix(np.array([zlib.crc32(n.encode()) for n in labels], np.uint64))
+
+
+def match_ids(row_hash: np.ndarray, label_hash: np.ndarray, m_count: np.ndarray, empty_row: np.ndarray) -> np.ndarray:
+    """Ids of matches whose rows are given flattened in match order.
+
+    ``row_hash``/``label_hash``: per flattened row; ``m_count``: rows per match (0 for an empty
+    match, identified by ``empty_row``'s hash, the row it stands at)."""
+    m = m_count.size
+    out = np.zeros(m, np.uint64)
+    if m == 0:
+        return out
+    starts = np.concatenate([[0], np.cumsum(m_count)[:-1]]).astype(np.int64)
+    pos = np.arange(row_hash.size, dtype=np.int64) - np.repeat(starts, m_count)
+    with np.errstate(over="ignore"):
+        terms = _mix(row_hash ^ (label_hash * np.uint64(31)) ^ _mix(pos.astype(np.uint64)))
+        nonempty = m_count > 0
+        if terms.size:
+            sums = np.add.reduceat(terms, starts[nonempty]) if nonempty.any() else np.zeros(0, np.uint64)
+            out[nonempty] = _mix(sums.astype(np.uint64) + m_count[nonempty].astype(np.uint64))
+        out[~nonempty] = _mix(empty_row[~nonempty] ^ _EMPTY)
+    return out

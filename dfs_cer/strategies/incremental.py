@@ -1,0 +1,113 @@
+"""Runs that remember what they saw, and re-runs after late files (``--since-run``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from dfs_cer.io.runs import RunError, RunRecord, load_run, new_run_id, save_run
+from dfs_cer.plan import changelog as cl
+from dfs_cer.query import analyze, parse
+from dfs_cer.strategies.base import PullResult
+from dfs_cer.strategies.matching import match_pulled
+from dfs_cer.strategies.pull import pull
+from dfs_cer.transport.client import StorageClient
+
+
+@dataclass
+class RunResult:
+    record: RunRecord
+    #: the MATCH_RECOGNIZE relation with ``__match_id``, ``__match_start``, ``__match_end``
+    matches: pa.Table
+    #: changes since the previous run (``--since-run``), else None
+    changes: pa.Table | None
+    #: the pull behind it (None when nothing new had to be read)
+    pulled: PullResult | None
+    where: Path
+
+
+def shard_files(endpoints: Sequence[str], token: str) -> list[list[dict[str, Any]]]:
+    """Every storage node's shard files (with time bounds), in endpoint order."""
+    out = []
+    for e in endpoints:
+        client = StorageClient(e, token)
+        try:
+            header, _ = client.action("files", {})
+        finally:
+            client.close()
+        out.append(list(header["files"]))
+    return out
+
+
+def _matching_options(options: dict[str, Any]) -> dict[str, Any]:
+    return {k: options[k] for k in ("selection", "kleene") if options.get(k)}
+
+
+def run_and_save(sql: str, endpoints: Sequence[str], token: str, *, strategy: str = "dfs",
+                 runs_dir: str | Path = ".dfs-cer/runs", since_run: str | None = None,
+                 **options: Any) -> RunResult:
+    """Run ``sql`` (or, with ``since_run``, the saved run's query) and save the run.
+
+    With ``since_run``: only the shard files added since that run (``dfs-cer shard --append``)
+    are new; the time ranges they can affect are recomputed (all of them when the query's
+    matches are not independent of each other, see :mod:`dfs_cer.plan.changelog`), merged with
+    the saved matches, and the changes are returned and saved: new, updated (same first and
+    last time, different events) and invalidated matches by stable match id. Running it again
+    with no new files changes nothing."""
+    match_opts = _matching_options(options)
+    previous: RunRecord | None = None
+    old = None
+    if since_run is not None:
+        previous, old = load_run(runs_dir, since_run)
+        if sql and parse(sql).to_sql() != parse(previous.sql).to_sql():
+            raise RunError(f"the query differs from run {since_run}'s; --since-run re-runs that run's query "
+                           "(leave the query out)")
+        sql = previous.sql
+        strategy = previous.strategy
+        match_opts = {**_matching_options(previous.options), **match_opts}
+    files = shard_files(endpoints, token)
+    names = [[str(f["path"]) for f in node] for node in files]
+    pull_opts = {k: v for k, v in options.items() if k not in ("selection", "kleene")}
+    if previous is None:
+        pulled = pull(strategy, sql, endpoints, token, **pull_opts)
+        matches = match_pulled(pulled, outer=False, match_ids=True, **match_opts)
+        record = RunRecord(new_run_id(), sql, strategy, {**pull_opts, **match_opts}, names,
+                           pulled.analysis.window_units)
+        where = save_run(runs_dir, record, matches)
+        return RunResult(record, matches, None, pulled, where)
+    assert old is not None
+    if len(files) != len(previous.files):
+        raise RunError(f"run {since_run} saw {len(previous.files)} storage nodes, now {len(files)}; re-run in full "
+                       "(without --since-run)")
+    new_files = [f for node, seen in zip(files, previous.files, strict=True) for f in node
+                 if str(f["path"]) not in set(seen)]
+    record = RunRecord(new_run_id(), sql, strategy, previous.options, names, previous.window_units,
+                       parent=previous.run_id, mode="incremental", recomputed=[])
+    if not new_files:
+        record.note = "no new shard files since the previous run"
+        changes = cl.changelog(old, old, [])
+        where = save_run(runs_dir, record, old, changes)
+        return RunResult(record, old, changes, None, where)
+    query = parse(sql)
+    window = previous.window_units
+    reason = cl.incremental_reason(analyze(query), window, bool(match_opts.get("selection")))
+    recomputed: list[tuple[int, int]] | None = None
+    if reason is None and window is not None:
+        read, recomputed = cl.affected(new_files, window)
+        record.recomputed = [[a, b] for a, b in recomputed]
+        pulled = pull(strategy, sql, endpoints, token, time_ranges=read, **pull_opts)
+    else:
+        record.mode = "full"
+        record.note = f"recomputed every match: {reason}"
+        pulled = pull(strategy, sql, endpoints, token, **pull_opts)
+    fresh = match_pulled(pulled, outer=False, match_ids=True, **match_opts)
+    partition = list(query.recognize.partition_by)
+    order = [*partition, query.recognize.order_by[0].column]
+    merged = cl.combine(old, fresh, recomputed, order)
+    changes = cl.changelog(old, merged, partition)
+    where = save_run(runs_dir, record, merged, changes)
+    return RunResult(record, merged, changes, pulled, where)
