@@ -24,7 +24,7 @@ from dfs_cer.filters import (
     WindowKeySet,
     eq1_offsets,
 )
-from dfs_cer.query import Query, analyze, parse
+from dfs_cer.query import Analysis, Query, analyze, parse
 from dfs_cer.query.arrow_filter import to_arrow_filter, union_filter
 from dfs_cer.transport.messages import field
 from storage_node.state import QueryState, StateRegistry
@@ -65,6 +65,9 @@ def _time_ranges(raw: object) -> np.ndarray | None:
     return np.array(raw, np.int64).reshape(-1, 2)
 
 
+MEMBERS = "__dfs_cer_members"
+
+
 class Actions:
     def __init__(self, store: ShardStore, registry: StateRegistry) -> None:
         self.store = store
@@ -72,22 +75,64 @@ class Actions:
 
     # ------------------------------------------------------------------ open
 
-    def open(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
-        qid = field(header, "query_id", str, "open")
+    def _query(self, header: dict[str, Any], action: str) -> tuple[Analysis, str]:
+        qid = field(header, "query_id", str, action)
         try:
             if "sql" in header:  # canonical SQL text: a fraction of the model's JSON on the wire
-                query = parse(field(header, "sql", str, "open"))
+                query = parse(field(header, "sql", str, action))
             else:
-                query = Query.from_json(field(header, "query", str, "open"))
+                query = Query.from_json(field(header, "query", str, action))
         except DfsCerError as exc:
-            raise ProtocolError(f"action open: the query is not a valid query ({exc})") from None
+            raise ProtocolError(f"action {action}: the query is not a valid query ({exc})") from None
         unit = header.get("integer_time_unit", "s")
         if unit not in ("s", "ms", "us", "ns"):
-            raise ProtocolError(f"action open: integer_time_unit must be s, ms, us or ns, got {unit!r}")
+            raise ProtocolError(f"action {action}: integer_time_unit must be s, ms, us or ns, got {unit!r}")
+        return analyze(query, self.store.schema, QueryConfig(integer_time_unit=unit)), qid
+
+    def _candidates(self, table: pa.Table, analysis: Analysis,
+                    shared: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+        """Rows of ``table`` each variable's independent condition accepts; ``shared`` caches them
+        by condition across the queries of a group (identical conditions are evaluated once)."""
+        indexed: pa.Table | None = None
+        out: dict[str, np.ndarray] = {}
+        for v in analysis.variables:
+            if v.any_row:
+                continue
+            expr = to_arrow_filter(v.independent)
+            key = "TRUE" if expr is None else str(expr)
+            if shared is not None and key in shared:
+                out[v.name] = shared[key]
+                continue
+            if expr is None:
+                rows = np.arange(table.num_rows, dtype=np.int64)
+            else:
+                if indexed is None:
+                    indexed = table.append_column("__row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+                col = ds.dataset(indexed).to_table(filter=expr, columns=["__row"]).column("__row")
+                rows = np.asarray(col.to_numpy(), np.int64)
+            out[v.name] = rows
+            if shared is not None:
+                shared[key] = rows
+        return out
+
+    def _info(self, state: QueryState) -> dict[str, Any]:
+        info = {}
+        for name, rows in state.candidates.items():
+            t = state.ts[rows]
+            info[name] = {"count": int(rows.size), "min_ts": int(t.min()) if t.size else None,
+                          "max_ts": int(t.max()) if t.size else None}
+        table = state.table
+        return {"rows": table.num_rows, "variables": info, "min_ts": self.store.manifest.get("min_ts"),
+                "max_ts": self.store.manifest.get("max_ts"), "total_rows": self.store.manifest.get("rows"),
+                "held_bytes": state.size_in_bytes(), "event_key": list(self.store.manifest.get("event_key") or []),
+                "row_bytes": (table.nbytes / table.num_rows) if table.num_rows else 0.0}
+
+    def open(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         self.store.refresh()  # late files added with dfs-cer shard --append
-        analysis = analyze(query, self.store.schema, QueryConfig(integer_time_unit=unit))
-        variables = [v for v in analysis.variables if not v.any_row]
-        filt = union_filter([v.independent for v in variables])
+        if "group" in header:
+            return self._open_group(header)
+        analysis, qid = self._query(header, "open")
+        filt = union_filter([v.independent for v in analysis.variables if not v.any_row])
         estimate = self.store.estimate_bytes()
         self.registry.reserve(qid, estimate)
         try:
@@ -96,30 +141,41 @@ class Actions:
             ranges = _time_ranges(header.get("time_ranges"))
             if ranges is not None:  # an incremental re-run: only rows inside these closed ranges
                 table, ts = _inside(table, ts, ranges)
-            indexed = table.append_column("__row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
-            candidates: dict[str, np.ndarray] = {}
-            for v in variables:
-                expr = to_arrow_filter(v.independent)
-                if expr is None:
-                    candidates[v.name] = np.arange(table.num_rows, dtype=np.int64)
-                else:
-                    rows = ds.dataset(indexed).to_table(filter=expr, columns=["__row"]).column("__row")
-                    candidates[v.name] = np.asarray(rows.to_numpy(), np.int64)
-            state = QueryState(qid, analysis, table, ts, candidates, estimate, ranges=ranges)
+            state = QueryState(qid, analysis, table, ts, self._candidates(table, analysis), estimate, ranges=ranges)
         except BaseException:
             self.registry.release(estimate)
             raise
         self.registry.put(state)
-        info = {}
-        for name, rows in candidates.items():
-            t = ts[rows]
-            info[name] = {"count": int(rows.size), "min_ts": int(t.min()) if t.size else None,
-                          "max_ts": int(t.max()) if t.size else None}
-        return {"rows": table.num_rows, "variables": info, "min_ts": self.store.manifest.get("min_ts"),
-                "max_ts": self.store.manifest.get("max_ts"), "total_rows": self.store.manifest.get("rows"),
-                "held_bytes": state.size_in_bytes(), "event_key": list(self.store.manifest.get("event_key") or []),
-                "row_bytes": (table.nbytes / table.num_rows) if table.num_rows else 0.0}, \
-            ([self.store.schema.serialize().to_pybytes()] if header.get("schema", True) else [])
+        return self._info(state), ([self.store.schema.serialize().to_pybytes()] if header.get("schema", True) else [])
+
+    def _open_group(self, header: dict[str, Any]) -> Reply:
+        """Several queries over one scan: every row of the shard set, read and sorted once; each
+        query gets its own state (and candidates) over that shared table, and conditions that
+        coincide across the queries are evaluated once."""
+        group = field(header, "group", list, "open")
+        if not group or not all(isinstance(g, dict) for g in group):
+            raise ProtocolError("action open: group must be a non-empty list of query headers")
+        queries = [self._query(g, "open") for g in group]
+        if len({qid for _, qid in queries}) != len(queries):
+            raise ProtocolError("action open: the queries of a group need distinct query ids")
+        estimate = self.store.estimate_bytes()
+        self.registry.reserve(queries[0][1], estimate)
+        states = []
+        try:
+            table = self.store.scan().sort_by(self.store.time_column)
+            ts = _time_ints(table.column(self.store.time_column))
+            shared: dict[str, np.ndarray] = {}
+            for i, (analysis, qid) in enumerate(queries):
+                states.append(QueryState(qid, analysis, table, ts, self._candidates(table, analysis, shared),
+                                         estimate if i == 0 else 0, owns_table=i == 0, grouped=True))
+        except BaseException:
+            self.registry.release(estimate)
+            raise
+        for state in states:
+            self.registry.put(state)
+        info = {"group": [self._info(s) for s in states], "shared_conditions": len(shared),
+                "conditions": sum(len(s.candidates) for s in states)}
+        return info, ([self.store.schema.serialize().to_pybytes()] if header.get("schema", True) else [])
 
     # ------------------------------------------------------------------ round trips
 
@@ -267,6 +323,8 @@ class Actions:
 
     def pull(self, header: dict[str, Any], blobs: list[bytes]) -> pa.Table:
         kind = field(header, "kind", str, "pull")
+        if kind == "pull_group":
+            return self._pull_group(header, blobs)
         if kind == "pull_all":
             ranges = None
             if isinstance(header.get("query_id"), str):
@@ -295,6 +353,42 @@ class Actions:
         table = self._whole(state.ranges)
         ts = _time_ints(table.column(self.store.time_column))
         return table.filter(pa.array(swf.contains(ts)))
+
+    def _pull_group(self, header: dict[str, Any], blobs: list[bytes]) -> pa.Table:
+        """The final pulls of queries opened together, in one stream: the union of their rows
+        (each row once) with a ``__dfs_cer_members`` bit mask saying which pulls asked for it."""
+        pulls = field(header, "pulls", list, "pull_group")
+        if not pulls or len(pulls) > 64 or not all(isinstance(p, dict) for p in pulls):
+            raise ProtocolError("pull_group: pulls must be a list of 1 to 64 pull headers")
+        states = [self.registry.get(field(p, "query_id", str, "pull_group")) for p in pulls]
+        base = states[0].table
+        if not all(s.grouped and s.table is base for s in states):
+            raise ProtocolError("pull_group: the queries were not opened together (open with a group)")
+        chosen = []
+        for p, state in zip(pulls, states, strict=True):
+            kind = field(p, "kind", str, "pull_group")
+            if kind == "pull_all":
+                rows = np.arange(state.table.num_rows, dtype=np.int64)
+            elif kind == "pull_pushdown":
+                rows = _union(state)
+            elif kind in ("pull", "pull_range"):
+                index = field(p, "blob", int, "pull_group")
+                if not 0 <= index < len(blobs):
+                    raise ProtocolError(f"pull_group: blob {index} is missing")
+                swf = _load_tis(_tis_format(p, kind), blobs[index])
+                if kind == "pull":
+                    rows = _union(state)
+                    rows = rows[swf.contains(state.ts[rows])]
+                else:  # the group's table holds every row: the whole time range of the intervals
+                    rows = np.nonzero(swf.contains(state.ts))[0]
+            else:
+                raise ProtocolError(f"pull_group: unknown pull kind {kind!r}")
+            chosen.append(rows)
+        union = np.unique(np.concatenate(chosen)) if chosen else np.zeros(0, np.int64)
+        members = np.zeros(union.size, np.uint64)
+        for j, rows in enumerate(chosen):
+            members[np.isin(union, rows, assume_unique=False)] |= np.uint64(1 << j)
+        return base.take(pa.array(union)).append_column(MEMBERS, pa.array(members, pa.uint64()))
 
     def _whole(self, ranges: np.ndarray | None) -> pa.Table:
         """Every row of the shard set, by time (inside ``ranges`` when given)."""

@@ -42,9 +42,14 @@ class QueryState:
     uploads: dict[str, pa.Table] = field(default_factory=dict)
     #: an incremental re-run's time ranges ([[lo, hi], ...], inclusive): every pull stays inside
     ranges: np.ndarray | None = None
+    #: False for the other queries of a group opened together: they share the first one's table
+    owns_table: bool = True
+    #: opened in a group: ``table`` is the whole shard set (so group pulls share row numbers)
+    grouped: bool = False
 
     def size_in_bytes(self) -> int:
-        return int(self.table.nbytes + self.ts.nbytes + sum(c.nbytes for c in self.candidates.values())
+        table = self.table.nbytes + self.ts.nbytes if self.owns_table else 0
+        return int(table + sum(c.nbytes for c in self.candidates.values())
                    + sum(t.nbytes for t in self.uploads.values()))
 
 

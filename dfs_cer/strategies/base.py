@@ -90,6 +90,10 @@ class PullResult:
     segments: np.ndarray | None = None
 
 
+#: pulls that end a strategy (the data it matches); a group of queries shares them
+FINAL_PULLS = ("pull", "pull_range", "pull_pushdown", "pull_all")
+
+
 class Session:
     """One query's conversation with all storage nodes; calls run on every node in parallel."""
 
@@ -103,6 +107,10 @@ class Session:
         self.dedup = dedup
         #: restrict the query to these inclusive time ranges (an incremental re-run)
         self.time_ranges: list[tuple[int, int]] | None = None
+        #: several queries run together (strategies.multi): the open replies fetched for the
+        #: whole group, and the coordinator that turns final pulls into one shared pull
+        self.opened: list[tuple[dict[str, Any], list[bytes]]] | None = None
+        self.group: Any = None
         self._pool = ThreadPoolExecutor(max(1, len(self.clients)))
 
     def all(self, name: str, fn: Callable[[StorageClient], T], events: Callable[[list[T]], int] | None = None,
@@ -132,6 +140,8 @@ class Session:
 
     def pull(self, kind: str, header: dict[str, Any] | None = None, blobs: list[bytes] | None = None,
              **round_info: Any) -> pa.Table:
+        if self.group is not None and kind in FINAL_PULLS:
+            return self.group.request(self, kind, header or {}, blobs or [])
         body = {"query_id": self.query_id, "kind": kind, **(header or {})}
         tables = self.all(kind, lambda c: c.pull(body, blobs), events=lambda ts: sum(t.num_rows for t in ts),
                           **round_info)

@@ -47,9 +47,13 @@ ROLE_NAMES = {Role.HEAD: "head", Role.TAIL: "tail", Role.MIDDLE: "middle"}
 
 def _open(session: Session, query: Query, unit: str) -> tuple[Analysis, list[dict[str, Any]], pa.Schema]:
     sql = query.to_sql()
-    extra = {} if session.time_ranges is None else {"time_ranges": [[int(a), int(b)] for a, b in session.time_ranges]}
-    replies = session.action("open", {}, per_node=lambda i: (
-        {"sql": sql, "integer_time_unit": unit, "schema": i == 0, **extra}, []))
+    if session.opened is not None:  # opened together with other queries (strategies.multi)
+        replies = session.opened
+    else:
+        extra = {} if session.time_ranges is None else {
+            "time_ranges": [[int(a), int(b)] for a, b in session.time_ranges]}
+        replies = session.action("open", {}, per_node=lambda i: (
+            {"sql": sql, "integer_time_unit": unit, "schema": i == 0, **extra}, []))
     schema = pa.ipc.read_schema(pa.py_buffer(replies[0][1][0]))
     headers = [h for h, _ in replies]
     key = session.event_key

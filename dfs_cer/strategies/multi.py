@@ -1,0 +1,158 @@
+"""Several queries over the same storage nodes, together: one scan, one final pull.
+
+Every storage node opens the queries as a group: it reads and sorts its shard set once, gives
+each query its own state over that table and evaluates conditions the queries share once. The
+queries then run their strategies side by side (their filter round trips overlap in time);
+their final pulls become one pull per node that sends each row once, with a bit mask of the
+queries that asked for it, and the compute node fans the rows out to per-query matchers.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from dfs_cer.errors import ConfigError
+from dfs_cer.query import Query
+from dfs_cer.strategies.base import PullResult, Round, Session, Trace, resolve_query
+from dfs_cer.transport.client import StorageClient
+
+MEMBERS = "__dfs_cer_members"
+MAX_GROUP = 64
+
+
+@dataclass
+class GroupResult:
+    """Each query's pull (in the order given) and the group's own trace (the shared open and
+    the shared final pull); every byte is in exactly one of the traces."""
+
+    results: list[PullResult]
+    trace: Trace
+    seconds: float
+
+    @property
+    def bytes_to_cn(self) -> int:
+        return self.trace.bytes_to_cn + sum(r.trace.bytes_to_cn for r in self.results)
+
+    @property
+    def bytes_to_sn(self) -> int:
+        return self.trace.bytes_to_sn + sum(r.trace.bytes_to_sn for r in self.results)
+
+
+class _SharedPull:
+    """Collects the queries' final pulls; when every query has asked or finished without one,
+    the last to arrive runs one ``pull_group`` per node and hands each query its rows."""
+
+    def __init__(self, group: Session, sessions: list[Session]) -> None:
+        self.group = group
+        self.sessions = sessions
+        self.index = {id(s): i for i, s in enumerate(sessions)}
+        self.pending: dict[int, tuple[str, dict[str, Any], list[bytes]]] = {}
+        self.finished: set[int] = set()
+        self.results: dict[int, pa.Table] = {}
+        self.error: BaseException | None = None
+        self.count = len(sessions)
+        self.cond = threading.Condition()
+        self.ran = False
+
+    def done(self, session: Session) -> None:
+        with self.cond:
+            self.finished.add(self.index[id(session)])
+            self._maybe_run()
+
+    def request(self, session: Session, kind: str, header: dict[str, Any], blobs: list[bytes]) -> pa.Table:
+        i = self.index[id(session)]
+        with self.cond:
+            self.pending[i] = (kind, header, blobs)
+            self._maybe_run()
+            while i not in self.results and self.error is None:
+                self.cond.wait()
+            if self.error is not None:
+                raise self.error
+            table = self.results[i]
+        session.trace.rounds.append(Round(f"{kind} (shared)", 0, 0, table.num_rows, 0.0,
+                                          note="one pull for the group: its bytes are in the group trace"))
+        return table
+
+    def _maybe_run(self) -> None:
+        if self.ran or len(self.pending) + len(self.finished - set(self.pending)) < self.count:
+            return
+        self.ran = True
+        try:
+            self.results = self._pull()
+        except BaseException as exc:  # every waiting query gets the error
+            self.error = exc
+        self.cond.notify_all()
+
+    def _pull(self) -> dict[int, pa.Table]:
+        order = sorted(self.pending)
+        pulls: list[dict[str, Any]] = []
+        blobs: list[bytes] = []
+        for i in order:
+            kind, header, own = self.pending[i]
+            entry: dict[str, Any] = {"query_id": self._qid(i), "kind": kind, **header}
+            if own:
+                entry["blob"] = len(blobs)
+                blobs.append(own[0])
+            pulls.append(entry)
+        table = self.group.pull("pull_group", {"pulls": pulls}, blobs)
+        out = {}
+        members = np.asarray(table.column(MEMBERS).to_numpy(zero_copy_only=False), np.uint64) \
+            if table.num_rows else np.zeros(0, np.uint64)
+        rows = table.drop([MEMBERS]) if table.num_columns else table
+        for j, i in enumerate(order):
+            mask = (members & np.uint64(1 << j)) != 0
+            out[i] = rows.filter(pa.array(mask))
+        return out
+
+    def _qid(self, i: int) -> str:
+        return self.sessions[i].query_id
+
+
+def pull_many(name: str, queries: Sequence[Query | str], endpoints: Sequence[str], token: str, *,
+              integer_time_unit: str = "s", event_key: Sequence[str] | None = None, dedup: bool = True,
+              **options: Any) -> GroupResult:
+    """Run pull strategy ``name`` for every query together (see the module docstring)."""
+    from dfs_cer.strategies.pull import STRATEGIES
+
+    if name not in STRATEGIES:
+        raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)}, got {name!r}")
+    if not 1 <= len(queries) <= MAX_GROUP:
+        raise ConfigError(f"give 1 to {MAX_GROUP} queries to run together, got {len(queries)}")
+    parsed = [resolve_query(q) for q in queries]
+    clients = [StorageClient(e, token) for e in endpoints]
+    group = Session(clients, Trace(f"{name} x{len(parsed)}"))
+    sessions = [Session(clients, Trace(name), event_key, dedup) for _ in parsed]
+    began = time.perf_counter()
+    try:
+        members = [{"query_id": s.query_id, "sql": q.to_sql(), "integer_time_unit": integer_time_unit}
+                   for s, q in zip(sessions, parsed, strict=True)]
+        replies = group.action("open", {}, per_node=lambda i: ({"group": members, "schema": i == 0}, []))
+        shared = _SharedPull(group, sessions)
+        for k, s in enumerate(sessions):
+            s.opened = [(h["group"][k], blobs) for h, blobs in replies]
+            s.group = shared
+
+        def run(k: int) -> PullResult:
+            try:
+                return STRATEGIES[name](sessions[k], parsed[k], integer_time_unit, **options)
+            finally:
+                shared.done(sessions[k])
+
+        with ThreadPoolExecutor(len(parsed)) as pool:
+            results = list(pool.map(run, range(len(parsed))))
+        return GroupResult(results, group.trace, time.perf_counter() - began)
+    finally:
+        for s in sessions:
+            s.close()
+        group._pool.shutdown(wait=False)
+        for c in clients:
+            c.close()
+
