@@ -157,8 +157,21 @@ def demo(state: State, events: int, data_dir: str, strategies: str) -> None:
              strategies=tuple(s.strip() for s in strategies.split(",") if s.strip()))
 
 
+def _split_statements(text: str) -> list[str]:
+    """Statements separated by ``;`` (semicolons inside string literals do not split)."""
+    from sqlglot.tokens import Tokenizer, TokenType
+
+    cuts = [t.start for t in Tokenizer().tokenize(text) if t.token_type == TokenType.SEMICOLON]
+    parts, last = [], 0
+    for cut in cuts:
+        parts.append(text[last:cut])
+        last = cut + 1
+    parts.append(text[last:])
+    return [p.strip() for p in parts if p.strip()]
+
+
 @cli.command("query")
-@click.argument("sql", required=False)
+@click.argument("sql", nargs=-1)
 @click.option("--file", "-f", "file", help="Read the query from a file ('-' for stdin).")
 @click.option("--endpoints", required=True, help="Comma-separated storage node endpoints (host:port).")
 @click.option("--token-file", required=True, type=click.Path(exists=True, dir_okay=False))
@@ -182,11 +195,14 @@ def demo(state: State, events: int, data_dir: str, strategies: str) -> None:
 @click.option("--runs-dir", default=".dfs-cer/runs", show_default=True, type=click.Path(file_okay=False))
 @pass_state
 @handle_errors
-def query_command(state: State, sql: str | None, file: str | None, endpoints: str, token_file: str, strategy: str,
-                  cost_model: str | None, explain_analyze: bool, fmt: str, limit: int, engine: str,
+def query_command(state: State, sql: tuple[str, ...], file: str | None, endpoints: str, token_file: str,
+                  strategy: str, cost_model: str | None, explain_analyze: bool, fmt: str, limit: int, engine: str,
                   selection: str | None, kleene: str | None, save_run: bool, since_run: str | None,
                   runs_dir: str) -> None:
-    """Run a query against storage nodes with a pull strategy and print the matches."""
+    """Run a query against storage nodes with a pull strategy and print the matches.
+
+    Several queries (several arguments, or statements separated by ';' in --file) run together:
+    each storage node scans once for all of them and the final pulls are shared."""
     import json as json_lib
 
     token = Path(token_file).read_text().strip()
@@ -195,13 +211,26 @@ def query_command(state: State, sql: str | None, file: str | None, endpoints: st
                                "cost_model": cost_model or state.config.strategy.cost_model,
                                "calibration_file": state.config.strategy.calibration_file}
     matching: dict[str, Any] = {k: v for k, v in (("selection", selection), ("kleene", kleene)) if v}
+    statements = [q for text in ([_read_sql(None, file)] if file else list(sql)) for q in _split_statements(text)]
     if save_run or since_run:
         if engine == "spark":
             raise click.UsageError("--save-run/--since-run match in this process (leave out --engine spark)")
-        _saved_run(state, "" if since_run and sql is None and file is None else _read_sql(sql, file), nodes, token,
-                   strategy, runs_dir, since_run, fmt, limit, {**options, **matching})
+        if len(statements) > 1:
+            raise click.UsageError("--save-run/--since-run take one query")
+        if not statements and not since_run:
+            raise click.UsageError("give the query as an argument or with --file")
+        _saved_run(state, statements[0] if statements else "", nodes, token, strategy, runs_dir, since_run, fmt,
+                   limit, {**options, **matching})
         return
-    sql_text = _read_sql(sql, file)
+    if not statements:
+        raise click.UsageError("give the query as an argument or with --file")
+    if len(statements) > 1:
+        if engine == "spark":
+            raise click.UsageError("several queries run in this process (leave out --engine spark, or use "
+                                   "dfs_cer.spark.recognize_many)")
+        _query_group(statements, nodes, token, strategy, fmt, limit, options, matching)
+        return
+    sql_text = statements[0]
     if engine == "spark":
         from dfs_cer.spark import local_session, recognize
 
@@ -257,6 +286,29 @@ def _print_table(table: pa.Table, title: str, limit: int) -> None:
     if not console.is_terminal:
         console.width = 140  # tables in files and pipes: no folding at 80 columns
     console.print(out)
+
+
+def _query_group(statements: list[str], nodes: list[str], token: str, strategy: str, fmt: str, limit: int,
+                 options: dict[str, Any], matching: dict[str, Any]) -> None:
+    import json as json_lib
+
+    from dfs_cer.strategies.matching import match_pulled
+    from dfs_cer.strategies.multi import pull_many
+
+    group = pull_many(strategy, statements, nodes, token, **options)
+    results = [match_pulled(r, **matching) for r in group.results]
+    if fmt == "json":
+        click.echo(json_lib.dumps({
+            "queries": [{"sql": q, "matches": m.to_pylist(), "trace": r.trace.to_dict()}
+                        for q, m, r in zip(statements, results, group.results, strict=True)],
+            "group": {**group.trace.to_dict(), "total_bytes_to_cn": group.bytes_to_cn,
+                      "total_bytes_to_sn": group.bytes_to_sn, "seconds": group.seconds}}, default=str))
+        return
+    click.echo(f"{len(statements)} queries together ({strategy}): one scan per storage node, "
+               f"{group.bytes_to_sn + group.bytes_to_cn:,} bytes in all, {group.seconds:.2f} s")
+    for i, (q, m) in enumerate(zip(statements, results, strict=True), 1):
+        first = " ".join(q.split())
+        _print_table(m, f"query {i}: {m.num_rows} rows — {first[:70]}{'…' if len(first) > 70 else ''}", limit)
 
 
 def _saved_run(state: State, sql: str, nodes: list[str], token: str, strategy: str, runs_dir: str,

@@ -1,6 +1,12 @@
 """Spark front door: the driver is the compute node, executors match independent units."""
 
-from dfs_cer.spark.match import Recognition, match_events, match_recognize, recognize
+from dfs_cer.spark.match import (
+    Recognition,
+    match_events,
+    match_recognize,
+    recognize,
+    recognize_many,
+)
 from dfs_cer.spark.session import local_session
 
-__all__ = ["Recognition", "local_session", "match_events", "match_recognize", "recognize"]
+__all__ = ["Recognition", "local_session", "match_events", "match_recognize", "recognize", "recognize_many"]

@@ -159,6 +159,26 @@ def recognize(spark: Any, sql: str, *, endpoints: Sequence[str] | None = None, t
     return Recognition(outer_query(spark, query, relation), trace, events.num_rows, pulled)
 
 
+def recognize_many(spark: Any, sqls: Sequence[str], *, endpoints: Sequence[str] | str, token: str,
+                   strategy: str = "dfs", integer_time_unit: str = "s", driver_threshold: int = 100_000,
+                   tasks: int | None = None, **options: Any) -> list[Recognition]:
+    """Several queries over the same storage nodes together (one scan per node, one shared final
+    pull; see :mod:`dfs_cer.strategies.multi`): one :class:`Recognition` per query, in order.
+    ``pull_seconds`` is the group's (the queries' pulls overlap)."""
+    from dfs_cer.strategies.multi import pull_many
+
+    if isinstance(endpoints, str):
+        endpoints = [e.strip() for e in endpoints.split(",") if e.strip()]
+    group = pull_many(strategy, list(sqls), list(endpoints), token, integer_time_unit=integer_time_unit, **options)
+    out = []
+    for result in group.results:
+        relation = match_events(spark, result.events, result.analysis, segments=result.segments,
+                                time_unit=integer_time_unit, driver_threshold=driver_threshold, tasks=tasks)
+        out.append(Recognition(outer_query(spark, result.analysis.query, relation), result.trace,
+                               result.events.num_rows, group.seconds))
+    return out
+
+
 def match_recognize(spark: Any, sql: str, *, endpoints: Sequence[str] | None = None, token: str | None = None,
                     data: str | None = None, strategy: str = "dfs", integer_time_unit: str = "s",
                     driver_threshold: int = 100_000, tasks: int | None = None, **options: Any) -> Any:

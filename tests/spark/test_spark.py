@@ -84,6 +84,20 @@ def test_spark_equals_the_local_engine(spark: Any, events: pa.Table, data: tuple
     assert rows(got.cast(expected.schema)) == rows(expected)
 
 
+def test_several_queries_together(spark: Any, events: pa.Table, data: tuple[Path, LocalCluster]) -> None:
+    """recognize_many: one scan and one shared final pull for the three queries; each result
+    equals the local engine's."""
+    from dfs_cer.spark import recognize_many
+
+    _, cluster = data
+    runs = recognize_many(spark, [CER, ROWS, PARTITIONED], endpoints=cluster.endpoints, token=cluster.token,
+                          driver_threshold=0, tasks=3)
+    for sql, run in zip([CER, ROWS, PARTITIONED], runs, strict=True):
+        expected = local_match_recognize(events, sql)
+        assert rows(run.matches.toArrow().cast(expected.schema)) == rows(expected)
+        assert run.trace is not None and any(r.action.endswith("(shared)") for r in run.trace.rounds)
+
+
 def test_executors_match_in_several_tasks(spark: Any, events: pa.Table, data: tuple[Path, LocalCluster]) -> None:
     from dfs_cer.spark import match_recognize
 

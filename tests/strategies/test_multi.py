@@ -69,3 +69,27 @@ def test_a_failing_query_fails_the_group_with_its_error(cluster: LocalCluster) -
     bad = QUERIES[0].replace("B.v = A.v", "B.nope = A.v")
     with pytest.raises(DfsCerError):
         pull_many("dfs", [QUERIES[1], bad], cluster.endpoints, cluster.token)
+
+
+def test_cli_runs_several_queries_together(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> None:
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = str(Path(sys.executable).parent / "dfs-cer")
+    base = [exe, "query", "--endpoints", ",".join(cluster.endpoints), "--token-file", str(cluster.token_file)]
+    out = subprocess.run([*base, "--format", "json", QUERIES[0], QUERIES[3]], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    events = _events(seed=5, n=3000)
+    for q, got in zip([QUERIES[0], QUERIES[3]], doc["queries"], strict=True):
+        assert len(got["matches"]) == match_recognize(events, q).num_rows
+    assert doc["group"]["rounds"][0]["action"] == "open"
+    script = tmp_path_factory.mktemp("sql") / "queries.sql"
+    script.write_text(";\n".join(QUERIES) + ";\n")
+    text = subprocess.run([*base, "--file", str(script)], capture_output=True, text=True, timeout=120)
+    assert text.returncode == 0, text.stderr
+    assert "4 queries together (dfs): one scan per storage node" in text.stdout
+    assert text.stdout.count("query ") >= 4
