@@ -122,7 +122,9 @@ class Actions:
             info[name] = {"count": int(rows.size), "min_ts": int(t.min()) if t.size else None,
                           "max_ts": int(t.max()) if t.size else None}
         table = state.table
-        return {"rows": table.num_rows, "variables": info, "min_ts": self.store.manifest.get("min_ts"),
+        # a group's table holds every row; report what this query alone would have scanned
+        scanned = int(_union(state).size) if state.grouped else table.num_rows
+        return {"rows": scanned, "variables": info, "min_ts": self.store.manifest.get("min_ts"),
                 "max_ts": self.store.manifest.get("max_ts"), "total_rows": self.store.manifest.get("rows"),
                 "held_bytes": state.size_in_bytes(), "event_key": list(self.store.manifest.get("event_key") or []),
                 "row_bytes": (table.nbytes / table.num_rows) if table.num_rows else 0.0}
@@ -162,7 +164,7 @@ class Actions:
         self.registry.reserve(queries[0][1], estimate)
         states = []
         try:
-            table = self.store.scan().sort_by(self.store.time_column)
+            table = self.store.sorted_rows()
             ts = _time_ints(table.column(self.store.time_column))
             shared: dict[str, np.ndarray] = {}
             for i, (analysis, qid) in enumerate(queries):
@@ -326,7 +328,7 @@ class Actions:
         if kind == "pull_group":
             return self._pull_group(header, blobs)
         if kind == "pull_all":
-            ranges = None
+            ranges: np.ndarray | None = None
             if isinstance(header.get("query_id"), str):
                 opened = self.registry.find(header["query_id"])
                 ranges = opened.ranges if opened is not None else None
@@ -385,14 +387,17 @@ class Actions:
                 raise ProtocolError(f"pull_group: unknown pull kind {kind!r}")
             chosen.append(rows)
         union = np.unique(np.concatenate(chosen)) if chosen else np.zeros(0, np.int64)
-        members = np.zeros(union.size, np.uint64)
+        # the narrowest unsigned type with a bit per pull (one byte per row for up to 8 queries)
+        width = next(w for w in (8, 16, 32, 64) if len(chosen) <= w)
+        dtype = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[width]
+        members = np.zeros(union.size, dtype)
         for j, rows in enumerate(chosen):
-            members[np.isin(union, rows, assume_unique=False)] |= np.uint64(1 << j)
-        return base.take(pa.array(union)).append_column(MEMBERS, pa.array(members, pa.uint64()))
+            members[np.isin(union, rows)] |= dtype(1 << j)
+        return base.take(pa.array(union)).append_column(MEMBERS, pa.array(members))
 
     def _whole(self, ranges: np.ndarray | None) -> pa.Table:
         """Every row of the shard set, by time (inside ``ranges`` when given)."""
-        table = self.store.scan().sort_by(self.store.time_column)
+        table = self.store.sorted_rows()
         if ranges is None:
             return table
         return _inside(table, _time_ints(table.column(self.store.time_column)), ranges)[0]

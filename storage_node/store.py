@@ -50,6 +50,7 @@ class ShardStore:
         self.dataset = dataset
         self.time_column = str(manifest.get("time_column", "ts"))
         self.cached: pa.Table | None = None  # the whole shard set, decoded, once a scan loaded it
+        self._sorted: pa.Table | None = None  # the same, sorted by time
         self._size: int | None = None
 
     def refresh(self) -> bool:
@@ -99,6 +100,18 @@ class ShardStore:
             return source.to_table(filter=filter_, columns=columns)
         except OSError as exc:
             raise StorageError(f"cannot scan shards under {self.location.uri}: {exc}") from exc
+
+    def sorted_rows(self) -> pa.Table:
+        """Every row sorted by time; kept with the cache when the shard set fits it (group opens
+        and whole-range pulls then skip the sort)."""
+        if self._sorted is not None:
+            self.cache_hits += 1
+            return self._sorted
+        table = self.scan().sort_by(self.time_column)
+        if self.cached is not None:
+            with self._cache_lock:
+                self._sorted = table
+        return table
 
     def cache_stats(self) -> dict[str, int]:
         return {"cached_bytes": self.cached.nbytes if self.cached is not None else 0, "cache_hits": self.cache_hits}

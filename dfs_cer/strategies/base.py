@@ -126,7 +126,13 @@ class Session:
 
     def action(self, name: str, header: dict[str, Any], blobs: list[bytes] | None = None,
                per_node: Callable[[int], tuple[dict[str, Any], list[bytes]]] | None = None,
+               share: tuple[object, ...] | None = None,
                **round_info: Any) -> list[tuple[dict[str, Any], list[bytes]]]:
+        """Call ``name`` on every node. ``share``: a key saying the replies depend only on it (not
+        on this query), so queries run together make the round trip once."""
+        if share is not None and self.group is not None:
+            return self.group.shared(self, (name, *share),
+                                     lambda: self.action(name, header, blobs, per_node, **round_info))
         body = {"query_id": self.query_id, **header}
         index = {id(c): i for i, c in enumerate(self.clients)}
 

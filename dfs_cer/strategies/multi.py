@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -25,6 +25,7 @@ from dfs_cer.strategies.base import PullResult, Round, Session, Trace, resolve_q
 from dfs_cer.transport.client import StorageClient
 
 MEMBERS = "__dfs_cer_members"
+T = TypeVar("T")
 MAX_GROUP = 64
 
 
@@ -46,6 +47,13 @@ class GroupResult:
         return self.trace.bytes_to_sn + sum(r.trace.bytes_to_sn for r in self.results)
 
 
+class _Call:
+    def __init__(self) -> None:
+        self.ready = threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+
 class _SharedPull:
     """Collects the queries' final pulls; when every query has asked or finished without one,
     the last to arrive runs one ``pull_group`` per node and hands each query its rows."""
@@ -61,6 +69,7 @@ class _SharedPull:
         self.count = len(sessions)
         self.cond = threading.Condition()
         self.ran = False
+        self.calls: dict[tuple[object, ...], _Call] = {}
 
     def done(self, session: Session) -> None:
         with self.cond:
@@ -104,13 +113,35 @@ class _SharedPull:
             pulls.append(entry)
         table = self.group.pull("pull_group", {"pulls": pulls}, blobs)
         out = {}
-        members = np.asarray(table.column(MEMBERS).to_numpy(zero_copy_only=False), np.uint64) \
+        members = np.asarray(table.column(MEMBERS).cast(pa.uint64()).to_numpy(zero_copy_only=False), np.uint64) \
             if table.num_rows else np.zeros(0, np.uint64)
         rows = table.drop([MEMBERS]) if table.num_columns else table
         for j, i in enumerate(order):
             mask = (members & np.uint64(1 << j)) != 0
             out[i] = rows.filter(pa.array(mask))
         return out
+
+    def shared(self, session: Session, key: tuple[object, ...], call: Callable[[], T]) -> T:
+        """The first query with ``key`` makes the call; the others wait for and reuse its replies."""
+        with self.cond:
+            entry = self.calls.get(key)
+            mine = entry is None
+            if mine:
+                entry = self.calls[key] = _Call()
+        assert entry is not None
+        if mine:
+            try:
+                entry.value = call()
+            except BaseException as exc:
+                entry.error = exc
+            entry.ready.set()
+        else:
+            entry.ready.wait()
+            session.trace.rounds.append(Round(f"{key[0]} (shared)", 0, 0, 0, 0.0,
+                                              note="same request as another query of the group: made once"))
+        if entry.error is not None:
+            raise entry.error
+        return entry.value
 
     def _qid(self, i: int) -> str:
         return self.sessions[i].query_id
@@ -127,9 +158,11 @@ def pull_many(name: str, queries: Sequence[Query | str], endpoints: Sequence[str
     if not 1 <= len(queries) <= MAX_GROUP:
         raise ConfigError(f"give 1 to {MAX_GROUP} queries to run together, got {len(queries)}")
     parsed = [resolve_query(q) for q in queries]
-    clients = [StorageClient(e, token) for e in endpoints]
-    group = Session(clients, Trace(f"{name} x{len(parsed)}"))
-    sessions = [Session(clients, Trace(name), event_key, dedup) for _ in parsed]
+    # a client (connection) per query and node: each counts the bytes of its own calls while
+    # the queries' round trips overlap
+    clients = [[StorageClient(e, token) for e in endpoints] for _ in range(len(parsed) + 1)]
+    group = Session(clients[0], Trace(f"{name} x{len(parsed)}"))
+    sessions = [Session(clients[k + 1], Trace(name), event_key, dedup) for k in range(len(parsed))]
     began = time.perf_counter()
     try:
         members = [{"query_id": s.query_id, "sql": q.to_sql(), "integer_time_unit": integer_time_unit}
@@ -153,6 +186,7 @@ def pull_many(name: str, queries: Sequence[Query | str], endpoints: Sequence[str
         for s in sessions:
             s.close()
         group._pool.shutdown(wait=False)
-        for c in clients:
-            c.close()
+        for per_query in clients:
+            for c in per_query:
+                c.close()
 

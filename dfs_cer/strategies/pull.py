@@ -38,7 +38,7 @@ from dfs_cer.filters import (
 from dfs_cer.plan.cost import CostInputs, CostModel
 from dfs_cer.plan.order import variable_order
 from dfs_cer.query import Analysis, Query, Role, analyze
-from dfs_cer.query.expr import Column, walk
+from dfs_cer.query.expr import Column, to_sql, walk
 from dfs_cer.strategies.base import PullResult, Session, Trace, sort_events
 from dfs_cer.transport.client import StorageClient
 
@@ -250,8 +250,12 @@ def dfs(session: Session, query: Query, unit: str, cost_model: str = "adaptive",
     model = CostModel.load(cost_model, calibration_file, engine=engine).misestimate(rate_scale)
     order = variable_order(analysis, counts)
     first = order[0]
-    replies = session.action("intervals", {"variable": first, "role": ROLE_NAMES[analysis.variable(first).role],
-                                           "window": window})
+    role = ROLE_NAMES[analysis.variable(first).role]
+    # the reply depends on the variable's condition, role and the window only: queries run
+    # together with the same first variable share the round trip
+    condition = analysis.variable(first).independent
+    replies = session.action("intervals", {"variable": first, "role": role, "window": window},
+                             share=(None if condition is None else to_sql(condition), role, window))
     model.probe(trace.rounds[-1].bytes_to_cn + trace.rounds[-1].bytes_to_sn, trace.rounds[-1].seconds)
     parts = [IntervalSet.from_bytes(b[0]) for _, b in replies]
     initial = parts[0].union(*parts[1:]) if parts else IntervalSet()

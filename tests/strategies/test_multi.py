@@ -31,6 +31,10 @@ QUERIES = [
     "PATTERN (A D) WITHIN INTERVAL '5' MINUTE DEFINE A AS A.type = 'A', D AS D.type = 'D')",
     "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, C.ts AS c, D.ts AS d ALL MATCHES "
     "PATTERN (A C D) WITHIN INTERVAL '3' MINUTE DEFINE A AS A.type = 'A', C AS C.type = 'C', D AS D.type = 'D')",
+    # a variant of the first: same A and window, so its first round trip (A's intervals) is shared
+    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS a, FIRST(B.ts) AS b ONE ROW PER MATCH "
+    "AFTER MATCH SKIP TO NEXT ROW PATTERN (A N*? B) WITHIN INTERVAL '2' MINUTE "
+    "DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.w > 20)",
 ]
 
 
@@ -59,7 +63,9 @@ def test_queries_together_match_each_alone(cluster: LocalCluster, strategy: str)
         assert [r.action for r in group.trace.rounds][1:] == ["pull_group"]
         shared_events = group.trace.rounds[1].events
         assert shared_events <= sum(r.events.num_rows for r in group.results)
-    if strategy == "pull_all":  # the same rows for every query: sent once instead of four times
+    if strategy == "dfs":
+        assert sum(r.action == "intervals (shared)" for res in group.results for r in res.trace.rounds) == 1
+    if strategy == "pull_all":  # the same rows for every query: sent once instead of five times
         assert group.bytes_to_cn < 0.5 * sum(r.trace.bytes_to_cn for r in alone)
 
 
@@ -91,5 +97,5 @@ def test_cli_runs_several_queries_together(cluster: LocalCluster, tmp_path_facto
     script.write_text(";\n".join(QUERIES) + ";\n")
     text = subprocess.run([*base, "--file", str(script)], capture_output=True, text=True, timeout=120)
     assert text.returncode == 0, text.stderr
-    assert "4 queries together (dfs): one scan per storage node" in text.stdout
-    assert text.stdout.count("query ") >= 4
+    assert "5 queries together (dfs): one scan per storage node" in text.stdout
+    assert text.stdout.count("query ") >= 5
