@@ -43,6 +43,13 @@ def _time_ints(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return np.asarray(pc.cast(arr, pa.int64()).to_numpy(zero_copy_only=False), np.int64)
 
 
+def _any_of(filters: list[Any]) -> Any:
+    out = filters[0]
+    for f in filters[1:]:
+        out = out | f
+    return out
+
+
 def _inside(table: pa.Table, ts: np.ndarray, ranges: np.ndarray) -> tuple[pa.Table, np.ndarray]:
     """Rows of a time-sorted table inside any of the inclusive ``ranges``."""
     lo = np.searchsorted(ts, ranges[:, 0], side="left")
@@ -163,13 +170,22 @@ class Actions:
         estimate = self.store.estimate_bytes()
         self.registry.reserve(queries[0][1], estimate)
         states = []
+        # contiguous patterns read every row; when none of the queries has one, the scan keeps
+        # only rows some variable of some query may take
+        whole = any(not a.skippable for a, _ in queries)
         try:
-            table = self.store.sorted_rows()
+            if whole:
+                table = self.store.sorted_rows()
+            else:
+                filters = [union_filter([v.independent for v in a.variables if not v.any_row]) for a, _ in queries]
+                table = self.store.scan(None if any(f is None for f in filters) else _any_of(filters)
+                                        ).sort_by(self.store.time_column)
             ts = _time_ints(table.column(self.store.time_column))
             shared: dict[str, np.ndarray] = {}
             for i, (analysis, qid) in enumerate(queries):
                 states.append(QueryState(qid, analysis, table, ts, self._candidates(table, analysis, shared),
-                                         estimate if i == 0 else 0, owns_table=i == 0, grouped=True))
+                                         estimate if i == 0 else 0, owns_table=i == 0, grouped=True,
+                                         whole=whole))
         except BaseException:
             self.registry.release(estimate)
             raise
@@ -370,10 +386,14 @@ class Actions:
         for p, state in zip(pulls, states, strict=True):
             kind = field(p, "kind", str, "pull_group")
             if kind == "pull_all":
+                if not state.whole:
+                    raise ProtocolError("pull_group: pull_all needs a group opened over every row")
                 rows = np.arange(state.table.num_rows, dtype=np.int64)
             elif kind == "pull_pushdown":
                 rows = _union(state)
             elif kind in ("pull", "pull_range"):
+                if kind == "pull_range" and not state.whole:
+                    raise ProtocolError("pull_group: pull_range needs a group opened over every row")
                 index = field(p, "blob", int, "pull_group")
                 if not 0 <= index < len(blobs):
                     raise ProtocolError(f"pull_group: blob {index} is missing")

@@ -46,6 +46,8 @@ class QueryState:
     owns_table: bool = True
     #: opened in a group: ``table`` is the whole shard set (so group pulls share row numbers)
     grouped: bool = False
+    #: the group's table holds every row of the shard set (some query reads contiguous rows)
+    whole: bool = False
 
     def size_in_bytes(self) -> int:
         table = self.table.nbytes + self.ts.nbytes if self.owns_table else 0

@@ -307,8 +307,9 @@ def _query_group(statements: list[str], nodes: list[str], token: str, strategy: 
     click.echo(f"{len(statements)} queries together ({strategy}): one scan per storage node, "
                f"{group.bytes_to_sn + group.bytes_to_cn:,} bytes in all, {group.seconds:.2f} s")
     for i, (q, m) in enumerate(zip(statements, results, strict=True), 1):
-        first = " ".join(q.split())
-        _print_table(m, f"query {i}: {m.num_rows} rows — {first[:70]}{'…' if len(first) > 70 else ''}", limit)
+        text = " ".join(q.split())
+        click.echo(f"\nquery {i}: {text[:100]}{'…' if len(text) > 100 else ''}")
+        _print_table(m, f"{m.num_rows} rows", limit)
 
 
 def _saved_run(state: State, sql: str, nodes: list[str], token: str, strategy: str, runs_dir: str,

@@ -158,6 +158,13 @@ def pull_many(name: str, queries: Sequence[Query | str], endpoints: Sequence[str
     if not 1 <= len(queries) <= MAX_GROUP:
         raise ConfigError(f"give 1 to {MAX_GROUP} queries to run together, got {len(queries)}")
     parsed = [resolve_query(q) for q in queries]
+    if len(parsed) == 1:  # nothing to share: the query's own (filtered) scan
+        began = time.perf_counter()
+        from dfs_cer.strategies.pull import pull
+
+        result = pull(name, parsed[0], endpoints, token, integer_time_unit=integer_time_unit, event_key=event_key,
+                      dedup=dedup, **options)
+        return GroupResult([result], Trace(f"{name} x1"), time.perf_counter() - began)
     # a client (connection) per query and node: each counts the bytes of its own calls while
     # the queries' round trips overlap
     clients = [[StorageClient(e, token) for e in endpoints] for _ in range(len(parsed) + 1)]

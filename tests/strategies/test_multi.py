@@ -99,3 +99,13 @@ def test_cli_runs_several_queries_together(cluster: LocalCluster, tmp_path_facto
     assert text.returncode == 0, text.stderr
     assert "5 queries together (dfs): one scan per storage node" in text.stdout
     assert text.stdout.count("query ") >= 5
+
+
+def test_skip_patterns_share_a_filtered_scan(cluster: LocalCluster) -> None:
+    """Without a contiguous pattern in the group, the nodes keep only rows some query's variable
+    may take (the union of the queries' filters), and every query still gets its matches."""
+    events = _events(seed=5, n=3000)
+    chosen = [QUERIES[0], QUERIES[1], QUERIES[3], QUERIES[4]]
+    group = pull_many("dfs", chosen, cluster.endpoints, cluster.token, cost_model="always_on")
+    for q, result in zip(chosen, group.results, strict=True):
+        assert rows(match_pulled(result)) == rows(match_recognize(events, q))
