@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
@@ -27,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from dfs_cer import analyze, parse
+from dfs_cer.calibrate import _best as best_of
 from dfs_cer.match.rowpattern import run_row_pattern
 
 QUERY = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts
@@ -45,13 +45,8 @@ PATHOLOGICAL = ["(A | A A)* B", "(A+)+ B", "(A*)* B", "(A+)+ $"]
 
 
 def _best(fn, repeat: int = 3) -> float:  # type: ignore[no-untyped-def]
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+    fn()  # warm-up: JIT compilation
+    return best_of(fn, repeat)
 
 
 def main() -> None:
