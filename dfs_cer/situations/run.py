@@ -1,0 +1,134 @@
+"""Run a situation query over an Arrow table (in process): sort, derive every symbol's
+situations, join them by their relations, then the SELECT around it on DuckDB."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from decimal import ROUND_FLOOR, Decimal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dfs_cer.errors import QueryValidationError, UnsupportedFeatureError
+from dfs_cer.match.arrow_eval import evaluate_mask
+from dfs_cer.match.conditions import evaluate_any, shifted
+from dfs_cer.match.rowpattern import _time_values, sort_and_partition
+from dfs_cer.query.expr import Column, Expr, Navigation, NavKind
+from dfs_cer.query.model import Window
+from dfs_cer.situations.derive import Derived, aggregate, derive
+from dfs_cer.situations.match import match
+from dfs_cer.situations.model import SituationQuery
+from dfs_cer.situations.parser import RELATION, parse_situations
+
+UNITS_PER_SECOND = {"s": Decimal(1), "ms": Decimal(1000), "us": Decimal(10**6), "ns": Decimal(10**9)}
+
+
+def duration_units(d: Window | None, dtype: pa.DataType, integer_time_unit: str, clause: str) -> int | None:
+    """A duration in the time column's units (a bare number is already in them)."""
+    if d is None:
+        return None
+    if d.unit is None:
+        return int(d.amount.to_integral_value(ROUND_FLOOR))
+    if pa.types.is_timestamp(dtype):
+        unit = dtype.unit
+    elif pa.types.is_integer(dtype):
+        unit = integer_time_unit
+    else:
+        raise QueryValidationError(f"{d.value} {d.unit.value} needs a timestamp or integer time column, not {dtype}",
+                                   clause=clause, hint="give the duration as a bare number", code="non-temporal-order")
+    seconds = d.seconds()
+    assert seconds is not None
+    return int((seconds * UNITS_PER_SECOND[unit]).to_integral_value(ROUND_FLOOR))
+
+
+def _column(table: pa.Table, name: str) -> str:
+    if name in table.column_names:
+        return name
+    folded = [c for c in table.column_names if c.lower() == name.lower()]
+    if len(folded) != 1:
+        raise QueryValidationError(f"column {name} is not in the data; columns: {', '.join(table.column_names)}",
+                                   code="unknown-column")
+    return folded[0]
+
+
+def derive_all(table: pa.Table, query: SituationQuery, *, integer_time_unit: str = "s",
+               event_key: Sequence[str] = (), dedup: bool = True) -> tuple[pa.Table, np.ndarray, dict[str, Derived]]:
+    """The sorted rows, each row's partition id, and every symbol's situations."""
+    partition = tuple(_column(table, c) for c in query.partition_by)
+    order = _column(table, query.order_by)
+    rows, bounds, _ = sort_and_partition(table, partition, [(order, False)], None,
+                                         tuple(_column(table, k) for k in event_key), dedup)
+    n = rows.num_rows
+    part = np.repeat(np.arange(bounds.size - 1, dtype=np.int64), np.diff(bounds)) if n else np.zeros(0, np.int64)
+    ts = _time_values(rows, order) if n else np.zeros(0, np.int64)
+    part_start = bounds[part] if n else part
+    part_end = bounds[part + 1] if n else part
+    dtype = rows.schema.field(order).type
+
+    def resolve(x: Expr) -> pa.Array:
+        if isinstance(x, Column):
+            return rows.column(_column(rows, x.name)).combine_chunks()
+        if isinstance(x, Navigation) and x.kind.physical:
+            step = -x.offset if x.kind == NavKind.PREV else x.offset
+            return shifted(evaluate_any(x.operand, resolve, n), step, part_start, part_end)
+        raise UnsupportedFeatureError(f"{x} in a situation's condition", clause="DEFINE",
+                                      hint="conditions read the row's columns, or PREV/NEXT of them",
+                                      code="unsupported")
+
+    out = {}
+    for s in query.situations:
+        mask = np.asarray(evaluate_mask(s.condition, resolve, n).to_numpy(zero_copy_only=False), bool)
+        out[s.name] = derive(mask, part, ts, duration_units(s.min_duration, dtype, integer_time_unit, "DEFINE"),
+                             duration_units(s.max_duration, dtype, integer_time_unit, "DEFINE"))
+    return rows, part, out
+
+
+def run_situations(table: pa.Table, query: SituationQuery | str, *, integer_time_unit: str = "s",
+                   event_key: Sequence[str] = (), dedup: bool = True) -> pa.Table:
+    """One row per match: the partition columns, ``<X>_start`` and ``<X>_end`` of every
+    situation, then the measures; in (partition, situation starts) order."""
+    if isinstance(query, str):
+        query = parse_situations(query)
+    rows, _, derived = derive_all(table, query, integer_time_unit=integer_time_unit, event_key=event_key,
+                                     dedup=dedup)
+    order = _column(rows, query.order_by)
+    dtype = rows.schema.field(order).type
+    window = duration_units(query.window, dtype, integer_time_unit, "WITHIN")
+    found = match(derived, query.constraints, window)
+    names = [s.name for s in query.situations]
+    count = found[names[0]].size
+    # canonical order: partition, then the situations' starts in definition order
+    sort_keys = [derived[n].ts[found[n]] for n in reversed(names)] + [derived[names[0]].part[found[names[0]]]]
+    perm = np.lexsort(sort_keys) if count else np.zeros(0, np.int64)
+    found = {n: v[perm] for n, v in found.items()}
+    columns: dict[str, pa.Array] = {}
+    anchor = derived[names[0]].first[found[names[0]]]
+    for c in query.partition_by:
+        columns[c] = rows.column(_column(rows, c)).combine_chunks().take(pa.array(anchor))
+    time_type = dtype if pa.types.is_timestamp(dtype) or pa.types.is_integer(dtype) else pa.int64()
+    for n in names:
+        s = derived[n]
+        for suffix, values in (("start", s.ts), ("end", s.te)):
+            columns[f"{n}_{suffix}"] = pc.cast(pa.array(values[found[n]], pa.int64()), time_type)
+    for m in query.measures:
+        s = derived[m.symbol]
+        col = rows.column(_column(rows, m.column)).combine_chunks() if m.column is not None else None
+        columns[m.name] = aggregate(m.function, col, s).take(pa.array(found[m.symbol]))
+    return pa.table(columns) if columns else pa.table({"matches": pa.array(np.zeros(count, np.int8))}).select([])
+
+
+def match_situations(table: pa.Table, sql: str, *, integer_time_unit: str = "s", event_key: Sequence[str] = (),
+                     dedup: bool = True) -> pa.Table:
+    """Evaluate ``SELECT ... FROM t SITUATIONS (...) [AS m] ...`` over ``table`` (the SELECT
+    around the clause runs on DuckDB over the match relation)."""
+    import duckdb
+
+    query = parse_situations(sql)
+    relation = run_situations(table, query, integer_time_unit=integer_time_unit, event_key=event_key, dedup=dedup)
+    con = duckdb.connect()
+    try:
+        con.register("__dfs_cer_situations", relation)
+        return con.sql(query.outer_sql.replace(RELATION, "__dfs_cer_situations")).to_arrow_table()
+    finally:
+        con.close()
