@@ -96,3 +96,13 @@ def search_range(relation: str, a_part: np.ndarray, a_s: np.ndarray, a_e: np.nda
             v = base + (a_s if hi == "s" else a_e)
             last = np.minimum(last, np.searchsorted(arr, v, side="right" if hi_c else "left"))
     return first, np.maximum(last, first)
+
+
+# Detection time (TPStream Table 2): the earliest endpoint at which ``A r B`` is certain, from
+# A's side; ``max`` over a pattern's constraints gives when a match is certain (``t_d(P)``).
+DETECTION = {"before": "B.ts", "meets": "B.ts", "starts": "A.te", "equals": "A.te", "started_by": "B.te",
+             "overlaps": "A.te", "finished_by": "A.te", "contains": "B.te", "after": "A.ts", "met_by": "A.ts",
+             "overlapped_by": "B.te", "during": "A.te", "finishes": "A.te"}
+#: relations that cannot be told apart before the later start (TPStream's prefix groups)
+PREFIX_GROUPS = (frozenset({"before", "meets"}), frozenset({"starts", "equals", "started_by"}),
+                 frozenset({"overlaps", "finished_by", "contains"}))

@@ -1,0 +1,263 @@
+"""Situations and Allen-relation patterns (issue 11): TPStream's fixtures T1-T8 (spec notes
+B8), the 13 relations against their definitions, and the same matches as a MATCH_RECOGNIZE
+encoding (situations by ``X+`` runs, relations by a join) on generated data."""
+
+from __future__ import annotations
+
+import itertools
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dfs_cer import match_recognize
+from dfs_cer.errors import DfsCerError
+from dfs_cer.situations import match_situations, parse_situations
+from dfs_cer.situations.allen import (
+    INVERSE,
+    PAPER_FINISHES,
+    RELATIONS,
+    SELECTIVITY,
+    holds,
+    search_range,
+)
+from dfs_cer.situations.derive import derive
+from dfs_cer.situations.match import join_order
+
+CAR = [(0, 0, 60), (1, 9, 65), (2, 9, 72), (3, 9, 75), (4, 2, 80), (5, 0, 82), (6, -10, 78), (7, -10, 71),
+       (8, -10, 68), (9, 0, 60), (10, 0, 60)]
+LISTING1 = """SELECT * FROM cars SITUATIONS (PARTITION BY car ORDER BY t
+  DEFINE A AS accel > 8 {a}, B AS speed > 70 {b}, C AS accel < -9 {c}
+  PATTERN A meets B; A overlaps B; A starts B; A during B
+      AND C during B; B finished_by C; B overlaps C; B meets C
+      AND A before C
+  WITHIN 300
+  MEASURES FIRST(B.car) AS id, avg(B.speed) AS avg_speed)"""
+
+
+def car() -> pa.Table:
+    return pa.table({"car": [7] * len(CAR), "t": [r[0] for r in CAR], "accel": [r[1] for r in CAR],
+                     "speed": [r[2] for r in CAR]})
+
+
+def test_t1_derivation_is_the_longest_run_half_open() -> None:
+    speed = np.array([60, 71, 72, 73, 74, 75, 76, 77, 78, 65])
+    ts = np.arange(1, 11)
+    s = derive(speed > 70, np.zeros(10, np.int64), ts, 4, 30)
+    assert list(zip(s.ts, s.te, strict=True)) == [(2, 10)]  # not [2,3), [2,4), ...
+    assert len(derive(speed > 70, np.zeros(10, np.int64), ts, 9, None)) == 0  # 8 < AT LEAST 9
+    # a run reaching the end of the data has no closing row: its end is unknown, it is dropped
+    assert len(derive(np.array([False, True, True]), np.zeros(3, np.int64), np.arange(3))) == 0
+    # a run at the first row starts there; partitions never share a run
+    got = derive(np.array([True, True, False, True, True, False]), np.array([0, 0, 0, 1, 1, 1]), np.arange(6))
+    assert list(zip(got.part, got.ts, got.te, strict=True)) == [(0, 0, 2), (1, 3, 5)]
+
+
+DEFINITIONS = {  # Table 1 of the paper (standard names; finishes is standard Allen's)
+    "before": lambda a, b: a[1] < b[0], "meets": lambda a, b: a[1] == b[0],
+    "overlaps": lambda a, b: a[0] < b[0] < a[1] < b[1], "starts": lambda a, b: a[0] == b[0] < a[1] < b[1],
+    "during": lambda a, b: b[0] < a[0] < a[1] < b[1], "finishes": lambda a, b: b[0] < a[0] < a[1] == b[1],
+    "equals": lambda a, b: a[0] == b[0] < a[1] == b[1],
+}
+for _name in list(DEFINITIONS):
+    if INVERSE[_name] != _name:
+        DEFINITIONS[INVERSE[_name]] = lambda a, b, f=DEFINITIONS[_name]: f(b, a)
+
+
+@given(st.tuples(st.integers(0, 6), st.integers(1, 4)), st.tuples(st.integers(0, 6), st.integers(1, 4)))
+def test_t2_thirteen_relations_partition_every_pair(a: tuple[int, int], b: tuple[int, int]) -> None:
+    a_iv, b_iv = (a[0], a[0] + a[1]), (b[0], b[0] + b[1])
+    arr = [np.array([x]) for x in (*a_iv, *b_iv)]
+    held = [r for r in RELATIONS if holds(r, *arr)[0]]
+    assert len(held) == 1  # jointly exhaustive, pairwise disjoint
+    assert DEFINITIONS[held[0]](a_iv, b_iv)
+    assert holds(INVERSE[held[0]], arr[2], arr[3], arr[0], arr[1])[0]
+
+
+def test_t2_the_papers_finishes() -> None:
+    """TPStream's "A finishes B" is A.ts < B.ts < A.te = B.te: standard finished_by."""
+    a, b = (np.array([1]), np.array([9])), (np.array([4]), np.array([9]))
+    assert holds(PAPER_FINISHES, *a, *b)[0] and not holds("finishes", *a, *b)[0]
+    assert holds("finishes", *b, *a)[0]  # standard: B finishes A
+    sql = LISTING1.format(a="", b="", c="").replace("B finished_by C", "B finishes C")
+    paper = match_situations(car(), LISTING1.format(a="", b="", c=""))
+    assert match_situations(car(), sql).num_rows == paper.num_rows == 1  # B overlaps C decides here
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 3), st.integers(1, 3)), min_size=1, max_size=8),
+       st.tuples(st.integers(0, 30), st.integers(1, 8)), st.sampled_from(RELATIONS))
+def test_search_ranges_find_exactly_the_related_situations(gaps: list[tuple[int, int]], a: tuple[int, int],
+                                                         relation: str) -> None:
+    """The binary-search ranges of every relation select exactly the Bs the definition accepts
+    (Bs disjoint and sorted, as one symbol's situations are)."""
+    bs, be, t = [], [], 0
+    for gap, length in gaps:
+        t += gap
+        bs.append(t)
+        t += length
+        be.append(t)
+    b_ts, b_te = np.array(bs), np.array(be)
+    values = np.unique(np.concatenate([b_ts, b_te, [a[0], a[0] + a[1]]]))
+    stride = values.size + 2
+
+    def key(x: np.ndarray) -> np.ndarray:
+        return np.searchsorted(values, x) + 1
+
+    first, last = search_range(relation, np.array([0]), key(np.array([a[0]])), key(np.array([a[0] + a[1]])),
+                               key(b_ts), key(b_te), stride)
+    found = list(range(int(first[0]), int(last[0])))
+    want = [i for i in range(len(bs)) if holds(relation, np.array([a[0]]), np.array([a[0] + a[1]]),
+                                               b_ts[i:i + 1], b_te[i:i + 1])[0]]
+    assert found == want
+
+
+def test_t3_figure_3_overlaps_by_two_searches() -> None:
+    """A1 overlaps B: starts in (A1.ts, A1.te) give {B1}, ends in (A1.te, inf) {B1, B2}; both: {B1}."""
+    b_ts, b_te = np.array([4, 9]), np.array([8, 12])
+    values = np.unique(np.concatenate([b_ts, b_te, [2, 6]]))
+
+    def key(x: np.ndarray) -> np.ndarray:
+        return np.searchsorted(values, x) + 1
+
+    assert list(np.flatnonzero((b_ts > 2) & (b_ts < 6))) == [0]
+    assert list(np.flatnonzero(b_te > 6)) == [0, 1]
+    first, last = search_range("overlaps", np.array([0]), key(np.array([2])), key(np.array([6])), key(b_ts),
+                               key(b_te), values.size + 2)
+    assert (int(first[0]), int(last[0])) == (0, 1)
+
+
+def test_t4_detection_times_and_prefix_groups() -> None:
+    from dfs_cer.situations.allen import DETECTION, PREFIX_GROUPS
+
+    assert {r: DETECTION[r] for r in ("before", "meets", "starts", "equals", "started_by", "overlaps",
+                                      "finished_by", "contains")} == {
+        "before": "B.ts", "meets": "B.ts", "starts": "A.te", "equals": "A.te", "started_by": "B.te",
+        "overlaps": "A.te", "finished_by": "A.te", "contains": "B.te"}
+    assert frozenset({"before", "meets"}) in PREFIX_GROUPS and set().union(*PREFIX_GROUPS) <= set(RELATIONS)
+
+
+def test_t7_selectivities_and_join_order() -> None:
+    from dfs_cer.situations.model import Constraint
+
+    assert abs(sum(SELECTIVITY.values()) - 1.0) < 1e-9
+    q3 = (Constraint("A", "B", ("before",)), Constraint("A", "C", ("before",)), Constraint("B", "C", ("before",)))
+    assert join_order({"A": 5, "B": 5, "C": 5}, q3) == ["A", "B", "C"]  # equal counts: a stable tie-break
+    assert join_order({"A": 9, "B": 50, "C": 1}, q3)[0] == "C"  # the rarest symbol first
+    chain = (Constraint("A", "B", ("meets",)), Constraint("B", "C", ("meets",)))
+    assert join_order({"A": 1, "B": 100, "C": 2}, chain) == ["A", "B", "C"]  # never a cross product
+
+
+def test_t8_the_car_example() -> None:
+    got = match_situations(car(), LISTING1.format(a="", b="", c=""))
+    row = got.to_pylist()[0]
+    assert got.num_rows == 1
+    assert (row["A_start"], row["A_end"], row["B_start"], row["B_end"], row["C_start"], row["C_end"]) == \
+        (1, 4, 2, 8, 6, 9)
+    assert row["id"] == 7 and abs(row["avg_speed"] - 76.3333) < 1e-3
+    durations = LISTING1.format(a="AT LEAST 5", b="BETWEEN 4 AND 30", c="AT LEAST 3")
+    assert match_situations(car(), durations).num_rows == 0  # A lasts 3 < AT LEAST 5
+
+
+def test_durations_with_units_outer_query_and_errors() -> None:
+    t = car().set_column(1, "t", pa.array([r[0] * 1000 for r in CAR], pa.timestamp("ms")))
+    sql = LISTING1.format(a="AT LEAST INTERVAL '3' SECOND", b="AT MOST INTERVAL '6' SECOND", c="")
+    sql = sql.replace("WITHIN 300", "WITHIN INTERVAL '5' MINUTE")
+    got = match_situations(t, sql.replace("SELECT *", "SELECT id, B_end"))
+    assert got.to_pylist() == [{"id": 7, "B_end": pa.scalar(8000, pa.timestamp("ms")).as_py()}]
+    with pytest.raises(DfsCerError, match="unknown relation"):
+        parse_situations("SELECT * FROM t SITUATIONS (ORDER BY t DEFINE A AS x > 1, B AS x < 0 PATTERN A near B)")
+    with pytest.raises(DfsCerError, match="different pairs"):
+        parse_situations("SELECT * FROM t SITUATIONS (ORDER BY t DEFINE A AS x > 1, B AS x < 0, C AS y > 0 "
+                         "PATTERN A before B OR A before C)")
+    with pytest.raises(DfsCerError, match="does not define"):
+        parse_situations("SELECT * FROM t SITUATIONS (ORDER BY t DEFINE A AS x > 1 PATTERN A before Z)")
+
+
+# ------------------------------------------------------------------ versus a MATCH_RECOGNIZE encoding
+
+def encoded(table: pa.Table, defines: dict[str, str], constraints: list[tuple[str, list[str], str]],
+            window: int, bounds: dict[str, tuple[int, int]]) -> list[tuple[int, ...]]:
+    """Straw man 1 of the paper, in plain SQL:2016: each situation as maximal ``X+`` runs
+    (MATCH_RECOGNIZE; its end is the next row's time), then the relations as a join."""
+    con = duckdb.connect()
+    for name, cond in defines.items():
+        runs = match_recognize(table, f"""SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY t
+            MEASURES FIRST(X.t) AS ts, NEXT(LAST(X.t), 1) AS te ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW
+            PATTERN (X+) DEFINE X AS {cond})""")
+        lo, hi = bounds.get(name, (1, 10**9))
+        con.register(f"raw_{name}", runs)
+        con.sql(f"CREATE TABLE {name} AS SELECT * FROM raw_{name} WHERE te IS NOT NULL AND te > ts "
+                f"AND te - ts BETWEEN {lo} AND {hi}")
+    sql_rel = {
+        "before": "{a}.te < {b}.ts", "after": "{b}.te < {a}.ts", "meets": "{a}.te = {b}.ts",
+        "met_by": "{b}.te = {a}.ts", "overlaps": "{a}.ts < {b}.ts AND {b}.ts < {a}.te AND {a}.te < {b}.te",
+        "overlapped_by": "{b}.ts < {a}.ts AND {a}.ts < {b}.te AND {b}.te < {a}.te",
+        "starts": "{a}.ts = {b}.ts AND {a}.te < {b}.te", "started_by": "{a}.ts = {b}.ts AND {b}.te < {a}.te",
+        "during": "{b}.ts < {a}.ts AND {a}.te < {b}.te", "contains": "{a}.ts < {b}.ts AND {b}.te < {a}.te",
+        "finishes": "{b}.ts < {a}.ts AND {a}.te = {b}.te", "finished_by": "{a}.ts < {b}.ts AND {a}.te = {b}.te",
+        "equals": "{a}.ts = {b}.ts AND {a}.te = {b}.te"}
+    names = list(defines)
+    where = [f"{names[0]}.k = {n}.k" for n in names[1:]]
+    for a, rels, b in constraints:
+        where.append("(" + " OR ".join("(" + sql_rel[r].format(a=a, b=b) + ")" for r in rels) + ")")
+    ends, starts = ", ".join(f"{n}.te" for n in names), ", ".join(f"{n}.ts" for n in names)
+    where.append(f"greatest({ends}) - least({starts}) <= {window}")
+    cols = ", ".join(f"{n}.ts, {n}.te" for n in names)
+    rows = con.sql(f"SELECT {names[0]}.k, {cols} FROM {', '.join(names)} WHERE {' AND '.join(where)}").fetchall()
+    return sorted(rows)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.lists(st.tuples(st.sampled_from(["A", "B", "C"]), st.sampled_from(RELATIONS),
+                                                   st.sampled_from(RELATIONS)), min_size=1, max_size=3),
+       st.sampled_from([15, 40, 200]), st.booleans())
+def test_same_matches_as_the_match_recognize_encoding(seed: int, raw: list[tuple[str, str, str]], window: int,
+                                                      durations: bool) -> None:
+    rng = np.random.default_rng(seed)
+    n = 300
+    smooth = np.convolve(rng.normal(0, 1, n + 4), np.ones(5) / 5, "valid")[:n]
+    table = pa.table({"k": rng.integers(0, 3, n), "t": np.cumsum(rng.integers(1, 4, n)),
+                      "x": smooth.round(2), "y": rng.integers(0, 5, n)})
+    defines = {"A": "x > 0.2", "B": "x > -0.1 AND y > 0", "C": "x < -0.3 OR y = 0"}
+    pairs = {"A": ("A", "B"), "B": ("B", "C"), "C": ("A", "C")}
+    constraints = []
+    for which, r1, r2 in raw:
+        a, b = pairs[which]
+        if any((a, b) == (x, y) for x, _, y in constraints):
+            continue
+        constraints.append((a, sorted({r1, r2}), b))
+    used = sorted({n for a, _, b in constraints for n in (a, b)})
+    defines = {n: defines[n] for n in used}
+    bounds = {"A": (2, 20)} if durations and "A" in used else {}
+    pattern = " AND ".join("(" + " OR ".join(f"{a} {r} {b}" for r in rels) + ")" for a, rels, b in constraints)
+    dur = {n: f" BETWEEN {bounds[n][0]} AND {bounds[n][1]}" if n in bounds else "" for n in used}
+    sql = ("SELECT * FROM t SITUATIONS (PARTITION BY k ORDER BY t DEFINE "
+           + ", ".join(f"{n} AS {c}{dur[n]}" for n, c in defines.items())
+           + f" PATTERN {pattern} WITHIN {window})")
+    got = match_situations(table, sql)
+    mine = sorted(tuple(r.values()) for r in got.to_pylist())
+    want = encoded(table, defines, constraints, window, bounds)
+    assert mine == want, sql
+
+
+def test_every_pair_of_relations_on_generated_data() -> None:
+    """All 13 relations (and their pairs) agree with the encoding on one generated log."""
+    rng = np.random.default_rng(4)
+    n = 600
+    smooth = np.convolve(rng.normal(0, 1, n + 4), np.ones(5) / 5, "valid")[:n]  # runs of a few rows
+    table = pa.table({"k": np.zeros(n, np.int64), "t": np.cumsum(rng.integers(1, 3, n)),
+                      "x": smooth.round(2), "y": rng.integers(0, 5, n)})
+    defines = {"A": "x > 0.2", "B": "x > -0.1 AND y > 0"}  # related runs: B often around A
+    found: dict[tuple[str, ...], int] = {}
+    for r1, r2 in itertools.combinations_with_replacement(RELATIONS, 2):
+        rels = sorted({r1, r2})
+        sql = (f"SELECT * FROM t SITUATIONS (PARTITION BY k ORDER BY t DEFINE A AS {defines['A']}, "
+               f"B AS {defines['B']} PATTERN {' ; '.join(f'A {r} B' for r in rels)} WITHIN 60)")
+        mine = sorted(tuple(r.values()) for r in match_situations(table, sql).to_pylist())
+        assert mine == encoded(table, defines, [("A", rels, "B")], 60, {}), rels
+        found[tuple(rels)] = len(mine)
+    assert all(found[(r,)] for r in RELATIONS)  # every relation occurs in the data
