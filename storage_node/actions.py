@@ -43,6 +43,13 @@ def _time_ints(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return np.asarray(pc.cast(arr, pa.int64()).to_numpy(zero_copy_only=False), np.int64)
 
 
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
 def _any_of(filters: list[Any]) -> Any:
     out = filters[0]
     for f in filters[1:]:
@@ -195,6 +202,47 @@ class Actions:
                 "conditions": sum(len(s.candidates) for s in states)}
         return info, ([self.store.schema.serialize().to_pybytes()] if header.get("schema", True) else [])
 
+    # ------------------------------------------------------------------ situations
+
+    def situations(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
+        """Situation fragments of this shard set (see dfs_cer.situations.fragments): runs of
+        every symbol's condition per time block, and each block's first time. Only shard sets
+        partitioned by time hold whole blocks; others answer ``derived: false``."""
+        from dfs_cer.io.shard import TIME_WINDOW_SECONDS
+        from dfs_cer.match.rowpattern import _time_values
+        from dfs_cer.query.expr import Navigation, walk
+        from dfs_cer.situations import parse_situations
+        from dfs_cer.situations.fragments import block_fragments
+        from dfs_cer.situations.run import _column, condition_masks, sorted_rows
+
+        try:
+            query = parse_situations(field(header, "sql", str, "situations"))
+        except DfsCerError as exc:
+            raise ProtocolError(f"action situations: not a situation query ({exc})") from None
+        self.store.refresh()
+        manifest = self.store.manifest
+        if manifest.get("partitioning") != "time":
+            return {"derived": False, "reason": f"the shard set is partitioned by {manifest.get('partitioning')}, "
+                    "not time: a node does not hold whole time blocks"}, []
+        if any(isinstance(n, Navigation) for sit in query.situations for n in walk(sit.condition)):
+            return {"derived": False, "reason": "PREV/NEXT in a condition reads rows of the neighbouring block"}, []
+        table = self.store.sorted_rows()
+        rows, part, bounds = sorted_rows(table, query, tuple(manifest.get("event_key") or ()), True)
+        order = _column(rows, query.order_by)
+        if order != self.store.time_column:
+            return {"derived": False, "reason": f"the shards are blocked by {self.store.time_column}, "
+                    f"the query orders by {order}"}, []
+        n = rows.num_rows
+        ts = _time_values(rows, order) if n else np.zeros(0, np.int64)
+        dtype = rows.schema.field(order).type
+        units = TIME_WINDOW_SECONDS * ({"s": 1, "ms": 1000, "us": 10**6, "ns": 10**9}[dtype.unit]
+                                       if pa.types.is_timestamp(dtype) else 1)
+        masks = condition_masks(rows, query, bounds[part] if n else part, bounds[part + 1] if n else part)
+        partition = [_column(rows, c) for c in query.partition_by]
+        fragments, blocks = block_fragments(rows, partition, ts, units, masks)
+        return {"derived": True, "fragments": fragments.num_rows, "blocks": blocks.num_rows,
+                "rows": n}, [_ipc(fragments), _ipc(blocks), self.store.schema.serialize().to_pybytes()]
+
     # ------------------------------------------------------------------ round trips
 
     def _variable(self, state: QueryState, header: dict[str, Any], action: str) -> str:
@@ -343,6 +391,8 @@ class Actions:
         kind = field(header, "kind", str, "pull")
         if kind == "pull_group":
             return self._pull_group(header, blobs)
+        if kind == "pull_times":  # rows inside per-partition time intervals (situations' measures)
+            return self._pull_times(header, blobs)
         if kind == "pull_all":
             ranges: np.ndarray | None = None
             if isinstance(header.get("query_id"), str):
@@ -371,6 +421,41 @@ class Actions:
         table = self._whole(state.ranges)
         ts = _time_ints(table.column(self.store.time_column))
         return table.filter(pa.array(swf.contains(ts)))
+
+    def _pull_times(self, header: dict[str, Any], blobs: list[bytes]) -> pa.Table:
+        """Rows whose partition key and time fall in one of the intervals of an Arrow table
+        ``(partition columns..., __lo, __hi)`` (inclusive, disjoint per partition), with only
+        the ``columns`` asked for."""
+        import duckdb
+
+        if not blobs:
+            raise ProtocolError("pull_times: the interval table blob is missing")
+        try:
+            intervals = pa.ipc.open_stream(pa.py_buffer(blobs[0])).read_all()
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise ProtocolError(f"pull_times: the interval table is not an Arrow stream ({exc})") from None
+        table = self.store.sorted_rows()
+        columns = header.get("columns") or table.column_names
+        if not isinstance(columns, list) or any(c not in table.column_names for c in columns):
+            raise ProtocolError(f"pull_times: columns must name columns of {table.column_names}")
+        keys = [c for c in intervals.column_names if c not in ("__lo", "__hi", "__k")]
+        if any(k not in table.column_names for k in keys) or not {"__lo", "__hi", "__k"} <= set(intervals.column_names):
+            raise ProtocolError("pull_times: the interval table needs partition columns, __lo, __hi and __k")
+        ts = _time_ints(table.column(self.store.time_column))
+        con = duckdb.connect()
+        try:
+            con.register("r", table.select(keys).append_column("__t", pa.array(ts)).append_column(
+                "__i", pa.array(np.arange(table.num_rows, dtype=np.int64))))
+            con.register("iv", intervals)
+            on = " AND ".join([f'r."{k}" IS NOT DISTINCT FROM iv."{k}"' for k in keys] +
+                              ["r.__t BETWEEN iv.__lo AND iv.__hi"])
+            got = con.sql(f"SELECT r.__i, iv.__k FROM r JOIN iv ON {on} ORDER BY r.__i").fetchnumpy()
+        finally:
+            con.close()
+        rows = np.asarray(got["__i"], np.int64)
+        # each row says which interval it came from (rows of different intervals were not adjacent)
+        return table.select(columns).take(pa.array(rows)).append_column(
+            "__dfs_cer_interval", pa.array(np.asarray(got["__k"], np.int64)))
 
     def _pull_group(self, header: dict[str, Any], blobs: list[bytes]) -> pa.Table:
         """The final pulls of queries opened together, in one stream: the union of their rows

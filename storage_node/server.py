@@ -30,7 +30,8 @@ from storage_node.actions import Actions
 from storage_node.state import AdmissionError, StateRegistry, UnknownQueryError
 from storage_node.store import ShardStore
 
-ACTIONS = ("open", "intervals", "summaries", "wjf", "verify", "push_pull", "close", "health", "stats", "files")
+ACTIONS = ("open", "intervals", "summaries", "wjf", "verify", "push_pull", "close", "health", "stats", "files",
+           "situations")
 
 
 class TokenMiddlewareFactory(flight.ServerMiddlewareFactory):

@@ -37,14 +37,13 @@ class Derived:
         return Derived(self.part[keep], self.ts[keep], self.te[keep], self.first[keep], self.last[keep])
 
 
-def derive(mask: np.ndarray, part: np.ndarray, ts: np.ndarray, min_duration: int | None = None,
-           max_duration: int | None = None) -> Derived:
-    """Situations where ``mask`` holds, over rows sorted by (partition, time); ``part`` is each
-    row's partition id. Durations ``te - ts`` must lie in ``[min_duration, max_duration]``."""
+def runs(mask: np.ndarray, part: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Maximal runs of ``mask`` within each partition: first and last row, whether a closing
+    row follows in the partition, and whether the run starts at the partition's first row."""
     n = mask.size
     if n == 0:
         e = np.zeros(0, np.int64)
-        return Derived(e, e, e, e, e)
+        return e, e, np.zeros(0, bool), np.zeros(0, bool)
     new_part = np.ones(n, bool)
     new_part[1:] = part[1:] != part[:-1]
     prev = np.zeros(n, bool)
@@ -57,7 +56,18 @@ def derive(mask: np.ndarray, part: np.ndarray, ts: np.ndarray, min_duration: int
     end = mask & (~nxt | last_part)
     first = np.flatnonzero(start)
     last = np.flatnonzero(end)
-    closed = ~last_part[last]  # a closing row exists in the same partition
+    return first, last, ~last_part[last], new_part[first]
+
+
+def derive(mask: np.ndarray, part: np.ndarray, ts: np.ndarray, min_duration: int | None = None,
+           max_duration: int | None = None) -> Derived:
+    """Situations where ``mask`` holds, over rows sorted by (partition, time); ``part`` is each
+    row's partition id. Durations ``te - ts`` must lie in ``[min_duration, max_duration]``."""
+    n = mask.size
+    if n == 0:
+        e = np.zeros(0, np.int64)
+        return Derived(e, e, e, e, e)
+    first, last, closed, _ = runs(mask, part)
     first, last = first[closed], last[closed]
     s, t = ts[first], ts[last + 1]
     keep = s < t

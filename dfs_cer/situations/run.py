@@ -52,19 +52,10 @@ def _column(table: pa.Table, name: str) -> str:
     return folded[0]
 
 
-def derive_all(table: pa.Table, query: SituationQuery, *, integer_time_unit: str = "s",
-               event_key: Sequence[str] = (), dedup: bool = True) -> tuple[pa.Table, np.ndarray, dict[str, Derived]]:
-    """The sorted rows, each row's partition id, and every symbol's situations."""
-    partition = tuple(_column(table, c) for c in query.partition_by)
-    order = _column(table, query.order_by)
-    rows, bounds, _ = sort_and_partition(table, partition, [(order, False)], None,
-                                         tuple(_column(table, k) for k in event_key), dedup)
+def condition_masks(rows: pa.Table, query: SituationQuery, part_start: np.ndarray,
+                    part_end: np.ndarray) -> dict[str, np.ndarray]:
+    """Every symbol's condition over ``rows`` (sorted; PREV/NEXT stay inside a partition)."""
     n = rows.num_rows
-    part = np.repeat(np.arange(bounds.size - 1, dtype=np.int64), np.diff(bounds)) if n else np.zeros(0, np.int64)
-    ts = _time_values(rows, order) if n else np.zeros(0, np.int64)
-    part_start = bounds[part] if n else part
-    part_end = bounds[part + 1] if n else part
-    dtype = rows.schema.field(order).type
 
     def resolve(x: Expr) -> pa.Array:
         if isinstance(x, Column):
@@ -76,46 +67,91 @@ def derive_all(table: pa.Table, query: SituationQuery, *, integer_time_unit: str
                                       hint="conditions read the row's columns, or PREV/NEXT of them",
                                       code="unsupported")
 
+    return {s.name: np.asarray(evaluate_mask(s.condition, resolve, n).to_numpy(zero_copy_only=False), bool)
+            for s in query.situations}
+
+
+def sorted_rows(table: pa.Table, query: SituationQuery, event_key: Sequence[str] = (),
+                dedup: bool = True) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+    """Rows in (partition, time, event key, other columns) order, duplicates dropped; each
+    row's partition id, and the partition boundaries."""
+    partition = tuple(_column(table, c) for c in query.partition_by)
+    order = _column(table, query.order_by)
+    rows, bounds, _ = sort_and_partition(table, partition, [(order, False)], None,
+                                         tuple(_column(table, k) for k in event_key), dedup)
+    n = rows.num_rows
+    part = np.repeat(np.arange(bounds.size - 1, dtype=np.int64), np.diff(bounds)) if n else np.zeros(0, np.int64)
+    return rows, part, bounds
+
+
+def derive_all(table: pa.Table, query: SituationQuery, *, integer_time_unit: str = "s",
+               event_key: Sequence[str] = (), dedup: bool = True) -> tuple[pa.Table, np.ndarray, dict[str, Derived]]:
+    """The sorted rows, each row's partition id, and every symbol's situations."""
+    rows, part, bounds = sorted_rows(table, query, event_key, dedup)
+    n = rows.num_rows
+    order = _column(rows, query.order_by)
+    ts = _time_values(rows, order) if n else np.zeros(0, np.int64)
+    masks = condition_masks(rows, query, bounds[part] if n else part, bounds[part + 1] if n else part)
+    dtype = rows.schema.field(order).type
     out = {}
     for s in query.situations:
-        mask = np.asarray(evaluate_mask(s.condition, resolve, n).to_numpy(zero_copy_only=False), bool)
-        out[s.name] = derive(mask, part, ts, duration_units(s.min_duration, dtype, integer_time_unit, "DEFINE"),
-                             duration_units(s.max_duration, dtype, integer_time_unit, "DEFINE"))
+        lo, hi = durations(s.name, query, dtype, integer_time_unit)
+        out[s.name] = derive(masks[s.name], part, ts, lo, hi)
     return rows, part, out
 
 
-def run_situations(table: pa.Table, query: SituationQuery | str, *, integer_time_unit: str = "s",
-                   event_key: Sequence[str] = (), dedup: bool = True) -> pa.Table:
+def durations(name: str, query: SituationQuery, dtype: pa.DataType, integer_time_unit: str) -> tuple[int | None,
+                                                                                                      int | None]:
+    s = query.situation(name)
+    return (duration_units(s.min_duration, dtype, integer_time_unit, "DEFINE"),
+            duration_units(s.max_duration, dtype, integer_time_unit, "DEFINE"))
+
+
+def relation(query: SituationQuery, part_values: pa.Table, derived: dict[str, Derived], found: dict[str, np.ndarray],
+             measures: dict[str, pa.Array], time_type: pa.DataType) -> pa.Table:
     """One row per match: the partition columns, ``<X>_start`` and ``<X>_end`` of every
-    situation, then the measures; in (partition, situation starts) order."""
-    if isinstance(query, str):
-        query = parse_situations(query)
-    rows, _, derived = derive_all(table, query, integer_time_unit=integer_time_unit, event_key=event_key,
-                                     dedup=dedup)
-    order = _column(rows, query.order_by)
-    dtype = rows.schema.field(order).type
-    window = duration_units(query.window, dtype, integer_time_unit, "WITHIN")
-    found = match(derived, query.constraints, window)
+    situation, then the measures (``measures[m]``: one value per situation of its symbol); in
+    (partition, situation starts) order. ``part_values``: the partition key of each id."""
     names = [s.name for s in query.situations]
     count = found[names[0]].size
-    # canonical order: partition, then the situations' starts in definition order
     sort_keys = [derived[n].ts[found[n]] for n in reversed(names)] + [derived[names[0]].part[found[names[0]]]]
     perm = np.lexsort(sort_keys) if count else np.zeros(0, np.int64)
     found = {n: v[perm] for n, v in found.items()}
     columns: dict[str, pa.Array] = {}
-    anchor = derived[names[0]].first[found[names[0]]]
+    part_ids = derived[names[0]].part[found[names[0]]]
     for c in query.partition_by:
-        columns[c] = rows.column(_column(rows, c)).combine_chunks().take(pa.array(anchor))
-    time_type = dtype if pa.types.is_timestamp(dtype) or pa.types.is_integer(dtype) else pa.int64()
+        columns[c] = part_values.column(_column(part_values, c)).combine_chunks().take(pa.array(part_ids))
     for n in names:
         s = derived[n]
         for suffix, values in (("start", s.ts), ("end", s.te)):
             columns[f"{n}_{suffix}"] = pc.cast(pa.array(values[found[n]], pa.int64()), time_type)
     for m in query.measures:
-        s = derived[m.symbol]
-        col = rows.column(_column(rows, m.column)).combine_chunks() if m.column is not None else None
-        columns[m.name] = aggregate(m.function, col, s).take(pa.array(found[m.symbol]))
+        columns[m.name] = measures[m.name].take(pa.array(found[m.symbol]))
     return pa.table(columns) if columns else pa.table({"matches": pa.array(np.zeros(count, np.int8))}).select([])
+
+
+def time_type_of(dtype: pa.DataType) -> pa.DataType:
+    return dtype if pa.types.is_timestamp(dtype) or pa.types.is_integer(dtype) else pa.int64()
+
+
+def run_situations(table: pa.Table, query: SituationQuery | str, *, integer_time_unit: str = "s",
+                   event_key: Sequence[str] = (), dedup: bool = True) -> pa.Table:
+    """One row per match (see :func:`relation`), over the rows of ``table``."""
+    if isinstance(query, str):
+        query = parse_situations(query)
+    rows, part, derived = derive_all(table, query, integer_time_unit=integer_time_unit, event_key=event_key,
+                                     dedup=dedup)
+    dtype = rows.schema.field(_column(rows, query.order_by)).type
+    window = duration_units(query.window, dtype, integer_time_unit, "WITHIN")
+    found = match(derived, query.constraints, window)
+    partition = [_column(rows, c) for c in query.partition_by]
+    starts = np.flatnonzero(np.diff(np.concatenate([[-1], part])) != 0) if part.size else np.zeros(0, np.int64)
+    part_values = rows.select(partition).take(pa.array(starts))
+    measures = {}
+    for m in query.measures:
+        col = rows.column(_column(rows, m.column)).combine_chunks() if m.column is not None else None
+        measures[m.name] = aggregate(m.function, col, derived[m.symbol])
+    return relation(query, part_values, derived, found, measures, time_type_of(dtype))
 
 
 def match_situations(table: pa.Table, sql: str, *, integer_time_unit: str = "s", event_key: Sequence[str] = (),

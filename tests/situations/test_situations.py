@@ -261,3 +261,90 @@ def test_every_pair_of_relations_on_generated_data() -> None:
         assert mine == encoded(table, defines, [("A", rels, "B")], 60, {}), rels
         found[tuple(rels)] = len(mine)
     assert all(found[(r,)] for r in RELATIONS)  # every relation occurs in the data
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from([1, 3, 7, 40]), st.integers(1, 4))
+def test_block_fragments_stitch_to_the_whole_derivation(seed: int, block: int, nodes: int) -> None:
+    """Runs derived per time block (on whichever node holds it) and stitched on the compute node
+    equal the derivation over all rows, durations included."""
+    from dfs_cer.match.rowpattern import sort_and_partition
+    from dfs_cer.situations.fragments import block_fragments, stitch
+
+    rng = np.random.default_rng(seed)
+    n = 120
+    t = pa.table({"k": rng.integers(0, 3, n), "t": np.cumsum(rng.integers(0, 3, n)), "x": rng.integers(0, 4, n)})
+    rows, bounds, _ = sort_and_partition(t, ("k",), [("t", False)], None, (), True)
+    ts = np.asarray(rows.column("t").to_numpy(), np.int64)
+    part = np.repeat(np.arange(bounds.size - 1), np.diff(bounds))
+    masks = {"A": np.asarray(rows.column("x").to_numpy()) > 0, "B": np.asarray(rows.column("x").to_numpy()) == 3}
+    owner = (ts // block) % nodes  # time blocks spread over nodes
+    frags, blocks = [], []
+    for node in range(nodes):
+        keep = owner == node
+        f, b = block_fragments(rows.filter(pa.array(keep)), ["k"], ts[keep], block,
+                               {k: v[keep] for k, v in masks.items()})
+        frags.append(f)
+        blocks.append(b)
+    values, got = stitch(pa.concat_tables([f for f in frags if f.num_columns]), pa.concat_tables(blocks), ["k"],
+                         ["A", "B"], {"B": (2, None)})
+    keys = values.column("k").to_pylist()
+    for name, lo in (("A", None), ("B", 2)):
+        want = derive(masks[name], part, ts, lo, None)
+        want_rows = sorted((int(rows.column("k")[int(want.first[i])].as_py()), int(want.ts[i]), int(want.te[i]))
+                           for i in range(len(want)))
+        got_rows = sorted((keys[int(got[name].part[i])], int(got[name].ts[i]), int(got[name].te[i]))
+                          for i in range(len(got[name])))
+        assert got_rows == want_rows
+
+
+@pytest.mark.flight
+@pytest.mark.parametrize("partitioning", ["time", "random"])
+def test_from_storage_nodes_equals_local(partitioning: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Nodes over time-partitioned shards derive block fragments (the compute node stitches
+    them and pulls only the matched situations' rows for MEASURES); other layouts fall back to
+    pulling every row. Both give the local result."""
+    import pyarrow.parquet as pq
+
+    from dfs_cer.io.shard import shard
+    from dfs_cer.strategies.situations import pull_situations
+    from storage_node.launcher import LocalCluster
+
+    rng = np.random.default_rng(9)
+    n = 20_000
+    smooth = np.convolve(rng.normal(0, 1, n + 9), np.ones(10) / 10, "valid")[:n]
+    ts = (np.cumsum(rng.integers(1, 60, n)) * 1000).astype(np.int64)
+    table = pa.table({"car": rng.integers(0, 4, n), "ts": pa.array(ts, pa.timestamp("ms")),
+                      "x": smooth.round(2), "speed": rng.integers(40, 120, n)})
+    root = tmp_path_factory.mktemp("situations")
+    pq.write_table(table, root / "cars.parquet")
+    shard(str(root / "cars.parquet"), 3, str(root / "nodes"), partitioning=partitioning, batch_rows=5000)
+    sql = ("SELECT * FROM cars SITUATIONS (PARTITION BY car ORDER BY ts "
+           "DEFINE A AS x > 0.3 AT LEAST INTERVAL '2' MINUTE, B AS x > 0 AND speed > 50 "
+           "PATTERN A during B; A starts B; A overlaps B AND B before C, C AS x < -0.2 "
+           "WITHIN INTERVAL '3' HOUR MEASURES avg(B.speed) AS avg_speed, count(A.*) AS a_rows, LAST(C.speed) AS c_last)")
+    sql = ("SELECT * FROM cars SITUATIONS (PARTITION BY car ORDER BY ts "
+           "DEFINE A AS x > 0.3 AT LEAST INTERVAL '2' MINUTE, B AS x > 0 AND speed > 50, C AS x < -0.2 "
+           "PATTERN (A during B; A starts B; A overlaps B) AND B before C "
+           "WITHIN INTERVAL '3' HOUR MEASURES avg(B.speed) AS avg_speed, count(A.*) AS a_rows, LAST(C.speed) AS c_last)")
+    local = match_situations(table, sql)
+    assert local.num_rows > 10
+    with LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(3)]) as cluster:
+        dfs = pull_situations(sql, cluster.endpoints, cluster.token, strategy="dfs")
+        everything = pull_situations(sql, cluster.endpoints, cluster.token, strategy="pull_all")
+    assert dfs.relation.to_pylist() == everything.relation.to_pylist() == local.to_pylist()
+    if partitioning == "time":
+        assert dfs.trace.fallback is None
+        # only the rows of the matched situations (their closing rows included) moved
+        cars = np.asarray(table.column("car").to_numpy())
+        times = np.asarray(table.column("ts").cast(pa.int64()).to_numpy())
+        inside = np.zeros(n, bool)
+        for r in local.to_pylist():
+            for sym in "ABC":
+                lo = int(pa.scalar(r[f"{sym}_start"], pa.timestamp("ms")).cast(pa.int64()).as_py())
+                hi = int(pa.scalar(r[f"{sym}_end"], pa.timestamp("ms")).cast(pa.int64()).as_py())
+                inside |= (cars == r["car"]) & (times >= lo) & (times <= hi)
+        pulled = [r for r in dfs.trace.rounds if r.action == "pull_times"]
+        assert pulled and pulled[0].events == int(inside.sum()) < n
+    else:
+        assert dfs.trace.fallback is not None and "partitioned by random" in dfs.trace.fallback

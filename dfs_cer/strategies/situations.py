@@ -1,0 +1,174 @@
+"""Situation queries against storage nodes.
+
+``dfs``: every node derives its time blocks' runs (shard sets partitioned by time) and ships
+only those fragments; the compute node stitches them into situations, joins them by their
+relations, and — when MEASURES need rows — pulls only the rows inside the matched situations
+(their time interval set), re-deriving those situations there for the aggregates.
+``pull_all``: every row comes to the compute node, which derives and matches. ``dfs`` falls
+back to ``pull_all`` (named in the trace) when the nodes cannot derive whole blocks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from dfs_cer.errors import ConfigError
+from dfs_cer.situations import parse_situations
+from dfs_cer.situations.derive import Derived, aggregate
+from dfs_cer.situations.fragments import stitch
+from dfs_cer.situations.match import match
+from dfs_cer.situations.model import SituationQuery
+from dfs_cer.situations.run import (
+    derive_all,
+    duration_units,
+    durations,
+    relation,
+    run_situations,
+    time_type_of,
+)
+from dfs_cer.strategies.base import Session, Trace
+from dfs_cer.transport.client import StorageClient
+
+STRATEGIES = ("dfs", "pull_all")
+SEGMENT = "__dfs_cer_interval"
+
+
+@dataclass
+class SituationResult:
+    relation: pa.Table
+    trace: Trace
+
+
+def _table(blob: bytes) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
+
+
+def pull_situations(sql: str | SituationQuery, endpoints: Sequence[str], token: str, *, strategy: str = "dfs",
+                    integer_time_unit: str = "s", event_key: Sequence[str] = ()) -> SituationResult:
+    """The situation query's match relation over the storage nodes' data (see the module)."""
+    if strategy not in STRATEGIES:
+        raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)} for situation queries, got {strategy!r}")
+    query = parse_situations(sql) if isinstance(sql, str) else sql
+    text = sql if isinstance(sql, str) else ""
+    clients = [StorageClient(e, token) for e in endpoints]
+    session = Session(clients, Trace(strategy))
+    try:
+        if strategy == "dfs":
+            replies = session.action("situations", {"sql": text, "integer_time_unit": integer_time_unit})
+            reasons = [h.get("reason") for h, _ in replies if not h.get("derived")]
+            if not reasons:
+                return SituationResult(_from_fragments(session, query, replies, integer_time_unit, event_key),
+                                       session.trace)
+            session.trace.fallback = f"pull_all ({reasons[0]})"
+        rows = session.pull("pull_all")
+        return SituationResult(run_situations(rows, query, integer_time_unit=integer_time_unit,
+                                              event_key=event_key), session.trace)
+    finally:
+        session._pool.shutdown(wait=False)
+        for c in clients:
+            c.close()
+
+
+def _from_fragments(session: Session, query: SituationQuery, replies: list[tuple[dict[str, Any], list[bytes]]],
+                    unit: str, event_key: Sequence[str]) -> pa.Table:
+    fragments = pa.concat_tables([_table(b[0]) for _, b in replies], promote_options="permissive")
+    blocks = pa.concat_tables([_table(b[1]) for _, b in replies], promote_options="permissive")
+    partition = [c for c in blocks.column_names if c not in ("__block", "__first_ts")]
+    schema = pa.ipc.read_schema(pa.py_buffer(replies[0][1][2]))
+    dtype = schema.field(next(n for n in schema.names if n.lower() == query.order_by.lower())).type
+    names = [s.name for s in query.situations]
+    bounds = {n: durations(n, query, dtype, unit) for n in names}
+    part_values, derived = stitch(fragments, blocks, partition, names, bounds)
+    window = duration_units(query.window, dtype, unit, "WITHIN")
+    found = match(derived, query.constraints, window)
+    measures: dict[str, pa.Array] = {}
+    if query.measures:
+        measures = _measures(session, query, part_values, derived, found, partition, unit, event_key)
+    return relation(query, part_values, derived, found, measures, time_type_of(dtype))
+
+
+def _measures(session: Session, query: SituationQuery, part_values: pa.Table, derived: dict[str, Derived],
+              found: dict[str, np.ndarray], partition: list[str], unit: str,
+              event_key: Sequence[str]) -> dict[str, pa.Array]:
+    """Aggregates of the matched situations: pull the rows inside them (closing rows included)
+    and derive those situations again over just these rows (they are whole: every row of the
+    partition in each interval comes)."""
+    symbols = sorted({m.symbol for m in query.measures})
+    part = np.concatenate([derived[s].part[found[s]] for s in symbols])
+    starts = np.concatenate([derived[s].ts[found[s]] for s in symbols])
+    ends = np.concatenate([derived[s].te[found[s]] for s in symbols])
+    if starts.size == 0:
+        return {m.name: pa.nulls(0) for m in query.measures}
+    # per partition, the union of the matched situations (closing rows included)
+    part, lo, hi = _merge(part, starts, ends)
+    iv = part_values.take(pa.array(part)).append_column("__lo", pa.array(lo)).append_column(
+        "__hi", pa.array(hi)).append_column("__k", pa.array(np.arange(lo.size, dtype=np.int64)))
+    needed = _needed_columns(query, part_values.column_names, event_key)
+    # rows of different intervals were not adjacent: the nodes tag each row with its interval
+    # (SEGMENT), and the situations are derived within each interval only
+    rows = session.pull("pull_times", {"columns": needed}, [_ipc(iv)])
+    per_interval = dataclasses.replace(query, partition_by=(*query.partition_by, SEGMENT))
+    sub_rows, _, sub = derive_all(rows, per_interval, integer_time_unit=unit, event_key=event_key)
+    out: dict[str, pa.Array] = {}
+    for m in query.measures:
+        mine, theirs = derived[m.symbol], sub[m.symbol]
+        col = sub_rows.column(m.column).combine_chunks() if m.column is not None else None
+        values = aggregate(m.function, col, theirs)
+        # match the re-derived situations to the stitched ones by (partition key, start)
+        key_cols = [sub_rows.column(c).combine_chunks().take(pa.array(theirs.first)) for c in partition]
+        lookup = {(*(k.as_py() for k in key), int(t)): i
+                  for i, (key, t) in enumerate(zip(zip(*key_cols, strict=True) if key_cols else
+                                                   [()] * len(theirs), theirs.ts, strict=True))}
+        pv = [part_values.column(c).to_pylist() for c in partition]
+        index = np.full(len(mine), -1, np.int64)
+        for i in np.unique(found[m.symbol]):
+            p = int(mine.part[i])
+            index[i] = lookup.get((*(v[p] for v in pv), int(mine.ts[i])), -1)
+        taken = values.take(pa.array(np.maximum(index, 0)))
+        out[m.name] = pa.array(taken.to_pylist(), taken.type, mask=index < 0)
+    return out
+
+
+def _merge(part: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Merge overlapping intervals within each partition (sorted by partition, then start)."""
+    order = np.lexsort((lo, part))
+    part, lo, hi = part[order], lo[order], hi[order]
+    new = np.ones(part.size, bool)
+    if part.size > 1:
+        # running max of the ends within each partition: ranks offset by partition keep the
+        # partitions apart in one accumulate
+        values = np.unique(hi)
+        stride = values.size + 1
+        reach = values[np.maximum.accumulate(part * stride + np.searchsorted(values, hi)) - part * stride]
+        new[1:] = (part[1:] != part[:-1]) | (lo[1:] > reach[:-1])
+    heads = np.flatnonzero(new)
+    group = np.cumsum(new) - 1
+    ends = np.full(heads.size, np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(ends, group, hi)
+    return part[heads], lo[heads], ends
+
+
+def _needed_columns(query: SituationQuery, partition: list[str], event_key: Sequence[str]) -> list[str] | None:
+    """Columns the re-derivation needs, or None (all) when the tie order needs every column."""
+    from dfs_cer.query.expr import Column, walk
+
+    if not event_key:
+        return None  # ties are ordered by every column: the rows must come whole
+    cols = {*partition, query.order_by, *event_key}
+    for s in query.situations:
+        cols |= {n.name for n in walk(s.condition) if isinstance(n, Column)}
+    cols |= {m.column for m in query.measures if m.column is not None}
+    return sorted(cols)
+
+
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
