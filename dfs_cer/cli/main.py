@@ -224,6 +224,9 @@ def query_command(state: State, sql: tuple[str, ...], file: str | None, endpoint
         return
     if not statements:
         raise click.UsageError("give the query as an argument or with --file")
+    if len(statements) == 1 and _is_situations(statements[0]):
+        _situations_query(statements[0], nodes, token, strategy, fmt, limit, options)
+        return
     if len(statements) > 1:
         if engine == "spark":
             raise click.UsageError("several queries run in this process (leave out --engine spark, or use "
@@ -286,6 +289,34 @@ def _print_table(table: pa.Table, title: str, limit: int) -> None:
     if not console.is_terminal:
         console.width = 140  # tables in files and pipes: no folding at 80 columns
     console.print(out)
+
+
+def _is_situations(sql: str) -> bool:
+    from sqlglot.tokens import Tokenizer
+
+    return any(t.text.upper() == "SITUATIONS" for t in Tokenizer().tokenize(sql))
+
+
+def _situations_query(sql: str, nodes: list[str], token: str, strategy: str, fmt: str, limit: int,
+                      options: dict[str, Any]) -> None:
+    import json as json_lib
+
+    from dfs_cer.situations import outer, parse_situations
+    from dfs_cer.strategies.situations import STRATEGIES, pull_situations
+
+    if strategy not in STRATEGIES:
+        raise click.UsageError(f"situation queries run with --strategy {' or '.join(STRATEGIES)}")
+    result = pull_situations(sql, nodes, token, strategy=strategy,
+                             integer_time_unit=options.get("integer_time_unit", "s"))
+    table = outer(parse_situations(sql), result.relation)
+    trace = result.trace.to_dict()
+    if fmt == "json":
+        click.echo(json_lib.dumps({"matches": table.to_pylist(), "trace": trace}, default=str))
+        return
+    rounds = ", ".join(f"{r['action']} {r['bytes_to_cn']:,} B" for r in trace["rounds"])
+    note = f" (fell back to {trace['fallback']})" if trace["fallback"] else ""
+    click.echo(f"situations ({strategy}{note}): {rounds}")
+    _print_table(table, f"{table.num_rows} rows", limit)
 
 
 def _query_group(statements: list[str], nodes: list[str], token: str, strategy: str, fmt: str, limit: int,

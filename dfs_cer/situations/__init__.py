@@ -2,6 +2,6 @@
 (TPStream's operator, offline)."""
 
 from dfs_cer.situations.parser import parse_situations
-from dfs_cer.situations.run import match_situations, run_situations
+from dfs_cer.situations.run import match_situations, outer, run_situations
 
-__all__ = ["match_situations", "parse_situations", "run_situations"]
+__all__ = ["match_situations", "outer", "parse_situations", "run_situations"]

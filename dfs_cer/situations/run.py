@@ -158,10 +158,15 @@ def match_situations(table: pa.Table, sql: str, *, integer_time_unit: str = "s",
                      dedup: bool = True) -> pa.Table:
     """Evaluate ``SELECT ... FROM t SITUATIONS (...) [AS m] ...`` over ``table`` (the SELECT
     around the clause runs on DuckDB over the match relation)."""
+    query = parse_situations(sql)
+    return outer(query, run_situations(table, query, integer_time_unit=integer_time_unit, event_key=event_key,
+                                       dedup=dedup))
+
+
+def outer(query: SituationQuery, relation: pa.Table) -> pa.Table:
+    """The SELECT around the SITUATIONS clause, on DuckDB, over the match relation."""
     import duckdb
 
-    query = parse_situations(sql)
-    relation = run_situations(table, query, integer_time_unit=integer_time_unit, event_key=event_key, dedup=dedup)
     con = duckdb.connect()
     try:
         con.register("__dfs_cer_situations", relation)

@@ -41,6 +41,7 @@ SEGMENT = "__dfs_cer_interval"
 
 @dataclass
 class SituationResult:
+    #: one row per match (before the SELECT around the clause: ``dfs_cer.situations.outer``)
     relation: pa.Table
     trace: Trace
 
