@@ -22,6 +22,16 @@ def match_recognize(table: pyarrow.Table, sql: str, **options: object) -> pyarro
 
     return run(table, sql, **options)  # type: ignore[arg-type]
 
+
+def match_situations(table: pyarrow.Table, sql: str, **options: object) -> pyarrow.Table:
+    """Evaluate a ``SELECT ... FROM t SITUATIONS (...)`` query (situations and Allen
+    relations) over an Arrow table in process (see :mod:`dfs_cer.situations`)."""
+    from dfs_cer.situations import match_situations as run
+
+    return run(table, sql, **options)  # type: ignore[arg-type]
+
+
 __version__ = "0.1.0"
 
-__all__ = ["Analysis", "DfsCerError", "Query", "QueryError", "__version__", "analyze", "match_recognize", "parse"]
+__all__ = ["Analysis", "DfsCerError", "Query", "QueryError", "__version__", "analyze", "match_recognize",
+           "match_situations", "parse"]

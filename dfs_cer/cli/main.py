@@ -158,10 +158,18 @@ def demo(state: State, events: int, data_dir: str, strategies: str) -> None:
 
 
 def _split_statements(text: str) -> list[str]:
-    """Statements separated by ``;`` (semicolons inside string literals do not split)."""
+    """Statements separated by ``;`` (semicolons inside string literals or parentheses, such as
+    a SITUATIONS pattern's alternatives, do not split)."""
     from sqlglot.tokens import Tokenizer, TokenType
 
-    cuts = [t.start for t in Tokenizer().tokenize(text) if t.token_type == TokenType.SEMICOLON]
+    cuts, depth = [], 0
+    for t in Tokenizer().tokenize(text):
+        if t.token_type == TokenType.L_PAREN:
+            depth += 1
+        elif t.token_type == TokenType.R_PAREN:
+            depth -= 1
+        elif t.token_type == TokenType.SEMICOLON and depth == 0:
+            cuts.append(t.start)
     parts, last = [], 0
     for cut in cuts:
         parts.append(text[last:cut])

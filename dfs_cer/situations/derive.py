@@ -114,8 +114,11 @@ def aggregate(function: str, column: pa.Array | None, situations: Derived) -> pa
 
 
 def _segment_sum(values: np.ndarray, s: Derived) -> np.ndarray:
-    csum = np.concatenate([[0], np.cumsum(values)])
-    return csum[s.last + 1] - csum[s.first]
+    """Sums over each situation's own rows only (not prefix-sum differences), so the same rows
+    sum to the same float wherever they sit in the input."""
+    if len(s) == 0:
+        return np.zeros(0, values.dtype)
+    return _segment_reduce(np.add, values, s)
 
 
 def _segment_reduce(ufunc: np.ufunc, values: np.ndarray, s: Derived) -> np.ndarray:

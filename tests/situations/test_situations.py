@@ -320,3 +320,35 @@ def test_from_storage_nodes_equals_local(partitioning: str, tmp_path_factory: py
         assert pulled and pulled[0].events == int(inside.sum()) < n
     else:
         assert dfs.trace.fallback is not None and "partitioned by random" in dfs.trace.fallback
+
+
+@pytest.mark.flight
+def test_cli_situation_query(tmp_path_factory: pytest.TempPathFactory) -> None:
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+
+    from dfs_cer.datasets.situational import situation_events
+    from dfs_cer.io.shard import shard
+    from storage_node.launcher import LocalCluster
+
+    root = tmp_path_factory.mktemp("cli-situations")
+    events = situation_events(30_000, 3)
+    pq.write_table(events, root / "e.parquet")
+    shard(str(root / "e.parquet"), 2, str(root / "nodes"), partitioning="time")
+    sql = ("SELECT key, A_start, avg_v FROM s SITUATIONS (PARTITION BY key ORDER BY ts DEFINE A AS a, B AS b "
+           "PATTERN A during B; A starts B WITHIN INTERVAL '10' MINUTE MEASURES avg(A.v) AS avg_v) "
+           "ORDER BY key, A_start LIMIT 5")
+    exe = str(Path(sys.executable).parent / "dfs-cer")
+    with LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(2)]) as cluster:
+        out = subprocess.run([exe, "query", "--endpoints", ",".join(cluster.endpoints), "--token-file",
+                              str(cluster.token_file), "--format", "json", sql], capture_output=True, text=True,
+                             timeout=120)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    want = match_situations(events, sql)
+    assert [r["avg_v"] for r in doc["matches"]] == want.column("avg_v").to_pylist() and len(doc["matches"]) == 5
+    assert [r["action"] for r in doc["trace"]["rounds"]] == ["situations", "pull_times"]
