@@ -106,3 +106,24 @@ DETECTION = {"before": "B.ts", "meets": "B.ts", "starts": "A.te", "equals": "A.t
 #: relations that cannot be told apart before the later start (TPStream's prefix groups)
 PREFIX_GROUPS = (frozenset({"before", "meets"}), frozenset({"starts", "equals", "started_by"}),
                  frozenset({"overlaps", "finished_by", "contains"}))
+
+
+def detection_endpoints(relation: str, a: str, b: str) -> str:
+    """The endpoint (``"A.ts"`` style, with the symbols' names) at which ``a relation b`` becomes
+    certain (TPStream's t_d)."""
+    side, end = DETECTION[relation].split(".")
+    return f"{a if side == 'A' else b}.{end}"
+
+
+def detection_time(relations: dict[tuple[str, str], str], bounds: dict[str, tuple[int, int]],
+                   min_duration: dict[str, int] | None = None) -> int:
+    """When a match is certain: the latest detection endpoint over its constraints (each with the
+    relation that holds), and no earlier than ``ts + d_min`` of a situation with a minimum
+    duration (it is not a situation before then). ``bounds``: symbol -> (ts, te)."""
+    t = max(bounds[s][0] for s in bounds)
+    for (a, b), rel in relations.items():
+        sym, end = detection_endpoints(rel, a, b).split(".")
+        t = max(t, bounds[sym][0 if end == "ts" else 1])
+    for sym, d in (min_duration or {}).items():
+        t = max(t, bounds[sym][0] + d)
+    return t

@@ -352,3 +352,25 @@ def test_cli_situation_query(tmp_path_factory: pytest.TempPathFactory) -> None:
     want = match_situations(events, sql)
     assert [r["avg_v"] for r in doc["matches"]] == want.column("avg_v").to_pylist() and len(doc["matches"]) == 5
     assert [r["action"] for r in doc["trace"]["rounds"]] == ["situations", "pull_times"]
+
+
+def test_t5_t6_t8_detection_times() -> None:
+    """When a streaming engine could report a match (TPStream §5.3): Figure 4's triggers, the
+    minimum-duration deferral, and the car example's t_d = 8 (its last end is 9)."""
+    from dfs_cer.situations.allen import detection_endpoints, detection_time
+
+    # Figure 4: A before B, A before C, A before D, (D during C OR C finishes D OR C meets D)
+    assert detection_endpoints("before", "A", "B") == "B.ts"
+    assert detection_endpoints("meets", "C", "D") == "D.ts"  # D triggers at its start ...
+    assert detection_endpoints("during", "D", "C") == "D.te"  # ... and at its end
+    assert detection_endpoints(PAPER_FINISHES, "C", "D") == "C.te"  # = D.te: both end together
+    # configuration 2: B and D still open when the match is certain
+    bounds = {"A": (0, 2), "B": (5, 100), "C": (3, 6), "D": (6, 90)}
+    assert detection_time({("A", "B"): "before", ("A", "C"): "before", ("A", "D"): "before",
+                           ("C", "D"): "meets"}, bounds) == 6 < 90
+    # T6: A during B, B with AT LEAST 10: not before B.ts + 10, though A ends at 4
+    assert detection_time({("A", "B"): "during"}, {"A": (2, 4), "B": (1, 30)}) == 4
+    assert detection_time({("A", "B"): "during"}, {"A": (2, 4), "B": (1, 30)}, {"B": 10}) == 11
+    # T8: max(A.te = 4, B.te = 8, C.ts = 6) = 8
+    car_bounds = {"A": (1, 4), "B": (2, 8), "C": (6, 9)}
+    assert detection_time({("A", "B"): "overlaps", ("B", "C"): "overlaps", ("A", "C"): "before"}, car_bounds) == 8
