@@ -204,13 +204,19 @@ class _Parser:
                                           position=self.pos(mr[1]), hint="run one query per pattern",
                                           code="unsupported")
         m = mr[0]
-        if m + 1 >= len(self.toks) or self.toks[m + 1].token_type != TokenType.L_PAREN:
-            raise self.syntax("MATCH_RECOGNIZE must be followed by '('", m)
-        close = self.src.matching_paren(m + 1)
-        alias, after = self._alias(close + 1)
+        close, alias, after = self._parenthesised(m, "MATCH_RECOGNIZE")
         recognize = self._body(m + 2, close - 1, close)
         table, outer = self._outer(m, close, alias, after)
         return Query(table=table, recognize=recognize, alias=alias, outer=outer)
+
+    def _parenthesised(self, m: int, keyword: str) -> tuple[int, str | None, int]:
+        """``KEYWORD ( ... ) [[AS] alias]`` at token ``m``: the closing paren, the alias and the
+        first token after them."""
+        if m + 1 >= len(self.toks) or self.toks[m + 1].token_type != TokenType.L_PAREN:
+            raise self.syntax(f"{keyword} must be followed by '('", m)
+        close = self.src.matching_paren(m + 1)
+        alias, after = self._alias(close + 1)
+        return close, alias, after
 
     def _alias(self, i: int) -> tuple[str | None, int]:
         if i < len(self.toks) and self.toks[i].token_type == TokenType.ALIAS:

@@ -41,10 +41,7 @@ class _SituationParser(_Parser):
                                    hint="write SELECT ... FROM <table> SITUATIONS (DEFINE ... PATTERN ...)",
                                    code="syntax")
         m = at[0]
-        if m + 1 >= len(self.toks) or self.toks[m + 1].token_type != TokenType.L_PAREN:
-            raise self.syntax("SITUATIONS must be followed by '('", m)
-        close = self.src.matching_paren(m + 1)
-        alias, after = self._alias(close + 1)
+        close, alias, after = self._parenthesised(m, "SITUATIONS")
         j = m - 1
         while j >= 0 and self.toks[j].token_type != TokenType.FROM:
             j -= 1
