@@ -223,7 +223,8 @@ class Actions:
         manifest = self.store.manifest
         if manifest.get("partitioning") != "time":
             return {"derived": False, "reason": f"the shard set is partitioned by {manifest.get('partitioning')}, "
-                    "not time: a node does not hold whole time blocks"}, []
+                    "not time: a node does not hold whole time blocks (re-shard with --partitioning time to "
+                    "derive situations on the storage nodes)"}, []
         if any(isinstance(n, Navigation) for sit in query.situations for n in walk(sit.condition)):
             return {"derived": False, "reason": "PREV/NEXT in a condition reads rows of the neighbouring block"}, []
         table = self.store.sorted_rows()
