@@ -8,5 +8,7 @@ from dfs_cer.spark.match import (
     recognize_many,
 )
 from dfs_cer.spark.session import local_session
+from dfs_cer.spark.situations import situations
 
-__all__ = ["Recognition", "local_session", "match_events", "match_recognize", "recognize", "recognize_many"]
+__all__ = ["Recognition", "local_session", "match_events", "match_recognize", "recognize", "recognize_many",
+           "situations"]

@@ -1,0 +1,89 @@
+"""Situation queries on Spark: the driver pulls from storage nodes (``dfs`` fragments or
+``pull_all``), or executors read parquet and derive and match each PARTITION BY group
+(``groupBy(...).applyInArrow``: situations of different keys are independent)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from dfs_cer.errors import ConfigError
+from dfs_cer.situations import parse_situations, run_situations
+from dfs_cer.situations.model import SituationQuery
+from dfs_cer.situations.parser import RELATION
+
+
+def _sparkable(table: pa.Table) -> pa.Table:
+    fields = [pa.field(f.name, pa.timestamp("us", f.type.tz), f.nullable) if pa.types.is_timestamp(f.type) else f
+              for f in table.schema]
+    return table.cast(pa.schema(fields))
+
+
+class _Group:
+    """Per PARTITION BY group on an executor: derive and match (picklable)."""
+
+    def __init__(self, sql: str, schema: pa.Schema, out_schema: pa.Schema, time_unit: str) -> None:
+        self.sql, self.schema, self.out_schema, self.time_unit = sql, schema, out_schema, time_unit
+
+    def __call__(self, table: pa.Table) -> pa.Table:
+        rel = run_situations(table.cast(self.schema), self.sql, integer_time_unit=self.time_unit)
+        return _sparkable(rel).cast(self.out_schema)
+
+
+class _Batches(_Group):
+    def batches(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        parts = [b for b in batches if b.num_rows]
+        if parts:
+            yield from self(pa.Table.from_batches(parts)).to_batches()
+
+
+def situations(spark: Any, sql: str, *, endpoints: Sequence[str] | str | None = None, token: str | None = None,
+               data: str | None = None, strategy: str = "dfs", integer_time_unit: str = "s") -> Any:
+    """The query's result as a Spark DataFrame (the SELECT around the clause in Spark SQL)."""
+    import sqlglot
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    if (endpoints is None) == (data is None):
+        raise ConfigError("give either endpoints=[...] (storage nodes) or data='path' (parquet Spark reads)")
+    query = parse_situations(sql)
+    if endpoints is not None:
+        from dfs_cer.strategies.situations import pull_situations
+
+        if token is None:
+            raise ConfigError("endpoints need the storage nodes' token: pass token='...'")
+        nodes = [e.strip() for e in endpoints.split(",")] if isinstance(endpoints, str) else list(endpoints)
+        relation = _sparkable(pull_situations(sql, nodes, token, strategy=strategy,
+                                              integer_time_unit=integer_time_unit).relation)
+        df = spark.createDataFrame(relation, schema=from_arrow_schema(relation.schema))
+    else:
+        source = spark.read.parquet(str(data))
+        schema = source.limit(0).toArrow().schema
+        out_schema = _sparkable(run_situations(schema.empty_table(), query, integer_time_unit=integer_time_unit)).schema
+        keys = _keys(query, schema)
+        if keys:
+            group = _Group(sql, schema, out_schema, integer_time_unit)
+
+            def per_group(table: pa.Table) -> pa.Table:  # Spark inspects a function's signature
+                return group(table)
+
+            df = source.groupBy(*keys).applyInArrow(per_group, from_arrow_schema(out_schema))
+        else:  # one partition: one task
+            df = source.repartition(1).mapInArrow(_Batches(sql, schema, out_schema, integer_time_unit).batches,
+                                                  from_arrow_schema(out_schema))
+    view = f"dfs_cer_{uuid.uuid4().hex}"
+    df.createOrReplaceTempView(view)
+    outer = sqlglot.transpile(query.outer_sql.replace(RELATION, view), read="duckdb", write="spark")[0]
+    return spark.sql(outer)
+
+
+def _keys(query: SituationQuery, schema: pa.Schema) -> list[str]:
+    out = []
+    for c in query.partition_by:
+        match = c if c in schema.names else next((n for n in schema.names if n.lower() == c.lower()), None)
+        if match is None:
+            raise ConfigError(f"PARTITION BY {c} is not a column of the data; columns: {', '.join(schema.names)}")
+        out.append(match)
+    return out
