@@ -59,7 +59,18 @@ def situations(spark: Any, sql: str, *, endpoints: Sequence[str] | str | None = 
                                               integer_time_unit=integer_time_unit).relation)
         df = spark.createDataFrame(relation, schema=from_arrow_schema(relation.schema))
     else:
-        source = spark.read.parquet(str(data))
+        if str(data).startswith("s3://"):  # pyarrow's S3 filesystem (Spark's s3a needs hadoop-aws jars)
+            import pyarrow.dataset as ds
+
+            from dfs_cer.config import load_config
+            from dfs_cer.io.files import filesystem_for, list_files
+
+            where = filesystem_for(str(data), load_config().storage)
+            files = [where.path] if str(data).endswith(".parquet") else list_files(where)
+            table = _sparkable(ds.dataset(files, filesystem=where.fs, format="parquet").to_table())
+            source = spark.createDataFrame(table, schema=from_arrow_schema(table.schema))
+        else:
+            source = spark.read.parquet(str(data))
         schema = source.limit(0).toArrow().schema
         out_schema = _sparkable(run_situations(schema.empty_table(), query, integer_time_unit=integer_time_unit)).schema
         keys = _keys(query, schema)
