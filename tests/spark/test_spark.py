@@ -213,6 +213,16 @@ def test_data_in_s3(spark: Any, events: pa.Table, monkeypatch: pytest.MonkeyPatc
         expected = local_match_recognize(events, CER)
         got = match_recognize(spark, CER, data="s3://events/spark", driver_threshold=0, tasks=3).toArrow()
         assert rows(got.cast(expected.schema)) == rows(expected)
+        # SITUATIONS over the same S3 data (read through pyarrow as well)
+        from dfs_cer.situations import match_situations
+        from dfs_cer.spark import situations
+
+        sit = ("SELECT * FROM t SITUATIONS (PARTITION BY type ORDER BY ts DEFINE A AS a1 > 500, B AS a1 > 300 "
+               "PATTERN A during B; A starts B WITHIN INTERVAL '1' HOUR MEASURES count(B.*) AS n)")
+        want = match_situations(events, sit)
+        assert want.num_rows > 1000
+        got_sit = situations(spark, sit, data="s3://events/spark").toArrow()
+        assert sorted(got_sit.column("n").to_pylist()) == sorted(want.column("n").to_pylist())
         with pytest.raises(StorageError, match="no parquet files"):
             match_recognize(spark, CER, data="s3://events/nothing-here")
         # spark-submit reads from S3 and writes the matches and the trace back to S3
