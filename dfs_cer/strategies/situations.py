@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dfs_cer.errors import ConfigError
 from dfs_cer.situations import parse_situations
@@ -122,17 +123,30 @@ def _measures(session: Session, query: SituationQuery, part_values: pa.Table, de
         col = sub_rows.column(m.column).combine_chunks() if m.column is not None else None
         values = aggregate(m.function, col, theirs)
         # match the re-derived situations to the stitched ones by (partition key, start)
-        key_cols = [sub_rows.column(c).combine_chunks().take(pa.array(theirs.first)) for c in partition]
-        lookup = {(*(k.as_py() for k in key), int(t)): i
-                  for i, (key, t) in enumerate(zip(zip(*key_cols, strict=True) if key_cols else
-                                                   [()] * len(theirs), theirs.ts, strict=True))}
-        pv = [part_values.column(c).to_pylist() for c in partition]
-        index = np.full(len(mine), -1, np.int64)
-        for i in np.unique(found[m.symbol]):
-            p = int(mine.part[i])
-            index[i] = lookup.get((*(v[p] for v in pv), int(mine.ts[i])), -1)
-        taken = values.take(pa.array(np.maximum(index, 0)))
-        out[m.name] = pa.array(taken.to_pylist(), taken.type, mask=index < 0)
+        index = _pair(part_values.take(pa.array(mine.part)), mine.ts,
+                      sub_rows.select(partition).take(pa.array(theirs.first)), theirs.ts)
+        out[m.name] = pc.if_else(pa.array(index >= 0), values.take(pa.array(np.maximum(index, 0))),
+                                 pa.scalar(None, values.type))
+    return out
+
+
+def _pair(left_keys: pa.Table, left_ts: np.ndarray, right_keys: pa.Table, right_ts: np.ndarray) -> np.ndarray:
+    """For each left (key, start), the index of the right row with the same key and start, or -1."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        con.register("l", left_keys.append_column("__t", pa.array(left_ts)).append_column(
+            "__i", pa.array(np.arange(left_ts.size, dtype=np.int64))))
+        con.register("r", right_keys.append_column("__t", pa.array(right_ts)).append_column(
+            "__j", pa.array(np.arange(right_ts.size, dtype=np.int64))))
+        on = " AND ".join([f'l."{c}" IS NOT DISTINCT FROM r."{c}"' for c in left_keys.column_names] +
+                          ["l.__t = r.__t"])
+        got = con.sql(f"SELECT l.__i, r.__j FROM l JOIN r ON {on}").fetchnumpy()
+    finally:
+        con.close()
+    out = np.full(left_ts.size, -1, np.int64)
+    out[np.asarray(got["__i"], np.int64)] = np.asarray(got["__j"], np.int64)
     return out
 
 
