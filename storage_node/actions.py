@@ -179,7 +179,7 @@ class Actions:
         states = []
         # contiguous patterns read every row; when none of the queries has one, the scan keeps
         # only rows some variable of some query may take
-        whole = any(not a.skippable for a, _ in queries)
+        whole = bool(header.get("whole")) or any(not a.skippable for a, _ in queries)
         try:
             if whole:
                 table = self.store.sorted_rows()

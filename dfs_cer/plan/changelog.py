@@ -19,9 +19,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dfs_cer.match.identity import ID_COLUMNS
+from dfs_cer.pattern.ir import Anchor
+from dfs_cer.pattern.ir import walk as walk_pattern
 from dfs_cer.query import Analysis
 from dfs_cer.query.expr import MatchNumber, walk
-from dfs_cer.query.model import SkipTo
+from dfs_cer.query.model import RowsPerMatch, SkipTo
 
 ID, START, END = ID_COLUMNS
 KIND = "change"
@@ -36,6 +38,10 @@ def incremental_reason(analysis: Analysis, window_units: int | None, cer_selecti
         return "the query has no WITHIN window, so a new event can affect matches at any distance"
     if any(isinstance(n, MatchNumber) for m in mr.measures for n in walk(m.expr)):
         return "MATCH_NUMBER() numbers every match of a partition"
+    if any(isinstance(n, Anchor) for n in walk_pattern(mr.pattern)):
+        return "^ or $ anchor the pattern to the partition's first or last row, which a time range cuts"
+    if mr.rows_per_match is RowsPerMatch.ALL_ROWS_WITH_UNMATCHED:
+        return "WITH UNMATCHED ROWS outputs every row, matched or not"
     if mr.all_matches or cer_selection:
         return None
     if analysis.prev_reach or analysis.next_reach:

@@ -17,6 +17,9 @@ from dfs_cer.strategies.matching import match_pulled
 from dfs_cer.strategies.pull import pull
 from dfs_cer.transport.client import StorageClient
 
+#: options that change which matches a query has (a re-run must use the saved run's)
+SEMANTIC = ("integer_time_unit", "event_key", "dedup")
+
 
 @dataclass
 class RunResult:
@@ -72,6 +75,8 @@ def run_and_save(sql: str, endpoints: Sequence[str], token: str, *, strategy: st
     files = shard_files(endpoints, token)
     names = [[str(f["path"]) for f in node] for node in files]
     pull_opts = {k: v for k, v in options.items() if k not in ("selection", "kleene")}
+    if previous is not None:  # what decides the matches comes from the saved run
+        pull_opts.update({k: v for k, v in previous.options.items() if k in SEMANTIC})
     if previous is None:
         pulled = pull(strategy, sql, endpoints, token, **pull_opts)
         matches = match_pulled(pulled, outer=False, match_ids=True, **match_opts)

@@ -174,7 +174,10 @@ def pull_many(name: str, queries: Sequence[Query | str], endpoints: Sequence[str
     try:
         members = [{"query_id": s.query_id, "sql": q.to_sql(), "integer_time_unit": integer_time_unit}
                    for s, q in zip(sessions, parsed, strict=True)]
-        replies = group.action("open", {}, per_node=lambda i: ({"group": members, "schema": i == 0}, []))
+        # pull_all's final pulls take every row: the group's table must hold them all
+        whole = name == "pull_all"
+        replies = group.action("open", {}, per_node=lambda i: ({"group": members, "schema": i == 0,
+                                                                  "whole": whole}, []))
         shared = _SharedPull(group, sessions)
         for k, s in enumerate(sessions):
             s.opened = [(h["group"][k], blobs) for h, blobs in replies]

@@ -268,3 +268,32 @@ def test_cli_save_run_and_since_run(tmp_path: Path) -> None:
         wrong = subprocess.run([exe, "shard", "--input", str(tmp_path / "late.parquet"), "--nodes", "3", "--to",
                                 str(tmp_path / "shards"), "--append"], capture_output=True, text=True, timeout=120)
         assert wrong.returncode == 2 and "--append" in wrong.stderr
+
+
+def test_reruns_keep_the_saved_runs_semantics_and_recompute_anchored_patterns(tmp_path: Path) -> None:
+    """A re-run uses the saved run's time unit, event key and dedup (not the defaults), and
+    patterns anchored to the partition (^, $) are recomputed in full: a time range would cut
+    the partition's first and last rows."""
+    from dfs_cer.strategies.incremental import run_and_save
+
+    ms = pa.table({"id": ["a1", "b3", "c6", "c20"], "type": ["A", "B", "C", "C"], "ts": [1000, 3000, 6000, 20000]})
+    late = pa.table({"id": ["b5"], "type": ["B"], "ts": [5000]})
+    pq.write_table(ms, tmp_path / "a.parquet")
+    pq.write_table(late, tmp_path / "b.parquet")
+    shard(str(tmp_path / "a.parquet"), 1, str(tmp_path / "nodes"))
+    query = sql("A B C").replace("WITHIN 10", "WITHIN INTERVAL '10' SECOND")
+    anchored = sql("A B", all_matches=False).replace("PATTERN (A B)", "PATTERN (^ A B)")
+    with LocalCluster([str(tmp_path / "nodes" / "node-00")]) as cluster:
+        first = run_and_save(query, cluster.endpoints, cluster.token, runs_dir=tmp_path / "runs",
+                             integer_time_unit="ms")
+        anchor = run_and_save(anchored, cluster.endpoints, cluster.token, runs_dir=tmp_path / "runs")
+        shard(str(tmp_path / "b.parquet"), 1, str(tmp_path / "nodes"), append=True)
+        again = run_and_save("", cluster.endpoints, cluster.token, runs_dir=tmp_path / "runs",
+                             since_run=first.record.run_id)
+        anchor_again = run_and_save("", cluster.endpoints, cluster.token, runs_dir=tmp_path / "runs",
+                                    since_run=anchor.record.run_id)
+    # in milliseconds the window is 10,000: a1 b3 c6 and a1 b5 c6 (c20 is too late for a1)
+    assert sorted(again.matches.column("first_b").to_pylist()) == ["b3", "b5"]
+    assert again.record.mode == "incremental" and again.changes is not None
+    assert again.changes.column("change").to_pylist() == ["new"]
+    assert anchor_again.record.mode == "full" and "anchor" in (anchor_again.record.note or "")

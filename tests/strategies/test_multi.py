@@ -109,3 +109,12 @@ def test_skip_patterns_share_a_filtered_scan(cluster: LocalCluster) -> None:
     group = pull_many("dfs", chosen, cluster.endpoints, cluster.token, cost_model="always_on")
     for q, result in zip(chosen, group.results, strict=True):
         assert rows(match_pulled(result)) == rows(match_recognize(events, q))
+
+
+def test_pull_all_groups_read_every_row_without_a_contiguous_pattern(cluster: LocalCluster) -> None:
+    events = _events(seed=5, n=3000)
+    chosen = [QUERIES[0], QUERIES[3]]  # both skip rows: the group would otherwise scan only candidates
+    group = pull_many("pull_all", chosen, cluster.endpoints, cluster.token)
+    for q, result in zip(chosen, group.results, strict=True):
+        assert result.events.num_rows == events.num_rows
+        assert rows(match_pulled(result)) == rows(match_recognize(events, q))
