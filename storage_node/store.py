@@ -93,13 +93,34 @@ class ShardStore:
             if self.cached is None and 0 < self.estimate_bytes() <= self.config.cache_bytes:
                 with self._cache_lock:
                     if self.cached is None:  # concurrent first scans load once
-                        self.cached = self.dataset.to_table()
+                        self.cached = self._distinct(self.dataset.to_table())
             elif self.cached is not None:
                 self.cache_hits += 1
-            source = ds.dataset(self.cached) if self.cached is not None else self.dataset
+            if self.cached is not None:
+                source = ds.dataset(self.cached)
+            elif self.event_key:  # copies resolved before any filter: every query sees one copy
+                source = ds.dataset(self._distinct(self.dataset.to_table()))
+            else:
+                source = self.dataset
             return source.to_table(filter=filter_, columns=columns)
         except OSError as exc:
             raise StorageError(f"cannot scan shards under {self.location.uri}: {exc}") from exc
+
+    @property
+    def event_key(self) -> tuple[str, ...]:
+        return tuple(self.manifest.get("event_key") or ())
+
+    def _distinct(self, table: pa.Table) -> pa.Table:
+        """With an event key, one copy of each (time, key): the first in the order of the other
+        columns, the copy the compute node would keep. Resolving copies here, before any
+        condition filters rows, makes every strategy see the same copy (copies live on one node:
+        ``dfs-cer shard`` places rows by time or by the event key)."""
+        if not self.event_key or table.num_rows < 2:
+            return table
+        from dfs_cer.match.rowpattern import sort_and_partition
+
+        kept, _, _ = sort_and_partition(table, (), [(self.time_column, False)], None, self.event_key, True)
+        return kept
 
     def sorted_rows(self) -> pa.Table:
         """Every row sorted by time; kept with the cache when the shard set fits it (group opens

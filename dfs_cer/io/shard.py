@@ -5,8 +5,9 @@ row by row to a node, sorted by time and written as a parquet file of that node 
 64k rows, so time predicates prune). Each node gets ``manifest.json``: schema, files with row
 counts and time bounds, per-type counts. Nothing holds the whole input in memory.
 
-Partitionings (paper §VI-C2): ``random`` (round-robin, the default), ``time`` (30-minute windows
-to pseudo-random nodes) and ``type`` (all events of one type on one node).
+Partitionings (paper §VI-C2): ``random`` (round-robin, the default; by a hash of the time and
+event key when one is given, so copies of an event share a node), ``time`` (30-minute windows to
+pseudo-random nodes) and ``type`` (all events of one type on one node).
 """
 
 from __future__ import annotations
@@ -67,8 +68,14 @@ def _window_units(dtype: pa.DataType) -> int:
 
 
 def _node_of(partitioning: str, nodes: int, offset: int, batch: pa.RecordBatch, time_column: str,
-             type_column: str) -> np.ndarray:
+             type_column: str, event_key: tuple[str, ...] = ()) -> np.ndarray:
     n = batch.num_rows
+    if partitioning == "random" and event_key:
+        # by a hash of (time, event key): every copy of an event, late ones included, on one node
+        from dfs_cer.match.identity import row_hashes
+
+        hashes = row_hashes(pa.Table.from_batches([batch]), [time_column, *event_key])
+        return (hashes % np.uint64(nodes)).astype(np.int64)
     if partitioning == "random":
         return (np.arange(offset, offset + n) % nodes).astype(np.int64)
     if partitioning == "time":
@@ -170,7 +177,7 @@ def shard(input_path: str, nodes: int, to: str, *, partitioning: str = "random",
     for batch in source:
         if batch.num_rows == 0:
             continue
-        owner = _node_of(partitioning, nodes, offset, batch, time_column, type_column)
+        owner = _node_of(partitioning, nodes, offset, batch, time_column, type_column, event_key)
         table = pa.Table.from_batches([batch])
         for k in range(nodes):
             rows = np.nonzero(owner == k)[0]

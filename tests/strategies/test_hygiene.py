@@ -297,3 +297,24 @@ def test_reruns_keep_the_saved_runs_semantics_and_recompute_anchored_patterns(tm
     assert again.record.mode == "incremental" and again.changes is not None
     assert again.changes.column("change").to_pylist() == ["new"]
     assert anchor_again.record.mode == "full" and "anchor" in (anchor_again.record.note or "")
+
+
+@pytest.mark.parametrize("all_matches", [True, False])
+def test_copies_with_different_payloads_are_resolved_before_any_filter(tmp_path: Path, all_matches: bool) -> None:
+    """With an event key, two copies of one event may differ in other columns; the compute node
+    keeps the first in column order. Storage nodes resolve copies the same way before conditions
+    filter rows (and sharding puts copies on one node), so a strategy that pulls only candidates
+    cannot see the other copy: every strategy agrees with matching the whole log."""
+    table = pa.table({"id": ["x", "e1", "e1"], "type": ["A", "B", "B"], "ts": [0, 5, 5], "v": [0, 1, 9]})
+    pq.write_table(table, tmp_path / "e.parquet")
+    shard(str(tmp_path / "e.parquet"), 2, str(tmp_path / "nodes"), event_key=("id",))
+    head = "ALL MATCHES" if all_matches else "ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW"
+    pattern = "A B" if all_matches else "A N*? B"
+    q = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.id AS a, B.id AS b, B.v AS bv {head} "
+         f"PATTERN ({pattern}) WITHIN 10 DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.v > 5)")
+    want = matches(match_recognize(table, q, event_key=["id"]))
+    assert want == []  # the kept copy of e1 has v = 1
+    with LocalCluster([str(tmp_path / "nodes" / f"node-{i:02d}") for i in range(2)]) as cluster:
+        for strategy in ("pull_all", "push_down", "push_pull", "dfs"):
+            result = pull(strategy, q, cluster.endpoints, cluster.token, cost_model="always_on")
+            assert matches(match_pulled(result)) == want, strategy
