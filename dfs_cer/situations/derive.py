@@ -79,6 +79,15 @@ def derive(mask: np.ndarray, part: np.ndarray, ts: np.ndarray, min_duration: int
     return Derived(part[first], s[keep], t[keep], first.astype(np.int64), last.astype(np.int64))
 
 
+def keyed(table: pa.Table, columns: list[str], rows: np.ndarray, **extra: pa.Array | np.ndarray) -> pa.Table:
+    """``columns`` of ``table`` at ``rows``, then ``extra`` columns (also with no key columns:
+    pyarrow's take on a table without columns returns no rows)."""
+    index = pa.array(np.asarray(rows, np.int64))
+    out = {c: table.column(c).take(index) for c in columns}
+    out.update({k: v if isinstance(v, pa.Array) else pa.array(v) for k, v in extra.items()})
+    return pa.table(out) if out else pa.table({"__rows": pa.array(np.zeros(len(rows), np.int8))}).drop(["__rows"])
+
+
 def aggregate(function: str, column: pa.Array | None, situations: Derived) -> pa.Array:
     """``function`` over each situation's rows ``[first, last]`` of ``column`` (NULLs skipped;
     ``count`` without a column counts rows)."""
@@ -97,20 +106,26 @@ def aggregate(function: str, column: pa.Array | None, situations: Derived) -> pa
                                       hint="sum, avg, min and max take numeric columns; first, last and count any",
                                       code="unsupported")
     integer = pa.types.is_integer(column.type)
-    values = np.asarray(pc.cast(column, pa.float64()).fill_null(0.0).to_numpy(zero_copy_only=False), np.float64)
+    # integers stay integers (exact sums, min and max beyond 2**53); floats stay floats
+    dtype, zero = (np.int64, 0) if integer else (np.float64, 0.0)
+    values = np.asarray(pc.cast(column, pa.int64() if integer else pa.float64()).fill_null(zero)
+                        .to_numpy(zero_copy_only=False), dtype)
     empty = counts == 0
     if function in ("sum", "avg"):
         sums = _segment_sum(values, situations)
         if function == "avg":
             return pa.array(np.where(empty, 0.0, sums / np.maximum(counts, 1)), mask=empty)
-        out = pa.array(sums, mask=empty)
-        return pc.cast(out, pa.int64()) if integer else out
-    fill = np.inf if function == "min" else -np.inf
-    filled = np.where(valid, values, fill)
+        return pa.array(sums, mask=empty)
+    fill: float | int
+    if integer:
+        info = np.iinfo(np.int64)
+        fill = int(info.max if function == "min" else info.min)
+    else:
+        fill = np.inf if function == "min" else -np.inf
+    filled = np.where(valid, values, fill).astype(dtype)
     ufunc = np.minimum if function == "min" else np.maximum
-    got = _segment_reduce(ufunc, filled, situations) if m else np.zeros(0)
-    out = pa.array(np.where(empty, 0.0, got), mask=empty)
-    return pc.cast(out, pa.int64()) if integer else out
+    got = _segment_reduce(ufunc, filled, situations) if m else np.zeros(0, dtype)
+    return pa.array(np.where(empty, zero, got), mask=empty)
 
 
 def _segment_sum(values: np.ndarray, s: Derived) -> np.ndarray:
@@ -126,5 +141,5 @@ def _segment_reduce(ufunc: np.ufunc, values: np.ndarray, s: Derived) -> np.ndarr
     idx = np.empty(2 * len(s), np.int64)
     idx[0::2] = s.first
     idx[1::2] = s.last + 1
-    padded = np.append(values, values[-1:] if values.size else [0.0])
+    padded = np.append(values, values[-1:] if values.size else np.zeros(1, values.dtype))
     return ufunc.reduceat(padded, idx)[0::2]

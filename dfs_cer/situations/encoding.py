@@ -5,11 +5,14 @@ the relations and the window as a join on DuckDB. A correctness oracle and the b
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pyarrow as pa
 
 from dfs_cer.query.expr import to_sql
+from dfs_cer.query.model import Window
 from dfs_cer.situations.model import SituationQuery
-from dfs_cer.situations.run import _column, duration_units
+from dfs_cer.situations.run import UNITS_PER_SECOND, _column, duration_units
 
 SQL_RELATIONS = {
     "before": "{a}.te < {b}.ts", "after": "{b}.te < {a}.ts", "meets": "{a}.te = {b}.ts",
@@ -39,15 +42,15 @@ def encoded_matches(table: pa.Table, query: SituationQuery, integer_time_unit: s
             runs = runs.set_column(runs.column_names.index("ts"), "ts", runs.column("ts").cast(pa.int64()))
             runs = runs.set_column(runs.column_names.index("te"), "te", runs.column("te").cast(pa.int64()))
             con.register(f"raw_{s.name}", runs)
-            lo = duration_units(s.min_duration, dtype, integer_time_unit, "DEFINE")
-            hi = duration_units(s.max_duration, dtype, integer_time_unit, "DEFINE")
-            bounds = (f" AND te - ts >= {lo}" if lo is not None else "") + (f" AND te - ts <= {hi}" if hi else "")
+            lo, hi = _exact(s.min_duration, dtype, integer_time_unit), _exact(s.max_duration, dtype, integer_time_unit)
+            bounds = (f" AND te - ts >= {lo}" if lo is not None else "") + \
+                (f" AND te - ts <= {hi}" if hi is not None else "")
             con.sql(f"CREATE TABLE {s.name} AS SELECT * FROM raw_{s.name} WHERE te IS NOT NULL AND te > ts{bounds}")
         names = [s.name for s in query.situations]
         where = [f'{names[0]}."{c}" IS NOT DISTINCT FROM {n}."{c}"' for n in names[1:] for c in part]
         for c in query.constraints:
-            where.append("(" + " OR ".join("(" + SQL_RELATIONS[r].format(a=c.left, b=c.right) + ")"
-                                           for r in c.relations) + ")")
+            where.append("(" + (" OR ".join("(" + SQL_RELATIONS[r].format(a=c.left, b=c.right) + ")"
+                                            for r in c.relations) or "FALSE") + ")")
         window = duration_units(query.window, dtype, integer_time_unit, "WITHIN")
         if window is not None and len(names) > 1:
             ends, starts = ", ".join(f"{n}.te" for n in names), ", ".join(f"{n}.ts" for n in names)
@@ -64,3 +67,15 @@ def encoded_matches(table: pa.Table, query: SituationQuery, integer_time_unit: s
     for name in [f"{n}_{e}" for n in names for e in ("start", "end")]:
         out = out.set_column(out.column_names.index(name), name, out.column(name).cast(time_type))
     return out
+
+
+def _exact(d: Window | None, dtype: pa.DataType, integer_time_unit: str) -> Decimal | None:
+    """A duration in the time column's units, unrounded (the SQL compares exactly)."""
+    if d is None:
+        return None
+    if d.unit is None:
+        return d.amount
+    unit = dtype.unit if pa.types.is_timestamp(dtype) else integer_time_unit
+    seconds = d.seconds()
+    assert seconds is not None
+    return seconds * UNITS_PER_SECOND[unit]

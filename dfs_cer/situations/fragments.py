@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from dfs_cer.match.rowpattern import _same_as_previous
-from dfs_cer.situations.derive import Derived, runs
+from dfs_cer.situations.derive import Derived, keyed, runs
 
 BLOCK, SYMBOL, TS, TE, AT_START, FIRST_TS = "__block", "__symbol", "__ts", "__te", "__at_start", "__first_ts"
 
@@ -33,16 +33,14 @@ def block_fragments(rows: pa.Table, partition: list[str], ts: np.ndarray, block_
             change[1:] |= ~_same_as_previous(rows.column(c))[1:]
     part = np.cumsum(change) - 1
     starts = np.flatnonzero(change)
-    blocks = rows.select(partition).take(pa.array(starts)).append_column(BLOCK, pa.array(block[starts])) \
-        .append_column(FIRST_TS, pa.array(ts[starts]))
+    blocks = keyed(rows, partition, starts, **{BLOCK: block[starts], FIRST_TS: ts[starts]})
     pieces = []
     for name, mask in masks.items():
         first, last, closed, at_start = runs(mask, part)
         te = np.where(closed, ts[np.minimum(last + 1, max(n - 1, 0))] if n else last, 0)
-        piece = rows.select(partition).take(pa.array(first)).append_column(BLOCK, pa.array(block[first]))
-        piece = piece.append_column(SYMBOL, pa.array([name] * first.size, pa.string()))
-        piece = piece.append_column(TS, pa.array(ts[first])).append_column(TE, pa.array(te, mask=~closed))
-        pieces.append(piece.append_column(AT_START, pa.array(at_start)))
+        pieces.append(keyed(rows, partition, first, **{
+            BLOCK: block[first], SYMBOL: pa.array([name] * first.size, pa.string()), TS: ts[first],
+            TE: pa.array(te, mask=~closed), AT_START: at_start}))
     fragments = pa.concat_tables(pieces) if pieces else pa.table({})
     return fragments, blocks
 
@@ -63,7 +61,7 @@ def stitch(fragments: pa.Table, blocks: pa.Table, partition: list[str], names: l
             same &= _same_as_previous(blocks.column(c))
         new_part = ~same
     block_part = np.cumsum(new_part) - 1
-    part_values = blocks.select(partition).filter(pa.array(new_part))
+    part_values = keyed(blocks, partition, np.flatnonzero(new_part))
     block_first = np.asarray(blocks.column(FIRST_TS).to_numpy(), np.int64)
     # each fragment's block position in the sorted block list (partition then block)
     out: dict[str, Derived] = {}

@@ -129,7 +129,8 @@ class _SituationParser(_Parser):
                     low, high = (d, None) if self.word(k + 1) == "LEAST" else (None, d)
                     end = k - 1
                     break
-                if self.word(k) == "BETWEEN" and k > a + 2 and self._duration_between(k, b):
+                if self.word(k) == "BETWEEN" and k > a + 2 and self._duration_between(k, b) \
+                        and self._closes_condition(a + 2, k - 1):
                     and_at = next(x for x in range(k + 1, b + 1) if self.word(x) == "AND")
                     low = self._duration(k + 1, and_at - 1, "DEFINE")
                     high = self._duration(and_at + 1, b, "DEFINE")
@@ -155,6 +156,20 @@ class _SituationParser(_Parser):
         if len(set(names)) != len(names):
             raise self.invalid("a situation is defined twice", c.first, "DEFINE")
         return out
+
+    def _closes_condition(self, first: int, last: int) -> bool:
+        """Is ``BETWEEN`` after tokens ``[first, last]`` a duration (``speed > 70 BETWEEN 4 AND
+        30``) rather than SQL's ``x BETWEEN a AND b`` on the last operand (``x > 0 AND speed
+        BETWEEN 60 AND 80``)? A duration follows a whole predicate: a comparison, IS NULL, IN,
+        LIKE, NOT, a nested BETWEEN, or a parenthesised condition (``(a) BETWEEN 4 AND 30`` for a
+        boolean column)."""
+        if self.toks[first].token_type == TokenType.L_PAREN and self.src.matching_paren(first) == last:
+            return True
+        try:
+            e = self.expression(first, last, "DEFINE")
+        except (QuerySyntaxError, QueryValidationError, UnsupportedFeatureError):
+            return False
+        return _predicate(e)
 
     def _duration_between(self, k: int, b: int) -> bool:
         """``BETWEEN d AND d`` closing the definition (not a BETWEEN inside the condition)."""
@@ -289,6 +304,20 @@ class _SituationParser(_Parser):
                 raise self.invalid(f"{func}(X.*) is not an aggregate; use count(X.*)", a, "MEASURES")
             out.append(Measure(name, func, arg.variable, column))
         return out
+
+
+def _predicate(e: object) -> bool:
+    from dfs_cer.query.expr import Between, BinaryOp, InList, IsNull, Like, Literal, UnaryOp
+
+    if isinstance(e, BinaryOp):
+        if e.op in ("AND", "OR"):
+            return _predicate(e.right)
+        return e.op in ("=", "<>", "<", "<=", ">", ">=")
+    if isinstance(e, UnaryOp):
+        return e.op == "NOT"
+    if isinstance(e, Literal):
+        return isinstance(e.value, bool)
+    return isinstance(e, IsNull | InList | Between | Like)
 
 
 def _amount(w: Window) -> float:

@@ -4,7 +4,7 @@ situations, join them by their relations, then the SELECT around it on DuckDB.""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from decimal import ROUND_FLOOR, Decimal
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 
 import numpy as np
 import pyarrow as pa
@@ -16,7 +16,7 @@ from dfs_cer.match.conditions import evaluate_any, shifted
 from dfs_cer.match.rowpattern import _time_values, sort_and_partition
 from dfs_cer.query.expr import Column, Expr, Navigation, NavKind
 from dfs_cer.query.model import Window
-from dfs_cer.situations.derive import Derived, aggregate, derive
+from dfs_cer.situations.derive import Derived, aggregate, derive, keyed
 from dfs_cer.situations.match import match
 from dfs_cer.situations.model import SituationQuery
 from dfs_cer.situations.parser import RELATION, parse_situations
@@ -24,12 +24,15 @@ from dfs_cer.situations.parser import RELATION, parse_situations
 UNITS_PER_SECOND = {"s": Decimal(1), "ms": Decimal(1000), "us": Decimal(10**6), "ns": Decimal(10**9)}
 
 
-def duration_units(d: Window | None, dtype: pa.DataType, integer_time_unit: str, clause: str) -> int | None:
-    """A duration in the time column's units (a bare number is already in them)."""
+def duration_units(d: Window | None, dtype: pa.DataType, integer_time_unit: str, clause: str,
+                   lower: bool = False) -> int | None:
+    """A duration in the time column's units (a bare number is already in them). Times are
+    integers: an upper bound rounds down and a ``lower`` bound up (``te - ts >= 2.5`` is ``>= 3``)."""
     if d is None:
         return None
+    rounding = ROUND_CEILING if lower else ROUND_FLOOR
     if d.unit is None:
-        return int(d.amount.to_integral_value(ROUND_FLOOR))
+        return int(d.amount.to_integral_value(rounding))
     if pa.types.is_timestamp(dtype):
         unit = dtype.unit
     elif pa.types.is_integer(dtype):
@@ -39,7 +42,7 @@ def duration_units(d: Window | None, dtype: pa.DataType, integer_time_unit: str,
                                    clause=clause, hint="give the duration as a bare number", code="non-temporal-order")
     seconds = d.seconds()
     assert seconds is not None
-    return int((seconds * UNITS_PER_SECOND[unit]).to_integral_value(ROUND_FLOOR))
+    return int((seconds * UNITS_PER_SECOND[unit]).to_integral_value(rounding))
 
 
 def _column(table: pa.Table, name: str) -> str:
@@ -103,7 +106,7 @@ def derive_all(table: pa.Table, query: SituationQuery, *, integer_time_unit: str
 def durations(name: str, query: SituationQuery, dtype: pa.DataType, integer_time_unit: str) -> tuple[int | None,
                                                                                                       int | None]:
     s = query.situation(name)
-    return (duration_units(s.min_duration, dtype, integer_time_unit, "DEFINE"),
+    return (duration_units(s.min_duration, dtype, integer_time_unit, "DEFINE", lower=True),
             duration_units(s.max_duration, dtype, integer_time_unit, "DEFINE"))
 
 
@@ -146,7 +149,7 @@ def run_situations(table: pa.Table, query: SituationQuery | str, *, integer_time
     found = match(derived, query.constraints, window)
     partition = [_column(rows, c) for c in query.partition_by]
     starts = np.flatnonzero(np.diff(np.concatenate([[-1], part])) != 0) if part.size else np.zeros(0, np.int64)
-    part_values = rows.select(partition).take(pa.array(starts))
+    part_values = keyed(rows, partition, starts)
     measures = {}
     for m in query.measures:
         col = rows.column(_column(rows, m.column)).combine_chunks() if m.column is not None else None

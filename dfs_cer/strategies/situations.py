@@ -21,11 +21,12 @@ import pyarrow.compute as pc
 
 from dfs_cer.errors import ConfigError
 from dfs_cer.situations import parse_situations
-from dfs_cer.situations.derive import Derived, aggregate
+from dfs_cer.situations.derive import Derived, aggregate, keyed
 from dfs_cer.situations.fragments import stitch
 from dfs_cer.situations.match import match
 from dfs_cer.situations.model import SituationQuery
 from dfs_cer.situations.run import (
+    _column,
     derive_all,
     duration_units,
     durations,
@@ -109,8 +110,7 @@ def _measures(session: Session, query: SituationQuery, part_values: pa.Table, de
         return {m.name: pa.nulls(0) for m in query.measures}
     # per partition, the union of the matched situations (closing rows included)
     part, lo, hi = _merge(part, starts, ends)
-    iv = part_values.take(pa.array(part)).append_column("__lo", pa.array(lo)).append_column(
-        "__hi", pa.array(hi)).append_column("__k", pa.array(np.arange(lo.size, dtype=np.int64)))
+    iv = keyed(part_values, partition, part, __lo=lo, __hi=hi, __k=np.arange(lo.size, dtype=np.int64))
     needed = _needed_columns(query, part_values.column_names, event_key)
     # rows of different intervals were not adjacent: the nodes tag each row with its interval
     # (SEGMENT), and the situations are derived within each interval only
@@ -120,11 +120,11 @@ def _measures(session: Session, query: SituationQuery, part_values: pa.Table, de
     out: dict[str, pa.Array] = {}
     for m in query.measures:
         mine, theirs = derived[m.symbol], sub[m.symbol]
-        col = sub_rows.column(m.column).combine_chunks() if m.column is not None else None
+        col = sub_rows.column(_column(sub_rows, m.column)).combine_chunks() if m.column is not None else None
         values = aggregate(m.function, col, theirs)
         # match the re-derived situations to the stitched ones by (partition key, start)
-        index = _pair(part_values.take(pa.array(mine.part)), mine.ts,
-                      sub_rows.select(partition).take(pa.array(theirs.first)), theirs.ts)
+        index = _pair(keyed(part_values, partition, mine.part), mine.ts,
+                      keyed(sub_rows, [_column(sub_rows, c) for c in partition], theirs.first), theirs.ts)
         out[m.name] = pc.if_else(pa.array(index >= 0), values.take(pa.array(np.maximum(index, 0))),
                                  pa.scalar(None, values.type))
     return out

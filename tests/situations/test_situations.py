@@ -5,6 +5,7 @@ encoding (situations by ``X+`` runs, relations by a join) on generated data."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -374,3 +375,45 @@ def test_t5_t6_t8_detection_times() -> None:
     # T8: max(A.te = 4, B.te = 8, C.ts = 6) = 8
     car_bounds = {"A": (1, 4), "B": (2, 8), "C": (6, 9)}
     assert detection_time({("A", "B"): "overlaps", ("B", "C"): "overlaps", ("A", "C"): "before"}, car_bounds) == 8
+
+
+def test_integer_measures_fractional_bounds_and_between() -> None:
+    """Integer aggregates stay exact beyond 2**53; a fractional minimum duration rounds up; a
+    trailing BETWEEN is a duration only after a whole predicate."""
+    big = pa.table({"t": [0, 1, 2, 3, 4], "x": [2**53 + 1, 2**52 + 1, 2**52 + 2, 0, 0], "a": [0, 1, 1, 0, 0],
+                    "b": [1, 1, 1, 1, 0]})
+    sql = ("SELECT * FROM t SITUATIONS (ORDER BY t DEFINE A AS a = 1, B AS b = 1 PATTERN A during B "
+           "MEASURES sum(A.x) AS s, max(B.x) AS mx, avg(A.x) AS av)")
+    row = match_situations(big, sql).to_pylist()[0]
+    assert row["s"] == 2**53 + 3 and row["mx"] == 2**53 + 1
+    t = pa.table({"t": list(range(9)), "a": [1, 1, 0, 1, 1, 1, 0, 0, 0], "b": [0, 0, 0, 0, 0, 0, 0, 1, 0]})
+    got = match_situations(t, "SELECT * FROM t SITUATIONS (ORDER BY t DEFINE A AS a = 1 AT LEAST 2.5, "
+                              "B AS b = 1 PATTERN A before B)")
+    assert got.column("A_start").to_pylist() == [3]  # [0, 2) lasts 2 < 2.5
+    q = parse_situations("SELECT * FROM t SITUATIONS (ORDER BY t DEFINE A AS x > 0 AND speed BETWEEN 60 AND 80, "
+                         "B AS speed > 70 BETWEEN 4 AND 30, C AS (c) BETWEEN 1 AND 2 PATTERN A before B AND B before C)")
+    a, b, c = q.situations
+    assert a.min_duration is None and b.min_duration is not None and c.max_duration is not None
+
+
+@pytest.mark.flight
+def test_storage_nodes_without_partition_by_and_with_folded_column_names(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from dfs_cer.io.shard import shard
+    from dfs_cer.strategies.situations import pull_situations
+    from storage_node.launcher import LocalCluster
+
+    rng = np.random.default_rng(2)
+    n = 4000
+    table = pa.table({"ts": np.cumsum(rng.integers(1, 20, n)), "u": rng.integers(0, 2, n), "V": rng.normal(0, 1, n)})
+    table = table.set_column(1, "u", pa.array(np.where(rng.random(n) < 0.1, None, table.column("u").to_numpy())))
+    pq.write_table(table, tmp_path / "e.parquet")
+    shard(str(tmp_path / "e.parquet"), 2, str(tmp_path / "nodes"), partitioning="time")
+    sql = ("SELECT * FROM t SITUATIONS (ORDER BY ts DEFINE A AS u IS NULL OR u = 1, B AS v > 0 "
+           "PATTERN A overlaps B; A contains B WITHIN 300 MEASURES avg(B.v) AS bv, count(A.*) AS na)")
+    want = match_situations(table, sql)
+    assert want.num_rows > 5
+    with LocalCluster([str(tmp_path / "nodes" / f"node-{i:02d}") for i in range(2)]) as cluster:
+        got = pull_situations(sql, cluster.endpoints, cluster.token, strategy="dfs")
+    assert got.trace.fallback is None and got.relation.to_pylist() == want.to_pylist()
