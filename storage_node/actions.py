@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from dfs_cer.config import QueryConfig
-from dfs_cer.errors import DfsCerError, ProtocolError
+from dfs_cer.errors import DfsCerError, ProtocolError, StorageError
 from dfs_cer.filters import (
     IntervalSet,
     KeyKind,
@@ -157,7 +157,8 @@ class Actions:
             ranges = _time_ranges(header.get("time_ranges"))
             if ranges is not None:  # an incremental re-run: only rows inside these closed ranges
                 table, ts = _inside(table, ts, ranges)
-            state = QueryState(qid, analysis, table, ts, self._candidates(table, analysis), estimate, ranges=ranges)
+            state = QueryState(qid, analysis, table, ts, self._candidates(table, analysis), estimate, ranges=ranges,
+                               generation=self.store.generation)
         except BaseException:
             self.registry.release(estimate)
             raise
@@ -192,7 +193,7 @@ class Actions:
             for i, (analysis, qid) in enumerate(queries):
                 states.append(QueryState(qid, analysis, table, ts, self._candidates(table, analysis, shared),
                                          estimate if i == 0 else 0, owns_table=i == 0, grouped=True,
-                                         whole=whole))
+                                         whole=whole, generation=self.store.generation))
         except BaseException:
             self.registry.release(estimate)
             raise
@@ -398,7 +399,9 @@ class Actions:
             ranges: np.ndarray | None = None
             if isinstance(header.get("query_id"), str):
                 opened = self.registry.find(header["query_id"])
-                ranges = opened.ranges if opened is not None else None
+                if opened is not None:
+                    self._same_generation(opened, kind)
+                    ranges = opened.ranges
             return self._whole(ranges)
         state = self.registry.get(field(header, "query_id", str, kind))
         if kind == "pull_variable":  # push-pull: one variable's current candidates, with their row ids
@@ -419,6 +422,7 @@ class Actions:
             rows = rows[swf.contains(state.ts[rows])]
             return state.table.take(pa.array(rows))
         # pull_range: every row inside the intervals (contiguous patterns), from the shards
+        self._same_generation(state, kind)
         table = self._whole(state.ranges)
         ts = _time_ints(table.column(self.store.time_column))
         return table.filter(pa.array(swf.contains(ts)))
@@ -500,6 +504,11 @@ class Actions:
         for j, rows in enumerate(chosen):
             members[np.isin(union, rows)] |= dtype(1 << j)
         return base.take(pa.array(union)).append_column(MEMBERS, pa.array(members))
+
+    def _same_generation(self, state: QueryState, kind: str) -> None:
+        if state.generation != self.store.generation:
+            raise StorageError(f"{kind}: files were appended to the shard set while query {state.query_id} ran; "
+                               "run the query again")
 
     def _whole(self, ranges: np.ndarray | None) -> pa.Table:
         """Every row of the shard set, by time (inside ``ranges`` when given)."""

@@ -48,6 +48,8 @@ class QueryState:
     grouped: bool = False
     #: the group's table holds every row of the shard set (some query reads contiguous rows)
     whole: bool = False
+    #: the shard set's generation at open (files appended since then make pulls refuse)
+    generation: int = 0
 
     def size_in_bytes(self) -> int:
         table = self.table.nbytes + self.ts.nbytes if self.owns_table else 0

@@ -22,6 +22,8 @@ class ShardStore:
         self.location: FileLocation = filesystem_for(data, self.config)
         self.cache_hits = 0
         self._cache_lock = threading.Lock()
+        #: bumped whenever appended files are picked up: queries opened before see other data
+        self.generation = 0
         self._load(read_manifest(self.location))
 
     def _load(self, manifest: dict[str, Any]) -> None:
@@ -63,6 +65,7 @@ class ShardStore:
             return False
         with self._cache_lock:
             self._load(manifest)
+            self.generation += 1
         return True
 
     @property

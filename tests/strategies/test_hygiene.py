@@ -318,3 +318,26 @@ def test_copies_with_different_payloads_are_resolved_before_any_filter(tmp_path:
         for strategy in ("pull_all", "push_down", "push_pull", "dfs"):
             result = pull(strategy, q, cluster.endpoints, cluster.token, cost_model="always_on")
             assert matches(match_pulled(result)) == want, strategy
+
+
+def test_files_appended_while_a_query_runs_make_its_pulls_refuse(tmp_path: Path) -> None:
+    """A query opened before files were appended must not pull rows its open never saw."""
+    from dfs_cer.errors import StorageError
+    from dfs_cer.transport.client import StorageClient
+
+    pq.write_table(_batch(ARRIVALS[0]), tmp_path / "a.parquet")
+    pq.write_table(_batch(ARRIVALS[1]), tmp_path / "b.parquet")
+    shard(str(tmp_path / "a.parquet"), 1, str(tmp_path / "nodes"))
+    with LocalCluster([str(tmp_path / "nodes" / "node-00")]) as cluster:
+        client = StorageClient(cluster.endpoints[0], cluster.token)
+        try:
+            client.action("open", {"query_id": "q1", "sql": sql("A B C")})
+            assert client.pull({"query_id": "q1", "kind": "pull_all"}).num_rows == len(ARRIVALS[0])
+            shard(str(tmp_path / "b.parquet"), 1, str(tmp_path / "nodes"), append=True)
+            client.action("files", {})  # the node picks the new file up
+            with pytest.raises(StorageError, match="appended to the shard set while query q1 ran"):
+                client.pull({"query_id": "q1", "kind": "pull_all"})
+            client.action("open", {"query_id": "q2", "sql": sql("A B C")})
+            assert client.pull({"query_id": "q2", "kind": "pull_all"}).num_rows == len(ARRIVALS[0]) + 1
+        finally:
+            client.close()
