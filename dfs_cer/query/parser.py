@@ -11,6 +11,7 @@ extensions (``WITHIN``, ``ALL MATCHES``); the PATTERN text goes to
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
@@ -113,16 +114,24 @@ class _Parser:
                 code: str = "invalid") -> QueryValidationError:
         return QueryValidationError(message, clause=clause, position=self.pos(i), hint=hint, code=code)
 
-    def split_commas(self, first: int, last: int) -> list[tuple[int, int]]:
-        """Token ranges of the comma-separated items in ``[first, last]`` (depth 0 commas)."""
-        items, depth, start = [], 0, first
+    def top_level(self, first: int, last: int) -> Iterator[int]:
+        """Indices of the tokens in ``[first, last]`` outside any parentheses (not the
+        parentheses themselves)."""
+        depth = 0
         for i in range(first, last + 1):
             kind = self.toks[i].token_type
             if kind == TokenType.L_PAREN:
                 depth += 1
             elif kind == TokenType.R_PAREN:
                 depth -= 1
-            elif kind == TokenType.COMMA and depth == 0:
+            elif depth == 0:
+                yield i
+
+    def split_commas(self, first: int, last: int) -> list[tuple[int, int]]:
+        """Token ranges of the comma-separated items in ``[first, last]`` (depth 0 commas)."""
+        items, start = [], first
+        for i in self.top_level(first, last):
+            if self.toks[i].token_type == TokenType.COMMA:
                 items.append((start, i - 1))
                 start = i + 1
         items.append((start, last))

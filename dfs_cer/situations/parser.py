@@ -76,21 +76,14 @@ class _SituationParser(_Parser):
 
     def _situation_clauses(self, first: int, last: int) -> dict[str, _Clause]:
         marks: list[tuple[int, str, int]] = []
-        depth = 0
-        for i in range(first, last + 1):
-            kind = self.toks[i].token_type
-            if kind == TokenType.L_PAREN:
-                depth += 1
-            elif kind == TokenType.R_PAREN:
-                depth -= 1
-            elif depth == 0:
-                for name in CLAUSES:
-                    n = self.words_at(i, tuple(name.split()), last)
-                    if n and not any(m[0] <= i < m[0] + m[2] for m in marks):
-                        if name == "ORDER BY" and any(c == "DEFINE" for _, c, _ in marks):
-                            continue  # ORDER BY after DEFINE belongs to no clause here
-                        marks.append((i, name, n))
-                        break
+        for i in self.top_level(first, last):
+            for name in CLAUSES:
+                n = self.words_at(i, tuple(name.split()), last)
+                if n and not any(m[0] <= i < m[0] + m[2] for m in marks):
+                    if name == "ORDER BY" and any(c == "DEFINE" for _, c, _ in marks):
+                        continue  # ORDER BY after DEFINE belongs to no clause here
+                    marks.append((i, name, n))
+                    break
         if not marks or marks[0][0] != first:
             raise self.syntax("expected PARTITION BY, ORDER BY, DEFINE, PATTERN, WITHIN or MEASURES", first)
         out: dict[str, _Clause] = {}
@@ -104,11 +97,12 @@ class _SituationParser(_Parser):
         return out
 
     def _columns(self, c: _Clause, clause: str) -> list[str]:
-        return [self.name_at(a, clause, "a column name", canonical=False)
-                for a, b in self.split_commas(c.first, c.last) if a == b or self._one_name(a, b, clause)]
-
-    def _one_name(self, a: int, b: int, clause: str) -> bool:
-        raise self.syntax(f"expected a column name, got {self.src.text(a, b)!r}", a, clause)
+        names = []
+        for a, b in self.split_commas(c.first, c.last):
+            if a != b:
+                raise self.syntax(f"expected a column name, got {self.src.text(a, b)!r}", a, clause)
+            names.append(self.name_at(a, clause, "a column name", canonical=False))
+        return names
 
     def _duration(self, first: int, last: int, clause: str) -> Window:
         window = self._within(_Clause(clause, first, first, last))
