@@ -11,7 +11,7 @@ import pyarrow.dataset as ds
 from dfs_cer.config import StorageConfig
 from dfs_cer.errors import StorageError
 from dfs_cer.io.files import FileLocation, filesystem_for, list_files
-from dfs_cer.io.shard import read_manifest, schema_fields
+from dfs_cer.io.shard import decode_schema, read_manifest, schema_fields
 
 
 class ShardStore:
@@ -70,8 +70,14 @@ class ShardStore:
 
     @property
     def schema(self) -> pa.Schema:
-        if self.dataset is None:
-            return pa.schema([(f["name"], pa.type_for_alias(f["type"])) for f in self.manifest["schema"]])
+        if self.dataset is None:  # no shard file (an empty node): the manifest's exact schema
+            if "arrow_schema" in self.manifest:
+                return decode_schema(str(self.manifest["arrow_schema"]))
+            try:  # manifests written before arrow_schema: type names (simple types only)
+                return pa.schema([(f["name"], pa.type_for_alias(f["type"])) for f in self.manifest["schema"]])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise StorageError(f"the manifest under {self.location.uri} has no arrow_schema and its schema "
+                                   f"cannot be read from type names ({exc}); re-shard the data") from None
         return self.dataset.schema
 
     def estimate_bytes(self) -> int:

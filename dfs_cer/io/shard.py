@@ -146,7 +146,7 @@ def shard(input_path: str, nodes: int, to: str, *, partitioning: str = "random",
     if partitioning not in PARTITIONINGS:
         raise ShardError(f"--partitioning must be one of {', '.join(PARTITIONINGS)}, got {partitioning!r}")
     dataset = _input_dataset(input_path, config)
-    schema = dataset.schema
+    schema = storage_schema(dataset.schema)
     for column, option in ((time_column, "--time-column"),):
         if column not in schema.names:
             raise ShardError(f"{option} {column} is not a column of the input; columns: {', '.join(schema.names)}")
@@ -179,6 +179,8 @@ def shard(input_path: str, nodes: int, to: str, *, partitioning: str = "random",
             continue
         owner = _node_of(partitioning, nodes, offset, batch, time_column, type_column, event_key)
         table = pa.Table.from_batches([batch])
+        if table.schema != schema:
+            table = table.cast(schema)
         for k in range(nodes):
             rows = np.nonzero(owner == k)[0]
             if rows.size == 0:
@@ -244,11 +246,41 @@ def schema_fields(schema: pa.Schema) -> list[dict[str, str]]:
     return [{"name": f.name, "type": str(f.type)} for f in schema]
 
 
+def storage_schema(schema: pa.Schema) -> pa.Schema:
+    """The schema ``schema`` has once written to parquet and read back: parquet has no second
+    timestamps (``timestamp[s]`` comes back as ``timestamp[ms]``), and metadata is dropped.
+    Shards are cast to it before writing, so the manifest, every shard and every storage node
+    agree on one schema."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(schema.remove_metadata().empty_table(), sink)
+    return pq.read_schema(pa.BufferReader(sink.getvalue())).remove_metadata()
+
+
+def encode_schema(schema: pa.Schema) -> str:
+    """The exact Arrow schema as base64 IPC (type names such as ``timestamp[ms, tz=UTC]`` or
+    ``decimal128(10, 2)`` do not parse back)."""
+    import base64
+
+    return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
+
+
+def decode_schema(text: str) -> pa.Schema:
+    import base64
+    import binascii
+
+    try:
+        return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text, validate=True)))
+    except (binascii.Error, pa.ArrowInvalid, OSError) as exc:
+        raise StorageError(f"the manifest's arrow_schema is not a base64 Arrow schema ({exc}); re-shard the data") \
+            from None
+
+
 def _write_manifest(out: FileLocation, m: NodeManifest, schema: pa.Schema, time_column: str,
                     event_key: tuple[str, ...], nodes: int, partitioning: str) -> None:
     doc = {
         "version": 1, "node": m.node, "nodes": nodes, "partitioning": partitioning, "time_column": time_column,
-        "event_key": list(event_key), "schema": schema_fields(schema), "rows": m.rows, "min_ts": m.min_ts,
+        "event_key": list(event_key), "schema": schema_fields(schema),
+        "arrow_schema": encode_schema(schema), "rows": m.rows, "min_ts": m.min_ts,
         "max_ts": m.max_ts, "type_counts": m.type_counts, "files": m.files,
         "duplicates_dropped": m.duplicates_dropped,
     }

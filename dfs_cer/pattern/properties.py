@@ -102,6 +102,41 @@ def mandatory_labels(p: RowPattern) -> frozenset[str]:
     raise TypeError(type(p).__name__)
 
 
+def max_rows(p: RowPattern) -> dict[str, int | None]:
+    """For each variable, the most rows it can label in one match (None: unbounded).
+
+    ``A B+ A`` gives ``{A: 2, B: None}``; ``A (B | C) D`` gives 1 for every variable."""
+    def add(x: int | None, y: int | None) -> int | None:
+        return None if x is None or y is None else x + y
+
+    if isinstance(p, Label):
+        return {p.name: 1}
+    if isinstance(p, EmptyPattern | Anchor):
+        return {}
+    if isinstance(p, Negation):
+        return {name: 0 for name in labels(p)}
+    if isinstance(p, Concatenation | Permutation | Alternation):
+        out: dict[str, int | None] = {}
+        for item in p.items:
+            for name, k in max_rows(item).items():
+                if name not in out:
+                    out[name] = k
+                elif isinstance(p, Alternation):
+                    current = out[name]
+                    out[name] = None if k is None or current is None else max(current, k)
+                else:
+                    out[name] = add(out[name], k)
+        return out
+    if isinstance(p, Exclusion):
+        return max_rows(p.pattern)
+    if isinstance(p, Quantified):
+        inner = max_rows(p.pattern)
+        if p.max is None:
+            return {name: (0 if k == 0 else None) for name, k in inner.items()}
+        return {name: None if k is None else k * p.max for name, k in inner.items()}
+    raise TypeError(type(p).__name__)
+
+
 def top_level_items(p: RowPattern) -> tuple[RowPattern, ...]:
     """Elements of the top-level sequence (nested concatenations flattened)."""
     if isinstance(p, Concatenation):

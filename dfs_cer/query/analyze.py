@@ -10,7 +10,6 @@ physical navigation reaches beyond a match. See "When pruning is exact" in DESIG
 
 from __future__ import annotations
 
-import difflib
 import enum
 from dataclasses import dataclass
 from decimal import ROUND_FLOOR, Decimal
@@ -18,16 +17,18 @@ from typing import TYPE_CHECKING
 
 from dfs_cer.config import QueryConfig
 from dfs_cer.errors import QueryValidationError
-from dfs_cer.pattern.ir import Alternation, Exclusion, Label, Quantified, RowPattern, labels
+from dfs_cer.pattern.ir import Alternation, Exclusion, Label, Quantified, RowPattern, labels, to_text
 from dfs_cer.pattern.properties import (
     first_labels,
     has_anchor,
     last_labels,
     mandatory_labels,
+    max_rows,
     nullable,
     top_level_items,
     top_level_positions,
 )
+from dfs_cer.query.bind import bind_names, resolve_column
 from dfs_cer.query.expr import (
     Aggregate,
     BinaryOp,
@@ -90,6 +91,8 @@ class VariableInfo:
     residuals: tuple[Expr, ...]
     positions: tuple[int, ...]
     defined: bool
+    #: the most rows this variable labels in one match (None: unbounded)
+    max_rows: int | None = 1
 
     @property
     def any_row(self) -> bool:
@@ -131,6 +134,19 @@ class Analysis:
             if v.name == name:
                 return v
         raise KeyError(name)
+
+    def constrains(self, equality: Equality, variable: str) -> bool:
+        """Does ``equality`` hold for every row ``variable`` labels in a match? Always for the
+        variable whose DEFINE states it. For the other side only when that variable labels a
+        single row (or under ALL MATCHES, where a bare reference to a Kleene variable holds for
+        each of its rows): in ``A N*? B N*? A`` with ``B.k = A.k`` in B's DEFINE the second A
+        is unconstrained (running semantics read the last A before B), so join filters must not
+        drop A rows by it."""
+        if variable == equality.defined_in:
+            return True
+        if variable not in (equality.left_variable, equality.right_variable):
+            return False
+        return self.query.recognize.all_matches or self.variable(variable).max_rows == 1
 
     def precedes(self, a: str, b: str) -> bool | None:
         """True if ``a``'s rows always come before ``b``'s, False if always after, None if unknown."""
@@ -246,10 +262,17 @@ def _skippable(query: Query, any_row: set[str]) -> tuple[bool, str | None]:
                 isinstance(x, Column | Star) and x.variable is None for a in n.args for x in walk(a)
             ):
                 return False, "an aggregate over all rows of the match observes rows between variables"
-    if mr.all_matches:
-        return True, None
     items = top_level_items(mr.pattern)
     skips = [_skip_item(i, any_row) for i in items]
+    if mr.all_matches:
+        # the CER engine drops only N* skip items; N, N+ or N{2} take rows of their own (every
+        # combination of them), so the rows between variables are part of the matches
+        for item, skip in zip(items, skips, strict=True):
+            taken = set(labels(item)) & any_row
+            if skip is None and taken:
+                return False, (f"under ALL MATCHES {', '.join(sorted(taken))} in {to_text(item)} takes rows of "
+                               "its own, so every row between variables matters")
+        return True, None
     if skips[0] is not None or skips[-1] is not None:
         return False, "a leading or trailing any-row variable absorbs rows outside the variables"
     referenced: set[str] = set()
@@ -303,18 +326,6 @@ def _pruning(query: Query, roles: dict[str, Role]) -> tuple[bool, str | None]:
     return True, None
 
 
-def _resolve(name: str, schema: pa.Schema, clause: str) -> str:
-    names = list(schema.names)
-    if name in names:
-        return name
-    folded = [n for n in names if n.lower() == name.lower()]
-    if len(folded) == 1:
-        return folded[0]
-    close = difflib.get_close_matches(name, names, n=3)
-    hint = f"did you mean {', '.join(close)}?" if close else f"columns: {', '.join(names[:20])}"
-    raise QueryValidationError(f"column {name} does not exist", clause=clause, hint=hint, code="unknown-column")
-
-
 def _bind_window(query: Query, schema: pa.Schema | None, config: QueryConfig) -> tuple[int | None, str | None]:
     import pyarrow as pa
 
@@ -330,7 +341,7 @@ def _bind_window(query: Query, schema: pa.Schema | None, config: QueryConfig) ->
     if mr.order_by[0].descending:
         raise QueryValidationError("WITHIN needs an ascending ORDER BY column", clause="WITHIN",
                                    hint="remove DESC from the first ORDER BY column", code="bad-window")
-    column = _resolve(mr.order_by[0].column, schema, "ORDER BY")
+    column = resolve_column(mr.order_by[0].column, schema, "ORDER BY")
     dtype = schema.field(column).type
     seconds = window.seconds()
     assert seconds is not None
@@ -349,22 +360,6 @@ def _bind_window(query: Query, schema: pa.Schema | None, config: QueryConfig) ->
     amount = seconds * _UNITS_PER_SECOND[unit]
     # timestamps are integers: span <= 0.5 s in whole seconds is span <= 0
     return int(amount.to_integral_value(ROUND_FLOOR)), unit
-
-
-def _check_columns(query: Query, schema: pa.Schema) -> None:
-    mr = query.recognize
-    for c in mr.partition_by:
-        _resolve(c, schema, "PARTITION BY")
-    for s in mr.order_by:
-        _resolve(s.column, schema, "ORDER BY")
-    for d in mr.definitions:
-        for n in walk(d.condition):
-            if isinstance(n, Column):
-                _resolve(n.name, schema, f"DEFINE {d.variable}")
-    for m in mr.measures:
-        for n in walk(m.expr):
-            if isinstance(n, Column):
-                _resolve(n.name, schema, f"MEASURES {m.name}")
 
 
 def _event_key(key: tuple[str, ...], schema: pa.Schema | None) -> tuple[str, ...]:
@@ -392,11 +387,14 @@ def analyze(query: Query, schema: pa.Schema | None = None, config: QueryConfig |
         config: front-end settings (the unit of integer time columns).
     """
     config = config or QueryConfig()
+    if schema is not None:  # column names spelled as in the data, once, for every later stage
+        query = bind_names(query, schema)
     mr = query.recognize
     classified, any_row = _classify(query)
     mandatory = mandatory_labels(mr.pattern)
     first, last = first_labels(mr.pattern), last_labels(mr.pattern)
     positions = top_level_positions(mr.pattern)
+    rows_per_match = max_rows(mr.pattern)
     roles: dict[str, Role] = {}
     for name in labels(mr.pattern):
         if name in any_row:
@@ -418,11 +416,10 @@ def analyze(query: Query, schema: pa.Schema | None = None, config: QueryConfig |
             residuals=tuple(classified[name][2]),
             positions=positions.get(name, ()),
             defined=mr.definition(name) is not None,
+            max_rows=rows_per_match.get(name, 1),
         )
         for name in labels(mr.pattern)
     )
-    if schema is not None:
-        _check_columns(query, schema)
     window_units, window_unit = _bind_window(query, schema, config)
     pruning, pruning_reason = _pruning(query, roles)
     skippable, skip_reason = _skippable(query, any_row)

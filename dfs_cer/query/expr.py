@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from dfs_cer.pattern.ir import format_label
@@ -223,6 +223,36 @@ def children(e: Expr) -> tuple[Expr, ...]:
             out.append(e.default)
         return tuple(out)
     return ()
+
+
+def transform(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
+    """Rebuild ``e`` bottom-up: ``fn`` returns a replacement for a node (children already
+    transformed) or None to keep it. Nodes are frozen, so unchanged subtrees are shared."""
+    import dataclasses
+
+    def rebuild(x: Expr) -> Expr:
+        changes: dict[str, object] = {}
+        if isinstance(x, Navigation | UnaryOp | IsNull | Cast):
+            changes["operand"] = rebuild(x.operand)
+        elif isinstance(x, Aggregate | Function):
+            changes["args"] = tuple(rebuild(a) for a in x.args)
+        elif isinstance(x, BinaryOp):
+            changes = {"left": rebuild(x.left), "right": rebuild(x.right)}
+        elif isinstance(x, InList):
+            changes = {"operand": rebuild(x.operand), "items": tuple(rebuild(i) for i in x.items)}
+        elif isinstance(x, Between):
+            changes = {"operand": rebuild(x.operand), "low": rebuild(x.low), "high": rebuild(x.high)}
+        elif isinstance(x, Like):
+            changes = {"operand": rebuild(x.operand), "pattern": rebuild(x.pattern)}
+        elif isinstance(x, Case):
+            changes = {"whens": tuple(When(rebuild(w.condition), rebuild(w.result)) for w in x.whens),
+                       "default": None if x.default is None else rebuild(x.default),
+                       "operand": None if x.operand is None else rebuild(x.operand)}
+        out = dataclasses.replace(x, **changes) if changes else x  # type: ignore[type-var]
+        replaced = fn(out)
+        return out if replaced is None else replaced
+
+    return rebuild(e)
 
 
 def walk(e: Expr) -> Iterator[Expr]:

@@ -270,7 +270,7 @@ def dfs(session: Session, query: Query, unit: str, cost_model: str = "adaptive",
         partners: dict[str, tuple[str, str]] = {}
         for e in analysis.equalities if join_filter != "none" else ():
             if v in (e.left_variable, e.right_variable) and e.other(v) in processed and e.other(v) not in partners \
-                    and e.other(v) != v:
+                    and e.other(v) != v and analysis.constrains(e, v):
                 partners[e.other(v)] = (e.column_of(e.other(v)), e.column_of(v))
         tis_bytes = tis.to_bytes()
         inside = min(1.0, 1.5 * tis.covered_length / max(span, 1.0))
@@ -371,7 +371,8 @@ def naive_dfs(session: Session, query: Query, unit: str, **unused: Any) -> PullR
     processed: list[str] = []
     for v in sorted(names, key=lambda n: (per_var[n].total_length(), names.index(n))):
         for e in analysis.equalities:
-            if tis.is_empty or v not in (e.left_variable, e.right_variable) or e.other(v) not in processed:
+            if tis.is_empty or v not in (e.left_variable, e.right_variable) or e.other(v) not in processed \
+                    or not analysis.constrains(e, v):
                 continue
             p = e.other(v)
             mine, theirs = pairs[(v, e.column_of(v))], pairs[(p, e.column_of(p))]

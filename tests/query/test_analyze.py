@@ -66,7 +66,10 @@ def test_all_matches_with_navigation() -> None:
         ("ORDER BY ts PATTERN (A {- N* -} B) DEFINE A AS A.x = 1, B AS B.x = 2", True, None),
         ("ORDER BY ts PATTERN (A N*? B) DEFINE A AS A.x = 1, B AS B.x = 2", True, None),
         ("ORDER BY ts PATTERN (A N* B) DEFINE A AS A.x = 1, B AS B.x = 2", True, None),
-        ("ORDER BY ts ALL MATCHES PATTERN (A B+ C) DEFINE A AS A.x = 1", True, None),
+        # under ALL MATCHES undefined B+ and C take every combination of rows: none may be dropped
+        ("ORDER BY ts ALL MATCHES PATTERN (A B+ C) DEFINE A AS A.x = 1", False, "B in B+ takes rows of its own"),
+        ("ORDER BY ts ALL MATCHES PATTERN (A N+? B) DEFINE A AS A.x = 1, B AS B.x = 2", False, "N in N+?"),
+        ("ORDER BY ts ALL MATCHES PATTERN (A N* B C+) DEFINE A AS A.x = 1, B AS B.x = 2, C AS C.x = 3", True, None),
         ("ORDER BY ts PATTERN (A B) DEFINE A AS A.x = 1, B AS B.x = 2", False, "B follow(s) another variable"),
         ("ORDER BY ts PATTERN (A) DEFINE A AS A.x = 1", False, "the pattern is contiguous"),
         ("ORDER BY ts PATTERN (A N*? B C) DEFINE A AS A.x = 1, B AS B.x = 2, C AS C.x = 3", False,
