@@ -132,7 +132,7 @@ def _count_table(count: int) -> pa.Table:
 def _strict_contiguity(query: Query, table: pa.Table, config: Config) -> Analysis:
     """Strict contiguity over a sequence of single-event variables: every run of consecutive
     rows labelled in order, i.e. the SQL pattern without skip variables, restarted at every row."""
-    from dfs_cer.match.cer import pattern_items
+    from dfs_cer.match.cer_pattern import pattern_items
     from dfs_cer.pattern.ir import Concatenation, Label
     from dfs_cer.query.model import AfterMatchSkip, SkipTo
 

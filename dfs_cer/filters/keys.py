@@ -3,7 +3,8 @@
 Numbers use a vectorised integer mix (splitmix64 finaliser) of the value's bits with the window
 id; strings use one mmh3 hash of the UTF-8 bytes seeded by the window id. Values of both sides
 of an equality must hash alike, so they are first normalised to one :class:`KeyKind`: integers
-(and timestamps, dates, booleans) as int64, any side with a float as float64 (``-0.0`` -> ``0.0``),
+(and timestamps, dates, booleans) as int64 (uint64 above 2**63 wraps), any side with a float or
+a decimal as a correctly rounded float64 (``-0.0`` -> ``0.0``; see dfs_cer.query.numeric),
 text as UTF-8. NULL never equals anything: null values are reported so callers skip them.
 """
 
@@ -16,6 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
+
+from dfs_cer.query.numeric import to_double
 
 
 class KeyKind(enum.IntEnum):
@@ -59,14 +62,19 @@ def normalize(values: pa.Array | pa.ChunkedArray | np.ndarray, kind: KeyKind) ->
             values = pc.cast(values, pa.string())
         return values.to_pylist(), valid
     if kind == KeyKind.FLOAT:
-        arr = pc.cast(values, pa.float64()).fill_null(0.0).to_numpy(zero_copy_only=False)
+        # correctly rounded, so numerically equal values of any two types hash alike (SQL
+        # compares exact with approximate numbers as doubles)
+        arr = to_double(values).fill_null(0.0).to_numpy(zero_copy_only=False)
         arr = np.where(arr == 0.0, 0.0, arr)  # -0.0 equals 0.0
         valid &= ~np.isnan(arr)  # NaN = NaN is not true in SQL
         return np.ascontiguousarray(arr, dtype=np.float64), valid
     if pa.types.is_temporal(values.type):
         values = values.view(pa.int64()) if values.type.bit_width == 64 else pc.cast(values.view(pa.int32()),
                                                                                         pa.int64())
-    arr = pc.cast(values, pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+    if pa.types.is_uint64(values.type):  # values above 2**63 wrap: equal values keep equal bits
+        arr = values.fill_null(0).to_numpy(zero_copy_only=False).view(np.int64)
+    else:
+        arr = pc.cast(values, pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
     return np.ascontiguousarray(arr, dtype=np.int64), valid
 
 

@@ -36,6 +36,7 @@ from dfs_cer.query.expr import (
     to_sql,
 )
 from dfs_cer.query.model import WindowUnit
+from dfs_cer.query.numeric import arithmetic, comparable
 
 Resolver = Callable[[Expr], pa.Array]
 
@@ -60,9 +61,10 @@ def _like_regex(pattern: str) -> str:
     return "^" + "".join(out) + "$"
 
 
-def _align(a: pa.Array | pa.Scalar, b: pa.Array | pa.Scalar) -> tuple[pa.Array | pa.Scalar, pa.Array | pa.Scalar]:
-    # integer division stays integral (as Trino); mixed int / decimal literals compare as float
-    return a, b
+def _compare(op: str, a: pa.Array | pa.Scalar, b: pa.Array | pa.Scalar) -> pa.Array | pa.Scalar:
+    """``a op b`` with SQL's numeric comparison rules (dfs_cer.query.numeric)."""
+    left, right = comparable(a, b)
+    return pc.call_function(_COMPARE[op], [left, right])
 
 
 def evaluate(e: Expr, resolve: Resolver, length: int) -> pa.Array | pa.Scalar:
@@ -80,9 +82,9 @@ def evaluate(e: Expr, resolve: Resolver, length: int) -> pa.Array | pa.Scalar:
                 return pc.and_kleene(ev(x.left), ev(x.right))
             if x.op == "OR":
                 return pc.or_kleene(ev(x.left), ev(x.right))
-            left, right = _align(ev(x.left), ev(x.right))
             if x.op in _COMPARE:
-                return pc.call_function(_COMPARE[x.op], [left, right])
+                return _compare(x.op, ev(x.left), ev(x.right))
+            left, right = arithmetic(ev(x.left), ev(x.right))
             if x.op in _ARITH:
                 return pc.call_function(_ARITH[x.op], [left, right])
             if x.op == "%":
@@ -100,11 +102,11 @@ def evaluate(e: Expr, resolve: Resolver, length: int) -> pa.Array | pa.Scalar:
             operand = ev(x.operand)
             result: pa.Array | pa.Scalar = pa.scalar(False)
             for item in x.items:
-                result = pc.or_kleene(result, pc.equal(operand, ev(item)))
+                result = pc.or_kleene(result, _compare("=", operand, ev(item)))
             return pc.invert(result) if x.negated else result
         if isinstance(x, Between):
             v = ev(x.operand)
-            inside = pc.and_kleene(pc.greater_equal(v, ev(x.low)), pc.less_equal(v, ev(x.high)))
+            inside = pc.and_kleene(_compare(">=", v, ev(x.low)), _compare("<=", v, ev(x.high)))
             return pc.invert(inside) if x.negated else inside
         if isinstance(x, Like):
             if not isinstance(x.pattern, Literal) or not isinstance(x.pattern.value, str):
@@ -127,7 +129,7 @@ def evaluate(e: Expr, resolve: Resolver, length: int) -> pa.Array | pa.Scalar:
         if isinstance(x, Case):
             conds, values = [], []
             for w in x.whens:
-                cond = ev(w.condition) if x.operand is None else pc.equal(ev(x.operand), ev(w.condition))
+                cond = ev(w.condition) if x.operand is None else _compare("=", ev(x.operand), ev(w.condition))
                 conds.append(pc.fill_null(_broadcast(cond, length), False))
                 values.append(_broadcast(ev(w.result), length))
             default = _broadcast(ev(x.default) if x.default is not None else pa.scalar(None), length)

@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 from dfs_cer.errors import MatchLimitError, UnsupportedFeatureError
 from dfs_cer.match.arrow_eval import _broadcast, evaluate
 from dfs_cer.match.cer_kernels import expand
+from dfs_cer.match.cer_pattern import Branch, Item, branches
 from dfs_cer.match.rowpattern import (
     MatchOutput,
     _referenced_columns,
@@ -43,16 +44,6 @@ from dfs_cer.match.rowpattern import (
     _time_values,
     sort_and_partition,
 )
-from dfs_cer.pattern.ir import (
-    Exclusion,
-    Label,
-    Negation,
-    Permutation,
-    Quantified,
-    RowPattern,
-    to_text,
-)
-from dfs_cer.pattern.properties import top_level_items
 from dfs_cer.query.analyze import Analysis
 from dfs_cer.query.expr import (
     Aggregate,
@@ -68,56 +59,6 @@ from dfs_cer.query.expr import (
 )
 
 SELECTIONS = ("skip_till_any_match", "skip_till_next_match", "strict_contiguity")
-
-
-@dataclass(frozen=True)
-class Item:
-    name: str
-    kleene: bool
-    negated: bool = False
-
-
-def pattern_items(pattern: RowPattern, any_row: set[str]) -> tuple[list[Item], bool]:
-    """The SEQ of a CER pattern and whether it is a conjunction (``PERMUTE(A, B, C)``: any order).
-
-    Any-row skip items (``N*``, ``{- N* -}``) are dropped: events may be skipped by definition.
-    """
-    if isinstance(pattern, Permutation):
-        if not all(isinstance(i, Label) for i in pattern.items):
-            raise UnsupportedFeatureError("the CER engine evaluates PERMUTE (conjunction) of single variables",
-                                          clause="PATTERN", code="unsupported")
-        return [Item(i.name, False) for i in pattern.items if isinstance(i, Label)], True
-    items: list[Item] = []
-    for item in top_level_items(pattern):
-        if isinstance(item, Negation) and isinstance(item.pattern, Label):
-            items.append(Item(item.pattern.name, False, True))
-            continue
-        inner = item.pattern if isinstance(item, Exclusion) else item
-        if isinstance(inner, Quantified) and isinstance(inner.pattern, Label) and inner.min == 0 \
-                and inner.max is None and inner.pattern.name in any_row:
-            continue
-        if isinstance(inner, Label):
-            items.append(Item(inner.name, False))
-        elif isinstance(inner, Quantified) and isinstance(inner.pattern, Label) and inner.min == 1 \
-                and inner.max is None:
-            items.append(Item(inner.pattern.name, True))
-        else:
-            raise UnsupportedFeatureError(
-                f"the CER engine evaluates sequences of variables and Kleene+ (A B+ C), not {to_text(item)}",
-                clause="PATTERN", hint="drop ALL MATCHES / selection= to use SQL row pattern semantics",
-                code="unsupported")
-    names = [i.name for i in items]
-    if len(set(names)) != len(names):
-        raise UnsupportedFeatureError("a variable appears twice in the CER pattern", clause="PATTERN",
-                                      code="unsupported")
-    if not any(not i.negated for i in items):
-        raise UnsupportedFeatureError("the CER pattern has no positive variable", clause="PATTERN",
-                                      code="unsupported")
-    for a, b in itertools.pairwise(items):
-        if (a.negated and b.kleene) or (a.kleene and b.negated):
-            raise UnsupportedFeatureError("a negated variable next to a Kleene variable", clause="PATTERN",
-                                          hint="put a single-event variable between them", code="unsupported")
-    return items, False
 
 
 def _vars(e: Expr) -> set[str]:
@@ -187,7 +128,7 @@ def run_cer(table: pa.Table, analysis: Analysis, *, selection: str = "skip_till_
     query = analysis.query
     mr = query.recognize
     any_row = {v.name for v in analysis.variables if v.any_row}
-    items, unordered = pattern_items(mr.pattern, any_row)
+    expanded, unordered = branches(mr, any_row)
     for d in mr.definitions:
         for node in walk(d.condition):
             if isinstance(node, Aggregate | Classifier | MatchNumber):
@@ -204,16 +145,87 @@ def run_cer(table: pa.Table, analysis: Analysis, *, selection: str = "skip_till_
     if mr.window is not None and window is None:
         raise ValueError("the analysis is not bound to the table's schema")
     row_part = np.repeat(np.arange(bounds.size - 1), np.diff(bounds)) if n else np.zeros(0, np.int64)
-    engine = _Engine(table, ts, bounds, row_part, items, mr, window, selection, kleene, max_matches, on_limit,
-                     count_only, unordered)
-    engine.join_order = join_order
-    engine.tie = 1 if time_order == "strict" else 0
+    row_hash = None
     if match_ids:
         from dfs_cer.match import identity
 
         cols = identity.identity_columns(original.schema, partition_by, [order_col], analysis.event_key)
-        engine.row_hash = identity.row_hashes(original.take(pa.array(order)), cols)
-    return engine.run(analysis)
+        row_hash = identity.row_hashes(original.take(pa.array(order)), cols)
+    engines = []
+    for branch in expanded:
+        engine = _Engine(table, ts, bounds, row_part, list(branch.items), branch.recognize, window, selection,
+                         kleene, max_matches, on_limit, count_only, unordered)
+        engine.join_order = join_order
+        engine.tie = 1 if time_order == "strict" else 0
+        engine.row_hash = row_hash
+        engines.append((engine, _for_branch(analysis, branch)))
+    if len(engines) == 1:
+        engine, branch_analysis = engines[0]
+        return engine.run(branch_analysis)
+    return _run_branches(engines, count_only, max_matches, on_limit, bool(mr.partition_by), row_part)
+
+
+def _for_branch(analysis: Analysis, branch: Branch) -> Analysis:
+    import dataclasses
+
+    if branch.recognize == analysis.query.recognize:
+        return analysis
+    return dataclasses.replace(analysis, query=dataclasses.replace(analysis.query, recognize=branch.recognize))
+
+
+def _run_branches(engines: list[tuple[_Engine, Analysis]], count_only: bool, max_matches: int, on_limit: str,
+                  partitioned: bool, row_part: np.ndarray) -> MatchOutput:
+    """Matches of every branch of an expanded pattern, numbered in one canonical order (by each
+    position's first event, then branch)."""
+    collected = [engine.collect(analysis) for engine, analysis in engines]
+    total = sum(c.total for c in collected)
+    if count_only and all(c.counted for c in collected):
+        return MatchOutput(pa.table({}), total, False)
+    if total > max_matches and on_limit != "truncate":
+        raise MatchLimitError(f"the query produced {total} matches, more than max_matches={max_matches}")
+    keys, branch_ids, sorted_parts = [], [], []
+    for b, ((engine, _), c) in enumerate(zip(engines, collected, strict=True)):
+        bound, kleene = engine.sorted(c.bound, c.kleene)
+        sorted_parts.append((bound, kleene))
+        keys.append(engine.keys(bound, kleene))
+        branch_ids.append(np.full(keys[-1].shape[1], b, np.int64))
+    width = {k.shape[0] for k in keys}
+    if len(width) != 1:
+        raise AssertionError(f"branches of one pattern with different lengths: {sorted(width)}")
+    stacked = np.concatenate(keys, axis=1)
+    ids = np.concatenate(branch_ids)
+    order = np.lexsort((ids, *reversed(list(stacked))))
+    position = np.empty(order.size, np.int64)
+    position[order] = np.arange(order.size)
+    numbers = np.arange(1, order.size + 1)
+    if partitioned and order.size:
+        part = row_part[stacked[0][order]]
+        new = np.ones(order.size, bool)
+        new[1:] = part[1:] != part[:-1]
+        base = np.maximum.accumulate(np.where(new, np.arange(order.size), 0))
+        numbers = np.arange(order.size) - base + 1
+    relations, offset = [], 0
+    for (engine, _), (bound, kleene), k in zip(engines, sorted_parts, keys, strict=True):
+        mine = position[offset:offset + k.shape[1]]
+        offset += k.shape[1]
+        relations.append(engine.relation(bound, kleene, numbers[mine]))
+    combined = pa.concat_tables(relations, promote_options="permissive")
+    combined = combined.take(pa.array(np.argsort(position, kind="stable")))
+    truncated = any(c.truncated for c in collected)
+    if total > max_matches:
+        combined, total, truncated = combined.slice(0, max_matches), max_matches, True
+    return MatchOutput(combined, total, truncated)
+
+
+@dataclass
+class Collected:
+    """One branch's bindings before the relation is built."""
+
+    bound: dict[str, np.ndarray]
+    kleene: dict[str, list[list[int]]]
+    total: int
+    truncated: bool
+    counted: bool = False  # count_only: only ``total`` is meaningful
 
 
 class _Engine:
@@ -620,6 +632,14 @@ class _Engine:
     # ------------------------------------------------------------------ driver
 
     def run(self, analysis: Analysis) -> MatchOutput:
+        c = self.collect(analysis)
+        if c.counted:
+            return MatchOutput(pa.table({}), c.total, False)
+        bound, kleene = self.sorted(c.bound, c.kleene)
+        return MatchOutput(self.relation(bound, kleene), c.total, c.truncated)
+
+    def collect(self, analysis: Analysis) -> Collected:
+        """Every match's bound rows (and Kleene sets), bounded by ``max_matches``."""
         cands, dependent = self._candidates(analysis)
         if self.selection == "strict_contiguity":
             raise UnsupportedFeatureError("strict_contiguity is evaluated by the row-pattern engine",
@@ -631,7 +651,6 @@ class _Engine:
         else:
             bound = self._join_all(cands, dependent)
         count = next(iter(bound.values())).size if bound else 0
-        names = [it.name for it in self.items]
         total = 0
         truncated = False
         if not self.kleene:
@@ -643,7 +662,7 @@ class _Engine:
                 truncated = True
                 bound = {k: r[: self.max_matches] for k, r in bound.items()}
                 total = self.max_matches
-            return MatchOutput(self._relation(bound, {}, names), total, truncated)
+            return Collected(bound, {}, total, truncated)
         kleene_out: dict[str, list[list[int]]] = {k: [] for k in self.kleene}
         keep_idx: list[int] = []
         if stnm_sets is None:
@@ -651,7 +670,7 @@ class _Engine:
             if all(c is not None for c in counted):
                 exact = sum(c for c in counted if c is not None)
                 if self.count_only:
-                    return MatchOutput(pa.table({}), exact, False)
+                    return Collected({}, {}, exact, False, counted=True)
                 if exact > self.max_matches and self.on_limit != "truncate":
                     raise MatchLimitError(f"the query produced {exact} matches, more than "
                                           f"max_matches={self.max_matches}")
@@ -673,7 +692,24 @@ class _Engine:
                 total = self.max_matches
                 break
         idx = np.array(keep_idx, np.int64)
-        return MatchOutput(self._relation({k: r[idx] for k, r in bound.items()}, kleene_out, names), total, truncated)
+        return Collected({k: r[idx] for k, r in bound.items()}, kleene_out, total, truncated)
+
+    def keys(self, bound: dict[str, np.ndarray], kleene: dict[str, list[list[int]]]) -> np.ndarray:
+        """(positions, matches): each positive item's row (a Kleene set's first), in pattern order."""
+        count = next(iter(bound.values())).size if bound else len(next(iter(kleene.values()), []))
+        rows = [bound[i.name] if i.name in bound else np.array([s[0] for s in kleene[i.name]], np.int64)
+                for i in self.items if i.name in bound or i.name in kleene]
+        return np.stack(rows) if rows else np.zeros((0, count), np.int64)
+
+    def sorted(self, bound: dict[str, np.ndarray],
+               kleene: dict[str, list[list[int]]]) -> tuple[dict[str, np.ndarray], dict[str, list[list[int]]]]:
+        """Matches in canonical order (by each variable's first event in pattern order), the
+        order MATCH_NUMBER() counts in."""
+        keys = self.keys(bound, kleene)
+        if keys.shape[1] < 2:
+            return bound, kleene
+        order = np.lexsort(tuple(reversed(list(keys))))
+        return {k: v[order] for k, v in bound.items()}, {k: [v[i] for i in order] for k, v in kleene.items()}
 
     def _join_all(self, cands: dict[str, np.ndarray], dependent: dict[str, list[Expr]]) -> dict[str, np.ndarray]:
         singles = [it.name for it in self.items if not it.kleene and not it.negated]
@@ -761,20 +797,18 @@ class _Engine:
             bound = {k: r[keep] for k, r in bound.items()}
         return bound
 
-    def _relation(self, bound: dict[str, np.ndarray], kleene: dict[str, list[list[int]]], names: list[str]) -> pa.Table:
-        """ONE ROW PER MATCH: partitioning columns, then the measures (FIRST/LAST of variables,
-        CLASSIFIER() of the last event, MATCH_NUMBER()), evaluated per match."""
+    def relation(self, bound: dict[str, np.ndarray], kleene: dict[str, list[list[int]]],
+                 numbers: np.ndarray | None = None) -> pa.Table:
+        """ONE ROW PER MATCH (matches already in canonical order): partitioning columns, then the
+        measures (FIRST/LAST of variables, CLASSIFIER() of the last event, MATCH_NUMBER()),
+        evaluated per match. ``numbers``: MATCH_NUMBER() of each match when several branches
+        share one numbering (default: counted here, per partition)."""
         from dfs_cer.query.model import MatchRecognize
 
         mr = self.mr
         assert isinstance(mr, MatchRecognize)
-        count = next(iter(bound.values())).size if bound else 0
-        if count > 1:  # canonical order (by each variable's first event in pattern order) for MATCH_NUMBER()
-            keys = [bound[n] if n in bound else np.array([s[0] for s in kleene[n]], np.int64) for n in names
-                    if n in bound or n in kleene]
-            order = np.lexsort(tuple(reversed(keys)))
-            bound = {k: v[order] for k, v in bound.items()}
-            kleene = {k: [v[i] for i in order] for k, v in kleene.items()}
+        names = [it.name for it in self.items]
+        count = next(iter(bound.values())).size if bound else len(next(iter(kleene.values()), []))
         first_rows = {k: np.array([s[0] for s in v], np.int64) for k, v in kleene.items()}
         last_rows = {k: np.array([s[-1] for s in v], np.int64) for k, v in kleene.items()}
         columns: dict[str, pa.Array] = {}
@@ -789,8 +823,9 @@ class _Engine:
         view.update(last_rows)
         nav = {k: {(NavKind.FIRST, 0): first_rows[k], (NavKind.LAST, 0): last_rows[k]} for k in kleene}
         resolver = Gathered(self.table, view, names[-1], set(), nav)
-        numbers = np.arange(1, count + 1)
-        if mr.partition_by and count:
+        given = numbers
+        numbers = np.arange(1, count + 1) if given is None else given
+        if given is None and mr.partition_by and count:
             part = self.row_part[anchor]
             new = np.ones(count, bool)
             new[1:] = part[1:] != part[:-1]

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from dfs_cer.errors import UnsupportedFeatureError
 from dfs_cer.match.arrow_eval import evaluate_mask
+from dfs_cer.match.exact import RankSpace, is_wide
 from dfs_cer.query.expr import (
     Aggregate,
     Between,
@@ -44,6 +45,7 @@ from dfs_cer.query.expr import (
     walk,
 )
 from dfs_cer.query.model import MatchRecognize, WindowUnit
+from dfs_cer.query.numeric import to_double
 
 # condition program opcodes
 C_CONST, C_COL, C_ADD, C_SUB, C_MUL, C_DIV, C_MOD, C_NEG, C_CMP, C_AND, C_OR, C_NOT, C_ISNULL, C_AGG, C_CLS = range(15)
@@ -86,6 +88,7 @@ class ColumnStore:
     index: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (kind, slot)
     dictionary: pa.Array | None = None
     units: dict[str, str] = field(default_factory=dict)
+    wide: dict[str, bool] = field(default_factory=dict)  # columns beyond int64 / 15 digits
 
 
 @dataclass
@@ -146,6 +149,10 @@ class ConditionCompiler:
         self.deep = False
         self.relevant = np.zeros(len(self.names), bool)
         self.label_base = -1  # const index of the first label's string code (CLASSIFIER)
+        #: how the comparison being emitted reads numbers: None (int64 / double), "double"
+        #: (wide numbers as doubles, next to an approximate operand) or "rank" (exact codes)
+        self.mode: str | None = None
+        self.ranks: RankSpace | None = None
 
     # ---------------------------------------------------------------- masks
 
@@ -218,22 +225,75 @@ class ConditionCompiler:
             merged = pa.chunked_array(values).combine_chunks()
             self.store.dictionary = pc.unique(merged).sort()
 
-    def _column_slot(self, name: str) -> tuple[int, int]:
-        key = name
+    # ---------------------------------------------------------------- exact numbers
+
+    def _wide(self, name: str) -> bool:
+        if name not in self.store.wide:
+            self.store.wide[name] = is_wide(_column_array(self.table, name))
+        return self.store.wide[name]
+
+    def _compare_mode(self, left: Expr, right: Expr, clause: str) -> str | None:
+        """How ``left <op> right`` reads numbers (see ``self.mode``)."""
+        columns = [x.name for side in (left, right) for x in walk(side) if isinstance(x, Column)]
+        if not any(self._wide(c) for c in columns):
+            return None
+        approximate = any(pa.types.is_floating(_column_array(self.table, c).type) for c in columns) or any(
+            isinstance(x, Literal) and isinstance(x.value, float) for side in (left, right) for x in walk(side))
+        if approximate:
+            return "double"  # SQL compares exact with approximate numbers as doubles
+        if all(_simple_operand(side) for side in (left, right)):
+            return "rank"
+        wide = next(c for c in columns if self._wide(c))
+        raise UnsupportedFeatureError(
+            f"column {wide} holds numbers beyond int64 / 15 decimal digits; a condition across variables can "
+            f"compare it with columns and literals but not compute with it ({to_sql(left)} vs {to_sql(right)})",
+            clause=clause, hint=f"compare {wide} directly, e.g. B.{wide} = A.{wide}", code="unsupported")
+
+    def prepare_ranks(self, dependent: list[tuple[str, Expr]]) -> None:
+        """One rank space for every column and integer literal of the comparisons that read wide
+        numbers exactly (dfs_cer.match.exact)."""
+        columns: dict[str, pa.Array] = {}
+        literals: list[int] = []
+        for variable, e in dependent:
+            for left, right in _comparisons(e):
+                if self._compare_mode(left, right, f"DEFINE {variable}") != "rank":
+                    continue
+                for x in (*walk(left), *walk(right)):
+                    if isinstance(x, Column):
+                        columns[x.name] = _column_array(self.table, x.name)
+                    elif isinstance(x, Literal) and isinstance(x.value, int) and not isinstance(x.value, bool):
+                        literals.append(x.value)
+        if columns:
+            self.ranks = RankSpace(list(columns.values()), literals)
+
+    def _column_slot(self, name: str, mode: str | None = None) -> tuple[int, int]:
+        wide = self._wide(name)
+        key = name if mode is None or (mode == "double" and not wide) else f"{name}\x00{mode}"
         if key in self.store.index:
             return self.store.index[key]
         arr = _column_array(self.table, name)
         if pa.types.is_dictionary(arr.type):
             arr = arr.dictionary_decode()
         nulls = np.asarray(arr.is_null().to_numpy(zero_copy_only=False), bool)
+        if mode == "rank":
+            assert self.ranks is not None
+            self.store.icols.append(self.ranks.codes(arr))
+            self.store.inull.append(nulls)
+            self.store.index[key] = (K_INT, len(self.store.icols) - 1)
+            return self.store.index[key]
+        if wide and mode is None:
+            raise UnsupportedFeatureError(
+                f"column {name} holds numbers beyond int64 / 15 decimal digits; a condition across variables can "
+                "compare it with columns and literals but not compute with it or aggregate it", clause="DEFINE",
+                hint=f"compare {name} directly", code="unsupported")
         if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
             assert self.store.dictionary is not None
             codes = pc.index_in(arr, value_set=self.store.dictionary).fill_null(0)
             self.store.icols.append(np.asarray(codes.to_numpy(zero_copy_only=False), np.int64))
             self.store.inull.append(nulls)
             slot = (K_INT, len(self.store.icols) - 1)
-        elif pa.types.is_floating(arr.type) or pa.types.is_decimal(arr.type):
-            vals = pc.cast(arr, pa.float64()).fill_null(0.0).to_numpy(zero_copy_only=False)
+        elif pa.types.is_floating(arr.type) or pa.types.is_decimal(arr.type) or wide:
+            vals = to_double(arr).fill_null(0.0).to_numpy(zero_copy_only=False)
             self.store.fcols.append(np.asarray(vals, np.float64))
             self.store.fnull.append(nulls)
             slot = (K_FLOAT, len(self.store.fcols) - 1)
@@ -264,12 +324,15 @@ class ConditionCompiler:
         if isinstance(e, Literal):
             if isinstance(e.value, str):
                 self.code.append([C_CONST, self._const(self._string_code(e.value)), 0, 0, 0, 0, 0])
+            elif self.mode == "rank" and isinstance(e.value, int) and not isinstance(e.value, bool):
+                assert self.ranks is not None
+                self.code.append([C_CONST, self._const(self.ranks.code(e.value)), 0, 0, 0, 0, 0])
             else:
                 self.code.append([C_CONST, self._const(e.value), 0, 0, 0, 0, 0])
         elif isinstance(e, IntervalLiteral):
             self.code.append([C_CONST, self._interval(e), 0, 0, 0, 0, 0])
         elif isinstance(e, Column):
-            kind, slot = self._column_slot(e.name)
+            kind, slot = self._column_slot(e.name, self.mode)
             if nav is None:
                 name_id = UNIVERSAL if e.variable is None else self.names[e.variable]
                 nav = (name_id, 0, 0, 0)
@@ -311,8 +374,12 @@ class ConditionCompiler:
                 self.emit(e.right, variable)
                 self.code.append([C_AND if e.op == "AND" else C_OR, 0, 0, 0, 0, 0, 0])
             elif e.op in _CMP:
-                self.emit(e.left, variable)
-                self.emit(e.right, variable)
+                outer, self.mode = self.mode, self._compare_mode(e.left, e.right, clause)
+                try:
+                    self.emit(e.left, variable)
+                    self.emit(e.right, variable)
+                finally:
+                    self.mode = outer
                 self.code.append([C_CMP, _CMP[e.op], 0, 0, 0, 0, 0])
             elif e.op in _ARITH:
                 self.emit(e.left, variable)
@@ -386,6 +453,27 @@ class ConditionCompiler:
         self.code.append([C_CLS, name_id, logical, loffset, physical, self.label_base, 0])
 
 
+def _simple_operand(e: Expr) -> bool:
+    """A column (possibly navigated) or an integer / NULL literal: rank codes can stand for it."""
+    while isinstance(e, Navigation):
+        e = e.operand
+    return isinstance(e, Column) or (isinstance(e, Literal) and (e.value is None or (
+        isinstance(e.value, int) and not isinstance(e.value, bool))))
+
+
+def _comparisons(e: Expr) -> list[tuple[Expr, Expr]]:
+    """Operand pairs of every comparison in ``e`` (IN and BETWEEN as the VM expands them)."""
+    out: list[tuple[Expr, Expr]] = []
+    for x in walk(e):
+        if isinstance(x, BinaryOp) and x.op in _CMP:
+            out.append((x.left, x.right))
+        elif isinstance(x, InList):
+            out += [(x.operand, item) for item in x.items]
+        elif isinstance(x, Between):
+            out += [(x.operand, x.low), (x.operand, x.high)]
+    return out
+
+
 def evaluate_any(e: Expr, resolve: Callable[[Expr], pa.Array], length: int) -> pa.Array:
     from dfs_cer.match.arrow_eval import _broadcast, evaluate
 
@@ -406,6 +494,7 @@ def compile_conditions(mr: MatchRecognize, labels: tuple[str, ...], table: pa.Ta
         dependent_parts[name] = [p for p in parts if not _row_local(p, name)]
         masks[v] = comp.mask(name, local)
     comp.prepare_strings([p for ps in dependent_parts.values() for p in ps])
+    comp.prepare_ranks([(name, p) for name, ps in dependent_parts.items() for p in ps])
     starts = [0]
     for name in labels:
         for part in dependent_parts[name]:

@@ -18,8 +18,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
-from dfs_cer.errors import UnsupportedFeatureError
+from dfs_cer.errors import MatchError, UnsupportedFeatureError
 from dfs_cer.match.arrow_eval import _broadcast, evaluate
+from dfs_cer.match.exact import is_wide
 from dfs_cer.query.expr import (
     Aggregate,
     Classifier,
@@ -85,6 +86,36 @@ def _running_agg(values: np.ndarray, valid: np.ndarray, seg_first: np.ndarray, k
         out[i] = np.float64(cnt) if kind == 3 else acc
         has[i] = seen
     return out, has
+
+
+@njit(cache=True)
+def _running_int(values: np.ndarray, valid: np.ndarray, seg_first: np.ndarray,
+                 kind: int) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Exact running sum (kind 0), min (1) or max (2) of int64 values; the flag says a sum
+    overflowed int64 (SQL raises an error there)."""
+    out = np.zeros(values.shape[0], np.int64)
+    has = np.zeros(values.shape[0], np.bool_)
+    acc = np.int64(0)
+    seen = False
+    overflow = False
+    for i in range(values.shape[0]):
+        if seg_first[i]:
+            acc, seen = np.int64(0), False
+        if valid[i]:
+            v = values[i]
+            if kind == 0:
+                total = acc + v
+                if (v > 0 and total < acc) or (v < 0 and total > acc):
+                    overflow = True
+                acc = total
+            elif kind == 1:
+                acc = v if not seen or v < acc else acc
+            else:
+                acc = v if not seen or v > acc else acc
+            seen = True
+        out[i] = acc
+        has[i] = seen
+    return out, has, overflow
 
 
 @dataclass
@@ -302,6 +333,9 @@ class MeasureEvaluator:
         column = agg.args[0]
         assert isinstance(column, Column)
         values_arr = self._take(column.name, self.rows.r_row)
+        exact = self._exact_aggregate(agg, values_arr, flags, valid_at, safe)
+        if exact is not None:
+            return exact
         is_numeric = pa.types.is_integer(values_arr.type) or pa.types.is_floating(values_arr.type)
         if not is_numeric and agg.name not in ("count",):
             raise UnsupportedFeatureError(f"aggregate {agg.name} over {values_arr.type}", clause="MEASURES",
@@ -327,6 +361,35 @@ class MeasureEvaluator:
         if pa.types.is_integer(values_arr.type) and agg.name in ("sum", "min", "max"):
             result = pc.cast(result, pa.int64())
         return result
+
+    def _exact_aggregate(self, agg: Aggregate, values: pa.Array, flags: np.ndarray, valid_at: np.ndarray,
+                         safe: np.ndarray) -> pa.Array | None:
+        """min / max of any orderable column (in its own type) and sum of integers, exactly;
+        None for the aggregates the float path computes."""
+        if pa.types.is_dictionary(values.type):
+            values = values.dictionary_decode()
+        valid = flags & np.asarray(values.is_valid().to_numpy(zero_copy_only=False), bool)
+        if agg.name in ("min", "max") and not pa.types.is_floating(values.type):
+            # running min/max of dense ranks, mapped back to the values: exact for uint64,
+            # decimals, strings and timestamps alike
+            ranks = np.asarray(pc.rank(values, sort_keys="ascending", tiebreaker="dense").to_numpy(
+                zero_copy_only=False), np.int64) - 1
+            acc, has, _ = _running_int(ranks, valid, self.seg_first, 1 if agg.name == "min" else 2)
+            present = valid_at & (has[safe] if has.size else False)
+            distinct = pc.unique(values.filter(pc.is_valid(values))).sort()
+            picked = distinct.take(pa.array(np.where(present, acc[safe] if acc.size else 0, 0))) \
+                if len(distinct) else pa.nulls(len(present), values.type)
+            return pc.if_else(pa.array(present), picked, pa.scalar(None, values.type))
+        if agg.name == "sum" and pa.types.is_integer(values.type):
+            if pa.types.is_uint64(values.type) and is_wide(values):
+                raise MatchError(f"sum({to_sql(agg.args[0])}) over uint64 values above 2**63 overflows BIGINT")
+            ints = np.asarray(pc.cast(values, pa.int64()).fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+            acc, has, overflow = _running_int(ints, valid, self.seg_first, 0)
+            if overflow:
+                raise MatchError(f"{to_sql(agg)} overflows BIGINT (more than 2**63 - 1 in a match)")
+            present = valid_at & (has[safe] if has.size else False)
+            return pa.array(np.where(present, acc[safe] if acc.size else 0, 0), pa.int64(), mask=~present)
+        return None
 
     def evaluate(self, e: Expr) -> pa.Array:
         return _broadcast(evaluate(e, self.leaf, self.n), self.n)

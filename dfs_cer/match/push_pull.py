@@ -1,6 +1,15 @@
 """Push-pull's storage-side filter (Purtzel et al., the paper's baseline): keep a variable's
 events that take part in some match of the pattern projected on the processed variables and
-that variable, evaluated over the uploaded events and the local candidates."""
+that variable, evaluated over the uploaded events and the local candidates.
+
+The filter keeps a superset of the events a match can use, for every pattern the analysis
+lets push-pull run (every skippable pattern): single variables, alternations, PERMUTE, and
+variables that occur more than once (``A N*? B N*? A``: each occurrence is matched as a
+variable of its own, ``A`` and ``A__2``). Whatever cannot be evaluated on the projection is
+dropped, which only keeps more: conditions on variables outside it, running aggregates,
+CLASSIFIER(), references to a repeated variable (SQL reads its last row so far, which the
+projection cannot tell), and the preference order of alternatives.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +19,20 @@ import numpy as np
 import pyarrow as pa
 
 from dfs_cer.config import QueryConfig
-from dfs_cer.match.cer import pattern_items, run_cer
-from dfs_cer.pattern.ir import Concatenation, Label, Quantified, RowPattern
+from dfs_cer.match.cer import run_cer
+from dfs_cer.match.cer_pattern import branches, normalise
+from dfs_cer.pattern.ir import (
+    Alternation,
+    Anchor,
+    Concatenation,
+    EmptyPattern,
+    Exclusion,
+    Label,
+    Negation,
+    Permutation,
+    Quantified,
+    RowPattern,
+)
 from dfs_cer.query import Query, analyze
 from dfs_cer.query.expr import (
     Aggregate,
@@ -22,64 +43,117 @@ from dfs_cer.query.expr import (
     Literal,
     and_all,
     conjuncts,
+    transform,
     walk,
 )
-from dfs_cer.query.model import Definition
+from dfs_cer.query.model import Definition, MatchRecognize, Measure
 
 MARK = "__dfs_cer_var"
 ROW = "__dfs_cer_row"
+#: a second occurrence of variable A is matched as A__2
+OCCURRENCE = "__"
 
 
 def _refs(e: Expr, owner: str) -> set[str]:
     return {n.variable or owner for n in walk(e) if isinstance(n, Column)}
 
 
-def _projectable(e: Expr, owner: str, keep_vars: set[str]) -> bool:
-    """Can this conjunct be evaluated on the projection? Running aggregates and labels depend on
-    the rows between the variables, which the projection does not have: they are dropped."""
+def _occurrences(p: RowPattern, seen: dict[str, int], any_row: set[str]) -> RowPattern:
+    """``p`` with the k-th occurrence (k > 1) of each label renamed ``name__k`` (any-row
+    variables keep their name: they are skipped, not matched)."""
+    if isinstance(p, Label) and p.name not in any_row:
+        seen[p.name] = seen.get(p.name, 0) + 1
+        return p if seen[p.name] == 1 else Label(f"{p.name}{OCCURRENCE}{seen[p.name]}")
+    if isinstance(p, Concatenation | Alternation | Permutation):
+        return dataclasses.replace(p, items=tuple(_occurrences(i, seen, any_row) for i in p.items))
+    if isinstance(p, Exclusion | Negation | Quantified):
+        return dataclasses.replace(p, pattern=_occurrences(p.pattern, seen, any_row))
+    assert isinstance(p, EmptyPattern | Anchor | Label), type(p).__name__
+    return p
+
+
+def base_name(name: str) -> str:
+    """The variable an occurrence name stands for (``A__2`` -> ``A``)."""
+    head, sep, tail = name.rpartition(OCCURRENCE)
+    return head if sep and tail.isdigit() else name
+
+
+def _renamed_self(e: Expr, old: str, new: str) -> Expr:
+    return transform(e, lambda x: Column(x.name, new) if isinstance(x, Column) and x.variable == old else None)
+
+
+def _projectable(e: Expr, owner: str, keep: set[str], repeated: set[str]) -> bool:
+    """Can this conjunct be evaluated on the projection?"""
     if any(isinstance(n, Aggregate | Classifier) for n in walk(e)):
         return False
-    return _refs(e, owner) <= keep_vars
+    refs = _refs(e, owner)
+    if any(base_name(r) in repeated and r != owner for r in refs):
+        return False
+    return {base_name(r) for r in refs} <= keep
+
+
+def _projected(mr: MatchRecognize, keep: set[str], any_row: set[str]) -> MatchRecognize:
+    """The clause with occurrences renamed and only projectable conjuncts, its pattern intact."""
+    seen: dict[str, int] = {}
+    pattern = _occurrences(normalise(mr.pattern), seen, any_row)
+    repeated = {name for name, k in seen.items() if k > 1}
+    definitions = []
+    for name, k in seen.items():
+        d = mr.definition(name)
+        for occurrence in range(1, k + 1):
+            own = name if occurrence == 1 else f"{name}{OCCURRENCE}{occurrence}"
+            if base_name(own) not in keep:
+                continue
+            parts = [] if d is None else [_renamed_self(c, name, own) for c in conjuncts(d.condition)]
+            parts = [c for c in parts if _projectable(c, own, keep, repeated)]
+            parts.append(BinaryOp("=", Column(MARK, own), Literal(name)))
+            cond = and_all(parts)
+            assert cond is not None
+            definitions.append(Definition(own, cond))
+    return dataclasses.replace(mr, pattern=pattern, definitions=tuple(definitions), measures=(), subsets=(),
+                               all_matches=True)
 
 
 def filter_by_projection(query: Query, variable: str, local: pa.Table, uploads: dict[str, pa.Table]) -> np.ndarray:
     """Boolean mask over ``local`` (the variable's candidates): True where the event completes a
-    projected match. Conditions on variables outside the projection are dropped (the filter may
-    keep too much, never too little), and so are running aggregates and CLASSIFIER()."""
+    projected match (module docstring: a superset, never too little)."""
     mr = query.recognize
-    keep_vars = set(uploads) | {variable}
+    keep = set(uploads) | {variable}
     first = analyze(query, local.schema)
-    items, unordered = pattern_items(mr.pattern, {v.name for v in first.variables if v.any_row})
-    kept = [i for i in items if i.name in keep_vars and not i.negated]
-    if unordered or any(i.kleene for i in kept if i.name == variable):
-        return np.ones(local.num_rows, bool)  # keep everything: sound, only less selective
-    elements: list[RowPattern] = [Quantified(Label(i.name), 1, None) if i.kleene else Label(i.name) for i in kept]
-    pattern: RowPattern = Concatenation(tuple(elements)) if len(elements) > 1 else elements[0]
-    definitions = []
-    for name in [i.name for i in kept]:
-        d = mr.definition(name)
-        parts = [] if d is None else [c for c in conjuncts(d.condition) if _projectable(c, name, keep_vars)]
-        parts.append(BinaryOp("=", Column(MARK, name), Literal(name)))
-        cond = and_all(parts)
-        assert cond is not None
-        definitions.append(Definition(name, cond))
-    from dfs_cer.query.model import Measure
-
-    projected = dataclasses.replace(query, recognize=dataclasses.replace(
-        mr, pattern=pattern, definitions=tuple(definitions), measures=(Measure(Column(ROW, variable), "r"),),
-        all_matches=True, subsets=()))
+    any_row = {v.name for v in first.variables if v.any_row}
+    projected = _projected(mr, keep, any_row)
+    sequences, unordered = branches(projected, any_row, guards=False)
+    if unordered:
+        return np.ones(local.num_rows, bool)  # a conjunction: sound, only less selective
     tables = [local.append_column(MARK, pa.array([variable] * local.num_rows, pa.string()))
               .append_column(ROW, pa.array(np.arange(local.num_rows, dtype=np.int64)))]
     for name, t in uploads.items():
         tables.append(t.append_column(MARK, pa.array([name] * t.num_rows, pa.string()))
                       .append_column(ROW, pa.array(np.full(t.num_rows, -1, np.int64))))
     combined = pa.concat_tables(tables, promote_options="permissive")
-    analysis = analyze(projected, combined.schema, QueryConfig(dedup=False))  # a superset filter: keep all
-    # SQL semantics orders tied rows by row (here: by storage node, unknown to this node), so
-    # consecutive variables may share a timestamp; skip-till-any-match never chains them
-    result = run_cer(combined, analysis, time_order="strict" if mr.all_matches else "relaxed").table
     mask = np.zeros(local.num_rows, bool)
-    if result.num_rows:
-        hits = np.asarray(result.column("r").to_numpy(zero_copy_only=False), np.int64)
-        mask[hits[hits >= 0]] = True
+    for branch in sequences:
+        kept = [i for i in branch.items if base_name(i.name) in keep and not i.negated]
+        mine = [i for i in kept if base_name(i.name) == variable]
+        if not mine or any(i.kleene for i in mine):
+            return np.ones(local.num_rows, bool)  # keep everything: sound, only less selective
+        # one occurrence of the variable at a time: its other occurrences may take events of
+        # other storage nodes, which this node does not have (leaving them out keeps a superset)
+        for own in mine:
+            items = [i for i in kept if base_name(i.name) != variable or i is own]
+            elements: list[RowPattern] = [Quantified(Label(i.name), 1, None) if i.kleene else Label(i.name)
+                                          for i in items]
+            names = {i.name for i in items}
+            recognize = dataclasses.replace(
+                branch.recognize, pattern=Concatenation(tuple(elements)) if len(elements) > 1 else elements[0],
+                definitions=tuple(d for d in branch.recognize.definitions if d.variable in names),
+                measures=(Measure(Column(ROW, own.name), "r"),))
+            one = dataclasses.replace(query, recognize=recognize)
+            analysis = analyze(one, combined.schema, QueryConfig(dedup=False))  # a superset filter: keep all
+            # SQL semantics orders tied rows by row (here: by storage node, unknown to this node), so
+            # consecutive variables may share a timestamp; skip-till-any-match never chains them
+            result = run_cer(combined, analysis, time_order="strict" if mr.all_matches else "relaxed").table
+            if result.num_rows:
+                hits = np.asarray(result.column("r").to_numpy(zero_copy_only=False), np.int64)
+                mask[hits[hits >= 0]] = True
     return mask

@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING
 
 from dfs_cer.config import QueryConfig
 from dfs_cer.errors import QueryValidationError
-from dfs_cer.pattern.ir import Alternation, Exclusion, Label, Quantified, RowPattern, labels, to_text
+from dfs_cer.pattern.ir import (
+    Alternation,
+    Exclusion,
+    Label,
+    Quantified,
+    RowPattern,
+    labels,
+    to_text,
+)
 from dfs_cer.pattern.properties import (
     first_labels,
     has_anchor,

@@ -156,8 +156,10 @@ def test_output_is_bounded() -> None:
 
 
 def test_unsupported_shapes_fail_clearly() -> None:
-    with pytest.raises(UnsupportedFeatureError, match="sequences of variables and Kleene"):
-        count(typed("a1 b2"), "(A | B) C")
+    with pytest.raises(UnsupportedFeatureError, match="sequences of variables, Kleene"):
+        count(typed("a1 b2"), "A B{2} C")
+    with pytest.raises(UnsupportedFeatureError, match=r"not \(A \| B\)\+"):
+        count(typed("a1 b2"), "(A | B)+ C")
     with pytest.raises(UnsupportedFeatureError, match="negation ~B is a CER construct"):
         match_recognize(typed("a1 b2"), "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A ~B C) "
                                         "DEFINE A AS type = 'A')")
