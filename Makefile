@@ -10,7 +10,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: install java test lint unit demo clean
+.PHONY: install java test lint unit demo fuzz clean
 
 install: $(STAMP) java
 
@@ -38,6 +38,10 @@ test: lint unit
 
 demo: install
 	$(BIN)/dfs-cer demo
+
+# the differential fuzzer's long profile (CI runs the quick one inside make test)
+fuzz: install
+	$(BIN)/python bench/fuzz.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info

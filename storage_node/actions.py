@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from dfs_cer.config import QueryConfig
@@ -26,6 +25,7 @@ from dfs_cer.filters import (
 )
 from dfs_cer.query import Analysis, Query, analyze, parse
 from dfs_cer.query.arrow_filter import to_arrow_filter, union_filter
+from dfs_cer.query.numeric import time_ints
 from dfs_cer.transport.messages import field
 from storage_node.state import QueryState, StateRegistry
 from storage_node.store import ShardStore
@@ -37,10 +37,7 @@ ROW_ID = "__dfs_cer_row_id"
 
 
 def _time_ints(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    if pa.types.is_timestamp(arr.type):
-        arr = arr.view(pa.int64())
-    return np.asarray(pc.cast(arr, pa.int64()).to_numpy(zero_copy_only=False), np.int64)
+    return np.asarray(time_ints(col), np.int64)
 
 
 def _ipc(table: pa.Table) -> bytes:
@@ -112,7 +109,7 @@ class Actions:
         for v in analysis.variables:
             if v.any_row:
                 continue
-            expr = to_arrow_filter(v.independent)
+            expr = to_arrow_filter(v.independent, table.schema)
             key = "TRUE" if expr is None else str(expr)
             if shared is not None and key in shared:
                 out[v.name] = shared[key]
@@ -148,7 +145,7 @@ class Actions:
         if "group" in header:
             return self._open_group(header)
         analysis, qid = self._query(header, "open")
-        filt = union_filter([v.independent for v in analysis.variables if not v.any_row])
+        filt = union_filter([v.independent for v in analysis.variables if not v.any_row], self.store.schema)
         estimate = self.store.estimate_bytes()
         self.registry.reserve(qid, estimate)
         try:
@@ -185,7 +182,8 @@ class Actions:
             if whole:
                 table = self.store.sorted_rows()
             else:
-                filters = [union_filter([v.independent for v in a.variables if not v.any_row]) for a, _ in queries]
+                filters = [union_filter([v.independent for v in a.variables if not v.any_row], self.store.schema)
+                           for a, _ in queries]
                 table = self.store.scan(None if any(f is None for f in filters) else _any_of(filters)
                                         ).sort_by(self.store.time_column)
             ts = _time_ints(table.column(self.store.time_column))

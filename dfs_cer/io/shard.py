@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from dfs_cer.config import StorageConfig
 from dfs_cer.errors import DfsCerError, StorageError
 from dfs_cer.io.files import FileLocation, filesystem_for
+from dfs_cer.query.numeric import time_ints
 
 MANIFEST = "manifest.json"
 ROW_GROUP = 65_536
@@ -53,13 +54,9 @@ class NodeManifest:
 
 
 def _time_ints(col: pa.Array) -> np.ndarray:
-    if pa.types.is_timestamp(col.type) or pa.types.is_date64(col.type):
-        col = col.view(pa.int64())
-    elif pa.types.is_date32(col.type):
-        col = pc.cast(col.view(pa.int32()), pa.int64())
-    elif not pa.types.is_integer(col.type):
+    if not (pa.types.is_temporal(col.type) or pa.types.is_integer(col.type)):
         raise ShardError(f"time column has type {col.type}; use a timestamp or integer column")
-    return np.asarray(pc.cast(col, pa.int64()).to_numpy(zero_copy_only=False), np.int64)
+    return np.asarray(time_ints(col), np.int64)
 
 
 def _window_units(dtype: pa.DataType) -> int:

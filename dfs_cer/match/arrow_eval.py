@@ -36,7 +36,7 @@ from dfs_cer.query.expr import (
     to_sql,
 )
 from dfs_cer.query.model import WindowUnit
-from dfs_cer.query.numeric import arithmetic, comparable
+from dfs_cer.query.numeric import arithmetic, comparable, literal
 
 Resolver = Callable[[Expr], pa.Array]
 
@@ -72,7 +72,7 @@ def evaluate(e: Expr, resolve: Resolver, length: int) -> pa.Array | pa.Scalar:
 
     def ev(x: Expr) -> pa.Array | pa.Scalar:
         if isinstance(x, Literal):
-            return pa.scalar(x.value)
+            return literal(x.value)
         if isinstance(x, IntervalLiteral):
             return pa.scalar(dt.timedelta(seconds=float(Decimal(x.value) * WindowUnit(x.unit).seconds)))
         if isinstance(x, Column | Navigation | Classifier | MatchNumber | Aggregate):

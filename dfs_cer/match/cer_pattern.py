@@ -223,7 +223,9 @@ def branches(mr: MatchRecognize, any_row: set[str], guards: bool = True) -> tupl
         pattern: RowPattern = _as_pattern(items, unordered)
         recognize = dataclasses.replace(
             mr, pattern=pattern, definitions=tuple(definitions),
-            measures=tuple(dataclasses.replace(m, expr=without(m.expr, absent)) for m in mr.measures))
+            # a negated variable labels no row of a match: MEASURES read it as NULL
+            measures=tuple(dataclasses.replace(m, expr=without(m.expr, absent | {i.name for i in items if i.negated}))
+                           for m in mr.measures))
         out.append(Branch(items, recognize))
     return out, unordered
 

@@ -190,6 +190,10 @@ class ConditionCompiler:
             self.const_kind.append(K_BOOL)
             self.const_i.append(int(value))
             self.const_f.append(float(value))
+        elif isinstance(value, int) and not -(2**63) <= value < 2**63:  # next to a double only
+            self.const_kind.append(K_FLOAT)
+            self.const_i.append(0)
+            self.const_f.append(float(value))
         elif isinstance(value, int):
             self.const_kind.append(K_INT)
             self.const_i.append(value)
@@ -235,7 +239,9 @@ class ConditionCompiler:
     def _compare_mode(self, left: Expr, right: Expr, clause: str) -> str | None:
         """How ``left <op> right`` reads numbers (see ``self.mode``)."""
         columns = [x.name for side in (left, right) for x in walk(side) if isinstance(x, Column)]
-        if not any(self._wide(c) for c in columns):
+        huge = any(isinstance(x, Literal) and isinstance(x.value, int) and not -(2**63) <= x.value < 2**63
+                   for side in (left, right) for x in walk(side))
+        if not huge and not any(self._wide(c) for c in columns):
             return None
         approximate = any(pa.types.is_floating(_column_array(self.table, c).type) for c in columns) or any(
             isinstance(x, Literal) and isinstance(x.value, float) for side in (left, right) for x in walk(side))
@@ -243,7 +249,7 @@ class ConditionCompiler:
             return "double"  # SQL compares exact with approximate numbers as doubles
         if all(_simple_operand(side) for side in (left, right)):
             return "rank"
-        wide = next(c for c in columns if self._wide(c))
+        wide = next((c for c in columns if self._wide(c)), "an integer literal beyond int64")
         raise UnsupportedFeatureError(
             f"column {wide} holds numbers beyond int64 / 15 decimal digits; a condition across variables can "
             f"compare it with columns and literals but not compute with it ({to_sql(left)} vs {to_sql(right)})",

@@ -31,10 +31,9 @@ def _mix(x: np.ndarray) -> np.ndarray:
 
 def identity_columns(schema: pa.Schema, partition_by: Sequence[str], order_by: Sequence[str],
                      event_key: Sequence[str]) -> list[str]:
-    from dfs_cer.match.rowpattern import _sortable
-
     head = [*partition_by, *[c for c in order_by if c not in partition_by]]
-    rest = list(event_key) if event_key else [f.name for f in schema if _sortable(f.type)]
+    # every column (DuckDB hashes any type, dictionaries and lists by their values)
+    rest = list(event_key) if event_key else [f.name for f in schema]
     return head + [c for c in rest if c not in head]
 
 
@@ -46,7 +45,12 @@ def row_hashes(table: pa.Table, columns: Sequence[str]) -> np.ndarray:
 
     con = duckdb.connect()
     try:
-        con.register("rows_", table.select(list(columns)))
+        selected = table.select(list(columns))
+        # dictionaries by their values: the same content hashes alike whatever its encoding
+        selected = pa.table({name: col.dictionary_decode() if pa.types.is_dictionary(col.type) else col
+                             for name, col in zip(selected.column_names,
+                                                  (c.combine_chunks() for c in selected.columns), strict=True)})
+        con.register("rows_", selected)
         args = ", ".join('"' + c.replace('"', '""') + '"' for c in columns)
         out = con.sql(f"SELECT hash({args}) AS h FROM rows_").fetchnumpy()["h"]
     finally:

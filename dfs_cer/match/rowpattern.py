@@ -24,6 +24,7 @@ from dfs_cer.pattern.ir import labels as pattern_labels
 from dfs_cer.query.analyze import Analysis
 from dfs_cer.query.expr import Column, walk
 from dfs_cer.query.model import MatchRecognize, RowsPerMatch, SkipTo
+from dfs_cer.query.numeric import time_ints
 
 MAX_MATCHES = 10_000_000
 
@@ -54,6 +55,23 @@ def _sortable(t: pa.DataType) -> bool:
     return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
                 or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
                 or pa.types.is_large_binary(t) or pa.types.is_temporal(t) or pa.types.is_decimal(t))
+
+
+def _sort_keys(table: pa.Table, columns: list[str]) -> pa.Table:
+    """``columns`` of ``table`` in a form pyarrow can sort and compare: dictionary columns by
+    their values, other types (lists, structs, maps) by a 64-bit hash of their content (the
+    same in every process), so ties order and duplicates compare by every column's value."""
+    out = {}
+    for name in columns:
+        col = table.column(name).combine_chunks()
+        if pa.types.is_dictionary(col.type):
+            col = col.dictionary_decode()
+        if not _sortable(col.type):
+            from dfs_cer.match.identity import row_hashes
+
+            col = pa.array(row_hashes(table.select([name]), [name]), pa.uint64())
+        out[name] = col
+    return pa.table(out)
 
 
 def _same_as_previous(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -89,16 +107,16 @@ def sort_and_partition(table: pa.Table, partition_by: tuple[str, ...], order_by:
         [(c, "descending" if d else "ascending", "at_end") for c, d in order_by]
     named = {k[0] for k in keys}
     key_cols = [c for c in event_key if c not in named]
-    rest = [f.name for f in table.schema if f.name not in named and f.name not in key_cols and _sortable(f.type)]
+    rest = [f.name for f in table.schema if f.name not in named and f.name not in key_cols]
     if keys:
         keys += [(c, "ascending", "at_end") for c in key_cols + rest]
     order = np.arange(len(table), dtype=np.int64)
-    if keys and len(table) > 1:
-        order = np.asarray(pc.sort_indices(table.select([k[0] for k in keys]), sort_keys=keys)
-                           .to_numpy(zero_copy_only=False), np.int64)
-    if dedup and len(table) > 1:
+    sortable = _sort_keys(table, [k[0] for k in keys]) if keys and len(table) > 1 else None
+    if sortable is not None:
+        order = np.asarray(pc.sort_indices(sortable, sort_keys=keys).to_numpy(zero_copy_only=False), np.int64)
+    if dedup and sortable is not None:
         identity = [k[0] for k in keys[:len(named)]] + (key_cols if event_key else rest)
-        ordered = table.select(identity).take(pa.array(order))
+        ordered = sortable.select(identity).take(pa.array(order))
         duplicate = np.ones(len(table), bool)
         duplicate[0] = False
         for name in identity:
@@ -115,7 +133,7 @@ def sort_and_partition(table: pa.Table, partition_by: tuple[str, ...], order_by:
     if n:
         change[0] = True
     for c in partition_by:
-        change[1:] |= ~_same_as_previous(table.column(c))[1:]
+        change[1:] |= ~_same_as_previous(_sort_keys(table, [c]).column(0))[1:]
     bounds = np.append(np.nonzero(change)[0], n).astype(np.int64)
     return table, bounds, order
 
@@ -173,16 +191,14 @@ def _idle_skipping(masks: np.ndarray, dependent: np.ndarray, n: int) -> tuple[np
 
 def _time_values(table: pa.Table, column: str) -> np.ndarray:
     arr = table.column(column).combine_chunks()
-    if pa.types.is_temporal(arr.type):
-        arr = arr.view(pa.int64()) if arr.type.bit_width == 64 else pc.cast(arr.view(pa.int32()), pa.int64())
-    elif not pa.types.is_integer(arr.type):
+    if not (pa.types.is_temporal(arr.type) or pa.types.is_integer(arr.type)):
         raise UnsupportedFeatureError(f"WITHIN over a {arr.type} ORDER BY column is not supported",
                                       clause="WITHIN", hint="order by a timestamp or integer column",
                                       code="unsupported")
     if arr.null_count:
         raise UnsupportedFeatureError(f"the ORDER BY column {column} has NULLs, which WITHIN cannot place in time",
                                       clause="WITHIN", hint="filter them out first", code="null-time")
-    return np.asarray(pc.cast(arr, pa.int64()).to_numpy(zero_copy_only=False), np.int64)
+    return np.asarray(time_ints(arr), np.int64)
 
 
 def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = MAX_MATCHES,

@@ -38,6 +38,7 @@ from dfs_cer.query.expr import (
     conjuncts,
 )
 from dfs_cer.query.model import WindowUnit
+from dfs_cer.query.numeric import comparison_type, convert, is_approximate, is_exact, literal
 
 
 class NotPushable(Exception):
@@ -60,7 +61,7 @@ _CASTS = {
 
 
 def _scalar(value: Any) -> Any:
-    return pc.scalar(value)
+    return pc.scalar(literal(value))
 
 
 def _like_to_regex(pattern: str) -> str:
@@ -75,76 +76,116 @@ def _like_to_regex(pattern: str) -> str:
     return "^" + "".join(out) + "$"
 
 
-def _convert(e: Expr) -> Any:
-    if isinstance(e, Literal):
-        return _scalar(e.value)
-    if isinstance(e, Column):
-        return pc.field(e.name)
-    if isinstance(e, IntervalLiteral):
-        seconds = Decimal(e.value) * WindowUnit(e.unit).seconds
-        return _scalar(dt.timedelta(seconds=float(seconds)))
-    if isinstance(e, BinaryOp):
-        if e.op == "AND":
-            return _convert(e.left) & _convert(e.right)
-        if e.op == "OR":
-            return _convert(e.left) | _convert(e.right)
-        if e.op in _COMPARE:
-            return _COMPARE[e.op](_convert(e.left), _convert(e.right))
-        if e.op in _ARITH:
-            return getattr(pc, _ARITH[e.op])(_convert(e.left), _convert(e.right))
-        if e.op == "||":
-            return pc.binary_join_element_wise(_convert(e.left), _convert(e.right), "")
-        raise NotPushable(e.op)
-    if isinstance(e, UnaryOp):
-        if e.op == "NOT":
-            return ~_convert(e.operand)
-        return pc.negate_checked(_convert(e.operand))
-    if isinstance(e, IsNull):
-        inner = _convert(e.operand)
-        return ~inner.is_null() if e.negated else inner.is_null()
-    if isinstance(e, InList):
-        if not all(isinstance(i, Literal) and i.value is not None for i in e.items):
-            raise NotPushable("IN with non-literal items")
-        values = [i.value for i in e.items if isinstance(i, Literal)]
-        test = _convert(e.operand).isin(values)
-        # x NOT IN (...) is NULL (not TRUE) when x is NULL: keep SQL's answer
-        return ~test & ~_convert(e.operand).is_null() if e.negated else test
-    if isinstance(e, Between):
-        x = _convert(e.operand)
-        inside = (x >= _convert(e.low)) & (x <= _convert(e.high))
-        return ~inside if e.negated else inside
-    if isinstance(e, Like):
-        if not isinstance(e.pattern, Literal) or not isinstance(e.pattern.value, str):
-            raise NotPushable("LIKE with a non-literal pattern")
-        test = pc.match_substring_regex(_convert(e.operand), _like_to_regex(e.pattern.value))
-        return ~test if e.negated else test
-    if isinstance(e, Function):
-        name = _FUNCTIONS.get(e.name)
-        if name is None or len(e.args) != 1:
-            raise NotPushable(e.name)
-        return getattr(pc, name)(_convert(e.args[0]))
-    if isinstance(e, Cast):
-        target = _CASTS.get(e.to.upper())
-        if target is None:
-            raise NotPushable(e.to)
-        return _convert(e.operand).cast(target)
-    if isinstance(e, Case):
-        raise NotPushable("CASE")
-    raise NotPushable(type(e).__name__)
+class _Converter:
+    """Expression conversion; with a schema, comparisons of numbers follow SQL's rules exactly as
+    the engines evaluate them (dfs_cer.query.numeric): operands are cast to one type first."""
+
+    def __init__(self, schema: pa.Schema | None) -> None:
+        self.schema = schema
+
+    def type_of(self, e: Expr) -> pa.DataType | None:
+        if isinstance(e, Column) and self.schema is not None and e.name in self.schema.names:
+            dtype = self.schema.field(e.name).type
+            return dtype.value_type if pa.types.is_dictionary(dtype) else dtype
+        if isinstance(e, Literal) and e.value is not None:
+            return literal(e.value).type
+        return None
+
+    def compare(self, op: str, left: Expr, right: Expr) -> Any:
+        lhs, rhs = self(left), self(right)
+        lt, rt = self.type_of(left), self.type_of(right)
+        if lt is not None and rt is not None:
+            target = comparison_type(lt, rt)
+            if target is not None:
+                lhs, rhs = convert(lhs, lt, target), convert(rhs, rt, target)
+        elif self.schema is not None and (_numeric(lt) or _numeric(rt)):
+            raise NotPushable("a comparison of numbers of unknown type")  # keep the rows
+        return _COMPARE[op](lhs, rhs)
+
+    def __call__(self, e: Expr) -> Any:
+        if isinstance(e, Literal):
+            return _scalar(e.value)
+        if isinstance(e, Column):
+            return pc.field(e.name)
+        if isinstance(e, IntervalLiteral):
+            seconds = Decimal(e.value) * WindowUnit(e.unit).seconds
+            return _scalar(dt.timedelta(seconds=float(seconds)))
+        if isinstance(e, BinaryOp):
+            if e.op == "AND":
+                return self(e.left) & self(e.right)
+            if e.op == "OR":
+                return self(e.left) | self(e.right)
+            if e.op in _COMPARE:
+                return self.compare(e.op, e.left, e.right)
+            if e.op in _ARITH:
+                if self.schema is not None:
+                    raise NotPushable("arithmetic")  # result types and overflow: left to the matcher
+                return getattr(pc, _ARITH[e.op])(self(e.left), self(e.right))
+            if e.op == "||":
+                return pc.binary_join_element_wise(self(e.left), self(e.right), "")
+            raise NotPushable(e.op)
+        if isinstance(e, UnaryOp):
+            if e.op == "NOT":
+                return ~self(e.operand)
+            return pc.negate_checked(self(e.operand))
+        if isinstance(e, IsNull):
+            inner = self(e.operand)
+            return ~inner.is_null() if e.negated else inner.is_null()
+        if isinstance(e, InList):
+            if not all(isinstance(i, Literal) and i.value is not None for i in e.items):
+                raise NotPushable("IN with non-literal items")
+            if _numeric(self.type_of(e.operand)) or any(_numeric(self.type_of(i)) for i in e.items):
+                test = self.compare("=", e.operand, e.items[0])  # numbers: exact comparisons
+                for item in e.items[1:]:
+                    test = test | self.compare("=", e.operand, item)
+            else:
+                test = self(e.operand).isin([i.value for i in e.items if isinstance(i, Literal)])
+            # x NOT IN (...) is NULL (not TRUE) when x is NULL: keep SQL's answer
+            return ~test & ~self(e.operand).is_null() if e.negated else test
+        if isinstance(e, Between):
+            inside = self.compare(">=", e.operand, e.low) & self.compare("<=", e.operand, e.high)
+            return ~inside if e.negated else inside
+        if isinstance(e, Like):
+            if not isinstance(e.pattern, Literal) or not isinstance(e.pattern.value, str):
+                raise NotPushable("LIKE with a non-literal pattern")
+            test = pc.match_substring_regex(self(e.operand), _like_to_regex(e.pattern.value))
+            return ~test if e.negated else test
+        if isinstance(e, Function):
+            name = _FUNCTIONS.get(e.name)
+            if name is None or len(e.args) != 1:
+                raise NotPushable(e.name)
+            return getattr(pc, name)(self(e.args[0]))
+        if isinstance(e, Cast):
+            target = _CASTS.get(e.to.upper())
+            if target is None:
+                raise NotPushable(e.to)
+            return self(e.operand).cast(target)
+        if isinstance(e, Case):
+            raise NotPushable("CASE")
+        raise NotPushable(type(e).__name__)
 
 
-def to_arrow_filter(condition: Expr | None) -> pc.Expression | None:
+def _numeric(dtype: pa.DataType | None) -> bool:
+    return dtype is not None and (is_exact(dtype) or is_approximate(dtype))
+
+
+def _convert(e: Expr, schema: pa.Schema | None = None) -> Any:
+    return _Converter(schema)(e)
+
+
+def to_arrow_filter(condition: Expr | None, schema: pa.Schema | None = None) -> pc.Expression | None:
     """Convert an independent condition; unconvertible conjuncts are dropped (None: keep all rows).
 
     The result is a necessary condition for ``condition``: every row that satisfies the
-    condition satisfies the filter.
+    condition satisfies the filter. With the data's ``schema``, numbers compare exactly as the
+    engines compare them (storage nodes always pass it).
     """
     if condition is None:
         return None
     parts = []
     for c in conjuncts(condition):
         try:
-            parts.append(_convert(c))
+            parts.append(_convert(c, schema))
         except NotPushable:
             continue
     if not parts:
@@ -155,21 +196,21 @@ def to_arrow_filter(condition: Expr | None) -> pc.Expression | None:
     return out
 
 
-def is_fully_pushable(condition: Expr | None) -> bool:
+def is_fully_pushable(condition: Expr | None, schema: pa.Schema | None = None) -> bool:
     """True if every conjunct of ``condition`` converts."""
     if condition is None:
         return True
     try:
         for c in conjuncts(condition):
-            _convert(c)
+            _convert(c, schema)
     except NotPushable:
         return False
     return True
 
 
-def union_filter(conditions: list[Expr | None]) -> pc.Expression | None:
+def union_filter(conditions: list[Expr | None], schema: pa.Schema | None = None) -> pc.Expression | None:
     """OR of the variables' filters: a row survives if any variable may label it (None: all rows)."""
-    filters = [to_arrow_filter(c) for c in conditions]
+    filters = [to_arrow_filter(c, schema) for c in conditions]
     out = None
     for f in filters:
         if f is None:

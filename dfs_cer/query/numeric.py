@@ -35,49 +35,60 @@ def is_exact(dtype: pa.DataType) -> bool:
 
 def to_double(value: Value) -> Value:
     """``value`` as float64, correctly rounded (equal numbers give equal doubles)."""
-    dtype = value.type
-    if pa.types.is_float64(dtype):
+    if not (is_exact(value.type) or is_approximate(value.type)):
         return value
-    if pa.types.is_decimal(dtype):
-        return pc.cast(pc.cast(value, pa.string()), pa.float64())
-    if pa.types.is_integer(dtype) or pa.types.is_floating(dtype):
-        # the C++ integer -> double conversion rounds to nearest (no range check needed)
-        return pc.cast(value, pa.float64(), safe=False)
-    return value
+    return convert(value, value.type, pa.float64())
 
 
 def _exact_common(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
-    """A type both exact operands convert to without loss, when pyarrow's own promotion could
-    fail (uint64 next to a signed type, decimals next to uint64)."""
-    unsigned64 = pa.types.is_uint64(a) or pa.types.is_uint64(b)
-    signed = any(pa.types.is_signed_integer(t) for t in (a, b))
+    """A type both exact operands convert to without loss, where pyarrow's own promotion could
+    fail (uint64 next to a signed type; decimals whose common type needs more than 38 digits)."""
     decimal = [t for t in (a, b) if pa.types.is_decimal(t)]
     if decimal:
-        if not any(pa.types.is_integer(t) for t in (a, b)):
-            return None  # decimal against decimal: pyarrow rescales exactly
         scale = max(t.scale for t in decimal)
-        digits = max([t.precision - t.scale for t in decimal] + [20])  # uint64 needs 20 digits
+        digits = max([t.precision - t.scale for t in decimal] +
+                     [20 for t in (a, b) if pa.types.is_integer(t)])  # uint64 needs 20 digits
         precision = digits + scale
         if precision <= 38:
-            return pa.decimal128(precision, scale)
+            return pa.decimal128(max(precision, 1), scale)
         return pa.decimal256(min(precision, 76), scale)
-    if unsigned64 and signed:
+    if (pa.types.is_uint64(a) or pa.types.is_uint64(b)) and any(pa.types.is_signed_integer(t) for t in (a, b)):
         return pa.decimal128(20, 0)
     return None
 
 
+def comparison_type(left: pa.DataType, right: pa.DataType) -> pa.DataType | None:
+    """The type both operands of a comparison convert to (None: compare them as they are)."""
+    numeric = (is_exact(left) or is_approximate(left)) and (is_exact(right) or is_approximate(right))
+    if not numeric:
+        return None
+    if is_approximate(left) or is_approximate(right):
+        return None if pa.types.is_float64(left) and pa.types.is_float64(right) else pa.float64()
+    return _exact_common(left, right)
+
+
+def convert(value: Any, source: pa.DataType, target: pa.DataType) -> Any:
+    """``value`` (an array, scalar or dataset expression of type ``source``) as ``target``; to
+    DOUBLE correctly rounded (decimals through their exact text)."""
+    if source == target:
+        return value
+    if pa.types.is_float64(target) and pa.types.is_decimal(source):
+        return _cast(_cast(value, pa.string(), True), target, True)
+    return _cast(value, target, not pa.types.is_float64(target))
+
+
+def _cast(value: Any, target: pa.DataType, safe: bool) -> Any:
+    if isinstance(value, pc.Expression):
+        return value.cast(target, safe=safe)
+    return pc.cast(value, target, safe=safe)
+
+
 def comparable(left: Value, right: Value) -> tuple[Value, Value]:
     """Operands converted as SQL compares them (see the module docstring)."""
-    lt, rt = left.type, right.type
-    numeric = (is_exact(lt) or is_approximate(lt)) and (is_exact(rt) or is_approximate(rt))
-    if not numeric:
+    target = comparison_type(left.type, right.type)
+    if target is None:
         return left, right
-    if is_approximate(lt) or is_approximate(rt):
-        return to_double(left), to_double(right)
-    common = _exact_common(lt, rt)
-    if common is None:
-        return left, right
-    return pc.cast(left, common), pc.cast(right, common)
+    return convert(left, left.type, target), convert(right, right.type, target)
 
 
 def arithmetic(left: Value, right: Value) -> tuple[Value, Value]:
@@ -86,3 +97,28 @@ def arithmetic(left: Value, right: Value) -> tuple[Value, Value]:
     if (is_approximate(lt) and is_exact(rt)) or (is_exact(lt) and is_approximate(rt)):
         return to_double(left), to_double(right)
     return left, right
+
+
+def time_ints(values: Value) -> Any:
+    """A time column (timestamps of any unit and zone, dates, integers) as int64 numpy values
+    in its own units (dates: days since the epoch)."""
+    import numpy as np
+
+    arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    if pa.types.is_temporal(arr.type):
+        arr = arr.view(pa.int64()) if arr.type.bit_width == 64 else pc.cast(arr.view(pa.int32()), pa.int64())
+    return np.asarray(pc.cast(arr, pa.int64()).to_numpy(zero_copy_only=False), np.int64)
+
+
+def literal(value: object) -> pa.Scalar:
+    """A SQL literal as an Arrow scalar: integers beyond int64 become uint64 (below 2**64) or an
+    exact decimal, never an overflow."""
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+        if 0 <= value < 2**64:
+            return pa.scalar(value, pa.uint64())
+        import decimal
+
+        digits = len(str(abs(value)))
+        return pa.scalar(decimal.Decimal(value), pa.decimal128(digits, 0) if digits <= 38 else
+                         pa.decimal256(min(digits, 76), 0))
+    return pa.scalar(value)

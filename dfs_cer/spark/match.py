@@ -208,7 +208,7 @@ class _PushDown:
         from dfs_cer.query.arrow_filter import union_filter
 
         analysis = analyze(parse(self.sql), self.schema, _config(self.time_unit))
-        filt = union_filter([v.independent for v in analysis.variables if not v.any_row])
+        filt = union_filter([v.independent for v in analysis.variables if not v.any_row], self.schema)
         for batch in batches:
             if filt is None or batch.num_rows == 0:
                 yield batch
@@ -242,7 +242,7 @@ def read_with_spark(spark: Any, query: Query, path: str, time_unit: str, config:
             raise StorageError(f"no parquet files under {path}; check the bucket and prefix")
         dataset = ds.dataset(files, filesystem=where.fs, format="parquet")
         analysis = analyze(query, dataset.schema, _config(time_unit, event_key, dedup))
-        filt = union_filter([v.independent for v in analysis.variables if not v.any_row]) \
+        filt = union_filter([v.independent for v in analysis.variables if not v.any_row], dataset.schema) \
             if analysis.skippable else None
         return dataset.to_table(filter=filt).sort_by(time_column), analysis
     df = spark.read.parquet(path)

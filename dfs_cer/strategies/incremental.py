@@ -110,8 +110,9 @@ def run_and_save(sql: str, endpoints: Sequence[str], token: str, *, strategy: st
         record.note = f"recomputed every match: {reason}"
         pulled = pull(strategy, sql, endpoints, token, **pull_opts)
     fresh = match_pulled(pulled, outer=False, match_ids=True, **match_opts)
-    partition = list(query.recognize.partition_by)
-    order = [*partition, query.recognize.order_by[0].column]
+    bound = pulled.analysis.query.recognize  # column names as the data spells them
+    partition = list(bound.partition_by)
+    order = [*partition, bound.order_by[0].column]
     merged = cl.combine(old, fresh, recomputed, order)
     changes = cl.changelog(old, merged, partition)
     where = save_run(runs_dir, record, merged, changes)

@@ -315,3 +315,82 @@ def test_relaxed_time_order_lets_tied_events_chain() -> None:
     assert sorted(relaxed, key=lambda r: r["c"]) == [{"b": 2, "c": 2}, {"b": 2, "c": 3}]
     with pytest.raises(UnsupportedFeatureError, match="time_order"):
         run_cer(table, analysis, time_order="loose")
+
+
+# ------------------------------------------------------------------ alternation and PERMUTE in a sequence
+
+def _slots_brute_force(rows: list[dict[str, int]], slots: list[list[str]], window: int, conds: dict[str, int],
+                       permute: bool) -> set[tuple[tuple[int, str], ...]]:
+    """Every skip-till-any-match combination of ``slots`` (each slot: alternatives, one event);
+    an event is labelled by the first alternative whose condition holds (``type`` equal and
+    ``v >= conds[name]``); with ``permute`` the middle slots may take their events in any order."""
+    def holds(name: str, i: int) -> bool:
+        return rows[i]["type"] == name[0] and rows[i]["v"] >= conds.get(name, 0)
+
+    def label(slot: list[str], i: int) -> str | None:
+        return next((name for name in slot if holds(name, i)), None)
+
+    n = len(rows)
+    out = set()
+    for combo in itertools.permutations(range(n), len(slots)):
+        times = [rows[i]["ts"] for i in combo]
+        if max(times) - min(times) > window:
+            continue
+        orders = itertools.permutations(range(len(slots))) if permute else [tuple(range(len(slots)))]
+        for order in orders:
+            if permute and (order[0] != 0 or order[-1] != len(slots) - 1):
+                continue
+            # the event at position k of the time sequence takes slot order[k]
+            if any(times[k] >= times[k + 1] for k in range(len(slots) - 1)):
+                continue
+            labels = [label(slots[order[k]], i) for k, i in enumerate(combo)]
+            if all(lb is not None for lb in labels):
+                out.add(tuple(sorted(zip(combo, labels, strict=True), key=lambda x: x[1])))
+    return out
+
+
+SLOTS = {"A (B1 | B2) D": [["A"], ["B1", "B2"], ["D"]], "A (B1 | C) D": [["A"], ["B1", "C"], ["D"]],
+         "(A | C) D": [["A", "C"], ["D"]], "A PERMUTE(B, C) D": [["A"], ["B"], ["C"], ["D"]],
+         "A {- N* -} (B1 | B2) D": [["A"], ["B1", "B2"], ["D"]]}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("ABCD"), st.integers(0, 3)), max_size=9), st.sampled_from(list(SLOTS)),
+       st.integers(2, 8), st.integers(0, 3), st.integers(0, 3))
+def test_alternation_and_permute_match_brute_force(events: list[tuple[str, int]], pattern: str, window: int,
+                                                   c1: int, c2: int) -> None:
+    """ALL MATCHES over alternations of single variables (SASE's OR: one event, labelled by the
+    first alternative whose condition holds, as SQL prefers) and PERMUTE inside a sequence."""
+    rows = [{"ts": 2 * i, "type": k, "v": v} for i, (k, v) in enumerate(events)]
+    conds = {"B1": c1, "B2": c2, "C": c2, "A": 0, "D": 0, "B": c1}
+    slots = SLOTS[pattern]
+    names = sorted({n for s in slots for n in s})
+    table = pa.table({"ts": [r["ts"] for r in rows], "type": [r["type"] for r in rows],
+                      "v": [r["v"] for r in rows], "id": list(range(len(rows)))},
+                     schema=pa.schema([("ts", pa.int64()), ("type", pa.string()), ("v", pa.int64()), ("id", pa.int64())]))
+    defines = ", ".join(f"{n} AS {n}.type = '{n[0]}' AND {n}.v >= {conds[n]}" for n in names)
+    measures = ", ".join(f"{n}.id AS id_{n.lower()}" for n in names)
+    sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES {measures}, MATCH_NUMBER() AS mn ALL MATCHES "
+           f"PATTERN ({pattern}) WITHIN {window} DEFINE {defines})")
+    want = _slots_brute_force(rows, slots, window, conds, "PERMUTE" in pattern)
+    out = match_recognize(table, sql).to_pylist()
+    got = {tuple(sorted(((r[f"id_{n.lower()}"], n) for n in names if r[f"id_{n.lower()}"] is not None),
+                        key=lambda x: x[1])) for r in out}
+    assert len(out) == len(got), "a match was produced twice"
+    assert got == want, sql
+    assert [r["mn"] for r in out] == list(range(1, len(out) + 1))
+    assert match_recognize(table, sql, count_only=True)["matches"][0].as_py() == len(want)
+
+
+def test_alternation_preference_and_normalised_forms() -> None:
+    t = typed("a1 b2 c3 b4 d5 c6")
+    assert count(t, "A B{1} D", 10) == count(t, "A B D", 10) == count(t, "A (B) D", 10) == 2
+    assert count(t, "A B{1,1}? D", 10) == 2
+    assert count(t, "A (B | C) D", 10) == 3
+    assert count(t, "A PERMUTE(B, C) D", 10) == 2  # b2 c3 and c3 b4
+    # one event, one label: an event both alternatives accept is labelled by the first
+    both = match_recognize(t, "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES CLASSIFIER() AS c, X.id AS x, "
+                              "Y.id AS y ALL MATCHES PATTERN (A (X | Y)) WITHIN 10 DEFINE A AS type = 'A', "
+                              "X AS type IN ('B', 'C'), Y AS type = 'B')").to_pylist()
+    assert [(r["c"], r["x"], r["y"]) for r in both] == [("X", "b2", None), ("X", "c3", None), ("X", "b4", None),
+                                                          ("X", "c6", None)]

@@ -8,6 +8,7 @@ from dfs_cer.pattern.properties import (
     has_anchor,
     last_labels,
     mandatory_labels,
+    max_rows,
     nullable,
     top_level_positions,
 )
@@ -41,3 +42,12 @@ def test_positions_and_anchors() -> None:
     assert top_level_positions(p) == {"A": (0, 4), "B": (1,), "C": (2,), "N": (3,), "D": (4,)}
     assert not has_anchor(p)
     assert has_anchor(parse_pattern("A $"))
+
+
+@pytest.mark.parametrize(("text", "rows"), [
+    ("A B+ A", {"A": 2, "B": None}), ("A (B | C) D", {"A": 1, "B": 1, "C": 1, "D": 1}),
+    ("A N*? B N*? A", {"A": 2, "N": None, "B": 1}), ("(A B){3}", {"A": 3, "B": 3}), ("A{0,2} (A | B)", {"A": 3, "B": 1}),
+    ("PERMUTE(A, B) A?", {"A": 2, "B": 1}), ("A ~B C", {"A": 1, "B": 0, "C": 1}),
+])
+def test_max_rows(text: str, rows: dict[str, int | None]) -> None:
+    assert max_rows(parse_pattern(text)) == rows

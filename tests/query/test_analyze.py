@@ -192,3 +192,31 @@ def test_columns_resolve_case_insensitively() -> None:
 def test_without_schema_the_window_is_not_bound() -> None:
     a = analyze(parse(Q1))
     assert a.window_units is None and not a.bound
+
+
+@pytest.mark.parametrize(("body", "constrained"), [
+    # B's DEFINE reads the last A before B: the first A; the second A is free
+    ("PATTERN (A N*? B N*? A) DEFINE A AS A.t = 1, B AS B.k = A.k", {"B": True, "A": False}),
+    ("PATTERN (A N*? B) DEFINE A AS A.t = 1, B AS B.k = A.k", {"B": True, "A": True}),
+    ("PATTERN (A+ B) DEFINE A AS A.t = 1, B AS B.k = A.k", {"B": True, "A": False}),
+    ("ALL MATCHES PATTERN (A+ B) DEFINE A AS A.t = 1, B AS B.k = A.k", {"B": True, "A": True}),
+])
+def test_which_side_an_equality_constrains(body: str, constrained: dict[str, bool]) -> None:
+    a = analyze(parse(mr(f"ORDER BY ts {body}")))
+    (e,) = a.equalities
+    assert {v: a.constrains(e, v) for v in constrained} == constrained
+
+
+def test_column_names_bind_to_the_data_once() -> None:
+    schema = pa.schema([("ts", pa.int64()), ("type", pa.string()), ("Val", pa.int64())])
+    a = analyze(parse(mr("PARTITION BY TYPE ORDER BY TS MEASURES A.VAL AS v PATTERN (A N*? B) "
+                         "DEFINE A AS A.TYPE = 'A', B AS B.val > A.Val")), schema)
+    text = " ".join(a.query.to_sql().split())
+    assert "PARTITION BY type ORDER BY ts MEASURES A.Val AS v" in text and "B AS B.Val > A.Val" in text
+    assert to_sql(a.variable("A").independent) == "A.type = 'A'"
+    assert a.order_column == "ts"
+    from dfs_cer.errors import QueryValidationError
+
+    ambiguous = pa.schema([("ts", pa.int64()), ("xx", pa.int64()), ("XX", pa.int64())])
+    with pytest.raises(QueryValidationError, match="ambiguous"):
+        analyze(parse(mr("ORDER BY ts PATTERN (A) DEFINE A AS A.Xx > 0")), ambiguous)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dfs_cer import analyze, parse
+from dfs_cer.match.arrow_eval import evaluate_mask
 from dfs_cer.query.arrow_filter import is_fully_pushable, to_arrow_filter, union_filter
 
 TABLE = pa.table({
@@ -90,3 +93,32 @@ def test_filter_agrees_with_python(op1: str, v1: int, op2: str, v2: int, conj: s
         if (a and b) if conj == "AND" else (a or b):
             expected.append(ts)
     assert rows(f"A.x {op1} {v1} {conj} A.x {op2} {v2}") == expected
+
+
+# numbers the pushed filter must compare exactly as the engines do (SQL's rules, dfs_cer.query.numeric)
+NUMBERS = pa.table({
+    "ts": list(range(6)),
+    "u": pa.array([0, 1, 2**63, 2**64 - 1, None, 5], pa.uint64()),
+    "i": pa.array([2**53 + 1, -1, 2**63 - 1, 0, 3, None], pa.int64()),
+    "d": pa.array([Decimal("1.5"), Decimal(10**20), None, Decimal("-2.25"), Decimal(0), Decimal(1)],
+                  pa.decimal128(30, 3)),
+    "f": pa.array([float(2**53), float("nan"), -0.0, 1.5, None, 2.0]),
+})
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.sampled_from(["u", "i", "d", "f"]), st.sampled_from(["=", "<>", "<", ">=", "IN"]),
+       st.sampled_from(["0", "1", "1.5", "-1", "9007199254740992", "9223372036854775808", "100000000000000000000",
+                        "-0.0"]))
+def test_numeric_filters_keep_exactly_the_engines_rows(column: str, op: str, literal: str) -> None:
+    cond = f"A.{column} IN ({literal}, 5)" if op == "IN" else f"A.{column} {op} {literal}"
+    a = analyze(parse(f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS {cond})"),
+                NUMBERS.schema)
+    condition = a.variable("A").independent
+    f = to_arrow_filter(condition, NUMBERS.schema)
+    pushed = (ds.dataset(NUMBERS).to_table(filter=f) if f is not None else NUMBERS).column("ts").to_pylist()
+    mask = evaluate_mask(condition, lambda c: NUMBERS.column(c.name).combine_chunks(), NUMBERS.num_rows)
+    engine = NUMBERS.filter(mask).column("ts").to_pylist()
+    assert set(engine) <= set(pushed), cond
+    if is_fully_pushable(condition, NUMBERS.schema):
+        assert pushed == engine, cond

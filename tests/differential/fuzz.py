@@ -1,0 +1,454 @@
+"""Differential fuzzer: every pull strategy (through real storage node processes) against the
+local engine over the same events.
+
+A seeded generator draws *worlds* (an event table with random column types, NULLs, big
+integers, NaN and -0.0, names in random case; a layout: partitioning, number of storage
+nodes, possibly empty ones; optionally late files appended after the first queries) and, per
+world, *queries* (pattern shapes: skips, repeated variables, alternation, groups, PERMUTE,
+exclusion, ``{n}``, ``+?`` on any-row variables, contiguous patterns, ALL MATCHES with
+Kleene+, negation and alternation; conditions with literals, cross-variable equalities of mixed
+numeric types, PREV; PARTITION BY, every AFTER MATCH SKIP, ONE/ALL ROWS PER MATCH). Every query
+runs through every strategy and cost model drawn, several queries also run together
+(``pull_many``), and with late files the saved-run changelog path (``--since-run``) is compared
+too. A case passes when the strategy returns exactly the local engine's rows, or both refuse the
+query with a DfsCerError. Anything else (a wrong row, a crash, a refusal where the local engine
+answers) is a finding, printed with everything needed to reproduce it.
+
+Run by ``tests/differential/test_differential.py`` (quick profile) and ``bench/fuzz.py`` (long).
+"""
+
+from __future__ import annotations
+
+import decimal
+import math
+import tempfile
+import time
+import traceback
+import warnings
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dfs_cer import match_recognize
+from dfs_cer.errors import DfsCerError
+from dfs_cer.io.shard import shard
+from dfs_cer.strategies import STRATEGIES, pull
+from dfs_cer.strategies.matching import match_pulled
+from dfs_cer.strategies.multi import pull_many
+from storage_node.launcher import LocalCluster
+
+NUMERIC_TYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64",
+                 "decimal_small", "decimal_wide", "bool"]
+TIME_TYPES = ["int64", "timestamp_ms", "timestamp_us_utc", "timestamp_s", "timestamp_ns_tz", "date32"]
+STRING_TYPES = ["string", "large_string", "dictionary"]
+LAYOUTS = ["random", "time", "type"]
+COST_MODELS = ["adaptive", "always_on", "naive"]
+
+
+@dataclass
+class World:
+    seed: int
+    table: pa.Table
+    names: dict[str, str]  # logical name (ts, type, v, w, g) -> the column's name in the data
+    time_type: str
+    value_types: tuple[str, str]
+    string_type: str
+    partitioning: str
+    nodes: int
+    late: pa.Table | None  # rows appended as late files after the first queries
+    empty_nodes: int = 0  # storage nodes without a row (known once sharded)
+
+    def describe(self) -> str:
+        return (f"world seed={self.seed} rows={self.table.num_rows} time={self.time_type} v,w={self.value_types} "
+                f"type={self.string_type} layout={self.partitioning}x{self.nodes} "
+                f"late={0 if self.late is None else self.late.num_rows} names={self.names}")
+
+
+@dataclass
+class Report:
+    cases: int = 0
+    agreed_refusals: int = 0
+    dimensions: Counter[tuple[str, str]] = field(default_factory=Counter)
+    findings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def count(self, dimension: str, value: object) -> None:
+        self.dimensions[(dimension, str(value))] += 1
+
+    def summary(self) -> str:
+        lines = [f"{self.cases} comparisons ({self.agreed_refusals} agreed refusals), {len(self.findings)} findings, "
+                 f"{self.seconds:.0f} s"]
+        by_dim: dict[str, list[str]] = {}
+        for (dim, value), n in sorted(self.dimensions.items()):
+            by_dim.setdefault(dim, []).append(f"{value} {n}")
+        lines += [f"  {dim}: {', '.join(values)}" for dim, values in by_dim.items()]
+        return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ data
+
+def _values(rng: np.random.Generator, kind: str, n: int) -> pa.Array:
+    small = rng.integers(0, 5, n)
+    nulls = rng.random(n) < 0.1
+    if kind == "bool":
+        return pa.array(small % 2 == 0, pa.bool_(), mask=nulls)
+    if kind.startswith("decimal"):
+        precision, scale = (12, 2) if kind == "decimal_small" else (30, 3)
+        values = [decimal.Decimal(int(x)) / 2 for x in small]
+        if kind == "decimal_wide":  # beyond 15 digits: exact comparisons need more than a double
+            values = [v + decimal.Decimal(10**20) if rng.random() < 0.3 else v for v in values]
+        return pa.array([None if m else v.quantize(decimal.Decimal(1).scaleb(-scale))
+                         for v, m in zip(values, nulls, strict=True)], pa.decimal128(precision, scale))
+    if kind.startswith("float"):
+        values = small.astype(np.float64) / rng.choice([1, 2], n)
+        specials = np.array([np.nan, -0.0, 0.0, np.inf, float(2**53)])
+        pick = rng.random(n) < 0.15
+        values[pick] = rng.choice(specials, int(pick.sum()))
+        return pa.array(values, pa.float32() if kind == "float32" else pa.float64(), mask=nulls)
+    dtype = getattr(pa, kind)()
+    values = [int(x) for x in small]
+    big = {"int64": [2**53 + 1, 2**53, -(2**63), 2**63 - 1], "uint64": [2**63, 2**64 - 1, 2**53 + 1]}.get(kind)
+    if big is not None:
+        for i in np.nonzero(rng.random(n) < 0.15)[0]:
+            values[int(i)] = big[int(rng.integers(len(big)))]
+    return pa.array(values, dtype, mask=nulls)
+
+
+def _time(rng: np.random.Generator, kind: str, n: int) -> pa.Array:
+    ticks = np.cumsum(rng.choice([0, 1, 1, 2, 3, 5], n)).astype(np.int64)
+    if kind == "int64":
+        return pa.array(ticks)
+    if kind == "date32":
+        return pa.array(ticks.astype(np.int32) + 19000, pa.date32())
+    unit, tz = {"timestamp_ms": ("ms", None), "timestamp_us_utc": ("us", "UTC"), "timestamp_s": ("s", None),
+                "timestamp_ns_tz": ("ns", "Europe/Paris")}[kind]
+    scale = {"s": 1, "ms": 1000, "us": 10**6, "ns": 10**9}[unit]
+    return pa.array(ticks * scale + 1_767_225_600 * scale, pa.timestamp(unit, tz))
+
+
+def _case(rng: np.random.Generator, name: str) -> str:
+    return str(rng.choice([name, name.upper(), name.capitalize()]))
+
+
+def draw_world(seed: int) -> World:
+    rng = np.random.default_rng(seed)
+    n = int(rng.choice([0, 2, 5, 12, 40, 150, 300], p=[0.03, 0.07, 0.1, 0.1, 0.25, 0.25, 0.2]))
+    time_type = str(rng.choice(TIME_TYPES))
+    value_types = (str(rng.choice(NUMERIC_TYPES)), str(rng.choice(NUMERIC_TYPES)))
+    string_type = str(rng.choice(STRING_TYPES))
+    names = {k: _case(rng, k) for k in ("ts", "type", "v", "w", "g")}
+    types = rng.choice(["A", "B", "C", "D", "N"], n, p=[0.2, 0.2, 0.15, 0.1, 0.35])
+    type_col = pa.array(types.tolist(), pa.large_string() if string_type == "large_string" else pa.string())
+    if string_type == "dictionary":
+        type_col = type_col.dictionary_encode()
+    table = pa.table({
+        names["ts"]: _time(rng, time_type, n), names["type"]: type_col,
+        names["v"]: _values(rng, value_types[0], n), names["w"]: _values(rng, value_types[1], n),
+        names["g"]: pa.array(rng.choice(["x", "y"], n).tolist(), pa.string()),
+    })
+    order = rng.permutation(n)  # files need not be sorted
+    table = table.take(pa.array(order)) if n else table
+    late = None
+    if n >= 10 and rng.random() < 0.3:
+        cut = rng.random(n) < 0.25
+        late = table.filter(pa.array(cut))
+        table = table.filter(pa.array(~cut))
+    partitioning = str(rng.choice(LAYOUTS))
+    nodes = int(rng.choice([1, 2, 3, 4, 6], p=[0.2, 0.25, 0.3, 0.15, 0.1]))
+    return World(seed, table, names, time_type, value_types, string_type, partitioning, nodes, late)
+
+
+# ------------------------------------------------------------------ queries
+
+@dataclass
+class Drawn:
+    sql: str
+    shape: str
+    features: list[str]
+
+
+def _literal(kind: str, rng: np.random.Generator) -> str:
+    if kind == "bool":
+        return str(rng.choice(["TRUE", "FALSE"]))
+    if kind.startswith("float"):
+        return str(rng.choice(["1", "1.5", "0", "-0.0", "2"]))
+    if kind.startswith("decimal"):
+        return str(rng.choice(["1", "1.5", "2"]))
+    return str(rng.choice(["0", "1", "2", "3", str(2**53)]))
+
+
+SHAPES = {
+    # (pattern template over A B C D and any-row N, ALL MATCHES?)
+    "skip": ("A N*? B", False), "skip3": ("A N*? B N*? C", False), "exclusion": ("A {- N* -} B {- N* -} C", False),
+    "greedy_skip": ("A N* B", False), "repeated": ("A N*? B N*? A", False), "alternation": ("A N*? (B | C)", False),
+    "alternation_same": ("A {- N* -} (B | B)", False), "alternation_mid": ("A N*? (B | C) N*? D", False),
+    "group": ("A (N*? B) N*? C", False), "contiguous": ("A B+ C", False), "reluctant": ("A B*? C", False),
+    "exact_n": ("A B{2} C", False), "one_n": ("A N*? B{1} N*? C", False), "plus_any_row": ("A N+? B", False),
+    "permute": ("PERMUTE(A, B) C", False), "nested_group": ("(A B)+ C", False),
+    "cer_seq": ("A B C", True), "cer_kleene": ("A B+ C", True), "cer_any_row": ("A N+? B", True),
+    "cer_any_single": ("A N B", True), "cer_skip": ("A N* B C", True), "cer_alternation": ("A (B | C) D", True),
+    "cer_permute": ("A PERMUTE(B, C)", True), "cer_negation": ("A ~D B", True), "cer_one_n": ("A B{1} C", True),
+    "cer_group": ("A (B) C+", True), "cer_alt_first": ("(A | B) C", True),
+}
+
+
+def draw_query(world: World, rng: np.random.Generator) -> Drawn:
+    shape = str(rng.choice(list(SHAPES)))
+    pattern, all_matches = SHAPES[shape]
+    variables = [v for v in "ABCD" if v in pattern.replace("PERMUTE", "")]
+    nm = world.names
+    features = [shape]
+
+    def col(logical: str, var: str | None = None) -> str:
+        name = _case(rng, nm[logical])  # the query may spell the column in any case
+        return f"{var}.{name}" if var else name
+
+    defines = []
+    for i, var in enumerate(variables):
+        parts = [f"{col('type', var)} = '{var}'" if rng.random() < 0.8 else f"{col('type', var)} IN ('{var}', 'N')"]
+        if rng.random() < 0.35:
+            logical = str(rng.choice(["v", "w"]))
+            kind = world.value_types[0 if logical == "v" else 1]
+            op = str(rng.choice(["=", "<>", "<", ">=", "IS NULL", "IS NOT NULL"] if kind != "bool" else ["=", "IS NULL"]))
+            parts.append(f"{col(logical, var)} {op}" if "NULL" in op else f"{col(logical, var)} {op} {_literal(kind, rng)}")
+            features.append("literal")
+        if i and rng.random() < 0.4:
+            other = variables[int(rng.integers(0, i))]
+            a, b = str(rng.choice(["v", "w"])), str(rng.choice(["v", "w"]))
+            ka, kb = (world.value_types[0 if x == "v" else 1] for x in (a, b))
+            if "bool" in (ka, kb) and ka != kb:
+                a = b
+            parts.append(f"{col(a, var)} = {col(b, other)}")
+            features.append("equality")
+        if i and rng.random() < 0.15 and world.value_types[0] != "bool":
+            other = variables[int(rng.integers(0, i))]
+            parts.append(f"{col('v', var)} > {col('v', other)}")
+            features.append("cross_inequality")
+        if not all_matches and rng.random() < 0.1 and world.value_types[0] != "bool":
+            parts.append(f"{col('v', var)} >= PREV({col('v', var)})")
+            features.append("prev")
+        defines.append(f"{var} AS {' AND '.join(parts)}")
+    window = int(rng.choice([1, 3, 8]))
+    if world.time_type == "int64":
+        within = f"WITHIN {window}"
+    elif world.time_type == "date32":
+        within = f"WITHIN INTERVAL '{window}' DAY"
+    else:
+        within = f"WITHIN INTERVAL '{window}' SECOND"
+    ts = col("ts")
+    measures = [f"FIRST({variables[0]}.{ts}) AS first_ts", f"LAST({variables[-1]}.{ts}) AS last_ts"]
+    if rng.random() < 0.5:
+        measures.append("MATCH_NUMBER() AS mn")
+    if rng.random() < 0.3:
+        measures.append("CLASSIFIER() AS cls")
+    if not all_matches and rng.random() < 0.3:
+        measures.append(f"count(*) AS rows_in_match, LAST({variables[0]}.{col('v')}) AS last_v")
+    partition = f"PARTITION BY {col('g')} " if rng.random() < 0.3 else ""
+    if partition:
+        features.append("partition_by")
+    if all_matches:
+        head = "ALL MATCHES"
+    else:
+        rows = "ALL ROWS PER MATCH" if rng.random() < 0.15 else "ONE ROW PER MATCH"
+        skip = str(rng.choice(["PAST LAST ROW", "TO NEXT ROW", f"TO LAST {variables[-1]}", f"TO FIRST {variables[-1]}"]))
+        head = f"{rows} AFTER MATCH SKIP {skip}"
+        features.append(rows.split()[0].lower() + "_rows")
+    if not all_matches and rows == "ALL ROWS PER MATCH":
+        measures = [m for m in measures if "count(*)" not in m]
+    sql = (f"SELECT * FROM events MATCH_RECOGNIZE ({partition}ORDER BY {ts} MEASURES {', '.join(measures)} "
+           f"{head} PATTERN ({pattern}) {within} DEFINE {', '.join(defines)})")
+    return Drawn(sql, shape, features)
+
+
+# ------------------------------------------------------------------ comparing
+
+def _norm(value: object) -> object:
+    if isinstance(value, float):
+        return "NaN" if math.isnan(value) else (0.0 if value == 0 else value)
+    if isinstance(value, decimal.Decimal):
+        return value.normalize()
+    return value
+
+
+def rows_of(table: pa.Table) -> list[tuple[object, ...]]:
+    hidden = [c for c in table.column_names if c.startswith("__")]
+    table = table.drop(hidden) if hidden else table
+    return sorted((tuple(_norm(v) for v in r.values()) for r in table.to_pylist()), key=repr)
+
+
+Outcome = tuple[str, Any]  # ("rows", sorted rows) or ("refused", error class name)
+
+
+def outcome(fn: Callable[[], pa.Table]) -> Outcome:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return "rows", rows_of(fn())
+    except DfsCerError as exc:
+        return "refused", f"{type(exc).__name__}: {exc}"
+
+
+def _same(expected: Outcome, got: Outcome) -> bool:
+    if expected[0] == "refused":
+        return got[0] == "refused"
+    return got == expected
+
+
+class Runner:
+    """Runs worlds and their queries, collecting a :class:`Report`."""
+
+    def __init__(self, report: Report, queries_per_world: int = 6, strategies: list[str] | None = None,
+                 log: Callable[[str], None] | None = None) -> None:
+        self.report = report
+        self.queries_per_world = queries_per_world
+        self.strategies = strategies or list(STRATEGIES)
+        self.log = log or (lambda _: None)
+
+    def _finding(self, world: World, what: str, sql: str, expected: Outcome, got: object) -> None:
+        self.report.findings.append(f"{what}\n  {world.describe()}\n  sql: {sql}\n  expected: "
+                                    f"{str(expected)[:600]}\n  got: {str(got)[:600]}")
+        self.log(f"FINDING {what}: {sql}")
+
+    def _compare(self, world: World, what: str, sql: str, expected: Outcome, fn: Callable[[], pa.Table]) -> None:
+        self.report.cases += 1
+        try:
+            got: object = outcome(fn)
+        except Exception:
+            got = "crash: " + traceback.format_exc(limit=-4)
+        if isinstance(got, tuple) and _same(expected, got):
+            if expected[0] == "refused":
+                self.report.agreed_refusals += 1
+            return
+        self._finding(world, what, sql, expected, got)
+
+    def run_world(self, world: World) -> None:
+        rng = np.random.default_rng(world.seed + 1_000_003)
+        drawn = [draw_query(world, rng) for _ in range(self.queries_per_world)]
+        full = world.table if world.late is None else pa.concat_tables([world.table, world.late])
+        with tempfile.TemporaryDirectory(prefix="dfs-cer-fuzz-") as tmp:
+            root = Path(tmp)
+            pq.write_table(world.table, root / "events.parquet")
+            manifests = shard(str(root / "events.parquet"), world.nodes, str(root / "nodes"),
+                              partitioning=world.partitioning, time_column=world.names["ts"],
+                              type_column=world.names["type"], batch_rows=64)
+            world.empty_nodes = sum(1 for m in manifests if m.rows == 0)
+            cluster = LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(world.nodes)]).start()
+            try:
+                saved = self._before_late(world, drawn, cluster, root) if world.late is not None else {}
+                if world.late is not None:
+                    pq.write_table(world.late, root / "late.parquet")
+                    shard(str(root / "late.parquet"), world.nodes, str(root / "nodes"),
+                          partitioning=world.partitioning, time_column=world.names["ts"],
+                          type_column=world.names["type"], batch_rows=64, append=True)
+                self._queries(world, drawn, full, cluster, rng, saved, root)
+            finally:
+                cluster.stop()
+                cluster.tmp.cleanup()
+
+    def _dimensions(self, world: World, d: Drawn) -> None:
+        r = self.report
+        r.count("time type", world.time_type)
+        for k in world.value_types:
+            r.count("value type", k)
+        r.count("string type", world.string_type)
+        r.count("layout", f"{world.partitioning}x{world.nodes}")
+        r.count("empty storage nodes", world.empty_nodes)
+        r.count("column case", "as data" if all(n.islower() for n in world.names.values()) else "mixed")
+        r.count("late files", "yes" if world.late is not None else "no")
+        for f in d.features:
+            r.count("query feature" if f != d.shape else "pattern shape", f)
+
+    def _queries(self, world: World, drawn: list[Drawn], full: pa.Table, cluster: LocalCluster,
+                 rng: np.random.Generator, saved: dict[int, Any], root: Path) -> None:
+        expected = {}
+        for i, d in enumerate(drawn):
+            self._dimensions(world, d)
+            try:
+                expected[i] = outcome(lambda d=d: match_recognize(full, d.sql))
+            except Exception:
+                self.report.cases += 1
+                self._finding(world, "local engine crash", d.sql, ("rows", "?"), traceback.format_exc(limit=-4))
+                continue
+            for name in self.strategies:
+                model = str(rng.choice(COST_MODELS))
+                self.report.count("strategy", name)
+
+                def run(name: str = name, model: str = model, sql: str = d.sql) -> pa.Table:
+                    return match_pulled(pull(name, sql, cluster.endpoints, cluster.token, cost_model=model))
+
+                self._compare(world, f"{name} (cost model {model})", d.sql, expected[i], run)
+            if i in saved:
+                self._since_run(world, d, expected[i], saved[i], cluster, root)
+        answered = [i for i in expected if expected[i][0] == "rows"]
+        if len(answered) >= 2:  # several queries in one scan
+            group = [int(x) for x in rng.choice(answered, min(3, len(answered)), replace=False)]
+            name = str(rng.choice(["pull_all", "push_down", "dfs", "naive_dfs"]))
+            self.report.count("several queries", f"{name} x{len(group)}")
+            sqls = [drawn[i].sql for i in group]
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    result = pull_many(name, sqls, cluster.endpoints, cluster.token)
+                tables: list[pa.Table] | None = [match_pulled(r) for r in result.results]
+            except Exception:
+                tables = None
+                self.report.cases += 1
+                self._finding(world, f"pull_many {name} crash", " ; ".join(sqls), ("rows", "?"),
+                              traceback.format_exc(limit=-4))
+            for k, i in enumerate(group):
+                if tables is not None:
+                    got = tables[k]
+                    self._compare(world, f"pull_many {name} query {k}", drawn[i].sql, expected[i], lambda t=got: t)
+
+    def _before_late(self, world: World, drawn: list[Drawn], cluster: LocalCluster, root: Path) -> dict[int, Any]:
+        """Saved runs of the first queries before the late files arrive (``--save-run``)."""
+        from dfs_cer.strategies.incremental import run_and_save
+
+        saved = {}
+        for i, d in enumerate(drawn[:2]):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    saved[i] = run_and_save(d.sql, cluster.endpoints, cluster.token, strategy="dfs",
+                                            runs_dir=root / "runs").record.run_id
+            except DfsCerError:
+                continue
+        return saved
+
+    def _since_run(self, world: World, d: Drawn, expected: Outcome, run_id: str, cluster: LocalCluster,
+                   root: Path) -> None:
+        from dfs_cer.local import run_outer
+        from dfs_cer.query import parse
+        from dfs_cer.strategies.incremental import run_and_save
+
+        self.report.count("late files", "since_run")
+
+        def again() -> pa.Table:
+            result = run_and_save("", cluster.endpoints, cluster.token, runs_dir=root / "runs", since_run=run_id)
+            return run_outer(parse(d.sql), result.matches)
+
+        self._compare(world, "incremental re-run (--since-run)", d.sql, expected, again)
+
+
+def run(seeds: range, queries_per_world: int = 6, log: Callable[[str], None] | None = None) -> Report:
+    """Fuzz the worlds of ``seeds``; never raises for a finding (they are in the report)."""
+    report = Report()
+    began = time.perf_counter()
+    runner = Runner(report, queries_per_world, log=log)
+    for seed in seeds:
+        world = draw_world(seed)
+        try:
+            runner.run_world(world)
+        except Exception:
+            report.cases += 1
+            report.findings.append(f"world failed\n  {world.describe()}\n  {traceback.format_exc(limit=-4)}")
+        if log:
+            log(f"seed {seed}: {report.cases} comparisons, {len(report.findings)} findings")
+    report.seconds = time.perf_counter() - began
+    return report
