@@ -53,8 +53,9 @@ PAIRS = _pairs()
 
 
 def _duckdb_compare(ta: str, tb: str, a: object, b: object) -> tuple[bool, bool]:
-    t = pa.table({"a": pa.array([a], TYPES[ta]), "b": pa.array([b], TYPES[tb])})
-    row = duckdb.connect().execute("SELECT a = b, a < b FROM t").fetchone()
+    con = duckdb.connect()
+    con.register("t", pa.table({"a": pa.array([a], TYPES[ta]), "b": pa.array([b], TYPES[tb])}))
+    row = con.execute("SELECT a = b, a < b FROM t").fetchone()
     assert row is not None
     return bool(row[0]), bool(row[1])
 
