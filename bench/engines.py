@@ -10,7 +10,7 @@ Output:   events (rows) per second for each engine and query, with the results o
           sql_q1_rows_per_s and duckdb_selfjoin_rows_per_s (peers measured in their own virtual
           environments are added by bench/peers/ when available).
 
-Targets (issue 4): CER engine >= 2 M events/s on the default 4-variable skip-till-any-match
+Targets: CER engine >= 2 M events/s on the default 4-variable skip-till-any-match
 query (3-minute window); SQL engine >= 1 M rows/s on PATTERN (A B+ C) with PREV conditions and on
 Q1-style patterns; no slower than the DuckDB self-join of the same 3-variable query.
 """

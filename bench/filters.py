@@ -10,7 +10,7 @@ Output:   tables of FPR against theory (Theorem 1, Eq. 6) and of operations per 
           wjf_build_int_per_s, wjf_probe_int_per_s, wjf_build_str_per_s, wjf_probe_str_per_s,
           swf_fpr_over_theory_max, wjf_fpr_over_theory_max.
 
-Targets (issue 3): SWF lookups >= 20 M/s, interval inserts >= 5 M/s, refresh >= 10 M/s; WJF build
+Targets: SWF lookups >= 20 M/s, interval inserts >= 5 M/s, refresh >= 10 M/s; WJF build
 >= 5 M keys/s and probe >= 10 M keys/s for integers, >= 1 M/s for strings; every FPR within 1.5x
 of theory or below it.
 """

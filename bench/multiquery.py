@@ -1,5 +1,5 @@
 """Several queries over the same data: together (one scan per storage node, one shared final
-pull) versus one by one (issue 10).
+pull) versus one by one.
 
 Command:  .venv/bin/python bench/multiquery.py [--events 2000000] [--ks 1,5,10] [--strategy dfs]
           [--workload synthetic|variants] [--json]

@@ -1,4 +1,4 @@
-"""Row-pattern engine: what SQL:2016 features cost (issue 9).
+"""Row-pattern engine: what SQL:2016 features cost.
 
 Command:  .venv/bin/python bench/rowpattern_features.py [--rows 1000000] [--json]
 Hardware: one core (numba kernels are single-threaded).

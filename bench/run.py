@@ -16,7 +16,7 @@ Sections (paper figures): main (Fig. 11/12 transmission and events, Table II lat
 Fig. 25 filter ablations), sweeps (Fig. 18-20 window, selectivity, variables), nodes (Fig. 23),
 costmodel (Fig. 26/27 cost-model ablations and misestimated R), memory (Fig. 13).
 
-Targets (issue 8): transmission >= 78% lower than push-down and >= 71% lower than push-pull,
+Targets: transmission >= 78% lower than push-down and >= 71% lower than push-pull,
 latency >= 1.2x better than the best baseline under the 1 Gbit/s link, storage node peak memory
 within 4% of push-down.
 """

@@ -1,4 +1,4 @@
-"""Situations and Allen patterns (issue 11): the situation engine against the plain SQL:2016
+"""Situations and Allen patterns: the situation engine against the plain SQL:2016
 encoding of the same queries (TPStream's straw man 1: MATCH_RECOGNIZE ``X+`` runs per
 situation, then a join), and bytes moved from storage nodes with and without DFS.
 

@@ -8,7 +8,7 @@ Output:   mean payload bytes (both directions) and mean events received per stra
           bound (candidate events inside the exact union of match intervals), and the ratios
           dfs_over_pushdown_bytes, dfs_over_pushpull_bytes, dfs_over_lower_bound_bytes (--json).
 
-Targets (issue 6): DFS <= 0.2x push-down bytes, <= 0.5x push-pull, <= 1.5x the lower bound.
+Targets: DFS <= 0.2x push-down bytes, <= 0.5x push-pull, <= 1.5x the lower bound.
 """
 
 from __future__ import annotations

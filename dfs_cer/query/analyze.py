@@ -154,6 +154,8 @@ class Analysis:
             return True
         if variable not in (equality.left_variable, equality.right_variable):
             return False
+        if not self.variable(equality.defined_in).filterable:  # a match may not contain the definer
+            return False
         return self.query.recognize.all_matches or self.variable(variable).max_rows == 1
 
     def precedes(self, a: str, b: str) -> bool | None:

@@ -220,3 +220,10 @@ def test_column_names_bind_to_the_data_once() -> None:
     ambiguous = pa.schema([("ts", pa.int64()), ("xx", pa.int64()), ("XX", pa.int64())])
     with pytest.raises(QueryValidationError, match="ambiguous"):
         analyze(parse(mr("ORDER BY ts PATTERN (A) DEFINE A AS A.Xx > 0")), ambiguous)
+
+
+def test_an_optional_definer_constrains_nothing_else() -> None:
+    a = analyze(parse(mr("ORDER BY ts ALL MATCHES PATTERN (A (B | C) D) DEFINE A AS A.t = 1, B AS B.k = A.k, "
+                         "C AS C.t = 2, D AS D.t = 3")))
+    (e,) = a.equalities
+    assert a.constrains(e, "B") and not a.constrains(e, "A")
