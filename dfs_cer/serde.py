@@ -8,6 +8,7 @@ and nested nodes come back as the same frozen objects (``from_json(to_json(x)) =
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import enum
 import json
 import types
@@ -62,6 +63,8 @@ def encode(value: Any) -> Any:
         return [encode(v) for v in value]
     if value is None or isinstance(value, bool | int | float | str):
         return value
+    if isinstance(value, decimal.Decimal):  # exact: as text, never through a double
+        return {"type": "decimal", "value": str(value)}
     raise SerdeError(f"cannot encode {type(value).__name__} value {value!r}")
 
 
@@ -94,6 +97,11 @@ def decode(data: Any, annotation: Any = Any) -> Any:
             return annotation(data)
         except ValueError:
             raise SerdeError(f"{data!r} is not a valid {annotation.__name__}") from None
+    if isinstance(data, dict) and data.get("type") == "decimal":
+        try:
+            return decimal.Decimal(str(data.get("value")))
+        except decimal.InvalidOperation:
+            raise SerdeError(f"not a decimal: {data!r}") from None
     if isinstance(data, dict):
         if "type" not in data:
             raise SerdeError(f"object without a 'type' discriminator: {data!r}")

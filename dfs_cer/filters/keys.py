@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
-from dfs_cer.query.numeric import to_double
+from dfs_cer.query.numeric import time_ints, to_double
 
 
 class KeyKind(enum.IntEnum):
@@ -68,6 +68,18 @@ def normalize(values: pa.Array | pa.ChunkedArray | np.ndarray, kind: KeyKind) ->
         arr = np.where(arr == 0.0, 0.0, arr)  # -0.0 equals 0.0
         valid &= ~np.isnan(arr)  # NaN = NaN is not true in SQL
         return np.ascontiguousarray(arr, dtype=np.float64), valid
+    if pa.types.is_timestamp(values.type) or pa.types.is_date(values.type):
+        # instants in microseconds: equal times of any unit (and dates, as midnight) hash alike;
+        # nanoseconds floor, so distinct ones within a microsecond only collide (a false positive)
+        raw = time_ints(values.fill_null(0) if values.null_count else values)
+        if pa.types.is_date32(values.type):
+            micros = raw * np.int64(86_400_000_000)
+        elif pa.types.is_date64(values.type):
+            micros = raw * np.int64(1000)
+        else:
+            scale = {"s": 1_000_000, "ms": 1000, "us": 1, "ns": 1}[values.type.unit]
+            micros = raw // 1000 if values.type.unit == "ns" else raw * np.int64(scale)
+        return np.ascontiguousarray(micros, dtype=np.int64), valid
     if pa.types.is_temporal(values.type):
         values = values.view(pa.int64()) if values.type.bit_width == 64 else pc.cast(values.view(pa.int32()),
                                                                                         pa.int64())

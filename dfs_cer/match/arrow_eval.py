@@ -36,7 +36,7 @@ from dfs_cer.query.expr import (
     to_sql,
 )
 from dfs_cer.query.model import WindowUnit
-from dfs_cer.query.numeric import arithmetic, comparable, literal
+from dfs_cer.query.numeric import arithmetic, cast_to, comparable, literal, plain
 
 Resolver = Callable[[Expr], pa.Array]
 
@@ -84,13 +84,14 @@ def evaluate(e: Expr, resolve: Resolver, length: int) -> pa.Array | pa.Scalar:
                 return pc.or_kleene(ev(x.left), ev(x.right))
             if x.op in _COMPARE:
                 return _compare(x.op, ev(x.left), ev(x.right))
-            left, right = arithmetic(ev(x.left), ev(x.right))
+            left, right = arithmetic(ev(x.left), ev(x.right), x.op)
             if x.op in _ARITH:
                 return pc.call_function(_ARITH[x.op], [left, right])
             if x.op == "%":
                 return pc.subtract(left, pc.multiply(pc.divide(left, right), right))
             if x.op == "||":
-                return pc.binary_join_element_wise(pc.cast(left, pa.string()), pc.cast(right, pa.string()), "")
+                return pc.binary_join_element_wise(pc.cast(plain(left), pa.string()), pc.cast(plain(right), pa.string()),
+                                                   "")
         if isinstance(x, UnaryOp):
             inner = ev(x.operand)
             return pc.invert(inner) if x.op == "NOT" else pc.negate_checked(inner)
@@ -111,7 +112,7 @@ def evaluate(e: Expr, resolve: Resolver, length: int) -> pa.Array | pa.Scalar:
         if isinstance(x, Like):
             if not isinstance(x.pattern, Literal) or not isinstance(x.pattern.value, str):
                 raise UnsupportedFeatureError(f"LIKE with a non-literal pattern ({to_sql(x)})", code="unsupported")
-            test = pc.match_substring_regex(ev(x.operand), _like_regex(x.pattern.value))
+            test = pc.match_substring_regex(plain(ev(x.operand)), _like_regex(x.pattern.value))
             return pc.invert(test) if x.negated else test
         if isinstance(x, Function):
             if x.name == "coalesce":
@@ -120,12 +121,13 @@ def evaluate(e: Expr, resolve: Resolver, length: int) -> pa.Array | pa.Scalar:
             if name is None or len(x.args) != 1:
                 raise UnsupportedFeatureError(f"function {x.name}() is not supported in MATCH_RECOGNIZE", code="unsupported",
                                               hint=f"supported: {', '.join(sorted(_FUNCTIONS))}, coalesce")
-            return pc.call_function(name, [ev(x.args[0])])
+            return pc.call_function(name, [plain(ev(x.args[0]))])
         if isinstance(x, Cast):
             target = _CASTS.get(x.to.upper())
             if target is None:
                 raise UnsupportedFeatureError(f"CAST to {x.to} is not supported", code="unsupported")
-            return pc.cast(ev(x.operand), target)
+            operand = plain(ev(x.operand))
+            return cast_to(operand, operand.type, target)
         if isinstance(x, Case):
             conds, values = [], []
             for w in x.whens:

@@ -808,21 +808,34 @@ class _Engine:
         mr = self.mr
         assert isinstance(mr, MatchRecognize)
         names = [it.name for it in self.items]
+        positive = [it.name for it in self.items if not it.negated]  # negated items label no row
         count = next(iter(bound.values())).size if bound else len(next(iter(kleene.values()), []))
         first_rows = {k: np.array([s[0] for s in v], np.int64) for k, v in kleene.items()}
         last_rows = {k: np.array([s[-1] for s in v], np.int64) for k, v in kleene.items()}
+        for k, rows in bound.items():
+            first_rows.setdefault(k, rows)
+            last_rows.setdefault(k, rows)
+        sizes = {k: np.array([len(s) for s in v], np.int64) for k, v in kleene.items()}
+        for sub in mr.subsets:  # SUBSET U = (A, B): its first and last rows among the members present
+            members = [m for m in sub.variables if m in first_rows]
+            if members:
+                first_rows[sub.name] = np.min(np.stack([first_rows[m] for m in members]), axis=0)
+                last_rows[sub.name] = np.max(np.stack([last_rows[m] for m in members]), axis=0)
+                sizes[sub.name] = np.sum(np.stack([sizes.get(m, np.ones(count, np.int64)) for m in members]), axis=0)
         columns: dict[str, pa.Array] = {}
-        anchor = None
-        for it in self.items:
-            anchor = bound.get(it.name, first_rows.get(it.name))
-            break
+        anchor = first_rows.get(positive[0]) if positive else None
         for c in mr.partition_by:
             col = self.table.column(_resolve(self.table, c)).combine_chunks()
             columns[c] = col.take(pa.array(anchor if anchor is not None else np.zeros(0, np.int64)))
         view = dict(bound)
-        view.update(last_rows)
-        nav = {k: {(NavKind.FIRST, 0): first_rows[k], (NavKind.LAST, 0): last_rows[k]} for k in kleene}
-        resolver = Gathered(self.table, view, names[-1], set(), nav)
+        view.update({k: v for k, v in last_rows.items() if k not in bound})
+        nav = {k: {(NavKind.FIRST, 0): first_rows[k], (NavKind.LAST, 0): last_rows[k]}
+               for k in first_rows if k in kleene or k not in bound}
+        resolver = Gathered(self.table, view, positive[-1], set(), nav)
+        # CLASSIFIER(): the label of the match's last row (by time: a conjunction's items may come
+        # in any order)
+        ends = np.stack([last_rows[k] for k in positive]) if positive and count else np.zeros((1, 0), np.int64)
+        last_label = np.array(positive, dtype=object)[np.argmax(ends, axis=0)] if count else np.array([], object)
         given = numbers
         numbers = np.arange(1, count + 1) if given is None else given
         if given is None and mr.partition_by and count:
@@ -836,11 +849,18 @@ class _Engine:
             if isinstance(x, MatchNumber):
                 return pa.array(numbers, pa.int64())
             if isinstance(x, Classifier):
-                return pa.array([names[-1]] * count, pa.string())
-            if isinstance(x, Aggregate) and x.name == "count" and len(x.args) == 1:
+                return pa.array(last_label.tolist(), pa.string())
+            if isinstance(x, Aggregate) and (x.name != "count" or len(x.args) != 1):
+                raise UnsupportedFeatureError(f"{to_sql(x)} in MEASURES under ALL MATCHES", clause="MEASURES",
+                                              hint="the CER engine's measures take count(X.*), FIRST/LAST of "
+                                                   "variables, CLASSIFIER() and MATCH_NUMBER()", code="unsupported")
+            if isinstance(x, Aggregate):
                 var = getattr(x.args[0], "variable", None)
-                if var in kleene:
-                    return pa.array([len(s) for s in kleene[var]], pa.int64())
+                if var in sizes:
+                    return pa.array(sizes[var], pa.int64())
+                if var is None:
+                    return pa.array(sum((sizes.get(k, np.ones(count, np.int64)) for k in positive),
+                                        np.zeros(count, np.int64)), pa.int64())
                 return pa.array(np.ones(count, np.int64))
             return resolver(x)
 
@@ -848,7 +868,7 @@ class _Engine:
             columns[m.name] = _broadcast(evaluate(m.expr, leaf, count), count)
         if not mr.measures:
             # no measures: one column per variable with the matched row positions (sorted order)
-            for name in names:
+            for name in positive:
                 if name in kleene:
                     columns[name] = pa.array(kleene[name], pa.list_(pa.int64()))
                 else:

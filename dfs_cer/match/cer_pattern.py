@@ -205,15 +205,19 @@ def branches(mr: MatchRecognize, any_row: set[str], guards: bool = True) -> tupl
     out = []
     for seq in sequences:
         items = tuple(i for i, _ in seq)
-        present = {i.name for i in items}
-        absent = everything - present
+        present = {i.name for i in items if not i.negated}
+        absent = everything - present - {i.name for i in items if i.negated}
+        # a SUBSET none of whose members is in this sequence reads as NULL too
+        absent |= {sub.name for sub in mr.subsets if not set(sub.variables) & present}
         definitions = []
         for item, earlier in seq:
             d = mr.definition(item.name)
             parts: list[Expr] = [] if d is None else [without(d.condition, absent)]
             for g in earlier if use_guards else ():  # an earlier alternative takes the event when it holds
                 gd = mr.definition(g)
-                held: Expr = Literal(True) if gd is None else without(_renamed(gd.condition, g, item.name), absent)
+                # tried first, the alternative sees this variable unmatched (NULL), then takes the row
+                held: Expr = Literal(True) if gd is None else \
+                    _renamed(without(gd.condition, (absent - {g}) | {item.name}), g, item.name)
                 parts.append(UnaryOp("NOT", Function("coalesce", (held, Literal(False)))))
             if parts:
                 cond = parts[0]
@@ -225,7 +229,9 @@ def branches(mr: MatchRecognize, any_row: set[str], guards: bool = True) -> tupl
             mr, pattern=pattern, definitions=tuple(definitions),
             # a negated variable labels no row of a match: MEASURES read it as NULL
             measures=tuple(dataclasses.replace(m, expr=without(m.expr, absent | {i.name for i in items if i.negated}))
-                           for m in mr.measures))
+                           for m in mr.measures),
+            subsets=tuple(dataclasses.replace(sub, variables=tuple(v for v in sub.variables if v in present))
+                          for sub in mr.subsets if set(sub.variables) & present))
         out.append(Branch(items, recognize))
     return out, unordered
 

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dfs_cer.errors import UnsupportedFeatureError
+from dfs_cer.errors import MatchError, UnsupportedFeatureError
 from dfs_cer.match.arrow_eval import evaluate_mask
 from dfs_cer.match.exact import RankSpace, is_wide
 from dfs_cer.query.expr import (
@@ -45,7 +45,7 @@ from dfs_cer.query.expr import (
     walk,
 )
 from dfs_cer.query.model import MatchRecognize, WindowUnit
-from dfs_cer.query.numeric import to_double
+from dfs_cer.query.numeric import time_ints, to_double
 
 # condition program opcodes
 C_CONST, C_COL, C_ADD, C_SUB, C_MUL, C_DIV, C_MOD, C_NEG, C_CMP, C_AND, C_OR, C_NOT, C_ISNULL, C_AGG, C_CLS = range(15)
@@ -54,6 +54,7 @@ _CMP = {"=": 0, "<>": 1, "<": 2, "<=": 3, ">": 4, ">=": 5}
 _ARITH = {"+": C_ADD, "-": C_SUB, "*": C_MUL, "/": C_DIV, "%": C_MOD}
 K_INT, K_FLOAT, K_BOOL, K_NULL = 0, 1, 2, 3
 UNIVERSAL = -1
+_PER_SECOND = {"s": 1, "ms": 1000, "us": 10**6, "ns": 10**9}
 
 
 def _row_local(e: Expr, variable: str) -> bool:
@@ -190,7 +191,7 @@ class ConditionCompiler:
             self.const_kind.append(K_BOOL)
             self.const_i.append(int(value))
             self.const_f.append(float(value))
-        elif isinstance(value, int) and not -(2**63) <= value < 2**63:  # next to a double only
+        elif isinstance(value, Decimal) or (isinstance(value, int) and not -(2**63) <= value < 2**63):  # exact for comparisons up to 15 digits (wider ones are ranked)
             self.const_kind.append(K_FLOAT)
             self.const_i.append(0)
             self.const_f.append(float(value))
@@ -233,14 +234,13 @@ class ConditionCompiler:
 
     def _wide(self, name: str) -> bool:
         if name not in self.store.wide:
-            self.store.wide[name] = is_wide(_column_array(self.table, name))
+            self.store.wide[name] = is_wide(_column_array(self.table, name).type)
         return self.store.wide[name]
 
     def _compare_mode(self, left: Expr, right: Expr, clause: str) -> str | None:
         """How ``left <op> right`` reads numbers (see ``self.mode``)."""
         columns = [x.name for side in (left, right) for x in walk(side) if isinstance(x, Column)]
-        huge = any(isinstance(x, Literal) and isinstance(x.value, int) and not -(2**63) <= x.value < 2**63
-                   for side in (left, right) for x in walk(side))
+        huge = any(isinstance(x, Literal) and _wide_literal(x.value) for side in (left, right) for x in walk(side))
         if not huge and not any(self._wide(c) for c in columns):
             return None
         approximate = any(pa.types.is_floating(_column_array(self.table, c).type) for c in columns) or any(
@@ -249,17 +249,14 @@ class ConditionCompiler:
             return "double"  # SQL compares exact with approximate numbers as doubles
         if all(_simple_operand(side) for side in (left, right)):
             return "rank"
-        wide = next((c for c in columns if self._wide(c)), "an integer literal beyond int64")
-        raise UnsupportedFeatureError(
-            f"column {wide} holds numbers beyond int64 / 15 decimal digits; a condition across variables can "
-            f"compare it with columns and literals but not compute with it ({to_sql(left)} vs {to_sql(right)})",
-            clause=clause, hint=f"compare {wide} directly, e.g. B.{wide} = A.{wide}", code="unsupported")
+        # computed operands: the VM's arithmetic is in doubles (a documented approximation)
+        return "double"
 
     def prepare_ranks(self, dependent: list[tuple[str, Expr]]) -> None:
         """One rank space for every column and integer literal of the comparisons that read wide
         numbers exactly (dfs_cer.match.exact)."""
         columns: dict[str, pa.Array] = {}
-        literals: list[int] = []
+        literals: list[int | Decimal] = []
         for variable, e in dependent:
             for left, right in _comparisons(e):
                 if self._compare_mode(left, right, f"DEFINE {variable}") != "rank":
@@ -267,8 +264,8 @@ class ConditionCompiler:
                 for x in (*walk(left), *walk(right)):
                     if isinstance(x, Column):
                         columns[x.name] = _column_array(self.table, x.name)
-                    elif isinstance(x, Literal) and isinstance(x.value, int) and not isinstance(x.value, bool):
-                        literals.append(x.value)
+                    elif isinstance(x, Literal) and _exact_literal(x.value):
+                        literals.append(x.value)  # type: ignore[arg-type]
         if columns:
             self.ranks = RankSpace(list(columns.values()), literals)
 
@@ -287,11 +284,6 @@ class ConditionCompiler:
             self.store.inull.append(nulls)
             self.store.index[key] = (K_INT, len(self.store.icols) - 1)
             return self.store.index[key]
-        if wide and mode is None:
-            raise UnsupportedFeatureError(
-                f"column {name} holds numbers beyond int64 / 15 decimal digits; a condition across variables can "
-                "compare it with columns and literals but not compute with it or aggregate it", clause="DEFINE",
-                hint=f"compare {name} directly", code="unsupported")
         if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
             assert self.store.dictionary is not None
             codes = pc.index_in(arr, value_set=self.store.dictionary).fill_null(0)
@@ -304,11 +296,12 @@ class ConditionCompiler:
             self.store.fnull.append(nulls)
             slot = (K_FLOAT, len(self.store.fcols) - 1)
         elif pa.types.is_integer(arr.type) or pa.types.is_boolean(arr.type) or pa.types.is_temporal(arr.type):
-            if pa.types.is_timestamp(arr.type):
-                self.store.units[name] = arr.type.unit
-            if pa.types.is_temporal(arr.type):
-                arr = arr.view(pa.int64()) if arr.type.bit_width == 64 else pc.cast(arr.view(pa.int32()), pa.int64())
-            vals = pc.cast(arr, pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+            if pa.types.is_timestamp(arr.type) or pa.types.is_date(arr.type):
+                # every time value in one unit, so columns of different units compare (and
+                # INTERVALs add) as the instants they are
+                vals = self._in_time_unit(arr, name)
+            else:
+                vals = pc.cast(arr, pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
             self.store.icols.append(np.asarray(vals, np.int64))
             self.store.inull.append(nulls)
             slot = (K_INT, len(self.store.icols) - 1)
@@ -317,6 +310,28 @@ class ConditionCompiler:
                                           clause="DEFINE", code="unsupported")
         self.store.index[key] = slot
         return slot
+
+    def prepare_time_unit(self, dependent: list[Expr]) -> None:
+        """The unit time values take in the programs: the finest of the timestamp columns they
+        read, else the ORDER BY column's."""
+        units = [_column_array(self.table, x.name).type.unit for e in dependent for x in walk(e)
+                 if isinstance(x, Column) and pa.types.is_timestamp(_column_array(self.table, x.name).type)]
+        if units:
+            self.time_unit = max(units, key=lambda u: _PER_SECOND[u])
+
+    def _in_time_unit(self, arr: pa.Array, name: str) -> np.ndarray:
+        unit = self.time_unit or "s"
+        values = time_ints(arr.fill_null(0) if arr.null_count else arr)
+        factor = _PER_SECOND[unit] * 86400 if pa.types.is_date(arr.type) else _PER_SECOND[unit] // _PER_SECOND[
+            arr.type.unit]
+        if factor == 0:  # a finer column than the program's unit cannot happen (the finest is chosen)
+            raise AssertionError(f"{name}: {arr.type} in {unit}")
+        limit = np.iinfo(np.int64).max // factor
+        if values.size and (values.max() > limit or values.min() < -limit):
+            raise MatchError(f"time values of {name} do not fit 64 bits in {unit}; compare it with columns of its "
+                             "own unit")
+        self.store.units[name] = unit
+        return np.asarray(values, np.int64) * factor
 
     def _interval(self, x: IntervalLiteral) -> int:
         unit = self.time_unit or "s"
@@ -330,7 +345,7 @@ class ConditionCompiler:
         if isinstance(e, Literal):
             if isinstance(e.value, str):
                 self.code.append([C_CONST, self._const(self._string_code(e.value)), 0, 0, 0, 0, 0])
-            elif self.mode == "rank" and isinstance(e.value, int) and not isinstance(e.value, bool):
+            elif self.mode == "rank" and isinstance(e.value, int | Decimal) and not isinstance(e.value, bool):
                 assert self.ranks is not None
                 self.code.append([C_CONST, self._const(self.ranks.code(e.value)), 0, 0, 0, 0, 0])
             else:
@@ -459,12 +474,23 @@ class ConditionCompiler:
         self.code.append([C_CLS, name_id, logical, loffset, physical, self.label_base, 0])
 
 
+def _exact_literal(value: object) -> bool:
+    return isinstance(value, Decimal) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _wide_literal(value: object) -> bool:
+    """An exact literal a double would not compare exactly: integers beyond int64, decimals of
+    more than 15 digits."""
+    if isinstance(value, Decimal):
+        return len(value.as_tuple().digits) > 15
+    return isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63
+
+
 def _simple_operand(e: Expr) -> bool:
-    """A column (possibly navigated) or an integer / NULL literal: rank codes can stand for it."""
+    """A column (possibly navigated) or an exact / NULL literal: rank codes can stand for it."""
     while isinstance(e, Navigation):
         e = e.operand
-    return isinstance(e, Column) or (isinstance(e, Literal) and (e.value is None or (
-        isinstance(e.value, int) and not isinstance(e.value, bool))))
+    return isinstance(e, Column) or (isinstance(e, Literal) and (e.value is None or _exact_literal(e.value)))
 
 
 def _comparisons(e: Expr) -> list[tuple[Expr, Expr]]:
@@ -501,6 +527,7 @@ def compile_conditions(mr: MatchRecognize, labels: tuple[str, ...], table: pa.Ta
         masks[v] = comp.mask(name, local)
     comp.prepare_strings([p for ps in dependent_parts.values() for p in ps])
     comp.prepare_ranks([(name, p) for name, ps in dependent_parts.items() for p in ps])
+    comp.prepare_time_unit([p for ps in dependent_parts.values() for p in ps])
     starts = [0]
     for name in labels:
         for part in dependent_parts[name]:

@@ -4,7 +4,8 @@ The VM's condition programs keep each value as an int64 or a double. That is exa
 integer that fits int64 and, when compared, for decimals of at most 15 digits (any such decimal
 round-trips through a double, and SQL compares exact with approximate numbers as doubles). Two
 kinds of values do not fit: uint64 values of 2**63 and above, and decimals of more than 15
-digits. Conditions compare them exactly through *rank codes*: every value the comparison may
+digits. Such columns (decided by their type: every uint64, decimals of more than 15 digits) are compared
+exactly through *rank codes*: every value the comparison may
 meet (the columns involved and the literals) is converted to one decimal type that holds them
 all, and replaced by its index in their sorted distinct values, which orders and equals
 exactly as the numbers do.
@@ -22,14 +23,12 @@ import pyarrow.compute as pc
 DOUBLE_EXACT_DIGITS = 15
 
 
-def is_wide(arr: pa.Array) -> bool:
-    """Does ``arr`` hold numbers an int64 or a double cannot compare exactly?"""
-    if pa.types.is_decimal(arr.type):
-        return bool(arr.type.precision > DOUBLE_EXACT_DIGITS)
-    if pa.types.is_uint64(arr.type):
-        top = pc.max(arr).as_py()
-        return top is not None and top >= 2**63
-    return False
+def is_wide(dtype: pa.DataType) -> bool:
+    """Can values of this type lie beyond what an int64 or a double compares exactly? Decided
+    by the type alone, so every strategy (whatever rows it pulled) reads a column the same way."""
+    if pa.types.is_dictionary(dtype):
+        dtype = dtype.value_type
+    return bool(pa.types.is_uint64(dtype) or (pa.types.is_decimal(dtype) and dtype.precision > DOUBLE_EXACT_DIGITS))
 
 
 def common_exact_type(types: list[pa.DataType]) -> pa.DataType:
@@ -50,10 +49,10 @@ def common_exact_type(types: list[pa.DataType]) -> pa.DataType:
 class RankSpace:
     """Order-preserving int64 codes for the values of several exact numeric columns and literals."""
 
-    def __init__(self, columns: list[pa.Array], literals: list[int]) -> None:
-        digits = max([len(str(abs(v))) for v in literals] + [1])
-        lit_type = [pa.decimal128(min(digits, 76), 0) if digits <= 38 else pa.decimal256(min(digits, 76), 0)]
-        self.type = common_exact_type([c.type for c in columns] + (lit_type if literals else []))
+    def __init__(self, columns: list[pa.Array], literals: list[int | decimal.Decimal]) -> None:
+        from dfs_cer.query.numeric import literal
+
+        self.type = common_exact_type([c.type for c in columns] + [literal(v).type for v in literals])
         parts = [pc.cast(c.drop_null(), self.type) for c in columns]
         parts += [pa.array([decimal.Decimal(v) for v in literals], self.type)] if literals else []
         merged = pa.chunked_array(parts, self.type).combine_chunks() if parts else pa.array([], self.type)
@@ -64,7 +63,7 @@ class RankSpace:
         index = pc.index_in(pc.cast(arr, self.type), value_set=self.dictionary).fill_null(0)
         return np.asarray(index.to_numpy(zero_copy_only=False), np.int64)
 
-    def code(self, value: int) -> int:
+    def code(self, value: int | decimal.Decimal) -> int:
         found = pc.index_in(pa.scalar(decimal.Decimal(value), self.type), value_set=self.dictionary).as_py()
         assert found is not None, f"{value} was not registered in the rank space"
         return int(found)

@@ -20,7 +20,6 @@ from numba import njit
 
 from dfs_cer.errors import MatchError, UnsupportedFeatureError
 from dfs_cer.match.arrow_eval import _broadcast, evaluate
-from dfs_cer.match.exact import is_wide
 from dfs_cer.query.expr import (
     Aggregate,
     Classifier,
@@ -33,6 +32,7 @@ from dfs_cer.query.expr import (
     Star,
     to_sql,
 )
+from dfs_cer.query.numeric import to_double
 
 
 @njit(cache=True)
@@ -341,7 +341,7 @@ class MeasureEvaluator:
             raise UnsupportedFeatureError(f"aggregate {agg.name} over {values_arr.type}", clause="MEASURES",
                                           code="unsupported")
         valid = flags & np.asarray(values_arr.is_valid().to_numpy(zero_copy_only=False), bool)
-        values = np.asarray(pc.cast(values_arr, pa.float64()).fill_null(0.0).to_numpy(zero_copy_only=False),
+        values = np.asarray(to_double(values_arr).fill_null(0.0).to_numpy(zero_copy_only=False),
                             np.float64) if is_numeric else np.zeros(len(values_arr))
         kinds = {"sum": 0, "min": 1, "max": 2, "count": 3, "avg": 0}
         if agg.name not in kinds:
@@ -381,7 +381,7 @@ class MeasureEvaluator:
                 if len(distinct) else pa.nulls(len(present), values.type)
             return pc.if_else(pa.array(present), picked, pa.scalar(None, values.type))
         if agg.name == "sum" and pa.types.is_integer(values.type):
-            if pa.types.is_uint64(values.type) and is_wide(values):
+            if pa.types.is_uint64(values.type) and (pc.max(values).as_py() or 0) >= 2**63:
                 raise MatchError(f"sum({to_sql(agg.args[0])}) over uint64 values above 2**63 overflows BIGINT")
             ints = np.asarray(pc.cast(values, pa.int64()).fill_null(0).to_numpy(zero_copy_only=False), np.int64)
             acc, has, overflow = _running_int(ints, valid, self.seg_first, 0)

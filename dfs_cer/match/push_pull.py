@@ -14,6 +14,7 @@ projection cannot tell), and the preference order of alternatives.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -33,6 +34,7 @@ from dfs_cer.pattern.ir import (
     Quantified,
     RowPattern,
 )
+from dfs_cer.pattern.properties import top_level_positions
 from dfs_cer.query import Query, analyze
 from dfs_cer.query.expr import (
     Aggregate,
@@ -82,12 +84,18 @@ def _renamed_self(e: Expr, old: str, new: str) -> Expr:
     return transform(e, lambda x: Column(x.name, new) if isinstance(x, Column) and x.variable == old else None)
 
 
-def _projectable(e: Expr, owner: str, keep: set[str], repeated: set[str]) -> bool:
-    """Can this conjunct be evaluated on the projection?"""
+def _projectable(e: Expr, owner: str, keep: set[str], repeated: set[str],
+                 before: Callable[[str, str], bool] | None) -> bool:
+    """Can this conjunct be evaluated on the projection? ``before(r, owner)``: r's row comes
+    before the owner's in every match (None: ALL MATCHES, where conditions see the whole match;
+    under SQL's running semantics a later variable still reads NULL, which the projection,
+    binding it, cannot reproduce)."""
     if any(isinstance(n, Aggregate | Classifier) for n in walk(e)):
         return False
     refs = _refs(e, owner)
     if any(base_name(r) in repeated and r != owner for r in refs):
+        return False
+    if before is not None and any(r != owner and not before(r, owner) for r in refs):
         return False
     return {base_name(r) for r in refs} <= keep
 
@@ -97,6 +105,11 @@ def _projected(mr: MatchRecognize, keep: set[str], any_row: set[str]) -> MatchRe
     seen: dict[str, int] = {}
     pattern = _occurrences(normalise(mr.pattern), seen, any_row)
     repeated = {name for name, k in seen.items() if k > 1}
+    positions = top_level_positions(pattern)
+
+    def before(r: str, owner: str) -> bool:
+        return bool(positions.get(r)) and max(positions[r]) < min(positions.get(owner, (-1,)))
+
     definitions = []
     for name, k in seen.items():
         d = mr.definition(name)
@@ -105,7 +118,7 @@ def _projected(mr: MatchRecognize, keep: set[str], any_row: set[str]) -> MatchRe
             if base_name(own) not in keep:
                 continue
             parts = [] if d is None else [_renamed_self(c, name, own) for c in conjuncts(d.condition)]
-            parts = [c for c in parts if _projectable(c, own, keep, repeated)]
+            parts = [c for c in parts if _projectable(c, own, keep, repeated, None if mr.all_matches else before)]
             parts.append(BinaryOp("=", Column(MARK, own), Literal(name)))
             cond = and_all(parts)
             assert cond is not None

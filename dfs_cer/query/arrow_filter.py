@@ -38,7 +38,15 @@ from dfs_cer.query.expr import (
     conjuncts,
 )
 from dfs_cer.query.model import WindowUnit
-from dfs_cer.query.numeric import comparison_type, convert, is_approximate, is_exact, literal
+from dfs_cer.query.numeric import (
+    arithmetic,
+    cast_to,
+    comparison_type,
+    convert,
+    is_approximate,
+    is_exact,
+    literal,
+)
 
 
 class NotPushable(Exception):
@@ -84,12 +92,52 @@ class _Converter:
         self.schema = schema
 
     def type_of(self, e: Expr) -> pa.DataType | None:
+        """The Arrow type ``e`` evaluates to (None: unknown), found by evaluating the same
+        kernels on empty arrays."""
         if isinstance(e, Column) and self.schema is not None and e.name in self.schema.names:
             dtype = self.schema.field(e.name).type
             return dtype.value_type if pa.types.is_dictionary(dtype) else dtype
         if isinstance(e, Literal) and e.value is not None:
             return literal(e.value).type
+        if isinstance(e, BinaryOp) and e.op in _ARITH:
+            operands = self._arith_operands(e)
+            return None if operands is None else pc.call_function(_ARITH[e.op], [operands[0], operands[1]]).type
+        if isinstance(e, UnaryOp) and e.op == "-":
+            return self.type_of(e.operand)
+        if isinstance(e, Cast):
+            return _CASTS.get(e.to.upper())
         return None
+
+    def _arith_operands(self, e: BinaryOp) -> tuple[pa.Array, pa.Array] | None:
+        """Empty arrays of the types ``e``'s operands are converted to (as the engines do)."""
+        lt, rt = self.type_of(e.left), self.type_of(e.right)
+        if lt is None or rt is None:
+            return None
+        return arithmetic(pa.array([], lt), pa.array([], rt), e.op)
+
+    def arith(self, e: BinaryOp) -> Any:
+        lhs, rhs = self(e.left), self(e.right)
+        if self.schema is not None:
+            operands = self._arith_operands(e)
+            if operands is None:
+                raise NotPushable("arithmetic on values of unknown type")  # keep the rows
+            lt, rt = self.type_of(e.left), self.type_of(e.right)
+            assert lt is not None and rt is not None
+            if pa.types.is_decimal(operands[0].type):
+                # pyarrow's filter simplification fails on some decimal arithmetic that plain
+                # evaluation accepts: the matcher checks it instead
+                raise NotPushable("decimal arithmetic")
+            lhs, rhs = convert(lhs, lt, operands[0].type), convert(rhs, rt, operands[1].type)
+        return getattr(pc, _ARITH[e.op])(lhs, rhs)
+
+    def plain(self, e: Expr) -> Any:
+        """``e`` with a dictionary-encoded column as its values (for string kernels)."""
+        out = self(e)
+        if isinstance(e, Column) and self.schema is not None and e.name in self.schema.names:
+            dtype = self.schema.field(e.name).type
+            if pa.types.is_dictionary(dtype):
+                return out.cast(dtype.value_type)
+        return out
 
     def compare(self, op: str, left: Expr, right: Expr) -> Any:
         lhs, rhs = self(left), self(right)
@@ -118,11 +166,9 @@ class _Converter:
             if e.op in _COMPARE:
                 return self.compare(e.op, e.left, e.right)
             if e.op in _ARITH:
-                if self.schema is not None:
-                    raise NotPushable("arithmetic")  # result types and overflow: left to the matcher
-                return getattr(pc, _ARITH[e.op])(self(e.left), self(e.right))
+                return self.arith(e)
             if e.op == "||":
-                return pc.binary_join_element_wise(self(e.left), self(e.right), "")
+                return pc.binary_join_element_wise(self.plain(e.left), self.plain(e.right), "")
             raise NotPushable(e.op)
         if isinstance(e, UnaryOp):
             if e.op == "NOT":
@@ -148,18 +194,20 @@ class _Converter:
         if isinstance(e, Like):
             if not isinstance(e.pattern, Literal) or not isinstance(e.pattern.value, str):
                 raise NotPushable("LIKE with a non-literal pattern")
-            test = pc.match_substring_regex(self(e.operand), _like_to_regex(e.pattern.value))
+            test = pc.match_substring_regex(self.plain(e.operand), _like_to_regex(e.pattern.value))
             return ~test if e.negated else test
         if isinstance(e, Function):
             name = _FUNCTIONS.get(e.name)
             if name is None or len(e.args) != 1:
                 raise NotPushable(e.name)
-            return getattr(pc, name)(self(e.args[0]))
+            return getattr(pc, name)(self.plain(e.args[0]))
         if isinstance(e, Cast):
             target = _CASTS.get(e.to.upper())
             if target is None:
                 raise NotPushable(e.to)
-            return self(e.operand).cast(target)
+            if self.schema is None:
+                raise NotPushable("CAST of an operand of unknown type")
+            return cast_to(self.plain(e.operand), self.type_of(e.operand), target)
         if isinstance(e, Case):
             raise NotPushable("CASE")
         raise NotPushable(type(e).__name__)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from dfs_cer.errors import QueryValidationError
 from dfs_cer.query.expr import Column, Expr, transform, walk
 from dfs_cer.query.model import Query
+from dfs_cer.query.types import check_types
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -54,7 +55,8 @@ def check_columns(query: Query, schema: pa.Schema) -> None:
 
 
 def bind_names(query: Query, schema: pa.Schema) -> Query:
-    """``query`` with every column name spelled as in ``schema`` (checked first)."""
+    """``query`` with every column name spelled as in ``schema`` (checked first), and its
+    comparisons checked for compatible types (dfs_cer.query.types)."""
     check_columns(query, schema)
     mr = query.recognize
 
@@ -76,4 +78,6 @@ def bind_names(query: Query, schema: pa.Schema) -> Query:
                           for d in mr.definitions),
         measures=tuple(dataclasses.replace(m, expr=bind(m.expr, f"MEASURES {m.name}")) for m in mr.measures),
     )
-    return query if bound == mr else dataclasses.replace(query, recognize=bound)
+    out = query if bound == mr else dataclasses.replace(query, recognize=bound)
+    check_types(out, schema)
+    return out

@@ -118,8 +118,10 @@ class Converter:
         if e.is_string:
             return Literal(str(e.this))
         text = str(e.this)
-        if any(c in text for c in ".eE"):
+        if any(c in text for c in "eE"):  # 1.5e0: an approximate (DOUBLE) literal
             return Literal(float(text))
+        if "." in text:  # 1.5: an exact (DECIMAL) literal, as in SQL
+            return Literal(Decimal(text))
         return Literal(int(text))
 
     def _column(self, e: exp.Column) -> Expr:
@@ -137,7 +139,7 @@ class Converter:
 
     def _neg(self, e: exp.Neg) -> Expr:
         inner = self.convert(e.this)
-        if isinstance(inner, Literal) and isinstance(inner.value, int | float) \
+        if isinstance(inner, Literal) and isinstance(inner.value, int | float | Decimal) \
                 and not isinstance(inner.value, bool) and inner.value >= 0:
             return Literal(-inner.value)
         return UnaryOp("-", inner)

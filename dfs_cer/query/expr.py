@@ -13,11 +13,14 @@ import math
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from decimal import Decimal
 
 from dfs_cer.pattern.ir import format_label
 from dfs_cer.serde import node
 
-Scalar = int | float | str | bool | None
+#: literal values: integers, exact decimals (``1.5``, as SQL reads a number with a point),
+#: doubles (``1.5e0``), strings, booleans and NULL
+Scalar = int | float | Decimal | str | bool | None
 
 
 class Expr:
@@ -330,11 +333,14 @@ def format_literal(value: Scalar) -> str:
         return "FALSE"
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, Decimal):  # always with a point, never an exponent: it reads back exact
+        text = format(value, "f")
+        return text if "." in text else text + ".0"
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
             return f"CAST('{value}' AS DOUBLE)"
         text = repr(value)
-        return text if ("." in text or "e" in text or "E" in text) else text + ".0"
+        return text if ("e" in text or "E" in text) else text + "e0"  # a double literal
     return "'" + value.replace("'", "''") + "'"
 
 

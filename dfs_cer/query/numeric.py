@@ -85,18 +85,39 @@ def _cast(value: Any, target: pa.DataType, safe: bool) -> Any:
 
 def comparable(left: Value, right: Value) -> tuple[Value, Value]:
     """Operands converted as SQL compares them (see the module docstring)."""
+    left, right = plain(left), plain(right)
     target = comparison_type(left.type, right.type)
     if target is None:
         return left, right
     return convert(left, left.type, target), convert(right, right.type, target)
 
 
-def arithmetic(left: Value, right: Value) -> tuple[Value, Value]:
-    """Operands of ``+ - * /``: an approximate side makes both DOUBLE (as in SQL)."""
+def arithmetic(left: Value, right: Value, op: str = "+") -> tuple[Value, Value]:
+    """Operands of ``+ - * /``: an approximate side makes both DOUBLE (as in SQL); decimals whose
+    result needs more than 38 digits are computed as 256-bit decimals (up to 76 digits)."""
     lt, rt = left.type, right.type
     if (is_approximate(lt) and is_exact(rt)) or (is_exact(lt) and is_approximate(rt)):
         return to_double(left), to_double(right)
+    if is_exact(lt) and is_exact(rt) and (pa.types.is_decimal(lt) or pa.types.is_decimal(rt)):
+        # integers next to a decimal become the decimals that hold them (no implicit cast that
+        # could lack digits); results past 38 digits are computed as 256-bit decimals
+        (p1, s1), (p2, s2) = _digits(lt), _digits(rt)
+        needed = p1 + p2 + 1 if op in ("*", "/") else max(s1, s2) + max(p1 - s1, p2 - s2) + 1
+        wide = needed > 38
+        return _as_decimal(left, p1, s1, wide), _as_decimal(right, p2, s2, wide)
     return left, right
+
+
+def _as_decimal(value: Any, precision: int, scale: int, wide: bool) -> Any:
+    target = pa.decimal256(min(max(precision, 1), 76), scale) if wide else pa.decimal128(max(precision, 1), scale)
+    return value if value.type == target else _cast(value, target, True)
+
+
+def _digits(dtype: pa.DataType) -> tuple[int, int]:
+    """(precision, scale) of an exact type (integers as the decimals that hold them)."""
+    if pa.types.is_decimal(dtype):
+        return dtype.precision, dtype.scale
+    return (20 if pa.types.is_uint64(dtype) else 19), 0
 
 
 def time_ints(values: Value) -> Any:
@@ -121,4 +142,36 @@ def literal(value: object) -> pa.Scalar:
         digits = len(str(abs(value)))
         return pa.scalar(decimal.Decimal(value), pa.decimal128(digits, 0) if digits <= 38 else
                          pa.decimal256(min(digits, 76), 0))
+    if type(value).__name__ == "Decimal":
+        return pa.scalar(value, decimal_type(value))
     return pa.scalar(value)
+
+
+def decimal_type(value: Any) -> pa.DataType:
+    """The narrowest decimal type holding a ``decimal.Decimal`` exactly."""
+    _, digits, exponent = value.as_tuple()
+    scale = max(0, -int(exponent))
+    precision = max(len(digits) + max(0, int(exponent)), scale, 1)
+    return pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(min(precision, 76), scale)
+
+
+def cast_to(value: Any, source: pa.DataType | None, target: pa.DataType) -> Any:
+    """SQL's CAST of ``value`` (an array, scalar or dataset expression of type ``source``) to
+    ``target``: an approximate number becomes an integer rounded half to even and a decimal
+    rounded half away from zero (as the embedded SQL engine, DuckDB, does), never truncated;
+    a value out of the target's range is an error."""
+    if source is not None and pa.types.is_integer(target):
+        if is_approximate(source):
+            value = pc.round(value, round_mode="half_to_even")
+        elif pa.types.is_decimal(source):
+            value = pc.round(value, round_mode="half_towards_infinity")
+    return _cast(value, target, True)
+
+
+def plain(value: Any) -> Any:
+    """A dictionary-encoded array as its values (string kernels do not take dictionaries)."""
+    if hasattr(value, "type") and pa.types.is_dictionary(value.type):
+        if isinstance(value, pa.ChunkedArray):
+            value = value.combine_chunks()
+        return value.dictionary_decode() if isinstance(value, pa.Array) else pc.cast(value, value.type.value_type)
+    return value

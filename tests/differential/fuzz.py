@@ -44,7 +44,7 @@ from dfs_cer.strategies.multi import pull_many
 from storage_node.launcher import LocalCluster
 
 NUMERIC_TYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64",
-                 "decimal_small", "decimal_wide", "bool"]
+                 "decimal_small", "decimal_wide", "bool", "time_ms", "time_us", "date"]
 TIME_TYPES = ["int64", "timestamp_ms", "timestamp_us_utc", "timestamp_s", "timestamp_ns_tz", "date32"]
 STRING_TYPES = ["string", "large_string", "dictionary"]
 LAYOUTS = ["random", "time", "type"]
@@ -98,6 +98,12 @@ def _values(rng: np.random.Generator, kind: str, n: int) -> pa.Array:
     nulls = rng.random(n) < 0.1
     if kind == "bool":
         return pa.array(small % 2 == 0, pa.bool_(), mask=nulls)
+    if kind in ("time_ms", "time_us", "date"):  # times compared across variables in other units
+        seconds = 1_767_225_600 + small.astype(np.int64)
+        if kind == "date":
+            return pa.array((seconds // 86400 + small).astype(np.int32), pa.date32(), mask=nulls)
+        scale = 1000 if kind == "time_ms" else 10**6
+        return pa.array(seconds * scale, pa.timestamp(kind[-2:]), mask=nulls)
     if kind.startswith("decimal"):
         precision, scale = (12, 2) if kind == "decimal_small" else (30, 3)
         values = [decimal.Decimal(int(x)) / 2 for x in small]
@@ -173,14 +179,18 @@ class Drawn:
     features: list[str]
 
 
+def _family(kind: str) -> str:
+    return "bool" if kind == "bool" else "time" if kind in ("time_ms", "time_us", "date") else "number"
+
+
 def _literal(kind: str, rng: np.random.Generator) -> str:
     if kind == "bool":
         return str(rng.choice(["TRUE", "FALSE"]))
     if kind.startswith("float"):
-        return str(rng.choice(["1", "1.5", "0", "-0.0", "2"]))
+        return str(rng.choice(["1", "1.5", "0", "-0.0", "2", "0.1", "2.5e0"]))
     if kind.startswith("decimal"):
-        return str(rng.choice(["1", "1.5", "2"]))
-    return str(rng.choice(["0", "1", "2", "3", str(2**53)]))
+        return str(rng.choice(["1", "1.5", "2", "0.1", "1.50", "100000000000000000000.5"]))
+    return str(rng.choice(["0", "1", "2", "3", str(2**53), "1.5", "9007199254740993.0"]))
 
 
 SHAPES = {
@@ -211,22 +221,37 @@ def draw_query(world: World, rng: np.random.Generator) -> Drawn:
 
     defines = []
     for i, var in enumerate(variables):
-        parts = [f"{col('type', var)} = '{var}'" if rng.random() < 0.8 else f"{col('type', var)} IN ('{var}', 'N')"]
+        pick = rng.random()
+        if pick < 0.7:
+            parts = [f"{col('type', var)} = '{var}'"]
+        elif pick < 0.8:
+            parts = [f"{col('type', var)} IN ('{var}', 'N')"]
+        elif pick < 0.9:
+            parts = [f"lower({col('type', var)}) = '{var.lower()}'"]
+            features.append("string_function")
+        else:
+            parts = [f"{col('type', var)} LIKE '{var}%'"]
+            features.append("like")
         if rng.random() < 0.35:
             logical = str(rng.choice(["v", "w"]))
             kind = world.value_types[0 if logical == "v" else 1]
-            op = str(rng.choice(["=", "<>", "<", ">=", "IS NULL", "IS NOT NULL"] if kind != "bool" else ["=", "IS NULL"]))
+            op = str(rng.choice(["=", "<>", "<", ">=", "IS NULL", "IS NOT NULL"] if _family(kind) == "number"
+                                else ["IS NULL", "IS NOT NULL"] if _family(kind) == "time" else ["=", "IS NULL"]))
             parts.append(f"{col(logical, var)} {op}" if "NULL" in op else f"{col(logical, var)} {op} {_literal(kind, rng)}")
             features.append("literal")
         if i and rng.random() < 0.4:
             other = variables[int(rng.integers(0, i))]
             a, b = str(rng.choice(["v", "w"])), str(rng.choice(["v", "w"]))
             ka, kb = (world.value_types[0 if x == "v" else 1] for x in (a, b))
-            if "bool" in (ka, kb) and ka != kb:
-                a = b
+            if _family(ka) != _family(kb):  # mostly comparable pairs (a few refusals are drawn elsewhere)
+                b = a
             parts.append(f"{col(a, var)} = {col(b, other)}")
             features.append("equality")
-        if i and rng.random() < 0.15 and world.value_types[0] != "bool":
+        if "|" in pattern and var in ("B", "C") and rng.random() < 0.3:  # an alternative reading the other
+            other = "C" if var == "B" else "B"
+            parts.append(f"({col('v', var)} = {col('v', other)} OR {col('v', other)} IS NULL)")
+            features.append("alternative_reads_alternative")
+        if i and rng.random() < 0.15 and world.value_types[0] != "bool":  # numbers and times both order
             other = variables[int(rng.integers(0, i))]
             parts.append(f"{col('v', var)} > {col('v', other)}")
             features.append("cross_inequality")
@@ -247,6 +272,11 @@ def draw_query(world: World, rng: np.random.Generator) -> Drawn:
         measures.append("MATCH_NUMBER() AS mn")
     if rng.random() < 0.3:
         measures.append("CLASSIFIER() AS cls")
+    subset = ""
+    if len(variables) >= 2 and rng.random() < 0.2:
+        subset = f"SUBSET U = ({variables[0]}, {variables[1]}) "
+        measures.append(f"LAST(U.{ts}) AS last_u, count(U.*) AS n_u")
+        features.append("subset")
     if not all_matches and rng.random() < 0.3:
         measures.append(f"count(*) AS rows_in_match, LAST({variables[0]}.{col('v')}) AS last_v")
     partition = f"PARTITION BY {col('g')} " if rng.random() < 0.3 else ""
@@ -262,7 +292,7 @@ def draw_query(world: World, rng: np.random.Generator) -> Drawn:
     if not all_matches and rows == "ALL ROWS PER MATCH":
         measures = [m for m in measures if "count(*)" not in m]
     sql = (f"SELECT * FROM events MATCH_RECOGNIZE ({partition}ORDER BY {ts} MEASURES {', '.join(measures)} "
-           f"{head} PATTERN ({pattern}) {within} DEFINE {', '.join(defines)})")
+           f"{head} PATTERN ({pattern}) {within} {subset}DEFINE {', '.join(defines)})")
     return Drawn(sql, shape, features)
 
 

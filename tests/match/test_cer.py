@@ -394,3 +394,33 @@ def test_alternation_preference_and_normalised_forms() -> None:
                               "X AS type IN ('B', 'C'), Y AS type = 'B')").to_pylist()
     assert [(r["c"], r["x"], r["y"]) for r in both] == [("X", "b2", None), ("X", "c3", None), ("X", "b4", None),
                                                           ("X", "c6", None)]
+
+
+def test_alternation_guard_sees_the_taking_variable_unmatched() -> None:
+    """SQL tries B first, where C (not matched yet) is NULL: ``B.v = C.v`` fails and C takes the row."""
+    t = pa.table({"ts": [1, 2], "type": ["A", "B"], "v": [1, 5]})
+    out = match_recognize(t, "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES CLASSIFIER() AS c ALL MATCHES "
+                             "PATTERN (A (B | C)) WITHIN 5 DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.v = C.v, "
+                             "C AS C.type IN ('B', 'C'))")
+    assert out.to_pylist() == [{"c": "C"}]
+
+
+def test_subsets_negations_and_classifier_under_all_matches() -> None:
+    t = pa.table({"ts": [1, 2, 3], "type": ["A", "B", "C"], "g": ["x", "x", "x"]})
+
+    def run(body: str, subset: str = "") -> list[dict[str, object]]:
+        pattern = body[body.index("PATTERN"):]
+        defines = ", ".join(f"{v} AS type = '{v}'" for v in "ABCD" if v in pattern.replace("PATTERN", ""))
+        return match_recognize(t, f"SELECT * FROM t MATCH_RECOGNIZE ({body} WITHIN 5 {subset} DEFINE {defines})"
+                               ).to_pylist()
+
+    # U's last row, first row and size among the members the match has
+    assert run("ORDER BY ts MEASURES LAST(U.ts) AS u, FIRST(U.ts) AS fu, count(U.*) AS n ALL MATCHES "
+               "PATTERN (A (B | C))", "SUBSET U = (A, B)") == [{"u": 2, "fu": 1, "n": 2}, {"u": 1, "fu": 1, "n": 1}]
+    # a negated variable at either end labels no row: partitions, numbering and CLASSIFIER skip it
+    assert run("PARTITION BY g ORDER BY ts MEASURES MATCH_NUMBER() AS mn, CLASSIFIER() AS c ALL MATCHES "
+               "PATTERN (~D A C)") == [{"g": "x", "mn": 1, "c": "C"}]
+    assert run("ORDER BY ts MEASURES CLASSIFIER() AS c, D.ts AS d ALL MATCHES PATTERN (A C ~D)") == \
+        [{"c": "C", "d": None}]
+    # a conjunction's last row is the latest in time, not the last item written
+    assert run("ORDER BY ts MEASURES CLASSIFIER() AS c ALL MATCHES PATTERN (PERMUTE(A, C, B))") == [{"c": "C"}]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pyarrow as pa
 import pytest
 
@@ -227,3 +229,22 @@ def test_an_optional_definer_constrains_nothing_else() -> None:
                          "C AS C.t = 2, D AS D.t = 3")))
     (e,) = a.equalities
     assert a.constrains(e, "B") and not a.constrains(e, "A")
+
+
+@pytest.mark.parametrize(("condition", "message"), [
+    ("B.i = A.s", "cannot compare B.i (number) with A.s (string)"),
+    ("B.b = 1", "cannot compare B.b (boolean) with 1 (number)"),
+    ("B.z = A.t", "cannot compare B.z (timestamptz) with A.t (timestamp)"),
+    ("B.l = A.l", "(nested)"),
+])
+def test_comparisons_of_incompatible_types_are_one_clear_error(condition: str, message: str) -> None:
+    from dfs_cer.errors import QueryValidationError
+
+    schema = pa.schema([("ts", pa.int64()), ("i", pa.int64()), ("s", pa.string()), ("b", pa.bool_()),
+                        ("t", pa.timestamp("ms")), ("z", pa.timestamp("us", tz="UTC")), ("l", pa.list_(pa.int64()))])
+    q = parse(mr(f"ORDER BY ts PATTERN (A B) DEFINE A AS A.i > 0, B AS {condition}"))
+    with pytest.raises(QueryValidationError, match=re.escape(message)):
+        analyze(q, schema)
+    # dates compare with timestamps (as midnight), times of every unit with each other
+    ok = pa.schema([("ts", pa.int64()), ("d", pa.date32()), ("t", pa.timestamp("ms")), ("u", pa.timestamp("ns"))])
+    analyze(parse(mr("ORDER BY ts PATTERN (A B) DEFINE A AS A.d IS NULL, B AS B.t = A.d AND B.u > A.t")), ok)

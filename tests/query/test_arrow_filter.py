@@ -24,7 +24,7 @@ TABLE = pa.table({
 
 def rows(condition: str) -> list[int]:
     a = analyze(parse(f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS {condition})"))
-    f = to_arrow_filter(a.variable("A").independent)
+    f = to_arrow_filter(a.variable("A").independent, TABLE.schema)  # storage nodes pass the schema
     table = ds.dataset(TABLE).to_table(filter=f) if f is not None else TABLE
     return table.column("ts").to_pylist()
 
@@ -122,3 +122,18 @@ def test_numeric_filters_keep_exactly_the_engines_rows(column: str, op: str, lit
     assert set(engine) <= set(pushed), cond
     if is_fully_pushable(condition, NUMBERS.schema):
         assert pushed == engine, cond
+
+
+def test_string_functions_on_dictionaries_and_casts_round_as_sql() -> None:
+    t = pa.table({"ts": [1, 2, 3, 4], "type": pa.array(["Ab", "B", "ab", "c"]).dictionary_encode(),
+                  "f": [1.5, 2.5, -2.5, 0.4]})
+    for condition, expected in [("A.type LIKE 'A%'", [1]), ("lower(A.type) = 'ab'", [1, 3]),
+                                ("A.type || 'x' = 'Bx'", [2]), ("CAST(A.f AS INT) = 2", [1, 2]),
+                                ("CAST(A.f AS INT) = -2", [3])]:  # half to even, as DuckDB
+        a = analyze(parse(f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS {condition})"),
+                    t.schema)
+        cond = a.variable("A").independent
+        f = to_arrow_filter(cond, t.schema)
+        assert f is not None and ds.dataset(t).to_table(filter=f).column("ts").to_pylist() == expected, condition
+        mask = evaluate_mask(cond, lambda c: t.column(c.name).combine_chunks(), t.num_rows)
+        assert t.filter(mask).column("ts").to_pylist() == expected, condition

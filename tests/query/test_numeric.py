@@ -125,3 +125,39 @@ def test_pyarrow_evaluator_uses_the_rules() -> None:
     t = pa.table({"i": pa.array([2**53 + 1], pa.int64()), "f": pa.array([float(2**53)])})
     out = evaluate(BinaryOp("=", Column("i"), Column("f")), lambda c: t.column(c.name).combine_chunks(), 1)
     assert out[0].as_py() is True
+
+
+WIDE = [decimal.Decimal("100000000000000000001.5"), decimal.Decimal("100000000000000000001.0"), decimal.Decimal("0.1")]
+
+
+@pytest.mark.parametrize(("column", "values", "dtype", "literal"), [
+    ("d", WIDE, pa.decimal128(38, 10), "100000000000000000001.5"), ("i", [2**53, 2**53 + 1, 2], pa.int64(),
+                                                                      "9007199254740993.0"),
+    ("f", [0.1, 0.30000000000000004, 2.5], pa.float64(), "0.1"),
+    ("d", [decimal.Decimal("0.1"), decimal.Decimal("0.2"), decimal.Decimal("1")], pa.decimal128(10, 2), "0.10"),
+    ("i", [2, 3, 5], pa.int64(), "2.5e0"), ("i", [2, 3, 5], pa.int64(), "3.0"),
+])
+def test_literals_with_a_point_are_exact_decimals_as_in_sql(column: str, values: list[object], dtype: pa.DataType,
+                                                            literal: str) -> None:
+    t = pa.table({"ts": [1, 2, 3], column: pa.array(values, dtype)})
+    con = duckdb.connect()
+    con.register("t", t)
+    want = sorted(r[0] for r in con.execute(f"SELECT ts FROM t WHERE {column} = {literal}").fetchall())
+    sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ALL MATCHES PATTERN (A) "
+           f"DEFINE A AS A.{column} = {literal})")
+    assert sorted(r["a"] for r in match_recognize(t, sql).to_pylist()) == want
+
+
+def test_decimal_arithmetic_past_38_digits_and_time_units_in_the_vm() -> None:
+    t = pa.table({"ts": [1, 2], "type": ["A", "B"], "v": pa.array([decimal.Decimal(1), decimal.Decimal(2)],
+                                                                   pa.decimal128(38, 2)),
+                  "k_ms": pa.array([1000, None], pa.timestamp("ms")), "k_us": pa.array([None, 1_500_000], pa.timestamp("us"))})
+    for cond in ("B.v = A.v + 1", "B.k_us - A.k_ms <= INTERVAL '1' SECOND", "B.k_us > A.k_ms"):
+        for head in ("ALL MATCHES", "ONE ROW PER MATCH"):
+            sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a {head} PATTERN (A B) "
+                   f"DEFINE A AS A.type = 'A', B AS B.type = 'B' AND {cond})")
+            assert match_recognize(t, sql).to_pylist() == [{"a": 1}], (cond, head)
+    big = pa.table({"ts": [1, 2], "x": pa.array([2**62, 2**62], pa.int64())})
+    avg = match_recognize(big, "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES avg(A.x) AS m "
+                               "PATTERN (A+) DEFINE A AS x > 0)")
+    assert avg.column("m").to_pylist() == [float(2**62)]

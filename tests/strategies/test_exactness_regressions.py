@@ -170,3 +170,29 @@ def test_a_csv_log_with_second_timestamps_is_served(tmp_path: Path) -> None:
     with LocalCluster([str(tmp_path / "shards" / f"node-{i:02d}") for i in range(3)]) as cluster:
         for name in STRATEGIES:
             assert rows(match_pulled(pull(name, sql, cluster.endpoints, cluster.token))) == expected, name
+
+
+def test_time_columns_of_different_units_join_as_instants(serve: type[Served]) -> None:
+    """Join filters hash times as instants: a timestamp[us] equals a timestamp[ms] (and a date
+    its midnight) whatever the units."""
+    t = pa.table({"ts": [1, 2, 3, 4], "type": ["A", "B", "A", "B"],
+                  "k_ms": pa.array([1000, None, 5000, None], pa.timestamp("ms")),
+                  "k_us": pa.array([None, 1_000_000, None, 5_000_000], pa.timestamp("us")),
+                  "d": pa.array([0, None, 1, None], pa.date32()),
+                  "m": pa.array([None, 0, None, 86_400_000], pa.timestamp("ms"))})
+    served = serve(t, nodes=2)
+    for cond in ("B.k_us = A.k_ms", "B.m = A.d"):
+        for head in ("ALL MATCHES", "ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW"):
+            pattern = "A B" if head == "ALL MATCHES" else "A N*? B"
+            sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b {head} "
+                   f"PATTERN ({pattern}) WITHIN 3 DEFINE A AS A.type = 'A', B AS B.type = 'B' AND {cond})")
+            assert_all_equal(served, sql, [(1, 2), (3, 4)], "always_on")
+
+
+def test_push_pull_keeps_rows_a_condition_on_a_later_variable_accepts(serve: type[Served]) -> None:
+    """SQL reads a variable not matched yet as NULL: A's condition ``B.v IS NULL`` holds for every
+    A row, so push-pull's projection (which binds B) must not evaluate it."""
+    served = serve(pa.table({"ts": [1, 2, 3, 4], "type": ["A", "B", "A", "B"], "v": [1, 7, 2, 8]}), nodes=2)
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b ONE ROW PER MATCH "
+           "PATTERN (A N*? B) WITHIN 3 DEFINE A AS A.type = 'A' AND B.v IS NULL, B AS B.type = 'B')")
+    assert_all_equal(served, sql, [(1, 2), (3, 4)], "always_on")
