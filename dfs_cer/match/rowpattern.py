@@ -61,17 +61,18 @@ def _sort_keys(table: pa.Table, columns: list[str]) -> pa.Table:
     """``columns`` of ``table`` in a form pyarrow can sort and compare: dictionary columns by
     their values, other types (lists, structs, maps) by a 64-bit hash of their content (the
     same in every process), so ties order and duplicates compare by every column's value."""
-    out = {}
-    for name in columns:
-        col = table.column(name).combine_chunks()
-        if pa.types.is_dictionary(col.type):
-            col = col.dictionary_decode()
-        if not _sortable(col.type):
+    out = table.select(columns)
+    for i, field in enumerate(out.schema):
+        if _sortable(field.type):
+            continue  # as it is: no copy
+        if pa.types.is_dictionary(field.type) and _sortable(field.type.value_type):
+            col: pa.Array = out.column(i).combine_chunks().dictionary_decode()
+        else:
             from dfs_cer.match.identity import row_hashes
 
-            col = pa.array(row_hashes(table.select([name]), [name]), pa.uint64())
-        out[name] = col
-    return pa.table(out)
+            col = pa.array(row_hashes(out.select([i]), [field.name]), pa.uint64())
+        out = out.set_column(i, field.name, col)
+    return out
 
 
 def _same_as_previous(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
