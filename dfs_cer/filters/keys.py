@@ -18,13 +18,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
-from dfs_cer.query.numeric import time_ints, to_double
+from dfs_cer.query.numeric import convert, time_ints, to_double
 
 
 class KeyKind(enum.IntEnum):
     INT = 1
     FLOAT = 2
     STRING = 3
+    REAL = 4  # a float32 column next to an exact one: both compared as float32 (SQL's REAL)
 
 
 def kind_of(dtype: pa.DataType) -> KeyKind:
@@ -41,6 +42,9 @@ def kind_of(dtype: pa.DataType) -> KeyKind:
 def join_kind(left: pa.DataType, right: pa.DataType) -> KeyKind:
     """The kind both sides of ``X.a = Y.b`` are hashed as (int = float compares as float)."""
     a, b = kind_of(left), kind_of(right)
+    exact = [t for t in (left, right) if pa.types.is_integer(t) or pa.types.is_decimal(t)]
+    if any(pa.types.is_float32(t) for t in (left, right)) and len(exact) == 1:
+        return KeyKind.REAL  # mirrors dfs_cer.query.numeric.comparison_type
     if a == b:
         return a
     if {a, b} == {KeyKind.INT, KeyKind.FLOAT}:
@@ -61,9 +65,11 @@ def normalize(values: pa.Array | pa.ChunkedArray | np.ndarray, kind: KeyKind) ->
         if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
             values = pc.cast(values, pa.string())
         return values.to_pylist(), valid
-    if kind == KeyKind.FLOAT:
+    if kind in (KeyKind.FLOAT, KeyKind.REAL):
         # correctly rounded, so numerically equal values of any two types hash alike (SQL
-        # compares exact with approximate numbers as doubles)
+        # compares exact with approximate numbers as doubles, or as REAL next to a float32)
+        if kind == KeyKind.REAL and not pa.types.is_float32(values.type):
+            values = convert(values, values.type, pa.float32())
         arr = to_double(values).fill_null(0.0).to_numpy(zero_copy_only=False)
         arr = np.where(arr == 0.0, 0.0, arr)  # -0.0 equals 0.0
         valid &= ~np.isnan(arr)  # NaN = NaN is not true in SQL

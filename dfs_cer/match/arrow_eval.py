@@ -36,7 +36,7 @@ from dfs_cer.query.expr import (
     to_sql,
 )
 from dfs_cer.query.model import WindowUnit
-from dfs_cer.query.numeric import arithmetic, cast_to, comparable, literal, plain
+from dfs_cer.query.numeric import calculate, cast_to, comparable, literal, plain
 
 Resolver = Callable[[Expr], pa.Array]
 
@@ -84,14 +84,11 @@ def evaluate(e: Expr, resolve: Resolver, length: int) -> pa.Array | pa.Scalar:
                 return pc.or_kleene(ev(x.left), ev(x.right))
             if x.op in _COMPARE:
                 return _compare(x.op, ev(x.left), ev(x.right))
-            left, right = arithmetic(ev(x.left), ev(x.right), x.op)
-            if x.op in _ARITH:
-                return pc.call_function(_ARITH[x.op], [left, right])
-            if x.op == "%":
-                return pc.subtract(left, pc.multiply(pc.divide(left, right), right))
+            if x.op in _ARITH or x.op == "%":
+                return calculate(x.op, ev(x.left), ev(x.right))
             if x.op == "||":
-                return pc.binary_join_element_wise(pc.cast(plain(left), pa.string()), pc.cast(plain(right), pa.string()),
-                                                   "")
+                return pc.binary_join_element_wise(pc.cast(plain(ev(x.left)), pa.string()),
+                                                   pc.cast(plain(ev(x.right)), pa.string()), "")
         if isinstance(x, UnaryOp):
             inner = ev(x.operand)
             return pc.invert(inner) if x.op == "NOT" else pc.negate_checked(inner)
@@ -135,11 +132,21 @@ def evaluate(e: Expr, resolve: Resolver, length: int) -> pa.Array | pa.Scalar:
                 conds.append(pc.fill_null(_broadcast(cond, length), False))
                 values.append(_broadcast(ev(w.result), length))
             default = _broadcast(ev(x.default) if x.default is not None else pa.scalar(None), length)
+            # one result type: NULL branches (no ELSE) take the others' type
+            known = next((v.type for v in [*values, default] if v.type != pa.null()), pa.null())
+            values = [v.cast(known) if v.type == pa.null() else v for v in values]
+            default = default.cast(known) if default.type == pa.null() else default
             struct = pa.StructArray.from_arrays(conds, [f"c{i}" for i in range(len(conds))])
             return pc.case_when(struct, *values, default)
         raise UnsupportedFeatureError(f"{to_sql(x)} cannot be evaluated here", code="unsupported")
 
-    return ev(e)
+    try:
+        return ev(e)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        # a value SQL would also reject (an overflow, a string that is not a number, ...)
+        from dfs_cer.errors import MatchError
+
+        raise MatchError(f"cannot evaluate {to_sql(e)}: {exc}") from None
 
 
 def _broadcast(v: pa.Array | pa.Scalar, length: int) -> pa.Array:

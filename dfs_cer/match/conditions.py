@@ -45,7 +45,7 @@ from dfs_cer.query.expr import (
     walk,
 )
 from dfs_cer.query.model import MatchRecognize, WindowUnit
-from dfs_cer.query.numeric import time_ints, to_double
+from dfs_cer.query.numeric import convert, is_exact, time_ints, to_double
 
 # condition program opcodes
 C_CONST, C_COL, C_ADD, C_SUB, C_MUL, C_DIV, C_MOD, C_NEG, C_CMP, C_AND, C_OR, C_NOT, C_ISNULL, C_AGG, C_CLS = range(15)
@@ -240,11 +240,17 @@ class ConditionCompiler:
     def _compare_mode(self, left: Expr, right: Expr, clause: str) -> str | None:
         """How ``left <op> right`` reads numbers (see ``self.mode``)."""
         columns = [x.name for side in (left, right) for x in walk(side) if isinstance(x, Column)]
-        huge = any(isinstance(x, Literal) and _wide_literal(x.value) for side in (left, right) for x in walk(side))
+        types = [_column_array(self.table, c).type for c in columns]
+        literals = [x.value for side in (left, right) for x in walk(side) if isinstance(x, Literal)]
+        simple = all(_simple_operand(side) for side in (left, right))
+        if simple and any(pa.types.is_float32(t) for t in types) and not any(pa.types.is_float64(t) for t in types) \
+                and not any(isinstance(v, float) for v in literals) \
+                and any(_exact_literal(v) for v in literals) | any(is_exact(t) for t in types):
+            return "real"  # REAL next to an exact number compares as REAL (Trino, DuckDB)
+        huge = any(_wide_literal(v) for v in literals)
         if not huge and not any(self._wide(c) for c in columns):
             return None
-        approximate = any(pa.types.is_floating(_column_array(self.table, c).type) for c in columns) or any(
-            isinstance(x, Literal) and isinstance(x.value, float) for side in (left, right) for x in walk(side))
+        approximate = any(pa.types.is_floating(t) for t in types) or any(isinstance(v, float) for v in literals)
         if approximate:
             return "double"  # SQL compares exact with approximate numbers as doubles
         if all(_simple_operand(side) for side in (left, right)):
@@ -271,13 +277,21 @@ class ConditionCompiler:
 
     def _column_slot(self, name: str, mode: str | None = None) -> tuple[int, int]:
         wide = self._wide(name)
-        key = name if mode is None or (mode == "double" and not wide) else f"{name}\x00{mode}"
+        key = name if mode is None or (mode == "double" and not wide) or (mode == "real" and not is_exact(
+            _column_array(self.table, name).type)) else f"{name}\x00{mode}"
         if key in self.store.index:
             return self.store.index[key]
         arr = _column_array(self.table, name)
         if pa.types.is_dictionary(arr.type):
             arr = arr.dictionary_decode()
         nulls = np.asarray(arr.is_null().to_numpy(zero_copy_only=False), bool)
+        if mode == "real" and is_exact(arr.type):  # as the REAL it is compared as, held exactly in a double
+            real = convert(arr, arr.type, pa.float32())
+            self.store.fcols.append(np.asarray(pc.cast(real, pa.float64()).fill_null(0.0).to_numpy(
+                zero_copy_only=False), np.float64))
+            self.store.fnull.append(nulls)
+            self.store.index[key] = (K_FLOAT, len(self.store.fcols) - 1)
+            return self.store.index[key]
         if mode == "rank":
             assert self.ranks is not None
             self.store.icols.append(self.ranks.codes(arr))
@@ -345,6 +359,9 @@ class ConditionCompiler:
         if isinstance(e, Literal):
             if isinstance(e.value, str):
                 self.code.append([C_CONST, self._const(self._string_code(e.value)), 0, 0, 0, 0, 0])
+            elif self.mode == "real" and isinstance(e.value, int | Decimal) and not isinstance(e.value, bool):
+                real = pc.cast(pa.scalar(str(e.value)), pa.float32())  # correctly rounded to REAL
+                self.code.append([C_CONST, self._const(float(real.as_py())), 0, 0, 0, 0, 0])
             elif self.mode == "rank" and isinstance(e.value, int | Decimal) and not isinstance(e.value, bool):
                 assert self.ranks is not None
                 self.code.append([C_CONST, self._const(self.ranks.code(e.value)), 0, 0, 0, 0, 0])

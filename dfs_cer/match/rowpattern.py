@@ -104,8 +104,10 @@ def sort_and_partition(table: pa.Table, partition_by: tuple[str, ...], order_by:
     Returns the sorted table, partition boundaries ``[0, ..., n]`` and the sort permutation
     (indices of the kept rows in the input).
     """
-    keys = [(c, "ascending", "at_end") for c in partition_by] + \
-        [(c, "descending" if d else "ascending", "at_end") for c, d in order_by]
+    keys: list[tuple[str, str, str]] = []
+    for c, descending in [(c, False) for c in partition_by] + list(order_by):
+        if c not in {k[0] for k in keys}:  # a column named twice sorts by its first place
+            keys.append((c, "descending" if descending else "ascending", "at_end"))
     named = {k[0] for k in keys}
     key_cols = [c for c in event_key if c not in named]
     rest = [f.name for f in table.schema if f.name not in named and f.name not in key_cols]

@@ -167,8 +167,9 @@ class _Converter:
                 return self.compare(e.op, e.left, e.right)
             if e.op in _ARITH:
                 return self.arith(e)
-            if e.op == "||":
-                return pc.binary_join_element_wise(self.plain(e.left), self.plain(e.right), "")
+            if e.op == "||":  # any value, as its text (as the engines evaluate it)
+                return pc.binary_join_element_wise(self.plain(e.left).cast(pa.string()),
+                                                   self.plain(e.right).cast(pa.string()), "")
             raise NotPushable(e.op)
         if isinstance(e, UnaryOp):
             if e.op == "NOT":
@@ -205,9 +206,10 @@ class _Converter:
             target = _CASTS.get(e.to.upper())
             if target is None:
                 raise NotPushable(e.to)
-            if self.schema is None:
-                raise NotPushable("CAST of an operand of unknown type")
-            return cast_to(self.plain(e.operand), self.type_of(e.operand), target)
+            source = self.type_of(e.operand)
+            if source is None:
+                raise NotPushable("CAST of an operand of unknown type")  # keep the rows
+            return cast_to(self.plain(e.operand), source, target)
         if isinstance(e, Case):
             raise NotPushable("CASE")
         raise NotPushable(type(e).__name__)

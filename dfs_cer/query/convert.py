@@ -8,6 +8,7 @@ rejects what cannot appear in a row pattern expression, naming the construct.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -119,9 +120,17 @@ class Converter:
             return Literal(str(e.this))
         text = str(e.this)
         if any(c in text for c in "eE"):  # 1.5e0: an approximate (DOUBLE) literal
-            return Literal(float(text))
+            value = float(text)
+            if math.isinf(value):
+                raise self.invalid(f"the number {text} is beyond the range of DOUBLE", "write a smaller number",
+                                   code="bad-literal")
+            return Literal(value)
         if "." in text:  # 1.5: an exact (DECIMAL) literal, as in SQL
-            return Literal(Decimal(text))
+            exact = Decimal(text)
+            if len(exact.as_tuple().digits) > 76:
+                raise self.invalid(f"the number {text} has more than 76 digits", "write it with fewer digits or as a "
+                                   "DOUBLE (1.5e0)", code="bad-literal")
+            return Literal(exact)
         return Literal(int(text))
 
     def _column(self, e: exp.Column) -> Expr:

@@ -16,6 +16,7 @@ the same double: join filters that hash doubles never lose an equal pair.
 
 from __future__ import annotations
 
+import decimal
 from typing import Any
 
 import pyarrow as pa
@@ -63,18 +64,22 @@ def comparison_type(left: pa.DataType, right: pa.DataType) -> pa.DataType | None
     if not numeric:
         return None
     if is_approximate(left) or is_approximate(right):
-        return None if pa.types.is_float64(left) and pa.types.is_float64(right) else pa.float64()
+        if pa.types.is_float64(left) and pa.types.is_float64(right):
+            return None
+        if pa.types.is_float64(left) or pa.types.is_float64(right):
+            return pa.float64()
+        return pa.float32()  # REAL next to REAL or an exact number compares as REAL (Trino, DuckDB)
     return _exact_common(left, right)
 
 
 def convert(value: Any, source: pa.DataType, target: pa.DataType) -> Any:
     """``value`` (an array, scalar or dataset expression of type ``source``) as ``target``; to
-    DOUBLE correctly rounded (decimals through their exact text)."""
+    DOUBLE or REAL correctly rounded (decimals through their exact text)."""
     if source == target:
         return value
-    if pa.types.is_float64(target) and pa.types.is_decimal(source):
+    if pa.types.is_floating(target) and pa.types.is_decimal(source):
         return _cast(_cast(value, pa.string(), True), target, True)
-    return _cast(value, target, not pa.types.is_float64(target))
+    return _cast(value, target, not pa.types.is_floating(target))
 
 
 def _cast(value: Any, target: pa.DataType, safe: bool) -> Any:
@@ -93,10 +98,13 @@ def comparable(left: Value, right: Value) -> tuple[Value, Value]:
 
 
 def arithmetic(left: Value, right: Value, op: str = "+") -> tuple[Value, Value]:
-    """Operands of ``+ - * /``: an approximate side makes both DOUBLE (as in SQL); decimals whose
-    result needs more than 38 digits are computed as 256-bit decimals (up to 76 digits)."""
+    """Operands of ``+ - * /``: an approximate side makes both DOUBLE (REAL next to a float32, as
+    in Trino and DuckDB); decimals whose result needs more than 38 digits are computed as 256-bit
+    decimals (up to 76 digits)."""
     lt, rt = left.type, right.type
     if (is_approximate(lt) and is_exact(rt)) or (is_exact(lt) and is_approximate(rt)):
+        if pa.types.is_float32(lt) or pa.types.is_float32(rt):  # REAL with an exact number stays REAL
+            return convert(left, lt, pa.float32()), convert(right, rt, pa.float32())
         return to_double(left), to_double(right)
     if is_exact(lt) and is_exact(rt) and (pa.types.is_decimal(lt) or pa.types.is_decimal(rt)):
         # integers next to a decimal become the decimals that hold them (no implicit cast that
@@ -111,6 +119,65 @@ def arithmetic(left: Value, right: Value, op: str = "+") -> tuple[Value, Value]:
 def _as_decimal(value: Any, precision: int, scale: int, wide: bool) -> Any:
     target = pa.decimal256(min(max(precision, 1), 76), scale) if wide else pa.decimal128(max(precision, 1), scale)
     return value if value.type == target else _cast(value, target, True)
+
+
+_ARITH_KERNELS = {"+": "add_checked", "-": "subtract_checked", "*": "multiply_checked"}
+
+
+def calculate(op: str, left: Value, right: Value) -> Value:
+    """``left op right`` for ``+ - * / %`` as SQL computes it: exact numbers exactly (integer
+    division truncates toward zero, as Trino; a division with a decimal gives a DOUBLE, as
+    DuckDB), an approximate side makes DOUBLE arithmetic; dividing by zero gives NULL."""
+    left, right = arithmetic(plain(left), plain(right), op)
+    if op in _ARITH_KERNELS:
+        return pc.call_function(_ARITH_KERNELS[op], [left, right])
+    if op == "/" and (pa.types.is_decimal(left.type) or pa.types.is_decimal(right.type)):
+        left, right = to_double(left), to_double(right)
+    right = _nonzero(right)
+    if op == "/":
+        return pc.divide_checked(left, right)
+    if pa.types.is_decimal(left.type) or pa.types.is_decimal(right.type):
+        return _decimal_mod(left, right)
+    quotient = pc.divide(left, right)
+    if pa.types.is_floating(quotient.type):
+        quotient = pc.trunc(quotient)
+    return pc.subtract(left, pc.multiply(quotient, right))  # the sign of the dividend, as SQL
+
+
+def _nonzero(value: Value) -> Value:
+    """``value`` with zeros as NULL (a division by zero is NULL)."""
+    zero = pc.equal(value, pa.scalar(0, value.type) if not pa.types.is_decimal(value.type) else
+                    pa.scalar(decimal.Decimal(0), value.type))
+    return pc.if_else(zero, pa.scalar(None, value.type), value)
+
+
+def _decimal_mod(left: Value, right: Value) -> Value:
+    """Exact ``left % right`` of decimals (through their unscaled integers at one scale when they
+    fit 18 digits; in doubles otherwise)."""
+    import numpy as np
+
+    lt, rt = left.type, right.type
+    scale = max(lt.scale, rt.scale)
+    digits = max(lt.precision - lt.scale, rt.precision - rt.scale) + scale
+    if digits > 18:
+        a, b = to_double(left), to_double(right)
+        return pc.subtract(a, pc.multiply(pc.trunc(pc.divide(a, b)), b))
+    common = pa.decimal128(18, scale)
+    factor = pa.scalar(decimal.Decimal(10) ** scale, pa.decimal128(19, 0))
+
+    def unscaled(v: Value) -> Value:
+        return pc.cast(pc.multiply(pc.cast(v, common), factor), pa.int64())
+
+    a, b = unscaled(left), unscaled(right)
+    rest = pc.subtract(a, pc.multiply(pc.divide(a, b), b))
+    if isinstance(rest, pa.Scalar):
+        value = rest.as_py()
+        return pa.scalar(None if value is None else decimal.Decimal(value).scaleb(-scale), common)
+    ints = np.asarray(rest.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+    words = np.stack([ints, np.where(ints < 0, -1, 0).astype(np.int64)], axis=1)  # 128-bit two's complement
+    data = pa.py_buffer(words.tobytes())
+    validity = rest.buffers()[0] if rest.null_count else None
+    return pa.Array.from_buffers(common, len(rest), [validity, data], null_count=rest.null_count)
 
 
 def _digits(dtype: pa.DataType) -> tuple[int, int]:
@@ -163,8 +230,10 @@ def cast_to(value: Any, source: pa.DataType | None, target: pa.DataType) -> Any:
     if source is not None and pa.types.is_integer(target):
         if is_approximate(source):
             value = pc.round(value, round_mode="half_to_even")
-        elif pa.types.is_decimal(source):
-            value = pc.round(value, round_mode="half_towards_infinity")
+        elif pa.types.is_decimal(source):  # one more digit: rounding 0.5 up needs it
+            wider = pa.decimal128(source.precision + 1, source.scale) if source.precision < 38 else \
+                pa.decimal256(min(source.precision + 1, 76), source.scale)
+            value = pc.round(_cast(value, wider, True), round_mode="half_towards_infinity")
     return _cast(value, target, True)
 
 

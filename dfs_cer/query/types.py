@@ -11,6 +11,7 @@ left to evaluation.
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING
 
 from dfs_cer.errors import QueryValidationError
@@ -70,7 +71,8 @@ def family(dtype: pa.DataType) -> str:
 def _comparable(a: str, b: str) -> bool:
     if a == b and a != "nested":
         return True
-    return {a, b} == {"date", "timestamp"}
+    # dates are midnights; integer time columns take INTERVALs in the ORDER BY column's units
+    return {a, b} in ({"date", "timestamp"}, {"number", "interval"})
 
 
 class _Typer:
@@ -145,13 +147,33 @@ def _pairs(e: Expr) -> list[tuple[Expr, Expr]]:
     return out
 
 
+def _alternatives(e: Expr) -> list[list[Expr]]:
+    """Expressions whose values must be of one kind: coalesce's arguments, CASE's results."""
+    out = []
+    for x in walk(e):
+        if isinstance(x, Function) and x.name == "coalesce":
+            out.append(list(x.args))
+        elif isinstance(x, Case):
+            out.append([w.result for w in x.whens] + ([x.default] if x.default is not None else []))
+    return out
+
+
 def check_types(query: Query, schema: pa.Schema) -> None:
-    """Raise QueryValidationError for the first comparison of two incompatible families."""
+    """Raise QueryValidationError for the first comparison of two incompatible families (or
+    coalesce / CASE mixing them)."""
     typer = _Typer(schema)
     mr = query.recognize
     clauses = [(f"DEFINE {d.variable}", d.condition) for d in mr.definitions] + \
         [(f"MEASURES {m.name}", m.expr) for m in mr.measures]
     for clause, e in clauses:
+        for group in _alternatives(e):
+            typed = [(x, typer(x)) for x in group]
+            known = [(x, f) for x, f in typed if f is not None]
+            for (x, fx), (y, fy) in itertools.pairwise(known):
+                if not _comparable(fx, fy):
+                    raise QueryValidationError(f"{to_sql(x)} ({fx}) and {to_sql(y)} ({fy}) are alternatives of "
+                                               "one value but of different kinds", clause=clause,
+                                               hint="give every branch of coalesce / CASE one kind", code="type-mismatch")
         for left, right in _pairs(e):
             a, b = typer(left), typer(right)
             if a is None or b is None or _comparable(a, b):

@@ -42,7 +42,9 @@ def test_sizing() -> None:
 
 def test_key_kinds() -> None:
     assert join_kind(pa.int32(), pa.int64()) == KeyKind.INT
-    assert join_kind(pa.int64(), pa.float32()) == KeyKind.FLOAT
+    assert join_kind(pa.int64(), pa.float64()) == KeyKind.FLOAT
+    assert join_kind(pa.int64(), pa.float32()) == KeyKind.REAL  # SQL compares REAL with an exact number as REAL
+    assert join_kind(pa.float64(), pa.float32()) == KeyKind.FLOAT
     assert join_kind(pa.string(), pa.large_string()) == KeyKind.STRING
     assert join_kind(pa.timestamp("ms"), pa.timestamp("ms")) == KeyKind.INT
     with pytest.raises(TypeError, match="cannot compare"):
