@@ -70,6 +70,14 @@ class StrategyConfig:
     beta_sample_events: int = 5000
     network_probe_bytes: int = 10 * 1024 * 1024
     calibration_file: str = "conf/calibration.json"
+    #: seconds one call to a storage node may take (a hung node fails the query after this)
+    call_timeout_seconds: float = 30.0
+    #: seconds a whole query may take, every round trip included (``--timeout``)
+    query_timeout_seconds: float = 300.0
+    #: seconds each node gets to confirm ``close`` (best effort: state expires on its TTL anyway)
+    close_timeout_seconds: float = 2.0
+    #: seconds a query waits for room on every storage node at once (all-or-none admission)
+    admission_wait_seconds: float = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +94,12 @@ class StorageConfig:
     batch_rows: int = 65536
     s3_endpoint: str = ""
     s3_region: str = "us-east-1"
-    s3_retries: int = 5
+    #: seconds to connect to S3 / of silence on a connection before the call fails
+    s3_connect_timeout_seconds: float = 2.0
+    s3_request_timeout_seconds: float = 5.0
+    #: transient S3 errors are retried until this many seconds have passed (permanent ones,
+    #: such as access denied or no such bucket, fail at once)
+    s3_retry_seconds: float = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,6 +293,12 @@ def _validate(config: Config) -> None:
         raise ConfigError(
             f"conf key storage.memory_budget must be positive, got {config.storage.memory_budget}"
         )
+    for section in ("strategy", "storage"):
+        values = getattr(config, section)
+        for name in values.__dataclass_fields__:
+            if name.endswith("_seconds") and not getattr(values, name) > 0:
+                raise ConfigError(f"conf key {section}.{name} must be a positive number of seconds, "
+                                  f"got {getattr(values, name)}")
     if config.matcher.max_matches <= 0:
         raise ConfigError(f"conf key matcher.max_matches must be positive, got {config.matcher.max_matches}")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import sqlglot
@@ -16,6 +17,10 @@ from dfs_cer.config import Config, load_config
 from dfs_cer.errors import ConfigError, UnsupportedFeatureError
 from dfs_cer.match.rowpattern import run_row_pattern
 from dfs_cer.query import Analysis, Query, analyze, parse
+from dfs_cer.query.sandbox import check_outer
+
+if TYPE_CHECKING:
+    import duckdb
 
 SELECTIONS = ("skip_till_any_match", "skip_till_next_match", "strict_contiguity")
 ENGINES = ("auto", "sql", "cer")
@@ -41,14 +46,24 @@ def _outer_sql(query: Query, dialect: str) -> str | None:
     return sqlglot.transpile(sql, write=dialect)[0]
 
 
+def sandboxed_duckdb() -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB that reads only the relations registered on it: no file, network or
+    extension access, and its settings locked (see dfs_cer.query.sandbox)."""
+    import duckdb
+
+    return duckdb.connect(config={"enable_external_access": False, "autoinstall_known_extensions": False,
+                                  "autoload_known_extensions": False, "lock_configuration": True})
+
+
 def run_outer(query: Query, relation: pa.Table, dialect: str = "duckdb") -> pa.Table:
-    """Evaluate the SELECT around MATCH_RECOGNIZE on DuckDB."""
+    """Evaluate the SELECT around MATCH_RECOGNIZE on the sandboxed embedded DuckDB."""
     sql = _outer_sql(query, dialect)
     if sql is None:
         return relation
     import duckdb
 
-    con = duckdb.connect()
+    check_outer(sql, [RELATION], dialect)
+    con = sandboxed_duckdb()
     try:
         con.register(RELATION, relation)
         relation = con.sql(sql)

@@ -129,10 +129,43 @@ def to_json(value: Any, *, indent: int | None = None) -> str:
     return json.dumps(encode(value), indent=indent, ensure_ascii=False)
 
 
+#: the deepest JSON document accepted (a query model is far shallower; deeper input is refused
+#: before the recursive parser sees it)
+MAX_JSON_DEPTH = 600
+
+
+def _json_depth(text: str) -> int:
+    """Nesting depth of ``[``/``{`` outside strings, without recursion."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
 def from_json(text: str | bytes) -> Any:
     """Parse JSON text produced by :func:`to_json` back into model objects."""
+    raw = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
+    if _json_depth(raw) > MAX_JSON_DEPTH:
+        raise SerdeError(f"JSON nested more than {MAX_JSON_DEPTH} levels deep")
     try:
-        data = json.loads(text)
+        data = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise SerdeError(f"not valid JSON: {exc}") from exc
-    return decode(data, Any)
+    try:
+        return decode(data, Any)
+    except RecursionError:
+        raise SerdeError("JSON nested too deeply") from None

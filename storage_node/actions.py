@@ -7,6 +7,7 @@ turns them into Flight errors and keeps serving.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ from dfs_cer.filters import (
     WindowKeySet,
     eq1_offsets,
 )
+from dfs_cer.io.shard import schema_digest
 from dfs_cer.query import Analysis, Query, analyze, parse
 from dfs_cer.query.arrow_filter import to_arrow_filter, union_filter
 from dfs_cer.query.numeric import time_ints
@@ -95,6 +97,8 @@ class Actions:
                 query = Query.from_json(field(header, "query", str, action))
         except DfsCerError as exc:
             raise ProtocolError(f"action {action}: the query is not a valid query ({exc})") from None
+        except RecursionError:
+            raise ProtocolError(f"action {action}: the query is nested too deeply") from None
         unit = header.get("integer_time_unit", "s")
         if unit not in ("s", "ms", "us", "ns"):
             raise ProtocolError(f"action {action}: integer_time_unit must be s, ms, us or ns, got {unit!r}")
@@ -138,7 +142,8 @@ class Actions:
         return {"rows": scanned, "variables": info, "min_ts": self.store.manifest.get("min_ts"),
                 "max_ts": self.store.manifest.get("max_ts"), "total_rows": self.store.manifest.get("rows"),
                 "held_bytes": state.size_in_bytes(), "event_key": list(self.store.manifest.get("event_key") or []),
-                "row_bytes": (table.nbytes / table.num_rows) if table.num_rows else 0.0}
+                "row_bytes": (table.nbytes / table.num_rows) if table.num_rows else 0.0,
+                "schema_digest": schema_digest(self.store.schema)}
 
     def open(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         self.store.refresh()  # late files added with dfs-cer shard --append
@@ -146,8 +151,7 @@ class Actions:
             return self._open_group(header)
         analysis, qid = self._query(header, "open")
         filt = union_filter([v.independent for v in analysis.variables if not v.any_row], self.store.schema)
-        estimate = self.store.estimate_bytes()
-        self.registry.reserve(qid, estimate)
+        estimate = self._admit(qid)
         try:
             table = self.store.scan(filt).sort_by(self.store.time_column)
             ts = _time_ints(table.column(self.store.time_column))
@@ -162,6 +166,28 @@ class Actions:
         self.registry.put(state)
         return self._info(state), ([self.store.schema.serialize().to_pybytes()] if header.get("schema", True) else [])
 
+    def _admit(self, query_id: str) -> int:
+        """The bytes this opening holds: the reservation ``reserve`` granted it, else one made now
+        (waiting for room up to the admission wait)."""
+        held = self.registry.take_reservation(query_id)
+        if held is not None:
+            return held
+        estimate = self.store.estimate_bytes()
+        self.registry.reserve(query_id, estimate)
+        return estimate
+
+    def reserve(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
+        """Room for a query about to open, granted at once or not at all (the compute node
+        reserves on every node or on none; see StateRegistry.try_reserve)."""
+        qid = field(header, "query_id", str, "reserve")
+        arrival = field(header, "arrival", (int, float), "reserve")
+        granted = self.registry.try_reserve(qid, self.store.estimate_bytes(), float(arrival))
+        return {"granted": granted}, []
+
+    def release(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
+        self.registry.release_reservation(field(header, "query_id", str, "release"))
+        return {"released": True}, []
+
     def _open_group(self, header: dict[str, Any]) -> Reply:
         """Several queries over one scan: every row of the shard set, read and sorted once; each
         query gets its own state (and candidates) over that shared table, and conditions that
@@ -172,8 +198,8 @@ class Actions:
         queries = [self._query(g, "open") for g in group]
         if len({qid for _, qid in queries}) != len(queries):
             raise ProtocolError("action open: the queries of a group need distinct query ids")
-        estimate = self.store.estimate_bytes()
-        self.registry.reserve(queries[0][1], estimate)
+        # the group's own id holds the reservation (StorageClient reserve with it), else the first query's
+        estimate = self._admit(header["query_id"] if isinstance(header.get("query_id"), str) else queries[0][1])
         states = []
         # contiguous patterns read every row; when none of the queries has one, the scan keeps
         # only rows some variable of some query may take
@@ -392,15 +418,13 @@ class Actions:
         if kind == "pull_group":
             return self._pull_group(header, blobs)
         if kind == "pull_times":  # rows inside per-partition time intervals (situations' measures)
-            return self._pull_times(header, blobs)
+            return self._admitted(kind, lambda: self._pull_times(header, blobs))
         if kind == "pull_all":
-            ranges: np.ndarray | None = None
-            if isinstance(header.get("query_id"), str):
-                opened = self.registry.find(header["query_id"])
-                if opened is not None:
-                    self._same_generation(opened, kind)
-                    ranges = opened.ranges
-            return self._whole(ranges)
+            opened = self.registry.find(header["query_id"]) if isinstance(header.get("query_id"), str) else None
+            if opened is not None:  # the open reserved the memory
+                self._same_generation(opened, kind)
+                return self._whole(opened.ranges)
+            return self._admitted(kind, lambda: self._whole(None))
         state = self.registry.get(field(header, "query_id", str, kind))
         if kind == "pull_variable":  # push-pull: one variable's current candidates, with their row ids
             name = self._variable(state, header, kind)
@@ -502,6 +526,18 @@ class Actions:
         for j, rows in enumerate(chosen):
             members[np.isin(union, rows)] |= dtype(1 << j)
         return base.take(pa.array(union)).append_column(MEMBERS, pa.array(members))
+
+    def _admitted(self, kind: str, read: Callable[[], pa.Table]) -> pa.Table:
+        """A read outside an opened query passes admission like an open: it reserves the shard
+        set's size (waiting for room, or refused) for the time of the read."""
+        import uuid
+
+        estimate = self.store.estimate_bytes()
+        self.registry.reserve(f"{kind}-{uuid.uuid4().hex[:8]}", estimate)
+        try:
+            return read()
+        finally:
+            self.registry.release(estimate)
 
     def _same_generation(self, state: QueryState, kind: str) -> None:
         if state.generation != self.store.generation:

@@ -25,13 +25,16 @@ import pyarrow.flight as flight
 
 from dfs_cer.config import StorageConfig, load_config, parse_size
 from dfs_cer.errors import DfsCerError, FilterFormatError, ProtocolError
+from dfs_cer.io.shard import schema_digest
+from dfs_cer.transport.client import UNKNOWN_QUERY
 from dfs_cer.transport.messages import decode, encode
 from storage_node.actions import Actions
 from storage_node.state import AdmissionError, StateRegistry, UnknownQueryError
 from storage_node.store import ShardStore
 
-ACTIONS = ("open", "intervals", "summaries", "wjf", "verify", "push_pull", "close", "health", "stats", "files",
-           "situations")
+UNKNOWN_QUERY_INFO = json.dumps({"code": UNKNOWN_QUERY}).encode()
+ACTIONS = ("reserve", "release", "open", "intervals", "summaries", "wjf", "verify", "push_pull", "close", "health",
+           "stats", "files", "situations", "schema")
 
 
 class TokenMiddlewareFactory(flight.ServerMiddlewareFactory):
@@ -68,17 +71,28 @@ class StorageNode(flight.FlightServerBase):
             self.bytes_in += bytes_in
             self.bytes_out += bytes_out
 
-    def _guard(self, body: bytes) -> tuple[dict[str, Any], list[bytes]]:
+    def _guard(self, body: bytes, opens: bool = False) -> tuple[dict[str, Any], list[bytes]]:
+        """Decode a request: bounded in size before and after decompression, and (unless it
+        opens a query) naming a query this node holds before any blob is inflated."""
         if len(body) > self.config.max_message_bytes:
             raise ProtocolError(f"message of {len(body)} bytes exceeds the storage node's limit of "
                                 f"{self.config.max_message_bytes} (storage.max_message_bytes)")
         self.registry.sweep()
-        return decode(body)
+
+        def known(header: dict[str, Any]) -> None:
+            qid = header.get("query_id")
+            stateful = not opens and header.get("kind") not in ("pull_all", "pull_times", "pull_group")
+            if stateful and isinstance(qid, str) and self.registry.find(qid) is None:
+                self.registry.get(qid)  # raises UnknownQueryError
+
+        return decode(body, self.config.max_message_bytes, known)
 
     def _translate(self, exc: Exception) -> Exception:
         if isinstance(exc, AdmissionError):
-            return flight.FlightUnavailableError(str(exc))
-        if isinstance(exc, DfsCerError | FilterFormatError | UnknownQueryError):
+            return flight.FlightServerError(f"{type(exc).__name__}: {exc}", extra_info=b'{"code":"admission"}')
+        if isinstance(exc, UnknownQueryError):  # the client re-opens the query once (a restarted node)
+            return flight.FlightServerError(f"{type(exc).__name__}: {exc}", extra_info=UNKNOWN_QUERY_INFO)
+        if isinstance(exc, DfsCerError | FilterFormatError):
             return flight.FlightServerError(f"{type(exc).__name__}: {exc}")
         return flight.FlightInternalError(f"storage node error: {type(exc).__name__}: {exc}")
 
@@ -96,6 +110,9 @@ class StorageNode(flight.FlightServerBase):
                 self.store.refresh()
                 reply = ({"files": self.store.manifest.get("files", []),
                           "time_column": self.store.time_column}, [])
+            elif action.type == "schema":  # the shard set's exact Arrow schema
+                self._guard(body, opens=True)
+                reply = ({"digest": schema_digest(self.store.schema)}, [self.store.schema.serialize().to_pybytes()])
             elif action.type == "stats":
                 stats = self.registry.stats()
                 stats.update({"calls": self.calls, "bytes_in": self.bytes_in, "bytes_out": self.bytes_out,
@@ -105,7 +122,8 @@ class StorageNode(flight.FlightServerBase):
                 handler = getattr(self.actions, action.type, None) if action.type in ACTIONS else None
                 if handler is None:
                     raise ProtocolError(f"unknown action {action.type!r}; actions: {', '.join(ACTIONS)}")
-                header, blobs = self._guard(body)
+                header, blobs = self._guard(body, opens=action.type in ("reserve", "release", "open", "situations",
+                                                                        "close"))
                 reply = handler(header, blobs)
             out = encode(*reply)
         except flight.FlightError:

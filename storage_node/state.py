@@ -18,6 +18,11 @@ import pyarrow as pa
 
 from dfs_cer.errors import DfsCerError
 
+#: a reservation not followed by an open is given back after this many seconds
+RESERVATION_TTL = 30.0
+#: a query that stopped asking for room leaves the line after this many seconds
+WAITER_TTL = 2.0
+
 
 class AdmissionError(DfsCerError):
     """The storage node's memory budget cannot take another query now."""
@@ -67,6 +72,10 @@ class StateRegistry:
         self._lock = threading.Condition()
         self.evicted = 0
         self.refused = 0
+        #: reservations made by ``try_reserve`` for queries not opened yet: id -> (bytes, expiry)
+        self._held: dict[str, tuple[int, float]] = {}
+        #: queries asking for room, by arrival: id -> (arrival, last asked); FIFO order of grants
+        self._waiting: dict[str, tuple[float, float]] = {}
 
     @property
     def held(self) -> int:
@@ -79,7 +88,55 @@ class StateRegistry:
             for qid in [q for q, s in self._states.items() if now - s.last_used > self.ttl]:
                 self._drop(qid)
                 self.evicted += 1
+            self._expire(now)
             self._lock.notify_all()
+
+    def _expire(self, now: float) -> None:
+        for qid in [q for q, (_, expiry) in self._held.items() if expiry < now]:
+            self._reserved -= self._held.pop(qid)[0]
+            self.evicted += 1
+        for qid in [q for q, (_, seen) in self._waiting.items() if now - seen > WAITER_TTL]:
+            del self._waiting[qid]
+
+    def try_reserve(self, query_id: str, estimate: int, arrival: float) -> bool:
+        """Reserve ``estimate`` bytes for a query about to open, without waiting: True when
+        granted. Grants go in arrival order: while an earlier query that holds no reservation
+        here keeps asking, a later one is not granted (the compute node asks every node and
+        keeps reservations only when all grant, so a query never holds one node while waiting
+        for another, and the earliest query is served first everywhere)."""
+        if estimate > self.budget:
+            self.refused += 1
+            raise AdmissionError(f"query {query_id} needs about {estimate} bytes, more than the storage node's "
+                                 f"memory budget of {self.budget}; raise --memory-budget or add storage nodes")
+        now = time.monotonic()
+        with self._lock:
+            self._expire(now)
+            first = self._waiting.get(query_id, (arrival, now))[0]
+            self._waiting[query_id] = (first, now)
+            if query_id in self._held or query_id in self._states:
+                return True
+            ahead = any((a, q) < (first, query_id) for q, (a, _) in self._waiting.items()
+                        if q != query_id and q not in self._held and q not in self._states)
+            if ahead or self._reserved + estimate > self.budget:
+                return False
+            self._reserved += estimate
+            self._held[query_id] = (estimate, now + RESERVATION_TTL)
+            return True
+
+    def release_reservation(self, query_id: str) -> None:
+        """Give back a reservation a query will not use now (it keeps its place in line)."""
+        with self._lock:
+            held = self._held.pop(query_id, None)
+            if held is not None:
+                self._reserved -= held[0]
+            self._lock.notify_all()
+
+    def take_reservation(self, query_id: str) -> int | None:
+        """The bytes reserved for ``query_id`` (now owned by its opening), or None."""
+        with self._lock:
+            self._waiting.pop(query_id, None)
+            held = self._held.pop(query_id, None)
+            return None if held is None else held[0]
 
     def reserve(self, query_id: str, estimate: int) -> None:
         """Reserve ``estimate`` bytes for a scan, waiting up to ``wait`` seconds for room."""
@@ -132,8 +189,12 @@ class StateRegistry:
             found = query_id in self._states
             if found:
                 self._drop(query_id)
+            held = self._held.pop(query_id, None)
+            if held is not None:
+                self._reserved -= held[0]
+            self._waiting.pop(query_id, None)
             self._lock.notify_all()
-            return found
+            return found or held is not None
 
     def _drop(self, query_id: str) -> None:
         state = self._states.pop(query_id)
@@ -141,6 +202,7 @@ class StateRegistry:
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
-            return {"queries": len(self._states), "held_bytes": self._reserved, "budget_bytes": self.budget,
+            return {"queries": len(self._states) + len(self._held), "held_bytes": self._reserved,
+                    "budget_bytes": self.budget, "reservations": len(self._held), "waiting": len(self._waiting),
                     "evicted": self.evicted, "refused": self.refused,
                     "per_query": {q: s.size_in_bytes() for q, s in self._states.items()}}

@@ -7,6 +7,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from dfs_cer.config import StorageConfig
 from dfs_cer.errors import StorageError
@@ -32,21 +33,15 @@ class ShardStore:
         missing = [f for f in files if f not in present]
         if missing:
             raise StorageError(f"shard files listed in {self.location.uri}/manifest.json are missing: {missing[:3]}")
+        rows = {self.location.join(str(f["path"])): f.get("rows") for f in manifest.get("files", [])}
+        known = set(getattr(self, "files", []))
+        for f in files:  # every new file: a readable parquet footer, the manifest's schema and rows
+            if f not in known:
+                self._check_file(f, manifest.get("schema"), rows.get(f), str(manifest.get("time_column", "ts")))
         try:
             dataset = ds.dataset(files, filesystem=self.location.fs, format="parquet") if files else None
         except (OSError, pa.ArrowInvalid) as exc:
             raise StorageError(f"cannot open shards under {self.location.uri}: {exc}") from exc
-        expected = manifest.get("schema")
-        known = set(getattr(self, "files", []))
-        if dataset is not None:
-            for f in files:
-                if f in known:
-                    continue
-                got = schema_fields(ds.dataset(f, filesystem=self.location.fs, format="parquet").schema)
-                if got != expected:
-                    diff = [(a, b) for a, b in zip(got, expected or [], strict=False) if a != b]
-                    raise StorageError(f"shard {f} does not match the manifest schema: {diff[:3] or 'column count'}; "
-                                       "re-shard the data or fix the manifest")
         self.manifest = manifest
         self.files = files
         self.dataset = dataset
@@ -54,6 +49,45 @@ class ShardStore:
         self.cached: pa.Table | None = None  # the whole shard set, decoded, once a scan loaded it
         self._sorted: pa.Table | None = None  # the same, sorted by time
         self._size: int | None = None
+
+    def _check_file(self, path: str, schema: object, rows: object, time_column: str) -> None:
+        def footer() -> pq.FileMetaData:
+            with self.location.fs.open_input_file(path) as fh:
+                return pq.ParquetFile(fh).metadata
+
+        try:
+            meta = self.location.retrying(path, footer)
+        except pa.ArrowInvalid as exc:  # truncated or not parquet: the footer cannot be read
+            raise StorageError(f"shard file {path} is not a readable parquet file ({exc}); re-shard the data or "
+                               "restore the file") from None
+        got = schema_fields(meta.schema.to_arrow_schema())
+        if got != schema:
+            diff = [(a, b) for a, b in zip(got, schema or [], strict=False) if a != b]  # type: ignore[call-overload]
+            raise StorageError(f"shard {path} does not match the manifest schema: {diff[:3] or 'column count'}; "
+                               "re-shard the data or fix the manifest")
+        nulls = self._null_times(path, meta, time_column)
+        if nulls:
+            raise StorageError(f"shard file {path} has {nulls} row{'s' if nulls > 1 else ''} without a {time_column} "
+                               "(NULL): every event needs a time; re-shard the data (dfs-cer shard refuses such rows)")
+        if isinstance(rows, int) and meta.num_rows != rows:
+            raise StorageError(f"shard file {path} holds {meta.num_rows} rows, its manifest says {rows}; "
+                               "re-shard the data or restore the file")
+
+    def _null_times(self, path: str, meta: pq.FileMetaData, time_column: str) -> int:
+        """Rows of the file whose time is NULL: from the footer's statistics, else read."""
+        total = 0
+        for g in range(meta.num_row_groups):
+            group = meta.row_group(g)
+            column = next((group.column(j) for j in range(group.num_columns)
+                           if group.column(j).path_in_schema == time_column), None)
+            if column is None:
+                return 0  # no such column: the schema check names it
+            stats = column.statistics
+            if stats is None or not stats.has_null_count:
+                with self.location.fs.open_input_file(path) as fh:
+                    return int(pq.read_table(fh, columns=[time_column]).column(0).null_count)
+            total += int(stats.null_count)
+        return total
 
     def refresh(self) -> bool:
         """Pick up files added to the shard set since it was loaded (``dfs-cer shard --append``):
@@ -98,22 +132,24 @@ class ShardStore:
         are read once and filtered in memory afterwards (shards are immutable while served)."""
         if self.dataset is None:
             return self.schema.empty_table()
-        try:
-            if self.cached is None and 0 < self.estimate_bytes() <= self.config.cache_bytes:
-                with self._cache_lock:
-                    if self.cached is None:  # concurrent first scans load once
-                        self.cached = self._distinct(self.dataset.to_table())
-            elif self.cached is not None:
-                self.cache_hits += 1
-            if self.cached is not None:
-                source = ds.dataset(self.cached)
-            elif self.event_key:  # copies resolved before any filter: every query sees one copy
-                source = ds.dataset(self._distinct(self.dataset.to_table()))
-            else:
-                source = self.dataset
-            return source.to_table(filter=filter_, columns=columns)
-        except OSError as exc:
-            raise StorageError(f"cannot scan shards under {self.location.uri}: {exc}") from exc
+        # transient read errors (S3) are retried within storage.s3_retry_seconds
+        return self.location.retrying(f"shards under {self.location.uri}", lambda: self._scan(filter_, columns))
+
+    def _scan(self, filter_: object, columns: list[str] | None) -> pa.Table:
+        assert self.dataset is not None
+        if self.cached is None and 0 < self.estimate_bytes() <= self.config.cache_bytes:
+            with self._cache_lock:
+                if self.cached is None:  # concurrent first scans load once
+                    self.cached = self._distinct(self.dataset.to_table())
+        elif self.cached is not None:
+            self.cache_hits += 1
+        if self.cached is not None:
+            source = ds.dataset(self.cached)
+        elif self.event_key:  # copies resolved before any filter: every query sees one copy
+            source = ds.dataset(self._distinct(self.dataset.to_table()))
+        else:
+            source = self.dataset
+        return source.to_table(filter=filter_, columns=columns)
 
     @property
     def event_key(self) -> tuple[str, ...]:

@@ -201,12 +201,16 @@ def _split_statements(text: str) -> list[str]:
               help="Re-run a saved run's query over the shard files added since (dfs-cer shard --append): "
                    "recompute the affected time ranges and print the changelog.")
 @click.option("--runs-dir", default=".dfs-cer/runs", show_default=True, type=click.Path(file_okay=False))
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+              help="Fail the query after this many seconds, every round trip included "
+                   "[default: strategy.query_timeout_seconds, 300]; each call to a node is also bounded by "
+                   "strategy.call_timeout_seconds.")
 @pass_state
 @handle_errors
 def query_command(state: State, sql: tuple[str, ...], file: str | None, endpoints: str, token_file: str,
                   strategy: str, cost_model: str | None, explain_analyze: bool, fmt: str, limit: int, engine: str,
                   selection: str | None, kleene: str | None, save_run: bool, since_run: str | None,
-                  runs_dir: str) -> None:
+                  runs_dir: str, timeout: float | None) -> None:
     """Run a query against storage nodes with a pull strategy and print the matches.
 
     Several queries (several arguments, or statements separated by ';' in --file) run together:
@@ -217,7 +221,8 @@ def query_command(state: State, sql: tuple[str, ...], file: str | None, endpoint
     nodes = [e.strip() for e in endpoints.split(",") if e.strip()]
     options: dict[str, Any] = {"integer_time_unit": state.config.query.integer_time_unit,
                                "cost_model": cost_model or state.config.strategy.cost_model,
-                               "calibration_file": state.config.strategy.calibration_file}
+                               "calibration_file": state.config.strategy.calibration_file,
+                               "timeout": timeout, "config": state.config.strategy}
     matching: dict[str, Any] = {k: v for k, v in (("selection", selection), ("kleene", kleene)) if v}
     statements = [q for text in ([_read_sql(None, file)] if file else list(sql)) for q in _split_statements(text)]
     if save_run or since_run:
@@ -257,6 +262,7 @@ def query_command(state: State, sql: tuple[str, ...], file: str | None, endpoint
         matches, result_trace = match_pulled(result, **matching), result.trace
     assert result_trace is not None
     trace = result_trace.to_dict()
+    _warn(trace)
     if fmt == "json":
         click.echo(json_lib.dumps({"matches": matches.to_pylist(), "trace": trace}, default=str))
         return
@@ -281,6 +287,12 @@ def query_command(state: State, sql: tuple[str, ...], file: str | None, endpoint
                        f"{m['seconds'] * 1e3:.1f} ms{memory}")
         click.echo("")
     _print_table(matches, f"{matches.num_rows} rows", limit)
+
+
+def _warn(trace: dict[str, Any]) -> None:
+    """What went wrong without spoiling the result (e.g. a node that did not confirm close), on stderr."""
+    for w in trace.get("warnings") or ():
+        click.echo(f"warning: {w}", err=True)
 
 
 def _print_table(table: pa.Table, title: str, limit: int) -> None:
@@ -314,10 +326,11 @@ def _situations_query(sql: str, nodes: list[str], token: str, strategy: str, fmt
 
     if strategy not in STRATEGIES:
         raise click.UsageError(f"situation queries run with --strategy {' or '.join(STRATEGIES)}")
-    result = pull_situations(sql, nodes, token, strategy=strategy,
-                             integer_time_unit=options.get("integer_time_unit", "s"))
+    result = pull_situations(sql, nodes, token, strategy=strategy, timeout=options.get("timeout"),
+                             integer_time_unit=options.get("integer_time_unit", "s"), config=options.get("config"))
     table = outer(parse_situations(sql), result.relation)
     trace = result.trace.to_dict()
+    _warn(trace)
     if fmt == "json":
         click.echo(json_lib.dumps({"matches": table.to_pylist(), "trace": trace}, default=str))
         return
@@ -336,6 +349,8 @@ def _query_group(statements: list[str], nodes: list[str], token: str, strategy: 
 
     group = pull_many(strategy, statements, nodes, token, **options)
     results = [match_pulled(r, **matching) for r in group.results]
+    for r in group.results:
+        _warn(r.trace.to_dict())
     if fmt == "json":
         click.echo(json_lib.dumps({
             "queries": [{"sql": q, "matches": m.to_pylist(), "trace": r.trace.to_dict()}
@@ -359,6 +374,8 @@ def _saved_run(state: State, sql: str, nodes: list[str], token: str, strategy: s
 
     run = run_and_save(sql, nodes, token, strategy=strategy, runs_dir=runs_dir, since_run=since_run, **options)
     rec = run.record
+    if run.pulled is not None:
+        _warn(run.pulled.trace.to_dict())
     if fmt == "json":
         click.echo(json_lib.dumps({"run_id": rec.run_id, "parent": rec.parent, "mode": rec.mode, "note": rec.note,
                                    "recomputed": rec.recomputed, "path": str(run.where),

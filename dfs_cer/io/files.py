@@ -16,26 +16,50 @@ from dfs_cer.errors import StorageError
 T = TypeVar("T")
 
 
+#: S3 error codes (as pyarrow's AWS SDK spells them) that no retry can fix: fail at once
+PERMANENT = {
+    "ACCESS_DENIED": "access denied (check the credentials and the bucket policy)",
+    "INVALID_ACCESS_KEY_ID": "access denied: the access key id is not known (check AWS_ACCESS_KEY_ID)",
+    "SIGNATURE_DOES_NOT_MATCH": "access denied: the secret key does not match (check AWS_SECRET_ACCESS_KEY)",
+    "INVALID_SIGNATURE": "access denied: the request signature is invalid (check the credentials)",
+    "MISSING_AUTHENTICATION_TOKEN": "access denied: no credentials were found",
+    "EXPIRED_TOKEN": "access denied: the session token has expired",
+    "NO_SUCH_BUCKET": "no such bucket",
+    "NO_SUCH_KEY": "not found",
+    "RESOURCE_NOT_FOUND": "not found",
+    "INVALID_PARAMETER_VALUE": "the request was refused as invalid",
+}
+
+
 @dataclass(frozen=True)
 class FileLocation:
-    """A directory-like location: ``fs`` plus a ``path`` inside it (``bucket/prefix`` for S3)."""
+    """A directory-like location: ``fs`` plus a ``path`` inside it (``bucket/prefix`` for S3);
+    reads of it retry transient errors for at most ``retry_seconds``."""
 
     fs: pafs.FileSystem
     path: str
     uri: str
+    retry_seconds: float = 10.0
 
     def join(self, *parts: str) -> str:
         return "/".join([self.path.rstrip("/"), *parts])
 
+    def retrying(self, what: str, fn: Callable[[], T]) -> T:
+        return retrying(what, fn, budget=self.retry_seconds)
+
 
 def _s3(config: StorageConfig) -> pafs.S3FileSystem:
     endpoint = config.s3_endpoint or os.environ.get("AWS_ENDPOINT_URL") or None
-    kwargs: dict[str, object] = {"region": config.s3_region}
+    kwargs: dict[str, object] = {"region": config.s3_region,
+                                 "connect_timeout": config.s3_connect_timeout_seconds,
+                                 "request_timeout": config.s3_request_timeout_seconds}
     if endpoint:
         scheme, _, rest = endpoint.partition("://")
         kwargs["endpoint_override"] = rest or scheme
         kwargs["scheme"] = scheme if rest else "https"
-    kwargs["retry_strategy"] = pafs.AwsStandardS3RetryStrategy(max_attempts=max(1, config.s3_retries))
+    # one attempt per call: ``retrying`` retries transient errors within the time budget and
+    # gives up at once on permanent ones (the SDK's own retries would retry access denied too)
+    kwargs["retry_strategy"] = pafs.AwsStandardS3RetryStrategy(max_attempts=1)
     return pafs.S3FileSystem(**kwargs)  # credentials from the usual AWS sources
 
 
@@ -43,30 +67,49 @@ def filesystem_for(uri: str, config: StorageConfig | None = None) -> FileLocatio
     """Resolve a local path or ``s3://bucket/prefix``."""
     config = config or StorageConfig()
     if uri.startswith("s3://"):
-        return FileLocation(_s3(config), uri[len("s3://") :].rstrip("/"), uri)
+        return FileLocation(_s3(config), uri[len("s3://") :].rstrip("/"), uri, config.s3_retry_seconds)
     if "://" in uri:
         raise StorageError(f"unsupported location {uri}; use a local path or s3://bucket/prefix")
-    return FileLocation(pafs.LocalFileSystem(), os.path.abspath(uri), uri)
+    return FileLocation(pafs.LocalFileSystem(), os.path.abspath(uri), uri, config.s3_retry_seconds)
 
 
-def retrying(what: str, fn: Callable[[], T], attempts: int = 5, base: float = 0.1) -> T:
-    """Run ``fn``, retrying transient storage errors with bounded exponential backoff."""
-    for attempt in range(attempts):
+def permanent(exc: BaseException) -> str | None:
+    """Why ``exc`` (an error of a read) cannot be fixed by retrying, or None when it may pass."""
+    if isinstance(exc, FileNotFoundError):
+        return "not found"
+    if isinstance(exc, PermissionError):
+        return "access denied"
+    text = str(exc)
+    for code, why in PERMANENT.items():
+        if f"AWS Error {code} " in text or f"AWS Error {code}:" in text:
+            return why
+    return None
+
+
+def retrying(what: str, fn: Callable[[], T], budget: float = 10.0, base: float = 0.1) -> T:
+    """Run ``fn``, retrying transient storage errors (network, throttling, 5xx) with
+    exponential backoff until ``budget`` seconds have passed; permanent errors (not found,
+    access denied, no such bucket) fail at once."""
+    began = time.monotonic()
+    attempt = 0
+    while True:
+        attempt += 1
         try:
             return fn()
-        except FileNotFoundError as exc:
-            raise StorageError(f"cannot read {what}: not found") from exc
-        except PermissionError as exc:
-            raise StorageError(f"cannot read {what}: access denied") from exc
         except OSError as exc:
-            if attempt == attempts - 1:
-                raise StorageError(f"cannot read {what} after {attempts} attempts: {exc}") from exc
-            time.sleep(min(5.0, base * 2**attempt))
-    raise AssertionError("unreachable")  # pragma: no cover
+            why = permanent(exc)
+            if why is not None:
+                raise StorageError(f"cannot read {what}: {why}") from exc
+            pause = min(2.0, base * 2 ** (attempt - 1))
+            spent = time.monotonic() - began
+            if spent + pause > budget:
+                raise StorageError(f"cannot read {what} after {attempt} attempt{'s' if attempt > 1 else ''} in "
+                                   f"{spent:.1f} s: {exc} (storage.s3_retry_seconds bounds the retries)") from exc
+            time.sleep(pause)
 
 
 def list_files(location: FileLocation, suffix: str = ".parquet") -> list[str]:
     """Files under ``location`` ending with ``suffix``, sorted (paths inside the filesystem)."""
     selector = pafs.FileSelector(location.path, recursive=True, allow_not_found=True)
-    infos = retrying(location.uri, lambda: location.fs.get_file_info(selector))
+    infos = location.retrying(location.uri, lambda: location.fs.get_file_info(selector))
     return sorted(i.path for i in infos if i.type == pafs.FileType.File and i.path.endswith(suffix))

@@ -6,6 +6,7 @@ run also keeps ``changelog.parquet``."""
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -57,8 +58,18 @@ def save_run(runs_dir: str | Path, record: RunRecord, matches: pa.Table, changes
     return where
 
 
+#: what a run id looks like (``new_run_id``): a name, never a path
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
 def load_run(runs_dir: str | Path, run_id: str) -> tuple[RunRecord, pa.Table]:
-    where = Path(runs_dir) / run_id
+    if not _RUN_ID.match(run_id) or run_id in (".", ".."):
+        raise RunError(f"{run_id!r} is not a run id (letters, digits, '-', '_' and '.'; e.g. 20261123T101500-1a2b3c); "
+                       "--since-run names a run under --runs-dir, not a path")
+    root = Path(runs_dir).resolve()
+    where = (root / run_id).resolve()
+    if where.parent != root:  # a symlink pointing elsewhere
+        raise RunError(f"saved run {run_id!r} resolves outside {runs_dir}")
     meta = where / "run.json"
     if not meta.is_file():
         known = sorted(p.name for p in Path(runs_dir).glob("*/run.json") for p in [p.parent]) \

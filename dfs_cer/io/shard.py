@@ -147,6 +147,11 @@ def shard(input_path: str, nodes: int, to: str, *, partitioning: str = "random",
     for column, option in ((time_column, "--time-column"),):
         if column not in schema.names:
             raise ShardError(f"{option} {column} is not a column of the input; columns: {', '.join(schema.names)}")
+    nulls = dataset.count_rows(filter=pc.field(time_column).is_null())
+    if nulls:
+        raise ShardError(f"{nulls} row{'s' if nulls > 1 else ''} of the input ha{'ve' if nulls > 1 else 's'} no "
+                         f"{time_column} (NULL); every event needs a time: drop or fill them first (e.g. "
+                         f"SELECT * FROM input WHERE {time_column} IS NOT NULL)")
     if partitioning == "type" and type_column not in schema.names:
         raise ShardError(f"--type-column {type_column} is not a column of the input")
     for key in event_key:
@@ -243,6 +248,13 @@ def schema_fields(schema: pa.Schema) -> list[dict[str, str]]:
     return [{"name": f.name, "type": str(f.type)} for f in schema]
 
 
+def schema_digest(schema: pa.Schema) -> str:
+    """A short fingerprint of the column names and types (storage nodes serving one table agree on it)."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(schema_fields(schema)).encode()).hexdigest()[:16]
+
+
 def storage_schema(schema: pa.Schema) -> pa.Schema:
     """The schema ``schema`` has once written to parquet and read back: parquet has no second
     timestamps (``timestamp[s]`` comes back as ``timestamp[ms]``), and metadata is dropped.
@@ -287,8 +299,6 @@ def _write_manifest(out: FileLocation, m: NodeManifest, schema: pa.Schema, time_
 
 def read_manifest(location: FileLocation) -> dict[str, Any]:
     """Load ``manifest.json`` of one node's shard set."""
-    from dfs_cer.io.files import retrying
-
     path = location.join(MANIFEST)
 
     def load() -> dict[str, Any]:
@@ -299,6 +309,6 @@ def read_manifest(location: FileLocation) -> dict[str, Any]:
         return doc
 
     try:
-        return retrying(f"{location.uri}/{MANIFEST}", load)
+        return location.retrying(f"{location.uri}/{MANIFEST}", load)
     except json.JSONDecodeError as exc:
         raise StorageError(f"manifest {location.uri}/{MANIFEST} is not valid JSON: {exc}") from exc

@@ -16,6 +16,8 @@ import pyarrow.compute as pc
 
 from dfs_cer.errors import UnsupportedFeatureError
 from dfs_cer.query.expr import (
+    CAST_TYPES,
+    FUNCTIONS,
     Aggregate,
     Between,
     BinaryOp,
@@ -42,16 +44,8 @@ Resolver = Callable[[Expr], pa.Array]
 
 _COMPARE = {"=": "equal", "<>": "not_equal", "<": "less", "<=": "less_equal", ">": "greater", ">=": "greater_equal"}
 _ARITH = {"+": "add_checked", "-": "subtract_checked", "*": "multiply_checked", "/": "divide_checked"}
-_FUNCTIONS = {
-    "lower": "utf8_lower", "upper": "utf8_upper", "abs": "abs_checked", "length": "utf8_length",
-    "trim": "utf8_trim_whitespace", "ltrim": "utf8_ltrim_whitespace", "rtrim": "utf8_rtrim_whitespace",
-    "floor": "floor", "ceil": "ceil", "sqrt": "sqrt_checked", "ln": "ln_checked", "exp": "exp",
-    "sign": "sign",
-}  # fmt: skip
-_CASTS = {
-    "DOUBLE": pa.float64(), "FLOAT": pa.float32(), "REAL": pa.float32(), "BIGINT": pa.int64(), "INT": pa.int32(),
-    "INTEGER": pa.int32(), "SMALLINT": pa.int16(), "TEXT": pa.string(), "VARCHAR": pa.string(), "BOOLEAN": pa.bool_(),
-}  # fmt: skip
+_FUNCTIONS = FUNCTIONS
+_CASTS = {name: getattr(pa, arrow)() for name, arrow in CAST_TYPES.items()}
 
 
 def _like_regex(pattern: str) -> str:

@@ -22,6 +22,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dfs_cer.query.expr import (
+    CAST_TYPES,
+    FUNCTIONS,
     Between,
     BinaryOp,
     Case,
@@ -57,15 +59,8 @@ _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
     "=": operator.eq, "<>": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
 }  # fmt: skip
 _ARITH = {"+": "add_checked", "-": "subtract_checked", "*": "multiply_checked", "/": "divide_checked"}
-_FUNCTIONS = {
-    "lower": "utf8_lower", "upper": "utf8_upper", "abs": "abs_checked", "length": "utf8_length",
-    "trim": "utf8_trim_whitespace", "ltrim": "utf8_ltrim_whitespace", "rtrim": "utf8_rtrim_whitespace",
-    "floor": "floor", "ceil": "ceil", "sqrt": "sqrt_checked", "ln": "ln_checked",
-}  # fmt: skip
-_CASTS = {
-    "DOUBLE": pa.float64(), "FLOAT": pa.float32(), "REAL": pa.float32(), "BIGINT": pa.int64(), "INT": pa.int32(),
-    "INTEGER": pa.int32(), "SMALLINT": pa.int16(), "TEXT": pa.string(), "VARCHAR": pa.string(), "BOOLEAN": pa.bool_(),
-}  # fmt: skip
+_FUNCTIONS = FUNCTIONS
+_CASTS = {name: getattr(pa, arrow)() for name, arrow in CAST_TYPES.items()}
 
 
 def _scalar(value: Any) -> Any:

@@ -105,6 +105,22 @@ class MatchNumber(Expr):
     pass
 
 
+#: scalar functions conditions and measures may call: SQL name -> pyarrow compute kernel
+#: (``coalesce`` is evaluated directly); everything else is refused at validation
+FUNCTIONS = {
+    "lower": "utf8_lower", "upper": "utf8_upper", "abs": "abs_checked", "length": "utf8_length",
+    "trim": "utf8_trim_whitespace", "ltrim": "utf8_ltrim_whitespace", "rtrim": "utf8_rtrim_whitespace",
+    "floor": "floor", "ceil": "ceil", "sqrt": "sqrt_checked", "ln": "ln_checked", "exp": "exp",
+    "sign": "sign",
+}  # fmt: skip
+#: CAST targets: SQL type name -> Arrow type name
+CAST_TYPES = {
+    "DOUBLE": "float64", "FLOAT": "float32", "REAL": "float32", "BIGINT": "int64", "INT": "int32",
+    "INTEGER": "int32", "SMALLINT": "int16", "TEXT": "string", "VARCHAR": "string", "BOOLEAN": "bool_",
+}  # fmt: skip
+#: the deepest expression a query may hold (deeper ones are refused before any recursion)
+MAX_DEPTH = 200
+
 AGGREGATES = frozenset({"count", "sum", "avg", "min", "max", "stddev", "variance",
                         "bool_and", "bool_or", "array_agg", "count_if", "max_by", "min_by"})
 
@@ -263,6 +279,17 @@ def walk(e: Expr) -> Iterator[Expr]:
     yield e
     for c in children(e):
         yield from walk(c)
+
+
+def depth(e: Expr) -> int:
+    """The depth of ``e``'s tree, computed without recursion (any depth is safe to measure)."""
+    deepest = 0
+    stack: list[tuple[Expr, int]] = [(e, 1)]
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        stack.extend((c, d + 1) for c in children(node))
+    return deepest
 
 
 def conjuncts(e: Expr) -> list[Expr]:

@@ -191,4 +191,7 @@ class Query:
         value = from_json(text)
         if not isinstance(value, Query):
             raise SerdeError(f"JSON does not describe a query but a {type(value).__name__}")
+        from dfs_cer.query.validate import validate
+
+        validate(value)  # the same rules as parsed SQL (functions, depth, variables, ...)
         return value

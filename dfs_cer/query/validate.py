@@ -9,15 +9,22 @@ from __future__ import annotations
 from dfs_cer.errors import QueryValidationError
 from dfs_cer.pattern.ir import labels
 from dfs_cer.query.expr import (
+    AGGREGATES,
+    CAST_TYPES,
+    FUNCTIONS,
+    MAX_DEPTH,
     Aggregate,
+    Cast,
     Classifier,
     Column,
     Expr,
+    Function,
     MatchNumber,
     Navigation,
     Semantics,
     Star,
     children,
+    depth,
     to_sql,
     walk,
 )
@@ -64,6 +71,11 @@ def validate(query: Query) -> None:
         raise _fail(f"AFTER MATCH SKIP {skip.to.value} {skip.variable}: {skip.variable} is not a pattern variable "
                     "or SUBSET", "AFTER MATCH SKIP", f"pattern variables: {known}", "undefined-variable")
 
+    for clause, e in [(f"DEFINE {d.variable}", d.condition) for d in mr.definitions] + \
+            [(f"MEASURES {m.name}", m.expr) for m in mr.measures]:
+        if depth(e) > MAX_DEPTH:  # before anything walks it recursively
+            raise _fail(f"the expression is nested {depth(e)} levels deep, more than {MAX_DEPTH}", clause,
+                        "simplify the expression", "too-deep")
     context = _Context(query, names, known)
     for d in mr.definitions:
         context.check(d.condition, f"DEFINE {d.variable}", in_define=True)
@@ -99,6 +111,12 @@ class _Context:
                 self._navigation(n, clause)
             if isinstance(n, Aggregate):
                 self._aggregate(n, clause)
+            if isinstance(n, Function) and n.name != "coalesce" and n.name not in FUNCTIONS:
+                raise _fail(f"function {n.name}() is not supported", clause,
+                            f"supported: {', '.join(sorted([*FUNCTIONS, 'coalesce']))}", "unknown-function")
+            if isinstance(n, Cast) and n.to.upper() not in CAST_TYPES:
+                raise _fail(f"CAST to {n.to} is not supported", clause,
+                            f"supported: {', '.join(sorted(CAST_TYPES))}", "unknown-type")
 
     def _navigation(self, nav: Navigation, clause: str) -> None:
         inner_navs = [n for n in walk(nav.operand) if isinstance(n, Navigation)]
@@ -127,6 +145,9 @@ class _Context:
                         "all columns in one navigation must use the same variable (or none)", "bad-navigation")
 
     def _aggregate(self, agg: Aggregate, clause: str) -> None:
+        if agg.name not in AGGREGATES:
+            raise _fail(f"aggregate {agg.name}() is not supported", clause,
+                        f"supported: {', '.join(sorted(AGGREGATES))}", "unknown-function")
         for arg in agg.args:
             for n in walk(arg):
                 if isinstance(n, Aggregate):

@@ -168,11 +168,14 @@ def match_situations(table: pa.Table, sql: str, *, integer_time_unit: str = "s",
 
 def outer(query: SituationQuery, relation: pa.Table) -> pa.Table:
     """The SELECT around the SITUATIONS clause, on DuckDB, over the match relation."""
-    import duckdb
+    from dfs_cer.local import sandboxed_duckdb
+    from dfs_cer.query.sandbox import check_outer
 
-    con = duckdb.connect()
+    sql = query.outer_sql.replace(RELATION, "__dfs_cer_situations")
+    check_outer(sql, ["__dfs_cer_situations"], "duckdb")
+    con = sandboxed_duckdb()
     try:
         con.register("__dfs_cer_situations", relation)
-        return con.sql(query.outer_sql.replace(RELATION, "__dfs_cer_situations")).to_arrow_table()
+        return con.sql(sql).to_arrow_table()
     finally:
         con.close()

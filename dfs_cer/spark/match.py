@@ -25,6 +25,7 @@ from dfs_cer.match.rowpattern import _time_values
 from dfs_cer.plan.units import balanced_tasks, unit_starts
 from dfs_cer.query import Analysis, Query, analyze, parse
 from dfs_cer.query.expr import MatchNumber, walk
+from dfs_cer.query.sandbox import check_outer
 from dfs_cer.strategies.base import Trace
 
 TASK = "__dfs_cer_task"
@@ -112,8 +113,10 @@ def outer_query(spark: Any, query: Query, relation: Any) -> Any:
     if sql is None:
         return relation
     view = f"dfs_cer_{uuid.uuid4().hex}"
+    sql = sql.replace(RELATION, view)
+    check_outer(sql, [view], "spark")  # Spark SQL has no sandbox switch: the check is the sandbox
     relation.createOrReplaceTempView(view)
-    return spark.sql(sql.replace(RELATION, view))
+    return spark.sql(sql)
 
 
 @dataclass

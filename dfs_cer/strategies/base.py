@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -12,10 +13,13 @@ from typing import Any, TypeVar
 import numpy as np
 import pyarrow as pa
 
+from dfs_cer.config import StrategyConfig
+from dfs_cer.errors import ConfigError, DfsCerError, StorageError
 from dfs_cer.query import Analysis, Query
 from dfs_cer.transport.client import StorageClient
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass
@@ -52,6 +56,8 @@ class Trace:
     rounds: list[Round] = field(default_factory=list)
     fallback: str | None = None
     matching: Matching | None = None
+    #: what went wrong without spoiling the result (e.g. a node that did not confirm close)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def bytes_to_cn(self) -> int:
@@ -73,7 +79,7 @@ class Trace:
         return {"strategy": self.strategy, "rounds": [r.to_dict() for r in self.rounds],
                 "bytes_to_cn": self.bytes_to_cn, "bytes_to_sn": self.bytes_to_sn,
                 "events_received": self.events_received, "seconds": self.seconds, "fallback": self.fallback,
-                "matching": None if self.matching is None else self.matching.to_dict()}
+                "matching": None if self.matching is None else self.matching.to_dict(), "warnings": self.warnings}
 
 
 @dataclass
@@ -95,12 +101,22 @@ FINAL_PULLS = ("pull", "pull_range", "pull_pushdown", "pull_all")
 
 
 class Session:
-    """One query's conversation with all storage nodes; calls run on every node in parallel."""
+    """One query's conversation with all storage nodes; calls run on every node in parallel.
+
+    ``deadline`` (``time.monotonic()`` seconds) bounds every call (with the clients' per-call
+    timeout); a failing call is reported with its round, node and action; :meth:`close`
+    reaches every node, concurrently and briefly, whatever happened before."""
 
     def __init__(self, clients: Sequence[StorageClient], trace: Trace, event_key: Sequence[str] | None = None,
-                 dedup: bool = True) -> None:
+                 dedup: bool = True, *, deadline: float | None = None, close_timeout: float = 2.0,
+                 admission_wait: float = 60.0) -> None:
         self.clients = list(clients)
         self.trace = trace
+        self.deadline = deadline
+        self.close_timeout = close_timeout
+        self.admission_wait = admission_wait
+        for c in self.clients:
+            c.deadline = deadline
         self.query_id = uuid.uuid4().hex
         #: columns identifying an event; None: the storage nodes' manifests say (--event-key)
         self.event_key = None if event_key is None else tuple(event_key)
@@ -112,12 +128,53 @@ class Session:
         self.opened: list[tuple[dict[str, Any], list[bytes]]] | None = None
         self.group: Any = None
         self._pool = ThreadPoolExecutor(max(1, len(self.clients)))
+        self._closed = False
+
+    @classmethod
+    def connect(cls, endpoints: Sequence[str], token: str, trace: Trace, config: StrategyConfig | None = None,
+                timeout: float | None = None, event_key: Sequence[str] | None = None,
+                dedup: bool = True) -> Session:
+        """A session over new connections to ``endpoints``: each call gets the config's per-call
+        timeout, the whole query ``timeout`` seconds (default ``query_timeout_seconds``)."""
+        config = config or StrategyConfig()
+        seconds = config.query_timeout_seconds if timeout is None else timeout
+        if not seconds > 0:
+            raise ConfigError(f"the query timeout must be positive seconds, got {seconds}; pass e.g. --timeout 60")
+        clients = [StorageClient(e, token, timeout=config.call_timeout_seconds) for e in endpoints]
+        return cls(clients, trace, event_key, dedup, deadline=time.monotonic() + seconds,
+                   close_timeout=config.close_timeout_seconds, admission_wait=config.admission_wait_seconds)
+
+    def finish(self, work: Callable[[], R], trace: Callable[[R], Trace]) -> R:
+        """Run ``work`` and close the query on every node whatever happens. A failure is
+        reported as it happened (a close that fails too does not replace it); when the work
+        completed and only some close failed, the result is kept and ``trace(result)``'s
+        warnings say so. The connections are closed."""
+        try:
+            try:
+                result = work()
+            except BaseException:
+                self.close()  # best effort: the error that stopped the query is the one reported
+                raise
+            trace(result).warnings.extend(self.close())
+            return result
+        finally:
+            self.close_connections()
+
+    def close_connections(self) -> None:
+        self._pool.shutdown(wait=False)
+        for c in self.clients:
+            c.close()
 
     def all(self, name: str, fn: Callable[[StorageClient], T], events: Callable[[list[T]], int] | None = None,
             decision: dict[str, Any] | None = None, note: str | None = None) -> list[T]:
         marks = [len(c.transfers) for c in self.clients]
         start = time.perf_counter()
-        results = list(self._pool.map(fn, self.clients))
+        try:
+            results = list(self._pool.map(fn, self.clients))
+        except DfsCerError as exc:  # name the round: the node and the action are in the message
+            exc.args = (f"round {len(self.trace.rounds) + 1} ({name}): {exc.args[0] if exc.args else exc}",
+                        *exc.args[1:])
+            raise
         seconds = time.perf_counter() - start
         new = [t for c, m in zip(self.clients, marks, strict=True) for t in c.transfers[m:]]
         self.trace.rounds.append(Round(name, sum(t.bytes_to_sn for t in new), sum(t.bytes_to_cn for t in new),
@@ -151,12 +208,72 @@ class Session:
         body = {"query_id": self.query_id, "kind": kind, **(header or {})}
         tables = self.all(kind, lambda c: c.pull(body, blobs), events=lambda ts: sum(t.num_rows for t in ts),
                           **round_info)
+        if tables and any(not t.schema.equals(tables[0].schema) for t in tables):
+            self.same_schemas([t.schema for t in tables])
         return pa.concat_tables(tables) if tables else pa.table({})
 
-    def close(self) -> None:
-        try:
-            for c in self.clients:
+    def same_schemas(self, schemas: Sequence[pa.Schema]) -> None:
+        """Every storage node must serve the same columns and types (e.g. not a time zone on one
+        node and plain timestamps on another): else a clear error naming two nodes and the columns."""
+        first = schemas[0]
+        for client, other in zip(self.clients[1:], schemas[1:], strict=True):
+            if not other.equals(first):
+                diff = [f"{a.name}: {a.type} vs {b.type}" if a.name == b.name else f"column {a.name} vs {b.name}"
+                        for a, b in zip(first, other, strict=False) if not a.equals(b)]
+                if len(first) != len(other):
+                    diff.append(f"{len(first)} vs {len(other)} columns")
+                raise StorageError(f"storage nodes {self.clients[0].endpoint} and {client.endpoint} serve different "
+                                   f"schemas ({'; '.join(diff[:3])}); shard every node's data with one schema "
+                                   "(dfs-cer shard writes one for all nodes)")
+
+    def schemas(self) -> list[pa.Schema]:
+        """Every node's exact schema (one round trip)."""
+        return [pa.ipc.read_schema(pa.py_buffer(blobs[0])) for _, blobs in self.action("schema", {})]
+
+    def reserve(self) -> None:
+        """Room for the query on every storage node or on none (never one while waiting for
+        another): ask all at once; when some refuse, give back what was granted and ask again
+        after a short, growing pause, keeping the query's place in each node's line, until
+        ``admission_wait`` passes."""
+        arrival = time.time()
+        give_up = time.monotonic() + self.admission_wait
+        pause = 0.02
+        while True:
+            replies = self.action("reserve", {"arrival": arrival})
+            refused = [i for i, (h, _) in enumerate(replies) if not h.get("granted")]
+            if not refused:
+                return
+            self.trace.rounds.pop()  # waiting is not a round trip of the strategy
+            for i, c in enumerate(self.clients):
+                if i not in refused:
+                    c.action("release", {"query_id": self.query_id})
+            if time.monotonic() > give_up:
+                from dfs_cer.transport.client import NodeRefusedError
+
+                busy = ", ".join(self.clients[i].endpoint for i in refused)
+                raise NodeRefusedError(f"storage nodes {busy} had no room for the query within "
+                                       f"{self.admission_wait:.0f} s (memory budget held by other queries); retry "
+                                       "later, raise --memory-budget or strategy.admission_wait_seconds",
+                                       "admission")
+            time.sleep(pause * (0.5 + random.random()))
+            pause = min(0.5, pause * 2)
+
+    def close(self) -> list[str]:
+        """Close the query on every node, concurrently, each within ``close_timeout`` seconds
+        (even past the deadline); returns what failed (the state expires on the node's TTL)."""
+        def one(c: StorageClient) -> str | None:
+            c.deadline, c.timeout = None, self.close_timeout
+            try:
                 c.action("close", {"query_id": self.query_id})
+            except DfsCerError as exc:
+                return f"close: {exc}"
+            return None
+
+        if self._closed:
+            return []
+        self._closed = True
+        try:
+            return [w for w in self._pool.map(one, self.clients) if w]
         finally:
             self._pool.shutdown(wait=False)
 

@@ -19,10 +19,10 @@ from typing import Any, TypeVar
 import numpy as np
 import pyarrow as pa
 
+from dfs_cer.config import StrategyConfig
 from dfs_cer.errors import ConfigError
 from dfs_cer.query import Query
 from dfs_cer.strategies.base import PullResult, Round, Session, Trace, resolve_query
-from dfs_cer.transport.client import StorageClient
 
 MEMBERS = "__dfs_cer_members"
 T = TypeVar("T")
@@ -149,8 +149,9 @@ class _SharedPull:
 
 def pull_many(name: str, queries: Sequence[Query | str], endpoints: Sequence[str], token: str, *,
               integer_time_unit: str = "s", event_key: Sequence[str] | None = None, dedup: bool = True,
-              **options: Any) -> GroupResult:
-    """Run pull strategy ``name`` for every query together (see the module docstring)."""
+              timeout: float | None = None, config: StrategyConfig | None = None, **options: Any) -> GroupResult:
+    """Run pull strategy ``name`` for every query together (see the module docstring);
+    ``timeout`` bounds the whole group (default ``strategy.query_timeout_seconds``)."""
     from dfs_cer.strategies.pull import STRATEGIES
 
     if name not in STRATEGIES:
@@ -163,19 +164,23 @@ def pull_many(name: str, queries: Sequence[Query | str], endpoints: Sequence[str
         from dfs_cer.strategies.pull import pull
 
         result = pull(name, parsed[0], endpoints, token, integer_time_unit=integer_time_unit, event_key=event_key,
-                      dedup=dedup, **options)
+                      dedup=dedup, timeout=timeout, config=config, **options)
         return GroupResult([result], Trace(f"{name} x1"), time.perf_counter() - began)
     # a client (connection) per query and node: each counts the bytes of its own calls while
     # the queries' round trips overlap
-    clients = [[StorageClient(e, token) for e in endpoints] for _ in range(len(parsed) + 1)]
-    group = Session(clients[0], Trace(f"{name} x{len(parsed)}"))
-    sessions = [Session(clients[k + 1], Trace(name), event_key, dedup) for k in range(len(parsed))]
+    group = Session.connect(endpoints, token, Trace(f"{name} x{len(parsed)}"), config, timeout)
+    sessions = [Session.connect(endpoints, token, Trace(name), config, timeout, event_key, dedup) for _ in parsed]
+    for s in sessions:  # one deadline for the whole group
+        s.deadline = group.deadline
+        for c in s.clients:
+            c.deadline = group.deadline
     began = time.perf_counter()
     try:
         members = [{"query_id": s.query_id, "sql": q.to_sql(), "integer_time_unit": integer_time_unit}
                    for s, q in zip(sessions, parsed, strict=True)]
         # pull_all's final pulls take every row: the group's table must hold them all
         whole = name == "pull_all"
+        group.reserve()  # room on every node or on none
         replies = group.action("open", {}, per_node=lambda i: ({"group": members, "schema": i == 0,
                                                                   "whole": whole}, []))
         shared = _SharedPull(group, sessions)
@@ -191,12 +196,15 @@ def pull_many(name: str, queries: Sequence[Query | str], endpoints: Sequence[str
 
         with ThreadPoolExecutor(len(parsed)) as pool:
             results = list(pool.map(run, range(len(parsed))))
+        for r, s in zip(results, sessions, strict=True):  # complete results are kept
+            r.trace.warnings += s.close()
         return GroupResult(results, group.trace, time.perf_counter() - began)
+    except BaseException:
+        for s in [group, *sessions]:
+            s.close()  # best effort: the error that stopped the group is the one reported
+        raise
     finally:
+        group.close_connections()
         for s in sessions:
-            s.close()
-        group._pool.shutdown(wait=False)
-        for per_query in clients:
-            for c in per_query:
-                c.close()
+            s.close_connections()
 

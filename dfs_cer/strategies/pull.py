@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from dfs_cer.config import QueryConfig
+from dfs_cer.config import QueryConfig, StrategyConfig
 from dfs_cer.filters import (
     IntervalSet,
     RefreshTags,
@@ -52,10 +52,13 @@ def _open(session: Session, query: Query, unit: str) -> tuple[Analysis, list[dic
     else:
         extra = {} if session.time_ranges is None else {
             "time_ranges": [[int(a), int(b)] for a, b in session.time_ranges]}
+        session.reserve()  # room on every node or on none (no query holds one node waiting for another)
         replies = session.action("open", {}, per_node=lambda i: (
             {"sql": sql, "integer_time_unit": unit, "schema": i == 0, **extra}, []))
     schema = pa.ipc.read_schema(pa.py_buffer(replies[0][1][0]))
     headers = [h for h, _ in replies]
+    if len({h.get("schema_digest") for h in headers}) > 1:
+        session.same_schemas(session.schemas())
     key = session.event_key
     if key is None:  # the shard sets' own event key (dfs-cer shard --event-key)
         keys = {tuple(h.get("event_key") or ()) for h in headers}
@@ -404,25 +407,26 @@ STRATEGIES = {"pull_all": pull_all, "push_down": push_down, "push_pull": push_pu
 
 def pull(name: str, query: Query | str, endpoints: Sequence[str], token: str, *, integer_time_unit: str = "s",
          event_key: Sequence[str] | None = None, dedup: bool = True,
-         time_ranges: Sequence[tuple[int, int]] | None = None, **options: Any) -> PullResult:
+         time_ranges: Sequence[tuple[int, int]] | None = None, timeout: float | None = None,
+         config: StrategyConfig | None = None, **options: Any) -> PullResult:
     """Run pull strategy ``name`` for ``query`` against the storage nodes at ``endpoints``.
 
     ``event_key`` (default: the shard sets' own, from ``dfs-cer shard --event-key``; else the
     whole row) identifies an event; with ``dedup`` the matcher drops duplicates that several
     nodes (or one) returned, and ties on time are matched in event key order. ``time_ranges``
     (inclusive, in the time column's integer units) restricts the query to the rows inside them
-    (incremental re-runs)."""
+    (incremental re-runs). ``timeout`` bounds the whole query in seconds (default
+    ``strategy.query_timeout_seconds``; each call also gets ``strategy.call_timeout_seconds``).
+
+    Whatever happens, the query is closed on every node; a failure names its round and node.
+    When the pull completed but some node did not confirm ``close``, the result is kept and the
+    trace's ``warnings`` say so."""
     from dfs_cer.errors import ConfigError
     from dfs_cer.strategies.base import resolve_query
 
     if name not in STRATEGIES:
         raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)}, got {name!r}")
-    clients = [StorageClient(e, token) for e in endpoints]
-    session = Session(clients, Trace(name), event_key, dedup)
+    session = Session.connect(endpoints, token, Trace(name), config, timeout, event_key, dedup)
     session.time_ranges = None if time_ranges is None else [(int(a), int(b)) for a, b in time_ranges]
-    try:
-        return STRATEGIES[name](session, resolve_query(query), integer_time_unit, **options)
-    finally:
-        session.close()
-        for c in clients:
-            c.close()
+    return session.finish(lambda: STRATEGIES[name](session, resolve_query(query), integer_time_unit, **options),
+                          lambda r: r.trace)

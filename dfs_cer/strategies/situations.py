@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dfs_cer.config import StrategyConfig
 from dfs_cer.errors import ConfigError
 from dfs_cer.situations import parse_situations
 from dfs_cer.situations.derive import Derived, aggregate, keyed
@@ -35,7 +36,6 @@ from dfs_cer.situations.run import (
     time_type_of,
 )
 from dfs_cer.strategies.base import Session, Trace
-from dfs_cer.transport.client import StorageClient
 
 STRATEGIES = ("dfs", "pull_all")
 SEGMENT = "__dfs_cer_interval"
@@ -53,15 +53,17 @@ def _table(blob: bytes) -> pa.Table:
 
 
 def pull_situations(sql: str | SituationQuery, endpoints: Sequence[str], token: str, *, strategy: str = "dfs",
-                    integer_time_unit: str = "s", event_key: Sequence[str] = ()) -> SituationResult:
-    """The situation query's match relation over the storage nodes' data (see the module)."""
+                    integer_time_unit: str = "s", event_key: Sequence[str] = (), timeout: float | None = None,
+                    config: StrategyConfig | None = None) -> SituationResult:
+    """The situation query's match relation over the storage nodes' data (see the module);
+    ``timeout`` and ``config`` bound the calls as for :func:`dfs_cer.strategies.pull`."""
     if strategy not in STRATEGIES:
         raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)} for situation queries, got {strategy!r}")
     query = parse_situations(sql) if isinstance(sql, str) else sql
     text = sql if isinstance(sql, str) else ""
-    clients = [StorageClient(e, token) for e in endpoints]
-    session = Session(clients, Trace(strategy))
-    try:
+    session = Session.connect(endpoints, token, Trace(strategy), config, timeout)
+
+    def work() -> SituationResult:
         if strategy == "dfs":
             replies = session.action("situations", {"sql": text, "integer_time_unit": integer_time_unit})
             reasons = [h.get("reason") for h, _ in replies if not h.get("derived")]
@@ -72,10 +74,8 @@ def pull_situations(sql: str | SituationQuery, endpoints: Sequence[str], token: 
         rows = session.pull("pull_all")
         return SituationResult(run_situations(rows, query, integer_time_unit=integer_time_unit,
                                               event_key=event_key), session.trace)
-    finally:
-        session._pool.shutdown(wait=False)
-        for c in clients:
-            c.close()
+
+    return session.finish(work, lambda r: r.trace)
 
 
 def _from_fragments(session: Session, query: SituationQuery, replies: list[tuple[dict[str, Any], list[bytes]]],

@@ -1,16 +1,55 @@
-"""Flight client for one storage node, with payload byte accounting."""
+"""Flight client for one storage node: byte accounting, deadlines, and recovery from a node that
+restarted.
+
+Every call has a deadline: the per-call timeout, cut to what is left of the query's deadline
+(``deadline``, monotonic seconds). Failures become :class:`~dfs_cer.errors.StorageError`
+subclasses that name the node and the call (the round): :class:`NodeTimeoutError` (no answer
+in time: a hung node), :class:`NodeUnavailableError` (cannot connect), :class:`NodeRefusedError`
+(the node answered with an error). Two failures are recovered once per call:
+
+- the connection fails (a node restarting): reconnect and call again;
+- the node no longer knows the query (restarted, state lost): the client replays what built
+  the query's state there — its ``open`` and push-pull's uploads, which it journals — and calls
+  again. Every action is safe to repeat: reads, filters that only prune, a re-sent upload.
+
+A timeout is never retried: the deadline is the user's bound on waiting.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.flight as flight
 
 from dfs_cer.errors import StorageError
 from dfs_cer.transport.messages import decode, encode
+
+T = TypeVar("T")
+
+#: how the node marks an error for the client (FlightServerError.extra_info)
+UNKNOWN_QUERY = "unknown-query"
+
+
+class NodeTimeoutError(StorageError):
+    """A storage node did not answer within the call's deadline."""
+
+
+class NodeUnavailableError(StorageError):
+    """A storage node cannot be reached."""
+
+
+class NodeRefusedError(StorageError):
+    """A storage node answered a call with an error."""
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass
@@ -21,63 +60,146 @@ class Transfer:
     seconds: float
 
 
+def error_code(exc: flight.FlightError) -> str | None:
+    """The node's error code carried in ``extra_info`` (None when there is none)."""
+    info = getattr(exc, "extra_info", None)
+    if not info:
+        return None
+    try:
+        code = json.loads(info).get("code")
+    except (ValueError, AttributeError):
+        return None
+    return code if isinstance(code, str) else None
+
+
 @dataclass
 class StorageClient:
     endpoint: str
     token: str
     transfers: list[Transfer] = field(default_factory=list)
-    timeout: float = 180.0
+    #: seconds one call may take (cut to the query's deadline)
+    timeout: float = 30.0
     tls_root_certs: bytes | None = None
+    #: the query's deadline (``time.monotonic()`` seconds); None: only the per-call timeout
+    deadline: float | None = None
 
     def __post_init__(self) -> None:
+        self._journal: list[tuple[str, Callable[[], None]]] = []
+        self._connect()
+
+    def _connect(self) -> None:
         location = self.endpoint if "://" in self.endpoint else f"grpc+tcp://{self.endpoint}"
         kwargs = {"tls_root_certs": self.tls_root_certs} if self.tls_root_certs else {}
         self._client = flight.FlightClient(location, **kwargs)
-        self._options = flight.FlightCallOptions(headers=[(b"authorization", f"Bearer {self.token}".encode())],
-                                                 timeout=self.timeout)
 
     def __getstate__(self) -> dict[str, Any]:  # picklable for Spark: reconnect lazily
         return {"endpoint": self.endpoint, "token": self.token, "transfers": [], "timeout": self.timeout,
-                "tls_root_certs": self.tls_root_certs}
+                "tls_root_certs": self.tls_root_certs, "deadline": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self.__post_init__()
 
+    # ------------------------------------------------------------------ deadlines and recovery
+
+    def _options(self, what: str) -> flight.FlightCallOptions:
+        timeout = self.timeout
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise NodeTimeoutError(f"the query's deadline passed before {what} on storage node {self.endpoint}")
+            timeout = min(timeout, left)
+        return flight.FlightCallOptions(headers=[(b"authorization", f"Bearer {self.token}".encode())],
+                                        timeout=timeout)
+
+    def _call(self, what: str, fn: Callable[[flight.FlightCallOptions], T], replay: bool = True) -> T:
+        reconnected = replayed = False
+        while True:
+            options = self._options(what)
+            try:
+                return fn(options)
+            except flight.FlightTimedOutError:
+                raise NodeTimeoutError(f"storage node {self.endpoint} did not answer {what} within "
+                                       f"{options.timeout:.1f} s") from None
+            except flight.FlightUnavailableError as exc:
+                if reconnected:
+                    raise NodeUnavailableError(f"storage node {self.endpoint} is unreachable during {what}: "
+                                               f"{_short(exc)}") from None
+                reconnected = True
+                self._reconnect()
+            except flight.FlightError as exc:
+                code = error_code(exc)
+                if code == UNKNOWN_QUERY and replay and self._journal and not replayed:
+                    replayed = True  # the node restarted: rebuild the query's state there, once
+                    self._replay(what)
+                    continue
+                raise NodeRefusedError(f"storage node {self.endpoint} refused {what}: {_short(exc)}", code) from None
+
+    def _reconnect(self) -> None:
+        with contextlib.suppress(Exception):  # the old connection is gone either way
+            self._client.close()
+        time.sleep(0.2)
+        self._connect()
+
+    def _replay(self, what: str) -> None:
+        for name, step in self._journal:
+            try:
+                step()
+            except StorageError as exc:
+                raise NodeRefusedError(f"storage node {self.endpoint} lost the query before {what} and could not "
+                                       f"re-open it ({name}): {exc}") from None
+
+    # ------------------------------------------------------------------ calls
+
     def action(self, name: str, header: dict[str, Any] | None = None,
                blobs: list[bytes] | None = None) -> tuple[dict[str, Any], list[bytes]]:
         body = encode(header or {}, blobs)
         start = time.perf_counter()
-        try:
-            results = list(self._client.do_action(flight.Action(name, body), options=self._options))
-        except flight.FlightError as exc:
-            raise StorageError(f"storage node {self.endpoint} refused {name}: {exc}") from exc
+
+        def call(options: flight.FlightCallOptions) -> list[Any]:
+            return list(self._client.do_action(flight.Action(name, body), options=options))
+
+        results = self._call(name, call, replay=name not in ("open", "close"))
         raw = results[0].body.to_pybytes() if results else b""
         self.transfers.append(Transfer(name, len(body), len(raw), time.perf_counter() - start))
+        if name == "open":  # what rebuilds the query's state if the node restarts
+            self._journal = [("open", lambda: self._quiet_action(name, body))]
         return decode(raw)
+
+    def _quiet_action(self, name: str, body: bytes) -> None:
+        """Repeat a journaled call (its bytes count as the round trip they belong to)."""
+        results = self._call(name, lambda o: list(self._client.do_action(flight.Action(name, body), options=o)),
+                             replay=False)
+        raw = results[0].body.to_pybytes() if results else b""
+        self.transfers.append(Transfer(name, len(body), len(raw), 0.0))
 
     def pull(self, header: dict[str, Any], blobs: list[bytes] | None = None) -> pa.Table:
         ticket = encode(header, blobs)
+        what = str(header.get("kind"))
         start = time.perf_counter()
-        try:
-            table = self._client.do_get(flight.Ticket(ticket), options=self._options).read_all()
-        except flight.FlightError as exc:
-            raise StorageError(f"storage node {self.endpoint} refused {header.get('kind')}: {exc}") from exc
-        self.transfers.append(Transfer(str(header.get("kind")), len(ticket), table.nbytes, time.perf_counter() - start))
+        table = self._call(what, lambda o: self._client.do_get(flight.Ticket(ticket), options=o).read_all())
+        self.transfers.append(Transfer(what, len(ticket), table.nbytes, time.perf_counter() - start))
         return table
 
     def upload(self, header: dict[str, Any], table: pa.Table) -> None:
         """DoPut ``table`` (push-pull: a processed variable's events)."""
         command = encode(header)
         start = time.perf_counter()
-        try:
+
+        def put(options: flight.FlightCallOptions) -> None:
             writer, _ = self._client.do_put(flight.FlightDescriptor.for_command(command), table.schema,
-                                            options=self._options)
+                                            options=options)
             writer.write_table(table)
             writer.close()
-        except flight.FlightError as exc:
-            raise StorageError(f"storage node {self.endpoint} refused the upload: {exc}") from exc
+
+        self._call("upload", put)
+        self._journal.append(("upload", lambda: self._call("upload", put, replay=False)))
         self.transfers.append(Transfer("upload", len(command) + table.nbytes, 0, time.perf_counter() - start))
 
     def close(self) -> None:
         self._client.close()
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc)
+    return text.split(". Detail:")[0].replace("Flight returned unavailable error, with message: ", "")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -46,8 +47,14 @@ def encode(header: dict[str, Any], blobs: list[bytes] | None = None) -> bytes:
     return MAGIC + _LEN.pack(len(text)) + text + b"".join(blobs)
 
 
-def decode(buf: bytes | memoryview) -> tuple[dict[str, Any], list[bytes]]:
-    """Parse a message; raises ProtocolError (never anything else) on malformed input."""
+def decode(buf: bytes | memoryview, limit: int = MAX_BLOB,
+           check: Callable[[dict[str, Any]], None] | None = None) -> tuple[dict[str, Any], list[bytes]]:
+    """Parse a message; raises ProtocolError (never anything else) on malformed input.
+
+    ``limit`` bounds the bytes the compressed blobs declare they inflate to (all together),
+    checked before any is inflated; ``check`` sees the header first (a storage node refuses an
+    unknown query there), so a small message cannot make the receiver allocate a large buffer
+    for nothing (a decompression bomb)."""
     data = bytes(buf)
     if len(data) < 8 or data[:4] != MAGIC:
         raise ProtocolError("malformed message: missing DFSM header (is the client a dfs-cer compute node?)")
@@ -76,6 +83,12 @@ def decode(buf: bytes | memoryview) -> tuple[dict[str, Any], list[bytes]]:
         if not (isinstance(key, str) and key.isdigit() and int(key) < len(blobs) and isinstance(size, int)
                 and 0 <= size <= MAX_BLOB):
             raise ProtocolError(f"malformed message: bad compressed blob entry {key!r}: {size!r}")
+    inflated = sum(compressed.values()) + sum(len(b) for i, b in enumerate(blobs) if str(i) not in compressed)
+    if inflated > limit:
+        raise ProtocolError(f"message declares {inflated} bytes once decompressed, more than the limit of {limit}")
+    if check is not None:
+        check(header)
+    for key, size in compressed.items():
         try:
             blobs[int(key)] = _CODEC.decompress(blobs[int(key)], decompressed_size=size, asbytes=True)
         except (OSError, ValueError, pa.ArrowException) as exc:

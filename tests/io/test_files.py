@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from dfs_cer.errors import StorageError
@@ -13,22 +15,40 @@ def test_retrying_backs_off_then_names_the_object() -> None:
     def flaky() -> str:
         calls.append(1)
         if len(calls) < 3:
-            raise OSError("SlowDown: please reduce your request rate")
+            raise OSError("AWS Error SLOW_DOWN during GetObject operation: please reduce your request rate")
         return "ok"
 
-    assert retrying("s3://b/k", flaky, attempts=5, base=0.001) == "ok" and len(calls) == 3
+    assert retrying("s3://b/k", flaky, budget=5, base=0.001) == "ok" and len(calls) == 3
 
     def always() -> str:
         raise OSError("Service Unavailable")
 
-    with pytest.raises(StorageError, match=r"cannot read s3://b/k after 3 attempts: Service Unavailable"):
-        retrying("s3://b/k", always, attempts=3, base=0.001)
+    began = time.monotonic()
+    with pytest.raises(StorageError, match=r"cannot read s3://b/k after \d+ attempts in 0\.\d s: Service Unavailable"):
+        retrying("s3://b/k", always, budget=0.3, base=0.01)
+    assert time.monotonic() - began < 0.6  # the budget bounds the retries
 
     def missing() -> str:
         raise FileNotFoundError("gone")
 
     with pytest.raises(StorageError, match="cannot read s3://b/missing: not found"):
         retrying("s3://b/missing", missing)
+
+
+@pytest.mark.parametrize(("code", "why"), [("ACCESS_DENIED", "access denied"),
+                                           ("INVALID_ACCESS_KEY_ID", "access key id is not known"),
+                                           ("NO_SUCH_BUCKET", "no such bucket")])
+def test_permanent_s3_errors_fail_at_once(code: str, why: str) -> None:
+    calls = []
+
+    def denied() -> str:
+        calls.append(1)
+        raise OSError(f"When reading information for key 'k' in bucket 'b': AWS Error {code} during HeadObject "
+                      "operation: No response body.")
+
+    with pytest.raises(StorageError, match=f"cannot read s3://b/k: .*{why}"):
+        retrying("s3://b/k", denied, budget=30)
+    assert calls == [1]
 
 
 def test_locations() -> None:

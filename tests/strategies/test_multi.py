@@ -57,11 +57,12 @@ def test_queries_together_match_each_alone(cluster: LocalCluster, strategy: str)
     for q, together, single in zip(QUERIES, group.results, alone, strict=True):
         want = rows(match_recognize(events, q))
         assert rows(match_pulled(together)) == want == rows(match_pulled(single)), q
-    # one open round for the group; the final pulls share one round (each row sent once)
-    assert [r.action for r in group.trace.rounds][:1] == ["open"]
+    # one admission and one open round for the group; the final pulls share one round (each row
+    # sent once)
+    assert [r.action for r in group.trace.rounds][:2] == ["reserve", "open"]
     if strategy != "push_pull":  # push-pull's last step pulls a variable, not a final pull
-        assert [r.action for r in group.trace.rounds][1:] == ["pull_group"]
-        shared_events = group.trace.rounds[1].events
+        assert [r.action for r in group.trace.rounds][2:] == ["pull_group"]
+        shared_events = group.trace.rounds[2].events
         assert shared_events <= sum(r.events.num_rows for r in group.results)
     if strategy == "dfs":
         assert sum(r.action == "intervals (shared)" for res in group.results for r in res.trace.rounds) == 1
@@ -92,7 +93,7 @@ def test_cli_runs_several_queries_together(cluster: LocalCluster, tmp_path_facto
     events = _events(seed=5, n=3000)
     for q, got in zip([QUERIES[0], QUERIES[3]], doc["queries"], strict=True):
         assert len(got["matches"]) == match_recognize(events, q).num_rows
-    assert doc["group"]["rounds"][0]["action"] == "open"
+    assert [r["action"] for r in doc["group"]["rounds"][:2]] == ["reserve", "open"]
     script = tmp_path_factory.mktemp("sql") / "queries.sql"
     script.write_text(";\n".join(QUERIES) + ";\n")
     text = subprocess.run([*base, "--file", str(script)], capture_output=True, text=True, timeout=120)

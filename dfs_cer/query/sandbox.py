@@ -1,0 +1,75 @@
+"""The outer query's sandbox: the SQL around MATCH_RECOGNIZE may read the relations dfs-cer
+registers and nothing else.
+
+Two layers. The engines run locked down — the embedded DuckDB with external access, extension
+loading and configuration changes disabled (:func:`dfs_cer.local.sandboxed_duckdb`) — and
+every outer query is checked here first, for DuckDB and for Spark SQL alike (Spark has no
+such switch):
+
+- one SELECT statement (set operations and CTEs inside it), never SET / COPY / ATTACH /
+  INSTALL / PRAGMA / CREATE / INSERT or any other command;
+- every table it reads is a registered relation or a CTE it defines: no table functions
+  (``read_text(...)``, ``read_files(...)``, ``duckdb_settings()``, ``range(...)``), no paths
+  (``'x.parquet'``, Spark's ``parquet.`/path```), no qualified names;
+- no function that reaches files, the network, the environment or the engine's settings
+  (``reflect``, ``java_method``, ``getenv``, ``current_setting``, ``input_file_name``, ...).
+
+Anything else is a :class:`QueryValidationError` naming the offending part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import sqlglot
+from sqlglot import exp
+
+from dfs_cer.errors import QueryValidationError
+
+#: scalar functions that reach outside the registered relations (files, network, environment,
+#: settings, JVM) on DuckDB or Spark; table functions are refused wholesale
+DENIED_FUNCTIONS = frozenset({
+    "reflect", "java_method", "try_reflect", "input_file_name", "input_file_block_start",
+    "input_file_block_length", "getenv", "current_setting", "getvariable", "set_variable", "read_text",
+    "read_blob", "read_csv", "read_csv_auto", "read_json", "read_json_auto", "read_parquet", "parquet_scan",
+    "glob", "sniff_csv", "http_get", "http_post", "load_extension", "current_database", "current_schema",
+    "current_catalog", "current_user", "session_user", "user", "version", "pg_backend_pid", "txid_current",
+})
+_STATEMENTS = (exp.Select, exp.Union, exp.Intersect, exp.Except)
+_COMMANDS = (exp.Command, exp.Set, exp.Pragma, exp.Copy, exp.Create, exp.Insert, exp.Update, exp.Delete,
+             exp.Drop, exp.Use, exp.Alter, exp.Merge, exp.Describe, exp.Transaction, exp.Commit, exp.Rollback)
+
+
+def _refuse(what: str) -> QueryValidationError:
+    return QueryValidationError(f"the outer query may not use {what}", clause="SELECT", code="sandbox",
+                                hint="the SQL around MATCH_RECOGNIZE reads only the relations dfs-cer registers "
+                                     "(the matches and the tables you hand over)")
+
+
+def check_outer(sql: str, relations: Iterable[str], dialect: str) -> None:
+    """Raise QueryValidationError unless ``sql`` is one SELECT reading only ``relations``."""
+    allowed = {r.lower() for r in relations}
+    try:
+        trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
+    except sqlglot.errors.ParseError as exc:
+        raise QueryValidationError(f"the outer query does not parse: {exc}", clause="SELECT", code="syntax") from None
+    if len(trees) != 1:
+        raise _refuse(f"{len(trees)} statements")
+    tree = trees[0]
+    if not isinstance(tree, _STATEMENTS):
+        raise _refuse(f"a {type(tree).__name__.upper()} statement")
+    for node in tree.walk():
+        if isinstance(node, _COMMANDS):
+            raise _refuse(f"a {type(node).__name__.upper()} command")
+    defined = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    for table in tree.find_all(exp.Table):
+        if not isinstance(table.this, exp.Identifier):
+            raise _refuse(f"the table function {table.this.sql(dialect=dialect)}")
+        if table.args.get("db") is not None or table.args.get("catalog") is not None:
+            raise _refuse(f"the qualified table {table.sql(dialect=dialect)}")
+        if table.name.lower() not in allowed | defined:
+            raise _refuse(f"the table {table.name!r} (readable: {', '.join(sorted(allowed)) or 'none'})")
+    for func in tree.find_all(exp.Func):
+        name = (func.name if isinstance(func, exp.Anonymous) else func.sql_name()).lower()
+        if name in DENIED_FUNCTIONS:
+            raise _refuse(f"the function {name}()")
