@@ -29,13 +29,22 @@ from dfs_cer.query import Analysis, Query, analyze, parse
 from dfs_cer.query.arrow_filter import to_arrow_filter, union_filter
 from dfs_cer.query.numeric import time_ints
 from dfs_cer.transport.messages import field
+from dfs_cer.transport.protocol import (
+    LEASE_GRACE_SECONDS,
+    MEMBERS,
+    ROW_ID,
+    SEGMENT,
+    Close,
+    Release,
+    Reserve,
+    lease,
+)
 from storage_node.state import QueryState, StateRegistry
 from storage_node.store import ShardStore
 
 Reply = tuple[dict[str, Any], list[bytes]]
 #: hidden column with a row's position on its storage node (lets the compute node drop the copies
 #: of an event that several variables pulled)
-ROW_ID = "__dfs_cer_row_id"
 
 
 def _time_ints(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -78,13 +87,14 @@ def _time_ranges(raw: object) -> np.ndarray | None:
     return np.array(raw, np.int64).reshape(-1, 2)
 
 
-MEMBERS = "__dfs_cer_members"
 
 
 class Actions:
-    def __init__(self, store: ShardStore, registry: StateRegistry) -> None:
+    def __init__(self, store: ShardStore, registry: StateRegistry, max_blob: int = 256 * 1024**2) -> None:
         self.store = store
         self.registry = registry
+        #: the largest message (and so blob) the node sends or takes
+        self.max_blob = max_blob
 
     # ------------------------------------------------------------------ open
 
@@ -99,6 +109,8 @@ class Actions:
             raise ProtocolError(f"action {action}: the query is not a valid query ({exc})") from None
         except RecursionError:
             raise ProtocolError(f"action {action}: the query is nested too deeply") from None
+        except (ValueError, OverflowError) as exc:  # e.g. an integer literal of thousands of digits
+            raise ProtocolError(f"action {action}: the query is not a valid query ({exc})") from None
         unit = header.get("integer_time_unit", "s")
         if unit not in ("s", "ms", "us", "ns"):
             raise ProtocolError(f"action {action}: integer_time_unit must be s, ms, us or ns, got {unit!r}")
@@ -163,6 +175,7 @@ class Actions:
         except BaseException:
             self.registry.release(estimate)
             raise
+        state.expires = _lease(header)
         self.registry.put(state)
         return self._info(state), ([self.store.schema.serialize().to_pybytes()] if header.get("schema", True) else [])
 
@@ -179,13 +192,12 @@ class Actions:
     def reserve(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         """Room for a query about to open, granted at once or not at all (the compute node
         reserves on every node or on none; see StateRegistry.try_reserve)."""
-        qid = field(header, "query_id", str, "reserve")
-        arrival = field(header, "arrival", (int, float), "reserve")
-        granted = self.registry.try_reserve(qid, self.store.estimate_bytes(), float(arrival))
+        request = Reserve.parse(header)
+        granted = self.registry.try_reserve(request.query_id, self.store.estimate_bytes(), request.arrival)
         return {"granted": granted}, []
 
     def release(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
-        self.registry.release_reservation(field(header, "query_id", str, "release"))
+        self.registry.release_reservation(Release.parse(header).query_id)
         return {"released": True}, []
 
     def _open_group(self, header: dict[str, Any]) -> Reply:
@@ -222,7 +234,8 @@ class Actions:
             self.registry.release(estimate)
             raise
         for state in states:
-            self.registry.put(state)
+            state.expires = _lease(header)
+        self.registry.put(*states)
         info = {"group": [self._info(s) for s in states], "shared_conditions": len(shared),
                 "conditions": sum(len(s.candidates) for s in states)}
         return info, ([self.store.schema.serialize().to_pybytes()] if header.get("schema", True) else [])
@@ -333,7 +346,11 @@ class Actions:
             if b.get("format", "wjf") == "keyset":  # the ablations' exact (value, window) table
                 f = WindowKeySet(field(b, "window", int, "wjf"), _key_kind(b))
             else:
-                f = WindowJoinFilter(field(b, "bits", int, "wjf"), field(b, "hashes", int, "wjf"),
+                bits = field(b, "bits", int, "wjf")
+                if not 0 < bits <= 8 * self.max_blob:  # its bytes could not travel back anyway
+                    raise ProtocolError(f"action wjf: bits must be in 1..{8 * self.max_blob} (the message limit), "
+                                        f"got {bits}")
+                f = WindowJoinFilter(bits, field(b, "hashes", int, "wjf"),
                                      field(b, "window", int, "wjf"), _key_kind(b), seed=int(b.get("seed", 0)))
             f.add(state.table.column(column).take(pa.array(rows)), state.ts[rows])
             out.append(f.to_bytes())
@@ -389,6 +406,7 @@ class Actions:
                                 f"{state.table.schema.names}")
         previous = state.uploads.get(name)
         state.uploads[name] = table if previous is None else pa.concat_tables([previous, table])
+        self.registry.account(state)  # the uploads count against the memory budget
 
     def push_pull(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         """Keep the requested variable's candidates that complete a match of the pattern projected
@@ -409,7 +427,7 @@ class Actions:
         return {"before": int(before), "survivors": int(keep.sum())}, []
 
     def close(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
-        return {"closed": self.registry.close(field(header, "query_id", str, "close"))}, []
+        return {"closed": self.registry.close(Close.parse(header).query_id)}, []
 
     # ------------------------------------------------------------------ pulls (DoGet)
 
@@ -424,6 +442,8 @@ class Actions:
             if opened is not None:  # the open reserved the memory
                 self._same_generation(opened, kind)
                 return self._whole(opened.ranges)
+            if header.get("opened"):  # the compute node opened it here: this node restarted since
+                self.registry.get(field(header, "query_id", str, kind))  # raises UnknownQueryError
             return self._admitted(kind, lambda: self._whole(None))
         state = self.registry.get(field(header, "query_id", str, kind))
         if kind == "pull_variable":  # push-pull: one variable's current candidates, with their row ids
@@ -482,7 +502,7 @@ class Actions:
         rows = np.asarray(got["__i"], np.int64)
         # each row says which interval it came from (rows of different intervals were not adjacent)
         return table.select(columns).take(pa.array(rows)).append_column(
-            "__dfs_cer_interval", pa.array(np.asarray(got["__k"], np.int64)))
+            SEGMENT, pa.array(np.asarray(got["__k"], np.int64)))
 
     def _pull_group(self, header: dict[str, Any], blobs: list[bytes]) -> pa.Table:
         """The final pulls of queries opened together, in one stream: the union of their rows
@@ -573,3 +593,12 @@ def _key_kind(build: dict[str, Any]) -> KeyKind:
 def _union(state: QueryState) -> np.ndarray:
     parts = list(state.candidates.values())
     return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+
+
+def _lease(header: dict[str, Any]) -> float | None:
+    """When an opened query's state expires: the compute node's time left for the query from
+    now, plus a grace (None without one: the idle TTL only)."""
+    import time
+
+    seconds = lease(header)
+    return None if seconds is None else time.monotonic() + seconds + LEASE_GRACE_SECONDS

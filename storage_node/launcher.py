@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import tempfile
@@ -49,44 +51,79 @@ class LocalCluster:
         self.logs: list[object] = []
         self.endpoints: list[str] = []
 
-    def start(self, timeout: float = 60.0) -> LocalCluster:
-        ready = []
-        for i, data in enumerate(self.data_dirs):
-            ready_file = Path(self.tmp.name) / f"ready-{i}.json"
-            cmd = [sys.executable, "-m", "storage_node.server", "--data", data, "--port", "0", "--token-file",
-                   str(self.token_file), "--ready-file", str(ready_file)]
-            if self.netns and self.hosts:
-                cmd = ["ip", "netns", "exec", self.netns[i], *cmd, "--host", self.hosts[i]]
-            if self.memory_budget:
-                cmd += ["--memory-budget", self.memory_budget]
-            if self.tls:
-                cmd += ["--tls-cert", self.tls[0], "--tls-key", self.tls[1]]
-            log = open(Path(self.tmp.name) / f"node-{i}.log", "wb")  # noqa: SIM115 - lives with the process
+    def _spawn(self, i: int, port: int = 0) -> Path:
+        data = self.data_dirs[i]
+        ready_file = Path(self.tmp.name) / f"ready-{i}.json"
+        ready_file.unlink(missing_ok=True)
+        cmd = [sys.executable, "-m", "storage_node.server", "--data", data, "--port", str(port), "--token-file",
+               str(self.token_file), "--ready-file", str(ready_file)]
+        if self.netns and self.hosts:
+            cmd = ["ip", "netns", "exec", self.netns[i], *cmd, "--host", self.hosts[i]]
+        if self.memory_budget:
+            cmd += ["--memory-budget", self.memory_budget]
+        if self.tls:
+            cmd += ["--tls-cert", self.tls[0], "--tls-key", self.tls[1]]
+        log = open(Path(self.tmp.name) / f"node-{i}.log", "ab")  # noqa: SIM115 - lives with the process
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env)
+        if i < len(self.procs):
+            self.logs[i].close()  # type: ignore[attr-defined]
+            self.procs[i], self.logs[i] = proc, log
+        else:
+            self.procs.append(proc)
             self.logs.append(log)
-            self.procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env))
-            ready.append(ready_file)
+        return ready_file
+
+    def _wait_ready(self, i: int, path: Path, deadline: float, timeout: float) -> int:
+        while not path.exists():
+            if self.procs[i].poll() is not None:
+                self.stop()
+                text = (Path(self.tmp.name) / f"node-{i}.log").read_text(errors="replace")
+                self.tmp.cleanup()
+                raise StorageError(f"storage node {i} exited at start-up: {text.strip().splitlines()[-1:]}")
+            if time.monotonic() > deadline:
+                self.stop()
+                self.tmp.cleanup()
+                raise StorageError(f"storage node {i} did not start within {timeout:.0f} s")
+            time.sleep(0.05)
+        return _ready_port(path)
+
+    def start(self, timeout: float = 60.0) -> LocalCluster:
+        ready = [self._spawn(i) for i in range(len(self.data_dirs))]
         deadline = time.monotonic() + timeout
         for i, path in enumerate(ready):
-            while not path.exists():
-                if self.procs[i].poll() is not None:
-                    self.stop()
-                    text = (Path(self.tmp.name) / f"node-{i}.log").read_text(errors="replace")
-                    self.tmp.cleanup()
-                    raise StorageError(f"storage node {i} exited at start-up: {text.strip().splitlines()[-1:]}")
-                if time.monotonic() > deadline:
-                    self.stop()
-                    self.tmp.cleanup()
-                    raise StorageError(f"storage node {i} did not start within {timeout:.0f} s")
-                time.sleep(0.05)
-            port = _ready_port(path)
+            port = self._wait_ready(i, path, deadline, timeout)
             scheme = "grpc+tls" if self.tls else "grpc+tcp"
             host = self.hosts[i] if self.hosts else "127.0.0.1"
             self.endpoints.append(f"{scheme}://{host}:{port}")
         return self
 
+    # fault injection (tests, bench/chaos.py): node i killed, paused, resumed or restarted
+    def kill(self, i: int) -> None:
+        """SIGKILL node ``i`` (no goodbye: its queries' state is lost with it)."""
+        self.procs[i].kill()
+        self.procs[i].wait()
+
+    def pause(self, i: int) -> None:
+        """SIGSTOP node ``i``: connections stay open and nothing answers (a hung node)."""
+        os.kill(self.procs[i].pid, signal.SIGSTOP)
+
+    def resume(self, i: int) -> None:
+        os.kill(self.procs[i].pid, signal.SIGCONT)
+
+    def restart(self, i: int, timeout: float = 60.0) -> None:
+        """Kill node ``i`` (if it runs) and start it again on the same port (state lost)."""
+        if self.procs[i].poll() is None:
+            self.resume(i)
+            self.kill(i)
+        port = int(self.endpoints[i].rsplit(":", 1)[1])
+        path = self._spawn(i, port)
+        self._wait_ready(i, path, time.monotonic() + timeout, timeout)
+
     def stop(self) -> None:
         for p in self.procs:
             if p.poll() is None:
+                with contextlib.suppress(OSError):
+                    os.kill(p.pid, signal.SIGCONT)  # a paused node must see the SIGTERM
                 p.terminate()
         for p in self.procs:
             try:

@@ -26,8 +26,8 @@ import pyarrow.flight as flight
 from dfs_cer.config import StorageConfig, load_config, parse_size
 from dfs_cer.errors import DfsCerError, FilterFormatError, ProtocolError
 from dfs_cer.io.shard import schema_digest
-from dfs_cer.transport.client import UNKNOWN_QUERY
 from dfs_cer.transport.messages import decode, encode
+from dfs_cer.transport.protocol import ADMISSION, UNKNOWN_QUERY, query_id
 from storage_node.actions import Actions
 from storage_node.state import AdmissionError, StateRegistry, UnknownQueryError
 from storage_node.store import ShardStore
@@ -58,7 +58,7 @@ class StorageNode(flight.FlightServerBase):
         self.store = store
         self.config = config
         self.registry = StateRegistry(config.memory_budget, config.state_ttl_seconds, config.admission_wait_seconds)
-        self.actions = Actions(store, self.registry)
+        self.actions = Actions(store, self.registry, self.config.max_message_bytes)
         self.started = time.time()
         self.calls = 0
         self.bytes_in = 0
@@ -71,9 +71,10 @@ class StorageNode(flight.FlightServerBase):
             self.bytes_in += bytes_in
             self.bytes_out += bytes_out
 
-    def _guard(self, body: bytes, opens: bool = False) -> tuple[dict[str, Any], list[bytes]]:
+    def _guard(self, body: bytes, opens: bool = False, blobs: bool = True) -> tuple[dict[str, Any], list[bytes]]:
         """Decode a request: bounded in size before and after decompression, and (unless it
-        opens a query) naming a query this node holds before any blob is inflated."""
+        opens a query) naming a query this node holds before any blob is inflated; requests
+        that take no blobs (``blobs=False``) may not carry any."""
         if len(body) > self.config.max_message_bytes:
             raise ProtocolError(f"message of {len(body)} bytes exceeds the storage node's limit of "
                                 f"{self.config.max_message_bytes} (storage.max_message_bytes)")
@@ -81,15 +82,19 @@ class StorageNode(flight.FlightServerBase):
 
         def known(header: dict[str, Any]) -> None:
             qid = header.get("query_id")
+            if qid is not None:
+                query_id(qid, "request")
             stateful = not opens and header.get("kind") not in ("pull_all", "pull_times", "pull_group")
+            if stateful and qid is None:
+                raise ProtocolError("the request names no query_id")
             if stateful and isinstance(qid, str) and self.registry.find(qid) is None:
                 self.registry.get(qid)  # raises UnknownQueryError
 
-        return decode(body, self.config.max_message_bytes, known)
+        return decode(body, self.config.max_message_bytes if blobs else 0, known)
 
     def _translate(self, exc: Exception) -> Exception:
         if isinstance(exc, AdmissionError):
-            return flight.FlightServerError(f"{type(exc).__name__}: {exc}", extra_info=b'{"code":"admission"}')
+            return flight.FlightServerError(f"{type(exc).__name__}: {exc}", extra_info=json.dumps({"code": ADMISSION}).encode())
         if isinstance(exc, UnknownQueryError):  # the client re-opens the query once (a restarted node)
             return flight.FlightServerError(f"{type(exc).__name__}: {exc}", extra_info=UNKNOWN_QUERY_INFO)
         if isinstance(exc, DfsCerError | FilterFormatError):
@@ -106,12 +111,12 @@ class StorageNode(flight.FlightServerBase):
                 reply: tuple[dict[str, Any], list[bytes]] = ({"status": "ok", "rows": self.store.manifest.get("rows"),
                                                              "uptime_s": time.time() - self.started}, [])
             elif action.type == "files":  # the shard set's files (with time bounds and --append batch tags)
-                self._guard(body)
+                self._guard(body, opens=True, blobs=False)
                 self.store.refresh()
                 reply = ({"files": self.store.manifest.get("files", []),
                           "time_column": self.store.time_column}, [])
             elif action.type == "schema":  # the shard set's exact Arrow schema
-                self._guard(body, opens=True)
+                self._guard(body, opens=True, blobs=False)
                 reply = ({"digest": schema_digest(self.store.schema)}, [self.store.schema.serialize().to_pybytes()])
             elif action.type == "stats":
                 stats = self.registry.stats()
@@ -122,8 +127,8 @@ class StorageNode(flight.FlightServerBase):
                 handler = getattr(self.actions, action.type, None) if action.type in ACTIONS else None
                 if handler is None:
                     raise ProtocolError(f"unknown action {action.type!r}; actions: {', '.join(ACTIONS)}")
-                header, blobs = self._guard(body, opens=action.type in ("reserve", "release", "open", "situations",
-                                                                        "close"))
+                lifecycle = action.type in ("reserve", "release", "open", "situations", "close")
+                header, blobs = self._guard(body, opens=lifecycle, blobs=not lifecycle)
                 reply = handler(header, blobs)
             out = encode(*reply)
         except flight.FlightError:
@@ -135,8 +140,15 @@ class StorageNode(flight.FlightServerBase):
 
     def do_put(self, context: Any, descriptor: flight.FlightDescriptor, reader: Any, writer: Any) -> None:
         try:
-            header, _ = self._guard(descriptor.command)
-            table = reader.read_all()
+            header, _ = self._guard(descriptor.command, blobs=False)
+            batches, size = [], 0
+            for chunk in reader:  # bounded like every message: stop reading past the limit
+                size += chunk.data.nbytes
+                if size > self.config.max_message_bytes:
+                    raise ProtocolError(f"upload of more than {self.config.max_message_bytes} bytes exceeds the "
+                                        "storage node's limit (storage.max_message_bytes)")
+                batches.append(chunk.data)
+            table = pa.Table.from_batches(batches, schema=reader.schema)
             self.actions.upload(header, table)
         except flight.FlightError:
             raise

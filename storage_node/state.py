@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,11 @@ from dfs_cer.errors import DfsCerError
 RESERVATION_TTL = 30.0
 #: a query that stopped asking for room leaves the line after this many seconds
 WAITER_TTL = 2.0
+#: queries that may wait for room at once, and how far back an arrival time may claim a place
+MAX_WAITING = 1024
+WAITER_AGE = 300.0
+#: closed query ids remembered (so an open that arrives after its close keeps nothing)
+MAX_TOMBSTONES = 65536
 
 
 class AdmissionError(DfsCerError):
@@ -55,6 +61,10 @@ class QueryState:
     whole: bool = False
     #: the shard set's generation at open (files appended since then make pulls refuse)
     generation: int = 0
+    #: ``time.monotonic()`` after which the state is dropped whatever happens: the compute
+    #: node's deadline for the query (plus a grace), so a query whose close never arrived
+    #: (a hung or cut-off link) holds nothing past it; None: only the idle TTL
+    expires: float | None = None
 
     def size_in_bytes(self) -> int:
         table = self.table.nbytes + self.ts.nbytes if self.owns_table else 0
@@ -76,6 +86,14 @@ class StateRegistry:
         self._held: dict[str, tuple[int, float]] = {}
         #: queries asking for room, by arrival: id -> (arrival, last asked); FIFO order of grants
         self._waiting: dict[str, tuple[float, float]] = {}
+        #: query ids closed by their compute node, in closing order: a call of that query still
+        #: in flight (a hung node that resumes) must not leave state behind once it completes
+        self._closed: OrderedDict[str, None] = OrderedDict()
+
+    def _refuse_closed(self, query_id: str) -> None:
+        if query_id in self._closed:
+            raise UnknownQueryError(f"query {query_id} was closed by its compute node (it gave up on this call); "
+                                    "nothing is kept")
 
     @property
     def held(self) -> int:
@@ -85,7 +103,8 @@ class StateRegistry:
     def sweep(self) -> None:
         now = time.monotonic()
         with self._lock:
-            for qid in [q for q, s in self._states.items() if now - s.last_used > self.ttl]:
+            for qid in [q for q, s in self._states.items()
+                        if now - s.last_used > self.ttl or (s.expires is not None and now > s.expires)]:
                 self._drop(qid)
                 self.evicted += 1
             self._expire(now)
@@ -110,7 +129,14 @@ class StateRegistry:
                                  f"memory budget of {self.budget}; raise --memory-budget or add storage nodes")
         now = time.monotonic()
         with self._lock:
+            self._refuse_closed(query_id)
             self._expire(now)
+            if query_id not in self._waiting and len(self._waiting) >= MAX_WAITING:
+                raise AdmissionError(f"{len(self._waiting)} queries are waiting for room on this storage node; "
+                                     "retry later")
+            # nobody may claim a place far ahead of the others: arrivals older than the waiting
+            # limit count as that old
+            arrival = max(arrival, time.time() - WAITER_AGE)
             first = self._waiting.get(query_id, (arrival, now))[0]
             self._waiting[query_id] = (first, now)
             if query_id in self._held or query_id in self._states:
@@ -146,6 +172,7 @@ class StateRegistry:
                                  f"memory budget of {self.budget}; raise --memory-budget or add storage nodes")
         deadline = time.monotonic() + self.wait
         with self._lock:
+            self._refuse_closed(query_id)
             while self._reserved + estimate > self.budget:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -161,14 +188,31 @@ class StateRegistry:
             self._reserved -= estimate
             self._lock.notify_all()
 
-    def put(self, state: QueryState) -> None:
+    def put(self, *states: QueryState) -> None:
+        """Keep the opened states (all, or none when one's query was closed meanwhile: then
+        their reservations are given back and UnknownQueryError says so)."""
         with self._lock:
-            if state.query_id in self._states:
-                self._drop(state.query_id)
-            # keep the real size reserved instead of the estimate
-            self._reserved += state.size_in_bytes() - state.reserved
-            state.reserved = state.size_in_bytes()
-            self._states[state.query_id] = state
+            closed = [s.query_id for s in states if s.query_id in self._closed]
+            if closed:
+                for state in states:
+                    self._reserved -= state.reserved
+                self._lock.notify_all()
+                self._refuse_closed(closed[0])
+            for state in states:
+                if state.query_id in self._states:
+                    self._drop(state.query_id)
+                # keep the real size reserved instead of the estimate
+                self._reserved += state.size_in_bytes() - state.reserved
+                state.reserved = state.size_in_bytes()
+                self._states[state.query_id] = state
+
+    def account(self, state: QueryState) -> None:
+        """Hold what an open query's state takes now (it grew: push-pull uploads)."""
+        with self._lock:
+            if self._states.get(state.query_id) is state:
+                size = state.size_in_bytes()
+                self._reserved += size - state.reserved
+                state.reserved = size
 
     def get(self, query_id: str) -> QueryState:
         with self._lock:
@@ -193,6 +237,11 @@ class StateRegistry:
             if held is not None:
                 self._reserved -= held[0]
             self._waiting.pop(query_id, None)
+            if len(query_id) <= 64:
+                self._closed[query_id] = None
+                self._closed.move_to_end(query_id)
+                while len(self._closed) > MAX_TOMBSTONES:
+                    self._closed.popitem(last=False)
             self._lock.notify_all()
             return found or held is not None
 

@@ -70,7 +70,8 @@ def filesystem_for(uri: str, config: StorageConfig | None = None) -> FileLocatio
         return FileLocation(_s3(config), uri[len("s3://") :].rstrip("/"), uri, config.s3_retry_seconds)
     if "://" in uri:
         raise StorageError(f"unsupported location {uri}; use a local path or s3://bucket/prefix")
-    return FileLocation(pafs.LocalFileSystem(), os.path.abspath(uri), uri, config.s3_retry_seconds)
+    # a local disk's read errors (a corrupt page) do not pass by retrying
+    return FileLocation(pafs.LocalFileSystem(), os.path.abspath(uri), uri, 0.0)
 
 
 def permanent(exc: BaseException) -> str | None:

@@ -358,6 +358,38 @@ def _evaluate(code: np.ndarray, lo: int, hi: int, const_i: np.ndarray, const_f: 
     return sp == 1 and sk[0] == K_BOOL and si[0] == 1
 
 
+@njit(cache=True, inline="always")
+def _follow(q: int, depth: int, row: int, p0: int, p1: int, op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray,
+            s_pc: np.ndarray, s_depth: np.ndarray, sp: int) -> int:
+    """One step of an epsilon closure at ``row``: push the successors of instruction ``q`` (in
+    preference order, the preferred one on top) and return the new stack size, or -1 when ``q``
+    consumes a row or ends the match (LABEL, DONE: a thread). START and END pass only at the
+    partition's first row / after its last one. The stack holds ``2 * len(program) + 2``
+    entries: every instruction is followed at most once per closure."""
+    o = op[q]
+    if o == JUMP:
+        s_pc[sp] = arg_a[q]
+        s_depth[sp] = depth
+        return sp + 1
+    if o == SPLIT:
+        s_pc[sp] = arg_b[q]
+        s_depth[sp] = depth
+        s_pc[sp + 1] = arg_a[q]
+        s_depth[sp + 1] = depth
+        return sp + 2
+    if o == START or o == END:
+        if row == (p0 if o == START else p1):
+            s_pc[sp] = q + 1
+            s_depth[sp] = depth
+            return sp + 1
+        return sp
+    if o == EXCL_IN or o == EXCL_OUT:
+        s_pc[sp] = q + 1
+        s_depth[sp] = depth + (1 if o == EXCL_IN else -1)
+        return sp + 1
+    return -1
+
+
 @njit(cache=True)
 def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray, dependent: np.ndarray,
         code: np.ndarray, code_start: np.ndarray, const_i: np.ndarray, const_f: np.ndarray, const_kind: np.ndarray,
@@ -415,8 +447,8 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
     a_label = np.empty(a_cap, np.int64)
     a_excl = np.empty(a_cap, np.bool_)
     a_lo = np.empty(a_cap, np.int64)
-    # closure stack: pc, node, depth, source thread
-    s_cap = max(16, 2 * n_prog)
+    # closure stack: pc and exclusion depth (see _follow for its size)
+    s_cap = 2 * n_prog + 2
     s_pc = np.empty(s_cap, np.int64)
     s_depth = np.empty(s_cap, np.int64)
     # evaluation stacks
@@ -467,55 +499,26 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
                 if visited[pc] == stamp:  # one history here: pc alone decides the future
                     continue
                 visited[pc] = stamp
-                o = op[pc]
-                if o == JUMP:
-                    s_pc[sp] = arg_a[pc]
-                    s_depth[sp] = depth
-                    sp += 1
-                elif o == SPLIT:
-                    if sp + 2 > s_cap:
-                        s_cap *= 2
-                        s_pc = _grow1(s_pc, s_cap)
-                        s_depth = _grow1(s_depth, s_cap)
-                    s_pc[sp] = arg_b[pc]
-                    s_depth[sp] = depth
-                    s_pc[sp + 1] = arg_a[pc]
-                    s_depth[sp + 1] = depth
-                    sp += 2
-                elif o == START:
-                    if i == p0:
-                        s_pc[sp] = pc + 1
-                        s_depth[sp] = depth
-                        sp += 1
-                elif o == END:
-                    if i == p1:
-                        s_pc[sp] = pc + 1
-                        s_depth[sp] = depth
-                        sp += 1
-                elif o == EXCL_IN:
-                    s_pc[sp] = pc + 1
-                    s_depth[sp] = depth + 1
-                    sp += 1
-                elif o == EXCL_OUT:
-                    s_pc[sp] = pc + 1
-                    s_depth[sp] = depth - 1
-                    sp += 1
-                else:  # LABEL or DONE: a thread
-                    if t_n >= cap_t:
-                        cap_t *= 2
-                        l_pc = _grow_pair(l_pc, cap_t)
-                        l_node = _grow_pair(l_node, cap_t)
-                        l_depth = _grow_pair(l_depth, cap_t)
-                        l_src = _grow_pair(l_src, cap_t)
-                        l_first = _grow_pair3(l_first, cap_t)
-                        l_last = _grow_pair3(l_last, cap_t)
-                    l_pc[cur, t_n] = pc
-                    l_node[cur, t_n] = -1
-                    l_depth[cur, t_n] = depth
-                    for v in range(n_vars):
-                        l_first[cur, t_n, v] = -1
-                        l_last[cur, t_n, v] = -1
-                    t_n += 1
+                pushed = _follow(pc, depth, i, p0, p1, op, arg_a, arg_b, s_pc, s_depth, sp)
+                if pushed >= 0:
+                    sp = pushed
+                    continue
+                # LABEL or DONE: a thread
+                if t_n >= cap_t:
+                    cap_t *= 2
+                    l_pc = _grow_pair(l_pc, cap_t)
+                    l_node = _grow_pair(l_node, cap_t)
+                    l_depth = _grow_pair(l_depth, cap_t)
+                    l_src = _grow_pair(l_src, cap_t)
+                    l_first = _grow_pair3(l_first, cap_t)
+                    l_last = _grow_pair3(l_last, cap_t)
+                l_pc[cur, t_n] = pc
+                l_node[cur, t_n] = -1
+                l_depth[cur, t_n] = depth
+                for v in range(n_vars):
+                    l_first[cur, t_n, v] = -1
+                    l_last[cur, t_n, v] = -1
+                t_n += 1
             c_n = t_n
             # --- step through rows ---
             while c_n > 0:
@@ -576,7 +579,6 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
                         sp -= 1
                         q = s_pc[sp]
                         depth = s_depth[sp]
-                        o = op[q]
                         if cvisited[q] == cstamp:
                             continue
                         cvisited[q] = cstamp
@@ -585,107 +587,78 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
                             if visited[q] == stamp:
                                 continue
                             visited[q] = stamp
-                        if o == JUMP:
-                            s_pc[sp] = arg_a[q]
-                            s_depth[sp] = depth
-                            sp += 1
-                        elif o == SPLIT:
-                            if sp + 2 > s_cap:
-                                s_cap *= 2
-                                s_pc = _grow1(s_pc, s_cap)
-                                s_depth = _grow1(s_depth, s_cap)
-                            s_pc[sp] = arg_b[q]
-                            s_depth[sp] = depth
-                            s_pc[sp + 1] = arg_a[q]
-                            s_depth[sp + 1] = depth
-                            sp += 2
-                        elif o == START:
-                            if i + 1 == p0:
-                                s_pc[sp] = q + 1
-                                s_depth[sp] = depth
-                                sp += 1
-                        elif o == END:
-                            if i + 1 == p1:
-                                s_pc[sp] = q + 1
-                                s_depth[sp] = depth
-                                sp += 1
-                        elif o == EXCL_IN:
-                            s_pc[sp] = q + 1
-                            s_depth[sp] = depth + 1
-                            sp += 1
-                        elif o == EXCL_OUT:
-                            s_pc[sp] = q + 1
-                            s_depth[sp] = depth - 1
-                            sp += 1
-                        else:
-                            # equivalence: same instruction and, when conditions read other
-                            # variables, the same relevant history
-                            if any_dependent:
-                                key[0] = q
-                                kk = 1
-                                for nm in range(n_names):
-                                    if relevant[nm]:
-                                        lo_pos = -1
-                                        hi_pos = -1
-                                        for m in range(n_vars):
-                                            if members[nm, m]:
-                                                if last_tmp[m] > hi_pos:
-                                                    hi_pos = last_tmp[m]
-                                                if first_tmp[m] >= 0 and (lo_pos < 0 or first_tmp[m] < lo_pos):
-                                                    lo_pos = first_tmp[m]
-                                        key[kk] = lo_pos
-                                        key[kk + 1] = hi_pos
-                                    else:
-                                        key[kk] = 0
-                                        key[kk + 1] = 0
-                                    kk += 2
-                                key[kk] = new_node if deep else 0
-                                # open addressing on the key
-                                if 2 * (h_used + 1) > h_cap:
-                                    # grow; keys seen earlier in this step are forgotten, which can
-                                    # only keep an equivalent, less preferred thread alive (harmless)
-                                    h_cap *= 4
-                                    h_stamp = np.full(h_cap, -1, np.int64)
-                                    h_key = np.empty((h_cap, key_w), np.int64)
-                                    h_used = 0
-                                hh = np.uint64(1469598103934665603)
+                        pushed = _follow(q, depth, i + 1, p0, p1, op, arg_a, arg_b, s_pc, s_depth, sp)
+                        if pushed >= 0:
+                            sp = pushed
+                            continue
+                        # equivalence: same instruction and, when conditions read other
+                        # variables, the same relevant history
+                        if any_dependent:
+                            key[0] = q
+                            kk = 1
+                            for nm in range(n_names):
+                                if relevant[nm]:
+                                    lo_pos = -1
+                                    hi_pos = -1
+                                    for m in range(n_vars):
+                                        if members[nm, m]:
+                                            if last_tmp[m] > hi_pos:
+                                                hi_pos = last_tmp[m]
+                                            if first_tmp[m] >= 0 and (lo_pos < 0 or first_tmp[m] < lo_pos):
+                                                lo_pos = first_tmp[m]
+                                    key[kk] = lo_pos
+                                    key[kk + 1] = hi_pos
+                                else:
+                                    key[kk] = 0
+                                    key[kk + 1] = 0
+                                kk += 2
+                            key[kk] = new_node if deep else 0
+                            # open addressing on the key
+                            if 2 * (h_used + 1) > h_cap:
+                                # grow; keys seen earlier in this step are forgotten, which can
+                                # only keep an equivalent, less preferred thread alive (harmless)
+                                h_cap *= 4
+                                h_stamp = np.full(h_cap, -1, np.int64)
+                                h_key = np.empty((h_cap, key_w), np.int64)
+                                h_used = 0
+                            hh = np.uint64(1469598103934665603)
+                            for z in range(key_w):
+                                hh = (hh ^ np.uint64(key[z])) * np.uint64(1099511628211)
+                            slot = np.int64(hh % np.uint64(h_cap))
+                            dup = False
+                            while h_stamp[slot] == stamp:
+                                same = True
                                 for z in range(key_w):
-                                    hh = (hh ^ np.uint64(key[z])) * np.uint64(1099511628211)
-                                slot = np.int64(hh % np.uint64(h_cap))
-                                dup = False
-                                while h_stamp[slot] == stamp:
-                                    same = True
-                                    for z in range(key_w):
-                                        if h_key[slot, z] != key[z]:
-                                            same = False
-                                            break
-                                    if same:
-                                        dup = True
+                                    if h_key[slot, z] != key[z]:
+                                        same = False
                                         break
-                                    slot = (slot + 1) % h_cap
-                                if dup:
-                                    continue
-                                h_stamp[slot] = stamp
-                                for z in range(key_w):
-                                    h_key[slot, z] = key[z]
-                                h_used += 1
-                            if nt >= cap_t:
-                                cap_t *= 2
-                                l_pc = _grow_pair(l_pc, cap_t)
-                                l_node = _grow_pair(l_node, cap_t)
-                                l_depth = _grow_pair(l_depth, cap_t)
-                                l_src = _grow_pair(l_src, cap_t)
-                                l_first = _grow_pair3(l_first, cap_t)
-                                l_last = _grow_pair3(l_last, cap_t)
-                            l_pc[nxt, nt] = q
-                            l_node[nxt, nt] = new_node
-                            l_depth[nxt, nt] = depth
-                            l_src[nxt, nt] = t
-                            if any_dependent:
-                                for u in range(n_vars):
-                                    l_first[nxt, nt, u] = first_tmp[u]
-                                    l_last[nxt, nt, u] = last_tmp[u]
-                            nt += 1
+                                if same:
+                                    dup = True
+                                    break
+                                slot = (slot + 1) % h_cap
+                            if dup:
+                                continue
+                            h_stamp[slot] = stamp
+                            for z in range(key_w):
+                                h_key[slot, z] = key[z]
+                            h_used += 1
+                        if nt >= cap_t:
+                            cap_t *= 2
+                            l_pc = _grow_pair(l_pc, cap_t)
+                            l_node = _grow_pair(l_node, cap_t)
+                            l_depth = _grow_pair(l_depth, cap_t)
+                            l_src = _grow_pair(l_src, cap_t)
+                            l_first = _grow_pair3(l_first, cap_t)
+                            l_last = _grow_pair3(l_last, cap_t)
+                        l_pc[nxt, nt] = q
+                        l_node[nxt, nt] = new_node
+                        l_depth[nxt, nt] = depth
+                        l_src[nxt, nt] = t
+                        if any_dependent:
+                            for u in range(n_vars):
+                                l_first[nxt, nt, u] = first_tmp[u]
+                                l_last[nxt, nt, u] = last_tmp[u]
+                        nt += 1
                 # fixed point? the new list repeats the current one and only free threads consumed
                 jump = i + 1
                 if not saw_done and not consumed_nonfree and nt == c_n and nt > 0:

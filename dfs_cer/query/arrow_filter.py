@@ -18,6 +18,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -177,9 +178,23 @@ class _Converter:
             if not all(isinstance(i, Literal) and i.value is not None for i in e.items):
                 raise NotPushable("IN with non-literal items")
             if _numeric(self.type_of(e.operand)) or any(_numeric(self.type_of(i)) for i in e.items):
-                test = self.compare("=", e.operand, e.items[0])  # numbers: exact comparisons
-                for item in e.items[1:]:
-                    test = test | self.compare("=", e.operand, item)
+                # numbers: exact comparisons, OR-ed as a balanced tree; long lists only as an
+                # exact isin of integers (thousands of OR-ed comparisons overflow Arrow's stack)
+                values = [i.value for i in e.items if isinstance(i, Literal)]
+                if len(values) > MAX_IN_ITEMS:
+                    kind = self.type_of(e.operand)
+                    if not (kind is not None and pa.types.is_integer(kind)
+                            and all(type(v) is int for v in values)):
+                        raise NotPushable(f"IN with more than {MAX_IN_ITEMS} numbers that are not all integers")
+                    info = np.iinfo(kind.to_pandas_dtype())
+                    inside = [v for v in values if isinstance(v, int) and info.min <= v <= info.max]
+                    test = self(e.operand).isin(pa.array(inside, kind))
+                    return ~test & ~self(e.operand).is_null() if e.negated else test
+                tests = [self.compare("=", e.operand, item) for item in e.items]
+                while len(tests) > 1:
+                    tests = [tests[i] | tests[i + 1] if i + 1 < len(tests) else tests[i]
+                             for i in range(0, len(tests), 2)]
+                test = tests[0]
             else:
                 test = self(e.operand).isin([i.value for i in e.items if isinstance(i, Literal)])
             # x NOT IN (...) is NULL (not TRUE) when x is NULL: keep SQL's answer
@@ -216,6 +231,10 @@ def _numeric(dtype: pa.DataType | None) -> bool:
 
 def _convert(e: Expr, schema: pa.Schema | None = None) -> Any:
     return _Converter(schema)(e)
+
+
+#: longer IN lists of numbers are pushed down only as an exact isin of integers
+MAX_IN_ITEMS = 64
 
 
 def to_arrow_filter(condition: Expr | None, schema: pa.Schema | None = None) -> pc.Expression | None:

@@ -61,7 +61,15 @@ def check_outer(sql: str, relations: Iterable[str], dialect: str) -> None:
     for node in tree.walk():
         if isinstance(node, _COMMANDS):
             raise _refuse(f"a {type(node).__name__.upper()} command")
-    defined = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    if "${" in sql:  # Spark substitutes ${env:...}, ${system:...} and its settings into SQL text
+        raise _refuse("a ${...} variable")
+    # CTEs only at the top: a name defined in a nested scope must not make the same name
+    # readable elsewhere (a CTE named like a catalog view, e.g. pg_settings, read outside it)
+    top = tree.args.get("with")
+    for with_ in tree.find_all(exp.With):
+        if with_ is not top:
+            raise _refuse("a WITH clause inside the query (define common table expressions at the top)")
+    defined = {cte.alias_or_name.lower() for cte in top.expressions} if top is not None else set()
     for table in tree.find_all(exp.Table):
         if not isinstance(table.this, exp.Identifier):
             raise _refuse(f"the table function {table.this.sql(dialect=dialect)}")

@@ -21,6 +21,8 @@ def local_session(cores: int = 2, app_name: str = "dfs-cer", **conf: Any) -> Any
     log4j = Path(__file__).with_name("log4j2.properties").as_uri()
     builder = (SparkSession.builder.master(f"local[{cores}]").appName(app_name)
                .config("spark.ui.enabled", "false")
+               # ${env:...}, ${system:...}, ${spark...} in SQL text would read the driver's secrets
+               .config("spark.sql.variable.substitute", "false")
                .config("spark.sql.shuffle.partitions", str(max(2, cores * 2)))
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
                .config("spark.sql.session.timeZone", "UTC")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -17,6 +18,7 @@ from dfs_cer.config import StrategyConfig
 from dfs_cer.errors import ConfigError, DfsCerError, StorageError
 from dfs_cer.query import Analysis, Query
 from dfs_cer.transport.client import StorageClient
+from dfs_cer.transport.protocol import LEASE_GRACE_SECONDS, Close, Release, Reserve
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -190,13 +192,16 @@ class Session:
         if share is not None and self.group is not None:
             return self.group.shared(self, (name, *share),
                                      lambda: self.action(name, header, blobs, per_node, **round_info))
-        body = {"query_id": self.query_id, **header}
+        lease: dict[str, float] = {}
+        if name == "open" and self.deadline is not None:  # the nodes drop the state by themselves after it
+            lease["lease_seconds"] = round(max(1.0, self.deadline - time.monotonic()), 3)
+        body = {"query_id": self.query_id, **header, **lease}
         index = {id(c): i for i, c in enumerate(self.clients)}
 
         def call(c: StorageClient) -> tuple[dict[str, Any], list[bytes]]:
             if per_node is not None:
                 h, b = per_node(index[id(c)])
-                return c.action(name, {"query_id": self.query_id, **h}, b)
+                return c.action(name, {"query_id": self.query_id, **h, **lease}, b)
             return c.action(name, body, blobs)
 
         return self.all(name, call, **round_info)
@@ -226,6 +231,11 @@ class Session:
                                    f"schemas ({'; '.join(diff[:3])}); shard every node's data with one schema "
                                    "(dfs-cer shard writes one for all nodes)")
 
+    @property
+    def lease_end(self) -> float:
+        """When the nodes drop this query's state by themselves (its deadline plus their grace)."""
+        return (self.deadline or time.monotonic()) + LEASE_GRACE_SECONDS
+
     def schemas(self) -> list[pa.Schema]:
         """Every node's exact schema (one round trip)."""
         return [pa.ipc.read_schema(pa.py_buffer(blobs[0])) for _, blobs in self.action("schema", {})]
@@ -239,14 +249,14 @@ class Session:
         give_up = time.monotonic() + self.admission_wait
         pause = 0.02
         while True:
-            replies = self.action("reserve", {"arrival": arrival})
+            replies = self.action("reserve", Reserve(self.query_id, arrival).header())
             refused = [i for i, (h, _) in enumerate(replies) if not h.get("granted")]
             if not refused:
                 return
             self.trace.rounds.pop()  # waiting is not a round trip of the strategy
             for i, c in enumerate(self.clients):
                 if i not in refused:
-                    c.action("release", {"query_id": self.query_id})
+                    c.action("release", Release(self.query_id).header())
             if time.monotonic() > give_up:
                 from dfs_cer.transport.client import NodeRefusedError
 
@@ -264,9 +274,11 @@ class Session:
         def one(c: StorageClient) -> str | None:
             c.deadline, c.timeout = None, self.close_timeout
             try:
-                c.action("close", {"query_id": self.query_id})
-            except DfsCerError as exc:
-                return f"close: {exc}"
+                c.action("close", Close(self.query_id).header())
+            except Exception as exc:
+                CLOSER.later(c, self.query_id, self.lease_end)
+                return (f"close: {exc} (retried in the background; the node drops the query's state by itself "
+                        f"{max(0.0, self.lease_end - time.monotonic()):.0f} s from now at the latest)")
             return None
 
         if self._closed:
@@ -276,6 +288,58 @@ class Session:
             return [w for w in self._pool.map(one, self.clients) if w]
         finally:
             self._pool.shutdown(wait=False)
+
+
+class _Closer:
+    """Closes queries on nodes that did not confirm ``close`` in time (a hung node that may come
+    back), retrying in a background thread until the node's own lease on the state ends."""
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[str, str, bytes | None, str, float]] = []
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def later(self, client: StorageClient, query_id: str, until: float) -> None:
+        with self._lock:
+            self._pending.append((client.endpoint, client.token, client.tls_root_certs, query_id, until))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="dfs-cer-closer", daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        pause = 0.25
+        while True:
+            time.sleep(pause)
+            pause = min(2.0, pause * 2)
+            with self._lock:
+                work, self._pending = self._pending, []
+            if not work:
+                with self._lock:
+                    if not self._pending:
+                        self._thread = None
+                        return
+                continue
+            left = []
+            for endpoint, token, certs, qid, until in work:
+                if time.monotonic() > until:
+                    continue  # the node has dropped it by itself
+                client = StorageClient(endpoint, token, timeout=1.0, tls_root_certs=certs)
+                try:
+                    client.action("close", Close(qid).header())
+                except DfsCerError:
+                    left.append((endpoint, token, certs, qid, until))
+                finally:
+                    client.close()
+            with self._lock:
+                self._pending.extend(left)
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+
+#: the process's background closer
+CLOSER = _Closer()
 
 
 def sort_events(table: pa.Table, time_column: str) -> pa.Table:

@@ -23,8 +23,8 @@ from dfs_cer.config import StrategyConfig
 from dfs_cer.errors import ConfigError
 from dfs_cer.query import Query
 from dfs_cer.strategies.base import PullResult, Round, Session, Trace, resolve_query
+from dfs_cer.transport.protocol import MEMBERS
 
-MEMBERS = "__dfs_cer_members"
 T = TypeVar("T")
 MAX_GROUP = 64
 

@@ -41,6 +41,7 @@ from dfs_cer.query import Analysis, Query, Role, analyze
 from dfs_cer.query.expr import Column, to_sql, walk
 from dfs_cer.strategies.base import PullResult, Session, Trace, sort_events
 from dfs_cer.transport.client import StorageClient
+from dfs_cer.transport.protocol import ROW_ID
 
 ROLE_NAMES = {Role.HEAD: "head", Role.TAIL: "tail", Role.MIDDLE: "middle"}
 
@@ -147,7 +148,6 @@ def push_pull(session: Session, query: Query, unit: str, **unused: Any) -> PullR
 
 
 NODE = "__dfs_cer_node"
-ROW_ID = "__dfs_cer_row_id"
 
 
 def _pull_variable(session: Session, name: str) -> pa.Table:

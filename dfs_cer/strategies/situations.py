@@ -36,9 +36,9 @@ from dfs_cer.situations.run import (
     time_type_of,
 )
 from dfs_cer.strategies.base import Session, Trace
+from dfs_cer.transport.protocol import SEGMENT
 
 STRATEGIES = ("dfs", "pull_all")
-SEGMENT = "__dfs_cer_interval"
 
 
 @dataclass

@@ -29,11 +29,11 @@ import pyarrow.flight as flight
 
 from dfs_cer.errors import StorageError
 from dfs_cer.transport.messages import decode, encode
+from dfs_cer.transport.protocol import UNKNOWN_QUERY
 
 T = TypeVar("T")
 
 #: how the node marks an error for the client (FlightServerError.extra_info)
-UNKNOWN_QUERY = "unknown-query"
 
 
 class NodeTimeoutError(StorageError):
@@ -85,6 +85,7 @@ class StorageClient:
 
     def __post_init__(self) -> None:
         self._journal: list[tuple[str, Callable[[], None]]] = []
+        self._replayed = False
         self._connect()
 
     def _connect(self) -> None:
@@ -113,7 +114,7 @@ class StorageClient:
                                         timeout=timeout)
 
     def _call(self, what: str, fn: Callable[[flight.FlightCallOptions], T], replay: bool = True) -> T:
-        reconnected = replayed = False
+        reconnected = False
         while True:
             options = self._options(what)
             try:
@@ -129,10 +130,14 @@ class StorageClient:
                 self._reconnect()
             except flight.FlightError as exc:
                 code = error_code(exc)
-                if code == UNKNOWN_QUERY and replay and self._journal and not replayed:
-                    replayed = True  # the node restarted: rebuild the query's state there, once
+                if code == UNKNOWN_QUERY and replay and self._journal and not self._replayed:
+                    self._replayed = True  # the node restarted: rebuild the query's state there, once a query
                     self._replay(what)
                     continue
+                if code == UNKNOWN_QUERY and replay and self._replayed:
+                    raise NodeRefusedError(f"storage node {self.endpoint} lost the query again during {what} (it "
+                                           "was re-opened there once already, after a restart); run the query "
+                                           "again", code) from None
                 raise NodeRefusedError(f"storage node {self.endpoint} refused {what}: {_short(exc)}", code) from None
 
     def _reconnect(self) -> None:
@@ -162,18 +167,27 @@ class StorageClient:
         results = self._call(name, call, replay=name not in ("open", "close"))
         raw = results[0].body.to_pybytes() if results else b""
         self.transfers.append(Transfer(name, len(body), len(raw), time.perf_counter() - start))
+        reply = decode(raw)
         if name == "open":  # what rebuilds the query's state if the node restarts
-            self._journal = [("open", lambda: self._quiet_action(name, body))]
-        return decode(raw)
+            self._journal = [("open", lambda: self._quiet_action(name, body, _fingerprint(reply[0])))]
+            self._replayed = False
+        return reply
 
-    def _quiet_action(self, name: str, body: bytes) -> None:
-        """Repeat a journaled call (its bytes count as the round trip they belong to)."""
+    def _quiet_action(self, name: str, body: bytes, expected: tuple[Any, ...]) -> None:
+        """Repeat a journaled open (its bytes count as the round trip they belong to); the node
+        must serve the data it served before (same rows and schema), else the query fails."""
         results = self._call(name, lambda o: list(self._client.do_action(flight.Action(name, body), options=o)),
                              replay=False)
         raw = results[0].body.to_pybytes() if results else b""
         self.transfers.append(Transfer(name, len(body), len(raw), 0.0))
+        got = _fingerprint(decode(raw)[0])
+        if got != expected:
+            raise NodeRefusedError(f"storage node {self.endpoint} restarted serving other data (rows and schema "
+                                   f"{got}, before {expected}); run the query again")
 
     def pull(self, header: dict[str, Any], blobs: list[bytes] | None = None) -> pa.Table:
+        if header.get("kind") == "pull_all" and self._journal:  # the node must still hold the opened query
+            header = {**header, "opened": True}
         ticket = encode(header, blobs)
         what = str(header.get("kind"))
         start = time.perf_counter()
@@ -198,6 +212,12 @@ class StorageClient:
 
     def close(self) -> None:
         self._client.close()
+
+
+def _fingerprint(reply: dict[str, Any]) -> tuple[Any, ...]:
+    """What identifies the data an open saw: the shard set's rows and schema (of each query of a group)."""
+    group = reply.get("group") or [reply]
+    return tuple((g.get("total_rows"), g.get("schema_digest")) for g in group if isinstance(g, dict))
 
 
 def _short(exc: Exception) -> str:

@@ -1,7 +1,7 @@
 """Message framing for Flight actions and tickets: a JSON header plus binary blobs.
 
 ``b"DFSM" | u32 header length | header (UTF-8 JSON) | blob 0 | blob 1 | ...``; the header's
-``"blobs"`` lists the blob lengths. Filters travel as blobs in their own framed formats.
+``"blobs"`` lists the blob lengths and ``"v"`` the protocol version (:mod:`.protocol`). Filters travel as blobs in their own framed formats.
 
 Blobs of 256 bytes or more are zstd-compressed (level 1) when that makes them smaller; the
 header's ``"z"`` maps the index of each compressed blob to its original length. Cuckoo tables,
@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from dfs_cer.errors import ProtocolError
+from dfs_cer.transport.protocol import VERSION
 
 MAGIC = b"DFSM"
 _LEN = struct.Struct("<I")
@@ -43,6 +44,7 @@ def encode(header: dict[str, Any], blobs: list[bytes] | None = None) -> bytes:
     if originals:
         head["z"] = originals
     head["blobs"] = [len(b) for b in blobs]
+    head["v"] = VERSION
     text = json.dumps(head, separators=(",", ":")).encode()
     return MAGIC + _LEN.pack(len(text)) + text + b"".join(blobs)
 
@@ -67,6 +69,10 @@ def decode(buf: bytes | memoryview, limit: int = MAX_BLOB,
         raise ProtocolError(f"malformed message: header is not JSON ({exc})") from None
     if not isinstance(header, dict):
         raise ProtocolError("malformed message: header is not a JSON object")
+    version = header.pop("v", None)
+    if version != VERSION:
+        raise ProtocolError(f"message of protocol version {version}, this side speaks version {VERSION}: run the "
+                            "same dfs-cer release on the compute node and the storage nodes")
     sizes = header.get("blobs", [])
     if not isinstance(sizes, list) or not all(isinstance(s, int) and s >= 0 for s in sizes):
         raise ProtocolError("malformed message: 'blobs' must list blob sizes")

@@ -314,3 +314,18 @@ def test_situations_on_spark(spark: Any, tmp_path: Path) -> None:
         remote = situations(spark, sql, endpoints=cluster.endpoints, token=cluster.token).toArrow()
     assert remote.column("avg_v").to_pylist() == want.column("avg_v").to_pylist()
     assert remote.column("key").to_pylist() == want.column("key").to_pylist()
+
+
+@pytest.mark.parametrize("where", ["EXISTS (SELECT 1 FROM parquet.`{path}`)", "m.n IN (SELECT 1 FROM csv.`{path}`)",
+                                   "EXISTS (SELECT 1 FROM default.t)", "reflect('java.lang.System', 'exit', 1) = 1",
+                                   "'${{env:HOME}}' = '/root'"])
+def test_the_outer_query_on_spark_reads_only_the_matches(spark: Any, data: tuple[Path, LocalCluster],
+                                                         where: str) -> None:
+    """No SQL on files (parquet.`/path`), other tables or JVM reflection around MATCH_RECOGNIZE."""
+    from dfs_cer.errors import DfsCerError
+    from dfs_cer.spark import match_recognize
+
+    path, _ = data
+    sql = ROWS.replace("WHERE m.n < 40", "WHERE " + where.format(path=path))
+    with pytest.raises(DfsCerError, match="outer query|cannot parse"):
+        match_recognize(spark, sql, data=str(path))

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from dfs_cer.errors import ProtocolError
 from dfs_cer.filters import IntervalSet
 from dfs_cer.transport.messages import MAGIC, decode, encode
+from dfs_cer.transport.protocol import VERSION
 
 
 def test_filters_travel_compressed_and_round_trip() -> None:
@@ -32,7 +33,7 @@ def test_any_blobs_round_trip(blobs: list[bytes]) -> None:
 
 
 def _frame(header: dict[str, object], body: bytes) -> bytes:
-    text = json.dumps(header).encode()
+    text = json.dumps({"v": VERSION, **header}).encode()
     return MAGIC + len(text).to_bytes(4, "little") + text + body
 
 
@@ -41,3 +42,11 @@ def test_malformed_compression_is_refused(z: object) -> None:
     body = b"\x28\xb5\x2f\xfd" + b"garbage-not-zstd"
     with pytest.raises(ProtocolError, match="malformed message"):
         decode(_frame({"blobs": [len(body)], "z": z}, body))
+
+
+@pytest.mark.parametrize("version", [None, 1, VERSION + 1, "2"])
+def test_another_protocol_version_is_refused_clearly(version: object) -> None:
+    header = {"blobs": []} if version is None else {"blobs": [], "v": version}
+    text = json.dumps(header).encode()
+    with pytest.raises(ProtocolError, match=f"protocol version {version}, this side speaks version {VERSION}"):
+        decode(MAGIC + len(text).to_bytes(4, "little") + text)

@@ -123,7 +123,7 @@ def test_bad_requests_get_clear_errors_and_the_node_keeps_serving(cluster: Local
         ("open", encode({"query_id": "x", "query": "{}"}), "not a valid query"),
         ("intervals", encode({"query_id": "never-opened", "variable": "A", "role": "head", "window": 1}),
          "unknown query id 'never-opened'"),
-        ("verify", encode({"query_id": 5}), "wrong type"),
+        ("verify", encode({"query_id": 5}), "query_id must be 1 to 64 letters"),
         ("summaries", encode({"query_id": "never-opened", "window": 1, "variables": [], "pairs": []}),
          "unknown query id 'never-opened'"),
     ]
