@@ -17,7 +17,7 @@ import pyarrow as pa
 from dfs_cer.config import StrategyConfig
 from dfs_cer.errors import ConfigError, DfsCerError, StorageError
 from dfs_cer.query import Analysis, Query
-from dfs_cer.transport.client import StorageClient
+from dfs_cer.transport.client import NodeTimeoutError, StorageClient
 from dfs_cer.transport.protocol import LEASE_GRACE_SECONDS, Close, Release, Reserve
 
 T = TypeVar("T")
@@ -131,6 +131,8 @@ class Session:
         self.group: Any = None
         self._pool = ThreadPoolExecutor(max(1, len(self.clients)))
         self._closed = False
+        #: nodes that did not answer a call in time: closed in the background, not waited for
+        self._hung: set[int] = set()
 
     @classmethod
     def connect(cls, endpoints: Sequence[str], token: str, trace: Trace, config: StrategyConfig | None = None,
@@ -171,8 +173,16 @@ class Session:
             decision: dict[str, Any] | None = None, note: str | None = None) -> list[T]:
         marks = [len(c.transfers) for c in self.clients]
         start = time.perf_counter()
+
+        def guarded(c: StorageClient) -> T:
+            try:
+                return fn(c)
+            except NodeTimeoutError:
+                self._hung.add(id(c))  # close does not wait for it again
+                raise
+
         try:
-            results = list(self._pool.map(fn, self.clients))
+            results = list(self._pool.map(guarded, self.clients))
         except DfsCerError as exc:  # name the round: the node and the action are in the message
             exc.args = (f"round {len(self.trace.rounds) + 1} ({name}): {exc.args[0] if exc.args else exc}",
                         *exc.args[1:])
@@ -261,7 +271,7 @@ class Session:
                 from dfs_cer.transport.client import NodeRefusedError
 
                 busy = ", ".join(self.clients[i].endpoint for i in refused)
-                raise NodeRefusedError(f"storage nodes {busy} had no room for the query within "
+                raise NodeRefusedError(f"round {len(self.trace.rounds) + 1} (reserve): storage nodes {busy} had no room for the query within "
                                        f"{self.admission_wait:.0f} s (memory budget held by other queries); retry "
                                        "later, raise --memory-budget or strategy.admission_wait_seconds",
                                        "admission")
@@ -272,6 +282,11 @@ class Session:
         """Close the query on every node, concurrently, each within ``close_timeout`` seconds
         (even past the deadline); returns what failed (the state expires on the node's TTL)."""
         def one(c: StorageClient) -> str | None:
+            if id(c) in self._hung:
+                CLOSER.later(c, self.query_id, self.lease_end)
+                return (f"close: storage node {c.endpoint} did not answer in time; closed in the background (it "
+                        f"drops the query's state by itself {max(0.0, self.lease_end - time.monotonic()):.0f} s "
+                        "from now at the latest)")
             c.deadline, c.timeout = None, self.close_timeout
             try:
                 c.action("close", Close(self.query_id).header())

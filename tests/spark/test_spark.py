@@ -327,5 +327,5 @@ def test_the_outer_query_on_spark_reads_only_the_matches(spark: Any, data: tuple
 
     path, _ = data
     sql = ROWS.replace("WHERE m.n < 40", "WHERE " + where.format(path=path))
-    with pytest.raises(DfsCerError, match="outer query|cannot parse"):
+    with pytest.raises(DfsCerError, match=r"outer query|cannot parse"):
         match_recognize(spark, sql, data=str(path))

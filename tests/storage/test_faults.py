@@ -204,3 +204,33 @@ def test_whole_query_timeout(cluster: LocalCluster, monkeypatch: pytest.MonkeyPa
         cluster.resume(0)
     assert time.monotonic() - began < 1.5 + 0.5 + 3
     assert clean(cluster, range(3))
+
+
+def test_ten_concurrent_queries_with_room_for_one_all_complete(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """All-or-none, first-come reservations: with each node's budget about one query, ten queries
+    at once complete one after another (none holds one node while waiting for another)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dfs_cer.datasets import synthetic_events
+
+    root = tmp_path_factory.mktemp("admission")
+    events = synthetic_events(30_000, seed=4)
+    pq.write_table(events, root / "e.parquet")
+    shard(str(root / "e.parquet"), 3, str(root / "nodes"))
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, B.ts AS b_ts ONE ROW PER MATCH "
+           "AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B) WITHIN INTERVAL '20' SECOND "
+           "DEFINE A AS A.type = 'T_03', B AS B.type = 'T_07' AND B.a1 > A.a1)")
+    expected = rows(match_recognize(events, sql))
+    dirs = [str(root / "nodes" / f"node-{i:02d}") for i in range(3)]
+    with LocalCluster(dirs) as probe:  # one query's reservation on a node
+        c = StorageClient(probe.endpoints[0], probe.token)
+        c.action("reserve", {"query_id": "probe", "arrival": time.time()})
+        one = c.action("stats")[0]["held_bytes"]
+        c.close()
+    config = StrategyConfig(admission_wait_seconds=60, query_timeout_seconds=120)
+    with LocalCluster(dirs, memory_budget=str(int(one * 1.5))) as cluster:
+        with ThreadPoolExecutor(10) as pool:
+            results = list(pool.map(lambda s: pull(s, sql, cluster.endpoints, cluster.token, config=config),
+                                    ["dfs", "push_down", "pull_all", "naive_dfs", "push_pull"] * 2))
+        assert [rows(match_pulled(r)) for r in results] == [expected] * 10
+        assert clean(cluster, range(3), within=0)
