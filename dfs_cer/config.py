@@ -47,28 +47,14 @@ class QueryConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class FilterConfig:
-    """Shrinking window filter and window-wise join filter parameters (paper §VI-A3)."""
-
-    swf_entries_per_bucket: int = 4
-    swf_fingerprint_bits: int = 12
-    swf_slice_bits: int = 20
-    swf_max_kicks: int = 500
-    swf_load_factor: float = 0.955
-    swf_compaction_load: float = 0.39
-    swf_min_buckets: int = 16
-    wjf_target_fpr: float = 0.02
-    seed: int = 0
-
-
-@dataclass(frozen=True, slots=True)
 class StrategyConfig:
     """Compute-node pull strategy settings."""
 
-    default: str = "dfs"
+    #: the pull strategy of ``dfs-cer query`` without --strategy
+    default: Literal["pull_all", "push_down", "push_pull", "naive_dfs", "dfs", "swf_only", "dfs_v1",
+                     "dfs_v2"] = "dfs"
     cost_model: Literal["adaptive", "always_on", "always_off", "naive", "fixed"] = "adaptive"
     beta_sample_events: int = 5000
-    network_probe_bytes: int = 10 * 1024 * 1024
     calibration_file: str = "conf/calibration.json"
     #: seconds one call to a storage node may take (a hung node fails the query after this)
     call_timeout_seconds: float = 30.0
@@ -91,7 +77,6 @@ class StorageConfig:
     admission_wait_seconds: float = 30.0
     state_ttl_seconds: float = 600.0
     max_message_bytes: int = 256 * 1024**2
-    batch_rows: int = 65536
     s3_endpoint: str = ""
     s3_region: str = "us-east-1"
     #: seconds to connect to S3 / of silence on a connection before the call fails
@@ -112,24 +97,13 @@ class MatcherConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class SparkConfig:
-    """Spark settings for the compute node."""
-
-    master: str = "local[2]"
-    driver_match_threshold_rows: int = 200_000
-    shuffle_partitions: int = 4
-
-
-@dataclass(frozen=True, slots=True)
 class Config:
     """All settings, one frozen section per concern."""
 
     query: QueryConfig = field(default_factory=QueryConfig)
-    filters: FilterConfig = field(default_factory=FilterConfig)
     strategy: StrategyConfig = field(default_factory=StrategyConfig)
     storage: StorageConfig = field(default_factory=StorageConfig)
     matcher: MatcherConfig = field(default_factory=MatcherConfig)
-    spark: SparkConfig = field(default_factory=SparkConfig)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """Plain nested dict of every setting (for ``dfs-cer config`` and tests)."""
@@ -279,14 +253,6 @@ def build_config(values: Mapping[str, Mapping[str, Any]]) -> Config:
 
 
 def _validate(config: Config) -> None:
-    f = config.filters
-    if f.swf_fingerprint_bits + f.swf_slice_bits != 32:
-        raise ConfigError(
-            "conf keys filters.swf_fingerprint_bits + filters.swf_slice_bits must sum to 32 "
-            f"(one 32-bit entry), got {f.swf_fingerprint_bits} + {f.swf_slice_bits}"
-        )
-    if not 0.0 < f.wjf_target_fpr < 1.0:
-        raise ConfigError(f"conf key filters.wjf_target_fpr must be in (0, 1), got {f.wjf_target_fpr}")
     if not 0 < config.storage.port < 65536:
         raise ConfigError(f"conf key storage.port must be in 1..65535, got {config.storage.port}")
     if config.storage.memory_budget <= 0:

@@ -105,9 +105,6 @@ class FilterFormatError(DfsCerError):
     """A serialized filter is truncated, corrupted or of an unknown format version."""
 
 
-class FilterFullError(DfsCerError):
-    """A filter could not place an item even after growing (an internal limit was hit)."""
-
 
 class StorageError(DfsCerError):
     """A shard or object could not be read or written."""
@@ -125,5 +122,3 @@ class MatchLimitError(DfsCerError):
     """Matching produced more results than ``max_matches`` allows."""
 
 
-class NotInstalledError(DfsCerError):
-    """An optional dependency is missing; the message names the extra to install."""

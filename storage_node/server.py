@@ -178,7 +178,7 @@ def read_token(path: str) -> str:
     return token
 
 
-def serve(data: str, port: int, token_file: str, memory_budget: str | None = None, host: str | None = None,
+def serve(data: str, port: int | None, token_file: str, memory_budget: str | None = None, host: str | None = None,
           tls_cert: str | None = None, tls_key: str | None = None, ready_file: str | None = None) -> None:
     cfg = load_config().storage
     import dataclasses
@@ -194,7 +194,7 @@ def serve(data: str, port: int, token_file: str, memory_budget: str | None = Non
     if tls_cert and tls_key:
         tls = [flight.CertKeyPair(Path(tls_cert).read_bytes(), Path(tls_key).read_bytes())]
         scheme = "grpc+tls"
-    location = f"{scheme}://{host or cfg.host}:{port}"
+    location = f"{scheme}://{host or cfg.host}:{cfg.port if port is None else port}"
     server = StorageNode(location, store, read_token(token_file), cfg, tls)
     if ready_file:  # written whole, then renamed: a launcher polling for it never reads half a file
         tmp = Path(f"{ready_file}.tmp")
@@ -208,7 +208,7 @@ def serve(data: str, port: int, token_file: str, memory_budget: str | None = Non
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="dfs-cer storage-node serve")
     parser.add_argument("--data", required=True)
-    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--port", type=int, default=None, help="default: storage.port (0: any free port)")
     parser.add_argument("--host", default=None)
     parser.add_argument("--token-file", required=True)
     parser.add_argument("--memory-budget", default=None)

@@ -184,7 +184,8 @@ def _split_statements(text: str) -> list[str]:
 @click.option("--endpoints", required=True, help="Comma-separated storage node endpoints (host:port).")
 @click.option("--token-file", required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--strategy", type=click.Choice(["pull_all", "push_down", "push_pull", "naive_dfs", "dfs", "swf_only",
-                                              "dfs_v1", "dfs_v2"]), default="dfs", show_default=True)
+                                              "dfs_v1", "dfs_v2"]), default=None,
+              help="Pull strategy [default: strategy.default, dfs].")
 @click.option("--cost-model", type=click.Choice(["adaptive", "always_on", "always_off", "naive", "fixed"]),
               default=None, help="Round-trip cost model (default: strategy.cost_model).")
 @click.option("--explain-analyze", is_flag=True, help="Print every round trip before the matches.")
@@ -208,7 +209,7 @@ def _split_statements(text: str) -> list[str]:
 @pass_state
 @handle_errors
 def query_command(state: State, sql: tuple[str, ...], file: str | None, endpoints: str, token_file: str,
-                  strategy: str, cost_model: str | None, explain_analyze: bool, fmt: str, limit: int, engine: str,
+                  strategy: str | None, cost_model: str | None, explain_analyze: bool, fmt: str, limit: int, engine: str,
                   selection: str | None, kleene: str | None, save_run: bool, since_run: str | None,
                   runs_dir: str, timeout: float | None) -> None:
     """Run a query against storage nodes with a pull strategy and print the matches.
@@ -218,6 +219,7 @@ def query_command(state: State, sql: tuple[str, ...], file: str | None, endpoint
     import json as json_lib
 
     token = Path(token_file).read_text().strip()
+    strategy = strategy or state.config.strategy.default
     nodes = [e.strip() for e in endpoints.split(",") if e.strip()]
     options: dict[str, Any] = {"integer_time_unit": state.config.query.integer_time_unit,
                                "cost_model": cost_model or state.config.strategy.cost_model,

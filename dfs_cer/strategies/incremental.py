@@ -80,7 +80,8 @@ def run_and_save(sql: str, endpoints: Sequence[str], token: str, *, strategy: st
     if previous is None:
         pulled = pull(strategy, sql, endpoints, token, **pull_opts)
         matches = match_pulled(pulled, outer=False, match_ids=True, **match_opts)
-        record = RunRecord(new_run_id(), sql, strategy, {**pull_opts, **match_opts}, names,
+        kept = {k: v for k, v in {**pull_opts, **match_opts}.items() if k not in ("timeout", "config")}
+        record = RunRecord(new_run_id(), sql, strategy, kept, names,
                            pulled.analysis.window_units)
         where = save_run(runs_dir, record, matches)
         return RunResult(record, matches, None, pulled, where)

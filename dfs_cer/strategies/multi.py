@@ -23,6 +23,7 @@ from dfs_cer.config import StrategyConfig
 from dfs_cer.errors import ConfigError
 from dfs_cer.query import Query
 from dfs_cer.strategies.base import PullResult, Round, Session, Trace, resolve_query
+from dfs_cer.strategies.options import PullOptions
 from dfs_cer.transport.protocol import MEMBERS
 
 T = TypeVar("T")
@@ -159,6 +160,7 @@ def pull_many(name: str, queries: Sequence[Query | str], endpoints: Sequence[str
     if not 1 <= len(queries) <= MAX_GROUP:
         raise ConfigError(f"give 1 to {MAX_GROUP} queries to run together, got {len(queries)}")
     parsed = [resolve_query(q) for q in queries]
+    checked = PullOptions.parse(options)
     if len(parsed) == 1:  # nothing to share: the query's own (filtered) scan
         began = time.perf_counter()
         from dfs_cer.strategies.pull import pull
@@ -190,7 +192,7 @@ def pull_many(name: str, queries: Sequence[Query | str], endpoints: Sequence[str
 
         def run(k: int) -> PullResult:
             try:
-                return STRATEGIES[name](sessions[k], parsed[k], integer_time_unit, **options)
+                return STRATEGIES[name](sessions[k], parsed[k], integer_time_unit, checked)
             finally:
                 shared.done(sessions[k])
 

@@ -40,6 +40,7 @@ from dfs_cer.plan.order import variable_order
 from dfs_cer.query import Analysis, Query, Role, analyze
 from dfs_cer.query.expr import Column, to_sql, walk
 from dfs_cer.strategies.base import PullResult, Session, Trace, sort_events
+from dfs_cer.strategies.options import PullOptions
 from dfs_cer.transport.client import StorageClient
 from dfs_cer.transport.protocol import ROW_ID
 
@@ -95,12 +96,12 @@ def _finish(session: Session, events: pa.Table, analysis: Analysis, schema: pa.S
     return PullResult(sort_events(events, _time_column(schema, analysis)), session.trace, analysis, segments)
 
 
-def pull_all(session: Session, query: Query, unit: str, **unused: Any) -> PullResult:
+def pull_all(session: Session, query: Query, unit: str, options: PullOptions) -> PullResult:
     analysis, _, schema = _open(session, query, unit)
     return _finish(session, session.pull("pull_all"), analysis, schema)
 
 
-def push_down(session: Session, query: Query, unit: str, **unused: Any) -> PullResult:
+def push_down(session: Session, query: Query, unit: str, options: PullOptions) -> PullResult:
     analysis, _, schema = _open(session, query, unit)
     if not analysis.skippable:
         session.trace.fallback = f"pull_all ({analysis.skip_reason})"
@@ -108,7 +109,7 @@ def push_down(session: Session, query: Query, unit: str, **unused: Any) -> PullR
     return _finish(session, session.pull("pull_pushdown"), analysis, schema)
 
 
-def push_pull(session: Session, query: Query, unit: str, **unused: Any) -> PullResult:
+def push_pull(session: Session, query: Query, unit: str, options: PullOptions) -> PullResult:
     analysis, headers, schema = _open(session, query, unit)
     if not analysis.skippable:
         session.trace.fallback = f"pull_all ({analysis.skip_reason})"
@@ -219,18 +220,15 @@ def _final_pull(session: Session, tis: _Tis, analysis: Analysis, schema: pa.Sche
 JOIN_FILTERS = ("wjf", "keyset", "none")
 
 
-def dfs(session: Session, query: Query, unit: str, cost_model: str = "adaptive",
-        calibration_file: str | None = None, target_fpr: float = 0.02, tis_format: str = "swf",
-        join_filter: str = "wjf", passes: int = 2, rate_scale: float = 1.0, **unused: Any) -> PullResult:
+def dfs(session: Session, query: Query, unit: str, options: PullOptions, tis_format: str = "swf",
+        join_filter: str = "wjf") -> PullResult:
     """Dual filtering; ``tis_format`` ("swf" or "intervals") and ``join_filter`` ("wjf",
     "keyset" or "none") select the paper's ablations. ``passes`` > 1 verifies every variable
     again against the interval set the others shrank (the first variable's events are checked
     only against its own intervals in pass 1); the cost model gates each of these round trips.
     ``rate_scale`` misestimates the network rate R by that factor (an ablation)."""
-    if passes < 1:
-        from dfs_cer.errors import ConfigError
-
-        raise ConfigError(f"passes must be at least 1, got {passes}")
+    cost_model, calibration_file, target_fpr = options.cost_model, options.calibration_file, options.target_fpr
+    passes, rate_scale = options.passes, options.rate_scale
     if tis_format not in ("swf", "intervals") or join_filter not in JOIN_FILTERS:
         from dfs_cer.errors import ConfigError
 
@@ -330,22 +328,22 @@ def dfs(session: Session, query: Query, unit: str, cost_model: str = "adaptive",
     return _final_pull(session, tis, analysis, schema)
 
 
-def swf_only(session: Session, query: Query, unit: str, **options: Any) -> PullResult:
+def swf_only(session: Session, query: Query, unit: str, options: PullOptions) -> PullResult:
     """Ablation: DFS without join filters (equalities are checked only on the compute node)."""
-    return dfs(session, query, unit, **{**options, "join_filter": "none"})
+    return dfs(session, query, unit, options, join_filter="none")
 
 
-def dfs_v1(session: Session, query: Query, unit: str, **options: Any) -> PullResult:
+def dfs_v1(session: Session, query: Query, unit: str, options: PullOptions) -> PullResult:
     """Ablation: DFS with exact (value, window) tables in place of window-wise join filters."""
-    return dfs(session, query, unit, **{**options, "join_filter": "keyset"})
+    return dfs(session, query, unit, options, join_filter="keyset")
 
 
-def dfs_v2(session: Session, query: Query, unit: str, **options: Any) -> PullResult:
+def dfs_v2(session: Session, query: Query, unit: str, options: PullOptions) -> PullResult:
     """Ablation: interval arrays in place of the SWF and exact tables in place of join filters."""
-    return dfs(session, query, unit, **{**options, "tis_format": "intervals", "join_filter": "keyset"})
+    return dfs(session, query, unit, options, tis_format="intervals", join_filter="keyset")
 
 
-def naive_dfs(session: Session, query: Query, unit: str, **unused: Any) -> PullResult:
+def naive_dfs(session: Session, query: Query, unit: str, options: PullOptions) -> PullResult:
     """Naive-DFS (reference notes §6): one trip for every variable's Eq. 1 interval arrays and the
     (timestamp, value) pairs of every equality column; the compute node intersects the arrays and
     applies the equalities on window ids; a second trip pulls the rows inside the result."""
@@ -426,7 +424,8 @@ def pull(name: str, query: Query | str, endpoints: Sequence[str], token: str, *,
 
     if name not in STRATEGIES:
         raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)}, got {name!r}")
+    checked = PullOptions.parse(options)
     session = Session.connect(endpoints, token, Trace(name), config, timeout, event_key, dedup)
     session.time_ranges = None if time_ranges is None else [(int(a), int(b)) for a, b in time_ranges]
-    return session.finish(lambda: STRATEGIES[name](session, resolve_query(query), integer_time_unit, **options),
+    return session.finish(lambda: STRATEGIES[name](session, resolve_query(query), integer_time_unit, checked),
                           lambda r: r.trace)

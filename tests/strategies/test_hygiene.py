@@ -341,3 +341,14 @@ def test_files_appended_while_a_query_runs_make_its_pulls_refuse(tmp_path: Path)
             assert client.pull({"query_id": "q2", "kind": "pull_all"}).num_rows == len(ARRIVALS[0]) + 1
         finally:
             client.close()
+
+
+def test_a_misspelled_pull_option_is_an_error() -> None:
+    from dfs_cer.errors import ConfigError
+    from dfs_cer.strategies.options import PullOptions
+
+    with pytest.raises(ConfigError, match="unknown pull option costmodel; the options are cost_model"):
+        PullOptions.parse({"costmodel": "naive"})
+    with pytest.raises(ConfigError, match="cost_model must be one of adaptive"):
+        PullOptions.parse({"cost_model": "cheapest"})
+    assert PullOptions.parse({"cost_model": "naive", "passes": 1}).passes == 1
