@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from dfs_cer import analyze, parse
-from dfs_cer.calibrate import _best as best_of
+from dfs_cer.calibrate import best_time as best_of
 from dfs_cer.match.rowpattern import run_row_pattern
 
 QUERY = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts

@@ -24,7 +24,7 @@ from dfs_cer.filters import IntervalSet, KeyKind, ShrinkingWindowFilter, WindowJ
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 
 
-def _best(fn: Callable[[], object], repeat: int) -> float:
+def best_time(fn: Callable[[], object], repeat: int) -> float:
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
@@ -43,12 +43,12 @@ def _filter_tables(sizes: Sequence[int], repeat: int, window: int = 180) -> dict
         tis = IntervalSet.around(centres, -window, window)
         swf = ShrinkingWindowFilter.from_intervals(tis.starts, tis.ends, window)
         swf.contains(ts[:10])  # compile the kernels outside the timing
-        tables["c_p1"].append([n, _best(partial(swf.contains, ts), repeat) / n])
+        tables["c_p1"].append([n, best_time(partial(swf.contains, ts), repeat) / n])
         values = rng.integers(0, n // 4 + 1, n)
         wjf = WindowJoinFilter.with_estimates(n, window, KeyKind.INT)
         wjf.add(values[:10], ts[:10])
-        tables["c_b"].append([n, _best(partial(wjf.add, values, ts), repeat) / n])
-        tables["c_p2"].append([n, _best(partial(wjf.might_contain, values, ts, 0), repeat) / n])
+        tables["c_b"].append([n, best_time(partial(wjf.add, values, ts), repeat) / n])
+        tables["c_p2"].append([n, best_time(partial(wjf.might_contain, values, ts, 0), repeat) / n])
     return tables
 
 
@@ -64,8 +64,8 @@ def _beta(sample_events: int, repeat: int) -> dict[str, float]:
     rows = analyze(parse(synthetic_queries(1, cer=False)[0]), events.schema)
     run_cer(events, cer)
     run_row_pattern(events, rows)
-    return {"cer": _best(lambda: run_cer(events, cer), repeat) / sample_events,
-            "rowpattern": _best(lambda: run_row_pattern(events, rows), repeat) / sample_events}
+    return {"cer": best_time(lambda: run_cer(events, cer), repeat) / sample_events,
+            "rowpattern": best_time(lambda: run_row_pattern(events, rows), repeat) / sample_events}
 
 
 def calibrate(sizes: Sequence[int] = SIZES, *, sample_events: int = 5000, repeat: int = 3,

@@ -27,7 +27,7 @@ ENGINES = ("auto", "sql", "cer")
 RELATION = "__dfs_cer_matches"
 
 
-def _outer_sql(query: Query, dialect: str) -> str | None:
+def outer_sql(query: Query, dialect: str) -> str | None:
     """The outer query over the match relation, or None when it is a plain ``SELECT *``."""
     outer = query.outer
     if outer.select == ("*",) and not outer.distinct and outer.where is None and not outer.order_by \
@@ -57,7 +57,7 @@ def sandboxed_duckdb() -> duckdb.DuckDBPyConnection:
 
 def run_outer(query: Query, relation: pa.Table, dialect: str = "duckdb") -> pa.Table:
     """Evaluate the SELECT around MATCH_RECOGNIZE on the sandboxed embedded DuckDB."""
-    sql = _outer_sql(query, dialect)
+    sql = outer_sql(query, dialect)
     if sql is None:
         return relation
     import duckdb

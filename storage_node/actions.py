@@ -247,11 +247,11 @@ class Actions:
         every symbol's condition per time block, and each block's first time. Only shard sets
         partitioned by time hold whole blocks; others answer ``derived: false``."""
         from dfs_cer.io.shard import TIME_WINDOW_SECONDS
-        from dfs_cer.match.rowpattern import _time_values
+        from dfs_cer.match.rowpattern import time_values
         from dfs_cer.query.expr import Navigation, walk
         from dfs_cer.situations import parse_situations
         from dfs_cer.situations.fragments import block_fragments
-        from dfs_cer.situations.run import _column, condition_masks, sorted_rows
+        from dfs_cer.situations.run import column_name, condition_masks, sorted_rows
 
         try:
             query = parse_situations(field(header, "sql", str, "situations"))
@@ -267,17 +267,17 @@ class Actions:
             return {"derived": False, "reason": "PREV/NEXT in a condition reads rows of the neighbouring block"}, []
         table = self.store.sorted_rows()
         rows, part, bounds = sorted_rows(table, query, tuple(manifest.get("event_key") or ()), True)
-        order = _column(rows, query.order_by)
+        order = column_name(rows, query.order_by)
         if order != self.store.time_column:
             return {"derived": False, "reason": f"the shards are blocked by {self.store.time_column}, "
                     f"the query orders by {order}"}, []
         n = rows.num_rows
-        ts = _time_values(rows, order) if n else np.zeros(0, np.int64)
+        ts = time_values(rows, order) if n else np.zeros(0, np.int64)
         dtype = rows.schema.field(order).type
         units = TIME_WINDOW_SECONDS * ({"s": 1, "ms": 1000, "us": 10**6, "ns": 10**9}[dtype.unit]
                                        if pa.types.is_timestamp(dtype) else 1)
         masks = condition_masks(rows, query, bounds[part] if n else part, bounds[part + 1] if n else part)
-        partition = [_column(rows, c) for c in query.partition_by]
+        partition = [column_name(rows, c) for c in query.partition_by]
         fragments, blocks = block_fragments(rows, partition, ts, units, masks)
         return {"derived": True, "fragments": fragments.num_rows, "blocks": blocks.num_rows,
                 "rows": n}, [_ipc(fragments), _ipc(blocks), self.store.schema.serialize().to_pybytes()]

@@ -60,3 +60,28 @@ def test_runtime_imports() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "", f"pure packages pulled in: {out.stdout.strip()}"
+
+
+def _package(module: str) -> str:
+    """The package a module belongs to: dfs_cer.<sub> for subpackages, else the module itself."""
+    parts = module.split(".")
+    if parts[0] == "dfs_cer" and len(parts) > 2:
+        return ".".join(parts[:2])
+    return module if parts[0] == "dfs_cer" else parts[0]
+
+
+def test_no_private_names_across_packages() -> None:
+    """Helpers used by another package have public names (no `from other import _helper`)."""
+    bad = []
+    for top in ("dfs_cer", "storage_node", "bench", "spark_jobs", "tests"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            rel = path.relative_to(ROOT).with_suffix("")
+            here = ".".join(p for p in rel.parts if p != "__init__")
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if not isinstance(node, ast.ImportFrom) or not node.module or node.level:
+                    continue
+                if _package(node.module) == _package(here):
+                    continue
+                bad += [f"{rel}: from {node.module} import {a.name}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+    assert bad == []

@@ -37,12 +37,12 @@ from dfs_cer.errors import MatchLimitError, UnsupportedFeatureError
 from dfs_cer.match.arrow_eval import _broadcast, evaluate
 from dfs_cer.match.cer_kernels import expand
 from dfs_cer.match.cer_pattern import Branch, Item, branches
+from dfs_cer.match.columns import column_of
 from dfs_cer.match.rowpattern import (
     MatchOutput,
     _referenced_columns,
-    _resolve,
-    _time_values,
     sort_and_partition,
+    time_values,
 )
 from dfs_cer.query.analyze import Analysis
 from dfs_cer.query.expr import (
@@ -79,7 +79,7 @@ class Gathered:
 
     def column(self, name: str) -> pa.Array:
         if name not in self._columns:
-            self._columns[name] = self.table.column(_resolve(self.table, name)).combine_chunks()
+            self._columns[name] = self.table.column(column_of(self.table, name)).combine_chunks()
         return self._columns[name]
 
     def __call__(self, x: Expr) -> pa.Array:
@@ -134,13 +134,13 @@ def run_cer(table: pa.Table, analysis: Analysis, *, selection: str = "skip_till_
             if isinstance(node, Aggregate | Classifier | MatchNumber):
                 raise UnsupportedFeatureError(f"{to_sql(node)} in a CER condition", clause=f"DEFINE {d.variable}",
                                               code="unsupported")
-    partition_by = tuple(_resolve(table, c) for c in mr.partition_by)
-    order_col = _resolve(table, mr.order_by[0].column)
+    partition_by = tuple(column_of(table, c) for c in mr.partition_by)
+    order_col = column_of(table, mr.order_by[0].column)
     original = table
     table, bounds, order = sort_and_partition(table, partition_by, [(order_col, False)],
                                               _referenced_columns(mr, table), analysis.event_key, analysis.dedup)
     n = len(table)
-    ts = _time_values(table, order_col)
+    ts = time_values(table, order_col)
     window = analysis.window_units if mr.window is not None else None
     if mr.window is not None and window is None:
         raise ValueError("the analysis is not bound to the table's schema")
@@ -825,7 +825,7 @@ class _Engine:
         columns: dict[str, pa.Array] = {}
         anchor = first_rows.get(positive[0]) if positive else None
         for c in mr.partition_by:
-            col = self.table.column(_resolve(self.table, c)).combine_chunks()
+            col = self.table.column(column_of(self.table, c)).combine_chunks()
             columns[c] = col.take(pa.array(anchor if anchor is not None else np.zeros(0, np.int64)))
         view = dict(bound)
         view.update({k: v for k, v in last_rows.items() if k not in bound})

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from dfs_cer.errors import MatchError, UnsupportedFeatureError
 from dfs_cer.match.arrow_eval import evaluate_mask
+from dfs_cer.match.columns import column_of
 from dfs_cer.match.exact import RankSpace, is_wide
 from dfs_cer.query.expr import (
     Aggregate,
@@ -111,13 +112,7 @@ class Conditions:
 
 
 def _column_array(table: pa.Table, name: str) -> pa.Array:
-    try:
-        col = table.column(name)
-    except KeyError:
-        folded = [n for n in table.column_names if n.lower() == name.lower()]
-        if len(folded) != 1:
-            raise
-        col = table.column(folded[0])
+    col = table.column(column_of(table, name))
     return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
 
 

@@ -20,6 +20,7 @@ from numba import njit
 
 from dfs_cer.errors import MatchError, UnsupportedFeatureError
 from dfs_cer.match.arrow_eval import _broadcast, evaluate
+from dfs_cer.match.columns import column_of
 from dfs_cer.query.expr import (
     Aggregate,
     Classifier,
@@ -236,12 +237,7 @@ class MeasureEvaluator:
 
     def _take(self, column: str, pos: np.ndarray) -> pa.Array:
         table = self.rows.table
-        try:
-            arr = table.column(column)
-        except KeyError:
-            folded = [c for c in table.column_names if c.lower() == column.lower()]
-            arr = table.column(folded[0])
-        arr = arr.combine_chunks()
+        arr = table.column(column_of(table, column)).combine_chunks()
         taken = arr.take(pa.array(np.where(pos >= 0, pos, 0)))
         return pc.if_else(pa.array(pos >= 0), taken, pa.scalar(None, arr.type))
 

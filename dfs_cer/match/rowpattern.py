@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from dfs_cer.errors import MatchError, MatchLimitError, UnsupportedFeatureError
 from dfs_cer.match import vm
+from dfs_cer.match.columns import column_of
 from dfs_cer.match.conditions import compile_conditions
 from dfs_cer.match.measures import MatchRows, MeasureEvaluator
 from dfs_cer.match.program import compile_pattern
@@ -40,15 +41,6 @@ class MatchOutput:
     #: it grows with the longest partition (or final-interval segment) and the pattern, not
     #: with the number of partitions or rows overall; 0 for the CER engine
     work_bytes: int = 0
-
-
-def _resolve(table: pa.Table, name: str) -> str:
-    if name in table.column_names:
-        return name
-    folded = [c for c in table.column_names if c.lower() == name.lower()]
-    if len(folded) == 1:
-        return folded[0]
-    raise KeyError(name)
 
 
 def _sortable(t: pa.DataType) -> bool:
@@ -75,7 +67,7 @@ def _sort_keys(table: pa.Table, columns: list[str]) -> pa.Table:
     return out
 
 
-def _same_as_previous(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
+def same_as_previous(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """``out[i]``: row i equals row i - 1 in this column (NULL equals NULL); ``out[0]`` False."""
     col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     n = len(col)
@@ -123,7 +115,7 @@ def sort_and_partition(table: pa.Table, partition_by: tuple[str, ...], order_by:
         duplicate = np.ones(len(table), bool)
         duplicate[0] = False
         for name in identity:
-            duplicate &= _same_as_previous(ordered.column(name))
+            duplicate &= same_as_previous(ordered.column(name))
         if duplicate.any():
             order = order[~duplicate]
     if columns is not None:
@@ -136,12 +128,12 @@ def sort_and_partition(table: pa.Table, partition_by: tuple[str, ...], order_by:
     if n:
         change[0] = True
     for c in partition_by:
-        change[1:] |= ~_same_as_previous(_sort_keys(table, [c]).column(0))[1:]
+        change[1:] |= ~same_as_previous(_sort_keys(table, [c]).column(0))[1:]
     bounds = np.append(np.nonzero(change)[0], n).astype(np.int64)
     return table, bounds, order
 
 
-def _next_start(pattern: object, labels: tuple[str, ...], masks: np.ndarray, n: int,
+def match_starts(pattern: object, labels: tuple[str, ...], masks: np.ndarray, n: int,
                 bounds: np.ndarray | None = None) -> np.ndarray:
     """For every row, the first row at or after it where a match can start: some label that can
     begin a match accepts it (every row when the pattern can match empty).
@@ -192,7 +184,7 @@ def _idle_skipping(masks: np.ndarray, dependent: np.ndarray, n: int) -> tuple[np
     return free, next_true
 
 
-def _time_values(table: pa.Table, column: str) -> np.ndarray:
+def time_values(table: pa.Table, column: str) -> np.ndarray:
     arr = table.column(column).combine_chunks()
     if not (pa.types.is_temporal(arr.type) or pa.types.is_integer(arr.type)):
         raise UnsupportedFeatureError(f"WITHIN over a {arr.type} ORDER BY column is not supported",
@@ -219,15 +211,15 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
     """
     query = analysis.query
     mr = query.recognize
-    partition_by = tuple(_resolve(table, c) for c in mr.partition_by)
-    order_by = [(_resolve(table, s.column), s.descending) for s in mr.order_by]
+    partition_by = tuple(column_of(table, c) for c in mr.partition_by)
+    order_by = [(column_of(table, s.column), s.descending) for s in mr.order_by]
     original = table
     table, bounds, order = sort_and_partition(table, partition_by, order_by, _referenced_columns(mr, table),
                                               analysis.event_key, analysis.dedup)
     n = len(table)
     real_bounds = bounds
     if segments is not None and n:
-        seg = np.searchsorted(np.asarray(segments, np.int64), _time_values(table, order_by[0][0]), side="right")
+        seg = np.searchsorted(np.asarray(segments, np.int64), time_values(table, order_by[0][0]), side="right")
         cut = np.zeros(n, bool)
         cut[1:] = seg[1:] != seg[:-1]
         bounds = np.unique(np.concatenate([bounds, np.nonzero(cut)[0]])).astype(np.int64)
@@ -248,7 +240,7 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
         if analysis.window_units is None:
             raise ValueError("the analysis is not bound to the table's schema (call analyze(query, table.schema))")
         window = analysis.window_units
-        ts = _time_values(table, order_by[0][0])
+        ts = time_values(table, order_by[0][0])
 
     skip = mr.after_match_skip
     skip_mode = {SkipTo.PAST_LAST_ROW: vm.SKIP_PAST_LAST, SkipTo.NEXT_ROW: vm.SKIP_NEXT_ROW,
@@ -258,11 +250,11 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
         names[s.name] = len(labels) + i
     skip_target = names[skip.variable] if skip.variable is not None else -1
     c = conditions
-    next_start = _next_start(mr.pattern, labels, c.masks, n, bounds)
+    starts = match_starts(mr.pattern, labels, c.masks, n, bounds)
     status, m_start, m_end, m_part, r_match, r_row, r_label, r_excl, work_bytes = vm.run(
         program.op.astype(np.int64), program.a.astype(np.int64), program.b.astype(np.int64), c.masks, c.dependent,
         c.code, c.code_start, c.const_i, c.const_f, c.const_kind, c.icols, c.inull, c.fcols, c.fnull, c.members,
-        c.relevant, c.deep_navigation, ts, window, bounds, skip_mode, skip_target, max_matches, next_start,
+        c.relevant, c.deep_navigation, ts, window, bounds, skip_mode, skip_target, max_matches, starts,
         *_idle_skipping(c.masks, c.dependent, n))
     truncated = False
     if status == vm.LIMIT_REACHED:
@@ -289,7 +281,7 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
         empty_at = row_hash[np.minimum(m_start, max(n - 1, 0))] if n else np.zeros(m_start.size, np.uint64)
         counts = (m_end - m_start).astype(np.int64)
         mid = identity.match_ids(row_hash[r_row], identity.label_hashes(labels)[r_label], counts, empty_at)
-        tv = _time_values(table, order_by[0][0]) if n else np.zeros(0, np.int64)
+        tv = time_values(table, order_by[0][0]) if n else np.zeros(0, np.int64)
         last = np.where(counts > 0, m_end - 1, m_start)
         ids = (mid, tv[np.minimum(m_start, max(n - 1, 0))] if n else mid.astype(np.int64),
                tv[np.minimum(last, max(n - 1, 0))] if n else mid.astype(np.int64))
@@ -302,11 +294,8 @@ def _referenced_columns(mr: MatchRecognize, table: pa.Table) -> set[str]:
     names: set[str] = set()
     for e in [d.condition for d in mr.definitions] + [m.expr for m in mr.measures]:
         for node in walk(e):
-            if isinstance(node, Column):
-                try:
-                    names.add(_resolve(table, node.name))
-                except KeyError:
-                    continue
+            if isinstance(node, Column) and node.name in table.column_names:
+                names.add(node.name)
     return names
 
 

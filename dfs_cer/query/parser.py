@@ -71,14 +71,14 @@ _SEMANTICS_WORDS = {"RUNNING": "DFSCER_RUNNING", "FINAL": "DFSCER_FINAL"}
 
 
 @dataclass
-class _Clause:
+class ClauseParser:
     name: str
     keyword_index: int
     first: int  # first content token
     last: int  # last content token (first - 1 when empty)
 
 
-class _Parser:
+class QueryParser:
     def __init__(self, sql: str) -> None:
         if not isinstance(sql, str) or not sql.strip():
             raise QuerySyntaxError("the query is empty", hint="pass SELECT ... FROM t MATCH_RECOGNIZE (...)",
@@ -310,8 +310,8 @@ class _Parser:
 
     # ------------------------------------------------------------------ MATCH_RECOGNIZE body
 
-    def _clauses(self, first: int, last: int, close: int) -> list[_Clause]:
-        found: list[_Clause] = []
+    def _clauses(self, first: int, last: int, close: int) -> list[ClauseParser]:
+        found: list[ClauseParser] = []
         depth = 0
         i = first
         while i <= last:
@@ -327,7 +327,7 @@ class _Parser:
                     if found:
                         found[-1].last = i - 1
                     name, n = hit
-                    found.append(_Clause(name, i, i + n, last))
+                    found.append(ClauseParser(name, i, i + n, last))
                     if name == "PATTERN":
                         lp = i + n
                         if lp > last or self.toks[lp].token_type != TokenType.L_PAREN:
@@ -336,7 +336,7 @@ class _Parser:
                         found[-1].first, found[-1].last = lp, rp
                         i = rp + 1
                         if i <= last:
-                            found.append(_Clause("(after PATTERN)", i, i, last))
+                            found.append(ClauseParser("(after PATTERN)", i, i, last))
                         continue
                     i += n
                     continue
@@ -355,7 +355,7 @@ class _Parser:
             if c.name == "(after PATTERN)":
                 raise self.syntax(f"unexpected {self.toks[c.first].text!r} after PATTERN (...)", c.first, "PATTERN",
                                   "WITHIN, SUBSET or DEFINE may follow PATTERN")
-        seen: dict[str, _Clause] = {}
+        seen: dict[str, ClauseParser] = {}
         for c in clauses:
             rank_name = "ROWS PER MATCH" if c.name in ("ONE ROW PER MATCH", "ALL ROWS PER MATCH") else c.name
             if rank_name in seen:
@@ -407,11 +407,11 @@ class _Parser:
             definitions=self._definitions(clauses.get("DEFINE")),
         )
 
-    def _require_content(self, c: _Clause) -> None:
+    def _require_content(self, c: ClauseParser) -> None:
         if c.last < c.first:
             raise self.syntax(f"{c.name} is empty", c.keyword_index, c.name)
 
-    def _partition_by(self, c: _Clause | None) -> tuple[str, ...]:
+    def _partition_by(self, c: ClauseParser | None) -> tuple[str, ...]:
         if c is None:
             return ()
         self._require_content(c)
@@ -425,7 +425,7 @@ class _Parser:
         _no_duplicates(names, "PARTITION BY", "column", self.pos(c.first))
         return tuple(names)
 
-    def _order_by(self, c: _Clause) -> tuple[SortItem, ...]:
+    def _order_by(self, c: ClauseParser) -> tuple[SortItem, ...]:
         self._require_content(c)
         items = []
         for a, b in self.split_commas(c.first, c.last):
@@ -446,7 +446,7 @@ class _Parser:
         _no_duplicates([i.column for i in items], "ORDER BY", "column", self.pos(c.first))
         return tuple(items)
 
-    def _measures(self, c: _Clause | None) -> tuple[Measure, ...]:
+    def _measures(self, c: ClauseParser | None) -> tuple[Measure, ...]:
         if c is None:
             return ()
         self._require_content(c)
@@ -464,7 +464,7 @@ class _Parser:
         _no_duplicates([m.name.lower() for m in measures], "MEASURES", "measure", self.pos(c.first))
         return tuple(measures)
 
-    def _rows_per_match(self, clauses: dict[str, _Clause]) -> tuple[RowsPerMatch, bool]:
+    def _rows_per_match(self, clauses: dict[str, ClauseParser]) -> tuple[RowsPerMatch, bool]:
         all_matches = "ALL MATCHES" in clauses
         one = clauses.get("ONE ROW PER MATCH")
         if one is not None:
@@ -487,7 +487,7 @@ class _Parser:
                               "use SHOW EMPTY MATCHES, OMIT EMPTY MATCHES or WITH UNMATCHED ROWS")
         return options[words], all_matches
 
-    def _after_match_skip(self, c: _Clause | None) -> AfterMatchSkip:
+    def _after_match_skip(self, c: ClauseParser | None) -> AfterMatchSkip:
         if c is None:
             return AfterMatchSkip()
         words = [self.word(i) for i in range(c.first, c.last + 1)]
@@ -504,7 +504,7 @@ class _Parser:
         at = c.first if c.first <= c.last else c.keyword_index
         raise self.syntax(f"unexpected AFTER MATCH SKIP {' '.join(words)!r}".replace("  ", " "), at, c.name, hint)
 
-    def _within(self, c: _Clause | None) -> Window | None:
+    def _within(self, c: ClauseParser | None) -> Window | None:
         if c is None:
             return None
         self._require_content(c)
@@ -536,7 +536,7 @@ class _Parser:
             raise self.syntax(f"the window {value_text!r} needs a unit", c.first, "WITHIN", hint)
         return Window(value_text, unit)
 
-    def _subsets(self, c: _Clause | None) -> tuple[Subset, ...]:
+    def _subsets(self, c: ClauseParser | None) -> tuple[Subset, ...]:
         if c is None:
             return ()
         self._require_content(c)
@@ -555,7 +555,7 @@ class _Parser:
             subsets.append(Subset(name, tuple(members)))
         return tuple(subsets)
 
-    def _definitions(self, c: _Clause | None) -> tuple[Definition, ...]:
+    def _definitions(self, c: ClauseParser | None) -> tuple[Definition, ...]:
         if c is None:
             return ()
         self._require_content(c)
@@ -608,7 +608,7 @@ def parse(sql: str) -> Query:
     from dfs_cer.query.validate import validate
 
     try:
-        query = _Parser(sql).parse()
+        query = QueryParser(sql).parse()
     except QueryError:
         raise
     except RecursionError:

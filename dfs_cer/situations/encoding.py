@@ -12,7 +12,7 @@ import pyarrow as pa
 from dfs_cer.query.expr import to_sql
 from dfs_cer.query.model import Window
 from dfs_cer.situations.model import SituationQuery
-from dfs_cer.situations.run import UNITS_PER_SECOND, _column, duration_units
+from dfs_cer.situations.run import UNITS_PER_SECOND, column_name, duration_units
 
 SQL_RELATIONS = {
     "before": "{a}.te < {b}.ts", "after": "{b}.te < {a}.ts", "meets": "{a}.te = {b}.ts",
@@ -29,9 +29,9 @@ def encoded_matches(table: pa.Table, query: SituationQuery, integer_time_unit: s
 
     from dfs_cer import match_recognize
 
-    order = _column(table, query.order_by)
+    order = column_name(table, query.order_by)
     dtype = table.schema.field(order).type
-    part = [_column(table, c) for c in query.partition_by]
+    part = [column_name(table, c) for c in query.partition_by]
     by = f"PARTITION BY {', '.join(part)} " if part else ""
     con = duckdb.connect()
     try:

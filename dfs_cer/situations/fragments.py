@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from dfs_cer.match.rowpattern import _same_as_previous
+from dfs_cer.match.rowpattern import same_as_previous
 from dfs_cer.situations.derive import Derived, keyed, runs
 
 BLOCK, SYMBOL, TS, TE, AT_START, FIRST_TS = "__block", "__symbol", "__ts", "__te", "__at_start", "__first_ts"
@@ -30,7 +30,7 @@ def block_fragments(rows: pa.Table, partition: list[str], ts: np.ndarray, block_
         change[0] = True
         change[1:] |= block[1:] != block[:-1]
         for c in partition:
-            change[1:] |= ~_same_as_previous(rows.column(c))[1:]
+            change[1:] |= ~same_as_previous(rows.column(c))[1:]
     part = np.cumsum(change) - 1
     starts = np.flatnonzero(change)
     blocks = keyed(rows, partition, starts, **{BLOCK: block[starts], FIRST_TS: ts[starts]})
@@ -58,7 +58,7 @@ def stitch(fragments: pa.Table, blocks: pa.Table, partition: list[str], names: l
         same = np.ones(nb, bool)
         same[0] = False
         for c in partition:
-            same &= _same_as_previous(blocks.column(c))
+            same &= same_as_previous(blocks.column(c))
         new_part = ~same
     block_part = np.cumsum(new_part) - 1
     part_values = keyed(blocks, partition, np.flatnonzero(new_part))

@@ -23,7 +23,7 @@ from sqlglot.tokens import TokenType
 from dfs_cer.errors import QuerySyntaxError, QueryValidationError, UnsupportedFeatureError
 from dfs_cer.query.expr import Aggregate, Column, Navigation, NavKind, Star, walk
 from dfs_cer.query.model import Window
-from dfs_cer.query.parser import _Clause, _Parser
+from dfs_cer.query.parser import ClauseParser, QueryParser
 from dfs_cer.situations.allen import INVERSE, RELATIONS
 from dfs_cer.situations.model import AGGREGATES, Constraint, Measure, Situation, SituationQuery
 
@@ -33,7 +33,7 @@ RELATION = "{relation}"
 Tree = tuple[str, object, object] | tuple[str, str, str]  # ("and"|"or", l, r) or ("rel", "A r", "B")
 
 
-class _SituationParser(_Parser):
+class _SituationParser(QueryParser):
     def parse_situations(self) -> SituationQuery:
         at = [i for i, t in enumerate(self.toks) if t.text.upper() == "SITUATIONS"]
         if not at:
@@ -74,7 +74,7 @@ class _SituationParser(_Parser):
 
     # ------------------------------------------------------------------ clauses
 
-    def _situation_clauses(self, first: int, last: int) -> dict[str, _Clause]:
+    def _situation_clauses(self, first: int, last: int) -> dict[str, ClauseParser]:
         marks: list[tuple[int, str, int]] = []
         for i in self.top_level(first, last):
             for name in CLAUSES:
@@ -86,17 +86,17 @@ class _SituationParser(_Parser):
                     break
         if not marks or marks[0][0] != first:
             raise self.syntax("expected PARTITION BY, ORDER BY, DEFINE, PATTERN, WITHIN or MEASURES", first)
-        out: dict[str, _Clause] = {}
+        out: dict[str, ClauseParser] = {}
         for k, (i, name, n) in enumerate(marks):
             end = marks[k + 1][0] - 1 if k + 1 < len(marks) else last
             if name in out:
                 raise self.syntax(f"{name} appears twice", i, name)
-            out[name] = _Clause(name, i, i + n, end)
+            out[name] = ClauseParser(name, i, i + n, end)
             if end < i + n:
                 raise self.syntax(f"{name} is empty", i, name)
         return out
 
-    def _columns(self, c: _Clause, clause: str) -> list[str]:
+    def _columns(self, c: ClauseParser, clause: str) -> list[str]:
         names = []
         for a, b in self.split_commas(c.first, c.last):
             if a != b:
@@ -105,11 +105,11 @@ class _SituationParser(_Parser):
         return names
 
     def _duration(self, first: int, last: int, clause: str) -> Window:
-        window = self._within(_Clause(clause, first, first, last))
+        window = self._within(ClauseParser(clause, first, first, last))
         assert window is not None
         return window
 
-    def _defines(self, c: _Clause) -> list[Situation]:
+    def _defines(self, c: ClauseParser) -> list[Situation]:
         out = []
         for a, b in self.split_commas(c.first, c.last):
             name = self.name_at(a, "DEFINE", "a situation name")
@@ -181,7 +181,7 @@ class _SituationParser(_Parser):
 
     # ------------------------------------------------------------------ PATTERN
 
-    def _pattern(self, c: _Clause, names: set[str]) -> list[Constraint]:
+    def _pattern(self, c: ClauseParser, names: set[str]) -> list[Constraint]:
         self._at = c.first
         self._end = c.last
         tree = self._or()
@@ -270,7 +270,7 @@ class _SituationParser(_Parser):
 
     # ------------------------------------------------------------------ MEASURES
 
-    def _situation_measures(self, c: _Clause | None, names: set[str]) -> list[Measure]:
+    def _situation_measures(self, c: ClauseParser | None, names: set[str]) -> list[Measure]:
         if c is None:
             return []
         out = []

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 from dfs_cer.errors import QueryValidationError, UnsupportedFeatureError
 from dfs_cer.match.arrow_eval import evaluate_mask
 from dfs_cer.match.conditions import evaluate_any, shifted
-from dfs_cer.match.rowpattern import _time_values, sort_and_partition
+from dfs_cer.match.rowpattern import sort_and_partition, time_values
 from dfs_cer.query.expr import Column, Expr, Navigation, NavKind
 from dfs_cer.query.model import Window
 from dfs_cer.situations.derive import Derived, aggregate, derive, keyed
@@ -45,14 +45,11 @@ def duration_units(d: Window | None, dtype: pa.DataType, integer_time_unit: str,
     return int((seconds * UNITS_PER_SECOND[unit]).to_integral_value(rounding))
 
 
-def _column(table: pa.Table, name: str) -> str:
-    if name in table.column_names:
-        return name
-    folded = [c for c in table.column_names if c.lower() == name.lower()]
-    if len(folded) != 1:
-        raise QueryValidationError(f"column {name} is not in the data; columns: {', '.join(table.column_names)}",
-                                   code="unknown-column")
-    return folded[0]
+def column_name(table: pa.Table, name: str) -> str:
+    """The data's spelling of column ``name`` (the one resolver: dfs_cer.query.bind)."""
+    from dfs_cer.query.bind import resolve_column
+
+    return resolve_column(name, table.schema, "SITUATIONS")
 
 
 def condition_masks(rows: pa.Table, query: SituationQuery, part_start: np.ndarray,
@@ -62,7 +59,7 @@ def condition_masks(rows: pa.Table, query: SituationQuery, part_start: np.ndarra
 
     def resolve(x: Expr) -> pa.Array:
         if isinstance(x, Column):
-            return rows.column(_column(rows, x.name)).combine_chunks()
+            return rows.column(column_name(rows, x.name)).combine_chunks()
         if isinstance(x, Navigation) and x.kind.physical:
             step = -x.offset if x.kind == NavKind.PREV else x.offset
             return shifted(evaluate_any(x.operand, resolve, n), step, part_start, part_end)
@@ -78,10 +75,10 @@ def sorted_rows(table: pa.Table, query: SituationQuery, event_key: Sequence[str]
                 dedup: bool = True) -> tuple[pa.Table, np.ndarray, np.ndarray]:
     """Rows in (partition, time, event key, other columns) order, duplicates dropped; each
     row's partition id, and the partition boundaries."""
-    partition = tuple(_column(table, c) for c in query.partition_by)
-    order = _column(table, query.order_by)
+    partition = tuple(column_name(table, c) for c in query.partition_by)
+    order = column_name(table, query.order_by)
     rows, bounds, _ = sort_and_partition(table, partition, [(order, False)], None,
-                                         tuple(_column(table, k) for k in event_key), dedup)
+                                         tuple(column_name(table, k) for k in event_key), dedup)
     n = rows.num_rows
     part = np.repeat(np.arange(bounds.size - 1, dtype=np.int64), np.diff(bounds)) if n else np.zeros(0, np.int64)
     return rows, part, bounds
@@ -92,8 +89,8 @@ def derive_all(table: pa.Table, query: SituationQuery, *, integer_time_unit: str
     """The sorted rows, each row's partition id, and every symbol's situations."""
     rows, part, bounds = sorted_rows(table, query, event_key, dedup)
     n = rows.num_rows
-    order = _column(rows, query.order_by)
-    ts = _time_values(rows, order) if n else np.zeros(0, np.int64)
+    order = column_name(rows, query.order_by)
+    ts = time_values(rows, order) if n else np.zeros(0, np.int64)
     masks = condition_masks(rows, query, bounds[part] if n else part, bounds[part + 1] if n else part)
     dtype = rows.schema.field(order).type
     out = {}
@@ -123,7 +120,7 @@ def relation(query: SituationQuery, part_values: pa.Table, derived: dict[str, De
     columns: dict[str, pa.Array] = {}
     part_ids = derived[names[0]].part[found[names[0]]]
     for c in query.partition_by:
-        columns[c] = part_values.column(_column(part_values, c)).combine_chunks().take(pa.array(part_ids))
+        columns[c] = part_values.column(column_name(part_values, c)).combine_chunks().take(pa.array(part_ids))
     for n in names:
         s = derived[n]
         for suffix, values in (("start", s.ts), ("end", s.te)):
@@ -144,15 +141,15 @@ def run_situations(table: pa.Table, query: SituationQuery | str, *, integer_time
         query = parse_situations(query)
     rows, part, derived = derive_all(table, query, integer_time_unit=integer_time_unit, event_key=event_key,
                                      dedup=dedup)
-    dtype = rows.schema.field(_column(rows, query.order_by)).type
+    dtype = rows.schema.field(column_name(rows, query.order_by)).type
     window = duration_units(query.window, dtype, integer_time_unit, "WITHIN")
     found = match(derived, query.constraints, window)
-    partition = [_column(rows, c) for c in query.partition_by]
+    partition = [column_name(rows, c) for c in query.partition_by]
     starts = np.flatnonzero(np.diff(np.concatenate([[-1], part])) != 0) if part.size else np.zeros(0, np.int64)
     part_values = keyed(rows, partition, starts)
     measures = {}
     for m in query.measures:
-        col = rows.column(_column(rows, m.column)).combine_chunks() if m.column is not None else None
+        col = rows.column(column_name(rows, m.column)).combine_chunks() if m.column is not None else None
         measures[m.name] = aggregate(m.function, col, derived[m.symbol])
     return relation(query, part_values, derived, found, measures, time_type_of(dtype))
 

@@ -20,8 +20,8 @@ import pyarrow as pa
 
 from dfs_cer.config import QueryConfig, StorageConfig
 from dfs_cer.errors import ConfigError
-from dfs_cer.local import RELATION, _outer_sql
-from dfs_cer.match.rowpattern import _time_values
+from dfs_cer.local import RELATION, outer_sql
+from dfs_cer.match.rowpattern import time_values
 from dfs_cer.plan.units import balanced_tasks, unit_starts
 from dfs_cer.query import Analysis, Query, analyze, parse
 from dfs_cer.query.expr import MatchNumber, walk
@@ -96,7 +96,7 @@ def match_events(spark: Any, events: pa.Table, analysis: Analysis, *, segments: 
     if mr.partition_by:
         task = np.zeros(events.num_rows, np.int64)
     else:
-        ts = _time_values(events, mr.order_by[0].column)
+        ts = time_values(events, mr.order_by[0].column)
         starts = unit_starts(np.sort(ts), analysis.window_units, segments)
         unit = np.searchsorted(starts, ts, side="right") - 1
         task = balanced_tasks(np.bincount(unit, minlength=starts.size), tasks)[unit]
@@ -109,7 +109,7 @@ def match_events(spark: Any, events: pa.Table, analysis: Analysis, *, segments: 
 
 def outer_query(spark: Any, query: Query, relation: Any) -> Any:
     """The SELECT/WHERE/ORDER BY around MATCH_RECOGNIZE, in Spark SQL."""
-    sql = _outer_sql(query, "spark")
+    sql = outer_sql(query, "spark")
     if sql is None:
         return relation
     view = f"dfs_cer_{uuid.uuid4().hex}"

@@ -94,10 +94,6 @@ def situations(spark: Any, sql: str, *, endpoints: Sequence[str] | str | None = 
 
 
 def _keys(query: SituationQuery, schema: pa.Schema) -> list[str]:
-    out = []
-    for c in query.partition_by:
-        match = c if c in schema.names else next((n for n in schema.names if n.lower() == c.lower()), None)
-        if match is None:
-            raise ConfigError(f"PARTITION BY {c} is not a column of the data; columns: {', '.join(schema.names)}")
-        out.append(match)
-    return out
+    from dfs_cer.query.bind import resolve_column
+
+    return [resolve_column(c, schema, "PARTITION BY") for c in query.partition_by]

@@ -75,10 +75,7 @@ def _open(session: Session, query: Query, unit: str) -> tuple[Analysis, list[dic
 
 
 def _time_column(schema: pa.Schema, analysis: Analysis) -> str:
-    name = analysis.order_column
-    if name in schema.names:
-        return name
-    return next(n for n in schema.names if n.lower() == name.lower())
+    return analysis.order_column  # bound to the schema's spelling by the analysis
 
 
 def _counts(headers: list[dict[str, Any]]) -> dict[str, int]:

@@ -21,13 +21,14 @@ import pyarrow.compute as pc
 
 from dfs_cer.config import StrategyConfig
 from dfs_cer.errors import ConfigError
+from dfs_cer.query.bind import resolve_column
 from dfs_cer.situations import parse_situations
 from dfs_cer.situations.derive import Derived, aggregate, keyed
 from dfs_cer.situations.fragments import stitch
 from dfs_cer.situations.match import match
 from dfs_cer.situations.model import SituationQuery
 from dfs_cer.situations.run import (
-    _column,
+    column_name,
     derive_all,
     duration_units,
     durations,
@@ -84,7 +85,7 @@ def _from_fragments(session: Session, query: SituationQuery, replies: list[tuple
     blocks = pa.concat_tables([_table(b[1]) for _, b in replies], promote_options="permissive")
     partition = [c for c in blocks.column_names if c not in ("__block", "__first_ts")]
     schema = pa.ipc.read_schema(pa.py_buffer(replies[0][1][2]))
-    dtype = schema.field(next(n for n in schema.names if n.lower() == query.order_by.lower())).type
+    dtype = schema.field(resolve_column(query.order_by, schema, "ORDER BY")).type
     names = [s.name for s in query.situations]
     bounds = {n: durations(n, query, dtype, unit) for n in names}
     part_values, derived = stitch(fragments, blocks, partition, names, bounds)
@@ -120,11 +121,11 @@ def _measures(session: Session, query: SituationQuery, part_values: pa.Table, de
     out: dict[str, pa.Array] = {}
     for m in query.measures:
         mine, theirs = derived[m.symbol], sub[m.symbol]
-        col = sub_rows.column(_column(sub_rows, m.column)).combine_chunks() if m.column is not None else None
+        col = sub_rows.column(column_name(sub_rows, m.column)).combine_chunks() if m.column is not None else None
         values = aggregate(m.function, col, theirs)
         # match the re-derived situations to the stitched ones by (partition key, start)
         index = _pair(keyed(part_values, partition, mine.part), mine.ts,
-                      keyed(sub_rows, [_column(sub_rows, c) for c in partition], theirs.first), theirs.ts)
+                      keyed(sub_rows, [column_name(sub_rows, c) for c in partition], theirs.first), theirs.ts)
         out[m.name] = pc.if_else(pa.array(index >= 0), values.take(pa.array(np.maximum(index, 0))),
                                  pa.scalar(None, values.type))
     return out

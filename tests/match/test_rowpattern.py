@@ -297,16 +297,16 @@ def test_pathological_patterns_skip_starts_that_cannot_reach_a_mandatory_label(p
 
 
 def test_starts_after_the_last_row_a_mandatory_label_accepts_are_skipped() -> None:
-    from dfs_cer.match.rowpattern import _next_start
+    from dfs_cer.match.rowpattern import match_starts
     from dfs_cer.query import parse
 
     pattern = parse("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN ((A | A A)* B) "
                     "DEFINE A AS A.v = 1, B AS B.v = 2)").recognize.pattern
     masks = np.array([[1, 1, 1, 1, 1, 1], [0, 1, 0, 0, 0, 0]], bool)  # A everywhere; B only at row 1
     bounds = np.array([0, 3, 6])  # two partitions: rows 0-2 and 3-5
-    got = _next_start(pattern, ("A", "B"), masks, 6, bounds)
+    got = match_starts(pattern, ("A", "B"), masks, 6, bounds)
     assert got.tolist() == [0, 1, 3, 6, 6, 6, 6]  # row 2 and the whole second partition cannot start a match
-    assert _next_start(pattern, ("A", "B"), masks, 6).tolist() == [0, 1, 2, 3, 4, 5, 6]  # without bounds: no pruning
+    assert match_starts(pattern, ("A", "B"), masks, 6).tolist() == [0, 1, 2, 3, 4, 5, 6]  # without bounds: no pruning
 
 
 def test_matcher_memory_is_bounded_by_the_partition_and_the_pattern() -> None:

@@ -1,0 +1,16 @@
+"""Columns of the events by the names an analysis bound (dfs_cer.query.bind): exact lookups."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from dfs_cer.errors import MatchError
+
+
+def column_of(table: pa.Table, name: str) -> str:
+    """``name`` as a column of ``table``: the analysis bound every name to the schema's spelling
+    (dfs_cer.query.bind), so it is looked up exactly."""
+    if name in table.column_names:
+        return name
+    raise MatchError(f"column {name!r} is not a column of the events ({', '.join(table.column_names)}); analyze "
+                     "the query with the events' schema (analyze(query, table.schema)) so its names are bound")
