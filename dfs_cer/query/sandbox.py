@@ -43,7 +43,7 @@ _COMMANDS = (exp.Command, exp.Set, exp.Pragma, exp.Copy, exp.Create, exp.Insert,
 def _refuse(what: str) -> QueryValidationError:
     return QueryValidationError(f"the outer query may not use {what}", clause="SELECT", code="sandbox",
                                 hint="the SQL around MATCH_RECOGNIZE reads only the relations dfs-cer registers "
-                                     "(the matches and the tables you hand over)")
+                                     "(the match relation and CTEs defined at the top of the query)")
 
 
 def check_outer(sql: str, relations: Iterable[str], dialect: str) -> None:
