@@ -39,7 +39,7 @@ from dfs_cer.transport.protocol import (
     Reserve,
     lease,
 )
-from storage_node.state import QueryState, StateRegistry
+from storage_node.state import CacheMissError, QueryState, StateRegistry
 from storage_node.store import ShardStore
 
 Reply = tuple[dict[str, Any], list[bytes]]
@@ -364,7 +364,8 @@ class Actions:
         tis_format = _tis_format(header, "verify")
         if header.get("cached_swf"):  # the SWF sent with the preceding wjf action
             if state.tis is None or state.tis_format != tis_format:
-                raise ProtocolError(f"action verify: no cached {tis_format} interval set; send it")
+                raise CacheMissError(f"action verify: no cached {tis_format} interval set (the node restarted); "
+                                     "send it")
             blobs = [state.tis, *blobs]
         if not blobs:
             raise ProtocolError("action verify: the interval set blob is missing")

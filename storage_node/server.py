@@ -27,9 +27,9 @@ from dfs_cer.config import StorageConfig, load_config, parse_size
 from dfs_cer.errors import DfsCerError, FilterFormatError, ProtocolError
 from dfs_cer.io.shard import schema_digest
 from dfs_cer.transport.messages import decode, encode
-from dfs_cer.transport.protocol import ADMISSION, UNKNOWN_QUERY, query_id
+from dfs_cer.transport.protocol import ADMISSION, CACHE_MISS, UNKNOWN_QUERY, query_id
 from storage_node.actions import Actions
-from storage_node.state import AdmissionError, StateRegistry, UnknownQueryError
+from storage_node.state import AdmissionError, CacheMissError, StateRegistry, UnknownQueryError
 from storage_node.store import ShardStore
 
 UNKNOWN_QUERY_INFO = json.dumps({"code": UNKNOWN_QUERY}).encode()
@@ -94,7 +94,11 @@ class StorageNode(flight.FlightServerBase):
 
     def _translate(self, exc: Exception) -> Exception:
         if isinstance(exc, AdmissionError):
-            return flight.FlightServerError(f"{type(exc).__name__}: {exc}", extra_info=json.dumps({"code": ADMISSION}).encode())
+            return flight.FlightServerError(f"{type(exc).__name__}: {exc}",
+                                            extra_info=json.dumps({"code": ADMISSION}).encode())
+        if isinstance(exc, CacheMissError):  # the client sends the interval set again
+            return flight.FlightServerError(f"{type(exc).__name__}: {exc}",
+                                            extra_info=json.dumps({"code": CACHE_MISS}).encode())
         if isinstance(exc, UnknownQueryError):  # the client re-opens the query once (a restarted node)
             return flight.FlightServerError(f"{type(exc).__name__}: {exc}", extra_info=UNKNOWN_QUERY_INFO)
         if isinstance(exc, DfsCerError | FilterFormatError):

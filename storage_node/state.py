@@ -38,6 +38,10 @@ class UnknownQueryError(DfsCerError):
     """No state for this query id (never opened, closed, or expired)."""
 
 
+class CacheMissError(DfsCerError):
+    """A call referred to a blob the node no longer caches (it restarted)."""
+
+
 @dataclass
 class QueryState:
     query_id: str

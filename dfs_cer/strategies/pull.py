@@ -41,8 +41,8 @@ from dfs_cer.query import Analysis, Query, Role, analyze
 from dfs_cer.query.expr import Column, to_sql, walk
 from dfs_cer.strategies.base import PullResult, Session, Trace, sort_events
 from dfs_cer.strategies.options import PullOptions
-from dfs_cer.transport.client import StorageClient
-from dfs_cer.transport.protocol import ROW_ID
+from dfs_cer.transport.client import NodeRefusedError, StorageClient
+from dfs_cer.transport.protocol import CACHE_MISS, ROW_ID
 
 ROLE_NAMES = {Role.HEAD: "head", Role.TAIL: "tail", Role.MIDDLE: "middle"}
 
@@ -312,7 +312,13 @@ def dfs(session: Session, query: Query, unit: str, options: PullOptions, tis_for
         if partners:  # the nodes kept the interval set sent with the wjf action
             header["cached_swf"] = True
             # probe blob indexes stay valid: the cached set becomes blob 0 again on the node
-            verified = session.action("verify", header, blobs[1:])
+            try:
+                verified = session.action("verify", header, blobs[1:])
+            except NodeRefusedError as exc:  # a node restarted since the wjf round: send the set again
+                if exc.code != CACHE_MISS:
+                    raise
+                verified = session.action("verify", {k: x for k, x in header.items() if k != "cached_swf"}, blobs,
+                                          note="the interval set sent again (a storage node restarted)")
         else:
             verified = session.action("verify", header, blobs, decision=decision.to_dict())
         tis.apply([b[0] for _, b in verified])

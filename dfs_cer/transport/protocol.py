@@ -33,6 +33,9 @@ SEGMENT = "__dfs_cer_interval"
 UNKNOWN_QUERY = "unknown-query"
 #: the node's memory budget is held by other queries
 ADMISSION = "admission"
+#: ``verify`` asked for the interval set cached by the preceding ``wjf``, which the node lost
+#: (it restarted and the query was re-opened): send the set again
+CACHE_MISS = "cache-miss"
 
 #: seconds a node keeps an opened query's state past the compute node's deadline for it
 #: (the lease the client sends with ``open``): a query whose close never arrives holds nothing

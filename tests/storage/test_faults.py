@@ -122,14 +122,17 @@ def test_a_node_failing_before_any_round(cluster: LocalCluster, strategy: str, f
     assert rounds_of(cluster, strategy) == names
 
 
-def test_a_node_restarted_mid_query_is_reopened_once(cluster: LocalCluster,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    names = rounds_of(cluster, "dfs")
-    k = names.index("pull") + 1 if "pull" in names else len(names)
-    before_round(monkeypatch, k, lambda: cluster.restart(1))
-    result = pull("dfs", Q1, cluster.endpoints, cluster.token, cost_model="always_on", config=FAST)
-    assert rows(match_pulled(result)) == rows(match_recognize(TABLE1, Q1))
-    assert clean(cluster, range(3), within=0)
+@pytest.mark.parametrize("strategy", ["dfs", "push_pull", "pull_all"])
+def test_a_node_restarted_before_any_round_is_reopened_once(cluster: LocalCluster, strategy: str) -> None:
+    """Whatever round a node restarts before, the query re-opens it there once (uploads and the
+    cached interval set sent again) and returns exactly the matches."""
+    names = rounds_of(cluster, strategy)
+    for k in range(1, len(names) + 1):
+        with pytest.MonkeyPatch.context() as mp:
+            before_round(mp, k, lambda: cluster.restart(1))
+            result = pull(strategy, Q1, cluster.endpoints, cluster.token, cost_model="always_on", config=FAST)
+        assert rows(match_pulled(result)) == rows(match_recognize(TABLE1, Q1)), (k, names[k - 1])
+        assert clean(cluster, range(3), within=0)
 
 
 def test_a_node_restarted_twice_fails_clearly(cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch) -> None:
