@@ -114,6 +114,8 @@ def match_recognize(table: pa.Table, sql: str, *, selection: str | None = None, 
     if limit <= 0:
         raise ConfigError(f"max_matches must be positive, got {limit}")
     on_limit = on_limit or config.matcher.on_limit
+    if on_limit not in ("error", "truncate"):
+        raise ConfigError(f"on_limit must be 'error' or 'truncate', got {on_limit!r}")
     query = parse(sql)
     analysis = analyze(query, table.schema, config.query)
     if selection == "strict_contiguity":

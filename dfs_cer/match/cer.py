@@ -37,7 +37,7 @@ from dfs_cer.errors import MatchLimitError, UnsupportedFeatureError
 from dfs_cer.match.arrow_eval import _broadcast, evaluate
 from dfs_cer.match.cer_kernels import expand
 from dfs_cer.match.cer_pattern import Branch, Item, branches
-from dfs_cer.match.columns import column_of
+from dfs_cer.match.columns import KLEENE, ON_LIMIT, check_choice, column_of
 from dfs_cer.match.rowpattern import (
     MatchOutput,
     _referenced_columns,
@@ -125,6 +125,8 @@ def run_cer(table: pa.Table, analysis: Analysis, *, selection: str = "skip_till_
         raise UnsupportedFeatureError(f"time_order {time_order!r}", code="unsupported")
     if selection not in SELECTIONS:
         raise UnsupportedFeatureError(f"selection {selection!r}", code="unsupported")
+    check_choice(kleene, KLEENE, "kleene")
+    check_choice(on_limit, ON_LIMIT, "on_limit")
     query = analysis.query
     mr = query.recognize
     any_row = {v.name for v in analysis.variables if v.any_row}

@@ -1,4 +1,5 @@
-"""Columns of the events by the names an analysis bound (dfs_cer.query.bind): exact lookups."""
+"""Columns of the events by the names an analysis bound (dfs_cer.query.bind): exact lookups; and
+the matchers' string options, checked where a matcher starts."""
 
 from __future__ import annotations
 
@@ -14,3 +15,15 @@ def column_of(table: pa.Table, name: str) -> str:
         return name
     raise MatchError(f"column {name!r} is not a column of the events ({', '.join(table.column_names)}); analyze "
                      "the query with the events' schema (analyze(query, table.schema)) so its names are bound")
+
+
+#: the matcher's string options: each checked once where a matcher starts
+KLEENE = ("all", "maximal")
+ON_LIMIT = ("error", "truncate")
+
+
+def check_choice(value: object, choices: tuple[str, ...], name: str) -> None:
+    if value not in choices:
+        from dfs_cer.errors import ConfigError
+
+        raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {value!r}")

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from dfs_cer.errors import MatchError, MatchLimitError, UnsupportedFeatureError
 from dfs_cer.match import vm
-from dfs_cer.match.columns import column_of
+from dfs_cer.match.columns import ON_LIMIT, check_choice, column_of
 from dfs_cer.match.conditions import compile_conditions
 from dfs_cer.match.measures import MatchRows, MeasureEvaluator
 from dfs_cer.match.program import compile_pattern
@@ -209,6 +209,7 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
     cross — the final intervals of a pull strategy, whose gaps held rows that were not pulled —
     without restarting MATCH_NUMBER() within a partition.
     """
+    check_choice(on_limit, ON_LIMIT, "on_limit")
     query = analysis.query
     mr = query.recognize
     partition_by = tuple(column_of(table, c) for c in mr.partition_by)

@@ -424,3 +424,20 @@ def test_subsets_negations_and_classifier_under_all_matches() -> None:
         [{"c": "C", "d": None}]
     # a conjunction's last row is the latest in time, not the last item written
     assert run("ORDER BY ts MEASURES CLASSIFIER() AS c ALL MATCHES PATTERN (PERMUTE(A, C, B))") == [{"c": "C"}]
+
+
+def test_string_options_are_checked_where_a_matcher_starts() -> None:
+    from dfs_cer import analyze, parse
+    from dfs_cer.errors import ConfigError
+    from dfs_cer.match.cer import run_cer
+    from dfs_cer.match.rowpattern import run_row_pattern
+
+    table = pa.table({"ts": [1, 2], "type": ["a", "b"]})
+    analysis = analyze(parse("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts ALL MATCHES PATTERN (A B) "
+                             "DEFINE A AS A.type = 'a', B AS B.type = 'b')"), table.schema)
+    with pytest.raises(ConfigError, match="kleene must be one of all, maximal, got 'maximum'"):
+        run_cer(table, analysis, kleene="maximum")
+    with pytest.raises(ConfigError, match="on_limit must be one of error, truncate"):
+        run_cer(table, analysis, on_limit="ignore")
+    with pytest.raises(ConfigError, match="on_limit must be one of error, truncate"):
+        run_row_pattern(table, analysis, on_limit="drop")
