@@ -82,3 +82,15 @@ def test_net_sh_shapes_links_to_storage_nodes_in_namespaces(namespaces: dict[str
     status = json.loads(_net("status").stdout)
     assert status["nodes"] == 2 and status["rate"] == "100mbit"
     assert _net("up", "--nodes", "0").returncode == 2
+
+
+def test_chaos_smoke_every_fault_once(tmp_path: Path) -> None:
+    """bench/chaos.py: one query per fault kind; nothing wrong, unclear or left behind."""
+    out = tmp_path / "chaos.json"
+    proc = subprocess.run([sys.executable, "bench/chaos.py", "--queries", "7", "--events", "6000", "--json", str(out)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads(out.read_text())["summary"]["all"]
+    assert summary["queries"] == 7
+    assert summary["wrong"] == summary["unclear error"] == summary["leaked"] == 0
+    assert summary["worst_seconds_to_error"] <= 10 + 5
