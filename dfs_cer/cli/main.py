@@ -249,6 +249,8 @@ def query_command(state: State, sql: tuple[str, ...], file: str | None, endpoint
         _query_group(statements, nodes, token, strategy, fmt, limit, options, matching)
         return
     sql_text = statements[0]
+    if engine == "spark" and matching:
+        raise click.UsageError("--selection/--kleene run in this process (leave out --engine spark)")
     if engine == "spark":
         from dfs_cer.spark import local_session, recognize
 

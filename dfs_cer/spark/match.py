@@ -154,6 +154,11 @@ def recognize(spark: Any, sql: str, *, endpoints: Sequence[str] | None = None, t
         result = pull(strategy, query, list(endpoints), token, integer_time_unit=integer_time_unit, **options)
         events, analysis, segments, trace = result.events, result.analysis, result.segments, result.trace
     else:
+        unknown = sorted(set(options) - {"event_key", "dedup"})
+        if unknown:
+            raise ConfigError(f"option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} appl"
+                              f"{'y' if len(unknown) > 1 else 'ies'} to storage nodes (endpoints=...); with data= "
+                              "the options are event_key and dedup")
         events, analysis = read_with_spark(spark, query, str(data), integer_time_unit,
                                            event_key=options.get("event_key") or (), dedup=options.get("dedup", True))
     pulled = time.perf_counter() - started

@@ -3,34 +3,46 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pyarrow as pa
 
+from dfs_cer.errors import ConfigError
 from dfs_cer.local import run_outer
+from dfs_cer.match.columns import KLEENE, check_choice
 from dfs_cer.match.rowpattern import run_row_pattern
 from dfs_cer.strategies.base import Matching, PullResult
 
 
-def match_pulled(result: PullResult, *, outer: bool = True, match_ids: bool = False, **options: Any) -> pa.Table:
+def match_pulled(result: PullResult, *, outer: bool = True, match_ids: bool = False, selection: str | None = None,
+                 kleene: str | None = None, max_matches: int | None = None, on_limit: str | None = None) -> pa.Table:
     """The query's result over the pulled events: final intervals are matched as independent
     units for contiguous patterns (no match may cross a gap of unpulled rows). Records the
     matching step (engine, matches, seconds, matcher memory) in ``result.trace.matching``.
 
-    ``selection``/``kleene`` choose CER semantics; ``match_ids`` adds the stable match id and
-    time span columns; ``outer=False`` returns the MATCH_RECOGNIZE relation without the
-    SELECT around it."""
+    ``selection``/``kleene`` choose CER semantics (the CER engine runs ALL MATCHES and
+    selections); ``max_matches``/``on_limit`` bound either engine (default: the matcher
+    settings); ``match_ids`` adds the stable match id and time span columns; ``outer=False``
+    returns the MATCH_RECOGNIZE relation without the SELECT around it."""
+    from dfs_cer.config import load_config
     from dfs_cer.match.cer import run_cer
 
     analysis = result.analysis
     query = analysis.query
     began = time.perf_counter()
-    if query.recognize.all_matches or options.get("selection"):
+    settings = load_config().matcher
+    limit = settings.max_matches if max_matches is None else max_matches
+    if limit <= 0:
+        raise ConfigError(f"max_matches must be positive, got {limit}")
+    bound = on_limit or settings.on_limit
+    if query.recognize.all_matches or selection:
         engine = "cer"
-        out = run_cer(result.events, analysis, match_ids=match_ids,
-                      **{k: v for k, v in options.items() if k != "engine"})
+        out = run_cer(result.events, analysis, match_ids=match_ids, selection=selection or "skip_till_any_match",
+                      kleene=kleene or settings.kleene, max_matches=limit, on_limit=bound)
     else:
+        if kleene is not None:
+            check_choice(kleene, KLEENE, "kleene")  # (it has no effect without ALL MATCHES or a selection)
         engine = "rowpattern"
-        out = run_row_pattern(result.events, analysis, segments=result.segments, match_ids=match_ids)
+        out = run_row_pattern(result.events, analysis, segments=result.segments, match_ids=match_ids,
+                              max_matches=limit, on_limit=bound)
     result.trace.matching = Matching(engine, out.matches, time.perf_counter() - began, out.work_bytes)
     return run_outer(query, out.table) if outer else out.table

@@ -329,3 +329,12 @@ def test_the_outer_query_on_spark_reads_only_the_matches(spark: Any, data: tuple
     sql = ROWS.replace("WHERE m.n < 40", "WHERE " + where.format(path=path))
     with pytest.raises(DfsCerError, match=r"outer query|cannot parse"):
         match_recognize(spark, sql, data=str(path))
+
+
+def test_options_that_do_not_apply_to_data_are_refused(spark: Any, data: tuple[Path, LocalCluster]) -> None:
+    from dfs_cer.errors import ConfigError
+    from dfs_cer.spark import match_recognize
+
+    path, _ = data
+    with pytest.raises(ConfigError, match="cost_model applies to storage nodes"):
+        match_recognize(spark, CER, data=str(path), cost_model="naive")

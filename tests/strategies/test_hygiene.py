@@ -352,3 +352,13 @@ def test_a_misspelled_pull_option_is_an_error() -> None:
     with pytest.raises(ConfigError, match="cost_model must be one of adaptive"):
         PullOptions.parse({"cost_model": "cheapest"})
     assert PullOptions.parse({"cost_model": "naive", "passes": 1}).passes == 1
+
+
+def test_match_pulled_takes_named_options_only() -> None:
+    import inspect
+
+    from dfs_cer.strategies.matching import match_pulled
+
+    params = inspect.signature(match_pulled).parameters
+    assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    assert {"selection", "kleene", "max_matches", "on_limit"} <= set(params)
