@@ -133,7 +133,20 @@ class ShardStore:
         if self.dataset is None:
             return self.schema.empty_table()
         # transient read errors (S3) are retried within storage.s3_retry_seconds
-        return self.location.retrying(f"shards under {self.location.uri}", lambda: self._scan(filter_, columns))
+        try:
+            return self.location.retrying(f"shards under {self.location.uri}", lambda: self._scan(filter_, columns))
+        except (StorageError, pa.ArrowInvalid) as exc:
+            self._name_bad_file(exc)
+            raise
+
+    def _name_bad_file(self, exc: Exception) -> None:
+        """A scan failed: when one shard file cannot be decoded (a corrupt page), say which."""
+        for f in self.files:
+            try:
+                with self.location.fs.open_input_file(f) as fh:
+                    pq.read_table(fh)
+            except (OSError, pa.ArrowInvalid) as bad:
+                raise StorageError(f"shard file {f} cannot be read ({bad}); restore it or re-shard the data") from exc
 
     def _scan(self, filter_: object, columns: list[str] | None) -> pa.Table:
         assert self.dataset is not None
