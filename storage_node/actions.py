@@ -35,8 +35,11 @@ from dfs_cer.transport.protocol import (
     ROW_ID,
     SEGMENT,
     Close,
+    Intervals,
     Release,
     Reserve,
+    Verify,
+    Wjf,
     lease,
 )
 from storage_node.state import CacheMissError, QueryState, StateRegistry
@@ -284,16 +287,17 @@ class Actions:
 
     # ------------------------------------------------------------------ round trips
 
-    def _variable(self, state: QueryState, header: dict[str, Any], action: str) -> str:
-        name = field(header, "variable", str, action)
+    def _variable(self, state: QueryState, header: dict[str, Any] | str, action: str) -> str:
+        name = header if isinstance(header, str) else field(header, "variable", str, action)
         if name not in state.candidates:
             raise ProtocolError(f"action {action}: {name!r} is not a variable with candidates in this query")
         return name
 
     def intervals(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
-        state = self.registry.get(field(header, "query_id", str, "intervals"))
-        name = self._variable(state, header, "intervals")
-        lo, hi = eq1_offsets(field(header, "role", str, "intervals"), field(header, "window", int, "intervals"))
+        request = Intervals.parse(header)
+        state = self.registry.get(request.query_id)
+        name = self._variable(state, request.variable, "intervals")
+        lo, hi = eq1_offsets(request.role, request.window)
         out = IntervalSet.around(state.ts[state.candidates[name]], lo, hi)
         return {"intervals": len(out)}, [out.to_bytes()]
 
@@ -324,45 +328,41 @@ class Actions:
         return {"blobs": len(out)}, out
 
     def wjf(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
-        state = self.registry.get(field(header, "query_id", str, "wjf"))
-        builds = field(header, "builds", list, "wjf")
-        tis_format = _tis_format(header, "wjf")
+        request = Wjf.parse(header)
+        state = self.registry.get(request.query_id)
+        tis_format = request.tis
         swf = _load_tis(tis_format, blobs[0]) if blobs else None
         if swf is not None:
             state.tis, state.tis_format = blobs[0], tis_format  # the following verify may reuse it
         out = []
-        for b in builds:
-            if not isinstance(b, dict):
-                raise ProtocolError("action wjf: each build must be an object")
-            name = self._variable(state, b, "wjf")
+        for b in request.builds:
+            name = self._variable(state, b.variable, "wjf")
             rows = state.candidates[name]
             if swf is not None:  # prune the list with the current interval set first
                 rows = rows[swf.contains(state.ts[rows])]
                 state.candidates[name] = rows
-            column = field(b, "column", str, "wjf")
+            column = b.column
             if column not in state.table.column_names:
                 raise ProtocolError(f"action wjf: unknown column {column!r}")
             f: WindowJoinFilter | WindowKeySet
-            if b.get("format", "wjf") == "keyset":  # the ablations' exact (value, window) table
-                f = WindowKeySet(field(b, "window", int, "wjf"), _key_kind(b))
+            if b.format == "keyset":  # the ablations' exact (value, window) table
+                f = WindowKeySet(b.window, _key_kind(b.kind))
             else:
-                bits = field(b, "bits", int, "wjf")
-                if not 0 < bits <= 8 * self.max_blob:  # its bytes could not travel back anyway
+                if not 0 < b.bits <= 8 * self.max_blob:  # its bytes could not travel back anyway
                     raise ProtocolError(f"action wjf: bits must be in 1..{8 * self.max_blob} (the message limit), "
-                                        f"got {bits}")
-                f = WindowJoinFilter(bits, field(b, "hashes", int, "wjf"),
-                                     field(b, "window", int, "wjf"), _key_kind(b), seed=int(b.get("seed", 0)))
+                                        f"got {b.bits}")
+                f = WindowJoinFilter(b.bits, b.hashes, b.window, _key_kind(b.kind), seed=b.seed)
             f.add(state.table.column(column).take(pa.array(rows)), state.ts[rows])
             out.append(f.to_bytes())
         return {"filters": len(out)}, out
 
     def verify(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
-        state = self.registry.get(field(header, "query_id", str, "verify"))
-        name = self._variable(state, header, "verify")
-        role = field(header, "role", str, "verify")
-        probes = field(header, "probes", list, "verify")
-        tis_format = _tis_format(header, "verify")
-        if header.get("cached_swf"):  # the SWF sent with the preceding wjf action
+        request = Verify.parse(header)
+        state = self.registry.get(request.query_id)
+        name = self._variable(state, request.variable, "verify")
+        role = request.role
+        tis_format = request.tis
+        if request.cached_swf:  # the SWF sent with the preceding wjf action
             if state.tis is None or state.tis_format != tis_format:
                 raise CacheMissError(f"action verify: no cached {tis_format} interval set (the node restarted); "
                                      "send it")
@@ -373,24 +373,19 @@ class Actions:
         rows = state.candidates[name]
         before = rows.size
         rows = rows[swf.contains(state.ts[rows])]  # phase 1: timestamps inside the interval set
-        for p in probes:  # phase 2: equality conditions through the join filters
-            if not isinstance(p, dict):
-                raise ProtocolError("action verify: each probe must be an object")
-            index = field(p, "blob", int, "verify")
-            if not 0 < index < len(blobs):
-                raise ProtocolError(f"action verify: probe blob {index} does not exist")
+        for p in request.probes:  # phase 2: equality conditions through the join filters
+            if not 0 < p.blob < len(blobs):
+                raise ProtocolError(f"action verify: probe blob {p.blob} does not exist")
             g: WindowJoinFilter | WindowKeySet
-            g = WindowKeySet.from_bytes(blobs[index]) if p.get("format") == "keyset" else \
-                WindowJoinFilter.from_bytes(blobs[index])
-            column = field(p, "column", str, "verify")
-            if column not in state.table.column_names:
-                raise ProtocolError(f"action verify: unknown column {column!r}")
-            keep = g.might_contain(state.table.column(column).take(pa.array(rows)), state.ts[rows],
-                                   field(p, "direction", int, "verify"))
+            g = WindowKeySet.from_bytes(blobs[p.blob]) if p.format == "keyset" else \
+                WindowJoinFilter.from_bytes(blobs[p.blob])
+            if p.column not in state.table.column_names:
+                raise ProtocolError(f"action verify: unknown column {p.column!r}")
+            keep = g.might_contain(state.table.column(p.column).take(pa.array(rows)), state.ts[rows], p.direction)
             rows = rows[keep]
         state.candidates[name] = rows
         if isinstance(swf, IntervalSet):  # interval arrays: send the survivors' Eq. 1 intervals
-            lo, hi = eq1_offsets(role, field(header, "window", int, "verify"))
+            lo, hi = eq1_offsets(role, request.window)
             return {"before": int(before), "survivors": int(rows.size)}, [
                 IntervalSet.around(state.ts[rows], lo, hi).intersection(swf).to_bytes()]
         tags = swf.refresh(state.ts[rows], role)
@@ -584,11 +579,11 @@ def _load_tis(tis_format: str, blob: bytes) -> ShrinkingWindowFilter | IntervalS
     return IntervalSet.from_bytes(blob) if tis_format == "intervals" else ShrinkingWindowFilter.from_bytes(blob)
 
 
-def _key_kind(build: dict[str, Any]) -> KeyKind:
+def _key_kind(kind: int) -> KeyKind:
     try:
-        return KeyKind(field(build, "kind", int, "wjf"))
+        return KeyKind(kind)
     except ValueError as e:
-        raise ProtocolError(f"action wjf: unknown key kind {build.get('kind')!r}") from e
+        raise ProtocolError(f"action wjf: unknown key kind {kind!r}") from e
 
 
 def _union(state: QueryState) -> np.ndarray:

@@ -20,6 +20,7 @@ query runs the nearest exact one and says so in the trace.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -42,7 +43,7 @@ from dfs_cer.query.expr import Column, to_sql, walk
 from dfs_cer.strategies.base import PullResult, Session, Trace, sort_events
 from dfs_cer.strategies.options import PullOptions
 from dfs_cer.transport.client import NodeRefusedError, StorageClient
-from dfs_cer.transport.protocol import CACHE_MISS, ROW_ID
+from dfs_cer.transport.protocol import CACHE_MISS, ROW_ID, Build, Intervals, Probe, Verify, Wjf
 
 ROLE_NAMES = {Role.HEAD: "head", Role.TAIL: "tail", Role.MIDDLE: "middle"}
 
@@ -252,7 +253,7 @@ def dfs(session: Session, query: Query, unit: str, options: PullOptions, tis_for
     # the reply depends on the variable's condition, role and the window only: queries run
     # together with the same first variable share the round trip
     condition = analysis.variable(first).independent
-    replies = session.action("intervals", {"variable": first, "role": role, "window": window},
+    replies = session.action("intervals", Intervals(session.query_id, first, role, window).header(),
                              share=(None if condition is None else to_sql(condition), role, window))
     model.probe(trace.rounds[-1].bytes_to_cn + trace.rounds[-1].bytes_to_sn, trace.rounds[-1].seconds)
     parts = [IntervalSet.from_bytes(b[0]) for _, b in replies]
@@ -294,9 +295,8 @@ def dfs(session: Session, query: Query, unit: str, options: PullOptions, tis_for
             kind = join_kind(schema.field(c_p).type, schema.field(c_v).type)
             f0 = WindowJoinFilter.with_estimates(max(1, int(counts.get(p, 0) * inside)), window, kind,
                                                  target_fpr=target_fpr)
-            build = {"variable": p, "column": c_p, "bits": f0.bits, "hashes": f0.hashes, "window": window,
-                     "kind": int(kind), "seed": 0, "format": join_filter}
-            built = session.action("wjf", {"builds": [build], "tis": tis_format}, [tis_bytes],
+            build = Build(p, c_p, window, int(kind), join_filter, f0.bits, f0.hashes)
+            built = session.action("wjf", Wjf(session.query_id, (build,), tis_format).header(), [tis_bytes],
                                    decision=decision.to_dict(), note=f"{join_filter} of {p}.{c_p} for {v}.{c_v}")
             joined: WindowJoinFilter | WindowKeySet
             if join_filter == "keyset":
@@ -304,23 +304,20 @@ def dfs(session: Session, query: Query, unit: str, options: PullOptions, tis_for
             else:
                 joined = WindowJoinFilter.union([WindowJoinFilter.from_bytes(b[0]) for _, b in built])
             order_pv = analysis.precedes(p, v)
-            probes.append({"column": c_v, "direction": -1 if order_pv else (1 if order_pv is False else 0),
-                           "blob": len(blobs), "format": join_filter})
+            probes.append(Probe(c_v, -1 if order_pv else (1 if order_pv is False else 0), len(blobs), join_filter))
             blobs.append(joined.to_bytes())
-        header: dict[str, Any] = {"variable": v, "role": ROLE_NAMES[info.role], "probes": probes,
-                                  "tis": tis_format, "window": window}
+        request = Verify(session.query_id, v, ROLE_NAMES[info.role], window, tuple(probes), tis_format)
         if partners:  # the nodes kept the interval set sent with the wjf action
-            header["cached_swf"] = True
             # probe blob indexes stay valid: the cached set becomes blob 0 again on the node
             try:
-                verified = session.action("verify", header, blobs[1:])
+                verified = session.action("verify", replace(request, cached_swf=True).header(), blobs[1:])
             except NodeRefusedError as exc:  # a node restarted since the wjf round: send the set again
                 if exc.code != CACHE_MISS:
                     raise
-                verified = session.action("verify", {k: x for k, x in header.items() if k != "cached_swf"}, blobs,
+                verified = session.action("verify", request.header(), blobs,
                                           note="the interval set sent again (a storage node restarted)")
         else:
-            verified = session.action("verify", header, blobs, decision=decision.to_dict())
+            verified = session.action("verify", request.header(), blobs, decision=decision.to_dict())
         tis.apply([b[0] for _, b in verified])
         model.observe_transfer(sum(len(blob) for blob in blobs) * len(session.clients),
                                trace.rounds[-1].seconds)

@@ -106,3 +106,131 @@ def lease(header: dict[str, Any]) -> float | None:
     """``open``'s lease: the compute node's seconds left for the query (None: none sent)."""
     value = header.get("lease_seconds")
     return None if value is None else _seconds(value, "lease_seconds", "open")
+
+
+# ---------------------------------------------------------------- the filter round trips
+
+ROLES = ("head", "tail", "middle")
+TIS_FORMATS = ("swf", "intervals")
+FILTER_FORMATS = ("wjf", "keyset")
+
+
+def _get(header: dict[str, Any], name: str, kind: type | tuple[type, ...], action: str) -> Any:
+    value = header.get(name)
+    if value is None or isinstance(value, bool) != (kind is bool) or not isinstance(value, kind):
+        raise ProtocolError(f"action {action}: field {name!r} is missing or of the wrong type")
+    return value
+
+
+def _one_of(value: object, choices: tuple[str, ...], name: str, action: str) -> str:
+    if value not in choices:
+        raise ProtocolError(f"action {action}: {name} must be one of {', '.join(choices)}, got {value!r}")
+    return str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Intervals:
+    """Eq. 1 intervals around a variable's candidates (the first variable of DFS)."""
+
+    query_id: str
+    variable: str
+    role: str
+    window: int
+
+    def header(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def parse(cls, header: dict[str, Any]) -> Intervals:
+        a = "intervals"
+        return cls(query_id(header.get("query_id"), a), _get(header, "variable", str, a),
+                   _one_of(header.get("role"), ROLES, "role", a), _get(header, "window", int, a))
+
+
+@dataclass(frozen=True, slots=True)
+class Build:
+    """One window-wise join filter (or exact key set) over a processed variable's column."""
+
+    variable: str
+    column: str
+    window: int
+    kind: int
+    format: str = "wjf"
+    bits: int = 0
+    hashes: int = 0
+    seed: int = 0
+
+    @classmethod
+    def parse(cls, b: object) -> Build:
+        a = "wjf"
+        if not isinstance(b, dict):
+            raise ProtocolError("action wjf: each build must be an object")
+        fmt = _one_of(b.get("format", "wjf"), FILTER_FORMATS, "format", a)
+        sized = fmt == "wjf"
+        return cls(_get(b, "variable", str, a), _get(b, "column", str, a), _get(b, "window", int, a),
+                   _get(b, "kind", int, a), fmt, _get(b, "bits", int, a) if sized else 0,
+                   _get(b, "hashes", int, a) if sized else 0, int(_get(b, "seed", int, a)) if "seed" in b else 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Wjf:
+    """Build join filters; blob 0 (when sent) is the current interval set, cached for ``verify``."""
+
+    query_id: str
+    builds: tuple[Build, ...]
+    tis: str = "swf"
+
+    def header(self) -> dict[str, Any]:
+        return {"query_id": self.query_id, "builds": [asdict(b) for b in self.builds], "tis": self.tis}
+
+
+    @classmethod
+    def parse(cls, header: dict[str, Any]) -> Wjf:
+        a = "wjf"
+        return cls(query_id(header.get("query_id"), a), tuple(Build.parse(b) for b in _get(header, "builds", list, a)),
+                   _one_of(header.get("tis", "swf"), TIS_FORMATS, "tis", a))
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """Probe a join filter (blob ``blob``) with a column of the verified variable."""
+
+    column: str
+    direction: int
+    blob: int
+    format: str = "wjf"
+
+    @classmethod
+    def parse(cls, p: object) -> Probe:
+        a = "verify"
+        if not isinstance(p, dict):
+            raise ProtocolError("action verify: each probe must be an object")
+        return cls(_get(p, "column", str, a), _get(p, "direction", int, a), _get(p, "blob", int, a),
+                   _one_of(p.get("format", "wjf"), FILTER_FORMATS, "format", a))
+
+
+@dataclass(frozen=True, slots=True)
+class Verify:
+    """Keep a variable's candidates inside the interval set (blob 0, or the one cached by the
+    preceding ``wjf`` when ``cached_swf``) that pass every probe; reply with refresh tags."""
+
+    query_id: str
+    variable: str
+    role: str
+    window: int
+    probes: tuple[Probe, ...] = ()
+    tis: str = "swf"
+    cached_swf: bool = False
+
+    def header(self) -> dict[str, Any]:
+        out = {"query_id": self.query_id, "variable": self.variable, "role": self.role, "window": self.window,
+               "probes": [asdict(p) for p in self.probes], "tis": self.tis}
+        return {**out, "cached_swf": True} if self.cached_swf else out
+
+    @classmethod
+    def parse(cls, header: dict[str, Any]) -> Verify:
+        a = "verify"
+        return cls(query_id(header.get("query_id"), a), _get(header, "variable", str, a),
+                   _one_of(header.get("role"), ROLES, "role", a), _get(header, "window", int, a),
+                   tuple(Probe.parse(p) for p in _get(header, "probes", list, a)),
+                   _one_of(header.get("tis", "swf"), TIS_FORMATS, "tis", a), bool(header.get("cached_swf", False)))

@@ -26,6 +26,7 @@ from dfs_cer.filters import (
 )
 from dfs_cer.io.shard import shard
 from dfs_cer.transport.client import StorageClient
+from dfs_cer.transport.protocol import Probe, Verify
 from dfs_cer.transport.messages import encode
 from storage_node.launcher import LocalCluster
 
@@ -86,7 +87,7 @@ def dual_filtering_round_trip(nodes: list[StorageClient], events: pa.Table) -> N
                                                     [swf.to_bytes()])[1][0]) for c in nodes]
     wjf = WindowJoinFilter.union(filters)
     # 3. C verifies against the SWF and the WJF (B precedes C: windows W and W-1), refresh tags back
-    probe = {"query_id": "q1", "variable": "C", "role": "tail", "probes": [{"column": "a2", "direction": -1, "blob": 1}]}
+    probe = Verify("q1", "C", "tail", WINDOW, (Probe("a2", -1, 1),)).header()  # the typed request
     replies = [c.action("verify", probe, [swf.to_bytes(), wjf.to_bytes()]) for c in nodes]
     assert sum(h["survivors"] for h, _ in replies) <= sum(h["before"] for h, _ in replies)
     swf.apply_refresh([RefreshTags.from_bytes(b[0]) for _, b in replies])
