@@ -36,8 +36,10 @@ from dfs_cer.transport.protocol import (
     SEGMENT,
     Close,
     Intervals,
+    PushPull,
     Release,
     Reserve,
+    Upload,
     Verify,
     Wjf,
     lease,
@@ -395,8 +397,9 @@ class Actions:
 
     def upload(self, header: dict[str, Any], table: pa.Table) -> None:
         """DoPut: the compute node sends a processed variable's events (push-pull)."""
-        state = self.registry.get(field(header, "query_id", str, "upload"))
-        name = self._variable(state, header, "upload")
+        request = Upload.parse(header)
+        state = self.registry.get(request.query_id)
+        name = self._variable(state, request.variable, "upload")
         if table.schema.names != state.table.schema.names:
             raise ProtocolError(f"upload: columns {table.schema.names} differ from the shards' "
                                 f"{state.table.schema.names}")
@@ -409,9 +412,10 @@ class Actions:
         on the processed variables and itself, with the uploaded events (skip-till-any-match)."""
         from dfs_cer.match.push_pull import filter_by_projection
 
-        state = self.registry.get(field(header, "query_id", str, "push_pull"))
-        name = self._variable(state, header, "push_pull")
-        processed = field(header, "processed", list, "push_pull")
+        request = PushPull.parse(header)
+        state = self.registry.get(request.query_id)
+        name = self._variable(state, request.variable, "push_pull")
+        processed = list(request.processed)
         missing = [p for p in processed if p not in state.uploads]
         if missing:
             raise ProtocolError(f"push_pull: no events uploaded for {missing}")

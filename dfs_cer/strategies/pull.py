@@ -43,7 +43,17 @@ from dfs_cer.query.expr import Column, to_sql, walk
 from dfs_cer.strategies.base import PullResult, Session, Trace, sort_events
 from dfs_cer.strategies.options import PullOptions
 from dfs_cer.transport.client import NodeRefusedError, StorageClient
-from dfs_cer.transport.protocol import CACHE_MISS, ROW_ID, Build, Intervals, Probe, Verify, Wjf
+from dfs_cer.transport.protocol import (
+    CACHE_MISS,
+    ROW_ID,
+    Build,
+    Intervals,
+    Probe,
+    PushPull,
+    Upload,
+    Verify,
+    Wjf,
+)
 
 ROLE_NAMES = {Role.HEAD: "head", Role.TAIL: "tail", Role.MIDDLE: "middle"}
 
@@ -131,10 +141,10 @@ def push_pull(session: Session, query: Query, unit: str, options: PullOptions) -
         previous = order[i - 1]
         table = pulled[previous].drop([NODE, ROW_ID])
         def send(c: StorageClient, t: pa.Table = table, p: str = previous) -> None:
-            c.upload({"query_id": session.query_id, "variable": p}, t)
+            c.upload(Upload(session.query_id, p).header(), t)
 
         session.all("upload", send)
-        session.action("push_pull", {"variable": name, "processed": order[:i]})
+        session.action("push_pull", PushPull(session.query_id, name, tuple(order[:i])).header())
         pulled[name] = _pull_variable(session, name)
     events = pa.concat_tables(list(pulled.values()))
     # an event may have been pulled for several variables: keep one copy per (node, row), in

@@ -234,3 +234,39 @@ class Verify:
                    _one_of(header.get("role"), ROLES, "role", a), _get(header, "window", int, a),
                    tuple(Probe.parse(p) for p in _get(header, "probes", list, a)),
                    _one_of(header.get("tis", "swf"), TIS_FORMATS, "tis", a), bool(header.get("cached_swf", False)))
+
+
+@dataclass(frozen=True, slots=True)
+class PushPull:
+    """Push-pull: keep ``variable``'s candidates that complete a match with the events uploaded
+    for the ``processed`` variables."""
+
+    query_id: str
+    variable: str
+    processed: tuple[str, ...]
+
+    def header(self) -> dict[str, Any]:
+        return {"query_id": self.query_id, "variable": self.variable, "processed": list(self.processed)}
+
+    @classmethod
+    def parse(cls, header: dict[str, Any]) -> PushPull:
+        a = "push_pull"
+        processed = _get(header, "processed", list, a)
+        if not all(isinstance(p, str) for p in processed):
+            raise ProtocolError("action push_pull: processed must list variable names")
+        return cls(query_id(header.get("query_id"), a), _get(header, "variable", str, a), tuple(processed))
+
+
+@dataclass(frozen=True, slots=True)
+class Upload:
+    """DoPut: a processed variable's events (push-pull)."""
+
+    query_id: str
+    variable: str
+
+    def header(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def parse(cls, header: dict[str, Any]) -> Upload:
+        return cls(query_id(header.get("query_id"), "upload"), _get(header, "variable", str, "upload"))

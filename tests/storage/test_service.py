@@ -26,8 +26,8 @@ from dfs_cer.filters import (
 )
 from dfs_cer.io.shard import shard
 from dfs_cer.transport.client import StorageClient
-from dfs_cer.transport.protocol import Probe, Verify
 from dfs_cer.transport.messages import encode
+from dfs_cer.transport.protocol import Probe, Verify
 from storage_node.launcher import LocalCluster
 
 pytestmark = pytest.mark.flight
