@@ -262,9 +262,12 @@ def _validate(config: Config) -> None:
     for section in ("strategy", "storage"):
         values = getattr(config, section)
         for name in values.__dataclass_fields__:
-            if name.endswith("_seconds") and not getattr(values, name) > 0:
-                raise ConfigError(f"conf key {section}.{name} must be a positive number of seconds, "
+            if name.endswith("_seconds") and not 0 < getattr(values, name) < float("inf"):
+                raise ConfigError(f"conf key {section}.{name} must be a positive, finite number of seconds, "
                                   f"got {getattr(values, name)}")
+    if config.storage.max_message_bytes <= 0 or config.storage.cache_bytes < 0:
+        raise ConfigError("conf keys storage.max_message_bytes must be positive and storage.cache_bytes at least 0, "
+                          f"got {config.storage.max_message_bytes} and {config.storage.cache_bytes}")
     if config.matcher.max_matches <= 0:
         raise ConfigError(f"conf key matcher.max_matches must be positive, got {config.matcher.max_matches}")
 

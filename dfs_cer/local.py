@@ -98,6 +98,10 @@ def match_recognize(table: pa.Table, sql: str, *, selection: str | None = None, 
         dedup: drop duplicate events before matching (config ``query.dedup``, default True).
     """
     config = config or load_config()
+    if isinstance(event_key, str):  # one column named as a string
+        event_key = (event_key,)
+    if dedup is not None and not isinstance(dedup, bool):
+        raise ConfigError(f"dedup must be True or False, got {dedup!r}")
     if event_key is not None or dedup is not None:
         query_config = dataclasses.replace(
             config.query, event_key=tuple(event_key) if event_key is not None else config.query.event_key,

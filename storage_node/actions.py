@@ -8,7 +8,7 @@ turns them into Flight errors and keeps serving.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -48,6 +48,7 @@ from storage_node.state import CacheMissError, QueryState, StateRegistry
 from storage_node.store import ShardStore
 
 Reply = tuple[dict[str, Any], list[bytes]]
+T = TypeVar("T")
 #: hidden column with a row's position on its storage node (lets the compute node drop the copies
 #: of an event that several variables pulled)
 
@@ -160,7 +161,7 @@ class Actions:
                 "max_ts": self.store.manifest.get("max_ts"), "total_rows": self.store.manifest.get("rows"),
                 "held_bytes": state.size_in_bytes(), "event_key": list(self.store.manifest.get("event_key") or []),
                 "row_bytes": (table.nbytes / table.num_rows) if table.num_rows else 0.0,
-                "schema_digest": schema_digest(self.store.schema)}
+                "schema_digest": schema_digest(self.store.schema), "data_digest": self.store.data_digest}
 
     def open(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         self.store.refresh()  # late files added with dfs-cer shard --append
@@ -248,6 +249,10 @@ class Actions:
     # ------------------------------------------------------------------ situations
 
     def situations(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
+        """Situation fragments of the shard set, read within a reservation like any read."""
+        return self._admitted("situations", lambda: self._situations(header))
+
+    def _situations(self, header: dict[str, Any]) -> Reply:
         """Situation fragments of this shard set (see dfs_cer.situations.fragments): runs of
         every symbol's condition per time block, and each block's first time. Only shard sets
         partitioned by time hold whole blocks; others answer ``derived: false``."""
@@ -331,6 +336,10 @@ class Actions:
 
     def wjf(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         request = Wjf.parse(header)
+        total = sum(b.bits for b in request.builds)
+        if len(request.builds) > 64 or total > 8 * self.max_blob:  # the reply must fit one message
+            raise ProtocolError(f"action wjf: {len(request.builds)} builds of {total} bits in all exceed the limit "
+                                f"of 64 builds and {8 * self.max_blob} bits (storage.max_message_bytes)")
         state = self.registry.get(request.query_id)
         tis_format = request.tis
         swf = _load_tis(tis_format, blobs[0]) if blobs else None
@@ -473,7 +482,7 @@ class Actions:
         """Rows whose partition key and time fall in one of the intervals of an Arrow table
         ``(partition columns..., __lo, __hi)`` (inclusive, disjoint per partition), with only
         the ``columns`` asked for."""
-        import duckdb
+        from dfs_cer.local import sandboxed_duckdb
 
         if not blobs:
             raise ProtocolError("pull_times: the interval table blob is missing")
@@ -483,17 +492,25 @@ class Actions:
             raise ProtocolError(f"pull_times: the interval table is not an Arrow stream ({exc})") from None
         table = self.store.sorted_rows()
         columns = header.get("columns") or table.column_names
-        if not isinstance(columns, list) or any(c not in table.column_names for c in columns):
-            raise ProtocolError(f"pull_times: columns must name columns of {table.column_names}")
+        if not isinstance(columns, list) or any(c not in table.column_names for c in columns) \
+                or len(set(columns)) != len(columns):
+            raise ProtocolError(f"pull_times: columns must name distinct columns of {table.column_names}")
         keys = [c for c in intervals.column_names if c not in ("__lo", "__hi", "__k")]
         if any(k not in table.column_names for k in keys) or not {"__lo", "__hi", "__k"} <= set(intervals.column_names):
             raise ProtocolError("pull_times: the interval table needs partition columns, __lo, __hi and __k")
         ts = _time_ints(table.column(self.store.time_column))
-        con = duckdb.connect()
+        con = sandboxed_duckdb()
         try:
+            con.register("iv", intervals)
+            # disjoint per partition: each row comes back at most once (no output of rows x intervals)
+            by = ", ".join(f'"{k}"' for k in keys) or "NULL"
+            overlaps = con.execute(f"SELECT count(*) FROM (SELECT __lo, lag(__hi) OVER (PARTITION BY {by} ORDER BY __lo) "
+                               "AS prev FROM iv) WHERE prev >= __lo").fetchall()[0][0]
+            if overlaps:
+                raise ProtocolError(f"pull_times: {overlaps} intervals overlap others of their partition; send "
+                                    "disjoint intervals")
             con.register("r", table.select(keys).append_column("__t", pa.array(ts)).append_column(
                 "__i", pa.array(np.arange(table.num_rows, dtype=np.int64))))
-            con.register("iv", intervals)
             on = " AND ".join([f'r."{k}" IS NOT DISTINCT FROM iv."{k}"' for k in keys] +
                               ["r.__t BETWEEN iv.__lo AND iv.__hi"])
             got = con.sql(f"SELECT r.__i, iv.__k FROM r JOIN iv ON {on} ORDER BY r.__i").fetchnumpy()
@@ -547,7 +564,7 @@ class Actions:
             members[np.isin(union, rows)] |= dtype(1 << j)
         return base.take(pa.array(union)).append_column(MEMBERS, pa.array(members))
 
-    def _admitted(self, kind: str, read: Callable[[], pa.Table]) -> pa.Table:
+    def _admitted(self, kind: str, read: Callable[[], T]) -> T:
         """A read outside an opened query passes admission like an open: it reserves the shard
         set's size (waiting for room, or refused) for the time of the read."""
         import uuid

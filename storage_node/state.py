@@ -258,4 +258,5 @@ class StateRegistry:
             return {"queries": len(self._states) + len(self._held), "held_bytes": self._reserved,
                     "budget_bytes": self.budget, "reservations": len(self._held), "waiting": len(self._waiting),
                     "evicted": self.evicted, "refused": self.refused,
-                    "per_query": {q: s.size_in_bytes() for q, s in self._states.items()}}
+                    # sizes only: query ids are what protects a query's state from other token holders
+                    "per_query_bytes": sorted((s.size_in_bytes() for s in self._states.values()), reverse=True)}

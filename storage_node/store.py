@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from typing import Any
 
@@ -35,22 +37,29 @@ class ShardStore:
             raise StorageError(f"shard files listed in {self.location.uri}/manifest.json are missing: {missing[:3]}")
         rows = {self.location.join(str(f["path"])): f.get("rows") for f in manifest.get("files", [])}
         known = set(getattr(self, "files", []))
+        digests = dict(getattr(self, "_digests", {}))
         for f in files:  # every new file: a readable parquet footer, the manifest's schema and rows
             if f not in known:
-                self._check_file(f, manifest.get("schema"), rows.get(f), str(manifest.get("time_column", "ts")))
+                digests[f] = self._check_file(f, manifest.get("schema"), rows.get(f),
+                                              str(manifest.get("time_column", "ts")))
         try:
             dataset = ds.dataset(files, filesystem=self.location.fs, format="parquet") if files else None
         except (OSError, pa.ArrowInvalid) as exc:
             raise StorageError(f"cannot open shards under {self.location.uri}: {exc}") from exc
         self.manifest = manifest
         self.files = files
+        self._digests = digests
+        #: what identifies the data served: the manifest and every file's footer (sizes and
+        #: column statistics); a restarted node that serves other data differs here
+        self.data_digest = hashlib.sha256(json.dumps([manifest, [digests[f] for f in files]], sort_keys=True,
+                                                     default=str).encode()).hexdigest()[:16]
         self.dataset = dataset
         self.time_column = str(manifest.get("time_column", "ts"))
         self.cached: pa.Table | None = None  # the whole shard set, decoded, once a scan loaded it
         self._sorted: pa.Table | None = None  # the same, sorted by time
         self._size: int | None = None
 
-    def _check_file(self, path: str, schema: object, rows: object, time_column: str) -> None:
+    def _check_file(self, path: str, schema: object, rows: object, time_column: str) -> str:
         def footer() -> pq.FileMetaData:
             with self.location.fs.open_input_file(path) as fh:
                 return pq.ParquetFile(fh).metadata
@@ -72,6 +81,7 @@ class ShardStore:
         if isinstance(rows, int) and meta.num_rows != rows:
             raise StorageError(f"shard file {path} holds {meta.num_rows} rows, its manifest says {rows}; "
                                "re-shard the data or restore the file")
+        return hashlib.sha256(json.dumps(meta.to_dict(), sort_keys=True, default=str).encode()).hexdigest()
 
     def _null_times(self, path: str, meta: pq.FileMetaData, time_column: str) -> int:
         """Rows of the file whose time is NULL: from the footer's statistics, else read."""

@@ -255,3 +255,17 @@ def test_a_long_numeric_in_list_is_pushed_down_without_crashing(tmp_path: Path) 
     table = events()
     expr = to_arrow_filter(query.recognize.definitions[0].condition, table.schema)
     assert ds.dataset(table).to_table(filter=expr).num_rows == 8
+
+
+def test_top_level_ctes_work_and_cannot_reach_the_catalog() -> None:
+    from dfs_cer.query.sandbox import check_outer
+
+    check_outer("WITH a AS (SELECT * FROM m), b AS (SELECT * FROM a) SELECT * FROM b", ["m"], "duckdb")
+    for sql, message in (("WITH pg_settings AS (SELECT name FROM pg_settings) SELECT * FROM pg_settings",
+                          "inside the common table expression"),
+                         ("WITH a AS (SELECT * FROM b), b AS (SELECT * FROM m) SELECT * FROM a",
+                          "inside the common table expression"),
+                         ("WITH RECURSIVE r AS (SELECT 1 AS n UNION ALL SELECT n + 1 FROM r) SELECT * FROM r",
+                          "inside the common table expression")):
+        with pytest.raises(DfsCerError, match=message):
+            check_outer(sql, ["m"], "duckdb")

@@ -375,15 +375,14 @@ def _bind_window(query: Query, schema: pa.Schema | None, config: QueryConfig) ->
 def _event_key(key: tuple[str, ...], schema: pa.Schema | None) -> tuple[str, ...]:
     if schema is None:
         return tuple(key)
+    from dfs_cer.errors import ConfigError
+
     out = []
     for name in key:
-        match = name if name in schema.names else next((n for n in schema.names if n.lower() == name.lower()), None)
-        if match is None:
-            from dfs_cer.errors import ConfigError
-
-            raise ConfigError(f"event key column {name!r} is not a column of the data; columns: "
-                              f"{', '.join(schema.names)} (set query.event_key or --event-key)")
-        out.append(match)
+        try:  # the one resolver (exact, else the only case-insensitive match)
+            out.append(resolve_column(name, schema, "event key"))
+        except QueryValidationError as exc:
+            raise ConfigError(f"event key column {name!r}: {exc} (set query.event_key or --event-key)") from None
     return tuple(out)
 
 

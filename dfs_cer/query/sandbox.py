@@ -65,17 +65,26 @@ def check_outer(sql: str, relations: Iterable[str], dialect: str) -> None:
         raise _refuse("a ${...} variable")
     # CTEs only at the top: a name defined in a nested scope must not make the same name
     # readable elsewhere (a CTE named like a catalog view, e.g. pg_settings, read outside it)
-    top = tree.args.get("with")
+    top = tree.args.get("with_") or tree.args.get("with")
     for with_ in tree.find_all(exp.With):
         if with_ is not top:
             raise _refuse("a WITH clause inside the query (define common table expressions at the top)")
-    defined = {cte.alias_or_name.lower() for cte in top.expressions} if top is not None else set()
+    ctes = list(top.expressions) if top is not None else []
+    names = [cte.alias_or_name.lower() for cte in ctes]
     for table in tree.find_all(exp.Table):
         if not isinstance(table.this, exp.Identifier):
             raise _refuse(f"the table function {table.this.sql(dialect=dialect)}")
         if table.args.get("db") is not None or table.args.get("catalog") is not None:
             raise _refuse(f"the qualified table {table.sql(dialect=dialect)}")
-        if table.name.lower() not in allowed | defined:
+        # a CTE's body sees the relations and the CTEs before it: a name it reads before its
+        # definition (itself, a later CTE) would be the engine's catalog, not a CTE
+        inside = next((i for i, cte in enumerate(ctes) if table.find_ancestor(exp.CTE) is cte), None)
+        visible = allowed | set(names if inside is None else names[:inside])
+        name = table.name.lower()
+        if name not in visible:
+            if inside is not None and name in names:
+                raise _refuse(f"the table {table.name!r} inside the common table expression {names[inside]!r} "
+                              "(a CTE reads only the CTEs defined before it; recursive CTEs are not supported)")
             raise _refuse(f"the table {table.name!r} (readable: {', '.join(sorted(allowed)) or 'none'})")
     for func in tree.find_all(exp.Func):
         name = (func.name if isinstance(func, exp.Anonymous) else func.sql_name()).lower()

@@ -142,8 +142,9 @@ class Session:
         timeout, the whole query ``timeout`` seconds (default ``query_timeout_seconds``)."""
         config = config or StrategyConfig()
         seconds = config.query_timeout_seconds if timeout is None else timeout
-        if not seconds > 0:
-            raise ConfigError(f"the query timeout must be positive seconds, got {seconds}; pass e.g. --timeout 60")
+        if not 0 < seconds < float("inf"):
+            raise ConfigError(f"the query timeout must be a positive, finite number of seconds, got {seconds}; "
+                              "pass e.g. --timeout 60")
         clients = [StorageClient(e, token, timeout=config.call_timeout_seconds) for e in endpoints]
         return cls(clients, trace, event_key, dedup, deadline=time.monotonic() + seconds,
                    close_timeout=config.close_timeout_seconds, admission_wait=config.admission_wait_seconds)

@@ -29,10 +29,14 @@ def match_pulled(result: PullResult, *, outer: bool = True, match_ids: bool = Fa
     analysis = result.analysis
     query = analysis.query
     began = time.perf_counter()
+    from dfs_cer.match.cer import SELECTIONS
+
     settings = load_config().matcher
     limit = settings.max_matches if max_matches is None else max_matches
-    if limit <= 0:
-        raise ConfigError(f"max_matches must be positive, got {limit}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+        raise ConfigError(f"max_matches must be a positive integer, got {limit!r}")
+    if selection is not None and selection not in SELECTIONS:
+        raise ConfigError(f"selection must be one of {', '.join(SELECTIONS)}, got {selection!r}")
     bound = on_limit or settings.on_limit
     if query.recognize.all_matches or selection:
         engine = "cer"

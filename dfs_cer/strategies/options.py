@@ -38,10 +38,13 @@ class PullOptions:
         out = cls(**options)
         if out.cost_model not in MODELS:
             raise ConfigError(f"cost_model must be one of {', '.join(MODELS)}, got {out.cost_model!r}")
-        if not (isinstance(out.target_fpr, int | float) and 0 < out.target_fpr < 1):
+        if isinstance(out.target_fpr, bool) or not (isinstance(out.target_fpr, int | float) and 0 < out.target_fpr < 1):
             raise ConfigError(f"target_fpr must be in (0, 1), got {out.target_fpr!r}")
-        if isinstance(out.passes, bool) or not isinstance(out.passes, int) or out.passes < 1:
-            raise ConfigError(f"passes must be at least 1, got {out.passes!r}")
-        if not (isinstance(out.rate_scale, int | float) and math.isfinite(out.rate_scale) and out.rate_scale > 0):
+        if isinstance(out.passes, bool) or not isinstance(out.passes, int) or not 1 <= out.passes <= 16:
+            raise ConfigError(f"passes must be 1 to 16, got {out.passes!r}")
+        if out.calibration_file is not None and not isinstance(out.calibration_file, str):
+            raise ConfigError(f"calibration_file must be a path, got {out.calibration_file!r}")
+        if isinstance(out.rate_scale, bool) or not (isinstance(out.rate_scale, int | float)
+                                                    and math.isfinite(out.rate_scale) and out.rate_scale > 0):
             raise ConfigError(f"rate_scale must be a positive number, got {out.rate_scale!r}")
         return out

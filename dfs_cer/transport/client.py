@@ -182,8 +182,8 @@ class StorageClient:
         self.transfers.append(Transfer(name, len(body), len(raw), 0.0))
         got = _fingerprint(decode(raw)[0])
         if got != expected:
-            raise NodeRefusedError(f"storage node {self.endpoint} restarted serving other data (rows and schema "
-                                   f"{got}, before {expected}); run the query again")
+            raise NodeRefusedError(f"storage node {self.endpoint} restarted serving other data (rows, schema and "
+                                   f"content digests {got}, before {expected}); run the query again")
 
     def pull(self, header: dict[str, Any], blobs: list[bytes] | None = None) -> pa.Table:
         if header.get("kind") == "pull_all" and self._journal:  # the node must still hold the opened query
@@ -215,9 +215,11 @@ class StorageClient:
 
 
 def _fingerprint(reply: dict[str, Any]) -> tuple[Any, ...]:
-    """What identifies the data an open saw: the shard set's rows and schema (of each query of a group)."""
+    """What identifies the data an open saw: the shard set's rows, schema and content digest (the
+    manifest and every file's footer), for each query of a group."""
     group = reply.get("group") or [reply]
-    return tuple((g.get("total_rows"), g.get("schema_digest")) for g in group if isinstance(g, dict))
+    return tuple((g.get("total_rows"), g.get("schema_digest"), g.get("data_digest")) for g in group
+                 if isinstance(g, dict))
 
 
 def _short(exc: Exception) -> str:

@@ -122,6 +122,17 @@ def _get(header: dict[str, Any], name: str, kind: type | tuple[type, ...], actio
     return value
 
 
+#: the largest window (in the time column's units) a request may name
+MAX_WINDOW = 2**62
+
+
+def _window(header: dict[str, Any], action: str) -> int:
+    value = _get(header, "window", int, action)
+    if not 0 <= value <= MAX_WINDOW:
+        raise ProtocolError(f"action {action}: window must be in 0..2**62, got {value}")
+    return int(value)
+
+
 def _one_of(value: object, choices: tuple[str, ...], name: str, action: str) -> str:
     if value not in choices:
         raise ProtocolError(f"action {action}: {name} must be one of {', '.join(choices)}, got {value!r}")
@@ -144,7 +155,7 @@ class Intervals:
     def parse(cls, header: dict[str, Any]) -> Intervals:
         a = "intervals"
         return cls(query_id(header.get("query_id"), a), _get(header, "variable", str, a),
-                   _one_of(header.get("role"), ROLES, "role", a), _get(header, "window", int, a))
+                   _one_of(header.get("role"), ROLES, "role", a), _window(header, a))
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +178,7 @@ class Build:
             raise ProtocolError("action wjf: each build must be an object")
         fmt = _one_of(b.get("format", "wjf"), FILTER_FORMATS, "format", a)
         sized = fmt == "wjf"
-        return cls(_get(b, "variable", str, a), _get(b, "column", str, a), _get(b, "window", int, a),
+        return cls(_get(b, "variable", str, a), _get(b, "column", str, a), _window(b, a),
                    _get(b, "kind", int, a), fmt, _get(b, "bits", int, a) if sized else 0,
                    _get(b, "hashes", int, a) if sized else 0, int(_get(b, "seed", int, a)) if "seed" in b else 0)
 
@@ -231,7 +242,7 @@ class Verify:
     def parse(cls, header: dict[str, Any]) -> Verify:
         a = "verify"
         return cls(query_id(header.get("query_id"), a), _get(header, "variable", str, a),
-                   _one_of(header.get("role"), ROLES, "role", a), _get(header, "window", int, a),
+                   _one_of(header.get("role"), ROLES, "role", a), _window(header, a),
                    tuple(Probe.parse(p) for p in _get(header, "probes", list, a)),
                    _one_of(header.get("tis", "swf"), TIS_FORMATS, "tis", a), bool(header.get("cached_swf", False)))
 
