@@ -104,8 +104,21 @@ class LocalCluster:
         self.procs[i].wait()
 
     def pause(self, i: int) -> None:
-        """SIGSTOP node ``i``: connections stay open and nothing answers (a hung node)."""
-        os.kill(self.procs[i].pid, signal.SIGSTOP)
+        """SIGSTOP node ``i``: connections stay open and nothing answers (a hung node). Returns once
+        every thread of the process is stopped (signal delivery is asynchronous: on a busy VM a
+        request sent right after the kill could still be served)."""
+        pid = self.procs[i].pid
+        os.kill(pid, signal.SIGSTOP)
+        give_up = time.monotonic() + 5.0
+        while time.monotonic() < give_up:
+            try:
+                states = [Path(t, "stat").read_text().rsplit(")", 1)[1].split()[0]
+                          for t in Path(f"/proc/{pid}/task").iterdir()]
+            except OSError:  # a thread ended while we looked, or no /proc: look again
+                states = []
+            if states and all(st in ("T", "t") for st in states):
+                return
+            time.sleep(0.001)
 
     def resume(self, i: int) -> None:
         os.kill(self.procs[i].pid, signal.SIGCONT)
