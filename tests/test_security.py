@@ -269,3 +269,37 @@ def test_top_level_ctes_work_and_cannot_reach_the_catalog() -> None:
                           "inside the common table expression")):
         with pytest.raises(DfsCerError, match=message):
             check_outer(sql, ["m"], "duckdb")
+
+
+def test_cheap_requests_cannot_allocate_much(node: LocalCluster) -> None:
+    """Join filter builds are bounded in number and bits before anything is allocated; pull_times
+    needs disjoint intervals (its output is at most every row once)."""
+    client = StorageClient(node.endpoints[0], node.token)
+    client.action("open", {"query_id": "q-alloc", "sql": f"SELECT * FROM e {CLAUSE}"})
+    builds = [{"variable": "A", "column": "v", "window": 10, "kind": 1, "bits": 2**31, "hashes": 3}] * 4
+    with pytest.raises(DfsCerError, match="exceed the limit"):
+        client.action("wjf", {"query_id": "q-alloc", "builds": builds})
+    intervals = pa.table({"__lo": [0] * 100, "__hi": [100] * 100, "__k": list(range(100))})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, intervals.schema) as w:
+        w.write_table(intervals)
+    with pytest.raises(DfsCerError, match="intervals overlap"):
+        client.pull({"kind": "pull_times"}, [sink.getvalue().to_pybytes()])
+    client.action("close", {"query_id": "q-alloc"})
+    stats = client.action("stats")[0]
+    assert stats["held_bytes"] == 0 and "per_query" not in stats  # no query ids listed
+    client.close()
+
+
+def test_situations_pass_admission(tmp_path: Path) -> None:
+    from dfs_cer.datasets import synthetic_events
+
+    pq.write_table(synthetic_events(3_000, seed=1), tmp_path / "e.parquet")
+    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), partitioning="time")
+    with LocalCluster([str(tmp_path / "nodes" / "node-00")], memory_budget="1KiB") as cluster:
+        client = StorageClient(cluster.endpoints[0], cluster.token)
+        sql = ("SELECT * FROM t SITUATIONS (ORDER BY ts SITUATION A AS type = 'T_01' "
+               "PATTERN (A) MEASURES A.start AS s)")
+        with pytest.raises(DfsCerError, match="memory budget"):
+            client.action("situations", {"sql": sql})
+        client.close()

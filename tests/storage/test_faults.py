@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -237,3 +239,33 @@ def test_ten_concurrent_queries_with_room_for_one_all_complete(tmp_path_factory:
                                     ["dfs", "push_down", "pull_all", "naive_dfs", "push_pull"] * 2))
         assert [rows(match_pulled(r)) for r in results] == [expected] * 10
         assert clean(cluster, range(3), within=0)
+
+
+def test_a_node_restarted_onto_other_data_fails_the_query(cluster: LocalCluster, tmp_path: Path) -> None:
+    """Same rows, times and manifest, other values: the re-open sees another content digest and the
+    query fails instead of mixing the two snapshots."""
+    import shutil
+
+    original = cluster.data_dirs[1]
+    other = tmp_path / "node-01"
+    shutil.copytree(original, other)
+    for f in sorted(other.glob("*.parquet")):
+        t = pq.read_table(f)
+        i = t.schema.get_field_index("id")
+        pq.write_table(t.set_column(i, "id", pa.array([f"x{v}" for v in t.column(i).to_pylist()])), f)
+    names = rounds_of(cluster, "dfs")
+    k = names.index("verify") + 1
+
+    def swap() -> None:
+        cluster.data_dirs[1] = str(other)
+        cluster.restart(1)
+
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            before_round(mp, k, swap)
+            with pytest.raises(DfsCerError, match="restarted serving other data"):
+                pull("dfs", Q1, cluster.endpoints, cluster.token, cost_model="always_on", config=FAST)
+    finally:
+        cluster.data_dirs[1] = original
+        cluster.restart(1)
+    assert clean(cluster, range(3))

@@ -362,3 +362,13 @@ def test_match_pulled_takes_named_options_only() -> None:
     params = inspect.signature(match_pulled).parameters
     assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     assert {"selection", "kleene", "max_matches", "on_limit"} <= set(params)
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("inf"), float("nan")])
+def test_the_query_timeout_must_be_positive_and_finite(timeout: float) -> None:
+    from dfs_cer.errors import ConfigError
+    from dfs_cer.strategies import pull
+
+    with pytest.raises(ConfigError, match="positive, finite number of seconds"):
+        pull("dfs", "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts ALL MATCHES PATTERN (A) DEFINE A AS A.v > 0)",
+             ["127.0.0.1:1"], "token", timeout=timeout)
