@@ -85,6 +85,11 @@ class StorageConfig:
     #: transient S3 errors are retried until this many seconds have passed (permanent ones,
     #: such as access denied or no such bucket, fail at once)
     s3_retry_seconds: float = 10.0
+    #: ``dfs-cer calibrate`` output whose per-engine beta (seconds per event) the node reports
+    #: for node-side matching ("" = the built-in estimate)
+    calibration_file: str = ""
+    #: the most CPU seconds one query may spend matching on this node (else the compute pulls)
+    match_cpu_budget_seconds: float = 5.0
 
 
 @dataclass(frozen=True, slots=True)

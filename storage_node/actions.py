@@ -30,12 +30,16 @@ from dfs_cer.query.arrow_filter import to_arrow_filter, union_filter
 from dfs_cer.query.numeric import time_ints
 from dfs_cer.transport.messages import field
 from dfs_cer.transport.protocol import (
+    HALO,
     LEASE_GRACE_SECONDS,
     MEMBERS,
+    POINT_TIME,
     ROW_ID,
     SEGMENT,
     Close,
+    Halo,
     Intervals,
+    NodeMatch,
     PushPull,
     Release,
     Reserve,
@@ -96,11 +100,16 @@ def _time_ranges(raw: object) -> np.ndarray | None:
 
 
 class Actions:
-    def __init__(self, store: ShardStore, registry: StateRegistry, max_blob: int = 256 * 1024**2) -> None:
+    def __init__(self, store: ShardStore, registry: StateRegistry, max_blob: int = 256 * 1024**2,
+                 betas: dict[str, float] | None = None, cpu_budget: float = 5.0) -> None:
         self.store = store
         self.registry = registry
         #: the largest message (and so blob) the node sends or takes
         self.max_blob = max_blob
+        #: seconds per event of each matching engine on this node (node-side matching)
+        self.betas = betas or node_betas("")
+        #: the most seconds one query may spend matching here
+        self.cpu_budget = cpu_budget
 
     # ------------------------------------------------------------------ open
 
@@ -161,7 +170,19 @@ class Actions:
                 "max_ts": self.store.manifest.get("max_ts"), "total_rows": self.store.manifest.get("rows"),
                 "held_bytes": state.size_in_bytes(), "event_key": list(self.store.manifest.get("event_key") or []),
                 "row_bytes": (table.nbytes / table.num_rows) if table.num_rows else 0.0,
-                "schema_digest": schema_digest(self.store.schema), "data_digest": self.store.data_digest}
+                "schema_digest": schema_digest(self.store.schema), "data_digest": self.store.data_digest,
+                "local_partitions": self._local(state.analysis), "beta": self.betas,
+                "match_cpu_budget": self.cpu_budget}
+
+    def _local(self, analysis: Analysis) -> bool:
+        """Does this node hold every row of each PARTITION BY group it holds any row of? True for
+        the only node of a shard set, or a shard set type-partitioned by a PARTITION BY column."""
+        manifest = self.store.manifest
+        if manifest.get("nodes") == 1:
+            return True
+        column = manifest.get("type_column")
+        return manifest.get("partitioning") == "type" and column is not None and \
+            column in analysis.query.recognize.partition_by
 
     def open(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         self.store.refresh()  # late files added with dfs-cer shard --append
@@ -462,9 +483,15 @@ class Actions:
         if kind == "pull_pushdown":
             rows = _union(state)
             return state.table.take(pa.array(rows))
+        if kind == "pull_matches":  # node-side matching: the MATCH_RECOGNIZE relation of this node's rows
+            return self._pull_matches(state, header)
+        if kind == "pull_halo":  # rows next to the pulled candidates' (partition, time) points
+            return self._pull_halo(state, Halo.parse(header), blobs)
         if kind not in ("pull", "pull_range"):
-            raise ProtocolError(f"unknown pull kind {kind!r}; use pull, pull_range, pull_variable, pull_pushdown "
-                                "or pull_all")
+            raise ProtocolError(f"unknown pull kind {kind!r}; use pull, pull_range, pull_halo, pull_variable, "
+                                "pull_pushdown or pull_all")
+        if kind == "pull_range" and "halo" in header:
+            return self._pull_range_halo(state, Halo.parse(header), blobs)
         if not blobs:
             raise ProtocolError(f"{kind}: the final interval set blob is missing")
         swf = _load_tis(_tis_format(header, kind), blobs[0])
@@ -477,6 +504,92 @@ class Actions:
         table = self._whole(state.ranges)
         ts = _time_ints(table.column(self.store.time_column))
         return table.filter(pa.array(swf.contains(ts)))
+
+    def _canonical(self, state: QueryState, request: Halo, kind: str) -> tuple[pa.Table, np.ndarray, np.ndarray,
+                                                                               np.ndarray]:
+        """This node's rows of the query (inside its time ranges) in the matcher's order."""
+        from dfs_cer.plan.halo import canonical
+
+        self._same_generation(state, kind)
+        table = self._whole(state.ranges)
+        unknown = [c for c in request.event_key if c not in table.column_names]
+        if unknown:
+            raise ProtocolError(f"{kind}: event key column(s) {unknown} are not columns of this node's rows")
+        mr = state.analysis.query.recognize
+        if mr.order_by[0].descending:
+            raise ProtocolError(f"{kind}: a halo needs an ascending first ORDER BY column")
+        return canonical(table, state.analysis, request.event_key, request.dedup)
+
+    def _pull_range_halo(self, state: QueryState, request: Halo, blobs: list[bytes]) -> pa.Table:
+        """Every row inside the closed intervals, and the ``before``/``after`` rows next to each
+        interval in every partition (marked in :data:`HALO`), in the matcher's order."""
+        from dfs_cer.plan.halo import around_intervals
+
+        if not blobs:
+            raise ProtocolError("pull_range: the final interval set blob is missing")
+        intervals = IntervalSet.from_bytes(blobs[0])
+        ordered, pid, t, _ = self._canonical(state, request, "pull_range")
+        inside, halo = around_intervals(pid, t, intervals.starts, intervals.ends, request.before, request.after)
+        keep = inside | halo
+        return ordered.filter(pa.array(keep)).append_column(HALO, pa.array(halo[keep]))
+
+    def _pull_halo(self, state: QueryState, request: Halo, blobs: list[bytes]) -> pa.Table:
+        """Rows at the points (ties) and the ``before``/``after`` rows next to each point of its
+        partition. Points: an Arrow table of the PARTITION BY columns and :data:`POINT_TIME`."""
+        from dfs_cer.plan.halo import around_points, point_partitions
+
+        if not blobs:
+            raise ProtocolError("pull_halo: the points table blob is missing")
+        try:
+            points = pa.ipc.open_stream(pa.py_buffer(blobs[0])).read_all()
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise ProtocolError(f"pull_halo: the points table is not an Arrow stream ({exc})") from None
+        partition_by = list(state.analysis.query.recognize.partition_by)
+        if points.column_names != [*partition_by, POINT_TIME] or not pa.types.is_integer(
+                points.schema.field(POINT_TIME).type):
+            raise ProtocolError(f"pull_halo: the points table needs the columns {[*partition_by, POINT_TIME]} "
+                                "(integer times)")
+        ordered, pid, t, bounds = self._canonical(state, request, "pull_halo")
+        try:
+            point_pid = point_partitions(ordered, bounds, partition_by, points.select(partition_by))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise ProtocolError(f"pull_halo: the points' partition columns do not match this node's ({exc})") from None
+        point_t = np.asarray(points.column(POINT_TIME).to_numpy(zero_copy_only=False), np.int64)
+        order = np.lexsort((point_t, point_pid))
+        mask = around_points(pid, t, point_pid[order], point_t[order], request.before, request.after)
+        return ordered.filter(pa.array(mask))
+
+    def _pull_matches(self, state: QueryState, header: dict[str, Any]) -> pa.Table:
+        """Run the query's MATCH_RECOGNIZE over this node's rows (its partitions are whole here)
+        and return the relation (the outer SELECT stays on the compute node); the schema's
+        metadata says how many matches and the seconds spent."""
+        import time
+
+        from dfs_cer.match.cer import run_cer
+        from dfs_cer.match.rowpattern import run_row_pattern
+
+        request = NodeMatch.parse(header)
+        if not self._local(state.analysis):
+            raise ProtocolError("pull_matches: this node does not hold whole PARTITION BY groups of the query "
+                                "(shard with --partitioning type --type-column <a PARTITION BY column>)")
+        self._same_generation(state, "pull_matches")
+        table = self._whole(state.ranges)
+        unknown = [c for c in request.event_key if c not in table.column_names]
+        if unknown:
+            raise ProtocolError(f"pull_matches: event key column(s) {unknown} are not columns of this node's rows")
+        import dataclasses
+
+        query = state.analysis.query
+        analysis = dataclasses.replace(state.analysis, event_key=request.event_key, dedup=request.dedup)
+        began = time.process_time()
+        if query.recognize.all_matches:
+            out = run_cer(table, analysis, max_matches=request.max_matches, on_limit=request.on_limit)
+        else:
+            out = run_row_pattern(table, analysis, max_matches=request.max_matches, on_limit=request.on_limit)
+        seconds = time.process_time() - began
+        return out.table.replace_schema_metadata({"dfs_cer_matches": str(out.matches),
+                                                  "dfs_cer_truncated": str(out.truncated).lower(),
+                                                  "dfs_cer_seconds": f"{seconds:.6f}"})
 
     def _pull_times(self, header: dict[str, Any], blobs: list[bytes]) -> pa.Table:
         """Rows whose partition key and time fall in one of the intervals of an Arrow table
@@ -619,3 +732,22 @@ def _lease(header: dict[str, Any]) -> float | None:
 
     seconds = lease(header)
     return None if seconds is None else time.monotonic() + seconds + LEASE_GRACE_SECONDS
+
+
+def node_betas(calibration_file: str) -> dict[str, float]:
+    """Seconds per event of each matching engine on this node: from a ``dfs-cer calibrate``
+    file when one is configured, else the cost model's built-in estimate."""
+    import json
+
+    from dfs_cer.plan.cost import FIXED
+
+    out = {"rowpattern": FIXED["beta"], "cer": FIXED["beta"]}
+    if calibration_file:
+        try:
+            with open(calibration_file, encoding="utf-8") as fh:
+                betas = json.load(fh).get("beta", {})
+            out.update({str(k): float(v) for k, v in betas.items() if k in out})
+        except (OSError, ValueError, AttributeError, TypeError) as exc:
+            raise StorageError(f"storage.calibration_file {calibration_file}: cannot read its beta ({exc}); "
+                               "run dfs-cer calibrate --out FILE") from None
+    return out

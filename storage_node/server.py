@@ -28,7 +28,7 @@ from dfs_cer.errors import DfsCerError, FilterFormatError, ProtocolError
 from dfs_cer.io.shard import schema_digest
 from dfs_cer.transport.messages import decode, encode
 from dfs_cer.transport.protocol import ADMISSION, CACHE_MISS, UNKNOWN_QUERY, query_id
-from storage_node.actions import Actions
+from storage_node.actions import Actions, node_betas
 from storage_node.state import AdmissionError, CacheMissError, StateRegistry, UnknownQueryError
 from storage_node.store import ShardStore
 
@@ -58,7 +58,8 @@ class StorageNode(flight.FlightServerBase):
         self.store = store
         self.config = config
         self.registry = StateRegistry(config.memory_budget, config.state_ttl_seconds, config.admission_wait_seconds)
-        self.actions = Actions(store, self.registry, self.config.max_message_bytes)
+        self.actions = Actions(store, self.registry, self.config.max_message_bytes,
+                               node_betas(config.calibration_file), config.match_cpu_budget_seconds)
         self.started = time.time()
         self.calls = 0
         self.bytes_in = 0

@@ -202,6 +202,9 @@ def _split_statements(text: str) -> list[str]:
               help="Re-run a saved run's query over the shard files added since (dfs-cer shard --append): "
                    "recompute the affected time ranges and print the changelog.")
 @click.option("--runs-dir", default=".dfs-cer/runs", show_default=True, type=click.Path(file_okay=False))
+@click.option("--node-matching", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
+              help="Where storage nodes hold whole PARTITION BY groups, match on them and pull only the result: "
+                   "when the cost model says so (auto), whenever possible (on), or never (off).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
               help="Fail the query after this many seconds, every round trip included "
                    "[default: strategy.query_timeout_seconds, 300]; each call to a node is also bounded by "
@@ -211,7 +214,7 @@ def _split_statements(text: str) -> list[str]:
 def query_command(state: State, sql: tuple[str, ...], file: str | None, endpoints: str, token_file: str,
                   strategy: str | None, cost_model: str | None, explain_analyze: bool, fmt: str, limit: int, engine: str,
                   selection: str | None, kleene: str | None, save_run: bool, since_run: str | None,
-                  runs_dir: str, timeout: float | None) -> None:
+                  runs_dir: str, node_matching: str, timeout: float | None) -> None:
     """Run a query against storage nodes with a pull strategy and print the matches.
 
     Several queries (several arguments, or statements separated by ';' in --file) run together:
@@ -226,6 +229,8 @@ def query_command(state: State, sql: tuple[str, ...], file: str | None, endpoint
                                "calibration_file": state.config.strategy.calibration_file,
                                "timeout": timeout, "config": state.config.strategy}
     matching: dict[str, Any] = {k: v for k, v in (("selection", selection), ("kleene", kleene)) if v}
+    # selections and saved runs (match ids) match on this node
+    options["node_matching"] = "off" if matching or save_run or since_run else node_matching
     statements = [q for text in ([_read_sql(None, file)] if file else list(sql)) for q in _split_statements(text)]
     if save_run or since_run:
         if engine == "spark":

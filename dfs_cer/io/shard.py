@@ -161,7 +161,8 @@ def shard(input_path: str, nodes: int, to: str, *, partitioning: str = "random",
     manifests = [NodeManifest(k, [], type_counts={} if type_column in schema.names else None) for k in range(nodes)]
     batch_tag = ""
     if append:
-        manifests = [_existing(out, k, nodes, schema, partitioning, time_column, event_key) for k in range(nodes)]
+        manifests = [_existing(out, k, nodes, schema, partitioning, time_column, event_key, type_column)
+                     for k in range(nodes)]
         import time
         import uuid
 
@@ -198,12 +199,13 @@ def shard(input_path: str, nodes: int, to: str, *, partitioning: str = "random",
         dropped -= offset
     for m in manifests:
         m.duplicates_dropped += dropped
-        _write_manifest(out, m, schema, time_column, event_key, nodes, partitioning)
+        _write_manifest(out, m, schema, time_column, event_key, nodes, partitioning,
+                        type_column if partitioning == "type" else None)
     return manifests
 
 
 def _existing(out: FileLocation, node: int, nodes: int, schema: pa.Schema, partitioning: str, time_column: str,
-              event_key: tuple[str, ...]) -> NodeManifest:
+              event_key: tuple[str, ...], type_column: str = "") -> NodeManifest:
     """The manifest of an existing shard set that ``--append`` adds to, checked against the input."""
     location = FileLocation(out.fs, out.join(f"node-{node:02d}"), f"{out.uri}/node-{node:02d}")
     try:
@@ -213,6 +215,9 @@ def _existing(out: FileLocation, node: int, nodes: int, schema: pa.Schema, parti
                          "first") from None
     expected = {"nodes": nodes, "partitioning": partitioning, "time_column": time_column,
                 "event_key": list(event_key), "schema": schema_fields(schema)}
+    if partitioning == "type" and doc.get("type_column") not in (None, type_column):
+        raise ShardError(f"--append: the shard set at {location.uri} is partitioned by {doc.get('type_column')!r}, "
+                         f"not {type_column!r}; append with --type-column {doc.get('type_column')}")
     for key, value in expected.items():
         if doc.get(key) != value:
             raise ShardError(f"--append: the shard set at {location.uri} has {key} {doc.get(key)!r}, the new input "
@@ -285,9 +290,11 @@ def decode_schema(text: str) -> pa.Schema:
 
 
 def _write_manifest(out: FileLocation, m: NodeManifest, schema: pa.Schema, time_column: str,
-                    event_key: tuple[str, ...], nodes: int, partitioning: str) -> None:
+                    event_key: tuple[str, ...], nodes: int, partitioning: str, type_column: str | None = None) -> None:
+    # type_column: every row with one value of it lies on one node (PARTITION BY it is local)
     doc = {
         "version": 1, "node": m.node, "nodes": nodes, "partitioning": partitioning, "time_column": time_column,
+        **({"type_column": type_column} if type_column else {}),
         "event_key": list(event_key), "schema": schema_fields(schema),
         "arrow_schema": encode_schema(schema), "rows": m.rows, "min_ts": m.min_ts,
         "max_ts": m.max_ts, "type_counts": m.type_counts, "files": m.files,

@@ -37,7 +37,7 @@ from dfs_cer.errors import MatchLimitError, UnsupportedFeatureError
 from dfs_cer.match.arrow_eval import _broadcast, evaluate
 from dfs_cer.match.cer_kernels import expand
 from dfs_cer.match.cer_pattern import Branch, Item, branches
-from dfs_cer.match.columns import KLEENE, ON_LIMIT, check_choice, column_of
+from dfs_cer.match.columns import KLEENE, ON_LIMIT, check_choice, column_of, split_halo
 from dfs_cer.match.rowpattern import (
     MatchOutput,
     _referenced_columns,
@@ -127,6 +127,9 @@ def run_cer(table: pa.Table, analysis: Analysis, *, selection: str = "skip_till_
         raise UnsupportedFeatureError(f"selection {selection!r}", code="unsupported")
     check_choice(kleene, KLEENE, "kleene")
     check_choice(on_limit, ON_LIMIT, "on_limit")
+    table, halo = split_halo(table)
+    if halo is not None and halo.any():  # CER's NEXT/PREV read selected events: halo rows are not events
+        table = table.filter(pa.array(~halo))
     query = analysis.query
     mr = query.recognize
     any_row = {v.name for v in analysis.variables if v.any_row}

@@ -43,6 +43,7 @@ from dfs_cer.query.expr import (
     Column,
     Expr,
     Literal,
+    Navigation,
     and_all,
     conjuncts,
     transform,
@@ -92,6 +93,8 @@ def _projectable(e: Expr, owner: str, keep: set[str], repeated: set[str],
     binding it, cannot reproduce)."""
     if any(isinstance(n, Aggregate | Classifier) for n in walk(e)):
         return False
+    if before is not None and any(isinstance(n, Navigation) and n.kind.physical for n in walk(e)):
+        return False  # SQL's PREV/NEXT read rows next to the row, which the projection does not hold
     refs = _refs(e, owner)
     if any(base_name(r) in repeated and r != owner for r in refs):
         return False

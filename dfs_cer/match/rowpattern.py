@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from dfs_cer.errors import MatchError, MatchLimitError, UnsupportedFeatureError
 from dfs_cer.match import vm
-from dfs_cer.match.columns import ON_LIMIT, check_choice, column_of
+from dfs_cer.match.columns import ON_LIMIT, check_choice, column_of, split_halo
 from dfs_cer.match.conditions import compile_conditions
 from dfs_cer.match.measures import MatchRows, MeasureEvaluator
 from dfs_cer.match.program import compile_pattern
@@ -83,6 +83,14 @@ def same_as_previous(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
 def sort_and_partition(table: pa.Table, partition_by: tuple[str, ...], order_by: list[tuple[str, bool]],
                        columns: set[str] | None = None, event_key: tuple[str, ...] = (),
                        dedup: bool = False) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+    """See :func:`sort_partition_flags` (without flags)."""
+    sorted_table, bounds, order, _ = sort_partition_flags(table, partition_by, order_by, columns, event_key, dedup)
+    return sorted_table, bounds, order
+
+
+def sort_partition_flags(table: pa.Table, partition_by: tuple[str, ...], order_by: list[tuple[str, bool]],
+                         columns: set[str] | None = None, event_key: tuple[str, ...] = (), dedup: bool = False,
+                         flags: np.ndarray | None = None) -> tuple[pa.Table, np.ndarray, np.ndarray, np.ndarray]:
     """Sort by partition and order keys, then by the event key, then by the row's other columns
     (only ``columns`` are carried along when given); with ``dedup``, drop duplicate events.
 
@@ -93,9 +101,12 @@ def sort_and_partition(table: pa.Table, partition_by: tuple[str, ...], order_by:
     and ORDER BY columns and in the event key (every comparable column when the key is empty);
     the first of a run of duplicates is kept.
 
-    Returns the sorted table, partition boundaries ``[0, ..., n]`` and the sort permutation
-    (indices of the kept rows in the input).
+    Returns the sorted table, partition boundaries ``[0, ..., n]``, the sort permutation
+    (indices of the kept rows in the input) and ``flags`` (one bool per input row, e.g. halo
+    rows) in sorted order; a kept duplicate is flagged only when every copy of it was.
     """
+    if flags is None:
+        flags = np.zeros(len(table), bool)
     keys: list[tuple[str, str, str]] = []
     for c, descending in [(c, False) for c in partition_by] + list(order_by):
         if c not in {k[0] for k in keys}:  # a column named twice sorts by its first place
@@ -117,7 +128,11 @@ def sort_and_partition(table: pa.Table, partition_by: tuple[str, ...], order_by:
         for name in identity:
             duplicate &= same_as_previous(ordered.column(name))
         if duplicate.any():
+            run_starts = np.nonzero(~duplicate)[0]
+            kept = np.minimum.reduceat(flags[order].astype(np.int8), run_starts).astype(bool)
             order = order[~duplicate]
+            flags = flags.copy()
+            flags[order] = kept
     if columns is not None:
         keep = [c for c in table.column_names if c in columns or c in partition_by or c in dict(order_by)]
         table = table.select(keep)
@@ -130,7 +145,7 @@ def sort_and_partition(table: pa.Table, partition_by: tuple[str, ...], order_by:
     for c in partition_by:
         change[1:] |= ~same_as_previous(_sort_keys(table, [c]).column(0))[1:]
     bounds = np.append(np.nonzero(change)[0], n).astype(np.int64)
-    return table, bounds, order
+    return table, bounds, order, flags[order]
 
 
 def match_starts(pattern: object, labels: tuple[str, ...], masks: np.ndarray, n: int,
@@ -214,19 +229,25 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
     mr = query.recognize
     partition_by = tuple(column_of(table, c) for c in mr.partition_by)
     order_by = [(column_of(table, s.column), s.descending) for s in mr.order_by]
+    table, halo_in = split_halo(table)
     original = table
-    table, bounds, order = sort_and_partition(table, partition_by, order_by, _referenced_columns(mr, table),
-                                              analysis.event_key, analysis.dedup)
+    table, bounds, order, halo = sort_partition_flags(table, partition_by, order_by, _referenced_columns(mr, table),
+                                                      analysis.event_key, analysis.dedup, halo_in)
     n = len(table)
+    # navigation reads the whole PARTITION BY group (halo rows included); matches stay inside
+    # final-interval segments
     real_bounds = bounds
     if segments is not None and n:
         seg = np.searchsorted(np.asarray(segments, np.int64), time_values(table, order_by[0][0]), side="right")
         cut = np.zeros(n, bool)
         cut[1:] = seg[1:] != seg[:-1]
         bounds = np.unique(np.concatenate([bounds, np.nonzero(cut)[0]])).astype(np.int64)
-    row_part = np.repeat(np.arange(bounds.size - 1), np.diff(bounds)) if n else np.zeros(0, np.int64)
-    part_start = bounds[row_part] if n else np.zeros(0, np.int64)
-    part_end = bounds[row_part + 1] if n else np.zeros(0, np.int64)
+    row_part = np.repeat(np.arange(real_bounds.size - 1), np.diff(real_bounds)) if n else np.zeros(0, np.int64)
+    part_start = real_bounds[row_part] if n else np.zeros(0, np.int64)
+    part_end = real_bounds[row_part + 1] if n else np.zeros(0, np.int64)
+    unit_real = np.searchsorted(real_bounds, bounds[:-1], side="right") - 1
+    nav_parts = np.stack([real_bounds[unit_real], real_bounds[np.minimum(unit_real + 1, real_bounds.size - 1)]],
+                         axis=1).astype(np.int64) if bounds.size > 1 else np.zeros((0, 2), np.int64)
 
     labels = pattern_labels(mr.pattern)
     program = compile_pattern(mr.pattern, labels)
@@ -235,6 +256,11 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
     if pa.types.is_timestamp(order_type):
         time_unit = order_type.unit
     conditions = compile_conditions(mr, labels, table, part_start, part_end, time_unit)
+    if halo.any():  # halo rows: only a skip variable may absorb them; nothing else labels them
+        skippers = _skip_variables(analysis) if analysis.skippable else set()
+        for v, name in enumerate(labels):
+            if name not in skippers:
+                conditions.masks[v, halo] = False
     window = -1
     ts = np.zeros(n, np.int64)
     if mr.window is not None:
@@ -255,7 +281,7 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
     status, m_start, m_end, m_part, r_match, r_row, r_label, r_excl, work_bytes = vm.run(
         program.op.astype(np.int64), program.a.astype(np.int64), program.b.astype(np.int64), c.masks, c.dependent,
         c.code, c.code_start, c.const_i, c.const_f, c.const_kind, c.icols, c.inull, c.fcols, c.fnull, c.members,
-        c.relevant, c.deep_navigation, ts, window, bounds, skip_mode, skip_target, max_matches, starts,
+        c.relevant, c.deep_navigation, ts, window, bounds, nav_parts, skip_mode, skip_target, max_matches, starts,
         *_idle_skipping(c.masks, c.dependent, n))
     truncated = False
     if status == vm.LIMIT_REACHED:
@@ -271,7 +297,7 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
                          f"row {row}: it {what}",)
     if real_bounds is not bounds and m_part.size:  # number matches within the real partitions
         m_part = np.searchsorted(real_bounds, bounds[m_part], side="right") - 1
-    rows = MatchRows(table, labels, c.members, names, bounds, row_part, m_start, m_end, m_part, r_match, r_row,
+    rows = MatchRows(table, labels, c.members, names, real_bounds, row_part, m_start, m_end, m_part, r_match, r_row,
                      r_label, r_excl)
     ids = None
     if match_ids:
@@ -288,6 +314,11 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
                tv[np.minimum(last, max(n - 1, 0))] if n else mid.astype(np.int64))
     relation = _assemble(rows, analysis, partition_by, [o for o, _ in order_by], original, order, ids)
     return MatchOutput(relation, int(m_start.size), truncated, int(work_bytes))
+
+
+def _skip_variables(analysis: Analysis) -> set[str]:
+    """Variables that only absorb rows between pattern variables (``{- N* -}``, ``N*?``)."""
+    return {v.name for v in analysis.variables if v.any_row}
 
 
 def _referenced_columns(mr: MatchRecognize, table: pa.Table) -> set[str]:

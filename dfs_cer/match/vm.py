@@ -395,9 +395,13 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
         code: np.ndarray, code_start: np.ndarray, const_i: np.ndarray, const_f: np.ndarray, const_kind: np.ndarray,
         icols: np.ndarray, inull: np.ndarray, fcols: np.ndarray, fnull: np.ndarray, members: np.ndarray,
         relevant: np.ndarray, deep: bool, ts: np.ndarray, window: int, parts: np.ndarray,
-        skip_mode: int, skip_target: int, max_matches: int, next_start: np.ndarray, free: np.ndarray,
+        nav_parts: np.ndarray, skip_mode: int, skip_target: int, max_matches: int, next_start: np.ndarray, free: np.ndarray,
         next_true: np.ndarray) -> tuple[Any, ...]:
     """Match every partition ``[parts[p], parts[p + 1])``.
+
+    ``nav_parts[p]`` = ``(lo, hi)``: the rows navigation (PREV/NEXT) from unit p may read. It
+    holds the unit and may be wider: a final-interval segment reads the rest of its PARTITION BY
+    group, including halo rows that no match may contain.
 
     ``next_start[i]`` is the first row >= i where a match can start (a row some first label's
     mask accepts); attempts at other rows are skipped without running the program.
@@ -474,6 +478,7 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
 
     for p in range(parts.shape[0] - 1):
         p0, p1 = parts[p], parts[p + 1]
+        q0, q1 = nav_parts[p, 0], nav_parts[p, 1]
         pos = p0
         while pos < p1:
             if next_start[pos] != pos:
@@ -541,7 +546,7 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
                         continue
                     if dependent[v]:
                         if not _evaluate(code, code_start[v], code_start[v + 1], const_i, const_f, const_kind,
-                                         icols, inull, fcols, fnull, members, i, v, start, p0, p1, l_first[cur, t],
+                                         icols, inull, fcols, fnull, members, i, v, start, q0, q1, l_first[cur, t],
                                          l_last[cur, t], l_node[cur, t], a_parent, a_row, a_label, a_lo, si, sf, sk):
                             continue
                     # consume row i: new path node

@@ -48,6 +48,7 @@ from dfs_cer.query.expr import (
     Navigation,
     Star,
     and_all,
+    children,
     conjuncts,
     walk,
 )
@@ -236,14 +237,29 @@ def _all_expressions(query: Query) -> list[Expr]:
 
 
 def _reach(query: Query) -> tuple[int, int]:
+    """How many rows PREV/NEXT can read before the first / after the last row of a match: the
+    largest sum of PREV (NEXT) offsets along a chain of nested physical navigations (logical
+    FIRST/LAST pick a matched row). Under ALL MATCHES, NEXT/PREV read the previous/next
+    *selected* event, which is always pulled: nothing is reached outside."""
+    if query.recognize.all_matches:
+        return 0, 0
+
+    def chain(e: Expr, back: int, ahead: int) -> tuple[int, int]:
+        if isinstance(e, Navigation) and e.kind.physical:
+            if e.kind.value == "PREV":
+                back += e.offset
+            else:
+                ahead += e.offset
+        best = (back, ahead)
+        for c in children(e):
+            b, a = chain(c, back, ahead)
+            best = (max(best[0], b), max(best[1], a))
+        return best
+
     prev = nxt = 0
     for e in _all_expressions(query):
-        for n in walk(e):
-            if isinstance(n, Navigation) and n.kind.physical:
-                if n.kind.value == "PREV":
-                    prev = max(prev, n.offset)
-                else:
-                    nxt = max(nxt, n.offset)
+        b, a = chain(e, 0, 0)
+        prev, nxt = max(prev, b), max(nxt, a)
     return prev, nxt
 
 
@@ -264,10 +280,9 @@ def _single_row(item: RowPattern) -> bool:
 def _skippable(query: Query, any_row: set[str]) -> tuple[bool, str | None]:
     mr = query.recognize
     exprs = _all_expressions(query)
+    # PREV/NEXT may read rows between variables: the pull adds them as halo rows (only read)
     for e in exprs:
         for n in walk(e):
-            if isinstance(n, Navigation) and n.kind.physical:
-                return False, f"physical navigation {n.kind.value} can land on rows between variables"
             if isinstance(n, Aggregate) and any(
                 isinstance(x, Column | Star) and x.variable is None for a in n.args for x in walk(a)
             ):
@@ -321,7 +336,8 @@ def _skippable(query: Query, any_row: set[str]) -> tuple[bool, str | None]:
     return True, None
 
 
-def _pruning(query: Query, roles: dict[str, Role]) -> tuple[bool, str | None]:
+def _pruning(query: Query, roles: dict[str, Role],
+             classified: dict[str, tuple[Expr | None, list[Equality], list[Expr]]]) -> tuple[bool, str | None]:
     mr = query.recognize
     if mr.window is None:
         return False, "no WITHIN window: a match can span any time range"
@@ -333,6 +349,10 @@ def _pruning(query: Query, roles: dict[str, Role]) -> tuple[bool, str | None]:
         return False, "the pattern can match empty, so every row can produce a match"
     if not any(r in (Role.HEAD, Role.TAIL, Role.MIDDLE) for r in roles.values()):
         return False, "no variable with a condition appears in every match"
+    if not any(roles[name] in (Role.HEAD, Role.TAIL, Role.MIDDLE)
+               and (classified[name][0] is not None or classified[name][1]) for name in roles):
+        return False, ("no variable in every match has a condition the storage nodes can check alone (conditions "
+                       "with PREV/NEXT or other variables' values only): the intervals would hold every row")
     return True, None
 
 
@@ -430,7 +450,7 @@ def analyze(query: Query, schema: pa.Schema | None = None, config: QueryConfig |
         for name in labels(mr.pattern)
     )
     window_units, window_unit = _bind_window(query, schema, config)
-    pruning, pruning_reason = _pruning(query, roles)
+    pruning, pruning_reason = _pruning(query, roles, classified)
     skippable, skip_reason = _skippable(query, any_row)
     prev_reach, next_reach = _reach(query)
     return Analysis(

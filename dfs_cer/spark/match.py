@@ -21,6 +21,7 @@ import pyarrow as pa
 from dfs_cer.config import QueryConfig, StorageConfig
 from dfs_cer.errors import ConfigError
 from dfs_cer.local import RELATION, outer_sql
+from dfs_cer.match.columns import HALO
 from dfs_cer.match.rowpattern import time_values
 from dfs_cer.plan.units import balanced_tasks, unit_starts
 from dfs_cer.query import Analysis, Query, analyze, parse
@@ -45,6 +46,13 @@ def _engine_output(events: pa.Table, analysis: Analysis, segments: np.ndarray | 
     if analysis.query.recognize.all_matches:
         return run_cer(events, analysis).table
     return run_row_pattern(events, analysis, segments=segments).table
+
+
+def _frame(spark: Any, relation: pa.Table) -> Any:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    out = relation.cast(_sparkable(relation.schema))
+    return spark.createDataFrame(out, schema=from_arrow_schema(out.schema))
 
 
 def _uses_match_number(query: Query) -> bool:
@@ -95,16 +103,51 @@ def match_events(spark: Any, events: pa.Table, analysis: Analysis, *, segments: 
     seq = pa.array(np.arange(events.num_rows, dtype=np.int64))
     if mr.partition_by:
         task = np.zeros(events.num_rows, np.int64)
+        table = events.append_column(TASK, pa.array(task)).append_column(SEQ, seq)
     else:
         ts = time_values(events, mr.order_by[0].column)
         starts = unit_starts(np.sort(ts), analysis.window_units, segments)
         unit = np.searchsorted(starts, ts, side="right") - 1
         task = balanced_tasks(np.bincount(unit, minlength=starts.size), tasks)[unit]
-    df = spark.createDataFrame(events.append_column(TASK, pa.array(task)).append_column(SEQ, seq))
+        table = _with_task_halos(events, ts, task, analysis)
+    df = spark.createDataFrame(table)
     df = df.repartition(tasks, *mr.partition_by) if mr.partition_by else df.repartitionByRange(tasks, TASK)
-    matcher = _Matcher(query.to_sql(), events.schema, time_unit, segments, out_schema, analysis.event_key,
-                       analysis.dedup)
+    matcher = _Matcher(query.to_sql(), table.drop([TASK, SEQ]).schema, time_unit, segments, out_schema,
+                       analysis.event_key, analysis.dedup)
     return df.mapInArrow(matcher, from_arrow_schema(out_schema))
+
+
+def _with_task_halos(events: pa.Table, ts: np.ndarray, task: np.ndarray, analysis: Analysis) -> pa.Table:
+    """The events with their task ids; when the query navigates physically, each task also gets
+    the rows PREV/NEXT can read across its time edges (whole tie groups, marked as halo rows:
+    read, never matched)."""
+    seq = np.arange(events.num_rows, dtype=np.int64)
+    plain = events.append_column(TASK, pa.array(task)).append_column(SEQ, pa.array(seq))
+    before, after = analysis.prev_reach, analysis.next_reach
+    if not (before or after) or events.num_rows == 0 or task.max() == 0:
+        return plain
+    if HALO not in events.column_names:
+        events = events.append_column(HALO, pa.array(np.zeros(events.num_rows, bool)))
+        plain = events.append_column(TASK, pa.array(task)).append_column(SEQ, pa.array(seq))
+    order = np.argsort(ts, kind="stable")
+    sorted_ts, sorted_task = ts[order], task[order]
+    pieces = [plain]
+    for t in np.unique(sorted_task):
+        where = np.nonzero(sorted_task == t)[0]
+        lo, hi = int(where[0]), int(where[-1])
+        first = int(np.searchsorted(sorted_ts, sorted_ts[max(lo - before, 0)], side="left")) if before else lo
+        last = int(np.searchsorted(sorted_ts, sorted_ts[min(hi + after, ts.size - 1)], side="right")) if after \
+            else hi + 1
+        extra = np.concatenate([np.arange(first, lo), np.arange(hi + 1, last)]).astype(np.int64)
+        extra = extra[sorted_task[extra] != t]
+        if extra.size == 0:
+            continue
+        rows = order[extra]
+        copy = events.take(pa.array(rows))
+        copy = copy.set_column(copy.column_names.index(HALO), HALO, pa.array(np.ones(rows.size, bool)))
+        pieces.append(copy.append_column(TASK, pa.array(np.full(rows.size, t, np.int64)))
+                      .append_column(SEQ, pa.array(rows)))
+    return pa.concat_tables(pieces)
 
 
 def outer_query(spark: Any, query: Query, relation: Any) -> Any:
@@ -153,6 +196,9 @@ def recognize(spark: Any, sql: str, *, endpoints: Sequence[str] | None = None, t
             endpoints = [e.strip() for e in endpoints.split(",") if e.strip()]
         result = pull(strategy, query, list(endpoints), token, integer_time_unit=integer_time_unit, **options)
         events, analysis, segments, trace = result.events, result.analysis, result.segments, result.trace
+        if result.relation is not None:  # matched on the storage nodes: only the outer query is left
+            return Recognition(outer_query(spark, query, _frame(spark, result.relation)), trace,
+                               result.relation.num_rows, time.perf_counter() - started)
     else:
         unknown = sorted(set(options) - {"event_key", "dedup"})
         if unknown:
@@ -180,6 +226,10 @@ def recognize_many(spark: Any, sqls: Sequence[str], *, endpoints: Sequence[str] 
     group = pull_many(strategy, list(sqls), list(endpoints), token, integer_time_unit=integer_time_unit, **options)
     out = []
     for result in group.results:
+        if result.relation is not None:  # matched on the storage nodes
+            out.append(Recognition(outer_query(spark, result.analysis.query, _frame(spark, result.relation)),
+                                   result.trace, result.relation.num_rows, group.seconds))
+            continue
         relation = match_events(spark, result.events, result.analysis, segments=result.segments,
                                 time_unit=integer_time_unit, driver_threshold=driver_threshold, tasks=tasks)
         out.append(Recognition(outer_query(spark, result.analysis.query, relation), result.trace,

@@ -60,6 +60,11 @@ class Trace:
     matching: Matching | None = None
     #: what went wrong without spoiling the result (e.g. a node that did not confirm close)
     warnings: list[str] = field(default_factory=list)
+    #: how the rows for navigation were pulled ("halo around intervals", "halo around candidates",
+    #: "node-side matching", ...; None when the query does not navigate physically)
+    navigation: str | None = None
+    #: rows received only for PREV/NEXT to read (never matched)
+    halo_rows: int = 0
 
     @property
     def bytes_to_cn(self) -> int:
@@ -81,7 +86,8 @@ class Trace:
         return {"strategy": self.strategy, "rounds": [r.to_dict() for r in self.rounds],
                 "bytes_to_cn": self.bytes_to_cn, "bytes_to_sn": self.bytes_to_sn,
                 "events_received": self.events_received, "seconds": self.seconds, "fallback": self.fallback,
-                "matching": None if self.matching is None else self.matching.to_dict(), "warnings": self.warnings}
+                "matching": None if self.matching is None else self.matching.to_dict(), "warnings": self.warnings,
+                "navigation": self.navigation, "halo_rows": self.halo_rows}
 
 
 @dataclass
@@ -96,6 +102,11 @@ class PullResult:
     trace: Trace
     analysis: Analysis
     segments: np.ndarray | None = None
+    #: the MATCH_RECOGNIZE relation when the storage nodes matched (node-side matching; then
+    #: ``events`` is empty and only the outer query is left to run)
+    relation: pa.Table | None = None
+    #: matches the storage nodes found (node-side matching)
+    node_matches: int = 0
 
 
 #: pulls that end a strategy (the data it matches); a group of queries shares them
@@ -218,8 +229,10 @@ class Session:
         return self.all(name, call, **round_info)
 
     def pull(self, kind: str, header: dict[str, Any] | None = None, blobs: list[bytes] | None = None,
-             **round_info: Any) -> pa.Table:
-        if self.group is not None and kind in FINAL_PULLS:
+             shared: bool = True, **round_info: Any) -> pa.Table:
+        """``kind`` from every node, concatenated; a final pull of a query run in a group is
+        shared with the group's others unless ``shared`` is False (e.g. a pull with halo rows)."""
+        if self.group is not None and kind in FINAL_PULLS and shared:
             return self.group.request(self, kind, header or {}, blobs or [])
         body = {"query_id": self.query_id, "kind": kind, **(header or {})}
         tables = self.all(kind, lambda c: c.pull(body, blobs), events=lambda ts: sum(t.num_rows for t in ts),

@@ -74,7 +74,8 @@ def run_and_save(sql: str, endpoints: Sequence[str], token: str, *, strategy: st
         match_opts = {**_matching_options(previous.options), **match_opts}
     files = shard_files(endpoints, token)
     names = [[str(f["path"]) for f in node] for node in files]
-    pull_opts = {k: v for k, v in options.items() if k not in ("selection", "kleene")}
+    # match ids are computed here: the events are pulled, never matched on the nodes
+    pull_opts = {**{k: v for k, v in options.items() if k not in ("selection", "kleene")}, "node_matching": "off"}
     if previous is not None:  # what decides the matches comes from the saved run
         pull_opts.update({k: v for k, v in previous.options.items() if k in SEMANTIC})
     if previous is None:

@@ -29,6 +29,12 @@ def match_pulled(result: PullResult, *, outer: bool = True, match_ids: bool = Fa
     analysis = result.analysis
     query = analysis.query
     began = time.perf_counter()
+    if result.relation is not None:  # the storage nodes matched (whole PARTITION BY groups there)
+        if match_ids or selection or kleene is not None or max_matches is not None or on_limit is not None:
+            raise ConfigError("this result was matched on the storage nodes with the matcher settings; pull it "
+                              "with node_matching='off' to choose match ids, selections or limits here")
+        result.trace.matching = Matching("storage nodes", result.node_matches, time.perf_counter() - began, 0)
+        return run_outer(query, result.relation) if outer else result.relation
     from dfs_cer.match.cer import SELECTIONS
 
     settings = load_config().matcher

@@ -27,6 +27,10 @@ class PullOptions:
     passes: int = 2
     #: misestimate the network rate by this factor (an ablation of the cost model)
     rate_scale: float = 1.0
+    #: where PARTITION BY groups lie whole on single storage nodes, match there and ship only the
+    #: result: "auto" (the cost model weighs node CPU against bytes), "on" (whenever possible) or
+    #: "off" (always pull events)
+    node_matching: str = "auto"
 
     @classmethod
     def parse(cls, options: dict[str, Any]) -> PullOptions:
@@ -47,4 +51,9 @@ class PullOptions:
         if isinstance(out.rate_scale, bool) or not (isinstance(out.rate_scale, int | float)
                                                     and math.isfinite(out.rate_scale) and out.rate_scale > 0):
             raise ConfigError(f"rate_scale must be a positive number, got {out.rate_scale!r}")
+        if out.node_matching not in NODE_MATCHING:
+            raise ConfigError(f"node_matching must be one of {', '.join(NODE_MATCHING)}, got {out.node_matching!r}")
         return out
+
+
+NODE_MATCHING = ("auto", "on", "off")

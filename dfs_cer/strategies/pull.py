@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dfs_cer.config import QueryConfig, StrategyConfig
 from dfs_cer.filters import (
@@ -36,18 +37,24 @@ from dfs_cer.filters import (
     eq1_offsets,
     join_kind,
 )
+from dfs_cer.match.rowpattern import sort_and_partition, time_values
 from dfs_cer.plan.cost import CostInputs, CostModel
+from dfs_cer.plan.halo import subtract_rows
 from dfs_cer.plan.order import variable_order
 from dfs_cer.query import Analysis, Query, Role, analyze
 from dfs_cer.query.expr import Column, to_sql, walk
-from dfs_cer.strategies.base import PullResult, Session, Trace, sort_events
+from dfs_cer.strategies.base import PullResult, Round, Session, Trace, sort_events
 from dfs_cer.strategies.options import PullOptions
 from dfs_cer.transport.client import NodeRefusedError, StorageClient
 from dfs_cer.transport.protocol import (
     CACHE_MISS,
+    HALO,
+    POINT_TIME,
     ROW_ID,
     Build,
+    Halo,
     Intervals,
+    NodeMatch,
     Probe,
     PushPull,
     Upload,
@@ -106,22 +113,69 @@ def _finish(session: Session, events: pa.Table, analysis: Analysis, schema: pa.S
 
 def pull_all(session: Session, query: Query, unit: str, options: PullOptions) -> PullResult:
     analysis, _, schema = _open(session, query, unit)
+    if analysis.prev_reach or analysis.next_reach:
+        session.trace.navigation = "every row pulled: PREV/NEXT read them in place"
     return _finish(session, session.pull("pull_all"), analysis, schema)
 
 
 def push_down(session: Session, query: Query, unit: str, options: PullOptions) -> PullResult:
     analysis, _, schema = _open(session, query, unit)
     if not analysis.skippable:
-        session.trace.fallback = f"pull_all ({analysis.skip_reason})"
-        return _finish(session, session.pull("pull_all"), analysis, schema)
-    return _finish(session, session.pull("pull_pushdown"), analysis, schema)
+        return _pull_everything(session, analysis, schema, f"pull_all ({analysis.skip_reason})")
+    return _finish(session, _pushdown_events(session, analysis), analysis, schema)
+
+
+def _pushdown_events(session: Session, analysis: Analysis) -> pa.Table:
+    """Every row some variable's independent condition accepts, with their halo rows."""
+    return _with_candidate_halo(session, analysis, session.pull("pull_pushdown"))
+
+
+def _pull_everything(session: Session, analysis: Analysis, schema: pa.Schema, reason: str) -> PullResult:
+    session.trace.fallback = reason
+    if analysis.prev_reach or analysis.next_reach:
+        session.trace.navigation = "every row pulled: PREV/NEXT read them in place"
+    return _finish(session, session.pull("pull_all"), analysis, schema)
+
+
+def _halo_request(session: Session, analysis: Analysis, kind: str) -> Halo:
+    return Halo(session.query_id, kind, analysis.prev_reach, analysis.next_reach, analysis.event_key, analysis.dedup)
+
+
+def _with_candidate_halo(session: Session, analysis: Analysis, events: pa.Table) -> pa.Table:
+    """Skip patterns that navigate physically: the rows next to every pulled candidate (in the
+    matcher's order, per partition), from every node, marked as :data:`HALO` rows. One more round
+    trip: the nodes learn the candidates' (partition, time) points, since a candidate's global
+    neighbours may lie on any node (``spec/navigation-notes.md``)."""
+    if not (analysis.prev_reach or analysis.next_reach):
+        return events
+    trace = session.trace
+    trace.navigation = (f"halo around candidates ({analysis.prev_reach} row(s) before, {analysis.next_reach} "
+                        "after)")
+    if events.num_rows == 0:
+        return events
+    partition_by = list(analysis.query.recognize.partition_by)
+    times = time_values(events, analysis.order_column)
+    points = events.select(partition_by).append_column(POINT_TIME, pa.array(times))
+    points = sort_and_partition(points, (), [(c, False) for c in points.column_names], dedup=True)[0]
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, points.schema) as writer:
+        writer.write_table(points)
+    near = session.pull("pull_halo", _halo_request(session, analysis, "pull_halo").header(),
+                        [sink.getvalue().to_pybytes()], shared=False,
+                        note=f"rows next to {points.num_rows} candidate points")
+    if near.num_rows == 0:
+        return events
+    near = near.select(events.column_names).cast(events.schema)
+    halo = near.filter(pa.array(subtract_rows(near, events)))  # the candidates came back among them
+    trace.halo_rows += halo.num_rows
+    return pa.concat_tables([events.append_column(HALO, pa.array(np.zeros(events.num_rows, bool))),
+                             halo.append_column(HALO, pa.array(np.ones(halo.num_rows, bool)))])
 
 
 def push_pull(session: Session, query: Query, unit: str, options: PullOptions) -> PullResult:
     analysis, headers, schema = _open(session, query, unit)
     if not analysis.skippable:
-        session.trace.fallback = f"pull_all ({analysis.skip_reason})"
-        return _finish(session, session.pull("pull_all"), analysis, schema)
+        return _pull_everything(session, analysis, schema, f"pull_all ({analysis.skip_reason})")
     counts = _counts(headers)
     names = [v.name for v in analysis.variables if not v.any_row]
     order = [min(names, key=lambda n: (counts.get(n, 0), names.index(n)))]
@@ -153,7 +207,7 @@ def push_pull(session: Session, query: Query, unit: str, options: PullOptions) -
         np.asarray(events.column(ROW_ID).to_numpy(), np.int64)
     first = np.unique(keys, return_index=True)[1]
     events = events.take(pa.array(first)).drop([NODE, ROW_ID])
-    return _finish(session, events, analysis, schema)
+    return _finish(session, _with_candidate_halo(session, analysis, events), analysis, schema)
 
 
 NODE = "__dfs_cer_node"
@@ -203,29 +257,107 @@ class _Tis:
     def segments(self) -> np.ndarray:
         return self.swf.covered_intervals()[0] if self.swf is not None else self.exact.starts
 
+    def closed(self) -> IntervalSet:
+        """The covered time as exact closed intervals (what a pull with halo rows is sent)."""
+        if self.swf is None:
+            return self.exact
+        starts, ends = self.swf.covered_intervals()  # half-open
+        return IntervalSet(starts, ends - 1)
+
 
 def _fallback(session: Session, analysis: Analysis, schema: pa.Schema) -> PullResult | None:
     """The exact strategy to run instead of interval pruning when the query does not allow it."""
     trace = session.trace
+    navigates = analysis.prev_reach or analysis.next_reach
+    if navigates and analysis.query.recognize.order_by[0].descending:
+        return _pull_everything(session, analysis, schema, "pull_all (PREV/NEXT under a descending first ORDER BY "
+                                "column: halo rows are found in ascending time)")
     if not analysis.interval_pruning:
         if analysis.skippable:
             trace.fallback = f"push_down ({analysis.pruning_reason})"
-            return _finish(session, session.pull("pull_pushdown"), analysis, schema)
-        trace.fallback = f"pull_all ({analysis.pruning_reason})"
-        return _finish(session, session.pull("pull_all"), analysis, schema)
-    if not analysis.skippable and (analysis.prev_reach or analysis.next_reach):
-        trace.fallback = "pull_all (PREV/NEXT can reach rows outside the intervals of a contiguous pattern)"
-        return _finish(session, session.pull("pull_all"), analysis, schema)
+            return _finish(session, _pushdown_events(session, analysis), analysis, schema)
+        return _pull_everything(session, analysis, schema, f"pull_all ({analysis.pruning_reason})")
     return None
 
 
 def _final_pull(session: Session, tis: _Tis, analysis: Analysis, schema: pa.Schema) -> PullResult:
-    pull_kind = "pull" if analysis.skippable else "pull_range"
-    events = session.pull(pull_kind, {"tis": "intervals" if tis.swf is None else "swf"}, [tis.to_bytes()])
-    return _finish(session, events, analysis, schema, None if analysis.skippable else tis.segments())
+    if analysis.skippable:
+        events = session.pull("pull", {"tis": "intervals" if tis.swf is None else "swf"}, [tis.to_bytes()])
+        return _finish(session, _with_candidate_halo(session, analysis, events), analysis, schema)
+    if analysis.prev_reach or analysis.next_reach:
+        # contiguous: every row inside the intervals, and each partition's neighbours of them
+        closed = tis.closed()
+        events = session.pull("pull_range", _halo_request(session, analysis, "pull_range").header(),
+                              [closed.to_bytes()], shared=False, note="every row inside the intervals, with halo rows")
+        halo = int(np.count_nonzero(events.column(HALO).to_numpy(zero_copy_only=False))) if events.num_rows else 0
+        session.trace.halo_rows += halo
+        session.trace.navigation = (f"halo around intervals ({analysis.prev_reach} row(s) before, "
+                                    f"{analysis.next_reach} after)")
+        return _finish(session, events, analysis, schema, closed.starts)
+    events = session.pull("pull_range", {"tis": "intervals" if tis.swf is None else "swf"}, [tis.to_bytes()])
+    return _finish(session, events, analysis, schema, tis.segments())
 
 
 JOIN_FILTERS = ("wjf", "keyset", "none")
+
+
+def _node_matching(session: Session, analysis: Analysis, headers: list[dict[str, Any]], schema: pa.Schema,
+                   options: PullOptions) -> PullResult | None:
+    """Where every node holds whole PARTITION BY groups, the nodes may run the matcher and ship
+    only the MATCH_RECOGNIZE relation. ``auto``: when the busiest node's matching time (its
+    calibrated beta x its rows) fits its CPU budget and beats the estimated pull (bytes over the
+    network rate plus the compute node's matching of them)."""
+    if options.node_matching == "off" or not headers:
+        return None
+    trace = session.trace
+    if not all(h.get("local_partitions") for h in headers):
+        if options.node_matching == "on":
+            trace.warnings.append("node_matching=on: the storage nodes do not hold whole PARTITION BY groups "
+                                  "(shard with --partitioning type by a PARTITION BY column); events were pulled")
+        return None
+    engine = "cer" if analysis.query.recognize.all_matches else "rowpattern"
+    rows = [int(h.get("total_rows") or h.get("rows") or 0) for h in headers]
+    node_seconds = max(float(h.get("beta", {}).get(engine, 200e-9)) * r for h, r in zip(headers, rows, strict=True))
+    budget = min(float(h.get("match_cpu_budget", 0.0)) for h in headers)
+    model = CostModel.load(options.cost_model, options.calibration_file, engine=engine).misestimate(options.rate_scale)
+    rate, beta = model.constants["rate_bytes_per_s"], model.constants["beta"]
+    row_bytes = float(np.mean([h.get("row_bytes", 0.0) for h in headers])) or 64.0
+    total = sum(rows)
+    pulled = float(total)
+    if analysis.interval_pruning and analysis.window_units is not None:
+        counts = _counts(headers)
+        mins = [h["min_ts"] for h in headers if h.get("min_ts") is not None]
+        maxs = [h["max_ts"] for h in headers if h.get("max_ts") is not None]
+        span = float(max(maxs) - min(mins)) if mins else 1.0
+        rarest = min((counts.get(v.name, 0) for v in analysis.filter_variables
+                      if v.independent is not None), default=total)
+        share = min(1.0, rarest * 2.0 * max(1, analysis.window_units) / max(span, 1.0))
+        pulled = share * (sum(int(h.get("rows", 0)) for h in headers) if analysis.skippable else total)
+    pull_seconds = pulled * row_bytes / rate + beta * pulled
+    decision = {"node_seconds": node_seconds, "cpu_budget": budget, "pull_seconds_estimate": pull_seconds,
+                "pulled_rows_estimate": int(pulled)}
+    if options.node_matching == "auto" and (node_seconds > budget or node_seconds >= pull_seconds):
+        why = "over the nodes' CPU budget" if node_seconds > budget else "pulling is estimated cheaper"
+        trace.rounds.append(Round("skip", 0, 0, 0, 0.0, decision, f"node-side matching not chosen: {why}"))
+        return None
+    from dfs_cer.config import load_config
+
+    settings = load_config().matcher
+    request = NodeMatch(session.query_id, analysis.event_key, analysis.dedup, settings.max_matches, settings.on_limit)
+    tables = session.all("pull_matches", lambda c: c.pull(request.header()),
+                         events=lambda ts: sum(t.num_rows for t in ts), decision=decision,
+                         note="matched on the storage nodes (whole PARTITION BY groups there)")
+    matches = sum(int((t.schema.metadata or {}).get(b"dfs_cer_matches", b"0")) for t in tables)
+    truncated = [t for t in tables if (t.schema.metadata or {}).get(b"dfs_cer_truncated") == b"true"]
+    if truncated:
+        trace.warnings.append(f"{len(truncated)} storage node(s) stopped at max_matches={settings.max_matches}")
+    relation = pa.concat_tables([t.replace_schema_metadata(None) for t in tables], promote_options="permissive")
+    partition_by = list(analysis.query.recognize.partition_by)
+    if partition_by and relation.num_rows:  # the nodes' partitions in the order one engine run gives
+        keys = [(c, "ascending", "at_end") for c in partition_by]
+        relation = relation.take(pc.sort_indices(relation, sort_keys=keys))
+    trace.navigation = "node-side matching"
+    return PullResult(schema.empty_table(), trace, analysis, None, relation, matches)
 
 
 def dfs(session: Session, query: Query, unit: str, options: PullOptions, tis_format: str = "swf",
@@ -244,6 +376,9 @@ def dfs(session: Session, query: Query, unit: str, options: PullOptions, tis_for
                           f"got {tis_format!r}, {join_filter!r}")
     analysis, headers, schema = _open(session, query, unit)
     trace = session.trace
+    on_nodes = _node_matching(session, analysis, headers, schema, options)
+    if on_nodes is not None:
+        return on_nodes
     fallback = _fallback(session, analysis, schema)
     if fallback is not None:
         return fallback
@@ -357,7 +492,10 @@ def naive_dfs(session: Session, query: Query, unit: str, options: PullOptions) -
     """Naive-DFS (reference notes §6): one trip for every variable's Eq. 1 interval arrays and the
     (timestamp, value) pairs of every equality column; the compute node intersects the arrays and
     applies the equalities on window ids; a second trip pulls the rows inside the result."""
-    analysis, _, schema = _open(session, query, unit)
+    analysis, headers, schema = _open(session, query, unit)
+    on_nodes = _node_matching(session, analysis, headers, schema, options)
+    if on_nodes is not None:
+        return on_nodes
     fallback = _fallback(session, analysis, schema)
     if fallback is not None:
         return fallback

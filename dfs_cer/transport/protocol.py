@@ -27,6 +27,10 @@ ROW_ID = "__dfs_cer_row_id"
 MEMBERS = "__dfs_cer_members"
 #: ``pull_times``: index of the requested interval each row falls in
 SEGMENT = "__dfs_cer_interval"
+#: ``pull_range`` with a halo: TRUE on rows pulled only for PREV/NEXT to read (not matchable)
+HALO = "__dfs_cer_halo"
+#: ``pull_halo``: the time column of the points table (partition columns, then this)
+POINT_TIME = "__t"
 
 # ---------------------------------------------------------------- error codes (Flight extra_info)
 #: the node holds no state for the query (restarted, expired or closed): re-open once
@@ -281,3 +285,70 @@ class Upload:
     @classmethod
     def parse(cls, header: dict[str, Any]) -> Upload:
         return cls(query_id(header.get("query_id"), "upload"), _get(header, "variable", str, "upload"))
+
+
+#: the most rows PREV/NEXT may reach on either side (a query's largest physical offset)
+MAX_HALO = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Halo:
+    """Ask a ``pull_range`` (every row inside closed time intervals) or a ``pull_halo`` (around
+    per-partition points) for the ``before``/``after`` rows next to them in the matcher's
+    canonical order: by PARTITION BY, ORDER BY, then ``event_key`` and the other columns,
+    duplicates dropped when ``dedup``."""
+
+    query_id: str
+    kind: str
+    before: int
+    after: int
+    event_key: tuple[str, ...]
+    dedup: bool
+
+    def header(self) -> dict[str, Any]:
+        tis = {"tis": "intervals"} if self.kind == "pull_range" else {}
+        return {"query_id": self.query_id, "kind": self.kind, "halo": [self.before, self.after],
+                "event_key": list(self.event_key), "dedup": self.dedup, **tis}
+
+    @classmethod
+    def parse(cls, header: dict[str, Any]) -> Halo:
+        kind = _one_of(header.get("kind"), ("pull_range", "pull_halo"), "kind", "pull")
+        reach = _get(header, "halo", list, kind)
+        if len(reach) != 2 or not all(isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= MAX_HALO
+                                      for r in reach):
+            raise ProtocolError(f"action {kind}: halo must be [before, after] rows, each in 0..{MAX_HALO}")
+        key = _get(header, "event_key", list, kind)
+        if len(key) > 64 or not all(isinstance(c, str) for c in key):
+            raise ProtocolError(f"action {kind}: event_key must list column names")
+        if kind == "pull_range" and header.get("tis") != "intervals":
+            raise ProtocolError("action pull_range: a halo needs the exact interval array (tis 'intervals')")
+        return cls(query_id(header.get("query_id"), kind), kind, int(reach[0]), int(reach[1]), tuple(key),
+                   _get(header, "dedup", bool, kind))
+
+
+@dataclass(frozen=True, slots=True)
+class NodeMatch:
+    """``pull_matches``: match on the node (it holds whole PARTITION BY groups) and return the
+    MATCH_RECOGNIZE relation, with the compute node's event key, dedup and match limit."""
+
+    query_id: str
+    event_key: tuple[str, ...]
+    dedup: bool
+    max_matches: int
+    on_limit: str
+
+    def header(self) -> dict[str, Any]:
+        return {"query_id": self.query_id, "kind": "pull_matches", "event_key": list(self.event_key),
+                "dedup": self.dedup, "max_matches": self.max_matches, "on_limit": self.on_limit}
+
+    @classmethod
+    def parse(cls, header: dict[str, Any]) -> NodeMatch:
+        a = "pull_matches"
+        key = _get(header, "event_key", list, a)
+        if len(key) > 64 or not all(isinstance(c, str) for c in key):
+            raise ProtocolError(f"action {a}: event_key must list column names")
+        limit = _get(header, "max_matches", int, a)
+        if not 0 < limit <= 10**9:
+            raise ProtocolError(f"action {a}: max_matches must be in 1..10**9, got {limit}")
+        return cls(query_id(header.get("query_id"), a), tuple(key), _get(header, "dedup", bool, a), int(limit),
+                   _one_of(header.get("on_limit"), ("error", "truncate"), "on_limit", a))

@@ -56,10 +56,10 @@ def test_reference_workloads() -> None:
 
 def test_all_matches_with_navigation() -> None:
     a = analyze(parse(ALL_MATCHES))
-    assert not a.skippable and "NEXT" in (a.skip_reason or "")
     assert a.variable("A").independent is None
     assert a.variable("B").role is Role.MIDDLE
-    assert (a.prev_reach, a.next_reach) == (0, 1)
+    # under ALL MATCHES NEXT/PREV read the next/previous selected event: nothing outside is read
+    assert (a.prev_reach, a.next_reach) == (0, 0)
 
 
 @pytest.mark.parametrize(
@@ -84,7 +84,8 @@ def test_all_matches_with_navigation() -> None:
         ("ORDER BY ts MEASURES count(N.*) AS c PATTERN (A N* B) DEFINE A AS A.x = 1, B AS B.x = 2", False,
          "N is referenced"),
         ("ORDER BY ts MEASURES count(*) AS c PATTERN (A N* B) DEFINE A AS A.x = 1", False, "aggregate over all rows"),
-        ("ORDER BY ts PATTERN (A N*? B) DEFINE A AS A.x = 1, B AS B.x > PREV(B.x)", False, "physical navigation PREV"),
+        # PREV/NEXT read rows between variables: they are pulled as halo rows, the pattern still skips
+        ("ORDER BY ts PATTERN (A N*? B) DEFINE A AS A.x = 1, B AS B.x > PREV(B.x)", True, None),
         ("ORDER BY ts AFTER MATCH SKIP TO LAST N PATTERN (A N* B) DEFINE A AS A.x = 1, B AS B.x = 2", False,
          "N is referenced"),
         ("ORDER BY ts PATTERN (A N B) DEFINE A AS A.x = 1, B AS B.x = 2", False, "consecutive rows"),
@@ -108,6 +109,8 @@ def test_skippable(body: str, skippable: bool, reason: str | None) -> None:
          "WITH UNMATCHED ROWS"),
         ("ORDER BY ts PATTERN (A*) WITHIN 10 DEFINE A AS A.x = 1", False, "can match empty"),
         ("ORDER BY ts PATTERN (A? B) WITHIN 10 DEFINE A AS A.x = 1", False, "no variable with a condition"),
+        ("ORDER BY ts PATTERN (A B+ C+) WITHIN 10 DEFINE B AS B.x < PREV(B.x), C AS C.x > PREV(C.x)", False,
+         "no variable in every match has a condition the storage nodes can check alone"),
     ],
 )
 def test_interval_pruning(body: str, pruning: bool, reason: str | None) -> None:
@@ -248,3 +251,9 @@ def test_comparisons_of_incompatible_types_are_one_clear_error(condition: str, m
     # dates compare with timestamps (as midnight), times of every unit with each other
     ok = pa.schema([("ts", pa.int64()), ("d", pa.date32()), ("t", pa.timestamp("ms")), ("u", pa.timestamp("ns"))])
     analyze(parse(mr("ORDER BY ts PATTERN (A B) DEFINE A AS A.d IS NULL, B AS B.t = A.d AND B.u > A.t")), ok)
+
+
+def test_navigation_reach_sums_nested_offsets() -> None:
+    a = analyze(parse(mr("ORDER BY ts MEASURES PREV(A.x, 2) AS p PATTERN (A B) WITHIN 10 "
+                         "DEFINE A AS A.x = 1, B AS B.x > PREV(LAST(A.x), 3) AND NEXT(FIRST(B.x), 2) > 0")))
+    assert (a.prev_reach, a.next_reach) == (3, 2)
