@@ -2,6 +2,8 @@
 and events received, per strategy, on the paper's synthetic data and default workload.
 
 Command:  .venv/bin/python bench/strategies.py [--events 1000000] [--queries 20] [--json] [--big]
+          .venv/bin/python bench/strategies.py --workload navigation [--events 1000000] [--queries 10]
+          (queries with PREV/NEXT: see bench/navigation.py)
 Hardware: 3 storage node processes and the compute node on one machine, over loopback.
 Runtime:  about 2-3 minutes for 1M events (--big: 10M events).
 Output:   mean payload bytes (both directions) and mean events received per strategy, the lower
@@ -71,7 +73,20 @@ def main() -> None:
     parser.add_argument("--calibration", default="conf/calibration.json",
                         help="dfs-cer calibrate's tables for the adaptive model (ignored when missing)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--workload", choices=["default", "navigation"], default="default",
+                        help="navigation: queries with PREV/NEXT (bench/navigation.py)")
     args = parser.parse_args()
+    if args.workload == "navigation":
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import navigation
+
+        figures = navigation.run(10_000_000 if args.big else args.events, args.queries, args.nodes, args.cost_model,
+                                 lambda line: print(line, file=sys.stderr, flush=True))
+        if args.json:
+            print(json.dumps(figures, indent=2))
+        else:
+            navigation.report(figures)
+        return
     chosen = tuple(dict.fromkeys(["push_down", "push_pull", "dfs", *args.strategies.split(",")]))
     n = 10_000_000 if args.big else args.events
     events = synthetic_events(n)

@@ -281,15 +281,24 @@ def query_command(state: State, sql: tuple[str, ...], file: str | None, endpoint
         for r in trace["rounds"]:
             d = r.get("decision")
             note = ""
-            if d:
+            if d and "node_seconds" in d:  # node-side matching against pulling
+                note = (f"node-side matching: nodes {d['node_seconds'] * 1e3:.1f} ms (budget "
+                        f"{d['cpu_budget'] * 1e3:,.0f} ms) vs pull ~{d['pull_seconds_estimate'] * 1e3:.1f} ms")
+            elif d:
                 note = (f"{d['variable']}: {'run' if d['run'] else 'skip'} (benefit {d['benefit_s'] * 1e3:.3f} ms, "
                         f"harm {d['harm_s'] * 1e3:.3f} ms)")
+            elif r.get("note"):
+                note = r["note"]
             click.echo(f"{r['action']:<16}{r['bytes_to_sn']:>12,}{r['bytes_to_cn']:>12,}{r['events']:>10,}"
                        f"{r['seconds'] * 1e3:>10.1f}  {note}")
         click.echo(f"{'total':<16}{trace['bytes_to_sn']:>12,}{trace['bytes_to_cn']:>12,}"
                    f"{trace['events_received']:>10,}{trace['seconds'] * 1e3:>10.1f}")
+        if trace.get("navigation"):
+            click.echo(f"navigation: {trace['navigation']}; {trace['halo_rows']:,} halo rows received")
         m = trace.get("matching")
-        if m:
+        if m and m["engine"] == "storage nodes":
+            click.echo(f"matching: on the storage nodes, {m['matches']:,} match{'' if m['matches'] == 1 else 'es'}")
+        elif m:
             memory = f", matcher working memory {m['work_bytes'] / 1024:,.1f} KiB" if m["work_bytes"] else ""
             plural = "" if m["matches"] == 1 else "es"
             click.echo(f"matching: {m['engine']} engine, {m['matches']:,} match{plural} in "

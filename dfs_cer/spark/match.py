@@ -48,6 +48,12 @@ def _engine_output(events: pa.Table, analysis: Analysis, segments: np.ndarray | 
     return run_row_pattern(events, analysis, segments=segments).table
 
 
+def _pushable(analysis: Analysis) -> bool:
+    """May the scan keep only rows some variable's condition accepts? Not when PREV/NEXT read
+    the rows next to them (the scan has no halo rows)."""
+    return analysis.skippable and not (analysis.prev_reach or analysis.next_reach)
+
+
 def _frame(spark: Any, relation: pa.Table) -> Any:
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -301,12 +307,12 @@ def read_with_spark(spark: Any, query: Query, path: str, time_unit: str, config:
         dataset = ds.dataset(files, filesystem=where.fs, format="parquet")
         analysis = analyze(query, dataset.schema, _config(time_unit, event_key, dedup))
         filt = union_filter([v.independent for v in analysis.variables if not v.any_row], dataset.schema) \
-            if analysis.skippable else None
+            if _pushable(analysis) else None
         return dataset.to_table(filter=filt).sort_by(time_column), analysis
     df = spark.read.parquet(path)
     schema = df.limit(0).toArrow().schema
     analysis = analyze(query, schema, _config(time_unit, event_key, dedup))
-    if analysis.skippable:
+    if _pushable(analysis):
         df = df.mapInArrow(_PushDown(query.to_sql(), schema, time_unit), df.schema)
     table = df.toArrow()
     return table.cast(schema).sort_by(time_column), analysis

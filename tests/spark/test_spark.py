@@ -338,3 +338,32 @@ def test_options_that_do_not_apply_to_data_are_refused(spark: Any, data: tuple[P
     path, _ = data
     with pytest.raises(ConfigError, match="cost_model applies to storage nodes"):
         match_recognize(spark, CER, data=str(path), cost_model="naive")
+
+
+NAVIGATING = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, LAST(C.ts) AS c_ts, "
+              "PREV(A.a1, 2) AS before_a ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A B+ C) "
+              "WITHIN INTERVAL '1' MINUTE DEFINE A AS A.type = 'T_04' AND A.a1 <= 300, B AS B.a1 < PREV(B.a1), "
+              "C AS C.a1 > PREV(C.a1, 2))")
+NAVIGATING_SKIP = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, B.ts AS b_ts ONE ROW PER "
+                   "MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN (A N*? B) WITHIN INTERVAL '2' MINUTE DEFINE "
+                   "A AS A.type = 'T_02' AND A.a1 > NEXT(A.a1), B AS B.type = 'T_05' AND B.a1 < PREV(B.a1, 3))")
+
+
+@pytest.mark.parametrize("sql", [NAVIGATING, NAVIGATING_SKIP], ids=["contiguous", "skip"])
+def test_prev_next_with_halo_rows_on_executors(spark: Any, events: pa.Table, data: tuple[Path, LocalCluster],
+                                               sql: str) -> None:
+    """PREV/NEXT queries pull halo rows; executors split the pulled rows into time-range tasks and
+    each task gets the rows navigation reads across its edges: results equal the local engine."""
+    from dfs_cer.spark import recognize
+
+    path, cluster = data
+    expected = local_match_recognize(events, sql)
+    assert expected.num_rows > 0
+    for strategy in ("dfs", "naive_dfs", "push_down"):
+        run = recognize(spark, sql, endpoints=cluster.endpoints, token=cluster.token, strategy=strategy,
+                        driver_threshold=0, tasks=4)
+        assert rows(run.matches.toArrow().cast(expected.schema)) == rows(expected), strategy
+        assert run.trace is not None and (run.trace.halo_rows > 0 or run.trace.fallback), run.trace.to_dict()
+        assert "PREV/NEXT" not in (run.trace.fallback or "")
+    got = recognize(spark, sql, data=str(path), driver_threshold=0, tasks=4).matches.toArrow()
+    assert rows(got.cast(expected.schema)) == rows(expected)
