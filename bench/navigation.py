@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 
 from dfs_cer import analyze, match_recognize, parse
 from dfs_cer.datasets import synthetic_events
+from dfs_cer.datasets.stocks import stock_events
 from dfs_cer.filters import IntervalSet
 from dfs_cer.io.shard import shard
 from dfs_cer.query.arrow_filter import to_arrow_filter
@@ -63,25 +64,6 @@ def skip_queries(count: int, seed: int = 11) -> list[str]:
                    f"AFTER MATCH SKIP TO NEXT ROW PATTERN ({pattern}) WITHIN INTERVAL '3' MINUTE "
                    f"DEFINE {', '.join(defines)})")
     return out
-
-
-def stock_events(n: int, keys: int = 3000, seed: int = 3) -> pa.Table:
-    """Stock-like ticks: ``sym`` over ``keys`` symbols, a random-walk ``price`` per symbol (each tick
-    moves it down or up by 1 with probability 1/4 each, else leaves it unchanged)."""
-    rng = np.random.default_rng(seed)
-    sym = rng.integers(0, keys, n)
-    ts = np.cumsum(rng.exponential(1.0, n) * 1000).astype(np.int64)
-    steps = rng.choice([-1.0, 0.0, 1.0], n, p=[0.25, 0.5, 0.25])  # half the ticks leave the price unchanged
-    order = np.lexsort((ts, sym))
-    walk = np.empty(n)
-    walk[order] = np.cumsum(steps[order])
-    first = np.zeros(n, bool)
-    first[order[np.r_[0, np.nonzero(np.diff(sym[order]))[0] + 1]]] = True
-    base = np.zeros(n)
-    base[order] = np.maximum.accumulate(np.where(first[order], np.arange(n), 0))
-    walk = walk - walk[order][base.astype(np.int64)][np.argsort(order)] + 100.0
-    return pa.table({"sym": pa.array([f"S{s:04d}" for s in sym]), "price": pa.array(np.round(walk, 2)),
-                     "volume": pa.array(rng.integers(1, 1000, n)), "ts": pa.array(ts, pa.timestamp("ms"))})
 
 
 def v_queries(count: int, seed: int = 5) -> list[str]:

@@ -445,7 +445,7 @@ def shard_command(state: State, input_path: str, nodes: int, to: str, partitioni
 
 
 @cli.command("generate")
-@click.argument("kind", type=click.Choice(["synthetic", "crimes", "citibike", "cluster"]))
+@click.argument("kind", type=click.Choice(["synthetic", "crimes", "citibike", "cluster", "stocks"]))
 @click.option("--events", type=click.IntRange(min=1), required=True, help="Number of events.")
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False), help="Parquet file to write.")
 @click.option("--seed", type=int, default=7, show_default=True)
@@ -454,7 +454,8 @@ def shard_command(state: State, input_path: str, nodes: int, to: str, partitioni
 @pass_state
 @handle_errors
 def generate_command(state: State, kind: str, events: int, out: str, seed: int, interarrival: str | None) -> None:
-    """Generate a data set (the paper's synthetic data, or CRIMES-, CITIBIKE-, CLUSTER-shaped) as parquet."""
+    """Generate a data set (the paper's synthetic data, CRIMES-, CITIBIKE-, CLUSTER-shaped, or stock ticks) as
+    parquet."""
     from rich.progress import Progress
 
     from dfs_cer.datasets.generate import write_parquet

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 
 from dfs_cer.errors import ConfigError
 
-KINDS = ("synthetic", "crimes", "citibike", "cluster")
+KINDS = ("synthetic", "crimes", "citibike", "cluster", "stocks")
 
 
 def batches(kind: str, n: int, *, seed: int = 7, batch: int = 1_000_000, **options: Any) -> Iterator[pa.Table]:
@@ -33,6 +33,8 @@ def batches(kind: str, n: int, *, seed: int = 7, batch: int = 1_000_000, **optio
         from dfs_cer.datasets.citibike import citibike_batches as make  # type: ignore[assignment]
     elif kind == "cluster":
         from dfs_cer.datasets.cluster import cluster_batches as make  # type: ignore[assignment]
+    elif kind == "stocks":
+        from dfs_cer.datasets.stocks import stock_batches as make  # type: ignore[assignment]
     else:
         raise ConfigError(f"data set must be one of {', '.join(KINDS)}, got {kind!r}")
     for b in make(n, seed=seed, batch=batch):
