@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 from dfs_cer import analyze, match_recognize, parse
 from dfs_cer.datasets import synthetic_events
 from dfs_cer.datasets.stocks import stock_events
+from dfs_cer.datasets.synthetic import variable_types
 from dfs_cer.filters import IntervalSet
 from dfs_cer.io.shard import shard
 from dfs_cer.query.arrow_filter import to_arrow_filter
@@ -44,12 +45,7 @@ def skip_queries(count: int, seed: int = 11) -> list[str]:
     names = ["A", "B", "C", "D"]
     out = []
     for _ in range(count):
-        kinds: list[int] = []
-        for _ in names:
-            choice = int(rng.integers(0, 20))
-            while kinds and choice == kinds[-1]:
-                choice = int(rng.integers(0, 20))
-            kinds.append(choice)
+        kinds = variable_types(rng, len(names))
         defines = []
         for j, name in enumerate(names):
             cond = f"{name}.type = 'T_{kinds[j]:02d}' AND {name}.a1 <= 200"

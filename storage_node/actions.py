@@ -538,12 +538,7 @@ class Actions:
         partition. Points: an Arrow table of the PARTITION BY columns and :data:`POINT_TIME`."""
         from dfs_cer.plan.halo import around_points, point_partitions
 
-        if not blobs:
-            raise ProtocolError("pull_halo: the points table blob is missing")
-        try:
-            points = pa.ipc.open_stream(pa.py_buffer(blobs[0])).read_all()
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise ProtocolError(f"pull_halo: the points table is not an Arrow stream ({exc})") from None
+        points = _table_blob(blobs, "pull_halo", "points table")
         partition_by = list(state.analysis.query.recognize.partition_by)
         if points.column_names != [*partition_by, POINT_TIME] or not pa.types.is_integer(
                 points.schema.field(POINT_TIME).type):
@@ -597,12 +592,7 @@ class Actions:
         the ``columns`` asked for."""
         from dfs_cer.local import sandboxed_duckdb
 
-        if not blobs:
-            raise ProtocolError("pull_times: the interval table blob is missing")
-        try:
-            intervals = pa.ipc.open_stream(pa.py_buffer(blobs[0])).read_all()
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise ProtocolError(f"pull_times: the interval table is not an Arrow stream ({exc})") from None
+        intervals = _table_blob(blobs, "pull_times", "interval table")
         table = self.store.sorted_rows()
         columns = header.get("columns") or table.column_names
         if not isinstance(columns, list) or any(c not in table.column_names for c in columns) \
@@ -700,6 +690,16 @@ class Actions:
         if ranges is None:
             return table
         return _inside(table, _time_ints(table.column(self.store.time_column)), ranges)[0]
+
+
+def _table_blob(blobs: list[bytes], kind: str, what: str) -> pa.Table:
+    """The Arrow IPC stream in the first blob of a pull, or a clear protocol error."""
+    if not blobs:
+        raise ProtocolError(f"{kind}: the {what} blob is missing")
+    try:
+        return pa.ipc.open_stream(pa.py_buffer(blobs[0])).read_all()
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise ProtocolError(f"{kind}: the {what} is not an Arrow stream ({exc})") from None
 
 
 def _tis_format(header: dict[str, Any], action: str) -> str:

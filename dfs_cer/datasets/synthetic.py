@@ -73,6 +73,17 @@ def synthetic_batches(n: int, *, seed: int = 7, batch: int = 1_000_000, shuffle:
                                interarrival=interarrival)
 
 
+def variable_types(rng: np.random.Generator, count: int) -> list[int]:
+    """Random event types (0..19) for ``count`` pattern variables, no two consecutive alike."""
+    kinds: list[int] = []
+    for _ in range(count):
+        choice = int(rng.integers(0, 20))
+        while kinds and choice == kinds[-1]:
+            choice = int(rng.integers(0, 20))
+        kinds.append(choice)
+    return kinds
+
+
 def synthetic_queries(count: int = 20, *, variables: int = 4, window_minutes: float = 3, selectivity: int = 200,
                       seed: int = 11, cer: bool = True) -> list[str]:
     """The synthetic workload: ``count`` queries over ``variables`` variables.
@@ -85,12 +96,7 @@ def synthetic_queries(count: int = 20, *, variables: int = 4, window_minutes: fl
     names = [chr(ord("A") + i) for i in range(variables)]
     out = []
     for _ in range(count):
-        kinds: list[int] = []
-        for _ in names:
-            choice = int(rng.integers(0, 20))
-            while kinds and choice == kinds[-1]:
-                choice = int(rng.integers(0, 20))
-            kinds.append(choice)
+        kinds = variable_types(rng, len(names))
         defines = []
         for j, name in enumerate(names):
             cond = f"{name}.type = 'T_{kinds[j]:02d}' AND {name}.a1 <= {selectivity}"
