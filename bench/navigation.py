@@ -10,7 +10,13 @@ PREV/NEXT, three parts.
     pull_all and against the bytes of the result rows (targets: <= 0.1x and <= 2x);
 (c) random shards, contiguous patterns whose first variable has a condition: bytes against the
     share of rows the exact intervals (every start's window) cover (no target: those rows are all
-    needed) and the halo rows received.
+    needed) and the halo rows received;
+(d) conditions with only PREV/NEXT: over the stock ticks (``PARTITION BY sym``,
+    ``A.price >= PREV(A.price, 3) + 3``: up-ticks, later down-ticks) partitioned by the key, by
+    time and at random; over the synthetic log (no PARTITION BY, ``A.a1 >= PREV(A.a1) + 950``, a
+    jump, then a fall) by time and at random. Where the storage nodes hold the neighbours they
+    check the conditions themselves; on random shards they cannot (DFS says why and pulls
+    everything). Node-side matching is off, to measure the pull.
 """
 
 from __future__ import annotations
@@ -86,6 +92,32 @@ def contiguous_queries(count: int, seed: int = 13) -> list[str]:
     return out
 
 
+def rally_queries(count: int, seed: int = 17) -> list[str]:
+    """Runs of up-ticks followed (within hours) by runs of down-ticks: conditions with PREV only."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        up, down = int(rng.integers(3, 5)), int(rng.integers(3, 5))
+        hours = int(rng.choice([1, 2, 4]))
+        out.append("SELECT * FROM ticks MATCH_RECOGNIZE (PARTITION BY sym ORDER BY ts MEASURES A.ts AS top_ts, "
+                   "B.ts AS drop_ts, B.price AS drop_price ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW "
+                   f"PATTERN (A N*? B) WITHIN INTERVAL '{hours}' HOUR "
+                   f"DEFINE A AS A.price >= PREV(A.price, {up}) + {up}, B AS B.price <= PREV(B.price, {down}) - {down})")
+    return out
+
+
+def spike_queries(count: int, seed: int = 19) -> list[str]:
+    """A jump of a1 up, later a fall (no PARTITION BY): conditions with PREV only."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        jump, fall = int(rng.choice([900, 950])), int(rng.choice([900, 950]))
+        out.append("SELECT * FROM synthetic MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS up_ts, B.ts AS down_ts "
+                   "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B) WITHIN INTERVAL '1' MINUTE "
+                   f"DEFINE A AS A.a1 >= PREV(A.a1) + {jump}, B AS B.a1 <= PREV(B.a1, 2) - {fall})")
+    return out
+
+
 def _run(cluster: LocalCluster, sql: str, strategy: str, **options: Any) -> dict[str, Any]:
     start = time.perf_counter()
     with warnings.catch_warnings():
@@ -112,6 +144,9 @@ def run(events: int, queries: int, nodes: int, cost_model: str, say: Any) -> dic
         ticks = stock_events(events)
         pq.write_table(ticks, root / "ticks.parquet")
         shard(str(root / "ticks.parquet"), nodes, str(root / "bykey"), partitioning="type", type_column="sym")
+        shard(str(root / "ticks.parquet"), nodes, str(root / "bytime"), partitioning="time")
+        shard(str(root / "ticks.parquet"), nodes, str(root / "ticks-random"))
+        shard(str(root / "synthetic.parquet"), nodes, str(root / "synthetic-bytime"), partitioning="time")
         dirs = [str(root / "random" / f"node-{i:02d}") for i in range(nodes)]
         with LocalCluster(dirs) as cluster:
             part: dict[str, list[dict[str, Any]]] = {s: [] for s in ("pull_all", "push_down", "push_pull", "dfs")}
@@ -150,6 +185,26 @@ def run(events: int, queries: int, nodes: int, cost_model: str, say: Any) -> dic
                 1.0, figures["b"]["dfs"]["result_bytes"])
             expected = match_recognize(ticks, v_queries(1)[0])  # one query checked against the local engine
             figures["b"]["checked_rows"] = expected.num_rows
+        figures["d"] = {}
+        for layout, folder, make in (("ticks by key", "bykey", rally_queries), ("ticks by time", "bytime", rally_queries),
+                                     ("ticks random", "ticks-random", rally_queries),
+                                     ("synthetic by time", "synthetic-bytime", spike_queries),
+                                     ("synthetic random", "random", spike_queries)):
+            dirs = [str(root / folder / f"node-{i:02d}") for i in range(nodes)]
+            with LocalCluster(dirs) as cluster:
+                runs = {"pull_all": [], "dfs": []}
+                for i, sql in enumerate(make(queries)):
+                    for s in runs:
+                        runs[s].append(_run(cluster, sql, s, cost_model=cost_model, node_matching="off"))
+                    say(f"  (d) PREV-only conditions, shards {layout}: query {i + 1}/{queries}")
+                row = {s: {k: _mean(v, k) for k in ("bytes", "events", "halo", "seconds", "rows")}
+                       for s, v in runs.items()}
+                row["dfs_over_pull_all_bytes"] = row["dfs"]["bytes"] / row["pull_all"]["bytes"]
+                row["dfs_path"] = sorted({r["path"] for r in runs["dfs"]})
+                row["dfs_fallback"] = sorted({r["fallback"] for r in runs["dfs"]})
+                figures["d"][layout] = row
+        figures["d"]["checked_rows"] = match_recognize(ticks, rally_queries(1)[0]).num_rows + \
+            match_recognize(synthetic, spike_queries(1)[0]).num_rows
     return figures
 
 
@@ -179,6 +234,17 @@ def report(f: dict[str, Any]) -> None:
                 print(f"| {s} | {v['bytes']:,.0f} | {v['events']:,.0f} | {v['halo']:,.0f} | {v['rows']:,.1f} | "
                       f"{v['seconds']:.3f} |")
         print(f"DFS / pull_all bytes: {part['dfs_over_pull_all_bytes']:.4f}")
+    print("\n(d) conditions with only PREV (up-ticks, then down-ticks), node-side matching off\n"
+          "| shards | pull_all bytes | DFS bytes | DFS / pull_all | DFS events | halo rows | result rows | "
+          "DFS seconds | DFS path |\n|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    for layout, row in f["d"].items():
+        if isinstance(row, dict):
+            d = row["dfs"]
+            path = "; ".join(row["dfs_path"]) + ("; fallback " + "; ".join(x for x in row["dfs_fallback"] if x)
+                                                 if any(row["dfs_fallback"]) else "")
+            print(f"| {layout} | {row['pull_all']['bytes']:,.0f} | {d['bytes']:,.0f} | "
+                  f"{row['dfs_over_pull_all_bytes']:.4f} | {d['events']:,.0f} | {d['halo']:,.0f} | {d['rows']:,.1f} | "
+                  f"{d['seconds']:.3f} | {path} |")
     print(f"(a) target <= 0.05; (b) targets <= 0.1 and DFS / result-row bytes "
           f"{f['b']['dfs_over_result_bytes']:.2f} <= 2 (path: {', '.join(f['b']['dfs_path'])}); "
           f"(c) rows inside the exact intervals: {f['c']['interval_row_share']:.4f} of all rows")

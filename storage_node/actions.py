@@ -33,6 +33,8 @@ from dfs_cer.transport.protocol import (
     HALO,
     LEASE_GRACE_SECONDS,
     MEMBERS,
+    POINT_AFTER,
+    POINT_BEFORE,
     POINT_TIME,
     ROW_ID,
     SEGMENT,
@@ -113,7 +115,7 @@ class Actions:
 
     # ------------------------------------------------------------------ open
 
-    def _query(self, header: dict[str, Any], action: str) -> tuple[Analysis, str]:
+    def _query(self, header: dict[str, Any], action: str, navigation: bool = False) -> tuple[Analysis, str]:
         qid = field(header, "query_id", str, action)
         try:
             if "sql" in header:  # canonical SQL text: a fraction of the model's JSON on the wire
@@ -129,7 +131,45 @@ class Actions:
         unit = header.get("integer_time_unit", "s")
         if unit not in ("s", "ms", "us", "ns"):
             raise ProtocolError(f"action {action}: integer_time_unit must be s, ms, us or ns, got {unit!r}")
-        return analyze(query, self.store.schema, QueryConfig(integer_time_unit=unit)), qid
+        config = QueryConfig(integer_time_unit=unit)
+        analysis = analyze(query, self.store.schema, config)
+        if navigation and self._navigation_mode(analysis) is not None:
+            analysis = analyze(query, self.store.schema, config, navigation_on_nodes=True)
+        return analysis, qid
+
+    def _navigation_mode(self, analysis: Analysis) -> str | None:
+        """How this node can check PREV/NEXT conditions alone: ``partitions`` (it holds whole
+        PARTITION BY groups), ``time`` (whole time windows of a shard set partitioned by the
+        query's ORDER BY column) or None (random shards: the neighbours are anywhere)."""
+        mr = analysis.query.recognize
+        if mr.all_matches or mr.order_by[0].descending:
+            return None
+        if self._local(analysis):
+            return "partitions"
+        if self.store.manifest.get("partitioning") == "time" and analysis.order_column == self.store.time_column:
+            return "time"
+        return None
+
+    def _navigation_candidates(self, table: pa.Table, analysis: Analysis, header: dict[str, Any],
+                               candidates: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Narrow each variable's candidates by its PREV/NEXT conjuncts, checked over this node's
+        rows in the matcher's order (the event key and dedup the compute node matches with)."""
+        from dfs_cer.io.shard import window_units
+        from dfs_cer.plan.navigation import navigation_masks
+
+        mode = self._navigation_mode(analysis)
+        if mode is None or not any(v.navigating for v in analysis.variables):
+            return candidates
+        key = header.get("event_key", self.store.manifest.get("event_key") or [])
+        if not isinstance(key, list) or len(key) > 64 or any(not isinstance(c, str) or c not in table.column_names
+                                                             for c in key):
+            raise ProtocolError(f"open: event_key must list columns of this node's rows, got {key!r}")
+        dedup = header.get("dedup", True)
+        if not isinstance(dedup, bool):
+            raise ProtocolError(f"open: dedup must be true or false, got {dedup!r}")
+        masks = navigation_masks(table, analysis, key, dedup, mode,
+                                 window_units(table.schema.field(self.store.time_column).type))
+        return {name: rows[masks[name][rows]] if name in masks else rows for name, rows in candidates.items()}
 
     def _candidates(self, table: pa.Table, analysis: Analysis,
                     shared: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
@@ -172,6 +212,7 @@ class Actions:
                 "row_bytes": (table.nbytes / table.num_rows) if table.num_rows else 0.0,
                 "schema_digest": schema_digest(self.store.schema), "data_digest": self.store.data_digest,
                 "local_partitions": self._local(state.analysis), "beta": self.betas,
+                "navigation_on_node": state.navigation,
                 "match_cpu_budget": self.cpu_budget}
 
     def _local(self, analysis: Analysis) -> bool:
@@ -188,17 +229,38 @@ class Actions:
         self.store.refresh()  # late files added with dfs-cer shard --append
         if "group" in header:
             return self._open_group(header)
-        analysis, qid = self._query(header, "open")
-        filt = union_filter([v.independent for v in analysis.variables if not v.any_row], self.store.schema)
+        analysis, qid = self._query(header, "open", navigation=True)
+        # (an incremental re-run matches only rows inside its ranges: it keeps every candidate)
+        navigating = analysis.navigation_on_nodes and any(v.navigating for v in analysis.variables) \
+            and header.get("time_ranges") is None
+        # PREV/NEXT conditions read neighbours any condition may have filtered out: every row
+        filt = None if navigating else union_filter([v.independent for v in analysis.variables if not v.any_row],
+                                                    self.store.schema)
         estimate = self._admit(qid)
+        halo = bool(analysis.prev_reach or analysis.next_reach)
         try:
-            table = self.store.scan(filt).sort_by(self.store.time_column)
-            ts = _time_ints(table.column(self.store.time_column))
             ranges = _time_ranges(header.get("time_ranges"))
-            if ranges is not None:  # an incremental re-run: only rows inside these closed ranges
-                table, ts = _inside(table, ts, ranges)
-            state = QueryState(qid, analysis, table, ts, self._candidates(table, analysis), estimate, ranges=ranges,
-                               generation=self.store.generation)
+            row_ids = None
+            if halo:  # rows keep their index in the node's rows by time: halo replies skip shipped ones
+                table = self._whole(ranges)
+                if filt is not None:
+                    row_ids = _matching_rows(table, filt)
+                    table = table.take(pa.array(row_ids))
+                else:
+                    row_ids = np.arange(table.num_rows, dtype=np.int64)
+                ts = _time_ints(table.column(self.store.time_column))
+            else:
+                table = self.store.scan(filt).sort_by(self.store.time_column)
+                ts = _time_ints(table.column(self.store.time_column))
+                if ranges is not None:  # an incremental re-run: only rows inside these closed ranges
+                    table, ts = _inside(table, ts, ranges)
+            candidates = self._candidates(table, analysis)
+            if navigating:
+                candidates = self._navigation_candidates(table, analysis, header, candidates)
+            state = QueryState(qid, analysis, table, ts, candidates, estimate, ranges=ranges,
+                               generation=self.store.generation,
+                               navigation=self._navigation_mode(analysis) if navigating else None,
+                               row_ids=row_ids)
         except BaseException:
             self.registry.release(estimate)
             raise
@@ -277,7 +339,7 @@ class Actions:
         """Situation fragments of this shard set (see dfs_cer.situations.fragments): runs of
         every symbol's condition per time block, and each block's first time. Only shard sets
         partitioned by time hold whole blocks; others answer ``derived: false``."""
-        from dfs_cer.io.shard import TIME_WINDOW_SECONDS
+        from dfs_cer.io.shard import window_units
         from dfs_cer.match.rowpattern import time_values
         from dfs_cer.query.expr import Navigation, walk
         from dfs_cer.situations import parse_situations
@@ -305,8 +367,7 @@ class Actions:
         n = rows.num_rows
         ts = time_values(rows, order) if n else np.zeros(0, np.int64)
         dtype = rows.schema.field(order).type
-        units = TIME_WINDOW_SECONDS * ({"s": 1, "ms": 1000, "us": 10**6, "ns": 10**9}[dtype.unit]
-                                       if pa.types.is_timestamp(dtype) else 1)
+        units = window_units(dtype)
         masks = condition_masks(rows, query, bounds[part] if n else part, bounds[part + 1] if n else part)
         partition = [column_name(rows, c) for c in query.partition_by]
         fragments, blocks = block_fragments(rows, partition, ts, units, masks)
@@ -479,9 +540,13 @@ class Actions:
         if kind == "pull_variable":  # push-pull: one variable's current candidates, with their row ids
             name = self._variable(state, header, kind)
             rows = state.candidates[name]
+            _ship(state, rows)
             return state.table.take(pa.array(rows)).append_column(ROW_ID, pa.array(rows))
         if kind == "pull_pushdown":
             rows = _union(state)
+            _ship(state, rows)
+            if "halo" in header:
+                return self._with_local_halo(state, Halo.parse(header), rows)
             return state.table.take(pa.array(rows))
         if kind == "pull_matches":  # node-side matching: the MATCH_RECOGNIZE relation of this node's rows
             return self._pull_matches(state, header)
@@ -498,6 +563,9 @@ class Actions:
         if kind == "pull":  # candidate rows inside the final interval set
             rows = _union(state)
             rows = rows[swf.contains(state.ts[rows])]
+            _ship(state, rows)
+            if "halo" in header:
+                return self._with_local_halo(state, Halo.parse(header), rows)
             return state.table.take(pa.array(rows))
         # pull_range: every row inside the intervals (contiguous patterns), from the shards
         self._same_generation(state, kind)
@@ -506,7 +574,7 @@ class Actions:
         return table.filter(pa.array(swf.contains(ts)))
 
     def _canonical(self, state: QueryState, request: Halo, kind: str) -> tuple[pa.Table, np.ndarray, np.ndarray,
-                                                                               np.ndarray]:
+                                                                               np.ndarray, np.ndarray]:
         """This node's rows of the query (inside its time ranges) in the matcher's order."""
         from dfs_cer.plan.halo import canonical
 
@@ -528,7 +596,7 @@ class Actions:
         if not blobs:
             raise ProtocolError("pull_range: the final interval set blob is missing")
         intervals = IntervalSet.from_bytes(blobs[0])
-        ordered, pid, t, _ = self._canonical(state, request, "pull_range")
+        ordered, pid, t, _, _ = self._canonical(state, request, "pull_range")
         inside, halo = around_intervals(pid, t, intervals.starts, intervals.ends, request.before, request.after)
         keep = inside | halo
         return ordered.filter(pa.array(keep)).append_column(HALO, pa.array(halo[keep]))
@@ -540,19 +608,73 @@ class Actions:
 
         points = _table_blob(blobs, "pull_halo", "points table")
         partition_by = list(state.analysis.query.recognize.partition_by)
-        if points.column_names != [*partition_by, POINT_TIME] or not pa.types.is_integer(
-                points.schema.field(POINT_TIME).type):
-            raise ProtocolError(f"pull_halo: the points table needs the columns {[*partition_by, POINT_TIME]} "
-                                "(integer times)")
-        ordered, pid, t, bounds = self._canonical(state, request, "pull_halo")
+        columns = [*partition_by, POINT_TIME]
+        reach = points.column_names == [*columns, POINT_BEFORE, POINT_AFTER]
+        if not (points.column_names == columns or reach) or not all(
+                pa.types.is_integer(points.schema.field(c).type) for c in points.column_names[len(partition_by):]):
+            raise ProtocolError(f"pull_halo: the points table needs the columns {columns} (integer times), "
+                                f"optionally followed by {POINT_BEFORE} and {POINT_AFTER} (integer row counts)")
+        before: int | np.ndarray = request.before
+        after: int | np.ndarray = request.after
+        if reach:  # rows per point, each within the request's halo
+            before = np.asarray(points.column(POINT_BEFORE).to_numpy(zero_copy_only=False), np.int64)
+            after = np.asarray(points.column(POINT_AFTER).to_numpy(zero_copy_only=False), np.int64)
+            if points.column(POINT_BEFORE).null_count or points.column(POINT_AFTER).null_count or \
+                    (before.size and (before.min() < 0 or before.max() > request.before or after.min() < 0
+                                      or after.max() > request.after)):
+                raise ProtocolError(f"pull_halo: {POINT_BEFORE}/{POINT_AFTER} must lie in 0..halo "
+                                    f"({request.before}, {request.after})")
+        if request.skip_shipped and state.shipped is None:
+            raise ProtocolError("pull_halo: skip_shipped, but no final pull of this query shipped rows here")
+        ordered, pid, t, bounds, order = self._canonical(state, request, "pull_halo")
         try:
             point_pid = point_partitions(ordered, bounds, partition_by, points.select(partition_by))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             raise ProtocolError(f"pull_halo: the points' partition columns do not match this node's ({exc})") from None
         point_t = np.asarray(points.column(POINT_TIME).to_numpy(zero_copy_only=False), np.int64)
-        order = np.lexsort((point_t, point_pid))
-        mask = around_points(pid, t, point_pid[order], point_t[order], request.before, request.after)
+        by_point = np.lexsort((point_t, point_pid))
+        if isinstance(before, np.ndarray):
+            before, after = before[by_point], np.asarray(after)[by_point]
+        mask = around_points(pid, t, point_pid[by_point], point_t[by_point], before, after)
+        if request.skip_shipped:  # the compute node holds those rows already
+            assert state.shipped is not None
+            mask &= ~np.isin(order, state.shipped)
         return ordered.filter(pa.array(mask))
+
+    def _with_local_halo(self, state: QueryState, request: Halo, rows: np.ndarray) -> pa.Table:
+        """The final pull's candidate ``rows`` and, since this node holds whole PARTITION BY
+        groups, their neighbours PREV/NEXT read (per candidate, by the variables it is a
+        candidate of), marked in :data:`HALO`: no round trip with points."""
+        from dfs_cer.plan.halo import around_points, candidate_reach
+
+        if not self._local(state.analysis):
+            raise ProtocolError(f"{request.kind}: a halo in the final pull needs whole PARTITION BY groups on this "
+                                "node; use pull_halo")
+        if state.row_ids is None:
+            raise ProtocolError(f"{request.kind}: the query reads no neighbours (no PREV/NEXT)")
+        ordered, pid, t, bounds, order = self._canonical(state, request, request.kind)
+        taken = state.table.take(pa.array(rows))
+        # the compute node's engine evaluates every variable whose independent condition a row
+        # passes (even where this node's PREV/NEXT check dropped it): all of those read around it
+        before, after = candidate_reach(taken, state.analysis)
+        before, after = np.minimum(before, request.before), np.minimum(after, request.after)
+        wanted = (before > 0) | (after > 0)
+        halo = np.zeros(ordered.num_rows, bool)
+        if wanted.any() and ordered.num_rows:
+            from dfs_cer.match.rowpattern import time_values
+            from dfs_cer.plan.halo import point_partitions
+
+            partition_by = list(state.analysis.query.recognize.partition_by)
+            points = taken.filter(pa.array(wanted))
+            point_pid = point_partitions(ordered, bounds, partition_by, points.select(partition_by))
+            point_t = time_values(points, state.analysis.order_column)
+            by_point = np.lexsort((point_t, point_pid))
+            halo = around_points(pid, t, point_pid[by_point], point_t[by_point], before[wanted][by_point],
+                                 after[wanted][by_point])
+            halo &= ~np.isin(order, state.row_ids[rows])  # those rows are in the reply already
+        near = ordered.filter(pa.array(halo))
+        return pa.concat_tables([taken.append_column(HALO, pa.array(np.zeros(rows.size, bool))),
+                                 near.append_column(HALO, pa.array(np.ones(near.num_rows, bool)))])
 
     def _pull_matches(self, state: QueryState, header: dict[str, Any]) -> pa.Table:
         """Run the query's MATCH_RECOGNIZE over this node's rows (its partitions are whole here)
@@ -692,6 +814,13 @@ class Actions:
         return _inside(table, _time_ints(table.column(self.store.time_column)), ranges)[0]
 
 
+def _matching_rows(table: pa.Table, filt: Any) -> np.ndarray:
+    """Indices of ``table``'s rows passing a dataset filter expression, in order."""
+    indexed = table.append_column("__row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    col = ds.dataset(indexed).to_table(filter=filt, columns=["__row"]).column("__row")
+    return np.sort(np.asarray(col.to_numpy(), np.int64))
+
+
 def _table_blob(blobs: list[bytes], kind: str, what: str) -> pa.Table:
     """The Arrow IPC stream in the first blob of a pull, or a clear protocol error."""
     if not blobs:
@@ -718,6 +847,14 @@ def _key_kind(kind: int) -> KeyKind:
         return KeyKind(kind)
     except ValueError as e:
         raise ProtocolError(f"action wjf: unknown key kind {kind!r}") from e
+
+
+def _ship(state: QueryState, rows: np.ndarray) -> None:
+    """Remember the rows pulls send (as indices into the node's rows by time), for a later
+    ``pull_halo`` with ``skip_shipped``; only queries with PREV/NEXT keep row ids."""
+    if state.row_ids is not None:
+        ids = state.row_ids[rows]
+        state.shipped = ids if state.shipped is None else np.union1d(state.shipped, ids)
 
 
 def _union(state: QueryState) -> np.ndarray:

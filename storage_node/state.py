@@ -69,6 +69,12 @@ class QueryState:
     #: node's deadline for the query (plus a grace), so a query whose close never arrived
     #: (a hung or cut-off link) holds nothing past it; None: only the idle TTL
     expires: float | None = None
+    #: how the node checked the query's PREV/NEXT conditions ("partitions", "time"; None: not)
+    navigation: str | None = None
+    #: queries with PREV/NEXT: each row of ``table``'s index in the node's rows by time (inside
+    #: ``ranges``), and the rows the final pull shipped, so halo replies skip what was sent
+    row_ids: np.ndarray | None = None
+    shipped: np.ndarray | None = None
 
     def size_in_bytes(self) -> int:
         table = self.table.nbytes + self.ts.nbytes if self.owns_table else 0

@@ -59,7 +59,8 @@ def _time_ints(col: pa.Array) -> np.ndarray:
     return np.asarray(time_ints(col), np.int64)
 
 
-def _window_units(dtype: pa.DataType) -> int:
+def window_units(dtype: pa.DataType) -> int:
+    """The length of a time-partitioning window in the time column's units."""
     unit = dtype.unit if pa.types.is_timestamp(dtype) else "s"
     return TIME_WINDOW_SECONDS * {"s": 1, "ms": 1000, "us": 10**6, "ns": 10**9}[unit]
 
@@ -77,7 +78,7 @@ def _node_of(partitioning: str, nodes: int, offset: int, batch: pa.RecordBatch, 
         return (np.arange(offset, offset + n) % nodes).astype(np.int64)
     if partitioning == "time":
         col = batch.column(time_column)
-        windows = np.floor_divide(_time_ints(col), _window_units(col.type))
+        windows = np.floor_divide(_time_ints(col), window_units(col.type))
         mixed = (windows.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(33)
         return (mixed % np.uint64(nodes)).astype(np.int64)
     values = batch.column(type_column).cast(pa.string()).to_pylist()

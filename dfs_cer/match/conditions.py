@@ -575,3 +575,18 @@ def compile_conditions(mr: MatchRecognize, labels: tuple[str, ...], table: pa.Ta
         deep_navigation=comp.deep,
         relevant=comp.relevant,
     )
+
+
+def row_masks(mr: MatchRecognize, parts: dict[str, tuple[Expr, ...]], table: pa.Table, part_start: np.ndarray,
+              part_end: np.ndarray, time_unit: str | None) -> dict[str, np.ndarray]:
+    """One mask per variable: its row-local conjuncts ``parts`` (physical navigation allowed)
+    over the sorted ``table``, navigation bounded by ``part_start``/``part_end`` per row, exactly
+    as :func:`compile_conditions` evaluates them (NULL is false)."""
+    labels = tuple(dict.fromkeys(v.variable for v in mr.definitions))
+    comp = ConditionCompiler(mr, labels, table, part_start, part_end, time_unit)
+    out = {}
+    for name, conj in parts.items():
+        if any(not _row_local(p, name) for p in conj):
+            raise AssertionError(f"{name}: a conjunct reads more than the current row")
+        out[name] = comp.mask(name, list(conj))
+    return out

@@ -19,20 +19,24 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
+from dfs_cer.match.conditions import row_masks
 from dfs_cer.match.rowpattern import sort_and_partition, time_values
 from dfs_cer.query.analyze import Analysis
+from dfs_cer.query.expr import conjuncts
 
 
 def canonical(table: pa.Table, analysis: Analysis, event_key: Sequence[str], dedup: bool
-              ) -> tuple[pa.Table, np.ndarray, np.ndarray, np.ndarray]:
+              ) -> tuple[pa.Table, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``table`` in the matcher's canonical order (duplicates dropped with ``dedup``), the
-    partition id and time of every sorted row, and the partition bounds."""
+    partition id and time of every sorted row, the partition bounds and each sorted row's index
+    in ``table``."""
     mr = analysis.query.recognize
     order_by = [(s.column, s.descending) for s in mr.order_by]
-    ordered, bounds, _ = sort_and_partition(table, tuple(mr.partition_by), order_by, None, tuple(event_key), dedup)
+    ordered, bounds, order = sort_and_partition(table, tuple(mr.partition_by), order_by, None, tuple(event_key),
+                                                dedup)
     pid = np.repeat(np.arange(bounds.size - 1, dtype=np.int64), np.diff(bounds))
     t = time_values(ordered, analysis.order_column) if ordered.num_rows else np.zeros(0, np.int64)
-    return ordered, pid, t, bounds
+    return ordered, pid, t, bounds, order
 
 
 def _keys(pid: np.ndarray, values: np.ndarray, universe: np.ndarray) -> np.ndarray:
@@ -77,10 +81,22 @@ def around_intervals(pid: np.ndarray, t: np.ndarray, starts: np.ndarray, ends: n
     return inside, _near(pid, t, inside, next_lo, has_next, prev_hi, has_prev, before, after)
 
 
-def around_points(pid: np.ndarray, t: np.ndarray, point_pid: np.ndarray, point_t: np.ndarray, before: int,
-                  after: int) -> np.ndarray:
+def around_points(pid: np.ndarray, t: np.ndarray, point_pid: np.ndarray, point_t: np.ndarray,
+                  before: int | np.ndarray, after: int | np.ndarray) -> np.ndarray:
     """Rows sharing a point's (partition, time) (a tie group: any of them may be the point's
-    neighbour), or within ``before``/``after`` rows of one, for per-partition time points."""
+    neighbour), or within ``before``/``after`` rows of one, for per-partition time points.
+    ``before``/``after`` are one count for every point or one per point (a point with neither
+    wants no row)."""
+    if isinstance(before, np.ndarray) or isinstance(after, np.ndarray):
+        b = np.broadcast_to(np.asarray(before, np.int64), point_t.shape)
+        a = np.broadcast_to(np.asarray(after, np.int64), point_t.shape)
+        out = np.zeros(t.size, bool)
+        pairs = np.unique(np.stack([b, a], axis=1), axis=0) if point_t.size else np.zeros((0, 2), np.int64)
+        for pb, pa_ in pairs:
+            if pb or pa_:
+                sel = (b == pb) & (a == pa_)
+                out |= around_points(pid, t, point_pid[sel], point_t[sel], int(pb), int(pa_))
+        return out
     keep = point_pid >= 0
     point_pid, point_t = np.asarray(point_pid[keep], np.int64), np.asarray(point_t[keep], np.int64)
     if point_t.size == 0 or t.size == 0:
@@ -136,8 +152,29 @@ def subtract_rows(rows: pa.Table, taken: pa.Table) -> np.ndarray:
     side = marker[order]
     taken_in_group = np.bincount(group, weights=(side == 0), minlength=group.max() + 1).astype(np.int64)
     first = np.searchsorted(group, group, side="left")
-    rank = np.arange(both.num_rows) - first  # position inside the group
-    keep_sorted = (side == 1) & (rank >= taken_in_group[group])
+    rank = np.arange(both.num_rows) - first  # position inside the group: taken copies, then rows'
+    keep_sorted = (side == 1) & (rank - taken_in_group[group] >= taken_in_group[group])
     keep = np.zeros(both.num_rows, bool)
     keep[order] = keep_sorted
     return keep[taken.num_rows:]
+
+
+def candidate_reach(events: pa.Table, analysis: Analysis) -> tuple[np.ndarray, np.ndarray]:
+    """Rows PREV/NEXT may read before / after each pulled candidate: the most any variable whose
+    independent condition the row passes reads around its rows (a row failing a variable's
+    independent condition is never labelled by it, whatever its neighbours hold)."""
+    n = events.num_rows
+    before, after = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    reaching = [v for v in analysis.variables if not v.any_row and any(analysis.reach_of(v.name))]
+    parts = {v.name: tuple(conjuncts(v.independent)) for v in reaching if v.independent is not None}
+    bound = np.zeros(n, np.int64)  # the conditions are row-local: no navigation bounds needed
+    order_type = events.schema.field(analysis.order_column).type if analysis.order_column in events.column_names \
+        else None
+    unit = order_type.unit if order_type is not None and pa.types.is_timestamp(order_type) else None
+    masks = row_masks(analysis.query.recognize, parts, events, bound, bound + n, unit) if parts else {}
+    for v in reaching:
+        b, a = analysis.reach_of(v.name)
+        mask = masks.get(v.name, np.ones(n, bool))
+        before = np.maximum(before, np.where(mask, b, 0))
+        after = np.maximum(after, np.where(mask, a, 0))
+    return before, after

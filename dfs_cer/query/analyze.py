@@ -102,6 +102,9 @@ class VariableInfo:
     defined: bool
     #: the most rows this variable labels in one match (None: unbounded)
     max_rows: int | None = 1
+    #: conjuncts that read only the current row, some through PREV/NEXT (``price < PREV(price)``):
+    #: storage nodes holding whole partitions (or time windows) can check them alone
+    navigating: tuple[Expr, ...] = ()
 
     @property
     def any_row(self) -> bool:
@@ -137,6 +140,16 @@ class Analysis:
     #: columns identifying an event (empty: the whole row) and whether duplicates are dropped
     event_key: tuple[str, ...] = ()
     dedup: bool = True
+    #: (variable, rows before, rows after) PREV/NEXT read around each row the variable labels
+    variable_reach: tuple[tuple[str, int, int], ...] = ()
+    #: the storage nodes check each variable's ``navigating`` conjuncts (they said so at open)
+    navigation_on_nodes: bool = False
+
+    def reach_of(self, name: str) -> tuple[int, int]:
+        for v, before, after in self.variable_reach:
+            if v == name:
+                return before, after
+        return 0, 0
 
     def variable(self, name: str) -> VariableInfo:
         for v in self.variables:
@@ -191,6 +204,28 @@ def _row_local(e: Expr, variable: str) -> bool:
     return True
 
 
+def navigates_alone(e: Expr, variable: str) -> bool:
+    """Does ``e`` read only the row being labelled ``variable``, some of it through PREV/NEXT
+    (``price < PREV(price, 2)``, ``NEXT(B.x) > B.x``)? Then the storage node holding the rows
+    around it can check it; the engines evaluate the same conjuncts as one mask."""
+    physical = False
+
+    def ok(x: Expr) -> bool:
+        nonlocal physical
+        if isinstance(x, Aggregate | Classifier | MatchNumber | Star):
+            return False
+        if isinstance(x, Column):
+            return x.variable in (None, variable)
+        if isinstance(x, Navigation):
+            if x.kind.physical:
+                physical = True
+            elif x.kind.value == "FIRST" or x.offset != 0:
+                return False
+        return all(ok(c) for c in children(x))
+
+    return ok(e) and physical
+
+
 def _equality(e: Expr, variable: str, pattern_vars: set[str]) -> Equality | None:
     if not (isinstance(e, BinaryOp) and e.op == "=" and isinstance(e.left, Column) and isinstance(e.right, Column)):
         return None
@@ -234,6 +269,44 @@ def _classify(query: Query) -> tuple[dict[str, tuple[Expr | None, list[Equality]
 def _all_expressions(query: Query) -> list[Expr]:
     mr = query.recognize
     return [d.condition for d in mr.definitions] + [m.expr for m in mr.measures]
+
+
+def _variable_reach(query: Query) -> dict[str, tuple[int, int]]:
+    """Rows PREV/NEXT read before / after each row a variable labels: a chain of physical
+    navigations anchored at ``B.x`` (or ``LAST(B.x)``, ``CLASSIFIER(B)``) reads around B's rows;
+    an unqualified column in B's DEFINE is B's current row; anything else (MEASURES' unqualified
+    columns, FIRST over all rows) may be any variable's row. Empty under ALL MATCHES (see
+    :func:`_reach`)."""
+    mr = query.recognize
+    if mr.all_matches:
+        return {}
+    names = list(dict.fromkeys(labels(mr.pattern)))
+    subsets = {s.name: set(s.variables) for s in mr.subsets}
+    out = {n: (0, 0) for n in names}
+
+    def chain(e: Expr, back: int, ahead: int, logical: bool, defining: str | None) -> None:
+        if isinstance(e, Navigation):
+            if e.kind.physical:
+                back, ahead = (back + e.offset, ahead) if e.kind.value == "PREV" else (back, ahead + e.offset)
+            elif e.kind.value == "FIRST" or e.offset:
+                logical = True
+        if (back or ahead) and isinstance(e, Column | Classifier):
+            if e.variable is not None:
+                targets = subsets.get(e.variable, {e.variable})
+            elif defining is not None and not logical:
+                targets = {defining}
+            else:
+                targets = set(names)
+            for t in targets & set(names):
+                out[t] = (max(out[t][0], back), max(out[t][1], ahead))
+        for c in children(e):
+            chain(c, back, ahead, logical, defining)
+
+    for d in mr.definitions:
+        chain(d.condition, 0, 0, False, d.variable)
+    for m in mr.measures:
+        chain(m.expr, 0, 0, False, None)
+    return out
 
 
 def _reach(query: Query) -> tuple[int, int]:
@@ -337,7 +410,8 @@ def _skippable(query: Query, any_row: set[str]) -> tuple[bool, str | None]:
 
 
 def _pruning(query: Query, roles: dict[str, Role],
-             classified: dict[str, tuple[Expr | None, list[Equality], list[Expr]]]) -> tuple[bool, str | None]:
+             classified: dict[str, tuple[Expr | None, list[Equality], list[Expr]]],
+             navigating: dict[str, tuple[Expr, ...]]) -> tuple[bool, str | None]:
     mr = query.recognize
     if mr.window is None:
         return False, "no WITHIN window: a match can span any time range"
@@ -350,9 +424,12 @@ def _pruning(query: Query, roles: dict[str, Role],
     if not any(r in (Role.HEAD, Role.TAIL, Role.MIDDLE) for r in roles.values()):
         return False, "no variable with a condition appears in every match"
     if not any(roles[name] in (Role.HEAD, Role.TAIL, Role.MIDDLE)
-               and (classified[name][0] is not None or classified[name][1]) for name in roles):
+               and (classified[name][0] is not None or classified[name][1] or navigating.get(name))
+               for name in roles):
         return False, ("no variable in every match has a condition the storage nodes can check alone (conditions "
-                       "with PREV/NEXT or other variables' values only): the intervals would hold every row")
+                       "with PREV/NEXT or other variables' values only): the intervals would hold every row; "
+                       "storage nodes check PREV/NEXT conditions themselves on shards partitioned by type on a "
+                       "PARTITION BY column, or by time")
     return True, None
 
 
@@ -406,7 +483,8 @@ def _event_key(key: tuple[str, ...], schema: pa.Schema | None) -> tuple[str, ...
     return tuple(out)
 
 
-def analyze(query: Query, schema: pa.Schema | None = None, config: QueryConfig | None = None) -> Analysis:
+def analyze(query: Query, schema: pa.Schema | None = None, config: QueryConfig | None = None, *,
+            navigation_on_nodes: bool = False) -> Analysis:
     """Analyse a parsed query; with ``schema``, also check columns and convert the window.
 
     Args:
@@ -414,6 +492,9 @@ def analyze(query: Query, schema: pa.Schema | None = None, config: QueryConfig |
         schema: the events' Arrow schema; when given, unknown columns and a WITHIN over a
             non-temporal ORDER BY column are errors, and ``window_units`` is filled in.
         config: front-end settings (the unit of integer time columns).
+        navigation_on_nodes: the storage nodes check conditions with PREV/NEXT that read only
+            the labelled row's neighbours (they hold whole partitions or time windows), so such
+            a condition makes a variable's candidates selective.
     """
     config = config or QueryConfig()
     if schema is not None:  # column names spelled as in the data, once, for every later stage
@@ -424,6 +505,8 @@ def analyze(query: Query, schema: pa.Schema | None = None, config: QueryConfig |
     first, last = first_labels(mr.pattern), last_labels(mr.pattern)
     positions = top_level_positions(mr.pattern)
     rows_per_match = max_rows(mr.pattern)
+    navigating = {} if mr.all_matches or not navigation_on_nodes else {
+        name: tuple(c for c in classified[name][2] if navigates_alone(c, name)) for name in classified}
     roles: dict[str, Role] = {}
     for name in labels(mr.pattern):
         if name in any_row:
@@ -446,11 +529,12 @@ def analyze(query: Query, schema: pa.Schema | None = None, config: QueryConfig |
             positions=positions.get(name, ()),
             defined=mr.definition(name) is not None,
             max_rows=rows_per_match.get(name, 1),
+            navigating=navigating.get(name, ()),
         )
         for name in labels(mr.pattern)
     )
     window_units, window_unit = _bind_window(query, schema, config)
-    pruning, pruning_reason = _pruning(query, roles, classified)
+    pruning, pruning_reason = _pruning(query, roles, classified, navigating)
     skippable, skip_reason = _skippable(query, any_row)
     prev_reach, next_reach = _reach(query)
     return Analysis(
@@ -470,4 +554,6 @@ def analyze(query: Query, schema: pa.Schema | None = None, config: QueryConfig |
         bound=schema is not None,
         event_key=_event_key(config.event_key, schema),
         dedup=config.dedup,
+        variable_reach=tuple((n, b, a) for n, (b, a) in _variable_reach(query).items() if b or a),
+        navigation_on_nodes=navigation_on_nodes and not mr.all_matches,
     )

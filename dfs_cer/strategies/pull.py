@@ -39,7 +39,7 @@ from dfs_cer.filters import (
 )
 from dfs_cer.match.rowpattern import sort_and_partition, time_values
 from dfs_cer.plan.cost import CostInputs, CostModel
-from dfs_cer.plan.halo import subtract_rows
+from dfs_cer.plan.halo import candidate_reach, subtract_rows
 from dfs_cer.plan.order import variable_order
 from dfs_cer.query import Analysis, Query, Role, analyze
 from dfs_cer.query.expr import Column, to_sql, walk
@@ -49,6 +49,8 @@ from dfs_cer.transport.client import NodeRefusedError, StorageClient
 from dfs_cer.transport.protocol import (
     CACHE_MISS,
     HALO,
+    POINT_AFTER,
+    POINT_BEFORE,
     POINT_TIME,
     ROW_ID,
     Build,
@@ -70,8 +72,12 @@ def _open(session: Session, query: Query, unit: str) -> tuple[Analysis, list[dic
     if session.opened is not None:  # opened together with other queries (strategies.multi)
         replies = session.opened
     else:
-        extra = {} if session.time_ranges is None else {
+        extra: dict[str, Any] = {} if session.time_ranges is None else {
             "time_ranges": [[int(a), int(b)] for a, b in session.time_ranges]}
+        # the order PREV/NEXT read in, for nodes that check such conditions themselves
+        extra["dedup"] = session.dedup
+        if session.event_key is not None:
+            extra["event_key"] = list(session.event_key)
         session.reserve()  # room on every node or on none (no query holds one node waiting for another)
         replies = session.action("open", {}, per_node=lambda i: (
             {"sql": sql, "integer_time_unit": unit, "schema": i == 0, **extra}, []))
@@ -89,7 +95,12 @@ def _open(session: Session, query: Query, unit: str) -> tuple[Analysis, list[dic
                               "re-shard with one --event-key or pass event_key=")
         key = keys.pop() if keys else ()
     config = QueryConfig(integer_time_unit=unit, event_key=key, dedup=session.dedup)  # type: ignore[arg-type]
-    return analyze(query, schema, config), headers, schema
+    on_nodes = bool(headers) and all(h.get("navigation_on_node") for h in headers)
+    analysis = analyze(query, schema, config, navigation_on_nodes=on_nodes)
+    if on_nodes:
+        modes = sorted({str(h["navigation_on_node"]) for h in headers})
+        session.trace.navigation = f"PREV/NEXT conditions checked on the storage nodes ({', '.join(modes)})"
+    return analysis, headers, schema
 
 
 def _time_column(schema: pa.Schema, analysis: Analysis) -> str:
@@ -119,15 +130,50 @@ def pull_all(session: Session, query: Query, unit: str, options: PullOptions) ->
 
 
 def push_down(session: Session, query: Query, unit: str, options: PullOptions) -> PullResult:
-    analysis, _, schema = _open(session, query, unit)
+    analysis, headers, schema = _open(session, query, unit)
     if not analysis.skippable:
         return _pull_everything(session, analysis, schema, f"pull_all ({analysis.skip_reason})")
-    return _finish(session, _pushdown_events(session, analysis), analysis, schema)
+    everything = _every_row_a_candidate(analysis) or _too_many_candidates(analysis, headers)
+    if everything:
+        return _pull_everything(session, analysis, schema, f"pull_all ({everything})")
+    return _finish(session, _pushdown_events(session, analysis, headers), analysis, schema)
 
 
-def _pushdown_events(session: Session, analysis: Analysis) -> pa.Table:
+def _every_row_a_candidate(analysis: Analysis) -> str | None:
+    """Why push-down would pull every row anyway (then with halo rows on top), or None."""
+    if not (analysis.prev_reach or analysis.next_reach):
+        return None
+    for v in analysis.variables:
+        if not v.any_row and v.independent is None and not v.navigating:
+            return (f"every row is a candidate of {v.name}: its condition reads other rows only, so the halo "
+                    "would pull rows twice")
+    return None
+
+
+def _pushdown_events(session: Session, analysis: Analysis, headers: list[dict[str, Any]]) -> pa.Table:
     """Every row some variable's independent condition accepts, with their halo rows."""
-    return _with_candidate_halo(session, analysis, session.pull("pull_pushdown"))
+    if _local_halo(session, analysis, headers):
+        return _pull_with_local_halo(session, analysis, "pull_pushdown", None, [])
+    return _with_candidate_halo(session, analysis, session.pull("pull_pushdown"), shipped=True)
+
+
+def _local_halo(session: Session, analysis: Analysis, headers: list[dict[str, Any]]) -> bool:
+    """Can the final pull carry the halo rows (every node holds whole PARTITION BY groups, so a
+    candidate's neighbours are on its own node)? Not for a pull shared by a group."""
+    return bool(analysis.prev_reach or analysis.next_reach) and session.opened is None and bool(headers) \
+        and all(h.get("local_partitions") for h in headers) and not analysis.query.recognize.order_by[0].descending
+
+
+def _pull_with_local_halo(session: Session, analysis: Analysis, kind: str, tis: str | None,
+                          blobs: list[bytes]) -> pa.Table:
+    request = replace(_halo_request(session, analysis, kind), tis=tis)
+    events = session.pull(kind, request.header(), blobs, shared=False,
+                          note="candidates and their halo rows (whole partitions on every node)")
+    halo = int(np.count_nonzero(events.column(HALO).to_numpy(zero_copy_only=False))) if events.num_rows else 0
+    session.trace.halo_rows += halo
+    _say_navigation(session.trace, f"halo in the final pull (up to {analysis.prev_reach} row(s) before, "
+                    f"{analysis.next_reach} after, per variable; whole partitions on every node)")
+    return events
 
 
 def _pull_everything(session: Session, analysis: Analysis, schema: pa.Schema, reason: str) -> PullResult:
@@ -141,35 +187,51 @@ def _halo_request(session: Session, analysis: Analysis, kind: str) -> Halo:
     return Halo(session.query_id, kind, analysis.prev_reach, analysis.next_reach, analysis.event_key, analysis.dedup)
 
 
-def _with_candidate_halo(session: Session, analysis: Analysis, events: pa.Table) -> pa.Table:
+def _with_candidate_halo(session: Session, analysis: Analysis, events: pa.Table, shipped: bool = False) -> pa.Table:
     """Skip patterns that navigate physically: the rows next to every pulled candidate (in the
     matcher's order, per partition), from every node, marked as :data:`HALO` rows. One more round
     trip: the nodes learn the candidates' (partition, time) points, since a candidate's global
-    neighbours may lie on any node (``spec/navigation-notes.md``)."""
+    neighbours may lie on any node (``spec/navigation-notes.md``). Each point asks only for the
+    rows the variables it may be labelled with read, in their direction. ``shipped``: the
+    compute node kept every row the nodes' pulls shipped for the query (not a group's pulls), so
+    the nodes leave those rows out."""
     if not (analysis.prev_reach or analysis.next_reach):
         return events
     trace = session.trace
-    trace.navigation = (f"halo around candidates ({analysis.prev_reach} row(s) before, {analysis.next_reach} "
-                        "after)")
+    _say_navigation(trace, f"halo around candidates (up to {analysis.prev_reach} row(s) before, "
+                    f"{analysis.next_reach} after, per variable)")
     if events.num_rows == 0:
         return events
     partition_by = list(analysis.query.recognize.partition_by)
+    before, after = candidate_reach(events, analysis)
+    wanted = (before > 0) | (after > 0)
+    if not wanted.any():
+        return events
     times = time_values(events, analysis.order_column)
-    points = events.select(partition_by).append_column(POINT_TIME, pa.array(times))
+    points = events.select(partition_by).append_column(POINT_TIME, pa.array(times)) \
+        .append_column(POINT_BEFORE, pa.array(before.astype(np.int32))) \
+        .append_column(POINT_AFTER, pa.array(after.astype(np.int32))).filter(pa.array(wanted))
     points = sort_and_partition(points, (), [(c, False) for c in points.column_names], dedup=True)[0]
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, points.schema) as writer:
         writer.write_table(points)
-    near = session.pull("pull_halo", _halo_request(session, analysis, "pull_halo").header(),
-                        [sink.getvalue().to_pybytes()], shared=False,
+    skip = shipped and session.opened is None
+    request = replace(_halo_request(session, analysis, "pull_halo"), skip_shipped=skip)
+    near = session.pull("pull_halo", request.header(), [sink.getvalue().to_pybytes()], shared=False,
                         note=f"rows next to {points.num_rows} candidate points")
     if near.num_rows == 0:
         return events
     near = near.select(events.column_names).cast(events.schema)
-    halo = near.filter(pa.array(subtract_rows(near, events)))  # the candidates came back among them
+    # without skip_shipped the candidates come back among them
+    halo = near if skip else near.filter(pa.array(subtract_rows(near, events)))
     trace.halo_rows += halo.num_rows
     return pa.concat_tables([events.append_column(HALO, pa.array(np.zeros(events.num_rows, bool))),
                              halo.append_column(HALO, pa.array(np.ones(halo.num_rows, bool)))])
+
+
+def _say_navigation(trace: Trace, text: str) -> None:
+    """Add a step of the PREV/NEXT path to the trace (after e.g. the nodes' own checks)."""
+    trace.navigation = f"{trace.navigation}; {text}" if trace.navigation else text
 
 
 def push_pull(session: Session, query: Query, unit: str, options: PullOptions) -> PullResult:
@@ -207,7 +269,7 @@ def push_pull(session: Session, query: Query, unit: str, options: PullOptions) -
         np.asarray(events.column(ROW_ID).to_numpy(), np.int64)
     first = np.unique(keys, return_index=True)[1]
     events = events.take(pa.array(first)).drop([NODE, ROW_ID])
-    return _finish(session, _with_candidate_halo(session, analysis, events), analysis, schema)
+    return _finish(session, _with_candidate_halo(session, analysis, events, shipped=True), analysis, schema)
 
 
 NODE = "__dfs_cer_node"
@@ -265,7 +327,8 @@ class _Tis:
         return IntervalSet(starts, ends - 1)
 
 
-def _fallback(session: Session, analysis: Analysis, schema: pa.Schema) -> PullResult | None:
+def _fallback(session: Session, analysis: Analysis, schema: pa.Schema,
+              headers: list[dict[str, Any]] | None = None) -> PullResult | None:
     """The exact strategy to run instead of interval pruning when the query does not allow it."""
     trace = session.trace
     navigates = analysis.prev_reach or analysis.next_reach
@@ -273,17 +336,44 @@ def _fallback(session: Session, analysis: Analysis, schema: pa.Schema) -> PullRe
         return _pull_everything(session, analysis, schema, "pull_all (PREV/NEXT under a descending first ORDER BY "
                                 "column: halo rows are found in ascending time)")
     if not analysis.interval_pruning:
-        if analysis.skippable:
+        everything = _every_row_a_candidate(analysis) or _too_many_candidates(analysis, headers or [])
+        if analysis.skippable and not everything:
             trace.fallback = f"push_down ({analysis.pruning_reason})"
-            return _finish(session, _pushdown_events(session, analysis), analysis, schema)
+            return _finish(session, _pushdown_events(session, analysis, headers or []), analysis, schema)
         return _pull_everything(session, analysis, schema, f"pull_all ({analysis.pruning_reason})")
     return None
 
 
-def _final_pull(session: Session, tis: _Tis, analysis: Analysis, schema: pa.Schema) -> PullResult:
+def _too_many_candidates(analysis: Analysis, headers: list[dict[str, Any]], share: float = 1.0) -> str | None:
+    """Why pulling the candidates (``share`` of them, inside the intervals) with their halo rows
+    would move about as much as every row, or None. Halo rows and the points sent for them cost
+    about as much again as the candidates, so half of all rows is where pulling everything wins."""
+    if not (analysis.prev_reach or analysis.next_reach) or not headers:
+        return None
+    total = sum(int(h.get("total_rows") or h.get("rows") or 0) for h in headers)
+    candidates = min(total, sum(_counts(headers).values())) * min(1.0, share)
+    if total and candidates >= 0.5 * total:
+        return (f"about {candidates:,.0f} of {total:,} rows are candidates: with their halo rows the pull would "
+                "move more than every row")
+    return None
+
+
+def _final_pull(session: Session, tis: _Tis, analysis: Analysis, schema: pa.Schema,
+                headers: list[dict[str, Any]] | None = None) -> PullResult:
     if analysis.skippable:
-        events = session.pull("pull", {"tis": "intervals" if tis.swf is None else "swf"}, [tis.to_bytes()])
-        return _finish(session, _with_candidate_halo(session, analysis, events), analysis, schema)
+        if headers:
+            mins = [h["min_ts"] for h in headers if h.get("min_ts") is not None]
+            maxs = [h["max_ts"] for h in headers if h.get("max_ts") is not None]
+            span = float(max(maxs) - min(mins)) if mins else 1.0
+            broad = _too_many_candidates(analysis, headers, tis.covered_length / max(span, 1.0))
+            if broad:
+                return _pull_everything(session, analysis, schema, f"pull_all ({broad})")
+        fmt = "intervals" if tis.swf is None else "swf"
+        if _local_halo(session, analysis, headers or []):
+            events = _pull_with_local_halo(session, analysis, "pull", fmt, [tis.to_bytes()])
+            return _finish(session, events, analysis, schema)
+        events = session.pull("pull", {"tis": fmt}, [tis.to_bytes()])
+        return _finish(session, _with_candidate_halo(session, analysis, events, shipped=True), analysis, schema)
     if analysis.prev_reach or analysis.next_reach:
         # contiguous: every row inside the intervals, and each partition's neighbours of them
         closed = tis.closed()
@@ -291,8 +381,8 @@ def _final_pull(session: Session, tis: _Tis, analysis: Analysis, schema: pa.Sche
                               [closed.to_bytes()], shared=False, note="every row inside the intervals, with halo rows")
         halo = int(np.count_nonzero(events.column(HALO).to_numpy(zero_copy_only=False))) if events.num_rows else 0
         session.trace.halo_rows += halo
-        session.trace.navigation = (f"halo around intervals ({analysis.prev_reach} row(s) before, "
-                                    f"{analysis.next_reach} after)")
+        _say_navigation(session.trace, f"halo around intervals ({analysis.prev_reach} row(s) before, "
+                        f"{analysis.next_reach} after)")
         return _finish(session, events, analysis, schema, closed.starts)
     events = session.pull("pull_range", {"tis": "intervals" if tis.swf is None else "swf"}, [tis.to_bytes()])
     return _finish(session, events, analysis, schema, tis.segments())
@@ -379,7 +469,7 @@ def dfs(session: Session, query: Query, unit: str, options: PullOptions, tis_for
     on_nodes = _node_matching(session, analysis, headers, schema, options)
     if on_nodes is not None:
         return on_nodes
-    fallback = _fallback(session, analysis, schema)
+    fallback = _fallback(session, analysis, schema, headers)
     if fallback is not None:
         return fallback
     window = analysis.window_units
@@ -470,7 +560,7 @@ def dfs(session: Session, query: Query, unit: str, options: PullOptions, tis_for
         if tis.is_empty:
             trace.fallback = f"no match possible: the interval set is empty after {v}"
             return _finish(session, pa.table({}), analysis, schema)
-    return _final_pull(session, tis, analysis, schema)
+    return _final_pull(session, tis, analysis, schema, headers)
 
 
 def swf_only(session: Session, query: Query, unit: str, options: PullOptions) -> PullResult:
@@ -496,7 +586,7 @@ def naive_dfs(session: Session, query: Query, unit: str, options: PullOptions) -
     on_nodes = _node_matching(session, analysis, headers, schema, options)
     if on_nodes is not None:
         return on_nodes
-    fallback = _fallback(session, analysis, schema)
+    fallback = _fallback(session, analysis, schema, headers)
     if fallback is not None:
         return fallback
     window = analysis.window_units
@@ -538,7 +628,7 @@ def naive_dfs(session: Session, query: Query, unit: str, options: PullOptions) -
     if tis.is_empty:
         session.trace.fallback = "no match possible: the intersected interval set is empty"
         return _finish(session, pa.table({}), analysis, schema)
-    return _final_pull(session, _Tis("intervals", tis, window), analysis, schema)
+    return _final_pull(session, _Tis("intervals", tis, window), analysis, schema, headers)
 
 
 def _skip(variable: str, decision: dict[str, Any]) -> Any:

@@ -31,6 +31,9 @@ SEGMENT = "__dfs_cer_interval"
 HALO = "__dfs_cer_halo"
 #: ``pull_halo``: the time column of the points table (partition columns, then this)
 POINT_TIME = "__t"
+#: ``pull_halo``: optional per-point rows before / after (each at most the request's halo)
+POINT_BEFORE = "__before"
+POINT_AFTER = "__after"
 
 # ---------------------------------------------------------------- error codes (Flight extra_info)
 #: the node holds no state for the query (restarted, expired or closed): re-open once
@@ -304,15 +307,21 @@ class Halo:
     after: int
     event_key: tuple[str, ...]
     dedup: bool
+    #: ``pull_halo``: leave out the rows this node shipped in the query's final pull or push-down
+    skip_shipped: bool = False
+    #: the final ``pull`` (with ``tis``) or ``pull_pushdown`` itself: the node holds whole
+    #: PARTITION BY groups, so it adds its candidates' neighbours (marked :data:`HALO`) at once
+    tis: str | None = None
 
     def header(self) -> dict[str, Any]:
-        tis = {"tis": "intervals"} if self.kind == "pull_range" else {}
+        tis = {"tis": "intervals"} if self.kind == "pull_range" else {"tis": self.tis} if self.tis else {}
+        skip = {"skip_shipped": True} if self.skip_shipped else {}
         return {"query_id": self.query_id, "kind": self.kind, "halo": [self.before, self.after],
-                "event_key": list(self.event_key), "dedup": self.dedup, **tis}
+                "event_key": list(self.event_key), "dedup": self.dedup, **tis, **skip}
 
     @classmethod
     def parse(cls, header: dict[str, Any]) -> Halo:
-        kind = _one_of(header.get("kind"), ("pull_range", "pull_halo"), "kind", "pull")
+        kind = _one_of(header.get("kind"), ("pull_range", "pull_halo", "pull", "pull_pushdown"), "kind", "pull")
         reach = _get(header, "halo", list, kind)
         if len(reach) != 2 or not all(isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= MAX_HALO
                                       for r in reach):
@@ -322,8 +331,14 @@ class Halo:
             raise ProtocolError(f"action {kind}: event_key must list column names")
         if kind == "pull_range" and header.get("tis") != "intervals":
             raise ProtocolError("action pull_range: a halo needs the exact interval array (tis 'intervals')")
+        skip = header.get("skip_shipped", False)
+        if not isinstance(skip, bool) or (skip and kind != "pull_halo"):
+            raise ProtocolError(f"action {kind}: skip_shipped must be true or false (pull_halo only)")
+        tis = None
+        if kind == "pull":
+            tis = _one_of(header.get("tis"), ("swf", "intervals"), "tis", kind)
         return cls(query_id(header.get("query_id"), kind), kind, int(reach[0]), int(reach[1]), tuple(key),
-                   _get(header, "dedup", bool, kind))
+                   _get(header, "dedup", bool, kind), skip, tis)
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,3 +94,19 @@ def test_chaos_smoke_every_fault_once(tmp_path: Path) -> None:
     assert summary["queries"] == 7
     assert summary["wrong"] == summary["unclear error"] == summary["leaked"] == 0
     assert summary["worst_seconds_to_error"] <= 10 + 5
+
+
+def test_navigation_workload_smoke() -> None:
+    """bench/strategies.py --workload navigation at a toy size: every part runs and reports."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import navigation
+
+    figures = navigation.run(6000, 1, 3, "adaptive", lambda *_: None)
+    assert {"a", "b", "c", "d"} <= set(figures)
+    assert figures["a"]["dfs"]["rows"] == figures["a"]["pull_all"]["rows"]
+    d = figures["d"]
+    assert any("checked on the storage nodes (partitions)" in p for p in d["ticks by key"]["dfs_path"])
+    assert any("checked on the storage nodes (time)" in p for p in d["synthetic by time"]["dfs_path"])
+    assert any("no variable in every match" in f for f in d["ticks random"]["dfs_fallback"])
+    for layout in ("ticks by key", "ticks by time", "ticks random", "synthetic by time", "synthetic random"):
+        assert d[layout]["dfs"]["rows"] == d[layout]["pull_all"]["rows"]

@@ -115,3 +115,54 @@ def test_every_strategy_is_exact_with_navigation(clusters: dict[tuple[str, int],
         assert rows(match_pulled(result)) == expected, (name, sql, layout, result.trace.to_dict())
         fallback = result.trace.fallback or ""
         assert "PREV/NEXT" not in fallback, fallback
+
+
+RALLY_THEN_DROP = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES A.ts AS a, B.ts AS b "
+                   "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B) WITHIN 30 "
+                   "DEFINE A AS A.x >= PREV(A.x) + 12, B AS B.x <= PREV(B.x, 2) - 12)")
+
+
+@pytest.mark.parametrize(("layout", "checked"), [(("type", 3), "partitions"), (("time", 2), "time"),
+                                                 (("random", 1), "partitions"), (("random", 4), None)])
+def test_nodes_check_prev_next_conditions_where_neighbours_are_local(
+        clusters: dict[tuple[str, int], LocalCluster], layout: tuple[str, int], checked: str | None) -> None:
+    """Conditions with only PREV/NEXT become selective candidates where a node holds whole
+    partitions or time windows; on random shards DFS says why it cannot prune."""
+    cluster = clusters[layout]
+    expected = rows(match_recognize(events(), RALLY_THEN_DROP))
+    for name in ("dfs", "push_down", "naive_dfs"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = pull(name, RALLY_THEN_DROP, cluster.endpoints, cluster.token, node_matching="off")
+        assert rows(match_pulled(result)) == expected, (name, layout)
+        trace = result.trace
+        if checked:
+            assert f"PREV/NEXT conditions checked on the storage nodes ({checked})" in (trace.navigation or "")
+            assert trace.fallback is None, trace.fallback
+            if name != "push_down":  # the intervals prune the candidates and their halo rows
+                assert trace.events_received < 0.5 * events().num_rows, (name, trace.to_dict())
+        else:
+            assert (trace.fallback or "").startswith("pull_all ("), trace.fallback
+            assert trace.events_received == events().num_rows  # never the rows twice
+
+
+def test_pull_halo_refuses_per_point_reach_beyond_the_request(clusters: dict[tuple[str, int], LocalCluster]) -> None:
+    from dfs_cer.transport.client import NodeRefusedError, StorageClient
+    from dfs_cer.transport.protocol import POINT_AFTER, POINT_BEFORE, POINT_TIME, Halo
+
+    cluster = clusters[("random", 1)]
+    client = StorageClient(cluster.endpoints[0], cluster.token)
+    client.action("open", {"query_id": "q-halo-bounds", "sql": RALLY_THEN_DROP})
+    try:
+        points = pa.table({"k": ["a"], POINT_TIME: [10], POINT_BEFORE: [3], POINT_AFTER: [0]})
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, points.schema) as writer:
+            writer.write_table(points)
+        request = Halo("q-halo-bounds", "pull_halo", 2, 0, (), True).header()
+        with pytest.raises(NodeRefusedError, match=r"__before/__after must lie in 0\.\.halo"):
+            client.pull(request, [sink.getvalue().to_pybytes()])
+        ok = Halo("q-halo-bounds", "pull_halo", 3, 0, (), True).header()
+        near = client.pull(ok, [sink.getvalue().to_pybytes()])
+        assert 0 < near.num_rows <= 3 + 3  # the tie group at 10 and three rows before it
+    finally:
+        client.action("close", {"query_id": "q-halo-bounds"})
