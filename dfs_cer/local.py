@@ -1,14 +1,16 @@
 """``dfs_cer.match_recognize``: run a whole ``SELECT ... MATCH_RECOGNIZE`` query in process.
 
-The MATCH_RECOGNIZE clause runs on dfs-cer's engines; the SELECT around it (projection,
-WHERE, ORDER BY, LIMIT) runs on DuckDB, an embedded SQL engine, over the match relation.
+Each MATCH_RECOGNIZE clause runs on dfs-cer's engines; the statement around it (projection,
+WHERE, GROUP BY, window functions, joins with registered tables, CTEs, subqueries, UNION, other
+clauses' relations) runs on DuckDB, an embedded SQL engine, locked down to the registered
+relations (:mod:`dfs_cer.query.sandbox`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import sqlglot
@@ -17,7 +19,9 @@ from dfs_cer.config import Config, load_config
 from dfs_cer.errors import ConfigError, UnsupportedFeatureError
 from dfs_cer.match.rowpattern import run_row_pattern
 from dfs_cer.query import Analysis, Query, analyze, parse
+from dfs_cer.query.parser import parse_statement
 from dfs_cer.query.sandbox import check_outer
+from dfs_cer.query.statement import Statement
 
 if TYPE_CHECKING:
     import duckdb
@@ -75,15 +79,99 @@ def run_outer(query: Query, relation: pa.Table, dialect: str = "duckdb") -> pa.T
         con.close()
 
 
-def match_recognize(table: pa.Table, sql: str, *, selection: str | None = None, kleene: str | None = None,
+def as_arrow(name: str, data: object) -> pa.Table:
+    """A registered table as Arrow: an Arrow table, or anything with ``to_arrow``/pandas."""
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    module = type(data).__module__
+    if module.startswith("pandas"):
+        return pa.Table.from_pandas(data, preserve_index=False)
+    if hasattr(data, "to_arrow"):
+        out = data.to_arrow()
+        if isinstance(out, pa.Table):
+            return out
+    raise ConfigError(f"table {name!r}: expected an Arrow table or a pandas DataFrame, got {type(data).__name__}")
+
+
+def run_statement(statement: Statement, tables: Mapping[str, pa.Table],
+                  match: Callable[[Query, pa.Table], pa.Table], dialect: str = "duckdb",
+                  computed: Mapping[str, pa.Table] | None = None) -> pa.Table:
+    """Compute every MATCH_RECOGNIZE relation of ``statement`` with ``match`` (its input: a
+    registered table, or a subquery / CTE the sandboxed engine computes first) unless
+    ``computed`` holds it already (by relation name), then the statement over them and the
+    registered ``tables`` on the sandboxed embedded DuckDB."""
+    import duckdb
+
+    computed = computed or {}
+    registered = {name.lower(): (name, table) for name, table in tables.items()}
+    needed = list(statement.outer_tables)
+    for part in statement.parts:
+        if part.relation not in computed:
+            needed += part.reads if part.input_sql is not None else [part.query.table]
+    missing = list(dict.fromkeys(t for t in needed if t.lower() not in registered))
+    if missing:
+        raise ConfigError(f"the query reads table(s) {', '.join(repr(t) for t in missing)}, which are not registered; "
+                          f"pass them (registered: {', '.join(sorted(n for n, _ in registered.values())) or 'none'}; "
+                          "Python: tables={'name': table}, CLI: --table name=path)")
+    allowed = [*(n for n, _ in registered.values()), *(p.relation for p in statement.parts)]
+    con = sandboxed_duckdb()
+    try:
+        for name, table in registered.values():
+            con.register(name, table)
+        done: set[str] = set()
+        pending = list(statement.parts)
+        while pending:
+            ready = [p for p in pending if set(p.depends) <= done]
+            if not ready:
+                raise UnsupportedFeatureError("MATCH_RECOGNIZE clauses read each other's relations in a cycle",
+                                              code="unsupported")
+            for part in ready:
+                if part.relation in computed:
+                    con.register(part.relation, computed[part.relation])
+                    done.add(part.relation)
+                    pending.remove(part)
+                    continue
+                if part.input_sql is None:
+                    data = registered[part.query.table.lower()][1]
+                else:
+                    sql = sqlglot.transpile(part.input_sql, write=dialect)[0]
+                    check_outer(sql, allowed, dialect)
+                    data = _arrow(con.sql(sql))
+                con.register(part.relation, match(part.query, data))
+                done.add(part.relation)
+                pending.remove(part)
+        sql = sqlglot.transpile(statement.sql, write=dialect)[0]
+        check_outer(sql, allowed, dialect)
+        return _arrow(con.sql(sql))
+    except duckdb.Error as exc:
+        raise UnsupportedFeatureError(f"the query around MATCH_RECOGNIZE failed on the embedded engine: {exc}",
+                                      clause="SELECT", code="outer-query") from exc
+    finally:
+        con.close()
+
+
+def _arrow(relation: Any) -> pa.Table:
+    return relation.to_arrow_table() if hasattr(relation, "to_arrow_table") else relation.arrow()
+
+
+def match_recognize(table: pa.Table | None, sql: str, *, tables: Mapping[str, Any] | None = None,
+                    selection: str | None = None, kleene: str | None = None,
                     max_matches: int | None = None, on_limit: str | None = None, count_only: bool = False,
                     engine: str = "auto", event_key: Sequence[str] | None = None, dedup: bool | None = None,
                     config: Config | None = None) -> pa.Table:
     """Evaluate ``SELECT ... FROM t MATCH_RECOGNIZE (...) ...`` over ``table`` (named by the FROM).
 
+    The statement may be any SELECT around one or more MATCH_RECOGNIZE clauses: GROUP BY,
+    window functions, DISTINCT, CTEs, subqueries, UNION, joins with the ``tables`` given, a
+    clause over a subquery or CTE.
+
     Args:
-        table: the events.
-        sql: the query; its FROM names the table (any name).
+        table: the events, registered under the name the first MATCH_RECOGNIZE's FROM gives
+            (any name); None when ``tables`` holds every table the query reads.
+        sql: the query.
+        tables: more tables the query reads, by name (Arrow tables or pandas DataFrames).
         selection: CER selection strategy (``skip_till_any_match``, ``skip_till_next_match``,
             ``strict_contiguity``); default: the SQL standard's semantics, or
             skip-till-any-match when the query says ``ALL MATCHES``.
@@ -120,14 +208,49 @@ def match_recognize(table: pa.Table, sql: str, *, selection: str | None = None, 
     on_limit = on_limit or config.matcher.on_limit
     if on_limit not in ("error", "truncate"):
         raise ConfigError(f"on_limit must be 'error' or 'truncate', got {on_limit!r}")
+    statement = parse_statement(sql)
+    if not statement.simple or tables:
+        if count_only:
+            raise ConfigError("count_only counts one MATCH_RECOGNIZE clause's matches; write count(*) in the query")
+        registry = {name: as_arrow(name, data) for name, data in (tables or {}).items()}
+        if table is not None:
+            name = _events_name(statement)
+            if name is not None and name.lower() not in {n.lower() for n in registry}:
+                registry[name] = as_arrow(name, table)
+
+        def one(query: Query, data: pa.Table) -> pa.Table:
+            return match_clause(query, data, config, selection, kleene, limit, on_limit, False, engine)
+
+        return run_statement(statement, registry, one, config.query.outer_dialect)
+    if table is None:
+        raise ConfigError(f"pass the events: match_recognize(table, sql) (the query reads {statement.tables[0]!r})")
     query = parse(sql)
+    table = as_arrow(query.table, table)
+    result = match_clause(query, table, config, selection, kleene, limit, on_limit, count_only, engine)
+    return result if count_only else run_outer(query, result, config.query.outer_dialect)
+
+
+def _events_name(statement: Statement) -> str | None:
+    """The table the first MATCH_RECOGNIZE reads (directly, or first in its subquery / CTE)."""
+    first = statement.parts[0]
+    if first.input_sql is None:
+        return first.query.table
+    from sqlglot import exp
+
+    inner = {p.relation.lower() for p in statement.parts}
+    tree = sqlglot.parse_one(first.input_sql)
+    ctes = {c.alias_or_name.lower() for w in tree.find_all(exp.With) for c in w.expressions}
+    return next((t.name for t in tree.find_all(exp.Table) if t.name.lower() not in inner | ctes), None)
+
+
+def match_clause(query: Query, table: pa.Table, config: Config, selection: str | None, kleene: str, limit: int,
+           on_limit: str, count_only: bool, engine: str) -> pa.Table:
+    """One MATCH_RECOGNIZE clause over ``table``: its relation (or the match count)."""
     analysis = analyze(query, table.schema, config.query)
     if selection == "strict_contiguity":
         analysis = _strict_contiguity(query, table, config)
         result = run_row_pattern(table, analysis, max_matches=limit, on_limit=on_limit)
-        if count_only:
-            return _count_table(result.matches)
-        return run_outer(analysis.query, result.table, config.query.outer_dialect)
+        return _count_table(result.matches) if count_only else result.table
     use_cer = engine == "cer" or (engine == "auto" and (selection is not None or query.recognize.all_matches))
     if use_cer:
         from dfs_cer.match.cer import run_cer
@@ -136,9 +259,7 @@ def match_recognize(table: pa.Table, sql: str, *, selection: str | None = None, 
                          max_matches=limit, on_limit=on_limit, count_only=count_only)
     else:
         result = run_row_pattern(table, analysis, max_matches=limit, on_limit=on_limit)
-    if count_only:
-        return _count_table(result.matches)
-    return run_outer(query, result.table, config.query.outer_dialect)
+    return _count_table(result.matches) if count_only else result.table
 
 
 def _count_table(count: int) -> pa.Table:
@@ -168,4 +289,4 @@ def _strict_contiguity(query: Query, table: pa.Table, config: Config) -> Analysi
     return analyze(dataclasses.replace(query, recognize=recognize), table.schema, config.query)
 
 
-__all__ = ["match_recognize"]
+__all__ = ["match_clause", "match_recognize", "run_statement"]

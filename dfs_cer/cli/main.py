@@ -23,6 +23,8 @@ from dfs_cer.errors import DfsCerError
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from dfs_cer.strategies.base import Trace
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -157,6 +159,32 @@ def demo(state: State, events: int, data_dir: str, strategies: str) -> None:
              strategies=tuple(s.strip() for s in strategies.split(",") if s.strip()))
 
 
+def _load_tables(specs: tuple[str, ...], state: State) -> dict[str, Any]:
+    """``--table NAME=PATH`` options as Arrow tables (parquet or CSV, file or directory, s3://)."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    from dfs_cer.io.files import filesystem_for
+
+    out: dict[str, Any] = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        name, path = name.strip(), path.strip()
+        if not sep or not name or not path or not (name[0].isalpha() or name[0] == "_") \
+                or not name.replace("_", "").isalnum():
+            raise click.BadParameter(f"{spec!r}: write NAME=PATH with NAME a plain identifier, e.g. "
+                                     "districts=districts.parquet", param_hint="--table")
+        if name.lower() in {n.lower() for n in out}:
+            raise click.BadParameter(f"table {name!r} is given twice", param_hint="--table")
+        location = filesystem_for(path, state.config.storage)
+        try:
+            out[name] = ds.dataset(location.path, filesystem=location.fs,
+                                   format="csv" if path.endswith(".csv") else "parquet").to_table()
+        except (FileNotFoundError, pa.ArrowInvalid, OSError) as exc:
+            raise click.BadParameter(f"cannot read {path} for table {name!r}: {exc}", param_hint="--table") from None
+    return out
+
+
 def _split_statements(text: str) -> list[str]:
     """Statements separated by ``;`` (semicolons inside string literals or parentheses, such as
     a SITUATIONS pattern's alternatives, do not split)."""
@@ -205,6 +233,9 @@ def _split_statements(text: str) -> list[str]:
 @click.option("--node-matching", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
               help="Where storage nodes hold whole PARTITION BY groups, match on them and pull only the result: "
                    "when the cost model says so (auto), whenever possible (on), or never (off).")
+@click.option("--table", "table_specs", multiple=True, metavar="NAME=PATH",
+              help="Register a table the query reads besides the storage nodes' (parquet or CSV, a file or a "
+                   "directory, local or s3://); repeat for more.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
               help="Fail the query after this many seconds, every round trip included "
                    "[default: strategy.query_timeout_seconds, 300]; each call to a node is also bounded by "
@@ -214,7 +245,8 @@ def _split_statements(text: str) -> list[str]:
 def query_command(state: State, sql: tuple[str, ...], file: str | None, endpoints: str, token_file: str,
                   strategy: str | None, cost_model: str | None, explain_analyze: bool, fmt: str, limit: int, engine: str,
                   selection: str | None, kleene: str | None, save_run: bool, since_run: str | None,
-                  runs_dir: str, node_matching: str, timeout: float | None) -> None:
+                  runs_dir: str, node_matching: str, timeout: float | None,
+                  table_specs: tuple[str, ...] = ()) -> None:
     """Run a query against storage nodes with a pull strategy and print the matches.
 
     Several queries (several arguments, or statements separated by ';' in --file) run together:
@@ -256,7 +288,20 @@ def query_command(state: State, sql: tuple[str, ...], file: str | None, endpoint
     sql_text = statements[0]
     if engine == "spark" and matching:
         raise click.UsageError("--selection/--kleene run in this process (leave out --engine spark)")
-    if engine == "spark":
+    from dfs_cer.query.parser import parse_statement
+
+    statement = parse_statement(sql_text)
+    result_trace: Trace | None
+    if table_specs or not statement.simple:
+        if engine == "spark":
+            raise click.UsageError("a statement with joins, groups, CTEs or several MATCH_RECOGNIZE clauses runs in "
+                                   "this process (leave out --engine spark)")
+        from dfs_cer.strategies.statements import merged_trace, pull_statement
+
+        run_all = pull_statement(strategy, statement, nodes, token, tables=_load_tables(table_specs, state),
+                                 matching=matching, **options)
+        matches, result_trace = run_all.table, merged_trace(run_all.traces, strategy)
+    elif engine == "spark":
         from dfs_cer.spark import local_session, recognize
 
         spark = local_session()

@@ -45,6 +45,7 @@ from dfs_cer.query.model import (
     WindowUnit,
 )
 from dfs_cer.query.source import Fragment, FragmentBuilder, SourceText
+from dfs_cer.query.statement import INPUT, RELATION, Part, Statement
 
 # clause keywords in the order the standard requires them
 _CLAUSES: list[tuple[str, tuple[str, ...]]] = [
@@ -68,6 +69,7 @@ _RANK = {
     "PATTERN": 7, "WITHIN": 8, "SUBSET": 9, "DEFINE": 10,
 }  # fmt: skip
 _SEMANTICS_WORDS = {"RUNNING": "DFSCER_RUNNING", "FINAL": "DFSCER_FINAL"}
+_FROM_ITEM_START = (TokenType.FROM, TokenType.JOIN, TokenType.COMMA)
 
 
 @dataclass
@@ -307,6 +309,135 @@ class QueryParser:
             order_by=() if order is None else tuple(o.sql() for o in order.expressions),
             limit=limit_value,
         )
+
+    # ------------------------------------------------------------------ whole statements
+
+    def _open_paren(self, close: int) -> int:
+        depth = 0
+        for i in range(close, -1, -1):
+            if self.toks[i].token_type == TokenType.R_PAREN:
+                depth += 1
+            elif self.toks[i].token_type == TokenType.L_PAREN:
+                depth -= 1
+                if depth == 0:
+                    return i
+        raise self.syntax("unbalanced parentheses: ')' is never opened", close)
+
+    def _clause_input(self, m: int) -> tuple[int, str | None, tuple[int, int]]:
+        """The input of the clause at ``m``: its first token, the table name (None for a
+        subquery) and the subquery's token range."""
+        toks = self.toks
+        if m == 0:
+            raise self.syntax("MATCH_RECOGNIZE must follow FROM <table>", m)
+        if toks[m - 1].token_type == TokenType.R_PAREN:  # FROM ( subquery ) MATCH_RECOGNIZE
+            start = self._open_paren(m - 1)
+            if start + 1 > m - 2:
+                raise self.syntax("an empty subquery before MATCH_RECOGNIZE", start)
+            return start, None, (start + 1, m - 2)
+        j = m - 1
+        while j >= 0 and toks[j].token_type not in (*_FROM_ITEM_START, TokenType.L_PAREN, TokenType.R_PAREN):
+            j -= 1
+        if j < 0 or toks[j].token_type not in _FROM_ITEM_START:
+            raise self.syntax("MATCH_RECOGNIZE must follow FROM <table> (or JOIN <table>, or a subquery)", m)
+        start = end = j + 1
+        if start >= m:
+            raise self.syntax("FROM needs a table name before MATCH_RECOGNIZE", m)
+        self.name_at(end, "FROM", "a table name")
+        while end + 2 < m and toks[end + 1].token_type == TokenType.DOT:
+            end += 2
+            self.name_at(end, "FROM", "a table name")
+        rest = list(range(end + 1, m))
+        if rest and not ((len(rest) == 1 and toks[rest[0]].token_type in (TokenType.VAR, TokenType.IDENTIFIER))
+                         or (len(rest) == 2 and toks[rest[0]].token_type == TokenType.ALIAS)):
+            raise self.syntax(f"unexpected {toks[rest[0]].text!r} between the table and MATCH_RECOGNIZE",
+                              rest[0], "FROM")
+        table = ".".join(toks[t].text for t in range(start, end + 1) if toks[t].token_type != TokenType.DOT)
+        return start, table, (-1, -1)
+
+    def statement(self) -> Statement:
+        toks = self.toks
+        marks = [i for i, t in enumerate(toks) if t.text.upper() == "MATCH_RECOGNIZE"]
+        if not marks:
+            raise QuerySyntaxError(
+                "the query has no MATCH_RECOGNIZE clause",
+                hint="dfs-cer evaluates SELECT ... FROM <table> MATCH_RECOGNIZE (...)", code="no-match-recognize")
+        spans: list[tuple[int, int]] = []  # each clause's tokens, from its input through its alias
+        found = []
+        for m in marks:
+            close, alias, after = self._parenthesised(m, "MATCH_RECOGNIZE")
+            start, table, inner = self._clause_input(m)
+            spans.append((start, after - 1))
+            found.append((m, close, alias, inner, table))
+        names = [RELATION.format(i) for i in range(len(found))]
+
+        def splice(first: int, last: int) -> tuple[Fragment, list[str]]:
+            """Tokens ``[first, last]`` with each outermost clause inside them replaced by its relation."""
+            builder = FragmentBuilder(self.src)
+            position = toks[first].start
+            used: list[str] = []
+            for i, (a, b) in enumerate(spans):
+                if a < first or b > last or any(first <= a2 <= a and b <= b2 <= last and (a2, b2) != (a, b)
+                                                for a2, b2 in spans):
+                    continue
+                builder.copy(position, toks[a].start)
+                alias = found[i][2]
+                builder.synthetic(f'{names[i]} AS "{alias}"' if alias else names[i], toks[a].start)
+                position = toks[b].end + 1
+                used.append(names[i])
+            builder.copy(position, toks[last].end + 1)
+            return builder.build(), used
+
+        fragment, _ = splice(0, len(toks) - 1)
+        outer = self.parse_sql(fragment, "SELECT")
+        if not isinstance(outer, exp.Select | exp.Union | exp.Intersect | exp.Except):
+            raise UnsupportedFeatureError(f"a {type(outer).__name__.upper()} statement around MATCH_RECOGNIZE "
+                                          "is not supported", hint="use SELECT ... FROM t MATCH_RECOGNIZE (...)",
+                                          code="unsupported")
+        top = outer.args.get("with_") or outer.args.get("with")
+        ctes = {c.alias_or_name.lower() for c in (top.expressions if top is not None else [])}
+        relations = {r.lower() for r in names}
+        tables: list[str] = []
+
+        def note_tables(tree: exp.Expression) -> list[str]:
+            read: list[str] = []
+            for t in tree.find_all(exp.Table):
+                if not isinstance(t.this, exp.Identifier):  # a table function: the sandbox refuses it
+                    continue
+                if t.name.lower() not in relations | ctes and t.name not in read:
+                    read.append(t.name)
+            tables.extend(r for r in read if r not in tables)
+            return read
+
+        outer_tables = note_tables(outer)
+        parts = []
+        for i, (m, close, _alias, (first, last), table) in enumerate(found):
+            recognize = self._body(m + 2, close - 1, close)
+            input_sql: str | None = None
+            depends: list[str] = []
+            reads: list[str] = []
+            if table is None:  # a subquery
+                inner_fragment, depends = splice(first, last)
+                tree = self.parse_sql(inner_fragment, "FROM")
+                reads = note_tables(tree)
+                input_sql = tree.sql()
+            elif table.lower() in ctes:  # a common table expression of the statement
+                assert top is not None
+                input_sql = f"{top.sql()} SELECT * FROM {exp.to_identifier(table).sql()}"
+                depends = [r for r in names if r in input_sql]
+                reads = note_tables(exp.maybe_parse(input_sql))
+            elif table not in tables:
+                tables.append(table)
+            query = Query(table=INPUT.format(i) if input_sql is not None else str(table), recognize=recognize,
+                          outer=OuterQuery())
+            parts.append(Part(names[i], query, input_sql, tuple(depends), tuple(reads)))
+        simple = False
+        if len(parts) == 1 and parts[0].input_sql is None:
+            try:
+                self.parse()
+                simple = True
+            except UnsupportedFeatureError:
+                pass
+        return Statement(outer.sql(), tuple(parts), tuple(tables), tuple(outer_tables), simple)
 
     # ------------------------------------------------------------------ MATCH_RECOGNIZE body
 
@@ -617,3 +748,22 @@ def parse(sql: str) -> Query:
     return query
 
 
+def parse_statement(sql: str) -> Statement:
+    """Split a statement into its MATCH_RECOGNIZE clauses (each parsed and validated like
+    :func:`parse`'s) and the SQL around them, which reads each clause's relation by name
+    (:mod:`dfs_cer.query.statement`).
+
+    Raises:
+        QueryError: a syntax or validation error naming the clause, the position and the fix.
+    """
+    from dfs_cer.query.validate import validate
+
+    try:
+        statement = QueryParser(sql).statement()
+    except QueryError:
+        raise
+    except RecursionError:
+        raise QuerySyntaxError("the query is nested too deeply", code="syntax") from None
+    for part in statement.parts:
+        validate(part.query)
+    return statement

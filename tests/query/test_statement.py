@@ -1,0 +1,93 @@
+"""Any SELECT around MATCH_RECOGNIZE: GROUP BY / HAVING, window functions, DISTINCT, CTEs,
+subqueries, UNION, joins with registered tables, several clauses in one statement, and a clause
+over a subquery or CTE; the SQL around the clauses stays sandboxed."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from dfs_cer import match_recognize
+from dfs_cer.errors import ConfigError, DfsCerError, QueryValidationError
+from dfs_cer.query.parser import parse_statement
+
+T = pa.table({"d": ["a", "a", "b", "b", "a", "b"], "x": [1, 5, 2, 6, 7, 1], "ts": [1, 2, 3, 4, 5, 6]})
+NAMES = pa.table({"d": ["a", "b"], "label": ["Alpha", "Beta"]})
+RISES = ("FROM t MATCH_RECOGNIZE (PARTITION BY d ORDER BY ts MEASURES A.ts AS a_ts, B.x AS bx ONE ROW PER MATCH "
+         "AFTER MATCH SKIP TO NEXT ROW PATTERN (A B) DEFINE B AS B.x > A.x)")
+# rises per d: a: (1 -> 5), (5 -> 7); b: (2 -> 6)
+
+
+def test_group_by_and_having_over_matches() -> None:
+    out = match_recognize(T, f"SELECT d, count(*) AS n, max(bx) AS top {RISES} GROUP BY d HAVING count(*) >= 1 "
+                             "ORDER BY d")
+    assert out.to_pylist() == [{"d": "a", "n": 2, "top": 7}, {"d": "b", "n": 1, "top": 6}]
+
+
+def test_window_functions_and_distinct() -> None:
+    out = match_recognize(T, f"SELECT d, a_ts, row_number() OVER (PARTITION BY d ORDER BY a_ts) AS k {RISES} "
+                             "ORDER BY d, a_ts")
+    assert [r["k"] for r in out.to_pylist()] == [1, 2, 1]
+    assert match_recognize(T, f"SELECT DISTINCT d {RISES} ORDER BY d").column("d").to_pylist() == ["a", "b"]
+
+
+def test_cte_join_with_a_registered_table() -> None:
+    out = match_recognize(T, f"WITH m AS (SELECT * {RISES}) SELECT label, count(*) AS n FROM m JOIN names USING (d) "
+                             "GROUP BY label ORDER BY label", tables={"names": NAMES})
+    assert out.to_pylist() == [{"label": "Alpha", "n": 2}, {"label": "Beta", "n": 1}]
+
+
+def test_a_scalar_subquery_and_union_of_two_clauses() -> None:
+    out = match_recognize(T, f"SELECT d FROM (SELECT * {RISES}) WHERE bx > (SELECT min(x) FROM t) ORDER BY d")
+    assert out.column("d").to_pylist() == ["a", "a", "b"]
+    highs = "FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS at ONE ROW PER MATCH PATTERN (A) DEFINE A AS A.x > 5)"
+    lows = "FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS at ONE ROW PER MATCH PATTERN (A) DEFINE A AS A.x < 2)"
+    out = match_recognize(T, f"SELECT at, 'high' AS kind {highs} UNION ALL SELECT at, 'low' AS kind {lows} ORDER BY at")
+    assert out.to_pylist() == [{"at": 1, "kind": "low"}, {"at": 4, "kind": "high"}, {"at": 5, "kind": "high"},
+                               {"at": 6, "kind": "low"}]
+
+
+def test_two_clauses_joined() -> None:
+    falls = ("FROM t MATCH_RECOGNIZE (PARTITION BY d ORDER BY ts MEASURES A.ts AS f_ts ONE ROW PER MATCH "
+             "AFTER MATCH SKIP TO NEXT ROW PATTERN (A B) DEFINE B AS B.x < A.x)")
+    out = match_recognize(T, f"SELECT r.d, r.a_ts, f.f_ts {RISES} AS r JOIN (SELECT * {falls}) AS f "
+                             "ON r.d = f.d AND f.f_ts > r.a_ts ORDER BY r.d, r.a_ts")
+    assert out.to_pylist() == [{"d": "b", "a_ts": 3, "f_ts": 4}]
+
+
+def test_a_clause_over_a_subquery_or_a_cte() -> None:
+    body = ("MATCH_RECOGNIZE (PARTITION BY d ORDER BY ts MEASURES A.ts AS a_ts ONE ROW PER MATCH PATTERN (A B) "
+            "DEFINE B AS B.x > A.x)")
+    # without the row x = 1 the a-partition reads 5, 7 and b reads 2, 6
+    sub = match_recognize(T, f"SELECT * FROM (SELECT * FROM t WHERE x > 1) {body} ORDER BY d")
+    cte = match_recognize(T, f"WITH f AS (SELECT * FROM t WHERE x > 1) SELECT * FROM f {body} ORDER BY d")
+    assert sub.to_pylist() == cte.to_pylist() == [{"d": "a", "a_ts": 2}, {"d": "b", "a_ts": 3}]
+
+
+def test_tables_may_be_pandas_and_the_events_may_come_by_name() -> None:
+    pd = pytest.importorskip("pandas")
+    out = match_recognize(None, f"SELECT count(*) AS n {RISES}", tables={"t": T.to_pandas()})
+    assert out.to_pylist() == [{"n": 3}]
+    assert pd is not None
+
+
+def test_the_statement_around_stays_sandboxed() -> None:
+    for bad in (f"SELECT * {RISES} AS m JOIN read_csv('/etc/passwd') ON true",
+                f"SELECT * {RISES} AS m, (SELECT current_setting('threads')) AS q",
+                f"WITH m AS (SELECT * {RISES}) SELECT * FROM m JOIN duckdb_settings() ON true"):
+        with pytest.raises(QueryValidationError, match="may not use"):
+            match_recognize(T, bad)
+    with pytest.raises(ConfigError, match="'names', which are not registered"):
+        match_recognize(T, f"WITH m AS (SELECT * {RISES}) SELECT * FROM m JOIN names USING (d)")
+    with pytest.raises(DfsCerError):
+        match_recognize(T, f"SELECT * {RISES}; SELECT 1")
+
+
+def test_parse_statement_names_parts_tables_and_simple_queries() -> None:
+    s = parse_statement(f"SELECT * {RISES} AS m WHERE bx > 1")
+    assert s.simple and s.tables == ("t",) and len(s.parts) == 1
+    s = parse_statement(f"WITH m AS (SELECT * {RISES}) SELECT * FROM m JOIN names USING (d)")
+    assert not s.simple and set(s.tables) == {"t", "names"} and s.parts[0].input_sql is None
+    s = parse_statement("SELECT * FROM (SELECT * FROM t WHERE x > 1) MATCH_RECOGNIZE (ORDER BY ts "
+                        "MEASURES A.ts AS a ONE ROW PER MATCH PATTERN (A) DEFINE A AS A.x > 1)")
+    assert s.parts[0].input_sql is not None and "x > 1" in s.parts[0].input_sql
