@@ -292,10 +292,7 @@ def query_command(state: State, sql: tuple[str, ...], file: str | None, endpoint
 
     statement = parse_statement(sql_text)
     result_trace: Trace | None
-    if table_specs or not statement.simple:
-        if engine == "spark":
-            raise click.UsageError("a statement with joins, groups, CTEs or several MATCH_RECOGNIZE clauses runs in "
-                                   "this process (leave out --engine spark)")
+    if (table_specs or not statement.simple) and engine != "spark":
         from dfs_cer.strategies.statements import merged_trace, pull_statement
 
         run_all = pull_statement(strategy, statement, nodes, token, tables=_load_tables(table_specs, state),
@@ -306,7 +303,8 @@ def query_command(state: State, sql: tuple[str, ...], file: str | None, endpoint
 
         spark = local_session()
         spark.sparkContext.setLogLevel("ERROR")
-        run = recognize(spark, sql_text, endpoints=nodes, token=token, strategy=strategy, **options)
+        run = recognize(spark, sql_text, endpoints=nodes, token=token, strategy=strategy,
+                        tables=_load_tables(table_specs, state), **options)
         matches, result_trace = run.matches.toArrow(), run.trace
     else:
         from dfs_cer.strategies import pull

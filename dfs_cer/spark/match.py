@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -184,11 +184,25 @@ class Recognition:
 
 def recognize(spark: Any, sql: str, *, endpoints: Sequence[str] | None = None, token: str | None = None,
               data: str | None = None, strategy: str = "dfs", integer_time_unit: str = "s",
-              driver_threshold: int = 100_000, tasks: int | None = None, **options: Any) -> Recognition:
+              driver_threshold: int = 100_000, tasks: int | None = None, tables: Mapping[str, Any] | None = None,
+              **options: Any) -> Recognition:
     """:func:`match_recognize` with the pull's trace (see :class:`Recognition`)."""
     if (endpoints is None) == (data is None):
         raise ConfigError("give either endpoints=[...] (storage nodes) or data='path' (parquet Spark reads), "
                           "not both or neither")
+    if endpoints is not None and token is None:
+        raise ConfigError("endpoints need the storage nodes' token: pass token='...'")
+    if isinstance(endpoints, str):
+        endpoints = [e.strip() for e in endpoints.split(",") if e.strip()]
+    from dfs_cer.query.parser import parse_statement
+
+    statement = parse_statement(sql)
+    if tables or not statement.simple:  # joins, groups, CTEs, several clauses: Spark SQL around them
+        from dfs_cer.spark.statements import recognize_statement
+
+        return recognize_statement(spark, statement, endpoints=endpoints, token=token, data=data, strategy=strategy,
+                                   integer_time_unit=integer_time_unit, driver_threshold=driver_threshold,
+                                   tasks=tasks, tables=tables, options=options)
     query = parse(sql)
     segments = None
     trace = None
@@ -196,10 +210,7 @@ def recognize(spark: Any, sql: str, *, endpoints: Sequence[str] | None = None, t
     if endpoints is not None:
         from dfs_cer.strategies import pull
 
-        if token is None:
-            raise ConfigError("endpoints need the storage nodes' token: pass token='...'")
-        if isinstance(endpoints, str):
-            endpoints = [e.strip() for e in endpoints.split(",") if e.strip()]
+        assert token is not None
         result = pull(strategy, query, list(endpoints), token, integer_time_unit=integer_time_unit, **options)
         events, analysis, segments, trace = result.events, result.analysis, result.segments, result.trace
         if result.relation is not None:  # matched on the storage nodes: only the outer query is left
@@ -245,7 +256,8 @@ def recognize_many(spark: Any, sqls: Sequence[str], *, endpoints: Sequence[str] 
 
 def match_recognize(spark: Any, sql: str, *, endpoints: Sequence[str] | None = None, token: str | None = None,
                     data: str | None = None, strategy: str = "dfs", integer_time_unit: str = "s",
-                    driver_threshold: int = 100_000, tasks: int | None = None, **options: Any) -> Any:
+                    driver_threshold: int = 100_000, tasks: int | None = None,
+                    tables: Mapping[str, Any] | None = None, **options: Any) -> Any:
     """Evaluate ``SELECT ... FROM t MATCH_RECOGNIZE (...)`` on Spark and return a DataFrame.
 
     Args:
@@ -255,13 +267,16 @@ def match_recognize(spark: Any, sql: str, *, endpoints: Sequence[str] | None = N
             reads itself, with the variables' conditions applied in the scan (push-down).
         driver_threshold: inputs with fewer events are matched in the driver.
         tasks: matching tasks (default: Spark's default parallelism, at least 2).
+        tables: more tables the statement reads, by name (Spark DataFrames, Arrow tables or
+            pandas DataFrames); the SQL around the MATCH_RECOGNIZE clauses (joins, GROUP BY,
+            CTEs, several clauses) runs in Spark SQL over them.
 
     The result equals :func:`dfs_cer.match_recognize` on the same events. Use
     :func:`recognize` to also get the round trips.
     """
     return recognize(spark, sql, endpoints=endpoints, token=token, data=data, strategy=strategy,
                      integer_time_unit=integer_time_unit, driver_threshold=driver_threshold, tasks=tasks,
-                     **options).matches
+                     tables=tables, **options).matches
 
 
 class _PushDown:

@@ -367,3 +367,36 @@ def test_prev_next_with_halo_rows_on_executors(spark: Any, events: pa.Table, dat
         assert "PREV/NEXT" not in (run.trace.fallback or "")
     got = recognize(spark, sql, data=str(path), driver_threshold=0, tasks=4).matches.toArrow()
     assert rows(got.cast(expected.schema)) == rows(expected)
+
+
+STATEMENTS = [
+    "SELECT type, count(*) AS n, max(b_ts) AS last_b FROM t MATCH_RECOGNIZE (PARTITION BY type ORDER BY ts "
+    "MEASURES A.ts AS a_ts, B.ts AS b_ts ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B) "
+    "WITHIN INTERVAL '1' MINUTE DEFINE A AS A.a1 < 20, B AS B.a1 > 980) GROUP BY type ORDER BY type",
+    "WITH m AS (SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, A.type AS type ONE ROW PER MATCH "
+    "PATTERN (A N*? B) WITHIN INTERVAL '1' MINUTE DEFINE A AS A.type = 'T_02', B AS B.type = 'T_03' "
+    "AND B.a1 > A.a1)) SELECT label, count(*) AS n FROM m JOIN labels USING (type) GROUP BY label",
+    "SELECT x.a_ts, y.b_ts FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts ONE ROW PER MATCH PATTERN (A) "
+    "DEFINE A AS A.a1 < 3) AS x JOIN t MATCH_RECOGNIZE (ORDER BY ts MEASURES B.ts AS b_ts ONE ROW PER MATCH "
+    "PATTERN (B) DEFINE B AS B.a1 > 997) AS y ON y.b_ts > x.a_ts AND y.b_ts < x.a_ts + INTERVAL '30' SECOND",
+]
+
+
+@pytest.mark.parametrize("sql", STATEMENTS, ids=["group-by", "cte-join", "two-clauses"])
+def test_statements_on_spark_equal_the_local_engine(spark: Any, events: pa.Table, data: tuple[Path, LocalCluster],
+                                                    sql: str) -> None:
+    """Joins, groups, CTEs and two clauses: each clause from the storage nodes (or data=), the
+    statement around them in Spark SQL over fresh temp views, as the embedded engine gives."""
+    from dfs_cer.spark import match_recognize, recognize
+
+    path, cluster = data
+    labels = pa.table({"type": ["T_02", "T_03"], "label": ["two", "three"]})
+    expected = local_match_recognize(events, sql, tables={"labels": labels})
+    assert expected.num_rows > 0
+    run = recognize(spark, sql, endpoints=cluster.endpoints, token=cluster.token, tables={"labels": labels})
+    assert rows(run.matches.toArrow()) == rows(expected)
+    assert run.trace is not None and run.trace.bytes_to_cn > 0
+    via_data = match_recognize(spark, sql, data=str(path), tables={"labels": spark.createDataFrame(labels)})
+    assert rows(via_data.toArrow()) == rows(expected)
+    assert not [v for v in spark.catalog.listTables() if v.name.startswith("dfs_cer_") and v.isTemporary
+                and v.name in ("labels", "t")]

@@ -1,0 +1,141 @@
+"""Whole statements on Spark: each MATCH_RECOGNIZE clause becomes a DataFrame (pulled from the
+storage nodes, read from ``data=``, or matched over a registered table or a subquery's rows),
+the statement around the clauses runs in Spark SQL over temporary views with fresh names (the
+session's own views are untouched), after the same sandbox check as the embedded engine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+
+from dfs_cer.errors import ConfigError
+from dfs_cer.query import analyze
+from dfs_cer.query.sandbox import check_outer
+from dfs_cer.query.statement import Statement
+from dfs_cer.strategies.base import Trace
+
+
+def _arrow_of(spark_frame: Any) -> pa.Table:
+    return spark_frame.toArrow() if hasattr(spark_frame, "toArrow") else pa.Table.from_pandas(
+        spark_frame.toPandas(), preserve_index=False)
+
+
+def _renamed(sql: str, names: Mapping[str, str]) -> str:
+    """``sql`` (generic dialect) in Spark SQL with the tables in ``names`` read from their views."""
+    tree = sqlglot.parse_one(sql)
+
+    def swap(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier) and node.name.lower() in names:
+            alias = node.args.get("alias") or exp.TableAlias(this=exp.to_identifier(node.name))
+            return exp.Table(this=exp.to_identifier(names[node.name.lower()]), alias=alias)
+        return node
+
+    return tree.transform(swap).sql(dialect="spark")
+
+
+def recognize_statement(spark: Any, statement: Statement, *, endpoints: Sequence[str] | None, token: str | None,
+                        data: str | None, strategy: str, integer_time_unit: str, driver_threshold: int,
+                        tasks: int | None, tables: Mapping[str, Any] | None, options: Mapping[str, Any]) -> Any:
+    """The statement's result as a DataFrame and the traces of its pulls (see
+    :func:`dfs_cer.spark.match.recognize`)."""
+    from dfs_cer.local import as_arrow
+    from dfs_cer.spark.match import Recognition, _config, _frame, match_events, read_with_spark
+
+    started = time.perf_counter()
+    tag = uuid.uuid4().hex[:12]
+    views: dict[str, str] = {}  # lower-case name the statement reads -> temp view
+    frames: dict[str, Any] = {}
+
+    def register(name: str, frame: Any) -> None:
+        view = f"dfs_cer_{tag}_{len(views)}"
+        frame.createOrReplaceTempView(view)
+        views[name.lower()] = view
+        frames[name.lower()] = frame
+
+    for name, value in (tables or {}).items():
+        register(name, value if hasattr(value, "createOrReplaceTempView") else _frame(spark, as_arrow(name, value)))
+    remote = {p.query.table.lower() for p in statement.parts if p.input_sql is None} | {
+        t.lower() for p in statement.parts for t in p.reads}
+    remote -= set(views)
+    traces: list[Trace] = []
+    events_seen = 0
+    config = _config(integer_time_unit, tuple(options.get("event_key") or ()), options.get("dedup", True))
+
+    def match_arrow(query: Any, events: pa.Table) -> Any:
+        analysis = analyze(query, events.schema, config)
+        return match_events(spark, events, analysis, time_unit=integer_time_unit, driver_threshold=driver_threshold,
+                            tasks=tasks)
+
+    def remote_relation(query: Any) -> Any:
+        nonlocal events_seen
+        if endpoints is not None:
+            from dfs_cer.strategies import pull
+
+            assert token is not None
+            result = pull(strategy, query, list(endpoints), token, integer_time_unit=integer_time_unit, **options)
+            traces.append(result.trace)
+            if result.relation is not None:  # matched on the storage nodes
+                events_seen += result.relation.num_rows
+                return _frame(spark, result.relation)
+            events_seen += result.events.num_rows
+            return match_events(spark, result.events, result.analysis, segments=result.segments,
+                                time_unit=integer_time_unit, driver_threshold=driver_threshold, tasks=tasks)
+        assert data is not None
+        events, analysis = read_with_spark(spark, query, data, integer_time_unit,
+                                           event_key=options.get("event_key") or (), dedup=options.get("dedup", True))
+        events_seen += events.num_rows
+        return match_events(spark, events, analysis, time_unit=integer_time_unit, driver_threshold=driver_threshold,
+                            tasks=tasks)
+
+    read_whole = {t.lower() for t in statement.outer_tables} | {t.lower() for p in statement.parts for t in p.reads}
+    for name in sorted(remote & read_whole):  # read outside a clause: every row of the nodes' table / data=
+        if endpoints is not None:
+            from dfs_cer.strategies import pull
+
+            assert token is not None
+            result = pull("pull_all", dataclasses.replace(statement.parts[0].query, table=name), list(endpoints),
+                          token, integer_time_unit=integer_time_unit, **options)
+            result.trace.fallback = (f"pull_all (the query reads {name!r} outside a MATCH_RECOGNIZE clause: a "
+                                     "subquery, a CTE or the statement around them computes from every row)")
+            traces.append(result.trace)
+            register(name, _frame(spark, result.events))
+        else:
+            assert data is not None
+            if data.startswith("s3://"):
+                raise ConfigError(f"the query reads {name!r} outside a MATCH_RECOGNIZE clause; with data='s3://...' "
+                                  "register it with tables={...} (e.g. a DataFrame you read)")
+            register(name, spark.read.parquet(data))
+    pending = list(statement.parts)
+    while pending:
+        ready = [p for p in pending if all(d.lower() in views for d in p.depends)]
+        if not ready:
+            raise ConfigError("MATCH_RECOGNIZE clauses read each other's relations in a cycle")
+        for part in ready:
+            if part.input_sql is not None:
+                sql = _renamed(part.input_sql, views)
+                check_outer(sql, list(views.values()), "spark")
+                relation = match_arrow(part.query, _arrow_of(spark.sql(sql)))
+            elif part.query.table.lower() in remote:
+                relation = remote_relation(part.query)
+            else:
+                relation = match_arrow(part.query, _arrow_of(frames[part.query.table.lower()]))
+            register(part.relation, relation)
+            pending.remove(part)
+    missing = [t for t in statement.outer_tables if t.lower() not in views]
+    if missing:
+        raise ConfigError(f"the query reads table(s) {', '.join(repr(t) for t in missing)}, which are not registered; "
+                          "pass tables={'name': DataFrame}")
+    sql = _renamed(statement.sql, views)
+    check_outer(sql, list(views.values()), "spark")  # Spark SQL has no sandbox switch: the check is the sandbox
+    from dfs_cer.strategies.statements import merged_trace
+
+    trace = merged_trace(traces, strategy) if traces else None
+    return Recognition(spark.sql(sql), trace, events_seen, time.perf_counter() - started)
