@@ -21,7 +21,7 @@ from dfs_cer.match.rowpattern import run_row_pattern
 from dfs_cer.query import Analysis, Query, analyze, parse
 from dfs_cer.query.parser import parse_statement
 from dfs_cer.query.sandbox import check_outer
-from dfs_cer.query.statement import Statement
+from dfs_cer.query.statement import OUTER_DIALECT, Statement
 
 if TYPE_CHECKING:
     import duckdb
@@ -47,7 +47,7 @@ def outer_sql(query: Query, dialect: str) -> str | None:
         sql += " ORDER BY " + ", ".join(outer.order_by)
     if outer.limit is not None:
         sql += f" LIMIT {outer.limit}"
-    return sqlglot.transpile(sql, write=dialect)[0]
+    return sqlglot.transpile(sql, read=OUTER_DIALECT, write=dialect)[0]
 
 
 def sandboxed_duckdb() -> duckdb.DuckDBPyConnection:
@@ -136,13 +136,13 @@ def run_statement(statement: Statement, tables: Mapping[str, pa.Table],
                 if part.input_sql is None:
                     data = registered[part.query.table.lower()][1]
                 else:
-                    sql = sqlglot.transpile(part.input_sql, write=dialect)[0]
+                    sql = sqlglot.transpile(part.input_sql, read=OUTER_DIALECT, write=dialect)[0]
                     check_outer(sql, allowed, dialect)
                     data = _arrow(con.sql(sql))
                 con.register(part.relation, match(part.query, data))
                 done.add(part.relation)
                 pending.remove(part)
-        sql = sqlglot.transpile(statement.sql, write=dialect)[0]
+        sql = sqlglot.transpile(statement.sql, read=OUTER_DIALECT, write=dialect)[0]
         check_outer(sql, allowed, dialect)
         return _arrow(con.sql(sql))
     except duckdb.Error as exc:
@@ -238,7 +238,7 @@ def _events_name(statement: Statement) -> str | None:
     from sqlglot import exp
 
     inner = {p.relation.lower() for p in statement.parts}
-    tree = sqlglot.parse_one(first.input_sql)
+    tree = sqlglot.parse_one(first.input_sql, read=OUTER_DIALECT)
     ctes = {c.alias_or_name.lower() for w in tree.find_all(exp.With) for c in w.expressions}
     return next((t.name for t in tree.find_all(exp.Table) if t.name.lower() not in inner | ctes), None)
 

@@ -160,10 +160,15 @@ class Actions:
         mode = self._navigation_mode(analysis)
         if mode is None or not any(v.navigating for v in analysis.variables):
             return candidates
+        from dfs_cer.query.bind import resolve_column
+
         key = header.get("event_key", self.store.manifest.get("event_key") or [])
-        if not isinstance(key, list) or len(key) > 64 or any(not isinstance(c, str) or c not in table.column_names
-                                                             for c in key):
+        if not isinstance(key, list) or len(key) > 64 or any(not isinstance(c, str) for c in key):
             raise ProtocolError(f"open: event_key must list columns of this node's rows, got {key!r}")
+        try:  # spelled as the compute node's analysis resolves them (exact, else case-insensitive)
+            key = [resolve_column(c, table.schema, "event key") for c in key]
+        except DfsCerError as exc:
+            raise ProtocolError(f"open: event_key must list columns of this node's rows ({exc})") from None
         dedup = header.get("dedup", True)
         if not isinstance(dedup, bool):
             raise ProtocolError(f"open: dedup must be true or false, got {dedup!r}")
@@ -212,6 +217,7 @@ class Actions:
                 "row_bytes": (table.nbytes / table.num_rows) if table.num_rows else 0.0,
                 "schema_digest": schema_digest(self.store.schema), "data_digest": self.store.data_digest,
                 "local_partitions": self._local(state.analysis), "beta": self.betas,
+                "time_column": self.store.time_column,
                 "navigation_on_node": state.navigation,
                 "match_cpu_budget": self.cpu_budget}
 
@@ -635,7 +641,10 @@ class Actions:
         by_point = np.lexsort((point_t, point_pid))
         if isinstance(before, np.ndarray):
             before, after = before[by_point], np.asarray(after)[by_point]
-        mask = around_points(pid, t, point_pid[by_point], point_t[by_point], before, after)
+        try:
+            mask = around_points(pid, t, point_pid[by_point], point_t[by_point], before, after)
+        except ValueError as exc:
+            raise ProtocolError(f"pull_halo: {exc}") from None
         if request.skip_shipped:  # the compute node holds those rows already
             assert state.shipped is not None
             mask &= ~np.isin(order, state.shipped)
@@ -658,7 +667,8 @@ class Actions:
         # passes (even where this node's PREV/NEXT check dropped it): all of those read around it
         before, after = candidate_reach(taken, state.analysis)
         before, after = np.minimum(before, request.before), np.minimum(after, request.after)
-        wanted = (before > 0) | (after > 0)
+        # an event key's copies differing in other columns: the tie group brings the canonical one
+        wanted = (before > 0) | (after > 0) | (bool(request.event_key) and request.dedup)
         halo = np.zeros(ordered.num_rows, bool)
         if wanted.any() and ordered.num_rows:
             from dfs_cer.match.rowpattern import time_values

@@ -81,7 +81,10 @@ def _node_of(partitioning: str, nodes: int, offset: int, batch: pa.RecordBatch, 
         windows = np.floor_divide(_time_ints(col), window_units(col.type))
         mixed = (windows.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(33)
         return (mixed % np.uint64(nodes)).astype(np.int64)
-    values = batch.column(type_column).cast(pa.string()).to_pylist()
+    column = batch.column(type_column)
+    if pa.types.is_floating(column.type):  # -0.0 and 0.0 are one PARTITION BY value: one node
+        column = pc.add(column, pa.scalar(0.0, column.type))
+    values = column.cast(pa.string()).to_pylist()
     lookup = {v: zlib.crc32(str(v).encode()) % nodes for v in set(values)}
     return np.array([lookup[v] for v in values], np.int64)
 

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,6 +68,18 @@ def _sort_keys(table: pa.Table, columns: list[str]) -> pa.Table:
     return out
 
 
+def identical_runs(table: pa.Table) -> np.ndarray:
+    """``out[i]``: row i equals row i - 1 in every column (NULL equals NULL); ``out[0]`` False."""
+    n = table.num_rows
+    same = np.zeros(n, bool)
+    if n > 1:
+        same[1:] = True
+        keys = _sort_keys(table, table.column_names)
+        for i in range(keys.num_columns):
+            same &= same_as_previous(keys.column(i))
+    return same
+
+
 def same_as_previous(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """``out[i]``: row i equals row i - 1 in this column (NULL equals NULL); ``out[0]`` False."""
     col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
@@ -80,7 +93,11 @@ def same_as_previous(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return out
 
 
-def sort_and_partition(table: pa.Table, partition_by: tuple[str, ...], order_by: list[tuple[str, bool]],
+#: an ORDER BY key: (column, descending) or (column, descending, nulls first); NULLs sort last by default
+OrderKey = tuple[str, bool] | tuple[str, bool, bool]
+
+
+def sort_and_partition(table: pa.Table, partition_by: tuple[str, ...], order_by: Sequence[OrderKey],
                        columns: set[str] | None = None, event_key: tuple[str, ...] = (),
                        dedup: bool = False) -> tuple[pa.Table, np.ndarray, np.ndarray]:
     """See :func:`sort_partition_flags` (without flags)."""
@@ -88,7 +105,7 @@ def sort_and_partition(table: pa.Table, partition_by: tuple[str, ...], order_by:
     return sorted_table, bounds, order
 
 
-def sort_partition_flags(table: pa.Table, partition_by: tuple[str, ...], order_by: list[tuple[str, bool]],
+def sort_partition_flags(table: pa.Table, partition_by: tuple[str, ...], order_by: Sequence[OrderKey],
                          columns: set[str] | None = None, event_key: tuple[str, ...] = (), dedup: bool = False,
                          flags: np.ndarray | None = None) -> tuple[pa.Table, np.ndarray, np.ndarray, np.ndarray]:
     """Sort by partition and order keys, then by the event key, then by the row's other columns
@@ -108,9 +125,11 @@ def sort_partition_flags(table: pa.Table, partition_by: tuple[str, ...], order_b
     if flags is None:
         flags = np.zeros(len(table), bool)
     keys: list[tuple[str, str, str]] = []
-    for c, descending in [(c, False) for c in partition_by] + list(order_by):
+    for item in [(c, False) for c in partition_by] + list(order_by):
+        c, descending = item[0], item[1]
+        nulls_first = len(item) > 2 and bool(item[2])
         if c not in {k[0] for k in keys}:  # a column named twice sorts by its first place
-            keys.append((c, "descending" if descending else "ascending", "at_end"))
+            keys.append((c, "descending" if descending else "ascending", "at_start" if nulls_first else "at_end"))
     named = {k[0] for k in keys}
     key_cols = [c for c in event_key if c not in named]
     rest = [f.name for f in table.schema if f.name not in named and f.name not in key_cols]
@@ -134,7 +153,7 @@ def sort_partition_flags(table: pa.Table, partition_by: tuple[str, ...], order_b
             flags = flags.copy()
             flags[order] = kept
     if columns is not None:
-        keep = [c for c in table.column_names if c in columns or c in partition_by or c in dict(order_by)]
+        keep = [c for c in table.column_names if c in columns or c in partition_by or c in {o[0] for o in order_by}]
         table = table.select(keep)
     if not np.array_equal(order, np.arange(len(table))):
         table = table.take(pa.array(order))
@@ -228,7 +247,7 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
     query = analysis.query
     mr = query.recognize
     partition_by = tuple(column_of(table, c) for c in mr.partition_by)
-    order_by = [(column_of(table, s.column), s.descending) for s in mr.order_by]
+    order_by = [(column_of(table, s.column), s.descending, bool(s.nulls_first)) for s in mr.order_by]
     table, halo_in = split_halo(table)
     original = table
     table, bounds, order, halo = sort_partition_flags(table, partition_by, order_by, _referenced_columns(mr, table),
@@ -303,7 +322,7 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
     if match_ids:
         from dfs_cer.match import identity
 
-        cols = identity.identity_columns(original.schema, partition_by, [o for o, _ in order_by], analysis.event_key)
+        cols = identity.identity_columns(original.schema, partition_by, [o[0] for o in order_by], analysis.event_key)
         row_hash = identity.row_hashes(original.take(pa.array(order)) if n else original.slice(0, 0), cols)
         empty_at = row_hash[np.minimum(m_start, max(n - 1, 0))] if n else np.zeros(m_start.size, np.uint64)
         counts = (m_end - m_start).astype(np.int64)
@@ -312,7 +331,7 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
         last = np.where(counts > 0, m_end - 1, m_start)
         ids = (mid, tv[np.minimum(m_start, max(n - 1, 0))] if n else mid.astype(np.int64),
                tv[np.minimum(last, max(n - 1, 0))] if n else mid.astype(np.int64))
-    relation = _assemble(rows, analysis, partition_by, [o for o, _ in order_by], original, order, ids)
+    relation = _assemble(rows, analysis, partition_by, [o[0] for o in order_by], original, order, ids)
     return MatchOutput(relation, int(m_start.size), truncated, int(work_bytes))
 
 

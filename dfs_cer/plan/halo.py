@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dfs_cer.match.conditions import row_masks
 from dfs_cer.match.rowpattern import sort_and_partition, time_values
@@ -31,7 +32,7 @@ def canonical(table: pa.Table, analysis: Analysis, event_key: Sequence[str], ded
     partition id and time of every sorted row, the partition bounds and each sorted row's index
     in ``table``."""
     mr = analysis.query.recognize
-    order_by = [(s.column, s.descending) for s in mr.order_by]
+    order_by = [(s.column, s.descending, bool(s.nulls_first)) for s in mr.order_by]
     ordered, bounds, order = sort_and_partition(table, tuple(mr.partition_by), order_by, None, tuple(event_key),
                                                 dedup)
     pid = np.repeat(np.arange(bounds.size - 1, dtype=np.int64), np.diff(bounds))
@@ -81,21 +82,27 @@ def around_intervals(pid: np.ndarray, t: np.ndarray, starts: np.ndarray, ends: n
     return inside, _near(pid, t, inside, next_lo, has_next, prev_hi, has_prev, before, after)
 
 
+#: the most distinct per-point (before, after) pairs a request may carry (each costs a pass over
+#: the node's rows; a query has one pair per combination of variables a row may be labelled with)
+MAX_REACH_PAIRS = 64
+
+
 def around_points(pid: np.ndarray, t: np.ndarray, point_pid: np.ndarray, point_t: np.ndarray,
                   before: int | np.ndarray, after: int | np.ndarray) -> np.ndarray:
     """Rows sharing a point's (partition, time) (a tie group: any of them may be the point's
     neighbour), or within ``before``/``after`` rows of one, for per-partition time points.
     ``before``/``after`` are one count for every point or one per point (a point with neither
-    wants no row)."""
+    still gets its tie group)."""
     if isinstance(before, np.ndarray) or isinstance(after, np.ndarray):
         b = np.broadcast_to(np.asarray(before, np.int64), point_t.shape)
         a = np.broadcast_to(np.asarray(after, np.int64), point_t.shape)
         out = np.zeros(t.size, bool)
         pairs = np.unique(np.stack([b, a], axis=1), axis=0) if point_t.size else np.zeros((0, 2), np.int64)
+        if len(pairs) > MAX_REACH_PAIRS:
+            raise ValueError(f"{len(pairs)} distinct (before, after) pairs; at most {MAX_REACH_PAIRS}")
         for pb, pa_ in pairs:
-            if pb or pa_:
-                sel = (b == pb) & (a == pa_)
-                out |= around_points(pid, t, point_pid[sel], point_t[sel], int(pb), int(pa_))
+            sel = (b == pb) & (a == pa_)
+            out |= around_points(pid, t, point_pid[sel], point_t[sel], int(pb), int(pa_))
         return out
     keep = point_pid >= 0
     point_pid, point_t = np.asarray(point_pid[keep], np.int64), np.asarray(point_t[keep], np.int64)
@@ -147,7 +154,12 @@ def subtract_rows(rows: pa.Table, taken: pa.Table) -> np.ndarray:
                                            [(c, False) for c in rows.column_names] + [("__dfs_cer_side", False)])
     run = np.ones(both.num_rows, bool)
     for name in rows.column_names:
-        run &= same_as_previous(ordered.column(name))
+        col = ordered.column(name)
+        same = same_as_previous(col)
+        if pa.types.is_floating(col.type) and col.num_chunks and len(col) > 1:  # a NaN copy is the same row
+            nan = np.asarray(pc.fill_null(pc.is_nan(col), False).to_numpy(zero_copy_only=False), bool)
+            same[1:] |= nan[1:] & nan[:-1]
+        run &= same
     group = np.cumsum(~run) - 1  # equal rows form one group; taken copies sort first in it
     side = marker[order]
     taken_in_group = np.bincount(group, weights=(side == 0), minlength=group.max() + 1).astype(np.int64)

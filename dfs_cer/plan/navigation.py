@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from dfs_cer.match.conditions import row_masks
-from dfs_cer.match.rowpattern import sort_and_partition, time_values
+from dfs_cer.match.rowpattern import identical_runs, sort_and_partition, time_values
 from dfs_cer.query.analyze import Analysis
 
 MODES = ("partitions", "time")
@@ -39,7 +39,7 @@ def navigation_masks(table: pa.Table, analysis: Analysis, event_key: Sequence[st
     if not parts or table.num_rows == 0:
         return {name: np.ones(table.num_rows, bool) for name in parts}
     mr = analysis.query.recognize
-    order_by = [(s.column, s.descending) for s in mr.order_by]
+    order_by = [(s.column, s.descending, bool(s.nulls_first)) for s in mr.order_by]
     ordered, bounds, order = sort_and_partition(table, tuple(mr.partition_by), order_by, None, tuple(event_key), dedup)
     n = ordered.num_rows
     starts = np.zeros(n, bool)
@@ -59,6 +59,14 @@ def navigation_masks(table: pa.Table, analysis: Analysis, event_key: Sequence[st
         i = np.arange(n)
         edge = (i - part_start < analysis.prev_reach) | (part_end - 1 - i < analysis.next_reach)
         masks = {name: m | edge for name, m in masks.items()}
+    if not dedup and n > 1:
+        # identical copies of a row cannot be told apart on the compute node (a halo copy and a
+        # candidate copy tie in its sort): a copy is a candidate when any copy of it passes
+        same = identical_runs(ordered)
+        if same.any():
+            starts_at = np.flatnonzero(~same)
+            run = np.cumsum(~same) - 1
+            masks = {name: np.maximum.reduceat(m, starts_at)[run] for name, m in masks.items()}
     out = {}
     for name, m in masks.items():
         full = np.zeros(table.num_rows, bool)

@@ -360,6 +360,10 @@ def _skippable(query: Query, any_row: set[str]) -> tuple[bool, str | None]:
                 isinstance(x, Column | Star) and x.variable is None for a in n.args for x in walk(a)
             ):
                 return False, "an aggregate over all rows of the match observes rows between variables"
+            if isinstance(n, Navigation) and not n.kind.physical and n.offset and any(
+                    isinstance(x, Column | Classifier) and x.variable is None for x in walk(n.operand)):
+                return False, (f"{n.kind.value}(..., {n.offset}) over all rows of the match reads a row between "
+                               "variables")
     items = top_level_items(mr.pattern)
     skips = [_skip_item(i, any_row) for i in items]
     if mr.all_matches:

@@ -45,7 +45,7 @@ from dfs_cer.query.model import (
     WindowUnit,
 )
 from dfs_cer.query.source import Fragment, FragmentBuilder, SourceText
-from dfs_cer.query.statement import INPUT, RELATION, Part, Statement
+from dfs_cer.query.statement import INPUT, OUTER_DIALECT, RELATION, Part, Statement
 
 # clause keywords in the order the standard requires them
 _CLAUSES: list[tuple[str, tuple[str, ...]]] = [
@@ -171,9 +171,9 @@ class QueryParser:
         builder.copy(position, self.toks[last].end + 1)
         return builder.build()
 
-    def parse_sql(self, fragment: Fragment, clause: str) -> exp.Expression:
+    def parse_sql(self, fragment: Fragment, clause: str, dialect: str | None = None) -> exp.Expression:
         try:
-            parsed = sqlglot.parse_one(fragment.text)
+            parsed = sqlglot.parse_one(fragment.text, read=dialect)
         except ParseError as exc:
             err = exc.errors[0] if exc.errors else {}
             offset = _offset_of(fragment.text, err.get("line"), err.get("col"))
@@ -276,7 +276,7 @@ class QueryParser:
         if after < len(self.toks):
             builder.synthetic(" ", self.toks[after].start)
             builder.copy(self.toks[after].start, len(self.src.sql))
-        select = self.parse_sql(builder.build(), "SELECT")
+        select = self.parse_sql(builder.build(), "SELECT", OUTER_DIALECT)
         if not isinstance(select, exp.Select):
             raise UnsupportedFeatureError(f"a {type(select).__name__.upper()} statement around MATCH_RECOGNIZE "
                                           "is not supported", hint="use SELECT ... FROM t MATCH_RECOGNIZE (...)",
@@ -291,7 +291,7 @@ class QueryParser:
         for e in select.find_all(exp.Subquery):
             raise UnsupportedFeatureError(f"subquery {e.sql()} in the outer query is not supported",
                                           clause="SELECT", code="unsupported")
-        items = tuple(e.sql() for e in select.expressions)
+        items = tuple(e.sql(dialect=OUTER_DIALECT) for e in select.expressions)
         where = select.args.get("where")
         order = select.args.get("order")
         limit = select.args.get("limit")
@@ -305,8 +305,8 @@ class QueryParser:
         return table, OuterQuery(
             select=items,
             distinct=bool(select.args.get("distinct")),
-            where=None if where is None else where.this.sql(),
-            order_by=() if order is None else tuple(o.sql() for o in order.expressions),
+            where=None if where is None else where.this.sql(dialect=OUTER_DIALECT),
+            order_by=() if order is None else tuple(o.sql(dialect=OUTER_DIALECT) for o in order.expressions),
             limit=limit_value,
         )
 
@@ -388,7 +388,7 @@ class QueryParser:
             return builder.build(), used
 
         fragment, _ = splice(0, len(toks) - 1)
-        outer = self.parse_sql(fragment, "SELECT")
+        outer = self.parse_sql(fragment, "SELECT", OUTER_DIALECT)
         if not isinstance(outer, exp.Select | exp.Union | exp.Intersect | exp.Except):
             raise UnsupportedFeatureError(f"a {type(outer).__name__.upper()} statement around MATCH_RECOGNIZE "
                                           "is not supported", hint="use SELECT ... FROM t MATCH_RECOGNIZE (...)",
@@ -417,14 +417,14 @@ class QueryParser:
             reads: list[str] = []
             if table is None:  # a subquery
                 inner_fragment, depends = splice(first, last)
-                tree = self.parse_sql(inner_fragment, "FROM")
+                tree = self.parse_sql(inner_fragment, "FROM", OUTER_DIALECT)
                 reads = note_tables(tree)
-                input_sql = tree.sql()
+                input_sql = tree.sql(dialect=OUTER_DIALECT)
             elif table.lower() in ctes:  # a common table expression of the statement
                 assert top is not None
-                input_sql = f"{top.sql()} SELECT * FROM {exp.to_identifier(table).sql()}"
+                input_sql = f"{top.sql(dialect=OUTER_DIALECT)} SELECT * FROM {exp.to_identifier(table).sql()}"
                 depends = [r for r in names if r in input_sql]
-                reads = note_tables(exp.maybe_parse(input_sql))
+                reads = note_tables(exp.maybe_parse(input_sql, dialect=OUTER_DIALECT))
             elif table not in tables:
                 tables.append(table)
             query = Query(table=INPUT.format(i) if input_sql is not None else str(table), recognize=recognize,
@@ -437,7 +437,7 @@ class QueryParser:
                 simple = True
             except UnsupportedFeatureError:
                 pass
-        return Statement(outer.sql(), tuple(parts), tuple(tables), tuple(outer_tables), simple)
+        return Statement(outer.sql(dialect=OUTER_DIALECT), tuple(parts), tuple(tables), tuple(outer_tables), simple)
 
     # ------------------------------------------------------------------ MATCH_RECOGNIZE body
 

@@ -23,6 +23,9 @@ from dfs_cer.query.model import Query
 RELATION = "__dfs_cer_mr_{}"
 #: the name a clause's input has when it is a subquery or a common table expression
 INPUT = "__dfs_cer_input_{}"
+#: the dialect the SQL around the clauses is read and kept in: DuckDB's, whose NULL ordering is
+#: Trino's (NULLS LAST unless the query says otherwise, ascending or descending)
+OUTER_DIALECT = "duckdb"
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from sqlglot import exp
 from dfs_cer.errors import ConfigError
 from dfs_cer.query import analyze
 from dfs_cer.query.sandbox import check_outer
-from dfs_cer.query.statement import Statement
+from dfs_cer.query.statement import OUTER_DIALECT, Statement
 from dfs_cer.strategies.base import Trace
 
 
@@ -30,7 +30,7 @@ def _arrow_of(spark_frame: Any) -> pa.Table:
 
 def _renamed(sql: str, names: Mapping[str, str]) -> str:
     """``sql`` (generic dialect) in Spark SQL with the tables in ``names`` read from their views."""
-    tree = sqlglot.parse_one(sql)
+    tree = sqlglot.parse_one(sql, read=OUTER_DIALECT)
 
     def swap(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier) and node.name.lower() in names:

@@ -133,16 +133,19 @@ def push_down(session: Session, query: Query, unit: str, options: PullOptions) -
     analysis, headers, schema = _open(session, query, unit)
     if not analysis.skippable:
         return _pull_everything(session, analysis, schema, f"pull_all ({analysis.skip_reason})")
-    everything = _every_row_a_candidate(analysis) or _too_many_candidates(analysis, headers)
+    unordered = _halo_unordered(analysis, schema)
+    if unordered:
+        return _pull_everything(session, analysis, schema, unordered)
+    everything = _every_row_a_candidate(session, analysis) or _too_many_candidates(session, analysis, headers)
     if everything:
         return _pull_everything(session, analysis, schema, f"pull_all ({everything})")
     return _finish(session, _pushdown_events(session, analysis, headers), analysis, schema)
 
 
-def _every_row_a_candidate(analysis: Analysis) -> str | None:
+def _every_row_a_candidate(session: Session, analysis: Analysis) -> str | None:
     """Why push-down would pull every row anyway (then with halo rows on top), or None."""
-    if not (analysis.prev_reach or analysis.next_reach):
-        return None
+    if not (analysis.prev_reach or analysis.next_reach) or session.group is not None:
+        return None  # a group's shared pull holds every row only when opened whole
     for v in analysis.variables:
         if not v.any_row and v.independent is None and not v.navigating:
             return (f"every row is a candidate of {v.name}: its condition reads other rows only, so the halo "
@@ -204,7 +207,10 @@ def _with_candidate_halo(session: Session, analysis: Analysis, events: pa.Table,
         return events
     partition_by = list(analysis.query.recognize.partition_by)
     before, after = candidate_reach(events, analysis)
-    wanted = (before > 0) | (after > 0)
+    # copies of an event (same key and time) that differ in other columns: the matcher keeps the
+    # canonical one, which may not be a candidate itself; every candidate's tie group brings it
+    ties = bool(analysis.event_key) and analysis.dedup
+    wanted = (before > 0) | (after > 0) | ties
     if not wanted.any():
         return events
     times = time_values(events, analysis.order_column)
@@ -238,6 +244,9 @@ def push_pull(session: Session, query: Query, unit: str, options: PullOptions) -
     analysis, headers, schema = _open(session, query, unit)
     if not analysis.skippable:
         return _pull_everything(session, analysis, schema, f"pull_all ({analysis.skip_reason})")
+    unordered = _halo_unordered(analysis, schema)
+    if unordered:
+        return _pull_everything(session, analysis, schema, unordered)
     counts = _counts(headers)
     names = [v.name for v in analysis.variables if not v.any_row]
     order = [min(names, key=lambda n: (counts.get(n, 0), names.index(n)))]
@@ -327,16 +336,35 @@ class _Tis:
         return IntervalSet(starts, ends - 1)
 
 
+def _halo_unordered(analysis: Analysis, schema: pa.Schema) -> str | None:
+    """Why halo rows cannot be found for this query (its fallback reason), or None."""
+    if not (analysis.prev_reach or analysis.next_reach):
+        return None
+    first = analysis.query.recognize.order_by[0]
+    if first.descending:
+        return "pull_all (PREV/NEXT under a descending first ORDER BY column: halo rows are found in ascending time)"
+    kind = schema.field(analysis.order_column).type if analysis.order_column in schema.names else None
+    if kind is not None and not (pa.types.is_integer(kind) or pa.types.is_timestamp(kind) or pa.types.is_date(kind)):
+        return (f"pull_all (PREV/NEXT with ORDER BY {analysis.order_column}, a {kind} column: halo rows are found by "
+                "an integer, date or timestamp order)")
+    return None
+
+
 def _fallback(session: Session, analysis: Analysis, schema: pa.Schema,
               headers: list[dict[str, Any]] | None = None) -> PullResult | None:
     """The exact strategy to run instead of interval pruning when the query does not allow it."""
     trace = session.trace
-    navigates = analysis.prev_reach or analysis.next_reach
-    if navigates and analysis.query.recognize.order_by[0].descending:
-        return _pull_everything(session, analysis, schema, "pull_all (PREV/NEXT under a descending first ORDER BY "
-                                "column: halo rows are found in ascending time)")
+    unordered = _halo_unordered(analysis, schema)
+    if unordered:
+        return _pull_everything(session, analysis, schema, unordered)
+    shard_times = {str(h["time_column"]) for h in headers or [] if h.get("time_column")}
+    if analysis.interval_pruning and shard_times and shard_times != {analysis.order_column}:
+        # the nodes build intervals over their own time column: they do not bound this ORDER BY
+        analysis = replace(analysis, interval_pruning=False, pruning_reason=(
+            f"the shards are kept by {', '.join(sorted(shard_times))}, the query orders by {analysis.order_column}: "
+            "time intervals of the one do not bound matches in the other"))
     if not analysis.interval_pruning:
-        everything = _every_row_a_candidate(analysis) or _too_many_candidates(analysis, headers or [])
+        everything = _every_row_a_candidate(session, analysis) or _too_many_candidates(session, analysis, headers or [])
         if analysis.skippable and not everything:
             trace.fallback = f"push_down ({analysis.pruning_reason})"
             return _finish(session, _pushdown_events(session, analysis, headers or []), analysis, schema)
@@ -344,12 +372,13 @@ def _fallback(session: Session, analysis: Analysis, schema: pa.Schema,
     return None
 
 
-def _too_many_candidates(analysis: Analysis, headers: list[dict[str, Any]], share: float = 1.0) -> str | None:
+def _too_many_candidates(session: Session, analysis: Analysis, headers: list[dict[str, Any]],
+                         share: float = 1.0) -> str | None:
     """Why pulling the candidates (``share`` of them, inside the intervals) with their halo rows
     would move about as much as every row, or None. Halo rows and the points sent for them cost
     about as much again as the candidates, so half of all rows is where pulling everything wins."""
-    if not (analysis.prev_reach or analysis.next_reach) or not headers:
-        return None
+    if not (analysis.prev_reach or analysis.next_reach) or not headers or session.group is not None:
+        return None  # a group's shared pull holds every row only when opened whole
     total = sum(int(h.get("total_rows") or h.get("rows") or 0) for h in headers)
     candidates = min(total, sum(_counts(headers).values())) * min(1.0, share)
     if total and candidates >= 0.5 * total:
@@ -365,7 +394,7 @@ def _final_pull(session: Session, tis: _Tis, analysis: Analysis, schema: pa.Sche
             mins = [h["min_ts"] for h in headers if h.get("min_ts") is not None]
             maxs = [h["max_ts"] for h in headers if h.get("max_ts") is not None]
             span = float(max(maxs) - min(mins)) if mins else 1.0
-            broad = _too_many_candidates(analysis, headers, tis.covered_length / max(span, 1.0))
+            broad = _too_many_candidates(session, analysis, headers, tis.covered_length / max(span, 1.0))
             if broad:
                 return _pull_everything(session, analysis, schema, f"pull_all ({broad})")
         fmt = "intervals" if tis.swf is None else "swf"

@@ -50,9 +50,8 @@ def test_per_point_reach_is_the_union_of_single_reach_calls(rows: list[tuple[int
     before = np.array([p[2] for p in points], np.int64)
     after = np.array([p[3] for p in points], np.int64)
     expected = np.zeros(len(rows), bool)
-    for i in range(len(points)):
-        if before[i] or after[i]:
-            expected |= around_points(pid, t, ppid[i:i + 1], pt[i:i + 1], int(before[i]), int(after[i]))
+    for i in range(len(points)):  # a point asking for no neighbours still gets its tie group
+        expected |= around_points(pid, t, ppid[i:i + 1], pt[i:i + 1], int(before[i]), int(after[i]))
     assert around_points(pid, t, ppid, pt, before, after).tolist() == expected.tolist()
 
 

@@ -91,3 +91,34 @@ def test_parse_statement_names_parts_tables_and_simple_queries() -> None:
     s = parse_statement("SELECT * FROM (SELECT * FROM t WHERE x > 1) MATCH_RECOGNIZE (ORDER BY ts "
                         "MEASURES A.ts AS a ONE ROW PER MATCH PATTERN (A) DEFINE A AS A.x > 1)")
     assert s.parts[0].input_sql is not None and "x > 1" in s.parts[0].input_sql
+
+
+def test_null_ordering_follows_trino() -> None:
+    """Trino sorts NULLs last unless told otherwise, ascending or descending; DuckDB and Spark
+    defaults differ (Spark puts them first ascending), so the outer SQL says it explicitly."""
+    from dfs_cer import parse
+    from dfs_cer.local import outer_sql
+
+    t = pa.table({"x": [3, None, 1, None, 2], "ts": [1, 2, 3, 4, 5]})
+    q = ("SELECT v FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.x AS v ONE ROW PER MATCH PATTERN (A) "
+         "DEFINE A AS true) ORDER BY v")
+    assert match_recognize(t, q).column("v").to_pylist() == [1, 2, 3, None, None]
+    assert match_recognize(t, q + " DESC").column("v").to_pylist() == [3, 2, 1, None, None]
+    assert match_recognize(t, q + " NULLS FIRST").column("v").to_pylist() == [None, None, 1, 2, 3]
+    grouped = q.replace("SELECT v", "SELECT v, count(*) AS n").replace("ORDER BY v", "GROUP BY v ORDER BY v")
+    assert match_recognize(t, grouped).column("v").to_pylist() == [1, 2, 3, None]
+    assert outer_sql(parse(q), "spark").endswith("ORDER BY v NULLS LAST")
+    assert outer_sql(parse(q + " DESC"), "spark").endswith("ORDER BY v DESC")  # Spark: DESC puts NULLs last
+
+
+def test_order_by_nulls_first_inside_the_clause_is_honoured() -> None:
+    """Inside MATCH_RECOGNIZE, ORDER BY x [ASC|DESC] sorts NULLs last unless NULLS FIRST says
+    otherwise (Trino); the match's first and last rows show where they went."""
+    t = pa.table({"p": [1, None, 2, None, 3], "ts": [1, 2, 3, 4, 5]})
+    got = {}
+    for order in ("p", "p NULLS FIRST", "p DESC", "p DESC NULLS FIRST", "p NULLS LAST"):
+        q = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY {order} MEASURES A.p AS first_p, LAST(B.p) AS last_p "
+             "ONE ROW PER MATCH PATTERN (A B*) DEFINE B AS true)")
+        got[order] = tuple(match_recognize(t, q).to_pylist()[0].values())
+    assert got == {"p": (1, None), "p NULLS FIRST": (None, 3), "p DESC": (3, None),
+                   "p DESC NULLS FIRST": (None, 1), "p NULLS LAST": (1, None)}

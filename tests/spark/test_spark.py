@@ -400,3 +400,19 @@ def test_statements_on_spark_equal_the_local_engine(spark: Any, events: pa.Table
     assert rows(via_data.toArrow()) == rows(expected)
     assert not [v for v in spark.catalog.listTables() if v.name.startswith("dfs_cer_") and v.isTemporary
                 and v.name in ("labels", "t")]
+
+
+def test_null_ordering_on_spark_follows_trino(spark: Any) -> None:
+    """Spark sorts NULLs first ascending by default; the outer ORDER BY follows Trino there too."""
+    from dfs_cer.spark import match_recognize
+
+    t = pa.table({"x": [3, None, 1, None, 2], "ts": [1, 2, 3, 4, 5]})
+    path = Path(spark.conf.get("spark.local.dir", "/tmp")) / f"nulls-{id(t)}.parquet"
+    pq.write_table(t, path)
+    q = ("SELECT v FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.x AS v ONE ROW PER MATCH PATTERN (A) "
+         "DEFINE A AS true) ORDER BY v")
+    for suffix in ("", " DESC", " NULLS FIRST"):
+        expected = local_match_recognize(t, q + suffix).column("v").to_pylist()
+        got = match_recognize(spark, q + suffix, data=str(path)).toArrow().column("v").to_pylist()
+        assert got == expected, suffix
+    assert local_match_recognize(t, q).column("v").to_pylist() == [1, 2, 3, None, None]
