@@ -150,6 +150,23 @@ class Actions:
             return "time"
         return None
 
+    def _event_key(self, header: dict[str, Any], schema: pa.Schema) -> tuple[list[str], bool]:
+        """The event key and dedup the compute node matches with (open's header, else the
+        manifest's key), the key spelled as this node's columns."""
+        from dfs_cer.query.bind import resolve_column
+
+        key = header.get("event_key", self.store.manifest.get("event_key") or [])
+        if not isinstance(key, list) or len(key) > 64 or any(not isinstance(c, str) for c in key):
+            raise ProtocolError(f"open: event_key must list columns of this node's rows, got {key!r}")
+        try:  # spelled as the compute node's analysis resolves them (exact, else case-insensitive)
+            key = [resolve_column(c, schema, "event key") for c in key]
+        except DfsCerError as exc:
+            raise ProtocolError(f"open: event_key must list columns of this node's rows ({exc})") from None
+        dedup = header.get("dedup", True)
+        if not isinstance(dedup, bool):
+            raise ProtocolError(f"open: dedup must be true or false, got {dedup!r}")
+        return key, dedup
+
     def _navigation_candidates(self, table: pa.Table, analysis: Analysis, header: dict[str, Any],
                                candidates: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Narrow each variable's candidates by its PREV/NEXT conjuncts, checked over this node's
@@ -160,18 +177,7 @@ class Actions:
         mode = self._navigation_mode(analysis)
         if mode is None or not any(v.navigating for v in analysis.variables):
             return candidates
-        from dfs_cer.query.bind import resolve_column
-
-        key = header.get("event_key", self.store.manifest.get("event_key") or [])
-        if not isinstance(key, list) or len(key) > 64 or any(not isinstance(c, str) for c in key):
-            raise ProtocolError(f"open: event_key must list columns of this node's rows, got {key!r}")
-        try:  # spelled as the compute node's analysis resolves them (exact, else case-insensitive)
-            key = [resolve_column(c, table.schema, "event key") for c in key]
-        except DfsCerError as exc:
-            raise ProtocolError(f"open: event_key must list columns of this node's rows ({exc})") from None
-        dedup = header.get("dedup", True)
-        if not isinstance(dedup, bool):
-            raise ProtocolError(f"open: dedup must be true or false, got {dedup!r}")
+        key, dedup = self._event_key(header, table.schema)
         masks = navigation_masks(table, analysis, key, dedup, mode,
                                  window_units(table.schema.field(self.store.time_column).type))
         return {name: rows[masks[name][rows]] if name in masks else rows for name, rows in candidates.items()}
@@ -243,12 +249,17 @@ class Actions:
         filt = None if navigating else union_filter([v.independent for v in analysis.variables if not v.any_row],
                                                     self.store.schema)
         estimate = self._admit(qid)
-        halo = bool(analysis.prev_reach or analysis.next_reach)
+        key, dedup = self._event_key(header, self.store.schema)
+        copies = bool(key) and dedup  # copies of an event may differ in other columns
+        halo = bool(analysis.prev_reach or analysis.next_reach) or copies
         try:
             ranges = _time_ranges(header.get("time_ranges"))
             row_ids = None
+            kept = None
             if halo:  # rows keep their index in the node's rows by time: halo replies skip shipped ones
                 table = self._whole(ranges)
+                if copies:
+                    kept = _canonical_copies(table, analysis, key)
                 if filt is not None:
                     row_ids = _matching_rows(table, filt)
                     table = table.take(pa.array(row_ids))
@@ -261,6 +272,8 @@ class Actions:
                 if ranges is not None:  # an incremental re-run: only rows inside these closed ranges
                     table, ts = _inside(table, ts, ranges)
             candidates = self._candidates(table, analysis)
+            if kept is not None and row_ids is not None:  # only the copy the matcher keeps stands for an event
+                candidates = {name: rows[np.isin(row_ids[rows], kept)] for name, rows in candidates.items()}
             if navigating:
                 candidates = self._navigation_candidates(table, analysis, header, candidates)
             state = QueryState(qid, analysis, table, ts, candidates, estimate, ranges=ranges,
@@ -822,6 +835,19 @@ class Actions:
         if ranges is None:
             return table
         return _inside(table, _time_ints(table.column(self.store.time_column)), ranges)[0]
+
+
+def _canonical_copies(table: pa.Table, analysis: Analysis, key: list[str]) -> np.ndarray:
+    """Sorted indices of ``table``'s rows the matcher keeps when it drops copies of an event (same
+    partition, ORDER BY values and event key): the first in its order. Copies of an event lie
+    on one node (shards place them by time and key, by type or by time window), so only that
+    copy may be a candidate: another copy passing a condition would stand for the event."""
+    from dfs_cer.match.rowpattern import sort_and_partition
+
+    mr = analysis.query.recognize
+    order_by = [(analysis.order_column, False)] if mr.all_matches else \
+        [(s.column, s.descending, bool(s.nulls_first)) for s in mr.order_by]
+    return np.sort(sort_and_partition(table, tuple(mr.partition_by), order_by, None, tuple(key), True)[2])
 
 
 def _matching_rows(table: pa.Table, filt: Any) -> np.ndarray:

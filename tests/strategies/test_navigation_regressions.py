@@ -82,6 +82,11 @@ def test_event_key_copies_that_differ_in_other_columns(make_cluster: Any) -> Non
               event_key=["id"])
     # the event key spelled in another case is the same column on the nodes as here
     check(t, sql, make_cluster(t, "type", 2), strategies=("dfs",), local={"event_key": ["id"]}, event_key=["ID"])
+    # without navigation too: only the copy the matcher keeps may be a candidate
+    plain = sql.replace(" AND PREV(B.x) = B.x", "")
+    assert match_recognize(t, plain, event_key=["id"]).num_rows == 0
+    for how, n in (("type", 2), ("time", 2)):
+        check(t, plain, make_cluster(t, how, n), local={"event_key": ["id"]}, event_key=["id"])
 
 
 def test_groups_of_queries_with_prev_only_conditions(make_cluster: Any) -> None:
