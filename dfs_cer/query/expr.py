@@ -456,3 +456,44 @@ def to_sql(e: Expr) -> str:
     if isinstance(e, Cast):
         return f"CAST({to_sql(e.operand)} AS {e.to})"
     raise TypeError(f"unknown expression node: {type(e).__name__}")
+
+
+#: operators whose result is NULL whenever an operand is NULL
+_NULL_PROPAGATING_OPS = frozenset({"+", "-", "*", "/", "%", "=", "<>", "!=", "<", "<=", ">", ">=", "||"})
+
+
+def _null_propagating(e: Expr) -> bool:
+    """Is ``e`` NULL whenever one of its columns is NULL (arithmetic, comparisons, casts and the
+    scalar kernels; not COALESCE, CASE, IS NULL, AND/OR)?"""
+    for n in walk(e):
+        if isinstance(n, Column | Literal | IntervalLiteral | Cast):
+            continue
+        if isinstance(n, BinaryOp) and n.op in _NULL_PROPAGATING_OPS:
+            continue
+        if isinstance(n, UnaryOp) and n.op in ("-", "NOT"):
+            continue
+        if isinstance(n, Function) and n.name.lower() in FUNCTIONS:
+            continue
+        return False
+    return True
+
+
+def distribute_navigation(e: Expr) -> Expr:
+    """``FIRST(A.v * 1000)``, ``PREV(B.price + B.tax, 2)``: navigation over an expression of one
+    variable's columns reads one row and evaluates the expression there, which is the expression
+    over each column navigated alike (``FIRST(A.v) * 1000``) when the expression is NULL wherever
+    a column is (no row: NULL either way). Other expressions are left for validation to refuse."""
+
+    def fn(x: Expr) -> Expr | None:
+        if not isinstance(x, Navigation) or isinstance(x.operand, Column | Classifier | Navigation):
+            return None
+        columns = [n for n in walk(x.operand) if isinstance(n, Column)]
+        if not columns or len({c.variable for c in columns}) != 1 or not _null_propagating(x.operand):
+            return None
+
+        def navigate(y: Expr) -> Expr | None:
+            return Navigation(x.kind, y, x.offset, x.semantics) if isinstance(y, Column) else None
+
+        return transform(x.operand, navigate)
+
+    return transform(e, fn)

@@ -10,6 +10,7 @@ extensions (``WITHIN``, ``ALL MATCHES``); the PATTERN text goes to
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from dfs_cer.errors import (
 )
 from dfs_cer.pattern.parser import parse_pattern
 from dfs_cer.query.convert import Converter, normalize_unit
-from dfs_cer.query.expr import Column, Expr
+from dfs_cer.query.expr import Column, Expr, distribute_navigation
 from dfs_cer.query.model import (
     AfterMatchSkip,
     Definition,
@@ -525,17 +526,21 @@ class QueryParser:
         pattern = parse_pattern(self.src.sql[text_start : self.toks[rp].start],
                                 lambda off: self.src.position(text_start + off))
         rows, all_matches = self._rows_per_match(clauses)
+        measures = tuple(dataclasses.replace(m, expr=distribute_navigation(m.expr))
+                         for m in self._measures(clauses.get("MEASURES")))
+        definitions = tuple(dataclasses.replace(d, condition=distribute_navigation(d.condition))
+                            for d in self._definitions(clauses.get("DEFINE")))
         return MatchRecognize(
             order_by=self._order_by(clauses["ORDER BY"]),
             pattern=pattern,
             partition_by=self._partition_by(clauses.get("PARTITION BY")),
-            measures=self._measures(clauses.get("MEASURES")),
+            measures=measures,
             rows_per_match=rows,
             all_matches=all_matches,
             after_match_skip=self._after_match_skip(clauses.get("AFTER MATCH SKIP")),
             window=self._within(clauses.get("WITHIN")),
             subsets=self._subsets(clauses.get("SUBSET")),
-            definitions=self._definitions(clauses.get("DEFINE")),
+            definitions=definitions,
         )
 
     def _require_content(self, c: ClauseParser) -> None:
