@@ -15,9 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dfs_cer.errors import UnsupportedFeatureError
+from dfs_cer.match import functions
 from dfs_cer.query.expr import (
-    CAST_TYPES,
-    FUNCTIONS,
     Aggregate,
     Between,
     BinaryOp,
@@ -38,14 +37,12 @@ from dfs_cer.query.expr import (
     to_sql,
 )
 from dfs_cer.query.model import WindowUnit
-from dfs_cer.query.numeric import calculate, cast_to, comparable, literal, plain
+from dfs_cer.query.numeric import calculate, comparable, literal, plain
 
 Resolver = Callable[[Expr], pa.Array]
 
 _COMPARE = {"=": "equal", "<>": "not_equal", "<": "less", "<=": "less_equal", ">": "greater", ">=": "greater_equal"}
 _ARITH = {"+": "add_checked", "-": "subtract_checked", "*": "multiply_checked", "/": "divide_checked"}
-_FUNCTIONS = FUNCTIONS
-_CASTS = {name: getattr(pa, arrow)() for name, arrow in CAST_TYPES.items()}
 
 
 def _like_regex(pattern: str) -> str:
@@ -106,19 +103,9 @@ def evaluate(e: Expr, resolve: Resolver, length: int) -> pa.Array | pa.Scalar:
             test = pc.match_substring_regex(plain(ev(x.operand)), _like_regex(x.pattern.value))
             return pc.invert(test) if x.negated else test
         if isinstance(x, Function):
-            if x.name == "coalesce":
-                return pc.coalesce(*[ev(a) for a in x.args])
-            name = _FUNCTIONS.get(x.name)
-            if name is None or len(x.args) != 1:
-                raise UnsupportedFeatureError(f"function {x.name}() is not supported in MATCH_RECOGNIZE", code="unsupported",
-                                              hint=f"supported: {', '.join(sorted(_FUNCTIONS))}, coalesce")
-            return pc.call_function(name, [plain(ev(x.args[0]))])
+            return functions.call(x.name, [ev(a) for a in x.args])
         if isinstance(x, Cast):
-            target = _CASTS.get(x.to.upper())
-            if target is None:
-                raise UnsupportedFeatureError(f"CAST to {x.to} is not supported", code="unsupported")
-            operand = plain(ev(x.operand))
-            return cast_to(operand, operand.type, target)
+            return functions.cast(ev(x.operand), x.to)
         if isinstance(x, Case):
             conds, values = [], []
             for w in x.whens:

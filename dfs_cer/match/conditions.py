@@ -49,7 +49,8 @@ from dfs_cer.query.model import MatchRecognize, WindowUnit
 from dfs_cer.query.numeric import convert, is_exact, time_ints, to_double
 
 # condition program opcodes
-C_CONST, C_COL, C_ADD, C_SUB, C_MUL, C_DIV, C_MOD, C_NEG, C_CMP, C_AND, C_OR, C_NOT, C_ISNULL, C_AGG, C_CLS = range(15)
+C_CONST, C_COL, C_ADD, C_SUB, C_MUL, C_DIV, C_MOD, C_NEG, C_CMP, C_AND, C_OR, C_NOT, C_ISNULL, C_AGG, C_CLS, C_MNUM = \
+    range(16)
 _AGGREGATES = {"count": 0, "sum": 1, "avg": 2, "min": 3, "max": 4}
 _CMP = {"=": 0, "<>": 1, "<": 2, "<=": 3, ">": 4, ">=": 5}
 _ARITH = {"+": C_ADD, "-": C_SUB, "*": C_MUL, "/": C_DIV, "%": C_MOD}
@@ -376,6 +377,8 @@ class ConditionCompiler:
             self.code.append([C_COL, slot, kind, nav[0], nav[1], nav[2], nav[3]])
         elif isinstance(e, Aggregate):
             self._aggregate(e, clause)
+        elif isinstance(e, MatchNumber):
+            self.code.append([C_MNUM, 0, 0, 0, 0, 0, 0])
         elif isinstance(e, Classifier):
             self._classifier(e, nav)
         elif isinstance(e, Navigation) and isinstance(e.operand, Classifier):

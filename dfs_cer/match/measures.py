@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from numba import njit
 
 from dfs_cer.errors import MatchError, UnsupportedFeatureError
+from dfs_cer.match import aggregates
 from dfs_cer.match.arrow_eval import _broadcast, evaluate
 from dfs_cer.match.columns import column_of
 from dfs_cer.query.expr import (
@@ -32,6 +33,7 @@ from dfs_cer.query.expr import (
     Semantics,
     Star,
     to_sql,
+    walk,
 )
 from dfs_cer.query.numeric import to_double
 
@@ -309,62 +311,133 @@ class MeasureEvaluator:
     def _flat_of(self, rows: np.ndarray, matches: np.ndarray) -> np.ndarray:
         return self.flat_start[matches] + (rows - self.rows.m_start[matches])
 
+    def _flat_values(self, e: Expr) -> pa.Array:
+        """``e`` evaluated at every flattened row (as the row of an aggregate's argument)."""
+        key = ("flat", e)
+        if key not in self._cache:
+            rows = self.rows
+            size = rows.r_row.size
+
+            def leaf(x: Expr) -> pa.Array:
+                if isinstance(x, Column):
+                    return self._take(x.name, rows.r_row)
+                if isinstance(x, Classifier):
+                    return self._labels(rows.r_label) if size else pa.array([], pa.string())
+                if isinstance(x, MatchNumber):
+                    return pa.array(rows.match_number[rows.r_match] if size else np.zeros(0, np.int64))
+                raise UnsupportedFeatureError(f"{to_sql(x)} inside an aggregate", clause="MEASURES",
+                                              code="unsupported")
+
+            self._cache[key] = _broadcast(evaluate(e, leaf, size), size)  # type: ignore[assignment]
+        return self._cache[key]  # type: ignore[return-value]
+
     def _aggregate(self, agg: Aggregate) -> pa.Array:
-        if agg.distinct:
-            raise UnsupportedFeatureError(f"DISTINCT in the aggregate {to_sql(agg)}", clause="MEASURES",
-                                          code="unsupported")
-        names = {getattr(n, "variable", None) for a in agg.args for n in [a] if isinstance(n, Column | Star)}
+        parts = [*agg.args, *([agg.filter] if agg.filter is not None else [])]
+        names = {n.variable for a in parts for n in walk(a) if isinstance(n, Column | Star)}
         name = next(iter(names)) if names else None
         flags = self._flags(name)
+        if agg.filter is not None:
+            test = self._flat_values(agg.filter)
+            flags = flags & np.asarray(pc.fill_null(test, False).to_numpy(zero_copy_only=False), bool)
         at = self._at(agg.semantics)
         valid_at = at >= 0
         safe = np.where(valid_at, at, 0)
-        if agg.name == "count" and (not agg.args or isinstance(agg.args[0], Star)):
-            counts = self._count(name)
-            out = np.where(valid_at, counts[safe] if counts.size else 0, 0)
-            return pa.array(out, pa.int64())
-        if len(agg.args) != 1 or not isinstance(agg.args[0], Column):
-            raise UnsupportedFeatureError(f"aggregate {to_sql(agg)}: only one column argument is supported",
-                                          clause="MEASURES", code="unsupported")
-        column = agg.args[0]
-        assert isinstance(column, Column)
-        values_arr = self._take(column.name, self.rows.r_row)
-        exact = self._exact_aggregate(agg, values_arr, flags, valid_at, safe)
+        star = not agg.args or isinstance(agg.args[0], Star)
+        if agg.name == "count" and star:
+            counts = _running_count(flags, self.seg_first)
+            return pa.array(np.where(valid_at, counts[safe] if counts.size else 0, 0), pa.int64())
+        values = self._flat_values(agg.args[0])
+        if pa.types.is_dictionary(values.type):
+            values = values.dictionary_decode()
+        if agg.distinct:
+            keep = aggregates.first_occurrences(self.rows.r_match, values, np.nonzero(flags)[0])
+            flags = np.zeros_like(flags)
+            flags[keep] = True
+        not_null = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), bool)
+        if agg.name in ("array_agg", "string_agg"):
+            included = flags if agg.name == "array_agg" else flags & not_null
+            items = values if agg.name == "array_agg" else pc.cast(values, pa.string())
+            lists, _ = aggregates.prefix_lists(items, np.nonzero(included)[0], self.out_match, at, self.flat_start)
+            if agg.name == "array_agg":
+                return lists
+            separator = agg.args[1].value if len(agg.args) > 1 else ","  # type: ignore[attr-defined]
+            return pc.binary_join(lists, separator)
+        valid = flags & not_null
+        if agg.name in ("count", "count_if"):
+            if agg.name == "count_if":
+                if values.type != pa.bool_():
+                    raise MatchError(f"count_if takes a condition, got {values.type}: {to_sql(agg)}")
+                valid = valid & np.asarray(values.fill_null(False).to_numpy(zero_copy_only=False), bool)
+            counts = _running_count(valid, self.seg_first)
+            return pa.array(np.where(valid_at, counts[safe] if counts.size else 0, 0), pa.int64())
+        if agg.name in ("any_value", "min_by", "max_by", "bool_and", "bool_or"):
+            return self._picked(agg, values, flags, valid, at)
+        if agg.name in ("stddev", "variance", "stddev_pop", "var_pop"):
+            return self._spread(agg, values, valid, valid_at, safe)
+        exact = self._exact_aggregate(agg, values, valid, valid_at, safe)
         if exact is not None:
             return exact
-        is_numeric = pa.types.is_integer(values_arr.type) or pa.types.is_floating(values_arr.type)
-        if not is_numeric and agg.name not in ("count",):
-            raise UnsupportedFeatureError(f"aggregate {agg.name} over {values_arr.type}", clause="MEASURES",
-                                          code="unsupported")
-        valid = flags & np.asarray(values_arr.is_valid().to_numpy(zero_copy_only=False), bool)
-        values = np.asarray(to_double(values_arr).fill_null(0.0).to_numpy(zero_copy_only=False),
-                            np.float64) if is_numeric else np.zeros(len(values_arr))
-        kinds = {"sum": 0, "min": 1, "max": 2, "count": 3, "avg": 0}
-        if agg.name not in kinds:
-            raise UnsupportedFeatureError(f"aggregate {agg.name}", clause="MEASURES", code="unsupported",
-                                          hint="supported: count, sum, avg, min, max")
-        acc, has = _running_agg(values, valid, self.seg_first, kinds[agg.name])
+        if not (pa.types.is_integer(values.type) or pa.types.is_floating(values.type)):
+            raise UnsupportedFeatureError(f"aggregate {agg.name} over {values.type}: {to_sql(agg)}",
+                                          clause="MEASURES", code="unsupported",
+                                          hint="sum and avg take integers or doubles (CAST decimals AS DOUBLE)")
+        numbers = np.asarray(to_double(values).fill_null(0.0).to_numpy(zero_copy_only=False), np.float64)
+        kinds = {"sum": 0, "min": 1, "max": 2, "avg": 0}
+        acc, has = _running_agg(numbers, valid, self.seg_first, kinds[agg.name])
         got = np.where(valid_at, acc[safe] if acc.size else 0.0, 0.0)
         present = valid_at & (has[safe] if has.size else False)
-        if agg.name == "count":
-            return pa.array(np.where(valid_at, got, 0).astype(np.int64))
         if agg.name == "avg":
-            cnt, _ = _running_agg(values, valid, self.seg_first, 3)
+            cnt, _ = _running_agg(numbers, valid, self.seg_first, 3)
             c = np.where(valid_at, cnt[safe] if cnt.size else 0.0, 0.0)
             got = np.where(c > 0, got / np.where(c > 0, c, 1), 0.0)
-            return pa.array(got, mask=~present)
-        result = pa.array(got, mask=~present)
-        if pa.types.is_integer(values_arr.type) and agg.name in ("sum", "min", "max"):
-            result = pc.cast(result, pa.int64())
-        return result
+        return pa.array(got, mask=~present)
 
-    def _exact_aggregate(self, agg: Aggregate, values: pa.Array, flags: np.ndarray, valid_at: np.ndarray,
+    def _picked(self, agg: Aggregate, values: pa.Array, flags: np.ndarray, valid: np.ndarray,
+                at: np.ndarray) -> pa.Array:
+        """any_value, min_by / max_by (the first row on ties), bool_and / bool_or."""
+        valid_at = at >= 0
+        safe = np.where(valid_at, at, 0)
+        if agg.name in ("bool_and", "bool_or"):
+            if values.type != pa.bool_():
+                raise MatchError(f"{agg.name} takes a condition, got {values.type}: {to_sql(agg)}")
+            keys = np.asarray(values.fill_null(False).to_numpy(zero_copy_only=False), np.int64)
+            pick = aggregates.running_pick(keys, valid, self.seg_first, 1 if agg.name == "bool_and" else 2)
+        elif agg.name == "any_value":
+            pick = aggregates.running_pick(np.zeros(valid.size, np.int64), valid, self.seg_first, 0)
+        else:
+            by = self._flat_values(agg.args[1])
+            if pa.types.is_dictionary(by.type):
+                by = by.dictionary_decode()
+            by_valid = flags & np.asarray(by.is_valid().to_numpy(zero_copy_only=False), bool)
+            ranks = np.asarray(pc.rank(by, sort_keys="ascending", tiebreaker="dense").to_numpy(
+                zero_copy_only=False), np.int64) if len(by) else np.zeros(0, np.int64)
+            pick = aggregates.running_pick(ranks, by_valid, self.seg_first, 1 if agg.name == "min_by" else 2)
+        chosen = np.where(valid_at, pick[safe] if pick.size else -1, -1)
+        taken = values.take(pa.array(np.where(chosen >= 0, chosen, 0))) if len(values) else \
+            pa.nulls(chosen.size, values.type)
+        return pc.if_else(pa.array(chosen >= 0), taken, pa.scalar(None, values.type))
+
+    def _spread(self, agg: Aggregate, values: pa.Array, valid: np.ndarray, valid_at: np.ndarray,
+                safe: np.ndarray) -> pa.Array:
+        """stddev / variance (samples) and stddev_pop / var_pop, as DOUBLE."""
+        if not (pa.types.is_integer(values.type) or pa.types.is_floating(values.type)
+                or pa.types.is_decimal(values.type)):
+            raise MatchError(f"{agg.name} takes numbers, got {values.type}: {to_sql(agg)}")
+        numbers = np.asarray(to_double(values).fill_null(0.0).to_numpy(zero_copy_only=False), np.float64)
+        cnt, _, m2 = aggregates.running_moments(numbers, valid, self.seg_first)
+        c = np.where(valid_at, cnt[safe] if cnt.size else 0, 0)
+        s = np.where(valid_at, m2[safe] if m2.size else 0.0, 0.0)
+        sample = agg.name in ("stddev", "variance")
+        denominator = c - 1 if sample else c
+        present = denominator > 0 if sample else c > 0
+        var = np.where(present, s / np.where(denominator > 0, denominator, 1), 0.0)
+        out = np.sqrt(np.maximum(var, 0.0)) if agg.name.startswith("stddev") else var
+        return pa.array(out, pa.float64(), mask=~present)
+
+    def _exact_aggregate(self, agg: Aggregate, values: pa.Array, valid: np.ndarray, valid_at: np.ndarray,
                          safe: np.ndarray) -> pa.Array | None:
         """min / max of any orderable column (in its own type) and sum of integers, exactly;
         None for the aggregates the float path computes."""
-        if pa.types.is_dictionary(values.type):
-            values = values.dictionary_decode()
-        valid = flags & np.asarray(values.is_valid().to_numpy(zero_copy_only=False), bool)
         if agg.name in ("min", "max") and not pa.types.is_floating(values.type):
             # running min/max of dense ranks, mapped back to the values: exact for uint64,
             # decimals, strings and timestamps alike

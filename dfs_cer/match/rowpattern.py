@@ -20,6 +20,7 @@ from dfs_cer.errors import MatchError, MatchLimitError, UnsupportedFeatureError
 from dfs_cer.match import vm
 from dfs_cer.match.columns import ON_LIMIT, check_choice, column_of, split_halo
 from dfs_cer.match.conditions import compile_conditions
+from dfs_cer.match.hoist import hoist, with_derived
 from dfs_cer.match.measures import MatchRows, MeasureEvaluator
 from dfs_cer.match.program import compile_pattern
 from dfs_cer.pattern.ir import labels as pattern_labels
@@ -274,6 +275,9 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
     order_type = table.schema.field(order_by[0][0]).type
     if pa.types.is_timestamp(order_type):
         time_unit = order_type.unit
+    mr, derived = hoist(mr)  # row expressions become derived columns of the sorted table
+    if derived:
+        table = with_derived(table, derived)
     conditions = compile_conditions(mr, labels, table, part_start, part_end, time_unit)
     if halo.any():  # halo rows: only a skip variable may absorb them; nothing else labels them
         skippers = _skip_variables(analysis) if analysis.skippable else set()
@@ -331,7 +335,7 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
         last = np.where(counts > 0, m_end - 1, m_start)
         ids = (mid, tv[np.minimum(m_start, max(n - 1, 0))] if n else mid.astype(np.int64),
                tv[np.minimum(last, max(n - 1, 0))] if n else mid.astype(np.int64))
-    relation = _assemble(rows, analysis, partition_by, [o[0] for o in order_by], original, order, ids)
+    relation = _assemble(rows, mr, partition_by, [o[0] for o in order_by], original, order, ids)
     return MatchOutput(relation, int(m_start.size), truncated, int(work_bytes))
 
 
@@ -364,10 +368,9 @@ def _with_ids(table: pa.Table, ids: tuple[np.ndarray, np.ndarray, np.ndarray] | 
     return table
 
 
-def _assemble(rows: MatchRows, analysis: Analysis, partition_by: tuple[str, ...], order_cols: list[str],
+def _assemble(rows: MatchRows, mr: MatchRecognize, partition_by: tuple[str, ...], order_cols: list[str],
               original: pa.Table, order: np.ndarray,
               ids: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> pa.Table:
-    mr = analysis.query.recognize
     table = rows.table
     mode = mr.rows_per_match
     nonempty = rows.m_end > rows.m_start

@@ -23,6 +23,7 @@ from dfs_cer.match.conditions import (
     C_AGG,
     C_AND,
     C_CLS,
+    C_MNUM,
     C_CMP,
     C_COL,
     C_CONST,
@@ -220,7 +221,8 @@ def _evaluate(code: np.ndarray, lo: int, hi: int, const_i: np.ndarray, const_f: 
               const_kind: np.ndarray, icols: np.ndarray, inull: np.ndarray, fcols: np.ndarray, fnull: np.ndarray,
               members: np.ndarray, row: int, var: int, start: int, p0: int, p1: int,
               first: np.ndarray, last: np.ndarray, node: int, n_parent: np.ndarray, n_row: np.ndarray,
-              n_label: np.ndarray, n_lo: np.ndarray, si: np.ndarray, sf: np.ndarray, sk: np.ndarray) -> bool:
+              n_label: np.ndarray, n_lo: np.ndarray, si: np.ndarray, sf: np.ndarray, sk: np.ndarray,
+              match_number: int) -> bool:
     """Run a dependent condition program; True only when it evaluates to TRUE (not NULL)."""
     sp = 0
     for pc in range(lo, hi):
@@ -258,6 +260,11 @@ def _evaluate(code: np.ndarray, lo: int, hi: int, const_i: np.ndarray, const_f: 
             sk[sp] = kd
             si[sp] = iv
             sf[sp] = fv
+            sp += 1
+        elif op == C_MNUM:
+            si[sp] = match_number
+            sf[sp] = np.float64(match_number)
+            sk[sp] = K_INT
             sp += 1
         elif op == C_CLS:
             pos = _position(code[pc, 1], code[pc, 2], code[pc, 3], row, var, start, first, last, members, node,
@@ -476,9 +483,12 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
     n_rows_out = 0
     status = OK
 
+    part_matches = 0  # matches before the current PARTITION BY group (MATCH_NUMBER() in DEFINE)
     for p in range(parts.shape[0] - 1):
         p0, p1 = parts[p], parts[p + 1]
         q0, q1 = nav_parts[p, 0], nav_parts[p, 1]
+        if p == 0 or q0 != nav_parts[p - 1, 0]:
+            part_matches = n_matches
         pos = p0
         while pos < p1:
             if next_start[pos] != pos:
@@ -547,7 +557,8 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
                     if dependent[v]:
                         if not _evaluate(code, code_start[v], code_start[v + 1], const_i, const_f, const_kind,
                                          icols, inull, fcols, fnull, members, i, v, start, q0, q1, l_first[cur, t],
-                                         l_last[cur, t], l_node[cur, t], a_parent, a_row, a_label, a_lo, si, sf, sk):
+                                         l_last[cur, t], l_node[cur, t], a_parent, a_row, a_label, a_lo, si, sf, sk,
+                                         n_matches - part_matches + 1):
                             continue
                     # consume row i: new path node
                     if a_n >= a_cap:

@@ -36,7 +36,8 @@ def incremental_reason(analysis: Analysis, window_units: int | None, cer_selecti
     mr = analysis.query.recognize
     if window_units is None:
         return "the query has no WITHIN window, so a new event can affect matches at any distance"
-    if any(isinstance(n, MatchNumber) for m in mr.measures for n in walk(m.expr)):
+    if any(isinstance(n, MatchNumber) for e in [*(m.expr for m in mr.measures), *(d.condition for d in mr.definitions)]
+           for n in walk(e)):
         return "MATCH_NUMBER() numbers every match of a partition"
     if any(isinstance(n, Anchor) for n in walk_pattern(mr.pattern)):
         return "^ or $ anchor the pattern to the partition's first or last row, which a time range cuts"

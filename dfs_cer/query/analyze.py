@@ -425,6 +425,8 @@ def _pruning(query: Query, roles: dict[str, Role],
         return False, "WITH UNMATCHED ROWS outputs every row"
     if nullable(mr.pattern):
         return False, "the pattern can match empty, so every row can produce a match"
+    if any(isinstance(n, MatchNumber) for d in mr.definitions for n in walk(d.condition)):
+        return False, "MATCH_NUMBER() in DEFINE depends on every earlier match of the partition"
     if not any(r in (Role.HEAD, Role.TAIL, Role.MIDDLE) for r in roles.values()):
         return False, "no variable with a condition appears in every match"
     if not any(roles[name] in (Role.HEAD, Role.TAIL, Role.MIDDLE)

@@ -61,7 +61,9 @@ _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
 }  # fmt: skip
 _ARITH = {"+": "add_checked", "-": "subtract_checked", "*": "multiply_checked", "/": "divide_checked"}
 _FUNCTIONS = FUNCTIONS
-_CASTS = {name: getattr(pa, arrow)() for name, arrow in CAST_TYPES.items()}
+#: unparameterised CAST targets pushed down to the scans (others keep rows conservatively)
+_CASTS = {name: getattr(pa, arrow)() for name, arrow in CAST_TYPES.items()
+          if arrow not in ("decimal128", "timestamp", "date32")}
 
 
 def _scalar(value: Any) -> Any:

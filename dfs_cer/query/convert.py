@@ -104,7 +104,7 @@ class Converter:
         if isinstance(e, exp.AggFunc):
             return self._aggregate(e)
         if isinstance(e, exp.Func):
-            return Function(e.sql_name().lower(), tuple(self.convert(a) for a in _func_args(e)))
+            return self._function(e)
         if isinstance(e, exp.Subquery | exp.Select | exp.Exists):
             raise self.unsupported("a subquery")
         if isinstance(e, exp.Escape):
@@ -263,24 +263,55 @@ class Converter:
             if args:
                 raise self.invalid("MATCH_NUMBER takes no arguments", code="bad-match-number")
             return MatchNumber()
-        if name.lower() in AGGREGATES:
-            return Aggregate(name.lower(), tuple(self.convert(a) for a in args))
-        return Function(name.lower(), tuple(self.convert(a) for a in args))
+        lowered = AGGREGATE_NAMES.get(name.lower(), name.lower())
+        if lowered in AGGREGATES:
+            return Aggregate(lowered, tuple(self.convert(a) for a in args))
+        return Function(FUNCTION_NAMES.get(name.lower(), name.lower()), tuple(self.convert(a) for a in args))
 
     def _aggregate(self, e: exp.Expression) -> Expr:
         name = e.sql_name().lower() if isinstance(e, exp.Func) else type(e).__name__.lower()
+        name = AGGREGATE_NAMES.get(name, name)
         this = e.this
         distinct = False
         args: list[exp.Expression]
         if isinstance(this, exp.Distinct):
             distinct = True
             args = list(this.expressions)
+            rest = [e.args[k] for k in ("expression", "separator") if isinstance(e.args.get(k), exp.Expression)]
+            args += rest
         else:
-            args = [] if this is None else [this]
-            args += [a for a in e.args.get("expressions") or [] if isinstance(a, exp.Expression)]
+            args = _func_args(e) if isinstance(e, exp.Func) else ([] if this is None else [this])
         if name == "count" and not args:
             args = [exp.Star()]
         return Aggregate(name, tuple(self.convert(a) for a in args), distinct)
+
+    def _filter(self, e: exp.Filter) -> Expr:
+        inner = self.convert(e.this)
+        where = e.expression
+        if not isinstance(inner, Aggregate) or not isinstance(where, exp.Where):
+            raise self.invalid(f"FILTER applies to an aggregate call, not to {e.this.sql()}", code="bad-aggregate")
+        if inner.filter is not None:
+            raise self.invalid(f"FILTER is given twice on {e.sql()}", code="bad-aggregate")
+        return dataclasses.replace(inner, filter=self.convert(where.this))
+
+    def _function(self, e: exp.Func) -> Expr:
+        if isinstance(e, exp.Extract):
+            unit = _EXTRACT_UNITS.get(e.this.name.lower() if isinstance(e.this, exp.Var | exp.Literal) else "")
+            if unit is None:
+                raise self.unsupported(f"EXTRACT({e.this.sql()} FROM ...)",
+                                       f"extract one of {', '.join(sorted(set(_EXTRACT_UNITS)))}")
+            return Function(unit, (self.convert(e.expression),))
+        if isinstance(e, exp.DateTrunc | exp.TimestampTrunc):
+            unit = e.args.get("unit")
+            text = (unit.name if isinstance(unit, exp.Var | exp.Literal) else "").lower()
+            if text not in TRUNC_UNITS:
+                raise self.unsupported(f"date_trunc to {unit.sql() if unit is not None else '?'}",
+                                       f"truncate to one of {', '.join(TRUNC_UNITS)}")
+            return Function("date_trunc", (Literal(text), self.convert(e.this)))
+        name = e.sql_name().lower()
+        if isinstance(e, exp.Anonymous):
+            name = str(e.this).lower()
+        return Function(FUNCTION_NAMES.get(name, name), tuple(self.convert(a) for a in _func_args(e)))
 
     def _paren(self, e: exp.Paren) -> Expr:
         return self.convert(e.this)
@@ -317,4 +348,25 @@ _HANDLERS: dict[type[exp.Expression], Callable[[Converter, Any], Expr]] = {
     exp.First: Converter._first_last,
     exp.Last: Converter._first_last,
     exp.Anonymous: Converter._anonymous,
+    exp.Filter: Converter._filter,
 }
+
+#: other spellings of the supported aggregates (Trino, DuckDB, Oracle, sqlglot's names)
+AGGREGATE_NAMES = {
+    "arg_min": "min_by", "arg_max": "max_by", "arbitrary": "any_value", "logical_and": "bool_and",
+    "logical_or": "bool_or", "every": "bool_and", "group_concat": "string_agg", "listagg": "string_agg",
+    "stddev_samp": "stddev", "var_samp": "variance", "variance_samp": "variance", "variance_pop": "var_pop",
+}  # fmt: skip
+#: other spellings of the supported scalar functions
+FUNCTION_NAMES = {
+    "substring": "substr", "str_position": "strpos", "pow": "power", "ceiling": "ceil", "trunc": "truncate",
+    "dow": "day_of_week", "doy": "day_of_year", "day_of_month": "day", "dayofweek": "day_of_week",
+    "dayofyear": "day_of_year", "dayofmonth": "day",
+}  # fmt: skip
+_EXTRACT_UNITS = {
+    "year": "year", "quarter": "quarter", "month": "month", "week": "week", "day": "day", "dow": "day_of_week",
+    "day_of_week": "day_of_week", "doy": "day_of_year", "day_of_year": "day_of_year", "hour": "hour",
+    "minute": "minute", "second": "second",
+}  # fmt: skip
+#: date_trunc units
+TRUNC_UNITS = ("second", "minute", "hour", "day", "week", "month", "quarter", "year")

@@ -113,16 +113,51 @@ FUNCTIONS = {
     "floor": "floor", "ceil": "ceil", "sqrt": "sqrt_checked", "ln": "ln_checked", "exp": "exp",
     "sign": "sign",
 }  # fmt: skip
-#: CAST targets: SQL type name -> Arrow type name
+#: every scalar function: SQL name -> (fewest arguments, most arguments (-1: any), result family
+#: "number", "string", "boolean", "temporal" or "same" as the first argument); the unary
+#: pyarrow kernels above are pushed down to storage nodes' scans, the rest are evaluated by
+#: the engines (dfs_cer.match.functions) and keep rows conservatively in pushed-down filters
+SCALAR_FUNCTIONS = {
+    "lower": (1, 1, "string"), "upper": (1, 1, "string"), "trim": (1, 1, "string"), "ltrim": (1, 1, "string"),
+    "rtrim": (1, 1, "string"), "reverse": (1, 1, "string"), "substr": (2, 3, "string"),
+    "concat": (1, -1, "string"), "replace": (2, 3, "string"), "length": (1, 1, "number"),
+    "strpos": (2, 2, "number"), "starts_with": (2, 2, "boolean"), "regexp_like": (2, 2, "boolean"),
+    "abs": (1, 1, "number"), "floor": (1, 1, "number"), "ceil": (1, 1, "number"), "sqrt": (1, 1, "number"),
+    "ln": (1, 1, "number"), "exp": (1, 1, "number"), "sign": (1, 1, "number"), "round": (1, 2, "number"),
+    "truncate": (1, 1, "number"), "power": (2, 2, "number"), "log": (2, 2, "number"),
+    "greatest": (1, -1, "same"), "least": (1, -1, "same"), "nullif": (2, 2, "same"), "coalesce": (1, -1, "same"),
+    "year": (1, 1, "number"), "quarter": (1, 1, "number"), "month": (1, 1, "number"), "week": (1, 1, "number"),
+    "day": (1, 1, "number"), "day_of_week": (1, 1, "number"), "day_of_year": (1, 1, "number"),
+    "hour": (1, 1, "number"), "minute": (1, 1, "number"), "second": (1, 1, "number"),
+    "date_trunc": (2, 2, "temporal"),
+}  # fmt: skip
+#: CAST targets: SQL type name -> Arrow type name (VARCHAR(n) and DECIMAL(p, s) take parameters)
 CAST_TYPES = {
     "DOUBLE": "float64", "FLOAT": "float32", "REAL": "float32", "BIGINT": "int64", "INT": "int32",
-    "INTEGER": "int32", "SMALLINT": "int16", "TEXT": "string", "VARCHAR": "string", "BOOLEAN": "bool_",
+    "INTEGER": "int32", "SMALLINT": "int16", "TINYINT": "int8", "TEXT": "string", "VARCHAR": "string",
+    "CHAR": "string", "BOOLEAN": "bool_", "DECIMAL": "decimal128", "DATE": "date32", "TIMESTAMP": "timestamp",
 }  # fmt: skip
 #: the deepest expression a query may hold (deeper ones are refused before any recursion)
 MAX_DEPTH = 200
 
-AGGREGATES = frozenset({"count", "sum", "avg", "min", "max", "stddev", "variance",
-                        "bool_and", "bool_or", "array_agg", "count_if", "max_by", "min_by"})
+AGGREGATES = frozenset({"count", "sum", "avg", "min", "max", "stddev", "variance", "stddev_pop", "var_pop",
+                        "bool_and", "bool_or", "array_agg", "count_if", "max_by", "min_by", "any_value",
+                        "string_agg"})
+
+
+def cast_target(to: str) -> tuple[str, tuple[int, ...]] | None:
+    """``"VARCHAR(7)"`` -> ``("VARCHAR", (7,))``; None for a type CAST does not support."""
+    import re
+
+    m = re.fullmatch(r"\s*([A-Za-z]+)\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?\s*", to)
+    if m is None or m.group(1).upper() not in CAST_TYPES:
+        return None
+    params = tuple(int(g) for g in m.groups()[1:] if g is not None)
+    base = m.group(1).upper()
+    allowed = {"VARCHAR": (0, 1), "CHAR": (0, 1), "DECIMAL": (1, 2)}.get(base, (0, 0))
+    if not allowed[0] <= len(params) <= allowed[1] or (base == "DECIMAL" and not 1 <= params[0] <= 38):
+        return None
+    return base, params
 
 
 @node("aggregate")
@@ -132,6 +167,8 @@ class Aggregate(Expr):
     args: tuple[Expr, ...]
     distinct: bool = False
     semantics: Semantics | None = None
+    #: ``FILTER (WHERE ...)``: only rows where it is TRUE are aggregated
+    filter: Expr | None = None
 
 
 @node("binary")
@@ -222,7 +259,9 @@ def children(e: Expr) -> tuple[Expr, ...]:
     """Direct sub-expressions of ``e``."""
     if isinstance(e, Navigation):
         return (e.operand,)
-    if isinstance(e, Aggregate | Function):
+    if isinstance(e, Aggregate):
+        return e.args if e.filter is None else (*e.args, e.filter)
+    if isinstance(e, Function):
         return e.args
     if isinstance(e, BinaryOp):
         return (e.left, e.right)
@@ -253,7 +292,11 @@ def transform(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
         changes: dict[str, object] = {}
         if isinstance(x, Navigation | UnaryOp | IsNull | Cast):
             changes["operand"] = rebuild(x.operand)
-        elif isinstance(x, Aggregate | Function):
+        elif isinstance(x, Aggregate):
+            changes["args"] = tuple(rebuild(a) for a in x.args)
+            if x.filter is not None:
+                changes["filter"] = rebuild(x.filter)
+        elif isinstance(x, Function):
             changes["args"] = tuple(rebuild(a) for a in x.args)
         elif isinstance(x, BinaryOp):
             changes = {"left": rebuild(x.left), "right": rebuild(x.right)}
@@ -420,7 +463,8 @@ def to_sql(e: Expr) -> str:
         return "MATCH_NUMBER()"
     if isinstance(e, Aggregate):
         args = ", ".join(to_sql(a) for a in e.args)
-        return f"{_semantics(e.semantics)}{e.name}({'DISTINCT ' if e.distinct else ''}{args})"
+        where = "" if e.filter is None else f" FILTER (WHERE {to_sql(e.filter)})"
+        return f"{_semantics(e.semantics)}{e.name}({'DISTINCT ' if e.distinct else ''}{args}){where}"
     if isinstance(e, Function):
         return f"{e.name}({', '.join(to_sql(a) for a in e.args)})"
     if isinstance(e, BinaryOp):

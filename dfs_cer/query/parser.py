@@ -161,6 +161,9 @@ class QueryParser:
                                    f"write e.g. {self.word(i)} LAST(A.price)", code="bad-semantics")
             if wrapper and i + 2 <= last and self.toks[i + 2].token_type == TokenType.L_PAREN:
                 close = self.src.matching_paren(i + 2)
+                if close + 2 <= last and self.word(close + 1) == "FILTER" \
+                        and self.toks[close + 2].token_type == TokenType.L_PAREN:
+                    close = self.src.matching_paren(close + 2)  # RUNNING sum(x) FILTER (WHERE ...)
                 edits.append((self.toks[i].start, self.toks[i].end + 1, wrapper + "("))
                 edits.append((self.toks[close].end + 1, self.toks[close].end + 1, ")"))
         edits.sort(key=lambda e: (e[0], e[1]))

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from dfs_cer.errors import QueryValidationError
 from dfs_cer.query.expr import (
+    SCALAR_FUNCTIONS,
     Aggregate,
     Between,
     BinaryOp,
@@ -31,6 +32,7 @@ from dfs_cer.query.expr import (
     MatchNumber,
     Navigation,
     UnaryOp,
+    cast_target,
     to_sql,
     walk,
 )
@@ -40,10 +42,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 _CAST_FAMILY = {"DOUBLE": "number", "FLOAT": "number", "REAL": "number", "BIGINT": "number", "INT": "number",
-                "INTEGER": "number", "SMALLINT": "number", "TEXT": "string", "VARCHAR": "string",
-                "BOOLEAN": "boolean"}
-_STRING_FUNCTIONS = {"lower", "upper", "trim", "ltrim", "rtrim"}
-_NUMBER_FUNCTIONS = {"abs", "length", "floor", "ceil", "sqrt", "ln", "exp", "sign"}
+                "INTEGER": "number", "SMALLINT": "number", "TINYINT": "number", "DECIMAL": "number", "TEXT": "string",
+                "VARCHAR": "string", "CHAR": "string", "BOOLEAN": "boolean", "DATE": "date", "TIMESTAMP": "timestamp"}
 
 
 def family(dtype: pa.DataType) -> str:
@@ -98,11 +98,15 @@ class _Typer:
         if isinstance(e, MatchNumber):
             return "number"
         if isinstance(e, Aggregate):
-            if e.name in ("count", "sum", "avg", "stddev", "variance", "count_if"):
+            if e.name in ("count", "sum", "avg", "stddev", "variance", "stddev_pop", "var_pop", "count_if"):
                 return "number"
-            if e.name in ("min", "max") and e.args:
+            if e.name in ("min", "max", "any_value", "min_by", "max_by") and e.args:
                 return self(e.args[0])
-            return None
+            if e.name in ("bool_and", "bool_or"):
+                return "boolean"
+            if e.name == "string_agg":
+                return "string"
+            return "nested" if e.name == "array_agg" else None
         if isinstance(e, BinaryOp):
             if e.op in ("AND", "OR") or e.op in ("=", "<>", "<", "<=", ">", ">="):
                 return "boolean"
@@ -119,15 +123,17 @@ class _Typer:
         if isinstance(e, UnaryOp):
             return "boolean" if e.op == "NOT" else self(e.operand)
         if isinstance(e, Function):
-            if e.name in _STRING_FUNCTIONS:
-                return "string"
-            if e.name in _NUMBER_FUNCTIONS:
-                return "number"
-            if e.name == "coalesce":
+            spec = SCALAR_FUNCTIONS.get(e.name)
+            if spec is None:
+                return None
+            if spec[2] == "same":
                 return next((f for f in (self(a) for a in e.args) if f is not None), None)
-            return None
+            if spec[2] == "temporal":
+                return self(e.args[-1]) if e.args else None
+            return spec[2]
         if isinstance(e, Cast):
-            return _CAST_FAMILY.get(e.to.upper())
+            target = cast_target(e.to)
+            return None if target is None else _CAST_FAMILY.get(target[0])
         if isinstance(e, Case):
             return next((f for f in (self(w.result) for w in e.whens) if f is not None), None)
         return None

@@ -6,29 +6,36 @@ variable or expression, and the fix.
 
 from __future__ import annotations
 
-from dfs_cer.errors import QueryValidationError
+from dfs_cer.errors import QueryValidationError, UnsupportedFeatureError
 from dfs_cer.pattern.ir import labels
 from dfs_cer.query.expr import (
     AGGREGATES,
     CAST_TYPES,
-    FUNCTIONS,
     MAX_DEPTH,
+    SCALAR_FUNCTIONS,
     Aggregate,
     Cast,
     Classifier,
     Column,
     Expr,
     Function,
+    Literal,
     MatchNumber,
     Navigation,
     Semantics,
     Star,
+    cast_target,
     children,
     depth,
     to_sql,
     walk,
 )
 from dfs_cer.query.model import Query
+
+#: how many arguments each aggregate takes (others: exactly one)
+AGGREGATE_ARITY = {"count": (0, 1), "min_by": (2, 2), "max_by": (2, 2), "string_agg": (1, 2)}
+#: aggregates the row-pattern VM evaluates inside DEFINE (running, per thread)
+DEFINE_AGGREGATES = frozenset({"count", "sum", "avg", "min", "max", "count_if", "bool_and", "bool_or"})
 
 
 def _fail(message: str, clause: str, hint: str | None = None, code: str = "invalid") -> QueryValidationError:
@@ -101,22 +108,29 @@ class _Context:
                             hint, "undefined-variable")
             if isinstance(n, Star) and not _inside_count(e, n):
                 raise _fail(f"{to_sql(n)} is only allowed as the argument of count", clause, code="bad-star")
-            if in_define and isinstance(n, MatchNumber):
-                raise _fail("MATCH_NUMBER() is not allowed in DEFINE", clause,
-                            "use it in MEASURES", "bad-match-number")
             if in_define and getattr(n, "semantics", None) is Semantics.FINAL:
                 raise _fail(f"FINAL is not allowed in DEFINE ({to_sql(n)})", clause,
                             "DEFINE always sees RUNNING values; use FINAL in MEASURES", "final-in-define")
             if isinstance(n, Navigation):
                 self._navigation(n, clause)
             if isinstance(n, Aggregate):
-                self._aggregate(n, clause)
-            if isinstance(n, Function) and n.name != "coalesce" and n.name not in FUNCTIONS:
-                raise _fail(f"function {n.name}() is not supported", clause,
-                            f"supported: {', '.join(sorted([*FUNCTIONS, 'coalesce']))}", "unknown-function")
-            if isinstance(n, Cast) and n.to.upper() not in CAST_TYPES:
+                self._aggregate(n, clause, in_define)
+            if isinstance(n, Function):
+                self._function(n, clause)
+            if isinstance(n, Cast) and cast_target(n.to) is None:
                 raise _fail(f"CAST to {n.to} is not supported", clause,
-                            f"supported: {', '.join(sorted(CAST_TYPES))}", "unknown-type")
+                            f"supported: {', '.join(sorted(CAST_TYPES))} (VARCHAR(n), DECIMAL(p, s))", "unknown-type")
+
+    def _function(self, f: Function, clause: str) -> None:
+        spec = SCALAR_FUNCTIONS.get(f.name)
+        if spec is None:
+            raise _fail(f"function {f.name}() is not supported", clause,
+                        f"supported: {', '.join(sorted(SCALAR_FUNCTIONS))}", "unknown-function")
+        low, high, _ = spec
+        if len(f.args) < low or (high >= 0 and len(f.args) > high):
+            want = f"{low}" if low == high else f"{low} or more" if high < 0 else f"{low} to {high}"
+            raise _fail(f"{f.name}() takes {want} arguments, got {len(f.args)}: {to_sql(f)}", clause,
+                        code="bad-arguments")
 
     def _navigation(self, nav: Navigation, clause: str) -> None:
         inner_navs = [n for n in walk(nav.operand) if isinstance(n, Navigation)]
@@ -144,21 +158,44 @@ class _Context:
                         f"{', '.join(sorted(str(t) for t in targets))}", clause,
                         "all columns in one navigation must use the same variable (or none)", "bad-navigation")
 
-    def _aggregate(self, agg: Aggregate, clause: str) -> None:
+    def _aggregate(self, agg: Aggregate, clause: str, in_define: bool) -> None:
         if agg.name not in AGGREGATES:
             raise _fail(f"aggregate {agg.name}() is not supported", clause,
                         f"supported: {', '.join(sorted(AGGREGATES))}", "unknown-function")
-        for arg in agg.args:
+        low, high = AGGREGATE_ARITY.get(agg.name, (1, 1))
+        if not low <= len(agg.args) <= high:
+            want = f"{low}" if low == high else f"{low} to {high}"
+            raise _fail(f"{agg.name}() takes {want} arguments, got {len(agg.args)}: {to_sql(agg)}", clause,
+                        code="bad-aggregate")
+        if agg.name == "string_agg" and len(agg.args) == 2 and not (
+                isinstance(agg.args[1], Literal) and isinstance(agg.args[1].value, str)):
+            raise _fail(f"the separator of {to_sql(agg)} must be a string literal", clause,
+                        "write e.g. string_agg(A.name, ', ')", "bad-aggregate")
+        parts = [*agg.args, *([agg.filter] if agg.filter is not None else [])]
+        for arg in parts:
             for n in walk(arg):
                 if isinstance(n, Aggregate):
                     raise _fail(f"aggregates cannot be nested: {to_sql(agg)}", clause, code="bad-aggregate")
                 if isinstance(n, Navigation):
                     raise _fail(f"navigation cannot appear inside an aggregate: {to_sql(agg)}", clause,
                                 code="bad-aggregate")
-                if isinstance(n, MatchNumber):
-                    raise _fail(f"MATCH_NUMBER() cannot appear inside an aggregate: {to_sql(agg)}", clause,
-                                code="bad-aggregate")
-        targets = {n.variable for a in agg.args for n in walk(a) if isinstance(n, Column | Star)}
+                if isinstance(n, Classifier) and n.variable is not None:
+                    raise UnsupportedFeatureError(
+                        f"CLASSIFIER({n.variable}) inside an aggregate ({to_sql(agg)})", clause=clause,
+                        hint="aggregate CLASSIFIER() (the label of each row) and filter it, e.g. "
+                        f"count_if(CLASSIFIER() = '{n.variable}')", code="unsupported")
+                if in_define and isinstance(n, Classifier | MatchNumber):
+                    raise UnsupportedFeatureError(
+                        f"{to_sql(n)} inside an aggregate in DEFINE ({to_sql(agg)})", clause=clause,
+                        hint="aggregate columns of the rows in DEFINE; CLASSIFIER() and MATCH_NUMBER() inside "
+                        "aggregates work in MEASURES", code="unsupported")
+        if in_define and (agg.distinct or agg.name not in DEFINE_AGGREGATES):
+            what = f"DISTINCT in {to_sql(agg)}" if agg.distinct else f"aggregate {agg.name}() in DEFINE"
+            raise UnsupportedFeatureError(
+                what, clause=clause, code="unsupported",
+                hint=f"DEFINE supports {', '.join(sorted(DEFINE_AGGREGATES))} without DISTINCT; the others work "
+                "in MEASURES")
+        targets = {n.variable for a in parts for n in walk(a) if isinstance(n, Column | Star)}
         if len(targets) > 1:
             raise _fail(f"arguments of {to_sql(agg)} mix pattern variables "
                         f"{', '.join(sorted(str(t) for t in targets))}", clause,

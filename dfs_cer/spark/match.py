@@ -62,7 +62,9 @@ def _frame(spark: Any, relation: pa.Table) -> Any:
 
 
 def _uses_match_number(query: Query) -> bool:
-    return any(isinstance(node, MatchNumber) for m in query.recognize.measures for node in walk(m.expr))
+    mr = query.recognize
+    return any(isinstance(node, MatchNumber) for e in [*(m.expr for m in mr.measures),
+                                                         *(d.condition for d in mr.definitions)] for node in walk(e))
 
 
 def _sparkable(schema: pa.Schema) -> pa.Schema:

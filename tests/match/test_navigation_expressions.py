@@ -1,6 +1,7 @@
 """Navigation over expressions (``FIRST(A.v * 1000)``, ``FIRST(abs(A.v))``, ``PREV(A.price +
 A.tax)``): the navigated row's value of the expression, as Trino evaluates it; expressions that
-are not NULL on a NULL input (COALESCE, CASE) stay refused with the reason."""
+that are not NULL on a NULL input (COALESCE, CASE) are evaluated at the navigated row, so a
+navigation that finds no row is NULL, not the COALESCE default."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from dfs_cer import match_recognize, parse
-from dfs_cer.errors import DfsCerError, UnsupportedFeatureError
+from dfs_cer.errors import DfsCerError
 
 T = pa.table({"v": [1, 2, 3, 1, 5], "tax": [1, 1, 1, 1, 1], "ts": [1, 2, 3, 4, 5]})
 HEAD = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES "
@@ -39,6 +40,14 @@ def test_navigation_over_an_expression_in_define() -> None:
     assert match_recognize(T, sql).column("a").to_pylist() == [4]
 
 
-def test_expressions_that_hide_nulls_stay_refused() -> None:
-    with pytest.raises(UnsupportedFeatureError, match="navigation over an expression"):
-        match_recognize(T, f"{HEAD}FIRST(coalesce(A.v, 0)) AS m{TAIL}")
+@pytest.mark.parametrize(("measure", "expected"), [
+    ("FIRST(coalesce(A.v, 0))", [1, 1]),
+    ("PREV(coalesce(A.v, -1))", [None, 3]),  # no row before the first: NULL, not -1
+    ("NEXT(CASE WHEN B.v > 2 THEN 'big' ELSE 'small' END, 1)", ["big", None]),
+    ("PREV(coalesce(A.v, -1), 9)", [None, None]),
+])
+def test_navigation_over_null_hiding_expressions(measure: str, expected: list[object]) -> None:
+    sql = f"{HEAD}{measure} AS m{TAIL}"
+    assert match_recognize(T, sql).column("m").to_pylist() == expected
+    query = parse(sql)
+    assert parse(query.to_sql()) == query
