@@ -103,8 +103,9 @@ class _Hoister:
             derived = self.column(arg)
             if derived is None:
                 return None
-            if derived.variable is None and isinstance(agg.args[0] if agg.args else None, Star):
-                derived = Column(derived.name, agg.args[0].variable)  # type: ignore[union-attr]
+            first = agg.args[0] if agg.args else None
+            if derived.variable is None and isinstance(first, Star):
+                derived = Column(derived.name, first.variable)
             out = dataclasses.replace(agg, name=name, args=(derived,), filter=None)
         if out == agg:
             return None

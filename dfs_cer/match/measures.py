@@ -328,8 +328,8 @@ class MeasureEvaluator:
                 raise UnsupportedFeatureError(f"{to_sql(x)} inside an aggregate", clause="MEASURES",
                                               code="unsupported")
 
-            self._cache[key] = _broadcast(evaluate(e, leaf, size), size)  # type: ignore[assignment]
-        return self._cache[key]  # type: ignore[return-value]
+            self._cache[key] = _broadcast(evaluate(e, leaf, size), size)
+        return self._cache[key]
 
     def _aggregate(self, agg: Aggregate) -> pa.Array:
         parts = [*agg.args, *([agg.filter] if agg.filter is not None else [])]
