@@ -244,12 +244,11 @@ class MeasureEvaluator:
         return pc.if_else(pa.array(pos >= 0), taken, pa.scalar(None, arr.type))
 
     def _label_at(self, pos: np.ndarray, semantics: Semantics | None) -> np.ndarray:
-        """Label id of row ``pos`` in each output row's match, -1 outside the rows matched so far
-        (the whole match under FINAL)."""
+        """Label id of row ``pos`` in each output row's match, -1 outside the match. MEASURES see
+        the complete match, so a row past the current one has its label (as Trino:
+        ``NEXT(CLASSIFIER())`` on the first row of ``A B+`` is ``B``)."""
         m = self.out_match
-        at = self._at(semantics)
-        upto = np.where(at >= 0, self.rows.r_row[np.where(at >= 0, at, 0)] if self.rows.r_row.size else -1, -1)
-        valid = (pos >= 0) & (pos >= self.rows.m_start[m]) & (pos <= upto)
+        valid = (pos >= 0) & (pos >= self.rows.m_start[m]) & (pos < self.rows.m_end[m])
         lab = np.full(self.n, -1)
         if valid.any():
             lab[valid] = self.rows.r_label[self._flat_of(pos[valid], m[valid])]
@@ -333,7 +332,8 @@ class MeasureEvaluator:
 
     def _aggregate(self, agg: Aggregate) -> pa.Array:
         parts = [*agg.args, *([agg.filter] if agg.filter is not None else [])]
-        names = {n.variable for a in parts for n in walk(a) if isinstance(n, Column | Star)}
+        names = {n.variable for a in parts for n in walk(a) if isinstance(n, Column | Star)
+                 or (isinstance(n, Classifier) and n.variable is not None)}
         name = next(iter(names)) if names else None
         flags = self._flags(name)
         if agg.filter is not None:

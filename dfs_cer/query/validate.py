@@ -179,11 +179,6 @@ class _Context:
                 if isinstance(n, Navigation):
                     raise _fail(f"navigation cannot appear inside an aggregate: {to_sql(agg)}", clause,
                                 code="bad-aggregate")
-                if isinstance(n, Classifier) and n.variable is not None:
-                    raise UnsupportedFeatureError(
-                        f"CLASSIFIER({n.variable}) inside an aggregate ({to_sql(agg)})", clause=clause,
-                        hint="aggregate CLASSIFIER() (the label of each row) and filter it, e.g. "
-                        f"count_if(CLASSIFIER() = '{n.variable}')", code="unsupported")
                 if in_define and isinstance(n, Classifier | MatchNumber):
                     raise UnsupportedFeatureError(
                         f"{to_sql(n)} inside an aggregate in DEFINE ({to_sql(agg)})", clause=clause,
@@ -195,7 +190,8 @@ class _Context:
                 what, clause=clause, code="unsupported",
                 hint=f"DEFINE supports {', '.join(sorted(DEFINE_AGGREGATES))} without DISTINCT; the others work "
                 "in MEASURES")
-        targets = {n.variable for a in parts for n in walk(a) if isinstance(n, Column | Star)}
+        targets = {n.variable for a in parts for n in walk(a) if isinstance(n, Column | Star)
+                   or (isinstance(n, Classifier) and n.variable is not None)}
         if len(targets) > 1:
             raise _fail(f"arguments of {to_sql(agg)} mix pattern variables "
                         f"{', '.join(sorted(str(t) for t in targets))}", clause,

@@ -1,0 +1,157 @@
+"""Conformance of the expression features inside MATCH_RECOGNIZE with Trino's answers: each case
+is a query of Trino's TestRowPatternMatching or TestAggregationsInRowPatternMatching with the rows
+Trino returns (its VALUES data as an Arrow table; its expected rows as tuples)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from dfs_cer import match_recognize, parse
+from dfs_cer.errors import UnsupportedFeatureError
+
+FOUR = pa.table({"id": [1, 2, 3, 4], "value": [90, 80, 70, 80]})
+EIGHT = pa.table({"id": list(range(1, 9))})
+PARTS = pa.table({"id": [1, 2, 6, 2, 2, 1, 3, 4, 5, 1, 3, 3],
+                  "part": ["p1", "p1", "p1", "p2", "p3", "p3", "p1", "p1", "p1", "p2", "p3", "p2"],
+                  "value": [1, 1, 1, 10, 100, 100, 1, 1, 1, 10, 100, 10]})
+
+
+def rows(table: pa.Table, sql: str, columns: list[str]) -> list[tuple[object, ...]]:
+    out = match_recognize(table, sql)
+    query = parse(sql)
+    assert parse(query.to_sql()) == query  # every form prints back to SQL that parses the same
+    return [tuple(r[c] for c in columns) for r in out.to_pylist()]
+
+
+def test_classifier_past_the_current_row_in_measures() -> None:
+    # testClassifierFunctionPastCurrentRow: MEASURES see the whole match
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES CLASSIFIER() AS label, NEXT(CLASSIFIER()) AS "
+           "next_label ALL ROWS PER MATCH PATTERN (A B+ C+) DEFINE B AS B.value < PREV(B.value), "
+           "C AS C.value > PREV(C.value))")
+    assert rows(FOUR, sql, ["id", "value", "label", "next_label"]) == [
+        (1, 90, "A", "B"), (2, 80, "B", "B"), (3, 70, "B", "C"), (4, 80, "C", None)]
+
+
+def test_classifier_past_the_current_row_in_define_is_null() -> None:
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES value AS val ALL ROWS PER MATCH PATTERN (A+) "
+           "DEFINE A AS NEXT(CLASSIFIER()) = 'A')")
+    assert rows(FOUR, sql, ["id"]) == []
+
+
+def test_nested_navigation_of_a_classifier_past_the_current_row() -> None:
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES NEXT(RUNNING LAST(CLASSIFIER(U), 1), 2) AS x "
+           "ALL ROWS PER MATCH PATTERN (A B+ C+) SUBSET U = (A, C) DEFINE B AS B.value < PREV(B.value), "
+           "C AS C.value > PREV(C.value))")
+    # rows 1-3: no second-to-last U row yet; row 4: U rows are 1 and 4, so row 1 + 2 = row 3 (B)
+    assert rows(FOUR, sql, ["id", "x"]) == [(1, None), (2, None), (3, None), (4, "B")]
+
+
+def test_scalar_functions_and_a_varchar_cast() -> None:
+    # testScalarFunctions
+    t = pa.table({"id": [1, 2, 3], "value": [90, 80, 60]})
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES CAST(lower(LAST(CLASSIFIER())) || '_label' AS "
+           "varchar(7)) AS label ALL ROWS PER MATCH PATTERN (A B+) DEFINE B AS B.value + 10 < abs(PREV (B.value)))")
+    assert rows(t, sql, ["id", "label"]) == [(2, "a_label"), (3, "b_label")]
+
+
+def test_running_sum_over_all_rows() -> None:
+    # TestAggregationsInRowPatternMatching.testSimpleQuery
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES RUNNING sum(id) AS running_sum ALL ROWS PER MATCH "
+           "AFTER MATCH SKIP PAST LAST ROW PATTERN (A*) DEFINE A AS true)")
+    assert rows(EIGHT, sql, ["id", "running_sum"]) == [(i, i * (i + 1) // 2) for i in range(1, 9)]
+
+
+def test_array_agg_of_a_classifier() -> None:
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES RUNNING array_agg(CLASSIFIER(A)) AS labels "
+           "ALL ROWS PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A*) DEFINE A AS true)")
+    assert rows(EIGHT, sql, ["id", "labels"]) == [(i, ["A"] * i) for i in range(1, 9)]
+
+
+def test_array_agg_of_a_subset_classifier() -> None:
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES RUNNING array_agg(lower(CLASSIFIER(U))) AS labels "
+           "ALL ROWS PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (M A X X T C H \"!\") "
+           "SUBSET U = (M, A, T, C, H, \"!\") DEFINE M AS true)")
+    got = ["".join(labels) for _, labels in rows(EIGHT, sql, ["id", "labels"])]
+    assert got == ["m", "ma", "ma", "ma", "mat", "matc", "match", "match!"]
+
+
+def test_running_sum_per_match_with_match_numbers() -> None:
+    # testPartitioning, second case: every match of every partition
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY id MEASURES RUNNING sum(value) AS "
+           "running_sum, MATCH_NUMBER() AS match_no ALL ROWS PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN (B+) "
+           "DEFINE B AS true)")
+    got = rows(PARTS, sql, ["part", "match_no", "id", "running_sum"])
+    expected = []
+    for part, value, n in (("p1", 1, 6), ("p2", 10, 3), ("p3", 100, 3)):
+        for start in range(1, n + 1):
+            expected += [(part, start, i, value * (i - start + 1)) for i in range(start, n + 1)]
+    assert got == expected
+
+
+@pytest.mark.parametrize(("define", "measure", "expected"), [
+    # testTentativeLabelMatch: an aggregate in DEFINE sees the rows matched so far
+    ("A AS avg(B.value) = 5", "RUNNING avg(B.value) AS agg", [(1, "B", 4.0), (2, "B", 5.0), (3, "A", 5.0)]),
+])
+def test_tentative_label_match(define: str, measure: str, expected: list[tuple[object, ...]]) -> None:
+    t = pa.table({"id": [1, 2, 3], "value": [4, 6, 0]})
+    sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES {measure}, CLASSIFIER() AS classy ALL ROWS PER "
+           f"MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN ((A | B)*) DEFINE {define})")
+    assert rows(t, sql, ["id", "classy", "agg"]) == expected
+
+
+def test_tentative_label_dropped_with_sums() -> None:
+    t = pa.table({"id": [1, 2, 3, 4, 5] * 2, "part": ["p1"] * 5 + ["p2"] * 5, "value": [1] * 5 + [2] * 5})
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY id MEASURES RUNNING sum(value) AS "
+           "running_sum, CLASSIFIER() AS classy ALL ROWS PER MATCH AFTER MATCH SKIP PAST LAST ROW "
+           "PATTERN ((A | B)*) DEFINE A AS sum(value) > 4)")
+    assert rows(t, sql, ["part", "id", "classy", "running_sum"]) == [
+        ("p1", 1, "B", 1), ("p1", 2, "B", 2), ("p1", 3, "B", 3), ("p1", 4, "B", 4), ("p1", 5, "A", 5),
+        ("p2", 1, "B", 2), ("p2", 2, "B", 4), ("p2", 3, "A", 6), ("p2", 4, "A", 8), ("p2", 5, "A", 10)]
+
+
+def test_match_number_in_define() -> None:
+    # Trino accepts MATCH_NUMBER() in DEFINE: the number of the match being attempted
+    t = pa.table({"id": list(range(1, 7))})
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES MATCH_NUMBER() AS n, count(*) AS c "
+           "ONE ROW PER MATCH PATTERN (A+) DEFINE A AS count(*) <= MATCH_NUMBER())")
+    assert rows(t, sql, ["n", "c"]) == [(1, 1), (2, 2), (3, 3)]
+
+
+def test_the_aggregate_set() -> None:
+    t = pa.table({"id": [1, 2, 3, 4, 5], "v": [5, 3, None, 3, 9], "s": ["a", "b", "c", None, "e"]})
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES "
+           "sum(B.v * 2 + 1) AS expr, sum(CASE WHEN CLASSIFIER() = 'A' THEN v END) AS by_label, "
+           "coalesce(sum(C.v), 0) AS none, count(*) FILTER (WHERE v > 3) AS big, count(DISTINCT v) AS kinds, "
+           "array_agg(DISTINCT v) AS seen, min_by(s, v) AS cheapest, max_by(s, v) AS dearest, "
+           "arbitrary(s) AS any, count_if(v > 4) AS over4, bool_and(v > 1) AS all1, bool_or(v > 8) AS any8, "
+           "listagg(s, '-') AS names, stddev(v) AS sd, variance(v) AS var, var_pop(v) AS vp, "
+           "array_agg(MATCH_NUMBER()) AS numbers "
+           "ONE ROW PER MATCH PATTERN (A B+ C*) DEFINE B AS true, C AS false)")
+    (row,) = match_recognize(t, sql).to_pylist()
+    assert row["expr"] == 7 + 7 + 19 and row["by_label"] == 5 and row["none"] == 0
+    assert row["big"] == 2 and row["kinds"] == 3 and row["seen"] == [5, 3, None, 9]
+    assert (row["cheapest"], row["dearest"], row["any"]) == ("b", "e", "a")  # ties: the first row
+    assert (row["over4"], row["all1"], row["any8"], row["names"]) == (2, True, True, "a-b-c-e")
+    assert row["var"] == pytest.approx(8.0) and row["sd"] == pytest.approx(8.0 ** 0.5)
+    assert row["vp"] == pytest.approx(6.0) and row["numbers"] == [1] * 5
+
+
+def test_define_aggregates_over_expressions_and_filters() -> None:
+    t = pa.table({"id": list(range(1, 8)), "w": ["aa", "b", "ccc", None, "eeee", "f", "ff"],
+                  "x": [5, 3, None, 4, 8, 2, 2]})
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES FIRST(id) AS s, LAST(id) AS e ONE ROW PER MATCH "
+           "PATTERN (A B+) DEFINE B AS length(B.w) <= length(A.w) + 1 AND count_if(B.x > 2) <= 2 "
+           "AND sum(B.x * 2) FILTER (WHERE B.x < 9) < 100 AND bool_or(B.x IS NULL OR B.x < 9))")
+    assert rows(t, sql, ["s", "e"]) == [(1, 3), (5, 7)]
+
+
+@pytest.mark.parametrize(("define", "message"), [
+    ("B AS array_agg(B.x) IS NULL", "aggregate array_agg\\(\\) in DEFINE"),
+    ("B AS count(DISTINCT B.x) > 1", "DISTINCT in count"),
+    ("B AS sum(CASE WHEN CLASSIFIER() = 'A' THEN x END) > 1", "inside an aggregate in DEFINE"),
+])
+def test_what_define_refuses(define: str, message: str) -> None:
+    t = pa.table({"id": [1, 2], "x": [1, 2]})
+    with pytest.raises(UnsupportedFeatureError, match=message):
+        match_recognize(t, f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id PATTERN (A B) DEFINE {define})")
