@@ -134,13 +134,13 @@ def sort_partition_flags(table: pa.Table, partition_by: tuple[str, ...], order_b
     named = {k[0] for k in keys}
     key_cols = [c for c in event_key if c not in named]
     rest = [f.name for f in table.schema if f.name not in named and f.name not in key_cols]
-    if keys:
+    if keys and order_by:  # without ORDER BY rows keep their input order within a partition
         keys += [(c, "ascending", "at_end") for c in key_cols + rest]
     order = np.arange(len(table), dtype=np.int64)
     sortable = _sort_keys(table, [k[0] for k in keys]) if keys and len(table) > 1 else None
     if sortable is not None:
         order = np.asarray(pc.sort_indices(sortable, sort_keys=keys).to_numpy(zero_copy_only=False), np.int64)
-    if dedup and sortable is not None:
+    if dedup and sortable is not None and order_by:
         identity = [k[0] for k in keys[:len(named)]] + (key_cols if event_key else rest)
         ordered = sortable.select(identity).take(pa.array(order))
         duplicate = np.ones(len(table), bool)
@@ -257,6 +257,10 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
     # navigation reads the whole PARTITION BY group (halo rows included); matches stay inside
     # final-interval segments
     real_bounds = bounds
+    if (segments is not None or match_ids) and not order_by:
+        raise UnsupportedFeatureError("this run needs ORDER BY <time column> (final intervals or match ids are "
+                                      "placed in time)", clause="MATCH_RECOGNIZE", code="no-order-by",
+                                      hint="add ORDER BY ts")
     if segments is not None and n:
         seg = np.searchsorted(np.asarray(segments, np.int64), time_values(table, order_by[0][0]), side="right")
         cut = np.zeros(n, bool)
@@ -272,7 +276,7 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
     labels = pattern_labels(mr.pattern)
     program = compile_pattern(mr.pattern, labels)
     time_unit = None
-    order_type = table.schema.field(order_by[0][0]).type
+    order_type = table.schema.field(order_by[0][0]).type if order_by else pa.null()
     if pa.types.is_timestamp(order_type):
         time_unit = order_type.unit
     mr, derived = hoist(mr)  # row expressions become derived columns of the sorted table

@@ -183,8 +183,6 @@ class _Parser:
         tok = self.peek()
         if tok.kind not in ("*", "+", "?", "{"):
             return primary
-        if isinstance(primary, Anchor):
-            raise _error(f"anchor {primary.kind.value} cannot be quantified", tok.offset, self.position_of)
         if isinstance(primary, Negation):
             raise _error("a negated variable cannot be quantified", tok.offset, self.position_of)
         lo, hi = self.quantifier()

@@ -22,7 +22,8 @@ def format_match_recognize(query: Query, indent: str = "  ") -> str:
     lines: list[str] = []
     if mr.partition_by:
         lines.append("PARTITION BY " + ", ".join(format_column_name(c) for c in mr.partition_by))
-    lines.append("ORDER BY " + ", ".join(_sort_item(i) for i in mr.order_by))
+    if mr.order_by:
+        lines.append("ORDER BY " + ", ".join(_sort_item(i) for i in mr.order_by))
     if mr.measures:
         lines.append("MEASURES " + ", ".join(f"{to_sql(m.expr)} AS {format_column_name(m.name)}"
                                              for m in mr.measures))

@@ -172,7 +172,8 @@ class Query:
 
     @property
     def order_column(self) -> str:
-        return self.recognize.order_by[0].column
+        """The first ORDER BY column ("" without ORDER BY: rows are matched in input order)."""
+        return self.recognize.order_by[0].column if self.recognize.order_by else ""
 
     def to_sql(self) -> str:
         from dfs_cer.query.format import format_query

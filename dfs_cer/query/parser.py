@@ -30,7 +30,7 @@ from dfs_cer.errors import (
 )
 from dfs_cer.pattern.parser import parse_pattern
 from dfs_cer.query.convert import Converter, normalize_unit
-from dfs_cer.query.expr import Column, Expr, distribute_navigation
+from dfs_cer.query.expr import Expr, distribute_navigation
 from dfs_cer.query.model import (
     AfterMatchSkip,
     Definition,
@@ -88,6 +88,8 @@ class QueryParser:
                                    code="syntax")
         self.src = SourceText(sql)
         self.toks = self.src.tokens
+        #: PARTITION BY / ORDER BY expressions of the clause being parsed: column name -> expression
+        self.computed: dict[str, exp.Expression] = {}
 
     # ------------------------------------------------------------------ helpers
 
@@ -221,6 +223,10 @@ class QueryParser:
         m = mr[0]
         close, alias, after = self._parenthesised(m, "MATCH_RECOGNIZE")
         recognize = self._body(m + 2, close - 1, close)
+        if self.computed:
+            raise UnsupportedFeatureError(f"expressions in PARTITION BY / ORDER BY ({', '.join(self.computed)}) in a "
+                                          "single-clause query", code="unsupported",
+                                          hint="run it as a statement (dfs_cer.match_recognize / dfs-cer query)")
         table, outer = self._outer(m, close, alias, after)
         return Query(table=table, recognize=recognize, alias=alias, outer=outer)
 
@@ -415,6 +421,7 @@ class QueryParser:
         outer_tables = note_tables(outer)
         parts = []
         for i, (m, close, _alias, (first, last), table) in enumerate(found):
+            self.computed = {}
             recognize = self._body(m + 2, close - 1, close)
             input_sql: str | None = None
             depends: list[str] = []
@@ -429,8 +436,15 @@ class QueryParser:
                 input_sql = f"{top.sql(dialect=OUTER_DIALECT)} SELECT * FROM {exp.to_identifier(table).sql()}"
                 depends = [r for r in names if r in input_sql]
                 reads = note_tables(exp.maybe_parse(input_sql, dialect=OUTER_DIALECT))
-            elif table not in tables:
+            elif table not in tables and not self.computed:
                 tables.append(table)
+            if self.computed:  # PARTITION BY / ORDER BY expressions: columns computed over the input
+                source = f"({input_sql})" if input_sql is not None else exp.to_identifier(str(table)).sql()
+                keys = ", ".join(f"{e.sql(dialect=OUTER_DIALECT)} AS {exp.to_identifier(name).sql()}"
+                                 for name, e in self.computed.items())
+                input_sql = f"SELECT *, {keys} FROM {source} AS {exp.to_identifier(f'__dfs_cer_keys_{i}').sql()}"
+                if table is not None and table.lower() not in ctes and table not in reads:
+                    reads = [*reads, table]
             query = Query(table=INPUT.format(i) if input_sql is not None else str(table), recognize=recognize,
                           outer=OuterQuery())
             parts.append(Part(names[i], query, input_sql, tuple(depends), tuple(reads)))
@@ -503,7 +517,7 @@ class QueryParser:
             seen[rank_name] = c
         if not clauses:
             raise self.syntax("MATCH_RECOGNIZE ( ) is empty", close, "MATCH_RECOGNIZE",
-                              "it needs at least ORDER BY and PATTERN")
+                              "it needs at least PATTERN (and ORDER BY <time column>)")
         return clauses
 
     def _body(self, first: int, last: int, close: int) -> MatchRecognize:
@@ -511,9 +525,9 @@ class QueryParser:
         if "PATTERN" not in clauses:
             raise self.syntax("MATCH_RECOGNIZE needs a PATTERN clause", close, "MATCH_RECOGNIZE",
                               "add e.g. PATTERN (A B)")
-        if "ORDER BY" not in clauses:
-            raise self.syntax("MATCH_RECOGNIZE needs ORDER BY <time column>", close, "MATCH_RECOGNIZE",
-                              "rows are matched in time order: add ORDER BY ts")
+        if "ORDER BY" not in clauses and "WITHIN" in clauses:
+            raise self.syntax("WITHIN needs ORDER BY <time column>", close, "MATCH_RECOGNIZE",
+                              "a window is measured along the first ORDER BY column: add ORDER BY ts")
         if "SEEK" in clauses:
             raise UnsupportedFeatureError("SEEK is not supported", clause="SEEK",
                                           position=self.pos(clauses["SEEK"].keyword_index),
@@ -534,7 +548,7 @@ class QueryParser:
         definitions = tuple(dataclasses.replace(d, condition=distribute_navigation(d.condition))
                             for d in self._definitions(clauses.get("DEFINE")))
         return MatchRecognize(
-            order_by=self._order_by(clauses["ORDER BY"]),
+            order_by=self._order_by(clauses["ORDER BY"]) if "ORDER BY" in clauses else (),
             pattern=pattern,
             partition_by=self._partition_by(clauses.get("PARTITION BY")),
             measures=measures,
@@ -556,13 +570,27 @@ class QueryParser:
         self._require_content(c)
         names = []
         for a, b in self.split_commas(c.first, c.last):
-            e = self.expression(a, b, "PARTITION BY")
-            if not isinstance(e, Column) or e.variable is not None:
-                raise self.invalid(f"PARTITION BY takes column names, got {self.src.text(a, b)!r}", a, "PARTITION BY",
-                                   code="bad-partition")
-            names.append(e.name)
+            tree = self.parse_sql(self.fragment(a, b, clause="PARTITION BY"), "PARTITION BY", OUTER_DIALECT)
+            item = tree.expressions[0] if isinstance(tree, exp.Select) and len(tree.expressions) == 1 else None
+            if isinstance(item, exp.Column) and not item.args.get("db"):  # x or t.x (the input's own column)
+                names.append(str(item.this.this))
+            elif item is not None and not isinstance(item, exp.Alias | exp.Star):
+                names.append(self._computed_key(item, a, "PARTITION BY"))
+            else:
+                raise self.invalid(f"PARTITION BY takes columns or expressions of the input's columns, got "
+                                   f"{self.src.text(a, b)!r}", a, "PARTITION BY", code="bad-partition")
         _no_duplicates(names, "PARTITION BY", "column", self.pos(c.first))
         return tuple(names)
+
+    def _computed_key(self, e: exp.Expression, at: int, clause: str) -> str:
+        """An expression in PARTITION BY / ORDER BY: a column of that name computed over the
+        clause's input (the statement adds it; see :meth:`statement`)."""
+        if any(isinstance(n, exp.AggFunc | exp.Window | exp.Subquery | exp.Select) for n in e.walk()):
+            raise self.invalid(f"{clause} takes expressions of one row's columns, got {e.sql()!r}", at, clause,
+                               code="bad-key")
+        text = e.sql(dialect=OUTER_DIALECT)
+        self.computed.setdefault(text, e)
+        return text
 
     def _order_by(self, c: ClauseParser) -> tuple[SortItem, ...]:
         self._require_content(c)
@@ -575,13 +603,17 @@ class QueryParser:
                 if k + 1 >= len(words) or words[k + 1] not in ("FIRST", "LAST"):
                     raise self.syntax("NULLS must be followed by FIRST or LAST", a + k, "ORDER BY")
                 nulls_first = words[k + 1] == "FIRST"
-            select = self.parse_sql(self.fragment(a, b, "SELECT 1 ORDER BY ", "ORDER BY"), "ORDER BY")
+            select = self.parse_sql(self.fragment(a, b, "SELECT 1 ORDER BY ", "ORDER BY"), "ORDER BY", OUTER_DIALECT)
             ordered = select.args["order"].expressions[0]
             column = ordered.this
-            if not isinstance(column, exp.Column) or column.args.get("table") is not None:
-                raise self.invalid(f"ORDER BY takes column names, got {self.src.text(a, b)!r}", a, "ORDER BY",
-                                   code="bad-order")
-            items.append(SortItem(str(column.this.this), bool(ordered.args.get("desc")), nulls_first))
+            if isinstance(column, exp.Column) and not column.args.get("db"):  # x or t.x
+                name = str(column.this.this)
+            elif isinstance(column, exp.Star | exp.Literal):
+                raise self.invalid(f"ORDER BY takes columns or expressions of the input's columns, got "
+                                   f"{self.src.text(a, b)!r}", a, "ORDER BY", code="bad-order")
+            else:
+                name = self._computed_key(column, a, "ORDER BY")
+            items.append(SortItem(name, bool(ordered.args.get("desc")), nulls_first))
         _no_duplicates([i.column for i in items], "ORDER BY", "column", self.pos(c.first))
         return tuple(items)
 

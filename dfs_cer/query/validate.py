@@ -209,3 +209,13 @@ def _inside_count(root: Expr, star: Star) -> bool:
         return None
 
     return bool(visit(root, None))
+
+
+def require_order_by(query: Query, where: str) -> None:
+    """Refuse a query without ORDER BY where rows have no input order to match in (storage
+    nodes, Spark): the time column must be named."""
+    if not query.recognize.order_by:
+        raise QueryValidationError(
+            f"MATCH_RECOGNIZE without ORDER BY matches rows in input order, which {where} do not have",
+            clause="MATCH_RECOGNIZE", hint="add ORDER BY <time column>, e.g. ORDER BY ts (or run it with the local "
+            "engine over a table in the order you want)", code="no-order-by")

@@ -27,6 +27,7 @@ from dfs_cer.plan.units import balanced_tasks, unit_starts
 from dfs_cer.query import Analysis, Query, analyze, parse
 from dfs_cer.query.expr import MatchNumber, walk
 from dfs_cer.query.sandbox import check_outer
+from dfs_cer.query.validate import require_order_by
 from dfs_cer.strategies.base import Trace
 
 TASK = "__dfs_cer_task"
@@ -206,6 +207,7 @@ def recognize(spark: Any, sql: str, *, endpoints: Sequence[str] | None = None, t
                                    integer_time_unit=integer_time_unit, driver_threshold=driver_threshold,
                                    tasks=tasks, tables=tables, options=options)
     query = parse(sql)
+    require_order_by(query, "Spark DataFrames")
     segments = None
     trace = None
     started = time.perf_counter()

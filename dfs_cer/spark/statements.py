@@ -20,6 +20,7 @@ from dfs_cer.errors import ConfigError
 from dfs_cer.query import analyze
 from dfs_cer.query.sandbox import check_outer
 from dfs_cer.query.statement import OUTER_DIALECT, Statement
+from dfs_cer.query.validate import require_order_by
 from dfs_cer.strategies.base import Trace
 
 
@@ -60,6 +61,8 @@ def recognize_statement(spark: Any, statement: Statement, *, endpoints: Sequence
         views[name.lower()] = view
         frames[name.lower()] = frame
 
+    for p in statement.parts:
+        require_order_by(p.query, "Spark DataFrames")
     for name, value in (tables or {}).items():
         register(name, value if hasattr(value, "createOrReplaceTempView") else _frame(spark, as_arrow(name, value)))
     remote = {p.query.table.lower() for p in statement.parts if p.input_sql is None} | {

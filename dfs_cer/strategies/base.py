@@ -379,8 +379,11 @@ def sort_events(table: pa.Table, time_column: str) -> pa.Table:
 
 
 def resolve_query(query: Query | str) -> Query:
+    from dfs_cer.query.validate import require_order_by
+
     if isinstance(query, str):
         from dfs_cer.query import parse
 
-        return parse(query)
+        query = parse(query)
+    require_order_by(query, "storage nodes")
     return query

@@ -170,10 +170,11 @@ def test_nulls_in_conditions_navigation_and_aggregates() -> None:
 
 def test_classifier_with_exclusion_subset_and_navigation() -> None:
     """Excluded rows are not output but keep their labels: CLASSIFIER(U) and PREV(CLASSIFIER())
-    see them; navigation past the rows matched so far gives NULL."""
+    see them; MEASURES see the labels of the whole match, also past the current row (Trino's
+    testClassifierFunctionPastCurrentRow)."""
     t = pa.table({"id": [1, 2, 3, 4], "v": [1, 2, 3, 4]})
     sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES CLASSIFIER() AS c, PREV(CLASSIFIER()) AS pc, "
            "NEXT(CLASSIFIER()) AS nc, FINAL LAST(CLASSIFIER(), 1) AS fl, CLASSIFIER(U) AS cu, count(B.*) AS nb "
            "ALL ROWS PER MATCH PATTERN (A {- B+ -} C) SUBSET U = (A, B) DEFINE A AS v = 1, C AS v = 4)")
     got = [(r["id"], r["c"], r["pc"], r["nc"], r["fl"], r["cu"], r["nb"]) for r in match_recognize(t, sql).to_pylist()]
-    assert got == [(1, "A", None, None, "B", "A", 0), (4, "C", "B", None, "B", "B", 2)]
+    assert got == [(1, "A", None, "B", "B", "A", 0), (4, "C", "B", None, "B", "B", 2)]

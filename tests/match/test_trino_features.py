@@ -155,3 +155,37 @@ def test_what_define_refuses(define: str, message: str) -> None:
     t = pa.table({"id": [1, 2], "x": [1, 2]})
     with pytest.raises(UnsupportedFeatureError, match=message):
         match_recognize(t, f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id PATTERN (A B) DEFINE {define})")
+
+
+@pytest.mark.parametrize(("pattern", "expected"), [
+    ("^* A", [1, 2, 3, 4]),  # zero repetitions of ^ are allowed: a match at every row
+    ("^+ A", [1]),
+    ("(^ A)+", [1]),  # the second iteration's ^ fails after row 1
+    ("(^ A){2}", []),
+    ("A $+", [4]),
+    ("A $*", [1, 2, 3, 4]),
+    ("^{2,3} A", [1]),  # a zero-width anchor repeats at one row
+])
+def test_quantified_anchors(pattern: str, expected: list[int]) -> None:
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES A.id AS a ONE ROW PER MATCH AFTER MATCH SKIP TO "
+           f"NEXT ROW PATTERN ({pattern}) DEFINE A AS true)")
+    assert [r[0] for r in rows(FOUR, sql, ["a"])] == expected
+
+
+def test_without_order_by_rows_match_in_input_order() -> None:
+    t = pa.table({"id": [5, 2, 1, 4, 3], "part": ["a", "b", "a", "b", "a"], "value": [10, 90, 80, 20, 30]})
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part MEASURES A.id AS a, B.id AS b ONE ROW PER MATCH "
+           "PATTERN (A B) DEFINE B AS B.value > A.value)")
+    assert rows(t, sql, ["part", "a", "b"]) == [("a", 5, 1)]  # a: 10 then 80 in input order; b: 90 then 20
+
+
+def test_qualified_and_expression_keys() -> None:
+    t = pa.table({"id": [1, 2, 3, 4], "part": ["x", "X", "y", "Y"], "value": [90, 80, 70, 80]})
+    qualified = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY t.part ORDER BY t.id DESC MEASURES A.id AS a "
+                 "ONE ROW PER MATCH PATTERN (A) DEFINE A AS true)")
+    assert rows(t, qualified, ["part", "a"]) == [("X", 2), ("Y", 4), ("x", 1), ("y", 3)]
+    computed = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY lower(part) ORDER BY value * -1, id MEASURES "
+                "A.id AS a, B.id AS b ONE ROW PER MATCH PATTERN (A B) DEFINE A AS true)")
+    got = match_recognize(t, computed)
+    assert got.column_names[0] == "LOWER(part)"
+    assert [tuple(r.values()) for r in got.to_pylist()] == [("x", 1, 2), ("y", 4, 3)]

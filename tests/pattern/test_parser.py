@@ -79,7 +79,6 @@ def test_parse(text: str, expected: RowPattern) -> None:
         ("A # B", "unexpected character '#'"),
         ('"A', "unterminated quoted variable name"),
         ('""', "empty quoted variable name"),
-        ("^*", "cannot be quantified"),
         ("{- A", "expected '-}'"),
         ("PERMUTE(A,)", "expected a pattern element"),
     ],

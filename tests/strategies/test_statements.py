@@ -92,3 +92,11 @@ def test_cli_registers_tables_and_runs_a_grouped_join(cluster: LocalCluster, tmp
     bad = subprocess.run([exe, "query", "--endpoints", ",".join(cluster.endpoints), "--token-file", str(token),
                           "--table", "x y=1", sql], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "NAME=PATH" in bad.stderr, bad.stderr
+
+
+def test_a_clause_without_order_by_asks_for_the_time_column(cluster: LocalCluster) -> None:
+    from dfs_cer.errors import QueryValidationError
+
+    sql = "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k MEASURES A.ts AS a PATTERN (A) DEFINE A AS A.x = 9)"
+    with pytest.raises(QueryValidationError, match="add ORDER BY <time column>"):
+        pull_statement("dfs", parse_statement(sql), cluster.endpoints, cluster.token)
