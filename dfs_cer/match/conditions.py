@@ -29,9 +29,11 @@ from dfs_cer.query.expr import (
     Aggregate,
     Between,
     BinaryOp,
+    Case,
     Classifier,
     Column,
     Expr,
+    Function,
     InList,
     IntervalLiteral,
     IsNull,
@@ -49,8 +51,10 @@ from dfs_cer.query.model import MatchRecognize, WindowUnit
 from dfs_cer.query.numeric import convert, is_exact, time_ints, to_double
 
 # condition program opcodes
-C_CONST, C_COL, C_ADD, C_SUB, C_MUL, C_DIV, C_MOD, C_NEG, C_CMP, C_AND, C_OR, C_NOT, C_ISNULL, C_AGG, C_CLS, C_MNUM = \
-    range(16)
+(C_CONST, C_COL, C_ADD, C_SUB, C_MUL, C_DIV, C_MOD, C_NEG, C_CMP, C_AND, C_OR, C_NOT, C_ISNULL, C_AGG, C_CLS, C_MNUM,
+ C_COALESCE, C_CASE, C_FUNC) = range(19)
+#: numeric functions the VM evaluates over navigated values (others are hoisted into columns)
+VM_FUNCTIONS = {"abs": 0, "sign": 1, "floor": 2, "ceil": 3}
 _AGGREGATES = {"count": 0, "sum": 1, "avg": 2, "min": 3, "max": 4}
 _CMP = {"=": 0, "<>": 1, "<": 2, "<=": 3, ">": 4, ">=": 5}
 _ARITH = {"+": C_ADD, "-": C_SUB, "*": C_MUL, "/": C_DIV, "%": C_MOD}
@@ -379,6 +383,19 @@ class ConditionCompiler:
             self._aggregate(e, clause)
         elif isinstance(e, MatchNumber):
             self.code.append([C_MNUM, 0, 0, 0, 0, 0, 0])
+        elif isinstance(e, Function) and e.name == "coalesce":
+            for a in e.args:
+                self.emit(a, variable)
+            self.code.append([C_COALESCE, len(e.args), 0, 0, 0, 0, 0])
+        elif isinstance(e, Function) and e.name in VM_FUNCTIONS and len(e.args) == 1:
+            self.emit(e.args[0], variable)
+            self.code.append([C_FUNC, VM_FUNCTIONS[e.name], 0, 0, 0, 0, 0])
+        elif isinstance(e, Case):
+            for w in e.whens:
+                self.emit(w.condition if e.operand is None else BinaryOp("=", e.operand, w.condition), variable)
+                self.emit(w.result, variable)
+            self.emit(e.default if e.default is not None else Literal(None), variable)
+            self.code.append([C_CASE, len(e.whens), 0, 0, 0, 0, 0])
         elif isinstance(e, Classifier):
             self._classifier(e, nav)
         elif isinstance(e, Navigation) and isinstance(e.operand, Classifier):

@@ -81,7 +81,7 @@ class _Hoister:
         if isinstance(x, Aggregate):
             return self.aggregate(x)
         if isinstance(x, Function | Cast | Case | Like) or (isinstance(x, BinaryOp) and x.op == "||"):
-            return self.column(x)
+            return self.column(x)  # None (left to the VM: COALESCE, CASE, abs, ...) when it navigates
         return None
 
     def aggregate(self, agg: Aggregate) -> Expr | None:

@@ -22,11 +22,14 @@ from dfs_cer.match.conditions import (
     C_ADD,
     C_AGG,
     C_AND,
+    C_CASE,
     C_CLS,
     C_CMP,
+    C_COALESCE,
     C_COL,
     C_CONST,
     C_DIV,
+    C_FUNC,
     C_ISNULL,
     C_MNUM,
     C_MUL,
@@ -261,6 +264,38 @@ def _evaluate(code: np.ndarray, lo: int, hi: int, const_i: np.ndarray, const_f: 
             si[sp] = iv
             sf[sp] = fv
             sp += 1
+        elif op == C_COALESCE:  # the first non-NULL of the top n values
+            base = sp - code[pc, 1]
+            for j in range(base, sp):
+                if sk[j] != K_NULL:
+                    si[base], sf[base], sk[base] = si[j], sf[j], sk[j]
+                    break
+            else:
+                sk[base] = K_NULL
+            sp = base + 1
+        elif op == C_CASE:  # (condition, result) pairs then the default: the first TRUE's result
+            n_when = code[pc, 1]
+            base = sp - 2 * n_when - 1
+            pick = sp - 1
+            for j in range(n_when):
+                c = base + 2 * j
+                if sk[c] != K_NULL and si[c] == 1:
+                    pick = c + 1
+                    break
+            si[base], sf[base], sk[base] = si[pick], sf[pick], sk[pick]
+            sp = base + 1
+        elif op == C_FUNC:
+            if sk[sp - 1] != K_NULL:
+                f = code[pc, 1]
+                if sk[sp - 1] == K_INT:
+                    x = si[sp - 1]
+                    r = abs(x) if f == 0 else (1 if x > 0 else -1 if x < 0 else 0) if f == 1 else x
+                    si[sp - 1] = r
+                    sf[sp - 1] = np.float64(r)
+                else:
+                    fx = sf[sp - 1]
+                    sf[sp - 1] = abs(fx) if f == 0 else np.sign(fx) if f == 1 else np.floor(fx) if f == 2 \
+                        else np.ceil(fx)
         elif op == C_MNUM:
             si[sp] = match_number
             sf[sp] = np.float64(match_number)

@@ -26,16 +26,21 @@ from dfs_cer.query.expr import (
     Aggregate,
     Between,
     BinaryOp,
+    Case,
     Classifier,
     Column,
     Expr,
+    Function,
     InList,
     IsNull,
     Literal,
+    MatchNumber,
     Navigation,
     NavKind,
     Star,
     UnaryOp,
+    to_sql,
+    walk,
 )
 from dfs_cer.query.model import Query, SkipTo
 
@@ -51,6 +56,44 @@ class Reference:
         self.window = window
         self.time = time
         self.subsets = {s.name: set(s.variables) for s in self.mr.subsets}
+        self.match_number = 1  # of the match being attempted in the current partition
+
+    def _row(self, e: Expr, r: int, label: str | None) -> Any:
+        """``e`` at row ``r`` alone (an aggregate's argument or filter, a navigated expression)."""
+        if isinstance(e, Literal):
+            return e.value
+        if isinstance(e, Column):
+            return self.rows[r][e.name]
+        if isinstance(e, Classifier):
+            return label
+        if isinstance(e, Function) and e.name in ("abs", "coalesce"):
+            values = [self._row(a, r, label) for a in e.args]
+            if e.name == "abs":
+                return None if values[0] is None else abs(values[0])
+            return next((v for v in values if v is not None), None)
+        if isinstance(e, Case):
+            for w in e.whens:
+                if self._row(w.condition, r, label) is True:
+                    return self._row(w.result, r, label)
+            return None if e.default is None else self._row(e.default, r, label)
+        if isinstance(e, IsNull):
+            v = self._row(e.operand, r, label)
+            return (v is not None) if e.negated else (v is None)
+        if isinstance(e, UnaryOp):
+            v = self._row(e.operand, r, label)
+            return None if v is None else (not v) if e.op == "NOT" else -v
+        if isinstance(e, BinaryOp):
+            a, b = self._row(e.left, r, label), self._row(e.right, r, label)
+            if e.op == "AND":
+                return False if a is False or b is False else None if a is None or b is None else True
+            if e.op == "OR":
+                return True if a is True or b is True else None if a is None or b is None else False
+            if a is None or b is None:
+                return None
+            return {"=": lambda: a == b, "<>": lambda: a != b, "<": lambda: a < b, "<=": lambda: a <= b,
+                    ">": lambda: a > b, ">=": lambda: a >= b, "+": lambda: a + b, "-": lambda: a - b,
+                    "*": lambda: a * b}[e.op]()
+        raise NotImplementedError(type(e).__name__)
 
     # ------------------------------------------------------------------ conditions
 
@@ -70,19 +113,27 @@ class Reference:
     def _value(self, e: Expr, path: Path, cur: int, label: str, start: int, p0: int, p1: int) -> Any:
         if isinstance(e, Literal):
             return e.value
+        if isinstance(e, MatchNumber):
+            return self.match_number
         if isinstance(e, Aggregate):  # running: the rows matched so far and the current one
             arg = e.args[0] if e.args else Star()
-            variable = arg.variable if isinstance(arg, Column | Star) else None
-            rows = self._positions(variable, path, cur, label, start)
+            parts = [arg, *([e.filter] if e.filter is not None else [])]
+            variables = {n.variable for p in parts for n in walk(p) if isinstance(n, Column | Star)}
+            rows = self._positions(next(iter(variables), None), path, cur, label, start)
+            labelled = [(r, self._label_of(r, path, cur, label)) for r in rows]
+            if e.filter is not None:
+                labelled = [(r, lab) for r, lab in labelled if self._row(e.filter, r, lab) is True]
             if isinstance(arg, Star):
-                return len(rows)
-            assert isinstance(arg, Column)
-            values = [self.rows[r][arg.name] for r in rows if self.rows[r][arg.name] is not None]
+                return len(labelled)
+            values = [v for v in (self._row(arg, r, lab) for r, lab in labelled) if v is not None]
             if e.name == "count":
                 return len(values)
+            if e.name == "count_if":
+                return sum(1 for v in values if v is True)
             if not values:
                 return None
-            return {"sum": sum, "min": min, "max": max, "avg": lambda v: sum(v) / len(v)}[e.name](values)
+            return {"sum": sum, "min": min, "max": max, "avg": lambda v: sum(v) / len(v), "bool_and": all,
+                    "bool_or": any}[e.name](values)
         if isinstance(e, Classifier | Navigation) and isinstance(getattr(e, "operand", e), Classifier):
             cls = e if isinstance(e, Classifier) else e.operand
             assert isinstance(cls, Classifier)
@@ -98,6 +149,31 @@ class Reference:
                 else:
                     r = pos[-1 - e.offset] if e.kind == NavKind.LAST else pos[e.offset]
             return self._label_of(r, path, cur, label) if start <= r <= cur else None
+        if isinstance(e, Function | Case):
+            # a function of one row's values (arguments evaluated as the rest of the condition)
+            if isinstance(e, Function) and e.name in ("abs", "coalesce"):
+                values = [self._value(a, path, cur, label, start, p0, p1) for a in e.args]
+                if e.name == "abs":
+                    return None if values[0] is None else abs(values[0])
+                return next((v for v in values if v is not None), None)
+            raise NotImplementedError(to_sql(e))
+        if isinstance(e, Navigation) and not isinstance(e.operand, Column | Navigation):
+            # navigation over an expression: the expression at the navigated row
+            columns = [n for n in walk(e.operand) if isinstance(n, Column)]
+            variable = columns[0].variable if columns else None
+            pos = self._positions(variable, path, cur, label, start)
+            if not pos:
+                return None
+            r = pos[-1] if e.kind in (NavKind.PREV, NavKind.NEXT, NavKind.LAST) else pos[0]
+            if e.kind.physical:
+                r += -e.offset if e.kind == NavKind.PREV else e.offset
+            elif e.offset >= len(pos):
+                return None
+            else:
+                r = pos[-1 - e.offset] if e.kind == NavKind.LAST else pos[e.offset]
+            if not p0 <= r < p1:
+                return None
+            return self._row(e.operand, r, None)
         if isinstance(e, Column | Navigation):
             phys, logical, off, col = 0, NavKind.LAST, 0, e
             if isinstance(col, Navigation) and col.kind.physical:
@@ -238,6 +314,7 @@ class Reference:
         skip = self.mr.after_match_skip
         for p0, p1 in partitions:
             pos = p0
+            self.match_number = 1
             while pos < p1:
                 found = self.first_match(pos, p0, p1)
                 if found is None:
@@ -245,6 +322,7 @@ class Reference:
                     continue
                 end, path = found
                 out.append((pos, end, path))
+                self.match_number += 1
                 if end == pos or skip.to is SkipTo.NEXT_ROW:
                     pos += 1
                 elif skip.to is SkipTo.PAST_LAST_ROW:

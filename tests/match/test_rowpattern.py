@@ -201,6 +201,13 @@ conditions = st.sampled_from([
     "sum({v}.x) <= 5", "count(U.*) < 3", "{v}.x >= avg(U.x)", "max(A.x) > {v}.x", "count(*) <= 4",
     "min(x) = 0 OR sum(U.y) > 2", "{v}.x > LAST(U.x, 1)", "FIRST(U.y) = {v}.y", "CLASSIFIER(U) = 'A'",
     "PREV(CLASSIFIER()) <> 'B'", "PREV(LAST(U.x), 1) < {v}.x",
+    # expressions: aggregates over expressions and with FILTER, count_if / bool_or, MATCH_NUMBER(),
+    # navigation over COALESCE / CASE, functions in conditions across variables
+    "sum({v}.x * 2 + {v}.y) <= 9", "count(*) FILTER (WHERE x > 1) < 2", "sum(U.x) FILTER (WHERE U.y = 1) < 4",
+    "count_if({v}.x > 2) <= 1", "bool_or(U.y = 2) OR {v}.x = 0", "MATCH_NUMBER() <= 2 AND {v}.x > 0",
+    "{v}.x >= MATCH_NUMBER()", "PREV(coalesce({v}.x, 5)) > {v}.y", "abs({v}.x - 3) <= abs(FIRST(A.x) - 1)",
+    "FIRST(coalesce(U.x, 0)) < {v}.y + 2", "coalesce({v}.x, 0) > coalesce(LAST(U.x, 1), 1)",
+    "max(CASE WHEN U.y = 0 THEN U.x END) FILTER (WHERE U.x IS NOT NULL) >= {v}.x",
 ])
 
 
