@@ -5,8 +5,10 @@ Hardware: one core (numba kernels are single-threaded).
 Runtime:  under a minute for 1M rows.
 Output:   rows per second and the matcher's peak working memory for
           - a baseline with row-local conditions only (masks, no per-thread programs),
-          - the same pattern with a cross-variable condition, a running aggregate, and
-            PREV(CLASSIFIER()) in DEFINE (per-thread programs; aggregates walk the thread's path),
+          - the same pattern with a cross-variable condition, a running aggregate,
+            PREV(CLASSIFIER()), an expression aggregate with FILTER, count_if, functions and
+            COALESCE across variables in DEFINE (per-thread programs; aggregates walk the path),
+          - MEASURES with expression aggregates, FILTER, DISTINCT, array_agg and min_by,
           - pathological patterns on 10,000 rows of one label, which stay polynomial.
 Every figure is the best of three runs after a warm-up run (JIT compilation excluded).
 """
@@ -30,8 +32,9 @@ from dfs_cer.calibrate import best_time as best_of
 from dfs_cer.match.rowpattern import run_row_pattern
 
 QUERY = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts
-  MEASURES FIRST(A.ts) AS s, count(B.*) AS nb ONE ROW PER MATCH
+  MEASURES {measures} ONE ROW PER MATCH
   PATTERN (A B+ C) SUBSET U = (A, B) DEFINE A AS A.x > 80, B AS B.x < PREV(B.x) {extra}, C AS C.x > PREV(C.x))"""
+MEASURES = "FIRST(A.ts) AS s, count(B.*) AS nb"
 
 VARIANTS = {
     "row-local conditions only": "",
@@ -39,6 +42,17 @@ VARIANTS = {
     "sum(B.x) < 60 (running aggregate)": "AND sum(B.x) < 60",
     "avg(U.x) > 50 over SUBSET U": "AND avg(U.x) > 50",
     "PREV(CLASSIFIER()) IN ('A', 'B')": "AND PREV(CLASSIFIER()) IN ('A', 'B')",
+    "sum(B.x * 2 + 1) FILTER (...) < 200": "AND sum(B.x * 2 + 1) FILTER (WHERE B.x > 10) < 200",
+    "count_if(B.x > 50) <= 2": "AND count_if(B.x > 50) <= 2",
+    "length(CAST(B.x AS VARCHAR)) >= length(A)": "AND length(CAST(B.x AS VARCHAR)) >= length(CAST(A.x AS VARCHAR))",
+    "coalesce(PREV(B.x), 0) > FIRST(abs(A.x - 90))": "AND coalesce(PREV(B.x), 0) > FIRST(abs(A.x - 90))",
+}
+#: MEASURES over the row-local query: expression aggregates, FILTER, DISTINCT, lists
+MEASURE_VARIANTS = {
+    "MEASURES sum(B.x * 2 + 1) FILTER (WHERE ...)": "sum(B.x * 2 + 1) FILTER (WHERE B.x > 10) AS s",
+    "MEASURES sum(CASE WHEN CLASSIFIER() ...)": "sum(CASE WHEN CLASSIFIER() = 'B' THEN x END) AS s",
+    "MEASURES count(DISTINCT x), stddev(x)": "count(DISTINCT x) AS d, stddev(x) AS sd",
+    "MEASURES array_agg(CLASSIFIER()), min_by": "array_agg(CLASSIFIER()) AS labels, min_by(ts, x) AS low",
 }
 
 PATHOLOGICAL = ["(A | A A)* B", "(A+)+ B", "(A*)* B", "(A+)+ $"]
@@ -58,8 +72,9 @@ def main() -> None:
     n = args.rows
     table = pa.table({"k": rng.integers(0, 100, n), "ts": np.arange(n), "x": rng.integers(0, 100, n)})
     results: dict[str, dict[str, float]] = {}
-    for label, extra in VARIANTS.items():
-        sql = QUERY.format(extra=extra)
+    cases = [(label, QUERY.format(measures=MEASURES, extra=extra)) for label, extra in VARIANTS.items()]
+    cases += [(label, QUERY.format(measures=measures, extra="")) for label, measures in MEASURE_VARIANTS.items()]
+    for label, sql in cases:
         analysis = analyze(parse(sql), table.schema)
         out = run_row_pattern(table, analysis)
         seconds = _best(lambda a=analysis: run_row_pattern(table, a))
@@ -78,10 +93,10 @@ def main() -> None:
     if args.json:
         print(json.dumps(results, indent=2))
         return
-    print(f"{'case':<42}{'rows/s or s':>16}{'matches':>10}{'work memory':>14}")
+    print(f"{'case':<48}{'rows/s or s':>16}{'matches':>10}{'work memory':>14}")
     for label, r in results.items():
         speed = f"{r['rows_per_s'] / 1e6:.2f} M/s" if "rows_per_s" in r else f"{r['seconds']:.3f} s"
-        print(f"{label:<42}{speed:>16}{int(r['matches']):>10,}{int(r['work_bytes']):>13,}B")
+        print(f"{label:<48}{speed:>16}{int(r['matches']):>10,}{int(r['work_bytes']):>13,}B")
 
 
 if __name__ == "__main__":

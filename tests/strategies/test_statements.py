@@ -100,3 +100,20 @@ def test_a_clause_without_order_by_asks_for_the_time_column(cluster: LocalCluste
     sql = "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k MEASURES A.ts AS a PATTERN (A) DEFINE A AS A.x = 9)"
     with pytest.raises(QueryValidationError, match="add ORDER BY <time column>"):
         pull_statement("dfs", parse_statement(sql), cluster.endpoints, cluster.token)
+
+
+EXPRESSIONS = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES MATCH_NUMBER() AS n, "
+               "array_agg(CLASSIFIER()) AS labels, sum(B.x * 2 + 1) AS w, count(*) FILTER (WHERE type = 'N') AS ns, "
+               "count(DISTINCT x) AS d, min_by(ts, x) AS low, PREV(coalesce(B.x, 0)) AS pb ONE ROW PER MATCH "
+               "PATTERN (A B+) WITHIN 6 DEFINE A AS A.type = 'A' AND A.x > 6, B AS coalesce(B.x, 0) < FIRST(A.x) "
+               "AND count_if(B.type = 'N') <= 2 AND length(B.type) = length(A.type))")
+
+
+@pytest.mark.parametrize("strategy", ["dfs", "push_pull", "push_down"])
+def test_expression_features_through_storage_nodes(cluster: LocalCluster, strategy: str) -> None:
+    expected = match_recognize(events(), EXPRESSIONS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = pull_statement(strategy, parse_statement(EXPRESSIONS), cluster.endpoints, cluster.token)
+    assert expected.num_rows > 0
+    assert got.table.to_pylist() == expected.to_pylist()
