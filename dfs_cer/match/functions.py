@@ -192,8 +192,6 @@ def call(name: str, args: list[Value]) -> Value:
     if implementation is None:
         raise UnsupportedFeatureError(f"function {name}() is not supported in MATCH_RECOGNIZE", code="unsupported",
                                       hint=f"supported: {', '.join(sorted(_IMPLEMENTATIONS))}")
-    if name in ("length", "lower", "upper", "trim", "ltrim", "rtrim", "reverse"):
-        args = [_text(args[0])] if name != "length" or not pa.types.is_binary(plain(args[0]).type) else args
     return implementation(name, args)
 
 

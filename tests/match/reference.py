@@ -48,6 +48,36 @@ Row = dict[str, Any]
 Path = tuple[tuple[int, str, bool], ...]  # (row, label, excluded)
 
 
+def _navigated(e: Navigation, pos: list[int]) -> int | None:
+    """The row ``e`` reads, given the rows of its variable matched so far (``pos``, not empty)."""
+    if e.kind.physical:
+        return pos[-1] + (-e.offset if e.kind == NavKind.PREV else e.offset)
+    if e.offset >= len(pos):
+        return None
+    return pos[-1 - e.offset] if e.kind == NavKind.LAST else pos[e.offset]
+
+
+def _function(e: Function, values: list[Any]) -> Any:
+    if e.name == "abs":
+        return None if values[0] is None else abs(values[0])
+    if e.name == "coalesce":
+        return next((v for v in values if v is not None), None)
+    raise NotImplementedError(to_sql(e))
+
+
+def _binary(op: str, a: Any, b: Any) -> Any:
+    """``a op b`` with SQL's three-valued logic."""
+    if op == "AND":
+        return False if a is False or b is False else None if a is None or b is None else True
+    if op == "OR":
+        return True if a is True or b is True else None if a is None or b is None else False
+    if a is None or b is None:
+        return None
+    return {"=": lambda: a == b, "<>": lambda: a != b, "<": lambda: a < b, "<=": lambda: a <= b,
+            ">": lambda: a > b, ">=": lambda: a >= b, "+": lambda: a + b, "-": lambda: a - b,
+            "*": lambda: a * b}[op]()
+
+
 class Reference:
     def __init__(self, query: Query, rows: list[Row], window: int | None = None, time: str = "ts") -> None:
         self.q = query
@@ -66,11 +96,8 @@ class Reference:
             return self.rows[r][e.name]
         if isinstance(e, Classifier):
             return label
-        if isinstance(e, Function) and e.name in ("abs", "coalesce"):
-            values = [self._row(a, r, label) for a in e.args]
-            if e.name == "abs":
-                return None if values[0] is None else abs(values[0])
-            return next((v for v in values if v is not None), None)
+        if isinstance(e, Function):
+            return _function(e, [self._row(a, r, label) for a in e.args])
         if isinstance(e, Case):
             for w in e.whens:
                 if self._row(w.condition, r, label) is True:
@@ -83,16 +110,7 @@ class Reference:
             v = self._row(e.operand, r, label)
             return None if v is None else (not v) if e.op == "NOT" else -v
         if isinstance(e, BinaryOp):
-            a, b = self._row(e.left, r, label), self._row(e.right, r, label)
-            if e.op == "AND":
-                return False if a is False or b is False else None if a is None or b is None else True
-            if e.op == "OR":
-                return True if a is True or b is True else None if a is None or b is None else False
-            if a is None or b is None:
-                return None
-            return {"=": lambda: a == b, "<>": lambda: a != b, "<": lambda: a < b, "<=": lambda: a <= b,
-                    ">": lambda: a > b, ">=": lambda: a >= b, "+": lambda: a + b, "-": lambda: a - b,
-                    "*": lambda: a * b}[e.op]()
+            return _binary(e.op, self._row(e.left, r, label), self._row(e.right, r, label))
         raise NotImplementedError(type(e).__name__)
 
     # ------------------------------------------------------------------ conditions
@@ -140,40 +158,19 @@ class Reference:
             pos = self._positions(cls.variable, path, cur, label, start)
             if not pos:
                 return None
-            r = pos[-1]
-            if isinstance(e, Navigation):
-                if e.kind.physical:
-                    r += -e.offset if e.kind == NavKind.PREV else e.offset
-                elif e.offset >= len(pos):
-                    return None
-                else:
-                    r = pos[-1 - e.offset] if e.kind == NavKind.LAST else pos[e.offset]
-            return self._label_of(r, path, cur, label) if start <= r <= cur else None
-        if isinstance(e, Function | Case):
-            # a function of one row's values (arguments evaluated as the rest of the condition)
-            if isinstance(e, Function) and e.name in ("abs", "coalesce"):
-                values = [self._value(a, path, cur, label, start, p0, p1) for a in e.args]
-                if e.name == "abs":
-                    return None if values[0] is None else abs(values[0])
-                return next((v for v in values if v is not None), None)
-            raise NotImplementedError(to_sql(e))
+            row = _navigated(e, pos) if isinstance(e, Navigation) else pos[-1]
+            return self._label_of(row, path, cur, label) if row is not None and start <= row <= cur else None
+        if isinstance(e, Function):  # of values, each evaluated as the rest of the condition
+            return _function(e, [self._value(a, path, cur, label, start, p0, p1) for a in e.args])
         if isinstance(e, Navigation) and not isinstance(e.operand, Column | Navigation):
             # navigation over an expression: the expression at the navigated row
             columns = [n for n in walk(e.operand) if isinstance(n, Column)]
             variable = columns[0].variable if columns else None
             pos = self._positions(variable, path, cur, label, start)
-            if not pos:
+            target = _navigated(e, pos) if pos else None
+            if target is None or not p0 <= target < p1:
                 return None
-            r = pos[-1] if e.kind in (NavKind.PREV, NavKind.NEXT, NavKind.LAST) else pos[0]
-            if e.kind.physical:
-                r += -e.offset if e.kind == NavKind.PREV else e.offset
-            elif e.offset >= len(pos):
-                return None
-            else:
-                r = pos[-1 - e.offset] if e.kind == NavKind.LAST else pos[e.offset]
-            if not p0 <= r < p1:
-                return None
-            return self._row(e.operand, r, None)
+            return self._row(e.operand, target, None)
         if isinstance(e, Column | Navigation):
             phys, logical, off, col = 0, NavKind.LAST, 0, e
             if isinstance(col, Navigation) and col.kind.physical:
@@ -191,25 +188,8 @@ class Reference:
                 return None
             return self.rows[r][col.name]
         if isinstance(e, BinaryOp):
-            a = self._value(e.left, path, cur, label, start, p0, p1)
-            if e.op == "AND":
-                b = self._value(e.right, path, cur, label, start, p0, p1)
-                if a is False or b is False:
-                    return False
-                return None if a is None or b is None else True
-            if e.op == "OR":
-                b = self._value(e.right, path, cur, label, start, p0, p1)
-                if a is True or b is True:
-                    return True
-                return None if a is None or b is None else False
-            b = self._value(e.right, path, cur, label, start, p0, p1)
-            if a is None or b is None:
-                return None
-            ops = {"=": a == b, "<>": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b} \
-                if e.op in ("=", "<>", "<", "<=", ">", ">=") else None
-            if ops is not None:
-                return ops[e.op]
-            return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b}[e.op]()
+            return _binary(e.op, self._value(e.left, path, cur, label, start, p0, p1),
+                           self._value(e.right, path, cur, label, start, p0, p1))
         if isinstance(e, UnaryOp):
             v = self._value(e.operand, path, cur, label, start, p0, p1)
             if v is None:
