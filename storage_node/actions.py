@@ -242,6 +242,7 @@ class Actions:
         if "group" in header:
             return self._open_group(header)
         analysis, qid = self._query(header, "open", navigation=True)
+        where = self._input_filter(header)
         # (an incremental re-run matches only rows inside its ranges: it keeps every candidate)
         navigating = analysis.navigation_on_nodes and any(v.navigating for v in analysis.variables) \
             and header.get("time_ranges") is None
@@ -257,7 +258,7 @@ class Actions:
             row_ids = None
             kept = None
             if halo:  # rows keep their index in the node's rows by time: halo replies skip shipped ones
-                table = self._whole(ranges)
+                table = self._whole(ranges, where)
                 if copies:
                     kept = _canonical_copies(table, analysis, key)
                 if filt is not None:
@@ -267,7 +268,8 @@ class Actions:
                     row_ids = np.arange(table.num_rows, dtype=np.int64)
                 ts = _time_ints(table.column(self.store.time_column))
             else:
-                table = self.store.scan(filt).sort_by(self.store.time_column)
+                table = self.store.scan(filt if where is None else where if filt is None else filt & where
+                                        ).sort_by(self.store.time_column)
                 ts = _time_ints(table.column(self.store.time_column))
                 if ranges is not None:  # an incremental re-run: only rows inside these closed ranges
                     table, ts = _inside(table, ts, ranges)
@@ -279,13 +281,34 @@ class Actions:
             state = QueryState(qid, analysis, table, ts, candidates, estimate, ranges=ranges,
                                generation=self.store.generation,
                                navigation=self._navigation_mode(analysis) if navigating else None,
-                               row_ids=row_ids)
+                               row_ids=row_ids, where=where)
         except BaseException:
             self.registry.release(estimate)
             raise
         state.expires = _lease(header)
         self.registry.put(state)
         return self._info(state), ([self.store.schema.serialize().to_pybytes()] if header.get("schema", True) else [])
+
+    def _input_filter(self, header: dict[str, Any]) -> Any:
+        """The open's ``input_filter`` (a row-local SQL condition) as an exact dataset filter over
+        this node's rows, or None; a condition outside the pushed subset, or one this node's
+        columns cannot evaluate, is refused with the code the compute node falls back on."""
+        raw = header.get("input_filter")
+        if raw is None:
+            return None
+        import pyarrow.compute as pc
+
+        from dfs_cer.query.input_filter import (
+            input_filter_expression,
+            nan_columns,
+            parse_input_filter,
+        )
+
+        condition = parse_input_filter(raw)
+        out = input_filter_expression(condition, self.store.schema)
+        nan_columns(condition, self.store.schema,
+                    lambda c: bool(pc.any(pc.is_nan(self.store.sorted_rows().column(c))).as_py()))
+        return out
 
     def _admit(self, query_id: str) -> int:
         """The bytes this opening holds: the reservation ``reserve`` granted it, else one made now
@@ -315,6 +338,9 @@ class Actions:
         group = field(header, "group", list, "open")
         if not group or not all(isinstance(g, dict) for g in group):
             raise ProtocolError("action open: group must be a non-empty list of query headers")
+        if any("input_filter" in g for g in group):
+            raise ProtocolError("action open: queries opened in a group share one scan and take no input_filter; "
+                                "open such a query alone")
         queries = [self._query(g, "open") for g in group]
         if len({qid for _, qid in queries}) != len(queries):
             raise ProtocolError("action open: the queries of a group need distinct query ids")
@@ -551,7 +577,7 @@ class Actions:
             opened = self.registry.find(header["query_id"]) if isinstance(header.get("query_id"), str) else None
             if opened is not None:  # the open reserved the memory
                 self._same_generation(opened, kind)
-                return self._whole(opened.ranges)
+                return self._whole(opened.ranges, opened.where)
             if header.get("opened"):  # the compute node opened it here: this node restarted since
                 self.registry.get(field(header, "query_id", str, kind))  # raises UnknownQueryError
             return self._admitted(kind, lambda: self._whole(None))
@@ -588,7 +614,7 @@ class Actions:
             return state.table.take(pa.array(rows))
         # pull_range: every row inside the intervals (contiguous patterns), from the shards
         self._same_generation(state, kind)
-        table = self._whole(state.ranges)
+        table = self._whole(state.ranges, state.where)
         ts = _time_ints(table.column(self.store.time_column))
         return table.filter(pa.array(swf.contains(ts)))
 
@@ -598,7 +624,7 @@ class Actions:
         from dfs_cer.plan.halo import canonical
 
         self._same_generation(state, kind)
-        table = self._whole(state.ranges)
+        table = self._whole(state.ranges, state.where)
         unknown = [c for c in request.event_key if c not in table.column_names]
         if unknown:
             raise ProtocolError(f"{kind}: event key column(s) {unknown} are not columns of this node's rows")
@@ -713,7 +739,7 @@ class Actions:
             raise ProtocolError("pull_matches: this node does not hold whole PARTITION BY groups of the query "
                                 "(shard with --partitioning type --type-column <a PARTITION BY column>)")
         self._same_generation(state, "pull_matches")
-        table = self._whole(state.ranges)
+        table = self._whole(state.ranges, state.where)
         unknown = [c for c in request.event_key if c not in table.column_names]
         if unknown:
             raise ProtocolError(f"pull_matches: event key column(s) {unknown} are not columns of this node's rows")
@@ -829,9 +855,12 @@ class Actions:
             raise StorageError(f"{kind}: files were appended to the shard set while query {state.query_id} ran; "
                                "run the query again")
 
-    def _whole(self, ranges: np.ndarray | None) -> pa.Table:
-        """Every row of the shard set, by time (inside ``ranges`` when given)."""
+    def _whole(self, ranges: np.ndarray | None, where: Any = None) -> pa.Table:
+        """Every row of the shard set, by time (inside ``ranges`` and passing the input filter
+        ``where`` when given)."""
         table = self.store.sorted_rows()
+        if where is not None:
+            table = table.take(pa.array(_matching_rows(table, where)))
         if ranges is None:
             return table
         return _inside(table, _time_ints(table.column(self.store.time_column)), ranges)[0]

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from dfs_cer.config import StorageConfig, load_config, parse_size
-from dfs_cer.errors import DfsCerError, FilterFormatError, ProtocolError
+from dfs_cer.errors import DfsCerError, FilterFormatError, ProtocolError, QueryError
 from dfs_cer.io.shard import schema_digest
 from dfs_cer.transport.messages import decode, encode
 from dfs_cer.transport.protocol import ADMISSION, CACHE_MISS, UNKNOWN_QUERY, query_id
@@ -102,6 +102,9 @@ class StorageNode(flight.FlightServerBase):
                                             extra_info=json.dumps({"code": CACHE_MISS}).encode())
         if isinstance(exc, UnknownQueryError):  # the client re-opens the query once (a restarted node)
             return flight.FlightServerError(f"{type(exc).__name__}: {exc}", extra_info=UNKNOWN_QUERY_INFO)
+        if isinstance(exc, QueryError):  # its stable code travels (e.g. an input filter the client falls back on)
+            return flight.FlightServerError(f"{type(exc).__name__}: {exc}",
+                                            extra_info=json.dumps({"code": exc.code}).encode())
         if isinstance(exc, DfsCerError | FilterFormatError):
             return flight.FlightServerError(f"{type(exc).__name__}: {exc}")
         return flight.FlightInternalError(f"storage node error: {type(exc).__name__}: {exc}")

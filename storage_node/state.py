@@ -75,6 +75,9 @@ class QueryState:
     #: ``ranges``), and the rows the final pull shipped, so halo replies skip what was sent
     row_ids: np.ndarray | None = None
     shipped: np.ndarray | None = None
+    #: the row-local condition of the clause's input (``FROM (SELECT * FROM t WHERE ...)``): rows
+    #: failing it do not exist for the query, in ``table`` and in every later read of the shards
+    where: Any = None
 
     def size_in_bytes(self) -> int:
         table = self.table.nbytes + self.ts.nbytes if self.owns_table else 0

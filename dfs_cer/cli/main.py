@@ -336,6 +336,8 @@ def query_command(state: State, sql: tuple[str, ...], file: str | None, endpoint
                        f"{r['seconds'] * 1e3:>10.1f}  {note}")
         click.echo(f"{'total':<16}{trace['bytes_to_sn']:>12,}{trace['bytes_to_cn']:>12,}"
                    f"{trace['events_received']:>10,}{trace['seconds'] * 1e3:>10.1f}")
+        if trace.get("input_filter"):
+            click.echo(f"input filter on the storage nodes: {trace['input_filter']}")
         if trace.get("navigation"):
             click.echo(f"navigation: {trace['navigation']}; {trace['halo_rows']:,} halo rows received")
         m = trace.get("matching")

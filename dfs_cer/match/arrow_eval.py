@@ -34,6 +34,7 @@ from dfs_cer.query.expr import (
     MatchNumber,
     Navigation,
     UnaryOp,
+    like_regex,
     to_sql,
 )
 from dfs_cer.query.model import WindowUnit
@@ -43,13 +44,6 @@ Resolver = Callable[[Expr], pa.Array]
 
 _COMPARE = {"=": "equal", "<>": "not_equal", "<": "less", "<=": "less_equal", ">": "greater", ">=": "greater_equal"}
 _ARITH = {"+": "add_checked", "-": "subtract_checked", "*": "multiply_checked", "/": "divide_checked"}
-
-
-def _like_regex(pattern: str) -> str:
-    out = []
-    for ch in pattern:
-        out.append(".*" if ch == "%" else "." if ch == "_" else ("\\" + ch if ch in r".^$*+?{}[]\|()" else ch))
-    return "^" + "".join(out) + "$"
 
 
 def _compare(op: str, a: pa.Array | pa.Scalar, b: pa.Array | pa.Scalar) -> pa.Array | pa.Scalar:
@@ -100,7 +94,7 @@ def evaluate(e: Expr, resolve: Resolver, length: int) -> pa.Array | pa.Scalar:
         if isinstance(x, Like):
             if not isinstance(x.pattern, Literal) or not isinstance(x.pattern.value, str):
                 raise UnsupportedFeatureError(f"LIKE with a non-literal pattern ({to_sql(x)})", code="unsupported")
-            test = pc.match_substring_regex(plain(ev(x.operand)), _like_regex(x.pattern.value))
+            test = pc.match_substring_regex(plain(ev(x.operand)), like_regex(x.pattern.value))
             return pc.invert(test) if x.negated else test
         if isinstance(x, Function):
             return functions.call(x.name, [ev(a) for a in x.args])

@@ -39,6 +39,7 @@ from dfs_cer.query.expr import (
     Literal,
     UnaryOp,
     conjuncts,
+    like_regex,
 )
 from dfs_cer.query.model import WindowUnit
 from dfs_cer.query.numeric import (
@@ -70,18 +71,6 @@ def _scalar(value: Any) -> Any:
     return pc.scalar(literal(value))
 
 
-def _like_to_regex(pattern: str) -> str:
-    out = []
-    for ch in pattern:
-        if ch == "%":
-            out.append(".*")
-        elif ch == "_":
-            out.append(".")
-        else:
-            out.append("\\" + ch if ch in r".^$*+?{}[]\|()" else ch)
-    return "^" + "".join(out) + "$"
-
-
 class _Converter:
     """Expression conversion; with a schema, comparisons of numbers follow SQL's rules exactly as
     the engines evaluate them (dfs_cer.query.numeric): operands are cast to one type first."""
@@ -102,8 +91,12 @@ class _Converter:
             return None if operands is None else pc.call_function(_ARITH[e.op], [operands[0], operands[1]]).type
         if isinstance(e, UnaryOp) and e.op == "-":
             return self.type_of(e.operand)
+        if isinstance(e, Function) and e.name in _FUNCTIONS and len(e.args) == 1:
+            arg = self.type_of(e.args[0])
+            return None if arg is None else getattr(pc, _FUNCTIONS[e.name])(pa.array([], arg)).type
         if isinstance(e, Cast):
-            return _CASTS.get(e.to.upper())
+            temporal = _temporal(e)
+            return _CASTS.get(e.to.upper()) if temporal is None else temporal.type
         return None
 
     def _arith_operands(self, e: BinaryOp) -> tuple[pa.Array, pa.Array] | None:
@@ -207,7 +200,7 @@ class _Converter:
         if isinstance(e, Like):
             if not isinstance(e.pattern, Literal) or not isinstance(e.pattern.value, str):
                 raise NotPushable("LIKE with a non-literal pattern")
-            test = pc.match_substring_regex(self.plain(e.operand), _like_to_regex(e.pattern.value))
+            test = pc.match_substring_regex(self.plain(e.operand), like_regex(e.pattern.value))
             return ~test if e.negated else test
         if isinstance(e, Function):
             name = _FUNCTIONS.get(e.name)
@@ -215,6 +208,9 @@ class _Converter:
                 raise NotPushable(e.name)
             return getattr(pc, name)(self.plain(e.args[0]))
         if isinstance(e, Cast):
+            temporal = _temporal(e)
+            if temporal is not None:
+                return temporal
             target = _CASTS.get(e.to.upper())
             if target is None:
                 raise NotPushable(e.to)
@@ -225,6 +221,26 @@ class _Converter:
         if isinstance(e, Case):
             raise NotPushable("CASE")
         raise NotPushable(type(e).__name__)
+
+
+def _temporal(e: Cast) -> pa.Scalar | None:
+    """``TIMESTAMP '2024-01-01 10:00:00'`` / ``DATE '2024-01-01'`` (a string literal cast to a
+    naive timestamp or a date) as its Arrow scalar; None for any other cast."""
+    to = e.to.upper()
+    if to not in ("TIMESTAMP", "TIMESTAMPNTZ", "DATETIME", "DATE") or not isinstance(e.operand, Literal) \
+            or not isinstance(e.operand.value, str):
+        return None
+    try:
+        value = dt.datetime.fromisoformat(e.operand.value.strip())
+    except ValueError:
+        raise NotPushable(f"the {to} literal {e.operand.value!r}") from None
+    if value.tzinfo is not None:
+        raise NotPushable(f"the {to} literal {e.operand.value!r} with a time zone")
+    if to == "DATE":
+        if value.time() != dt.time():
+            raise NotPushable(f"the DATE literal {e.operand.value!r}")
+        return pa.scalar(value.date(), pa.date32())
+    return pa.scalar(value, pa.timestamp("us"))
 
 
 def _numeric(dtype: pa.DataType | None) -> bool:

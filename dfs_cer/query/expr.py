@@ -255,6 +255,15 @@ LOGICAL = frozenset({"AND", "OR"})
 # traversal
 
 
+def like_regex(pattern: str) -> str:
+    """The RE2 expression of SQL ``LIKE pattern`` (no escape character): ``%`` is any run of
+    characters, line breaks included, ``_`` any one character; everything else is literal."""
+    out = []
+    for ch in pattern:
+        out.append(".*" if ch == "%" else "." if ch == "_" else ("\\" + ch if ch in r".^$*+?{}[]\|()" else ch))
+    return "(?s)^" + "".join(out) + "$"
+
+
 def children(e: Expr) -> tuple[Expr, ...]:
     """Direct sub-expressions of ``e``."""
     if isinstance(e, Navigation):

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 import sqlglot
 from sqlglot import exp
@@ -31,6 +32,7 @@ from dfs_cer.errors import (
 from dfs_cer.pattern.parser import parse_pattern
 from dfs_cer.query.convert import Converter, normalize_unit
 from dfs_cer.query.expr import Expr, distribute_navigation
+from dfs_cer.query.input_filter import pushable_input
 from dfs_cer.query.model import (
     AfterMatchSkip,
     Definition,
@@ -418,7 +420,6 @@ class QueryParser:
             tables.extend(r for r in read if r not in tables)
             return read
 
-        outer_tables = note_tables(outer)
         parts = []
         for i, (m, close, _alias, (first, last), table) in enumerate(found):
             self.computed = {}
@@ -426,16 +427,20 @@ class QueryParser:
             input_sql: str | None = None
             depends: list[str] = []
             reads: list[str] = []
+            pushed: tuple[str, str] | None = None
             if table is None:  # a subquery
                 inner_fragment, depends = splice(first, last)
                 tree = self.parse_sql(inner_fragment, "FROM", OUTER_DIALECT)
                 reads = note_tables(tree)
                 input_sql = tree.sql(dialect=OUTER_DIALECT)
+                pushed = pushable_input(tree, relations | ctes)
             elif table.lower() in ctes:  # a common table expression of the statement
                 assert top is not None
                 input_sql = f"{top.sql(dialect=OUTER_DIALECT)} SELECT * FROM {exp.to_identifier(table).sql()}"
                 depends = [r for r in names if r in input_sql]
                 reads = note_tables(exp.maybe_parse(input_sql, dialect=OUTER_DIALECT))
+                body = next(c.this for c in top.expressions if c.alias_or_name.lower() == table.lower())
+                pushed = pushable_input(body, relations | ctes)
             elif table not in tables and not self.computed:
                 tables.append(table)
             if self.computed:  # PARTITION BY / ORDER BY expressions: columns computed over the input
@@ -447,7 +452,10 @@ class QueryParser:
                     reads = [*reads, table]
             query = Query(table=INPUT.format(i) if input_sql is not None else str(table), recognize=recognize,
                           outer=OuterQuery())
-            parts.append(Part(names[i], query, input_sql, tuple(depends), tuple(reads)))
+            parts.append(Part(names[i], query, input_sql, tuple(depends), tuple(reads),
+                              None if self.computed else pushed))
+        _drop_unused_ctes(outer)  # a CTE only a clause read as its input (the clause is spliced out)
+        outer_tables = note_tables(outer)
         simple = False
         if len(parts) == 1 and parts[0].input_sql is None:
             try:
@@ -738,6 +746,32 @@ class QueryParser:
                                   "write DEFINE A AS <condition>")
             definitions.append(Definition(name, self.expression(a + 2, b, f"DEFINE {name}")))
         return tuple(definitions)
+
+
+def _drop_unused_ctes(outer: exp.Expression) -> None:
+    """Remove the common table expressions nothing in ``outer`` reads any more (each clause
+    that read one as its input is a relation now); the engine need not compute them."""
+    while True:
+        top = outer.args.get("with_") or outer.args.get("with")
+        if top is None:
+            return
+        read = {t.name.lower() for t in outer.find_all(exp.Table)
+                if not any(isinstance(a, exp.CTE) and a.alias_or_name.lower() == t.name.lower()
+                           for a in _ancestors(t))}
+        unused = [c for c in top.expressions if c.alias_or_name.lower() not in read]
+        if not unused:
+            return
+        for c in unused:
+            c.pop()
+        if not top.expressions:
+            top.pop()
+
+
+def _ancestors(e: exp.Expression) -> Iterator[Any]:
+    node = e.parent
+    while node is not None:
+        yield node
+        node = node.parent
 
 
 def _offset_of(text: str, line: object, col: object) -> int | None:

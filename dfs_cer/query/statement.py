@@ -43,6 +43,10 @@ class Part:
     depends: tuple[str, ...] = ()
     #: registered tables ``input_sql`` reads
     reads: tuple[str, ...] = ()
+    #: ``(table, condition)`` when ``input_sql`` is ``SELECT * FROM table WHERE condition`` with a
+    #: row-local condition (:mod:`dfs_cer.query.input_filter`): storage nodes holding ``table``
+    #: drop the rows failing it themselves
+    pushed: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

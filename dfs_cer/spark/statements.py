@@ -65,9 +65,12 @@ def recognize_statement(spark: Any, statement: Statement, *, endpoints: Sequence
         require_order_by(p.query, "Spark DataFrames")
     for name, value in (tables or {}).items():
         register(name, value if hasattr(value, "createOrReplaceTempView") else _frame(spark, as_arrow(name, value)))
-    remote = {p.query.table.lower() for p in statement.parts if p.input_sql is None} | {
-        t.lower() for p in statement.parts for t in p.reads}
-    remote -= set(views)
+    from dfs_cer.strategies.statements import plan_statement, pull_pushed
+
+    plan = plan_statement(statement, set(views))
+    if endpoints is None:  # data=: Spark reads the files and pushes the subquery's filters into its own scan
+        plan.pushed = []
+    remote = plan.remote
     traces: list[Trace] = []
     events_seen = 0
     config = _config(integer_time_unit, tuple(options.get("event_key") or ()), options.get("dedup", True))
@@ -77,20 +80,24 @@ def recognize_statement(spark: Any, statement: Statement, *, endpoints: Sequence
         return match_events(spark, events, analysis, time_unit=integer_time_unit, driver_threshold=driver_threshold,
                             tasks=tasks)
 
+    def pulled_relation(result: Any) -> Any:
+        nonlocal events_seen
+        traces.append(result.trace)
+        if result.relation is not None:  # matched on the storage nodes
+            events_seen += result.relation.num_rows
+            return _frame(spark, result.relation)
+        events_seen += result.events.num_rows
+        return match_events(spark, result.events, result.analysis, segments=result.segments,
+                            time_unit=integer_time_unit, driver_threshold=driver_threshold, tasks=tasks)
+
     def remote_relation(query: Any) -> Any:
         nonlocal events_seen
         if endpoints is not None:
             from dfs_cer.strategies import pull
 
             assert token is not None
-            result = pull(strategy, query, list(endpoints), token, integer_time_unit=integer_time_unit, **options)
-            traces.append(result.trace)
-            if result.relation is not None:  # matched on the storage nodes
-                events_seen += result.relation.num_rows
-                return _frame(spark, result.relation)
-            events_seen += result.events.num_rows
-            return match_events(spark, result.events, result.analysis, segments=result.segments,
-                                time_unit=integer_time_unit, driver_threshold=driver_threshold, tasks=tasks)
+            return pulled_relation(pull(strategy, query, list(endpoints), token, integer_time_unit=integer_time_unit,
+                                        **options))
         assert data is not None
         events, analysis = read_with_spark(spark, query, data, integer_time_unit,
                                            event_key=options.get("event_key") or (), dedup=options.get("dedup", True))
@@ -98,16 +105,21 @@ def recognize_statement(spark: Any, statement: Statement, *, endpoints: Sequence
         return match_events(spark, events, analysis, time_unit=integer_time_unit, driver_threshold=driver_threshold,
                             tasks=tasks)
 
-    read_whole = {t.lower() for t in statement.outer_tables} | {t.lower() for p in statement.parts for t in p.reads}
-    for name in sorted(remote & read_whole):  # read outside a clause: every row of the nodes' table / data=
+    early: dict[str, Any] = {}  # parts pulled with their input's filter applied on the storage nodes
+    for part in plan.pushed:
+        assert endpoints is not None and token is not None
+        result = pull_pushed(plan, part, strategy, list(endpoints), token, integer_time_unit=integer_time_unit,
+                             **options)
+        if result is not None:
+            early[part.relation] = pulled_relation(result)
+    for name in plan.whole(statement):  # read outside a clause: every row of the nodes' table / data=
         if endpoints is not None:
             from dfs_cer.strategies import pull
 
             assert token is not None
             result = pull("pull_all", dataclasses.replace(statement.parts[0].query, table=name), list(endpoints),
                           token, integer_time_unit=integer_time_unit, **options)
-            result.trace.fallback = (f"pull_all (the query reads {name!r} outside a MATCH_RECOGNIZE clause: a "
-                                     "subquery, a CTE or the statement around them computes from every row)")
+            result.trace.fallback = plan.fallback(name)
             traces.append(result.trace)
             register(name, _frame(spark, result.events))
         else:
@@ -122,7 +134,9 @@ def recognize_statement(spark: Any, statement: Statement, *, endpoints: Sequence
         if not ready:
             raise ConfigError("MATCH_RECOGNIZE clauses read each other's relations in a cycle")
         for part in ready:
-            if part.input_sql is not None:
+            if part.relation in early:
+                relation = early[part.relation]
+            elif part.input_sql is not None:
                 sql = _renamed(part.input_sql, views)
                 check_outer(sql, list(views.values()), "spark")
                 relation = match_arrow(part.query, _arrow_of(spark.sql(sql)))

@@ -65,6 +65,9 @@ class Trace:
     navigation: str | None = None
     #: rows received only for PREV/NEXT to read (never matched)
     halo_rows: int = 0
+    #: the row-local condition the storage nodes applied to the table before anything else
+    #: (``FROM (SELECT * FROM t WHERE ...) MATCH_RECOGNIZE``); None: every row
+    input_filter: str | None = None
 
     @property
     def bytes_to_cn(self) -> int:
@@ -87,7 +90,8 @@ class Trace:
                 "bytes_to_cn": self.bytes_to_cn, "bytes_to_sn": self.bytes_to_sn,
                 "events_received": self.events_received, "seconds": self.seconds, "fallback": self.fallback,
                 "matching": None if self.matching is None else self.matching.to_dict(), "warnings": self.warnings,
-                "navigation": self.navigation, "halo_rows": self.halo_rows}
+                "navigation": self.navigation, "halo_rows": self.halo_rows,
+                "input_filter": self.input_filter}
 
 
 @dataclass
@@ -136,6 +140,8 @@ class Session:
         self.dedup = dedup
         #: restrict the query to these inclusive time ranges (an incremental re-run)
         self.time_ranges: list[tuple[int, int]] | None = None
+        #: a row-local condition every node applies to its rows first (SQL text; None: none)
+        self.input_filter: str | None = None
         #: several queries run together (strategies.multi): the open replies fetched for the
         #: whole group, and the coordinator that turns final pulls into one shared pull
         self.opened: list[tuple[dict[str, Any], list[bytes]]] | None = None

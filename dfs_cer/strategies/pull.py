@@ -76,6 +76,8 @@ def _open(session: Session, query: Query, unit: str) -> tuple[Analysis, list[dic
             "time_ranges": [[int(a), int(b)] for a, b in session.time_ranges]}
         # the order PREV/NEXT read in, for nodes that check such conditions themselves
         extra["dedup"] = session.dedup
+        if session.input_filter is not None:
+            extra["input_filter"] = session.input_filter
         if session.event_key is not None:
             extra["event_key"] = list(session.event_key)
         session.reserve()  # room on every node or on none (no query holds one node waiting for another)
@@ -673,14 +675,17 @@ STRATEGIES = {"pull_all": pull_all, "push_down": push_down, "push_pull": push_pu
 def pull(name: str, query: Query | str, endpoints: Sequence[str], token: str, *, integer_time_unit: str = "s",
          event_key: Sequence[str] | None = None, dedup: bool = True,
          time_ranges: Sequence[tuple[int, int]] | None = None, timeout: float | None = None,
-         config: StrategyConfig | None = None, **options: Any) -> PullResult:
+         config: StrategyConfig | None = None, input_filter: str | None = None, **options: Any) -> PullResult:
     """Run pull strategy ``name`` for ``query`` against the storage nodes at ``endpoints``.
 
     ``event_key`` (default: the shard sets' own, from ``dfs-cer shard --event-key``; else the
     whole row) identifies an event; with ``dedup`` the matcher drops duplicates that several
     nodes (or one) returned, and ties on time are matched in event key order. ``time_ranges``
     (inclusive, in the time column's integer units) restricts the query to the rows inside them
-    (incremental re-runs). ``timeout`` bounds the whole query in seconds (default
+    (incremental re-runs). ``input_filter`` (one SQL condition over the table's columns, of the
+    subset in :mod:`dfs_cer.query.input_filter`) keeps only the rows passing it: the nodes drop
+    the others before anything else, so the query runs as over ``SELECT * FROM t WHERE
+    input_filter``; a node that cannot evaluate it exactly refuses (code ``input-filter``). ``timeout`` bounds the whole query in seconds (default
     ``strategy.query_timeout_seconds``; each call also gets ``strategy.call_timeout_seconds``).
 
     Whatever happens, the query is closed on every node; a failure names its round and node.
@@ -694,5 +699,7 @@ def pull(name: str, query: Query | str, endpoints: Sequence[str], token: str, *,
     checked = PullOptions.parse(options)
     session = Session.connect(endpoints, token, Trace(name), config, timeout, event_key, dedup)
     session.time_ranges = None if time_ranges is None else [(int(a), int(b)) for a, b in time_ranges]
+    session.input_filter = input_filter
+    session.trace.input_filter = input_filter
     return session.finish(lambda: STRATEGIES[name](session, resolve_query(query), integer_time_unit, checked),
                           lambda r: r.trace)

@@ -3,9 +3,11 @@ is pulled with a strategy and matched on the compute node; clauses over register
 in process; the SQL around them runs on the sandboxed embedded engine
 (:func:`dfs_cer.local.run_statement`).
 
-A clause whose input is a subquery or CTE over the nodes' table needs that input's rows: the
-nodes' rows are pulled whole once (a ``pull_all``, named in the trace) and the engine computes
-the input from them.
+A clause whose input is ``SELECT * FROM t WHERE <row-local condition>`` (a subquery or a CTE)
+over the nodes' table is pulled with the strategy too: the nodes drop the rows failing the
+condition before anything else (:mod:`dfs_cer.query.input_filter`). Any other subquery or CTE
+over the nodes' table needs that input's rows: the nodes' rows are pulled whole once (a
+``pull_all``, named in the trace) and the engine computes the input from them.
 """
 
 from __future__ import annotations
@@ -19,8 +21,64 @@ import pyarrow as pa
 from dfs_cer.config import load_config
 from dfs_cer.local import match_clause, run_statement
 from dfs_cer.query import Query
-from dfs_cer.query.statement import Statement
-from dfs_cer.strategies.base import Trace
+from dfs_cer.query.input_filter import INPUT_FILTER
+from dfs_cer.query.statement import Part, Statement
+from dfs_cer.strategies.base import PullResult, Trace
+
+
+@dataclasses.dataclass
+class StatementPlan:
+    """Which of a statement's reads go to the storage nodes, and how."""
+
+    #: the names (lower case) the statement reads the nodes' table by: every table a clause or
+    #: a subquery reads that the caller did not register
+    remote: set[str]
+    #: parts whose input is a row-local filter of the nodes' table: pulled with the condition
+    pushed: list[Part]
+    #: the reasons pushed parts fell back to reading the table whole (filled while pulling)
+    refused: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def whole(self, statement: Statement) -> list[str]:
+        """The nodes' table names read outside a clause (the SQL around the clauses, or a
+        subquery / CTE that is not pushed): each is pulled whole once."""
+        done = {p.relation for p in self.pushed} - set(self.refused)
+        read = {t.lower() for t in statement.outer_tables} | {
+            t.lower() for p in statement.parts if p.relation not in done for t in p.reads}
+        return sorted(self.remote & read)
+
+    def fallback(self, name: str) -> str:
+        reasons = "; ".join(self.refused.values())
+        return (f"pull_all (the query reads {name!r} outside a MATCH_RECOGNIZE clause: a subquery, a CTE or the "
+                "statement around them computes from every row" + (f"; {reasons}" if reasons else "") + ")")
+
+
+def plan_statement(statement: Statement, registered: set[str]) -> StatementPlan:
+    """The plan for ``statement`` when the caller registered the tables ``registered`` (lower case)."""
+    remote = {p.query.table.lower() for p in statement.parts if p.input_sql is None} | {
+        t.lower() for p in statement.parts for t in p.reads}
+    remote -= registered
+    pushed = [p for p in statement.parts if p.pushed is not None and p.pushed[0].lower() in remote]
+    return StatementPlan(remote, pushed)
+
+
+def pull_pushed(plan: StatementPlan, part: Part, strategy: str, endpoints: Sequence[str], token: str,
+                **options: Any) -> PullResult | None:
+    """Pull ``part`` with its input's condition applied on the storage nodes; None when a node
+    refuses the condition (the reason is kept in ``plan.refused`` and named in the trace of
+    the whole-table pull that replaces it)."""
+    from dfs_cer.strategies import pull
+    from dfs_cer.transport.client import NodeRefusedError
+
+    assert part.pushed is not None
+    table, condition = part.pushed
+    try:
+        return pull(strategy, dataclasses.replace(part.query, table=table), endpoints, token,
+                    input_filter=condition, **options)
+    except NodeRefusedError as exc:
+        if exc.code != INPUT_FILTER:
+            raise
+        plan.refused[part.relation] = f"the storage nodes did not take the input filter {condition!r}: {exc}"
+        return None
 
 
 @dataclasses.dataclass
@@ -42,24 +100,22 @@ def pull_statement(strategy: str, statement: Statement, endpoints: Sequence[str]
     from dfs_cer.strategies.matching import match_pulled
 
     registry = dict(tables or {})
-    known = {n.lower() for n in registry}
-    # the nodes' table: what the clauses read (by any name) and the caller did not register
-    remote = {p.query.table.lower() for p in statement.parts if p.input_sql is None} | {
-        t.lower() for p in statement.parts for t in p.reads}
-    remote -= known
+    plan = plan_statement(statement, {n.lower() for n in registry})
     traces: list[Trace] = []
     pulled: dict[str, pa.Table] = {}
     for part in statement.parts:
-        if part.input_sql is None and part.query.table.lower() in remote:
+        result: PullResult | None = None
+        if part.input_sql is None and part.query.table.lower() in plan.remote:
             result = pull(strategy, part.query, endpoints, token, **options)
+        elif part in plan.pushed:
+            result = pull_pushed(plan, part, strategy, endpoints, token, **options)
+        if result is not None:
             pulled[part.relation] = match_pulled(result, outer=False, **(matching or {}))
             traces.append(result.trace)
-    read_whole = {t.lower() for t in statement.outer_tables} | {t.lower() for p in statement.parts for t in p.reads}
-    for name in sorted(remote & read_whole):  # a subquery / CTE / the outer SQL reads the nodes' rows themselves
+    for name in plan.whole(statement):  # a subquery / CTE / the outer SQL reads the nodes' rows themselves
         first = statement.parts[0].query
         result = pull("pull_all", dataclasses.replace(first, table=name), endpoints, token, **options)
-        result.trace.fallback = (f"pull_all (the query reads {name!r} outside a MATCH_RECOGNIZE clause: a subquery, "
-                                 "a CTE or the statement around them computes from every row)")
+        result.trace.fallback = plan.fallback(name)
         traces.append(result.trace)
         registry[name] = result.events
     config = load_config()
@@ -85,5 +141,8 @@ def merged_trace(traces: Sequence[Trace], strategy: str) -> Trace:
             out.navigation = f"{out.navigation}; {prefix}{t.navigation}" if out.navigation else prefix + t.navigation
         out.warnings.extend(prefix + w for w in t.warnings)
         out.halo_rows += t.halo_rows
+        if t.input_filter:
+            text = prefix + t.input_filter
+            out.input_filter = f"{out.input_filter}; {text}" if out.input_filter else text
         out.matching = out.matching or t.matching
     return out

@@ -122,3 +122,36 @@ def test_order_by_nulls_first_inside_the_clause_is_honoured() -> None:
         got[order] = tuple(match_recognize(t, q).to_pylist()[0].values())
     assert got == {"p": (1, None), "p NULLS FIRST": (None, 3), "p DESC": (3, None),
                    "p DESC NULLS FIRST": (None, 1), "p NULLS LAST": (1, None)}
+
+
+MR = "MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a PATTERN (A) DEFINE A AS A.x > 1)"
+
+
+@pytest.mark.parametrize(("sql", "pushed"), [
+    (f"SELECT * FROM (SELECT * FROM t WHERE x > 2) {MR}", ("t", "x > 2")),
+    (f"SELECT * FROM (SELECT * FROM t AS e WHERE e.x > 2 AND t.s LIKE 'a%') {MR}", ("t", "x > 2 AND s LIKE 'a%'")),
+    (f"WITH f AS (SELECT * FROM t WHERE ts >= TIMESTAMP '2024-01-01 00:00:00') SELECT * FROM f {MR}",
+     ("t", "ts >= CAST('2024-01-01 00:00:00' AS TIMESTAMP)")),
+    (f"SELECT * FROM (SELECT * FROM t WHERE x / 2 > 1) {MR}", None),  # integer division differs
+    (f"SELECT * FROM (SELECT x, ts FROM t WHERE x > 2) {MR}", None),  # a projection
+    (f"SELECT * FROM (SELECT * FROM t WHERE x > 2 LIMIT 5) {MR}", None),
+    (f"SELECT * FROM (SELECT * FROM t WHERE x > 2 ORDER BY ts) {MR}", None),
+    (f"SELECT * FROM (SELECT DISTINCT * FROM t WHERE x > 2) {MR}", None),
+    (f"SELECT * FROM (SELECT * FROM t JOIN u USING (x) WHERE x > 2) {MR}", None),
+    (f"SELECT * FROM (SELECT * FROM t WHERE x > (SELECT max(x) FROM t)) {MR}", None),
+    (f"SELECT * FROM (SELECT * FROM t WHERE x IN (SELECT x FROM u)) {MR}", None),
+    (f"SELECT * FROM (SELECT * FROM t WHERE u.x > 2) {MR}", None),  # another table's column
+    (f"SELECT * FROM (SELECT * FROM t) {MR}", None),  # nothing to push: the table itself
+    (f"SELECT * FROM (SELECT * FROM t WHERE CAST(x AS VARCHAR) = '2') {MR}", None),
+    (f"WITH f AS (SELECT * FROM t WHERE x > 2), g AS (SELECT * FROM f WHERE x < 9) SELECT * FROM g {MR}", None),
+])
+def test_row_local_subqueries_are_recognised(sql: str, pushed: tuple[str, str] | None) -> None:
+    assert parse_statement(sql).parts[0].pushed == pushed
+
+
+def test_a_cte_only_a_clause_reads_is_dropped_from_the_statement() -> None:
+    s = parse_statement(f"WITH f AS (SELECT * FROM t WHERE x > 2), n AS (SELECT 1 AS one) "
+                        f"SELECT * FROM f {MR} AS m, n")
+    assert "WITH n AS" in s.sql and "f AS" not in s.sql and s.outer_tables == ()
+    kept = parse_statement(f"WITH f AS (SELECT * FROM t WHERE x > 2) SELECT a FROM f {MR} UNION ALL SELECT x FROM f")
+    assert "WITH f AS" in kept.sql and kept.outer_tables == ("t",)

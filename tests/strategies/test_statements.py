@@ -67,8 +67,8 @@ def test_statements_through_storage_nodes_equal_the_local_run(cluster: LocalClus
     assert got.table.to_pylist() == expected.to_pylist(), sql
     trace = merged_trace(got.traces, strategy)
     assert trace.bytes_to_cn > 0
-    if "FROM (SELECT" in sql:  # the subquery reads every row of the nodes' table, said so
-        assert "pull_all (the query reads 't' outside a MATCH_RECOGNIZE clause" in (trace.fallback or "")
+    if "FROM (SELECT" in sql:  # a row-local subquery: its condition runs on the nodes
+        assert trace.input_filter == "x > 0" and "outside a MATCH_RECOGNIZE" not in (trace.fallback or "")
     else:  # every clause pulls fewer rows than the log holds, or says why not
         assert all(t.events_received < events().num_rows or t.fallback for t in got.traces), trace.to_dict()
 
@@ -117,3 +117,87 @@ def test_expression_features_through_storage_nodes(cluster: LocalCluster, strate
         got = pull_statement(strategy, parse_statement(EXPRESSIONS), cluster.endpoints, cluster.token)
     assert expected.num_rows > 0
     assert got.table.to_pylist() == expected.to_pylist()
+
+
+FILTERED = [
+    # PREV over the filtered rows: the rows the condition drops do not exist for navigation
+    "SELECT * FROM (SELECT * FROM t WHERE x > 2 AND type <> 'N') MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts "
+    "MEASURES A.ts AS a_ts, B.x AS bx ONE ROW PER MATCH PATTERN (A B) DEFINE A AS A.type = 'A', "
+    "B AS B.x > PREV(B.x))",
+    # a contiguous pattern over a CTE; the table's alias qualifies columns; IN, LIKE, BETWEEN, lower()
+    "WITH f AS (SELECT * FROM t AS e WHERE e.k IN ('a', 'b') AND lower(type) LIKE 'a%' OR x BETWEEN 3 AND 5) "
+    "SELECT k, count(*) AS n, min(a_ts) AS first FROM f MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts "
+    "MEASURES A.ts AS a_ts ONE ROW PER MATCH PATTERN (A B C) DEFINE A AS A.x > 5, B AS B.x < A.x, "
+    "C AS C.type = 'B') GROUP BY k ORDER BY k",
+    # ALL ROWS PER MATCH, NEXT and NOT / IS NULL
+    "SELECT * FROM (SELECT * FROM t WHERE NOT (x = 0 OR x IS NULL) AND ts * 2 >= 100) MATCH_RECOGNIZE "
+    "(PARTITION BY k ORDER BY ts MEASURES CLASSIFIER() AS c ALL ROWS PER MATCH PATTERN (A B+) WITHIN 10 "
+    "DEFINE A AS A.type = 'A' AND A.x >= 7 AND NEXT(A.x) > A.x, B AS B.x >= PREV(B.x))",
+]
+
+
+@pytest.fixture(scope="module")
+def whole_bytes(cluster: LocalCluster) -> int:
+    """Bytes a pull of every row of the nodes' table moves (what a subquery computed on the
+    compute node costs)."""
+    from dfs_cer.strategies import pull
+
+    sql = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a PATTERN (A) DEFINE A AS A.x = 9)"
+    return pull("pull_all", sql, cluster.endpoints, cluster.token).trace.bytes_to_cn
+
+
+@pytest.mark.parametrize("sql", FILTERED, ids=["prev", "cte-contiguous", "all-rows-next"])
+@pytest.mark.parametrize("strategy", ["dfs", "push_pull", "push_down", "pull_all"])
+def test_row_local_input_filters_run_on_the_storage_nodes(cluster: LocalCluster, whole_bytes: int, sql: str,
+                                                          strategy: str) -> None:
+    """``FROM (SELECT * FROM t WHERE <row-local>)``: the nodes drop the rows first, the answer is
+    the embedded engine's over the subquery, and far fewer bytes move than the whole table."""
+    statement = parse_statement(sql)
+    assert statement.parts[0].pushed is not None
+    expected = match_recognize(events(), sql)
+    assert expected.num_rows > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = pull_statement(strategy, statement, cluster.endpoints, cluster.token)
+    assert got.table.to_pylist() == expected.to_pylist()
+    trace = merged_trace(got.traces, strategy)
+    assert trace.input_filter == statement.parts[0].pushed[1]
+    assert "outside a MATCH_RECOGNIZE" not in (trace.fallback or "")
+    assert len(got.traces) == 1
+    assert trace.bytes_to_cn < whole_bytes  # rows failing the condition never leave the nodes
+    if strategy == "dfs" and "ALL ROWS" not in sql:  # selective patterns: a fraction of it
+        assert trace.bytes_to_cn < whole_bytes / 2, (trace.bytes_to_cn, whole_bytes)
+
+
+def test_a_refused_input_filter_falls_back_and_says_why(cluster: LocalCluster) -> None:
+    """A node that cannot evaluate the condition exactly (here: a number compared with text)
+    refuses it; the clause's input is then computed from every row, named in the trace."""
+    import dataclasses
+
+    sql = FILTERED[0]
+    statement = parse_statement(sql)
+    part = dataclasses.replace(statement.parts[0], pushed=("t", "x = 'a'"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = pull_statement("dfs", dataclasses.replace(statement, parts=(part,)), cluster.endpoints, cluster.token)
+    assert got.table.to_pylist() == match_recognize(events(), sql).to_pylist()
+    trace = merged_trace(got.traces, "dfs")
+    assert "did not take the input filter \"x = 'a'\"" in (trace.fallback or ""), trace.fallback
+    assert "cannot be evaluated on these columns" in (trace.fallback or "")
+
+
+@pytest.mark.parametrize("condition", [
+    "nope > 1", "x / 2 > 1", "x > 0; SELECT 1", "read_csv('/etc/passwd') IS NOT NULL", "x > (SELECT 1)",
+    "count(*) > 1", "A.x > 1", "", "x > " + "1 + " * 20_000 + "1", "x = 'a'", "CAST(x AS VARCHAR) = '1'",
+])
+def test_storage_nodes_refuse_input_filters_outside_the_subset(cluster: LocalCluster, condition: str) -> None:
+    from dfs_cer.strategies import pull
+    from dfs_cer.transport.client import NodeRefusedError
+
+    sql = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a PATTERN (A) DEFINE A AS A.x = 9)"
+    with pytest.raises(NodeRefusedError) as info:
+        pull("dfs", sql, cluster.endpoints, cluster.token, input_filter=condition)
+    assert info.value.code == "input-filter", info.value
+    # the node is still serving, and holds nothing of the refused query
+    assert pull("pull_all", sql, cluster.endpoints, cluster.token, input_filter="x = 9").events.num_rows == \
+        int(np.sum(events().column("x").to_numpy() == 9))
