@@ -379,10 +379,22 @@ STATEMENTS = [
     "SELECT x.a_ts, y.b_ts FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts ONE ROW PER MATCH PATTERN (A) "
     "DEFINE A AS A.a1 < 3) AS x JOIN t MATCH_RECOGNIZE (ORDER BY ts MEASURES B.ts AS b_ts ONE ROW PER MATCH "
     "PATTERN (B) DEFINE B AS B.a1 > 997) AS y ON y.b_ts > x.a_ts AND y.b_ts < x.a_ts + INTERVAL '30' SECOND",
+    # expressions inside the clause: aggregates over expressions, FILTER, DISTINCT, array_agg of
+    # CLASSIFIER(), MATCH_NUMBER() in DEFINE, navigation over coalesce/abs
+    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES MATCH_NUMBER() AS n, array_agg(CLASSIFIER()) AS labels, "
+    "sum(B.a1 * 2 + 1) AS w, count(*) FILTER (WHERE a1 > 500) AS big, count(DISTINCT a2) AS d, "
+    "min_by(ts, a1) AS low ONE ROW PER MATCH PATTERN (A B+) WITHIN INTERVAL '3' SECOND "
+    "DEFINE A AS A.type = 'T_02' AND A.a1 < 100 AND MATCH_NUMBER() < 500, "
+    "B AS coalesce(B.a1, 0) > FIRST(A.a1) AND PREV(abs(B.a1 - 500)) < 450)",
+    # a row-local subquery: through the storage nodes its condition runs on the nodes
+    "SELECT count(*) AS n, min(a_ts) AS first FROM (SELECT * FROM t WHERE a1 < 600 AND "
+    "ts >= TIMESTAMP '2034-09-15 14:00:00') MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts ONE ROW PER MATCH "
+    "PATTERN (A B) WITHIN INTERVAL '5' SECOND DEFINE A AS A.type = 'T_02', B AS B.type = 'T_03' AND B.a1 > PREV(B.a1))",
 ]
 
 
-@pytest.mark.parametrize("sql", STATEMENTS, ids=["group-by", "cte-join", "two-clauses"])
+@pytest.mark.parametrize("sql", STATEMENTS, ids=["group-by", "cte-join", "two-clauses", "expressions",
+                                                 "input-filter"])
 def test_statements_on_spark_equal_the_local_engine(spark: Any, events: pa.Table, data: tuple[Path, LocalCluster],
                                                     sql: str) -> None:
     """Joins, groups, CTEs and two clauses: each clause from the storage nodes (or data=), the
@@ -396,6 +408,9 @@ def test_statements_on_spark_equal_the_local_engine(spark: Any, events: pa.Table
     run = recognize(spark, sql, endpoints=cluster.endpoints, token=cluster.token, tables={"labels": labels})
     assert rows(run.matches.toArrow()) == rows(expected)
     assert run.trace is not None and run.trace.bytes_to_cn > 0
+    if "WHERE a1 < 600" in sql:
+        assert run.trace.input_filter is not None and "a1 < 600" in run.trace.input_filter
+        assert "outside a MATCH_RECOGNIZE" not in (run.trace.fallback or ""), run.trace.fallback
     via_data = match_recognize(spark, sql, data=str(path), tables={"labels": spark.createDataFrame(labels)})
     assert rows(via_data.toArrow()) == rows(expected)
     assert not [v for v in spark.catalog.listTables() if v.name.startswith("dfs_cer_") and v.isTemporary
