@@ -242,7 +242,7 @@ class Actions:
         if "group" in header:
             return self._open_group(header)
         analysis, qid = self._query(header, "open", navigation=True)
-        where = self._input_filter(header)
+        condition, where = self._input_filter(header)
         # (an incremental re-run matches only rows inside its ranges: it keeps every candidate)
         navigating = analysis.navigation_on_nodes and any(v.navigating for v in analysis.variables) \
             and header.get("time_ranges") is None
@@ -254,6 +254,8 @@ class Actions:
         copies = bool(key) and dedup  # copies of an event may differ in other columns
         halo = bool(analysis.prev_reach or analysis.next_reach) or copies
         try:
+            if condition is not None:  # after admission: the check reads the shards
+                self._no_nan(condition)
             ranges = _time_ranges(header.get("time_ranges"))
             row_ids = None
             kept = None
@@ -282,6 +284,15 @@ class Actions:
                                generation=self.store.generation,
                                navigation=self._navigation_mode(analysis) if navigating else None,
                                row_ids=row_ids, where=where)
+        except pa.ArrowException as exc:
+            self.registry.release(estimate)
+            if where is None:
+                raise
+            from dfs_cer.errors import QueryValidationError
+            from dfs_cer.query.input_filter import INPUT_FILTER
+
+            raise QueryValidationError(f"the input filter failed on this node's rows ({exc})", clause="input filter",
+                                       code=INPUT_FILTER) from None
         except BaseException:
             self.registry.release(estimate)
             raise
@@ -289,26 +300,28 @@ class Actions:
         self.registry.put(state)
         return self._info(state), ([self.store.schema.serialize().to_pybytes()] if header.get("schema", True) else [])
 
-    def _input_filter(self, header: dict[str, Any]) -> Any:
-        """The open's ``input_filter`` (a row-local SQL condition) as an exact dataset filter over
-        this node's rows, or None; a condition outside the pushed subset, or one this node's
-        columns cannot evaluate, is refused with the code the compute node falls back on."""
+    def _input_filter(self, header: dict[str, Any]) -> tuple[Any, Any]:
+        """The open's ``input_filter`` (a row-local SQL condition) and its exact dataset filter
+        over this node's rows, or (None, None); a condition outside the pushed subset, or one
+        this node's columns cannot evaluate, is refused with the code the compute node falls
+        back on."""
         raw = header.get("input_filter")
         if raw is None:
-            return None
-        import pyarrow.compute as pc
-
-        from dfs_cer.query.input_filter import (
-            input_filter_expression,
-            nan_columns,
-            parse_input_filter,
-        )
+            return None, None
+        from dfs_cer.query.input_filter import input_filter_expression, parse_input_filter
 
         condition = parse_input_filter(raw)
-        out = input_filter_expression(condition, self.store.schema)
+        return condition, input_filter_expression(condition, self.store.schema)
+
+    def _no_nan(self, condition: Any) -> None:
+        """Refuse the input filter when a floating-point column it reads holds NaN here (one
+        scan of that column, of its NaN rows only)."""
+        import pyarrow.compute as pc
+
+        from dfs_cer.query.input_filter import nan_columns
+
         nan_columns(condition, self.store.schema,
-                    lambda c: bool(pc.any(pc.is_nan(self.store.sorted_rows().column(c))).as_py()))
-        return out
+                    lambda c: self.store.scan(pc.is_nan(pc.field(c)), columns=[c]).num_rows > 0)
 
     def _admit(self, query_id: str) -> int:
         """The bytes this opening holds: the reservation ``reserve`` granted it, else one made now

@@ -11,14 +11,18 @@ condition's SQL text at ``open``; the node parses it back into the expression mo
 node then reads the table whole, as for any other subquery, and names why in the trace).
 
 Only a subset is pushed: the forms whose meaning is the same in the embedded engine that
-computes the subquery elsewhere (DuckDB) and in Arrow's kernels: comparisons, AND/OR/NOT,
-IS [NOT] NULL, IN, BETWEEN, LIKE, ``+ - *``, a few string and number functions, and date and
-timestamp literals. Division, casts, CASE and other functions keep the subquery on the compute
-node (their results differ between engines in corner cases: integer division, number-to-text).
+computes the subquery elsewhere (DuckDB) and in Arrow's kernels, for every value: comparisons
+of columns and literals, AND/OR/NOT, IS [NOT] NULL, IN, BETWEEN, LIKE, ``length`` and date and
+timestamp literals. Everything else keeps the subquery on the compute node, because the engines
+differ on some values: arithmetic (DuckDB widens integers where Arrow's checked kernels fail on
+overflow; ``inf - inf`` is a NaN DuckDB orders above every number), ``trim`` (Arrow strips every
+kind of white space, DuckDB spaces), ``upper``/``lower`` (different Unicode tables), division,
+casts, CASE and other functions.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -54,10 +58,17 @@ if TYPE_CHECKING:
 INPUT_FILTER = "input-filter"
 #: the longest condition text a node accepts
 MAX_TEXT = 64 * 1024
-#: operators pushed as they are: both engines agree on them
-_OPERATORS = frozenset({"AND", "OR", "=", "<>", "<", "<=", ">", ">=", "+", "-", "*"})
-#: unary functions both engines compute alike
-_FUNCTIONS = frozenset({"lower", "upper", "length", "abs", "trim", "ltrim", "rtrim"})
+#: operators pushed as they are: both engines agree on them for every value
+_OPERATORS = frozenset({"AND", "OR", "=", "<>", "<", "<=", ">", ">=", "NOT"})
+#: unary functions both engines compute alike for every value
+_FUNCTIONS = frozenset({"length"})
+#: the longest LIKE pattern pushed (a long pattern of many ``%`` costs a node CPU per row)
+MAX_LIKE = 256
+#: the most digits of a pushed number literal (DuckDB reads longer ones as DOUBLE)
+MAX_DIGITS = 18
+#: the temporal literal forms both engines read alike
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}:\d{2}(\.\d{1,6})?)?")
 #: CAST targets of a string literal that are temporal literals (``TIMESTAMP '2024-01-01'``)
 TEMPORAL_LITERALS = frozenset({"TIMESTAMP", "TIMESTAMPNTZ", "DATETIME", "DATE"})
 #: the clauses of a SELECT that keep the rows of its one table one by one
@@ -76,17 +87,20 @@ def pushable_input(select: exp.Expression, names: set[str]) -> tuple[str, str] |
     column qualifiers (the table's name or alias) removed."""
     if not isinstance(select, exp.Select) or any(v for k, v in select.args.items() if k not in _ROW_LOCAL):
         return None
-    if len(select.expressions) != 1 or not isinstance(select.expressions[0], exp.Star):
+    star = select.expressions[0] if len(select.expressions) == 1 else None
+    if not isinstance(star, exp.Star) or any(star.args.values()):  # * EXCLUDE / REPLACE / RENAME
         return None
     source = select.args.get("from_") or select.args.get("from")
     where = select.args.get("where")
     if source is None or where is None or not isinstance(source.this, exp.Table):
         return None
     table = source.this
-    if not isinstance(table.this, exp.Identifier) or table.args.get("db") or table.args.get("catalog") \
-            or table.args.get("joins") or table.args.get("laterals") or table.name.lower() in names:
+    alias = table.args.get("alias")
+    # the table itself, perhaps renamed: no column list, sample, time travel, hints or joins
+    if not isinstance(table.this, exp.Identifier) or any(v for k, v in table.args.items() if k not in ("this", "alias")) \
+            or (alias is not None and alias.args.get("columns")) or table.name.lower() in names:
         return None
-    own = {table.name.lower(), table.alias_or_name.lower()}
+    own = {table.alias_or_name.lower()}  # with an alias, only the alias names the table (as in SQL)
     condition = where.this.copy()
     for column in condition.find_all(exp.Column):
         if column.table:
@@ -142,12 +156,33 @@ def row_local(condition: Expr) -> Expr:
             if n.name not in _FUNCTIONS or len(n.args) != 1:
                 raise _refuse(f"the function {n.name} is not pushed to storage nodes")
         elif isinstance(n, Cast):
-            if not (n.to.upper() in TEMPORAL_LITERALS and isinstance(n.operand, Literal)
-                    and isinstance(n.operand.value, str)):
-                raise _refuse(f"CAST to {n.to} is not pushed to storage nodes")
-        elif not isinstance(n, Literal | UnaryOp | IsNull | InList | Between | Like):
+            to = n.to.upper()
+            form = _DATE if to == "DATE" else _TIMESTAMP
+            if not (to in TEMPORAL_LITERALS and isinstance(n.operand, Literal) and isinstance(n.operand.value, str)
+                    and form.fullmatch(n.operand.value.strip())):
+                raise _refuse(f"CAST to {n.to} is not pushed to storage nodes (only DATE 'YYYY-MM-DD' and "
+                              "TIMESTAMP 'YYYY-MM-DD hh:mm:ss[.ffffff]' literals)")
+        elif isinstance(n, UnaryOp):
+            if n.op != "NOT" and not isinstance(n.operand, Literal):
+                raise _refuse(f"the operator {n.op} is not pushed to storage nodes (arithmetic)")
+        elif isinstance(n, Literal):
+            _literal(n)
+        elif isinstance(n, Like):
+            if isinstance(n.pattern, Literal) and isinstance(n.pattern.value, str) and len(n.pattern.value) > MAX_LIKE:
+                raise _refuse(f"a LIKE pattern longer than {MAX_LIKE} characters is not pushed to storage nodes")
+        elif not isinstance(n, IsNull | InList | Between):
             raise _refuse(f"{type(n).__name__} is not pushed to storage nodes")
     return condition
+
+
+def _literal(n: Literal) -> None:
+    value = n.value
+    if isinstance(value, float):
+        raise _refuse(f"the DOUBLE literal {value!r} is not pushed to storage nodes (write it as a decimal)")
+    if isinstance(value, int) and not isinstance(value, bool) and len(str(abs(value))) > MAX_DIGITS:
+        raise _refuse(f"the number {value} is not pushed to storage nodes (more than {MAX_DIGITS} digits)")
+    if type(value).__name__ == "Decimal" and len(value.as_tuple().digits) > MAX_DIGITS:  # type: ignore[union-attr]
+        raise _refuse(f"the number {value} is not pushed to storage nodes (more than {MAX_DIGITS} digits)")
 
 
 def input_filter_expression(condition: Expr, schema: pa.Schema) -> pc.Expression:
@@ -165,13 +200,23 @@ def input_filter_expression(condition: Expr, schema: pa.Schema) -> pc.Expression
                           if isinstance(n, Column) else None)
     except QueryValidationError as exc:
         raise _refuse(exc.message) from None
-    if not is_fully_pushable(bound, schema):
-        raise _refuse(f"the input filter {to_sql(bound)} does not convert exactly to the storage nodes' kernels")
-    out = to_arrow_filter(bound, schema)
-    assert out is not None
+    for n in walk(bound):
+        if isinstance(n, Column):
+            dtype = schema.field(n.name).type
+            if pa.types.is_dictionary(dtype):
+                dtype = dtype.value_type
+            if not (pa.types.is_integer(dtype) or pa.types.is_floating(dtype) or pa.types.is_decimal(dtype)
+                    or pa.types.is_string(dtype) or pa.types.is_large_string(dtype) or pa.types.is_boolean(dtype)
+                    or pa.types.is_date(dtype) or (pa.types.is_timestamp(dtype) and dtype.tz is None)):
+                raise _refuse(f"column {n.name} is of type {dtype}, which the storage nodes do not filter "
+                              "(numbers, strings, booleans, dates and timestamps without a time zone)")
     try:  # types the kernels cannot compare refuse here, not halfway through a scan
+        if not is_fully_pushable(bound, schema):
+            raise _refuse(f"the input filter {to_sql(bound)} does not convert exactly to the storage nodes' kernels")
+        out = to_arrow_filter(bound, schema)
+        assert out is not None
         schema.empty_table().filter(out)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+    except pa.ArrowException as exc:
         raise _refuse(f"the input filter {to_sql(bound)} cannot be evaluated on these columns ({exc})") from None
     return out
 

@@ -431,9 +431,14 @@ class QueryParser:
             if table is None:  # a subquery
                 inner_fragment, depends = splice(first, last)
                 tree = self.parse_sql(inner_fragment, "FROM", OUTER_DIALECT)
-                reads = note_tables(tree)
-                input_sql = tree.sql(dialect=OUTER_DIALECT)
                 pushed = pushable_input(tree, relations | ctes)
+                input_sql = tree.sql(dialect=OUTER_DIALECT)
+                if top is not None and any(t.name.lower() in ctes for t in tree.find_all(exp.Table)):
+                    # the subquery reads the statement's CTEs: it carries their definitions
+                    input_sql = f"{top.sql(dialect=OUTER_DIALECT)} SELECT * FROM ({input_sql}) AS __dfs_cer_sub"
+                    depends = [r for r in names if r in input_sql]
+                    tree = exp.maybe_parse(input_sql, dialect=OUTER_DIALECT)
+                reads = note_tables(tree)
             elif table.lower() in ctes:  # a common table expression of the statement
                 assert top is not None
                 input_sql = f"{top.sql(dialect=OUTER_DIALECT)} SELECT * FROM {exp.to_identifier(table).sql()}"

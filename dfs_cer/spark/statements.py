@@ -6,7 +6,6 @@ session's own views are untouched), after the same sandbox check as the embedded
 
 from __future__ import annotations
 
-import dataclasses
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -65,7 +64,7 @@ def recognize_statement(spark: Any, statement: Statement, *, endpoints: Sequence
         require_order_by(p.query, "Spark DataFrames")
     for name, value in (tables or {}).items():
         register(name, value if hasattr(value, "createOrReplaceTempView") else _frame(spark, as_arrow(name, value)))
-    from dfs_cer.strategies.statements import plan_statement, pull_pushed
+    from dfs_cer.strategies.statements import plan_statement, pull_pushed, whole_table_query
 
     plan = plan_statement(statement, set(views))
     if endpoints is None:  # data=: Spark reads the files and pushes the subquery's filters into its own scan
@@ -80,8 +79,9 @@ def recognize_statement(spark: Any, statement: Statement, *, endpoints: Sequence
         return match_events(spark, events, analysis, time_unit=integer_time_unit, driver_threshold=driver_threshold,
                             tasks=tasks)
 
-    def pulled_relation(result: Any) -> Any:
+    def pulled_relation(result: Any, part: Any) -> Any:
         nonlocal events_seen
+        result.trace.source = f"clause {statement.parts.index(part) + 1}"
         traces.append(result.trace)
         if result.relation is not None:  # matched on the storage nodes
             events_seen += result.relation.num_rows
@@ -90,14 +90,15 @@ def recognize_statement(spark: Any, statement: Statement, *, endpoints: Sequence
         return match_events(spark, result.events, result.analysis, segments=result.segments,
                             time_unit=integer_time_unit, driver_threshold=driver_threshold, tasks=tasks)
 
-    def remote_relation(query: Any) -> Any:
+    def remote_relation(part: Any) -> Any:
+        query = part.query
         nonlocal events_seen
         if endpoints is not None:
             from dfs_cer.strategies import pull
 
             assert token is not None
             return pulled_relation(pull(strategy, query, list(endpoints), token, integer_time_unit=integer_time_unit,
-                                        **options))
+                                        **options), part)
         assert data is not None
         events, analysis = read_with_spark(spark, query, data, integer_time_unit,
                                            event_key=options.get("event_key") or (), dedup=options.get("dedup", True))
@@ -111,15 +112,16 @@ def recognize_statement(spark: Any, statement: Statement, *, endpoints: Sequence
         result = pull_pushed(plan, part, strategy, list(endpoints), token, integer_time_unit=integer_time_unit,
                              **options)
         if result is not None:
-            early[part.relation] = pulled_relation(result)
+            early[part.relation] = pulled_relation(result, part)
     for name in plan.whole(statement):  # read outside a clause: every row of the nodes' table / data=
         if endpoints is not None:
             from dfs_cer.strategies import pull
 
             assert token is not None
-            result = pull("pull_all", dataclasses.replace(statement.parts[0].query, table=name), list(endpoints),
-                          token, integer_time_unit=integer_time_unit, **options)
+            result = pull("pull_all", whole_table_query(name, list(endpoints), token), list(endpoints), token,
+                          integer_time_unit=integer_time_unit, **options)
             result.trace.fallback = plan.fallback(name)
+            result.trace.source = f"table {name!r}"
             traces.append(result.trace)
             register(name, _frame(spark, result.events))
         else:
@@ -141,7 +143,7 @@ def recognize_statement(spark: Any, statement: Statement, *, endpoints: Sequence
                 check_outer(sql, list(views.values()), "spark")
                 relation = match_arrow(part.query, _arrow_of(spark.sql(sql)))
             elif part.query.table.lower() in remote:
-                relation = remote_relation(part.query)
+                relation = remote_relation(part)
             else:
                 relation = match_arrow(part.query, _arrow_of(frames[part.query.table.lower()]))
             register(part.relation, relation)

@@ -68,6 +68,8 @@ class Trace:
     #: the row-local condition the storage nodes applied to the table before anything else
     #: (``FROM (SELECT * FROM t WHERE ...) MATCH_RECOGNIZE``); None: every row
     input_filter: str | None = None
+    #: what the pull was for in a statement of several pulls ("clause 2", "table 't'")
+    source: str | None = None
 
     @property
     def bytes_to_cn(self) -> int:
@@ -91,7 +93,7 @@ class Trace:
                 "events_received": self.events_received, "seconds": self.seconds, "fallback": self.fallback,
                 "matching": None if self.matching is None else self.matching.to_dict(), "warnings": self.warnings,
                 "navigation": self.navigation, "halo_rows": self.halo_rows,
-                "input_filter": self.input_filter}
+                "input_filter": self.input_filter, "source": self.source}
 
 
 @dataclass

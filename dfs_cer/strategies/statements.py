@@ -61,6 +61,25 @@ def plan_statement(statement: Statement, registered: set[str]) -> StatementPlan:
     return StatementPlan(remote, pushed)
 
 
+def whole_table_query(name: str, endpoints: Sequence[str], token: str) -> Query:
+    """A clause reading every row of the nodes' table ``name`` (what a pull of the whole table
+    opens with): ordered by the nodes' own time column, since the statement's clauses may order
+    by columns only the compute node computes."""
+    from sqlglot import exp
+
+    from dfs_cer.query.parser import parse
+    from dfs_cer.transport.client import StorageClient
+
+    client = StorageClient(endpoints[0], token)
+    try:
+        header, _ = client.action("files", {})
+    finally:
+        client.close()
+    time_column = exp.to_identifier(str(header["time_column"])).sql()
+    return parse(f"SELECT * FROM {exp.to_identifier(name).sql()} MATCH_RECOGNIZE (ORDER BY {time_column} "
+                 "PATTERN (A) DEFINE A AS TRUE)")
+
+
 def pull_pushed(plan: StatementPlan, part: Part, strategy: str, endpoints: Sequence[str], token: str,
                 **options: Any) -> PullResult | None:
     """Pull ``part`` with its input's condition applied on the storage nodes; None when a node
@@ -103,7 +122,7 @@ def pull_statement(strategy: str, statement: Statement, endpoints: Sequence[str]
     plan = plan_statement(statement, {n.lower() for n in registry})
     traces: list[Trace] = []
     pulled: dict[str, pa.Table] = {}
-    for part in statement.parts:
+    for index, part in enumerate(statement.parts):
         result: PullResult | None = None
         if part.input_sql is None and part.query.table.lower() in plan.remote:
             result = pull(strategy, part.query, endpoints, token, **options)
@@ -111,11 +130,12 @@ def pull_statement(strategy: str, statement: Statement, endpoints: Sequence[str]
             result = pull_pushed(plan, part, strategy, endpoints, token, **options)
         if result is not None:
             pulled[part.relation] = match_pulled(result, outer=False, **(matching or {}))
+            result.trace.source = f"clause {index + 1}"
             traces.append(result.trace)
     for name in plan.whole(statement):  # a subquery / CTE / the outer SQL reads the nodes' rows themselves
-        first = statement.parts[0].query
-        result = pull("pull_all", dataclasses.replace(first, table=name), endpoints, token, **options)
+        result = pull("pull_all", whole_table_query(name, endpoints, token), endpoints, token, **options)
         result.trace.fallback = plan.fallback(name)
+        result.trace.source = f"table {name!r}"
         traces.append(result.trace)
         registry[name] = result.events
     config = load_config()
@@ -133,7 +153,7 @@ def merged_trace(traces: Sequence[Trace], strategy: str) -> Trace:
     """One trace for a statement's pulls: every round in order, fallbacks and paths joined."""
     out = Trace(strategy)
     for i, t in enumerate(traces):
-        prefix = f"clause {i + 1}: " if len(traces) > 1 else ""
+        prefix = f"{t.source or f'pull {i + 1}'}: " if len(traces) > 1 else ""
         out.rounds.extend(dataclasses.replace(r, note=prefix + (r.note or "")) if prefix else r for r in t.rounds)
         if t.fallback:
             out.fallback = f"{out.fallback}; {prefix}{t.fallback}" if out.fallback else prefix + t.fallback

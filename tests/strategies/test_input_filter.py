@@ -25,6 +25,7 @@ pytestmark = pytest.mark.flight
 
 
 def log(n: int = 900, nan: bool = False) -> pa.Table:
+    """Events with NULLs (and, with ``nan``, NaN in ``f``, a time-zoned ``z`` and a list ``l``)."""
     rng = np.random.default_rng(11)
     x = rng.integers(0, 10, n).astype(object)
     x[rng.random(n) < 0.1] = None
@@ -33,9 +34,13 @@ def log(n: int = 900, nan: bool = False) -> pa.Table:
         f[rng.random(n) < 0.05] = np.nan
     s = rng.choice(["p", "q", "Pq", "a\nb", "r%"], n).astype(object)
     s[rng.random(n) < 0.1] = None
-    return pa.table({"g": pa.array(rng.choice(["u", "v"], n)), "x": pa.array(list(x), pa.int64()),
-                     "f": pa.array(f), "s": pa.array(list(s), pa.string()),
-                     "ts": pa.array(np.cumsum(rng.integers(1, 3, n)))})
+    ts = np.cumsum(rng.integers(1, 3, n))
+    out = pa.table({"g": pa.array(rng.choice(["u", "v"], n)), "x": pa.array(list(x), pa.int64()),
+                    "f": pa.array(f), "s": pa.array(list(s), pa.string()), "ts": pa.array(ts)})
+    if nan:
+        out = out.append_column("z", pa.array(ts * 1_000_000_000, pa.timestamp("ns", tz="UTC"))).append_column(
+            "l", pa.array([[1] * int(v % 3) for v in ts], pa.list_(pa.int64())))
+    return out
 
 
 CLAUSE = ("MATCH_RECOGNIZE (PARTITION BY g ORDER BY ts MEASURES A.ts AS a_ts, LAST(B.ts) AS b_ts, "
@@ -64,12 +69,12 @@ def nan_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClust
 OPS = ["=", "<>", "<", "<=", ">", ">="]
 atoms = st.one_of(
     st.builds(lambda op, v: f"x {op} {v}", st.sampled_from(OPS), st.integers(-1, 10)),
-    st.builds(lambda op, v: f"f {op} {v}", st.sampled_from(OPS), st.sampled_from(["2.5", "7", "0.1e1", "-1"])),
+    st.builds(lambda op, v: f"f {op} {v}", st.sampled_from(OPS), st.sampled_from(["2.5", "7", "-1", "10.0"])),
     st.builds(lambda op, v: f"s {op} '{v}'", st.sampled_from(OPS), st.sampled_from(["p", "q", "Pq", "r%"])),
     st.sampled_from(["x IS NULL", "s IS NOT NULL", "x IN (1, 2, 3)", "x NOT IN (4, 5)", "f BETWEEN 2 AND 6",
                      "f NOT BETWEEN 1.5 AND 8.5", "s LIKE 'P%'", "s LIKE 'a%b'", "s NOT LIKE '_%'",
-                     "lower(s) = 'pq'", "upper(s) <> 'Q'", "length(s) = 2", "abs(x - 5) <= 2",
-                     "x * 2 + 1 > ts - ts + 7", "-x < -3", "ts >= 400", "g = 'u'", "trim(s) = 'p'"]),
+                     "length(s) = 2", "length(s) <> x", "x BETWEEN f AND 8", "ts >= 400", "g = 'u'",
+                     "x > -3", "f <= x", "x IN (1, 4)", "NOT (s = 'p') IS NULL"]),
 )
 conditions = st.recursive(atoms, lambda inner: st.one_of(
     st.builds(lambda a, b: f"({a}) AND ({b})", inner, inner),
@@ -93,17 +98,30 @@ def test_random_input_filters_equal_the_embedded_engine(cluster: LocalCluster, c
     assert trace.input_filter is not None and "outside a MATCH_RECOGNIZE" not in (trace.fallback or "")
 
 
-def test_a_column_holding_nan_is_filtered_on_the_compute_node(nan_cluster: LocalCluster) -> None:
-    """The embedded engine orders NaN above every number; Arrow's kernels never match it: a
-    condition on such a column falls back to reading the table whole, and says why."""
-    sql = f"SELECT * FROM (SELECT * FROM t WHERE f > 5) {CLAUSE} ORDER BY g, a_ts"
+@pytest.mark.parametrize(("condition", "reason"), [
+    ("f > 5", "column f holds NaN"),
+    ("z >= TIMESTAMP '1970-01-01 00:05:00'", "of type timestamp[ns, tz=UTC]"),
+    ("length(l) > 1", "column l is of type list"),
+])
+def test_what_a_node_cannot_filter_exactly_is_filtered_on_the_compute_node(nan_cluster: LocalCluster, condition: str,
+                                                                           reason: str) -> None:
+    """The embedded engine orders NaN above every number, Arrow's kernels never match it; time
+    zones and lists compare differently: such a condition falls back to reading the table whole,
+    and the trace says why."""
+    sql = f"SELECT * FROM (SELECT * FROM t WHERE {condition}) {CLAUSE} ORDER BY g, a_ts"
+    statement = parse_statement(sql)
+    assert statement.parts[0].pushed is not None
     expected = match_recognize(log(nan=True), sql)
+    assert expected.num_rows > 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        got = pull_statement("dfs", parse_statement(sql), nan_cluster.endpoints, nan_cluster.token)
+        got = pull_statement("dfs", statement, nan_cluster.endpoints, nan_cluster.token)
     assert got.table.to_pylist() == expected.to_pylist()
     trace = merged_trace(got.traces, "dfs")
-    assert "column f holds NaN" in (trace.fallback or ""), trace.fallback
+    assert reason in (trace.fallback or ""), trace.fallback
+
+
+def test_a_column_holding_nan_leaves_other_conditions_pushed(nan_cluster: LocalCluster) -> None:
     # a condition on NaN-free columns of the same data is still pushed
     sql = f"SELECT * FROM (SELECT * FROM t WHERE x > 2) {CLAUSE} ORDER BY g, a_ts"
     with warnings.catch_warnings():

@@ -124,13 +124,13 @@ FILTERED = [
     "SELECT * FROM (SELECT * FROM t WHERE x > 2 AND type <> 'N') MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts "
     "MEASURES A.ts AS a_ts, B.x AS bx ONE ROW PER MATCH PATTERN (A B) DEFINE A AS A.type = 'A', "
     "B AS B.x > PREV(B.x))",
-    # a contiguous pattern over a CTE; the table's alias qualifies columns; IN, LIKE, BETWEEN, lower()
-    "WITH f AS (SELECT * FROM t AS e WHERE e.k IN ('a', 'b') AND lower(type) LIKE 'a%' OR x BETWEEN 3 AND 5) "
+    # a contiguous pattern over a CTE; the table's alias qualifies columns; IN, LIKE, BETWEEN
+    "WITH f AS (SELECT * FROM t AS e WHERE e.k IN ('a', 'b') AND type LIKE 'A%' OR x BETWEEN 3 AND 5) "
     "SELECT k, count(*) AS n, min(a_ts) AS first FROM f MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts "
     "MEASURES A.ts AS a_ts ONE ROW PER MATCH PATTERN (A B C) DEFINE A AS A.x > 5, B AS B.x < A.x, "
     "C AS C.type = 'B') GROUP BY k ORDER BY k",
     # ALL ROWS PER MATCH, NEXT and NOT / IS NULL
-    "SELECT * FROM (SELECT * FROM t WHERE NOT (x = 0 OR x IS NULL) AND ts * 2 >= 100) MATCH_RECOGNIZE "
+    "SELECT * FROM (SELECT * FROM t WHERE NOT (x = 0 OR x IS NULL) AND ts >= 50) MATCH_RECOGNIZE "
     "(PARTITION BY k ORDER BY ts MEASURES CLASSIFIER() AS c ALL ROWS PER MATCH PATTERN (A B+) WITHIN 10 "
     "DEFINE A AS A.type = 'A' AND A.x >= 7 AND NEXT(A.x) > A.x, B AS B.x >= PREV(B.x))",
 ]
@@ -201,3 +201,23 @@ def test_storage_nodes_refuse_input_filters_outside_the_subset(cluster: LocalClu
     # the node is still serving, and holds nothing of the refused query
     assert pull("pull_all", sql, cluster.endpoints, cluster.token, input_filter="x = 9").events.num_rows == \
         int(np.sum(events().column("x").to_numpy() == 9))
+
+
+def test_whole_table_reads_and_filtered_inputs_mix_in_one_statement(cluster: LocalCluster) -> None:
+    """A clause with PARTITION BY an expression over a filtered subquery (its input computed on
+    the compute node from the whole table) beside a clause whose filter runs on the nodes, and a
+    subquery reading the statement's CTE: every pull is named in the trace."""
+    sql = ("WITH f AS (SELECT * FROM t WHERE x > 2) SELECT p.n, q.m FROM "
+           "(SELECT count(*) AS n FROM (SELECT * FROM t WHERE x > 1) MATCH_RECOGNIZE (PARTITION BY x % 2 ORDER BY ts "
+           "MEASURES A.ts AS a ONE ROW PER MATCH PATTERN (A B) DEFINE A AS A.type = 'A', B AS B.x > A.x)) AS p, "
+           "(SELECT count(*) AS m FROM (SELECT * FROM f WHERE x < 9) MATCH_RECOGNIZE (ORDER BY ts "
+           "MEASURES A.ts AS a ONE ROW PER MATCH PATTERN (A B) DEFINE A AS A.type = 'A', B AS B.x > A.x)) AS q")
+    expected = match_recognize(events(), sql)
+    assert expected.to_pylist()[0]["n"] > 0 and expected.to_pylist()[0]["m"] > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = pull_statement("dfs", parse_statement(sql), cluster.endpoints, cluster.token)
+    assert got.table.to_pylist() == expected.to_pylist()
+    trace = merged_trace(got.traces, "dfs")
+    assert [t.source for t in got.traces] == ["table 't'"], trace.to_dict()
+    assert (trace.fallback or "").startswith("pull_all (the query reads 't'")
