@@ -37,8 +37,15 @@ def _mb(b: float | None) -> str:
     return "–" if b is None else f"{b / 1e6:,.2f}"
 
 
-def markdown(results: dict[str, Any]) -> str:
+def markdown(results: dict[str, Any], mode: str | None = None, images: str = "results/") -> str:
+    """The results as RESULTS.md tables; with the run's ``mode`` (``net-1gbit``...), each table
+    is followed by its plot (``<images>fig_<name>-<mode>.png``, written by :func:`plots`)."""
     lines: list[str] = []
+
+    def figure(name: str, title: str) -> None:
+        if mode is not None:
+            lines.append(f"\n![{title}]({images}fig_{name}-{mode}.png)")
+
     net = results.get("net")
     link = (f"{net['rate']} per node link, {net['qdisc']}"
             + (f", {net['delay']} delay" if net["delay_applied"] else " (no delay: netem missing)")) if net else \
@@ -57,6 +64,7 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(f"| {s} | {_mb(m['bytes'])} | {_mb(m['bytes_to_cn'])} | {_mb(m['bytes_to_sn'])} | "
                          f"{_mb(m['wire_bytes'])} | {m['events']:,.0f} | {m['latency']:.3f} | "
                          f"{m['bytes'] / base:.3f} | {m['rounds']:.1f} |")
+        figure("transmission", "bytes per strategy")
         lines.append("\nLatency by phase (seconds, mean per query; paper Table II shape):\n")
         lines.append("| strategy | open (SN scan) | filter round trips | pull | match (CN) | total |")
         lines.append("|---|---:|---:|---:|---:|---:|")
@@ -64,6 +72,7 @@ def markdown(results: dict[str, Any]) -> str:
             p = v["summary"]["phases"]
             lines.append(f"| {s} | {p['open']:.3f} | {p['filter']:.3f} | {p['pull']:.3f} | {p['match']:.3f} | "
                          f"{v['summary']['latency']:.3f} |")
+        figure("latency", "latency by phase")
     for name, points in results.get("sweeps", {}).items():
         lines.append(f"\nSweep of {name} (MB both ways / latency s per query):\n")
         lines.append(f"| {name} | push_down | push_pull | dfs | dfs / push-down | dfs / push-pull |")
@@ -73,6 +82,8 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(f"| {value} | {_mb(pd['bytes'])} / {pd['latency']:.2f} | {_mb(pp['bytes'])} / "
                          f"{pp['latency']:.2f} | {_mb(d['bytes'])} / {d['latency']:.2f} | "
                          f"{d['bytes'] / pd['bytes']:.3f} | {d['bytes'] / pp['bytes']:.3f} |")
+    if results.get("sweeps"):
+        figure("sweeps", "sweeps of window, selectivity and variables")
     if results.get("nodes"):
         lines.append("\nNumber of storage nodes (MB both ways / latency s per query):\n")
         lines.append("| nodes | push_down | push_pull | dfs | dfs / push-down |")
@@ -82,6 +93,7 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(f"| {n} | {_mb(pd['bytes'])} / {pd['latency']:.2f} | {_mb(pp['bytes'])} / "
                          f"{pp['latency']:.2f} | {_mb(d['bytes'])} / {d['latency']:.2f} | "
                          f"{d['bytes'] / pd['bytes']:.3f} |")
+        figure("nodes", "storage nodes")
     cm = results.get("costmodel")
     if cm:
         lines.append("\nDFS under each cost model, and with R misestimated (× factor):\n")
@@ -91,6 +103,7 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(f"| model {m} | {_mb(v['bytes'])} | {v['latency']:.3f} | {v['rounds']:.1f} |")
         for k, v in cm["rate_scale"].items():
             lines.append(f"| adaptive, R × {k} | {_mb(v['bytes'])} | {v['latency']:.3f} | {v['rounds']:.1f} |")
+        figure("costmodel", "cost models")
     memory = results.get("memory")
     if memory:
         lines.append("\nStorage nodes' peak resident memory (sum over nodes, after the workload):\n")
@@ -99,6 +112,7 @@ def markdown(results: dict[str, Any]) -> str:
         for s, v in memory.items():
             lines.append(f"| {s} | {_mb(v['peak_bytes'])} | {_mb(v['idle_peak_bytes'])} | "
                          f"{v['peak_bytes'] / memory['push_down']['peak_bytes']:.3f} |")
+        figure("memory", "storage node memory")
     h = results.get("headline", {})
     if h:
         lines.append("\nHeadline (targets in parentheses):\n")

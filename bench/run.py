@@ -258,7 +258,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"run-{mode}.json").write_text(json.dumps(results, indent=1, default=str))
-    (out / f"run-{mode}.md").write_text(markdown(results))
+    (out / f"run-{mode}.md").write_text(markdown(results, mode, images=""))  # beside the plots
     plots(results, out, mode)
     if args.json:
         print(json.dumps(results["headline"], indent=2))
