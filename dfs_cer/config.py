@@ -64,6 +64,10 @@ class StrategyConfig:
     close_timeout_seconds: float = 2.0
     #: seconds a query waits for room on every storage node at once (all-or-none admission)
     admission_wait_seconds: float = 60.0
+    #: how pulled events travel: one Arrow IPC stream with zstd or lz4 buffer compression
+    #: (string columns of few distinct values dictionary-encoded), or ``none`` (uncompressed,
+    #: the paper's comparison); traces count the bytes that crossed the network
+    transfer_compression: Literal["zstd", "lz4", "none"] = "zstd"
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ import pyarrow.flight as flight
 from dfs_cer.config import StorageConfig, load_config, parse_size
 from dfs_cer.errors import DfsCerError, FilterFormatError, ProtocolError, QueryError
 from dfs_cer.io.shard import schema_digest
+from dfs_cer.transport.envelope import COMPRESSIONS, seal
 from dfs_cer.transport.messages import decode, encode
 from dfs_cer.transport.protocol import ADMISSION, CACHE_MISS, UNKNOWN_QUERY, query_id
 from storage_node.actions import Actions, node_betas
@@ -168,6 +169,11 @@ class StorageNode(flight.FlightServerBase):
         try:
             header, blobs = self._guard(ticket.ticket)
             table = self.actions.pull(header, blobs)
+            compression = header.get("compression")
+            if compression is not None:  # one compressed IPC stream in chunks: the client counts its bytes
+                if not isinstance(compression, str):
+                    raise ProtocolError(f"compression must be one of {', '.join(COMPRESSIONS)}")
+                table = seal(table, compression)
         except flight.FlightError:
             raise
         except Exception as exc:

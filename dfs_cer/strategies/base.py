@@ -164,7 +164,8 @@ class Session:
         if not 0 < seconds < float("inf"):
             raise ConfigError(f"the query timeout must be a positive, finite number of seconds, got {seconds}; "
                               "pass e.g. --timeout 60")
-        clients = [StorageClient(e, token, timeout=config.call_timeout_seconds) for e in endpoints]
+        clients = [StorageClient(e, token, timeout=config.call_timeout_seconds,
+                                 compression=config.transfer_compression) for e in endpoints]
         return cls(clients, trace, event_key, dedup, deadline=time.monotonic() + seconds,
                    close_timeout=config.close_timeout_seconds, admission_wait=config.admission_wait_seconds)
 

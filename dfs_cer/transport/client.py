@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from dfs_cer.errors import StorageError
+from dfs_cer.transport.envelope import is_sealed, open_sealed
 from dfs_cer.transport.messages import decode, encode
 from dfs_cer.transport.protocol import UNKNOWN_QUERY
 
@@ -72,6 +73,10 @@ def error_code(exc: flight.FlightError) -> str | None:
     return code if isinstance(code, str) else None
 
 
+#: the largest compressed reply a pull accepts (bytes of the stream, before decompression)
+MAX_REPLY = 16 * 1024**3
+
+
 @dataclass
 class StorageClient:
     endpoint: str
@@ -82,6 +87,9 @@ class StorageClient:
     tls_root_certs: bytes | None = None
     #: the query's deadline (``time.monotonic()`` seconds); None: only the per-call timeout
     deadline: float | None = None
+    #: how pulled rows travel (:mod:`dfs_cer.transport.envelope`): "zstd", "lz4", "none"
+    #: (an uncompressed stream), or None (plain record batches, counted by their Arrow size)
+    compression: str | None = "zstd"
 
     def __post_init__(self) -> None:
         self._journal: list[tuple[str, Callable[[], None]]] = []
@@ -95,7 +103,7 @@ class StorageClient:
 
     def __getstate__(self) -> dict[str, Any]:  # picklable for Spark: reconnect lazily
         return {"endpoint": self.endpoint, "token": self.token, "transfers": [], "timeout": self.timeout,
-                "tls_root_certs": self.tls_root_certs, "deadline": None}
+                "tls_root_certs": self.tls_root_certs, "deadline": None, "compression": self.compression}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -188,11 +196,16 @@ class StorageClient:
     def pull(self, header: dict[str, Any], blobs: list[bytes] | None = None) -> pa.Table:
         if header.get("kind") == "pull_all" and self._journal:  # the node must still hold the opened query
             header = {**header, "opened": True}
+        if self.compression is not None:
+            header = {**header, "compression": self.compression}
         ticket = encode(header, blobs)
         what = str(header.get("kind"))
         start = time.perf_counter()
         table = self._call(what, lambda o: self._client.do_get(flight.Ticket(ticket), options=o).read_all())
-        self.transfers.append(Transfer(what, len(ticket), table.nbytes, time.perf_counter() - start))
+        size = table.nbytes
+        if is_sealed(table):  # the bytes that crossed the network: the compressed stream's
+            table, size = open_sealed(table, MAX_REPLY)
+        self.transfers.append(Transfer(what, len(ticket), size, time.perf_counter() - start))
         return table
 
     def upload(self, header: dict[str, Any], table: pa.Table) -> None:
