@@ -2,6 +2,8 @@
 and events received, per strategy, on the paper's synthetic data and default workload.
 
 Command:  .venv/bin/python bench/strategies.py [--events 1000000] [--queries 20] [--json] [--big]
+              [--compression none|zstd|lz4|all]   (how pulled events travel; default none, the
+              paper's comparison; all: every codec, bytes side by side)
           .venv/bin/python bench/strategies.py --workload navigation [--events 1000000] [--queries 10]
           (queries with PREV/NEXT: see bench/navigation.py)
 Hardware: 3 storage node processes and the compute node on one machine, over loopback.
@@ -31,6 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dfs_cer import analyze, parse
+from dfs_cer.config import StrategyConfig
 from dfs_cer.datasets import synthetic_events, synthetic_queries
 from dfs_cer.filters import IntervalSet
 from dfs_cer.io.shard import shard
@@ -73,6 +76,8 @@ def main() -> None:
     parser.add_argument("--calibration", default="conf/calibration.json",
                         help="dfs-cer calibrate's tables for the adaptive model (ignored when missing)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--compression", choices=["none", "zstd", "lz4", "all"], default="none",
+                        help="how pulled events travel (strategy.transfer_compression); all: each codec")
     parser.add_argument("--workload", choices=["default", "navigation"], default="default",
                         help="navigation: queries with PREV/NEXT (bench/navigation.py)")
     args = parser.parse_args()
@@ -92,6 +97,10 @@ def main() -> None:
     events = synthetic_events(n)
     sqls = synthetic_queries(args.queries)
     sums: dict[str, list[float]] = {f"{s}_{k}": [] for s in (*chosen, "lower_bound") for k in ("bytes", "events", "seconds")}
+    codecs = ["none", "zstd", "lz4"] if args.compression == "all" else [args.compression]
+    first = codecs[0]
+    for c in codecs[1:]:
+        sums.update({f"{s}_bytes_{c}": [] for s in chosen})
     with tempfile.TemporaryDirectory(prefix="dfs-cer-strategies-") as tmp:
         pq.write_table(events, Path(tmp) / "events.parquet")
         shard(str(Path(tmp) / "events.parquet"), args.nodes, str(Path(tmp) / "nodes"))
@@ -99,14 +108,19 @@ def main() -> None:
         with LocalCluster(dirs) as cluster:
             for i, sql in enumerate(sqls):
                 for s in chosen:
-                    start = time.perf_counter()
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
-                        r = pull(s, sql, cluster.endpoints, cluster.token, cost_model=args.cost_model,
-                                   calibration_file=args.calibration)
-                    sums[f"{s}_seconds"].append(time.perf_counter() - start)
-                    sums[f"{s}_bytes"].append(r.trace.bytes_to_cn + r.trace.bytes_to_sn)
-                    sums[f"{s}_events"].append(r.trace.events_received)
+                    for codec in codecs:
+                        start = time.perf_counter()
+                        with warnings.catch_warnings():
+                            warnings.simplefilter("ignore")
+                            r = pull(s, sql, cluster.endpoints, cluster.token, cost_model=args.cost_model,
+                                     calibration_file=args.calibration,
+                                     config=StrategyConfig(transfer_compression=codec))  # type: ignore[arg-type]
+                        if codec != first:
+                            sums[f"{s}_bytes_{codec}"].append(r.trace.bytes_to_cn + r.trace.bytes_to_sn)
+                            continue
+                        sums[f"{s}_seconds"].append(time.perf_counter() - start)
+                        sums[f"{s}_bytes"].append(r.trace.bytes_to_cn + r.trace.bytes_to_sn)
+                        sums[f"{s}_events"].append(r.trace.events_received)
                 lb_events, lb_bytes = lower_bound(events, sql)
                 sums["lower_bound_events"].append(lb_events)
                 sums["lower_bound_bytes"].append(lb_bytes)
@@ -114,7 +128,8 @@ def main() -> None:
                 print(f"  query {i + 1}/{len(sqls)}", file=sys.stderr, flush=True)
     means = {k: statistics.mean(v) for k, v in sums.items()}
     figures = {
-        "events": n, "queries": len(sqls), "nodes": args.nodes, **{f"mean_{k}": v for k, v in means.items()},
+        "events": n, "queries": len(sqls), "nodes": args.nodes, "compression": first,
+        **{f"mean_{k}": v for k, v in means.items()},
         "dfs_over_pushdown_bytes": means["dfs_bytes"] / means["push_down_bytes"],
         "dfs_over_pushpull_bytes": means["dfs_bytes"] / means["push_pull_bytes"],
         "dfs_over_lower_bound_bytes": means["dfs_bytes"] / max(1.0, means["lower_bound_bytes"]),
@@ -128,6 +143,12 @@ def main() -> None:
           "|---|---:|---:|---:|")
     for s in (*chosen, "lower_bound"):
         print(f"| {s} | {means[s + '_bytes']:,.0f} | {means[s + '_events']:,.1f} | {means[s + '_seconds']:.3f} |")
+    if len(codecs) > 1:
+        print("\n| strategy | " + " | ".join(f"mean bytes, {c}" for c in codecs) + " | zstd / none |\n|---|"
+              + "---:|" * (len(codecs) + 1))
+        for s in chosen:
+            row = [means[f"{s}_bytes"]] + [means[f"{s}_bytes_{c}"] for c in codecs[1:]]
+            print(f"| {s} | " + " | ".join(f"{b:,.0f}" for b in row) + f" | {row[1] / row[0]:.3f} |")
     print(f"DFS / push-down bytes: {figures['dfs_over_pushdown_bytes']:.3f} (target <= 0.2)")
     print(f"DFS / push-pull bytes: {figures['dfs_over_pushpull_bytes']:.3f} (target <= 0.5)")
     print(f"DFS / lower bound bytes: {figures['dfs_over_lower_bound_bytes']:.3f} (target <= 1.5)")
