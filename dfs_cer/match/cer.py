@@ -69,13 +69,15 @@ class Gathered:
     """Column values of bound variables for a batch of partial matches (the expression resolver)."""
 
     def __init__(self, table: pa.Table, rows: dict[str, np.ndarray], owner: str, kleene: set[str],
-                 kleene_rows: dict[str, dict[tuple[NavKind, int], np.ndarray]] | None = None) -> None:
+                 kleene_rows: dict[str, dict[tuple[NavKind, int], np.ndarray]] | None = None,
+                 columns: dict[str, pa.Array] | None = None) -> None:
         self.table = table
         self.rows = rows
         self.owner = owner
         self.kleene = kleene
         self.kleene_rows = kleene_rows or {}
-        self._columns: dict[str, pa.Array] = {}
+        #: the table's columns as single arrays (shareable across batches of the same table)
+        self._columns: dict[str, pa.Array] = {} if columns is None else columns
 
     def column(self, name: str) -> pa.Array:
         if name not in self._columns:
@@ -557,6 +559,8 @@ class _Engine:
         if first.kleene:
             raise UnsupportedFeatureError("skip_till_next_match with a Kleene first variable", clause="PATTERN",
                                           hint="use skip_till_any_match with kleene='maximal'", code="unsupported")
+        if not self.kleene and not self.negated:
+            return self._next_match_singles(cands, dependent)
         singles_out: dict[str, list[int]] = {it.name: [] for it in self.items if not it.kleene}
         sets_out: list[dict[str, list[int]]] = []
         for start in cands[first.name].tolist():
@@ -621,6 +625,68 @@ class _Engine:
                     singles_out[k].append(v)
                 sets_out.append(pre)
         return {k: np.array(v, np.int64) for k, v in singles_out.items()}, sets_out
+
+    def _next_match_singles(self, cands: dict[str, np.ndarray], dependent: dict[str, list[Expr]]
+                            ) -> tuple[dict[str, np.ndarray], list[dict[str, list[int]]]]:
+        """Skip-till-next-match without Kleene variables, for every start event at once: each
+        variable takes, per partial match, the first candidate after the previous variable's
+        time (same partition, inside the window) for which every condition whose variables are
+        all bound holds. Candidates are tried in rounds, one per partial match per round, with
+        the conditions evaluated over the whole batch of partial matches (Arrow kernels)."""
+        first = self.items[0].name
+        starts = cands[first]
+        n, size = self.ts.size, starts.size
+        # the first row after each row's run of equal (partition, time): a later time or partition
+        change = np.ones(n, bool)
+        if n > 1:
+            change[1:] = (self.row_part[1:] != self.row_part[:-1]) | (self.ts[1:] != self.ts[:-1])
+        run_starts = np.flatnonzero(change)
+        after = np.append(run_starts[1:], n)[np.cumsum(change) - 1]
+        ends = self.bounds[self.row_part[starts] + 1] if size else np.zeros(0, np.int64)
+        start_ts = self.ts[starts]
+        bound = {first: starts.astype(np.int64)}
+        last = bound[first].copy()
+        alive = np.arange(size)
+        conditions = [(owner, p, _vars(p) | {owner}) for owner, parts in dependent.items()
+                      if owner not in self.kleene for p in parts]
+        done = {first}
+        columns: dict[str, pa.Array] = {}
+        for step, it in enumerate(self.items[1:]):
+            now = done | {it.name}
+            checks = [(owner, p) for owner, p, refs in conditions
+                      if refs <= now and (not refs <= done or step == 0)]
+            c = cands[it.name]
+            found = np.full(alive.size, -1, np.int64)
+            pos = np.searchsorted(c, after[last[alive]]) if alive.size else np.zeros(0, np.int64)
+            pending = np.arange(alive.size)
+            while pending.size:
+                j = pos[pending]
+                ok = j < c.size
+                r = c[np.minimum(j, max(c.size - 1, 0))] if c.size else np.zeros(pending.size, np.int64)
+                who = alive[pending]
+                ok &= r < ends[who]
+                if self.window is not None:
+                    ok &= self.ts[r] - start_ts[who] <= self.window
+                pending, r, who = pending[ok], r[ok], who[ok]
+                if not pending.size:
+                    break
+                hold = np.ones(pending.size, bool)
+                if checks:
+                    rows = {k: v[who] for k, v in bound.items()}
+                    rows[it.name] = r
+                    for owner, p in checks:
+                        hold &= _check(p, Gathered(self.table, rows, owner, self.kleene, columns=columns),
+                                       pending.size)
+                found[pending[hold]] = r[hold]
+                pending = pending[~hold]
+                pos[pending] += 1
+            keep = found >= 0
+            alive = alive[keep]
+            bound[it.name] = np.full(size, -1, np.int64)
+            bound[it.name][alive] = found[keep]
+            last[alive] = found[keep]
+            done = now
+        return {k: v[alive] for k, v in bound.items()}, [{} for _ in range(alive.size)]
 
     def _conditions_hold(self, bound: dict[str, np.ndarray], done: set[str], dependent: dict[str, list[Expr]]) -> bool:
         for owner, parts in dependent.items():

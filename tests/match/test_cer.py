@@ -441,3 +441,50 @@ def test_string_options_are_checked_where_a_matcher_starts() -> None:
         run_cer(table, analysis, on_limit="ignore")
     with pytest.raises(ConfigError, match="on_limit must be one of error, truncate"):
         run_row_pattern(table, analysis, on_limit="drop")
+
+
+@settings(max_examples=120, deadline=None)
+@given(rows=st.lists(st.tuples(st.sampled_from("pq"), st.sampled_from("ABCN"), st.integers(0, 5)),
+                     min_size=1, max_size=60),
+       window=st.sampled_from([None, 3, 8]), three=st.booleans())
+def test_skip_till_next_match_equals_a_greedy_reference(rows: list[tuple[str, str, int]], window: int | None,
+                                                        three: bool) -> None:
+    """Per start event, each later variable takes the first qualifying event after the previous
+    one (same partition, inside the window): the batch evaluation equals this per-start loop."""
+    ts = list(range(0, 2 * len(rows), 2))  # distinct times: the first qualifying event is unambiguous
+    table = pa.table({"k": [r[0] for r in rows], "type": [r[1] for r in rows], "x": [r[2] for r in rows], "ts": ts})
+    pattern = "A B C" if three else "A B"
+    define = "A AS A.type = 'A', B AS B.type = 'B' AND B.x >= A.x" + (
+        ", C AS C.type = 'C' AND C.x = B.x AND C.x + A.x > 1" if three else "")
+    within = f" WITHIN {window}" if window is not None else ""
+    measures = "A.ts AS a, B.ts AS b" + (", C.ts AS c" if three else "")
+    sql = (f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES {measures} ALL MATCHES "
+           f"PATTERN ({pattern}){within} DEFINE {define})")
+    got = sorted(tuple(r[c] for c in ("k", "a", "b", "c") if c in r)
+                 for r in match_recognize(table, sql, selection="skip_till_next_match").to_pylist())
+
+    def holds(var: str, e: dict[str, tuple[str, str, int, int]], row: tuple[str, str, int, int]) -> bool:
+        if row[1] != var:
+            return False
+        if var == "B":
+            return row[2] >= e["A"][2]
+        if var == "C":
+            return row[2] == e["B"][2] and row[2] + e["A"][2] > 1
+        return True
+
+    events = [(k, ty, x, t) for (k, ty, x), t in zip(rows, ts, strict=True)]
+    expected = []
+    for start in events:
+        if start[1] != "A":
+            continue
+        chosen = {"A": start}
+        for var in ("B", "C") if three else ("B",):
+            last = max(v[3] for v in chosen.values())
+            nxt = next((e for e in events if e[0] == start[0] and e[3] > last
+                        and (window is None or e[3] - start[3] <= window) and holds(var, chosen, e)), None)
+            if nxt is None:
+                break
+            chosen[var] = nxt
+        else:
+            expected.append((start[0], *(chosen[v][3] for v in ("A", "B", "C") if v in chosen)))
+    assert got == sorted(expected)
