@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 from bench.harness import NetConfig, phases, sn_peak_memory, wire_bytes
+from dfs_cer.config import StrategyConfig
 from dfs_cer.datasets.generate import write_parquet
 from dfs_cer.datasets.synthetic import synthetic_queries
 from dfs_cer.io.shard import shard
@@ -56,6 +57,8 @@ class Bench:
     def __init__(self, args: argparse.Namespace, root: Path, net: NetConfig | None) -> None:
         self.args, self.root, self.net = args, root, net
         self.calibration = args.calibration
+        #: how pulled events travel (strategy.transfer_compression); none: the paper's comparison
+        self.config = StrategyConfig(transfer_compression=args.compression)
         self.shards: dict[int, list[str]] = {}
         self.log = root / "events.parquet"
 
@@ -84,6 +87,7 @@ class Bench:
 
     def run(self, cluster: LocalCluster, strategy: str, sql: str, **options: Any) -> dict[str, Any]:
         options.setdefault("calibration_file", self.calibration)
+        options.setdefault("config", self.config)
         devices = self.net.devices[: len(cluster.endpoints)] if self.net else []
         wire0 = wire_bytes(devices)
         started = time.perf_counter()
@@ -142,6 +146,9 @@ def main() -> None:
     parser.add_argument("--net", action="store_true", help="use bench/net.sh's namespaces (rate-limited links)")
     parser.add_argument("--net-state", default="/run/dfs-cer-net.json", help="bench/net.sh's state file")
     parser.add_argument("--calibration", default="conf/calibration.json")
+    parser.add_argument("--compression", choices=["none", "zstd", "lz4"], default="none",
+                        help="how pulled events travel; none (default) is the paper's uncompressed comparison, "
+                             "the results' mode names any other codec")
     parser.add_argument("--out", default=str(RESULTS))
     parser.add_argument("--json", action="store_true", help="print the headline ratios as JSON")
     args = parser.parse_args()
@@ -155,7 +162,7 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"error: unknown section {unknown[0]!r}; choose from {', '.join(SECTIONS)}")
     net = NetConfig.load(Path(args.net_state)) if args.net else None
-    mode = f"net-{net.rate}" if net else "loopback"
+    mode = (f"net-{net.rate}" if net else "loopback") + ("" if args.compression == "none" else f"-{args.compression}")
     node_counts = [int(n) for n in args.node_counts.split(",")]
     queries = synthetic_queries(args.queries)
     sweep_points: list[tuple[str, Any, list[str]]] = []
