@@ -27,6 +27,7 @@ from dfs_cer.filters import (
 from dfs_cer.io.shard import schema_digest
 from dfs_cer.query import Analysis, Query, analyze, parse
 from dfs_cer.query.arrow_filter import to_arrow_filter, union_filter
+from dfs_cer.query.expr import Column, walk
 from dfs_cer.query.numeric import time_ints
 from dfs_cer.transport.messages import field
 from dfs_cer.transport.protocol import (
@@ -264,14 +265,22 @@ class Actions:
                 if copies:
                     kept = _canonical_copies(table, analysis, key)
                 if filt is not None:
-                    row_ids = _matching_rows(table, filt)
+                    indexed = self._indexed_rows(analysis, filt) if ranges is None and where is None else None
+                    if indexed is not None and indexed[0] is table:  # the same rows, found through the indexes
+                        row_ids = indexed[1]
+                    else:
+                        row_ids = _matching_rows(table, filt)
                     table = table.take(pa.array(row_ids))
                 else:
                     row_ids = np.arange(table.num_rows, dtype=np.int64)
                 ts = _time_ints(table.column(self.store.time_column))
             else:
-                table = self.store.scan(filt if where is None else where if filt is None else filt & where
-                                        ).sort_by(self.store.time_column)
+                indexed = self._indexed_rows(analysis, filt) if filt is not None and where is None else None
+                if indexed is not None:  # the rows passing the same filter, found through the indexes
+                    table = indexed[0].take(pa.array(indexed[1]))
+                else:
+                    table = self.store.scan(filt if where is None else where if filt is None else filt & where
+                                            ).sort_by(self.store.time_column)
                 ts = _time_ints(table.column(self.store.time_column))
                 if ranges is not None:  # an incremental re-run: only rows inside these closed ranges
                     table, ts = _inside(table, ts, ranges)
@@ -299,6 +308,36 @@ class Actions:
         state.expires = _lease(header)
         self.registry.put(state)
         return self._info(state), ([self.store.schema.serialize().to_pybytes()] if header.get("schema", True) else [])
+
+    def _indexed_rows(self, analysis: Analysis, filt: Any) -> tuple[pa.Table, np.ndarray] | None:
+        """The node's rows by time and the positions of those passing ``filt`` (the union of the
+        variables' independent conditions), found through the value indexes: only the rows of
+        the values each variable's equality names are tested. None when some variable has no
+        equality on an indexed column (the caller scans every row)."""
+        from storage_node.index import equality
+
+        parts: list[np.ndarray] = []
+        rows: pa.Table | None = None
+        for v in analysis.variables:
+            if v.any_row:
+                return None
+            found = equality(v.independent, self.store.schema)
+            if found is None:
+                return None
+            indexed = self.store.value_index(found[0])
+            if indexed is None or (parts and indexed[0] is not rows):
+                return None
+            rows = indexed[0]
+            parts.append(indexed[1].rows(found[1]))
+        if rows is None:
+            return None
+        narrowed = np.sort(np.concatenate(parts), kind="stable")  # sorted runs: a merge
+        if narrowed.size > 1:
+            narrowed = narrowed[np.concatenate(([True], narrowed[1:] != narrowed[:-1]))]
+        needed = sorted({n.name for v in analysis.variables if v.independent is not None
+                         for n in walk(v.independent) if isinstance(n, Column)} & set(rows.column_names))
+        probe = rows.select(needed).take(pa.array(narrowed))  # only the columns the filter reads
+        return rows, narrowed[_matching_rows(probe, filt)]
 
     def _input_filter(self, header: dict[str, Any]) -> tuple[Any, Any]:
         """The open's ``input_filter`` (a row-local SQL condition) and its exact dataset filter

@@ -15,6 +15,7 @@ from dfs_cer.config import StorageConfig
 from dfs_cer.errors import StorageError
 from dfs_cer.io.files import FileLocation, filesystem_for, list_files
 from dfs_cer.io.shard import decode_schema, read_manifest, schema_fields
+from storage_node.index import ValueIndex, build
 
 
 class ShardStore:
@@ -57,6 +58,8 @@ class ShardStore:
         self.time_column = str(manifest.get("time_column", "ts"))
         self.cached: pa.Table | None = None  # the whole shard set, decoded, once a scan loaded it
         self._sorted: pa.Table | None = None  # the same, sorted by time
+        #: value indexes over ``_sorted`` by column (storage_node.index; None: not worth one)
+        self._indexes: dict[str, ValueIndex | None] = {}
         self._size: int | None = None
 
     def _check_file(self, path: str, schema: object, rows: object, time_column: str) -> str:
@@ -202,5 +205,25 @@ class ShardStore:
                 self._sorted = table
         return table
 
+    def value_index(self, column: str) -> tuple[pa.Table, ValueIndex] | None:
+        """The rows by time and the value index of ``column`` over them (built on first use,
+        both from one snapshot: files appended meanwhile cannot mix them), or None when the
+        shard set is not kept in memory or the column has too many values."""
+        if self._sorted is None and self.cached is not None:
+            self.sorted_rows()  # kept with the cache: sorted once for every later query
+        with self._cache_lock:
+            rows = self._sorted
+            if rows is None:
+                return None
+            if column not in self._indexes:
+                self._indexes[column] = build(rows.column(column))
+            index = self._indexes[column]
+        return None if index is None else (rows, index)
+
+    def index_bytes(self) -> int:
+        """Bytes the value indexes hold."""
+        return sum(i.nbytes for i in self._indexes.values() if i is not None)
+
     def cache_stats(self) -> dict[str, int]:
-        return {"cached_bytes": self.cached.nbytes if self.cached is not None else 0, "cache_hits": self.cache_hits}
+        return {"cached_bytes": self.cached.nbytes if self.cached is not None else 0, "cache_hits": self.cache_hits,
+                "index_bytes": self.index_bytes()}
