@@ -1,8 +1,8 @@
 """Compressed event transfers: an Arrow IPC stream with buffer compression, carried in chunks.
 
 A pull that names a ``compression`` (``zstd``, ``lz4`` or ``none``) gets its rows as one Arrow
-IPC stream written with that buffer compression, string columns of few distinct values
-dictionary-encoded, cut into chunks of :data:`CHUNK` bytes and sent as the rows of a
+IPC stream written with that buffer compression (with zstd and lz4, string columns of few
+distinct values dictionary-encoded too), cut into chunks of :data:`CHUNK` bytes and sent as the rows of a
 one-column binary table (:data:`COLUMN`). The receiver counts exactly the bytes that crossed
 the network (the chunks), then reads the stream back, decoding dictionaries to the columns'
 own types: the rows are the same as an uncompressed transfer's, in the same order.
@@ -48,7 +48,9 @@ def _encodable(column: pa.ChunkedArray) -> bool:
 def seal(table: pa.Table, compression: str) -> pa.Table:
     """``table`` as an enveloped reply: its IPC stream (with ``compression``) in binary chunks."""
     options = pa.ipc.IpcWriteOptions(compression=_codec(compression))
-    encoded = [name for name, column in zip(table.column_names, table.columns, strict=True) if _encodable(column)]
+    # none is the paper's comparison: the rows as they are, uncompressed and not dictionary-encoded
+    encoded = [] if compression == "none" else [
+        name for name, column in zip(table.column_names, table.columns, strict=True) if _encodable(column)]
     if encoded:
         for name in encoded:
             i = table.schema.get_field_index(name)
