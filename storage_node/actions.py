@@ -314,7 +314,7 @@ class Actions:
         variables' independent conditions), found through the value indexes: only the rows of
         the values each variable's equality names are tested. None when some variable has no
         equality on an indexed column (the caller scans every row)."""
-        from storage_node.index import equality
+        from storage_node.index import equality, int_range
 
         parts: list[np.ndarray] = []
         rows: pa.Table | None = None
@@ -324,6 +324,14 @@ class Actions:
             found = equality(v.independent, self.store.schema)
             if found is None:
                 return None
+            bounded = int_range(v.independent, self.store.schema, found[0])
+            projected = self.store.projection(found[0], bounded[0]) if bounded is not None else None
+            if bounded is not None and projected is not None:  # the value's rows inside the range only
+                if parts and projected[0] is not rows:
+                    return None
+                rows = projected[0]
+                parts.append(projected[2].rows(projected[1].codes(found[1]), bounded[1]))
+                continue
             indexed = self.store.value_index(found[0])
             if indexed is None or (parts and indexed[0] is not rows):
                 return None

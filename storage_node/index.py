@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dfs_cer.query.arrow_filter import to_arrow_filter
-from dfs_cer.query.expr import BinaryOp, Column, Expr, InList, Literal, conjuncts
+from dfs_cer.query.expr import Between, BinaryOp, Column, Expr, InList, Literal, conjuncts
 
 #: a column is indexed only when it has at most this share of distinct values (an event type,
 #: a category; not a measurement)
@@ -40,6 +40,9 @@ class ValueIndex:
     @property
     def nbytes(self) -> int:
         return int(self.starts.nbytes + self.positions.nbytes)
+
+    def codes(self, values: list[object]) -> list[int]:
+        return [k for k in (self.values.get(v) for v in values) if k is not None]
 
     def rows(self, values: list[object]) -> np.ndarray:
         """Sorted positions of the rows holding any of ``values``."""
@@ -101,4 +104,95 @@ def equality(condition: Expr | None, schema: pa.Schema) -> tuple[str, list[objec
         if to_arrow_filter(c, schema) is None:
             continue
         return found
+    return None
+
+
+#: a range on an integer column: (low, high), both inclusive, None for unbounded
+Range = tuple[int | None, int | None]
+
+
+@dataclass(frozen=True, slots=True)
+class SortedProjection:
+    """For each value of an indexed column, its rows' positions ordered by an integer column's
+    value (rows where that column is NULL left out: no range holds for them)."""
+
+    keys: np.ndarray
+    positions: np.ndarray
+    starts: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.keys.nbytes + self.positions.nbytes + self.starts.nbytes)
+
+    def rows(self, codes: list[int], bounds: Range) -> np.ndarray:
+        """Sorted positions of the rows of the values ``codes`` whose key lies inside ``bounds``."""
+        low, high = bounds
+        parts = []
+        for k in codes:
+            a, b = int(self.starts[k]), int(self.starts[k + 1])
+            keys = self.keys[a:b]
+            lo = a if low is None else a + int(np.searchsorted(keys, low, "left"))
+            hi = b if high is None else a + int(np.searchsorted(keys, high, "right"))
+            if hi > lo:
+                parts.append(self.positions[lo:hi])
+        if not parts:
+            return np.zeros(0, np.int64)
+        return np.sort(np.concatenate(parts)).astype(np.int64)
+
+
+def project(index: ValueIndex, column: pa.ChunkedArray | pa.Array) -> SortedProjection:
+    """``index``'s rows ordered, per value, by ``column`` (an integer column)."""
+    values = column.to_numpy(zero_copy_only=False) if column.null_count == 0 else None
+    valid = None
+    if values is None:
+        valid = np.asarray(pc.is_valid(column).to_numpy(zero_copy_only=False), bool)
+        values = np.asarray(pc.fill_null(column, 0).to_numpy(zero_copy_only=False))
+    positions = index.positions.astype(np.int64)
+    codes = np.repeat(np.arange(index.starts.size - 1), np.diff(index.starts))
+    keys = np.asarray(values, np.int64)[positions]
+    if valid is not None:
+        keep = valid[positions]
+        positions, codes, keys = positions[keep], codes[keep], keys[keep]
+    order = np.lexsort((keys, codes))
+    counts = np.bincount(codes, minlength=index.starts.size - 1)
+    starts = np.zeros(index.starts.size, np.int64)
+    np.cumsum(counts, out=starts[1:])
+    return SortedProjection(keys[order], positions[order].astype(index.positions.dtype), starts)
+
+
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def int_range(condition: Expr | None, schema: pa.Schema, skip: str) -> tuple[str, Range] | None:
+    """``(column, (low, high))`` of a conjunct of ``condition`` bounding an integer column
+    other than ``skip`` by integer literals (``x <= 200``, ``x BETWEEN 1 AND 9``), converted
+    exactly to the nodes' filter; else None."""
+    if condition is None:
+        return None
+    flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+    for c in conjuncts(condition):
+        found: tuple[str, Range] | None = None
+        if isinstance(c, BinaryOp) and c.op in flip:
+            col, lit, op = c.left, c.right, c.op
+            if isinstance(lit, Column) and isinstance(col, Literal):
+                col, lit, op = lit, col, flip[op]
+            if isinstance(col, Column) and isinstance(lit, Literal) and type(lit.value) is int:
+                v = lit.value
+                found = (col.name, {"<": (None, v - 1), "<=": (None, v), ">": (v + 1, None),
+                                    ">=": (v, None)}[op])
+        elif isinstance(c, Between) and not c.negated and isinstance(c.operand, Column) and \
+                isinstance(c.low, Literal) and isinstance(c.high, Literal) and type(c.low.value) is int \
+                and type(c.high.value) is int:
+            found = (c.operand.name, (c.low.value, c.high.value))
+        if found is None or found[0] == skip or found[0] not in schema.names:
+            continue
+        dtype = schema.field(found[0]).type
+        if not pa.types.is_integer(dtype) or to_arrow_filter(c, schema) is None:
+            continue
+        low, high = found[1]
+        if (low is not None and low > _INT64[1]) or (high is not None and high < _INT64[0]):
+            return found[0], (1, 0)  # nothing can hold
+        low = None if low is None or low < _INT64[0] else low
+        high = None if high is None or high > _INT64[1] else high
+        return found[0], (low, high)
     return None

@@ -15,7 +15,7 @@ from dfs_cer.config import StorageConfig
 from dfs_cer.errors import StorageError
 from dfs_cer.io.files import FileLocation, filesystem_for, list_files
 from dfs_cer.io.shard import decode_schema, read_manifest, schema_fields
-from storage_node.index import ValueIndex, build
+from storage_node.index import SortedProjection, ValueIndex, build, project
 
 
 class ShardStore:
@@ -60,6 +60,8 @@ class ShardStore:
         self._sorted: pa.Table | None = None  # the same, sorted by time
         #: value indexes over ``_sorted`` by column (storage_node.index; None: not worth one)
         self._indexes: dict[str, ValueIndex | None] = {}
+        #: per (indexed column, integer column): the index's rows ordered by that column
+        self._projections: dict[tuple[str, str], SortedProjection] = {}
         self._size: int | None = None
 
     def _check_file(self, path: str, schema: object, rows: object, time_column: str) -> str:
@@ -220,9 +222,25 @@ class ShardStore:
             index = self._indexes[column]
         return None if index is None else (rows, index)
 
+    def projection(self, column: str, key: str) -> tuple[pa.Table, ValueIndex, SortedProjection] | None:
+        """The rows by time, the value index of ``column`` and its rows ordered by the integer
+        column ``key`` per value (built on first use, from the same snapshot), or None."""
+        indexed = self.value_index(column)
+        if indexed is None:
+            return None
+        rows, index = indexed
+        with self._cache_lock:
+            current = self._sorted
+            if current is None or current is not rows:  # files appended meanwhile: the caller scans
+                return None
+            if (column, key) not in self._projections:
+                self._projections[(column, key)] = project(index, current.column(key))
+            return rows, index, self._projections[(column, key)]
+
     def index_bytes(self) -> int:
-        """Bytes the value indexes hold."""
-        return sum(i.nbytes for i in self._indexes.values() if i is not None)
+        """Bytes the value indexes and their sorted projections hold."""
+        return sum(i.nbytes for i in self._indexes.values() if i is not None) + sum(
+            p.nbytes for p in self._projections.values())
 
     def cache_stats(self) -> dict[str, int]:
         return {"cached_bytes": self.cached.nbytes if self.cached is not None else 0, "cache_hits": self.cache_hits,
