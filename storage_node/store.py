@@ -213,6 +213,8 @@ class ShardStore:
         shard set is not kept in memory or the column has too many values."""
         if self._sorted is None and self.cached is not None:
             self.sorted_rows()  # kept with the cache: sorted once for every later query
+        elif self._sorted is not None:
+            self.cache_hits += 1  # a read served from memory, as a cached scan is
         with self._cache_lock:
             rows = self._sorted
             if rows is None:

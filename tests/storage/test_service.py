@@ -292,5 +292,6 @@ def test_shard_cache_serves_later_scans_from_memory(tmp_path: Path, events: pa.T
         if cache == "0":
             assert stats["cached_bytes"] == 0 and stats["cache_hits"] == 0
         else:
-            assert stats["cached_bytes"] > 0 and stats["cache_hits"] == 2
+            # later opens read the cached rows (through the value index of the type column)
+            assert stats["cached_bytes"] > 0 and stats["cache_hits"] >= 2 and stats["index_bytes"] > 0
     assert replies["1GiB"][0] == replies["0"][0] and replies["1GiB"][1].equals(replies["0"][1])
