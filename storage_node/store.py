@@ -8,6 +8,7 @@ import threading
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
@@ -168,7 +169,8 @@ class ShardStore:
         if self.cached is None and 0 < self.estimate_bytes() <= self.config.cache_bytes:
             with self._cache_lock:
                 if self.cached is None:  # concurrent first scans load once
-                    self.cached = self._distinct(self.dataset.to_table())
+                    # kept sorted by time: the rows by time are the cache itself (one copy)
+                    self.cached = self._sorted = _by_time(self._distinct(self.dataset.to_table()), self.time_column)
         elif self.cached is not None:
             self.cache_hits += 1
         if self.cached is not None:
@@ -196,8 +198,8 @@ class ShardStore:
         return kept
 
     def sorted_rows(self) -> pa.Table:
-        """Every row sorted by time; kept with the cache when the shard set fits it (group opens
-        and whole-range pulls then skip the sort)."""
+        """Every row sorted by time (ties in file order); the cache itself when the shard set
+        fits it (group opens, whole-range pulls and indexes then skip the sort)."""
         if self._sorted is not None:
             self.cache_hits += 1
             return self._sorted
@@ -247,3 +249,18 @@ class ShardStore:
     def cache_stats(self) -> dict[str, int]:
         return {"cached_bytes": self.cached.nbytes if self.cached is not None else 0, "cache_hits": self.cache_hits,
                 "index_bytes": self.index_bytes()}
+
+
+def _by_time(table: pa.Table, time_column: str) -> pa.Table:
+    """``table`` sorted by ``time_column`` (stable: ties keep their order), built a column at a
+    time so that no more than one column is held twice while sorting a whole shard set."""
+    order = pc.sort_indices(table, [(time_column, "ascending")])
+    schema = table.schema
+    columns: list[pa.ChunkedArray | None] = list(table.columns)
+    del table
+    out = []
+    for i, column in enumerate(columns):
+        assert column is not None
+        out.append(column.take(order))
+        columns[i] = None
+    return pa.Table.from_arrays(out, schema=schema)
