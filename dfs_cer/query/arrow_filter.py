@@ -223,11 +223,15 @@ class _Converter:
         raise NotPushable(type(e).__name__)
 
 
+#: CAST targets of a string literal that are temporal literals (``TIMESTAMP '2024-01-01'``)
+TEMPORAL_LITERALS = frozenset({"TIMESTAMP", "TIMESTAMPNTZ", "DATETIME", "DATE"})
+
+
 def _temporal(e: Cast) -> pa.Scalar | None:
     """``TIMESTAMP '2024-01-01 10:00:00'`` / ``DATE '2024-01-01'`` (a string literal cast to a
     naive timestamp or a date) as its Arrow scalar; None for any other cast."""
     to = e.to.upper()
-    if to not in ("TIMESTAMP", "TIMESTAMPNTZ", "DATETIME", "DATE") or not isinstance(e.operand, Literal) \
+    if to not in TEMPORAL_LITERALS or not isinstance(e.operand, Literal) \
             or not isinstance(e.operand.value, str):
         return None
     try:

@@ -30,6 +30,7 @@ import sqlglot
 from sqlglot import exp
 
 from dfs_cer.errors import QueryValidationError
+from dfs_cer.query.arrow_filter import TEMPORAL_LITERALS
 from dfs_cer.query.convert import Converter
 from dfs_cer.query.expr import (
     MAX_DEPTH,
@@ -59,7 +60,7 @@ INPUT_FILTER = "input-filter"
 #: the longest condition text a node accepts
 MAX_TEXT = 64 * 1024
 #: operators pushed as they are: both engines agree on them for every value
-_OPERATORS = frozenset({"AND", "OR", "=", "<>", "<", "<=", ">", ">=", "NOT"})
+_OPERATORS = frozenset({"AND", "OR", "=", "<>", "<", "<=", ">", ">="})
 #: unary functions both engines compute alike for every value
 _FUNCTIONS = frozenset({"length"})
 #: the longest LIKE pattern pushed (a long pattern of many ``%`` costs a node CPU per row)
@@ -69,8 +70,6 @@ MAX_DIGITS = 18
 #: the temporal literal forms both engines read alike
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}:\d{2}(\.\d{1,6})?)?")
-#: CAST targets of a string literal that are temporal literals (``TIMESTAMP '2024-01-01'``)
-TEMPORAL_LITERALS = frozenset({"TIMESTAMP", "TIMESTAMPNTZ", "DATETIME", "DATE"})
 #: the clauses of a SELECT that keep the rows of its one table one by one
 _ROW_LOCAL = frozenset({"expressions", "from", "from_", "where"})
 
