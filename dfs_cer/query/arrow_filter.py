@@ -183,17 +183,18 @@ class _Converter:
                         raise NotPushable(f"IN with more than {MAX_IN_ITEMS} numbers that are not all integers")
                     info = np.iinfo(kind.to_pandas_dtype())
                     inside = [v for v in values if isinstance(v, int) and info.min <= v <= info.max]
-                    test = self(e.operand).isin(pa.array(inside, kind))
-                    return ~test & ~self(e.operand).is_null() if e.negated else test
+                    test = _null_when_null(self(e.operand), self(e.operand).isin(pa.array(inside, kind)))
+                    return ~test if e.negated else test
                 tests = [self.compare("=", e.operand, item) for item in e.items]
                 while len(tests) > 1:
                     tests = [tests[i] | tests[i + 1] if i + 1 < len(tests) else tests[i]
                              for i in range(0, len(tests), 2)]
                 test = tests[0]
             else:
-                test = self(e.operand).isin([i.value for i in e.items if isinstance(i, Literal)])
-            # x NOT IN (...) is NULL (not TRUE) when x is NULL: keep SQL's answer
-            return ~test & ~self(e.operand).is_null() if e.negated else test
+                test = _null_when_null(self(e.operand),
+                                       self(e.operand).isin([i.value for i in e.items if isinstance(i, Literal)]))
+            # x [NOT] IN (...) is NULL when x is NULL (the comparisons above are NULL there already)
+            return ~test if e.negated else test
         if isinstance(e, Between):
             inside = self.compare(">=", e.operand, e.low) & self.compare("<=", e.operand, e.high)
             return ~inside if e.negated else inside
@@ -221,6 +222,12 @@ class _Converter:
         if isinstance(e, Case):
             raise NotPushable("CASE")
         raise NotPushable(type(e).__name__)
+
+
+def _null_when_null(operand: pc.Expression, test: pc.Expression) -> pc.Expression:
+    """Arrow's ``isin`` is FALSE for a NULL operand; SQL's ``IN`` is NULL (so ``NOT (x IN ...)``
+    drops the row too)."""
+    return pc.if_else(operand.is_null(), pa.scalar(None, pa.bool_()), test)
 
 
 #: CAST targets of a string literal that are temporal literals (``TIMESTAMP '2024-01-01'``)

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dfs_cer import match_recognize
@@ -74,7 +74,8 @@ atoms = st.one_of(
     st.sampled_from(["x IS NULL", "s IS NOT NULL", "x IN (1, 2, 3)", "x NOT IN (4, 5)", "f BETWEEN 2 AND 6",
                      "f NOT BETWEEN 1.5 AND 8.5", "s LIKE 'P%'", "s LIKE 'a%b'", "s NOT LIKE '_%'",
                      "length(s) = 2", "length(s) <> x", "x BETWEEN f AND 8", "ts >= 400", "g = 'u'",
-                     "x > -3", "f <= x", "x IN (1, 4)", "NOT (s = 'p') IS NULL"]),
+                     "x > -3", "f <= x", "x IN (1, 4)", "NOT (s = 'p') IS NULL", "s IN ('p', 'r%')",
+                     "s NOT IN ('q')"]),
 )
 conditions = st.recursive(atoms, lambda inner: st.one_of(
     st.builds(lambda a, b: f"({a}) AND ({b})", inner, inner),
@@ -84,6 +85,9 @@ conditions = st.recursive(atoms, lambda inner: st.one_of(
 
 @settings(max_examples=40, deadline=None)
 @given(condition=conditions, strategy=st.sampled_from(["dfs", "push_down", "push_pull"]))
+@example(condition="NOT ((x IS NULL) AND (x NOT IN (4, 5)))", strategy="dfs")  # [NOT] IN of NULL is NULL
+@example(condition="NOT (s IN ('p', 'q'))", strategy="push_down")
+@example(condition="NOT ((s IS NULL) AND (s NOT IN ('q')))", strategy="push_pull")
 def test_random_input_filters_equal_the_embedded_engine(cluster: LocalCluster, condition: str,
                                                         strategy: str) -> None:
     sql = f"SELECT * FROM (SELECT * FROM t WHERE {condition}) {CLAUSE} ORDER BY g, a_ts"
