@@ -78,6 +78,9 @@ class StorageConfig:
     port: int = 8815
     memory_budget: int = 2 * 1024**3
     cache_bytes: int = 1024**3
+    #: load the cached rows and build the value indexes before the node reports ready (else on
+    #: the first query, which then pays for them)
+    preload: bool = True
     admission_wait_seconds: float = 30.0
     state_ttl_seconds: float = 600.0
     max_message_bytes: int = 256 * 1024**2

@@ -53,6 +53,15 @@ class ValueIndex:
         return parts[0].astype(np.int64) if len(parts) == 1 else np.sort(np.concatenate(parts)).astype(np.int64)
 
 
+def indexable(dtype: pa.DataType, column: pa.ChunkedArray, sample: int = 65_536) -> bool:
+    """Worth an index built ahead of queries: a string, integer or dictionary column whose first
+    ``sample`` rows have few distinct values (measurements and ids are left out)."""
+    if _kind(dtype) is None:
+        return False
+    head = column.slice(0, sample)
+    return len(head) > 0 and pc.count_distinct(head).as_py() <= max(1.0, MAX_DISTINCT_SHARE * len(head))
+
+
 def build(column: pa.ChunkedArray | pa.Array) -> ValueIndex | None:
     """The value index of ``column`` (None when it has too many distinct values to pay)."""
     encoded = pc.dictionary_encode(column)

@@ -203,6 +203,17 @@ def serve(data: str, port: int | None, token_file: str, memory_budget: str | Non
     from storage_node.warmup import warm_up
 
     warm_up()
+    if cfg.preload:
+        started = time.perf_counter()
+        try:
+            indexed = store.preload()
+        except (DfsCerError, OSError, pa.ArrowException) as exc:  # served anyway: each query names the error
+            print(f"storage node: preloading {store.location.uri} failed ({exc}); rows load on the first query",
+                  flush=True)
+        else:
+            if indexed:
+                print(f"storage node: {store.cache_stats()['cached_bytes']:,} bytes cached, value indexes on "
+                      f"{', '.join(indexed)} ({time.perf_counter() - started:.1f} s)", flush=True)
     tls = None
     scheme = "grpc+tcp"
     if tls_cert and tls_key:

@@ -16,7 +16,7 @@ from dfs_cer.config import StorageConfig
 from dfs_cer.errors import StorageError
 from dfs_cer.io.files import FileLocation, filesystem_for, list_files
 from dfs_cer.io.shard import decode_schema, read_manifest, schema_fields
-from storage_node.index import SortedProjection, ValueIndex, build, project
+from storage_node.index import SortedProjection, ValueIndex, build, indexable, project
 
 
 class ShardStore:
@@ -208,6 +208,21 @@ class ShardStore:
             with self._cache_lock:
                 self._sorted = table
         return table
+
+    def preload(self) -> list[str]:
+        """Load the cached rows (when the shard set fits the cache) and build the value index of
+        every column that can hold one (strings, integers, dictionaries; a sample decides
+        whether the column has few enough values); the columns indexed."""
+        if self.dataset is None or not 0 < self.estimate_bytes() <= self.config.cache_bytes:
+            return []
+        rows = self.sorted_rows()
+        indexed = []
+        for field in rows.schema:
+            if field.name == self.time_column or not indexable(field.type, rows.column(field.name)):
+                continue
+            if self.value_index(field.name) is not None:
+                indexed.append(field.name)
+        return indexed
 
     def value_index(self, column: str) -> tuple[pa.Table, ValueIndex] | None:
         """The rows by time and the value index of ``column`` over them (built on first use,

@@ -164,3 +164,10 @@ def test_int_ranges_are_read_from_conditions() -> None:
     assert bounds("A.type = 'x' AND A.f <= 2") is None  # floats: NaN and rounding stay with the filter
     assert bounds("A.type = 'x' AND A.a1 <= 2.5") is None
     assert bounds("A.type = 'x' AND (A.a1 <= 2 OR A.a1 > 9)") is None
+
+
+def test_preload_indexes_the_category_columns_only(shards: Path) -> None:
+    store = ShardStore(str(shards / "nodes" / "node-00"))
+    assert store.preload() == ["type", "k", "s"]  # not x (100 values in 1,500 rows) nor the time column
+    assert store.cache_stats()["cached_bytes"] > 0
+    assert ShardStore(str(shards / "nodes" / "node-00"), StorageConfig(cache_bytes=0)).preload() == []

@@ -295,3 +295,18 @@ def test_shard_cache_serves_later_scans_from_memory(tmp_path: Path, events: pa.T
             # later opens read the cached rows (through the value index of the type column)
             assert stats["cached_bytes"] > 0 and stats["cache_hits"] >= 2 and stats["index_bytes"] > 0
     assert replies["1GiB"][0] == replies["0"][0] and replies["1GiB"][1].equals(replies["0"][1])
+
+
+def test_nodes_load_and_index_their_rows_before_reporting_ready(tmp_path: Path, events: pa.Table) -> None:
+    """storage.preload: the rows are cached and the event-type column indexed before the first
+    query (which then pays for neither); with preload off, the first query loads them."""
+    pq.write_table(events, tmp_path / "e.parquet")
+    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"))
+    node = [str(tmp_path / "nodes" / "node-00")]
+    for preload in ("true", "false"):
+        with LocalCluster(node, env={"DFS_CER__STORAGE__PRELOAD": preload}) as one:
+            stats = StorageClient(one.endpoints[0], one.token).action("stats")[0]
+        if preload == "true":
+            assert stats["cached_bytes"] > 0 and stats["index_bytes"] > 0
+        else:
+            assert stats["cached_bytes"] == 0 and stats["index_bytes"] == 0
