@@ -150,7 +150,7 @@ def load_points(paths: list[Path]) -> tuple[dict[str, list[Point]], list[str]]:
 
 
 def calibration_error(points: dict[str, list[Point]], cores: int, node_gbit: float,
-                      holdout: int | None = None) -> dict[str, dict[str, float]]:
+                      holdout: int | None = None) -> dict[str, dict[str, Any]]:
     """Mean and worst relative error of latency and bytes; with ``holdout``, fitted only on the
     points with fewer nodes and checked on those with ``holdout`` nodes or more."""
     out = {}
@@ -158,13 +158,15 @@ def calibration_error(points: dict[str, list[Point]], cores: int, node_gbit: flo
         train = [p for p in pts if holdout is None or p.nodes < holdout]
         test = [p for p in pts if holdout is None or p.nodes >= holdout]
         model = Model(train, cores, node_gbit)
-        lat, byt = [], []
+        lat, byt, pairs = [], [], []
         for p in test:
             got = model.predict(p.nodes, p.events, min(p.nodes, cores), node_gbit, None)
             lat.append(abs(got["latency"] - p.s["latency"]) / p.s["latency"])
             byt.append(abs(got["bytes"] - p.s["bytes"]) / p.s["bytes"])
+            pairs.append({"nodes": p.nodes, "events": p.events, "latency": p.s["latency"],
+                          "latency_predicted": got["latency"], "bytes": p.s["bytes"], "bytes_predicted": got["bytes"]})
         out[s] = {"latency_mean": float(np.mean(lat)), "latency_max": float(np.max(lat)),
-                  "bytes_mean": float(np.mean(byt)), "bytes_max": float(np.max(byt)), "points": len(test)}
+                  "bytes_mean": float(np.mean(byt)), "bytes_max": float(np.max(byt)), "points": pairs}
     return out
 
 
@@ -240,6 +242,29 @@ def plot(figures: dict[str, Any], path: Path) -> None:
                  f"node links, {figures['cloud']['cn_gbit']:g} Gbit/s compute node, prices of {figures['prices']['date']})")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    plt.close(fig)
+    # the calibration check: each measured 1-6 node point against the model fitted on the
+    # points with fewer nodes than the holdout (hollow: the held-out points)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
+    for s in STRATEGIES:
+        fitted = figures["error"][s]["points"]
+        held = figures["holdout_error"][s]["points"]
+        for ax, key, scale in ((axes[0], "latency", 1.0), (axes[1], "bytes", 1e6)):
+            ax.scatter([q[key] / scale for q in fitted], [q[key + "_predicted"] / scale for q in fitted],
+                       color=COLORS[s], s=14, label=f"{s} (fit on all)")
+            ax.scatter([q[key] / scale for q in held], [q[key + "_predicted"] / scale for q in held],
+                       facecolors="none", edgecolors=COLORS[s], s=40, label=f"{s} (held out)")
+    for ax, label in ((axes[0], "seconds per query"), (axes[1], "MB per query")):
+        lo, hi = ax.get_xlim()
+        ax.plot([lo, hi], [lo, hi], color="#999999", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(f"measured {label}")
+        ax.set_ylabel(f"predicted {label}")
+    axes[1].legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.suptitle("calibration: predicted against measured (1-6 storage nodes)")
+    fig.tight_layout()
+    fig.savefig(path.with_name(path.stem + "_fit.png"), dpi=110)
     plt.close(fig)
 
 

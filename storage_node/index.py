@@ -54,9 +54,11 @@ class ValueIndex:
 
 
 def indexable(dtype: pa.DataType, column: pa.ChunkedArray, sample: int = 65_536) -> bool:
-    """Worth an index built ahead of queries: a string, integer or dictionary column whose first
-    ``sample`` rows have few distinct values (measurements and ids are left out)."""
-    if _kind(dtype) is None:
+    """Worth an index built ahead of queries: a string (or dictionary-encoded string) column
+    whose first ``sample`` rows have few distinct values, such as an event type (free text and
+    ids are left out; integer columns are indexed on first use, as they are more often
+    measurements than categories)."""
+    if _kind(dtype) is not str:
         return False
     head = column.slice(0, sample)
     return len(head) > 0 and pc.count_distinct(head).as_py() <= max(1.0, MAX_DISTINCT_SHARE * len(head))

@@ -211,8 +211,7 @@ class ShardStore:
 
     def preload(self) -> list[str]:
         """Load the cached rows (when the shard set fits the cache) and build the value index of
-        every column that can hold one (strings, integers, dictionaries; a sample decides
-        whether the column has few enough values); the columns indexed."""
+        every string column with few values (a sample decides); the columns indexed."""
         if self.dataset is None or not 0 < self.estimate_bytes() <= self.config.cache_bytes:
             return []
         rows = self.sorted_rows()

@@ -168,6 +168,6 @@ def test_int_ranges_are_read_from_conditions() -> None:
 
 def test_preload_indexes_the_category_columns_only(shards: Path) -> None:
     store = ShardStore(str(shards / "nodes" / "node-00"))
-    assert store.preload() == ["type", "k", "s"]  # not x (100 values in 1,500 rows) nor the time column
+    assert store.preload() == ["type", "s"]  # string columns: not k (indexed on first use) nor the time column
     assert store.cache_stats()["cached_bytes"] > 0
     assert ShardStore(str(shards / "nodes" / "node-00"), StorageConfig(cache_bytes=0)).preload() == []
