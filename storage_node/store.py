@@ -203,6 +203,10 @@ class ShardStore:
         if self._sorted is not None:
             self.cache_hits += 1
             return self._sorted
+        if self.cached is None and 0 < self.estimate_bytes() <= self.config.cache_bytes:
+            self.scan(columns=[])  # loads the cache, which is the rows by time: no second copy
+            if self._sorted is not None:
+                return self._sorted
         table = self.scan().sort_by(self.time_column)
         if self.cached is not None:
             with self._cache_lock:

@@ -171,3 +171,9 @@ def test_preload_indexes_the_category_columns_only(shards: Path) -> None:
     assert store.preload() == ["type", "s"]  # string columns: not k (indexed on first use) nor the time column
     assert store.cache_stats()["cached_bytes"] > 0
     assert ShardStore(str(shards / "nodes" / "node-00"), StorageConfig(cache_bytes=0)).preload() == []
+
+
+def test_preload_keeps_one_copy_of_the_rows(shards: Path) -> None:
+    store = ShardStore(str(shards / "nodes" / "node-00"))
+    store.preload()
+    assert store.sorted_rows() is store.cached  # the rows by time are the cache itself
