@@ -42,12 +42,12 @@ class ValueIndex:
         return int(self.starts.nbytes + self.positions.nbytes)
 
     def codes(self, values: list[object]) -> list[int]:
-        return [k for k in (self.values.get(v) for v in values) if k is not None]
+        """The codes of ``values`` present in the column, each once (``IN ('a', 'a')``)."""
+        return list(dict.fromkeys(k for k in (self.values.get(v) for v in values) if k is not None))
 
     def rows(self, values: list[object]) -> np.ndarray:
         """Sorted positions of the rows holding any of ``values``."""
-        parts = [self.positions[self.starts[k]:self.starts[k + 1]]
-                 for k in (self.values.get(v) for v in values) if k is not None]
+        parts = [self.positions[self.starts[k]:self.starts[k + 1]] for k in self.codes(values)]
         if not parts:
             return np.zeros(0, np.int64)
         return parts[0].astype(np.int64) if len(parts) == 1 else np.sort(np.concatenate(parts)).astype(np.int64)

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from dfs_cer.config import StorageConfig
@@ -80,6 +80,8 @@ EXTRAS = st.sampled_from(["", " AND x < 40", " AND s IS NULL", " AND s LIKE 'a%'
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(conditions=st.lists(st.tuples(EQUALITIES, EXTRAS), min_size=1, max_size=3), prev=st.booleans())
+@example(conditions=[("type IN ('T0', 'T0')", "")], prev=False)  # a value named twice: its rows once
+@example(conditions=[("type = 'T1'", " AND x < 40"), ("type IN ('T1', 'T2')", "")], prev=False)  # shared rows
 def test_indexed_opens_keep_exactly_what_a_full_scan_keeps(shards: Path, conditions: list[tuple[str, str]],
                                                           prev: bool) -> None:
     names = "ABC"[: len(conditions)]
