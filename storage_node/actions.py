@@ -260,15 +260,14 @@ class Actions:
             ranges = _time_ranges(header.get("time_ranges"))
             row_ids = None
             kept = None
-            found: dict[str, np.ndarray] | None = None
             if halo:  # rows keep their index in the node's rows by time: halo replies skip shipped ones
                 table = self._whole(ranges, where)
                 if copies:
                     kept = _canonical_copies(table, analysis, key)
                 if filt is not None:
-                    indexed = self._indexed_rows(analysis) if ranges is None and where is None else None
+                    indexed = self._indexed_rows(analysis, filt) if ranges is None and where is None else None
                     if indexed is not None and indexed[0] is table:  # the same rows, found through the indexes
-                        row_ids, found = indexed[1], indexed[2]
+                        row_ids = indexed[1]
                     else:
                         row_ids = _matching_rows(table, filt)
                     table = table.take(pa.array(row_ids))
@@ -276,17 +275,16 @@ class Actions:
                     row_ids = np.arange(table.num_rows, dtype=np.int64)
                 ts = _time_ints(table.column(self.store.time_column))
             else:
-                indexed = self._indexed_rows(analysis) if filt is not None and where is None else None
+                indexed = self._indexed_rows(analysis, filt) if filt is not None and where is None else None
                 if indexed is not None:  # the rows passing the same filter, found through the indexes
-                    table, found = indexed[0].take(pa.array(indexed[1])), indexed[2]
+                    table = indexed[0].take(pa.array(indexed[1]))
                 else:
                     table = self.store.scan(filt if where is None else where if filt is None else filt & where
                                             ).sort_by(self.store.time_column)
                 ts = _time_ints(table.column(self.store.time_column))
                 if ranges is not None:  # an incremental re-run: only rows inside these closed ranges
                     table, ts = _inside(table, ts, ranges)
-            # each variable's candidates: found with the indexes, or its condition over the rows kept
-            candidates = found if found is not None and ranges is None else self._candidates(table, analysis)
+            candidates = self._candidates(table, analysis)
             if kept is not None and row_ids is not None:  # only the copy the matcher keeps stands for an event
                 candidates = {name: rows[np.isin(row_ids[rows], kept)] for name, rows in candidates.items()}
             if navigating:
@@ -311,45 +309,43 @@ class Actions:
         self.registry.put(state)
         return self._info(state), ([self.store.schema.serialize().to_pybytes()] if header.get("schema", True) else [])
 
-    def _indexed_rows(self, analysis: Analysis) -> tuple[pa.Table, np.ndarray, dict[str, np.ndarray]] | None:
-        """The node's rows by time, the positions of the rows some variable's independent
-        condition accepts (the union filter's rows), and each variable's candidates as indexes
-        into those positions, found through the value indexes: each variable's condition is
-        tested only on the rows of the values its equality names (inside its integer range).
-        None when some variable has no equality on an indexed column or a condition the nodes
-        cannot evaluate exactly (the caller scans every row)."""
+    def _indexed_rows(self, analysis: Analysis, filt: Any) -> tuple[pa.Table, np.ndarray] | None:
+        """The node's rows by time and the positions of those passing ``filt`` (the union of the
+        variables' independent conditions), found through the value indexes: only the rows of
+        the values each variable's equality names are tested. None when some variable has no
+        equality on an indexed column (the caller scans every row)."""
         from storage_node.index import equality, int_range
 
-        accepted: dict[str, np.ndarray] = {}
+        parts: list[np.ndarray] = []
         rows: pa.Table | None = None
-        schema = self.store.schema
         for v in analysis.variables:
             if v.any_row:
                 return None
-            expr = to_arrow_filter(v.independent, schema)
-            found = equality(v.independent, schema)
-            if expr is None or found is None or v.independent is None:
+            found = equality(v.independent, self.store.schema)
+            if found is None:
                 return None
-            bounded = int_range(v.independent, schema, found[0])
+            bounded = int_range(v.independent, self.store.schema, found[0])
             projected = self.store.projection(found[0], bounded[0]) if bounded is not None else None
             if bounded is not None and projected is not None:  # the value's rows inside the range only
-                if rows is not None and projected[0] is not rows:
+                if parts and projected[0] is not rows:
                     return None
                 rows = projected[0]
-                positions = projected[2].rows(projected[1].codes(found[1]), bounded[1])
-            else:
-                indexed = self.store.value_index(found[0])
-                if indexed is None or (rows is not None and indexed[0] is not rows):
-                    return None
-                rows = indexed[0]
-                positions = indexed[1].rows(found[1])
-            needed = sorted({n.name for n in walk(v.independent) if isinstance(n, Column)} & set(rows.column_names))
-            probe = rows.select(needed).take(pa.array(positions))  # only the columns the condition reads
-            accepted[v.name] = positions[_matching_rows(probe, expr)]
+                parts.append(projected[2].rows(projected[1].codes(found[1]), bounded[1]))
+                continue
+            indexed = self.store.value_index(found[0])
+            if indexed is None or (parts and indexed[0] is not rows):
+                return None
+            rows = indexed[0]
+            parts.append(indexed[1].rows(found[1]))
         if rows is None:
             return None
-        union = np.unique(np.concatenate(list(accepted.values()))) if accepted else np.zeros(0, np.int64)
-        return rows, union, {name: np.searchsorted(union, found) for name, found in accepted.items()}
+        narrowed = np.sort(np.concatenate(parts), kind="stable")  # sorted runs: a merge
+        if narrowed.size > 1:
+            narrowed = narrowed[np.concatenate(([True], narrowed[1:] != narrowed[:-1]))]
+        needed = sorted({n.name for v in analysis.variables if v.independent is not None
+                         for n in walk(v.independent) if isinstance(n, Column)} & set(rows.column_names))
+        probe = rows.select(needed).take(pa.array(narrowed))  # only the columns the filter reads
+        return rows, narrowed[_matching_rows(probe, filt)]
 
     def _input_filter(self, header: dict[str, Any]) -> tuple[Any, Any]:
         """The open's ``input_filter`` (a row-local SQL condition) and its exact dataset filter
