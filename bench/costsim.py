@@ -64,7 +64,7 @@ class Cloud:
     queries_per_load: int = 100  # queries served per cold load of the shards from S3
     range_bytes: int = 8 << 20  # one S3 GET per 8 MiB range of a shard file
     parquet_bytes_per_event: float = 12.0  # the synthetic log's shard files
-    node_bytes_per_event: float = 189.0  # measured: storage node memory beyond start-up, 10M events
+    node_bytes_per_event: float = 206.0  # measured: storage nodes' peak beyond the bare processes, 10M events
     node_startup_gb: float = 0.29
 
 
