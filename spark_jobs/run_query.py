@@ -2,6 +2,7 @@
 
     spark-submit spark_jobs/run_query.py --sql <file|text> (--endpoints h:p,... --token-file F | --data PATH)
         --output <dir|s3://bucket/prefix> [--strategy dfs] [--cost-model adaptive] [--explain-analyze]
+        [--verbose]   (Spark's log after start-up; errors only by default)
 
 Writes ``<output>/matches.parquet`` and ``<output>/trace.json`` (the pull's round trips; empty for
 ``--data``). Exit code 0 on success, 2 with a one-line error on bad input.
@@ -29,14 +30,16 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--cost-model", default="adaptive")
     p.add_argument("--driver-threshold", type=int, default=100_000)
     p.add_argument("--explain-analyze", action="store_true", help="print the round trips to stderr")
+    p.add_argument("--verbose", action="store_true", help="keep Spark's log after start-up (errors only by default)")
     return p.parse_args(argv)
 
 
 def _sql_text(arg: str) -> str:
-    path = Path(arg)
-    if len(arg) < 4096 and "\n" not in arg and path.is_file():
-        return path.read_text()
-    return arg
+    """``--sql``: the text of the file it names, else the query text itself (text of any length,
+    even longer than a file name may be)."""
+    from dfs_cer.io.files import names_a_file, read_text_file
+
+    return read_text_file(arg, "--sql file") if names_a_file(arg) else arg
 
 
 def _write(output: str, matches: Any, trace: dict[str, Any]) -> None:
@@ -70,7 +73,8 @@ def run(argv: list[str]) -> int:
             raise ConfigError("--endpoints needs --token-file (the storage nodes' token)")
         token = Path(args.token_file).read_text().strip()
     spark = local_session()
-    spark.sparkContext.setLogLevel("ERROR")
+    if not args.verbose:
+        spark.sparkContext.setLogLevel("ERROR")
     options: dict[str, Any] = {"cost_model": args.cost_model} if args.endpoints else {}
     run = recognize(spark, sql, endpoints=args.endpoints.split(",") if args.endpoints else None, token=token,
                     data=args.data, strategy=args.strategy, driver_threshold=args.driver_threshold, **options)

@@ -19,6 +19,7 @@ from dfs_cer import __version__
 from dfs_cer.cli.output import Output, make_output
 from dfs_cer.config import Config, load_config
 from dfs_cer.errors import DfsCerError
+from dfs_cer.io.files import names_a_file, read_text_file
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -87,10 +88,9 @@ def _read_sql(sql: str | None, file: str | None) -> str:
     if file is not None:
         if file == "-":
             return sys.stdin.read()
-        path = Path(file)
-        if not path.is_file():
+        if not names_a_file(file):
             raise click.BadParameter(f"{file} is not a file", param_hint="--file")
-        return path.read_text()
+        return read_text_file(file, "--file")
     if sql is None:
         raise click.UsageError("give the query as an argument or with --file")
     return sql

@@ -114,3 +114,19 @@ def list_files(location: FileLocation, suffix: str = ".parquet") -> list[str]:
     selector = pafs.FileSelector(location.path, recursive=True, allow_not_found=True)
     infos = location.retrying(location.uri, lambda: location.fs.get_file_info(selector))
     return sorted(i.path for i in infos if i.type == pafs.FileType.File and i.path.endswith(suffix))
+
+
+def names_a_file(text: str) -> bool:
+    """Does ``text`` name an existing regular file? False for text no file can be named by, such
+    as query text longer than the system's file-name limit (where ``Path.is_file`` raises)."""
+    return bool(text) and "\n" not in text and os.path.isfile(text)  # isfile: False on OSError
+
+
+def read_text_file(path: str, what: str) -> str:
+    """The text of the file ``path``, or a clear error naming it and ``what`` it was for."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise StorageError(f"{what} {path} cannot be read ({reason})") from None

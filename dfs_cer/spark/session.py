@@ -8,8 +8,14 @@ from pathlib import Path
 from typing import Any
 
 
+def submitted() -> bool:
+    """Is this Python process a spark-submit application (its JVM already running)?"""
+    return bool(os.environ.get("PYSPARK_GATEWAY_PORT"))
+
+
 def local_session(cores: int = 2, app_name: str = "dfs-cer", **conf: Any) -> Any:
-    """``local[cores]`` Spark with Arrow transfers on, the UI off and few shuffle partitions.
+    """``local[cores]`` Spark with Arrow transfers on, the UI off and few shuffle partitions
+    (under spark-submit: the master it was given).
 
     Python workers run this interpreter, so executors import the same dfs_cer.
     """
@@ -19,7 +25,10 @@ def local_session(cores: int = 2, app_name: str = "dfs-cer", **conf: Any) -> Any
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # local mode: no hostname lookup warning
     log4j = Path(__file__).with_name("log4j2.properties").as_uri()
-    builder = (SparkSession.builder.master(f"local[{cores}]").appName(app_name)
+    builder = SparkSession.builder
+    if not submitted():  # under spark-submit its --master (local, local-cluster, spark://...) stands
+        builder = builder.master(f"local[{cores}]")
+    builder = (builder.appName(app_name)
                .config("spark.ui.enabled", "false")
                # ${env:...}, ${system:...}, ${spark...} in SQL text would read the driver's secrets
                .config("spark.sql.variable.substitute", "false")

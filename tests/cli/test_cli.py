@@ -111,3 +111,24 @@ def test_demo_refuses_bad_options_before_starting_anything(tmp_path: Path) -> No
     assert run("demo", "--events", "10").returncode == 2  # at least 1000 events
 
 
+
+
+def test_query_text_and_files_never_crash(tmp_path: Path) -> None:
+    """A --file name longer than the system allows, or a file that cannot be read, is a clear
+    error; query text of any length stays query text (spark_jobs/run_query.py --sql)."""
+    too_long = run("explain", "--file", "q" * 300 + ".sql")
+    assert too_long.returncode == 2 and "is not a file" in too_long.stderr and "Traceback" not in too_long.stderr
+    binary = tmp_path / "q.sql"
+    binary.write_bytes(b"\xff\xfe\x00SELECT")
+    unreadable = run("explain", "--file", str(binary))
+    assert unreadable.returncode != 0 and "--file" in unreadable.stderr and "Traceback" not in unreadable.stderr
+    sys.path.insert(0, str(ROOT / "spark_jobs"))
+    try:
+        from run_query import _sql_text
+    finally:
+        sys.path.remove(str(ROOT / "spark_jobs"))
+    one_line = " ".join(Q1.split()) + " " * 300  # longer than a file name may be, no newline
+    assert _sql_text(one_line) == one_line
+    query = tmp_path / "query.sql"
+    query.write_text(Q1)
+    assert _sql_text(str(query)) == Q1

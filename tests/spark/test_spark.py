@@ -165,7 +165,8 @@ def test_spark_submit_end_to_end(events: pa.Table, data: tuple[Path, LocalCluste
     assert rows(got.cast(expected.schema)) == rows(expected)
     trace = json.loads((tmp_path / "out" / "trace.json").read_text())
     assert trace["strategy"] == "dfs" and trace["events_received"] > 0
-    run = _submit("--sql", CER, "--data", str(path), "--output", str(tmp_path / "out2"))
+    # query text on one line, longer than a file name may be: text, not a file name
+    run = _submit("--sql", " ".join(CER.split()) + " " * 300, "--data", str(path), "--output", str(tmp_path / "out2"))
     assert run.returncode == 0, run.stderr[-3000:]
     assert rows(pq.read_table(tmp_path / "out2" / "matches.parquet").cast(expected.schema)) == rows(expected)
     bad = _submit("--sql", "SELECT nonsense", "--data", str(path), "--output", str(tmp_path / "out3"))
