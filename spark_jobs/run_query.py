@@ -34,7 +34,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _sql_text(arg: str) -> str:
+def sql_text(arg: str) -> str:
     """``--sql``: the text of the file it names, else the query text itself (text of any length,
     even longer than a file name may be)."""
     from dfs_cer.io.files import names_a_file, read_text_file
@@ -63,7 +63,7 @@ def run(argv: list[str]) -> int:
     from dfs_cer.query import parse
     from dfs_cer.spark import local_session, recognize
 
-    sql = _sql_text(args.sql)
+    sql = sql_text(args.sql)
     parse(sql)  # bad SQL fails before Spark starts
     if bool(args.endpoints) == bool(args.data):
         raise ConfigError("give --endpoints and --token-file, or --data (not both)")

@@ -124,11 +124,11 @@ def test_query_text_and_files_never_crash(tmp_path: Path) -> None:
     assert unreadable.returncode != 0 and "--file" in unreadable.stderr and "Traceback" not in unreadable.stderr
     sys.path.insert(0, str(ROOT / "spark_jobs"))
     try:
-        from run_query import _sql_text
+        from run_query import sql_text
     finally:
         sys.path.remove(str(ROOT / "spark_jobs"))
     one_line = " ".join(Q1.split()) + " " * 300  # longer than a file name may be, no newline
-    assert _sql_text(one_line) == one_line
+    assert sql_text(one_line) == one_line
     query = tmp_path / "query.sql"
     query.write_text(Q1)
-    assert _sql_text(str(query)) == Q1
+    assert sql_text(str(query)) == Q1
