@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from dfs_cer.errors import DfsCerError
@@ -71,7 +70,9 @@ def run(argv: list[str]) -> int:
     if args.endpoints:
         if not args.token_file:
             raise ConfigError("--endpoints needs --token-file (the storage nodes' token)")
-        token = Path(args.token_file).read_text().strip()
+        from dfs_cer.io.files import read_text_file
+
+        token = read_text_file(args.token_file, "--token-file").strip()
     spark = local_session()
     if not args.verbose:
         spark.sparkContext.setLogLevel("ERROR")

@@ -124,6 +124,7 @@ def test_query_text_and_files_never_crash(tmp_path: Path) -> None:
     assert unreadable.returncode != 0 and "--file" in unreadable.stderr and "Traceback" not in unreadable.stderr
     sys.path.insert(0, str(ROOT / "spark_jobs"))
     try:
+        from run_query import main as run_query_main
         from run_query import sql_text
     finally:
         sys.path.remove(str(ROOT / "spark_jobs"))
@@ -132,3 +133,6 @@ def test_query_text_and_files_never_crash(tmp_path: Path) -> None:
     query = tmp_path / "query.sql"
     query.write_text(Q1)
     assert sql_text(str(query)) == Q1
+    # a missing token file is one error line (exit 2) before Spark starts, not a traceback
+    assert run_query_main(["--sql", str(query), "--endpoints", "127.0.0.1:1", "--token-file",
+                           str(tmp_path / "missing"), "--output", str(tmp_path / "out")]) == 2
