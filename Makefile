@@ -22,6 +22,9 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(PIP) install --upgrade pip 2>&1 | { grep -v '^WARNING: Location' || true; }
 	$(PIP) install -e ".[all]" 2>&1 | { grep -v '^WARNING: Location' || true; }
 	$(BIN)/python -c "import dfs_cer, pyspark, pyarrow, sqlglot"
+	@# spark-submit from this venv logs errors only (its --verbose / --conf spark.log.level=INFO bring the log back)
+	d=$$($(BIN)/python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/conf && mkdir -p $$d \
+	  && cp dfs_cer/spark/log4j2.properties $$d/log4j2.properties
 	touch $(STAMP)
 
 java:

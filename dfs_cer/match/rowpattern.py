@@ -43,6 +43,21 @@ class MatchOutput:
     #: it grows with the longest partition (or final-interval segment) and the pattern, not
     #: with the number of partitions or rows overall; 0 for the CER engine
     work_bytes: int = 0
+    #: with ``spans=True``: where each match lies in the engine's sorted rows (see :class:`MatchSpans`)
+    spans: MatchSpans | None = None
+
+
+@dataclass(frozen=True)
+class MatchSpans:
+    """Each match's place in the sorted rows (``order[i]`` is the input row at sorted position i):
+    its first row, one past its last row (``end == start`` for an empty match), the position
+    matching resumes at after it (AFTER MATCH SKIP), and its partition's index."""
+
+    order: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    resume: np.ndarray
+    part: np.ndarray
 
 
 def _sortable(t: pa.DataType) -> bool:
@@ -169,23 +184,29 @@ def sort_partition_flags(table: pa.Table, partition_by: tuple[str, ...], order_b
 
 
 def match_starts(pattern: object, labels: tuple[str, ...], masks: np.ndarray, n: int,
-                bounds: np.ndarray | None = None) -> np.ndarray:
+                bounds: np.ndarray | None = None, allowed: np.ndarray | None = None) -> np.ndarray:
     """For every row, the first row at or after it where a match can start: some label that can
     begin a match accepts it (every row when the pattern can match empty).
 
     With partition ``bounds``, rows after the last row of a partition that some *mandatory*
     label (one every match contains) accepts cannot start a match either: they skip to the
     partition's end. This keeps patterns such as ``(A | A A)* B`` from scanning the rest of the
-    partition from every start when no row can be ``B``."""
+    partition from every start when no row can be ``B``.
+
+    ``allowed`` (one bool per row) restricts where matches may start at all: a time chunk of a
+    split input owns the matches that start in it."""
     from dfs_cer.pattern.ir import RowPattern
     from dfs_cer.pattern.properties import first_labels, mandatory_labels, nullable
 
     assert isinstance(pattern, RowPattern)
     if nullable(pattern):
-        return np.arange(n + 1, dtype=np.int64)
-    can = np.zeros(n, bool)
-    for name in first_labels(pattern):
-        can |= masks[labels.index(name)]
+        can = np.ones(n, bool)
+    else:
+        can = np.zeros(n, bool)
+        for name in first_labels(pattern):
+            can |= masks[labels.index(name)]
+    if allowed is not None:
+        can &= allowed
     rows = np.nonzero(can)[0]
     idx = np.searchsorted(rows, np.arange(n + 1))
     out = np.append(rows, n)[idx].astype(np.int64)
@@ -233,7 +254,8 @@ def time_values(table: pa.Table, column: str) -> np.ndarray:
 
 def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = MAX_MATCHES,
                     on_limit: str = "error", segments: np.ndarray | None = None,
-                    match_ids: bool = False) -> MatchOutput:
+                    match_ids: bool = False, may_start: np.ndarray | None = None,
+                    spans: bool = False) -> MatchOutput:
     """Evaluate the MATCH_RECOGNIZE clause of a bound analysis over ``table``.
 
     ``match_ids`` adds ``__match_id`` (stable: from the match's events and labels),
@@ -243,6 +265,10 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
     ``segments`` (sorted start times) splits the rows into independent units that no match may
     cross — the final intervals of a pull strategy, whose gaps held rows that were not pulled —
     without restarting MATCH_NUMBER() within a partition.
+
+    ``may_start`` (one bool per input row) lets matches start only at the rows it marks; the
+    other rows are still read and matched into (a time chunk of a split input, see
+    :mod:`dfs_cer.plan.chunks`). ``spans`` returns where the matches lie (:class:`MatchSpans`).
     """
     check_choice(on_limit, ON_LIMIT, "on_limit")
     query = analysis.query
@@ -304,7 +330,10 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
         names[s.name] = len(labels) + i
     skip_target = names[skip.variable] if skip.variable is not None else -1
     c = conditions
-    starts = match_starts(mr.pattern, labels, c.masks, n, bounds)
+    allowed = None
+    if may_start is not None:
+        allowed = np.asarray(may_start, bool)[order] if n else np.zeros(0, bool)
+    starts = match_starts(mr.pattern, labels, c.masks, n, bounds, allowed)
     status, m_start, m_end, m_part, r_match, r_row, r_label, r_excl, work_bytes = vm.run(
         program.op.astype(np.int64), program.a.astype(np.int64), program.b.astype(np.int64), c.masks, c.dependent,
         c.code, c.code_start, c.const_i, c.const_f, c.const_kind, c.icols, c.inull, c.fcols, c.fnull, c.members,
@@ -340,7 +369,31 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
         ids = (mid, tv[np.minimum(m_start, max(n - 1, 0))] if n else mid.astype(np.int64),
                tv[np.minimum(last, max(n - 1, 0))] if n else mid.astype(np.int64))
     relation = _assemble(rows, mr, partition_by, [o[0] for o in order_by], original, order, ids)
-    return MatchOutput(relation, int(m_start.size), truncated, int(work_bytes))
+    where = None
+    if spans:
+        where = MatchSpans(order, m_start, m_end, _resume(skip_mode, skip_target, c.members, m_start, m_end, r_match,
+                                                           r_row, r_label), m_part)
+    return MatchOutput(relation, int(m_start.size), truncated, int(work_bytes), where)
+
+
+def _resume(skip_mode: int, target: int, members: np.ndarray, m_start: np.ndarray, m_end: np.ndarray,
+            r_match: np.ndarray, r_row: np.ndarray, r_label: np.ndarray) -> np.ndarray:
+    """Where matching resumes after each match (the VM's AFTER MATCH SKIP, in sorted rows)."""
+    resume = m_start + 1 if skip_mode == vm.SKIP_NEXT_ROW else m_end.copy()
+    if skip_mode in (vm.SKIP_TO_FIRST, vm.SKIP_TO_LAST) and m_start.size:
+        hit = members[target, r_label] if r_label.size else np.zeros(0, bool)
+        rows, match = r_row[hit], r_match[hit]
+        if skip_mode == vm.SKIP_TO_FIRST:
+            pick = np.full(m_start.size, np.iinfo(np.int64).max)
+            np.minimum.at(pick, match, rows)
+        else:
+            pick = np.full(m_start.size, -1, np.int64)
+            np.maximum.at(pick, match, rows)
+        found = (pick >= 0) & (pick < np.iinfo(np.int64).max)
+        resume = np.where(found, pick, resume)
+    empty = m_end == m_start
+    resume[empty] = m_start[empty] + 1
+    return resume.astype(np.int64)
 
 
 def _skip_variables(analysis: Analysis) -> set[str]:

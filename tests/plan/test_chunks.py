@@ -1,0 +1,159 @@
+"""Time chunks of a dense input give exactly the single run's matches: every SKIP mode, ALL ROWS
+variants, PARTITION BY, PREV/NEXT, ties, duplicates, and chunks narrower than the window (so a
+match, and the fix-up chain, crosses several chunks)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from dfs_cer.config import QueryConfig
+from dfs_cer.match.cer import run_cer
+from dfs_cer.match.chunked import run_split
+from dfs_cer.match.rowpattern import run_row_pattern
+from dfs_cer.plan.chunks import NEG, ChunkPlan, assign, plan_chunks, split_reason, time_quantiles
+from dfs_cer.query import analyze, parse
+
+SKIPS = ["", "AFTER MATCH SKIP TO NEXT ROW", "AFTER MATCH SKIP TO FIRST B", "AFTER MATCH SKIP TO LAST B",
+         "AFTER MATCH SKIP PAST LAST ROW"]
+ROWS = ["ONE ROW PER MATCH", "ALL ROWS PER MATCH", "ALL ROWS PER MATCH WITH UNMATCHED ROWS",
+        "ALL ROWS PER MATCH SHOW EMPTY MATCHES"]
+PATTERNS = [("A B+ C", "A.v < 3", "B.v >= A.v", "C.v > 5"),
+            ("A B* C?", "A.v < 5", "B.v > 2", "C.v = 0"),
+            ("A+ B", "A.v < 6", "B.v >= 6", "TRUE"),
+            ("A B C", "A.v < PREV(A.v)", "B.v > PREV(B.v, 2)", "C.v < NEXT(C.v)"),
+    ("A B+", "A.v > NEXT(A.v, 2)", "B.v <> PREV(B.v)", ""),
+            ("(A | B)+ C", "A.v % 2 = 0", "B.v > 6", "C.v < 2"),
+            ("A* B", "A.v > 3", "B.v < 4", "TRUE")]
+
+
+def _sql(pattern: tuple[str, str, str, str], skip: str, rows: str, partition: bool, window: int) -> str:
+    p, a, b, c = pattern
+    part = "PARTITION BY g" if partition else ""
+    measures = "FIRST(ts) AS first_ts, LAST(ts) AS last_ts, COUNT(*) AS n"
+    if rows != "ONE ROW PER MATCH":
+        measures += ", CLASSIFIER() AS cls"
+    return (f"SELECT * FROM t MATCH_RECOGNIZE ({part} ORDER BY ts MEASURES {measures} {rows} {skip} "
+            f"PATTERN ({p}) WITHIN {window} SECONDS DEFINE A AS {a}, B AS {b}{f', C AS {c}' if 'C' in p else ''})")
+
+
+def _canonical(t: pa.Table) -> list[tuple]:
+    return sorted(tuple(repr(v) for v in r.values()) for r in t.to_pylist())
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple:
+    n = draw(st.integers(0, 120))
+    step = draw(st.sampled_from([0, 1, 2]))
+    ts = np.cumsum(np.array(draw(st.lists(st.integers(0, 3 if step else 1), min_size=n, max_size=n)), np.int64)) \
+        if n else np.zeros(0, np.int64)
+    v = draw(st.lists(st.integers(0, 9), min_size=n, max_size=n))
+    g = draw(st.lists(st.integers(0, 2), min_size=n, max_size=n))
+    perm = draw(st.permutations(list(range(n))))
+    table = pa.table({"ts": pa.array(ts[perm] if n else ts, pa.int64()), "v": pa.array([v[i] for i in perm], pa.int64()),
+                      "g": pa.array([g[i] for i in perm], pa.int64())})
+    if n and draw(st.booleans()):  # duplicates
+        table = pa.concat_tables([table, table.slice(0, draw(st.integers(0, n)))])
+    pattern = draw(st.sampled_from(PATTERNS))
+    skip = draw(st.sampled_from(SKIPS))
+    rows = draw(st.sampled_from(ROWS))
+    partition = draw(st.booleans()) and not any(nav in "".join(pattern) for nav in ("PREV", "NEXT"))
+    window = draw(st.integers(1, 12))
+    cuts = sorted(set(draw(st.lists(st.integers(0, int(ts.max()) + 2 if n else 2), max_size=12))))
+    return table, _sql(pattern, skip, rows, partition, window), cuts
+
+
+def _run(table: pa.Table, sql: str, cuts: list[int]) -> None:
+    analysis = analyze(parse(sql), table.schema, QueryConfig(integer_time_unit="s"))
+    if ("FIRST B" in sql and "B*" in sql) or ("LAST B" in sql and "B*" in sql):
+        return  # a skip to a label the match may lack is an error in both runs
+    try:
+        single = run_row_pattern(table, analysis).table
+    except Exception as e:
+        with pytest.raises(type(e)):
+            run_split(table, analysis, _plan(analysis, table, cuts))
+        return
+    assert split_reason(analysis) is None
+    split, _ = run_split(table, analysis, _plan(analysis, table, cuts))
+    assert _canonical(split) == _canonical(single), sql
+
+
+def _plan(analysis, table: pa.Table, cuts: list[int]) -> ChunkPlan:  # type: ignore[no-untyped-def]
+    ts = np.asarray(table.column("ts").to_numpy(), np.int64)
+    base = plan_chunks(analysis, mins=[int(ts.min()) if ts.size else 0], maxs=[int(ts.max()) if ts.size else 0],
+                       rows=[ts.size], chunks=4)
+    assert base.mode == "time"
+    starts = np.array([NEG, *cuts], np.int64)
+    # a tight lead/tail: the fix-up (widening) must cope when PREV/NEXT reach past it
+    return ChunkPlan("time", starts, lead=min(base.lead, 1), tail=base.tail - (1 if base.tail > (
+        analysis.window_units or 0) else 0), first=base.first, last=base.last)
+
+
+@settings(max_examples=300, deadline=None)
+@given(cases())
+@example((pa.table({"ts": pa.array([0, 1, 2, 3, 4, 5], pa.int64()), "v": pa.array([1, 4, 6, 2, 7, 8], pa.int64()),
+                    "g": pa.array([0] * 6, pa.int64())}), _sql(PATTERNS[0], "", ROWS[0], False, 10), [2, 3, 4]))
+def test_split_equals_single_run(case: tuple) -> None:
+    table, sql, cuts = case
+    _run(table, sql, cuts)
+
+
+def test_chain_across_many_chunks() -> None:
+    """Back-to-back long matches: each chunk's fresh run is wrong, the fix-up chain crosses them all."""
+    n = 400
+    table = pa.table({"ts": pa.array(np.arange(n), pa.int64()), "v": pa.array(np.arange(n) % 7, pa.int64()),
+                      "g": pa.array(np.zeros(n, np.int64))})
+    sql = _sql(("A+ B", "A.v < 6", "B.v >= 6", "TRUE"), "", "ONE ROW PER MATCH", False, 30)
+    analysis = analyze(parse(sql), table.schema, QueryConfig(integer_time_unit="s"))
+    plan = ChunkPlan("time", np.array([NEG, *range(3, n, 3)], np.int64), tail=30, first=0, last=n - 1)
+    split, reruns = run_split(table, analysis, plan)
+    assert _canonical(split) == _canonical(run_row_pattern(table, analysis).table)
+    assert reruns > 0
+
+
+def test_all_matches_split() -> None:
+    rng = np.random.default_rng(3)
+    n = 300
+    table = pa.table({"ts": pa.array(np.sort(rng.integers(0, 200, n)), pa.int64()),
+                      "v": pa.array(rng.integers(0, 10, n), pa.int64())})
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b ALL MATCHES "
+           "PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2)")
+    analysis = analyze(parse(sql), table.schema, QueryConfig(integer_time_unit="s"))
+    plan = ChunkPlan("time", np.array([NEG, 30, 31, 90, 150], np.int64), tail=5, first=0, last=199)
+    split, _ = run_split(table, analysis, plan)
+    assert _canonical(split) == _canonical(run_cer(table, analysis).table)
+
+
+def test_unsplittable_patterns_say_why() -> None:
+    schema = pa.schema([("ts", pa.int64()), ("v", pa.int64()), ("g", pa.int64())])
+    cfg = QueryConfig(integer_time_unit="s")
+    no_window = analyze(parse("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.v AS a PATTERN (A B) "
+                              "DEFINE A AS A.v = 1, B AS B.v = 2)"), schema, cfg)
+    assert "WITHIN" in (split_reason(no_window) or "")
+    plan = plan_chunks(no_window, mins=[0], maxs=[100], rows=[100], chunks=4)
+    assert plan.mode == "single" and plan.chunks == 1
+    numbered = analyze(parse("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES MATCH_NUMBER() AS m "
+                             "PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2)"), schema, cfg)
+    assert "MATCH_NUMBER" in (split_reason(numbered) or "")
+    nav = analyze(parse("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY g ORDER BY ts MEASURES A.v AS a "
+                        "PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v > PREV(A.v), B AS B.v = 2)"), schema, cfg)
+    plan = plan_chunks(nav, mins=[0], maxs=[100], rows=[100], chunks=4)
+    assert plan.mode == "partition" and "PREV" in (plan.reason or "")
+
+
+def test_assign_covers_read_ranges() -> None:
+    plan = ChunkPlan("time", np.array([NEG, 10, 20], np.int64), lead=2, tail=3)
+    rows, chunk = assign(np.array([0, 8, 9, 10, 12, 13, 14, 22, 23, 30]), plan)
+    got = {(int(r), int(c)) for r, c in zip(rows, chunk, strict=True)}
+    # chunk 0 reads (-inf, 13], chunk 1 reads [8, 23], chunk 2 reads [18, inf)
+    want = {(0, 0), (1, 0), (1, 1), (2, 0), (2, 1), (3, 0), (3, 1), (4, 0), (4, 1), (5, 0), (5, 1), (6, 1),
+            (7, 1), (7, 2), (8, 1), (8, 2), (9, 2)}
+    assert got == want
+
+
+def test_quantiles_balance_rows() -> None:
+    cuts = time_quantiles(np.array([0, 100]), np.array([99, 199]), np.array([1000, 3000]), 4)
+    assert cuts.size == 3 and cuts[0] < 100 < cuts[1] < cuts[2]
