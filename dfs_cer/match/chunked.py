@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from dfs_cer.match.columns import HALO, split_halo
 from dfs_cer.match.identity import ID_COLUMNS
 from dfs_cer.match.rowpattern import run_row_pattern, sort_partition_flags, time_values
 from dfs_cer.plan.chunks import POS, ChunkPlan, Key, Part, Report, State
@@ -50,8 +51,9 @@ def _at_most(ts: np.ndarray, rank: np.ndarray, key: Key) -> np.ndarray:
 
 
 def run_chunk(table: pa.Table, analysis: Analysis, plan: ChunkPlan, k: int,
-              entering: Mapping[Part, State] | None = None) -> ChunkResult:
-    """The matches chunk ``k`` owns, from the rows it reads (any order)."""
+              entering: Mapping[Part, State] | None = None, segments: np.ndarray | None = None) -> ChunkResult:
+    """The matches chunk ``k`` owns, from the rows it reads (any order). ``segments`` and halo
+    rows (:data:`HALO`) mean what they mean to :func:`run_row_pattern`."""
     mr = analysis.query.recognize
     lo, hi = plan.owned(k)
     if mr.all_matches:  # ALL MATCHES: every start is independent; a match belongs where it starts
@@ -64,8 +66,11 @@ def run_chunk(table: pa.Table, analysis: Analysis, plan: ChunkPlan, k: int,
     entering = entering or {}
     order_by = [(s.column, s.descending, bool(s.nulls_first)) for s in mr.order_by]
     partition_by = tuple(mr.partition_by)
-    table, bounds, _, _ = sort_partition_flags(table, partition_by, order_by, None, analysis.event_key,
-                                               analysis.dedup)
+    table, halo = split_halo(table)
+    table, bounds, _, halo_sorted = sort_partition_flags(table, partition_by, order_by, None, analysis.event_key,
+                                                         analysis.dedup, halo)
+    if halo is not None:
+        table = table.append_column(HALO, pa.array(halo_sorted))
     n = table.num_rows
     ts = time_values(table, order_by[0][0]) if n else np.zeros(0, np.int64)
     part_of_row = np.repeat(np.arange(bounds.size - 1), np.diff(bounds)) if n else np.zeros(0, np.int64)
@@ -90,7 +95,7 @@ def run_chunk(table: pa.Table, analysis: Analysis, plan: ChunkPlan, k: int,
     unmatched = mr.rows_per_match is RowsPerMatch.ALL_ROWS_WITH_UNMATCHED
     if unmatched:
         table = table.append_column(ROW, pa.array(np.arange(n, dtype=np.int64)))
-    out = run_row_pattern(table, analysis, may_start=may_start, spans=True, match_ids=unmatched)
+    out = run_row_pattern(table, analysis, may_start=may_start, spans=True, match_ids=unmatched, segments=segments)
     relation = out.table
     if unmatched:
         row = np.asarray(relation.column(ROW).to_numpy(zero_copy_only=False), np.int64)

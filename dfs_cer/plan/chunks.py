@@ -72,6 +72,8 @@ class ChunkPlan:
         return int(self.starts.size) if self.mode == "time" else self.groups
 
     def owned(self, k: int) -> tuple[int, int]:
+        if self.mode != "time":
+            return NEG, POS
         lo = NEG if k == 0 else int(self.starts[k])
         hi = POS if k + 1 >= self.starts.size else int(self.starts[k + 1])
         return lo, hi
@@ -136,7 +138,7 @@ def plan_chunks(analysis: Analysis, *, mins: Sequence[int], maxs: Sequence[int],
         if mr.partition_by:
             return ChunkPlan("partition", np.zeros(1, np.int64), reason=reason, groups=max(1, chunks))
         return ChunkPlan("single", np.zeros(1, np.int64), reason=reason)
-    cuts = time_quantiles(np.asarray(mins), np.asarray(maxs), np.asarray(rows), max(1, min(chunks, total // 1000 + 1)))
+    cuts = time_quantiles(np.asarray(mins), np.asarray(maxs), np.asarray(rows), max(1, min(chunks, total // 64 + 1)))
     starts = np.concatenate([[NEG], cuts[cuts > first]]).astype(np.int64)
     gap = (last - first) / max(total, 1) if total else 1.0  # mean time between rows
     lead = int(np.ceil(8 * analysis.prev_reach * gap)) + 1 if analysis.prev_reach else 0

@@ -11,27 +11,23 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dfs_cer.config import QueryConfig, StorageConfig
 from dfs_cer.errors import ConfigError
 from dfs_cer.local import RELATION, outer_sql
-from dfs_cer.match.columns import HALO
 from dfs_cer.match.rowpattern import time_values
-from dfs_cer.plan.units import balanced_tasks, unit_starts
 from dfs_cer.query import Analysis, Query, analyze, parse
-from dfs_cer.query.expr import MatchNumber, walk
 from dfs_cer.query.sandbox import check_outer
 from dfs_cer.query.validate import require_order_by
+from dfs_cer.spark.distributed import Split
 from dfs_cer.strategies.base import Trace
-
-TASK = "__dfs_cer_task"
-SEQ = "__dfs_cer_seq"  # the driver's row order: ties in time keep it on the executors
 
 
 def _config(time_unit: str, event_key: Sequence[str] = (), dedup: bool = True) -> QueryConfig:
@@ -41,12 +37,9 @@ def _config(time_unit: str, event_key: Sequence[str] = (), dedup: bool = True) -
 
 
 def _engine_output(events: pa.Table, analysis: Analysis, segments: np.ndarray | None) -> pa.Table:
-    from dfs_cer.match.cer import run_cer
-    from dfs_cer.match.rowpattern import run_row_pattern
+    from dfs_cer.spark.distributed import engine_output
 
-    if analysis.query.recognize.all_matches:
-        return run_cer(events, analysis).table
-    return run_row_pattern(events, analysis, segments=segments).table
+    return engine_output(events, analysis, segments)
 
 
 def _pushable(analysis: Analysis) -> bool:
@@ -62,12 +55,6 @@ def _frame(spark: Any, relation: pa.Table) -> Any:
     return spark.createDataFrame(out, schema=from_arrow_schema(out.schema))
 
 
-def _uses_match_number(query: Query) -> bool:
-    mr = query.recognize
-    return any(isinstance(node, MatchNumber) for e in [*(m.expr for m in mr.measures),
-                                                         *(d.condition for d in mr.definitions)] for node in walk(e))
-
-
 def _sparkable(schema: pa.Schema) -> pa.Schema:
     """Arrow types Spark accepts back from Python: timestamps in microseconds."""
     fields = [pa.field(f.name, pa.timestamp("us", f.type.tz), f.nullable) if pa.types.is_timestamp(f.type) else f
@@ -75,88 +62,52 @@ def _sparkable(schema: pa.Schema) -> pa.Schema:
     return pa.schema(fields)
 
 
-class _Matcher:
-    """The picklable per-task function: re-binds the query on the executor and matches its units."""
-
-    def __init__(self, sql: str, schema: pa.Schema, time_unit: str, segments: np.ndarray | None,
-                 out_schema: pa.Schema, event_key: tuple[str, ...] = (), dedup: bool = True) -> None:
-        self.sql, self.schema, self.time_unit, self.segments = sql, schema, time_unit, segments
-        self.out_schema = out_schema
-        self.event_key, self.dedup = event_key, dedup
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        analysis = analyze(parse(self.sql), self.schema, _config(self.time_unit, self.event_key, self.dedup))
-        parts = [b for b in batches if b.num_rows]
-        if not parts:
-            return
-        table = pa.Table.from_batches(parts).sort_by(SEQ)
-        table = table.drop([TASK, SEQ]).cast(self.schema)
-        yield from _engine_output(table, analysis, self.segments).cast(self.out_schema).to_batches()
+def _chunks(spark: Any, tasks: int | None) -> int:
+    """Time chunks per run: a few per core, so a chunk re-run or a dense hour does not leave
+    cores idle."""
+    return 3 * (tasks or max(2, spark.sparkContext.defaultParallelism))
 
 
 def match_events(spark: Any, events: pa.Table, analysis: Analysis, *, segments: np.ndarray | None = None,
                  time_unit: str = "s", driver_threshold: int = 100_000, tasks: int | None = None) -> Any:
-    """The MATCH_RECOGNIZE relation over ``events`` as a Spark DataFrame (before the outer query)."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    query = analysis.query
-    mr = query.recognize
-    out_schema = _sparkable(_engine_output(events.slice(0, 0), analysis, segments).schema)
-    global_numbers = _uses_match_number(query) and not mr.partition_by
-    if events.num_rows < driver_threshold or global_numbers:
-        # MATCH_NUMBER() without PARTITION BY numbers matches across units: one engine run
-        out = _engine_output(events, analysis, segments)
-        out = out.cast(_sparkable(out.schema))  # the executors' types: naive timestamps stay TIMESTAMP_NTZ
-        return spark.createDataFrame(out, schema=from_arrow_schema(out.schema))
-    tasks = tasks or max(2, spark.sparkContext.defaultParallelism)
-    seq = pa.array(np.arange(events.num_rows, dtype=np.int64))
-    if mr.partition_by:
-        task = np.zeros(events.num_rows, np.int64)
-        table = events.append_column(TASK, pa.array(task)).append_column(SEQ, seq)
-    else:
-        ts = time_values(events, mr.order_by[0].column)
-        starts = unit_starts(np.sort(ts), analysis.window_units, segments)
-        unit = np.searchsorted(starts, ts, side="right") - 1
-        task = balanced_tasks(np.bincount(unit, minlength=starts.size), tasks)[unit]
-        table = _with_task_halos(events, ts, task, analysis)
-    df = spark.createDataFrame(table)
-    df = df.repartition(tasks, *mr.partition_by) if mr.partition_by else df.repartitionByRange(tasks, TASK)
-    matcher = _Matcher(query.to_sql(), table.drop([TASK, SEQ]).schema, time_unit, segments, out_schema,
-                       analysis.event_key, analysis.dedup)
-    return df.mapInArrow(matcher, from_arrow_schema(out_schema))
+    """The MATCH_RECOGNIZE relation over ``events`` (a table the driver holds) as a Spark
+    DataFrame (before the outer query): small inputs are matched in the driver, the rest in
+    exact time chunks (or groups of partitions) on the executors."""
+    return match_events_split(spark, events, analysis, segments=segments, time_unit=time_unit,
+                              driver_threshold=driver_threshold, tasks=tasks)[0]
 
 
-def _with_task_halos(events: pa.Table, ts: np.ndarray, task: np.ndarray, analysis: Analysis) -> pa.Table:
-    """The events with their task ids; when the query navigates physically, each task also gets
-    the rows PREV/NEXT can read across its time edges (whole tie groups, marked as halo rows:
-    read, never matched)."""
-    seq = np.arange(events.num_rows, dtype=np.int64)
-    plain = events.append_column(TASK, pa.array(task)).append_column(SEQ, pa.array(seq))
-    before, after = analysis.prev_reach, analysis.next_reach
-    if not (before or after) or events.num_rows == 0 or task.max() == 0:
-        return plain
-    if HALO not in events.column_names:
-        events = events.append_column(HALO, pa.array(np.zeros(events.num_rows, bool)))
-        plain = events.append_column(TASK, pa.array(task)).append_column(SEQ, pa.array(seq))
-    order = np.argsort(ts, kind="stable")
-    sorted_ts, sorted_task = ts[order], task[order]
-    pieces = [plain]
-    for t in np.unique(sorted_task):
-        where = np.nonzero(sorted_task == t)[0]
-        lo, hi = int(where[0]), int(where[-1])
-        first = int(np.searchsorted(sorted_ts, sorted_ts[max(lo - before, 0)], side="left")) if before else lo
-        last = int(np.searchsorted(sorted_ts, sorted_ts[min(hi + after, ts.size - 1)], side="right")) if after \
-            else hi + 1
-        extra = np.concatenate([np.arange(first, lo), np.arange(hi + 1, last)]).astype(np.int64)
-        extra = extra[sorted_task[extra] != t]
-        if extra.size == 0:
-            continue
-        rows = order[extra]
-        copy = events.take(pa.array(rows))
-        copy = copy.set_column(copy.column_names.index(HALO), HALO, pa.array(np.ones(rows.size, bool)))
-        pieces.append(copy.append_column(TASK, pa.array(np.full(rows.size, t, np.int64)))
-                      .append_column(SEQ, pa.array(rows)))
-    return pa.concat_tables(pieces)
+def match_events_split(spark: Any, events: pa.Table, analysis: Analysis, *, segments: np.ndarray | None = None,
+                       time_unit: str = "s", driver_threshold: int = 100_000,
+                       tasks: int | None = None) -> tuple[Any, Split | None]:
+    """:func:`match_events` and how the input was split (None: matched in the driver)."""
+    from dfs_cer.plan.chunks import plan_chunks
+    from dfs_cer.spark.distributed import Bound, emit_table, run_chunks
+
+    if events.num_rows < driver_threshold:
+        return _frame(spark, _engine_output(events, analysis, segments)), None
+    mins, maxs, rows = _blocks(events, analysis)
+    plan = plan_chunks(analysis, mins=mins, maxs=maxs, rows=rows, chunks=_chunks(spark, tasks),
+                       nulls=events.column(analysis.query.recognize.order_by[0].column).null_count
+                       if analysis.query.recognize.order_by else 0)
+    bound = Bound(analysis.query.to_sql(), events.schema, _config(time_unit, analysis.event_key, analysis.dedup))
+    return run_chunks(spark, emit_table(spark, events, bound), bound, plan, segments, tasks)
+
+
+def _blocks(events: pa.Table, analysis: Analysis) -> tuple[list[int], list[int], list[int]]:
+    """Per-block time ranges of a table the driver holds (the planner's statistics)."""
+    mr = analysis.query.recognize
+    if not mr.order_by or events.num_rows == 0:
+        return [], [], []
+    try:
+        ts = np.sort(time_values(events.filter(pc.is_valid(events.column(mr.order_by[0].column))),
+                                 mr.order_by[0].column))
+    except (TypeError, ValueError, pa.ArrowException):
+        return [], [], []
+    if ts.size == 0:
+        return [], [], []
+    pieces = np.array_split(ts, min(256, ts.size))
+    return [int(p[0]) for p in pieces], [int(p[-1]) for p in pieces], [int(p.size) for p in pieces]
 
 
 def outer_query(spark: Any, query: Query, relation: Any) -> Any:
@@ -176,13 +127,16 @@ class Recognition:
     """What :func:`recognize` returns: the matches and how the driver got the events.
 
     ``trace`` holds the pull's round trips (bytes each way, events, seconds) when the events came
-    from storage nodes, and is ``None`` when Spark read the parquet itself (``data=``).
+    from storage nodes, and is ``None`` when the executors read the parquet themselves (``data=``).
     """
 
     matches: Any  # pyspark.sql.DataFrame
     trace: Trace | None
     events: int  # events the matchers received
-    pull_seconds: float  # driver time to get them (pull or Spark read)
+    pull_seconds: float  # driver time to get them (the pull; with data=, reading footers and matching)
+    #: how the executors split the input (chunks, re-runs, what the driver collected); None when
+    #: the driver matched a small input itself or the storage nodes matched
+    split: Split | None = None
 
 
 def recognize(spark: Any, sql: str, *, endpoints: Sequence[str] | None = None, token: str | None = None,
@@ -226,12 +180,16 @@ def recognize(spark: Any, sql: str, *, endpoints: Sequence[str] | None = None, t
             raise ConfigError(f"option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} appl"
                               f"{'y' if len(unknown) > 1 else 'ies'} to storage nodes (endpoints=...); with data= "
                               "the options are event_key and dedup")
-        events, analysis = read_with_spark(spark, query, str(data), integer_time_unit,
-                                           event_key=options.get("event_key") or (), dedup=options.get("dedup", True))
+        relation, analysis, split, rows = match_data(spark, query, str(data), integer_time_unit,
+                                                     event_key=options.get("event_key") or (),
+                                                     dedup=options.get("dedup", True),
+                                                     driver_threshold=driver_threshold, tasks=tasks)
+        return Recognition(outer_query(spark, query, relation), None, split.events if split else rows,
+                           time.perf_counter() - started, split)
     pulled = time.perf_counter() - started
-    relation = match_events(spark, events, analysis, segments=segments, time_unit=integer_time_unit,
-                            driver_threshold=driver_threshold, tasks=tasks)
-    return Recognition(outer_query(spark, query, relation), trace, events.num_rows, pulled)
+    relation, split = match_events_split(spark, events, analysis, segments=segments, time_unit=integer_time_unit,
+                                         driver_threshold=driver_threshold, tasks=tasks)
+    return Recognition(outer_query(spark, query, relation), trace, events.num_rows, pulled, split)
 
 
 def recognize_many(spark: Any, sqls: Sequence[str], *, endpoints: Sequence[str] | str, token: str,
@@ -283,55 +241,84 @@ def match_recognize(spark: Any, sql: str, *, endpoints: Sequence[str] | None = N
                      tables=tables, **options).matches
 
 
-class _PushDown:
-    def __init__(self, sql: str, schema: pa.Schema, time_unit: str) -> None:
-        self.sql, self.schema, self.time_unit = sql, schema, time_unit
+class RowGroupLoader:
+    """Reads one parquet row group on an executor (local path or ``s3://`` through pyarrow),
+    keeping the rows some variable may label when the pattern allows."""
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def __init__(self, uri: str, config: StorageConfig, groups: Sequence[Any], bound: Any, push: bool) -> None:
+        self.uri, self.config, self.groups, self.bound, self.push = uri, config, list(groups), bound, push
+        self._where: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_where"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._where = None
+
+    def __call__(self, unit: int) -> pa.Table:
+        from dfs_cer.io.files import filesystem_for
+        from dfs_cer.io.rowgroups import read_row_group
         from dfs_cer.query.arrow_filter import union_filter
 
-        analysis = analyze(parse(self.sql), self.schema, _config(self.time_unit))
-        filt = union_filter([v.independent for v in analysis.variables if not v.any_row], self.schema)
-        for batch in batches:
-            if filt is None or batch.num_rows == 0:
-                yield batch
-            else:
-                yield from pa.Table.from_batches([batch]).filter(filt).to_batches()
+        if self._where is None:
+            self._where = filesystem_for(self.uri, self.config)
+        analysis = self.bound.analysis
+        condition = union_filter([v.independent for v in analysis.variables if not v.any_row],
+                                 self.bound.schema) if self.push else None
+        return read_row_group(self._where, self.groups[unit], self.bound.schema, condition)
 
 
-def read_with_spark(spark: Any, query: Query, path: str, time_unit: str, config: StorageConfig | None = None,
-                    event_key: Sequence[str] = (), dedup: bool = True) -> tuple[pa.Table, Analysis]:
-    """Read the parquet at ``path`` keeping the rows some variable may label (exact only for
-    patterns that may skip rows; contiguous patterns read everything).
+def match_data(spark: Any, query: Query, path: str, time_unit: str, *, event_key: Sequence[str] = (),
+               dedup: bool = True, driver_threshold: int = 100_000, tasks: int | None = None,
+               config: StorageConfig | None = None) -> tuple[Any, Analysis, Split | None, int]:
+    """The MATCH_RECOGNIZE relation over the parquet at ``path`` (a file or a directory, local or
+    ``s3://``), read by the executors row group by row group: the driver reads the footers only.
+    Returns the relation, the analysis, how the input was split (None: a small input matched in
+    the driver) and the rows in the files."""
+    import os
+    from dataclasses import replace
 
-    Local paths: Spark scans them and executors apply the conditions. ``s3://``: pyarrow's S3
-    filesystem scans them with the conditions as a dataset filter (Spark's s3a needs hadoop-aws
-    jars no package registry here provides) and the Arrow batches go to Spark as they are.
-    """
+    from dfs_cer.config import load_config
+    from dfs_cer.io.rowgroups import list_row_groups, location_files
+    from dfs_cer.plan.chunks import plan_chunks
+    from dfs_cer.spark.distributed import Bound, emit_units, run_chunks
+
     if path.startswith("s3a://"):
         raise ConfigError(f"data={path!r}: use s3://bucket/prefix (read through pyarrow, not s3a)")
+    storage = config or load_config().storage
+    if path.startswith("s3://") and not storage.s3_endpoint and os.environ.get("AWS_ENDPOINT_URL"):
+        storage = replace(storage, s3_endpoint=os.environ["AWS_ENDPOINT_URL"])  # executors see the driver's endpoint
+    if not path.startswith("s3://"):
+        path = os.path.abspath(path)
+    where, files = location_files(path, storage)
     time_column = query.recognize.order_by[0].column
-    if path.startswith("s3://"):
-        import pyarrow.dataset as ds
+    schema, groups = list_row_groups(where, files, time_column)
+    qconfig = _config(time_unit, event_key, dedup)
+    analysis = analyze(query, schema, qconfig)
+    total = sum(g.rows for g in groups)
+    bound = Bound(query.to_sql(), schema, qconfig)
+    load = RowGroupLoader(path, storage, groups, bound, _pushable(analysis))
+    if total < driver_threshold:  # small: read and match in the driver
+        events = pa.concat_tables([load(i) for i in range(len(groups))]) if groups else schema.empty_table()
+        return _frame(spark, _engine_output(events, analysis, None)), analysis, None, total
+    known = [g for g in groups if g.first is not None and g.last is not None]
+    plan = plan_chunks(analysis, mins=[int(g.first or 0) for g in known], maxs=[int(g.last or 0) for g in known],
+                       rows=[g.rows for g in known], chunks=_chunks(spark, tasks),
+                       nulls=sum(g.nulls or 0 for g in groups))
+    if len(known) < len(groups) and plan.mode == "time":
+        from dfs_cer.plan.chunks import ChunkPlan
 
-        from dfs_cer.config import load_config
-        from dfs_cer.errors import StorageError
-        from dfs_cer.io.files import filesystem_for, list_files
-        from dfs_cer.query.arrow_filter import union_filter
+        plan = ChunkPlan("single", np.zeros(1, np.int64), reason="the parquet footers lack the time column's "
+                         "statistics (write them, e.g. pyarrow's default, to split the input)")
+    units = spark.range(0, len(groups), 1, numPartitions=max(1, len(groups)))
 
-        where = filesystem_for(path, config or load_config().storage)
-        files = [where.path] if path.endswith(".parquet") else list_files(where)
-        if not files:
-            raise StorageError(f"no parquet files under {path}; check the bucket and prefix")
-        dataset = ds.dataset(files, filesystem=where.fs, format="parquet")
-        analysis = analyze(query, dataset.schema, _config(time_unit, event_key, dedup))
-        filt = union_filter([v.independent for v in analysis.variables if not v.any_row], dataset.schema) \
-            if _pushable(analysis) else None
-        return dataset.to_table(filter=filt).sort_by(time_column), analysis
-    df = spark.read.parquet(path)
-    schema = df.limit(0).toArrow().schema
-    analysis = analyze(query, schema, _config(time_unit, event_key, dedup))
-    if _pushable(analysis):
-        df = df.mapInArrow(_PushDown(query.to_sql(), schema, time_unit), df.schema)
-    table = df.toArrow()
-    return table.cast(schema).sort_by(time_column), analysis
+    def narrow(p: Any, chunks: Sequence[int]) -> Any:
+        ranges = [p.reads(k) for k in chunks]
+        ids = [i for i, g in enumerate(groups) if g.first is None or g.last is None
+               or any(g.last >= lo and g.first <= hi for lo, hi in ranges)]
+        return spark.range(0, 0, 1, 1) if not ids else spark.createDataFrame([(i,) for i in ids], "id long") \
+            .repartition(max(1, len(ids)))
+
+    relation, split = run_chunks(spark, emit_units(units, load, bound, narrow), bound, plan, None, tasks)
+    return relation, analysis, split, total

@@ -47,7 +47,7 @@ def recognize_statement(spark: Any, statement: Statement, *, endpoints: Sequence
     """The statement's result as a DataFrame and the traces of its pulls (see
     :func:`dfs_cer.spark.match.recognize`)."""
     from dfs_cer.local import as_arrow
-    from dfs_cer.spark.match import Recognition, _config, _frame, match_events, read_with_spark
+    from dfs_cer.spark.match import Recognition, _config, _frame, match_data, match_events
 
     started = time.perf_counter()
     tag = uuid.uuid4().hex[:12]
@@ -100,11 +100,12 @@ def recognize_statement(spark: Any, statement: Statement, *, endpoints: Sequence
             return pulled_relation(pull(strategy, query, list(endpoints), token, integer_time_unit=integer_time_unit,
                                         **options), part)
         assert data is not None
-        events, analysis = read_with_spark(spark, query, data, integer_time_unit,
-                                           event_key=options.get("event_key") or (), dedup=options.get("dedup", True))
-        events_seen += events.num_rows
-        return match_events(spark, events, analysis, time_unit=integer_time_unit, driver_threshold=driver_threshold,
-                            tasks=tasks)
+        relation, _, split, rows = match_data(spark, query, data, integer_time_unit,
+                                              event_key=options.get("event_key") or (),
+                                              dedup=options.get("dedup", True), driver_threshold=driver_threshold,
+                                              tasks=tasks)
+        events_seen += split.events if split else rows
+        return relation
 
     early: dict[str, Any] = {}  # parts pulled with their input's filter applied on the storage nodes
     for part in plan.pushed:

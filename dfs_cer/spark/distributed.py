@@ -1,0 +1,305 @@
+"""Matching on the executors, the input never in the driver.
+
+The input arrives on the executors in units (parquet row groups they read themselves, or slices
+of a table the caller already holds); each unit's rows go, as Arrow IPC payloads, to the chunks
+whose read range holds them (:mod:`dfs_cer.plan.chunks`: time chunks overlapping by the window,
+groups of whole partitions, or one chunk); ``groupBy(chunk).applyInArrow`` matches each chunk.
+The driver receives only the chunks' reports (a few rows per chunk boundary a match crosses),
+re-runs the chunks the single run would have matched from another position, and returns the
+union of the final chunks' matches as a DataFrame.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from dfs_cer.plan.chunks import (
+    ChunkPlan,
+    Part,
+    Report,
+    State,
+    assign,
+    required_states,
+    stale_chunks,
+)
+from dfs_cer.query import Analysis, analyze, parse
+
+TASK = "__dfs_cer_task"
+PAYLOAD = "__dfs_cer_payload"
+CHUNK = "__dfs_cer_chunk"
+REPORT = "__dfs_cer_report"
+MAX_ROUNDS = 32
+PAYLOAD_ROWS = 65_536  # rows per shuffled payload (each is one Spark value)
+
+
+@dataclass
+class Split:
+    """How a distributed run went: the plan, the chunks re-run, and what the driver received."""
+
+    mode: str
+    chunks: int
+    reason: str | None
+    reruns: int = 0
+    rounds: int = 1
+    widened: bool = False
+    #: rows the driver collected (chunk reports): never the input
+    driver_rows: int = 0
+    events: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def payloads(table: pa.Table, task: np.ndarray) -> Iterator[tuple[int, bytes]]:
+    """``table``'s rows grouped by ``task`` as (task, Arrow IPC stream) pairs."""
+    if table.num_rows == 0:
+        return
+    order = np.argsort(task, kind="stable")
+    task_sorted = task[order]
+    cuts = np.flatnonzero(np.diff(task_sorted)) + 1
+    for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, task_sorted.size], strict=True):
+        for a in range(int(lo), int(hi), PAYLOAD_ROWS):
+            rows = order[a:min(int(hi), a + PAYLOAD_ROWS)]
+            sink = pa.BufferOutputStream()
+            part = table.take(pa.array(rows))
+            with pa.ipc.new_stream(sink, part.schema) as writer:
+                writer.write_table(part)
+            yield int(task_sorted[lo]), sink.getvalue().to_pybytes()
+
+
+def unpack(blobs: Sequence[bytes], schema: pa.Schema) -> pa.Table:
+    tables = [pa.ipc.open_stream(pa.py_buffer(b)).read_all() for b in blobs]
+    return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+class Bound:
+    """A query re-bound on an executor (the analysis is not pickled, only its SQL and config)."""
+
+    def __init__(self, sql: str, schema: pa.Schema, config: Any) -> None:
+        self.sql, self.schema, self.config = sql, schema, config
+        self._analysis: Analysis | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"sql": self.sql, "schema": self.schema, "config": self.config}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._analysis = None
+
+    @property
+    def analysis(self) -> Analysis:
+        if self._analysis is None:
+            self._analysis = analyze(parse(self.sql), self.schema, self.config)
+        return self._analysis
+
+
+class Emit:
+    """``mapInArrow`` over unit ids: load each unit, route its rows to chunks as payloads."""
+
+    def __init__(self, load: Callable[[int], pa.Table], bound: Bound, plan: ChunkPlan,
+                 only: Sequence[int] | None) -> None:
+        self.load, self.bound, self.plan, self.only = load, bound, plan, only
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from dfs_cer.match.rowpattern import time_values
+
+        analysis = self.bound.analysis
+        for batch in batches:
+            for unit in batch.column(0).to_pylist():
+                table = self.load(int(unit))
+                if table.num_rows == 0:
+                    continue
+                if self.plan.mode == "time":
+                    ts = time_values(table, analysis.query.recognize.order_by[0].column)
+                    rows, task = assign(ts, self.plan, self.only)
+                    table = table.take(pa.array(rows))
+                elif self.plan.mode == "partition":
+                    from dfs_cer.match.identity import row_hashes
+
+                    h = row_hashes(table, list(analysis.query.recognize.partition_by))
+                    task = (h % np.uint64(self.plan.groups)).astype(np.int64)
+                else:
+                    task = np.zeros(table.num_rows, np.int64)
+                out = list(payloads(table, task))
+                if out:
+                    yield pa.RecordBatch.from_pydict({TASK: [t for t, _ in out], PAYLOAD: [p for _, p in out]},
+                                                     schema=EMIT_SCHEMA)
+
+
+EMIT_SCHEMA = pa.schema([(TASK, pa.int64()), (PAYLOAD, pa.binary())])
+
+
+class Match:
+    """``applyInArrow`` per chunk: unpack its rows, match, return the relation plus one report row."""
+
+    def __init__(self, bound: Bound, plan: ChunkPlan, states: Mapping[int, Mapping[Part, State]],
+                 out_schema: pa.Schema, segments: np.ndarray | None) -> None:
+        self.bound, self.plan, self.states = bound, plan, states
+        self.out_schema, self.segments = out_schema, segments
+
+    def __call__(self, group: pa.Table) -> pa.Table:
+        from dfs_cer.match.chunked import run_chunk
+
+        analysis = self.bound.analysis
+        k = int(group.column(TASK)[0].as_py())
+        table = unpack(group.column(PAYLOAD).to_pylist(), self.bound.schema)
+        reports: list[Report] = []
+        short = None
+        if self.plan.mode == "time":
+            result = run_chunk(table, analysis, self.plan, k, self.states.get(k, {}), self.segments)
+            relation, reports, short = result.relation, result.reports, result.short
+        else:
+            relation = engine_output(table, analysis, self.segments)
+        body = _fit(relation, self.out_schema)
+        n = body.num_rows
+        body = body.append_column(CHUNK, pa.array(np.full(n, k, np.int64))) \
+            .append_column(REPORT, pa.nulls(n, pa.binary()))
+        note = pickle.dumps((reports, short, table.num_rows))
+        report = pa.table({f.name: pa.nulls(1, f.type) for f in self.out_schema})
+        report = report.set_column(report.column_names.index(CHUNK), CHUNK, pa.array([k], pa.int64()))
+        report = report.set_column(report.column_names.index(REPORT), REPORT, pa.array([note], pa.binary()))
+        return pa.concat_tables([body.select(self.out_schema.names).cast(self.out_schema), report])
+
+
+def _fit(relation: pa.Table, out_schema: pa.Schema) -> pa.Table:
+    """The relation in the output schema's types (timestamps in microseconds for Spark)."""
+    fields = [out_schema.field(name) for name in relation.column_names]
+    return relation.cast(pa.schema(fields))
+
+
+def engine_output(events: pa.Table, analysis: Analysis, segments: np.ndarray | None) -> pa.Table:
+    from dfs_cer.match.cer import run_cer
+    from dfs_cer.match.rowpattern import run_row_pattern
+
+    if analysis.query.recognize.all_matches:
+        return run_cer(events, analysis).table
+    return run_row_pattern(events, analysis, segments=segments).table
+
+
+def sparkable(schema: pa.Schema) -> pa.Schema:
+    """Arrow types Spark accepts back from Python: timestamps in microseconds."""
+    fields = [pa.field(f.name, pa.timestamp("us", f.type.tz), True) if pa.types.is_timestamp(f.type)
+              else f.with_nullable(True) for f in schema]
+    return pa.schema(fields)
+
+
+def emit_units(units: Any, load: Callable[[int], pa.Table], bound: Bound,
+               narrow: Callable[[ChunkPlan, Sequence[int]], Any] | None = None) -> Callable[..., Any]:
+    """The payload source of :func:`run_chunks` for units read on the executors: ``units`` is a
+    DataFrame of unit ids (one int column), ``load`` returns a unit's rows on an executor and
+    ``narrow(plan, chunks)`` the unit ids a re-run of ``chunks`` must read."""
+    spark_emit = None
+
+    def emit(plan: ChunkPlan, only: Sequence[int] | None) -> Any:
+        nonlocal spark_emit
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        spark_emit = spark_emit or from_arrow_schema(EMIT_SCHEMA)
+        source = units if only is None or narrow is None else narrow(plan, only)
+        return source.mapInArrow(Emit(load, bound, plan, only), spark_emit)
+
+    return emit
+
+
+def emit_table(spark: Any, table: pa.Table, bound: Bound) -> Callable[..., Any]:
+    """The payload source for a table the driver already holds (rows pulled by a strategy)."""
+
+    def emit(plan: ChunkPlan, only: Sequence[int] | None) -> Any:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        rows = pa.table({"u": pa.array([0], pa.int64())})
+        out = pa.concat_tables([pa.Table.from_batches(list(Emit(lambda _: table, bound, plan, only)(rows.to_batches())),
+                                                      schema=EMIT_SCHEMA)])
+        return spark.createDataFrame(out, schema=from_arrow_schema(EMIT_SCHEMA))
+
+    return emit
+
+
+def _applied(matcher: Match) -> Callable[[pa.Table], pa.Table]:
+    """A one-argument function (applyInArrow reads its type hints; two arguments mean key, table)."""
+
+    def match(group: pa.Table) -> pa.Table:
+        return matcher(group)
+
+    return match
+
+
+def run_chunks(spark: Any, emit: Callable[[ChunkPlan, Sequence[int] | None], Any], bound: Bound, plan: ChunkPlan,
+               segments: np.ndarray | None = None, partitions: int | None = None) -> tuple[Any, Split]:
+    """The MATCH_RECOGNIZE relation (a DataFrame) over the rows ``emit(plan, chunks)`` routes to
+    the chunks (a DataFrame of task ids and payloads), matched on the executors."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.storagelevel import StorageLevel
+
+    analysis = bound.analysis
+    relation_schema = sparkable(engine_output(bound.schema.empty_table(), analysis, segments).schema)
+    out_schema = pa.schema([*relation_schema, pa.field(CHUNK, pa.int64()), pa.field(REPORT, pa.binary())])
+    spark_out = from_arrow_schema(out_schema)
+    parts = partitions or max(2, spark.sparkContext.defaultParallelism * 2)
+    split = Split(plan.mode, plan.chunks, plan.reason)
+    computed: list[dict[Part, State]] = [{} for _ in range(plan.chunks)]
+    results: dict[int, Any] = {}  # chunk -> the round's DataFrame holding its final rows
+    reports: dict[int, list[Report]] = {}
+    todo: list[int] | None = None
+    rounds: list[tuple[Any, list[int]]] = []
+    for round_no in range(MAX_ROUNDS):
+        emitted = emit(plan, todo)
+        states = {k: computed[k] for k in (todo if todo is not None else range(plan.chunks))}
+        match = _applied(Match(bound, plan, states, out_schema, segments))
+
+        matched = (emitted.repartition(min(parts, plan.chunks) if todo is None else max(1, min(parts, len(todo))), TASK)
+                   .groupBy(TASK).applyInArrow(match, spark_out)
+                   .persist(StorageLevel.MEMORY_AND_DISK))
+        notes = matched.where(F.col(REPORT).isNotNull()).select(CHUNK, REPORT).collect()
+        split.driver_rows += len(notes)
+        done = list(range(plan.chunks)) if todo is None else list(todo)
+        short = []
+        for row in notes:
+            chunk_reports, why, events = pickle.loads(row[REPORT])
+            k = int(row[CHUNK])
+            reports[k] = chunk_reports
+            if round_no == 0:
+                split.events += int(events)
+            if why:
+                short.append(k)
+                split.notes.append(f"chunk {k}: {why}")
+        for k in done:
+            if k not in {int(r[CHUNK]) for r in notes}:
+                reports[k] = []
+        rounds.append((matched, [k for k in done if k not in short]))
+        for k in done:
+            if k not in short:
+                results[k] = matched
+        if short:
+            plan = plan.wider()
+            split.widened = True
+            todo = short
+            split.reruns += len(short)
+            split.rounds += 1
+            continue
+        required = required_states(plan, reports)
+        todo = stale_chunks(required, computed)
+        if not todo:
+            break
+        for k in todo:
+            computed[k] = required[k]
+        split.reruns += len(todo)
+        split.rounds += 1
+    else:
+        from dfs_cer.errors import MatchError
+
+        raise MatchError(f"the time chunks did not settle in {MAX_ROUNDS} rounds of re-runs")
+    final = None
+    for matched, chunks in rounds:
+        mine = [k for k in chunks if results.get(k) is matched]
+        if not mine:
+            continue
+        part = matched.where(F.col(REPORT).isNull() & F.col(CHUNK).isin(mine))
+        final = part if final is None else final.unionByName(part)
+    assert final is not None
+    return final.drop(CHUNK, REPORT), split
