@@ -13,9 +13,10 @@ def submitted() -> bool:
     return bool(os.environ.get("PYSPARK_GATEWAY_PORT"))
 
 
-def local_session(cores: int = 2, app_name: str = "dfs-cer", **conf: Any) -> Any:
+def local_session(cores: int = 2, app_name: str = "dfs-cer", master: str | None = None, **conf: Any) -> Any:
     """``local[cores]`` Spark with Arrow transfers on, the UI off and few shuffle partitions
-    (under spark-submit: the master it was given).
+    (under spark-submit: the master it was given; ``master`` picks another, e.g.
+    ``local-cluster[2,1,1024]``: a master, two workers and executor JVMs in this machine).
 
     Python workers run this interpreter, so executors import the same dfs_cer.
     """
@@ -26,7 +27,17 @@ def local_session(cores: int = 2, app_name: str = "dfs-cer", **conf: Any) -> Any
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # local mode: no hostname lookup warning
     log4j = Path(__file__).with_name("log4j2.properties").as_uri()
     builder = SparkSession.builder
-    if not submitted():  # under spark-submit its --master (local, local-cluster, spark://...) stands
+    if master and master.startswith("local-cluster"):
+        import pyspark
+
+        # the workers start executors with SPARK_HOME's scripts: pip's pyspark carries them
+        os.environ.setdefault("SPARK_HOME", str(Path(pyspark.__file__).parent))
+        # executors import dfs_cer from this checkout
+        root = str(Path(__file__).resolve().parents[2])
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in [root, os.environ.get("PYTHONPATH", "")] if p)
+    if master:
+        builder = builder.master(master)
+    elif not submitted():  # under spark-submit its --master (local, local-cluster, spark://...) stands
         builder = builder.master(f"local[{cores}]")
     builder = (builder.appName(app_name)
                .config("spark.ui.enabled", "false")

@@ -1,0 +1,190 @@
+"""Executors read, split and match; the driver never holds the input.
+
+Dense inputs without PARTITION BY (and a skewed partition) are cut into exact time chunks; every
+SKIP mode and ALL ROWS variant equals the local engine, through data= on local files and moto's
+S3 server, on local[2] and on a real local-cluster (separate executor JVMs and Python workers).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dfs_cer import match_recognize as local_match_recognize
+
+pytest.importorskip("pyspark")
+
+ROOT = Path(__file__).resolve().parents[2]
+N = 24_000
+
+
+def dense_events(n: int = N, seed: int = 7) -> pa.Table:
+    """A dense log: one event per second or two (with ties), a skewed ``g`` (most rows in g=0)."""
+    rng = np.random.default_rng(seed)
+    ts = np.cumsum(rng.integers(0, 3, n)).astype(np.int64)
+    return pa.table({"ts": pa.array(ts, pa.int64()), "v": pa.array(rng.integers(0, 10, n), pa.int64()),
+                     "g": pa.array(np.where(rng.random(n) < 0.8, 0, rng.integers(1, 4, n)), pa.int64()),
+                     "name": pa.array([f"e{i % 13}" for i in range(n)])})
+
+
+def q(body: str, rows: str = "ONE ROW PER MATCH", skip: str = "", part: str = "") -> str:
+    return (f"SELECT * FROM t MATCH_RECOGNIZE ({part} ORDER BY ts MEASURES FIRST(ts) AS f, LAST(ts) AS l, "
+            f"COUNT(*) AS n {', CLASSIFIER() AS c' if rows != 'ONE ROW PER MATCH' else ''} {rows} {skip} {body})")
+
+
+CHAIN = "PATTERN (A+ B) WITHIN 40 SECONDS DEFINE A AS A.v < 8, B AS B.v >= 8"
+QUERIES = {
+    "past-last-chain": q(CHAIN),
+    "next-row": q(CHAIN, skip="AFTER MATCH SKIP TO NEXT ROW"),
+    "to-first": q("PATTERN (A B+ C) WITHIN 20 SECONDS DEFINE A AS A.v < 3, B AS B.v > 2, C AS C.v = 9",
+                  skip="AFTER MATCH SKIP TO FIRST C"),
+    "to-last": q("PATTERN (A B+ C) WITHIN 20 SECONDS DEFINE A AS A.v < 3, B AS B.v > 2, C AS C.v = 9",
+                 skip="AFTER MATCH SKIP TO LAST B"),
+    "all-rows": q(CHAIN, rows="ALL ROWS PER MATCH"),
+    "with-unmatched": q(CHAIN, rows="ALL ROWS PER MATCH WITH UNMATCHED ROWS"),
+    "prev-next": q("PATTERN (A B C) WITHIN 10 SECONDS DEFINE A AS A.v < PREV(A.v), B AS B.v > PREV(B.v, 2), "
+                   "C AS C.v < NEXT(C.v)"),
+    "partitioned-skewed": q(CHAIN, part="PARTITION BY g"),
+    "all-matches": ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b ALL MATCHES "
+                    "PATTERN (A B) WITHIN 6 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2)"),
+}
+
+
+def rows(table: pa.Table) -> list[str]:
+    return sorted(map(str, table.to_pylist()))
+
+
+@pytest.fixture(scope="module")
+def spark() -> Any:
+    from dfs_cer.spark import local_session
+
+    return local_session(2)
+
+
+@pytest.fixture(scope="module")
+def dense(tmp_path_factory: pytest.TempPathFactory) -> tuple[pa.Table, Path]:
+    events = dense_events()
+    root = tmp_path_factory.mktemp("dense")
+    shuffled = events.take(pa.array(np.random.default_rng(1).permutation(events.num_rows)))
+    for i in range(4):  # four files, rows out of time order, several row groups each
+        pq.write_table(shuffled.slice(i * N // 4, N // 4).sort_by("ts"), root / f"part-{i}.parquet",
+                       row_group_size=2_000)
+    return events, root
+
+
+@pytest.mark.parametrize("name", list(QUERIES))
+def test_executors_equal_the_local_engine(spark: Any, dense: tuple[pa.Table, Path], name: str,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from dfs_cer.io import rowgroups
+    from dfs_cer.spark import recognize
+
+    events, root = dense
+    sql = QUERIES[name]
+    expected = local_match_recognize(events, sql)
+    assert expected.num_rows > 20
+
+    def no_reads_here(*_: Any, **__: Any) -> None:
+        raise AssertionError("the driver read a row group")
+
+    monkeypatch.setattr(rowgroups, "read_row_group", no_reads_here)  # executors are other processes
+    run = recognize(spark, sql, data=str(root), driver_threshold=0, tasks=2)
+    assert rows(run.matches.toArrow().cast(expected.schema)) == rows(expected), name
+    split = run.split
+    assert split is not None
+    assert split.mode == "time" and split.chunks >= 4, (split.mode, split.reason)
+    assert split.driver_rows <= 4 * split.chunks  # reports only, never rows of the input
+    if name == "past-last-chain":  # contiguous: every row reaches some chunk (boundary rows reach two)
+        assert split.events >= N
+        assert split.reruns > 0, "back-to-back matches cross chunk ends: some chunk must be re-run"
+
+
+def test_unsplittable_patterns_run_as_one_chunk_and_say_why(spark: Any, dense: tuple[pa.Table, Path]) -> None:
+    from dfs_cer.spark import recognize
+
+    events, root = dense
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES MATCH_NUMBER() AS m, COUNT(*) AS n "
+           "PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2)")
+    run = recognize(spark, sql, data=str(root), driver_threshold=0, tasks=2)
+    assert rows(run.matches.toArrow().cast(local_match_recognize(events, sql).schema)) == \
+        rows(local_match_recognize(events, sql))
+    assert run.split is not None and run.split.mode == "single" and "MATCH_NUMBER" in (run.split.reason or "")
+    part = q("PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v < PREV(A.v), B AS B.v = 2", part="PARTITION BY g")
+    run = recognize(spark, part, data=str(root), driver_threshold=0, tasks=2)
+    assert rows(run.matches.toArrow().cast(local_match_recognize(events, part).schema)) == \
+        rows(local_match_recognize(events, part))
+    assert run.split is not None and run.split.mode == "partition" and "PREV" in (run.split.reason or "")
+
+
+def test_dense_data_in_s3(spark: Any, dense: tuple[pa.Table, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyarrow.fs as pafs
+    from moto.server import ThreadedMotoServer
+
+    from dfs_cer.spark import recognize
+    from tests.storage.test_s3 import CREDENTIALS
+
+    events, root = dense
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        for k, v in {**CREDENTIALS, "DFS_CER__STORAGE__S3_ENDPOINT": f"http://{host}:{port}"}.items():
+            monkeypatch.setenv(k, v)
+        fs = pafs.S3FileSystem(endpoint_override=f"{host}:{port}", scheme="http", region="us-east-1",
+                               allow_bucket_creation=True)
+        fs.create_dir("dense")
+        for f in sorted(root.glob("*.parquet")):
+            with fs.open_output_stream(f"dense/log/{f.name}") as out:
+                out.write(f.read_bytes())
+        for name in ("past-last-chain", "with-unmatched", "prev-next"):
+            sql = QUERIES[name]
+            expected = local_match_recognize(events, sql)
+            run = recognize(spark, sql, data="s3://dense/log", driver_threshold=0, tasks=2)
+            assert rows(run.matches.toArrow().cast(expected.schema)) == rows(expected), name
+            assert run.split is not None and run.split.mode == "time"
+    finally:
+        server.stop()
+
+
+CLUSTER = r"""
+import json, os, sys
+import pyarrow as pa, pyarrow.parquet as pq
+from dfs_cer import match_recognize as local
+from dfs_cer.spark import local_session, recognize
+from tests.spark.test_distributed import QUERIES, rows
+root = sys.argv[1]
+spark = local_session(master="local-cluster[2,1,1024]")
+events = pq.read_table(root).sort_by("ts")
+out = {}
+for name in sys.argv[2:]:
+    run = recognize(spark, QUERIES[name], data=root, driver_threshold=0, tasks=2)
+    want = local(events, QUERIES[name])
+    out[name] = {"equal": rows(run.matches.toArrow().cast(want.schema)) == rows(want), "rows": want.num_rows,
+                 "mode": run.split.mode, "chunks": run.split.chunks, "reruns": run.split.reruns}
+pids = spark.sparkContext.parallelize(range(8), 4).map(lambda _: os.getpid()).distinct().collect()
+out["executor_pids"] = len(set(pids) - {os.getpid()})
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_local_cluster_executors(dense: tuple[pa.Table, Path]) -> None:
+    """A real cluster in one machine: a master, two workers, executor JVMs with their own Python."""
+    _, root = dense
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    names = ["past-last-chain", "with-unmatched", "partitioned-skewed"]
+    run = subprocess.run([sys.executable, "-c", CLUSTER, str(root), *names], capture_output=True, text=True,
+                         cwd=ROOT, env=env, timeout=600)
+    line = [x for x in run.stdout.splitlines() if x.startswith("RESULT ")]
+    assert run.returncode == 0 and line, (run.stdout + run.stderr)[-4000:]
+    out = json.loads(line[0][len("RESULT "):])
+    assert out.pop("executor_pids") >= 2
+    for name in names:
+        assert out[name]["equal"] and out[name]["mode"] == "time", (name, out[name])
