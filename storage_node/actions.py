@@ -629,6 +629,16 @@ class Actions:
 
     def pull(self, header: dict[str, Any], blobs: list[bytes]) -> pa.Table:
         kind = field(header, "kind", str, "pull")
+        if "slice" in header:  # one executor's share of a final pull: the rows of an inclusive time range
+            if kind not in SLICEABLE:
+                raise ProtocolError(f"{kind}: slice applies to {', '.join(SLICEABLE)} only")
+            lo, hi = _slice(header["slice"], kind)
+            table = self.pull({k: v for k, v in header.items() if k != "slice"}, blobs)
+            if table.num_rows == 0:
+                return table
+            column = self.store.time_column
+            ts = _time_ints(table.column(column))
+            return table.filter(pa.array((ts >= lo) & (ts <= hi)))
         if kind == "pull_group":
             return self._pull_group(header, blobs)
         if kind == "pull_times":  # rows inside per-partition time intervals (situations' measures)
@@ -982,6 +992,17 @@ def _ship(state: QueryState, rows: np.ndarray) -> None:
     if state.row_ids is not None:
         ids = state.row_ids[rows]
         state.shipped = ids if state.shipped is None else np.union1d(state.shipped, ids)
+
+
+#: final pulls an executor may take a time slice of (``slice``: [lo, hi], inclusive)
+SLICEABLE = ("pull", "pull_range", "pull_all", "pull_pushdown")
+
+
+def _slice(raw: object, kind: str) -> tuple[int, int]:
+    if (not isinstance(raw, list) or len(raw) != 2 or not all(isinstance(x, int) and not isinstance(x, bool)
+                                                               for x in raw) or raw[0] > raw[1]):
+        raise ProtocolError(f"{kind}: slice must be [lo, hi], two integers with lo <= hi")
+    return int(raw[0]), int(raw[1])
 
 
 def _union(state: QueryState) -> np.ndarray:

@@ -36,6 +36,7 @@ CHUNK = "__dfs_cer_chunk"
 REPORT = "__dfs_cer_report"
 MAX_ROUNDS = 32
 PAYLOAD_ROWS = 65_536  # rows per shuffled payload (each is one Spark value)
+STATS = -1  # the task id of loaders' transfer statistics (not a chunk)
 
 
 @dataclass
@@ -52,6 +53,8 @@ class Split:
     driver_rows: int = 0
     events: int = 0
     notes: list[str] = field(default_factory=list)
+    #: executors' pulls from storage nodes: bytes to the nodes, bytes back, rows, seconds, calls
+    transfers: list[float] = field(default_factory=list)
 
 
 def payloads(table: pa.Table, task: np.ndarray) -> Iterator[tuple[int, bytes]]:
@@ -128,6 +131,10 @@ class Emit:
                 if out:
                     yield pa.RecordBatch.from_pydict({TASK: [t for t, _ in out], PAYLOAD: [p for _, p in out]},
                                                      schema=EMIT_SCHEMA)
+            drain = getattr(self.load, "drain", None)
+            if drain is not None:  # the loader's transfers, to the driver's trace
+                yield pa.RecordBatch.from_pydict({TASK: [STATS], PAYLOAD: [pickle.dumps(drain())]},
+                                                 schema=EMIT_SCHEMA)
 
 
 EMIT_SCHEMA = pa.schema([(TASK, pa.int64()), (PAYLOAD, pa.binary())])
@@ -144,8 +151,11 @@ class Match:
     def __call__(self, group: pa.Table) -> pa.Table:
         from dfs_cer.match.chunked import run_chunk
 
-        analysis = self.bound.analysis
         k = int(group.column(TASK)[0].as_py())
+        if k == STATS:
+            totals = np.sum([pickle.loads(b) for b in group.column(PAYLOAD).to_pylist()], axis=0)
+            return self._report(k, pickle.dumps(("stats", [float(x) for x in np.atleast_1d(totals)])))
+        analysis = self.bound.analysis
         table = unpack(group.column(PAYLOAD).to_pylist(), self.bound.schema)
         reports: list[Report] = []
         short = None
@@ -158,11 +168,13 @@ class Match:
         n = body.num_rows
         body = body.append_column(CHUNK, pa.array(np.full(n, k, np.int64))) \
             .append_column(REPORT, pa.nulls(n, pa.binary()))
-        note = pickle.dumps((reports, short, table.num_rows))
+        report = self._report(k, pickle.dumps((reports, short, table.num_rows)))
+        return pa.concat_tables([body.select(self.out_schema.names).cast(self.out_schema), report])
+
+    def _report(self, k: int, note: bytes) -> pa.Table:
         report = pa.table({f.name: pa.nulls(1, f.type) for f in self.out_schema})
         report = report.set_column(report.column_names.index(CHUNK), CHUNK, pa.array([k], pa.int64()))
-        report = report.set_column(report.column_names.index(REPORT), REPORT, pa.array([note], pa.binary()))
-        return pa.concat_tables([body.select(self.out_schema.names).cast(self.out_schema), report])
+        return report.set_column(report.column_names.index(REPORT), REPORT, pa.array([note], pa.binary()))
 
 
 def _fit(relation: pa.Table, out_schema: pa.Schema) -> pa.Table:
@@ -219,6 +231,24 @@ def emit_table(spark: Any, table: pa.Table, bound: Bound) -> Callable[..., Any]:
     return emit
 
 
+def _collect(frame: Any) -> list[Any]:
+    """``frame.collect()``; an executor's failure becomes one clear error (its own message), not
+    a JVM stack trace."""
+    try:
+        return list(frame.collect())
+    except Exception as exc:
+        if not type(exc).__module__.startswith(("pyspark", "py4j")):
+            raise
+        from dfs_cer.errors import MatchError, StorageError
+
+        text = str(exc)
+        lines = [x.strip() for x in text.splitlines() if "Error:" in x and "dfs_cer.errors." in x]
+        why = lines[-1].split("Error:", 1)[1].strip() if lines else text.splitlines()[0][:500]
+        if "storage node" in why or "StorageError" in text:
+            raise StorageError(f"an executor failed: {why}") from exc
+        raise MatchError(f"an executor failed: {why}") from exc
+
+
 def _applied(matcher: Match) -> Callable[[pa.Table], pa.Table]:
     """A one-argument function (applyInArrow reads its type hints; two arguments mean key, table)."""
 
@@ -255,8 +285,12 @@ def run_chunks(spark: Any, emit: Callable[[ChunkPlan, Sequence[int] | None], Any
         matched = (emitted.repartition(min(parts, plan.chunks) if todo is None else max(1, min(parts, len(todo))), TASK)
                    .groupBy(TASK).applyInArrow(match, spark_out)
                    .persist(StorageLevel.MEMORY_AND_DISK))
-        notes = matched.where(F.col(REPORT).isNotNull()).select(CHUNK, REPORT).collect()
+        notes = _collect(matched.where(F.col(REPORT).isNotNull()).select(CHUNK, REPORT))
         split.driver_rows += len(notes)
+        for row in [r for r in notes if int(r[CHUNK]) == STATS]:
+            _, totals = pickle.loads(row[REPORT])
+            split.transfers = [a + b for a, b in zip(split.transfers or [0.0] * len(totals), totals, strict=True)]
+        notes = [r for r in notes if int(r[CHUNK]) != STATS]
         done = list(range(plan.chunks)) if todo is None else list(todo)
         short = []
         for row in notes:
@@ -303,3 +337,65 @@ def run_chunks(spark: Any, emit: Callable[[ChunkPlan, Sequence[int] | None], Any
         final = part if final is None else final.unionByName(part)
     assert final is not None
     return final.drop(CHUNK, REPORT), split
+
+
+class SlicePuller:
+    """Takes a deferred final pull's time slice from every storage node, on an executor.
+
+    The token travels inside this object (pickled into Spark's task closure, never in Spark's
+    configuration, logs or plan strings); on a real cluster turn on ``spark.authenticate`` and
+    ``spark.network.crypto.enabled`` so that closures cross the network encrypted."""
+
+    def __init__(self, deferred: Any, slices: Sequence[tuple[int, int]], schema: pa.Schema) -> None:
+        self.endpoints, self.token, self.query_id = list(deferred.endpoints), deferred.token, deferred.query_id
+        self.kind, self.header, self.blobs = deferred.kind, dict(deferred.header), list(deferred.blobs)
+        self.call_timeout, self.compression = deferred.call_timeout, deferred.compression
+        self.slices, self.schema = list(slices), schema
+        self.round_no = len(deferred.session.trace.rounds) + 1
+        self._stats = np.zeros(5)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_stats"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._stats = np.zeros(5)
+
+    def __call__(self, unit: int) -> pa.Table:
+        from dfs_cer.errors import DfsCerError, StorageError
+        from dfs_cer.transport.client import StorageClient
+
+        lo, hi = self.slices[unit]
+        tables = []
+        for endpoint in self.endpoints:
+            client = StorageClient(endpoint, self.token.reveal(), timeout=self.call_timeout,
+                                   compression=self.compression)
+            try:
+                body = {"query_id": self.query_id, "kind": self.kind, **self.header, "slice": [int(lo), int(hi)]}
+                tables.append(client.pull(body, self.blobs))
+                for t in client.transfers:
+                    self._stats += [t.bytes_to_sn, t.bytes_to_cn, 0, t.seconds, 1]
+                self._stats[2] += tables[-1].num_rows
+            except DfsCerError as exc:
+                raise StorageError(f"round {self.round_no} ({self.kind} taken by executors, times [{lo}, {hi}]): "
+                                   f"{exc}") from exc
+            finally:
+                client.close()
+        tables = [t.select(self.schema.names).cast(self.schema) for t in tables if t.num_rows]
+        return pa.concat_tables(tables) if tables else self.schema.empty_table()
+
+    def drain(self) -> list[float]:
+        out, self._stats = [float(x) for x in self._stats], np.zeros(5)
+        return out
+
+
+def pull_slices(plan: ChunkPlan, span: tuple[int, int], count: int) -> list[tuple[int, int]]:
+    """Inclusive time slices covering ``span`` that executors pull: the time chunks' owned
+    ranges, or ``count`` even slices when the plan is not in time."""
+    lo, hi = span
+    if plan.mode == "time":
+        cuts = [max(lo, min(hi + 1, int(c))) for c in plan.starts[1:]]
+    else:
+        cuts = [lo + (hi - lo + 1) * i // max(1, count) for i in range(1, max(1, count))]
+    edges = [lo, *cuts, hi + 1]
+    return [(a, b - 1) for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]

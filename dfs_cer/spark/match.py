@@ -169,23 +169,28 @@ def recognize(spark: Any, sql: str, *, endpoints: Sequence[str] | None = None, t
         from dfs_cer.strategies import pull
 
         assert token is not None
-        result = pull(strategy, query, list(endpoints), token, integer_time_unit=integer_time_unit, **options)
+        result = pull(strategy, query, list(endpoints), token, integer_time_unit=integer_time_unit, defer=True,
+                      defer_min_rows=driver_threshold, **options)
         events, analysis, segments, trace = result.events, result.analysis, result.segments, result.trace
         if result.relation is not None:  # matched on the storage nodes: only the outer query is left
             return Recognition(outer_query(spark, query, _frame(spark, result.relation)), trace,
                                result.relation.num_rows, time.perf_counter() - started)
+        if result.deferred is not None:  # executors take the final pull
+            relation, taken = match_deferred(spark, result, integer_time_unit, tasks)
+            return Recognition(outer_query(spark, query, relation), trace, taken.events,
+                               time.perf_counter() - started, taken)
     else:
         unknown = sorted(set(options) - {"event_key", "dedup"})
         if unknown:
             raise ConfigError(f"option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} appl"
                               f"{'y' if len(unknown) > 1 else 'ies'} to storage nodes (endpoints=...); with data= "
                               "the options are event_key and dedup")
-        relation, analysis, split, rows = match_data(spark, query, str(data), integer_time_unit,
-                                                     event_key=options.get("event_key") or (),
-                                                     dedup=options.get("dedup", True),
-                                                     driver_threshold=driver_threshold, tasks=tasks)
-        return Recognition(outer_query(spark, query, relation), None, split.events if split else rows,
-                           time.perf_counter() - started, split)
+        relation, analysis, read, rows = match_data(spark, query, str(data), integer_time_unit,
+                                                    event_key=options.get("event_key") or (),
+                                                    dedup=options.get("dedup", True),
+                                                    driver_threshold=driver_threshold, tasks=tasks)
+        return Recognition(outer_query(spark, query, relation), None, read.events if read else rows,
+                           time.perf_counter() - started, read)
     pulled = time.perf_counter() - started
     relation, split = match_events_split(spark, events, analysis, segments=segments, time_unit=integer_time_unit,
                                          driver_threshold=driver_threshold, tasks=tasks)
@@ -239,6 +244,39 @@ def match_recognize(spark: Any, sql: str, *, endpoints: Sequence[str] | None = N
     return recognize(spark, sql, endpoints=endpoints, token=token, data=data, strategy=strategy,
                      integer_time_unit=integer_time_unit, driver_threshold=driver_threshold, tasks=tasks,
                      tables=tables, **options).matches
+
+
+def match_deferred(spark: Any, result: Any, time_unit: str, tasks: int | None) -> tuple[Any, Split]:
+    """Executors take a deferred final pull in time slices and match the chunks; the query is
+    closed on every node when the matches are in (or anything failed), and the trace gets the
+    executors' transfers. The relation is computed (cached) before this returns."""
+    from dfs_cer.plan.chunks import plan_chunks
+    from dfs_cer.spark.distributed import Bound, SlicePuller, emit_units, pull_slices, run_chunks
+
+    deferred, analysis = result.deferred, result.analysis
+    try:
+        span = deferred.span or (0, 0)
+        plan = plan_chunks(analysis, mins=[span[0]], maxs=[span[1]], rows=[max(1, deferred.session.rows_total)],
+                           chunks=_chunks(spark, tasks))
+        slices = pull_slices(plan, span, _chunks(spark, tasks))
+        bound = Bound(analysis.query.to_sql(), result.events.schema, _config(time_unit, analysis.event_key,
+                                                                             analysis.dedup))
+        load = SlicePuller(deferred, slices, bound.schema)
+        units = spark.range(0, len(slices), 1, numPartitions=max(1, len(slices)))
+
+        def narrow(p: Any, chunks: Sequence[int]) -> Any:
+            ranges = [p.reads(k) for k in chunks]
+            ids = [i for i, (lo, hi) in enumerate(slices) if any(hi >= a and lo <= b for a, b in ranges)]
+            return spark.createDataFrame([(i,) for i in ids], "id long").repartition(max(1, len(ids)))
+
+        relation, split = run_chunks(spark, emit_units(units, load, bound, narrow), bound, plan, result.segments,
+                                     tasks)
+        if split.transfers:
+            to_sn, to_cn, rows, seconds, calls = split.transfers
+            deferred.account(int(to_sn), int(to_cn), int(rows), seconds, int(calls))
+        return relation, split
+    finally:
+        deferred.close()
 
 
 class RowGroupLoader:

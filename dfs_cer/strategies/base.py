@@ -113,6 +113,50 @@ class PullResult:
     relation: pa.Table | None = None
     #: matches the storage nodes found (node-side matching)
     node_matches: int = 0
+    #: the final pull left for executors to take (``pull(..., defer=True)``); None: pulled here
+    deferred: Any = None
+
+
+class DeferredPull:
+    """A final pull left open on the storage nodes for executors to take in time slices: the
+    query's id, the pull's kind, header and blobs, where to reach the nodes, and the time span of
+    their rows. :meth:`close` ends the query on every node (call it when the executors are done,
+    whatever happened); :meth:`account` adds the executors' transfers to the trace."""
+
+    def __init__(self, session: Session, endpoints: list[str], token: str, kind: str, header: dict[str, Any],
+                 blobs: list[bytes], span: tuple[int, int] | None, config: StrategyConfig) -> None:
+        self.session, self.endpoints, self.kind, self.header, self.blobs = session, endpoints, kind, header, blobs
+        self.token = Secret(token)
+        self.span = span
+        self.query_id = session.query_id
+        self.call_timeout = config.call_timeout_seconds
+        self.compression = config.transfer_compression
+        self.deadline_seconds = max(1.0, (session.deadline or time.monotonic() + 3600) - time.monotonic())
+
+    def account(self, bytes_to_sn: int, bytes_to_cn: int, events: int, seconds: float, calls: int) -> None:
+        self.session.trace.rounds.append(Round(self.kind, bytes_to_sn, bytes_to_cn, events, seconds, None,
+                                               f"taken by executors in {calls} time-slice calls"))
+
+    def close(self) -> list[str]:
+        warnings = self.session.close()
+        self.session.close_connections()
+        self.session.trace.warnings.extend(warnings)
+        return warnings
+
+
+class Secret:
+    """A token that does not show itself in reprs, logs or Spark's plan strings."""
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret(***)"
+
+    __str__ = __repr__
 
 
 #: pulls that end a strategy (the data it matches); a group of queries shares them
@@ -148,6 +192,14 @@ class Session:
         #: whole group, and the coordinator that turns final pulls into one shared pull
         self.opened: list[tuple[dict[str, Any], list[bytes]]] | None = None
         self.group: Any = None
+        #: executors take the final pull themselves (see :class:`DeferredPull`): a final pull
+        #: that needs no halo rows is recorded here instead of run, when ``defer`` is on
+        self.defer = False
+        self.deferred: tuple[str, dict[str, Any], list[bytes]] | None = None
+        self.analysis: Any = None  # the bound query, once opened
+        self.time_span: tuple[int, int] | None = None  # the nodes' rows' first and last time
+        self.rows_total = 0  # rows the nodes scanned at open
+        self.defer_min_rows = 0  # smaller inputs are pulled by the driver even when deferring
         self._pool = ThreadPoolExecutor(max(1, len(self.clients)))
         self._closed = False
         #: nodes that did not answer a call in time: closed in the background, not waited for
@@ -243,12 +295,22 @@ class Session:
         shared with the group's others unless ``shared`` is False (e.g. a pull with halo rows)."""
         if self.group is not None and kind in FINAL_PULLS and shared:
             return self.group.request(self, kind, header or {}, blobs or [])
+        if self.defer and kind in FINAL_PULLS and self.deferrable(kind, header or {}):
+            self.deferred = (kind, dict(header or {}), list(blobs or []))
+            return pa.table({})
         body = {"query_id": self.query_id, "kind": kind, **(header or {})}
         tables = self.all(kind, lambda c: c.pull(body, blobs), events=lambda ts: sum(t.num_rows for t in ts),
                           **round_info)
         if tables and any(not t.schema.equals(tables[0].schema) for t in tables):
             self.same_schemas([t.schema for t in tables])
         return pa.concat_tables(tables) if tables else pa.table({})
+
+    def deferrable(self, kind: str, header: dict[str, Any]) -> bool:
+        """May executors take this final pull in time slices? Every row (``pull_all``) always;
+        other pulls when no halo rows must follow them (no PREV/NEXT)."""
+        if "halo" in header or self.analysis is None or self.rows_total < self.defer_min_rows:
+            return False
+        return kind == "pull_all" or not (self.analysis.prev_reach or self.analysis.next_reach)
 
     def same_schemas(self, schemas: Sequence[pa.Schema]) -> None:
         """Every storage node must serve the same columns and types (e.g. not a time zone on one

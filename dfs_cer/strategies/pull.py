@@ -43,7 +43,7 @@ from dfs_cer.plan.halo import candidate_reach, subtract_rows
 from dfs_cer.plan.order import variable_order
 from dfs_cer.query import Analysis, Query, Role, analyze
 from dfs_cer.query.expr import Column, to_sql, walk
-from dfs_cer.strategies.base import PullResult, Round, Session, Trace, sort_events
+from dfs_cer.strategies.base import DeferredPull, PullResult, Round, Session, Trace, sort_events
 from dfs_cer.strategies.options import PullOptions
 from dfs_cer.transport.client import NodeRefusedError, StorageClient
 from dfs_cer.transport.protocol import (
@@ -99,6 +99,11 @@ def _open(session: Session, query: Query, unit: str) -> tuple[Analysis, list[dic
     config = QueryConfig(integer_time_unit=unit, event_key=key, dedup=session.dedup)  # type: ignore[arg-type]
     on_nodes = bool(headers) and all(h.get("navigation_on_node") for h in headers)
     analysis = analyze(query, schema, config, navigation_on_nodes=on_nodes)
+    session.analysis = analysis
+    mins = [h["min_ts"] for h in headers if h.get("min_ts") is not None]
+    maxs = [h["max_ts"] for h in headers if h.get("max_ts") is not None]
+    session.time_span = (int(min(mins)), int(max(maxs))) if mins and maxs else None
+    session.rows_total = sum(int(h.get("rows") or 0) for h in headers)
     if on_nodes:
         modes = sorted({str(h["navigation_on_node"]) for h in headers})
         session.trace.navigation = f"PREV/NEXT conditions checked on the storage nodes ({', '.join(modes)})"
@@ -675,7 +680,8 @@ STRATEGIES = {"pull_all": pull_all, "push_down": push_down, "push_pull": push_pu
 def pull(name: str, query: Query | str, endpoints: Sequence[str], token: str, *, integer_time_unit: str = "s",
          event_key: Sequence[str] | None = None, dedup: bool = True,
          time_ranges: Sequence[tuple[int, int]] | None = None, timeout: float | None = None,
-         config: StrategyConfig | None = None, input_filter: str | None = None, **options: Any) -> PullResult:
+         config: StrategyConfig | None = None, input_filter: str | None = None, defer: bool = False,
+         defer_min_rows: int = 0, **options: Any) -> PullResult:
     """Run pull strategy ``name`` for ``query`` against the storage nodes at ``endpoints``.
 
     ``event_key`` (default: the shard sets' own, from ``dfs-cer shard --event-key``; else the
@@ -690,7 +696,12 @@ def pull(name: str, query: Query | str, endpoints: Sequence[str], token: str, *,
 
     Whatever happens, the query is closed on every node; a failure names its round and node.
     When the pull completed but some node did not confirm ``close``, the result is kept and the
-    trace's ``warnings`` say so."""
+    trace's ``warnings`` say so.
+
+    ``defer``: when the final pull needs no halo rows, it is not run; ``result.deferred`` (a
+    :class:`DeferredPull`) holds it, the query stays open on the nodes for executors to take it
+    in time slices, and the caller must call ``result.deferred.close()`` (inputs of fewer than
+    ``defer_min_rows`` rows on the nodes are pulled here all the same)."""
     from dfs_cer.errors import ConfigError
     from dfs_cer.strategies.base import resolve_query
 
@@ -701,5 +712,22 @@ def pull(name: str, query: Query | str, endpoints: Sequence[str], token: str, *,
     session.time_ranges = None if time_ranges is None else [(int(a), int(b)) for a, b in time_ranges]
     session.input_filter = input_filter
     session.trace.input_filter = input_filter
-    return session.finish(lambda: STRATEGIES[name](session, resolve_query(query), integer_time_unit, checked),
-                          lambda r: r.trace)
+    if not defer:
+        return session.finish(lambda: STRATEGIES[name](session, resolve_query(query), integer_time_unit, checked),
+                              lambda r: r.trace)
+    session.defer = True
+    session.defer_min_rows = defer_min_rows
+    try:
+        result = STRATEGIES[name](session, resolve_query(query), integer_time_unit, checked)
+    except BaseException:
+        session.close()
+        session.close_connections()
+        raise
+    if session.deferred is None or result.relation is not None:
+        result.trace.warnings.extend(session.close())
+        session.close_connections()
+        return result
+    kind, header, blobs = session.deferred
+    result.deferred = DeferredPull(session, list(endpoints), token, kind, header, blobs, session.time_span,
+                                   config or StrategyConfig())
+    return result

@@ -188,3 +188,64 @@ def test_local_cluster_executors(dense: tuple[pa.Table, Path]) -> None:
     assert out.pop("executor_pids") >= 2
     for name in names:
         assert out[name]["equal"] and out[name]["mode"] == "time", (name, out[name])
+
+
+@pytest.fixture(scope="module")
+def nodes(dense: tuple[pa.Table, Path], tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from dfs_cer.io.shard import shard
+    from storage_node.launcher import LocalCluster
+
+    events, _ = dense
+    root = tmp_path_factory.mktemp("dense-nodes")
+    pq.write_table(events, root / "events.parquet")
+    shard(str(root / "events.parquet"), 3, str(root / "nodes"))
+    with LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(3)]) as cluster:
+        yield cluster
+
+
+@pytest.mark.parametrize(("name", "strategy"), [("past-last-chain", "dfs"), ("with-unmatched", "pull_all"),
+                                                ("all-matches", "dfs"), ("all-matches", "push_down"),
+                                                ("partitioned-skewed", "push_down")])
+def test_executors_pull_from_storage_nodes(spark: Any, dense: tuple[pa.Table, Path], nodes: Any, name: str,
+                                           strategy: str) -> None:
+    """The driver runs the filter rounds; executors pull their time slices of the final pull from
+    every node, match, and the trace sums their transfers; the query is closed on every node."""
+    from dfs_cer.spark import recognize
+    from tests.storage.test_faults import NOTHING, held
+
+    events, _ = dense
+    sql = QUERIES[name]
+    expected = local_match_recognize(events, sql)
+    run = recognize(spark, sql, endpoints=nodes.endpoints, token=nodes.token, strategy=strategy,
+                    driver_threshold=0, tasks=2)
+    assert rows(run.matches.toArrow().cast(expected.schema)) == rows(expected), (name, strategy)
+    assert run.split is not None and run.split.transfers, "the executors took the final pull"
+    assert run.trace is not None
+    by_executors = [r for r in run.trace.rounds if r.note and "taken by executors" in r.note]
+    assert len(by_executors) == 1 and by_executors[0].bytes_to_cn > 0 and by_executors[0].events > 0
+    assert run.trace.bytes_to_cn >= by_executors[0].bytes_to_cn
+    assert run.split.driver_rows <= 4 * run.split.chunks + 1
+    assert held(nodes, range(3)) == [NOTHING] * 3
+
+
+def test_an_executor_pull_failure_is_one_clear_error(spark: Any, nodes: Any) -> None:
+    """A node that refuses the executors' pulls (here: a wrong token in the slice loader) ends the
+    query with one error naming the node, and nothing stays held."""
+    from dfs_cer.errors import StorageError
+    from dfs_cer.spark import distributed, recognize
+    from tests.storage.test_faults import NOTHING, held
+
+    real = distributed.SlicePuller.__init__
+
+    def wrong_token(self: Any, deferred: Any, slices: Any, schema: Any) -> None:
+        real(self, deferred, slices, schema)
+        self.token = type(deferred.token)("not-the-token")
+
+    distributed.SlicePuller.__init__ = wrong_token  # type: ignore[method-assign]
+    try:
+        with pytest.raises(StorageError, match=r"round \d+ \(pull_range taken by executors.*storage node grpc\+tcp://127.0.0.1:\d+ refused"):
+            recognize(spark, QUERIES["past-last-chain"], endpoints=nodes.endpoints, token=nodes.token,
+                      strategy="dfs", driver_threshold=0, tasks=2)
+    finally:
+        distributed.SlicePuller.__init__ = real  # type: ignore[method-assign]
+    assert held(nodes, range(3)) == [NOTHING] * 3
