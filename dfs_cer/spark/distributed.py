@@ -11,6 +11,7 @@ union of the final chunks' matches as a DataFrame.
 
 from __future__ import annotations
 
+import itertools
 import pickle
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -398,4 +399,4 @@ def pull_slices(plan: ChunkPlan, span: tuple[int, int], count: int) -> list[tupl
     else:
         cuts = [lo + (hi - lo + 1) * i // max(1, count) for i in range(1, max(1, count))]
     edges = [lo, *cuts, hi + 1]
-    return [(a, b - 1) for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
+    return [(a, b - 1) for a, b in itertools.pairwise(edges) if b > a]
