@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -30,6 +31,10 @@ class ChunkResult:
     reports: list[Report]
     #: why PREV/NEXT may have lacked rows (the chunk must be re-run reading further), or None
     short: str | None = None
+    #: a re-run that met the fresh run: its rows stand before this time, the fresh run's from it
+    since: int | None = None
+    #: the start time of the last match (one partition; None: none or several partitions)
+    last_start: int | None = None
 
 
 def _ranks(ts: np.ndarray, part_of_row: np.ndarray) -> np.ndarray:
@@ -50,20 +55,30 @@ def _at_most(ts: np.ndarray, rank: np.ndarray, key: Key) -> np.ndarray:
     return (ts < key[0]) | ((ts == key[0]) & (rank <= key[1]))
 
 
-def run_chunk(table: pa.Table, analysis: Analysis, plan: ChunkPlan, k: int,
-              entering: Mapping[Part, State] | None = None, segments: np.ndarray | None = None) -> ChunkResult:
-    """The matches chunk ``k`` owns, from the rows it reads (any order). ``segments`` and halo
-    rows (:data:`HALO`) mean what they mean to :func:`run_row_pattern`."""
-    mr = analysis.query.recognize
-    lo, hi = plan.owned(k)
-    if mr.all_matches:  # ALL MATCHES: every start is independent; a match belongs where it starts
-        from dfs_cer.match.cer import run_cer
+START = "__dfs_cer_start"  # the time a relation row's match starts at (an unmatched row: its own time)
 
-        out = run_cer(table, analysis, match_ids=True).table
-        start = np.asarray(out.column(ID_COLUMNS[1]).to_numpy(zero_copy_only=False), np.int64)
-        out = out.filter(pa.array((start >= lo) & (start < hi)))
-        return ChunkResult(out.drop(list(ID_COLUMNS)), [])
-    entering = entering or {}
+
+@dataclass
+class _Sorted:
+    """A chunk's rows in the engine's canonical order, with each row's (partition, time, rank)."""
+
+    table: pa.Table
+    ts: np.ndarray
+    rank: np.ndarray
+    part_of_row: np.ndarray
+    bounds: np.ndarray
+    parts: list[Part]
+
+    def rows_of(self, part: Part) -> slice | None:
+        try:
+            i = self.parts.index(part)
+        except ValueError:
+            return None
+        return slice(int(self.bounds[i]), int(self.bounds[i + 1]))
+
+
+def _sorted(table: pa.Table, analysis: Analysis) -> _Sorted:
+    mr = analysis.query.recognize
     order_by = [(s.column, s.descending, bool(s.nulls_first)) for s in mr.order_by]
     partition_by = tuple(mr.partition_by)
     table, halo = split_halo(table)
@@ -74,40 +89,145 @@ def run_chunk(table: pa.Table, analysis: Analysis, plan: ChunkPlan, k: int,
     n = table.num_rows
     ts = time_values(table, order_by[0][0]) if n else np.zeros(0, np.int64)
     part_of_row = np.repeat(np.arange(bounds.size - 1), np.diff(bounds)) if n else np.zeros(0, np.int64)
-    rank = _ranks(ts, part_of_row)
     parts: list[Part] = [()] * (bounds.size - 1)
     if partition_by and n:
         heads = table.select(list(partition_by)).take(pa.array(bounds[:-1])).to_pylist()
         parts = [tuple(h[c] for c in partition_by) for h in heads]
-    index = {p: i for i, p in enumerate(parts)}
+    return _Sorted(table, ts, _ranks(ts, part_of_row), part_of_row, bounds, parts)
+
+
+def _masks(rows: _Sorted, lo: int, hi: int, entering: Mapping[Part, State]) -> tuple[np.ndarray, np.ndarray]:
+    """Where matches may start (owned rows past the cursor) and which rows are covered already."""
+    ts, rank = rows.ts, rows.rank
     may_start = (ts >= lo) & (ts < hi)
-    cover = np.full(n, False)
+    cover = np.zeros(ts.size, bool)
     for part, state in entering.items():
-        i = index.get(part)
-        if i is None:
+        where = rows.rows_of(part)
+        if where is None:
             continue
-        rows = slice(int(bounds[i]), int(bounds[i + 1]))
         if state.cursor is not None:
-            may_start[rows] &= ~_before(ts[rows], rank[rows], state.cursor)
+            may_start[where] &= ~_before(ts[where], rank[where], state.cursor)
         if state.cover is not None:
-            cover[rows] = _at_most(ts[rows], rank[rows], state.cover)
-    short = _short(ts, plan, analysis, lo, hi) if not partition_by else None
+            cover[where] = _at_most(ts[where], rank[where], state.cover)
+    return may_start, cover
+
+
+def _match(rows: _Sorted, analysis: Analysis, may_start: np.ndarray, cover: np.ndarray, lo: int, hi: int,
+           segments: np.ndarray | None, upto: int | None = None) -> tuple[pa.Table, Any]:
+    """The engine over the sorted rows (the first ``upto`` only): the relation with :data:`START`
+    (unmatched rows only where owned and not covered) and the spans."""
+    mr = analysis.query.recognize
+    n = rows.ts.size if upto is None else upto
+    table = rows.table if upto is None else rows.table.slice(0, upto)
+    ts = rows.ts[:n]
     unmatched = mr.rows_per_match is RowsPerMatch.ALL_ROWS_WITH_UNMATCHED
     if unmatched:
         table = table.append_column(ROW, pa.array(np.arange(n, dtype=np.int64)))
-    out = run_row_pattern(table, analysis, may_start=may_start, spans=True, match_ids=unmatched, segments=segments)
+    out = run_row_pattern(table, analysis, may_start=may_start[:n], spans=True, match_ids=True, segments=segments)
     relation = out.table
+    start = relation.column(ID_COLUMNS[1])
     if unmatched:
         row = np.asarray(relation.column(ROW).to_numpy(zero_copy_only=False), np.int64)
         matched = np.asarray(relation.column(ID_COLUMNS[0]).is_valid().to_numpy(zero_copy_only=False), bool)
-        owned = (ts[row] >= lo) & (ts[row] < hi) & ~cover[row]
-        relation = relation.filter(pa.array(matched | owned)).drop([ROW, *ID_COLUMNS])
-    spans = out.spans
-    assert spans is not None
-    reports: list[Report] = []
-    if hi < POS and spans.start.size:
-        reports = _reports(spans, ts, rank, part_of_row, parts, plan.reads(k)[1], hi, unmatched)
-    return ChunkResult(relation, reports, short)
+        owned = (ts[row] >= lo) & (ts[row] < hi) & ~cover[:n][row]
+        start = pa.array(np.where(matched, np.asarray(start.fill_null(0).to_numpy(zero_copy_only=False)), ts[row]),
+                         pa.int64())
+        keep = pa.array(matched | owned)
+        relation, start = relation.drop([ROW]).filter(keep), start.filter(keep)
+    relation = relation.drop(list(ID_COLUMNS)).append_column(START, pa.array(start, pa.int64())
+                                                             if not isinstance(start, pa.ChunkedArray)
+                                                             else start.cast(pa.int64()))
+    return relation, out.spans
+
+
+def run_chunk(table: pa.Table, analysis: Analysis, plan: ChunkPlan, k: int,
+              entering: Mapping[Part, State] | None = None, segments: np.ndarray | None = None) -> ChunkResult:
+    """The matches chunk ``k`` owns, from the rows it reads (any order), with :data:`START`.
+    ``segments`` and halo rows (:data:`HALO`) mean what they mean to :func:`run_row_pattern`."""
+    mr = analysis.query.recognize
+    lo, hi = plan.owned(k)
+    if mr.all_matches:  # ALL MATCHES: every start is independent; a match belongs where it starts
+        from dfs_cer.match.cer import run_cer
+
+        out = run_cer(table, analysis, match_ids=True).table
+        start = np.asarray(out.column(ID_COLUMNS[1]).to_numpy(zero_copy_only=False), np.int64)
+        out = out.filter(pa.array((start >= lo) & (start < hi)))
+        return ChunkResult(out.drop(list(ID_COLUMNS)).append_column(START, pa.array(start[(start >= lo) &
+                                                                                           (start < hi)])), [])
+    rows = _sorted(table, analysis)
+    may_start, cover = _masks(rows, lo, hi, entering or {})
+    short = _short(rows.ts, plan, analysis, lo, hi) if not mr.partition_by else None
+    relation, spans = _match(rows, analysis, may_start, cover, lo, hi, segments)
+    result = ChunkResult(relation, _chunk_reports(rows, spans, plan, k, mr), short)
+    result.last_start = _last_start(rows, spans)
+    return result
+
+
+def _chunk_reports(rows: _Sorted, spans: Any, plan: ChunkPlan, k: int, mr: Any) -> list[Report]:
+    hi = plan.owned(k)[1]
+    if hi >= POS or not spans.start.size:
+        return []
+    unmatched = mr.rows_per_match is RowsPerMatch.ALL_ROWS_WITH_UNMATCHED
+    return _reports(spans, rows.ts, rows.rank, rows.part_of_row, rows.parts, plan.reads(k)[1], hi, unmatched)
+
+
+def _last_start(rows: _Sorted, spans: Any) -> int | None:
+    """The start time of the chunk's last match (one partition), None without matches."""
+    if not spans.start.size or rows.bounds.size != 2:
+        return None
+    return int(rows.ts[spans.order[int(spans.start.max())]])
+
+
+def _attempted(spans: Any, n: int) -> np.ndarray:
+    """Rows a run tried a match at (or skipped as unable to start one): every row but those
+    strictly inside a match it skipped past (AFTER MATCH SKIP)."""
+    delta = np.zeros(n + 2, np.int64)
+    inner = spans.resume > spans.start + 1
+    np.add.at(delta, spans.start[inner] + 1, 1)
+    np.add.at(delta, np.minimum(spans.resume[inner], n + 1), -1)
+    return np.cumsum(delta)[:n] == 0
+
+
+def rerun_chunk(table: pa.Table, analysis: Analysis, plan: ChunkPlan, k: int, entering: Mapping[Part, State],
+                segments: np.ndarray | None = None) -> ChunkResult:
+    """Chunk ``k`` again from the state the chunks before it leave, only until its run coincides
+    with the chunk's first (fresh) run: both runs try a match at the same row, so everything
+    after it is equal. The result holds the matches before that row and ``since`` (its time):
+    the fresh run's matches from ``since`` on stand. Without such a row (or with PARTITION BY)
+    the whole chunk is re-run (``since`` None). The prefix read doubles until the runs meet."""
+    mr = analysis.query.recognize
+    lo, hi = plan.owned(k)
+    if mr.partition_by or mr.all_matches or set(entering) - {()} \
+            or mr.rows_per_match is RowsPerMatch.ALL_ROWS_WITH_UNMATCHED:  # overlapping matches cover rows
+        return run_chunk(table, analysis, plan, k, entering, segments)
+    rows = _sorted(table, analysis)
+    may_start, cover = _masks(rows, lo, hi, entering)
+    state = entering.get((), State())
+    fresh = (rows.ts >= lo) & (rows.ts < hi)
+    window = int(analysis.window_units or 0)
+    span = max(window, 1)
+    ts, rank = rows.ts, rows.rank
+    past_cover = ~_at_most(ts, rank, state.cover) if state.cover is not None else np.ones(ts.size, bool)
+    while lo > -(2**61) and lo + span < hi:
+        upto = int(np.searchsorted(ts, lo + span + plan.tail, side="right"))
+        stop = lo + span
+        f_start = fresh & (ts < stop)
+        r_start = may_start & (ts < stop)
+        _, f_spans = _match(rows, analysis, f_start, cover, lo, hi, segments, upto)
+        _, r_spans = _match(rows, analysis, r_start, cover, lo, hi, segments, upto)
+        both = _attempted(f_spans, upto) & _attempted(r_spans, upto)
+        after = ~_before(ts[:upto], rank[:upto], state.cursor) if state.cursor is not None else np.ones(upto, bool)
+        meet = np.flatnonzero(both & after & (rank[:upto] == 0) & (ts[:upto] >= lo) & (ts[:upto] < stop)
+                              & past_cover[:upto])
+        if meet.size:
+            since = int(ts[meet[0]])
+            relation, spans = _match(rows, analysis, may_start & (ts < since), cover, lo, since, segments, upto)
+            result = ChunkResult(relation, _chunk_reports(rows, spans, plan, k, mr))
+            result.since = since
+            result.last_start = _last_start(rows, spans)
+            return result
+        span *= 2
+    return run_chunk(table, analysis, plan, k, entering, segments)
 
 
 def _short(ts: np.ndarray, plan: ChunkPlan, analysis: Analysis, lo: int, hi: int) -> str | None:
@@ -161,12 +281,13 @@ def _reports(spans: object, ts: np.ndarray, rank: np.ndarray, part_of_row: np.nd
 def run_split(table: pa.Table, analysis: Analysis, plan: ChunkPlan, max_rounds: int = 64) -> tuple[pa.Table, int]:
     """Every chunk of ``plan`` over ``table``, re-run until consistent, in one process: the
     reference for the distributed run (same chunks, same reports, same fix-up). Returns the
-    relation and the number of chunk re-runs."""
+    relation (without :data:`START`) and the number of chunk re-runs."""
     from dfs_cer.plan.chunks import assign, required_states, stale_chunks
 
     mr = analysis.query.recognize
     ts = time_values(table, mr.order_by[0].column)
-    results: dict[int, ChunkResult] = {}
+    fresh: dict[int, ChunkResult] = {}
+    latest: dict[int, ChunkResult] = {}
     computed: list[dict[Part, State]] = [{} for _ in range(plan.chunks)]
     todo = list(range(plan.chunks))
     reruns = 0
@@ -174,14 +295,19 @@ def run_split(table: pa.Table, analysis: Analysis, plan: ChunkPlan, max_rounds: 
         rows, chunk = assign(ts, plan, todo)
         for k in todo:
             part = table.take(pa.array(rows[chunk == k]))
-            results[k] = run_chunk(part, analysis, plan, k, computed[k])
-        short = [k for k in todo if results[k].short]
+            if k not in fresh or fresh[k].short:
+                fresh[k] = run_chunk(part, analysis, plan, k, {})
+                if computed[k]:  # a widened re-run of a chunk with a state
+                    latest[k] = rerun_chunk(part, analysis, plan, k, computed[k])
+            else:
+                latest[k] = rerun_chunk(part, analysis, plan, k, computed[k])
+        short = [k for k in todo if fresh[k].short or (k in latest and latest[k].short)]
         if short:
             plan = plan.wider()
             todo = short
             reruns += len(short)
             continue
-        required = required_states(plan, {k: r.reports for k, r in results.items()})
+        required = required_states(plan, {k: effective_reports(fresh[k], latest.get(k)) for k in fresh})
         todo = stale_chunks(required, computed)
         if not todo:
             break
@@ -190,4 +316,29 @@ def run_split(table: pa.Table, analysis: Analysis, plan: ChunkPlan, max_rounds: 
         reruns += len(todo)
     else:
         raise RuntimeError(f"chunks did not settle in {max_rounds} rounds")
-    return pa.concat_tables([results[k].relation for k in range(plan.chunks)]), reruns
+    parts = []
+    for k in range(plan.chunks):
+        for piece in final_pieces(fresh[k], latest.get(k)):
+            parts.append(piece)
+    return pa.concat_tables(parts).drop([START]), reruns
+
+
+def effective_reports(fresh: ChunkResult, rerun: ChunkResult | None) -> list[Report]:
+    """A chunk's reports: its re-run's, or the fresh run's where the re-run met it before the
+    fresh run's last match (from there on the two are one run)."""
+    if rerun is None:
+        return fresh.reports
+    if rerun.since is not None and fresh.last_start is not None and fresh.last_start >= rerun.since:
+        return fresh.reports
+    return rerun.reports
+
+
+def final_pieces(fresh: ChunkResult, rerun: ChunkResult | None) -> list[pa.Table]:
+    """A chunk's final rows: the fresh run's, or the re-run's (with the fresh run's from the
+    re-run's ``since`` on)."""
+    if rerun is None:
+        return [fresh.relation]
+    if rerun.since is None:
+        return [rerun.relation]
+    start = np.asarray(fresh.relation.column(START).to_numpy(zero_copy_only=False), np.int64)
+    return [rerun.relation, fresh.relation.filter(pa.array(start >= rerun.since))]

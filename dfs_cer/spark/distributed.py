@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import pickle
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +57,8 @@ class Split:
     notes: list[str] = field(default_factory=list)
     #: executors' pulls from storage nodes: bytes to the nodes, bytes back, rows, seconds, calls
     transfers: list[float] = field(default_factory=list)
+    #: seconds of each round of chunk runs (read or pull, shuffle, match), the first and the re-runs
+    round_seconds: list[float] = field(default_factory=list)
 
 
 def payloads(table: pa.Table, task: np.ndarray) -> Iterator[tuple[int, bytes]]:
@@ -145,12 +148,13 @@ class Match:
     """``applyInArrow`` per chunk: unpack its rows, match, return the relation plus one report row."""
 
     def __init__(self, bound: Bound, plan: ChunkPlan, states: Mapping[int, Mapping[Part, State]],
-                 out_schema: pa.Schema, segments: np.ndarray | None) -> None:
+                 out_schema: pa.Schema, segments: np.ndarray | None, fresh: Sequence[int] = ()) -> None:
         self.bound, self.plan, self.states = bound, plan, states
         self.out_schema, self.segments = out_schema, segments
+        self.fresh = set(fresh)  # chunks to run from scratch (else: re-run from their state)
 
     def __call__(self, group: pa.Table) -> pa.Table:
-        from dfs_cer.match.chunked import run_chunk
+        from dfs_cer.match.chunked import START, rerun_chunk, run_chunk
 
         k = int(group.column(TASK)[0].as_py())
         if k == STATS:
@@ -159,17 +163,21 @@ class Match:
         analysis = self.bound.analysis
         table = unpack(group.column(PAYLOAD).to_pylist(), self.bound.schema)
         reports: list[Report] = []
-        short = None
+        short = since = last = None
         if self.plan.mode == "time":
-            result = run_chunk(table, analysis, self.plan, k, self.states.get(k, {}), self.segments)
+            state = self.states.get(k, {})
+            run = run_chunk if k in self.fresh or not state else rerun_chunk
+            result = run(table, analysis, self.plan, k, state, self.segments)
             relation, reports, short = result.relation, result.reports, result.short
+            since, last = result.since, result.last_start
         else:
             relation = engine_output(table, analysis, self.segments)
+            relation = relation.append_column(START, pa.nulls(relation.num_rows, pa.int64()))
         body = _fit(relation, self.out_schema)
         n = body.num_rows
         body = body.append_column(CHUNK, pa.array(np.full(n, k, np.int64))) \
             .append_column(REPORT, pa.nulls(n, pa.binary()))
-        report = self._report(k, pickle.dumps((reports, short, table.num_rows)))
+        report = self._report(k, pickle.dumps((reports, short, table.num_rows, since, last)))
         return pa.concat_tables([body.select(self.out_schema.names).cast(self.out_schema), report])
 
     def _report(self, k: int, note: bytes) -> pa.Table:
@@ -267,57 +275,61 @@ def run_chunks(spark: Any, emit: Callable[[ChunkPlan, Sequence[int] | None], Any
     from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.storagelevel import StorageLevel
 
+    from dfs_cer.match.chunked import START
+
     analysis = bound.analysis
     relation_schema = sparkable(engine_output(bound.schema.empty_table(), analysis, segments).schema)
-    out_schema = pa.schema([*relation_schema, pa.field(CHUNK, pa.int64()), pa.field(REPORT, pa.binary())])
+    out_schema = pa.schema([*relation_schema, pa.field(START, pa.int64()), pa.field(CHUNK, pa.int64()),
+                            pa.field(REPORT, pa.binary())])
     spark_out = from_arrow_schema(out_schema)
     parts = partitions or max(2, spark.sparkContext.defaultParallelism * 2)
     split = Split(plan.mode, plan.chunks, plan.reason)
     computed: list[dict[Part, State]] = [{} for _ in range(plan.chunks)]
-    results: dict[int, Any] = {}  # chunk -> the round's DataFrame holding its final rows
-    reports: dict[int, list[Report]] = {}
+    fresh: dict[int, tuple[Any, list[Report], int | None]] = {}  # chunk -> (frame, reports, last start)
+    latest: dict[int, tuple[Any, list[Report], int | None]] = {}  # chunk -> (frame, reports, since)
     todo: list[int] | None = None
-    rounds: list[tuple[Any, list[int]]] = []
+    again: set[int] = set()  # chunks to run from scratch (a wider read)
     for round_no in range(MAX_ROUNDS):
+        chunks = list(range(plan.chunks)) if todo is None else list(todo)
         emitted = emit(plan, todo)
-        states = {k: computed[k] for k in (todo if todo is not None else range(plan.chunks))}
-        match = _applied(Match(bound, plan, states, out_schema, segments))
-
-        matched = (emitted.repartition(min(parts, plan.chunks) if todo is None else max(1, min(parts, len(todo))), TASK)
-                   .groupBy(TASK).applyInArrow(match, spark_out)
+        states = {k: computed[k] for k in chunks}
+        match = _applied(Match(bound, plan, states, out_schema, segments,
+                               fresh=[k for k in chunks if k not in fresh or k in again]))
+        width = min(parts, plan.chunks) if todo is None else max(1, min(parts, len(chunks)))
+        matched = (emitted.repartition(width, TASK).groupBy(TASK).applyInArrow(match, spark_out)
                    .persist(StorageLevel.MEMORY_AND_DISK))
+        began = time.perf_counter()
         notes = _collect(matched.where(F.col(REPORT).isNotNull()).select(CHUNK, REPORT))
+        split.round_seconds.append(time.perf_counter() - began)
         split.driver_rows += len(notes)
         for row in [r for r in notes if int(r[CHUNK]) == STATS]:
             _, totals = pickle.loads(row[REPORT])
             split.transfers = [a + b for a, b in zip(split.transfers or [0.0] * len(totals), totals, strict=True)]
-        notes = [r for r in notes if int(r[CHUNK]) != STATS]
-        done = list(range(plan.chunks)) if todo is None else list(todo)
+        said = {int(r[CHUNK]): pickle.loads(r[REPORT]) for r in notes if int(r[CHUNK]) != STATS}
         short = []
-        for row in notes:
-            chunk_reports, why, events = pickle.loads(row[REPORT])
-            k = int(row[CHUNK])
-            reports[k] = chunk_reports
+        for k in chunks:
+            chunk_reports, why, events, since, last = said.get(k, ([], None, 0, None, None))
             if round_no == 0:
                 split.events += int(events)
             if why:
                 short.append(k)
                 split.notes.append(f"chunk {k}: {why}")
-        for k in done:
-            if k not in {int(r[CHUNK]) for r in notes}:
-                reports[k] = []
-        rounds.append((matched, [k for k in done if k not in short]))
-        for k in done:
-            if k not in short:
-                results[k] = matched
+            elif k not in fresh or k in again:
+                fresh[k] = (matched, chunk_reports, last)
+                if computed[k]:  # a wider read of a chunk with a state: the fresh run is all it needs
+                    latest[k] = (matched, chunk_reports, None)
+                again.discard(k)
+            else:
+                latest[k] = (matched, chunk_reports, since)
         if short:
             plan = plan.wider()
             split.widened = True
             todo = short
+            again |= set(short)
             split.reruns += len(short)
             split.rounds += 1
             continue
-        required = required_states(plan, reports)
+        required = required_states(plan, {k: _reports_of(fresh[k], latest.get(k)) for k in fresh})
         todo = stale_chunks(required, computed)
         if not todo:
             break
@@ -329,15 +341,51 @@ def run_chunks(spark: Any, emit: Callable[[ChunkPlan, Sequence[int] | None], Any
         from dfs_cer.errors import MatchError
 
         raise MatchError(f"the time chunks did not settle in {MAX_ROUNDS} rounds of re-runs")
+    return _final(fresh, latest, plan.chunks).drop(CHUNK, REPORT, START), split
+
+
+def _reports_of(fresh: tuple[Any, list[Report], int | None], rerun: tuple[Any, list[Report], int | None] | None
+                ) -> list[Report]:
+    """A chunk's reports (see :func:`dfs_cer.match.chunked.effective_reports`)."""
+    if rerun is None:
+        return fresh[1]
+    since, last = rerun[2], fresh[2]
+    if since is not None and last is not None and last >= since:
+        return fresh[1]
+    return rerun[1]
+
+
+def _final(fresh: Mapping[int, tuple[Any, list[Report], int | None]],
+           latest: Mapping[int, tuple[Any, list[Report], int | None]], chunks: int) -> Any:
+    """The union of every chunk's final rows across the rounds' frames."""
+    from pyspark.sql import functions as F
+
+    from dfs_cer.match.chunked import START
+
+    wanted: dict[int, tuple[Any, list[Any]]] = {}  # id(frame) -> (frame, conditions)
+
+    def take(frame: Any, condition: Any) -> None:
+        wanted.setdefault(id(frame), (frame, []))[1].append(condition)
+
+    for k in range(chunks):
+        base = fresh[k][0]
+        rerun = latest.get(k)
+        if rerun is None:
+            take(base, F.col(CHUNK) == k)
+        elif rerun[2] is None:
+            take(rerun[0], F.col(CHUNK) == k)
+        else:
+            take(rerun[0], F.col(CHUNK) == k)
+            take(base, (F.col(CHUNK) == k) & (F.col(START) >= rerun[2]))
     final = None
-    for matched, chunks in rounds:
-        mine = [k for k in chunks if results.get(k) is matched]
-        if not mine:
-            continue
-        part = matched.where(F.col(REPORT).isNull() & F.col(CHUNK).isin(mine))
+    for frame, conditions in wanted.values():
+        condition = conditions[0]
+        for c in conditions[1:]:
+            condition = condition | c
+        part = frame.where(F.col(REPORT).isNull() & condition)
         final = part if final is None else final.unionByName(part)
     assert final is not None
-    return final.drop(CHUNK, REPORT), split
+    return final
 
 
 class SlicePuller:

@@ -157,3 +157,31 @@ def test_assign_covers_read_ranges() -> None:
 def test_quantiles_balance_rows() -> None:
     cuts = time_quantiles(np.array([0, 100]), np.array([99, 199]), np.array([1000, 3000]), 4)
     assert cuts.size == 3 and cuts[0] < 100 < cuts[1] < cuts[2]
+
+
+@pytest.mark.parametrize("skip", ["", "AFTER MATCH SKIP TO LAST B", "AFTER MATCH SKIP TO FIRST C"])
+def test_reruns_stop_where_the_runs_meet(skip: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Wide chunks: a re-run from the previous chunk's last match end meets the fresh run within a
+    window or two, and only the rows before that are recomputed (the result is the same)."""
+    import dfs_cer.match.chunked as chunked
+
+    met = []
+    real = chunked.rerun_chunk
+
+    def spy(*args: object, **kw: object) -> chunked.ChunkResult:
+        out = real(*args, **kw)  # type: ignore[arg-type]
+        met.append(out.since is not None)
+        return out
+
+    monkeypatch.setattr(chunked, "rerun_chunk", spy)
+    rng = np.random.default_rng(5)
+    n = 3000
+    table = pa.table({"ts": pa.array(np.arange(n), pa.int64()), "v": pa.array(rng.integers(0, 10, n), pa.int64()),
+                      "g": pa.array(np.zeros(n, np.int64))})
+    pattern = ("A B+ C", "A.v < 5", "B.v > 1", "C.v > 6")
+    sql = _sql(pattern, skip, "ONE ROW PER MATCH", False, 25)
+    analysis = analyze(parse(sql), table.schema, QueryConfig(integer_time_unit="s"))
+    plan = ChunkPlan("time", np.array([NEG, *range(300, n, 300)], np.int64), tail=25, first=0, last=n - 1)
+    split, reruns = run_split(table, analysis, plan)
+    assert _canonical(split) == _canonical(run_row_pattern(table, analysis).table)
+    assert reruns > 0 and any(met), "some re-run met the fresh run before the chunk's end"

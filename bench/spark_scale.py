@@ -1,0 +1,144 @@
+"""Spark at scale: a dense log without PARTITION BY, matched by executors in exact time chunks.
+
+Command:  .venv/bin/python bench/spark_scale.py [--events 10000000,50000000] [--cores 1,2]
+                                               [--sources data,nodes] [--json --out FILE]
+Hardware: this machine's cores (Spark local[1] and local[2]); storage nodes on loopback.
+Runtime:  about 4 minutes at 10M events; about 20 at 50M.
+Output:   per (events, source, cores): seconds for the query (read or pull, chunking, matching,
+          the driver's re-runs), the chunks and re-runs, the rows the driver collected, and the
+          driver's peak RSS (the Python driver process; in local mode the JVM hosts the
+          executors too, so its heap is not the driver's); the speedup of local[2] over local[1].
+
+The query is matching-bound: a contiguous pattern (no row may be skipped, every row is read and
+matched) with a Kleene plus, WITHIN a minute, AFTER MATCH SKIP PAST LAST ROW (matches chain
+across chunk ends, so some chunks are re-run). ``data``: the executors read the parquet row
+groups; ``nodes``: three storage nodes serve the log, the driver opens the query, the executors
+pull it in time slices (strategy pull_all: every row crosses).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parents[1]
+QUERY = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS s, LAST(C.ts) AS e, "
+         "COUNT(B.*) AS nb, AVG(B.v) AS mean ONE ROW PER MATCH PATTERN (A B+ C) WITHIN 60 SECONDS "
+         "DEFINE A AS A.v < 20, B AS B.v >= 20 AND B.v < 95, C AS C.v >= 95)")
+
+CHILD = r"""
+import json, sys, time
+from dfs_cer.spark import local_session, recognize
+cores, source, target = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+spark = local_session(cores, **{"spark.log.level": "ERROR", "spark.driver.memory": "4g"})
+sql = sys.stdin.read()
+kw = {"data": target} if source == "data" else {"endpoints": target.split(","), "token": sys.argv[4],
+                                                "strategy": "pull_all"}
+began = time.perf_counter()
+run = recognize(spark, sql, driver_threshold=0, tasks=cores, **kw)
+matches = run.matches.count()
+seconds = time.perf_counter() - began
+s = run.split
+print("RESULT " + json.dumps({"seconds": seconds, "matches": matches, "chunks": s.chunks, "reruns": s.reruns,
+      "rounds": s.rounds, "driver_rows": s.driver_rows, "chunk_rows": s.events, "mode": s.mode,
+      "driver_peak_rss_mb": int([l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1]) / 1024,
+      "round_seconds": s.round_seconds,
+      "bytes_to_cn": run.trace.bytes_to_cn if run.trace else None}))
+"""
+
+
+def dense_log(n: int, root: Path) -> Path:
+    """``n`` events, one per second (ties every 7th second), in row groups of a million."""
+    path = root / f"dense-{n}"
+    if (path / "_done").exists():
+        return path
+    path.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(11)
+    step = 5_000_000
+    for i, lo in enumerate(range(0, n, step)):
+        m = min(step, n - lo)
+        idx = np.arange(lo, lo + m, dtype=np.int64)
+        table = pa.table({"ts": pa.array(idx - (idx % 7 == 1), pa.int64()),
+                          "v": pa.array(rng.integers(0, 100, m), pa.int64()),
+                          "kind": pa.array(np.array(["a", "b", "c", "d"])[rng.integers(0, 4, m)])})
+        pq.write_table(table, path / f"part-{i:04d}.parquet", row_group_size=1_000_000)
+    (path / "_done").touch()
+    return path
+
+
+def run_child(cores: int, source: str, target: str, token: str = "") -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", CHILD, str(cores), source, target, token], input=QUERY,
+                         capture_output=True, text=True, cwd=ROOT, env=env, timeout=3600)
+    line = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
+    if out.returncode != 0 or not line:
+        raise SystemExit(f"the Spark run failed:\n{(out.stdout + out.stderr)[-3000:]}")
+    return json.loads(line[0][len("RESULT "):])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--events", default="10000000,50000000")
+    p.add_argument("--cores", default="1,2")
+    p.add_argument("--sources", default="data,nodes")
+    p.add_argument("--work", default="/tmp/dfs-cer-spark-scale")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--out", default=str(ROOT / "bench" / "results" / "spark-scale.json"))
+    args = p.parse_args(argv)
+    work = Path(args.work)
+    results = []
+    for n in [int(x) for x in args.events.split(",")]:
+        print(f"# {n:,} events", flush=True)
+        log = dense_log(n, work)
+        for source in args.sources.split(","):
+            cluster = None
+            target, token = str(log), ""
+            if source == "nodes":
+                from dfs_cer.io.shard import shard
+                from storage_node.launcher import LocalCluster
+
+                shards = work / f"nodes-{n}"
+                if not (shards / "_done").exists():
+                    shard(str(log), 3, str(shards))
+                    (shards / "_done").touch()
+                cluster = LocalCluster([str(shards / f"node-{i:02d}") for i in range(3)])
+                cluster.start()
+                target, token = ",".join(cluster.endpoints), cluster.token
+            try:
+                for cores in [int(c) for c in args.cores.split(",")]:
+                    began = time.perf_counter()
+                    r = run_child(cores, source, target, token)
+                    r.update(events=n, source=source, cores=cores, wall=time.perf_counter() - began)
+                    results.append(r)
+                    print(f"{source:>5} local[{cores}]: {r['seconds']:7.1f} s, {r['matches']:,} matches, "
+                          f"{r['chunks']} chunks, {r['reruns']} re-runs, driver collected {r['driver_rows']} rows, "
+                          f"driver peak RSS {r['driver_peak_rss_mb']:.0f} MB", flush=True)
+            finally:
+                if cluster is not None:
+                    cluster.stop()
+    for n in sorted({r["events"] for r in results}):
+        for source in sorted({r["source"] for r in results}):
+            one = [r for r in results if r["events"] == n and r["source"] == source and r["cores"] == 1]
+            two = [r for r in results if r["events"] == n and r["source"] == source and r["cores"] == 2]
+            if one and two:
+                print(f"{n:>11,} {source:>5}: local[2] is {one[0]['seconds'] / two[0]['seconds']:.2f}x local[1]")
+    if args.json:
+        Path(args.out).write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "query": QUERY,
+                                              "results": results}, indent=1))
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
