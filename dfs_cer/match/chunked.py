@@ -35,6 +35,9 @@ class ChunkResult:
     since: int | None = None
     #: the start time of the last match (one partition; None: none or several partitions)
     last_start: int | None = None
+    #: a re-run that read only a prefix of the chunk (the plan's limit) and did not meet the fresh
+    #: run in it: it must run again reading the whole chunk
+    unmet: bool = False
 
 
 def _ranks(ts: np.ndarray, part_of_row: np.ndarray) -> np.ndarray:
@@ -123,7 +126,8 @@ def _match(rows: _Sorted, analysis: Analysis, may_start: np.ndarray, cover: np.n
     unmatched = mr.rows_per_match is RowsPerMatch.ALL_ROWS_WITH_UNMATCHED
     if unmatched:
         table = table.append_column(ROW, pa.array(np.arange(n, dtype=np.int64)))
-    out = run_row_pattern(table, analysis, may_start=may_start[:n], spans=True, match_ids=True, segments=segments)
+    out = run_row_pattern(table, analysis, may_start=may_start[:n], spans=True, match_ids="times",
+                          segments=segments)
     relation = out.table
     start = relation.column(ID_COLUMNS[1])
     if unmatched:
@@ -188,6 +192,14 @@ def _attempted(spans: Any, n: int) -> np.ndarray:
     return np.cumsum(delta)[:n] == 0
 
 
+def _meets(analysis: Analysis) -> bool:
+    """May a re-run stop where it meets the fresh run? Not with PARTITION BY (a meeting row per
+    partition), ALL MATCHES (never re-run) or WITH UNMATCHED ROWS (overlapping matches cover
+    rows past the meeting row)."""
+    mr = analysis.query.recognize
+    return not (mr.partition_by or mr.all_matches or mr.rows_per_match is RowsPerMatch.ALL_ROWS_WITH_UNMATCHED)
+
+
 def rerun_chunk(table: pa.Table, analysis: Analysis, plan: ChunkPlan, k: int, entering: Mapping[Part, State],
                 segments: np.ndarray | None = None) -> ChunkResult:
     """Chunk ``k`` again from the state the chunks before it leave, only until its run coincides
@@ -197,8 +209,9 @@ def rerun_chunk(table: pa.Table, analysis: Analysis, plan: ChunkPlan, k: int, en
     the whole chunk is re-run (``since`` None). The prefix read doubles until the runs meet."""
     mr = analysis.query.recognize
     lo, hi = plan.owned(k)
-    if mr.partition_by or mr.all_matches or set(entering) - {()} \
-            or mr.rows_per_match is RowsPerMatch.ALL_ROWS_WITH_UNMATCHED:  # overlapping matches cover rows
+    if not _meets(analysis) or set(entering) - {()}:
+        if plan.limit(k) is not None:
+            return ChunkResult(pa.table({}), [], unmet=True)
         return run_chunk(table, analysis, plan, k, entering, segments)
     rows = _sorted(table, analysis)
     may_start, cover = _masks(rows, lo, hi, entering)
@@ -208,7 +221,8 @@ def rerun_chunk(table: pa.Table, analysis: Analysis, plan: ChunkPlan, k: int, en
     span = max(window, 1)
     ts, rank = rows.ts, rows.rank
     past_cover = ~_at_most(ts, rank, state.cover) if state.cover is not None else np.ones(ts.size, bool)
-    while lo > -(2**61) and lo + span < hi:
+    until = plan.limit(k)
+    while lo > -(2**61) and lo + span < hi and (until is None or lo + span + plan.tail <= until):
         upto = int(np.searchsorted(ts, lo + span + plan.tail, side="right"))
         stop = lo + span
         f_start = fresh & (ts < stop)
@@ -227,7 +241,25 @@ def rerun_chunk(table: pa.Table, analysis: Analysis, plan: ChunkPlan, k: int, en
             result.last_start = _last_start(rows, spans)
             return result
         span *= 2
+    if until is not None and until < hi + plan.tail:
+        return ChunkResult(pa.table({}), [], unmet=True)
     return run_chunk(table, analysis, plan, k, entering, segments)
+
+
+#: a re-run reads this many windows past its chunk's start first (it usually meets the fresh run
+#: within one or two)
+PREFIX_WINDOWS = 8
+
+
+def prefix_limit(plan: ChunkPlan, k: int, analysis: Analysis) -> int | None:
+    """The time a first re-run of chunk ``k`` reads up to (None: the whole chunk, which is what
+    a re-run of PARTITION BY or WITH UNMATCHED ROWS queries reads)."""
+    lo, hi = plan.owned(k)
+    window = analysis.window_units
+    if window is None or lo <= -(2**61) or not _meets(analysis):
+        return None
+    until = lo + PREFIX_WINDOWS * max(int(window), 1) + plan.tail
+    return until if until < hi + plan.tail else None
 
 
 def _short(ts: np.ndarray, plan: ChunkPlan, analysis: Analysis, lo: int, hi: int) -> str | None:
@@ -290,22 +322,29 @@ def run_split(table: pa.Table, analysis: Analysis, plan: ChunkPlan, max_rounds: 
     latest: dict[int, ChunkResult] = {}
     computed: list[dict[Part, State]] = [{} for _ in range(plan.chunks)]
     todo = list(range(plan.chunks))
+    whole: set[int] = set()
     reruns = 0
     for _ in range(max_rounds):
-        rows, chunk = assign(ts, plan, todo)
+        limits = {k: prefix_limit(plan, k, analysis) for k in todo
+                  if k in fresh and not fresh[k].short and k not in whole}
+        run_plan = plan.limited({k: v for k, v in limits.items() if v is not None})
+        rows, chunk = assign(ts, run_plan, todo)
         for k in todo:
             part = table.take(pa.array(rows[chunk == k]))
             if k not in fresh or fresh[k].short:
-                fresh[k] = run_chunk(part, analysis, plan, k, {})
+                fresh[k] = run_chunk(part, analysis, run_plan, k, {})
                 if computed[k]:  # a widened re-run of a chunk with a state
-                    latest[k] = rerun_chunk(part, analysis, plan, k, computed[k])
+                    latest[k] = run_chunk(part, analysis, run_plan, k, computed[k])
             else:
-                latest[k] = rerun_chunk(part, analysis, plan, k, computed[k])
+                latest[k] = rerun_chunk(part, analysis, run_plan, k, computed[k])
+        unmet = [k for k in todo if k in latest and latest[k].unmet]
+        whole |= set(unmet)
         short = [k for k in todo if fresh[k].short or (k in latest and latest[k].short)]
-        if short:
-            plan = plan.wider()
-            todo = short
-            reruns += len(short)
+        if short or unmet:
+            if short:
+                plan = plan.wider()
+            todo = sorted({*short, *unmet})
+            reruns += len(todo)
             continue
         required = required_states(plan, {k: effective_reports(fresh[k], latest.get(k)) for k in fresh})
         todo = stale_chunks(required, computed)

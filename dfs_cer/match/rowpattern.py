@@ -254,13 +254,14 @@ def time_values(table: pa.Table, column: str) -> np.ndarray:
 
 def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = MAX_MATCHES,
                     on_limit: str = "error", segments: np.ndarray | None = None,
-                    match_ids: bool = False, may_start: np.ndarray | None = None,
+                    match_ids: bool | str = False, may_start: np.ndarray | None = None,
                     spans: bool = False) -> MatchOutput:
     """Evaluate the MATCH_RECOGNIZE clause of a bound analysis over ``table``.
 
     ``match_ids`` adds ``__match_id`` (stable: from the match's events and labels),
     ``__match_start`` and ``__match_end`` (time of its first and last row) to every output row
-    of a match (NULL on unmatched rows).
+    of a match (NULL on unmatched rows); ``match_ids="times"`` leaves ``__match_id`` 0 (no
+    hashing: only the times are wanted).
 
     ``segments`` (sorted start times) splits the rows into independent units that no match may
     cross — the final intervals of a pull strategy, whose gaps held rows that were not pulled —
@@ -359,11 +360,15 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
     if match_ids:
         from dfs_cer.match import identity
 
-        cols = identity.identity_columns(original.schema, partition_by, [o[0] for o in order_by], analysis.event_key)
-        row_hash = identity.row_hashes(original.take(pa.array(order)) if n else original.slice(0, 0), cols)
-        empty_at = row_hash[np.minimum(m_start, max(n - 1, 0))] if n else np.zeros(m_start.size, np.uint64)
         counts = (m_end - m_start).astype(np.int64)
-        mid = identity.match_ids(row_hash[r_row], identity.label_hashes(labels)[r_label], counts, empty_at)
+        if match_ids == "times":  # only where matches start and end: no identity hashing
+            mid = np.zeros(m_start.size, np.uint64)
+        else:
+            cols = identity.identity_columns(original.schema, partition_by, [o[0] for o in order_by],
+                                             analysis.event_key)
+            row_hash = identity.row_hashes(original.take(pa.array(order)) if n else original.slice(0, 0), cols)
+            empty_at = row_hash[np.minimum(m_start, max(n - 1, 0))] if n else np.zeros(m_start.size, np.uint64)
+            mid = identity.match_ids(row_hash[r_row], identity.label_hashes(labels)[r_label], counts, empty_at)
         tv = time_values(table, order_by[0][0]) if n else np.zeros(0, np.int64)
         last = np.where(counts > 0, m_end - 1, m_start)
         ids = (mid, tv[np.minimum(m_start, max(n - 1, 0))] if n else mid.astype(np.int64),

@@ -66,6 +66,18 @@ class ChunkPlan:
     groups: int = 1
     #: chunks whose lead/tail was widened (a re-run found too few rows for PREV/NEXT)
     widened: tuple[int, ...] = field(default=())
+    #: (chunk, time): a re-run of the chunk reads no rows after that time (it expects to meet its
+    #: fresh run early; see :func:`dfs_cer.match.chunked.rerun_chunk`)
+    limits: tuple[tuple[int, int], ...] = field(default=())
+
+    def limit(self, k: int) -> int | None:
+        for chunk, until in self.limits:
+            if chunk == k:
+                return until
+        return None
+
+    def limited(self, limits: Mapping[int, int]) -> ChunkPlan:
+        return replace(self, limits=tuple(sorted((int(k), int(v)) for k, v in limits.items())))
 
     @property
     def chunks(self) -> int:
@@ -80,7 +92,9 @@ class ChunkPlan:
 
     def reads(self, k: int) -> tuple[int, int]:
         lo, hi = self.owned(k)
-        return max(NEG, lo - self.lead), min(POS, hi + self.tail)
+        until = self.limit(k)
+        end = min(POS, hi + self.tail)
+        return max(NEG, lo - self.lead), end if until is None else min(end, until)
 
     def wider(self) -> ChunkPlan:
         """The same chunks reading twice as far (PREV/NEXT found too few rows)."""
@@ -166,6 +180,13 @@ def assign(ts: np.ndarray, plan: ChunkPlan, only: Sequence[int] | None = None) -
     chunk = np.repeat(lo, count) + offset
     if only is not None:
         keep = np.isin(chunk, np.asarray(list(only), np.int64))
+        rows, chunk = rows[keep], chunk[keep]
+    if plan.limits:
+        until = np.full(k, POS, np.int64)
+        for c, t in plan.limits:
+            if 0 <= c < k:
+                until[c] = t
+        keep = ts[rows] <= until[chunk]
         rows, chunk = rows[keep], chunk[keep]
     return rows, chunk
 

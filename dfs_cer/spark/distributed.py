@@ -164,12 +164,13 @@ class Match:
         table = unpack(group.column(PAYLOAD).to_pylist(), self.bound.schema)
         reports: list[Report] = []
         short = since = last = None
+        unmet = False
         if self.plan.mode == "time":
             state = self.states.get(k, {})
             run = run_chunk if k in self.fresh or not state else rerun_chunk
             result = run(table, analysis, self.plan, k, state, self.segments)
             relation, reports, short = result.relation, result.reports, result.short
-            since, last = result.since, result.last_start
+            since, last, unmet = result.since, result.last_start, result.unmet
         else:
             relation = engine_output(table, analysis, self.segments)
             relation = relation.append_column(START, pa.nulls(relation.num_rows, pa.int64()))
@@ -177,7 +178,9 @@ class Match:
         n = body.num_rows
         body = body.append_column(CHUNK, pa.array(np.full(n, k, np.int64))) \
             .append_column(REPORT, pa.nulls(n, pa.binary()))
-        report = self._report(k, pickle.dumps((reports, short, table.num_rows, since, last)))
+        if unmet:
+            return self._report(k, pickle.dumps(([], None, table.num_rows, None, None, True)))
+        report = self._report(k, pickle.dumps((reports, short, table.num_rows, since, last, False)))
         return pa.concat_tables([body.select(self.out_schema.names).cast(self.out_schema), report])
 
     def _report(self, k: int, note: bytes) -> pa.Table:
@@ -289,12 +292,17 @@ def run_chunks(spark: Any, emit: Callable[[ChunkPlan, Sequence[int] | None], Any
     latest: dict[int, tuple[Any, list[Report], int | None]] = {}  # chunk -> (frame, reports, since)
     todo: list[int] | None = None
     again: set[int] = set()  # chunks to run from scratch (a wider read)
+    whole: set[int] = set()  # chunks whose re-run must read the whole chunk (a prefix was not enough)
+    from dfs_cer.match.chunked import prefix_limit
+
     for round_no in range(MAX_ROUNDS):
         chunks = list(range(plan.chunks)) if todo is None else list(todo)
-        emitted = emit(plan, todo)
+        firsts = [k for k in chunks if k not in fresh or k in again]
+        limits = {k: prefix_limit(plan, k, analysis) for k in chunks if k not in firsts and k not in whole}
+        run_plan = plan.limited({k: v for k, v in limits.items() if v is not None})
+        emitted = emit(run_plan, todo)
         states = {k: computed[k] for k in chunks}
-        match = _applied(Match(bound, plan, states, out_schema, segments,
-                               fresh=[k for k in chunks if k not in fresh or k in again]))
+        match = _applied(Match(bound, run_plan, states, out_schema, segments, fresh=firsts))
         width = min(parts, plan.chunks) if todo is None else max(1, min(parts, len(chunks)))
         matched = (emitted.repartition(width, TASK).groupBy(TASK).applyInArrow(match, spark_out)
                    .persist(StorageLevel.MEMORY_AND_DISK))
@@ -307,11 +315,15 @@ def run_chunks(spark: Any, emit: Callable[[ChunkPlan, Sequence[int] | None], Any
             split.transfers = [a + b for a, b in zip(split.transfers or [0.0] * len(totals), totals, strict=True)]
         said = {int(r[CHUNK]): pickle.loads(r[REPORT]) for r in notes if int(r[CHUNK]) != STATS}
         short = []
+        unmet = []
         for k in chunks:
-            chunk_reports, why, events, since, last = said.get(k, ([], None, 0, None, None))
+            chunk_reports, why, events, since, last, partial = said.get(k, ([], None, 0, None, None, False))
             if round_no == 0:
                 split.events += int(events)
-            if why:
+            if partial:
+                unmet.append(k)
+                whole.add(k)
+            elif why:
                 short.append(k)
                 split.notes.append(f"chunk {k}: {why}")
             elif k not in fresh or k in again:
@@ -321,12 +333,13 @@ def run_chunks(spark: Any, emit: Callable[[ChunkPlan, Sequence[int] | None], Any
                 again.discard(k)
             else:
                 latest[k] = (matched, chunk_reports, since)
-        if short:
-            plan = plan.wider()
-            split.widened = True
-            todo = short
+        if short or unmet:
+            if short:
+                plan = plan.wider()
+                split.widened = True
+            todo = sorted({*short, *unmet})
             again |= set(short)
-            split.reruns += len(short)
+            split.reruns += len(todo)
             split.rounds += 1
             continue
         required = required_states(plan, {k: _reports_of(fresh[k], latest.get(k)) for k in fresh})
