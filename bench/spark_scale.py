@@ -137,7 +137,28 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "query": QUERY,
                                               "results": results}, indent=1))
         print(f"wrote {args.out}")
+        plot(results, Path(args.out).with_name("fig_spark_scale.png"))
     return 0
+
+
+def plot(results: list[dict], path: Path) -> None:
+    """Seconds per query by input size, source and cores."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = sorted({r["events"] for r in results})
+    fig, axes = plt.subplots(1, len(sizes), figsize=(4.5 * len(sizes), 3.4), squeeze=False)
+    for ax, n in zip(axes[0], sizes, strict=True):
+        runs = [r for r in results if r["events"] == n]
+        labels = [f"{r['source']}\nlocal[{r['cores']}]" for r in runs]
+        ax.bar(labels, [r["seconds"] for r in runs], color=["#4c72b0" if r["cores"] == 1 else "#dd8452" for r in runs])
+        ax.set_title(f"{n / 1e6:.0f}M dense events, no PARTITION BY")
+        ax.set_ylabel("seconds per query")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
     spark-submit spark_jobs/run_query.py --sql <file|text> (--endpoints h:p,... --token-file F | --data PATH)
         --output <dir|s3://bucket/prefix> [--strategy dfs] [--cost-model adaptive] [--explain-analyze]
-        [--verbose]   (Spark's log after start-up; errors only by default)
+        [--verbose]   (Spark's log; errors only by default)
 
 Writes ``<output>/matches.parquet`` and ``<output>/trace.json`` (the pull's round trips; empty for
 ``--data``). Exit code 0 on success, 2 with a one-line error on bad input.
@@ -29,7 +29,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--cost-model", default="adaptive")
     p.add_argument("--driver-threshold", type=int, default=100_000)
     p.add_argument("--explain-analyze", action="store_true", help="print the round trips to stderr")
-    p.add_argument("--verbose", action="store_true", help="keep Spark's log after start-up (errors only by default)")
+    p.add_argument("--verbose", action="store_true", help="show Spark's log (errors only by default)")
     return p.parse_args(argv)
 
 

@@ -33,6 +33,7 @@ from dfs_cer.plan.chunks import (
 from dfs_cer.query import Analysis, analyze, parse
 
 TASK = "__dfs_cer_task"
+SLOT = "__dfs_cer_slot"  # the Spark partition a chunk goes to: one chunk per partition, no hash collisions
 PAYLOAD = "__dfs_cer_payload"
 CHUNK = "__dfs_cer_chunk"
 REPORT = "__dfs_cer_report"
@@ -243,6 +244,22 @@ def emit_table(spark: Any, table: pa.Table, bound: Bound) -> Callable[..., Any]:
     return emit
 
 
+def _spread(spark: Any, emitted: Any, width: int, chunks: Sequence[int], total: int) -> Any:
+    """``emitted`` hash-partitioned so that the i-th of ``chunks`` lands in partition ``i % width``
+    (a plain ``repartition(width, chunk)`` lets two chunks collide in one task while another idles)."""
+    from pyspark.sql import functions as F
+
+    found = spark.range(0, 64 * width).select("id", F.pmod(F.hash("id"), F.lit(width)).alias("p")) \
+        .groupBy("p").agg(F.min("id").alias("v")).collect()
+    key = {int(r["p"]): int(r["v"]) for r in found}
+    if len(key) < width:  # (never seen) fall back to hashing the chunk id
+        return emitted.withColumn(SLOT, F.col(TASK)).repartition(width, SLOT)
+    place = {c: i for i, c in enumerate(chunks)}
+    slots = F.array(*[F.lit(key[place.get(c, 0) % width]) for c in range(max(1, total))])
+    slot = F.when(F.col(TASK) < 0, F.lit(key[0])).otherwise(F.element_at(slots, (F.col(TASK) + 1).cast("int")))
+    return emitted.withColumn(SLOT, slot).repartition(width, SLOT)
+
+
 def _collect(frame: Any) -> list[Any]:
     """``frame.collect()``; an executor's failure becomes one clear error (its own message), not
     a JVM stack trace."""
@@ -303,8 +320,8 @@ def run_chunks(spark: Any, emit: Callable[[ChunkPlan, Sequence[int] | None], Any
         emitted = emit(run_plan, todo)
         states = {k: computed[k] for k in chunks}
         match = _applied(Match(bound, run_plan, states, out_schema, segments, fresh=firsts))
-        width = min(parts, plan.chunks) if todo is None else max(1, min(parts, len(chunks)))
-        matched = (emitted.repartition(width, TASK).groupBy(TASK).applyInArrow(match, spark_out)
+        width = plan.chunks if todo is None else max(1, min(parts, len(chunks)))
+        matched = (_spread(spark, emitted, width, chunks, plan.chunks).groupBy(SLOT, TASK).applyInArrow(match, spark_out)
                    .persist(StorageLevel.MEMORY_AND_DISK))
         began = time.perf_counter()
         notes = _collect(matched.where(F.col(REPORT).isNotNull()).select(CHUNK, REPORT))

@@ -168,6 +168,12 @@ def test_spark_submit_end_to_end(events: pa.Table, data: tuple[Path, LocalCluste
     # query text on one line, longer than a file name may be: text, not a file name
     run = _submit("--sql", " ".join(CER.split()) + " " * 300, "--data", str(path), "--output", str(tmp_path / "out2"))
     assert run.returncode == 0, run.stderr[-3000:]
+    # quiet by default: no line of Spark's INFO/WARN log, from the first one on
+    chatter = [x for x in (run.stdout + run.stderr).splitlines() if " INFO " in x or " WARN " in x
+               or "log4j" in x or "Setting default log level" in x]
+    assert not chatter, chatter[:5]
+    verbose = _submit("--sql", CER, "--data", str(path), "--output", str(tmp_path / "out4"), "--verbose")
+    assert verbose.returncode == 0 and " INFO " in verbose.stdout + verbose.stderr
     assert rows(pq.read_table(tmp_path / "out2" / "matches.parquet").cast(expected.schema)) == rows(expected)
     bad = _submit("--sql", "SELECT nonsense", "--data", str(path), "--output", str(tmp_path / "out3"))
     out = bad.stdout + bad.stderr  # spark-submit passes the script's stderr on as stdout
