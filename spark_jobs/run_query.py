@@ -81,9 +81,17 @@ def run(argv: list[str]) -> int:
     run = recognize(spark, sql, endpoints=args.endpoints.split(",") if args.endpoints else None, token=token,
                     data=args.data, strategy=args.strategy, driver_threshold=args.driver_threshold, **options)
     trace: dict[str, Any] = run.trace.to_dict() if run.trace else {}
+    if run.split is not None:  # how the executors split the input
+        from dataclasses import asdict
+
+        trace["split"] = asdict(run.split)
     matches = run.matches.toArrow()
     _write(args.output, matches, trace)
-    if args.explain_analyze and trace:
+    if args.explain_analyze and run.split is not None:
+        s = run.split
+        print(f"executors: {s.chunks} chunk(s) ({s.mode}{': ' + s.reason if s.reason else ''}), {s.reruns} re-run(s), "
+              f"the driver collected {s.driver_rows} report row(s)", file=sys.stderr)
+    if args.explain_analyze and trace.get("rounds"):
         for r in trace["rounds"]:
             print(f"{r['action']:<16}{r['bytes_to_sn']:>12,}{r['bytes_to_cn']:>12,}{r['events']:>10,}", file=sys.stderr)
     print(f"{matches.num_rows} matches written to {args.output.rstrip('/')}/matches.parquet")

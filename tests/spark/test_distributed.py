@@ -160,34 +160,39 @@ import pyarrow as pa, pyarrow.parquet as pq
 from dfs_cer import match_recognize as local
 from dfs_cer.spark import local_session, recognize
 from tests.spark.test_distributed import QUERIES, rows
-root = sys.argv[1]
+root, endpoints, token = sys.argv[1], sys.argv[2].split(","), os.environ["DFS_CER_TEST_TOKEN"]
 spark = local_session(master="local-cluster[2,1,1024]")
 events = pq.read_table(root).sort_by("ts")
 out = {}
-for name in sys.argv[2:]:
-    run = recognize(spark, QUERIES[name], data=root, driver_threshold=0, tasks=2)
+for name in sys.argv[3:]:
     want = local(events, QUERIES[name])
-    out[name] = {"equal": rows(run.matches.toArrow().cast(want.schema)) == rows(want), "rows": want.num_rows,
-                 "mode": run.split.mode, "chunks": run.split.chunks, "reruns": run.split.reruns}
+    for source, kw in (("data", {"data": root}), ("nodes", {"endpoints": endpoints, "token": token})):
+        run = recognize(spark, QUERIES[name], driver_threshold=0, tasks=2, **kw)
+        out[f"{name} {source}"] = {"equal": rows(run.matches.toArrow().cast(want.schema)) == rows(want),
+                                   "mode": run.split.mode, "pulled": bool(run.split.transfers)}
 pids = spark.sparkContext.parallelize(range(8), 4).map(lambda _: os.getpid()).distinct().collect()
 out["executor_pids"] = len(set(pids) - {os.getpid()})
 print("RESULT " + json.dumps(out))
 """
 
 
-def test_local_cluster_executors(dense: tuple[pa.Table, Path]) -> None:
-    """A real cluster in one machine: a master, two workers, executor JVMs with their own Python."""
+def test_local_cluster_executors(dense: tuple[pa.Table, Path], nodes: Any) -> None:
+    """A real cluster in one machine: a master, two workers, executor JVMs with their own Python;
+    the executors read the parquet, and pull from the storage nodes themselves."""
     _, root = dense
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DFS_CER_TEST_TOKEN": nodes.token}  # not on a command line
     names = ["past-last-chain", "with-unmatched", "partitioned-skewed"]
-    run = subprocess.run([sys.executable, "-c", CLUSTER, str(root), *names], capture_output=True, text=True,
-                         cwd=ROOT, env=env, timeout=600)
+    run = subprocess.run([sys.executable, "-c", CLUSTER, str(root), ",".join(nodes.endpoints), *names],
+                         capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
     line = [x for x in run.stdout.splitlines() if x.startswith("RESULT ")]
     assert run.returncode == 0 and line, (run.stdout + run.stderr)[-4000:]
     out = json.loads(line[0][len("RESULT "):])
     assert out.pop("executor_pids") >= 2
     for name in names:
-        assert out[name]["equal"] and out[name]["mode"] == "time", (name, out[name])
+        for source in ("data", "nodes"):
+            got = out[f"{name} {source}"]
+            assert got["equal"] and got["mode"] == "time", (name, source, got)
+            assert got["pulled"] == (source == "nodes")
 
 
 @pytest.fixture(scope="module")

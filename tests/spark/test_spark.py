@@ -165,6 +165,7 @@ def test_spark_submit_end_to_end(events: pa.Table, data: tuple[Path, LocalCluste
     assert rows(got.cast(expected.schema)) == rows(expected)
     trace = json.loads((tmp_path / "out" / "trace.json").read_text())
     assert trace["strategy"] == "dfs" and trace["events_received"] > 0
+    assert trace["split"]["chunks"] >= 1 and "executors: " in run.stdout + run.stderr  # who pulled and matched
     # query text on one line, longer than a file name may be: text, not a file name
     run = _submit("--sql", " ".join(CER.split()) + " " * 300, "--data", str(path), "--output", str(tmp_path / "out2"))
     assert run.returncode == 0, run.stderr[-3000:]
