@@ -60,6 +60,8 @@ class Split:
     transfers: list[float] = field(default_factory=list)
     #: seconds of each round of chunk runs (read or pull, shuffle, match), the first and the re-runs
     round_seconds: list[float] = field(default_factory=list)
+    #: each task read (or pulled) its own chunk's rows: no shuffle
+    direct: bool = False
 
 
 def payloads(table: pa.Table, task: np.ndarray) -> Iterator[tuple[int, bytes]]:
@@ -155,14 +157,20 @@ class Match:
         self.fresh = set(fresh)  # chunks to run from scratch (else: re-run from their state)
 
     def __call__(self, group: pa.Table) -> pa.Table:
-        from dfs_cer.match.chunked import START, rerun_chunk, run_chunk
-
         k = int(group.column(TASK)[0].as_py())
         if k == STATS:
             totals = np.sum([pickle.loads(b) for b in group.column(PAYLOAD).to_pylist()], axis=0)
-            return self._report(k, pickle.dumps(("stats", [float(x) for x in np.atleast_1d(totals)])))
+            return self.stats(totals)
+        return self.rows(k, unpack(group.column(PAYLOAD).to_pylist(), self.bound.schema))
+
+    def stats(self, totals: Any) -> pa.Table:
+        return self._report(STATS, pickle.dumps(("stats", [float(x) for x in np.atleast_1d(totals)])))
+
+    def rows(self, k: int, table: pa.Table) -> pa.Table:
+        """Chunk ``k``'s relation rows and its report row, from its rows."""
+        from dfs_cer.match.chunked import START, rerun_chunk, run_chunk
+
         analysis = self.bound.analysis
-        table = unpack(group.column(PAYLOAD).to_pylist(), self.bound.schema)
         reports: list[Report] = []
         short = since = last = None
         unmet = False
@@ -244,6 +252,23 @@ def emit_table(spark: Any, table: pa.Table, bound: Bound) -> Callable[..., Any]:
     return emit
 
 
+class DirectMatch:
+    """``mapInArrow`` over chunk indexes: each task loads its chunk's rows itself (row groups or
+    a pull of its time range) and matches them; no shuffle."""
+
+    def __init__(self, load: Any, plan: ChunkPlan, chunks: Sequence[int], match: Match) -> None:
+        self.load, self.plan, self.chunks, self.match = load, plan, list(chunks), match
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for i in batch.column(0).to_pylist():
+                k = self.chunks[int(i)]
+                yield from self.match.rows(k, self.load.chunk(self.plan, k)).to_batches()
+        drain = getattr(self.load, "drain", None)
+        if drain is not None:
+            yield from self.match.stats(np.asarray(drain())).to_batches()
+
+
 def _spread(spark: Any, emitted: Any, width: int, chunks: Sequence[int], total: int) -> Any:
     """``emitted`` hash-partitioned so that the i-th of ``chunks`` lands in partition ``i % width``
     (a plain ``repartition(width, chunk)`` lets two chunks collide in one task while another idles)."""
@@ -288,9 +313,12 @@ def _applied(matcher: Match) -> Callable[[pa.Table], pa.Table]:
 
 
 def run_chunks(spark: Any, emit: Callable[[ChunkPlan, Sequence[int] | None], Any], bound: Bound, plan: ChunkPlan,
-               segments: np.ndarray | None = None, partitions: int | None = None) -> tuple[Any, Split]:
+               segments: np.ndarray | None = None, partitions: int | None = None,
+               direct: Any = None) -> tuple[Any, Split]:
     """The MATCH_RECOGNIZE relation (a DataFrame) over the rows ``emit(plan, chunks)`` routes to
-    the chunks (a DataFrame of task ids and payloads), matched on the executors."""
+    the chunks (a DataFrame of task ids and payloads), matched on the executors. With ``direct``
+    (an object whose ``chunk(plan, k)`` returns chunk ``k``'s rows on an executor) and time
+    chunks, each task loads its own chunk instead: no shuffle."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.storagelevel import StorageLevel
@@ -317,12 +345,17 @@ def run_chunks(spark: Any, emit: Callable[[ChunkPlan, Sequence[int] | None], Any
         firsts = [k for k in chunks if k not in fresh or k in again]
         limits = {k: prefix_limit(plan, k, analysis) for k in chunks if k not in firsts and k not in whole}
         run_plan = plan.limited({k: v for k, v in limits.items() if v is not None})
-        emitted = emit(run_plan, todo)
         states = {k: computed[k] for k in chunks}
-        match = _applied(Match(bound, run_plan, states, out_schema, segments, fresh=firsts))
-        width = plan.chunks if todo is None else max(1, min(parts, len(chunks)))
-        matched = (_spread(spark, emitted, width, chunks, plan.chunks).groupBy(SLOT, TASK).applyInArrow(match, spark_out)
-                   .persist(StorageLevel.MEMORY_AND_DISK))
+        matcher = Match(bound, run_plan, states, out_schema, segments, fresh=firsts)
+        if direct is not None and plan.mode == "time":
+            split.direct = True
+            ids = spark.range(0, len(chunks), 1, numPartitions=len(chunks))
+            matched = ids.mapInArrow(DirectMatch(direct, run_plan, chunks, matcher), spark_out)
+        else:
+            width = plan.chunks if todo is None else max(1, min(parts, len(chunks)))
+            matched = (_spread(spark, emit(run_plan, todo), width, chunks, plan.chunks).groupBy(SLOT, TASK)
+                       .applyInArrow(_applied(matcher), spark_out))
+        matched = matched.persist(StorageLevel.MEMORY_AND_DISK)
         began = time.perf_counter()
         notes = _collect(matched.where(F.col(REPORT).isNotNull()).select(CHUNK, REPORT))
         split.round_seconds.append(time.perf_counter() - began)
@@ -430,6 +463,7 @@ class SlicePuller:
         self.kind, self.header, self.blobs = deferred.kind, dict(deferred.header), list(deferred.blobs)
         self.call_timeout, self.compression = deferred.call_timeout, deferred.compression
         self.slices, self.schema = list(slices), schema
+        self.span = deferred.span or (0, -1)
         self.round_no = len(deferred.session.trace.rounds) + 1
         self._stats = np.zeros(5)
 
@@ -466,6 +500,16 @@ class SlicePuller:
     def drain(self) -> list[float]:
         out, self._stats = [float(x) for x in self._stats], np.zeros(5)
         return out
+
+    def chunk(self, plan: ChunkPlan, k: int) -> pa.Table:
+        """Chunk ``k``'s rows: a pull of its read range (boundary rows cross twice, once per side)."""
+        lo, hi = plan.reads(k)
+        first, last = self.span
+        lo, hi = max(lo, first), min(hi, last)
+        if lo > hi:
+            return self.schema.empty_table()
+        self.slices.append((lo, hi))
+        return self(len(self.slices) - 1)
 
 
 def pull_slices(plan: ChunkPlan, span: tuple[int, int], count: int) -> list[tuple[int, int]]:

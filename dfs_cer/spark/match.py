@@ -270,7 +270,7 @@ def match_deferred(spark: Any, result: Any, time_unit: str, tasks: int | None) -
             return spark.createDataFrame([(i,) for i in ids], "id long").repartition(max(1, len(ids)))
 
         relation, split = run_chunks(spark, emit_units(units, load, bound, narrow), bound, plan, result.segments,
-                                     tasks)
+                                     tasks, direct=load)
         if split.transfers:
             to_sn, to_cn, rows, seconds, calls = split.transfers
             deferred.account(int(to_sn), int(to_cn), int(rows), seconds, int(calls))
@@ -305,6 +305,23 @@ class RowGroupLoader:
         condition = union_filter([v.independent for v in analysis.variables if not v.any_row],
                                  self.bound.schema) if self.push else None
         return read_row_group(self._where, self.groups[unit], self.bound.schema, condition)
+
+    def chunk(self, plan: Any, k: int) -> pa.Table:
+        """Chunk ``k``'s rows: the row groups whose time range meets its read range, cut to it."""
+        lo, hi = plan.reads(k)
+        ids = overlapping(self.groups, [(lo, hi)])
+        tables = [t for t in (self(i) for i in ids) if t.num_rows]
+        if not tables:
+            return self.bound.schema.empty_table()
+        table = pa.concat_tables(tables)
+        ts = time_values(table, self.bound.analysis.query.recognize.order_by[0].column)
+        return table.filter(pa.array((ts >= lo) & (ts <= hi)))
+
+
+def overlapping(groups: Sequence[Any], ranges: Sequence[tuple[int, int]]) -> list[int]:
+    """Indexes of the row groups whose time range meets one of ``ranges`` (or that have no statistics)."""
+    return [i for i, g in enumerate(groups) if g.first is None or g.last is None
+            or any(g.last >= lo and g.first <= hi for lo, hi in ranges)]
 
 
 def match_data(spark: Any, query: Query, path: str, time_unit: str, *, event_key: Sequence[str] = (),
@@ -352,11 +369,16 @@ def match_data(spark: Any, query: Query, path: str, time_unit: str, *, event_key
     units = spark.range(0, len(groups), 1, numPartitions=max(1, len(groups)))
 
     def narrow(p: Any, chunks: Sequence[int]) -> Any:
-        ranges = [p.reads(k) for k in chunks]
-        ids = [i for i, g in enumerate(groups) if g.first is None or g.last is None
-               or any(g.last >= lo and g.first <= hi for lo, hi in ranges)]
+        ids = overlapping(groups, [p.reads(k) for k in chunks])
         return spark.range(0, 0, 1, 1) if not ids else spark.createDataFrame([(i,) for i in ids], "id long") \
             .repartition(max(1, len(ids)))
 
-    relation, split = run_chunks(spark, emit_units(units, load, bound, narrow), bound, plan, None, tasks)
+    # each task reads its own chunk's row groups when the files are about in time order (every row
+    # group read at most about once and a half); else the row groups are read once and shuffled
+    direct = None
+    if plan.mode == "time":
+        read = sum(groups[i].rows for k in range(plan.chunks) for i in overlapping(groups, [plan.reads(k)]))
+        direct = load if read <= 1.5 * max(total, 1) else None
+    relation, split = run_chunks(spark, emit_units(units, load, bound, narrow), bound, plan, None, tasks,
+                                 direct=direct)
     return relation, analysis, split, total
