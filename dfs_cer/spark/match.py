@@ -373,12 +373,13 @@ def match_data(spark: Any, query: Query, path: str, time_unit: str, *, event_key
         return spark.range(0, 0, 1, 1) if not ids else spark.createDataFrame([(i,) for i in ids], "id long") \
             .repartition(max(1, len(ids)))
 
-    # each task reads its own chunk's row groups when the files are about in time order (every row
-    # group read at most about once and a half); else the row groups are read once and shuffled
+    # each task reads its own chunk's row groups when the files are about in time order (a row
+    # group is read by a few chunks at most: decoding is cheap next to a shuffle); else the row
+    # groups are read once and shuffled to the chunks
     direct = None
     if plan.mode == "time":
         read = sum(groups[i].rows for k in range(plan.chunks) for i in overlapping(groups, [plan.reads(k)]))
-        direct = load if read <= 1.5 * max(total, 1) else None
+        direct = load if read <= 3.0 * max(total, 1) else None
     relation, split = run_chunks(spark, emit_units(units, load, bound, narrow), bound, plan, None, tasks,
                                  direct=direct)
     return relation, analysis, split, total
