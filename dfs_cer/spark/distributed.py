@@ -62,6 +62,8 @@ class Split:
     round_seconds: list[float] = field(default_factory=list)
     #: each task read (or pulled) its own chunk's rows: no shuffle
     direct: bool = False
+    #: seconds each chunk's matching took on its executor, per run (a skewed chunk stands out)
+    chunk_seconds: dict[int, list[float]] = field(default_factory=dict)
 
 
 def payloads(table: pa.Table, task: np.ndarray) -> Iterator[tuple[int, bytes]]:
@@ -170,6 +172,7 @@ class Match:
         """Chunk ``k``'s relation rows and its report row, from its rows."""
         from dfs_cer.match.chunked import START, rerun_chunk, run_chunk
 
+        began = time.perf_counter()
         analysis = self.bound.analysis
         reports: list[Report] = []
         short = since = last = None
@@ -188,8 +191,10 @@ class Match:
         body = body.append_column(CHUNK, pa.array(np.full(n, k, np.int64))) \
             .append_column(REPORT, pa.nulls(n, pa.binary()))
         if unmet:
-            return self._report(k, pickle.dumps(([], None, table.num_rows, None, None, True)))
-        report = self._report(k, pickle.dumps((reports, short, table.num_rows, since, last, False)))
+            return self._report(k, pickle.dumps(([], None, table.num_rows, None, None, True,
+                                                 time.perf_counter() - began)))
+        report = self._report(k, pickle.dumps((reports, short, table.num_rows, since, last, False,
+                                               time.perf_counter() - began)))
         return pa.concat_tables([body.select(self.out_schema.names).cast(self.out_schema), report])
 
     def _report(self, k: int, note: bytes) -> pa.Table:
@@ -367,7 +372,9 @@ def run_chunks(spark: Any, emit: Callable[[ChunkPlan, Sequence[int] | None], Any
         short = []
         unmet = []
         for k in chunks:
-            chunk_reports, why, events, since, last, partial = said.get(k, ([], None, 0, None, None, False))
+            chunk_reports, why, events, since, last, partial, seconds = said.get(k, ([], None, 0, None, None, False,
+                                                                                     0.0))
+            split.chunk_seconds.setdefault(k, []).append(round(float(seconds), 3))
             if round_no == 0:
                 split.events += int(events)
             if partial:
