@@ -18,7 +18,7 @@ import pyarrow as pa
 from dfs_cer.match.columns import HALO, split_halo
 from dfs_cer.match.identity import ID_COLUMNS
 from dfs_cer.match.rowpattern import run_row_pattern, sort_partition_flags, time_values
-from dfs_cer.plan.chunks import POS, ChunkPlan, Key, Part, Report, State
+from dfs_cer.plan.chunks import POS, ChunkPlan, Key, Part, Report, State, pick_reports
 from dfs_cer.query import Analysis
 from dfs_cer.query.model import RowsPerMatch
 
@@ -314,7 +314,7 @@ def run_split(table: pa.Table, analysis: Analysis, plan: ChunkPlan, max_rounds: 
     """Every chunk of ``plan`` over ``table``, re-run until consistent, in one process: the
     reference for the distributed run (same chunks, same reports, same fix-up). Returns the
     relation (without :data:`START`) and the number of chunk re-runs."""
-    from dfs_cer.plan.chunks import assign, required_states, stale_chunks
+    from dfs_cer.plan.chunks import assign, settle
 
     mr = analysis.query.recognize
     ts = time_values(table, mr.order_by[0].column)
@@ -346,12 +346,9 @@ def run_split(table: pa.Table, analysis: Analysis, plan: ChunkPlan, max_rounds: 
             todo = sorted({*short, *unmet})
             reruns += len(todo)
             continue
-        required = required_states(plan, {k: effective_reports(fresh[k], latest.get(k)) for k in fresh})
-        todo = stale_chunks(required, computed)
+        todo = settle(plan, computed, {k: effective_reports(fresh[k], latest.get(k)) for k in fresh})
         if not todo:
             break
-        for k in todo:
-            computed[k] = required[k]
         reruns += len(todo)
     else:
         raise RuntimeError(f"chunks did not settle in {max_rounds} rounds")
@@ -365,11 +362,8 @@ def run_split(table: pa.Table, analysis: Analysis, plan: ChunkPlan, max_rounds: 
 def effective_reports(fresh: ChunkResult, rerun: ChunkResult | None) -> list[Report]:
     """A chunk's reports: its re-run's, or the fresh run's where the re-run met it before the
     fresh run's last match (from there on the two are one run)."""
-    if rerun is None:
-        return fresh.reports
-    if rerun.since is not None and fresh.last_start is not None and fresh.last_start >= rerun.since:
-        return fresh.reports
-    return rerun.reports
+    return pick_reports(fresh.reports, fresh.last_start, None if rerun is None else rerun.reports,
+                        None if rerun is None else rerun.since)
 
 
 def final_pieces(fresh: ChunkResult, rerun: ChunkResult | None) -> list[pa.Table]:

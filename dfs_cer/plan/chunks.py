@@ -226,3 +226,24 @@ def required_states(plan: ChunkPlan, reports: Mapping[int, Sequence[Report]]) ->
 def stale_chunks(required: Sequence[Mapping[Part, State]], computed: Sequence[Mapping[Part, State]]) -> list[int]:
     """Chunks computed from another state than the one the chunks before them now leave."""
     return [k for k, (want, have) in enumerate(zip(required, computed, strict=True)) if dict(want) != dict(have)]
+
+
+def settle(plan: ChunkPlan, computed: list[dict[Part, State]], reports: Mapping[int, Sequence[Report]]) -> list[int]:
+    """The chunks to re-run now (their ``computed`` states updated to the required ones); an
+    empty list when every chunk ran from the state the chunks before it leave."""
+    required = required_states(plan, reports)
+    todo = stale_chunks(required, computed)
+    for k in todo:
+        computed[k] = required[k]
+    return todo
+
+
+def pick_reports(fresh: Sequence[Report], fresh_last: int | None, rerun: Sequence[Report] | None,
+                 since: int | None) -> list[Report]:
+    """A chunk's reports: its re-run's, or the fresh run's where the re-run met it (at ``since``)
+    before the fresh run's last match started (from there on the two are one run)."""
+    if rerun is None:
+        return list(fresh)
+    if since is not None and fresh_last is not None and fresh_last >= since:
+        return list(fresh)
+    return list(rerun)

@@ -21,15 +21,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from dfs_cer.plan.chunks import (
-    ChunkPlan,
-    Part,
-    Report,
-    State,
-    assign,
-    required_states,
-    stale_chunks,
-)
+from dfs_cer.plan.chunks import ChunkPlan, Part, Report, State, assign, pick_reports, settle
 from dfs_cer.query import Analysis, analyze, parse
 
 TASK = "__dfs_cer_task"
@@ -399,12 +391,9 @@ def run_chunks(spark: Any, emit: Callable[[ChunkPlan, Sequence[int] | None], Any
             split.reruns += len(todo)
             split.rounds += 1
             continue
-        required = required_states(plan, {k: _reports_of(fresh[k], latest.get(k)) for k in fresh})
-        todo = stale_chunks(required, computed)
+        todo = settle(plan, computed, {k: _reports_of(fresh[k], latest.get(k)) for k in fresh})
         if not todo:
             break
-        for k in todo:
-            computed[k] = required[k]
         split.reruns += len(todo)
         split.rounds += 1
     else:
@@ -416,13 +405,8 @@ def run_chunks(spark: Any, emit: Callable[[ChunkPlan, Sequence[int] | None], Any
 
 def _reports_of(fresh: tuple[Any, list[Report], int | None], rerun: tuple[Any, list[Report], int | None] | None
                 ) -> list[Report]:
-    """A chunk's reports (see :func:`dfs_cer.match.chunked.effective_reports`)."""
-    if rerun is None:
-        return fresh[1]
-    since, last = rerun[2], fresh[2]
-    if since is not None and last is not None and last >= since:
-        return fresh[1]
-    return rerun[1]
+    """A chunk's reports (see :func:`dfs_cer.plan.chunks.pick_reports`)."""
+    return pick_reports(fresh[1], fresh[2], None if rerun is None else rerun[1], None if rerun is None else rerun[2])
 
 
 def _final(fresh: Mapping[int, tuple[Any, list[Report], int | None]],

@@ -1,9 +1,10 @@
 """``dfs_cer.spark.match_recognize``: MATCH_RECOGNIZE on Spark, the driver as the compute node.
 
-The driver pulls events with a pull strategy (or Spark reads the parquet itself with the
-variables' conditions pushed into the scan), splits them into independent units
-(:mod:`dfs_cer.plan.units`), groups the units into balanced tasks and matches each task on an
-executor with ``mapInArrow``; small inputs are matched in the driver. The outer
+The driver plans and the executors do the rest: with ``data=`` the driver reads the parquet
+footers and the executors read the row groups; with storage nodes the driver runs the filter
+round trips and the executors take the final pull in time slices. Either way the rows go to
+exact time chunks (or groups of partitions) that executors match
+(:mod:`dfs_cer.spark.distributed`); small inputs are matched in the driver. The outer
 SELECT/WHERE/ORDER BY runs in Spark SQL.
 """
 

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("pyspark")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-import spark_scale  # noqa: E402
+import spark_scale
 
 
 def test_spark_scale_small(tmp_path: Path) -> None:
