@@ -168,7 +168,8 @@ for name in sys.argv[3:]:
     for source, kw in (("data", {"data": root}), ("nodes", {"endpoints": endpoints, "token": token})):
         run = recognize(spark, QUERIES[name], driver_threshold=0, tasks=2, **kw)
         out[f"{name} {source}"] = {"equal": rows(run.matches.toArrow().cast(want.schema)) == rows(want),
-                                   "mode": run.split.mode, "pulled": bool(run.split.transfers)}
+                                   "mode": run.split.mode, "pulled": bool(run.split.transfers),
+                                   "driver_rows": run.split.driver_rows, "chunks": run.split.chunks}
 pids = spark.sparkContext.parallelize(range(8), 4).map(lambda _: os.getpid()).distinct().collect()
 out["executor_pids"] = len(set(pids) - {os.getpid()})
 print("RESULT " + json.dumps(out))
@@ -192,6 +193,7 @@ def test_local_cluster_executors(dense: tuple[pa.Table, Path], nodes: Any) -> No
             got = out[f"{name} {source}"]
             assert got["equal"] and got["mode"] == "time", (name, source, got)
             assert got["pulled"] == (source == "nodes")
+            assert got["driver_rows"] <= 4 * got["chunks"] + 1  # report rows, never the input
 
 
 @pytest.fixture(scope="module")
