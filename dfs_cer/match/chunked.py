@@ -95,8 +95,17 @@ def _sorted(table: pa.Table, analysis: Analysis) -> _Sorted:
     parts: list[Part] = [()] * (bounds.size - 1)
     if partition_by and n:
         heads = table.select(list(partition_by)).take(pa.array(bounds[:-1])).to_pylist()
-        parts = [tuple(h[c] for c in partition_by) for h in heads]
+        parts = [tuple(_hashable(h[c]) for c in partition_by) for h in heads]
     return _Sorted(table, ts, _ranks(ts, part_of_row), part_of_row, bounds, parts)
+
+
+def _hashable(value: Any) -> Any:
+    """A PARTITION BY value as a dictionary key (list and struct values become tuples)."""
+    if isinstance(value, list):
+        return tuple(_hashable(v) for v in value)
+    if isinstance(value, dict):
+        return tuple((k, _hashable(v)) for k, v in value.items())
+    return value
 
 
 def _masks(rows: _Sorted, lo: int, hi: int, entering: Mapping[Part, State]) -> tuple[np.ndarray, np.ndarray]:
@@ -223,8 +232,14 @@ def rerun_chunk(table: pa.Table, analysis: Analysis, plan: ChunkPlan, k: int, en
     past_cover = ~_at_most(ts, rank, state.cover) if state.cover is not None else np.ones(ts.size, bool)
     until = plan.limit(k)
     while lo > -(2**61) and lo + span < hi and (until is None or lo + span + plan.tail <= until):
-        upto = int(np.searchsorted(ts, lo + span + plan.tail, side="right"))
         stop = lo + span
+        # the prefix holds every row a match starting before ``stop`` can reach, and the rows NEXT
+        # reads past them (by position: ties are whole in the sorted rows)
+        upto = int(np.searchsorted(ts, stop + window, side="right")) + int(analysis.next_reach)
+        if upto > ts.size:
+            if until is not None:  # this read stopped early: NEXT may lack rows
+                return ChunkResult(pa.table({}), [], unmet=True)
+            upto = ts.size
         f_start = fresh & (ts < stop)
         r_start = may_start & (ts < stop)
         _, f_spans = _match(rows, analysis, f_start, cover, lo, hi, segments, upto)
@@ -342,7 +357,8 @@ def run_split(table: pa.Table, analysis: Analysis, plan: ChunkPlan, max_rounds: 
         short = [k for k in todo if fresh[k].short or (k in latest and latest[k].short)]
         if short or unmet:
             if short:
-                plan = plan.wider()
+                why = " ".join(str(fresh[k].short or latest[k].short) for k in short)
+                plan = plan.wider("PREV" in why, "NEXT" in why)
             todo = sorted({*short, *unmet})
             reruns += len(todo)
             continue

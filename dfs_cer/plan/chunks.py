@@ -96,9 +96,13 @@ class ChunkPlan:
         end = min(POS, hi + self.tail)
         return max(NEG, lo - self.lead), end if until is None else min(end, until)
 
-    def wider(self) -> ChunkPlan:
-        """The same chunks reading twice as far (PREV/NEXT found too few rows)."""
-        return replace(self, lead=2 * self.lead + 1 if self.lead else 0, tail=self.tail + max(self.tail, 1))
+    def wider(self, before: bool = True, after: bool = True) -> ChunkPlan:
+        """The same chunks reading further back (``before``: PREV found too few rows) or further
+        ahead (``after``: NEXT did): eight times as far, capped well inside int64."""
+        cap = POS // 4
+        lead = min(cap, 8 * self.lead + 1) if before else self.lead
+        tail = min(cap, self.tail + 8 * max(self.tail, 1)) if after else self.tail
+        return replace(self, lead=lead, tail=tail)
 
 
 def split_reason(analysis: Analysis) -> str | None:
@@ -171,8 +175,9 @@ def assign(ts: np.ndarray, plan: ChunkPlan, only: Sequence[int] | None = None) -
     starts = plan.starts.copy()
     starts[0] = NEG
     ends = np.append(starts[1:], POS)
-    hi = np.searchsorted(np.maximum(starts - plan.lead, NEG), ts, side="right") - 1
-    lo = np.searchsorted(np.minimum(ends + plan.tail, POS), ts, side="left")
+    # saturating: NEG - lead and POS + tail stay in int64 (nanosecond windows are large)
+    hi = np.searchsorted(np.maximum(starts, NEG + plan.lead) - plan.lead, ts, side="right") - 1
+    lo = np.searchsorted(np.minimum(ends, POS - plan.tail) + plan.tail, ts, side="left")
     hi, lo = np.clip(hi, 0, k - 1), np.clip(lo, 0, k - 1)
     count = np.maximum(hi - lo + 1, 0)
     rows = np.repeat(np.arange(ts.size, dtype=np.int64), count)

@@ -384,7 +384,7 @@ def run_chunks(spark: Any, emit: Callable[[ChunkPlan, Sequence[int] | None], Any
                 latest[k] = (matched, chunk_reports, since)
         if short or unmet:
             if short:
-                plan = plan.wider()
+                plan = plan.wider(any("PREV" in n for n in split.notes), any("NEXT" in n for n in split.notes))
                 split.widened = True
             todo = sorted({*short, *unmet})
             again |= set(short)

@@ -185,3 +185,43 @@ def test_reruns_stop_where_the_runs_meet(skip: str, monkeypatch: pytest.MonkeyPa
     split, reruns = run_split(table, analysis, plan)
     assert _canonical(split) == _canonical(run_row_pattern(table, analysis).table)
     assert reruns > 0 and any(met), "some re-run met the fresh run before the chunk's end"
+
+
+def _same(table: pa.Table, sql: str, plan: ChunkPlan, config: QueryConfig | None = None) -> None:
+    analysis = analyze(parse(sql), table.schema, config or QueryConfig(integer_time_unit="s"))
+    assert split_reason(analysis) is None
+    split, _ = run_split(table, analysis, plan)
+    assert _canonical(split) == _canonical(run_row_pattern(table, analysis).table)
+
+
+def test_a_prefix_rerun_keeps_the_rows_next_reads() -> None:
+    """Found by review: a re-run's prefix cut NEXT's rows off past a sparse stretch."""
+    dense = 2000
+    ts = list(range(9, 22)) + [40, 41] + [-100 + i % 20 for i in range(dense)]
+    v = [1] * 11 + [0, 0] + [5, 5] + [9] * dense
+    w = [0] + [1] * 10 + [0, 0] + [0, 0] + list(range(dense))
+    table = pa.table({"ts": pa.array(ts, pa.int64()), "v": pa.array(v, pa.int64()), "w": pa.array(w, pa.int64())})
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(ts) AS f, LAST(ts) AS l ONE ROW PER MATCH "
+           "AFTER MATCH SKIP PAST LAST ROW PATTERN (A B) WITHIN 2 SECONDS "
+           "DEFINE A AS A.v = 1, B AS B.v < NEXT(B.v, 3) OR B.w = 1)")
+    _same(table, sql, ChunkPlan("time", np.array([NEG, -90, 10], np.int64), tail=5, first=-100, last=41))
+
+
+def test_nanosecond_windows_and_far_prev_rows() -> None:
+    """Found by review: widening a nanosecond plan overflowed int64."""
+    s = 10**9
+    ts = [0, 86400 * s, 86400 * s + s, 86400 * s + 2 * s]
+    table = pa.table({"ts": pa.array(ts, pa.timestamp("ns")), "v": pa.array([1, 2, 3, 4], pa.int64())})
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(ts) AS f, LAST(ts) AS l ONE ROW PER MATCH "
+           "PATTERN (A B) WITHIN 1 HOUR DEFINE A AS A.v > PREV(A.v, 2), B AS TRUE)")
+    _same(table, sql, ChunkPlan("time", np.array([NEG, 86400 * s + s // 2], np.int64), lead=1, tail=3600 * s,
+                                first=ts[0], last=ts[-1]), QueryConfig())
+
+
+def test_list_partition_values() -> None:
+    """Found by review: PARTITION BY a list column made the reports' keys unhashable."""
+    table = pa.table({"ts": pa.array([0, 1, 2, 3], pa.int64()), "v": pa.array([1, 2, 1, 2], pa.int64()),
+                      "g": pa.array([[1], [1], [1], [1]], pa.list_(pa.int64()))})
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY g ORDER BY ts MEASURES FIRST(ts) AS f, LAST(ts) AS l "
+           "ONE ROW PER MATCH PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2)")
+    _same(table, sql, ChunkPlan("time", np.array([NEG, 1], np.int64), tail=5, first=0, last=3))
