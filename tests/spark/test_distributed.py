@@ -125,18 +125,12 @@ def test_unsplittable_patterns_run_as_one_chunk_and_say_why(spark: Any, dense: t
 
 def test_dense_data_in_s3(spark: Any, dense: tuple[pa.Table, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     import pyarrow.fs as pafs
-    from moto.server import ThreadedMotoServer
 
     from dfs_cer.spark import recognize
-    from tests.storage.test_s3 import CREDENTIALS
+    from tests.storage.test_s3 import moto_s3
 
     events, root = dense
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        for k, v in {**CREDENTIALS, "DFS_CER__STORAGE__S3_ENDPOINT": f"http://{host}:{port}"}.items():
-            monkeypatch.setenv(k, v)
+    with moto_s3(monkeypatch) as (host, port):
         fs = pafs.S3FileSystem(endpoint_override=f"{host}:{port}", scheme="http", region="us-east-1",
                                allow_bucket_creation=True)
         fs.create_dir("dense")
@@ -149,8 +143,6 @@ def test_dense_data_in_s3(spark: Any, dense: tuple[pa.Table, Path], monkeypatch:
             run = recognize(spark, sql, data="s3://dense/log", driver_threshold=0, tasks=2)
             assert rows(run.matches.toArrow().cast(expected.schema)) == rows(expected), name
             assert run.split is not None and run.split.mode == "time"
-    finally:
-        server.stop()
 
 
 CLUSTER = r"""

@@ -201,18 +201,12 @@ def test_data_in_s3(spark: Any, events: pa.Table, monkeypatch: pytest.MonkeyPatc
     spark-submit reads S3 directly and through storage nodes over S3 shards, and writes to S3."""
     import boto3
     import pyarrow.fs as pafs
-    from moto.server import ThreadedMotoServer
 
     from dfs_cer.errors import StorageError
     from dfs_cer.spark import match_recognize
-    from tests.storage.test_s3 import CREDENTIALS
+    from tests.storage.test_s3 import CREDENTIALS, moto_s3
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        for k, v in {**CREDENTIALS, "DFS_CER__STORAGE__S3_ENDPOINT": f"http://{host}:{port}"}.items():
-            monkeypatch.setenv(k, v)
+    with moto_s3(monkeypatch) as (host, port):
         boto3.client("s3", endpoint_url=f"http://{host}:{port}").create_bucket(Bucket="events")
         fs = pafs.S3FileSystem(endpoint_override=f"{host}:{port}", scheme="http", region="us-east-1")
         for part, table in enumerate([events.slice(0, 30_000), events.slice(30_000)]):
@@ -255,8 +249,6 @@ def test_data_in_s3(spark: Any, events: pa.Table, monkeypatch: pytest.MonkeyPatc
         with fs.open_input_file("events/results-sn/trace.json") as f:
             trace = json.loads(f.read())
         assert trace["strategy"] == "dfs" and 0 < trace["events_received"] < events.num_rows
-    finally:
-        server.stop()
 
 
 def test_demo_runs_q1_and_variants_with_every_strategy(spark: Any, tmp_path: Path) -> None:
