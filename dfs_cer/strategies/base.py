@@ -131,7 +131,6 @@ class DeferredPull:
         self.query_id = session.query_id
         self.call_timeout = config.call_timeout_seconds
         self.compression = config.transfer_compression
-        self.deadline_seconds = max(1.0, (session.deadline or time.monotonic() + 3600) - time.monotonic())
 
     def account(self, bytes_to_sn: int, bytes_to_cn: int, events: int, seconds: float, calls: int) -> None:
         self.session.trace.rounds.append(Round(self.kind, bytes_to_sn, bytes_to_cn, events, seconds, None,
