@@ -100,6 +100,20 @@ class StorageConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class TablesConfig:
+    """Tables served in place (``iceberg://CATALOG/NAMESPACE.TABLE``, ``hive:PATH``)."""
+
+    #: the embedded Iceberg catalog ``iceberg://local/...``: a SQL catalog on this database
+    #: (other catalog names come from pyiceberg's own configuration: ~/.pyiceberg.yaml or
+    #: PYICEBERG_CATALOG__NAME__URI=...)
+    catalog_uri: str = "sqlite:///.dfs-cer/catalog.db"
+    #: where the embedded catalog writes new tables (a local directory or s3://bucket/prefix)
+    warehouse: str = ".dfs-cer/warehouse"
+    #: where storage nodes keep each table's file-to-node assignment (written once, then read)
+    assignments_dir: str = ".dfs-cer/tables"
+
+
+@dataclass(frozen=True, slots=True)
 class MatcherConfig:
     """Matching engine settings."""
 
@@ -116,6 +130,7 @@ class Config:
     strategy: StrategyConfig = field(default_factory=StrategyConfig)
     storage: StorageConfig = field(default_factory=StorageConfig)
     matcher: MatcherConfig = field(default_factory=MatcherConfig)
+    tables: TablesConfig = field(default_factory=TablesConfig)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """Plain nested dict of every setting (for ``dfs-cer config`` and tests)."""

@@ -89,6 +89,16 @@ def _inside(table: pa.Table, ts: np.ndarray, ranges: np.ndarray) -> tuple[pa.Tab
     return table.take(pa.array(rows)), ts[rows]
 
 
+def snapshot_of(header: dict[str, Any]) -> int | None:
+    """The table snapshot a request pins (an integer), or None."""
+    raw = header.get("snapshot")
+    if raw is None:
+        return None
+    if type(raw) is not int or not -(2**63) <= raw < 2**63:
+        raise ProtocolError("snapshot must be an Iceberg snapshot id (a 64-bit integer)")
+    return raw
+
+
 def _time_ranges(raw: object) -> np.ndarray | None:
     """``[[lo, hi], ...]`` (inclusive, in the time column's integer units) from an open header."""
     if raw is None:
@@ -225,6 +235,7 @@ class Actions:
                 "schema_digest": schema_digest(self.store.schema), "data_digest": self.store.data_digest,
                 "local_partitions": self._local(state.analysis), "beta": self.betas,
                 "time_column": self.store.time_column,
+                **({"snapshot": self.store.manifest["snapshot"]} if "snapshot" in self.store.manifest else {}),
                 "navigation_on_node": state.navigation,
                 "match_cpu_budget": self.cpu_budget}
 
@@ -239,7 +250,8 @@ class Actions:
             column in analysis.query.recognize.partition_by
 
     def open(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
-        self.store.refresh()  # late files added with dfs-cer shard --append
+        # late files added with dfs-cer shard --append; for a table, the snapshot the query pinned
+        self.store.refresh(snapshot_of(header))
         if "group" in header:
             return self._open_group(header)
         analysis, qid = self._query(header, "open", navigation=True)
@@ -279,8 +291,8 @@ class Actions:
                 if indexed is not None:  # the rows passing the same filter, found through the indexes
                     table = indexed[0].take(pa.array(indexed[1]))
                 else:
-                    table = self.store.scan(filt if where is None else where if filt is None else filt & where
-                                            ).sort_by(self.store.time_column)
+                    table = self.store.scan(filt if where is None else where if filt is None else filt & where,
+                                            ranges=ranges).sort_by(self.store.time_column)
                 ts = _time_ints(table.column(self.store.time_column))
                 if ranges is not None:  # an incremental re-run: only rows inside these closed ranges
                     table, ts = _inside(table, ts, ranges)
@@ -385,7 +397,9 @@ class Actions:
         reserves on every node or on none; see StateRegistry.try_reserve)."""
         request = Reserve.parse(header)
         granted = self.registry.try_reserve(request.query_id, self.store.estimate_bytes(), request.arrival)
-        return {"granted": granted}, []
+        # a table's current snapshot: the compute node pins one for every node
+        pinned = self.store.current_snapshot() if granted else {}
+        return {"granted": granted, **pinned}, []
 
     def release(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         self.registry.release_reservation(Release.parse(header).query_id)

@@ -23,13 +23,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from dfs_cer.config import StorageConfig, load_config, parse_size
+from dfs_cer.config import StorageConfig, TablesConfig, load_config, parse_size
 from dfs_cer.errors import DfsCerError, FilterFormatError, ProtocolError, QueryError
 from dfs_cer.io.shard import schema_digest
 from dfs_cer.transport.envelope import COMPRESSIONS, seal
 from dfs_cer.transport.messages import decode, encode
 from dfs_cer.transport.protocol import ADMISSION, CACHE_MISS, UNKNOWN_QUERY, query_id
-from storage_node.actions import Actions, node_betas
+from storage_node.actions import Actions, node_betas, snapshot_of
 from storage_node.state import AdmissionError, CacheMissError, StateRegistry, UnknownQueryError
 from storage_node.store import ShardStore
 
@@ -120,10 +120,11 @@ class StorageNode(flight.FlightServerBase):
                 reply: tuple[dict[str, Any], list[bytes]] = ({"status": "ok", "rows": self.store.manifest.get("rows"),
                                                              "uptime_s": time.time() - self.started}, [])
             elif action.type == "files":  # the shard set's files (with time bounds and --append batch tags)
-                self._guard(body, opens=True, blobs=False)
-                self.store.refresh()
-                reply = ({"files": self.store.manifest.get("files", []),
-                          "time_column": self.store.time_column}, [])
+                header, _ = self._guard(body, opens=True, blobs=False)
+                self.store.refresh(snapshot_of(header))
+                reply = ({"files": self.store.manifest.get("files", []), "time_column": self.store.time_column,
+                          **({"snapshot": self.store.manifest["snapshot"]} if "snapshot" in self.store.manifest
+                             else {})}, [])
             elif action.type == "schema":  # the shard set's exact Arrow schema
                 self._guard(body, opens=True, blobs=False)
                 reply = ({"digest": schema_digest(self.store.schema)}, [self.store.schema.serialize().to_pybytes()])
@@ -192,14 +193,27 @@ def read_token(path: str) -> str:
     return token
 
 
+def open_store(data: str, storage: StorageConfig, tables: TablesConfig) -> ShardStore:
+    """What ``--data`` names: a table served in place (``iceberg://...``, ``hive:...``) or a
+    shard set written by ``dfs-cer shard``."""
+    from dfs_cer.io.tables import is_table, parse_table
+
+    if is_table(data):
+        from storage_node.tables import TableStore
+
+        return TableStore(parse_table(data), storage, tables)
+    return ShardStore(data, storage)
+
+
 def serve(data: str, port: int | None, token_file: str, memory_budget: str | None = None, host: str | None = None,
           tls_cert: str | None = None, tls_key: str | None = None, ready_file: str | None = None) -> None:
-    cfg = load_config().storage
+    config = load_config()
+    cfg = config.storage
     import dataclasses
 
     if memory_budget is not None:
         cfg = dataclasses.replace(cfg, memory_budget=parse_size(memory_budget, "--memory-budget"))
-    store = ShardStore(data, cfg)
+    store = open_store(data, cfg, config.tables)
     from storage_node.warmup import warm_up
 
     warm_up()

@@ -105,11 +105,16 @@ class ShardStore:
             total += int(stats.null_count)
         return total
 
-    def refresh(self) -> bool:
+    def refresh(self, snapshot: int | None = None) -> bool:
         """Pick up files added to the shard set since it was loaded (``dfs-cer shard --append``):
         re-read the manifest and, when it changed, the dataset (the cache is dropped). A manifest
         that cannot be read or names missing files raises StorageError and leaves the current
         state in place (the query that asked fails with the reason; the node keeps serving)."""
+        if snapshot is not None:
+            from dfs_cer.errors import ProtocolError
+
+            raise ProtocolError(f"this storage node serves the shard set {self.location.uri}, which has no "
+                                "snapshots")
         manifest = read_manifest(self.location)
         if manifest == self.manifest:
             return False
@@ -117,6 +122,10 @@ class ShardStore:
             self._load(manifest)
             self.generation += 1
         return True
+
+    def current_snapshot(self) -> dict[str, Any]:
+        """A table's snapshot for a query starting now (``{}``: a shard set has none)."""
+        return {}
 
     @property
     def schema(self) -> pa.Schema:
@@ -143,9 +152,12 @@ class ShardStore:
         self._size = total
         return total
 
-    def scan(self, filter_: object = None, columns: list[str] | None = None) -> pa.Table:
+    def scan(self, filter_: object = None, columns: list[str] | None = None,
+             ranges: Any = None) -> pa.Table:
         """Rows passing ``filter_``. Shard sets whose decoded size fits ``storage.cache_bytes``
-        are read once and filtered in memory afterwards (shards are immutable while served)."""
+        are read once and filtered in memory afterwards (shards are immutable while served).
+        ``ranges``: the time ranges the caller keeps (a hint for skipping files; unused here,
+        where the filter's row-group statistics prune)."""
         if self.dataset is None:
             return self.schema.empty_table()
         # transient read errors (S3) are retried within storage.s3_retry_seconds
@@ -170,7 +182,7 @@ class ShardStore:
             with self._cache_lock:
                 if self.cached is None:  # concurrent first scans load once
                     # kept sorted by time: the rows by time are the cache itself (one copy)
-                    self.cached = self._sorted = _by_time(self._distinct(self.dataset.to_table()), self.time_column)
+                    self.cached = self._sorted = by_time(self._distinct(self.dataset.to_table()), self.time_column)
         elif self.cached is not None:
             self.cache_hits += 1
         if self.cached is not None:
@@ -216,7 +228,7 @@ class ShardStore:
     def preload(self) -> list[str]:
         """Load the cached rows (when the shard set fits the cache) and build the value index of
         every string column with few values (a sample decides); the columns indexed."""
-        if self.dataset is None or not 0 < self.estimate_bytes() <= self.config.cache_bytes:
+        if not self.files or not 0 < self.estimate_bytes() <= self.config.cache_bytes:
             return []
         rows = self.sorted_rows()
         indexed = []
@@ -269,7 +281,7 @@ class ShardStore:
                 "index_bytes": self.index_bytes()}
 
 
-def _by_time(table: pa.Table, time_column: str) -> pa.Table:
+def by_time(table: pa.Table, time_column: str) -> pa.Table:
     """``table`` sorted by ``time_column`` (stable: ties keep their order), built a column at a
     time so that no more than one column is held twice while sorting a whole shard set."""
     order = pc.sort_indices(table, [(time_column, "ascending")])

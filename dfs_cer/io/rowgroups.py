@@ -40,6 +40,37 @@ def _as_int(value: object, arrow_type: pa.DataType) -> int | None:
         return None
 
 
+def group_bounds(meta: pq.FileMetaData, time_column: str) -> list[tuple[int | None, int | None, int | None]]:
+    """Per row group of a file: the time column's first and last value and NULL count from the
+    footer's statistics (None where missing)."""
+    names = [meta.schema.column(i).path for i in range(meta.num_columns)]
+    col = names.index(time_column) if time_column in names else -1
+    file_schema = meta.schema.to_arrow_schema()
+    arrow_type = file_schema.field(time_column).type if time_column in file_schema.names else pa.null()
+    out: list[tuple[int | None, int | None, int | None]] = []
+    for g in range(meta.num_row_groups):
+        first = last = nulls = None
+        if col >= 0:
+            stats = meta.row_group(g).column(col).statistics
+            if stats is not None and stats.has_min_max:
+                first, last = _as_int(stats.min, arrow_type), _as_int(stats.max, arrow_type)
+            if stats is not None and stats.has_null_count:
+                nulls = int(stats.null_count)
+        out.append((first, last, nulls))
+    return out
+
+
+def time_bounds(meta: pq.FileMetaData, time_column: str) -> tuple[int | None, int | None]:
+    """A file's first and last time from its footer, or (None, None) when some row group has
+    no statistics (the file then matches every time range)."""
+    bounds = [(a, b) for a, b, _ in group_bounds(meta, time_column) if meta.num_rows]
+    firsts = [a for a, _ in bounds]
+    lasts = [b for _, b in bounds]
+    if not bounds or any(v is None for v in firsts + lasts):
+        return None, None
+    return min(firsts), max(lasts)  # type: ignore[type-var]
+
+
 def location_files(uri: str, config: StorageConfig | None = None) -> tuple[FileLocation, list[str]]:
     where = filesystem_for(uri, config)
     files = [where.path] if uri.endswith(".parquet") else list_files(where)
@@ -57,22 +88,10 @@ def list_row_groups(where: FileLocation, files: Sequence[str], time_column: str)
             return pq.read_metadata(p, filesystem=where.fs)
 
         meta = where.retrying(f"{where.uri} ({path})", footer)
-        file_schema = meta.schema.to_arrow_schema()
         if schema is None:
-            schema = file_schema
-        names = [meta.schema.column(i).path for i in range(meta.num_columns)]
-        col = names.index(time_column) if time_column in names else -1
-        arrow_type = file_schema.field(time_column).type if time_column in file_schema.names else pa.null()
-        for g in range(meta.num_row_groups):
-            rg = meta.row_group(g)
-            first = last = nulls = None
-            if col >= 0:
-                stats = rg.column(col).statistics
-                if stats is not None and stats.has_min_max:
-                    first, last = _as_int(stats.min, arrow_type), _as_int(stats.max, arrow_type)
-                if stats is not None and stats.has_null_count:
-                    nulls = int(stats.null_count)
-            groups.append(RowGroup(path, g, rg.num_rows, first, last, nulls))
+            schema = meta.schema.to_arrow_schema()
+        for g, (first, last, nulls) in enumerate(group_bounds(meta, time_column)):
+            groups.append(RowGroup(path, g, meta.row_group(g).num_rows, first, last, nulls))
     assert schema is not None
     return schema, groups
 

@@ -40,6 +40,10 @@ class RunRecord:
     mode: str = "full"
     recomputed: list[list[int]] | None = None
     note: str | None = None
+    #: tables served in place: the snapshot the run read, and each file's first and last time
+    #: (a file a later snapshot removes changes the matches of its time range)
+    snapshot: int | None = None
+    bounds: dict[str, list[int | None]] | None = None
 
 
 def new_run_id() -> str:

@@ -70,6 +70,8 @@ class Trace:
     input_filter: str | None = None
     #: what the pull was for in a statement of several pulls ("clause 2", "table 't'")
     source: str | None = None
+    #: the table snapshot every storage node served (tables served in place; None: shard sets)
+    snapshot: int | None = None
 
     @property
     def bytes_to_cn(self) -> int:
@@ -93,7 +95,7 @@ class Trace:
                 "events_received": self.events_received, "seconds": self.seconds, "fallback": self.fallback,
                 "matching": None if self.matching is None else self.matching.to_dict(), "warnings": self.warnings,
                 "navigation": self.navigation, "halo_rows": self.halo_rows,
-                "input_filter": self.input_filter, "source": self.source}
+                "input_filter": self.input_filter, "source": self.source, "snapshot": self.snapshot}
 
 
 @dataclass
@@ -199,6 +201,9 @@ class Session:
         self.time_span: tuple[int, int] | None = None  # the nodes' rows' first and last time
         self.rows_total = 0  # rows the nodes scanned at open
         self.defer_min_rows = 0  # smaller inputs are pulled by the driver even when deferring
+        #: the table snapshot the query reads on every node (tables served in place): the one
+        #: given, else the current one the nodes report when admitting the query
+        self.snapshot: int | None = None
         self._pool = ThreadPoolExecutor(max(1, len(self.clients)))
         self._closed = False
         #: nodes that did not answer a call in time: closed in the background, not waited for
@@ -274,9 +279,11 @@ class Session:
         if share is not None and self.group is not None:
             return self.group.shared(self, (name, *share),
                                      lambda: self.action(name, header, blobs, per_node, **round_info))
-        lease: dict[str, float] = {}
+        lease: dict[str, Any] = {}
         if name == "open" and self.deadline is not None:  # the nodes drop the state by themselves after it
             lease["lease_seconds"] = round(max(1.0, self.deadline - time.monotonic()), 3)
+        if name == "open" and self.snapshot is not None:  # one snapshot on every node
+            lease["snapshot"] = self.snapshot
         body = {"query_id": self.query_id, **header, **lease}
         index = {id(c): i for i, c in enumerate(self.clients)}
 
@@ -346,6 +353,10 @@ class Session:
             replies = self.action("reserve", Reserve(self.query_id, arrival).header())
             refused = [i for i, (h, _) in enumerate(replies) if not h.get("granted")]
             if not refused:
+                if self.snapshot is None:  # a table's current snapshot (the latest commit any node saw)
+                    pins = [(int(h.get("snapshot_ms") or 0), int(h["snapshot"])) for h, _ in replies
+                            if isinstance(h.get("snapshot"), int)]
+                    self.snapshot = max(pins)[1] if pins else None
                 return
             self.trace.rounds.pop()  # waiting is not a round trip of the strategy
             for i, c in enumerate(self.clients):

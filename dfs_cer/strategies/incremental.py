@@ -33,17 +33,28 @@ class RunResult:
     where: Path
 
 
-def shard_files(endpoints: Sequence[str], token: str) -> list[list[dict[str, Any]]]:
-    """Every storage node's shard files (with time bounds), in endpoint order."""
-    out = []
-    for e in endpoints:
-        client = StorageClient(e, token)
-        try:
-            header, _ = client.action("files", {})
-        finally:
-            client.close()
-        out.append(list(header["files"]))
-    return out
+def shard_files(endpoints: Sequence[str], token: str,
+                snapshot: int | None = None) -> tuple[list[list[dict[str, Any]]], int | None]:
+    """Every storage node's files (with time bounds), in endpoint order, and the table snapshot
+    they are of (nodes serving a table in place; None for shard sets): ``snapshot``, else the
+    table's current one, the same on every node."""
+    def ask(pin: int | None) -> list[dict[str, Any]]:
+        out = []
+        for e in endpoints:
+            client = StorageClient(e, token)
+            try:
+                header, _ = client.action("files", {} if pin is None else {"snapshot": pin})
+            finally:
+                client.close()
+            out.append(header)
+        return out
+
+    headers = ask(snapshot)
+    seen = [h.get("snapshot") for h in headers]
+    if snapshot is None and len(set(seen)) > 1:  # a commit between two calls: all at the last node's
+        snapshot = seen[-1]
+        headers = ask(snapshot)
+    return [list(h["files"]) for h in headers], headers[0].get("snapshot") if headers else None
 
 
 def _matching_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -72,18 +83,22 @@ def run_and_save(sql: str, endpoints: Sequence[str], token: str, *, strategy: st
         sql = previous.sql
         strategy = previous.strategy
         match_opts = {**_matching_options(previous.options), **match_opts}
-    files = shard_files(endpoints, token)
+    files, snapshot = shard_files(endpoints, token)
     names = [[str(f["path"]) for f in node] for node in files]
+    bounds = {str(f["path"]): [f.get("min_ts"), f.get("max_ts")] for node in files for f in node} \
+        if snapshot is not None else None
     # match ids are computed here: the events are pulled, never matched on the nodes
-    pull_opts = {**{k: v for k, v in options.items() if k not in ("selection", "kleene")}, "node_matching": "off"}
+    pull_opts = {**{k: v for k, v in options.items() if k not in ("selection", "kleene")}, "node_matching": "off",
+                 "snapshot": snapshot}
     if previous is not None:  # what decides the matches comes from the saved run
         pull_opts.update({k: v for k, v in previous.options.items() if k in SEMANTIC})
     if previous is None:
         pulled = pull(strategy, sql, endpoints, token, **pull_opts)
         matches = match_pulled(pulled, outer=False, match_ids=True, **match_opts)
         kept = {k: v for k, v in {**pull_opts, **match_opts}.items() if k not in ("timeout", "config")}
+        kept.pop("snapshot", None)
         record = RunRecord(new_run_id(), sql, strategy, kept, names,
-                           pulled.analysis.window_units)
+                           pulled.analysis.window_units, snapshot=snapshot, bounds=bounds)
         where = save_run(runs_dir, record, matches)
         return RunResult(record, matches, None, pulled, where)
     assert old is not None
@@ -92,10 +107,17 @@ def run_and_save(sql: str, endpoints: Sequence[str], token: str, *, strategy: st
                        "(without --since-run)")
     new_files = [f for node, seen in zip(files, previous.files, strict=True) for f in node
                  if str(f["path"]) not in set(seen)]
+    # a table's later snapshot may also remove files (an overwrite, a compaction): their time
+    # ranges change too (a file moved between nodes is neither added nor removed)
+    now = {str(f["path"]) for node in files for f in node}
+    old_bounds = previous.bounds or {}
+    removed = [{"path": p, "min_ts": old_bounds.get(p, [None, None])[0], "max_ts": old_bounds.get(p, [None, None])[1]}
+               for seen in previous.files for p in seen if p not in now]
+    changed = [*new_files, *removed]
     record = RunRecord(new_run_id(), sql, strategy, previous.options, names, previous.window_units,
-                       parent=previous.run_id, mode="incremental", recomputed=[])
-    if not new_files:
-        record.note = "no new shard files since the previous run"
+                       parent=previous.run_id, mode="incremental", recomputed=[], snapshot=snapshot, bounds=bounds)
+    if not changed:
+        record.note = f"no new {'data' if snapshot is not None else 'shard'} files since the previous run"
         changes = cl.changelog(old, old, [])
         where = save_run(runs_dir, record, old, changes)
         return RunResult(record, old, changes, None, where)
@@ -103,8 +125,10 @@ def run_and_save(sql: str, endpoints: Sequence[str], token: str, *, strategy: st
     window = previous.window_units
     reason = cl.incremental_reason(analyze(query), window, bool(match_opts.get("selection")))
     recomputed: list[tuple[int, int]] | None = None
+    if reason is None and any(f.get("min_ts") is None or f.get("max_ts") is None for f in changed):
+        reason = "a new or removed file has no time statistics"
     if reason is None and window is not None:
-        read, recomputed = cl.affected(new_files, window)
+        read, recomputed = cl.affected(changed, window)
         record.recomputed = [[a, b] for a, b in recomputed]
         pulled = pull(strategy, sql, endpoints, token, time_ranges=read, **pull_opts)
     else:

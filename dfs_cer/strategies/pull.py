@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dfs_cer.config import QueryConfig, StrategyConfig
+from dfs_cer.errors import StorageError
 from dfs_cer.filters import (
     IntervalSet,
     RefreshTags,
@@ -85,6 +86,11 @@ def _open(session: Session, query: Query, unit: str) -> tuple[Analysis, list[dic
             {"sql": sql, "integer_time_unit": unit, "schema": i == 0, **extra}, []))
     schema = pa.ipc.read_schema(pa.py_buffer(replies[0][1][0]))
     headers = [h for h, _ in replies]
+    served = {h.get("snapshot") for h in headers}
+    if len(served) > 1:
+        raise StorageError(f"the storage nodes served different snapshots of the table ({sorted(map(str, served))}); "
+                           "run the query again (a commit raced it) or pin one with ?snapshot=ID")
+    session.trace.snapshot = served.pop() if served else None
     if len({h.get("schema_digest") for h in headers}) > 1:
         session.same_schemas(session.schemas())
     key = session.event_key
@@ -681,7 +687,7 @@ def pull(name: str, query: Query | str, endpoints: Sequence[str], token: str, *,
          event_key: Sequence[str] | None = None, dedup: bool = True,
          time_ranges: Sequence[tuple[int, int]] | None = None, timeout: float | None = None,
          config: StrategyConfig | None = None, input_filter: str | None = None, defer: bool = False,
-         defer_min_rows: int = 0, **options: Any) -> PullResult:
+         defer_min_rows: int = 0, snapshot: int | None = None, **options: Any) -> PullResult:
     """Run pull strategy ``name`` for ``query`` against the storage nodes at ``endpoints``.
 
     ``event_key`` (default: the shard sets' own, from ``dfs-cer shard --event-key``; else the
@@ -693,6 +699,8 @@ def pull(name: str, query: Query | str, endpoints: Sequence[str], token: str, *,
     the others before anything else, so the query runs as over ``SELECT * FROM t WHERE
     input_filter``; a node that cannot evaluate it exactly refuses (code ``input-filter``). ``timeout`` bounds the whole query in seconds (default
     ``strategy.query_timeout_seconds``; each call also gets ``strategy.call_timeout_seconds``).
+    ``snapshot``: the table snapshot every node reads, for nodes serving an Iceberg table in
+    place (default: the table's current snapshot when the query starts; ``trace.snapshot``).
 
     Whatever happens, the query is closed on every node; a failure names its round and node.
     When the pull completed but some node did not confirm ``close``, the result is kept and the
@@ -710,6 +718,7 @@ def pull(name: str, query: Query | str, endpoints: Sequence[str], token: str, *,
     checked = PullOptions.parse(options)
     session = Session.connect(endpoints, token, Trace(name), config, timeout, event_key, dedup)
     session.time_ranges = None if time_ranges is None else [(int(a), int(b)) for a, b in time_ranges]
+    session.snapshot = None if snapshot is None else int(snapshot)
     session.input_filter = input_filter
     session.trace.input_filter = input_filter
     if not defer:

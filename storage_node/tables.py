@@ -1,0 +1,166 @@
+"""A storage node serving its share of a table in place (an Iceberg table or a Hive-style
+parquet prefix; see :mod:`dfs_cer.io.tables`): no copy, no manifest of its own.
+
+The node plans the table's files (one snapshot), keeps the files the table's assignment gives
+it, and serves them like a shard set: rows decoded and sorted by time on load when they fit the
+cache (files need not be sorted), else read per query, skipping files outside the query's time
+ranges. A query pins one snapshot on every node (``open`` names it); a node asked for another
+snapshot than the one it holds loads that one, and queries opened on the old one fail cleanly
+("run the query again") rather than mix snapshots.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+from dfs_cer.config import StorageConfig, TablesConfig
+from dfs_cer.errors import ProtocolError
+from dfs_cer.io.files import FileLocation
+from dfs_cer.io.shard import schema_fields
+from dfs_cer.io.tables import DataFile, TablePlan, TableRef, node_share, plan_table, read_data_file
+from storage_node.index import SortedProjection, ValueIndex
+from storage_node.store import ShardStore, by_time
+
+
+class TableStore(ShardStore):
+    """One node's share of a table served in place."""
+
+    def __init__(self, ref: TableRef, config: StorageConfig | None = None,
+                 tables: TablesConfig | None = None) -> None:
+        self.config = config or StorageConfig()
+        self.tables = tables or TablesConfig()
+        self.ref = ref
+        self.location = FileLocation(pa.fs.LocalFileSystem(), ref.name, ref.text(), 0.0)
+        self.cache_hits = 0
+        self._cache_lock = threading.Lock()
+        self.generation = 0
+        #: data files and their (compressed) bytes read from storage since the node started
+        self.files_read = 0
+        self.bytes_read = 0
+        self.plan: TablePlan | None = None
+        self._install(self._plan(ref.snapshot))
+
+    # --- planning ---------------------------------------------------------------------------
+
+    def _plan(self, snapshot: int | None) -> TablePlan:
+        return node_share(plan_table(self.ref, tables=self.tables, storage=self.config, snapshot=snapshot),
+                          self.tables)
+
+    def _install(self, plan: TablePlan) -> None:
+        files = [f.to_dict() for f in plan.files]
+        times = [f for f in plan.files if f.min_ts is not None and f.max_ts is not None]
+        self.manifest: dict[str, Any] = {
+            "table": plan.ref.name, "snapshot": plan.snapshot, "snapshot_ms": plan.snapshot_ms,
+            "files": files, "rows": plan.rows, "time_column": plan.ref.time_column,
+            "min_ts": min((f.min_ts for f in times), default=None),  # type: ignore[type-var]
+            "max_ts": max((f.max_ts for f in times), default=None),  # type: ignore[type-var]
+            "nodes": plan.ref.nodes, "partitioning": f"table-{plan.ref.by}", "event_key": [],
+            "schema": schema_fields(plan.schema)}
+        self.plan = plan
+        self.files = [f.path for f in plan.files]
+        self.data_digest = hashlib.sha256(json.dumps([plan.identity, plan.snapshot, files], sort_keys=True,
+                                                     default=str).encode()).hexdigest()[:16]
+        self.dataset = None
+        self.time_column = plan.ref.time_column
+        self.cached: pa.Table | None = None
+        self._sorted: pa.Table | None = None
+        self._indexes: dict[str, ValueIndex | None] = {}
+        self._projections: dict[tuple[str, str], SortedProjection] = {}
+        self._size: int | None = None
+
+    @property
+    def snapshot(self) -> int | None:
+        assert self.plan is not None
+        return self.plan.snapshot
+
+    def current_snapshot(self) -> dict[str, Any]:
+        """The snapshot a query starting now should pin: the table's current one (Iceberg; the
+        reference's when it names one), with its commit time."""
+        if self.ref.kind != "iceberg":
+            return {}
+        if self.ref.snapshot is not None:
+            return {"snapshot": self.ref.snapshot, "snapshot_ms": self.manifest.get("snapshot_ms")}
+        plan = plan_table(self.ref, tables=self.tables, storage=self.config)  # metadata only: no data read
+        return {"snapshot": plan.snapshot, "snapshot_ms": plan.snapshot_ms}
+
+    def refresh(self, snapshot: int | None = None) -> bool:
+        """Serve ``snapshot`` (Iceberg), else the table as it is now: a new snapshot, or files
+        added under a Hive prefix, are loaded (late data); the cached rows are dropped. A table
+        that cannot be planned raises and leaves the current state in place."""
+        if snapshot is not None and self.ref.kind != "iceberg":
+            raise ProtocolError(f"this storage node serves {self.ref.name}, which has no snapshots")
+        if snapshot is not None and snapshot == self.snapshot:
+            return False
+        if snapshot is None and self.ref.snapshot is not None:
+            return False  # the node serves the snapshot its reference names
+        plan = self._plan(snapshot)
+        assert self.plan is not None
+        if plan.snapshot == self.plan.snapshot and [f.path for f in plan.files] == self.files:
+            return False
+        with self._cache_lock:
+            self._install(plan)
+            self.generation += 1
+        return True
+
+    # --- reading ----------------------------------------------------------------------------
+
+    @property
+    def schema(self) -> pa.Schema:
+        assert self.plan is not None
+        return self.plan.schema
+
+    def estimate_bytes(self) -> int:
+        """Uncompressed size of the node's files (from their footers, read once per snapshot)."""
+        if self._size is not None:
+            return self._size
+        assert self.plan is not None
+        from dfs_cer.io.tables import file_footer
+
+        self._size = sum(int(sum(m.row_group(i).total_byte_size for i in range(m.num_row_groups)))
+                         for m in (file_footer(self.plan, f) for f in self.plan.files))
+        return self._size
+
+    def _read(self, files: Sequence[DataFile]) -> pa.Table:
+        assert self.plan is not None
+        plan = self.plan
+        parts = []
+        for f in files:
+            parts.append(read_data_file(plan, f))
+            self.files_read += 1
+            self.bytes_read += f.bytes
+        return pa.concat_tables(parts) if parts else plan.schema.empty_table()
+
+    def scan(self, filter_: object = None, columns: list[str] | None = None,
+             ranges: Any = None) -> pa.Table:
+        """Rows passing ``filter_``: from the cached rows when the share fits the cache, else read
+        from the files that may hold a time inside ``ranges`` (all files when None)."""
+        assert self.plan is not None
+        if not self.plan.files:
+            return self.schema.empty_table() if columns is None else self.schema.empty_table().select(columns)
+        if self.cached is None and 0 < self.estimate_bytes() <= self.config.cache_bytes:
+            with self._cache_lock:
+                if self.cached is None:
+                    self.cached = self._sorted = by_time(self._read(self.plan.files), self.time_column)
+        elif self.cached is not None:
+            self.cache_hits += 1
+        if self.cached is not None:
+            source = self.cached
+        else:
+            keep = [f for f in self.plan.files if ranges is None or f.min_ts is None or f.max_ts is None
+                    or bool(np.any((ranges[:, 0] <= f.max_ts) & (f.min_ts <= ranges[:, 1])))]
+            source = self._read(keep)
+        return ds.dataset(source).to_table(filter=filter_, columns=columns)
+
+    def _name_bad_file(self, exc: Exception) -> None:
+        return None  # read_data_file names the file and the snapshot itself
+
+    def cache_stats(self) -> dict[str, int]:
+        return {**super().cache_stats(), "files_read": self.files_read, "bytes_read": self.bytes_read}
