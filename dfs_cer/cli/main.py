@@ -160,11 +160,13 @@ def demo(state: State, events: int, data_dir: str, strategies: str) -> None:
 
 
 def _load_tables(specs: tuple[str, ...], state: State) -> dict[str, Any]:
-    """``--table NAME=PATH`` options as Arrow tables (parquet or CSV, file or directory, s3://)."""
+    """``--table NAME=PATH`` options as Arrow tables (parquet or CSV, file or directory, s3://,
+    or a table: iceberg://CATALOG/NS.TABLE, hive:PATH)."""
     import pyarrow as pa
     import pyarrow.dataset as ds
 
     from dfs_cer.io.files import filesystem_for
+    from dfs_cer.io.tables import is_table, plan_table, read_table
 
     out: dict[str, Any] = {}
     for spec in specs:
@@ -176,6 +178,10 @@ def _load_tables(specs: tuple[str, ...], state: State) -> dict[str, Any]:
                                      "districts=districts.parquet", param_hint="--table")
         if name.lower() in {n.lower() for n in out}:
             raise click.BadParameter(f"table {name!r} is given twice", param_hint="--table")
+        if is_table(path):  # an Iceberg table or a Hive-style prefix, read in place
+            plan = plan_table(path, tables=state.config.tables, storage=state.config.storage)
+            out[name] = pa.concat_tables([*read_table(plan), plan.schema.empty_table()])
+            continue
         location = filesystem_for(path, state.config.storage)
         try:
             out[name] = ds.dataset(location.path, filesystem=location.fs,
@@ -240,13 +246,16 @@ def _split_statements(text: str) -> list[str]:
               help="Fail the query after this many seconds, every round trip included "
                    "[default: strategy.query_timeout_seconds, 300]; each call to a node is also bounded by "
                    "strategy.call_timeout_seconds.")
+@click.option("--snapshot", type=int, default=None, metavar="ID",
+              help="For storage nodes serving an Iceberg table: read this snapshot on every node "
+                   "[default: the table's current snapshot when the query starts].")
 @pass_state
 @handle_errors
 def query_command(state: State, sql: tuple[str, ...], file: str | None, endpoints: str, token_file: str,
                   strategy: str | None, cost_model: str | None, explain_analyze: bool, fmt: str, limit: int, engine: str,
                   selection: str | None, kleene: str | None, save_run: bool, since_run: str | None,
                   runs_dir: str, node_matching: str, timeout: float | None,
-                  table_specs: tuple[str, ...] = ()) -> None:
+                  table_specs: tuple[str, ...] = (), snapshot: int | None = None) -> None:
     """Run a query against storage nodes with a pull strategy and print the matches.
 
     Several queries (several arguments, or statements separated by ';' in --file) run together:
@@ -264,6 +273,11 @@ def query_command(state: State, sql: tuple[str, ...], file: str | None, endpoint
     # selections and saved runs (match ids) match on this node
     options["node_matching"] = "off" if matching or save_run or since_run else node_matching
     statements = [q for text in ([_read_sql(None, file)] if file else list(sql)) for q in _split_statements(text)]
+    if snapshot is not None:
+        if save_run or since_run:
+            raise click.UsageError("--snapshot pins one query's snapshot; --save-run/--since-run read the table's "
+                                   "current snapshot (a re-run's changes are those of the snapshots since)")
+        options["snapshot"] = snapshot
     if save_run or since_run:
         if engine == "spark":
             raise click.UsageError("--save-run/--since-run match in this process (leave out --engine spark)")
@@ -338,6 +352,8 @@ def query_command(state: State, sql: tuple[str, ...], file: str | None, endpoint
                    f"{trace['events_received']:>10,}{trace['seconds'] * 1e3:>10.1f}")
         if trace.get("input_filter"):
             click.echo(f"input filter on the storage nodes: {trace['input_filter']}")
+        if trace.get("snapshot") is not None:
+            click.echo(f"table snapshot read on every storage node: {trace['snapshot']}")
         if trace.get("navigation"):
             click.echo(f"navigation: {trace['navigation']}; {trace['halo_rows']:,} halo rows received")
         m = trace.get("matching")
@@ -457,7 +473,9 @@ def _saved_run(state: State, sql: str, nodes: list[str], token: str, strategy: s
 
 
 @cli.command("shard")
-@click.option("--input", "input_path", required=True, help="Parquet or CSV file or directory (local or s3://).")
+@click.option("--input", "input_path", required=True,
+              help="Parquet or CSV file or directory (local or s3://), or a table: iceberg://CATALOG/NS.TABLE, "
+                   "hive:PATH.")
 @click.option("--nodes", type=int, required=True, help="Number of storage nodes.")
 @click.option("--to", "to", required=True, help="Output directory or s3://bucket/prefix.")
 @click.option("--partitioning", type=click.Choice(["random", "time", "type"]), default="random", show_default=True)
@@ -481,7 +499,7 @@ def shard_command(state: State, input_path: str, nodes: int, to: str, partitioni
         manifests = shard(input_path, nodes, to, partitioning=partitioning, time_column=time_column,
                           type_column=type_column, event_key=tuple(k.strip() for k in event_key.split(",") if k.strip()),
                           dedup=dedup, append=append, config=state.config.storage,
-                          progress=lambda rows: progress.update(task, completed=rows))
+                          progress=lambda rows: progress.update(task, completed=rows), tables=state.config.tables)
     summary: dict[str, Any] = {f"node-{m.node:02d}": {"rows": m.rows, "files": len(m.files), "min_ts": m.min_ts,
                                                       "max_ts": m.max_ts} for m in manifests}
     if dedup and manifests:

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from dfs_cer.config import StorageConfig
+from dfs_cer.config import StorageConfig, TablesConfig
 from dfs_cer.errors import DfsCerError, StorageError
 from dfs_cer.io.files import FileLocation, filesystem_for
 from dfs_cer.query.numeric import time_ints
@@ -89,7 +89,11 @@ def _node_of(partitioning: str, nodes: int, offset: int, batch: pa.RecordBatch, 
     return np.array([lookup[v] for v in values], np.int64)
 
 
-def _input_dataset(path: str, config: StorageConfig) -> ds.Dataset:
+def _input_dataset(path: str, config: StorageConfig, tables: TablesConfig | None = None) -> Any:
+    from dfs_cer.io.tables import TableInput, is_table, plan_table
+
+    if is_table(path):  # an Iceberg table or a Hive-style prefix, read in place
+        return TableInput(plan_table(path, tables=tables, storage=config))
     loc = filesystem_for(path, config)
     fmt = "csv" if path.endswith(".csv") else "parquet"
     try:
@@ -100,7 +104,7 @@ def _input_dataset(path: str, config: StorageConfig) -> ds.Dataset:
         raise ShardError(f"cannot read input {path}: {exc}") from exc
 
 
-def _deduplicated(dataset: ds.Dataset, time_column: str, event_key: tuple[str, ...],
+def _deduplicated(dataset: Any, time_column: str, event_key: tuple[str, ...],
                   batch_rows: int) -> tuple[Iterator[pa.RecordBatch], Callable[[], None]]:
     """The dataset without duplicate events, streamed from DuckDB (which spills to disk when the
     distinct set does not fit in memory): rows equal in every column, or, with an event key, in
@@ -108,7 +112,7 @@ def _deduplicated(dataset: ds.Dataset, time_column: str, event_key: tuple[str, .
     import duckdb
 
     con = duckdb.connect()
-    con.register("events", dataset)
+    con.register("events", dataset.reader(batch_rows) if hasattr(dataset, "reader") else dataset)
 
     def quoted(name: str) -> str:
         return '"' + name.replace('"', '""') + '"'
@@ -132,7 +136,7 @@ def _deduplicated(dataset: ds.Dataset, time_column: str, event_key: tuple[str, .
 def shard(input_path: str, nodes: int, to: str, *, partitioning: str = "random", time_column: str = "ts",
           type_column: str = "type", event_key: tuple[str, ...] = (), batch_rows: int = 1_000_000,
           dedup: bool = False, append: bool = False, config: StorageConfig | None = None,
-          progress: Callable[[int], None] | None = None) -> list[NodeManifest]:
+          progress: Callable[[int], None] | None = None, tables: TablesConfig | None = None) -> list[NodeManifest]:
     """Write ``nodes`` shard sets under ``to`` (``to/node-00``, ``to/node-01``, ...).
 
     ``dedup`` drops duplicate events of the input first: rows equal in every column, or equal
@@ -146,7 +150,7 @@ def shard(input_path: str, nodes: int, to: str, *, partitioning: str = "random",
         raise ShardError(f"--nodes must be at least 1, got {nodes}")
     if partitioning not in PARTITIONINGS:
         raise ShardError(f"--partitioning must be one of {', '.join(PARTITIONINGS)}, got {partitioning!r}")
-    dataset = _input_dataset(input_path, config)
+    dataset = _input_dataset(input_path, config, tables)
     schema = storage_schema(dataset.schema)
     for column, option in ((time_column, "--time-column"),):
         if column not in schema.names:

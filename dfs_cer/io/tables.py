@@ -516,10 +516,12 @@ def _s3_root(storage: StorageConfig) -> FileLocation:
     return _S3[storage]
 
 
-def read_data_file(plan: TablePlan, f: DataFile, columns: Sequence[str] | None = None) -> pa.Table:
-    """File ``f`` of ``plan`` as the table's schema (or its ``columns``): columns matched by
-    Iceberg field id (else by name), missing ones NULL, partition values filled in. A file
-    that vanished since planning is a TableError naming it and the snapshot."""
+def read_data_file(plan: TablePlan, f: DataFile, columns: Sequence[str] | None = None,
+                   row_group: int | None = None) -> pa.Table:
+    """File ``f`` of ``plan`` (or its row group ``row_group``) as the table's schema (or its
+    ``columns``): columns matched by Iceberg field id (else by name), missing ones NULL,
+    partition values filled in. A file that vanished since planning is a TableError naming it
+    and the snapshot."""
     loc, inside = _location(f.path, plan.config)
     wanted = [plan.schema.field(c) for c in columns] if columns is not None else list(plan.schema)
     ids = dict(zip(plan.schema.names, plan.field_ids, strict=True))
@@ -533,7 +535,8 @@ def read_data_file(plan: TablePlan, f: DataFile, columns: Sequence[str] | None =
                 names = [by_id.get(ids[w.name]) for w in wanted]
             else:
                 names = [w.name if w.name in physical.names else None for w in wanted]
-            table = pf.read(columns=[n for n in dict.fromkeys(names) if n is not None])
+            picked = [n for n in dict.fromkeys(names) if n is not None]
+            table = pf.read(columns=picked) if row_group is None else pf.read_row_group(row_group, columns=picked)
             return _conform(table, wanted, names, dict(f.partition))
 
     try:
@@ -578,10 +581,40 @@ def file_footer(plan: TablePlan, f: DataFile) -> pq.FileMetaData:
         raise
 
 
+def physical_name(plan: TablePlan, file_schema: pa.Schema, column: str) -> str | None:
+    """What a file written under an older schema calls ``column`` (by field id), or None."""
+    fid = dict(zip(plan.schema.names, plan.field_ids, strict=True)).get(column)
+    if fid is None:
+        return column if column in file_schema.names else None
+    return next((f.name for f in file_schema if field_id(f) == fid), None)
+
+
 def read_table(plan: TablePlan, columns: Sequence[str] | None = None) -> Iterator[pa.Table]:
     """Every planned file, one table each, in plan order."""
     for f in plan.files:
         yield read_data_file(plan, f, columns)
+
+
+class TableInput:
+    """A planned table as ``dfs-cer shard --input`` reads it: one stream of batches, file by
+    file, never the whole table in memory."""
+
+    def __init__(self, plan: TablePlan) -> None:
+        self.plan = plan
+        self.schema = plan.schema
+
+    def count_rows(self, filter: Any = None) -> int:
+        if filter is None:
+            return self.plan.rows
+        columns = list(dict.fromkeys(f.name for f in self.schema))
+        return sum(read_data_file(self.plan, f, columns).filter(filter).num_rows for f in self.plan.files)
+
+    def to_batches(self, batch_size: int = 1_000_000) -> Iterator[pa.RecordBatch]:
+        for f in self.plan.files:
+            yield from read_data_file(self.plan, f).to_batches(batch_size)
+
+    def reader(self, batch_size: int = 1_000_000) -> pa.RecordBatchReader:
+        return pa.RecordBatchReader.from_batches(self.schema, self.to_batches(batch_size))
 
 
 # --- assignment ---------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dfs_cer.config import QueryConfig, StorageConfig
+from dfs_cer.config import QueryConfig, StorageConfig, TablesConfig
 from dfs_cer.errors import ConfigError
 from dfs_cer.local import RELATION, outer_sql
 from dfs_cer.match.rowpattern import time_values
@@ -284,8 +284,11 @@ class RowGroupLoader:
     """Reads one parquet row group on an executor (local path or ``s3://`` through pyarrow),
     keeping the rows some variable may label when the pattern allows."""
 
-    def __init__(self, uri: str, config: StorageConfig, groups: Sequence[Any], bound: Any, push: bool) -> None:
+    def __init__(self, uri: str, config: StorageConfig, groups: Sequence[Any], bound: Any, push: bool,
+                 table: Any = None) -> None:
         self.uri, self.config, self.groups, self.bound, self.push = uri, config, list(groups), bound, push
+        #: a table served in place (its TablePlan): files read through pyarrow, matched by field id
+        self.table = table
         self._where: Any = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -300,11 +303,18 @@ class RowGroupLoader:
         from dfs_cer.io.rowgroups import read_row_group
         from dfs_cer.query.arrow_filter import union_filter
 
-        if self._where is None:
-            self._where = filesystem_for(self.uri, self.config)
         analysis = self.bound.analysis
         condition = union_filter([v.independent for v in analysis.variables if not v.any_row],
                                  self.bound.schema) if self.push else None
+        if self.table is not None:
+            from dfs_cer.io.tables import read_data_file
+
+            group = self.groups[unit]
+            f = next(f for f in self.table.files if f.path == group.file)
+            rows = read_data_file(self.table, f, row_group=group.index)
+            return rows.filter(condition) if condition is not None else rows
+        if self._where is None:
+            self._where = filesystem_for(self.uri, self.config)
         return read_row_group(self._where, self.groups[unit], self.bound.schema, condition)
 
     def chunk(self, plan: Any, k: int) -> pa.Table:
@@ -327,9 +337,11 @@ def overlapping(groups: Sequence[Any], ranges: Sequence[tuple[int, int]]) -> lis
 
 def match_data(spark: Any, query: Query, path: str, time_unit: str, *, event_key: Sequence[str] = (),
                dedup: bool = True, driver_threshold: int = 100_000, tasks: int | None = None,
-               config: StorageConfig | None = None) -> tuple[Any, Analysis, Split | None, int]:
+               config: StorageConfig | None = None,
+               tables: TablesConfig | None = None) -> tuple[Any, Analysis, Split | None, int]:
     """The MATCH_RECOGNIZE relation over the parquet at ``path`` (a file or a directory, local or
-    ``s3://``), read by the executors row group by row group: the driver reads the footers only.
+    ``s3://``, or a table: ``iceberg://...``, ``hive:...``), read by the executors row group by
+    row group: the driver reads the footers (and a table's metadata) only.
     Returns the relation, the analysis, how the input was split (None: a small input matched in
     the driver) and the rows in the files."""
     import os
@@ -337,6 +349,7 @@ def match_data(spark: Any, query: Query, path: str, time_unit: str, *, event_key
 
     from dfs_cer.config import load_config
     from dfs_cer.io.rowgroups import list_row_groups, location_files
+    from dfs_cer.io.tables import is_table
     from dfs_cer.plan.chunks import plan_chunks
     from dfs_cer.spark.distributed import Bound, emit_units, run_chunks
 
@@ -345,16 +358,24 @@ def match_data(spark: Any, query: Query, path: str, time_unit: str, *, event_key
     storage = config or load_config().storage
     if path.startswith("s3://") and not storage.s3_endpoint and os.environ.get("AWS_ENDPOINT_URL"):
         storage = replace(storage, s3_endpoint=os.environ["AWS_ENDPOINT_URL"])  # executors see the driver's endpoint
-    if not path.startswith("s3://"):
-        path = os.path.abspath(path)
-    where, files = location_files(path, storage)
     time_column = query.recognize.order_by[0].column
-    schema, groups = list_row_groups(where, files, time_column)
+    table = None
+    if is_table(path):  # planned here (pyiceberg on the driver only); executors read the files
+        from dfs_cer.io.rowgroups import table_row_groups
+        from dfs_cer.io.tables import plan_table
+
+        table = plan_table(path, tables=tables or load_config().tables, storage=storage)
+        schema, groups = table.schema, table_row_groups(table, time_column)
+    else:
+        if not path.startswith("s3://"):
+            path = os.path.abspath(path)
+        where, files = location_files(path, storage)
+        schema, groups = list_row_groups(where, files, time_column)
     qconfig = _config(time_unit, event_key, dedup)
     analysis = analyze(query, schema, qconfig)
     total = sum(g.rows for g in groups)
     bound = Bound(query.to_sql(), schema, qconfig)
-    load = RowGroupLoader(path, storage, groups, bound, _pushable(analysis))
+    load = RowGroupLoader(path, storage, groups, bound, _pushable(analysis), table)
     if total < driver_threshold:  # small: read and match in the driver
         events = pa.concat_tables([load(i) for i in range(len(groups))]) if groups else schema.empty_table()
         return _frame(spark, _engine_output(events, analysis, None)), analysis, None, total
