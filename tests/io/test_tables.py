@@ -5,6 +5,7 @@ assignment, and their errors. A real pyiceberg SQL catalog on sqlite."""
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 from pathlib import Path
 
@@ -144,7 +145,7 @@ def test_iceberg_snapshots_metrics_pruning_and_node_shares(tables: TablesConfig)
     paths = [f.path for s in shares for f in s.files]
     assert sorted(paths) == sorted(f.path for f in plan.files)
     assert [max(f.max_ts for f in s.files) < min(f.min_ts for f in t.files)  # type: ignore[type-var]
-            for s, t in zip(shares, shares[1:], strict=False) if s.files and t.files] == [True] * 2
+            for s, t in itertools.pairwise(shares) if s.files and t.files] == [True] * 2
     again = node_share(plan_table("iceberg://local/logs.events?node=0/3", tables=tables), tables)
     assert [f.path for f in again.files] == [f.path for f in shares[0].files]
     assert len(list(Path(tables.assignments_dir).glob("*.json"))) == 1  # written once
@@ -249,5 +250,5 @@ def test_hive_errors(tmp_path: Path) -> None:
     with pytest.raises(TableError, match="no parquet files under"):
         plan_table(f"hive:{tmp_path}")
     write_hive(tmp_path / "events", days=1)
-    with pytest.raises(TableError, match="date=day names no partition key .* its keys: date, region"):
+    with pytest.raises(TableError, match=r"date=day names no partition key .* its keys: date, region"):
         plan_table(f"hive:{tmp_path / 'events'}?date=day")

@@ -145,6 +145,40 @@ def test_dense_data_in_s3(spark: Any, dense: tuple[pa.Table, Path], monkeypatch:
             assert run.split is not None and run.split.mode == "time"
 
 
+def test_dense_iceberg_and_hive_tables_read_in_place(spark: Any, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """data= names an Iceberg table (planned on the driver by pyiceberg, files read by the
+    executors through pyarrow) whose column was renamed between appends, or a Hive prefix."""
+    from dfs_cer.config import TablesConfig
+    from dfs_cer.io.tables import load_catalog
+    from dfs_cer.spark import recognize
+
+    events = dense_events(12_000)
+    tables = TablesConfig(catalog_uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=str(tmp_path / "wh"))
+    for key, value in (("CATALOG_URI", tables.catalog_uri), ("WAREHOUSE", tables.warehouse)):
+        monkeypatch.setenv(f"DFS_CER__TABLES__{key}", value)
+    catalog = load_catalog("local", tables)
+    catalog.create_namespace("logs")
+    old = events.rename_columns(["ts", "value", "g", "name"])
+    table = catalog.create_table("logs.dense", schema=old.schema)
+    table.append(old.slice(6_000))  # later times first: files out of time order
+    with table.update_schema() as update:
+        update.rename_column("value", "v")
+    table.append(events.slice(0, 6_000))
+    for i in range(3):  # a Hive prefix of the same rows
+        folder = tmp_path / "hive" / f"part={i}"
+        folder.mkdir(parents=True)
+        pq.write_table(events.slice(i * 4_000, 4_000).drop_columns(["g"]).append_column(
+            "g", events.column("g").slice(i * 4_000, 4_000)), folder / "data.parquet", row_group_size=1_000)
+    for name in ("past-last-chain", "prev-next"):
+        sql = QUERIES[name]
+        expected = local_match_recognize(events, sql)
+        for data in ("iceberg://local/logs.dense", f"hive:{tmp_path / 'hive'}"):
+            run = recognize(spark, sql, data=data, driver_threshold=0, tasks=2)
+            assert rows(run.matches.toArrow().cast(expected.schema)) == rows(expected), (name, data)
+            assert run.split is not None and run.split.mode == "time"
+
+
 CLUSTER = r"""
 import json, os, sys
 import pyarrow as pa, pyarrow.parquet as pq

@@ -1,0 +1,251 @@
+"""Storage nodes serving tables in place (an Iceberg table on a real pyiceberg SQL catalog, local
+and in moto's S3; a Hive-style prefix): every strategy equals the local engine over the same
+rows, a query pins one snapshot, appends as snapshots give the late-files path's changelogs,
+and bad input is one clear error while the nodes keep serving."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dfs_cer import match_recognize
+from dfs_cer.config import StorageConfig, TablesConfig
+from dfs_cer.errors import DfsCerError, StorageError
+from dfs_cer.io.tables import load_catalog
+from dfs_cer.strategies import STRATEGIES, pull
+from dfs_cer.strategies.matching import match_pulled
+from storage_node.launcher import LocalCluster
+from tests.strategies.test_hygiene import ARRIVALS, _batch, _summary, sql, stream
+from tests.strategies.test_strategies import _events, rows
+
+pytestmark = pytest.mark.flight
+
+QUERIES = [
+    # contiguous, SKIP PAST LAST ROW, a join between variables
+    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS a_ts, LAST(B.ts) AS b_ts "
+    "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A B+ C) WITHIN INTERVAL '3' MINUTE "
+    "DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.v = A.v, C AS C.type = 'C')",
+    # PREV/NEXT (halo rows) and PARTITION BY
+    "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY v ORDER BY ts MEASURES FIRST(A.ts) AS a_ts, COUNT(*) AS n "
+    "ALL ROWS PER MATCH PATTERN (A B) WITHIN INTERVAL '10' MINUTE "
+    "DEFINE A AS A.type = 'A' AND PREV(A.w) < A.w, B AS B.type IN ('B', 'C'))",
+    # ALL MATCHES with skipped events in between
+    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS a_ts, FIRST(D.ts) AS d_ts ALL MATCHES "
+    "PATTERN (A D) WITHIN INTERVAL '1' MINUTE DEFINE A AS A.type = 'A' AND A.w > 50, D AS D.type = 'D')",
+]
+
+
+def events_us() -> pa.Table:
+    ev = _events()
+    return ev.cast(pa.schema([pa.field("ts", pa.timestamp("us")) if f.name == "ts" else f for f in ev.schema]))
+
+
+def config(root: Path, warehouse: str | None = None) -> tuple[TablesConfig, dict[str, str]]:
+    tables = TablesConfig(catalog_uri=f"sqlite:///{root}/catalog.db", warehouse=warehouse or str(root / "wh"),
+                          assignments_dir=str(root / "assignments"))
+    env = {"DFS_CER__TABLES__CATALOG_URI": tables.catalog_uri, "DFS_CER__TABLES__WAREHOUSE": tables.warehouse,
+           "DFS_CER__TABLES__ASSIGNMENTS_DIR": tables.assignments_dir}
+    return tables, env
+
+
+def new_table(tables: TablesConfig, schema: pa.Schema, name: str = "logs.events",
+              storage: StorageConfig | None = None) -> object:
+    catalog = load_catalog("local", tables, storage)
+    catalog.create_namespace_if_not_exists(name.split(".")[0])
+    return catalog.create_table(name, schema=schema)
+
+
+def refs(name: str, nodes: int, extra: str = "") -> list[str]:
+    return [f"iceberg://local/{name}?node={i}/{nodes}{extra}" for i in range(nodes)]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[pa.Table, LocalCluster, object]]:
+    root = tmp_path_factory.mktemp("iceberg")
+    tables, env = config(root)
+    ev = events_us()
+    table = new_table(tables, ev.schema)
+    for k in np.random.default_rng(5).permutation(5):  # appends (snapshots) out of time order
+        table.append(ev.slice(int(k) * 500, 500))  # type: ignore[attr-defined]
+    with LocalCluster(refs("logs.events", 3), env=env) as cluster:
+        yield ev, cluster, table
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_every_strategy_over_an_iceberg_table_equals_the_local_engine(
+        served: tuple[pa.Table, LocalCluster, object], query: str) -> None:
+    ev, cluster, table = served
+    expected = rows(match_recognize(ev, query))
+    assert expected
+    current = table.current_snapshot().snapshot_id  # type: ignore[attr-defined]
+    for name in STRATEGIES:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = pull(name, query, cluster.endpoints, cluster.token)
+        assert rows(match_pulled(result)) == expected, (name, query)
+        assert result.trace.snapshot == current
+
+
+def test_a_query_pins_one_snapshot_and_older_ones_stay_readable(tmp_path: Path) -> None:
+    tables, env = config(tmp_path)
+    ev = events_us()
+    table = new_table(tables, ev.schema)
+    table.append(ev.slice(0, 1500))  # type: ignore[attr-defined]
+    first = table.current_snapshot().snapshot_id  # type: ignore[attr-defined]
+    query = QUERIES[0]
+    with LocalCluster(refs("logs.events", 2), env=env) as cluster:
+        before = pull("dfs", query, cluster.endpoints, cluster.token)
+        assert rows(match_pulled(before)) == rows(match_recognize(ev.slice(0, 1500), query))
+        table.append(ev.slice(1500))  # type: ignore[attr-defined]  # late data: a new snapshot
+        after = pull("dfs", query, cluster.endpoints, cluster.token)
+        assert after.trace.snapshot != first
+        assert rows(match_pulled(after)) == rows(match_recognize(ev, query))
+        travel = pull("dfs", query, cluster.endpoints, cluster.token, snapshot=first)  # time travel
+        assert travel.trace.snapshot == first and rows(match_pulled(travel)) == rows(match_pulled(before))
+        with pytest.raises(DfsCerError, match="has no snapshot 77"):
+            pull("dfs", query, cluster.endpoints, cluster.token, snapshot=77)
+        assert rows(match_pulled(pull("pull_all", query, cluster.endpoints, cluster.token))) == \
+            rows(match_recognize(ev, query))  # the nodes kept serving
+
+
+def test_snapshots_as_late_data_give_the_late_files_changelogs(tmp_path: Path) -> None:
+    """LimeCEP's L2 replay with each late batch appended to an Iceberg table as a snapshot: the
+    same changelogs as appending shard files (tests/strategies/test_hygiene.py)."""
+    from dfs_cer.strategies.incremental import run_and_save
+
+    tables, env = config(tmp_path)
+    query = sql("A B+ C")
+    opts = {"selection": "skip_till_next_match", "kleene": "maximal", "cost_model": "always_on"}
+    runs = tmp_path / "runs"
+    table = new_table(tables, _batch(ARRIVALS[0]).schema)
+    table.append(_batch(ARRIVALS[0]))  # type: ignore[attr-defined]
+    with LocalCluster(refs("logs.events", 2), env=env) as cluster:
+        run = run_and_save(query, cluster.endpoints, cluster.token, strategy="dfs", runs_dir=runs, **opts)
+        assert run.matches.num_rows == 0 and run.record.snapshot is not None
+        changes: list[dict[str, int]] = []
+        for batch in ARRIVALS[1:]:
+            table.append(_batch(batch))  # type: ignore[attr-defined]
+            run = run_and_save("", cluster.endpoints, cluster.token, runs_dir=runs, since_run=run.record.run_id)
+            assert run.record.mode == "incremental" and run.changes is not None
+            kinds = run.changes.column("change").to_pylist()
+            changes.append({k: kinds.count(k) for k in sorted(set(kinds))})
+        assert changes == [{"new": 5}, {"new": 2}, {"invalidated": 2, "new": 3}, {"updated": 1}]
+        final = match_recognize(stream(), query, selection="skip_till_next_match", kleene="maximal")
+        assert _summary(run.matches) == _summary(final) and run.matches.num_rows == 8
+        again = run_and_save("", cluster.endpoints, cluster.token, runs_dir=runs, since_run=run.record.run_id)
+        assert again.changes is not None and again.changes.num_rows == 0
+        # a snapshot that removes events (copy-on-write delete: files removed and rewritten)
+        from pyiceberg.expressions import EqualTo
+
+        table.delete(EqualTo("id", "b12"))  # type: ignore[attr-defined]
+        gone = run_and_save("", cluster.endpoints, cluster.token, runs_dir=runs, since_run=again.record.run_id)
+        assert gone.record.mode == "incremental" and gone.changes is not None
+        without = match_recognize(stream().filter(pa.compute.not_equal(stream().column("id"), "b12")), query,
+                                  selection="skip_till_next_match", kleene="maximal")
+        assert _summary(gone.matches) == _summary(without)
+        assert "updated" in gone.changes.column("change").to_pylist()  # a9's match loses b12
+
+
+def test_a_hive_prefix_is_served_in_place(tmp_path: Path) -> None:
+    ev = _events()
+    day = (ev.column("ts").cast(pa.int64()).to_numpy() // (6 * 3_600_000)).astype(int)  # 6-hour "days"
+    for d in np.unique(day):
+        folder = tmp_path / "events" / f"bucket={d}"
+        folder.mkdir(parents=True)
+        part = ev.filter(pa.array(day == d))
+        perm = np.random.default_rng(int(d)).permutation(part.num_rows)
+        pq.write_table(part.take(pa.array(perm)), folder / "part-0.parquet")  # unsorted: sorted on load
+    query = QUERIES[0]
+    expected = rows(match_recognize(ev, query))
+    with LocalCluster([f"hive:{tmp_path / 'events'}?node={i}/2" for i in range(2)],
+                      env={"DFS_CER__TABLES__ASSIGNMENTS_DIR": str(tmp_path / "assign")}) as cluster:
+        for name in ("pull_all", "push_down", "dfs"):
+            result = pull(name, query, cluster.endpoints, cluster.token)
+            assert rows(match_pulled(result)) == expected, name
+            assert result.trace.snapshot is None
+
+
+def test_files_read_per_query_skip_what_the_time_ranges_exclude(tmp_path: Path) -> None:
+    """With the share too big for the cache, each query reads files from storage: a query
+    limited to time ranges reads only the files whose column metrics meet them."""
+    from dfs_cer.transport.client import StorageClient
+
+    tables, env = config(tmp_path)
+    ev = events_us()
+    table = new_table(tables, ev.schema)
+    for k in range(5):
+        table.append(ev.slice(k * 500, 500))  # type: ignore[attr-defined]
+    lo = int(ev.column("ts").cast(pa.int64())[600].as_py())
+    query = QUERIES[2]
+
+    def read(cluster: LocalCluster) -> int:
+        c = StorageClient(cluster.endpoints[0], cluster.token)
+        try:
+            return int(c.action("stats", {})[0]["files_read"])
+        finally:
+            c.close()
+
+    with LocalCluster(refs("logs.events", 1), env={**env, "DFS_CER__STORAGE__CACHE_BYTES": "0"}) as cluster:
+        start = read(cluster)
+        full = pull("dfs", query, cluster.endpoints, cluster.token)
+        after_full = read(cluster)
+        ranged = pull("dfs", query, cluster.endpoints, cluster.token, time_ranges=[(lo, lo + 120 * 10**6)])
+        assert after_full - start >= 5 and read(cluster) - after_full < after_full - start
+        assert rows(match_pulled(full)) == rows(match_recognize(ev, query))
+        inside = ev.filter(pa.compute.and_(pa.compute.greater_equal(ev.column("ts").cast(pa.int64()), lo),
+                                           pa.compute.less_equal(ev.column("ts").cast(pa.int64()),
+                                                                 lo + 120 * 10**6)))
+        assert rows(match_pulled(ranged)) == rows(match_recognize(inside, query))
+
+
+def test_bad_tables_fail_clearly_and_nodes_keep_serving(tmp_path: Path) -> None:
+    tables, env = config(tmp_path)
+    ev = events_us()
+    table = new_table(tables, ev.schema)
+    table.append(ev)  # type: ignore[attr-defined]
+    # a missing table: the node does not start, and says why
+    with pytest.raises(StorageError, match=r"no Iceberg table logs.missing in catalog 'local'"):
+        LocalCluster(refs("logs.missing", 1), env=env).start()
+    # a query over columns the table lacks; a data file removed while the node serves (no cache)
+    with LocalCluster(refs("logs.events", 1), env={**env, "DFS_CER__STORAGE__CACHE_BYTES": "0"}) as cluster:
+        with pytest.raises(DfsCerError, match="speed"):
+            pull("dfs", QUERIES[0].replace("B.v = A.v", "B.speed > 3"), cluster.endpoints, cluster.token)
+        data = next(Path(tmp_path / "wh").rglob("*.parquet"))
+        moved = data.with_suffix(".moved")
+        data.rename(moved)
+        with pytest.raises(DfsCerError, match=f"data file {data} of table iceberg://local/logs.events at "
+                                              "snapshot .* is gone"):
+            pull("dfs", QUERIES[0], cluster.endpoints, cluster.token)
+        moved.rename(data)
+        assert rows(match_pulled(pull("dfs", QUERIES[0], cluster.endpoints, cluster.token))) == \
+            rows(match_recognize(ev, QUERIES[0]))
+
+
+@pytest.mark.s3
+def test_an_iceberg_table_in_s3_is_served_in_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import boto3
+
+    from tests.storage.test_s3 import moto_s3
+
+    with moto_s3(monkeypatch) as (host, port):
+        endpoint = f"http://{host}:{port}"
+        boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="lake")
+        tables, env = config(tmp_path, warehouse="s3://lake/warehouse")
+        storage = StorageConfig(s3_endpoint=endpoint)
+        ev = events_us()
+        table = new_table(tables, ev.schema, storage=storage)
+        for k in (1, 0, 2):
+            table.append(ev.slice(k * 1000, 1000))  # type: ignore[attr-defined]
+        assert table.location().startswith("s3://lake/warehouse")  # type: ignore[attr-defined]
+        env = {**env, **{k: os.environ[k] for k in os.environ if k.startswith(("AWS_", "DFS_CER__STORAGE"))}}
+        with LocalCluster(refs("logs.events", 2), env=env) as cluster:
+            for name in ("push_down", "dfs"):
+                result = pull(name, QUERIES[0], cluster.endpoints, cluster.token)
+                assert rows(match_pulled(result)) == rows(match_recognize(ev, QUERIES[0])), name
