@@ -88,8 +88,10 @@ class TableStore(ShardStore):
             return {}
         if self.ref.snapshot is not None:
             return {"snapshot": self.ref.snapshot, "snapshot_ms": self.manifest.get("snapshot_ms")}
-        plan = plan_table(self.ref, tables=self.tables, storage=self.config)  # metadata only: no data read
-        return {"snapshot": plan.snapshot, "snapshot_ms": plan.snapshot_ms}
+        from dfs_cer.io.tables import load_iceberg
+
+        snap = load_iceberg(self.ref, self.tables, self.config).current_snapshot()  # the table's metadata only
+        return {} if snap is None else {"snapshot": snap.snapshot_id, "snapshot_ms": snap.timestamp_ms}
 
     def refresh(self, snapshot: int | None = None) -> bool:
         """Serve ``snapshot`` (Iceberg), else the table as it is now: a new snapshot, or files

@@ -592,6 +592,9 @@ def storage_node_serve(args: tuple[str, ...]) -> None:
     serve_main(list(args))
 
 
+import dfs_cer.cli.tables  # noqa: E402, F401  (registers ``dfs-cer table``)
+
+
 def main() -> None:
     cli(prog_name="dfs-cer")
 

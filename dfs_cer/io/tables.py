@@ -242,13 +242,21 @@ def catalog_properties(name: str, tables: TablesConfig | None = None,
     return props
 
 
+_CATALOGS: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
+
+
 def load_catalog(name: str, tables: TablesConfig | None = None, storage: StorageConfig | None = None) -> Any:
-    """The pyiceberg catalog ``name`` (a clear error when it cannot be reached)."""
+    """The pyiceberg catalog ``name`` (a clear error when it cannot be reached); one client per
+    catalog and configuration in this process (a storage node asks it for every query)."""
     from pyiceberg.catalog import load_catalog as load
 
     props = catalog_properties(name, tables, storage)
+    key = (name, tuple(sorted(props.items())))
+    if key in _CATALOGS:
+        return _CATALOGS[key]
     try:
-        return load(name, **props)
+        _CATALOGS[key] = load(name, **props)
+        return _CATALOGS[key]
     except DfsCerError:
         raise
     except Exception as exc:
@@ -593,6 +601,48 @@ def read_table(plan: TablePlan, columns: Sequence[str] | None = None) -> Iterato
     """Every planned file, one table each, in plan order."""
     for f in plan.files:
         yield read_data_file(plan, f, columns)
+
+
+def append_iceberg(table: str | TableRef, input_path: str, *, create: bool = False,
+                   tables: TablesConfig | None = None, storage: StorageConfig | None = None) -> tuple[int, int]:
+    """Append the event log at ``input_path`` (parquet or CSV, file or directory, local or
+    ``s3://``) to an Iceberg table as one snapshot (``create``: make the table and namespace
+    first when missing); returns (snapshot id, rows). Timestamps are stored in microseconds,
+    Iceberg's unit (a nanosecond time that would lose digits is refused)."""
+    import pyarrow.dataset as ds
+
+    ref = parse_table(table) if isinstance(table, str) else table
+    if ref.kind != "iceberg":
+        raise TableError(f"{ref.name} is not an Iceberg table; append parquet files under a Hive prefix directly")
+    loc = filesystem_for(input_path, storage)
+    try:
+        data = ds.dataset(loc.path, filesystem=loc.fs, format="csv" if input_path.endswith(".csv") else "parquet"
+                          ).to_table()
+    except (FileNotFoundError, pa.ArrowInvalid, OSError) as exc:
+        raise TableError(f"cannot read {input_path}: {exc}") from None
+    fields = [pa.field(f.name, pa.timestamp("us", f.type.tz)) if pa.types.is_timestamp(f.type) else
+              pa.field(f.name, _plain(f.type)) for f in data.schema]
+    try:
+        data = data.cast(pa.schema(fields))
+    except pa.ArrowInvalid as exc:
+        raise TableError(f"{input_path} has times finer than microseconds, Iceberg's unit ({exc}); round them "
+                         "first") from None
+    from pyiceberg.exceptions import NoSuchTableError
+
+    catalog = load_catalog(ref.catalog, tables, storage)
+    try:
+        target = catalog.load_table(ref.identifier)
+    except NoSuchTableError:
+        if not create:
+            raise TableError(f"no Iceberg table {ref.identifier} in catalog {ref.catalog!r}; add --create to "
+                             "make it") from None
+        catalog.create_namespace_if_not_exists(ref.identifier.rsplit(".", 1)[0])
+        target = catalog.create_table(ref.identifier, schema=data.schema)
+    try:
+        target.append(data)
+    except (ValueError, TypeError) as exc:
+        raise TableError(f"cannot append {input_path} to {ref.name}: {_first_line(exc)}") from None
+    return int(target.current_snapshot().snapshot_id), data.num_rows
 
 
 class TableInput:
