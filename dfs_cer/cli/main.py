@@ -179,7 +179,7 @@ def _load_tables(specs: tuple[str, ...], state: State) -> dict[str, Any]:
         if name.lower() in {n.lower() for n in out}:
             raise click.BadParameter(f"table {name!r} is given twice", param_hint="--table")
         if is_table(path):  # an Iceberg table or a Hive-style prefix, read in place
-            plan = plan_table(path, tables=state.config.tables, storage=state.config.storage)
+            plan = plan_table(path, tables=state.config.tables, storage=state.config.storage, events=False)
             out[name] = pa.concat_tables([*read_table(plan), plan.schema.empty_table()])
             continue
         location = filesystem_for(path, state.config.storage)

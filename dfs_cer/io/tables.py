@@ -294,10 +294,12 @@ def load_iceberg(ref: TableRef, tables: TablesConfig | None = None, storage: Sto
 
 
 def plan_table(ref: TableRef | str, *, tables: TablesConfig | None = None, storage: StorageConfig | None = None,
-               snapshot: int | None = None, time_ranges: Sequence[tuple[int, int]] | None = None) -> TablePlan:
+               snapshot: int | None = None, time_ranges: Sequence[tuple[int, int]] | None = None,
+               events: bool = True) -> TablePlan:
     """The data files of ``ref`` (at ``snapshot``, else the reference's, else the current one),
     keeping only files that may hold an event inside ``time_ranges`` (inclusive, in the time
-    column's units) when given."""
+    column's units) when given. ``events``: the table is an event log, so its time column must
+    exist (False for other tables a query reads, which have no time bounds)."""
     if isinstance(ref, str):
         ref = parse_table(ref)
     storage = storage or StorageConfig()
@@ -305,7 +307,7 @@ def plan_table(ref: TableRef | str, *, tables: TablesConfig | None = None, stora
         plan = _plan_iceberg(ref, tables, storage, snapshot if snapshot is not None else ref.snapshot, time_ranges)
     else:
         plan = _plan_hive(ref, storage, time_ranges)
-    if ref.time_column not in plan.schema.names:
+    if events and ref.time_column not in plan.schema.names:
         raise TableError(f"{plan.describe()} has no time column {ref.time_column!r}; its columns: "
                          f"{', '.join(plan.schema.names)} (name the time column with ?time=COLUMN)")
     return plan
@@ -352,11 +354,11 @@ def _plan_iceberg(ref: TableRef, tables: TablesConfig | None, storage: StorageCo
     if snap is None:
         return out  # a table never written to: no files
     try:
-        time_field = iceberg_schema.find_field(ref.time_column)
+        time_field: Any = iceberg_schema.find_field(ref.time_column)
     except ValueError:
-        return out  # plan_table names the missing column
+        time_field = None  # plan_table names the missing column when the table is an event log
     row_filter: Any = AlwaysTrue()
-    if time_ranges is not None:
+    if time_ranges is not None and time_field is not None:
         ge: Any = GreaterThanOrEqual  # (pyiceberg's typing hides the positional signature)
         le: Any = LessThanOrEqual
         pieces = [And(ge(ref.time_column, int(lo)), le(ref.time_column, int(hi)))
@@ -364,7 +366,7 @@ def _plan_iceberg(ref: TableRef, tables: TablesConfig | None, storage: StorageCo
         row_filter = pieces[0] if len(pieces) == 1 else Or(*pieces) if pieces else None
     try:
         every = list(table.scan(snapshot_id=snap.snapshot_id).plan_files())
-        tasks = every if time_ranges is None else (
+        tasks = every if time_ranges is None or time_field is None else (
             [] if row_filter is None else list(table.scan(row_filter=row_filter, snapshot_id=snap.snapshot_id)
                                                .plan_files()))
     except DfsCerError:
@@ -378,10 +380,8 @@ def _plan_iceberg(ref: TableRef, tables: TablesConfig | None, storage: StorageCo
                          f"{len(deleting)} data file{'s' if len(deleting) > 1 else ''} (e.g. "
                          f"{deleting[0].file.file_path}); dfs-cer serves tables without deletes: compact the table "
                          "(rewrite its data files) or query a snapshot from before the deletes with ?snapshot=ID")
-    fid = time_field.field_id
-
     def bound(raw: dict[int, bytes] | None) -> int | None:
-        value = (raw or {}).get(fid)
+        value = None if time_field is None else (raw or {}).get(time_field.field_id)
         if value is None:
             return None
         decoded = from_bytes(time_field.field_type, value)
@@ -451,10 +451,7 @@ def _plan_hive(ref: TableRef, storage: StorageConfig, time_ranges: Sequence[tupl
         raise TableError(f"date={ref.date_key} names no partition key of {ref.name}; its keys: "
                          f"{', '.join(keys) or 'none (no key=value directories)'}")
     first = loc.retrying(f"{ref.path} ({paths[0]})", lambda: pq.read_schema(paths[0], filesystem=loc.fs))
-    if ref.time_column not in first.names:
-        raise TableError(f"table {ref.name} has no time column {ref.time_column!r}; its columns: "
-                         f"{', '.join(first.names)} (name the time column with ?time=COLUMN)")
-    time_type = first.field(ref.time_column).type
+    time_type = first.field(ref.time_column).type if ref.time_column in first.names else pa.null()
     kept, pruned_files, pruned_bytes = [], 0, 0
     sizes = {i.path: i.size for i in loc.retrying(ref.path, lambda: loc.fs.get_file_info(paths))}
     for p in paths:
