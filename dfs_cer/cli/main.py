@@ -457,13 +457,14 @@ def _saved_run(state: State, sql: str, nodes: list[str], token: str, strategy: s
         _warn(run.pulled.trace.to_dict())
     if fmt == "json":
         click.echo(json_lib.dumps({"run_id": rec.run_id, "parent": rec.parent, "mode": rec.mode, "note": rec.note,
-                                   "recomputed": rec.recomputed, "path": str(run.where),
+                                   "recomputed": rec.recomputed, "path": str(run.where), "snapshot": rec.snapshot,
                                    "matches": run.matches.to_pylist(),
                                    "changes": None if run.changes is None else run.changes.to_pylist(),
                                    "trace": None if run.pulled is None else run.pulled.trace.to_dict()},
                                   default=str))
         return
-    what = rec.mode + (f", recomputed starts in {rec.recomputed}" if rec.recomputed else "")
+    what = rec.mode + (f", table snapshot {rec.snapshot}" if rec.snapshot is not None else "") + (
+        f", recomputed starts in {rec.recomputed}" if rec.recomputed else "")
     click.echo(f"run {rec.run_id} ({what}{'; ' + rec.note if rec.note else ''}) saved to {run.where}")
     if run.changes is not None:
         kinds = run.changes.column("change").to_pylist() if run.changes.num_rows else []

@@ -32,9 +32,11 @@ def show(state: State, table: str, nodes: int | None) -> None:
 
     ref = parse_table(table)
     plan = plan_table(ref, tables=state.config.tables, storage=state.config.storage)
-    summary: dict[str, Any] = {"table": ref.name, "snapshot": plan.snapshot, "committed": _when(plan.snapshot_ms),
-                               "files": len(plan.files), "rows": plan.rows, "bytes": sum(f.bytes for f in plan.files),
-                               "columns": ", ".join(f"{f.name} {f.type}" for f in plan.schema)}
+    summary: dict[str, Any] = {"table": ref.name}
+    if ref.kind == "iceberg":
+        summary.update(snapshot=plan.snapshot, committed=_when(plan.snapshot_ms))
+    summary.update({"files": len(plan.files), "rows": plan.rows, "bytes": sum(f.bytes for f in plan.files),
+                    "columns": ", ".join(f"{f.name} {f.type}" for f in plan.schema)})
     if ref.kind == "iceberg":
         from dfs_cer.io.tables import load_iceberg
 
@@ -42,14 +44,23 @@ def show(state: State, table: str, nodes: int | None) -> None:
         summary["snapshots"] = ", ".join(str(s.snapshot_id) for s in snaps[-5:])
     state.output.mapping(plan.describe(), summary)
     if nodes:
+        import pyarrow as pa
+
+        dtype = plan.schema.field(ref.time_column).type if ref.time_column in plan.schema.names else pa.int64()
+
+        def moment(value: int | None) -> object:
+            if value is None:
+                return ""
+            return str(pa.scalar(value, dtype).as_py()) if pa.types.is_timestamp(dtype) else value
+
         rows = []
         for k in range(nodes):
             share = node_share(plan_table(ref.for_node(k, nodes), tables=state.config.tables,
                                           storage=state.config.storage), state.config.tables)
             times = [f for f in share.files if f.min_ts is not None]
             rows.append({"node": f"{k}/{nodes}", "files": len(share.files), "rows": share.rows,
-                         "first time": min((f.min_ts for f in times), default=""),  # type: ignore[type-var]
-                         "last time": max((f.max_ts for f in times), default="")})  # type: ignore[type-var]
+                         "first time": moment(min((f.min_ts for f in times), default=None)),  # type: ignore[type-var]
+                         "last time": moment(max((f.max_ts for f in times), default=None))})  # type: ignore[type-var]
         state.output.table(f"shares of {nodes} storage nodes (by {ref.by})", rows)
 
 
