@@ -434,6 +434,10 @@ def _overlaps(lo: int | None, hi: int | None, ranges: Sequence[tuple[int, int]] 
     return any(lo <= b and a <= hi for a, b in ranges)
 
 
+#: Hive footers already read: (location, path, size, mtime, time column) -> (schema, rows, first, last)
+_FOOTERS: dict[tuple[Any, ...], tuple[pa.Schema, int, int | None, int | None]] = {}
+
+
 def _plan_hive(ref: TableRef, storage: StorageConfig, time_ranges: Sequence[tuple[int, int]] | None) -> TablePlan:
     from dfs_cer.io.rowgroups import time_bounds
 
@@ -453,7 +457,8 @@ def _plan_hive(ref: TableRef, storage: StorageConfig, time_ranges: Sequence[tupl
     first = loc.retrying(f"{ref.path} ({paths[0]})", lambda: pq.read_schema(paths[0], filesystem=loc.fs))
     time_type = first.field(ref.time_column).type if ref.time_column in first.names else pa.null()
     kept, pruned_files, pruned_bytes = [], 0, 0
-    sizes = {i.path: i.size for i in loc.retrying(ref.path, lambda: loc.fs.get_file_info(paths))}
+    infos = {i.path: i for i in loc.retrying(ref.path, lambda: loc.fs.get_file_info(paths))}
+    sizes = {p: i.size for p, i in infos.items()}
     for p in paths:
         day = _day_range(parts[p].get(ref.date_key), time_type) if ref.date_key else None
         if day is not None and not _overlaps(day[0], day[1], time_ranges):
@@ -465,15 +470,20 @@ def _plan_hive(ref: TableRef, storage: StorageConfig, time_ranges: Sequence[tupl
         return loc.retrying(f"{ref.path} ({path})", lambda: pq.read_metadata(path, filesystem=loc.fs))
 
     for p in kept:
-        meta = footer(p)
-        schemas.append(meta.schema.to_arrow_schema())
-        lo, hi = time_bounds(meta, ref.time_column)
+        key = (loc.uri, p, infos[p].size, infos[p].mtime_ns, ref.time_column)
+        if key not in _FOOTERS:  # a file is read for its footer once (a node re-plans every query)
+            meta = footer(p)
+            _FOOTERS[key] = (meta.schema.to_arrow_schema(), meta.num_rows, *time_bounds(meta, ref.time_column))
+            while len(_FOOTERS) > 100_000:
+                _FOOTERS.pop(next(iter(_FOOTERS)))
+        file_schema, num_rows, lo, hi = _FOOTERS[key]
+        schemas.append(file_schema)
         size = int(sizes.get(p) or 0)
         if not _overlaps(lo, hi, time_ranges):
             pruned_files, pruned_bytes = pruned_files + 1, pruned_bytes + size
             continue
         where = f"s3://{p}" if ref.path.startswith("s3://") else p
-        files.append(DataFile(where, meta.num_rows, size, lo, hi, tuple(parts[p].items())))
+        files.append(DataFile(where, num_rows, size, lo, hi, tuple(parts[p].items())))
     try:
         unified = pa.unify_schemas([pa.schema([pa.field(f.name, _plain(f.type), f.nullable) for f in s])
                                     for s in schemas], promote_options="permissive")
