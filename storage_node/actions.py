@@ -937,8 +937,8 @@ class Actions:
 
     def _same_generation(self, state: QueryState, kind: str) -> None:
         if state.generation != self.store.generation:
-            raise StorageError(f"{kind}: files were appended to the shard set while query {state.query_id} ran; "
-                               "run the query again")
+            raise StorageError(f"{kind}: files were appended to the shard set (or another snapshot of the table "
+                               f"was loaded) while query {state.query_id} ran; run the query again")
 
     def _whole(self, ranges: np.ndarray | None, where: Any = None) -> pa.Table:
         """Every row of the shard set, by time (inside ``ranges`` and passing the input filter

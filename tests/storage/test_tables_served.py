@@ -249,3 +249,30 @@ def test_an_iceberg_table_in_s3_is_served_in_place(tmp_path: Path, monkeypatch: 
             for name in ("push_down", "dfs"):
                 result = pull(name, QUERIES[0], cluster.endpoints, cluster.token)
                 assert rows(match_pulled(result)) == rows(match_recognize(ev, QUERIES[0])), name
+
+
+def test_a_snapshot_header_is_validated_and_never_reaches_a_path(tmp_path: Path) -> None:
+    from dfs_cer.io.shard import shard
+    from dfs_cer.transport.client import StorageClient
+
+    tables, env = config(tmp_path)
+    ev = events_us()
+    new_table(tables, ev.schema).append(ev)  # type: ignore[attr-defined]
+    pq.write_table(ev, tmp_path / "ev.parquet")
+    shard(str(tmp_path / "ev.parquet"), 1, str(tmp_path / "shards"))
+    with LocalCluster([*refs("logs.events", 1), str(tmp_path / "shards" / "node-00")], env=env) as cluster:
+        for endpoint, bad, says in [(cluster.endpoints[0], "../../etc/passwd", "snapshot must be an Iceberg snapshot id"),
+                                    (cluster.endpoints[0], True, "snapshot must be an Iceberg snapshot id"),
+                                    (cluster.endpoints[0], 2**70, "snapshot must be an Iceberg snapshot id"),
+                                    (cluster.endpoints[1], 1, "serves the shard set .* which has no snapshots")]:
+            c = StorageClient(endpoint, cluster.token)
+            try:
+                with pytest.raises(DfsCerError, match=says):
+                    c.action("open", {"query_id": "q" * 32, "sql": QUERIES[0], "snapshot": bad})
+                with pytest.raises(DfsCerError, match=says):
+                    c.action("files", {"snapshot": bad})
+            finally:
+                c.close()
+        for endpoint in cluster.endpoints:  # both kept serving
+            assert rows(match_pulled(pull("dfs", QUERIES[0], [endpoint], cluster.token))) == \
+                rows(match_recognize(ev, QUERIES[0]))
