@@ -261,7 +261,7 @@ def test_a_snapshot_header_is_validated_and_never_reaches_a_path(tmp_path: Path)
     pq.write_table(ev, tmp_path / "ev.parquet")
     shard(str(tmp_path / "ev.parquet"), 1, str(tmp_path / "shards"))
     with LocalCluster([*refs("logs.events", 1), str(tmp_path / "shards" / "node-00")], env=env) as cluster:
-        for endpoint, bad, says in [(cluster.endpoints[0], "../../etc/passwd", "snapshot must be an Iceberg snapshot id"),
+        for endpoint, bad, says in [(cluster.endpoints[0], "../etc", "snapshot must be an Iceberg snapshot id"),
                                     (cluster.endpoints[0], True, "snapshot must be an Iceberg snapshot id"),
                                     (cluster.endpoints[0], 2**70, "snapshot must be an Iceberg snapshot id"),
                                     (cluster.endpoints[1], 1, "serves the shard set .* which has no snapshots")]:
