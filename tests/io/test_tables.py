@@ -252,3 +252,23 @@ def test_hive_errors(tmp_path: Path) -> None:
     write_hive(tmp_path / "events", days=1)
     with pytest.raises(TableError, match=r"date=day names no partition key .* its keys: date, region"):
         plan_table(f"hive:{tmp_path / 'events'}?date=day")
+
+
+def test_row_level_delete_files_are_refused_naming_the_table_and_snapshot(
+        tables: TablesConfig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyiceberg writes copy-on-write deletes only (no delete files), so the scan's tasks are
+    given one of the table's own files as a positional delete file, as a merge-on-read writer
+    (Spark, Trino) leaves them."""
+    from pyiceberg.table import DataScan, FileScanTask
+
+    iceberg(tables, [events(10), events(10, start=10)])
+    real = DataScan.plan_files
+
+    def with_deletes(self: DataScan) -> list[FileScanTask]:
+        tasks = list(real(self))
+        return [FileScanTask(t.file, delete_files={tasks[0].file}) for t in tasks]
+
+    monkeypatch.setattr(DataScan, "plan_files", with_deletes)
+    with pytest.raises(TableError, match=r"iceberg://local/logs.events at snapshot \d+ has row-level delete files on "
+                                         r"2 data files .* compact the table"):
+        plan_table("iceberg://local/logs.events", tables=tables)
