@@ -7,6 +7,7 @@ turns them into Flight errors and keeps serving.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -249,9 +250,27 @@ class Actions:
         return manifest.get("partitioning") == "type" and column is not None and \
             column in analysis.query.recognize.partition_by
 
+    def pin(self, snapshot: int | None) -> None:
+        """Serve ``snapshot`` (a table's; None: pick up late files or the table's current state).
+        Moving to another snapshot waits (at most the admission wait) for the queries open on
+        the data now loaded to finish, so a commit does not fail the queries running on the
+        snapshot before it."""
+        if self.store.switches(snapshot):
+            generation = self.store.generation
+            wait = min(self.registry.wait, 10.0)
+            give_up = time.monotonic() + wait
+            while self.registry.open_on(generation) and time.monotonic() < give_up:
+                time.sleep(0.02)
+                self.registry.sweep()
+            if self.registry.open_on(generation) and self.store.generation == generation:
+                raise StorageError(f"this storage node still serves {self.registry.open_on(generation)} queries on "
+                                   f"another snapshot after {wait:.0f} s; run the query again when they "
+                                   "end (a node holds one snapshot of a table at a time)")
+        self.store.refresh(snapshot)
+
     def open(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         # late files added with dfs-cer shard --append; for a table, the snapshot the query pinned
-        self.store.refresh(snapshot_of(header))
+        self.pin(snapshot_of(header))
         if "group" in header:
             return self._open_group(header)
         analysis, qid = self._query(header, "open", navigation=True)

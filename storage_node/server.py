@@ -121,7 +121,7 @@ class StorageNode(flight.FlightServerBase):
                                                              "uptime_s": time.time() - self.started}, [])
             elif action.type == "files":  # the shard set's files (with time bounds and --append batch tags)
                 header, _ = self._guard(body, opens=True, blobs=False)
-                self.store.refresh(snapshot_of(header))
+                self.actions.pin(snapshot_of(header))
                 reply = ({"files": self.store.manifest.get("files", []), "time_column": self.store.time_column,
                           **({"snapshot": self.store.manifest["snapshot"]} if "snapshot" in self.store.manifest
                              else {})}, [])

@@ -236,6 +236,11 @@ class StateRegistry:
             state.last_used = time.monotonic()
             return state
 
+    def open_on(self, generation: int) -> int:
+        """Queries open on the data of ``generation`` (the store's loads, see ShardStore)."""
+        with self._lock:
+            return sum(1 for s in self._states.values() if s.generation == generation)
+
     def find(self, query_id: str) -> QueryState | None:
         """The open query's state, or None (pull_all works with or without one)."""
         with self._lock:

@@ -123,6 +123,11 @@ class ShardStore:
             self.generation += 1
         return True
 
+    def switches(self, snapshot: int | None) -> bool:
+        """Would serving ``snapshot`` replace the data queries now open read? (Never for a shard
+        set: appended files are picked up as they come.)"""
+        return False
+
     def current_snapshot(self) -> dict[str, Any]:
         """A table's snapshot for a query starting now (``{}``: a shard set has none)."""
         return {}

@@ -93,6 +93,9 @@ class TableStore(ShardStore):
         snap = load_iceberg(self.ref, self.tables, self.config).current_snapshot()  # the table's metadata only
         return {} if snap is None else {"snapshot": snap.snapshot_id, "snapshot_ms": snap.timestamp_ms}
 
+    def switches(self, snapshot: int | None) -> bool:
+        return snapshot is not None and self.ref.kind == "iceberg" and snapshot != self.snapshot
+
     def refresh(self, snapshot: int | None = None) -> bool:
         """Serve ``snapshot`` (Iceberg), else the table as it is now: a new snapshot, or files
         added under a Hive prefix, are loaded (late data); the cached rows are dropped. A table

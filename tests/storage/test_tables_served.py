@@ -276,3 +276,33 @@ def test_a_snapshot_header_is_validated_and_never_reaches_a_path(tmp_path: Path)
         for endpoint in cluster.endpoints:  # both kept serving
             assert rows(match_pulled(pull("dfs", QUERIES[0], [endpoint], cluster.token))) == \
                 rows(match_recognize(ev, QUERIES[0]))
+
+
+def test_a_commit_waits_for_the_queries_running_on_the_snapshot_before_it(tmp_path: Path) -> None:
+    """A query pinned to a new snapshot waits on each node until the queries open on the old one
+    finish (they are not failed by the switch), then reads the new one."""
+    import threading
+
+    from dfs_cer.transport.client import StorageClient
+
+    tables, env = config(tmp_path)
+    ev = events_us()
+    table = new_table(tables, ev.schema)
+    table.append(ev.slice(0, 1500))  # type: ignore[attr-defined]
+    query = QUERIES[0]
+    with LocalCluster(refs("logs.events", 1), env=env) as cluster:
+        old = StorageClient(cluster.endpoints[0], cluster.token)
+        qid = "a" * 32
+        old.action("open", {"query_id": qid, "sql": query})  # running on the first snapshot
+        table.append(ev.slice(1500))  # type: ignore[attr-defined]
+        done: list[object] = []
+        late = threading.Thread(target=lambda: done.append(pull("dfs", query, cluster.endpoints, cluster.token)))
+        late.start()
+        late.join(0.5)
+        assert not done  # waiting for the old query
+        assert old.pull({"query_id": qid, "kind": "pull_all"}).num_rows == 1500  # not failed by the commit
+        old.action("close", {"query_id": qid})
+        old.close()
+        late.join(30)
+        result = done[0]
+        assert rows(match_pulled(result)) == rows(match_recognize(ev, query))  # type: ignore[arg-type]
