@@ -199,7 +199,7 @@ def plot(report: dict[str, Any], out: str) -> None:
     axes[1].bar(x + 0.2, [q["latency_s"] * 1e3 for q in rs["queries"]], 0.4, label="re-sharded")
     axes[1].set_xlabel("query")
     axes[1].set_ylabel("DFS latency (ms)")
-    axes[1].legend(frameon=False, fontsize=8)
+    axes[1].legend(frameon=False, fontsize=8, loc="lower right")
     pr = {k: v for k, v in report["pruning"].items() if isinstance(v, dict)}
     axes[2].bar(list(pr), [v["bytes_per_query"] / 1e6 for v in pr.values()], color="#55a868")
     axes[2].set_ylabel("MB read from storage per query")
