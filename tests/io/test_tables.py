@@ -272,3 +272,19 @@ def test_row_level_delete_files_are_refused_naming_the_table_and_snapshot(
     with pytest.raises(TableError, match=r"iceberg://local/logs.events at snapshot \d+ has row-level delete files on "
                                          r"2 data files .* compact the table"):
         plan_table("iceberg://local/logs.events", tables=tables)
+
+
+def test_other_catalogs_come_from_pyicebergs_configuration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A catalog named in pyiceberg's configuration (here through its environment variables; a
+    REST or Glue catalog is configured the same way) is reachable as iceberg://NAME/..."""
+    for key, value in {"TYPE": "sql", "URI": f"sqlite:///{tmp_path}/lake.db",
+                       "WAREHOUSE": (tmp_path / "lake").as_uri()}.items():
+        monkeypatch.setenv(f"PYICEBERG_CATALOG__LAKE__{key}", value)
+    from pyiceberg.catalog import load_catalog as pyiceberg_catalog
+
+    catalog = pyiceberg_catalog("lake", type="sql", uri=f"sqlite:///{tmp_path}/lake.db",
+                                warehouse=(tmp_path / "lake").as_uri())
+    catalog.create_namespace("ops")
+    catalog.create_table("ops.events", schema=events(5).schema).append(events(5))
+    plan = plan_table("iceberg://lake/ops.events", tables=TablesConfig(catalog_uri="sqlite:////nonexistent/x.db"))
+    assert plan.rows == 5 and plan.files[0].path.startswith(str(tmp_path / "lake"))
