@@ -28,10 +28,10 @@ import hashlib
 import json
 import os
 import urllib.parse
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -554,6 +554,15 @@ def read_data_file(plan: TablePlan, f: DataFile, columns: Sequence[str] | None =
             table = pf.read(columns=picked) if row_group is None else pf.read_row_group(row_group, columns=picked)
             return _conform(table, wanted, names, dict(f.partition))
 
+    return _reading(plan, f, loc, read)
+
+
+T = TypeVar("T")
+
+
+def _reading(plan: TablePlan, f: DataFile, loc: FileLocation, read: Callable[[], T]) -> T:
+    """``read()`` of planned file ``f`` (transient errors retried); a file gone since planning is
+    a TableError naming it and the snapshot."""
     try:
         return loc.retrying(f"{plan.describe()} ({f.path})", read)
     except StorageError as exc:
@@ -587,13 +596,7 @@ def file_footer(plan: TablePlan, f: DataFile) -> pq.FileMetaData:
         with loc.fs.open_input_file(inside) as fh:
             return pq.ParquetFile(fh).metadata
 
-    try:
-        return loc.retrying(f"{plan.describe()} ({f.path})", read)
-    except StorageError as exc:
-        if "not found" in str(exc):
-            raise TableError(f"data file {f.path} of {plan.describe()} is gone (removed after the query was "
-                             "planned, e.g. by snapshot expiry or compaction); run the query again") from None
-        raise
+    return _reading(plan, f, loc, read)
 
 
 def physical_name(plan: TablePlan, file_schema: pa.Schema, column: str) -> str | None:
