@@ -7,8 +7,9 @@ turns them into Flight errors and keeps serving.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import numpy as np
@@ -40,6 +41,7 @@ from dfs_cer.transport.protocol import (
     POINT_TIME,
     ROW_ID,
     SEGMENT,
+    SNAPSHOT_BUSY,
     Close,
     Halo,
     Intervals,
@@ -52,7 +54,7 @@ from dfs_cer.transport.protocol import (
     Wjf,
     lease,
 )
-from storage_node.state import CacheMissError, QueryState, StateRegistry
+from storage_node.state import CacheMissError, QueryState, SnapshotGate, StateRegistry
 from storage_node.store import ShardStore
 
 Reply = tuple[dict[str, Any], list[bytes]]
@@ -118,6 +120,8 @@ class Actions:
                  betas: dict[str, float] | None = None, cpu_budget: float = 5.0) -> None:
         self.store = store
         self.registry = registry
+        #: opens share the loaded data; a switch to another table snapshot is alone
+        self.gate = SnapshotGate()
         #: the largest message (and so blob) the node sends or takes
         self.max_blob = max_blob
         #: seconds per event of each matching engine on this node (node-side matching)
@@ -250,27 +254,43 @@ class Actions:
         return manifest.get("partitioning") == "type" and column is not None and \
             column in analysis.query.recognize.partition_by
 
-    def pin(self, snapshot: int | None) -> None:
-        """Serve ``snapshot`` (a table's; None: pick up late files or the table's current state).
-        Moving to another snapshot waits (at most the admission wait) for the queries open on
-        the data now loaded to finish, so a commit does not fail the queries running on the
-        snapshot before it."""
-        if self.store.switches(snapshot):
-            generation = self.store.generation
-            wait = min(self.registry.wait, 10.0)
-            give_up = time.monotonic() + wait
-            while self.registry.open_on(generation) and time.monotonic() < give_up:
-                time.sleep(0.02)
-                self.registry.sweep()
-            if self.registry.open_on(generation) and self.store.generation == generation:
-                raise StorageError(f"this storage node still serves {self.registry.open_on(generation)} queries on "
-                                   f"another snapshot after {wait:.0f} s; run the query again when they "
-                                   "end (a node holds one snapshot of a table at a time)")
-        self.store.refresh(snapshot)
+    @contextlib.contextmanager
+    def pinned(self, snapshot: int | None) -> Iterator[None]:
+        """Serve ``snapshot`` of a table (None: its current one; for a shard set, pick up late
+        files) for the duration of the block. A node holds one snapshot at a time: while
+        queries are open on the one loaded, a query asking for another is refused at once
+        (SNAPSHOT_BUSY; the compute node tries again shortly), never made to wait here, since
+        queries pinned on either side of a commit would each wait on one node for the other.
+        No open switches the node between choosing its snapshot and registering its state."""
+        if snapshot is None:
+            snapshot = self.store.current_snapshot().get("snapshot")
+        give_up = time.monotonic() + min(self.registry.wait, 10.0)
+        while True:
+            with self.gate.reading():
+                if not self.store.switches(snapshot):
+                    self.store.refresh(snapshot)
+                    yield
+                    return
+                self._busy(snapshot)
+            with self.gate.switching(give_up) as alone:  # waits only for the opens under way
+                if not alone:
+                    self._busy(snapshot, force=True)
+                if self.store.switches(snapshot):
+                    self._busy(snapshot)
+                    self.store.refresh(snapshot)
+
+    def _busy(self, snapshot: int | None, force: bool = False) -> None:
+        open_now = self.registry.open_on(self.store.generation)
+        if open_now or force:
+            raise StorageError(f"this storage node {SNAPSHOT_BUSY} ({self.store.snapshot_id()}; {open_now} running); "
+                               f"the query asked for snapshot {snapshot}: run it again when they end")
 
     def open(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         # late files added with dfs-cer shard --append; for a table, the snapshot the query pinned
-        self.pin(snapshot_of(header))
+        with self.pinned(snapshot_of(header)):
+            return self._open(header)
+
+    def _open(self, header: dict[str, Any]) -> Reply:
         if "group" in header:
             return self._open_group(header)
         analysis, qid = self._query(header, "open", navigation=True)

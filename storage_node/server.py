@@ -121,10 +121,10 @@ class StorageNode(flight.FlightServerBase):
                                                              "uptime_s": time.time() - self.started}, [])
             elif action.type == "files":  # the shard set's files (with time bounds and --append batch tags)
                 header, _ = self._guard(body, opens=True, blobs=False)
-                self.actions.pin(snapshot_of(header))
-                reply = ({"files": self.store.manifest.get("files", []), "time_column": self.store.time_column,
-                          **({"snapshot": self.store.manifest["snapshot"]} if "snapshot" in self.store.manifest
-                             else {})}, [])
+                with self.actions.pinned(snapshot_of(header)):
+                    reply = ({"files": self.store.manifest.get("files", []), "time_column": self.store.time_column,
+                              **({"snapshot": self.store.manifest["snapshot"]} if "snapshot" in self.store.manifest
+                                 else {})}, [])
             elif action.type == "schema":  # the shard set's exact Arrow schema
                 self._guard(body, opens=True, blobs=False)
                 reply = ({"digest": schema_digest(self.store.schema)}, [self.store.schema.serialize().to_pybytes()])

@@ -8,9 +8,11 @@ refused; the node never scans itself out of memory. Abandoned state expires afte
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,6 +85,47 @@ class QueryState:
         table = self.table.nbytes + self.ts.nbytes if self.owns_table else 0
         return int(table + sum(c.nbytes for c in self.candidates.values())
                    + sum(t.nbytes for t in self.uploads.values()))
+
+
+class SnapshotGate:
+    """Opens share the data a node has loaded; moving a table to another snapshot takes the node
+    alone (no open is between choosing its snapshot and registering its state meanwhile)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writer = False
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._writer)
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def switching(self, until: float) -> Iterator[bool]:
+        """Alone on the node (True), or not within ``until`` (``time.monotonic()``; False)."""
+        with self._cond:
+            got = self._cond.wait_for(lambda: not self._writer, max(0.0, until - time.monotonic()))
+            if got:
+                self._writer = True
+                got = self._cond.wait_for(lambda: self._readers == 0, max(0.0, until - time.monotonic()))
+                if not got:
+                    self._writer = False
+                    self._cond.notify_all()
+        try:
+            yield got
+        finally:
+            if got:
+                with self._cond:
+                    self._writer = False
+                    self._cond.notify_all()
 
 
 class StateRegistry:

@@ -128,6 +128,13 @@ class ShardStore:
         set: appended files are picked up as they come.)"""
         return False
 
+    def older(self, snapshot: int | None) -> bool:
+        """Was table snapshot ``snapshot`` committed before the one served? (No for shard sets.)"""
+        return False
+
+    def snapshot_id(self) -> int | None:
+        return None
+
     def current_snapshot(self) -> dict[str, Any]:
         """A table's snapshot for a query starting now (``{}``: a shard set has none)."""
         return {}

@@ -93,6 +93,20 @@ class TableStore(ShardStore):
         snap = load_iceberg(self.ref, self.tables, self.config).current_snapshot()  # the table's metadata only
         return {} if snap is None else {"snapshot": snap.snapshot_id, "snapshot_ms": snap.timestamp_ms}
 
+    def snapshot_id(self) -> int | None:
+        return self.snapshot
+
+    def older(self, snapshot: int | None) -> bool:
+        if snapshot is None or self.snapshot is None or self.ref.kind != "iceberg":
+            return False
+        from dfs_cer.io.tables import load_iceberg
+
+        table = load_iceberg(self.ref, self.tables, self.config)
+        asked, served = table.snapshot_by_id(snapshot), table.snapshot_by_id(self.snapshot)
+        if asked is None or served is None:
+            return False  # an unknown snapshot: planning it names the error
+        return (asked.sequence_number or 0, asked.timestamp_ms) < (served.sequence_number or 0, served.timestamp_ms)
+
     def switches(self, snapshot: int | None) -> bool:
         return snapshot is not None and self.ref.kind == "iceberg" and snapshot != self.snapshot
 
@@ -108,8 +122,8 @@ class TableStore(ShardStore):
             return False  # the node serves the snapshot its reference names
         plan = self._plan(snapshot)
         assert self.plan is not None
-        if plan.snapshot == self.plan.snapshot and [f.path for f in plan.files] == self.files:
-            return False
+        if plan.snapshot == self.plan.snapshot and [f.to_dict() for f in plan.files] == self.manifest["files"]:
+            return False  # (a Hive file rewritten in place is another version: reloaded)
         with self._cache_lock:
             self._install(plan)
             self.generation += 1

@@ -291,6 +291,9 @@ def query_command(state: State, sql: tuple[str, ...], file: str | None, endpoint
     if not statements:
         raise click.UsageError("give the query as an argument or with --file")
     if len(statements) == 1 and _is_situations(statements[0]):
+        if snapshot is not None:
+            raise click.UsageError("--snapshot applies to MATCH_RECOGNIZE queries; a SITUATIONS query reads the "
+                                   "table's current snapshot")
         _situations_query(statements[0], nodes, token, strategy, fmt, limit, options)
         return
     if len(statements) > 1:

@@ -27,6 +27,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import re
 import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -176,13 +177,21 @@ class DataFile:
     max_ts: int | None
     #: Hive partition values by column (the ``key=value`` directories)
     partition: tuple[tuple[str, Any], ...] = ()
+    #: Hive: the file's size and modification time (a file rewritten in place is another
+    #: version); None for Iceberg, whose data files never change
+    version: str | None = None
+
+    @property
+    def key(self) -> str:
+        """What identifies this content of the file (its path, and version when it has one)."""
+        return self.path if self.version is None else f"{self.path}#{self.version}"
 
     def stats(self) -> FileStats:
         return FileStats(self.path, self.rows, self.min_ts, self.max_ts)
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "rows": self.rows, "bytes": self.bytes, "min_ts": self.min_ts,
-                "max_ts": self.max_ts}
+                "max_ts": self.max_ts, **({"version": self.version} if self.version is not None else {})}
 
 
 @dataclass
@@ -197,6 +206,9 @@ class TablePlan:
     #: per column of ``schema``: its Iceberg field id (None: matched by name)
     field_ids: list[int | None]
     files: list[DataFile]
+    #: Iceberg's name mapping (``schema.name-mapping.default``): the names a field id had in data
+    #: files written without field ids (added with add_files, migrated from Hive)
+    aliases: dict[int, tuple[str, ...]] = field(default_factory=dict)
     #: files (and their bytes) the time ranges pruned
     pruned_files: int = 0
     pruned_bytes: int = 0
@@ -224,7 +236,8 @@ def catalog_properties(name: str, tables: TablesConfig | None = None,
     tables = tables or TablesConfig()
     storage = storage or StorageConfig()
     own = IcebergConfig().get_catalog_config(name)
-    props: dict[str, str] = {}
+    # passed explicitly: pyiceberg reads its environment once, at import
+    props: dict[str, str] = {str(k): str(v) for k, v in (own or {}).items()}
     if own is None:
         if name != "local":
             raise TableError(f"no Iceberg catalog named {name!r} is configured; configure it for pyiceberg "
@@ -233,7 +246,11 @@ def catalog_properties(name: str, tables: TablesConfig | None = None,
         uri = tables.catalog_uri
         if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):  # relative: make the directory
             Path(uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
-        warehouse = tables.warehouse if "://" in tables.warehouse else Path(tables.warehouse).resolve().as_uri()
+        if "://" not in tables.warehouse and any(c in tables.warehouse for c in "#?"):
+            raise TableError(f"the warehouse directory {tables.warehouse!r} holds '#' or '?', which an Iceberg "
+                             "location cannot spell; set [tables] warehouse to another directory")
+        # not percent-encoded: pyiceberg writes to the location's path as spelled
+        warehouse = tables.warehouse if "://" in tables.warehouse else f"file://{Path(tables.warehouse).resolve()}"
         props = {"type": "sql", "uri": uri, "warehouse": warehouse}
     endpoint = storage.s3_endpoint or os.environ.get("AWS_ENDPOINT_URL", "")
     if endpoint and not (own or {}).get("s3.endpoint"):
@@ -344,12 +361,19 @@ def _plan_iceberg(ref: TableRef, tables: TablesConfig | None, storage: StorageCo
                              f"{', '.join(map(str, known)) or 'none'}")
     else:
         snap = table.current_snapshot()
-    iceberg_schema = table.schema()
+    # an older snapshot is read with the schema it was written with (as Spark, Trino and
+    # pyiceberg do); the current one with the table's schema
+    current = table.current_snapshot()
+    schema_id = None if snap is None or current is None or snap.snapshot_id == current.snapshot_id \
+        else snap.schema_id
+    iceberg_schema = table.schemas().get(schema_id, table.schema()) if schema_id is not None else table.schema()
     arrow = schema_to_pyarrow(iceberg_schema)
     schema = pa.schema([pa.field(f.name, _plain(f.type), f.nullable) for f in arrow])
     ids = [field_id(f) for f in arrow]
     identity = str(table.metadata.table_uuid)
-    out = TablePlan(ref, identity, None if snap is None else snap.snapshot_id, schema, ids, [],
+    mapping = table.name_mapping()
+    aliases = {int(m.field_id): tuple(m.names) for m in (mapping or []) if m.field_id is not None}
+    out = TablePlan(ref, identity, None if snap is None else snap.snapshot_id, schema, ids, [], aliases=aliases,
                     snapshot_ms=None if snap is None else snap.timestamp_ms, config=storage)
     if snap is None:
         return out  # a table never written to: no files
@@ -399,12 +423,17 @@ def _plan_iceberg(ref: TableRef, tables: TablesConfig | None, storage: StorageCo
 
 
 def _local(uri: str) -> str:
-    """An Iceberg file location as dfs-cer's readers take it (``file://`` becomes a path)."""
-    if uri.startswith("file://"):
-        return urllib.parse.unquote(urllib.parse.urlparse(uri).path)
-    if uri.startswith(("s3a://", "s3n://")):
-        return "s3://" + uri.split("://", 1)[1]
-    return uri
+    """An Iceberg file location as dfs-cer's readers take it, resolved exactly as pyiceberg's
+    own file IO resolves it (``file:/p``, ``file:///p`` and plain paths are local paths, never
+    percent-decoded; ``s3a://``/``s3n://`` are S3)."""
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
+    scheme, _, path = PyArrowFileIO.parse_location(uri)
+    if scheme == "file":
+        return path
+    if scheme in ("s3", "s3a", "s3n"):
+        return "s3://" + path
+    raise TableError(f"data file {uri} is in a {scheme}:// store; dfs-cer reads local files and S3")
 
 
 def _partition_value(text: str) -> Any:
@@ -442,10 +471,11 @@ def _plan_hive(ref: TableRef, storage: StorageConfig, time_ranges: Sequence[tupl
     from dfs_cer.io.rowgroups import time_bounds
 
     loc = filesystem_for(ref.path, storage)
-    paths = list_files(loc)
+    base = loc.path.rstrip("/") + "/"
+    # as Hive and Spark read a prefix: no hidden files or directories (_temporary, _SUCCESS, .part)
+    paths = [p for p in list_files(loc) if not any(seg.startswith(("_", ".")) for seg in p[len(base):].split("/"))]
     if not paths:
         raise TableError(f"no parquet files under {ref.path} (table {ref.name}); check the path")
-    base = loc.path.rstrip("/") + "/"
     parts: dict[str, dict[str, Any]] = {}
     for p in paths:
         segments = p[len(base):].split("/")[:-1] if p.startswith(base) else []
@@ -477,13 +507,18 @@ def _plan_hive(ref: TableRef, storage: StorageConfig, time_ranges: Sequence[tupl
             while len(_FOOTERS) > 100_000:
                 _FOOTERS.pop(next(iter(_FOOTERS)))
         file_schema, num_rows, lo, hi = _FOOTERS[key]
+        if ref.time_column in file_schema.names and file_schema.field(ref.time_column).type != time_type:
+            raise TableError(f"the files of {ref.name} store {ref.time_column} as {time_type} ({paths[0]}) and as "
+                             f"{file_schema.field(ref.time_column).type} ({p}); rewrite them with one type (their "
+                             "time bounds and date partitions must share a unit)")
         schemas.append(file_schema)
         size = int(sizes.get(p) or 0)
         if not _overlaps(lo, hi, time_ranges):
             pruned_files, pruned_bytes = pruned_files + 1, pruned_bytes + size
             continue
         where = f"s3://{p}" if ref.path.startswith("s3://") else p
-        files.append(DataFile(where, num_rows, size, lo, hi, tuple(parts[p].items())))
+        files.append(DataFile(where, num_rows, size, lo, hi, tuple(parts[p].items()),
+                              version=f"{size}-{infos[p].mtime_ns}"))
     try:
         unified = pa.unify_schemas([pa.schema([pa.field(f.name, _plain(f.type), f.nullable) for f in s])
                                     for s in schemas], promote_options="permissive")
@@ -499,16 +534,16 @@ def _plan_hive(ref: TableRef, storage: StorageConfig, time_ranges: Sequence[tupl
         extra.append(pa.field(k, pa.int64() if is_int else pa.string()))
     schema = pa.schema([*unified, *extra])
     files.sort(key=lambda f: (f.min_ts if f.min_ts is not None else -(2**63), f.path))
-    return TablePlan(ref, loc.uri, None, schema, [None] * len(schema), files, pruned_files, pruned_bytes,
-                     config=storage)
+    return TablePlan(ref, loc.uri, None, schema, [None] * len(schema), files, pruned_files=pruned_files,
+                     pruned_bytes=pruned_bytes, config=storage)
+
+
+_INTEGER = re.compile(r"^-?[0-9]{1,19}$")
 
 
 def _is_int(value: Any) -> bool:
-    try:
-        int(value)
-        return True
-    except (TypeError, ValueError):
-        return False
+    """A partition value Arrow casts to int64 (digits only, in range)."""
+    return isinstance(value, str) and bool(_INTEGER.match(value)) and -(2**63) <= int(value) < 2**63
 
 
 # --- reading ------------------------------------------------------------------------------------
@@ -539,17 +574,11 @@ def read_data_file(plan: TablePlan, f: DataFile, columns: Sequence[str] | None =
     and the snapshot."""
     loc, inside = _location(f.path, plan.config)
     wanted = [plan.schema.field(c) for c in columns] if columns is not None else list(plan.schema)
-    ids = dict(zip(plan.schema.names, plan.field_ids, strict=True))
 
     def read() -> pa.Table:
         with loc.fs.open_input_file(inside) as fh:
             pf = pq.ParquetFile(fh)
-            physical = pf.schema_arrow
-            if any(ids[w.name] is not None for w in wanted):
-                by_id = {field_id(p): p.name for p in physical}
-                names = [by_id.get(ids[w.name]) for w in wanted]
-            else:
-                names = [w.name if w.name in physical.names else None for w in wanted]
+            names = _sources(plan, pf.schema_arrow, [w.name for w in wanted])
             picked = [n for n in dict.fromkeys(names) if n is not None]
             table = pf.read(columns=picked) if row_group is None else pf.read_row_group(row_group, columns=picked)
             return _conform(table, wanted, names, dict(f.partition))
@@ -599,12 +628,26 @@ def file_footer(plan: TablePlan, f: DataFile) -> pq.FileMetaData:
     return _reading(plan, f, loc, read)
 
 
+def _sources(plan: TablePlan, file_schema: pa.Schema, columns: Sequence[str]) -> list[str | None]:
+    """What a data file calls each of the table's ``columns`` (None: it lacks it). Files with
+    Iceberg field ids are matched by id (a renamed column keeps its data); files without them
+    by the table's name mapping, else by name, as Iceberg readers do."""
+    ids = dict(zip(plan.schema.names, plan.field_ids, strict=True))
+    by_id = {field_id(f): f.name for f in file_schema if field_id(f) is not None}
+    out: list[str | None] = []
+    for c in columns:
+        fid = ids.get(c)
+        if fid is not None and by_id:
+            out.append(by_id.get(fid))
+            continue
+        names = plan.aliases.get(fid, (c,)) if fid is not None else (c,)
+        out.append(next((n for n in names if n in file_schema.names), None))
+    return out
+
+
 def physical_name(plan: TablePlan, file_schema: pa.Schema, column: str) -> str | None:
-    """What a file written under an older schema calls ``column`` (by field id), or None."""
-    fid = dict(zip(plan.schema.names, plan.field_ids, strict=True)).get(column)
-    if fid is None:
-        return column if column in file_schema.names else None
-    return next((f.name for f in file_schema if field_id(f) == fid), None)
+    """What a file written under an older schema calls ``column``, or None."""
+    return _sources(plan, file_schema, [column])[0]
 
 
 def read_table(plan: TablePlan, columns: Sequence[str] | None = None) -> Iterator[pa.Table]:

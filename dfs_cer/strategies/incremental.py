@@ -57,6 +57,11 @@ def shard_files(endpoints: Sequence[str], token: str,
     return [list(h["files"]) for h in headers], headers[0].get("snapshot") if headers else None
 
 
+def _key(f: dict[str, Any]) -> str:
+    """A served file's identity: its path, and its version when it has one (Hive files)."""
+    return str(f["path"]) if f.get("version") is None else f"{f['path']}#{f['version']}"
+
+
 def _matching_options(options: dict[str, Any]) -> dict[str, Any]:
     return {k: options[k] for k in ("selection", "kleene") if options.get(k)}
 
@@ -84,9 +89,10 @@ def run_and_save(sql: str, endpoints: Sequence[str], token: str, *, strategy: st
         strategy = previous.strategy
         match_opts = {**_matching_options(previous.options), **match_opts}
     files, snapshot = shard_files(endpoints, token)
-    names = [[str(f["path"]) for f in node] for node in files]
-    bounds = {str(f["path"]): [f.get("min_ts"), f.get("max_ts")] for node in files for f in node} \
-        if snapshot is not None else None
+    names = [[_key(f) for f in node] for node in files]
+    versioned = any("version" in f for node in files for f in node)  # Hive files, rewritable in place
+    bounds = {_key(f): [f.get("min_ts"), f.get("max_ts")] for node in files for f in node} \
+        if snapshot is not None or versioned else None
     # match ids are computed here: the events are pulled, never matched on the nodes
     pull_opts = {**{k: v for k, v in options.items() if k not in ("selection", "kleene")}, "node_matching": "off",
                  "snapshot": snapshot}
@@ -105,11 +111,11 @@ def run_and_save(sql: str, endpoints: Sequence[str], token: str, *, strategy: st
     if len(files) != len(previous.files):
         raise RunError(f"run {since_run} saw {len(previous.files)} storage nodes, now {len(files)}; re-run in full "
                        "(without --since-run)")
-    new_files = [f for node, seen in zip(files, previous.files, strict=True) for f in node
-                 if str(f["path"]) not in set(seen)]
-    # a table's later snapshot may also remove files (an overwrite, a compaction): their time
-    # ranges change too (a file moved between nodes is neither added nor removed)
-    now = {str(f["path"]) for node in files for f in node}
+    seen_before = {p for node in previous.files for p in node}
+    new_files = [f for node in files for f in node if _key(f) not in seen_before]
+    # a table's later snapshot may also remove files (an overwrite, a compaction), and a Hive
+    # file rewritten in place is a removed and an added version: their time ranges change too
+    now = {_key(f) for node in files for f in node}
     old_bounds = previous.bounds or {}
     removed = [{"path": p, "min_ts": old_bounds.get(p, [None, None])[0], "max_ts": old_bounds.get(p, [None, None])[1]}
                for seen in previous.files for p in seen if p not in now]

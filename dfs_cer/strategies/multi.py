@@ -150,9 +150,11 @@ class _SharedPull:
 
 def pull_many(name: str, queries: Sequence[Query | str], endpoints: Sequence[str], token: str, *,
               integer_time_unit: str = "s", event_key: Sequence[str] | None = None, dedup: bool = True,
-              timeout: float | None = None, config: StrategyConfig | None = None, **options: Any) -> GroupResult:
+              timeout: float | None = None, config: StrategyConfig | None = None, snapshot: int | None = None,
+              **options: Any) -> GroupResult:
     """Run pull strategy ``name`` for every query together (see the module docstring);
-    ``timeout`` bounds the whole group (default ``strategy.query_timeout_seconds``)."""
+    ``timeout`` bounds the whole group (default ``strategy.query_timeout_seconds``);
+    ``snapshot``: the table snapshot every query reads (nodes serving an Iceberg table)."""
     from dfs_cer.strategies.pull import STRATEGIES
 
     if name not in STRATEGIES:
@@ -166,11 +168,12 @@ def pull_many(name: str, queries: Sequence[Query | str], endpoints: Sequence[str
         from dfs_cer.strategies.pull import pull
 
         result = pull(name, parsed[0], endpoints, token, integer_time_unit=integer_time_unit, event_key=event_key,
-                      dedup=dedup, timeout=timeout, config=config, **options)
+                      dedup=dedup, timeout=timeout, config=config, snapshot=snapshot, **options)
         return GroupResult([result], Trace(f"{name} x1"), time.perf_counter() - began)
     # a client (connection) per query and node: each counts the bytes of its own calls while
     # the queries' round trips overlap
     group = Session.connect(endpoints, token, Trace(f"{name} x{len(parsed)}"), config, timeout)
+    group.snapshot = None if snapshot is None else int(snapshot)
     sessions = [Session.connect(endpoints, token, Trace(name), config, timeout, event_key, dedup) for _ in parsed]
     for s in sessions:  # one deadline for the whole group
         s.deadline = group.deadline
@@ -182,7 +185,9 @@ def pull_many(name: str, queries: Sequence[Query | str], endpoints: Sequence[str
                    for s, q in zip(sessions, parsed, strict=True)]
         # pull_all's final pulls take every row: the group's table must hold them all
         whole = name == "pull_all"
-        group.reserve()  # room on every node or on none
+        group.reserve()  # room on every node or on none (and a table's snapshot for all the queries)
+        for s in sessions:
+            s.snapshot = group.snapshot
         replies = group.action("open", {}, per_node=lambda i: ({"group": members, "schema": i == 0,
                                                                   "whole": whole}, []))
         shared = _SharedPull(group, sessions)

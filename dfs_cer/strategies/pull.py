@@ -19,6 +19,8 @@ query runs the nearest exact one and says so in the trace.
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -28,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dfs_cer.config import QueryConfig, StrategyConfig
-from dfs_cer.errors import StorageError
+from dfs_cer.errors import DfsCerError, StorageError
 from dfs_cer.filters import (
     IntervalSet,
     RefreshTags,
@@ -54,6 +56,7 @@ from dfs_cer.transport.protocol import (
     POINT_BEFORE,
     POINT_TIME,
     ROW_ID,
+    SNAPSHOT_BUSY,
     Build,
     Halo,
     Intervals,
@@ -91,6 +94,9 @@ def _open(session: Session, query: Query, unit: str) -> tuple[Analysis, list[dic
         raise StorageError(f"the storage nodes served different snapshots of the table ({sorted(map(str, served))}); "
                            "run the query again (a commit raced it) or pin one with ?snapshot=ID")
     session.trace.snapshot = served.pop() if served else None
+    if session.snapshot is not None and session.trace.snapshot != session.snapshot:
+        raise StorageError(f"the storage nodes served snapshot {session.trace.snapshot} of the table, not {session.snapshot} "
+                           "as asked; run the query again")
     if len({h.get("schema_digest") for h in headers}) > 1:
         session.same_schemas(session.schemas())
     key = session.event_key
@@ -715,15 +721,28 @@ def pull(name: str, query: Query | str, endpoints: Sequence[str], token: str, *,
 
     if name not in STRATEGIES:
         raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)}, got {name!r}")
-    checked = PullOptions.parse(options)
+    checked = PullOptions.parse({k: v for k, v in options.items() if k != "_pause"})
     session = Session.connect(endpoints, token, Trace(name), config, timeout, event_key, dedup)
     session.time_ranges = None if time_ranges is None else [(int(a), int(b)) for a, b in time_ranges]
     session.snapshot = None if snapshot is None else int(snapshot)
     session.input_filter = input_filter
     session.trace.input_filter = input_filter
     if not defer:
-        return session.finish(lambda: STRATEGIES[name](session, resolve_query(query), integer_time_unit, checked),
-                              lambda r: r.trace)
+        try:
+            return session.finish(lambda: STRATEGIES[name](session, resolve_query(query), integer_time_unit, checked),
+                                  lambda r: r.trace)
+        except DfsCerError as exc:
+            # a node serves running queries on another snapshot of the table: try again shortly
+            # (at the then current snapshot, unless one was asked for), within the deadline
+            pause = float(options.get("_pause", 0.05))
+            if SNAPSHOT_BUSY not in str(exc) or session.deadline is None or \
+                    time.monotonic() + pause >= session.deadline:
+                raise
+        time.sleep(pause * (0.5 + random.random()))
+        left = session.deadline - time.monotonic()
+        return pull(name, query, endpoints, token, integer_time_unit=integer_time_unit, event_key=event_key,
+                    dedup=dedup, time_ranges=time_ranges, timeout=max(left, 0.001), config=config,
+                    input_filter=input_filter, snapshot=snapshot, **{**options, "_pause": min(1.0, pause * 2)})
     session.defer = True
     session.defer_min_rows = defer_min_rows
     try:

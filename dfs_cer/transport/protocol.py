@@ -367,3 +367,7 @@ class NodeMatch:
             raise ProtocolError(f"action {a}: max_matches must be in 1..10**9, got {limit}")
         return cls(query_id(header.get("query_id"), a), tuple(key), _get(header, "dedup", bool, a), int(limit),
                    _one_of(header.get("on_limit"), ("error", "truncate"), "on_limit", a))
+
+#: what a storage node says when a query asks for another snapshot of a table than the one it
+#: serves running queries on (the compute node tries the query again shortly)
+SNAPSHOT_BUSY = "serves running queries on another snapshot of the table"

@@ -63,6 +63,8 @@ def test_cli_over_an_iceberg_table(tmp_path: Path) -> None:
         assert then.returncode == 0, then.stderr
         assert json.loads(then.stdout)["matches"] == \
             match_recognize(log.slice(0, 1000), sql, tables={"names": NAMES}).to_pylist()
+        situations = run(*base, "--snapshot", str(first), "SELECT * FROM t SITUATIONS (ORDER BY ts DEFINE A AS x > 5)")
+        assert situations.returncode == 2 and "--snapshot applies to MATCH_RECOGNIZE queries" in situations.stderr
         wrong = run(*base, "--snapshot", "5", clause)
         assert wrong.returncode != 0 and "has no snapshot 5" in wrong.stderr and "Traceback" not in wrong.stderr
     sharded = run("shard", "--input", "iceberg://local/logs.events", "--nodes", "2", "--to", "shards")

@@ -288,3 +288,62 @@ def test_other_catalogs_come_from_pyicebergs_configuration(tmp_path: Path, monke
     catalog.create_table("ops.events", schema=events(5).schema).append(events(5))
     plan = plan_table("iceberg://lake/ops.events", tables=TablesConfig(catalog_uri="sqlite:////nonexistent/x.db"))
     assert plan.rows == 5 and plan.files[0].path.startswith(str(tmp_path / "lake"))
+
+
+# ------------------------------------------------------------------ review regressions
+
+
+def test_files_without_field_ids_are_read_through_the_name_mapping(tables: TablesConfig, tmp_path: Path) -> None:
+    """Files added with add_files (or migrated from Hive), written without field ids and recorded
+    as ``file:/path``: read by the table's name mapping, as Iceberg readers do."""
+    table = iceberg(tables, [events(10)])
+    outside = tmp_path / "ext" / "a.parquet"
+    outside.parent.mkdir()
+    pq.write_table(events(20, start=10), outside)  # a plain parquet file: no field ids
+    table.add_files([f"file:{outside}"])  # type: ignore[attr-defined]
+    rows = all_rows(plan_table("iceberg://local/logs.events", tables=tables))
+    assert rows.num_rows == 30 and rows.column("ts").null_count == 0 and rows.column("type").null_count == 0
+    assert rows.column("v").to_pylist()[10:] == events(20, start=10).column("v").to_pylist()
+
+
+def test_a_snapshot_is_read_with_its_own_schema(tables: TablesConfig) -> None:
+    table = iceberg(tables, [events(10)])
+    first = table.current_snapshot().snapshot_id  # type: ignore[attr-defined]
+    with table.update_schema() as update:  # type: ignore[attr-defined]
+        update.delete_column("v")
+    table.append(events(5, start=10).drop_columns(["v"]))  # type: ignore[attr-defined]
+    assert plan_table("iceberg://local/logs.events", tables=tables).schema.names == ["ts", "type"]
+    old = plan_table("iceberg://local/logs.events", tables=tables, snapshot=first)
+    assert old.schema.names == ["ts", "type", "v"] and all_rows(old).column("v").null_count == 0
+
+
+def test_a_warehouse_path_with_a_space_is_written_and_read_where_it_says(tmp_path: Path) -> None:
+    spaced = TablesConfig(catalog_uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=str(tmp_path / "my wh"),
+                          assignments_dir=str(tmp_path / "a"))
+    iceberg(spaced, [events(10)])
+    plan = plan_table("iceberg://local/logs.events", tables=spaced)
+    assert plan.files[0].path.startswith(str(tmp_path / "my wh")) and all_rows(plan).num_rows == 10
+    with pytest.raises(TableError, match=r"holds '#' or '\?'"):
+        load_catalog("local", TablesConfig(catalog_uri=f"sqlite:///{tmp_path}/c2.db", warehouse=str(tmp_path / "a#b")))
+
+
+def test_hive_hidden_files_mixed_units_and_odd_integers(tmp_path: Path) -> None:
+    root = tmp_path / "events"
+    (root / "date=x").mkdir(parents=True)
+    pq.write_table(events(10), root / "date=x" / "part-0.parquet")
+    for hidden in ("_temporary/0/date=x/part-0.parquet", "date=x/.part-1.parquet", "_SUCCESS.parquet"):
+        (root / hidden).parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(events(10), root / hidden)
+    assert [f.rows for f in plan_table(f"hive:{root}").files] == [10]  # as Hive and Spark read it
+    (root / "date=y").mkdir()
+    pq.write_table(events(5).cast(pa.schema([pa.field("ts", pa.timestamp("ms")), pa.field("type", pa.string()),
+                                              pa.field("v", pa.int64())])), root / "date=y" / "part-0.parquet")
+    with pytest.raises(TableError, match=r"store ts as timestamp\[us\] .* and as timestamp\[ms\]"):
+        plan_table(f"hive:{root}")
+    odd = tmp_path / "odd"
+    for value in ("1_000", "12345678901234567890", "7"):
+        (odd / f"n={value}").mkdir(parents=True)
+        pq.write_table(events(3), odd / f"n={value}" / "p.parquet")
+    plan = plan_table(f"hive:{odd}")
+    assert plan.schema.field("n").type == pa.string()
+    assert sorted(set(all_rows(plan).column("n").to_pylist())) == ["12345678901234567890", "1_000", "7"]

@@ -15,16 +15,16 @@ pytestmark = [pytest.mark.spark, pytest.mark.s3]
 def test_notebook_queries_an_iceberg_table_in_s3(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import boto3
 
-    with s3_bucket("logs") as s3_endpoint:
+    with s3_bucket("lake") as s3_endpoint:
         outputs = execute("query_iceberg_in_s3.ipynb", tmp_path, monkeypatch, {
-            "AWS_ENDPOINT_URL": s3_endpoint, "DFS_CER_NOTEBOOK_WAREHOUSE": "s3://logs/warehouse",
+            "AWS_ENDPOINT_URL": s3_endpoint, "DFS_CER_NOTEBOOK_WAREHOUSE": "s3://lake/warehouse",
             "DFS_CER_NOTEBOOK_EVENTS": "20000", "DFS_CER__TABLES__CATALOG_URI": f"sqlite:///{tmp_path / 'catalog.db'}",
             "DFS_CER__TABLES__ASSIGNMENTS_DIR": str(tmp_path / "assignments")})
         keys = [o["Key"] for o in boto3.client("s3", endpoint_url=s3_endpoint, **boto_credentials())
-                .list_objects_v2(Bucket="logs")["Contents"]]
+                .list_objects_v2(Bucket="lake")["Contents"]]
     assert not [o for o in outputs if o.output_type == "error"]
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
-    assert "created logs.crimes at s3://logs/warehouse/logs/crimes with 20,000 events in 3 appends" in text
+    assert "created logs.crimes at s3://lake/warehouse/logs/crimes with 20,000 events in 3 appends" in text
     snapshots = re.findall(r"^  snapshot (\d+): append, \+[\d,]+ rows$", text, re.MULTILINE)
     assert len(snapshots) == 3
     current = snapshots[-1]
