@@ -721,32 +721,37 @@ def pull(name: str, query: Query | str, endpoints: Sequence[str], token: str, *,
 
     if name not in STRATEGIES:
         raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)}, got {name!r}")
-    checked = PullOptions.parse({k: v for k, v in options.items() if k != "_pause"})
-    session = Session.connect(endpoints, token, Trace(name), config, timeout, event_key, dedup)
-    session.time_ranges = None if time_ranges is None else [(int(a), int(b)) for a, b in time_ranges]
-    session.snapshot = None if snapshot is None else int(snapshot)
-    session.input_filter = input_filter
-    session.trace.input_filter = input_filter
-    if not defer:
+    checked = PullOptions.parse(options)
+    pause, deadline = 0.05, None
+    while True:
+        left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
+        session = Session.connect(endpoints, token, Trace(name), config, timeout if left is None else left,
+                                  event_key, dedup)
+        deadline = session.deadline
+        session.time_ranges = None if time_ranges is None else [(int(a), int(b)) for a, b in time_ranges]
+        session.snapshot = None if snapshot is None else int(snapshot)
+        session.input_filter = input_filter
+        session.trace.input_filter = input_filter
         try:
-            return session.finish(lambda: STRATEGIES[name](session, resolve_query(query), integer_time_unit, checked),
-                                  lambda r: r.trace)
+            return _pull_once(session, name, resolve_query(query), integer_time_unit, checked, list(endpoints), token,
+                              defer, defer_min_rows, config)
         except DfsCerError as exc:
             # a node serves running queries on another snapshot of the table: try again shortly
             # (at the then current snapshot, unless one was asked for), within the deadline
-            pause = float(options.get("_pause", 0.05))
-            if SNAPSHOT_BUSY not in str(exc) or session.deadline is None or \
-                    time.monotonic() + pause >= session.deadline:
+            if SNAPSHOT_BUSY not in str(exc) or deadline is None or time.monotonic() + pause >= deadline:
                 raise
         time.sleep(pause * (0.5 + random.random()))
-        left = session.deadline - time.monotonic()
-        return pull(name, query, endpoints, token, integer_time_unit=integer_time_unit, event_key=event_key,
-                    dedup=dedup, time_ranges=time_ranges, timeout=max(left, 0.001), config=config,
-                    input_filter=input_filter, snapshot=snapshot, **{**options, "_pause": min(1.0, pause * 2)})
+        pause = min(1.0, pause * 2)
+
+
+def _pull_once(session: Session, name: str, query: Query, unit: str, checked: PullOptions, endpoints: list[str],
+               token: str, defer: bool, defer_min_rows: int, config: StrategyConfig | None) -> PullResult:
+    if not defer:
+        return session.finish(lambda: STRATEGIES[name](session, query, unit, checked), lambda r: r.trace)
     session.defer = True
     session.defer_min_rows = defer_min_rows
     try:
-        result = STRATEGIES[name](session, resolve_query(query), integer_time_unit, checked)
+        result = STRATEGIES[name](session, query, unit, checked)
     except BaseException:
         session.close()
         session.close_connections()
@@ -755,6 +760,10 @@ def pull(name: str, query: Query | str, endpoints: Sequence[str], token: str, *,
         result.trace.warnings.extend(session.close())
         session.close_connections()
         return result
+    kind, header, blobs = session.deferred
+    result.deferred = DeferredPull(session, endpoints, token, kind, header, blobs, session.time_span,
+                                   config or StrategyConfig())
+    return result
     kind, header, blobs = session.deferred
     result.deferred = DeferredPull(session, list(endpoints), token, kind, header, blobs, session.time_span,
                                    config or StrategyConfig())

@@ -334,7 +334,15 @@ def test_time_travel_next_to_current_queries_is_exact(tmp_path: Path) -> None:
                 result = pull("dfs", query, cluster.endpoints, cluster.token, snapshot=snapshot)
                 got.append(rows(match_pulled(result)) == want[snapshot])
 
-        threads = [threading.Thread(target=run, args=(s,)) for s in (first, None, first, None)]
+        def run_many(snapshot: int | None) -> None:
+            from dfs_cer.strategies.multi import pull_many
+
+            for _ in range(5):
+                group = pull_many("dfs", [query, query], cluster.endpoints, cluster.token, snapshot=snapshot)
+                got.append(all(rows(match_pulled(r)) == want[snapshot] for r in group.results))
+
+        threads = [threading.Thread(target=run, args=(first,)), threading.Thread(target=run, args=(None,)),
+                   threading.Thread(target=run_many, args=(first,)), threading.Thread(target=run_many, args=(None,))]
         for t in threads:
             t.start()
         for t in threads:
