@@ -331,7 +331,7 @@ class Actions:
                     table = indexed[0].take(pa.array(indexed[1]))
                 else:
                     table = self.store.scan(filt if where is None else where if filt is None else filt & where,
-                                            ranges=ranges).sort_by(self.store.time_column)
+                                            ranges=ranges, condition=condition).sort_by(self.store.time_column)
                 ts = _time_ints(table.column(self.store.time_column))
                 if ranges is not None:  # an incremental re-run: only rows inside these closed ranges
                     table, ts = _inside(table, ts, ranges)

@@ -165,11 +165,11 @@ class ShardStore:
         return total
 
     def scan(self, filter_: object = None, columns: list[str] | None = None,
-             ranges: Any = None) -> pa.Table:
+             ranges: Any = None, condition: Any = None) -> pa.Table:
         """Rows passing ``filter_``. Shard sets whose decoded size fits ``storage.cache_bytes``
         are read once and filtered in memory afterwards (shards are immutable while served).
-        ``ranges``: the time ranges the caller keeps (a hint for skipping files; unused here,
-        where the filter's row-group statistics prune)."""
+        ``ranges``, ``condition``: the time ranges and input filter the caller keeps (hints for
+        skipping files; unused here, where the filter's row-group statistics prune)."""
         if self.dataset is None:
             return self.schema.empty_table()
         # transient read errors (S3) are retried within storage.s3_retry_seconds

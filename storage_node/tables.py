@@ -158,9 +158,10 @@ class TableStore(ShardStore):
         return pa.concat_tables(parts) if parts else plan.schema.empty_table()
 
     def scan(self, filter_: object = None, columns: list[str] | None = None,
-             ranges: Any = None) -> pa.Table:
+             ranges: Any = None, condition: Any = None) -> pa.Table:
         """Rows passing ``filter_``: from the cached rows when the share fits the cache, else read
-        from the files that may hold a time inside ``ranges`` (all files when None)."""
+        from the files that may hold a time inside ``ranges`` (all files when None) and one
+        passing the input filter ``condition``'s bounds on the time column."""
         assert self.plan is not None
         if not self.plan.files:
             return self.schema.empty_table() if columns is None else self.schema.empty_table().select(columns)
@@ -173,8 +174,11 @@ class TableStore(ShardStore):
         if self.cached is not None:
             source = self.cached
         else:
-            keep = [f for f in self.plan.files if ranges is None or f.min_ts is None or f.max_ts is None
-                    or bool(np.any((ranges[:, 0] <= f.max_ts) & (f.min_ts <= ranges[:, 1])))]
+            tests = time_tests(condition, self.schema, self.time_column)
+            dtype = self.schema.field(self.time_column).type
+            keep = [f for f in self.plan.files if f.min_ts is None or f.max_ts is None or (
+                (ranges is None or bool(np.any((ranges[:, 0] <= f.max_ts) & (f.min_ts <= ranges[:, 1]))))
+                and may_hold(tests, f.min_ts, f.max_ts, self.time_column, dtype))]
             source = self._read(keep)
         return ds.dataset(source).to_table(filter=filter_, columns=columns)
 
@@ -183,3 +187,51 @@ class TableStore(ShardStore):
 
     def cache_stats(self) -> dict[str, int]:
         return {**super().cache_stats(), "files_read": self.files_read, "bytes_read": self.bytes_read}
+
+
+#: a comparison of the time column with a constant holds on an upward (``>``, ``>=``) or a
+#: downward (``<``, ``<=``) closed set of times
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def time_tests(condition: Any, schema: pa.Schema, time_column: str) -> list[tuple[bool, Any]]:
+    """The conjuncts of an input filter that compare the time column with a constant, as
+    (upward closed?, the exact Arrow filter of the conjunct). A file whose last time fails an
+    upward closed one, or whose first time fails a downward closed one, holds no passing row."""
+    if condition is None:
+        return []
+    from dfs_cer.errors import DfsCerError
+    from dfs_cer.query.expr import Between, BinaryOp, Column, conjuncts, walk
+    from dfs_cer.query.input_filter import input_filter_expression
+
+    out: list[tuple[bool, Any]] = []
+    for c in conjuncts(condition):
+        pieces = [BinaryOp(op=">=", left=c.operand, right=c.low), BinaryOp(op="<=", left=c.operand, right=c.high)] \
+            if isinstance(c, Between) and not c.negated else [c]
+        for p in pieces:
+            if not isinstance(p, BinaryOp) or p.op not in _FLIP:
+                continue
+            column, other, op = p.left, p.right, p.op
+            if isinstance(other, Column):
+                column, other, op = other, column, _FLIP[op]
+            if not isinstance(column, Column) or column.name != time_column or \
+                    any(isinstance(n, Column) for n in walk(other)):
+                continue
+            try:
+                out.append((op in (">", ">="), input_filter_expression(BinaryOp(op=op, left=column, right=other),
+                                                                       schema)))
+            except DfsCerError:
+                continue  # not convertible exactly: no pruning by it
+    return out
+
+
+def may_hold(tests: list[tuple[bool, Any]], first: int, last: int, time_column: str, dtype: pa.DataType) -> bool:
+    """Can a file of times in [first, last] hold a row passing every test of ``time_tests``?"""
+    for upward, expr in tests:
+        value = last if upward else first
+        raw = pa.array([value], pa.int32() if pa.types.is_date32(dtype) else pa.int64())
+        probe = pa.table({time_column: raw.cast(dtype) if raw.type != dtype else raw})
+        if ds.dataset(probe).to_table(filter=expr).num_rows == 0:
+            return False
+    return True
+

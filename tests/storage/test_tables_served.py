@@ -5,6 +5,7 @@ and bad input is one clear error while the nodes keep serving."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import warnings
 from collections.abc import Iterator
@@ -12,8 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.dataset
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dfs_cer import match_recognize
 from dfs_cer.config import StorageConfig, TablesConfig
@@ -208,6 +212,15 @@ def test_files_read_per_query_skip_what_the_time_ranges_exclude(tmp_path: Path) 
                                            pa.compute.less_equal(ev.column("ts").cast(pa.int64()),
                                                                  lo + 120 * 10**6)))
         assert rows(match_pulled(ranged)) == rows(match_recognize(inside, query))
+        # an input filter bounding the time (FROM (SELECT * FROM t WHERE ts >= ...)) prunes too
+        cut = ev.column("ts")[2100].as_py()
+        before = read(cluster)
+        filtered = pull("dfs", query, cluster.endpoints, cluster.token,
+                        input_filter=f"ts >= TIMESTAMP '{cut.isoformat(sep=' ')}' AND w > 5")
+        assert read(cluster) - before == 1  # the last of five files (rows 2000-2499)
+        late = ev.filter(pa.compute.and_(pa.compute.greater_equal(ev.column("ts"), pa.scalar(cut, ev.column("ts").type)),
+                                         pa.compute.greater(ev.column("w"), 5)))
+        assert rows(match_pulled(filtered)) == rows(match_recognize(late, query))
 
 
 def test_bad_tables_fail_clearly_and_nodes_keep_serving(tmp_path: Path) -> None:
@@ -364,3 +377,35 @@ def test_a_hive_file_rewritten_in_place_is_read_again(tmp_path: Path) -> None:
         os.utime(folder / "part-0.parquet", ns=(2 * 10**18, 2 * 10**18))
         assert rows(match_pulled(pull("dfs", query, cluster.endpoints, cluster.token))) == \
             rows(match_recognize(ev, query))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 60), st.integers(0, 20), st.sampled_from(["<", "<=", ">", ">=", "between", "not between"]),
+       st.integers(-5, 90), st.integers(0, 30), st.booleans())
+def test_input_filter_pruning_never_skips_a_file_with_a_passing_row(first: int, span: int, op: str, x: int, width: int,
+                                                                   flipped: bool) -> None:
+    """A file of times [first, first + span] is skipped only when no time in it passes."""
+    from dfs_cer.query.input_filter import parse_input_filter
+    from storage_node.tables import may_hold, time_tests
+
+    def lit(v: int) -> str:
+        return f"TIMESTAMP '{(dt.datetime(2026, 1, 1) + dt.timedelta(seconds=v)).isoformat(sep=' ')}'"
+
+    if op == "between":
+        text = f"ts BETWEEN {lit(x)} AND {lit(x + width)}"
+    elif op == "not between":
+        text = f"ts NOT BETWEEN {lit(x)} AND {lit(x + width)}"
+    else:
+        text = f"{lit(x)} {dict(zip('<>', '><', strict=True)).get(op[0], op[0])}{op[1:]} ts" if flipped else \
+            f"ts {op} {lit(x)}"
+    schema = pa.schema([pa.field("ts", pa.timestamp("us")), pa.field("w", pa.int64())])
+    condition = parse_input_filter(f"{text} AND w > 0")
+    base = int(dt.datetime(2026, 1, 1, tzinfo=dt.UTC).timestamp()) * 10**6
+    times = pa.array([base + s * 10**6 for s in range(first, first + span + 1)], pa.int64()).cast(pa.timestamp("us"))
+    from dfs_cer.query.input_filter import input_filter_expression
+
+    exact = pa.dataset.dataset(pa.table({"ts": times, "w": [1] * len(times)})).to_table(
+        filter=input_filter_expression(condition, schema)).num_rows > 0
+    kept = may_hold(time_tests(condition, schema, "ts"), base + first * 10**6, base + (first + span) * 10**6, "ts",
+                    pa.timestamp("us"))
+    assert kept or not exact, text
