@@ -240,7 +240,7 @@ class Actions:
                 "schema_digest": schema_digest(self.store.schema), "data_digest": self.store.data_digest,
                 "local_partitions": self._local(state.analysis), "beta": self.betas,
                 "time_column": self.store.time_column,
-                **({"snapshot": self.store.manifest["snapshot"]} if "snapshot" in self.store.manifest else {}),
+                **self.store.served_snapshot(),
                 "navigation_on_node": state.navigation,
                 "match_cpu_budget": self.cpu_budget}
 

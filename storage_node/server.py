@@ -123,8 +123,7 @@ class StorageNode(flight.FlightServerBase):
                 header, _ = self._guard(body, opens=True, blobs=False)
                 with self.actions.pinned(snapshot_of(header)):
                     reply = ({"files": self.store.manifest.get("files", []), "time_column": self.store.time_column,
-                              **({"snapshot": self.store.manifest["snapshot"]} if "snapshot" in self.store.manifest
-                                 else {})}, [])
+                              **self.store.served_snapshot()}, [])
             elif action.type == "schema":  # the shard set's exact Arrow schema
                 self._guard(body, opens=True, blobs=False)
                 reply = ({"digest": schema_digest(self.store.schema)}, [self.store.schema.serialize().to_pybytes()])

@@ -135,6 +135,11 @@ class ShardStore:
     def snapshot_id(self) -> int | None:
         return None
 
+    def served_snapshot(self) -> dict[str, int]:
+        """``{"snapshot": id}`` of the table snapshot served, for replies (``{}``: none)."""
+        sid = self.snapshot_id()
+        return {} if sid is None else {"snapshot": sid}
+
     def current_snapshot(self) -> dict[str, Any]:
         """A table's snapshot for a query starting now (``{}``: a shard set has none)."""
         return {}

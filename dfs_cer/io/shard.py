@@ -155,7 +155,8 @@ def shard(input_path: str, nodes: int, to: str, *, partitioning: str = "random",
     for column, option in ((time_column, "--time-column"),):
         if column not in schema.names:
             raise ShardError(f"{option} {column} is not a column of the input; columns: {', '.join(schema.names)}")
-    nulls = dataset.count_rows(filter=pc.field(time_column).is_null())
+    nulls = dataset.null_count(time_column) if hasattr(dataset, "null_count") else \
+        dataset.count_rows(filter=pc.field(time_column).is_null())
     if nulls:
         raise ShardError(f"{nulls} row{'s' if nulls > 1 else ''} of the input ha{'ve' if nulls > 1 else 's'} no "
                          f"{time_column} (NULL); every event needs a time: drop or fill them first (e.g. "

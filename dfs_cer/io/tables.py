@@ -706,11 +706,12 @@ class TableInput:
         self.plan = plan
         self.schema = plan.schema
 
-    def count_rows(self, filter: Any = None) -> int:
-        if filter is None:
-            return self.plan.rows
-        columns = list(dict.fromkeys(f.name for f in self.schema))
-        return sum(read_data_file(self.plan, f, columns).filter(filter).num_rows for f in self.plan.files)
+    def count_rows(self) -> int:
+        return self.plan.rows
+
+    def null_count(self, column: str) -> int:
+        """NULLs in ``column`` (only that column is read)."""
+        return sum(read_data_file(self.plan, f, [column]).column(0).null_count for f in self.plan.files)
 
     def to_batches(self, batch_size: int = 1_000_000) -> Iterator[pa.RecordBatch]:
         for f in self.plan.files:

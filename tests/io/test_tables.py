@@ -208,6 +208,12 @@ def test_shard_input_can_be_a_table(tables: TablesConfig, tmp_path: Path) -> Non
     written = pa.concat_tables([pq.read_table(f) for f in sorted((tmp_path / "shards").rglob("*.parquet"))])
     assert sorted(written.column("v").to_pylist()) == sorted(pa.concat_tables(batches).column("v").to_pylist())
     assert TableInput(plan_table("iceberg://local/logs.events", tables=tables)).count_rows() == 1200
+    from dfs_cer.io.shard import ShardError
+
+    load_catalog("local", tables).load_table("logs.events").append(pa.table({
+        "ts": pa.array([None], pa.timestamp("us")), "type": ["A"], "v": pa.array([1], pa.int64())}))
+    with pytest.raises(ShardError, match="1 row of the input has no ts"):
+        shard("iceberg://local/logs.events", 2, str(tmp_path / "again"), tables=tables)
 
 
 # ------------------------------------------------------------------ Hive-style prefixes

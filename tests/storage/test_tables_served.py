@@ -26,7 +26,7 @@ from dfs_cer.io.tables import load_catalog
 from dfs_cer.strategies import STRATEGIES, pull
 from dfs_cer.strategies.matching import match_pulled
 from storage_node.launcher import LocalCluster
-from tests.strategies.test_hygiene import ARRIVALS, _batch, _summary, sql, stream
+from tests.strategies.test_hygiene import ARRIVALS, _batch, _summary, replay, sql, stream
 from tests.strategies.test_strategies import _events, rows
 
 pytestmark = pytest.mark.flight
@@ -138,13 +138,7 @@ def test_snapshots_as_late_data_give_the_late_files_changelogs(tmp_path: Path) -
     with LocalCluster(refs("logs.events", 2), env=env) as cluster:
         run = run_and_save(query, cluster.endpoints, cluster.token, strategy="dfs", runs_dir=runs, **opts)
         assert run.matches.num_rows == 0 and run.record.snapshot is not None
-        changes: list[dict[str, int]] = []
-        for batch in ARRIVALS[1:]:
-            table.append(_batch(batch))  # type: ignore[attr-defined]
-            run = run_and_save("", cluster.endpoints, cluster.token, runs_dir=runs, since_run=run.record.run_id)
-            assert run.record.mode == "incremental" and run.changes is not None
-            kinds = run.changes.column("change").to_pylist()
-            changes.append({k: kinds.count(k) for k in sorted(set(kinds))})
+        run, changes = replay(cluster, runs, run, lambda _, batch: table.append(batch))  # type: ignore[attr-defined]
         assert changes == [{"new": 5}, {"new": 2}, {"invalidated": 2, "new": 3}, {"updated": 1}]
         final = match_recognize(stream(), query, selection="skip_till_next_match", kleene="maximal")
         assert _summary(run.matches) == _summary(final) and run.matches.num_rows == 8

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -177,6 +178,22 @@ def _summary(matches: pa.Table) -> list[tuple[object, ...]]:
     return sorted((r["first_a"], r["first_b"], r["last_b"], r["n_b"], r["last_c"]) for r in matches.to_pylist())
 
 
+def replay(cluster: LocalCluster, runs: Path, run: Any, deliver: Callable[[int, pa.Table], None]
+           ) -> tuple[Any, list[dict[str, int]]]:
+    """Deliver each late batch of ARRIVALS (``deliver(i, batch)``) and re-run ``--since-run``
+    after each: the last run and the changes of each re-run by kind."""
+    from dfs_cer.strategies.incremental import run_and_save
+
+    changes: list[dict[str, int]] = []
+    for i, batch in enumerate(ARRIVALS[1:], 1):
+        deliver(i, _batch(batch))
+        run = run_and_save("", cluster.endpoints, cluster.token, runs_dir=runs, since_run=run.record.run_id)
+        assert run.record.mode == "incremental" and run.changes is not None
+        kinds = run.changes.column("change").to_pylist()
+        changes.append({k: kinds.count(k) for k in sorted(set(kinds))})
+    return run, changes
+
+
 def test_late_files_replay_ends_with_the_in_order_results(tmp_path: Path) -> None:
     """LimeCEP's L2 replay: the stream arrives in five late batches (``shard --append``); each
     ``--since-run`` re-run recomputes only the ranges the new files affect and lists the
@@ -191,14 +208,11 @@ def test_late_files_replay_ends_with_the_in_order_results(tmp_path: Path) -> Non
     with LocalCluster([str(tmp_path / "nodes" / f"node-{i:02d}") for i in range(2)]) as cluster:
         run = run_and_save(query, cluster.endpoints, cluster.token, strategy="dfs", runs_dir=runs, **opts)
         assert run.matches.num_rows == 0  # c10 and c20 arrived, b8 did not: no match yet
-        changes: list[dict[str, int]] = []
-        for i, batch in enumerate(ARRIVALS[1:], 1):
-            pq.write_table(_batch(batch), tmp_path / f"batch-{i}.parquet")
+        def deliver(i: int, batch: pa.Table) -> None:
+            pq.write_table(batch, tmp_path / f"batch-{i}.parquet")
             shard(str(tmp_path / f"batch-{i}.parquet"), 2, str(tmp_path / "nodes"), append=True)
-            run = run_and_save("", cluster.endpoints, cluster.token, runs_dir=runs, since_run=run.record.run_id)
-            assert run.record.mode == "incremental" and run.changes is not None
-            kinds = run.changes.column("change").to_pylist()
-            changes.append({k: kinds.count(k) for k in sorted(set(kinds))})
+
+        run, changes = replay(cluster, runs, run, deliver)
         assert changes == [{"new": 5}, {"new": 2}, {"invalidated": 2, "new": 3}, {"updated": 1}]
         final = match_recognize(stream(), query, selection="skip_till_next_match", kleene="maximal")
         assert _summary(run.matches) == _summary(final) and run.matches.num_rows == 8
