@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -52,3 +53,13 @@ def local_session(cores: int = 2, app_name: str = "dfs-cer", master: str | None 
     for key, value in conf.items():
         builder = builder.config(key, str(value))
     return builder.getOrCreate()
+
+
+def sandboxed_sql(spark: Any, sql: str, relations: Iterable[str]) -> Any:
+    """``spark.sql(sql)`` after the outer-query sandbox (:mod:`dfs_cer.query.sandbox`): Spark SQL
+    has no switch that keeps a query to its views (it runs script transforms and JVM methods as
+    the driver's user), so every statement dfs-cer hands it passes the check first."""
+    from dfs_cer.query.sandbox import check_outer
+
+    check_outer(sql, relations, "spark")
+    return spark.sql(sql)

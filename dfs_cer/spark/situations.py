@@ -87,10 +87,9 @@ def situations(spark: Any, sql: str, *, endpoints: Sequence[str] | str | None = 
     view = f"dfs_cer_{uuid.uuid4().hex}"
     df.createOrReplaceTempView(view)
     outer = sqlglot.transpile(query.outer_sql.replace(RELATION, view), read="duckdb", write="spark")[0]
-    from dfs_cer.query.sandbox import check_outer
+    from dfs_cer.spark.session import sandboxed_sql
 
-    check_outer(outer, [view], "spark")
-    return spark.sql(outer)
+    return sandboxed_sql(spark, outer, [view])
 
 
 def _keys(query: SituationQuery, schema: pa.Schema) -> list[str]:

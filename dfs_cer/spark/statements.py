@@ -17,9 +17,9 @@ from sqlglot import exp
 
 from dfs_cer.errors import ConfigError
 from dfs_cer.query import analyze
-from dfs_cer.query.sandbox import check_outer
 from dfs_cer.query.statement import OUTER_DIALECT, Statement
 from dfs_cer.query.validate import require_order_by
+from dfs_cer.spark.session import sandboxed_sql
 from dfs_cer.strategies.base import Trace
 
 
@@ -141,8 +141,7 @@ def recognize_statement(spark: Any, statement: Statement, *, endpoints: Sequence
                 relation = early[part.relation]
             elif part.input_sql is not None:
                 sql = _renamed(part.input_sql, views)
-                check_outer(sql, list(views.values()), "spark")
-                relation = match_arrow(part.query, _arrow_of(spark.sql(sql)))
+                relation = match_arrow(part.query, _arrow_of(sandboxed_sql(spark, sql, views.values())))
             elif part.query.table.lower() in remote:
                 relation = remote_relation(part)
             else:
@@ -154,8 +153,7 @@ def recognize_statement(spark: Any, statement: Statement, *, endpoints: Sequence
         raise ConfigError(f"the query reads table(s) {', '.join(repr(t) for t in missing)}, which are not registered; "
                           "pass tables={'name': DataFrame}")
     sql = _renamed(statement.sql, views)
-    check_outer(sql, list(views.values()), "spark")  # Spark SQL has no sandbox switch: the check is the sandbox
     from dfs_cer.strategies.statements import merged_trace
 
     trace = merged_trace(traces, strategy) if traces else None
-    return Recognition(spark.sql(sql), trace, events_seen, time.perf_counter() - started)
+    return Recognition(sandboxed_sql(spark, sql, views.values()), trace, events_seen, time.perf_counter() - started)

@@ -431,3 +431,33 @@ def test_null_ordering_on_spark_follows_trino(spark: Any) -> None:
         got = match_recognize(spark, q + suffix, data=str(path)).toArrow().column("v").to_pylist()
         assert got == expected, suffix
     assert local_match_recognize(t, q).column("v").to_pylist() == [1, 2, 3, None, None]
+
+
+SCRIPTS = ["SELECT TRANSFORM(a) USING 'touch {marker}; cat' AS (x) FROM {view}",
+           "select transform(a) using 'touch {marker}; cat' as (x string) from {view}",
+           "MAP a USING 'touch {marker}; cat' AS (x) FROM {view}",
+           "FROM {view} REDUCE a USING 'touch {marker}; cat' AS (x)",
+           "SELECT * FROM {view} LATERAL VIEW explode(array(1)) t AS c",
+           "SELECT java_method('java.lang.System', 'getProperty', 'user.name') FROM {view}",
+           "SELECT `reflect`('java.lang.System', 'getProperty', 'user.home') FROM {view}",
+           "SELECT version(), CURRENT_CATALOG, current_query() FROM {view}",
+           "SELECT '${{env:HOME}}' FROM {view}"]
+
+
+@pytest.mark.parametrize("sql", SCRIPTS)
+def test_spark_sql_runs_only_what_the_sandbox_lists(spark: Any, tmp_path: Path, sql: str) -> None:
+    """The statements dfs-cer hands Spark SQL pass the sandbox first: a Hive script transform,
+    which this Spark runs without Hive support (the control below), never starts."""
+    from dfs_cer.errors import QueryValidationError
+    from dfs_cer.spark.session import sandboxed_sql
+
+    view = f"dfs_cer_sandbox_{abs(hash(sql))}"
+    spark.createDataFrame([(1,)], "a int").createOrReplaceTempView(view)
+    marker = tmp_path / "ran"
+    with pytest.raises(QueryValidationError, match="outer query"):
+        sandboxed_sql(spark, sql.format(marker=marker, view=view), [view]).collect()
+    assert not marker.exists()
+    if sql == SCRIPTS[0]:  # the threat is real: unchecked, Spark runs the shell command
+        spark.sql(sql.format(marker=marker, view=view)).collect()
+        assert marker.exists()
+    spark.catalog.dropTempView(view)
