@@ -22,18 +22,18 @@ from sqlglot import exp
 ALLOWED_NODES: frozenset[type[exp.Expr]] = frozenset({
     # a query and its clauses
     exp.Select, exp.Union, exp.Intersect, exp.Except, exp.From, exp.Join, exp.Where, exp.Group, exp.Having,
-    exp.Qualify, exp.Order, exp.Ordered, exp.Limit, exp.Offset, exp.Distinct, exp.With, exp.CTE, exp.Subquery,
+    exp.Qualify, exp.Order, exp.Ordered, exp.Limit, exp.LimitOptions, exp.Offset, exp.Fetch, exp.Distinct, exp.With, exp.CTE, exp.Subquery,
     exp.Table, exp.TableAlias, exp.Values, exp.Rollup, exp.Cube, exp.GroupingSets,
     # windows and aggregate modifiers
     exp.Window, exp.WindowSpec, exp.Filter, exp.WithinGroup, exp.IgnoreNulls, exp.RespectNulls,
     # names and values
     exp.Identifier, exp.Column, exp.Star, exp.Alias, exp.Literal, exp.Boolean, exp.Null, exp.Var, exp.DataType,
-    exp.DataTypeParam, exp.Interval, exp.Tuple, exp.Paren, exp.Bracket, exp.Dot,
+    exp.DataTypeParam, exp.Interval, exp.Tuple, exp.Paren, exp.Bracket, exp.Dot, exp.AtTimeZone,
     # operators
     exp.Neg, exp.Not, exp.And, exp.Or, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.DPipe,
     exp.BitwiseAnd, exp.BitwiseOr, exp.BitwiseXor, exp.BitwiseNot, exp.BitwiseLeftShift, exp.BitwiseRightShift,
     exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ, exp.Is, exp.In,
-    exp.Between, exp.Like, exp.ILike, exp.Escape, exp.Any, exp.All,
+    exp.Between, exp.Like, exp.ILike, exp.SimilarTo, exp.Escape, exp.Any, exp.All,
 })
 
 #: functions, by the name sqlglot gives the call (its canonical name for the functions it knows,
@@ -51,12 +51,12 @@ ALLOWED_FUNCTIONS: frozenset[str] = frozenset({
     "upper", "lower", "length", "char_length", "substring", "substr", "trim", "ltrim", "rtrim", "concat",
     "concat_ws", "replace", "lpad", "rpad", "pad", "left", "right", "str_position", "strpos", "instr",
     "position", "locate", "starts_with", "startswith", "ends_with", "contains", "regexp_like", "regexp_matches",
-    "regexp_extract", "regexp_replace", "split", "split_part", "initcap", "reverse", "repeat", "ascii", "chr",
+    "regexp_extract", "regexp_replace", "split", "split_part", "initcap", "reverse", "repeat", "ascii", "chr", "md5",
     "char", "character_length", "len", "charindex", "endswith", "lcase", "ucase", "leftpad", "rightpad", "rlike",
     "string_split", "string_to_array", "str_split", "regexp_split", "split_by_string", "string_split_regex",
     "str_split_regex",
     # dates and times
-    "current_date", "current_timestamp", "date_trunc", "timestamp_trunc", "date_add", "date_sub", "date_diff",
+    "current_date", "current_timestamp", "date_part", "date_trunc", "timestamp_trunc", "date_add", "date_sub", "date_diff",
     "datediff", "year", "month", "day", "dayofmonth", "dayofweek", "dayofyear", "hour", "minute", "second",
     "week", "weekofyear", "quarter", "epoch", "epoch_ms", "make_date", "make_timestamp", "to_timestamp",
     "to_date", "date", "unix_to_time", "time_to_unix", "str_to_time", "str_to_date", "time_to_str", "strftime",
@@ -70,13 +70,13 @@ ALLOWED_FUNCTIONS: frozenset[str] = frozenset({
     "percentile_disc", "approx_distinct", "approx_count_distinct", "approx_quantile", "count_if", "any_value",
     "first", "last", "bool_and", "bool_or", "logical_and", "logical_or", "corr", "covar_pop", "covar_samp",
     "arg_max", "arg_min", "max_by", "min_by", "array_agg", "collect_list", "group_concat", "string_agg",
-    "listagg", "argmax", "argmin", "arrayagg", "list", "booland_agg", "boolor_agg", "countif", "stdev",
+    "listagg", "mode", "product", "bit_and", "bit_or", "bit_xor", "every", "argmax", "argmin", "arrayagg", "list", "booland_agg", "boolor_agg", "countif", "stdev",
     "variance_samp",
     # window functions
     "row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile", "lag", "lead", "first_value",
     "last_value", "nth_value",
     # arrays
-    "array", "array_size", "array_length", "size", "cardinality", "array_contains", "array_has", "list_contains", "list_has",
+    "array", "struct", "struct_pack", "named_struct", "array_size", "array_length", "size", "cardinality", "array_contains", "array_has", "list_contains", "list_has",
     "list_value",
     # function spellings of listed operators (``like(s, 'a%')``, Spark's ``element_at(a, 1)``)
     "like", "ilike", "and", "or", "xor", "div", "element_at", "try_element_at", "shiftleft", "shiftright",
