@@ -82,8 +82,9 @@ class ColumnKinds:
         if len(values) == 0:
             return
         rows = np.flatnonzero(present.to_numpy(zero_copy_only=False))
+        head = values.slice(0, 64)  # a failing cast costs per failing value: try kinds its head fits
         for kind in ORDER:  # the common case: the whole batch is of one kind
-            if _fits(values, KINDS[kind][0]):
+            if _fits(head, KINDS[kind][0]) and _fits(values, KINDS[kind][0]):
                 self._saw(kind, len(values), Where(uri, offset + int(rows[0]) + 1, values[0].as_py()))
                 return
         left = np.ones(len(values), bool)
