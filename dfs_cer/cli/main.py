@@ -165,6 +165,7 @@ def _load_tables(specs: tuple[str, ...], state: State) -> dict[str, Any]:
     import pyarrow as pa
     import pyarrow.dataset as ds
 
+    from dfs_cer.io.csvfiles import CsvInput
     from dfs_cer.io.files import filesystem_for
     from dfs_cer.io.tables import is_table, plan_table, read_table
 
@@ -183,9 +184,11 @@ def _load_tables(specs: tuple[str, ...], state: State) -> dict[str, Any]:
             out[name] = pa.concat_tables([*read_table(plan), plan.schema.empty_table()])
             continue
         location = filesystem_for(path, state.config.storage)
+        if path.endswith(".csv"):  # column types from every value, as dfs-cer shard reads a CSV
+            out[name] = CsvInput(location).to_table()
+            continue
         try:
-            out[name] = ds.dataset(location.path, filesystem=location.fs,
-                                   format="csv" if path.endswith(".csv") else "parquet").to_table()
+            out[name] = ds.dataset(location.path, filesystem=location.fs, format="parquet").to_table()
         except (FileNotFoundError, pa.ArrowInvalid, OSError) as exc:
             raise click.BadParameter(f"cannot read {path} for table {name!r}: {exc}", param_hint="--table") from None
     return out

@@ -92,6 +92,11 @@ def test_cli_registers_tables_and_runs_a_grouped_join(cluster: LocalCluster, tmp
     bad = subprocess.run([exe, "query", "--endpoints", ",".join(cluster.endpoints), "--token-file", str(token),
                           "--table", "x y=1", sql], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "NAME=PATH" in bad.stderr, bad.stderr
+    odd = tmp_path / "odd.csv"  # a CSV table's column types come from every value, as shard reads it
+    odd.write_text("k,n\n" + "".join(f"{i},{'abc' if i == 5 else i}\n" for i in range(9)))
+    bad = subprocess.run([exe, "query", "--endpoints", ",".join(cluster.endpoints), "--token-file", str(token),
+                          "--table", f"names={odd}", sql], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and f"{odd}, row 6, column n: 'abc' is not int64" in bad.stderr, bad.stderr
 
 
 def test_a_clause_without_order_by_asks_for_the_time_column(cluster: LocalCluster) -> None:
