@@ -19,6 +19,7 @@ from dfs_cer.config import Config, load_config
 from dfs_cer.errors import ConfigError, UnsupportedFeatureError
 from dfs_cer.match.rowpattern import run_row_pattern
 from dfs_cer.query import Analysis, Query, analyze, parse
+from dfs_cer.query.input_columns import duplicate_in_names
 from dfs_cer.query.parser import parse_statement
 from dfs_cer.query.sandbox import check_outer
 from dfs_cer.query.statement import OUTER_DIALECT, Statement
@@ -139,6 +140,8 @@ def run_statement(statement: Statement, tables: Mapping[str, pa.Table],
                     sql = sqlglot.transpile(part.input_sql, read=OUTER_DIALECT, write=dialect)[0]
                     check_outer(sql, allowed, dialect)
                     data = _arrow(con.sql(sql))
+                    if (twice := duplicate_in_names(data.column_names)) is not None:
+                        raise twice
                 con.register(part.relation, match(part.query, data))
                 done.add(part.relation)
                 pending.remove(part)
