@@ -420,8 +420,8 @@ class Runner:
             v[stray] = "abc"
             text = typed.set_column(2, names["v"], pa.array(v, pa.string()))
         pacsv.write_csv(text, root / "typed.csv")
-        options: dict[str, Any] = {"partitioning": world.partitioning, "time_column": names["ts"], "type_column": names["type"],
-                   "batch_rows": 64}
+        options: dict[str, Any] = {"partitioning": world.partitioning, "time_column": names["ts"],
+                                   "type_column": names["type"], "batch_rows": 64}
 
         def stored(where: str) -> Outcome:
             schema = read_manifest(filesystem_for(str(root / where / "node-00")))["schema"]
