@@ -140,8 +140,6 @@ def run_statement(statement: Statement, tables: Mapping[str, pa.Table],
                     sql = sqlglot.transpile(part.input_sql, read=OUTER_DIALECT, write=dialect)[0]
                     check_outer(sql, allowed, dialect)
                     data = _arrow(con.sql(sql))
-                    if (twice := duplicate_in_names(data.column_names)) is not None:
-                        raise twice
                 con.register(part.relation, match(part.query, data))
                 done.add(part.relation)
                 pending.remove(part)
@@ -249,6 +247,8 @@ def _events_name(statement: Statement) -> str | None:
 def match_clause(query: Query, table: pa.Table, config: Config, selection: str | None, kleene: str, limit: int,
            on_limit: str, count_only: bool, engine: str) -> pa.Table:
     """One MATCH_RECOGNIZE clause over ``table``: its relation (or the match count)."""
+    if (twice := duplicate_in_names(table.column_names)) is not None:  # names would be ambiguous
+        raise twice
     analysis = analyze(query, table.schema, config.query)
     if selection == "strict_contiguity":
         analysis = _strict_contiguity(query, table, config)

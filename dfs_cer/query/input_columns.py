@@ -29,12 +29,13 @@ def duplicate_error(column: str, why: str) -> QueryValidationError:
 
 
 def duplicate_in_names(names: Sequence[str]) -> QueryValidationError | None:
-    """The error for the first name ``names`` holds twice (as DuckDB and Spark compare: ignoring case)."""
+    """The error for the first name ``names`` holds twice (spelt alike: columns that differ in case
+    are told apart by their exact spelling)."""
     seen: set[str] = set()
     for name in names:
-        if name.lower() in seen:
-            return duplicate_error(name, "the subquery or common table expression yields it twice")
-        seen.add(name.lower())
+        if name in seen:
+            return duplicate_error(name, "the table, subquery or common table expression it reads has it twice")
+        seen.add(name)
     return None
 
 
@@ -67,14 +68,14 @@ def duplicate_in_sql(tree: exp.Expression, clause_columns: Sequence[str]) -> Que
             starred.append(projection.table.lower())
         elif projection.alias_or_name:
             explicit.append(projection.alias_or_name)
-    seen: dict[str, str] = {}
+    seen: set[str] = set()
     for name in explicit:
-        if name.lower() in seen:
+        if name in seen:
             return duplicate_error(name, "the subquery selects it twice")
-        seen[name.lower()] = name
+        seen.add(name)
     for alias in starred:
         for name in known.get(alias, []):
-            if name.lower() in seen and name.lower() not in using:
+            if name in seen and name.lower() not in using:
                 return duplicate_error(name, f"the subquery selects it and {alias}.*")
     tables = [table_of[a] for a in starred if a in table_of]
     for table in dict.fromkeys(tables):

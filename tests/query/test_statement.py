@@ -213,7 +213,11 @@ def test_an_input_joining_tables_that_share_a_column_is_refused_once_computed() 
     other = pa.table({"id": [1, 2], "x": [9, 9]})
     sql = SELF_JOIN.format(input="SELECT * FROM t JOIN u ON t.id = u.id")
     parse_statement(sql)  # the text does not say which columns u has
-    with pytest.raises(QueryValidationError, match=r"two columns named id .*yields it twice"):
+    with pytest.raises(QueryValidationError, match=r"two columns named id .*reads has it twice"):
         match_recognize(None, sql, tables={"t": TWICE, "u": other})
     renamed = SELF_JOIN.format(input="SELECT t.*, u.x AS ux FROM t JOIN u ON t.id = u.id")
     assert match_recognize(None, renamed, tables={"t": TWICE, "u": other}).to_pylist() == [{"ax": 6}]
+    plain = pa.Table.from_arrays([TWICE.column(0), TWICE.column(1), TWICE.column(2)], names=["id", "ts", "id"])
+    with pytest.raises(QueryValidationError, match="two columns named id"):  # a table as it is, too
+        match_recognize(plain, "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a PATTERN (A) "
+                               "DEFINE A AS A.ts > 1)")
