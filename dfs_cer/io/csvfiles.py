@@ -16,6 +16,12 @@ from dfs_cer.io.files import FileLocation
 BLOCK = 16 << 20
 
 
+def as_text(names: list[str]) -> pacsv.ConvertOptions:
+    """Read ``names`` (only those) as text: an unquoted empty field is NULL, a quoted one ''."""
+    return pacsv.ConvertOptions(column_types=dict.fromkeys(names, pa.string()), include_columns=names,
+                                null_values=[""], strings_can_be_null=True, quoted_strings_can_be_null=False)
+
+
 class CsvInput:
     """CSV files as ``dfs-cer shard`` (and ``--table``, Iceberg appends) read them: ``schema``,
     ``count_rows``, ``null_count``, ``to_batches`` (of ``batch_size`` rows), ``reader``."""
@@ -44,7 +50,7 @@ class CsvInput:
                 if name in kinds:
                     kinds[name].observe(column, uri, offset)
                 else:  # a declared type: every value must fit it
-                    convert(column, self.declared[name], name, uri, offset, declared=True)
+                    convert(column, self.declared[name], name, uri, offset, self._why(name))
         self.schema = pa.schema([(n, self.declared[n] if n in self.declared else kinds[n].decide())
                                  for n in self.names])
 
@@ -65,8 +71,7 @@ class CsvInput:
 
     def _text_batches(self) -> Iterator[tuple[str, int, pa.RecordBatch]]:
         """Every row as text (an unquoted empty field NULL), with its file and the rows before it."""
-        text = pacsv.ConvertOptions(column_types=dict.fromkeys(self.names, pa.string()), null_values=[""],
-                                    strings_can_be_null=True, quoted_strings_can_be_null=False)
+        text = as_text(self.names)
         for path in self.files:
             uri = self._uri(path)
             if path != self.files[0] and self._header(path) != self.names:
@@ -91,8 +96,11 @@ class CsvInput:
 
     def _converted(self) -> Iterator[pa.RecordBatch]:
         for uri, offset, batch in self._text_batches():
-            yield pa.record_batch([convert(c, f.type, f.name, uri, offset, f.name in self.declared)
+            yield pa.record_batch([convert(c, f.type, f.name, uri, offset, self._why(f.name))
                                    for c, f in zip(batch.columns, self.schema, strict=True)], schema=self.schema)
+
+    def _why(self, name: str) -> str | None:
+        return f"declared with --schema {name}={self.declared[name]}" if name in self.declared else None
 
     def to_batches(self, batch_size: int = 1_000_000) -> Iterator[pa.RecordBatch]:
         """The rows in batches of ``batch_size`` (the last one shorter), whatever the read blocks."""

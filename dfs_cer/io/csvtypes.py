@@ -146,9 +146,11 @@ def _first_misfit(values: pa.Array, dtype: pa.DataType) -> int:
     return lo
 
 
-def convert(column: pa.Array, dtype: pa.DataType, name: str, uri: str, offset: int,
-            declared: bool = False) -> pa.Array:
-    """Text values (rows ``offset + 1 ...`` of ``uri``) as ``dtype``; empty fields are NULL."""
+def convert(column: pa.Array, dtype: pa.DataType, name: str, uri: str, offset: int, why: str | None = None,
+            fix: str | None = None) -> pa.Array:
+    """Text values (rows ``offset + 1 ...`` of ``uri``) as ``dtype``; empty fields are NULL. A
+    misfit is an error naming why the column has that type and the fix (by default: inferred,
+    read the column as text with ``--schema``)."""
     if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
         return column.cast(dtype)
     present = _present(column)
@@ -160,9 +162,9 @@ def convert(column: pa.Array, dtype: pa.DataType, name: str, uri: str, offset: i
     rows = np.flatnonzero(present.to_numpy(zero_copy_only=False))
     kept = column.filter(present)
     i = _first_misfit(kept, dtype)
-    how = f"declared with --schema {name}={dtype}" if declared else "inferred from its other values"
     raise CsvError(f"{uri}, row {offset + int(rows[i]) + 1:,}, column {name}: {kept[i].as_py()!r} is not "
-                   f"{dtype} ({how}); fix the value, or read the column as text with --schema {name}=string")
+                   f"{dtype} ({why or 'inferred from its other values'}); "
+                   f"{fix or f'fix the value, or read the column as text with --schema {name}=string'}")
 
 
 _SPLIT = re.compile(r"[,\n](?![^\[(]*[\])])")
