@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.fs as pafs
 
@@ -42,11 +43,13 @@ class CsvInput:
         check_declared(self.declared, self.names, location.uri)
         self.rows = 0
         self._nulls = dict.fromkeys(self.names, 0)
+        self._quoted_empty = dict.fromkeys(self.names, 0)  # NULL too unless the column is text
         kinds = {n: ColumnKinds(n) for n in self.names if n not in self.declared}
         for uri, offset, batch in self._text_batches():
             self.rows += batch.num_rows
             for name, column in zip(self.names, batch.columns, strict=True):
                 self._nulls[name] += column.null_count
+                self._quoted_empty[name] += pc.sum(pc.equal(column, "")).as_py() or 0
                 if name in kinds:
                     kinds[name].observe(column, uri, offset)
                 else:  # a declared type: every value must fit it
@@ -92,7 +95,8 @@ class CsvInput:
 
     def null_count(self, column: str) -> int:
         """NULLs (empty fields) in ``column``."""
-        return self._nulls[column]
+        text = pa.types.is_string(self.schema.field(column).type)
+        return self._nulls[column] + (0 if text else self._quoted_empty[column])
 
     def _converted(self) -> Iterator[pa.RecordBatch]:
         for uri, offset, batch in self._text_batches():

@@ -80,6 +80,12 @@ def test_empty_csv_fields_are_null_and_is_null_finds_them(tmp_path: Path) -> Non
     assert match_recognize(stored, sql).num_rows == 13
 
 
+def test_a_csv_event_without_a_time_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "f.csv").write_text('ts,type\n1,A\n"",B\n,C\n')  # quoted or not, an empty time is NULL
+    with pytest.raises(ShardError, match="2 rows of the input have no ts"):
+        shard(str(tmp_path / "f.csv"), 1, str(tmp_path / "out"))
+
+
 def test_csv_column_types_come_from_the_whole_file(tmp_path: Path) -> None:
     late = 200_000  # far past pyarrow's first read block
     _flights(tmp_path / "late.csv", late + 10, odd={late: "612.5"})
