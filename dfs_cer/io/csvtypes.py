@@ -90,6 +90,7 @@ class ColumnKinds:
         left = np.ones(len(values), bool)
         for kind in ORDER:
             hit = left & pc.match_substring_regex(values, KINDS[kind][2]).to_numpy(zero_copy_only=False)
+            hit = _cast_check(values, hit, KINDS[kind][0])
             left &= ~hit
             if hit.any():
                 i = int(np.argmax(hit))
@@ -131,6 +132,18 @@ def _fits(values: pa.Array, dtype: pa.DataType) -> bool:
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return False
     return True
+
+
+def _cast_check(values: pa.Array, hit: np.ndarray, dtype: pa.DataType, most: int = 16) -> np.ndarray:
+    """``hit`` without the values that look like ``dtype`` but do not cast (``2026-02-30``); past
+    ``most`` such values, none of the batch counts as ``dtype``."""
+    for _ in range(most):
+        where = np.flatnonzero(hit)
+        if where.size == 0 or _fits(values.take(pa.array(where)), dtype):
+            return hit
+        hit = hit.copy()
+        hit[where[_first_misfit(values.take(pa.array(where)), dtype)]] = False
+    return np.zeros_like(hit)
 
 
 def _first_misfit(values: pa.Array, dtype: pa.DataType) -> int:

@@ -115,6 +115,8 @@ def test_csv_inference_on_mixed_columns() -> None:
     assert decide(["true", "False"]) == pa.bool_()
     assert decide(["A12", "B7", "9"]) == pa.string()  # mostly text: text
     assert decide([None, ""]) == pa.string()
+    with pytest.raises(CsvError, match=r"row 3, column c: '2026-02-30' is not date32"):  # looks like one, is not
+        decide(["2026-01-05", "2026-01-06", "2026-02-30", "2026-01-07", "x"])
     with pytest.raises(CsvError, match=r"x.csv, row 3, column c: 'true' is not double"):
         decide(["1", "2.5", "true", "4"])
 
