@@ -54,8 +54,8 @@ def duplicate_in_sql(tree: exp.Expression, clause_columns: Sequence[str]) -> Que
     using = {u.name.lower() for j in joins for u in (j.args.get("using") or [])}
     known: dict[str, list[str]] = {a: [] for a in table_of}  # columns the text reads of each source
     for column in tree.find_all(exp.Column):
-        if isinstance(column.this, exp.Star):
-            continue
+        if isinstance(column.this, exp.Star) or column.find_ancestor(exp.Select) is not tree:
+            continue  # a star, or a column of a nested query
         source = column.table.lower() if column.table else next(iter(table_of)) if len(table_of) == 1 else ""
         if source in known and column.name not in known[source]:
             known[source].append(column.name)
@@ -84,7 +84,7 @@ def duplicate_in_sql(tree: exp.Expression, clause_columns: Sequence[str]) -> Que
             continue
         names = [n for a in aliases for n in known[a]]
         if set(table_of.values()) == {table}:  # every column of the input is one of this table's
-            names += list(clause_columns)
+            names += [c for c in clause_columns if c not in seen]  # not a name the SELECT computes
         twice = next((n for n in names if n.lower() not in using), None)
         if twice is not None:
             return duplicate_error(twice, f"SELECT * reads {table} twice, as {' and '.join(aliases)}: each of its "

@@ -209,6 +209,12 @@ def test_an_input_with_a_column_twice_is_refused_before_any_data(input_sql: str,
         parse_statement(cte)
 
 
+def test_a_column_a_nested_query_reads_is_not_the_subquerys() -> None:
+    parse_statement(SELF_JOIN.format(input="SELECT *, 1 AS k FROM t WHERE x IN (SELECT k FROM u)"))
+    sql = SELF_JOIN.format(input="SELECT *, 1 AS k FROM t WHERE x IN (SELECT k FROM u)")
+    assert match_recognize(None, sql, tables={"t": TWICE, "u": pa.table({"k": [6, 7]})}).num_rows == 2
+
+
 def test_an_input_joining_tables_that_share_a_column_is_refused_once_computed() -> None:
     other = pa.table({"id": [1, 2], "x": [9, 9]})
     sql = SELF_JOIN.format(input="SELECT * FROM t JOIN u ON t.id = u.id")
