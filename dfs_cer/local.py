@@ -19,6 +19,7 @@ from dfs_cer.config import Config, load_config
 from dfs_cer.errors import ConfigError, UnsupportedFeatureError
 from dfs_cer.match.rowpattern import run_row_pattern
 from dfs_cer.query import Analysis, Query, analyze, parse
+from dfs_cer.query.input_columns import duplicate_in_names
 from dfs_cer.query.parser import parse_statement
 from dfs_cer.query.sandbox import check_outer
 from dfs_cer.query.statement import OUTER_DIALECT, Statement
@@ -246,6 +247,8 @@ def _events_name(statement: Statement) -> str | None:
 def match_clause(query: Query, table: pa.Table, config: Config, selection: str | None, kleene: str, limit: int,
            on_limit: str, count_only: bool, engine: str) -> pa.Table:
     """One MATCH_RECOGNIZE clause over ``table``: its relation (or the match count)."""
+    if (twice := duplicate_in_names(table.column_names)) is not None:  # names would be ambiguous
+        raise twice
     analysis = analyze(query, table.schema, config.query)
     if selection == "strict_contiguity":
         analysis = _strict_contiguity(query, table, config)

@@ -165,6 +165,7 @@ def _load_tables(specs: tuple[str, ...], state: State) -> dict[str, Any]:
     import pyarrow as pa
     import pyarrow.dataset as ds
 
+    from dfs_cer.io.csvfiles import CsvInput
     from dfs_cer.io.files import filesystem_for
     from dfs_cer.io.tables import is_table, plan_table, read_table
 
@@ -183,9 +184,11 @@ def _load_tables(specs: tuple[str, ...], state: State) -> dict[str, Any]:
             out[name] = pa.concat_tables([*read_table(plan), plan.schema.empty_table()])
             continue
         location = filesystem_for(path, state.config.storage)
+        if path.endswith(".csv"):  # column types from every value, as dfs-cer shard reads a CSV
+            out[name] = CsvInput(location).to_table()
+            continue
         try:
-            out[name] = ds.dataset(location.path, filesystem=location.fs,
-                                   format="csv" if path.endswith(".csv") else "parquet").to_table()
+            out[name] = ds.dataset(location.path, filesystem=location.fs, format="parquet").to_table()
         except (FileNotFoundError, pa.ArrowInvalid, OSError) as exc:
             raise click.BadParameter(f"cannot read {path} for table {name!r}: {exc}", param_hint="--table") from None
     return out
@@ -489,21 +492,30 @@ def _saved_run(state: State, sql: str, nodes: list[str], token: str, strategy: s
               "default: the whole row.")
 @click.option("--dedup", is_flag=True, help="Drop duplicate events (same time and event key) of the input.")
 @click.option("--append", is_flag=True, help="Add the input to existing shard sets as new files (late data).")
+@click.option("--schema", "schema", default=None,
+              help="CSV input: column types, COLUMN=TYPE separated by commas (e.g. dep_time=int64,origin=string), "
+                   "or a file of such lines; other columns' types are decided from every value.")
 @pass_state
 @handle_errors
 def shard_command(state: State, input_path: str, nodes: int, to: str, partitioning: str, time_column: str,
-                  type_column: str, event_key: str, dedup: bool, append: bool) -> None:
+                  type_column: str, event_key: str, dedup: bool, append: bool, schema: str | None) -> None:
     """Split an event log into one parquet shard set per storage node, with manifests."""
     from rich.progress import Progress
 
+    from dfs_cer.io.csvtypes import parse_column_types
     from dfs_cer.io.shard import shard
+
+    column_types = None
+    if schema is not None:
+        column_types = parse_column_types(read_text_file(schema, "--schema") if names_a_file(schema) else schema)
 
     with Progress(transient=True) as progress:
         task = progress.add_task("sharding", total=None)
         manifests = shard(input_path, nodes, to, partitioning=partitioning, time_column=time_column,
                           type_column=type_column, event_key=tuple(k.strip() for k in event_key.split(",") if k.strip()),
                           dedup=dedup, append=append, config=state.config.storage,
-                          progress=lambda rows: progress.update(task, completed=rows), tables=state.config.tables)
+                          progress=lambda rows: progress.update(task, completed=rows), tables=state.config.tables,
+                          column_types=column_types)
     summary: dict[str, Any] = {f"node-{m.node:02d}": {"rows": m.rows, "files": len(m.files), "min_ts": m.min_ts,
                                                       "max_ts": m.max_ts} for m in manifests}
     if dedup and manifests:

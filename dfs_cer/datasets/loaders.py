@@ -35,21 +35,34 @@ class LoadResult:
     dropped: int
 
 
-def _read(path: str, *, header: list[str] | None = None, types: dict[str, pa.DataType] | None = None,
+def _read(path: str, *, types: dict[str, pa.DataType], header: list[str] | None = None,
           block: int = 16 << 20) -> Iterator[pa.RecordBatch]:
+    """Only the columns ``types`` names, each of its type: nothing is inferred from a first block;
+    an empty field is NULL; a value that does not fit is an error naming its row, column and value."""
+    from dfs_cer.io.csvfiles import as_text
+    from dfs_cer.io.csvtypes import CsvError, convert
+
     read = pacsv.ReadOptions(block_size=block, column_names=header)
-    convert = pacsv.ConvertOptions(column_types=types or {}, strings_can_be_null=True)
+    schema = pa.schema(types)
     try:
-        reader = pacsv.open_csv(path, read_options=read, convert_options=convert)
-        yield from reader
+        names = pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=1 << 20, column_names=header)
+                               ).schema.names
+        _need(names, path, types)
+        offset = 0
+        for batch in pacsv.open_csv(path, read_options=read, convert_options=as_text(list(types))):
+            yield pa.record_batch([convert(batch.column(f.name), f.type, f.name, path, offset, "as the loader reads "
+                                           "it", "fix the value or drop the row") for f in schema], schema=schema)
+            offset += batch.num_rows
+    except CsvError as exc:
+        raise LoadError(str(exc)) from None
     except (pa.ArrowInvalid, OSError) as exc:
         raise LoadError(f"cannot read {path}: {exc}") from exc
 
 
-def _need(batch: pa.RecordBatch, path: str, columns: Iterable[str]) -> None:
-    missing = [c for c in columns if c not in batch.schema.names]
+def _need(names: list[str], path: str, columns: Iterable[str]) -> None:
+    missing = [c for c in columns if c not in names]
     if missing:
-        raise LoadError(f"{path} has no column(s) {', '.join(missing)}; columns: {', '.join(batch.schema.names)}")
+        raise LoadError(f"{path} has no column(s) {', '.join(missing)}; columns: {', '.join(names)}")
 
 
 def _write(paths: list[str], out: str, schema: pa.Schema, convert: Callable[[pa.RecordBatch, str], pa.Table],
@@ -72,13 +85,11 @@ def load_chicago_crimes(paths: list[str], out: str, progress: Callable[[int], No
     """Chicago's crime CSV → the CRIMES schema (``date`` parsed from ``MM/DD/YYYY hh:mm:ss AM``)."""
     from dfs_cer.datasets.crimes import SCHEMA
 
-    used = ["ID", "Case Number", "Date", "Primary Type", "IUCR", "Beat", "District", "FBI Code", "Latitude",
-            "Longitude"]
-    types = {"ID": pa.int64(), "Beat": pa.int32(), "District": pa.int32(), "Latitude": pa.float64(),
-             "Longitude": pa.float64(), "Date": pa.string(), "IUCR": pa.string(), "FBI Code": pa.string()}
+    types = {"ID": pa.int64(), "Case Number": pa.string(), "Date": pa.string(), "Primary Type": pa.string(),
+             "IUCR": pa.string(), "Beat": pa.int32(), "District": pa.int32(), "FBI Code": pa.string(),
+             "Latitude": pa.float64(), "Longitude": pa.float64()}
 
     def convert(batch: pa.RecordBatch, path: str) -> pa.Table:
-        _need(batch, path, used)
         try:
             date = pc.strptime(batch.column("Date"), format="%m/%d/%Y %I:%M:%S %p", unit="s")
         except pa.ArrowInvalid as exc:
@@ -102,17 +113,16 @@ def load_citibike(paths: list[str], out: str, progress: Callable[[int], None] | 
     """Citi Bike trip CSVs → the CITIBIKE schema (type letter from duration and bike/member kind)."""
     from dfs_cer.datasets.citibike import SCHEMA, type_letter
 
-    used = ["ride_id", "rideable_type", "started_at", "ended_at", "start_station_id", "end_station_id",
-            "start_lat", "start_lng", "end_lat", "end_lng", "member_casual"]
-    types = {"started_at": pa.timestamp("ms"), "ended_at": pa.timestamp("ms"), "start_station_id": pa.string(),
-             "end_station_id": pa.string(), "ride_id": pa.string()}
+    types = {"ride_id": pa.string(), "rideable_type": pa.string(), "started_at": pa.timestamp("ms"),
+             "ended_at": pa.timestamp("ms"), "start_station_id": pa.string(), "end_station_id": pa.string(),
+             "start_lat": pa.float64(), "start_lng": pa.float64(), "end_lat": pa.float64(), "end_lng": pa.float64(),
+             "member_casual": pa.string()}
 
     def station(col: pa.ChunkedArray | pa.Array) -> pa.Array:
         as_float = pc.cast(col, pa.float64(), safe=False)
         return pc.cast(pc.round(pc.multiply(as_float, 100.0)), pa.int32())
 
     def convert(batch: pa.RecordBatch, path: str) -> pa.Table:
-        _need(batch, path, used)
         batch = pa.Table.from_batches([batch]).drop_null().combine_chunks().to_batches()[0] \
             if batch.num_rows else batch
         if batch.num_rows == 0:

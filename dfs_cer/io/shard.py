@@ -1,7 +1,7 @@
 """``dfs-cer shard``: split an event log into one shard set per storage node.
 
-The input (parquet or CSV, a file or a directory) is streamed in batches; each batch is routed
-row by row to a node, sorted by time and written as a parquet file of that node (row groups of
+The input (parquet or CSV, a file or a directory) is streamed in batches of ``batch_rows`` rows
+(a CSV's column types are decided from every value first); each batch is routed row by row to a node, sorted by time and written as a parquet file of that node (row groups of
 64k rows, so time predicates prune). Each node gets ``manifest.json``: schema, files with row
 counts and time bounds, per-type counts. Nothing holds the whole input in memory.
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,15 +89,22 @@ def _node_of(partitioning: str, nodes: int, offset: int, batch: pa.RecordBatch, 
     return np.array([lookup[v] for v in values], np.int64)
 
 
-def _input_dataset(path: str, config: StorageConfig, tables: TablesConfig | None = None) -> Any:
+def _input_dataset(path: str, config: StorageConfig, tables: TablesConfig | None = None,
+                   column_types: Mapping[str, pa.DataType] | None = None) -> Any:
+    from dfs_cer.io.csvfiles import CsvInput
     from dfs_cer.io.tables import TableInput, is_table, plan_table
 
+    csv = path.endswith(".csv")
+    if column_types and not csv:
+        raise ShardError(f"--schema applies to CSV input (a path ending in .csv), not {path}; parquet and tables "
+                         "carry their types")
     if is_table(path):  # an Iceberg table or a Hive-style prefix, read in place
         return TableInput(plan_table(path, tables=tables, storage=config))
     loc = filesystem_for(path, config)
-    fmt = "csv" if path.endswith(".csv") else "parquet"
+    if csv:  # column types decided from every value, not pyarrow's first block
+        return CsvInput(loc, column_types)
     try:
-        return ds.dataset(loc.path, filesystem=loc.fs, format=fmt)
+        return ds.dataset(loc.path, filesystem=loc.fs, format="parquet")
     except FileNotFoundError:
         raise ShardError(f"cannot read input {path}: no such file or directory; check --input") from None
     except pa.ArrowInvalid as exc:
@@ -136,7 +143,8 @@ def _deduplicated(dataset: Any, time_column: str, event_key: tuple[str, ...],
 def shard(input_path: str, nodes: int, to: str, *, partitioning: str = "random", time_column: str = "ts",
           type_column: str = "type", event_key: tuple[str, ...] = (), batch_rows: int = 1_000_000,
           dedup: bool = False, append: bool = False, config: StorageConfig | None = None,
-          progress: Callable[[int], None] | None = None, tables: TablesConfig | None = None) -> list[NodeManifest]:
+          progress: Callable[[int], None] | None = None, tables: TablesConfig | None = None,
+          column_types: Mapping[str, pa.DataType] | None = None) -> list[NodeManifest]:
     """Write ``nodes`` shard sets under ``to`` (``to/node-00``, ``to/node-01``, ...).
 
     ``dedup`` drops duplicate events of the input first: rows equal in every column, or equal
@@ -144,13 +152,15 @@ def shard(input_path: str, nodes: int, to: str, *, partitioning: str = "random",
     ``append`` adds the input to existing shard sets as new files (late data): the manifests
     keep their files and list the new ones with a ``batch`` tag; schema, partitioning, time
     column and event key must be those of the existing sets. Duplicates of events already
-    stored are dropped by the compute node when it matches."""
+    stored are dropped by the compute node when it matches.
+    ``column_types`` (CSV input only) declares some columns' types; the others are decided from
+    every value (:mod:`dfs_cer.io.csvtypes`)."""
     config = config or StorageConfig()
     if nodes < 1:
         raise ShardError(f"--nodes must be at least 1, got {nodes}")
     if partitioning not in PARTITIONINGS:
         raise ShardError(f"--partitioning must be one of {', '.join(PARTITIONINGS)}, got {partitioning!r}")
-    dataset = _input_dataset(input_path, config, tables)
+    dataset = _input_dataset(input_path, config, tables, column_types)
     schema = storage_schema(dataset.schema)
     for column, option in ((time_column, "--time-column"),):
         if column not in schema.names:

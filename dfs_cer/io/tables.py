@@ -667,10 +667,12 @@ def append_iceberg(table: str | TableRef, input_path: str, *, create: bool = Fal
     ref = parse_table(table) if isinstance(table, str) else table
     if ref.kind != "iceberg":
         raise TableError(f"{ref.name} is not an Iceberg table; append parquet files under a Hive prefix directly")
+    from dfs_cer.io.csvfiles import CsvInput
+
     loc = filesystem_for(input_path, storage)
-    try:
-        data = ds.dataset(loc.path, filesystem=loc.fs, format="csv" if input_path.endswith(".csv") else "parquet"
-                          ).to_table()
+    try:  # a CSV's column types from every value, as dfs-cer shard reads it
+        data = CsvInput(loc).to_table() if input_path.endswith(".csv") else \
+            ds.dataset(loc.path, filesystem=loc.fs, format="parquet").to_table()
     except (FileNotFoundError, pa.ArrowInvalid, OSError) as exc:
         raise TableError(f"cannot read {input_path}: {exc}") from None
     fields = [pa.field(f.name, pa.timestamp("us", f.type.tz)) if pa.types.is_timestamp(f.type) else

@@ -32,6 +32,7 @@ from dfs_cer.errors import (
 from dfs_cer.pattern.parser import parse_pattern
 from dfs_cer.query.convert import Converter, normalize_unit
 from dfs_cer.query.expr import Expr, distribute_navigation
+from dfs_cer.query.input_columns import duplicate_in_sql
 from dfs_cer.query.input_filter import pushable_input
 from dfs_cer.query.model import (
     AfterMatchSkip,
@@ -428,9 +429,13 @@ class QueryParser:
             depends: list[str] = []
             reads: list[str] = []
             pushed: tuple[str, str] | None = None
+            read = [*(s.column for s in recognize.order_by), *recognize.partition_by]
+            read = [c for c in read if c not in self.computed]
             if table is None:  # a subquery
                 inner_fragment, depends = splice(first, last)
                 tree = self.parse_sql(inner_fragment, "FROM", OUTER_DIALECT)
+                if (twice := duplicate_in_sql(tree, read)) is not None:
+                    raise twice
                 pushed = pushable_input(tree, relations | ctes)
                 input_sql = tree.sql(dialect=OUTER_DIALECT)
                 if top is not None and any(t.name.lower() in ctes for t in tree.find_all(exp.Table)):
@@ -445,6 +450,8 @@ class QueryParser:
                 depends = [r for r in names if r in input_sql]
                 reads = note_tables(exp.maybe_parse(input_sql, dialect=OUTER_DIALECT))
                 body = next(c.this for c in top.expressions if c.alias_or_name.lower() == table.lower())
+                if (twice := duplicate_in_sql(body, read)) is not None:
+                    raise twice
                 pushed = pushable_input(body, relations | ctes)
             elif table not in tables and not self.computed:
                 tables.append(table)

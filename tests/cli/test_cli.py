@@ -136,3 +136,23 @@ def test_query_text_and_files_never_crash(tmp_path: Path) -> None:
     # a missing token file is one error line (exit 2) before Spark starts, not a traceback
     assert run_query_main(["--sql", str(query), "--endpoints", "127.0.0.1:1", "--token-file",
                            str(tmp_path / "missing"), "--output", str(tmp_path / "out")]) == 2
+
+
+def test_shard_refuses_a_stray_text_in_a_numeric_csv_column(tmp_path: Path) -> None:
+    csv = tmp_path / "flights.csv"
+    csv.write_text("ts,dep_time\n" + "".join(f"{i},{'abc' if i == 7 else '' if i == 3 else 600 + i}\n"
+                                              for i in range(12)))
+    out = run("shard", "--input", str(csv), "--nodes", "2", "--to", str(tmp_path / "out"))
+    assert out.returncode == 2
+    assert out.stderr.strip() == (f"error: {csv}, row 8, column dep_time: 'abc' is not int64 like the column's "
+                                  "other 10 values; fix the value, or read the column as text with --schema "
+                                  "dep_time=string")
+    (tmp_path / "types").write_text("# flights\ndep_time=string\n")
+    for schema in ("dep_time=string", str(tmp_path / "types")):
+        out = run("--output", "json", "shard", "--input", str(csv), "--nodes", "2", "--to", str(tmp_path / "out"),
+                  "--schema", schema)
+        assert out.returncode == 0, out.stderr
+        doc = json.loads((tmp_path / "out" / "node-00" / "manifest.json").read_text())
+        assert {"name": "dep_time", "type": "string"} in doc["schema"]
+    out = run("shard", "--input", str(csv), "--nodes", "2", "--to", str(tmp_path / "out"), "--schema", "dep_time")
+    assert out.returncode == 2 and out.stderr.startswith("error: --schema: 'dep_time' is not COLUMN=TYPE")

@@ -109,6 +109,23 @@ def test_load_citibike(tmp_path: Path) -> None:
     assert rows[0]["ride_id"] == 0x5E1B1D0A8C3F2B11 and rows[1]["ride_id"] == -1
 
 
+def test_loaders_read_only_their_columns_each_of_its_type(tmp_path: Path) -> None:
+    """No column type is inferred from a first block: a stray value in a used column is an error
+    naming its row and value (it made start_lat text and the load an internal error), one in an
+    unused column is not read at all."""
+    src = tmp_path / "trips.csv"
+    second = "40.75,-73.98,40.73,-73.99,casual\n0000"  # the end of the second trip
+    src.write_text(CITIBIKE_CSV.replace(second, "abc" + second[5:]))
+    with pytest.raises(LoadError, match=r"trips.csv, row 2, column start_lat: 'abc' is not double"):
+        load_citibike([str(src)], str(tmp_path / "b.parquet"))
+    src.write_text(CITIBIKE_CSV.replace(",A,6140.05,", ",7,6140.05,"))  # an unused column, number then text
+    assert load_citibike([str(src)], str(tmp_path / "b.parquet")).rows == 2
+    partial = tmp_path / "partial.csv"
+    partial.write_text("ride_id,started_at\nX,2023-06-01 08:00:00\n")
+    with pytest.raises(LoadError, match=r"has no column.*rideable_type"):
+        load_citibike([str(partial)], str(tmp_path / "p.parquet"))
+
+
 def test_load_google_cluster(tmp_path: Path) -> None:
     src = tmp_path / "part-00000-of-00500.csv"
     src.write_text("600000000,,3418309,0,,0,user,3,9,0.125,0.07446,0.0004244,\n"

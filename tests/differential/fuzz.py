@@ -368,6 +368,7 @@ class Runner:
                               partitioning=world.partitioning, time_column=world.names["ts"],
                               type_column=world.names["type"], batch_rows=64)
             world.empty_nodes = sum(1 for m in manifests if m.rows == 0)
+            self._csv_input(world, root)
             cluster = LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(world.nodes)]).start()
             try:
                 saved = self._before_late(world, drawn, cluster, root) if world.late is not None else {}
@@ -380,6 +381,81 @@ class Runner:
             finally:
                 cluster.stop()
                 cluster.tmp.cleanup()
+
+    def _csv_input(self, world: World, root: Path) -> None:
+        """Some worlds' events also as CSV, read in tiny blocks (a late value must still type its
+        column): empty fields (NULL; a quoted empty text is ''), NaN and -0, a non-integral value
+        only in the last row, sometimes a stray 'abc' (a clear error naming row, column and value;
+        accepted with the column declared text). The shard sets must equal the parquet world's."""
+        import pyarrow.compute as pc
+        import pyarrow.csv as pacsv
+
+        from dfs_cer.io import csvfiles
+        from dfs_cer.io.csvtypes import CsvError
+        from dfs_cer.io.files import filesystem_for
+        from dfs_cer.io.shard import read_manifest
+
+        rng = np.random.default_rng(world.seed + 2_000_003)
+        n = world.table.num_rows
+        if n < 5 or rng.random() >= 0.3:
+            self.report.count("csv input", "no")
+            return
+        names, nulls = world.names, rng.random(n) < 0.15
+        w = rng.integers(-3, 4, n).astype(np.float64)
+        w[rng.random(n) < 0.1] = rng.choice([np.nan, -0.0])
+        w[-1] = 0.5  # the only non-integral value: the column is float64 from the last block
+        w_nulls = nulls[::-1].copy()
+        w_nulls[-1] = False
+        g = np.array(rng.choice(["x", "", "y"], n), object)
+        typed = pa.table({names["ts"]: pa.array(np.cumsum(rng.integers(0, 3, n))),
+                          names["type"]: world.table.column(names["type"]).cast(pa.string()),
+                          names["v"]: pa.array(rng.integers(-5, 5, n), mask=nulls),
+                          names["w"]: pa.array(w, mask=w_nulls),
+                          names["g"]: pa.array(g, mask=rng.random(n) < 0.1)})
+        pq.write_table(typed, root / "typed.parquet")
+        stray = int(rng.integers(n)) if rng.random() < 0.5 else None
+        text = typed
+        if stray is not None:
+            v = pc.cast(typed.column(names["v"]), pa.string()).to_pylist()
+            v[stray] = "abc"
+            text = typed.set_column(2, names["v"], pa.array(v, pa.string()))
+        pacsv.write_csv(text, root / "typed.csv")
+        options: dict[str, Any] = {"partitioning": world.partitioning, "time_column": names["ts"],
+                                   "type_column": names["type"], "batch_rows": 64}
+
+        def stored(where: str) -> Outcome:
+            schema = read_manifest(filesystem_for(str(root / where / "node-00")))["schema"]
+            files = sorted((root / where).glob("node-*/*.parquet"))
+            return "rows", (schema, rows_of(pa.concat_tables(pq.read_table(f) for f in files)))
+
+        self.report.cases += 1
+        block, csvfiles.BLOCK = csvfiles.BLOCK, 256
+        try:
+            if stray is not None:
+                self.report.count("csv input", "stray value refused")
+                try:
+                    shard(str(root / "typed.csv"), world.nodes, str(root / "csv-bad"), **options)
+                    self._finding(world, "csv input: a stray 'abc' was accepted", "shard typed.csv", ("refused", ""),
+                                  "shard sets written")
+                except CsvError as exc:
+                    if f"row {stray + 1:,}, column {names['v']}: 'abc'" not in str(exc):
+                        self._finding(world, "csv input: the error does not name row, column and value",
+                                      "shard typed.csv", ("refused", f"row {stray + 1}"), str(exc))
+                shard(str(root / "typed.csv"), world.nodes, str(root / "csv"), column_types={names["v"]: pa.string()},
+                      **options)
+                typed = typed.set_column(2, names["v"], text.column(2))
+                pq.write_table(typed, root / "typed.parquet")
+            else:
+                self.report.count("csv input", "same as parquet")
+                shard(str(root / "typed.csv"), world.nodes, str(root / "csv"), **options)
+            shard(str(root / "typed.parquet"), world.nodes, str(root / "parquet"), **options)
+            expected, got = stored("parquet"), stored("csv")
+            if expected != got:
+                self._finding(world, "csv input differs from the parquet world", "shard typed.csv", expected, got)
+        except Exception:
+            self._finding(world, "csv input crash", "shard typed.csv", ("rows", "?"), traceback.format_exc(limit=-4))
+        finally:
+            csvfiles.BLOCK = block
 
     def _dimensions(self, world: World, d: Drawn) -> None:
         r = self.report

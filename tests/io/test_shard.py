@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
-from dfs_cer.io.shard import decode_schema, shard, storage_schema
+from dfs_cer import match_recognize
+from dfs_cer.io.csvtypes import ColumnKinds, CsvError, parse_column_types
+from dfs_cer.io.shard import ShardError, decode_schema, shard, storage_schema
 from storage_node.store import ShardStore
 
 
@@ -32,3 +35,103 @@ def test_every_node_and_file_agrees_on_the_storage_schema(tmp_path: Path) -> Non
         assert store.schema.remove_metadata() == expected
     assert sum(json.loads((tmp_path / "out" / f"node-{k:02d}" / "manifest.json").read_text())["rows"]
                for k in range(4)) == 3
+
+
+# CSV input: column types from every value, empty fields NULL, misfits named
+
+def _flights(path: Path, rows: int, odd: dict[int, str] | None = None, cancelled_every: int = 0) -> None:
+    """``rows`` flights, one a minute; ``dep_time`` empty for every ``cancelled_every``-th one, and
+    the text of ``odd`` (0-based row -> text) in place of some values."""
+    with path.open("w") as f:
+        f.write("ts,origin,dep_time\n")
+        for i in range(rows):
+            value = "" if cancelled_every and i % cancelled_every == 3 else str(600 + i % 900)
+            f.write(f"{i * 60},{'ORD' if i % 2 else 'JFK'},{(odd or {}).get(i, value)}\n")
+
+
+def _stored(out: Path, nodes: int) -> pa.Table:
+    return pa.concat_tables(pq.read_table(out / f"node-{k:02d}" / f["path"]) for k in range(nodes)
+                            for f in json.loads((out / f"node-{k:02d}" / "manifest.json").read_text())["files"])
+
+
+def test_a_stray_text_in_a_numeric_csv_column_is_an_error_naming_row_column_and_value(tmp_path: Path) -> None:
+    _flights(tmp_path / "flights.csv", 40, odd={20: "abc"})
+    with pytest.raises(CsvError, match=r"flights.csv, row 21, column dep_time: 'abc' is not int64 .*"
+                                       r"--schema dep_time=string"):
+        shard(str(tmp_path / "flights.csv"), 2, str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()  # refused before anything is written
+    shard(str(tmp_path / "flights.csv"), 2, str(tmp_path / "out"), column_types={"dep_time": pa.string()})
+    stored = _stored(tmp_path / "out", 2)
+    assert stored.schema.field("dep_time").type == pa.string() and "abc" in stored.column("dep_time").to_pylist()
+    with pytest.raises(CsvError, match=r"row 21, column dep_time: 'abc' is not int64 \(declared with --schema"):
+        shard(str(tmp_path / "flights.csv"), 2, str(tmp_path / "out2"), column_types={"dep_time": pa.int64()})
+
+
+def test_empty_csv_fields_are_null_and_is_null_finds_them(tmp_path: Path) -> None:
+    _flights(tmp_path / "flights.csv", 120, cancelled_every=10)  # 12 cancelled flights
+    (tmp_path / "flights.csv").write_text((tmp_path / "flights.csv").read_text() + '7200,"",""\n')
+    shard(str(tmp_path / "flights.csv"), 3, str(tmp_path / "out"))
+    stored = _stored(tmp_path / "out", 3)
+    assert stored.schema.field("dep_time").type == pa.int64()
+    assert stored.column("dep_time").null_count == 13  # a quoted empty field is NULL in a numeric column
+    assert stored.column("origin").to_pylist().count("") == 1  # and the empty string in a text column
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES C.ts AS at ONE ROW PER MATCH "
+           "PATTERN (C) DEFINE C AS C.dep_time IS NULL)")
+    assert match_recognize(stored, sql).num_rows == 13
+
+
+def test_a_csv_event_without_a_time_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "f.csv").write_text('ts,type\n1,A\n"",B\n,C\n')  # quoted or not, an empty time is NULL
+    with pytest.raises(ShardError, match="2 rows of the input have no ts"):
+        shard(str(tmp_path / "f.csv"), 1, str(tmp_path / "out"))
+
+
+def test_csv_column_types_come_from_the_whole_file(tmp_path: Path) -> None:
+    late = 200_000  # far past pyarrow's first read block
+    _flights(tmp_path / "late.csv", late + 10, odd={late: "612.5"})
+    shard(str(tmp_path / "late.csv"), 2, str(tmp_path / "out"))
+    stored = _stored(tmp_path / "out", 2)
+    assert stored.schema.field("dep_time").type == pa.float64()
+    assert 612.5 in stored.column("dep_time").to_pylist()
+    # one parquet file per node for the whole CSV, not one per read block
+    assert [len(json.loads((tmp_path / "out" / f"node-{k:02d}" / "manifest.json").read_text())["files"])
+            for k in range(2)] == [1, 1]
+    _flights(tmp_path / "stray.csv", late + 10, odd={late: "abc"})
+    with pytest.raises(CsvError, match=r"row 200,001, column dep_time: 'abc' is not int64"):
+        shard(str(tmp_path / "stray.csv"), 2, str(tmp_path / "out2"))
+
+
+def test_csv_inference_on_mixed_columns() -> None:
+    def decide(values: list[str | None]) -> pa.DataType:
+        kinds = ColumnKinds("c")
+        kinds.observe(pa.array(values, pa.string()), "x.csv", 0)
+        return kinds.decide()
+
+    assert decide(["1", "2", None, ""]) == pa.int64()
+    assert decide(["1", "2.5", "1e3"]) == pa.float64()
+    assert decide(["2026-01-05", "2026-01-05 09:30:03"]) == pa.timestamp("s")
+    assert decide(["2026-01-05 09:30:03.25", "2026-01-05"]) == pa.timestamp("ns")
+    assert decide(["2026-01-05T09:30:03Z", "2026-01-05T10:00:00+01:00"]) == pa.timestamp("s", "UTC")
+    assert decide(["true", "False"]) == pa.bool_()
+    assert decide(["A12", "B7", "9"]) == pa.string()  # mostly text: text
+    assert decide([None, ""]) == pa.string()
+    with pytest.raises(CsvError, match=r"row 3, column c: '2026-02-30' is not date32"):  # looks like one, is not
+        decide(["2026-01-05", "2026-01-06", "2026-02-30", "2026-01-07", "x"])
+    with pytest.raises(CsvError, match=r"x.csv, row 3, column c: 'true' is not double"):
+        decide(["1", "2.5", "true", "4"])
+
+
+def test_schema_option_parses_types(tmp_path: Path) -> None:
+    assert parse_column_types("a=int64, b=string\n# a comment\nc=timestamp[us, tz=Europe/Paris],d=decimal128(10, 2)"
+                              ) == {"a": pa.int64(), "b": pa.string(), "c": pa.timestamp("us", "Europe/Paris"),
+                                    "d": pa.decimal128(10, 2)}
+    with pytest.raises(CsvError, match="unknown type 'integer'"):
+        parse_column_types("a=integer")
+    with pytest.raises(CsvError, match="'a' is not COLUMN=TYPE"):
+        parse_column_types("a")
+    _flights(tmp_path / "f.csv", 4)
+    with pytest.raises(CsvError, match=r"--schema names dep, not a column of .*columns: ts, origin, dep_time"):
+        shard(str(tmp_path / "f.csv"), 1, str(tmp_path / "out"), column_types={"dep": pa.int64()})
+    pq.write_table(pa.table({"ts": [1]}), tmp_path / "p.parquet")
+    with pytest.raises(ShardError, match="--schema applies to CSV input"):
+        shard(str(tmp_path / "p.parquet"), 1, str(tmp_path / "out"), column_types={"ts": pa.int64()})

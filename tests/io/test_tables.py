@@ -20,6 +20,7 @@ from dfs_cer.config import TablesConfig
 from dfs_cer.io.tables import (
     TableError,
     TableInput,
+    append_iceberg,
     load_catalog,
     node_share,
     parse_table,
@@ -353,3 +354,17 @@ def test_hive_hidden_files_mixed_units_and_odd_integers(tmp_path: Path) -> None:
     plan = plan_table(f"hive:{odd}")
     assert plan.schema.field("n").type == pa.string()
     assert sorted(set(all_rows(plan).column("n").to_pylist())) == ["12345678901234567890", "1_000", "7"]
+
+
+def test_a_csv_appended_to_iceberg_takes_types_from_every_value(tables: TablesConfig, tmp_path: Path) -> None:
+    from dfs_cer.io.csvtypes import CsvError
+
+    csv = tmp_path / "log.csv"
+    csv.write_text("ts,v\n" + "".join(f"2026-01-01 00:00:{i:02d},{'2.5' if i == 40 else '' if i == 3 else i}\n"
+                                      for i in range(50)))
+    append_iceberg("iceberg://local/logs.csv", str(csv), create=True, tables=tables)
+    data = load_catalog("local", tables).load_table("logs.csv").scan().to_arrow()
+    assert data.schema.field("v").type == pa.float64() and data.column("v").null_count == 1
+    csv.write_text(csv.read_text().replace(",2.5\n", ",abc\n"))
+    with pytest.raises(CsvError, match=r"row 41, column v: 'abc' is not int64"):
+        append_iceberg("iceberg://local/logs.csv", str(csv), tables=tables)

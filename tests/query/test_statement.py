@@ -182,3 +182,48 @@ def test_a_subquery_input_reads_the_statements_ctes() -> None:
     assert match_recognize(t, sql).to_pylist() == [{"a": 3}]
     sql = f"WITH f AS (SELECT * FROM t WHERE x > 100) SELECT * FROM (SELECT * FROM f WHERE x < 9) {clause}"
     assert match_recognize(t, sql).num_rows == 0
+
+
+SELF_JOIN = ("SELECT * FROM ({input}) MATCH_RECOGNIZE (ORDER BY ts MEASURES A.x AS ax ONE ROW PER MATCH "
+             "PATTERN (A) DEFINE A AS A.x > 5)")
+TWICE = pa.table({"id": [1, 2, 3], "ts": [1, 2, 3], "x": [5, 6, 7]})
+
+
+@pytest.mark.parametrize(("input_sql", "column"), [
+    ("SELECT * FROM t a JOIN t b ON a.id = b.id", "id"),
+    ("SELECT * FROM t a JOIN t b USING (id)", "ts"),  # USING merges id: ts and x come twice
+    ("SELECT a.*, b.* FROM t a, t b WHERE a.id = b.id + 1", "id"),
+    ("SELECT a.*, b.x FROM t a JOIN t b ON a.x = b.x", "x"),
+    ("SELECT ts, x, id AS x FROM t", "x"),
+])
+def test_an_input_with_a_column_twice_is_refused_before_any_data(input_sql: str, column: str) -> None:
+    sql = SELF_JOIN.format(input=input_sql)
+    with pytest.raises(QueryValidationError, match=rf"the input of MATCH_RECOGNIZE has two columns named {column} "
+                                                   rf".*e\.g\. SELECT a\.\*, b\.{column} AS b_{column}"):
+        parse_statement(sql)  # from the text alone: before any table is read or node contacted
+    with pytest.raises(QueryValidationError, match=f"two columns named {column}"):
+        match_recognize(None, sql, tables={"t": TWICE})
+    cte = f"WITH j AS ({input_sql}) " + SELF_JOIN.format(input="SELECT * FROM j").replace("FROM (SELECT * FROM j)",
+                                                                                        "FROM j")
+    with pytest.raises(QueryValidationError, match=f"two columns named {column}"):
+        parse_statement(cte)
+
+
+def test_a_column_a_nested_query_reads_is_not_the_subquerys() -> None:
+    parse_statement(SELF_JOIN.format(input="SELECT *, 1 AS k FROM t WHERE x IN (SELECT k FROM u)"))
+    sql = SELF_JOIN.format(input="SELECT *, 1 AS k FROM t WHERE x IN (SELECT k FROM u)")
+    assert match_recognize(None, sql, tables={"t": TWICE, "u": pa.table({"k": [6, 7]})}).num_rows == 2
+
+
+def test_an_input_joining_tables_that_share_a_column_is_refused_once_computed() -> None:
+    other = pa.table({"id": [1, 2], "x": [9, 9]})
+    sql = SELF_JOIN.format(input="SELECT * FROM t JOIN u ON t.id = u.id")
+    parse_statement(sql)  # the text does not say which columns u has
+    with pytest.raises(QueryValidationError, match=r"two columns named id .*reads has it twice"):
+        match_recognize(None, sql, tables={"t": TWICE, "u": other})
+    renamed = SELF_JOIN.format(input="SELECT t.*, u.x AS ux FROM t JOIN u ON t.id = u.id")
+    assert match_recognize(None, renamed, tables={"t": TWICE, "u": other}).to_pylist() == [{"ax": 6}]
+    plain = pa.Table.from_arrays([TWICE.column(0), TWICE.column(1), TWICE.column(2)], names=["id", "ts", "id"])
+    with pytest.raises(QueryValidationError, match="two columns named id"):  # a table as it is, too
+        match_recognize(plain, "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a PATTERN (A) "
+                               "DEFINE A AS A.ts > 1)")

@@ -172,6 +172,23 @@ def test_a_csv_log_with_second_timestamps_is_served(tmp_path: Path) -> None:
             assert rows(match_pulled(pull(name, sql, cluster.endpoints, cluster.token))) == expected, name
 
 
+def test_cancelled_flights_of_a_csv_are_null_on_every_strategy(tmp_path: Path) -> None:
+    """An empty CSV field is NULL, in a column read as text too (one 'abc' made the column text and
+    its empty fields '', so IS NULL found none of the 12)."""
+    csv = tmp_path / "flights.csv"
+    csv.write_text("ts,origin,dep_time\n" + "".join(
+        f"{i * 60},{'ORD' if i % 3 else 'JFK'},{'' if i % 10 == 4 else 'abc' if i == 7 else 600 + i}\n"
+        for i in range(120)))
+    shard(str(csv), 3, str(tmp_path / "shards"), column_types={"dep_time": pa.string()})
+    sql = ("SELECT * FROM flights MATCH_RECOGNIZE (ORDER BY ts MEASURES C.ts AS at ONE ROW PER MATCH "
+           "PATTERN (C) DEFINE C AS C.dep_time IS NULL)")
+    expected = [(i * 60,) for i in range(120) if i % 10 == 4]
+    assert len(expected) == 12
+    with LocalCluster([str(tmp_path / "shards" / f"node-{i:02d}") for i in range(3)]) as cluster:
+        for name in STRATEGIES:
+            assert sorted(rows(match_pulled(pull(name, sql, cluster.endpoints, cluster.token)))) == expected, name
+
+
 def test_time_columns_of_different_units_join_as_instants(serve: type[Served]) -> None:
     """Join filters hash times as instants: a timestamp[us] equals a timestamp[ms] (and a date
     its midnight) whatever the units."""

@@ -92,6 +92,11 @@ def test_cli_registers_tables_and_runs_a_grouped_join(cluster: LocalCluster, tmp
     bad = subprocess.run([exe, "query", "--endpoints", ",".join(cluster.endpoints), "--token-file", str(token),
                           "--table", "x y=1", sql], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "NAME=PATH" in bad.stderr, bad.stderr
+    odd = tmp_path / "odd.csv"  # a CSV table's column types come from every value, as shard reads it
+    odd.write_text("k,n\n" + "".join(f"{i},{'abc' if i == 5 else i}\n" for i in range(9)))
+    bad = subprocess.run([exe, "query", "--endpoints", ",".join(cluster.endpoints), "--token-file", str(token),
+                          "--table", f"names={odd}", sql], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and f"{odd}, row 6, column n: 'abc' is not int64" in bad.stderr, bad.stderr
 
 
 def test_a_clause_without_order_by_asks_for_the_time_column(cluster: LocalCluster) -> None:
@@ -221,3 +226,23 @@ def test_whole_table_reads_and_filtered_inputs_mix_in_one_statement(cluster: Loc
     trace = merged_trace(got.traces, "dfs")
     assert [t.source for t in got.traces] == ["table 't'"], trace.to_dict()
     assert (trace.fallback or "").startswith("pull_all (the query reads 't'")
+
+
+def test_an_input_with_a_column_twice_is_one_clear_error_on_every_path(cluster: LocalCluster, tmp_path: Path) -> None:
+    from dfs_cer.errors import QueryValidationError
+
+    body = ("MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts ONE ROW PER MATCH PATTERN (A) "
+            "DEFINE A AS A.type = 'A')")
+    self_join = f"SELECT * FROM (SELECT * FROM t a JOIN t b ON a.ts = b.ts) {body}"
+    token = tmp_path / "token"
+    token.write_text("x")
+    exe = str(Path(sys.executable).parent / "dfs-cer")
+    for strategy in ("dfs", "pull_all"):  # refused from the text: no node is contacted (none listens there)
+        out = subprocess.run([exe, "query", "--endpoints", "grpc://127.0.0.1:9", "--token-file", str(token),
+                              "--strategy", strategy, self_join], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2, out.stderr
+        assert out.stderr.startswith("error: the input of MATCH_RECOGNIZE has two columns named ts"), out.stderr
+    shared = f"SELECT * FROM (SELECT * FROM t JOIN names ON t.k = names.k) {body}"  # both have k
+    for strategy in ("dfs", "push_down"):
+        with pytest.raises(QueryValidationError, match="two columns named k"):
+            pull_statement(strategy, parse_statement(shared), cluster.endpoints, cluster.token, tables={"names": NAMES})

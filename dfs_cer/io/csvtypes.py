@@ -1,0 +1,223 @@
+"""Column types of a CSV file, decided from every value of it (no I/O here).
+
+pyarrow's CSV reader infers a column's type from the first block and then fails, or when the
+odd value is in the first block silently reads the whole column as text. Here every value is
+read as text first and classified, batch by batch (vectorized: one cast per candidate type, or
+one regular expression per kind for a batch of mixed kinds), and the column's type is decided
+once from all of them:
+
+- every non-empty value fits one type: that type (``int64`` widened to ``float64``, ``date32``
+  to ``timestamp[s]`` to ``timestamp[ns]`` where some values need it);
+- most values fit one type and a few do not: an error naming the first misfit's row, column
+  and value (fix it, or read the column as text with ``--schema COLUMN=string``);
+- otherwise text.
+
+An empty field is NULL in every column; in a text column a quoted empty field (``""``) is the
+empty string, as PostgreSQL's ``COPY ... CSV`` reads it. Declared types (``--schema``) are
+checked against every value the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dfs_cer.errors import DfsCerError
+
+
+class CsvError(DfsCerError):
+    """A CSV value that does not fit its column's type, or a bad ``--schema``."""
+
+    exit_code = 2
+
+
+_TS = r"[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}(:[0-9]{2}){0,2}"
+_TZ = r"(Z|[+-][0-9]{2}(:?[0-9]{2})?)"
+#: kind -> (its type, the family it widens within, the pattern of a batch of mixed kinds)
+KINDS: dict[str, tuple[pa.DataType, str, str]] = {
+    "int": (pa.int64(), "number", r"^-?[0-9]{1,18}$"),
+    "float": (pa.float64(), "number",
+              r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$|^[+-]?(?i:inf|infinity|nan)$"),
+    "date": (pa.date32(), "time", r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"),
+    "ts": (pa.timestamp("s"), "time", f"^{_TS}$"),
+    "tsfrac": (pa.timestamp("ns"), "time", rf"^{_TS}\.[0-9]{{1,9}}$"),
+    "tz": (pa.timestamp("s", "UTC"), "zoned time", f"^{_TS}{_TZ}$"),
+    "tzfrac": (pa.timestamp("ns", "UTC"), "zoned time", rf"^{_TS}\.[0-9]{{1,9}}{_TZ}$"),
+    "bool": (pa.bool_(), "bool", r"^(true|false|True|False|TRUE|FALSE)$"),
+}
+#: kinds in the order one cast tests a whole batch (a date string also casts to a timestamp)
+ORDER = ("int", "float", "date", "ts", "tsfrac", "tz", "tzfrac", "bool")
+
+
+@dataclass(frozen=True)
+class Where:
+    """A value's place: the file, its 1-based row (the header not counted) and the value."""
+
+    uri: str
+    row: int
+    value: str
+
+
+@dataclass
+class ColumnKinds:
+    """What the values of one column seen so far are: a count and the first value per kind."""
+
+    name: str
+    counts: dict[str, int] = field(default_factory=dict)
+    first: dict[str, Where] = field(default_factory=dict)
+
+    def _saw(self, kind: str, count: int, where: Where) -> None:
+        self.counts[kind] = self.counts.get(kind, 0) + count
+        self.first.setdefault(kind, where)
+
+    def observe(self, column: pa.Array, uri: str, offset: int) -> None:
+        """Classify a batch of text values (rows ``offset + 1 ...`` of ``uri``)."""
+        present = _present(column)
+        values = column.filter(present)
+        if len(values) == 0:
+            return
+        rows = np.flatnonzero(present.to_numpy(zero_copy_only=False))
+        head = values.slice(0, 64)  # a failing cast costs per failing value: try kinds its head fits
+        for kind in ORDER:  # the common case: the whole batch is of one kind
+            if _fits(head, KINDS[kind][0]) and _fits(values, KINDS[kind][0]):
+                self._saw(kind, len(values), Where(uri, offset + int(rows[0]) + 1, values[0].as_py()))
+                return
+        left = np.ones(len(values), bool)
+        for kind in ORDER:
+            hit = left & pc.match_substring_regex(values, KINDS[kind][2]).to_numpy(zero_copy_only=False)
+            hit = _cast_check(values, hit, KINDS[kind][0])
+            left &= ~hit
+            if hit.any():
+                i = int(np.argmax(hit))
+                self._saw(kind, int(hit.sum()), Where(uri, offset + int(rows[i]) + 1, values[i].as_py()))
+        if left.any():
+            i = int(np.argmax(left))
+            self._saw("text", int(left.sum()), Where(uri, offset + int(rows[i]) + 1, values[i].as_py()))
+
+    def decide(self) -> pa.DataType:
+        """The column's type, or a :class:`CsvError` naming the first value that breaks it."""
+        total = sum(self.counts.values())
+        families: dict[str, int] = {}
+        for kind, n in self.counts.items():
+            if kind != "text":
+                families[KINDS[kind][1]] = families.get(KINDS[kind][1], 0) + n
+        if not families:
+            return pa.string()
+        best = max(families, key=lambda f: families[f])
+        kinds = [k for k in ORDER if k in self.counts and KINDS[k][1] == best]
+        dtype = KINDS[kinds[-1]][0]  # the widest kind of the family (kinds are ordered narrow to wide)
+        if families[best] == total:
+            return dtype
+        if 2 * families[best] <= total:
+            return pa.string()
+        odd = min((w for k, w in self.first.items() if k == "text" or KINDS[k][1] != best), key=lambda w: w.row)
+        raise CsvError(f"{odd.uri}, row {odd.row:,}, column {self.name}: {odd.value!r} is not {dtype} like the "
+                       f"column's other {families[best]:,} values; fix the value, or read the column as text "
+                       f"with --schema {self.name}=string")
+
+
+def _present(column: pa.Array) -> pa.Array:
+    """Values that are not NULL and not empty (an empty field, quoted or not, is no value)."""
+    return pc.fill_null(pc.and_(pc.is_valid(column), pc.not_equal(column, "")), False)
+
+
+def _fits(values: pa.Array, dtype: pa.DataType) -> bool:
+    try:
+        pc.cast(values, dtype)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return False
+    return True
+
+
+def _cast_check(values: pa.Array, hit: np.ndarray, dtype: pa.DataType, most: int = 16) -> np.ndarray:
+    """``hit`` without the values that look like ``dtype`` but do not cast (``2026-02-30``); past
+    ``most`` such values, none of the batch counts as ``dtype``."""
+    for _ in range(most):
+        where = np.flatnonzero(hit)
+        if where.size == 0 or _fits(values.take(pa.array(where)), dtype):
+            return hit
+        hit = hit.copy()
+        hit[where[_first_misfit(values.take(pa.array(where)), dtype)]] = False
+    return np.zeros_like(hit)
+
+
+def _first_misfit(values: pa.Array, dtype: pa.DataType) -> int:
+    """The first position of ``values`` (which do not all cast) that does not cast: halving, so
+    every value is cast at most twice."""
+    lo, hi = 0, len(values)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _fits(values.slice(lo, mid - lo), dtype):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def convert(column: pa.Array, dtype: pa.DataType, name: str, uri: str, offset: int, why: str | None = None,
+            fix: str | None = None) -> pa.Array:
+    """Text values (rows ``offset + 1 ...`` of ``uri``) as ``dtype``; empty fields are NULL. A
+    misfit is an error naming why the column has that type and the fix (by default: inferred,
+    read the column as text with ``--schema``)."""
+    if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
+        return column.cast(dtype)
+    present = _present(column)
+    values = pc.if_else(present, column, pa.scalar(None, pa.string()))
+    try:
+        return pc.cast(values, dtype)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    rows = np.flatnonzero(present.to_numpy(zero_copy_only=False))
+    kept = column.filter(present)
+    i = _first_misfit(kept, dtype)
+    raise CsvError(f"{uri}, row {offset + int(rows[i]) + 1:,}, column {name}: {kept[i].as_py()!r} is not "
+                   f"{dtype} ({why or 'inferred from its other values'}); "
+                   f"{fix or f'fix the value, or read the column as text with --schema {name}=string'}")
+
+
+_SPLIT = re.compile(r"[,\n](?![^\[(]*[\])])")
+_TIMESTAMP = re.compile(r"timestamp\[(s|ms|us|ns)(?:,\s*tz=([^\]]+))?\]", re.IGNORECASE)
+_DECIMAL = re.compile(r"decimal(?:128)?\((\d+),\s*(\d+)\)")
+
+
+def parse_type(text: str) -> pa.DataType:
+    """An Arrow type by name: ``int64``, ``float64``/``double``, ``string``, ``bool``,
+    ``date32``, ``timestamp[ms]``, ``timestamp[us, tz=UTC]``, ``decimal128(10, 2)``."""
+    if m := _TIMESTAMP.fullmatch(text.strip()):
+        return pa.timestamp(m.group(1).lower(), m.group(2).strip() if m.group(2) else None)
+    name = text.strip().lower().replace("boolean", "bool")
+    if m := _DECIMAL.fullmatch(name):
+        return pa.decimal128(int(m.group(1)), int(m.group(2)))
+    try:
+        return pa.type_for_alias(name)
+    except ValueError:
+        raise CsvError(f"--schema: unknown type {text.strip()!r}; use int64, float64, string, bool, date32, "
+                       "timestamp[s|ms|us|ns] (with tz=ZONE), decimal128(P, S)") from None
+
+
+def parse_column_types(spec: str) -> dict[str, pa.DataType]:
+    """``COLUMN=TYPE`` entries separated by commas or lines (``#`` starts a comment), e.g.
+    ``dep_time=int64,origin=string``."""
+    out: dict[str, pa.DataType] = {}
+    lines = "\n".join(line.split("#", 1)[0] for line in spec.splitlines())
+    for entry in (e.strip() for e in _SPLIT.split(lines)):
+        if not entry:
+            continue
+        name, sep, type_name = entry.partition("=")
+        if not sep or not name.strip():
+            raise CsvError(f"--schema: {entry!r} is not COLUMN=TYPE; write e.g. --schema dep_time=int64,origin=string")
+        if name.strip() in out:
+            raise CsvError(f"--schema: column {name.strip()} is given twice")
+        out[name.strip()] = parse_type(type_name)
+    return out
+
+
+def check_declared(declared: Mapping[str, pa.DataType], names: list[str], uri: str) -> None:
+    unknown = [n for n in declared if n not in names]
+    if unknown:
+        raise CsvError(f"--schema names {', '.join(unknown)}, not a column of {uri}; columns: {', '.join(names)}")
