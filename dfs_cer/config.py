@@ -97,6 +97,13 @@ class StorageConfig:
     calibration_file: str = ""
     #: the most CPU seconds one query may spend matching on this node (else the compute pulls)
     match_cpu_budget_seconds: float = 5.0
+    #: node-side work (push-pull matching, node-side matching, halo pulls) running at once; more
+    #: waits for a slot (checking its deadline). Control calls (reserve, release, close, health,
+    #: stats) take none and never wait behind it. 0: one per CPU core
+    work_threads: int = 0
+    #: the most character steps (LIKE pattern size x characters of the rows) an input filter may
+    #: cost one node; a costlier one is refused and computed on the compute node
+    filter_cost_limit: int = 2_000_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +293,9 @@ def _validate(config: Config) -> None:
         raise ConfigError(
             f"conf key storage.memory_budget must be positive, got {config.storage.memory_budget}"
         )
+    if config.storage.work_threads < 0 or config.storage.filter_cost_limit <= 0:
+        raise ConfigError("conf keys storage.work_threads (0: one per CPU core) and storage.filter_cost_limit "
+                          f"(> 0) got {config.storage.work_threads} and {config.storage.filter_cost_limit}")
     for section in ("strategy", "storage"):
         values = getattr(config, section)
         for name in values.__dataclass_fields__:
