@@ -1,0 +1,217 @@
+"""A storage node is bounded by the query that runs on it: push-pull matching, node-side
+matching and input filters stop at the query's deadline, when it is closed, or when their
+memory would pass the node's budget; other queries' control calls answer meanwhile; the next
+query works; a LIKE whose cost is too high is not pushed (compute node) or refused (node)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from bench.attacks import ALL2, SKIP4, attack_table, like_filter, run_attack
+from dfs_cer import match_recognize
+from dfs_cer.errors import QueryValidationError, WorkCancelledError, WorkMemoryError
+from dfs_cer.io.shard import shard
+from dfs_cer.match import cer
+from dfs_cer.match.cer import run_cer
+from dfs_cer.match.push_pull import filter_by_projection
+from dfs_cer.query import analyze, parse
+from dfs_cer.query.filter_cost import MAX_LIKE_CHARS, filter_cost
+from dfs_cer.query.input_filter import INPUT_FILTER, parse_input_filter
+from dfs_cer.transport.client import NodeRefusedError, StorageClient
+from dfs_cer.work import Work
+from storage_node.launcher import LocalCluster
+from storage_node.state import StateRegistry
+
+#: rows per type: push-pull's 4-variable projection has n^4/24 combinations (10^9 at 400)
+N = 400
+
+
+# ------------------------------------------------------------------ the mechanism, in process
+
+
+def test_work_stops_at_its_deadline_and_when_cancelled() -> None:
+    work = Work("q1", " on node X", deadline=time.monotonic() + 60)
+    work.check()
+    call = work.call()
+    work.cancel("its compute node closed it")
+    with pytest.raises(WorkCancelledError, match="query q1 on node X: stopped, its compute node closed it"):
+        call.check()
+    late = Work("q2", deadline=time.monotonic() - 1)
+    with pytest.raises(WorkCancelledError, match="query q2: stopped at its deadline"):
+        late.charge(1)
+
+
+def test_registry_charges_work_to_the_budget_and_close_cancels_it() -> None:
+    registry = StateRegistry(1000, 600, 1)
+    call = registry.work("q", " on the storage node serving /d").call()
+    call.charge(600)
+    assert registry.held == 600
+    with pytest.raises(WorkMemoryError, match=r"query q on the storage node serving /d needs 500 more bytes.*"
+                                              r"storage.memory_budget, --memory-budget"):
+        call.charge(500)
+    call.settle()
+    assert registry.held == 0 and registry.stats()["work_peak_bytes"] == 600
+    registry.close("q")
+    with pytest.raises(WorkCancelledError, match="closed"):
+        call.check()
+    # a work asked for after the close (a call still in flight) is cancelled at once
+    with pytest.raises(WorkCancelledError):
+        registry.work("q", "").call().check()
+
+
+def test_bounded_cer_runs_return_exactly_the_unbounded_matches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunked joins (tiny chunks here) under a work give the same matches, in the same order."""
+    table = attack_table(30)
+    sql = ALL2.replace("ALL MATCHES PATTERN (A B)", "ALL MATCHES PATTERN (A B C)").replace(
+        "B AS type = 'B'", "B AS type = 'B', C AS type = 'C' AND C.ts > A.ts")
+    analysis = analyze(parse(sql), table.schema)
+    plain = run_cer(table, analysis)
+    monkeypatch.setattr(cer, "CHUNK_PAIRS", 7)
+    bounded = run_cer(table, analysis, work=Work("q", deadline=time.monotonic() + 600))
+    assert bounded.table.equals(plain.table) and bounded.matches == plain.matches > 1000
+
+
+def test_push_pull_filter_stops_at_the_deadline_and_at_the_memory_bound() -> None:
+    table = attack_table(150)
+    query = parse(SKIP4)
+    uploads = {v: table.filter(pa.compute.equal(table.column("type"), v)) for v in "ABC"}
+    local = table.filter(pa.compute.equal(table.column("type"), "D"))
+    began = time.monotonic()
+    with pytest.raises(WorkCancelledError):
+        filter_by_projection(query, "D", local, uploads, Work("q", deadline=time.monotonic() + 0.3))
+    assert time.monotonic() - began < 5
+    registry = StateRegistry(64 * 2**20, 600, 1)
+    with pytest.raises(WorkMemoryError, match="query q"):
+        filter_by_projection(query, "D", local, uploads, registry.work("q", "").call())
+
+
+def test_a_costly_like_is_not_pushed_by_the_compute_node() -> None:
+    with pytest.raises(QueryValidationError, match=f"LIKE patterns of .* characters in all are not pushed.*"
+                                                   f"at most {MAX_LIKE_CHARS}") as info:
+        parse_input_filter(like_filter(5))
+    assert info.value.code == INPUT_FILTER
+    parse_input_filter(like_filter(3))  # 768 characters: pushed
+    assert filter_cost(parse_input_filter("s LIKE 'a%' OR s = 'x'"), lambda c: (1000, 10)) == 2 * 1000
+
+
+# ------------------------------------------------------------------ real nodes
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    root = tmp_path_factory.mktemp("bounded")
+    pq.write_table(attack_table(N), root / "events.parquet")
+    shard(str(root / "events.parquet"), 1, str(root / "nodes"), time_column="ts")
+    env = {"DFS_CER__STORAGE__FILTER_COST_LIMIT": "100000000", "DFS_CER__STORAGE__WORK_THREADS": "1"}
+    with LocalCluster([str(root / "nodes" / "node-00")], memory_budget="1GiB", env=env) as cluster:
+        yield cluster
+
+
+
+@pytest.mark.flight
+@pytest.mark.parametrize("attack", ["push_pull", "node_matches", "abandoned"])
+def test_an_attack_stops_and_leaves_the_node_as_it_was(node: LocalCluster, attack: str) -> None:
+    """Generous bounds (the machine is loaded): the node stops within seconds of the deadline or
+    the close, uses no CPU after, answers reserve meanwhile, and serves the next query."""
+    pid = node.procs[0].pid
+    out = run_attack(node.endpoints[0], node.token, pid, attack, lease=2.0, settle=1.0)
+    print(out)
+    if attack == "node_matches":  # (A B) over 400 x 400 events: 80,200 matches, within every bound
+        assert out.error == "", out
+    else:
+        assert "WorkCancelledError" in out.error or "WorkMemoryError" in out.error or "did not answer" in out.error, out
+        assert "WorkMemoryError" in out.error or out.past_deadline_seconds < 4.0, out
+    assert out.cpu_after_seconds < 0.5, out
+    assert out.reserve_ms_max < 2000, out
+    assert out.rss_peak_mb < 2500, out
+    assert out.next_query_ms < 5000, out
+    assert out.held_after == 0, out
+
+
+@pytest.mark.flight
+def test_node_side_matching_is_charged_to_the_budget(tmp_path: Path) -> None:
+    """ALL MATCHES (A B) without WITHIN over 3,000 x 3,000 events: 4.5 M matches do not fit a
+    64 MiB budget: a clear error naming the query, the node and the setting."""
+    pq.write_table(attack_table(3000, text=1), tmp_path / "e.parquet")
+    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), time_column="ts")
+    with LocalCluster([str(tmp_path / "nodes" / "node-00")], memory_budget="64MiB") as cluster:
+        client = StorageClient(cluster.endpoints[0], cluster.token, timeout=120)
+        qid = uuid.uuid4().hex
+        client.action("open", {"query_id": qid, "sql": ALL2, "lease_seconds": 60})
+        with pytest.raises(Exception, match=f"WorkMemoryError: query {qid} on the storage node serving .*"
+                                            "storage.memory_budget"):
+            client.pull({"query_id": qid, "kind": "pull_matches", "event_key": [], "dedup": False,
+                         "max_matches": 10_000_000, "on_limit": "error"})
+        stats = client.action("stats")[0]
+        assert stats["work_bytes"] == 0 and stats["stopped"] >= 1
+        client.action("close", {"query_id": qid})
+        client.close()
+
+
+@pytest.mark.flight
+def test_a_costly_input_filter_is_refused_by_the_node(node: LocalCluster) -> None:
+    """Sent straight to a node, a LIKE over too many characters is refused with the code the
+    compute node falls back on; a cheap one is taken and filters exactly."""
+    client = StorageClient(node.endpoints[0], node.token, timeout=60)
+    try:
+        began = time.monotonic()
+        with pytest.raises(NodeRefusedError, match="storage.filter_cost_limit") as info:
+            client.action("open", {"query_id": uuid.uuid4().hex, "sql": SKIP4, "input_filter": like_filter(3)})
+        assert info.value.code == INPUT_FILTER and time.monotonic() - began < 10
+        qid = uuid.uuid4().hex
+        header, _ = client.action("open", {"query_id": qid, "sql": SKIP4, "input_filter": "s LIKE 'a%'"})
+        assert header["rows"] == 4 * N
+        client.action("close", {"query_id": qid})
+    finally:
+        client.close()
+
+
+@pytest.mark.flight
+def test_close_stops_a_running_push_pull_and_reserve_answers_meanwhile(node: LocalCluster) -> None:
+    client = StorageClient(node.endpoints[0], node.token, timeout=120)
+    other = StorageClient(node.endpoints[0], node.token, timeout=120)
+    qid = uuid.uuid4().hex
+    client.action("open", {"query_id": qid, "sql": SKIP4, "lease_seconds": 120})
+    for v in "ABC":
+        got = client.pull({"query_id": qid, "kind": "pull_variable", "variable": v})
+        client.upload({"query_id": qid, "variable": v}, got.drop_columns([got.column_names[-1]]))
+    errors: list[str] = []
+
+    def attack() -> None:
+        try:
+            StorageClient(node.endpoints[0], node.token, timeout=120).action(
+                "push_pull", {"query_id": qid, "variable": "D", "processed": list("ABC")})
+        except Exception as exc:
+            errors.append(str(exc))
+
+    thread = threading.Thread(target=attack)
+    thread.start()
+    time.sleep(1.0)
+    asked = time.monotonic()
+    probe = uuid.uuid4().hex
+    assert other.action("reserve", {"query_id": probe, "arrival": time.time()})[0]["granted"] in (True, False)
+    assert time.monotonic() - asked < 2.0
+    other.action("close", {"query_id": probe})
+    closed = time.monotonic()
+    other.action("close", {"query_id": qid})
+    thread.join(30)
+    assert not thread.is_alive() and time.monotonic() - closed < 5.0
+    assert errors and ("closed" in errors[0] or "WorkMemoryError" in errors[0]), errors
+    client.close()
+    other.close()
+
+
+def test_attack_data_is_what_the_attacks_assume() -> None:
+    table = attack_table(3)
+    assert table.column("type").to_pylist()[:5] == ["A", "B", "C", "D", "A"]
+    got = match_recognize(table, ALL2)
+    assert got.num_rows == 6 and np.all(np.diff(table.column("ts").cast(pa.int64()).to_numpy()) == 1)
