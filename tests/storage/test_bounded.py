@@ -164,7 +164,7 @@ def test_a_costly_input_filter_is_refused_by_the_node(node: LocalCluster) -> Non
     client = StorageClient(node.endpoints[0], node.token, timeout=60)
     try:
         began = time.monotonic()
-        with pytest.raises(NodeRefusedError, match="storage.filter_cost_limit") as info:
+        with pytest.raises(NodeRefusedError, match=r"storage\.filter_cost_limit") as info:
             client.action("open", {"query_id": uuid.uuid4().hex, "sql": SKIP4, "input_filter": like_filter(3)})
         assert info.value.code == INPUT_FILTER and time.monotonic() - began < 10
         qid = uuid.uuid4().hex
