@@ -215,3 +215,26 @@ def test_attack_data_is_what_the_attacks_assume() -> None:
     assert table.column("type").to_pylist()[:5] == ["A", "B", "C", "D", "A"]
     got = match_recognize(table, ALL2)
     assert got.num_rows == 6 and np.all(np.diff(table.column("ts").cast(pa.int64()).to_numpy()) == 1)
+
+
+@pytest.mark.flight
+def test_a_like_the_node_refuses_runs_on_the_compute_node_exactly(node: LocalCluster) -> None:
+    """Within the compute node's pattern bound but over too many characters for the node: the
+    input is computed on the compute node, exactly, and the trace names the node's limit."""
+    import warnings
+
+    from dfs_cer.query.parser import parse_statement
+    from dfs_cer.strategies.statements import merged_trace, pull_statement
+
+    clause = ("MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, C.ts AS c ALL MATCHES PATTERN (A C) "
+              "WITHIN INTERVAL '3' SECOND DEFINE A AS type = 'A', C AS type = 'C')")
+    sql = f"SELECT * FROM (SELECT * FROM t WHERE {like_filter(3)} OR type <> 'B') {clause} ORDER BY a, c"
+    statement = parse_statement(sql)
+    assert statement.parts[0].pushed is not None  # 768 pattern characters: the compute node pushes it
+    expected = match_recognize(attack_table(N), sql)
+    assert expected.num_rows > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = pull_statement("push_down", statement, node.endpoints, node.token)
+    assert got.table.to_pylist() == expected.to_pylist()
+    assert "storage.filter_cost_limit" in (merged_trace(got.traces, "push_down").fallback or "")
