@@ -11,6 +11,8 @@ the next query once it is over.
   node_matches  node-side matching of ``ALL MATCHES (A B)`` without WITHIN (up to max_matches)
   like          an input filter of ``s LIKE '%a%_%_...'`` (256 characters) ORed many times over
                 long strings, sent straight to the node (the compute node does not push it)
+  like_node     four such LIKEs (1,024 pattern characters: the compute node pushes them) over
+                strings too long for the node's storage.filter_cost_limit
   abandoned     the push_pull attack with a long lease, given up by its compute node after a
                 second (the call times out) and closed, as a compute node does
 """
@@ -29,7 +31,7 @@ import pyarrow as pa
 
 from dfs_cer.transport.client import StorageClient
 
-ATTACKS = ("push_pull", "node_matches", "like", "abandoned")
+ATTACKS = ("push_pull", "node_matches", "like", "like_node", "abandoned")
 SKIP4 = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ONE ROW PER MATCH "
          "AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B N*? C N*? D) "
          "DEFINE A AS type = 'A', B AS type = 'B', C AS type = 'C', D AS type = 'D')")
@@ -110,10 +112,12 @@ def run_attack(endpoint: str, token: str, pid: int, attack: str, *, lease: float
             def call() -> None:
                 client.pull({"query_id": qid, "kind": "pull_matches", "event_key": [], "dedup": False,
                              "max_matches": 10_000_000, "on_limit": "error"})
-        elif attack == "like":
+        elif attack in ("like", "like_node"):
+            ors = like_ors if attack == "like" else 4
+
             def call() -> None:
                 client.action("open", {"query_id": qid, "sql": SKIP4, "lease_seconds": lease,
-                                       "input_filter": like_filter(like_ors)})
+                                       "input_filter": like_filter(ors)})
         else:
             raise ValueError(f"unknown attack {attack!r}; attacks: {', '.join(ATTACKS)}")
         outcome: dict[str, Any] = {"error": ""}

@@ -837,30 +837,34 @@ class _Engine:
                 bound[v] = np.zeros(0, np.int64)
                 done.add(v)
                 continue
-            self._check()
-            lo_row, hi_row, t_lo, t_hi = self._bounds_for(v, bound, count)
             cand = cands[v]
-            first, last = expand_ranges(lo_row, hi_row, t_lo, t_hi, cand, self.ts[cand])
             done.add(v)
             width = (len(bound) + 1) * 8  # bytes per partial match
             pieces: list[dict[str, np.ndarray]] = []
             kept = 0
-            # bounded chunks of pairs when a node's work bounds the run: checked between, and
-            # charged for what is kept plus the chunk being joined (conditions drop most pairs)
-            for a, b in self._chunks(last - first):
-                idx, rows = expand_pairs(first[a:b], last[a:b], cand)
-                if self.work is not None:
-                    self._hold(kept + rows.size * (2 * width + 32))
-                part = {k: r[a:b][idx] for k, r in bound.items()}
-                if self.unordered:  # a conjunction binds distinct events
-                    distinct = np.ones(rows.size, bool)
-                    for r in part.values():
-                        distinct &= r != rows
-                    part = {k: r[distinct] for k, r in part.items()}
-                    rows = rows[distinct]
-                part[v] = rows
-                pieces.append(self._apply(part, done, v, dependent))
-                kept += pieces[-1][v].size * width
+            # blocks of partial matches and bounded chunks of their pairs when a node's work
+            # bounds the run: checked between, and charged for what is kept plus the chunk
+            # being joined (conditions drop most pairs)
+            block = count if self.work is None else CHUNK_PAIRS
+            for start in range(0, count, block):
+                self._check()
+                some = {k: r[start:start + block] for k, r in bound.items()}
+                lo_row, hi_row, t_lo, t_hi = self._bounds_for(v, some, next(iter(some.values())).size)
+                first, last = expand_ranges(lo_row, hi_row, t_lo, t_hi, cand, self.ts[cand])
+                for a, b in self._chunks(last - first):
+                    idx, rows = expand_pairs(first[a:b], last[a:b], cand)
+                    if self.work is not None:
+                        self._hold(kept + rows.size * (2 * width + 32))
+                    part = {k: r[a:b][idx] for k, r in some.items()}
+                    if self.unordered:  # a conjunction binds distinct events
+                        distinct = np.ones(rows.size, bool)
+                        for r in part.values():
+                            distinct &= r != rows
+                        part = {k: r[distinct] for k, r in part.items()}
+                        rows = rows[distinct]
+                    part[v] = rows
+                    pieces.append(self._apply(part, done, v, dependent))
+                    kept += pieces[-1][v].size * width
             bound = pieces[0] if len(pieces) == 1 else {k: np.concatenate([p[k] for p in pieces]) for k in pieces[0]}
             self._hold(kept)
         return self._negations(bound, cands, dependent)
