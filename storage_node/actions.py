@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from dfs_cer.config import QueryConfig
-from dfs_cer.errors import DfsCerError, ProtocolError, StorageError
+from dfs_cer.errors import DfsCerError, ProtocolError, StorageError, WorkMemoryError
 from dfs_cer.filters import (
     IntervalSet,
     KeyKind,
@@ -750,11 +750,16 @@ class Actions:
             raise ProtocolError(f"push_pull: no events uploaded for {missing}")
         rows = state.candidates[name]
         before = rows.size
+        unfiltered: dict[str, str] = {}
         with self._working(state.query_id) as work:
-            keep = filter_by_projection(state.analysis.query, name, state.table.take(pa.array(rows)),
-                                        {p: state.uploads[p] for p in processed}, work)
+            try:
+                keep = filter_by_projection(state.analysis.query, name, state.table.take(pa.array(rows)),
+                                            {p: state.uploads[p] for p in processed}, work)
+            except WorkMemoryError as exc:  # the filter only narrows: every candidate kept is still exact
+                keep = np.ones(rows.size, bool)
+                unfiltered["unfiltered"] = str(exc)
         state.candidates[name] = rows[keep]
-        return {"before": int(before), "survivors": int(keep.sum())}, []
+        return {"before": int(before), "survivors": int(keep.sum()), **unfiltered}, []
 
     def close(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         return {"closed": self.registry.close(Close.parse(header).query_id)}, []

@@ -288,7 +288,9 @@ def push_pull(session: Session, query: Query, unit: str, options: PullOptions) -
             c.upload(Upload(session.query_id, p).header(), t)
 
         session.all("upload", send)
-        session.action("push_pull", PushPull(session.query_id, name, tuple(order[:i])).header())
+        replies = session.action("push_pull", PushPull(session.query_id, name, tuple(order[:i])).header())
+        session.trace.warnings.extend(f"push_pull: storage node {k} kept every candidate of {name} ({h['unfiltered']})"
+                                      for k, (h, _) in enumerate(replies) if h.get("unfiltered"))
         pulled[name] = _pull_variable(session, name)
     events = pa.concat_tables(list(pulled.values()))
     # an event may have been pulled for several variables: keep one copy per (node, row), in

@@ -26,6 +26,8 @@ from dfs_cer.match.push_pull import filter_by_projection
 from dfs_cer.query import analyze, parse
 from dfs_cer.query.filter_cost import MAX_LIKE_CHARS, filter_cost
 from dfs_cer.query.input_filter import INPUT_FILTER, parse_input_filter
+from dfs_cer.strategies import pull
+from dfs_cer.strategies.matching import match_pulled
 from dfs_cer.transport.client import NodeRefusedError, StorageClient
 from dfs_cer.work import Work
 from storage_node.launcher import LocalCluster
@@ -138,9 +140,10 @@ def test_an_attack_stops_and_leaves_the_node_as_it_was(node: LocalCluster, attac
 
 
 @pytest.mark.flight
-def test_node_side_matching_is_charged_to_the_budget(tmp_path: Path) -> None:
+def test_node_side_matching_and_push_pull_are_charged_to_the_budget(tmp_path: Path) -> None:
     """ALL MATCHES (A B) without WITHIN over 3,000 x 3,000 events: 4.5 M matches do not fit a
-    64 MiB budget: a clear error naming the query, the node and the setting."""
+    64 MiB budget: a clear error naming the query, the node and the setting. Push-pull's filter
+    over a skip pattern without WITHIN does not fit either: the node keeps every candidate."""
     pq.write_table(attack_table(3000, text=1), tmp_path / "e.parquet")
     shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), time_column="ts")
     with LocalCluster([str(tmp_path / "nodes" / "node-00")], memory_budget="64MiB") as cluster:
@@ -155,6 +158,10 @@ def test_node_side_matching_is_charged_to_the_budget(tmp_path: Path) -> None:
         assert stats["work_bytes"] == 0 and stats["stopped"] >= 1
         client.action("close", {"query_id": qid})
         client.close()
+        # push-pull's filter past the budget keeps every candidate: exact, named in the trace
+        result = pull("push_pull", SKIP4, cluster.endpoints, cluster.token)
+        assert match_pulled(result).to_pylist() == match_recognize(attack_table(3000, text=1), SKIP4).to_pylist()
+        assert any("kept every candidate" in w and "storage.memory_budget" in w for w in result.trace.warnings)
 
 
 @pytest.mark.flight
