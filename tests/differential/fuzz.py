@@ -63,11 +63,14 @@ class World:
     nodes: int
     late: pa.Table | None  # rows appended as late files after the first queries
     empty_nodes: int = 0  # storage nodes without a row (known once sharded)
+    #: the nodes' memory budget: "default" or "tight" (a few times the data: node-side work past
+    #: it stops, and push-pull's filter or node-side matching fall back)
+    budget: str = "default"
 
     def describe(self) -> str:
         return (f"world seed={self.seed} rows={self.table.num_rows} time={self.time_type} v,w={self.value_types} "
                 f"type={self.string_type} layout={self.partitioning}x{self.nodes} "
-                f"late={0 if self.late is None else self.late.num_rows} names={self.names}")
+                f"late={0 if self.late is None else self.late.num_rows} budget={self.budget} names={self.names}")
 
 
 @dataclass
@@ -368,7 +371,11 @@ class Runner:
                               partitioning=world.partitioning, time_column=world.names["ts"],
                               type_column=world.names["type"], batch_rows=64)
             world.empty_nodes = sum(1 for m in manifests if m.rows == 0)
-            cluster = LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(world.nodes)]).start()
+            # its own generator: the other draws of the world stay what they were
+            world.budget = "tight" if np.random.default_rng(world.seed + 77).random() < 0.4 else "default"
+            budget = str(6 * full.nbytes + 256 * 1024) if world.budget == "tight" else None
+            cluster = LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(world.nodes)],
+                                   memory_budget=budget).start()
             try:
                 saved = self._before_late(world, drawn, cluster, root) if world.late is not None else {}
                 if world.late is not None:
@@ -391,6 +398,7 @@ class Runner:
         r.count("empty storage nodes", world.empty_nodes)
         r.count("column case", "as data" if all(n.islower() for n in world.names.values()) else "mixed")
         r.count("late files", "yes" if world.late is not None else "no")
+        r.count("node memory budget", world.budget)
         for f in d.features:
             r.count("query feature" if f != d.shape else "pattern shape", f)
 

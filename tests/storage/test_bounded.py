@@ -108,6 +108,10 @@ def test_a_costly_like_is_not_pushed_by_the_compute_node() -> None:
 # ------------------------------------------------------------------ real nodes
 
 
+def rows_sorted(table: pa.Table) -> list[tuple[object, ...]]:
+    return sorted(tuple(r.values()) for r in table.to_pylist())
+
+
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     root = tmp_path_factory.mktemp("bounded")
@@ -141,12 +145,12 @@ def test_an_attack_stops_and_leaves_the_node_as_it_was(node: LocalCluster, attac
 
 @pytest.mark.flight
 def test_node_side_matching_and_push_pull_are_charged_to_the_budget(tmp_path: Path) -> None:
-    """ALL MATCHES (A B) without WITHIN over 3,000 x 3,000 events: 4.5 M matches do not fit a
-    64 MiB budget: a clear error naming the query, the node and the setting. Push-pull's filter
+    """ALL MATCHES (A B) without WITHIN over 1,500 x 1,500 events: 1.1 M matches do not fit a
+    32 MiB budget: a clear error naming the query, the node and the setting. Push-pull's filter
     over a skip pattern without WITHIN does not fit either: the node keeps every candidate."""
-    pq.write_table(attack_table(3000, text=1), tmp_path / "e.parquet")
+    pq.write_table(attack_table(1500, text=1), tmp_path / "e.parquet")
     shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), time_column="ts")
-    with LocalCluster([str(tmp_path / "nodes" / "node-00")], memory_budget="64MiB") as cluster:
+    with LocalCluster([str(tmp_path / "nodes" / "node-00")], memory_budget="32MiB") as cluster:
         client = StorageClient(cluster.endpoints[0], cluster.token, timeout=120)
         qid = uuid.uuid4().hex
         client.action("open", {"query_id": qid, "sql": ALL2, "lease_seconds": 60})
@@ -160,8 +164,14 @@ def test_node_side_matching_and_push_pull_are_charged_to_the_budget(tmp_path: Pa
         client.close()
         # push-pull's filter past the budget keeps every candidate: exact, named in the trace
         result = pull("push_pull", SKIP4, cluster.endpoints, cluster.token)
-        assert match_pulled(result).to_pylist() == match_recognize(attack_table(3000, text=1), SKIP4).to_pylist()
+        assert match_pulled(result).to_pylist() == match_recognize(attack_table(1500, text=1), SKIP4).to_pylist()
         assert any("kept every candidate" in w and "storage.memory_budget" in w for w in result.trace.warnings)
+        # node-side matching past the budget: the events are pulled and matched here, exactly
+        result = pull("dfs", ALL2, cluster.endpoints, cluster.token, node_matching="on")
+        got = match_pulled(result)
+        assert got.num_rows == 1500 * 1501 // 2 and rows_sorted(got) == rows_sorted(match_recognize(
+            attack_table(1500, text=1), ALL2))
+        assert any("node-side matching stopped, events pulled" in (r.note or "") for r in result.trace.rounds)
 
 
 @pytest.mark.flight
