@@ -61,6 +61,8 @@ from dfs_cer.work import CHECK_EVERY, Work
 
 #: pairs of partial matches and candidates joined at once when a node's work bounds the run
 CHUNK_PAIRS = 1 << 20
+#: what one match with Kleene sets holds (Python lists of rows), charged to a node's work
+KLEENE_MATCH_BYTES = 256
 SELECTIONS = ("skip_till_any_match", "skip_till_next_match", "strict_contiguity")
 
 
@@ -790,7 +792,8 @@ class _Engine:
                 self._kleene_sets(bound, cands, dependent, i)
             for one in sets:
                 total += 1
-                self._check(total)
+                if self.work is not None and total % CHECK_EVERY == 0:  # the Kleene sets kept so far
+                    self.work.charge(CHECK_EVERY * KLEENE_MATCH_BYTES)
                 if total > self.max_matches:
                     if self.on_limit != "truncate":
                         raise MatchLimitError(f"the query produced more than max_matches={self.max_matches} matches"

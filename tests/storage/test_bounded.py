@@ -82,6 +82,17 @@ def test_bounded_cer_runs_return_exactly_the_unbounded_matches(monkeypatch: pyte
     assert bounded.table.equals(plain.table) and bounded.matches == plain.matches > 1000
 
 
+def test_kleene_matches_are_charged_as_they_are_kept() -> None:
+    """ALL MATCHES (A B+ C) enumerates every subset of B: the sets kept are charged too."""
+    table = attack_table(12)
+    sql = ALL2.replace("PATTERN (A B)", "PATTERN (A B+ C)").replace("B AS type = 'B'",
+                                                                    "B AS type = 'B', C AS type = 'C'")
+    analysis = analyze(parse(sql), table.schema)
+    assert run_cer(table, analysis, work=Work("q")).matches > 4096
+    with pytest.raises(WorkMemoryError, match="query q"):
+        run_cer(table, analysis, work=StateRegistry(2**20, 600, 1).work("q", "").call())
+
+
 def test_push_pull_filter_stops_at_the_deadline_and_at_the_memory_bound() -> None:
     table = attack_table(150)
     query = parse(SKIP4)
