@@ -357,8 +357,8 @@ class Actions:
         halo = bool(analysis.prev_reach or analysis.next_reach) or copies
         try:
             if condition is not None:  # after admission: the checks read the shards
-                self._no_nan(condition)
                 self._filter_cost(condition)
+                self._no_nan(condition)
             ranges = _time_ranges(header.get("time_ranges"))
             row_ids = None
             kept = None
@@ -470,9 +470,10 @@ class Actions:
 
         from dfs_cer.errors import QueryValidationError
         from dfs_cer.query.bind import resolve_column
-        from dfs_cer.query.filter_cost import filter_cost
+        from dfs_cer.query.filter_cost import check_like_size, filter_cost
         from dfs_cer.query.input_filter import INPUT_FILTER
 
+        check_like_size(condition)
         seen: dict[str, tuple[int, int]] = {}
 
         def lengths(name: str) -> tuple[int, int]:

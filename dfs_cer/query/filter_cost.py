@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from dfs_cer.errors import QueryValidationError
 from dfs_cer.query.expr import Column, Expr, Like, Literal, walk
+from dfs_cer.query.input_filter import INPUT_FILTER
 
 #: the most LIKE pattern characters (all LIKEs of one condition together) pushed to storage nodes
 MAX_LIKE_CHARS = 1024
@@ -25,6 +27,17 @@ def like_chars(condition: Expr) -> int:
     """Characters of the literal LIKE patterns of ``condition``, all together."""
     return sum(len(n.pattern.value) for n in walk(condition)
                if isinstance(n, Like) and isinstance(n.pattern, Literal) and isinstance(n.pattern.value, str))
+
+
+def check_like_size(condition: Expr) -> None:
+    """Refuse (code ``input-filter``) a condition whose LIKE patterns hold more than
+    :data:`MAX_LIKE_CHARS` characters in all: the compute node does not push it, a node does
+    not evaluate it."""
+    chars = like_chars(condition)
+    if chars > MAX_LIKE_CHARS:  # a node's CPU per row grows with the patterns' size
+        raise QueryValidationError(f"LIKE patterns of {chars} characters in all are not pushed to storage nodes "
+                                   f"(at most {MAX_LIKE_CHARS})", clause="input filter", code=INPUT_FILTER,
+                                   hint="the input is computed on the compute node instead")
 
 
 def filter_cost(condition: Expr, lengths: Callable[[str], tuple[int, int]]) -> int:

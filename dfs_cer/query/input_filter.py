@@ -171,11 +171,6 @@ def row_local(condition: Expr) -> Expr:
                 raise _refuse(f"a LIKE pattern longer than {MAX_LIKE} characters is not pushed to storage nodes")
         elif not isinstance(n, IsNull | InList | Between):
             raise _refuse(f"{type(n).__name__} is not pushed to storage nodes")
-    from dfs_cer.query.filter_cost import MAX_LIKE_CHARS, like_chars
-
-    if like_chars(condition) > MAX_LIKE_CHARS:  # a node's CPU per row grows with the patterns' size
-        raise _refuse(f"LIKE patterns of {like_chars(condition)} characters in all are not pushed to storage nodes "
-                      f"(at most {MAX_LIKE_CHARS})")
     return condition
 
 

@@ -24,7 +24,7 @@ from dfs_cer.match import cer
 from dfs_cer.match.cer import run_cer
 from dfs_cer.match.push_pull import filter_by_projection
 from dfs_cer.query import analyze, parse
-from dfs_cer.query.filter_cost import MAX_LIKE_CHARS, filter_cost
+from dfs_cer.query.filter_cost import MAX_LIKE_CHARS, check_like_size, filter_cost
 from dfs_cer.query.input_filter import INPUT_FILTER, parse_input_filter
 from dfs_cer.strategies import pull
 from dfs_cer.strategies.matching import match_pulled
@@ -110,9 +110,9 @@ def test_push_pull_filter_stops_at_the_deadline_and_at_the_memory_bound() -> Non
 def test_a_costly_like_is_not_pushed_by_the_compute_node() -> None:
     with pytest.raises(QueryValidationError, match=f"LIKE patterns of .* characters in all are not pushed.*"
                                                    f"at most {MAX_LIKE_CHARS}") as info:
-        parse_input_filter(like_filter(5))
+        check_like_size(parse_input_filter(like_filter(5)))
     assert info.value.code == INPUT_FILTER
-    parse_input_filter(like_filter(3))  # 768 characters: pushed
+    check_like_size(parse_input_filter(like_filter(4)))  # 1,024 characters: pushed
     assert filter_cost(parse_input_filter("s LIKE 'a%' OR s = 'x'"), lambda c: (1000, 10)) == 2 * 1000
 
 
@@ -266,3 +266,10 @@ def test_a_like_the_node_refuses_runs_on_the_compute_node_exactly(node: LocalClu
         got = pull_statement("push_down", statement, node.endpoints, node.token)
     assert got.table.to_pylist() == expected.to_pylist()
     assert "storage.filter_cost_limit" in (merged_trace(got.traces, "push_down").fallback or "")
+    # 180 such LIKEs: not pushed at all, computed on the compute node, named in the trace
+    sql = f"SELECT * FROM (SELECT * FROM t WHERE {like_filter(180)} OR type <> 'B') {clause} ORDER BY a, c"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = pull_statement("push_down", parse_statement(sql), node.endpoints, node.token)
+    assert got.table.to_pylist() == expected.to_pylist()
+    assert "characters in all are not pushed" in (merged_trace(got.traces, "push_down").fallback or "")
