@@ -384,9 +384,25 @@ class Runner:
                           partitioning=world.partitioning, time_column=world.names["ts"],
                           type_column=world.names["type"], batch_rows=64, append=True)
                 self._queries(world, drawn, full, cluster, rng, saved, root)
+                self._node_work(world, cluster)
             finally:
                 cluster.stop()
                 cluster.tmp.cleanup()
+
+    def _node_work(self, world: World, cluster: LocalCluster) -> None:
+        """Every node gave back what its queries' work charged (calls that stopped included)."""
+        from dfs_cer.transport.client import StorageClient
+
+        for endpoint in cluster.endpoints:
+            client = StorageClient(endpoint, cluster.token, timeout=30)
+            try:
+                stats = client.action("stats")[0]
+            finally:
+                client.close()
+            self.report.count("node work", "stopped or fell back" if stats.get("stopped") else "within bounds")
+            if stats.get("work_bytes"):
+                self.report.cases += 1
+                self._finding(world, "node work not given back", "", ("rows", "work_bytes 0"), stats)
 
     def _dimensions(self, world: World, d: Drawn) -> None:
         r = self.report
