@@ -480,6 +480,8 @@ class Actions:
             if name not in seen:
                 column = resolve_column(name, self.store.schema, "input filter")
                 values = self.store.scan(None, columns=[column]).column(column)
+                if pa.types.is_dictionary(values.type):  # what the filter reads: the decoded strings
+                    values = values.cast(values.type.value_type)
                 chars = pc.utf8_length(values) if pa.types.is_string(values.type) or \
                     pa.types.is_large_string(values.type) else pa.array([], pa.int64())
                 seen[name] = (int(pc.sum(chars).as_py() or 0), int(pc.max(chars).as_py() or 0))

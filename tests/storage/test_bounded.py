@@ -273,3 +273,43 @@ def test_a_like_the_node_refuses_runs_on_the_compute_node_exactly(node: LocalClu
         got = pull_statement("push_down", parse_statement(sql), node.endpoints, node.token)
     assert got.table.to_pylist() == expected.to_pylist()
     assert "characters in all are not pushed" in (merged_trace(got.traces, "push_down").fallback or "")
+
+
+@pytest.mark.flight
+def test_many_heavy_calls_wait_for_a_work_slot_while_control_calls_answer(node: LocalCluster) -> None:
+    """Eight push-pull calls at once on a node with one work slot: they take turns (each
+    checking its deadline while it waits) and all end by the deadline plus a step; health,
+    stats and reserve answer meanwhile."""
+    client = StorageClient(node.endpoints[0], node.token, timeout=120)
+    qid = uuid.uuid4().hex
+    client.action("open", {"query_id": qid, "sql": SKIP4, "lease_seconds": 4})
+    for v in "ABC":
+        got = client.pull({"query_id": qid, "kind": "pull_variable", "variable": v})
+        client.upload({"query_id": qid, "variable": v}, got.drop_columns([got.column_names[-1]]))
+    deadline = time.monotonic() + 4
+    errors: list[str] = []
+
+    def attack() -> None:
+        caller = StorageClient(node.endpoints[0], node.token, timeout=120)
+        try:
+            caller.action("push_pull", {"query_id": qid, "variable": "D", "processed": list("ABC")})
+        except Exception as exc:
+            errors.append(str(exc))
+        finally:
+            caller.close()
+
+    threads = [threading.Thread(target=attack) for _ in range(8)]
+    for t in threads:
+        t.start()
+    worst = 0.0
+    while any(t.is_alive() for t in threads):
+        for name in ("health", "stats"):
+            asked = time.monotonic()
+            client.action(name)
+            worst = max(worst, time.monotonic() - asked)
+        time.sleep(0.1)
+    assert worst < 2.0 and time.monotonic() < deadline + 6.0, (worst, time.monotonic() - deadline)
+    assert len(errors) == 8 and all("WorkCancelledError" in e or "WorkMemoryError" in e for e in errors), errors
+    client.action("close", {"query_id": qid})
+    assert client.action("stats")[0]["work_bytes"] == 0
+    client.close()
