@@ -64,7 +64,8 @@ class StorageNode(flight.FlightServerBase):
                          tls_certificates=tls or [])
         self.store = store
         self.config = config
-        self.registry = StateRegistry(config.memory_budget, config.state_ttl_seconds, config.admission_wait_seconds)
+        self.registry = StateRegistry(config.memory_budget, config.state_ttl_seconds, config.admission_wait_seconds,
+                                      config.query_work_bytes)
         self.actions = Actions(store, self.registry, self.config.max_message_bytes,
                                node_betas(config.calibration_file), config.match_cpu_budget_seconds,
                                config.work_threads, config.filter_cost_limit)

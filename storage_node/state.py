@@ -130,8 +130,12 @@ class SnapshotGate:
 
 
 class StateRegistry:
-    def __init__(self, budget: int, ttl: float, wait: float) -> None:
+    def __init__(self, budget: int, ttl: float, wait: float, query_work: int = 0) -> None:
         self.budget = budget
+        #: the most bytes one query's work may hold at once (0: whatever the budget has free)
+        self.query_work = query_work
+        #: bytes each query's work holds now
+        self._work_of: dict[str, int] = {}
         self.ttl = ttl
         self.wait = wait
         self._states: dict[str, QueryState] = {}
@@ -335,7 +339,8 @@ class StateRegistry:
         with self._lock:
             found = self._works.get(query_id)
             if found is None:
-                work = Work(query_id, where, deadline, lambda n: self._grant(query_id, n), self._give_back)
+                work = Work(query_id, where, deadline, lambda n: self._grant(query_id, n),
+                            lambda n: self._give_back(query_id, n))
                 self._works[query_id] = (work, time.monotonic())
             else:
                 work = found[0]
@@ -355,6 +360,14 @@ class StateRegistry:
 
     def _grant(self, query_id: str, nbytes: int) -> None:
         with self._lock:
+            mine = self._work_of.get(query_id, 0) + nbytes
+            if self.query_work and mine > self.query_work:
+                self.stopped += 1
+                where = self._works[query_id][0].where if query_id in self._works else ""
+                raise WorkMemoryError(
+                    f"query {query_id}{where} needs {mine:,} bytes for its work (partial matches, matches or "
+                    f"filter results), more than storage.query_work_bytes={self.query_work:,} allows one query: "
+                    "bound the query (a WITHIN window, a lower max_matches) or raise the setting")
             if self._reserved + nbytes > self.budget:
                 self.stopped += 1
                 where = self._works[query_id][0].where if query_id in self._works else ""
@@ -364,11 +377,17 @@ class StateRegistry:
                     f"of {self.budget:,} are free (storage.memory_budget, --memory-budget): bound the query (a "
                     "WITHIN window, a lower max_matches) or raise the budget")
             self._reserved += nbytes
+            self._work_of[query_id] = mine
             self.work_bytes += nbytes
             self.work_peak = max(self.work_peak, self.work_bytes)
 
-    def _give_back(self, nbytes: int) -> None:
+    def _give_back(self, query_id: str, nbytes: int) -> None:
         with self._lock:
+            left = self._work_of.get(query_id, 0) - nbytes
+            if left > 0:
+                self._work_of[query_id] = left
+            else:
+                self._work_of.pop(query_id, None)
             self._reserved -= nbytes
             self.work_bytes -= nbytes
             self._lock.notify_all()

@@ -63,8 +63,8 @@ class World:
     nodes: int
     late: pa.Table | None  # rows appended as late files after the first queries
     empty_nodes: int = 0  # storage nodes without a row (known once sharded)
-    #: the nodes' memory budget: "default" or "tight" (a few times the data: node-side work past
-    #: it stops, and push-pull's filter or node-side matching fall back)
+    #: the nodes' work bound per query: "default" or "tight" (64 KiB of storage.query_work_bytes:
+    #: node-side work past it stops, and push-pull's filter or node-side matching fall back)
     budget: str = "default"
 
     def describe(self) -> str:
@@ -373,9 +373,9 @@ class Runner:
             world.empty_nodes = sum(1 for m in manifests if m.rows == 0)
             # its own generator: the other draws of the world stay what they were
             world.budget = "tight" if np.random.default_rng(world.seed + 77).random() < 0.4 else "default"
-            budget = str(6 * full.nbytes + 256 * 1024) if world.budget == "tight" else None
+            env = {"DFS_CER__STORAGE__QUERY_WORK_BYTES": "64KiB"} if world.budget == "tight" else {}
             cluster = LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(world.nodes)],
-                                   memory_budget=budget).start()
+                                   env=env).start()
             try:
                 saved = self._before_late(world, drawn, cluster, root) if world.late is not None else {}
                 if world.late is not None:
@@ -414,7 +414,7 @@ class Runner:
         r.count("empty storage nodes", world.empty_nodes)
         r.count("column case", "as data" if all(n.islower() for n in world.names.values()) else "mixed")
         r.count("late files", "yes" if world.late is not None else "no")
-        r.count("node memory budget", world.budget)
+        r.count("node work bound", world.budget)
         for f in d.features:
             r.count("query feature" if f != d.shape else "pattern shape", f)
 

@@ -70,6 +70,17 @@ def test_registry_charges_work_to_the_budget_and_close_cancels_it() -> None:
         registry.work("q", "").call().check()
 
 
+def test_one_query_s_work_is_capped_by_storage_query_work_bytes() -> None:
+    registry = StateRegistry(10_000, 600, 1, query_work=1000)
+    first, second = registry.work("q", "").call(), registry.work("q", "").call()
+    first.charge(600)
+    with pytest.raises(WorkMemoryError, match=r"needs 1,100 bytes .* storage\.query_work_bytes=1,000"):
+        second.charge(500)
+    registry.work("other", "").call().charge(900)  # another query has its own share
+    first.settle()
+    second.charge(900)
+
+
 def test_bounded_cer_runs_return_exactly_the_unbounded_matches(monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunked joins (tiny chunks here) under a work give the same matches, in the same order."""
     table = attack_table(30)
