@@ -63,7 +63,7 @@ class World:
     nodes: int
     late: pa.Table | None  # rows appended as late files after the first queries
     empty_nodes: int = 0  # storage nodes without a row (known once sharded)
-    #: the nodes' work bound per query: "default" or "tight" (64 KiB of storage.query_work_bytes:
+    #: the nodes' work bound per query: "default" or "tight" (256 bytes of storage.query_work_bytes:
     #: node-side work past it stops, and push-pull's filter or node-side matching fall back)
     budget: str = "default"
 
@@ -373,7 +373,7 @@ class Runner:
             world.empty_nodes = sum(1 for m in manifests if m.rows == 0)
             # its own generator: the other draws of the world stay what they were
             world.budget = "tight" if np.random.default_rng(world.seed + 77).random() < 0.4 else "default"
-            env = {"DFS_CER__STORAGE__QUERY_WORK_BYTES": "64KiB"} if world.budget == "tight" else {}
+            env = {"DFS_CER__STORAGE__QUERY_WORK_BYTES": "256"} if world.budget == "tight" else {}
             cluster = LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(world.nodes)],
                                    env=env).start()
             try:
