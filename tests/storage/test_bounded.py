@@ -289,8 +289,8 @@ def test_a_like_the_node_refuses_runs_on_the_compute_node_exactly(node: LocalClu
 @pytest.mark.flight
 def test_many_heavy_calls_wait_for_a_work_slot_while_control_calls_answer(node: LocalCluster) -> None:
     """Eight push-pull calls at once on a node with one work slot: they take turns (each
-    checking its deadline while it waits) and all end by the deadline plus a step; health,
-    stats and reserve answer meanwhile."""
+    checking its deadline while it waits) and all end by the deadline plus a step; health and
+    stats answer meanwhile."""
     client = StorageClient(node.endpoints[0], node.token, timeout=120)
     qid = uuid.uuid4().hex
     client.action("open", {"query_id": qid, "sql": SKIP4, "lease_seconds": 4})
@@ -320,7 +320,8 @@ def test_many_heavy_calls_wait_for_a_work_slot_while_control_calls_answer(node: 
             worst = max(worst, time.monotonic() - asked)
         time.sleep(0.1)
     assert worst < 2.0 and time.monotonic() < deadline + 6.0, (worst, time.monotonic() - deadline)
-    assert len(errors) == 8 and all("WorkCancelledError" in e or "WorkMemoryError" in e for e in errors), errors
+    # each call stopped at the deadline, or (past the memory budget) kept every candidate
+    assert all("WorkCancelledError" in e for e in errors), errors
     client.action("close", {"query_id": qid})
     assert client.action("stats")[0]["work_bytes"] == 0
     client.close()
