@@ -20,6 +20,12 @@ Faults, each at a random round of the query (before it goes out) on a random nod
   s3-down  the S3 server goes away (transient: retried within storage.s3_retry_seconds)
   pressure another query holds the nodes' memory budget for 0.5-6 s (admission waits or refuses)
   none     no fault
+
+Attacks on a node's bounds (``--attacks``; one storage node on local disk, see bench/attacks.py):
+  .venv/bin/python bench/chaos.py --attacks [--rows 400] [--lease 2] [--json PATH]
+push_pull, node_matches, like and abandoned, each measured: seconds the node worked past the
+query's deadline (or its close), node CPU in the 2 s after, peak RSS, other queries' reserve
+latency during the attack and the next query's latency after it. Runtime: about a minute.
 """
 
 from __future__ import annotations
@@ -137,7 +143,13 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=60_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="write the figures (and every outcome) here")
+    parser.add_argument("--attacks", action="store_true", help="run the attacks on a node's bounds instead")
+    parser.add_argument("--rows", type=int, default=400, help="--attacks: events per type")
+    parser.add_argument("--lease", type=float, default=2.0, help="--attacks: the attacked query's deadline (s)")
     args = parser.parse_args()
+    if args.attacks:
+        attacks(args.rows, args.lease, args.json)
+        return
     rng = random.Random(args.seed)
     s3 = S3()
     import boto3
@@ -247,6 +259,24 @@ def main() -> None:
                                                "queries": args.queries, "events": args.events,
                                                "seed": args.seed}, indent=1))
     CLOSER.pending()
+
+
+def attacks(rows: int, lease: float, json_path: str | None) -> None:
+    """Each attack of bench/attacks.py against one node holding ``4 rows`` events of 2,000
+    characters each (the LIKE attack's strings)."""
+    from bench.attacks import ATTACKS, attack_table, run_attack
+
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        pq.write_table(attack_table(rows, text=2000), Path(tmp) / "events.parquet")
+        shard(str(Path(tmp) / "events.parquet"), 1, str(Path(tmp) / "nodes"), time_column="ts")
+        with LocalCluster([str(Path(tmp) / "nodes" / "node-00")]) as cluster:
+            for attack in ATTACKS:
+                outcome = run_attack(cluster.endpoints[0], cluster.token, cluster.procs[0].pid, attack, lease=lease)
+                out.append(outcome.as_dict())
+                print(json.dumps(outcome.as_dict()), flush=True)
+    if json_path:
+        Path(json_path).write_text(json.dumps({"rows": rows, "lease_seconds": lease, "attacks": out}, indent=1))
 
 
 def summarize(outcomes: list[dict[str, Any]]) -> dict[str, Any]:

@@ -97,6 +97,17 @@ class StorageConfig:
     calibration_file: str = ""
     #: the most CPU seconds one query may spend matching on this node (else the compute pulls)
     match_cpu_budget_seconds: float = 5.0
+    #: node-side work (push-pull matching, node-side matching, halo pulls) running at once; more
+    #: waits for a slot (checking its deadline). Control calls (reserve, release, close, health,
+    #: stats) take none and never wait behind it. 0: one per CPU core
+    work_threads: int = 0
+    #: the most bytes one query's node-side work (partial matches, matches) may hold at once;
+    #: past it push-pull's filter keeps every candidate and node-side matching is pulled instead
+    #: (0: whatever the memory budget has free)
+    query_work_bytes: int = 0
+    #: the most character steps (LIKE pattern size x characters of the rows) an input filter may
+    #: cost one node; a costlier one is refused and computed on the compute node
+    filter_cost_limit: int = 2_000_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +156,7 @@ _SIZE_UNITS = {
     "t": 1000**4, "tb": 1000**4, "tib": 1024**4,
 }  # fmt: skip
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
-_BYTE_KEYS = {"memory_budget", "cache_bytes", "max_message_bytes", "network_probe_bytes"}
+_BYTE_KEYS = {"memory_budget", "cache_bytes", "max_message_bytes", "network_probe_bytes", "query_work_bytes"}
 
 
 def parse_size(value: object, key: str = "size") -> int:
@@ -286,6 +297,10 @@ def _validate(config: Config) -> None:
         raise ConfigError(
             f"conf key storage.memory_budget must be positive, got {config.storage.memory_budget}"
         )
+    if config.storage.work_threads < 0 or config.storage.filter_cost_limit <= 0 or config.storage.query_work_bytes < 0:
+        raise ConfigError("conf keys storage.work_threads (0: one per CPU core), storage.filter_cost_limit (> 0) and "
+                          f"storage.query_work_bytes (0: no limit) got {config.storage.work_threads}, "
+                          f"{config.storage.filter_cost_limit} and {config.storage.query_work_bytes}")
     for section in ("strategy", "storage"):
         values = getattr(config, section)
         for name in values.__dataclass_fields__:

@@ -122,3 +122,11 @@ class MatchLimitError(DfsCerError):
     """Matching produced more results than ``max_matches`` allows."""
 
 
+
+
+class WorkCancelledError(DfsCerError):
+    """A query's work stopped: its deadline passed or it was closed (the compute node gave up)."""
+
+
+class WorkMemoryError(DfsCerError):
+    """A query's work would take more memory than its storage node can grant it."""

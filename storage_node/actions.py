@@ -8,6 +8,8 @@ turns them into Flight errors and keeps serving.
 from __future__ import annotations
 
 import contextlib
+import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -17,7 +19,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from dfs_cer.config import QueryConfig
-from dfs_cer.errors import DfsCerError, ProtocolError, StorageError
+from dfs_cer.errors import DfsCerError, ProtocolError, StorageError, WorkMemoryError
 from dfs_cer.filters import (
     IntervalSet,
     KeyKind,
@@ -54,6 +56,7 @@ from dfs_cer.transport.protocol import (
     Wjf,
     lease,
 )
+from dfs_cer.work import Work
 from storage_node.state import CacheMissError, QueryState, SnapshotGate, StateRegistry
 from storage_node.store import ShardStore
 
@@ -117,7 +120,8 @@ def _time_ranges(raw: object) -> np.ndarray | None:
 
 class Actions:
     def __init__(self, store: ShardStore, registry: StateRegistry, max_blob: int = 256 * 1024**2,
-                 betas: dict[str, float] | None = None, cpu_budget: float = 5.0) -> None:
+                 betas: dict[str, float] | None = None, cpu_budget: float = 5.0, work_threads: int = 0,
+                 filter_cost_limit: int = 2_000_000_000) -> None:
         self.store = store
         self.registry = registry
         #: opens share the loaded data; a switch to another table snapshot is alone
@@ -128,6 +132,41 @@ class Actions:
         self.betas = betas or node_betas("")
         #: the most seconds one query may spend matching here
         self.cpu_budget = cpu_budget
+        #: slots for node-side work (push-pull, node-side matching, halo pulls): control calls
+        #: take none, so they never wait behind a query's work
+        self.slots = threading.BoundedSemaphore(work_threads or os.cpu_count() or 1)
+        #: the most character steps an input filter may cost here (see dfs_cer.query.filter_cost)
+        self.filter_cost_limit = filter_cost_limit
+        #: names this node in a query's errors
+        self.where = f" on the storage node serving {store.location.uri}"
+        #: the work of the call this thread runs (read by the row filters of ``_whole``)
+        self._calls = threading.local()
+
+    def _check(self) -> None:
+        """Stop here when the query of this thread's call is past its deadline or closed."""
+        work = getattr(self._calls, "work", None)
+        if work is not None:
+            work.check()
+
+    @contextlib.contextmanager
+    def _working(self, query_id: str, deadline: float | None = None, slot: bool = True) -> Iterator[Work]:
+        """One call's share of a query's work (its deadline, cancellation and memory charges,
+        given back when the call ends); with ``slot``, the call waits for a work slot first,
+        checking its deadline and cancellation while it waits."""
+        call = self.registry.work(query_id, self.where, deadline).call()
+        taken = False
+        try:
+            while slot and not taken:
+                call.check()
+                taken = self.slots.acquire(timeout=0.05)
+            call.check()
+            self._calls.work = call
+            yield call
+        finally:
+            self._calls.work = None
+            if taken:
+                self.slots.release()
+            call.settle()
 
     # ------------------------------------------------------------------ open
 
@@ -194,8 +233,10 @@ class Actions:
         if mode is None or not any(v.navigating for v in analysis.variables):
             return candidates
         key, dedup = self._event_key(header, table.schema)
+        self._check()
         masks = navigation_masks(table, analysis, key, dedup, mode,
                                  window_units(table.schema.field(self.store.time_column).type))
+        self._check()
         return {name: rows[masks[name][rows]] if name in masks else rows for name, rows in candidates.items()}
 
     def _candidates(self, table: pa.Table, analysis: Analysis,
@@ -286,9 +327,18 @@ class Actions:
                                f"the query asked for snapshot {snapshot}: run it again when they end")
 
     def open(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
-        # late files added with dfs-cer shard --append; for a table, the snapshot the query pinned
-        with self.pinned(snapshot_of(header)):
-            return self._open(header)
+        qid = header.get("query_id")
+        seconds = lease(header)  # the query's work stops when its compute node's time is up
+        with self._working(qid if isinstance(qid, str) else "open",
+                           None if seconds is None else time.monotonic() + seconds, slot=False):
+            try:
+                # late files added with dfs-cer shard --append; for a table, the snapshot the query pinned
+                with self.pinned(snapshot_of(header)):
+                    return self._open(header)
+            except BaseException:
+                if isinstance(qid, str):
+                    self.registry.end_work(qid)
+                raise
 
     def _open(self, header: dict[str, Any]) -> Reply:
         if "group" in header:
@@ -306,7 +356,8 @@ class Actions:
         copies = bool(key) and dedup  # copies of an event may differ in other columns
         halo = bool(analysis.prev_reach or analysis.next_reach) or copies
         try:
-            if condition is not None:  # after admission: the check reads the shards
+            if condition is not None:  # after admission: the checks read the shards
+                self._filter_cost(condition)
                 self._no_nan(condition)
             ranges = _time_ranges(header.get("time_ranges"))
             row_ids = None
@@ -410,6 +461,38 @@ class Actions:
 
         condition = parse_input_filter(raw)
         return condition, input_filter_expression(condition, self.store.schema)
+
+    def _filter_cost(self, condition: Any) -> None:
+        """Refuse the input filter when its LIKE patterns would cost this node more than
+        ``storage.filter_cost_limit`` character steps over its rows (the compute node then
+        computes the input itself; see dfs_cer.query.filter_cost)."""
+        import pyarrow.compute as pc
+
+        from dfs_cer.errors import QueryValidationError
+        from dfs_cer.query.bind import resolve_column
+        from dfs_cer.query.filter_cost import check_like_size, filter_cost
+        from dfs_cer.query.input_filter import INPUT_FILTER
+
+        check_like_size(condition)
+        seen: dict[str, tuple[int, int]] = {}
+
+        def lengths(name: str) -> tuple[int, int]:
+            if name not in seen:
+                column = resolve_column(name, self.store.schema, "input filter")
+                values = self.store.scan(None, columns=[column]).column(column)
+                if pa.types.is_dictionary(values.type):  # what the filter reads: the decoded strings
+                    values = values.cast(values.type.value_type)
+                chars = pc.utf8_length(values) if pa.types.is_string(values.type) or \
+                    pa.types.is_large_string(values.type) else pa.array([], pa.int64())
+                seen[name] = (int(pc.sum(chars).as_py() or 0), int(pc.max(chars).as_py() or 0))
+            return seen[name]
+
+        cost = filter_cost(condition, lengths)
+        if cost > self.filter_cost_limit:
+            raise QueryValidationError(
+                f"the input filter's LIKE patterns would cost this node about {cost:,} character steps over its "
+                f"rows, more than storage.filter_cost_limit={self.filter_cost_limit:,}",
+                clause="input filter", code=INPUT_FILTER, hint="the input is computed on the compute node instead")
 
     def _no_nan(self, condition: Any) -> None:
         """Refuse the input filter when a floating-point column it reads holds NaN here (one
@@ -670,10 +753,16 @@ class Actions:
             raise ProtocolError(f"push_pull: no events uploaded for {missing}")
         rows = state.candidates[name]
         before = rows.size
-        keep = filter_by_projection(state.analysis.query, name, state.table.take(pa.array(rows)),
-                                    {p: state.uploads[p] for p in processed})
+        unfiltered: dict[str, str] = {}
+        with self._working(state.query_id) as work:
+            try:
+                keep = filter_by_projection(state.analysis.query, name, state.table.take(pa.array(rows)),
+                                            {p: state.uploads[p] for p in processed}, work)
+            except WorkMemoryError as exc:  # the filter only narrows: every candidate kept is still exact
+                keep = np.ones(rows.size, bool)
+                unfiltered["unfiltered"] = str(exc)
         state.candidates[name] = rows[keep]
-        return {"before": int(before), "survivors": int(keep.sum())}, []
+        return {"before": int(before), "survivors": int(keep.sum()), **unfiltered}, []
 
     def close(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         return {"closed": self.registry.close(Close.parse(header).query_id)}, []
@@ -705,6 +794,12 @@ class Actions:
                 self.registry.get(field(header, "query_id", str, kind))  # raises UnknownQueryError
             return self._admitted(kind, lambda: self._whole(None))
         state = self.registry.get(field(header, "query_id", str, kind))
+        with self._working(state.query_id) as work:
+            return self._pull_opened(state, kind, header, blobs, work)
+
+    def _pull_opened(self, state: QueryState, kind: str, header: dict[str, Any], blobs: list[bytes],
+                     work: Work) -> pa.Table:
+        """The pulls of an opened query, in a work slot and bounded by its work."""
         if kind == "pull_variable":  # push-pull: one variable's current candidates, with their row ids
             name = self._variable(state, header, kind)
             rows = state.candidates[name]
@@ -717,7 +812,7 @@ class Actions:
                 return self._with_local_halo(state, Halo.parse(header), rows)
             return state.table.take(pa.array(rows))
         if kind == "pull_matches":  # node-side matching: the MATCH_RECOGNIZE relation of this node's rows
-            return self._pull_matches(state, header)
+            return self._pull_matches(state, header, work)
         if kind == "pull_halo":  # rows next to the pulled candidates' (partition, time) points
             return self._pull_halo(state, Halo.parse(header), blobs)
         if kind not in ("pull", "pull_range"):
@@ -748,6 +843,7 @@ class Actions:
 
         self._same_generation(state, kind)
         table = self._whole(state.ranges, state.where)
+        self._check()
         unknown = [c for c in request.event_key if c not in table.column_names]
         if unknown:
             raise ProtocolError(f"{kind}: event key column(s) {unknown} are not columns of this node's rows")
@@ -848,7 +944,7 @@ class Actions:
         return pa.concat_tables([taken.append_column(HALO, pa.array(np.zeros(rows.size, bool))),
                                  near.append_column(HALO, pa.array(np.ones(near.num_rows, bool)))])
 
-    def _pull_matches(self, state: QueryState, header: dict[str, Any]) -> pa.Table:
+    def _pull_matches(self, state: QueryState, header: dict[str, Any], work: Work | None = None) -> pa.Table:
         """Run the query's MATCH_RECOGNIZE over this node's rows (its partitions are whole here)
         and return the relation (the outer SELECT stays on the compute node); the schema's
         metadata says how many matches and the seconds spent."""
@@ -872,9 +968,10 @@ class Actions:
         analysis = dataclasses.replace(state.analysis, event_key=request.event_key, dedup=request.dedup)
         began = time.process_time()
         if query.recognize.all_matches:
-            out = run_cer(table, analysis, max_matches=request.max_matches, on_limit=request.on_limit)
+            out = run_cer(table, analysis, max_matches=request.max_matches, on_limit=request.on_limit, work=work)
         else:
-            out = run_row_pattern(table, analysis, max_matches=request.max_matches, on_limit=request.on_limit)
+            out = run_row_pattern(table, analysis, max_matches=request.max_matches, on_limit=request.on_limit,
+                                  work=work)
         seconds = time.process_time() - began
         return out.table.replace_schema_metadata({"dfs_cer_matches": str(out.matches),
                                                   "dfs_cer_truncated": str(out.truncated).lower(),
@@ -984,7 +1081,7 @@ class Actions:
         ``where`` when given)."""
         table = self.store.sorted_rows()
         if where is not None:
-            table = table.take(pa.array(_matching_rows(table, where)))
+            table = table.take(pa.array(_matching_rows(table, where, getattr(self._calls, "work", None))))
         if ranges is None:
             return table
         return _inside(table, _time_ints(table.column(self.store.time_column)), ranges)[0]
@@ -1003,8 +1100,19 @@ def _canonical_copies(table: pa.Table, analysis: Analysis, key: list[str]) -> np
     return np.sort(sort_and_partition(table, tuple(mr.partition_by), order_by, None, tuple(key), True)[2])
 
 
-def _matching_rows(table: pa.Table, filt: Any) -> np.ndarray:
-    """Indices of ``table``'s rows passing a dataset filter expression, in order."""
+#: rows a filter is evaluated over between two checks of the query's work
+FILTER_CHUNK = 65536
+
+
+def _matching_rows(table: pa.Table, filt: Any, work: Work | None = None) -> np.ndarray:
+    """Indices of ``table``'s rows passing a dataset filter expression, in order; with a query's
+    ``work``, in chunks of rows with its deadline and cancellation checked between them."""
+    if work is not None and table.num_rows > FILTER_CHUNK:
+        parts = []
+        for start in range(0, table.num_rows, FILTER_CHUNK):
+            work.check()
+            parts.append(start + _matching_rows(table.slice(start, FILTER_CHUNK), filt))
+        return np.concatenate(parts)
     indexed = table.append_column("__row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
     col = ds.dataset(indexed).to_table(filter=filt, columns=["__row"]).column("__row")
     # the scanner's batches are each in order: a merge of sorted runs (timsort), not a full sort

@@ -24,11 +24,17 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from dfs_cer.config import StorageConfig, TablesConfig, load_config, parse_size
-from dfs_cer.errors import DfsCerError, FilterFormatError, ProtocolError, QueryError
+from dfs_cer.errors import (
+    DfsCerError,
+    FilterFormatError,
+    ProtocolError,
+    QueryError,
+    WorkMemoryError,
+)
 from dfs_cer.io.shard import schema_digest
 from dfs_cer.transport.envelope import COMPRESSIONS, seal
 from dfs_cer.transport.messages import decode, encode
-from dfs_cer.transport.protocol import ADMISSION, CACHE_MISS, UNKNOWN_QUERY, query_id
+from dfs_cer.transport.protocol import ADMISSION, CACHE_MISS, UNKNOWN_QUERY, WORK_MEMORY, query_id
 from storage_node.actions import Actions, node_betas, snapshot_of
 from storage_node.state import AdmissionError, CacheMissError, StateRegistry, UnknownQueryError
 from storage_node.store import ShardStore
@@ -58,9 +64,11 @@ class StorageNode(flight.FlightServerBase):
                          tls_certificates=tls or [])
         self.store = store
         self.config = config
-        self.registry = StateRegistry(config.memory_budget, config.state_ttl_seconds, config.admission_wait_seconds)
+        self.registry = StateRegistry(config.memory_budget, config.state_ttl_seconds, config.admission_wait_seconds,
+                                      config.query_work_bytes)
         self.actions = Actions(store, self.registry, self.config.max_message_bytes,
-                               node_betas(config.calibration_file), config.match_cpu_budget_seconds)
+                               node_betas(config.calibration_file), config.match_cpu_budget_seconds,
+                               config.work_threads, config.filter_cost_limit)
         self.started = time.time()
         self.calls = 0
         self.bytes_in = 0
@@ -103,6 +111,9 @@ class StorageNode(flight.FlightServerBase):
                                             extra_info=json.dumps({"code": CACHE_MISS}).encode())
         if isinstance(exc, UnknownQueryError):  # the client re-opens the query once (a restarted node)
             return flight.FlightServerError(f"{type(exc).__name__}: {exc}", extra_info=UNKNOWN_QUERY_INFO)
+        if isinstance(exc, WorkMemoryError):  # the compute node pulls instead of matching on the node
+            return flight.FlightServerError(f"{type(exc).__name__}: {exc}",
+                                            extra_info=json.dumps({"code": WORK_MEMORY}).encode())
         if isinstance(exc, QueryError):  # its stable code travels (e.g. an input filter the client falls back on)
             return flight.FlightServerError(f"{type(exc).__name__}: {exc}",
                                             extra_info=json.dumps({"code": exc.code}).encode())

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from dfs_cer.errors import DfsCerError
+from dfs_cer.errors import DfsCerError, WorkMemoryError
+from dfs_cer.work import Work
 
 #: a reservation not followed by an open is given back after this many seconds
 RESERVATION_TTL = 30.0
@@ -129,8 +130,12 @@ class SnapshotGate:
 
 
 class StateRegistry:
-    def __init__(self, budget: int, ttl: float, wait: float) -> None:
+    def __init__(self, budget: int, ttl: float, wait: float, query_work: int = 0) -> None:
         self.budget = budget
+        #: the most bytes one query's work may hold at once (0: whatever the budget has free)
+        self.query_work = query_work
+        #: bytes each query's work holds now
+        self._work_of: dict[str, int] = {}
         self.ttl = ttl
         self.wait = wait
         self._states: dict[str, QueryState] = {}
@@ -145,6 +150,14 @@ class StateRegistry:
         #: query ids closed by their compute node, in closing order: a call of that query still
         #: in flight (a hung node that resumes) must not leave state behind once it completes
         self._closed: OrderedDict[str, None] = OrderedDict()
+        #: each query's work (deadline, cancellation, memory charges) while it is opening or open:
+        #: id -> (work, when created)
+        self._works: dict[str, tuple[Work, float]] = {}
+        #: bytes charged by the work of queries (inside ``_reserved``) and the most at once
+        self.work_bytes = 0
+        self.work_peak = 0
+        #: calls stopped at a deadline or a close, and refused for memory
+        self.stopped = 0
 
     def _refuse_closed(self, query_id: str) -> None:
         if query_id in self._closed:
@@ -161,8 +174,12 @@ class StateRegistry:
         with self._lock:
             for qid in [q for q, s in self._states.items()
                         if now - s.last_used > self.ttl or (s.expires is not None and now > s.expires)]:
-                self._drop(qid)
+                self._drop(qid, "it expired (no call within storage.state_ttl_seconds, or past its lease)")
                 self.evicted += 1
+            for qid in [q for q, (w, made) in self._works.items() if q not in self._states and q not in self._held
+                        and (w.cancelled or now - made > self.ttl
+                             or (w.deadline is not None and now > w.deadline + 60.0))]:
+                self._works.pop(qid)[0].cancel("it expired")
             self._expire(now)
             self._lock.notify_all()
 
@@ -293,7 +310,10 @@ class StateRegistry:
         with self._lock:
             found = query_id in self._states
             if found:
-                self._drop(query_id)
+                self._drop(query_id, "its compute node closed it")
+            work = self._works.pop(query_id, None)
+            if work is not None:
+                work[0].cancel("its compute node closed it")
             held = self._held.pop(query_id, None)
             if held is not None:
                 self._reserved -= held[0]
@@ -306,14 +326,77 @@ class StateRegistry:
             self._lock.notify_all()
             return found or held is not None
 
-    def _drop(self, query_id: str) -> None:
+    def _drop(self, query_id: str, reason: str | None = None) -> None:
+        """Forget a query's state; with a ``reason``, its work stops too (it expired or closed)."""
         state = self._states.pop(query_id)
         self._reserved -= state.reserved
+        if reason is not None and query_id in self._works:
+            self._works.pop(query_id)[0].cancel(reason)
+
+    def work(self, query_id: str, where: str, deadline: float | None = None) -> Work:
+        """The query's work (made at its open with the lease's ``deadline``): each call takes
+        ``.call()`` of it. A closed query's work is cancelled at once."""
+        with self._lock:
+            found = self._works.get(query_id)
+            if found is None:
+                work = Work(query_id, where, deadline, lambda n: self._grant(query_id, n),
+                            lambda n: self._give_back(query_id, n))
+                self._works[query_id] = (work, time.monotonic())
+            else:
+                work = found[0]
+                if deadline is not None:
+                    work.deadline = deadline
+            if query_id in self._closed:
+                work.cancel("its compute node closed it")
+            return work
+
+    def end_work(self, query_id: str) -> None:
+        """Forget the work of a query whose open failed (nothing of it is kept)."""
+        with self._lock:
+            if query_id not in self._states:
+                found = self._works.pop(query_id, None)
+                if found is not None:
+                    found[0].cancel("its open failed")
+
+    def _grant(self, query_id: str, nbytes: int) -> None:
+        with self._lock:
+            mine = self._work_of.get(query_id, 0) + nbytes
+            if self.query_work and mine > self.query_work:
+                self.stopped += 1
+                where = self._works[query_id][0].where if query_id in self._works else ""
+                raise WorkMemoryError(
+                    f"query {query_id}{where} needs {mine:,} bytes for its work (partial matches, matches or "
+                    f"filter results), more than storage.query_work_bytes={self.query_work:,} allows one query: "
+                    "bound the query (a WITHIN window, a lower max_matches) or raise the setting")
+            if self._reserved + nbytes > self.budget:
+                self.stopped += 1
+                where = self._works[query_id][0].where if query_id in self._works else ""
+                raise WorkMemoryError(
+                    f"query {query_id}{where} needs {nbytes:,} more bytes for its work (partial matches, matches or "
+                    f"filter results) but only {max(0, self.budget - self._reserved):,} of the node's memory budget "
+                    f"of {self.budget:,} are free (storage.memory_budget, --memory-budget): bound the query (a "
+                    "WITHIN window, a lower max_matches) or raise the budget")
+            self._reserved += nbytes
+            self._work_of[query_id] = mine
+            self.work_bytes += nbytes
+            self.work_peak = max(self.work_peak, self.work_bytes)
+
+    def _give_back(self, query_id: str, nbytes: int) -> None:
+        with self._lock:
+            left = self._work_of.get(query_id, 0) - nbytes
+            if left > 0:
+                self._work_of[query_id] = left
+            else:
+                self._work_of.pop(query_id, None)
+            self._reserved -= nbytes
+            self.work_bytes -= nbytes
+            self._lock.notify_all()
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
             return {"queries": len(self._states) + len(self._held), "held_bytes": self._reserved,
                     "budget_bytes": self.budget, "reservations": len(self._held), "waiting": len(self._waiting),
-                    "evicted": self.evicted, "refused": self.refused,
+                    "evicted": self.evicted, "refused": self.refused, "work_bytes": self.work_bytes,
+                    "work_peak_bytes": self.work_peak, "stopped": self.stopped,
                     # sizes only: query ids are what protects a query's state from other token holders
                     "per_query_bytes": sorted((s.size_in_bytes() for s in self._states.values()), reverse=True)}

@@ -14,6 +14,10 @@ from dfs_cer.filters.swf import RefreshTags
 
 def warm_up() -> None:
     ts = np.arange(0, 4000, 40, dtype=np.int64)
+    # the CER engine's joins (push-pull, node-side matching): a compile is not interruptible
+    from dfs_cer.match.cer_kernels import expand
+
+    expand(ts[:3], ts[:3] + 1, ts[:3], ts[:3], ts, ts)
     swf = ShrinkingWindowFilter.from_intervals(ts[:10], ts[:10] + 100, 100)
     swf.insert_intervals(ts[10:20], ts[10:20] + 100)
     swf.contains(ts)

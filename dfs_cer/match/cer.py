@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 
 from dfs_cer.errors import MatchLimitError, UnsupportedFeatureError
 from dfs_cer.match.arrow_eval import _broadcast, evaluate
-from dfs_cer.match.cer_kernels import expand
+from dfs_cer.match.cer_kernels import expand_pairs, expand_ranges
 from dfs_cer.match.cer_pattern import Branch, Item, branches
 from dfs_cer.match.columns import KLEENE, ON_LIMIT, check_choice, column_of, split_halo
 from dfs_cer.match.rowpattern import (
@@ -57,7 +57,12 @@ from dfs_cer.query.expr import (
     to_sql,
     walk,
 )
+from dfs_cer.work import CHECK_EVERY, Work
 
+#: pairs of partial matches and candidates joined at once when a node's work bounds the run
+CHUNK_PAIRS = 1 << 20
+#: what one match with Kleene sets holds (Python lists of rows), charged to a node's work
+KLEENE_MATCH_BYTES = 256
 SELECTIONS = ("skip_till_any_match", "skip_till_next_match", "strict_contiguity")
 
 
@@ -110,7 +115,7 @@ def _check(e: Expr, resolve: Gathered, n: int) -> np.ndarray:
 def run_cer(table: pa.Table, analysis: Analysis, *, selection: str = "skip_till_any_match", kleene: str = "all",
             max_matches: int = 10_000_000, on_limit: str = "error", count_only: bool = False,
             join_order: tuple[str, ...] | None = None, time_order: str = "strict",
-            match_ids: bool = False) -> MatchOutput:
+            match_ids: bool = False, work: Work | None = None) -> MatchOutput:
     """Evaluate a CER query (``ALL MATCHES`` or a selection strategy) over ``table``.
 
     ``match_ids`` adds ``__match_id``, ``__match_start`` and ``__match_end`` to the relation
@@ -122,6 +127,10 @@ def run_cer(table: pa.Table, analysis: Analysis, *, selection: str = "skip_till_
     ``time_order="relaxed"`` lets consecutive variables share a timestamp. It is not a matching
     semantics of its own: filters that must keep a superset of SQL semantics' matches (where
     tied rows are ordered by row, possibly across storage nodes) evaluate with it.
+
+    ``work`` (a storage node's query work, :mod:`dfs_cer.work`) is checked between steps and
+    charged for the partial matches before they are made: past its deadline, once cancelled or
+    beyond the node's memory the run stops with a clear error instead of running on.
     """
     if time_order not in ("strict", "relaxed"):
         raise UnsupportedFeatureError(f"time_order {time_order!r}", code="unsupported")
@@ -165,6 +174,7 @@ def run_cer(table: pa.Table, analysis: Analysis, *, selection: str = "skip_till_
         engine.join_order = join_order
         engine.tie = 1 if time_order == "strict" else 0
         engine.row_hash = row_hash
+        engine.work = work
         engines.append((engine, _for_branch(analysis, branch)))
     if len(engines) == 1:
         engine, branch_analysis = engines[0]
@@ -255,6 +265,33 @@ class _Engine:
         self.index = {it.name: i for i, it in enumerate(items)}
         self.kleene = {it.name for it in items if it.kleene}
         self.row_hash: np.ndarray | None = None  # set when the relation carries match ids
+        self.work: Work | None = None  # a storage node's bounds on the run (None: unbounded)
+        self._held = 0  # bytes of partial matches charged to ``work``
+
+    def _check(self, step: int = 0) -> None:
+        if self.work is not None and step % CHECK_EVERY == 0:
+            self.work.check()
+
+    def _hold(self, nbytes: int) -> None:
+        """Charge the partial matches about to be made (``nbytes``) in place of those held."""
+        if self.work is None:
+            return
+        if nbytes > self._held:
+            self.work.charge(nbytes - self._held)
+        else:
+            self.work.uncharge(self._held - nbytes)
+        self._held = nbytes
+
+    def _expand(self, lo_row: np.ndarray, hi_row: np.ndarray, t_lo: np.ndarray, t_hi: np.ndarray,
+                cand: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+        """The band join of partial matches (``width`` bound variables) with ``cand``, its pairs
+        counted and charged before they are made."""
+        first, last = expand_ranges(lo_row, hi_row, t_lo, t_hi, cand, self.ts[cand])
+        if self.work is not None:
+            pairs = int((last - first).sum())
+            # the pairs, the partial matches gathered through them, and a condition's masks
+            self._hold(pairs * 8 * (2 * width + 4))
+        return expand_pairs(first, last, cand)
 
     # ------------------------------------------------------------------ candidates and conditions
 
@@ -660,6 +697,7 @@ class _Engine:
             pos = np.searchsorted(c, after[last[alive]]) if alive.size else np.zeros(0, np.int64)
             pending = np.arange(alive.size)
             while pending.size:
+                self._check()
                 j = pos[pending]
                 ok = j < c.size
                 r = c[np.minimum(j, max(c.size - 1, 0))] if c.size else np.zeros(pending.size, np.int64)
@@ -737,7 +775,10 @@ class _Engine:
         kleene_out: dict[str, list[list[int]]] = {k: [] for k in self.kleene}
         keep_idx: list[int] = []
         if stnm_sets is None:
-            counted = [self._count_sets(bound, cands, dependent, i) for i in range(count)]
+            counted = []
+            for i in range(count):
+                self._check(i)
+                counted.append(self._count_sets(bound, cands, dependent, i))
             if all(c is not None for c in counted):
                 exact = sum(c for c in counted if c is not None)
                 if self.count_only:
@@ -746,10 +787,13 @@ class _Engine:
                     raise MatchLimitError(f"the query produced {exact} matches, more than "
                                           f"max_matches={self.max_matches}")
         for i in range(count):
+            self._check(i)
             sets: Iterable[dict[str, list[int]]] = [stnm_sets[i]] if stnm_sets is not None else \
                 self._kleene_sets(bound, cands, dependent, i)
             for one in sets:
                 total += 1
+                if self.work is not None and total % CHECK_EVERY == 0:  # the Kleene sets kept so far
+                    self.work.charge(CHECK_EVERY * KLEENE_MATCH_BYTES)
                 if total > self.max_matches:
                     if self.on_limit != "truncate":
                         raise MatchLimitError(f"the query produced more than max_matches={self.max_matches} matches"
@@ -796,20 +840,52 @@ class _Engine:
                 bound[v] = np.zeros(0, np.int64)
                 done.add(v)
                 continue
-            lo_row, hi_row, t_lo, t_hi = self._bounds_for(v, bound, count)
             cand = cands[v]
-            idx, rows = expand(lo_row, hi_row, t_lo, t_hi, cand, self.ts[cand])
-            bound = {k: r[idx] for k, r in bound.items()}
-            if self.unordered:  # a conjunction binds distinct events
-                distinct = np.ones(rows.size, bool)
-                for r in bound.values():
-                    distinct &= r != rows
-                bound = {k: r[distinct] for k, r in bound.items()}
-                rows = rows[distinct]
-            bound[v] = rows
             done.add(v)
-            bound = self._apply(bound, done, v, dependent)
+            width = (len(bound) + 1) * 8  # bytes per partial match
+            pieces: list[dict[str, np.ndarray]] = []
+            kept = 0
+            # blocks of partial matches and bounded chunks of their pairs when a node's work
+            # bounds the run: checked between, and charged for what is kept plus the chunk
+            # being joined (conditions drop most pairs)
+            block = count if self.work is None else CHUNK_PAIRS
+            for start in range(0, count, block):
+                self._check()
+                some = {k: r[start:start + block] for k, r in bound.items()}
+                lo_row, hi_row, t_lo, t_hi = self._bounds_for(v, some, next(iter(some.values())).size)
+                first, last = expand_ranges(lo_row, hi_row, t_lo, t_hi, cand, self.ts[cand])
+                for a, b in self._chunks(last - first):
+                    idx, rows = expand_pairs(first[a:b], last[a:b], cand)
+                    if self.work is not None:
+                        self._hold(kept + rows.size * (2 * width + 32))
+                    part = {k: r[a:b][idx] for k, r in some.items()}
+                    if self.unordered:  # a conjunction binds distinct events
+                        distinct = np.ones(rows.size, bool)
+                        for r in part.values():
+                            distinct &= r != rows
+                        part = {k: r[distinct] for k, r in part.items()}
+                        rows = rows[distinct]
+                    part[v] = rows
+                    pieces.append(self._apply(part, done, v, dependent))
+                    kept += pieces[-1][v].size * width
+            bound = pieces[0] if len(pieces) == 1 else {k: np.concatenate([p[k] for p in pieces]) for k in pieces[0]}
+            self._hold(kept)
         return self._negations(bound, cands, dependent)
+
+    def _chunks(self, counts: np.ndarray) -> Iterator[tuple[int, int]]:
+        """Slices of the partial matches whose pairs (``counts`` each) make bounded chunks (one
+        slice when no work bounds the run), the work checked before each."""
+        if self.work is None or counts.size == 0:
+            yield 0, counts.size
+            return
+        ends = np.cumsum(counts)
+        a = 0
+        while a < counts.size:
+            self.work.check()
+            b = int(np.searchsorted(ends, (ends[a - 1] if a else 0) + CHUNK_PAIRS, side="right"))
+            b = max(b, a + 1)
+            yield a, b
+            a = b
 
     def _negations(self, bound: dict[str, np.ndarray], cands: dict[str, np.ndarray],
                    dependent: dict[str, list[Expr]]) -> dict[str, np.ndarray]:
@@ -830,7 +906,7 @@ class _Engine:
             anchor = next(iter(bound.values()))
             part = self.row_part[anchor]
             cand = cands[it.name]
-            idx, rows = expand(self.bounds[part], self.bounds[part + 1], t_lo, t_hi, cand, self.ts[cand])
+            idx, rows = self._expand(self.bounds[part], self.bounds[part + 1], t_lo, t_hi, cand, len(bound))
             if rows.size == 0:
                 continue
             view = {k: r[idx] for k, r in bound.items()}

@@ -50,6 +50,7 @@ from dfs_cer.query.expr import (
     walk,
 )
 from dfs_cer.query.model import Definition, MatchRecognize, Measure
+from dfs_cer.work import Work, check
 
 MARK = "__dfs_cer_var"
 ROW = "__dfs_cer_row"
@@ -130,9 +131,11 @@ def _projected(mr: MatchRecognize, keep: set[str], any_row: set[str]) -> MatchRe
                                all_matches=True)
 
 
-def filter_by_projection(query: Query, variable: str, local: pa.Table, uploads: dict[str, pa.Table]) -> np.ndarray:
+def filter_by_projection(query: Query, variable: str, local: pa.Table, uploads: dict[str, pa.Table],
+                         work: Work | None = None) -> np.ndarray:
     """Boolean mask over ``local`` (the variable's candidates): True where the event completes a
-    projected match (module docstring: a superset, never too little)."""
+    projected match (module docstring: a superset, never too little). ``work`` bounds the
+    matching (a storage node's deadline, cancellation and memory; see :mod:`dfs_cer.work`)."""
     mr = query.recognize
     keep = set(uploads) | {variable}
     first = analyze(query, local.schema)
@@ -168,7 +171,9 @@ def filter_by_projection(query: Query, variable: str, local: pa.Table, uploads: 
             analysis = analyze(one, combined.schema, QueryConfig(dedup=False))  # a superset filter: keep all
             # SQL semantics orders tied rows by row (here: by storage node, unknown to this node), so
             # consecutive variables may share a timestamp; skip-till-any-match never chains them
-            result = run_cer(combined, analysis, time_order="strict" if mr.all_matches else "relaxed").table
+            check(work)
+            result = run_cer(combined, analysis, time_order="strict" if mr.all_matches else "relaxed",
+                             work=work).table
             if result.num_rows:
                 hits = np.asarray(result.column("r").to_numpy(zero_copy_only=False), np.int64)
                 mask[hits[hits >= 0]] = True

@@ -28,6 +28,7 @@ from dfs_cer.query.analyze import Analysis
 from dfs_cer.query.expr import Column, walk
 from dfs_cer.query.model import MatchRecognize, RowsPerMatch, SkipTo
 from dfs_cer.query.numeric import time_ints
+from dfs_cer.work import Work, check
 
 MAX_MATCHES = 10_000_000
 
@@ -255,7 +256,7 @@ def time_values(table: pa.Table, column: str) -> np.ndarray:
 def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = MAX_MATCHES,
                     on_limit: str = "error", segments: np.ndarray | None = None,
                     match_ids: bool | str = False, may_start: np.ndarray | None = None,
-                    spans: bool = False) -> MatchOutput:
+                    spans: bool = False, work: Work | None = None) -> MatchOutput:
     """Evaluate the MATCH_RECOGNIZE clause of a bound analysis over ``table``.
 
     ``match_ids`` adds ``__match_id`` (stable: from the match's events and labels),
@@ -270,6 +271,10 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
     ``may_start`` (one bool per input row) lets matches start only at the rows it marks; the
     other rows are still read and matched into (a time chunk of a split input, see
     :mod:`dfs_cer.plan.chunks`). ``spans`` returns where the matches lie (:class:`MatchSpans`).
+
+    ``work`` (a storage node's query work, :mod:`dfs_cer.work`) is checked before and after the
+    program runs (the compiled VM itself runs to its end, bounded by ``max_matches``, with the
+    GIL released) and charged for the matched rows before the relation is built.
     """
     check_choice(on_limit, ON_LIMIT, "on_limit")
     query = analysis.query
@@ -335,11 +340,14 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
     if may_start is not None:
         allowed = np.asarray(may_start, bool)[order] if n else np.zeros(0, bool)
     starts = match_starts(mr.pattern, labels, c.masks, n, bounds, allowed)
+    check(work)
     status, m_start, m_end, m_part, r_match, r_row, r_label, r_excl, work_bytes = vm.run(
         program.op.astype(np.int64), program.a.astype(np.int64), program.b.astype(np.int64), c.masks, c.dependent,
         c.code, c.code_start, c.const_i, c.const_f, c.const_kind, c.icols, c.inull, c.fcols, c.fnull, c.members,
         c.relevant, c.deep_navigation, ts, window, bounds, nav_parts, skip_mode, skip_target, max_matches, starts,
         *_idle_skipping(c.masks, c.dependent, n))
+    if work is not None:  # the matched rows, and the relation's columns built from them
+        work.charge(4 * (m_start.nbytes + r_match.nbytes + r_row.nbytes + r_label.nbytes))
     truncated = False
     if status == vm.LIMIT_REACHED:
         if on_limit != "truncate":

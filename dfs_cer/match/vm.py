@@ -432,7 +432,7 @@ def _follow(q: int, depth: int, row: int, p0: int, p1: int, op: np.ndarray, arg_
     return -1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # a storage node's control calls run beside a long match
 def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray, dependent: np.ndarray,
         code: np.ndarray, code_start: np.ndarray, const_i: np.ndarray, const_f: np.ndarray, const_kind: np.ndarray,
         icols: np.ndarray, inull: np.ndarray, fcols: np.ndarray, fnull: np.ndarray, members: np.ndarray,

@@ -288,7 +288,9 @@ def push_pull(session: Session, query: Query, unit: str, options: PullOptions) -
             c.upload(Upload(session.query_id, p).header(), t)
 
         session.all("upload", send)
-        session.action("push_pull", PushPull(session.query_id, name, tuple(order[:i])).header())
+        replies = session.action("push_pull", PushPull(session.query_id, name, tuple(order[:i])).header())
+        session.trace.warnings.extend(f"push_pull: storage node {k} kept every candidate of {name} ({h['unfiltered']})"
+                                      for k, (h, _) in enumerate(replies) if h.get("unfiltered"))
         pulled[name] = _pull_variable(session, name)
     events = pa.concat_tables(list(pulled.values()))
     # an event may have been pulled for several variables: keep one copy per (node, row), in
@@ -482,9 +484,18 @@ def _node_matching(session: Session, analysis: Analysis, headers: list[dict[str,
 
     settings = load_config().matcher
     request = NodeMatch(session.query_id, analysis.event_key, analysis.dedup, settings.max_matches, settings.on_limit)
-    tables = session.all("pull_matches", lambda c: c.pull(request.header()),
-                         events=lambda ts: sum(t.num_rows for t in ts), decision=decision,
-                         note="matched on the storage nodes (whole PARTITION BY groups there)")
+    from dfs_cer.transport.client import NodeRefusedError
+    from dfs_cer.transport.protocol import WORK_MEMORY
+
+    try:
+        tables = session.all("pull_matches", lambda c: c.pull(request.header()),
+                             events=lambda ts: sum(t.num_rows for t in ts), decision=decision,
+                             note="matched on the storage nodes (whole PARTITION BY groups there)")
+    except NodeRefusedError as exc:  # the matches do not fit a node's memory: pull the events (exact)
+        if exc.code != WORK_MEMORY:
+            raise
+        trace.rounds.append(Round("skip", 0, 0, 0, 0.0, decision, f"node-side matching stopped, events pulled: {exc}"))
+        return None
     matches = sum(int((t.schema.metadata or {}).get(b"dfs_cer_matches", b"0")) for t in tables)
     truncated = [t for t in tables if (t.schema.metadata or {}).get(b"dfs_cer_truncated") == b"true"]
     if truncated:

@@ -90,6 +90,15 @@ def pull_pushed(plan: StatementPlan, part: Part, strategy: str, endpoints: Seque
 
     assert part.pushed is not None
     table, condition = part.pushed
+    from dfs_cer.errors import QueryValidationError
+    from dfs_cer.query.filter_cost import check_like_size
+    from dfs_cer.query.input_filter import parse_input_filter
+
+    try:  # bounded before it reaches a node: what a node would spend on its LIKE patterns
+        check_like_size(parse_input_filter(condition))
+    except QueryValidationError as exc:
+        plan.refused[part.relation] = f"the input filter {condition[:120]!r}... is not pushed: {exc}"
+        return None
     try:
         return pull(strategy, dataclasses.replace(part.query, table=table), endpoints, token,
                     input_filter=condition, **options)

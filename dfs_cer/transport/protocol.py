@@ -43,6 +43,8 @@ ADMISSION = "admission"
 #: ``verify`` asked for the interval set cached by the preceding ``wjf``, which the node lost
 #: (it restarted and the query was re-opened): send the set again
 CACHE_MISS = "cache-miss"
+#: a query's work on a node would take more than the node's free memory budget
+WORK_MEMORY = "work-memory"
 
 #: seconds a node keeps an opened query's state past the compute node's deadline for it
 #: (the lease the client sends with ``open``): a query whose close never arrives holds nothing

@@ -63,11 +63,14 @@ class World:
     nodes: int
     late: pa.Table | None  # rows appended as late files after the first queries
     empty_nodes: int = 0  # storage nodes without a row (known once sharded)
+    #: the nodes' work bound per query: "default" or "tight" (256 bytes of storage.query_work_bytes:
+    #: node-side work past it stops, and push-pull's filter or node-side matching fall back)
+    budget: str = "default"
 
     def describe(self) -> str:
         return (f"world seed={self.seed} rows={self.table.num_rows} time={self.time_type} v,w={self.value_types} "
                 f"type={self.string_type} layout={self.partitioning}x{self.nodes} "
-                f"late={0 if self.late is None else self.late.num_rows} names={self.names}")
+                f"late={0 if self.late is None else self.late.num_rows} budget={self.budget} names={self.names}")
 
 
 @dataclass
@@ -369,7 +372,11 @@ class Runner:
                               type_column=world.names["type"], batch_rows=64)
             world.empty_nodes = sum(1 for m in manifests if m.rows == 0)
             self._csv_input(world, root)
-            cluster = LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(world.nodes)]).start()
+            # its own generator: the other draws of the world stay what they were
+            world.budget = "tight" if np.random.default_rng(world.seed + 77).random() < 0.4 else "default"
+            env = {"DFS_CER__STORAGE__QUERY_WORK_BYTES": "256"} if world.budget == "tight" else {}
+            cluster = LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(world.nodes)],
+                                   env=env).start()
             try:
                 saved = self._before_late(world, drawn, cluster, root) if world.late is not None else {}
                 if world.late is not None:
@@ -378,6 +385,7 @@ class Runner:
                           partitioning=world.partitioning, time_column=world.names["ts"],
                           type_column=world.names["type"], batch_rows=64, append=True)
                 self._queries(world, drawn, full, cluster, rng, saved, root)
+                self._node_work(world, cluster)
             finally:
                 cluster.stop()
                 cluster.tmp.cleanup()
@@ -457,6 +465,21 @@ class Runner:
         finally:
             csvfiles.BLOCK = block
 
+    def _node_work(self, world: World, cluster: LocalCluster) -> None:
+        """Every node gave back what its queries' work charged (calls that stopped included)."""
+        from dfs_cer.transport.client import StorageClient
+
+        for endpoint in cluster.endpoints:
+            client = StorageClient(endpoint, cluster.token, timeout=30)
+            try:
+                stats = client.action("stats")[0]
+            finally:
+                client.close()
+            self.report.count("node work", "stopped or fell back" if stats.get("stopped") else "within bounds")
+            if stats.get("work_bytes"):
+                self.report.cases += 1
+                self._finding(world, "node work not given back", "", ("rows", "work_bytes 0"), stats)
+
     def _dimensions(self, world: World, d: Drawn) -> None:
         r = self.report
         r.count("time type", world.time_type)
@@ -467,6 +490,7 @@ class Runner:
         r.count("empty storage nodes", world.empty_nodes)
         r.count("column case", "as data" if all(n.islower() for n in world.names.values()) else "mixed")
         r.count("late files", "yes" if world.late is not None else "no")
+        r.count("node work bound", world.budget)
         for f in d.features:
             r.count("query feature" if f != d.shape else "pattern shape", f)
 

@@ -1,0 +1,101 @@
+"""One query's work on a storage node: a deadline, a cancelled flag and a memory charge.
+
+Every long loop that runs for a query (push-pull matching, node-side matching, input filters,
+halo rows, navigation masks) is handed the query's :class:`Work` and calls :meth:`Work.check`
+between bounded steps and :meth:`Work.charge` before it allocates a structure whose size
+follows the input (partial matches, matches). The node sets the deadline from the query's
+lease (the compute node's time left), cancels the work when the query is closed or expires,
+and charges memory against the query's reservation, so an abandoned or runaway query stops
+within one step instead of running on past its compute node (DESIGN.md "Work on a node
+belongs to a query"). Pure logic: no I/O; the engines take ``work=None`` where nothing bounds
+them (the local engine).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from dfs_cer.errors import WorkCancelledError
+
+#: engines check the work at least once per this many steps of a Python-level loop
+CHECK_EVERY = 4096
+
+
+class Work:
+    """The bounds of one query's work (thread-safe: ``cancel`` comes from another call).
+
+    ``grant(nbytes)`` reserves ``nbytes`` more for the query or raises (the node's
+    :class:`~dfs_cer.errors.WorkMemoryError` naming the query, the node and the setting);
+    ``give_back(nbytes)`` returns them. ``deadline`` is a ``time.monotonic()`` value.
+    """
+
+    def __init__(self, query_id: str, where: str = "", deadline: float | None = None,
+                 grant: Callable[[int], None] | None = None, give_back: Callable[[int], None] | None = None) -> None:
+        self.query_id = query_id
+        self.where = where
+        self.deadline = deadline
+        self._grant = grant
+        self._give_back = give_back
+        self._cancelled = threading.Event()
+        self._reason = [""]
+        self._lock = threading.Lock()
+        self.charged = 0
+        #: the most bytes charged at once (reported by the node's stats)
+        self.peak = 0
+
+    def cancel(self, reason: str) -> None:
+        """Stop the work at its next check (the query was closed or expired)."""
+        self._reason[0] = reason
+        self._cancelled.set()
+
+    def call(self) -> Work:
+        """The work of one call of the query: the query's deadline and cancellation, its own
+        charges (settled when the call ends, whatever other calls of the query hold)."""
+        out = Work(self.query_id, self.where, self.deadline, self._grant, self._give_back)
+        out._cancelled, out._reason = self._cancelled, self._reason
+        return out
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    def check(self) -> None:
+        """Raise :class:`WorkCancelledError` when the query was cancelled or its deadline passed."""
+        if self._cancelled.is_set():
+            raise WorkCancelledError(f"query {self.query_id}{self.where}: stopped, {self._reason[0]}")
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise WorkCancelledError(f"query {self.query_id}{self.where}: stopped at its deadline (the compute "
+                                     "node's lease_seconds at open); run it again with a longer "
+                                     "strategy.query_timeout_seconds")
+
+    def charge(self, nbytes: int) -> None:
+        """Hold ``nbytes`` more for this query (checked first: a cancelled query takes nothing)."""
+        self.check()
+        nbytes = int(nbytes)
+        if nbytes <= 0:
+            return
+        if self._grant is not None:
+            self._grant(nbytes)
+        with self._lock:
+            self.charged += nbytes
+            self.peak = max(self.peak, self.charged)
+
+    def uncharge(self, nbytes: int) -> None:
+        """Give back ``nbytes`` of what :meth:`charge` took (a structure was freed)."""
+        with self._lock:
+            nbytes = min(int(nbytes), self.charged)
+            self.charged -= nbytes
+        if nbytes > 0 and self._give_back is not None:
+            self._give_back(nbytes)
+
+    def settle(self) -> None:
+        """Give back everything charged (the call that did the work ends)."""
+        self.uncharge(self.charged)
+
+
+def check(work: Work | None) -> None:
+    """:meth:`Work.check` when there is a work to check."""
+    if work is not None:
+        work.check()

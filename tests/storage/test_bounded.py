@@ -1,0 +1,305 @@
+"""A storage node is bounded by the query that runs on it: push-pull matching, node-side
+matching and input filters stop at the query's deadline, when it is closed, or when their
+memory would pass the node's budget; other queries' control calls answer meanwhile; the next
+query works; a LIKE whose cost is too high is not pushed (compute node) or refused (node)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from bench.attacks import ALL2, SKIP4, attack_table, like_filter, run_attack
+from dfs_cer import match_recognize
+from dfs_cer.errors import WorkCancelledError, WorkMemoryError
+from dfs_cer.io.shard import shard
+from dfs_cer.match import cer
+from dfs_cer.match.cer import run_cer
+from dfs_cer.match.push_pull import filter_by_projection
+from dfs_cer.query import analyze, parse
+from dfs_cer.query.input_filter import INPUT_FILTER
+from dfs_cer.strategies import pull
+from dfs_cer.strategies.matching import match_pulled
+from dfs_cer.transport.client import NodeRefusedError, StorageClient
+from dfs_cer.work import Work
+from storage_node.launcher import LocalCluster
+from storage_node.state import StateRegistry
+
+#: rows per type: push-pull's 4-variable projection has n^4/24 combinations (10^9 at 400)
+N = 400
+
+
+# ------------------------------------------------------------------ the mechanism, in process
+
+
+def test_registry_charges_work_to_the_budget_and_close_cancels_it() -> None:
+    registry = StateRegistry(1000, 600, 1)
+    call = registry.work("q", " on the storage node serving /d").call()
+    call.charge(600)
+    assert registry.held == 600
+    with pytest.raises(WorkMemoryError, match=r"query q on the storage node serving /d needs 500 more bytes.*"
+                                              r"storage.memory_budget, --memory-budget"):
+        call.charge(500)
+    call.settle()
+    assert registry.held == 0 and registry.stats()["work_peak_bytes"] == 600
+    registry.close("q")
+    with pytest.raises(WorkCancelledError, match="closed"):
+        call.check()
+    # a work asked for after the close (a call still in flight) is cancelled at once
+    with pytest.raises(WorkCancelledError):
+        registry.work("q", "").call().check()
+
+
+def test_one_query_s_work_is_capped_by_storage_query_work_bytes() -> None:
+    registry = StateRegistry(10_000, 600, 1, query_work=1000)
+    first, second = registry.work("q", "").call(), registry.work("q", "").call()
+    first.charge(600)
+    with pytest.raises(WorkMemoryError, match=r"needs 1,100 bytes .* storage\.query_work_bytes=1,000"):
+        second.charge(500)
+    registry.work("other", "").call().charge(900)  # another query has its own share
+    first.settle()
+    second.charge(900)
+
+
+def test_bounded_cer_runs_return_exactly_the_unbounded_matches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunked joins (tiny chunks here) under a work give the same matches, in the same order."""
+    table = attack_table(30)
+    sql = ALL2.replace("ALL MATCHES PATTERN (A B)", "ALL MATCHES PATTERN (A B C)").replace(
+        "B AS type = 'B'", "B AS type = 'B', C AS type = 'C' AND C.ts > A.ts")
+    analysis = analyze(parse(sql), table.schema)
+    plain = run_cer(table, analysis)
+    monkeypatch.setattr(cer, "CHUNK_PAIRS", 7)
+    bounded = run_cer(table, analysis, work=Work("q", deadline=time.monotonic() + 600))
+    assert bounded.table.equals(plain.table) and bounded.matches == plain.matches > 1000
+
+
+def test_kleene_matches_are_charged_as_they_are_kept() -> None:
+    """ALL MATCHES (A B+ C) enumerates every subset of B: the sets kept are charged too."""
+    table = attack_table(12)
+    sql = ALL2.replace("PATTERN (A B)", "PATTERN (A B+ C)").replace("B AS type = 'B'",
+                                                                    "B AS type = 'B', C AS type = 'C'")
+    analysis = analyze(parse(sql), table.schema)
+    assert run_cer(table, analysis, work=Work("q")).matches > 4096
+    with pytest.raises(WorkMemoryError, match="query q"):
+        run_cer(table, analysis, work=StateRegistry(2**20, 600, 1).work("q", "").call())
+
+
+def test_push_pull_filter_stops_at_the_deadline_and_at_the_memory_bound() -> None:
+    table = attack_table(150)
+    query = parse(SKIP4)
+    uploads = {v: table.filter(pa.compute.equal(table.column("type"), v)) for v in "ABC"}
+    local = table.filter(pa.compute.equal(table.column("type"), "D"))
+    began = time.monotonic()
+    with pytest.raises(WorkCancelledError):
+        filter_by_projection(query, "D", local, uploads, Work("q", deadline=time.monotonic() + 0.3))
+    assert time.monotonic() - began < 5
+    registry = StateRegistry(64 * 2**20, 600, 1)
+    with pytest.raises(WorkMemoryError, match="query q"):
+        filter_by_projection(query, "D", local, uploads, registry.work("q", "").call())
+
+
+# ------------------------------------------------------------------ real nodes
+
+
+def rows_sorted(table: pa.Table) -> list[tuple[object, ...]]:
+    return sorted(tuple(r.values()) for r in table.to_pylist())
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    root = tmp_path_factory.mktemp("bounded")
+    pq.write_table(attack_table(N), root / "events.parquet")
+    shard(str(root / "events.parquet"), 1, str(root / "nodes"), time_column="ts")
+    env = {"DFS_CER__STORAGE__FILTER_COST_LIMIT": "100000000", "DFS_CER__STORAGE__WORK_THREADS": "1"}
+    with LocalCluster([str(root / "nodes" / "node-00")], memory_budget="1GiB", env=env) as cluster:
+        yield cluster
+
+
+
+@pytest.mark.flight
+@pytest.mark.parametrize("attack", ["push_pull", "node_matches", "abandoned"])
+def test_an_attack_stops_and_leaves_the_node_as_it_was(node: LocalCluster, attack: str) -> None:
+    """Generous bounds (the machine is loaded): the node stops within seconds of the deadline or
+    the close, uses no CPU after, answers reserve meanwhile, and serves the next query."""
+    pid = node.procs[0].pid
+    out = run_attack(node.endpoints[0], node.token, pid, attack, lease=2.0, settle=1.0)
+    print(out)
+    if attack == "node_matches":  # (A B) over 400 x 400 events: 80,200 matches, within every bound
+        assert out.error == "", out
+    else:
+        assert "WorkCancelledError" in out.error or "WorkMemoryError" in out.error or "did not answer" in out.error, out
+        assert "WorkMemoryError" in out.error or out.past_deadline_seconds < 4.0, out
+    assert out.cpu_after_seconds < 0.5, out
+    assert out.reserve_ms_max < 2000, out
+    assert out.rss_peak_mb < 2500, out
+    assert out.next_query_ms < 5000, out
+    assert out.held_after == 0, out
+
+
+@pytest.mark.flight
+def test_node_side_matching_and_push_pull_are_charged_to_the_budget(tmp_path: Path) -> None:
+    """ALL MATCHES (A B) without WITHIN over 1,500 x 1,500 events: 1.1 M matches do not fit a
+    32 MiB budget: a clear error naming the query, the node and the setting. Push-pull's filter
+    over a skip pattern without WITHIN does not fit either: the node keeps every candidate."""
+    pq.write_table(attack_table(1500, text=1), tmp_path / "e.parquet")
+    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), time_column="ts")
+    with LocalCluster([str(tmp_path / "nodes" / "node-00")], memory_budget="32MiB") as cluster:
+        client = StorageClient(cluster.endpoints[0], cluster.token, timeout=120)
+        qid = uuid.uuid4().hex
+        client.action("open", {"query_id": qid, "sql": ALL2, "lease_seconds": 60})
+        with pytest.raises(Exception, match=f"WorkMemoryError: query {qid} on the storage node serving .*"
+                                            "storage.memory_budget"):
+            client.pull({"query_id": qid, "kind": "pull_matches", "event_key": [], "dedup": False,
+                         "max_matches": 10_000_000, "on_limit": "error"})
+        stats = client.action("stats")[0]
+        assert stats["work_bytes"] == 0 and stats["stopped"] >= 1
+        client.action("close", {"query_id": qid})
+        client.close()
+        # push-pull's filter past the budget keeps every candidate: exact, named in the trace
+        result = pull("push_pull", SKIP4, cluster.endpoints, cluster.token)
+        assert match_pulled(result).to_pylist() == match_recognize(attack_table(1500, text=1), SKIP4).to_pylist()
+        assert any("kept every candidate" in w and "storage.memory_budget" in w for w in result.trace.warnings)
+        # node-side matching past the budget: the events are pulled and matched here, exactly
+        result = pull("dfs", ALL2, cluster.endpoints, cluster.token, node_matching="on")
+        got = match_pulled(result)
+        assert got.num_rows == 1500 * 1501 // 2 and rows_sorted(got) == rows_sorted(match_recognize(
+            attack_table(1500, text=1), ALL2))
+        assert any("node-side matching stopped, events pulled" in (r.note or "") for r in result.trace.rounds)
+
+
+@pytest.mark.flight
+def test_a_costly_input_filter_is_refused_by_the_node(node: LocalCluster) -> None:
+    """Sent straight to a node, a LIKE over too many characters is refused with the code the
+    compute node falls back on; a cheap one is taken and filters exactly."""
+    client = StorageClient(node.endpoints[0], node.token, timeout=60)
+    try:
+        began = time.monotonic()
+        with pytest.raises(NodeRefusedError, match=r"storage\.filter_cost_limit") as info:
+            client.action("open", {"query_id": uuid.uuid4().hex, "sql": SKIP4, "input_filter": like_filter(3)})
+        assert info.value.code == INPUT_FILTER and time.monotonic() - began < 10
+        qid = uuid.uuid4().hex
+        header, _ = client.action("open", {"query_id": qid, "sql": SKIP4, "input_filter": "s LIKE 'a%'"})
+        assert header["rows"] == 4 * N
+        client.action("close", {"query_id": qid})
+    finally:
+        client.close()
+
+
+@pytest.mark.flight
+def test_close_stops_a_running_push_pull_and_reserve_answers_meanwhile(node: LocalCluster) -> None:
+    client = StorageClient(node.endpoints[0], node.token, timeout=120)
+    other = StorageClient(node.endpoints[0], node.token, timeout=120)
+    qid = uuid.uuid4().hex
+    client.action("open", {"query_id": qid, "sql": SKIP4, "lease_seconds": 120})
+    for v in "ABC":
+        got = client.pull({"query_id": qid, "kind": "pull_variable", "variable": v})
+        client.upload({"query_id": qid, "variable": v}, got.drop_columns([got.column_names[-1]]))
+    errors: list[str] = []
+
+    def attack() -> None:
+        try:
+            StorageClient(node.endpoints[0], node.token, timeout=120).action(
+                "push_pull", {"query_id": qid, "variable": "D", "processed": list("ABC")})
+        except Exception as exc:
+            errors.append(str(exc))
+
+    thread = threading.Thread(target=attack)
+    thread.start()
+    time.sleep(1.0)
+    asked = time.monotonic()
+    probe = uuid.uuid4().hex
+    assert other.action("reserve", {"query_id": probe, "arrival": time.time()})[0]["granted"] in (True, False)
+    assert time.monotonic() - asked < 2.0
+    other.action("close", {"query_id": probe})
+    closed = time.monotonic()
+    other.action("close", {"query_id": qid})
+    thread.join(30)
+    assert not thread.is_alive() and time.monotonic() - closed < 5.0
+    assert errors and ("closed" in errors[0] or "WorkMemoryError" in errors[0]), errors
+    client.close()
+    other.close()
+
+
+def test_attack_data_is_what_the_attacks_assume() -> None:
+    table = attack_table(3)
+    assert table.column("type").to_pylist()[:5] == ["A", "B", "C", "D", "A"]
+    got = match_recognize(table, ALL2)
+    assert got.num_rows == 6 and np.all(np.diff(table.column("ts").cast(pa.int64()).to_numpy()) == 1)
+
+
+@pytest.mark.flight
+def test_a_like_the_node_refuses_runs_on_the_compute_node_exactly(node: LocalCluster) -> None:
+    """Within the compute node's pattern bound but over too many characters for the node: the
+    input is computed on the compute node, exactly, and the trace names the node's limit."""
+    import warnings
+
+    from dfs_cer.query.parser import parse_statement
+    from dfs_cer.strategies.statements import merged_trace, pull_statement
+
+    clause = ("MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, C.ts AS c ALL MATCHES PATTERN (A C) "
+              "WITHIN INTERVAL '3' SECOND DEFINE A AS type = 'A', C AS type = 'C')")
+    sql = f"SELECT * FROM (SELECT * FROM t WHERE {like_filter(3)} OR type <> 'B') {clause} ORDER BY a, c"
+    statement = parse_statement(sql)
+    assert statement.parts[0].pushed is not None  # 768 pattern characters: the compute node pushes it
+    expected = match_recognize(attack_table(N), sql)
+    assert expected.num_rows > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = pull_statement("push_down", statement, node.endpoints, node.token)
+    assert got.table.to_pylist() == expected.to_pylist()
+    assert "storage.filter_cost_limit" in (merged_trace(got.traces, "push_down").fallback or "")
+    # 180 such LIKEs: not pushed at all, computed on the compute node, named in the trace
+    sql = f"SELECT * FROM (SELECT * FROM t WHERE {like_filter(180)} OR type <> 'B') {clause} ORDER BY a, c"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = pull_statement("push_down", parse_statement(sql), node.endpoints, node.token)
+    assert got.table.to_pylist() == expected.to_pylist()
+    assert "characters in all are not pushed" in (merged_trace(got.traces, "push_down").fallback or "")
+
+
+@pytest.mark.flight
+def test_many_heavy_calls_wait_for_a_work_slot_while_control_calls_answer(node: LocalCluster) -> None:
+    """Eight push-pull calls at once on a node with one work slot: they take turns (each
+    checking its deadline while it waits) and all end by the deadline plus a step; health and
+    stats answer meanwhile."""
+    client = StorageClient(node.endpoints[0], node.token, timeout=120)
+    qid = uuid.uuid4().hex
+    client.action("open", {"query_id": qid, "sql": SKIP4, "lease_seconds": 4})
+    for v in "ABC":
+        got = client.pull({"query_id": qid, "kind": "pull_variable", "variable": v})
+        client.upload({"query_id": qid, "variable": v}, got.drop_columns([got.column_names[-1]]))
+    deadline = time.monotonic() + 4
+    errors: list[str] = []
+
+    def attack() -> None:
+        caller = StorageClient(node.endpoints[0], node.token, timeout=120)
+        try:
+            caller.action("push_pull", {"query_id": qid, "variable": "D", "processed": list("ABC")})
+        except Exception as exc:
+            errors.append(str(exc))
+        finally:
+            caller.close()
+
+    threads = [threading.Thread(target=attack) for _ in range(8)]
+    for t in threads:
+        t.start()
+    worst = 0.0
+    while any(t.is_alive() for t in threads):
+        for name in ("health", "stats"):
+            asked = time.monotonic()
+            client.action(name)
+            worst = max(worst, time.monotonic() - asked)
+        time.sleep(0.1)
+    assert worst < 2.0 and time.monotonic() < deadline + 6.0, (worst, time.monotonic() - deadline)
+    # each call stopped at the deadline, or (past the memory budget) kept every candidate
+    assert all("WorkCancelledError" in e for e in errors), errors
+    client.action("close", {"query_id": qid})
+    assert client.action("stats")[0]["work_bytes"] == 0
+    client.close()
