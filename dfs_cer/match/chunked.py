@@ -125,18 +125,20 @@ def _masks(rows: _Sorted, lo: int, hi: int, entering: Mapping[Part, State]) -> t
 
 
 def _match(rows: _Sorted, analysis: Analysis, may_start: np.ndarray, cover: np.ndarray, lo: int, hi: int,
-           segments: np.ndarray | None, upto: int | None = None) -> tuple[pa.Table, Any]:
+           segments: np.ndarray | None, cut: tuple[bool, bool], upto: int | None = None) -> tuple[pa.Table, Any]:
     """The engine over the sorted rows (the first ``upto`` only): the relation with :data:`START`
-    (unmatched rows only where owned and not covered) and the spans."""
+    (unmatched rows only where owned and not covered) and the spans. ``cut``: the chunk leaves
+    out rows before / after the ones it read (:meth:`ChunkPlan.cut`); a prefix leaves out more."""
     mr = analysis.query.recognize
     n = rows.ts.size if upto is None else upto
+    cut = (cut[0], cut[1] or n < rows.ts.size)
     table = rows.table if upto is None else rows.table.slice(0, upto)
     ts = rows.ts[:n]
     unmatched = mr.rows_per_match is RowsPerMatch.ALL_ROWS_WITH_UNMATCHED
     if unmatched:
         table = table.append_column(ROW, pa.array(np.arange(n, dtype=np.int64)))
     out = run_row_pattern(table, analysis, may_start=may_start[:n], spans=True, match_ids="times",
-                          segments=segments)
+                          segments=segments, cut=cut)
     relation = out.table
     start = relation.column(ID_COLUMNS[1])
     if unmatched:
@@ -170,7 +172,7 @@ def run_chunk(table: pa.Table, analysis: Analysis, plan: ChunkPlan, k: int,
     rows = _sorted(table, analysis)
     may_start, cover = _masks(rows, lo, hi, entering or {})
     short = _short(rows.ts, plan, analysis, lo, hi) if not mr.partition_by else None
-    relation, spans = _match(rows, analysis, may_start, cover, lo, hi, segments)
+    relation, spans = _match(rows, analysis, may_start, cover, lo, hi, segments, plan.cut(k))
     result = ChunkResult(relation, _chunk_reports(rows, spans, plan, k, mr), short)
     result.last_start = _last_start(rows, spans)
     return result
@@ -242,15 +244,16 @@ def rerun_chunk(table: pa.Table, analysis: Analysis, plan: ChunkPlan, k: int, en
             upto = ts.size
         f_start = fresh & (ts < stop)
         r_start = may_start & (ts < stop)
-        _, f_spans = _match(rows, analysis, f_start, cover, lo, hi, segments, upto)
-        _, r_spans = _match(rows, analysis, r_start, cover, lo, hi, segments, upto)
+        _, f_spans = _match(rows, analysis, f_start, cover, lo, hi, segments, plan.cut(k), upto)
+        _, r_spans = _match(rows, analysis, r_start, cover, lo, hi, segments, plan.cut(k), upto)
         both = _attempted(f_spans, upto) & _attempted(r_spans, upto)
         after = ~_before(ts[:upto], rank[:upto], state.cursor) if state.cursor is not None else np.ones(upto, bool)
         meet = np.flatnonzero(both & after & (rank[:upto] == 0) & (ts[:upto] >= lo) & (ts[:upto] < stop)
                               & past_cover[:upto])
         if meet.size:
             since = int(ts[meet[0]])
-            relation, spans = _match(rows, analysis, may_start & (ts < since), cover, lo, since, segments, upto)
+            relation, spans = _match(rows, analysis, may_start & (ts < since), cover, lo, since, segments,
+                                     plan.cut(k), upto)
             result = ChunkResult(relation, _chunk_reports(rows, spans, plan, k, mr))
             result.since = since
             result.last_start = _last_start(rows, spans)
