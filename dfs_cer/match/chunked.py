@@ -138,7 +138,7 @@ def _match(rows: _Sorted, analysis: Analysis, may_start: np.ndarray, cover: np.n
     if unmatched:
         table = table.append_column(ROW, pa.array(np.arange(n, dtype=np.int64)))
     out = run_row_pattern(table, analysis, may_start=may_start[:n], spans=True, match_ids="times",
-                          segments=segments, cut=cut)
+                          segments=segments, cut_off=cut)
     relation = out.table
     start = relation.column(ID_COLUMNS[1])
     if unmatched:

@@ -255,7 +255,7 @@ def time_values(table: pa.Table, column: str) -> np.ndarray:
 def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = MAX_MATCHES,
                     on_limit: str = "error", segments: np.ndarray | None = None,
                     match_ids: bool | str = False, may_start: np.ndarray | None = None,
-                    spans: bool = False, cut: tuple[bool, bool] = (False, False)) -> MatchOutput:
+                    spans: bool = False, cut_off: tuple[bool, bool] = (False, False)) -> MatchOutput:
     """Evaluate the MATCH_RECOGNIZE clause of a bound analysis over ``table``.
 
     ``match_ids`` adds ``__match_id`` (stable: from the match's events and labels),
@@ -271,7 +271,7 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
     other rows are still read and matched into (a time chunk of a split input, see
     :mod:`dfs_cer.plan.chunks`). ``spans`` returns where the matches lie (:class:`MatchSpans`).
 
-    ``cut`` = (before, after): the rows are a time slice of longer partitions, with rows before
+    ``cut_off`` = (before, after): the rows are a time slice of longer partitions, with rows before
     the first (``before``) or after the last (``after``) left out, so ``^`` (``$``) never holds
     at the slice's edge.
     """
@@ -343,7 +343,7 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
         program.op.astype(np.int64), program.a.astype(np.int64), program.b.astype(np.int64), c.masks, c.dependent,
         c.code, c.code_start, c.const_i, c.const_f, c.const_kind, c.icols, c.inull, c.fcols, c.fnull, c.members,
         c.relevant, c.deep_navigation, ts, window, bounds, nav_parts, skip_mode, skip_target, max_matches, starts,
-        *_idle_skipping(c.masks, c.dependent, n), bool(cut[0]), bool(cut[1]))
+        *_idle_skipping(c.masks, c.dependent, n), bool(cut_off[0]), bool(cut_off[1]))
     truncated = False
     if status == vm.LIMIT_REACHED:
         if on_limit != "truncate":
