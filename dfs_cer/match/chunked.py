@@ -14,11 +14,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dfs_cer.match.columns import HALO, split_halo
 from dfs_cer.match.identity import ID_COLUMNS
 from dfs_cer.match.rowpattern import run_row_pattern, sort_partition_flags, time_values
-from dfs_cer.plan.chunks import POS, ChunkPlan, Key, Part, Report, State, pick_reports
+from dfs_cer.plan.chunks import POS, ChunkPlan, Key, Part, Report, State, pick_reports, renumbered
 from dfs_cer.query import Analysis
 from dfs_cer.query.model import RowsPerMatch
 
@@ -59,6 +60,7 @@ def _at_most(ts: np.ndarray, rank: np.ndarray, key: Key) -> np.ndarray:
 
 
 START = "__dfs_cer_start"  # the time a relation row's match starts at (an unmatched row: its own time)
+START_RANK = "__dfs_cer_start_rank"  # its first row's rank among the rows of that time (NULL: unmatched)
 
 
 @dataclass
@@ -141,18 +143,24 @@ def _match(rows: _Sorted, analysis: Analysis, may_start: np.ndarray, cover: np.n
                           segments=segments, cut_off=cut)
     relation = out.table
     start = relation.column(ID_COLUMNS[1])
+    # the rank of each match's first row among its partition's rows of that time ("times" ids
+    # hold its place in the sorted rows): with the time, a name every chunk gives the match alike
+    matched = np.asarray(relation.column(ID_COLUMNS[0]).is_valid().to_numpy(zero_copy_only=False), bool)
+    place = np.asarray(relation.column(ID_COLUMNS[0]).fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+    order = out.spans.order
+    first_rank = rows.rank[order[np.minimum(place, order.size - 1)]] if order.size else place
+    start_rank = pa.array(first_rank, pa.int64(), mask=~matched)
     if unmatched:
         row = np.asarray(relation.column(ROW).to_numpy(zero_copy_only=False), np.int64)
-        matched = np.asarray(relation.column(ID_COLUMNS[0]).is_valid().to_numpy(zero_copy_only=False), bool)
         owned = (ts[row] >= lo) & (ts[row] < hi) & ~cover[:n][row]
         start = pa.array(np.where(matched, np.asarray(start.fill_null(0).to_numpy(zero_copy_only=False)), ts[row]),
                          pa.int64())
         keep = pa.array(matched | owned)
-        relation, start = relation.drop([ROW]).filter(keep), start.filter(keep)
+        relation, start, start_rank = relation.drop([ROW]).filter(keep), start.filter(keep), start_rank.filter(keep)
     relation = relation.drop(list(ID_COLUMNS)).append_column(START, pa.array(start, pa.int64())
                                                              if not isinstance(start, pa.ChunkedArray)
                                                              else start.cast(pa.int64()))
-    return relation, out.spans
+    return relation.append_column(START_RANK, start_rank), out.spans
 
 
 def run_chunk(table: pa.Table, analysis: Analysis, plan: ChunkPlan, k: int,
@@ -166,9 +174,10 @@ def run_chunk(table: pa.Table, analysis: Analysis, plan: ChunkPlan, k: int,
 
         out = run_cer(table, analysis, match_ids=True).table
         start = np.asarray(out.column(ID_COLUMNS[1]).to_numpy(zero_copy_only=False), np.int64)
-        out = out.filter(pa.array((start >= lo) & (start < hi)))
-        return ChunkResult(out.drop(list(ID_COLUMNS)).append_column(START, pa.array(start[(start >= lo) &
-                                                                                           (start < hi)])), [])
+        owned = (start >= lo) & (start < hi)
+        out = out.filter(pa.array(owned)).drop(list(ID_COLUMNS))
+        return ChunkResult(out.append_column(START, pa.array(start[owned]))
+                           .append_column(START_RANK, pa.nulls(out.num_rows, pa.int64())), [])
     rows = _sorted(table, analysis)
     may_start, cover = _masks(rows, lo, hi, entering or {})
     short = _short(rows.ts, plan, analysis, lo, hi) if not mr.partition_by else None
@@ -375,7 +384,35 @@ def run_split(table: pa.Table, analysis: Analysis, plan: ChunkPlan, max_rounds: 
     for k in range(plan.chunks):
         for piece in final_pieces(fresh[k], latest.get(k)):
             parts.append(piece)
-    return pa.concat_tables(parts).drop([START]), reruns
+    return renumber(pa.concat_tables(parts), analysis).drop([START, START_RANK]), reruns
+
+
+def renumber(relation: pa.Table, analysis: Analysis) -> pa.Table:
+    """MATCH_NUMBER() measures numbered over the whole partition: each chunk numbered its own
+    matches from 1; a match's number is its place among the partition's matches ordered by
+    their first row (:data:`START`, :data:`START_RANK`). The Spark split does the same with a
+    window (:func:`dfs_cer.spark.distributed.renumber_frame`)."""
+    names = renumbered(analysis)
+    if not names or relation.num_rows == 0:
+        return relation
+    mr = analysis.query.recognize
+    index: dict[Part, int] = {}  # (the reference's output rows; the Spark split uses a window)
+    part = np.array([index.setdefault(tuple(_hashable(v) for v in r.values()), len(index))
+                     for r in relation.select(list(mr.partition_by)).to_pylist()], np.int64) \
+        if mr.partition_by else np.zeros(relation.num_rows, np.int64)
+    start = np.asarray(relation.column(START).to_numpy(zero_copy_only=False), np.int64)
+    matched = np.asarray(relation.column(START_RANK).is_valid().to_numpy(zero_copy_only=False), bool)
+    rank = np.asarray(relation.column(START_RANK).fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+    keys = np.stack([~matched, part, start, rank]).astype(np.int64)
+    unique, which = np.unique(keys, axis=1, return_inverse=True)
+    first_of_part = np.r_[True, (unique[0, 1:] != unique[0, :-1]) | (unique[1, 1:] != unique[1, :-1])]
+    within = np.arange(unique.shape[1]) - np.maximum.accumulate(np.where(first_of_part, np.arange(unique.shape[1]), 0))
+    number = (within + 1)[np.asarray(which).ravel()]
+    for name in names:  # (an unmatched row keeps its NULL)
+        column = relation.column(name)
+        numbered = pc.if_else(pa.array(matched), pa.array(number, pa.int64()).cast(column.type), column)
+        relation = relation.set_column(relation.column_names.index(name), name, numbered)
+    return relation
 
 
 def effective_reports(fresh: ChunkResult, rerun: ChunkResult | None) -> list[Report]:

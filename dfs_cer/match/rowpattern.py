@@ -260,8 +260,8 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
 
     ``match_ids`` adds ``__match_id`` (stable: from the match's events and labels),
     ``__match_start`` and ``__match_end`` (time of its first and last row) to every output row
-    of a match (NULL on unmatched rows); ``match_ids="times"`` leaves ``__match_id`` 0 (no
-    hashing: only the times are wanted).
+    of a match (NULL on unmatched rows); ``match_ids="times"`` puts the place of the match's first
+    row in the sorted rows in ``__match_id`` (no hashing: only where matches lie is wanted).
 
     ``segments`` (sorted start times) splits the rows into independent units that no match may
     cross — the final intervals of a pull strategy, whose gaps held rows that were not pulled —
@@ -365,8 +365,8 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
         from dfs_cer.match import identity
 
         counts = (m_end - m_start).astype(np.int64)
-        if match_ids == "times":  # only where matches start and end: no identity hashing
-            mid = np.zeros(m_start.size, np.uint64)
+        if match_ids == "times":  # where matches start (their first row's sorted place) and end: no hashing
+            mid = m_start.astype(np.uint64)
         else:
             cols = identity.identity_columns(original.schema, partition_by, [o[0] for o in order_by],
                                              analysis.event_key)

@@ -19,10 +19,11 @@ computes alike.
 
 Anchors hold only at the input's edges: a chunk that leaves out rows before (after) the ones it
 reads is *cut* there (:meth:`ChunkPlan.cut`, from the input's exact first and last time), and
-``^`` (``$``) never holds at its edge. Patterns that cannot be split this way (no WITHIN, ORDER
-BY ... DESC, MATCH_NUMBER(), PREV/NEXT or anchors across partitions, anchors without the input's
-exact first and last time) run as one chunk, or one chunk per group of partitions;
-:func:`split_reason` says why.
+``^`` (``$``) never holds at its edge. A measure MATCH_NUMBER() alone is numbered per chunk and
+renumbered after the merge (:func:`renumbered`). Patterns that cannot be split this way (no
+WITHIN, ORDER BY ... DESC, MATCH_NUMBER() in DEFINE or an expression, PREV/NEXT or anchors
+across partitions, anchors without the input's exact first and last time) run as one chunk, or
+one chunk per group of partitions; :func:`split_reason` says why.
 """
 
 from __future__ import annotations
@@ -125,9 +126,11 @@ def split_reason(analysis: Analysis) -> str | None:
         return "no ORDER BY: rows have no time to cut at"
     if mr.order_by[0].descending:
         return "ORDER BY ... DESC: chunks are cut in ascending time"
-    exprs = [*(m.expr for m in mr.measures), *(d.condition for d in mr.definitions)]
+    numbered = renumbered(analysis)
+    exprs = [*(m.expr for m in mr.measures if m.name not in numbered), *(d.condition for d in mr.definitions)]
     if any(isinstance(n, MatchNumber) for e in exprs for n in walk(e)):
-        return "MATCH_NUMBER() numbers the matches of a whole partition in order"
+        return ("MATCH_NUMBER() in DEFINE, ALL MATCHES or an expression depends on the earlier matches of the whole "
+                "partition (a measure MATCH_NUMBER() alone is renumbered after the chunks)")
     if analysis.window_units is None:
         return "no WITHIN: a match may span the whole input"
     if mr.partition_by and (analysis.prev_reach or analysis.next_reach):
@@ -135,6 +138,15 @@ def split_reason(analysis: Analysis) -> str | None:
     if mr.partition_by and has_anchor(mr.pattern):
         return "^ or $ under PARTITION BY: a chunk cannot tell where a partition's rows begin or end"
     return None
+
+
+def renumbered(analysis: Analysis) -> tuple[str, ...]:
+    """The measures that are MATCH_NUMBER() alone (not under ALL MATCHES): chunks number their
+    own matches from 1 and the merge renumbers them in the order of the matches' first rows."""
+    mr = analysis.query.recognize
+    if mr.all_matches:
+        return ()
+    return tuple(m.name for m in mr.measures if isinstance(m.expr, MatchNumber))
 
 
 def time_quantiles(mins: np.ndarray, maxs: np.ndarray, rows: np.ndarray, cuts: int) -> np.ndarray:

@@ -38,7 +38,7 @@ PATTERNS = [("A B+ C", "A.v < 3", "B.v >= A.v", "C.v > 5"),
 def _sql(pattern: tuple[str, str, str, str], skip: str, rows: str, partition: bool, window: int) -> str:
     p, a, b, c = pattern
     part = "PARTITION BY g" if partition else ""
-    measures = "FIRST(ts) AS first_ts, LAST(ts) AS last_ts, COUNT(*) AS n"
+    measures = "FIRST(ts) AS first_ts, LAST(ts) AS last_ts, COUNT(*) AS n, MATCH_NUMBER() AS mn"
     if rows != "ONE ROW PER MATCH":
         measures += ", CLASSIFIER() AS cls"
     return (f"SELECT * FROM t MATCH_RECOGNIZE ({part} ORDER BY ts MEASURES {measures} {rows} {skip} "
@@ -142,7 +142,11 @@ def test_unsplittable_patterns_say_why() -> None:
     assert plan.mode == "single" and plan.chunks == 1
     numbered = analyze(parse("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES MATCH_NUMBER() AS m "
                              "PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2)"), schema, cfg)
-    assert "MATCH_NUMBER" in (split_reason(numbered) or "")
+    assert split_reason(numbered) is None, "a measure MATCH_NUMBER() alone is renumbered after the chunks"
+    for other in ("MEASURES MATCH_NUMBER() + 1 AS m PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2",
+                  "MEASURES A.v AS m PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS MATCH_NUMBER() > 2"):
+        expr = analyze(parse(f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts {other})"), schema, cfg)
+        assert "MATCH_NUMBER" in (split_reason(expr) or ""), other
     nav = analyze(parse("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY g ORDER BY ts MEASURES A.v AS a "
                         "PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v > PREV(A.v), B AS B.v = 2)"), schema, cfg)
     plan = plan_chunks(nav, mins=[0], maxs=[100], rows=[100], chunks=4)
@@ -248,8 +252,7 @@ def test_anchors_hold_at_the_input_edges_not_at_chunk_edges(pattern: str, rows: 
                  np.random.default_rng(0).integers(5, 10, n))
     table = pa.table({"ts": pa.array(np.arange(n), pa.int64()), "v": pa.array(v, pa.int64())})
     sql = ANCHORED.format(part="", rows=rows, pattern=pattern, more=", B AS B.v = 9" if "B" in pattern else "")
-    analysis = analyze(parse(sql.replace("MATCH_NUMBER() AS m", "COUNT(*) AS c")), table.schema,
-                       QueryConfig(integer_time_unit="s"))
+    analysis = analyze(parse(sql), table.schema, QueryConfig(integer_time_unit="s"))
     plan = ChunkPlan("time", np.array([NEG, 15, 30, 45], np.int64), tail=5, first=0, last=n - 1)
     assert [plan.cut(k) for k in range(4)] == [(False, True), (True, True), (True, True), (True, False)]
     split, _ = run_split(table, analysis, plan)
