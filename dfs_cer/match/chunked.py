@@ -147,6 +147,7 @@ def _match(rows: _Sorted, analysis: Analysis, may_start: np.ndarray, cover: np.n
     # hold its place in the sorted rows): with the time, a name every chunk gives the match alike
     matched = np.asarray(relation.column(ID_COLUMNS[0]).is_valid().to_numpy(zero_copy_only=False), bool)
     place = np.asarray(relation.column(ID_COLUMNS[0]).fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+    assert out.spans is not None
     order = out.spans.order
     first_rank = rows.rank[order[np.minimum(place, order.size - 1)]] if order.size else place
     start_rank = pa.array(first_rank, pa.int64(), mask=~matched)
