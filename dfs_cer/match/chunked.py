@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from dfs_cer.match.columns import HALO, split_halo
 from dfs_cer.match.identity import ID_COLUMNS
+from dfs_cer.match.numbering import hashable, renumber
 from dfs_cer.match.rowpattern import run_row_pattern, sort_partition_flags, time_values
-from dfs_cer.plan.chunks import POS, ChunkPlan, Key, Part, Report, State, pick_reports, renumbered
+from dfs_cer.plan.chunks import POS, ChunkPlan, Key, Part, Report, State, pick_reports
 from dfs_cer.query import Analysis
 from dfs_cer.query.model import RowsPerMatch
 
@@ -97,17 +97,8 @@ def _sorted(table: pa.Table, analysis: Analysis) -> _Sorted:
     parts: list[Part] = [()] * (bounds.size - 1)
     if partition_by and n:
         heads = table.select(list(partition_by)).take(pa.array(bounds[:-1])).to_pylist()
-        parts = [tuple(_hashable(h[c]) for c in partition_by) for h in heads]
+        parts = [tuple(hashable(h[c]) for c in partition_by) for h in heads]
     return _Sorted(table, ts, _ranks(ts, part_of_row), part_of_row, bounds, parts)
-
-
-def _hashable(value: Any) -> Any:
-    """A PARTITION BY value as a dictionary key (list and struct values become tuples)."""
-    if isinstance(value, list):
-        return tuple(_hashable(v) for v in value)
-    if isinstance(value, dict):
-        return tuple((k, _hashable(v)) for k, v in value.items())
-    return value
 
 
 def _masks(rows: _Sorted, lo: int, hi: int, entering: Mapping[Part, State]) -> tuple[np.ndarray, np.ndarray]:
@@ -385,35 +376,7 @@ def run_split(table: pa.Table, analysis: Analysis, plan: ChunkPlan, max_rounds: 
     for k in range(plan.chunks):
         for piece in final_pieces(fresh[k], latest.get(k)):
             parts.append(piece)
-    return renumber(pa.concat_tables(parts), analysis).drop([START, START_RANK]), reruns
-
-
-def renumber(relation: pa.Table, analysis: Analysis) -> pa.Table:
-    """MATCH_NUMBER() measures numbered over the whole partition: each chunk numbered its own
-    matches from 1; a match's number is its place among the partition's matches ordered by
-    their first row (:data:`START`, :data:`START_RANK`). The Spark split does the same with a
-    window (:func:`dfs_cer.spark.distributed.renumber_frame`)."""
-    names = renumbered(analysis)
-    if not names or relation.num_rows == 0:
-        return relation
-    mr = analysis.query.recognize
-    index: dict[Part, int] = {}  # (the reference's output rows; the Spark split uses a window)
-    part = np.array([index.setdefault(tuple(_hashable(v) for v in r.values()), len(index))
-                     for r in relation.select(list(mr.partition_by)).to_pylist()], np.int64) \
-        if mr.partition_by else np.zeros(relation.num_rows, np.int64)
-    start = np.asarray(relation.column(START).to_numpy(zero_copy_only=False), np.int64)
-    matched = np.asarray(relation.column(START_RANK).is_valid().to_numpy(zero_copy_only=False), bool)
-    rank = np.asarray(relation.column(START_RANK).fill_null(0).to_numpy(zero_copy_only=False), np.int64)
-    keys = np.stack([~matched, part, start, rank]).astype(np.int64)
-    unique, which = np.unique(keys, axis=1, return_inverse=True)
-    first_of_part = np.r_[True, (unique[0, 1:] != unique[0, :-1]) | (unique[1, 1:] != unique[1, :-1])]
-    within = np.arange(unique.shape[1]) - np.maximum.accumulate(np.where(first_of_part, np.arange(unique.shape[1]), 0))
-    number = (within + 1)[np.asarray(which).ravel()]
-    for name in names:  # (an unmatched row keeps its NULL)
-        column = relation.column(name)
-        numbered = pc.if_else(pa.array(matched), pa.array(number, pa.int64()).cast(column.type), column)
-        relation = relation.set_column(relation.column_names.index(name), name, numbered)
-    return relation
+    return renumber(pa.concat_tables(parts), analysis, START, START_RANK).drop([START, START_RANK]), reruns
 
 
 def effective_reports(fresh: ChunkResult, rerun: ChunkResult | None) -> list[Report]:
