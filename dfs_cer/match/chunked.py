@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from dfs_cer.match.columns import HALO, split_halo
 from dfs_cer.match.identity import ID_COLUMNS
+from dfs_cer.match.numbering import hashable, renumber
 from dfs_cer.match.rowpattern import run_row_pattern, sort_partition_flags, time_values
 from dfs_cer.plan.chunks import POS, ChunkPlan, Key, Part, Report, State, pick_reports
 from dfs_cer.query import Analysis
@@ -59,6 +60,7 @@ def _at_most(ts: np.ndarray, rank: np.ndarray, key: Key) -> np.ndarray:
 
 
 START = "__dfs_cer_start"  # the time a relation row's match starts at (an unmatched row: its own time)
+START_RANK = "__dfs_cer_start_rank"  # its first row's rank among the rows of that time (NULL: unmatched)
 
 
 @dataclass
@@ -95,17 +97,8 @@ def _sorted(table: pa.Table, analysis: Analysis) -> _Sorted:
     parts: list[Part] = [()] * (bounds.size - 1)
     if partition_by and n:
         heads = table.select(list(partition_by)).take(pa.array(bounds[:-1])).to_pylist()
-        parts = [tuple(_hashable(h[c]) for c in partition_by) for h in heads]
+        parts = [tuple(hashable(h[c]) for c in partition_by) for h in heads]
     return _Sorted(table, ts, _ranks(ts, part_of_row), part_of_row, bounds, parts)
-
-
-def _hashable(value: Any) -> Any:
-    """A PARTITION BY value as a dictionary key (list and struct values become tuples)."""
-    if isinstance(value, list):
-        return tuple(_hashable(v) for v in value)
-    if isinstance(value, dict):
-        return tuple((k, _hashable(v)) for k, v in value.items())
-    return value
 
 
 def _masks(rows: _Sorted, lo: int, hi: int, entering: Mapping[Part, State]) -> tuple[np.ndarray, np.ndarray]:
@@ -125,32 +118,41 @@ def _masks(rows: _Sorted, lo: int, hi: int, entering: Mapping[Part, State]) -> t
 
 
 def _match(rows: _Sorted, analysis: Analysis, may_start: np.ndarray, cover: np.ndarray, lo: int, hi: int,
-           segments: np.ndarray | None, upto: int | None = None) -> tuple[pa.Table, Any]:
+           segments: np.ndarray | None, cut: tuple[bool, bool], upto: int | None = None) -> tuple[pa.Table, Any]:
     """The engine over the sorted rows (the first ``upto`` only): the relation with :data:`START`
-    (unmatched rows only where owned and not covered) and the spans."""
+    (unmatched rows only where owned and not covered) and the spans. ``cut``: the chunk leaves
+    out rows before / after the ones it read (:meth:`ChunkPlan.cut`); a prefix leaves out more."""
     mr = analysis.query.recognize
     n = rows.ts.size if upto is None else upto
+    cut = (cut[0], cut[1] or n < rows.ts.size)
     table = rows.table if upto is None else rows.table.slice(0, upto)
     ts = rows.ts[:n]
     unmatched = mr.rows_per_match is RowsPerMatch.ALL_ROWS_WITH_UNMATCHED
     if unmatched:
         table = table.append_column(ROW, pa.array(np.arange(n, dtype=np.int64)))
     out = run_row_pattern(table, analysis, may_start=may_start[:n], spans=True, match_ids="times",
-                          segments=segments)
+                          segments=segments, cut_off=cut)
     relation = out.table
     start = relation.column(ID_COLUMNS[1])
+    # the rank of each match's first row among its partition's rows of that time ("times" ids
+    # hold its place in the sorted rows): with the time, a name every chunk gives the match alike
+    matched = np.asarray(relation.column(ID_COLUMNS[0]).is_valid().to_numpy(zero_copy_only=False), bool)
+    place = np.asarray(relation.column(ID_COLUMNS[0]).fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+    assert out.spans is not None
+    order = out.spans.order
+    first_rank = rows.rank[order[np.minimum(place, order.size - 1)]] if order.size else place
+    start_rank = pa.array(first_rank, pa.int64(), mask=~matched)
     if unmatched:
         row = np.asarray(relation.column(ROW).to_numpy(zero_copy_only=False), np.int64)
-        matched = np.asarray(relation.column(ID_COLUMNS[0]).is_valid().to_numpy(zero_copy_only=False), bool)
         owned = (ts[row] >= lo) & (ts[row] < hi) & ~cover[:n][row]
         start = pa.array(np.where(matched, np.asarray(start.fill_null(0).to_numpy(zero_copy_only=False)), ts[row]),
                          pa.int64())
         keep = pa.array(matched | owned)
-        relation, start = relation.drop([ROW]).filter(keep), start.filter(keep)
+        relation, start, start_rank = relation.drop([ROW]).filter(keep), start.filter(keep), start_rank.filter(keep)
     relation = relation.drop(list(ID_COLUMNS)).append_column(START, pa.array(start, pa.int64())
                                                              if not isinstance(start, pa.ChunkedArray)
                                                              else start.cast(pa.int64()))
-    return relation, out.spans
+    return relation.append_column(START_RANK, start_rank), out.spans
 
 
 def run_chunk(table: pa.Table, analysis: Analysis, plan: ChunkPlan, k: int,
@@ -164,13 +166,14 @@ def run_chunk(table: pa.Table, analysis: Analysis, plan: ChunkPlan, k: int,
 
         out = run_cer(table, analysis, match_ids=True).table
         start = np.asarray(out.column(ID_COLUMNS[1]).to_numpy(zero_copy_only=False), np.int64)
-        out = out.filter(pa.array((start >= lo) & (start < hi)))
-        return ChunkResult(out.drop(list(ID_COLUMNS)).append_column(START, pa.array(start[(start >= lo) &
-                                                                                           (start < hi)])), [])
+        owned = (start >= lo) & (start < hi)
+        out = out.filter(pa.array(owned)).drop(list(ID_COLUMNS))
+        return ChunkResult(out.append_column(START, pa.array(start[owned]))
+                           .append_column(START_RANK, pa.nulls(out.num_rows, pa.int64())), [])
     rows = _sorted(table, analysis)
     may_start, cover = _masks(rows, lo, hi, entering or {})
     short = _short(rows.ts, plan, analysis, lo, hi) if not mr.partition_by else None
-    relation, spans = _match(rows, analysis, may_start, cover, lo, hi, segments)
+    relation, spans = _match(rows, analysis, may_start, cover, lo, hi, segments, plan.cut(k))
     result = ChunkResult(relation, _chunk_reports(rows, spans, plan, k, mr), short)
     result.last_start = _last_start(rows, spans)
     return result
@@ -242,15 +245,16 @@ def rerun_chunk(table: pa.Table, analysis: Analysis, plan: ChunkPlan, k: int, en
             upto = ts.size
         f_start = fresh & (ts < stop)
         r_start = may_start & (ts < stop)
-        _, f_spans = _match(rows, analysis, f_start, cover, lo, hi, segments, upto)
-        _, r_spans = _match(rows, analysis, r_start, cover, lo, hi, segments, upto)
+        _, f_spans = _match(rows, analysis, f_start, cover, lo, hi, segments, plan.cut(k), upto)
+        _, r_spans = _match(rows, analysis, r_start, cover, lo, hi, segments, plan.cut(k), upto)
         both = _attempted(f_spans, upto) & _attempted(r_spans, upto)
         after = ~_before(ts[:upto], rank[:upto], state.cursor) if state.cursor is not None else np.ones(upto, bool)
         meet = np.flatnonzero(both & after & (rank[:upto] == 0) & (ts[:upto] >= lo) & (ts[:upto] < stop)
                               & past_cover[:upto])
         if meet.size:
             since = int(ts[meet[0]])
-            relation, spans = _match(rows, analysis, may_start & (ts < since), cover, lo, since, segments, upto)
+            relation, spans = _match(rows, analysis, may_start & (ts < since), cover, lo, since, segments,
+                                     plan.cut(k), upto)
             result = ChunkResult(relation, _chunk_reports(rows, spans, plan, k, mr))
             result.since = since
             result.last_start = _last_start(rows, spans)
@@ -372,7 +376,7 @@ def run_split(table: pa.Table, analysis: Analysis, plan: ChunkPlan, max_rounds: 
     for k in range(plan.chunks):
         for piece in final_pieces(fresh[k], latest.get(k)):
             parts.append(piece)
-    return pa.concat_tables(parts).drop([START]), reruns
+    return renumber(pa.concat_tables(parts), analysis, START, START_RANK).drop([START, START_RANK]), reruns
 
 
 def effective_reports(fresh: ChunkResult, rerun: ChunkResult | None) -> list[Report]:

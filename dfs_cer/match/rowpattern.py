@@ -256,13 +256,14 @@ def time_values(table: pa.Table, column: str) -> np.ndarray:
 def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = MAX_MATCHES,
                     on_limit: str = "error", segments: np.ndarray | None = None,
                     match_ids: bool | str = False, may_start: np.ndarray | None = None,
-                    spans: bool = False, work: Work | None = None) -> MatchOutput:
+                    spans: bool = False, cut_off: tuple[bool, bool] = (False, False),
+                    work: Work | None = None) -> MatchOutput:
     """Evaluate the MATCH_RECOGNIZE clause of a bound analysis over ``table``.
 
     ``match_ids`` adds ``__match_id`` (stable: from the match's events and labels),
     ``__match_start`` and ``__match_end`` (time of its first and last row) to every output row
-    of a match (NULL on unmatched rows); ``match_ids="times"`` leaves ``__match_id`` 0 (no
-    hashing: only the times are wanted).
+    of a match (NULL on unmatched rows); ``match_ids="times"`` puts the place of the match's first
+    row in the sorted rows in ``__match_id`` (no hashing: only where matches lie is wanted).
 
     ``segments`` (sorted start times) splits the rows into independent units that no match may
     cross — the final intervals of a pull strategy, whose gaps held rows that were not pulled —
@@ -271,6 +272,10 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
     ``may_start`` (one bool per input row) lets matches start only at the rows it marks; the
     other rows are still read and matched into (a time chunk of a split input, see
     :mod:`dfs_cer.plan.chunks`). ``spans`` returns where the matches lie (:class:`MatchSpans`).
+
+    ``cut_off`` = (before, after): the rows are a time slice of longer partitions, with rows before
+    the first (``before``) or after the last (``after``) left out, so ``^`` (``$``) never holds
+    at the slice's edge.
 
     ``work`` (a storage node's query work, :mod:`dfs_cer.work`) is checked before and after the
     program runs (the compiled VM itself runs to its end, bounded by ``max_matches``, with the
@@ -345,7 +350,7 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
         program.op.astype(np.int64), program.a.astype(np.int64), program.b.astype(np.int64), c.masks, c.dependent,
         c.code, c.code_start, c.const_i, c.const_f, c.const_kind, c.icols, c.inull, c.fcols, c.fnull, c.members,
         c.relevant, c.deep_navigation, ts, window, bounds, nav_parts, skip_mode, skip_target, max_matches, starts,
-        *_idle_skipping(c.masks, c.dependent, n))
+        *_idle_skipping(c.masks, c.dependent, n), bool(cut_off[0]), bool(cut_off[1]))
     if work is not None:  # the matched rows, and the relation's columns built from them
         work.charge(4 * (m_start.nbytes + r_match.nbytes + r_row.nbytes + r_label.nbytes))
     truncated = False
@@ -369,8 +374,8 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
         from dfs_cer.match import identity
 
         counts = (m_end - m_start).astype(np.int64)
-        if match_ids == "times":  # only where matches start and end: no identity hashing
-            mid = np.zeros(m_start.size, np.uint64)
+        if match_ids == "times":  # where matches start (their first row's sorted place) and end: no hashing
+            mid = m_start.astype(np.uint64)
         else:
             cols = identity.identity_columns(original.schema, partition_by, [o[0] for o in order_by],
                                              analysis.event_key)

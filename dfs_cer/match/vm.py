@@ -438,12 +438,16 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
         icols: np.ndarray, inull: np.ndarray, fcols: np.ndarray, fnull: np.ndarray, members: np.ndarray,
         relevant: np.ndarray, deep: bool, ts: np.ndarray, window: int, parts: np.ndarray,
         nav_parts: np.ndarray, skip_mode: int, skip_target: int, max_matches: int, next_start: np.ndarray, free: np.ndarray,
-        next_true: np.ndarray) -> tuple[Any, ...]:
+        next_true: np.ndarray, cut_start: bool = False, cut_end: bool = False) -> tuple[Any, ...]:
     """Match every partition ``[parts[p], parts[p + 1])``.
 
     ``nav_parts[p]`` = ``(lo, hi)``: the rows navigation (PREV/NEXT) from unit p may read. It
     holds the unit and may be wider: a final-interval segment reads the rest of its PARTITION BY
     group, including halo rows that no match may contain.
+
+    ``cut_start`` / ``cut_end``: the rows are cut out of longer partitions (a time chunk), so a
+    partition's first row here is not its real first row (``^`` never passes) / its last row
+    not its real last row (``$`` never passes).
 
     ``next_start[i]`` is the first row >= i where a match can start (a row some first label's
     mask accepts); attempts at other rows are skipped without running the program.
@@ -522,6 +526,8 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
     for p in range(parts.shape[0] - 1):
         p0, p1 = parts[p], parts[p + 1]
         q0, q1 = nav_parts[p, 0], nav_parts[p, 1]
+        a0 = -1 if cut_start else p0  # where ^ and $ pass (-1: nowhere)
+        a1 = -1 if cut_end else p1
         if p == 0 or q0 != nav_parts[p - 1, 0]:
             part_matches = n_matches
         pos = p0
@@ -549,7 +555,7 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
                 if visited[pc] == stamp:  # one history here: pc alone decides the future
                     continue
                 visited[pc] = stamp
-                pushed = _follow(pc, depth, i, p0, p1, op, arg_a, arg_b, s_pc, s_depth, sp)
+                pushed = _follow(pc, depth, i, a0, a1, op, arg_a, arg_b, s_pc, s_depth, sp)
                 if pushed >= 0:
                     sp = pushed
                     continue
@@ -638,7 +644,7 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
                             if visited[q] == stamp:
                                 continue
                             visited[q] = stamp
-                        pushed = _follow(q, depth, i + 1, p0, p1, op, arg_a, arg_b, s_pc, s_depth, sp)
+                        pushed = _follow(q, depth, i + 1, a0, a1, op, arg_a, arg_b, s_pc, s_depth, sp)
                         if pushed >= 0:
                             sp = pushed
                             continue

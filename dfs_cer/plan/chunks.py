@@ -17,9 +17,13 @@ report again, until every chunk was computed from the state the chunks before it
 that partition and time in the engine's canonical order), which every chunk holding the row
 computes alike.
 
-Patterns that cannot be split this way (no WITHIN, ORDER BY ... DESC, MATCH_NUMBER() without
-PARTITION BY, PREV/NEXT across partitions) run as one chunk, or one chunk per group of
-partitions; :func:`split_reason` says why.
+Anchors hold only at the input's edges: a chunk that leaves out rows before (after) the ones it
+reads is *cut* there (:meth:`ChunkPlan.cut`, from the input's exact first and last time), and
+``^`` (``$``) never holds at its edge. A measure MATCH_NUMBER() alone is numbered per chunk and
+renumbered after the merge (:func:`renumbered`). Patterns that cannot be split this way (no
+WITHIN, ORDER BY ... DESC, MATCH_NUMBER() in DEFINE or an expression, PREV/NEXT or anchors
+across partitions, anchors without the input's exact first and last time) run as one chunk, or
+one chunk per group of partitions; :func:`split_reason` says why.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from dfs_cer.pattern.properties import has_anchor
 from dfs_cer.query import Analysis
 from dfs_cer.query.expr import MatchNumber, walk
 
@@ -96,6 +101,15 @@ class ChunkPlan:
         end = min(POS, hi + self.tail)
         return max(NEG, lo - self.lead), end if until is None else min(end, until)
 
+    def cut(self, k: int) -> tuple[bool, bool]:
+        """Does chunk ``k`` leave out rows before / after the ones it reads? (``^`` / ``$`` then
+        never hold at its first / last row.) Exact when ``first``/``last`` are the input's exact
+        first and last times, as :func:`plan_chunks` requires of plans for anchored patterns."""
+        if self.mode != "time":
+            return False, False
+        lo, hi = self.reads(k)
+        return lo > self.first, hi < self.last
+
     def wider(self, before: bool = True, after: bool = True) -> ChunkPlan:
         """The same chunks reading further back (``before``: PREV found too few rows) or further
         ahead (``after``: NEXT did): eight times as far, capped well inside int64."""
@@ -112,14 +126,27 @@ def split_reason(analysis: Analysis) -> str | None:
         return "no ORDER BY: rows have no time to cut at"
     if mr.order_by[0].descending:
         return "ORDER BY ... DESC: chunks are cut in ascending time"
-    exprs = [*(m.expr for m in mr.measures), *(d.condition for d in mr.definitions)]
+    numbered = renumbered(analysis)
+    exprs = [*(m.expr for m in mr.measures if m.name not in numbered), *(d.condition for d in mr.definitions)]
     if any(isinstance(n, MatchNumber) for e in exprs for n in walk(e)):
-        return "MATCH_NUMBER() numbers the matches of a whole partition in order"
+        return ("MATCH_NUMBER() in DEFINE, ALL MATCHES or an expression depends on the earlier matches of the whole "
+                "partition (a measure MATCH_NUMBER() alone is renumbered after the chunks)")
     if analysis.window_units is None:
         return "no WITHIN: a match may span the whole input"
     if mr.partition_by and (analysis.prev_reach or analysis.next_reach):
         return "PREV/NEXT under PARTITION BY: a chunk cannot tell how far back a partition's rows go"
+    if mr.partition_by and has_anchor(mr.pattern):
+        return "^ or $ under PARTITION BY: a chunk cannot tell where a partition's rows begin or end"
     return None
+
+
+def renumbered(analysis: Analysis) -> tuple[str, ...]:
+    """The measures that are MATCH_NUMBER() alone (not under ALL MATCHES): chunks number their
+    own matches from 1 and the merge renumbers them in the order of the matches' first rows."""
+    mr = analysis.query.recognize
+    if mr.all_matches:
+        return ()
+    return tuple(m.name for m in mr.measures if isinstance(m.expr, MatchNumber))
 
 
 def time_quantiles(mins: np.ndarray, maxs: np.ndarray, rows: np.ndarray, cuts: int) -> np.ndarray:
@@ -142,12 +169,16 @@ def time_quantiles(mins: np.ndarray, maxs: np.ndarray, rows: np.ndarray, cuts: i
 
 
 def plan_chunks(analysis: Analysis, *, mins: Sequence[int], maxs: Sequence[int], rows: Sequence[int],
-                chunks: int, nulls: int = 0) -> ChunkPlan:
+                chunks: int, nulls: int = 0, exact: bool = True) -> ChunkPlan:
     """Cut an input with the given per-block time ranges into about ``chunks`` time chunks
-    (when the query allows, else groups of partitions or one chunk)."""
+    (when the query allows, else groups of partitions or one chunk). ``exact``: the smallest of
+    ``mins`` and the largest of ``maxs`` are times of rows of the input (not only bounds), which
+    anchored patterns need to tell where the input begins and ends."""
     reason = split_reason(analysis)
     if reason is None and nulls:
         reason = f"the time column has {nulls} NULL values (they sort after every time)"
+    if reason is None and not exact and has_anchor(analysis.query.recognize.pattern):
+        reason = "^ or $ needs the input's exact first and last time, and only bounds are known"
     total = int(np.sum(rows)) if len(rows) else 0
     first = int(min(mins)) if len(mins) else NEG
     last = int(max(maxs)) if len(maxs) else POS

@@ -162,7 +162,7 @@ class Match:
 
     def rows(self, k: int, table: pa.Table) -> pa.Table:
         """Chunk ``k``'s relation rows and its report row, from its rows."""
-        from dfs_cer.match.chunked import START, rerun_chunk, run_chunk
+        from dfs_cer.match.chunked import START, START_RANK, rerun_chunk, run_chunk
 
         began = time.perf_counter()
         analysis = self.bound.analysis
@@ -177,7 +177,8 @@ class Match:
             since, last, unmet = result.since, result.last_start, result.unmet
         else:
             relation = engine_output(table, analysis, self.segments)
-            relation = relation.append_column(START, pa.nulls(relation.num_rows, pa.int64()))
+            relation = relation.append_column(START, pa.nulls(relation.num_rows, pa.int64())) \
+                .append_column(START_RANK, pa.nulls(relation.num_rows, pa.int64()))
         body = _fit(relation, self.out_schema)
         n = body.num_rows
         body = body.append_column(CHUNK, pa.array(np.full(n, k, np.int64))) \
@@ -320,11 +321,12 @@ def run_chunks(spark: Any, emit: Callable[[ChunkPlan, Sequence[int] | None], Any
     from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.storagelevel import StorageLevel
 
-    from dfs_cer.match.chunked import START
+    from dfs_cer.match.chunked import START, START_RANK
 
     analysis = bound.analysis
     relation_schema = sparkable(engine_output(bound.schema.empty_table(), analysis, segments).schema)
-    out_schema = pa.schema([*relation_schema, pa.field(START, pa.int64()), pa.field(CHUNK, pa.int64()),
+    out_schema = pa.schema([*relation_schema, pa.field(START, pa.int64()), pa.field(START_RANK, pa.int64()),
+                            pa.field(CHUNK, pa.int64()),
                             pa.field(REPORT, pa.binary())])
     spark_out = from_arrow_schema(out_schema)
     parts = partitions or max(2, spark.sparkContext.defaultParallelism * 2)
@@ -400,7 +402,36 @@ def run_chunks(spark: Any, emit: Callable[[ChunkPlan, Sequence[int] | None], Any
         from dfs_cer.errors import MatchError
 
         raise MatchError(f"the time chunks did not settle in {MAX_ROUNDS} rounds of re-runs")
-    return _final(fresh, latest, plan.chunks).drop(CHUNK, REPORT, START), split
+    final = _final(fresh, latest, plan.chunks)
+    if plan.mode == "time":
+        final = renumber_frame(final, analysis)
+    return final.drop(CHUNK, REPORT, START, START_RANK), split
+
+
+def renumber_frame(frame: Any, analysis: Analysis) -> Any:
+    """MATCH_NUMBER() measures numbered over the whole partition (each chunk numbered its own
+    matches from 1): a dense rank of the matches' first rows, as
+    :func:`dfs_cer.match.chunked.renumber` does in one process. Only the matches move to compute it."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from dfs_cer.match.chunked import START, START_RANK
+    from dfs_cer.plan.chunks import renumbered
+
+    names = renumbered(analysis)
+    if not names:
+        return frame
+    matched = F.col(START_RANK).isNotNull()
+    def col(name: str) -> Any:  # a column by its name, dots and all
+        return F.col("`" + name.replace("`", "``") + "`")
+
+    window = Window.partitionBy(*[col(c) for c in analysis.query.recognize.partition_by], matched) \
+        .orderBy(F.col(START), F.col(START_RANK))
+    number = F.dense_rank().over(window)
+    for name in names:
+        kind = frame.schema[name].dataType
+        frame = frame.withColumn(name, F.when(matched, number.cast(kind)).otherwise(col(name)))
+    return frame
 
 
 def _reports_of(fresh: tuple[Any, list[Report], int | None], rerun: tuple[Any, list[Report], int | None] | None

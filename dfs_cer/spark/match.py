@@ -257,8 +257,9 @@ def match_deferred(spark: Any, result: Any, time_unit: str, tasks: int | None) -
     deferred, analysis = result.deferred, result.analysis
     try:
         span = deferred.span or (0, 0)
+        # the nodes report bounds of their shards, not of the rows the pull will bring
         plan = plan_chunks(analysis, mins=[span[0]], maxs=[span[1]], rows=[max(1, deferred.session.rows_total)],
-                           chunks=_chunks(spark, tasks))
+                           chunks=_chunks(spark, tasks), exact=False)
         slices = pull_slices(plan, span, _chunks(spark, tasks))
         bound = Bound(analysis.query.to_sql(), result.events.schema, _config(time_unit, analysis.event_key,
                                                                              analysis.dedup))

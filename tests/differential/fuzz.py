@@ -19,6 +19,7 @@ Run by ``tests/differential/test_differential.py`` (quick profile) and ``bench/f
 
 from __future__ import annotations
 
+import dataclasses
 import decimal
 import math
 import tempfile
@@ -515,6 +516,7 @@ class Runner:
                 self._compare(world, f"{name} (cost model {model})", d.sql, expected[i], run)
             if i in saved:
                 self._since_run(world, d, expected[i], saved[i], cluster, root)
+            self._spark_split(world, d, full, np.random.default_rng((world.seed, i, 71)))
         answered = [i for i in expected if expected[i][0] == "rows"]
         if len(answered) >= 2:  # several queries in one scan
             group = [int(x) for x in rng.choice(answered, min(3, len(answered)), replace=False)]
@@ -564,6 +566,64 @@ class Runner:
             return run_outer(parse(d.sql), result.matches)
 
         self._compare(world, "incremental re-run (--since-run)", d.sql, expected, again)
+
+
+    def _spark_split(self, world: World, d: Drawn, full: pa.Table, rng: np.random.Generator) -> None:
+        """The query (or a variant with ``^``/``$``, an optional whole pattern, WITH UNMATCHED ROWS)
+        on the Spark split: the executors' chunk planner over a few time chunks at drawn cuts (or
+        groups of partitions, or one chunk), matched as :func:`dfs_cer.match.chunked.run_split`
+        matches them in one process, against the local engine."""
+        variant, sql = "as drawn", d.sql
+        if "ALL MATCHES" not in sql and rng.random() < 0.6:
+            variant = str(rng.choice(["anchor_start", "anchor_end", "anchor_both", "optional", "unmatched"]))
+            head, rest = sql.split("PATTERN (", 1)
+            body, tail = rest.rsplit(") WITHIN", 1)
+            body = {"anchor_start": f"^ {body}", "anchor_end": f"{body} $", "anchor_both": f"^ {body} $",
+                    "optional": f"({body})?"}.get(variant, body)
+            if variant == "unmatched":
+                head = head.replace("ONE ROW PER MATCH", "ALL ROWS PER MATCH").replace(
+                    "ALL ROWS PER MATCH", "ALL ROWS PER MATCH WITH UNMATCHED ROWS")
+                head = ", ".join(m for m in head.split(", ") if "count(*)" not in m)
+            sql = f"{head}PATTERN ({body}) WITHIN{tail}"
+        self.report.count("spark split query", variant)
+        expected = outcome(lambda: match_recognize(full, sql))
+        mode: list[str] = []
+
+        def split() -> pa.Table:
+            from dfs_cer.config import QueryConfig
+            from dfs_cer.local import run_outer
+            from dfs_cer.match.chunked import run_split
+            from dfs_cer.match.identity import row_hashes
+            from dfs_cer.match.rowpattern import time_values
+            from dfs_cer.plan.chunks import NEG, plan_chunks
+            from dfs_cer.query import analyze, parse
+            from dfs_cer.spark.distributed import engine_output
+
+            query = parse(sql)
+            analysis = analyze(query, full.schema, QueryConfig())
+            ts_col = analysis.query.recognize.order_by[0].column
+            valid = full.filter(full.column(ts_col).is_valid())
+            ts = time_values(valid, ts_col) if valid.num_rows else np.zeros(0, np.int64)
+            first, last = (int(ts.min()), int(ts.max())) if ts.size else (0, 0)
+            plan = plan_chunks(analysis, mins=[first], maxs=[last], rows=[max(1, ts.size)], chunks=4,
+                               nulls=full.num_rows - valid.num_rows)
+            mode.append(plan.mode)
+            if plan.mode == "time":
+                cuts = np.unique(rng.choice(ts, int(rng.integers(1, 16)))) if ts.size else ts  # edges at rows
+                plan = dataclasses.replace(plan, starts=np.array([NEG, *cuts], np.int64))
+                relation = run_split(full, analysis, plan)[0]
+            else:  # groups of whole partitions (by hash), or one chunk
+                parts = analysis.query.recognize.partition_by
+                group = (row_hashes(full, list(parts)) % np.uint64(3)).astype(np.int64) if parts and \
+                    plan.mode == "partition" else np.zeros(full.num_rows, np.int64)
+                relation = pa.concat_tables([engine_output(full.filter(pa.array(group == k)), analysis, None)
+                                             for k in range(3)])
+            return run_outer(query, relation)
+
+        self._compare(world, "spark split (time chunks)", sql, expected, split)
+        self.report.count("spark split", f"{mode[0] if mode else 'refused'}"
+                          f"{' + anchors' if variant.startswith('anchor') else ''}"
+                          f"{' + match_number' if 'MATCH_NUMBER' in sql else ''}")
 
 
 def run(seeds: range, queries_per_world: int = 6, log: Callable[[str], None] | None = None) -> Report:

@@ -110,7 +110,7 @@ def test_unsplittable_patterns_run_as_one_chunk_and_say_why(spark: Any, dense: t
     from dfs_cer.spark import recognize
 
     events, root = dense
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES MATCH_NUMBER() AS m, COUNT(*) AS n "
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES MATCH_NUMBER() * 2 AS m, COUNT(*) AS n "
            "PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2)")
     run = recognize(spark, sql, data=str(root), driver_threshold=0, tasks=2)
     assert rows(run.matches.toArrow().cast(local_match_recognize(events, sql).schema)) == \
@@ -299,3 +299,66 @@ def test_files_in_time_order_are_read_by_their_chunks(spark: Any, dense: tuple[p
         assert ordered.split is not None and ordered.split.direct
     mixed = recognize(spark, QUERIES["past-last-chain"], data=str(shuffled), driver_threshold=0, tasks=2)
     assert mixed.split is not None and not mixed.split.direct
+
+
+#: queries whose answer depends on where the partition starts or ends (the dense log has no
+#: PARTITION BY: the partition is the whole log, cut into time chunks)
+EDGES = {
+    "start-anchor": q("PATTERN (^ A B*) WITHIN 40 SECONDS DEFINE A AS A.v < 10, B AS B.v < 8"),
+    "end-anchor": q("PATTERN (A B* $) WITHIN 40 SECONDS DEFINE A AS A.v < 10, B AS B.v < 10"),
+    "start-or-row": q("PATTERN (^ A | B) WITHIN 5 SECONDS DEFINE A AS A.v < 10, B AS B.v = 9"),
+    "end-with-unmatched": q("PATTERN (A B* $) WITHIN 40 SECONDS DEFINE A AS A.v = 1, B AS B.v < 10",
+                            rows="ALL ROWS PER MATCH WITH UNMATCHED ROWS"),
+    "empty-matches": q("PATTERN (A*) WITHIN 5 SECONDS DEFINE A AS A.v < 3", rows="ALL ROWS PER MATCH SHOW EMPTY MATCHES"),
+    # chunks number their own matches from 1; the merge renumbers them over the whole partition
+    "match-number": q(CHAIN).replace("COUNT(*) AS n", "MATCH_NUMBER() AS m"),
+    "match-number-partitioned-all-rows": q(CHAIN, rows="ALL ROWS PER MATCH WITH UNMATCHED ROWS",
+                                           part="PARTITION BY g").replace("COUNT(*) AS n", "MATCH_NUMBER() AS m"),
+}
+
+
+@pytest.mark.parametrize("name", list(EDGES))
+def test_partition_edges_over_time_chunks(spark: Any, dense: tuple[pa.Table, Path], name: str) -> None:
+    """``^`` holds at the log's first row only (not at every chunk's), ``$`` at its last row, empty
+    matches and unmatched rows come once each, MATCH_NUMBER() counts the whole partition's matches."""
+    from dfs_cer.spark import recognize
+
+    events, root = dense
+    sql = EDGES[name]
+    expected = local_match_recognize(events, sql)
+    run = recognize(spark, sql, data=str(root), driver_threshold=0, tasks=2)
+    assert rows(run.matches.toArrow().cast(expected.schema)) == rows(expected), name
+    assert run.split is not None and run.split.mode == "time" and run.split.chunks >= 4, name
+    if name in ("start-anchor", "end-anchor"):
+        assert expected.num_rows == 1, name
+
+
+@pytest.mark.parametrize(("sql", "mode", "why"), [
+    (q("PATTERN (^ A B*) WITHIN 40 SECONDS DEFINE A AS A.v < 10, B AS B.v < 8", part="PARTITION BY g"), "partition",
+     "^ or $ under PARTITION BY"),
+    (q("PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2 AND MATCH_NUMBER() > 3"),
+     "single", "MATCH_NUMBER")])
+def test_partition_edges_keep_partitions_whole(spark: Any, dense: tuple[pa.Table, Path], sql: str, mode: str,
+                                               why: str) -> None:
+    """Anchors under PARTITION BY, and MATCH_NUMBER() in DEFINE, keep partitions whole and say why."""
+    from dfs_cer.spark import recognize
+
+    events, root = dense
+    expected = local_match_recognize(events, sql)
+    run = recognize(spark, sql, data=str(root), driver_threshold=0, tasks=2)
+    assert rows(run.matches.toArrow().cast(expected.schema)) == rows(expected), sql
+    assert run.split is not None and run.split.mode == mode and why in (run.split.reason or ""), run.split
+
+
+def test_anchors_on_executor_pulls_match_in_one_chunk(spark: Any, dense: tuple[pa.Table, Path], nodes: Any) -> None:
+    """Executors pulling from storage nodes know only the nodes' time bounds, not the first and
+    last row they will pull: an anchored pattern is matched as one chunk (and says why)."""
+    from dfs_cer.spark import recognize
+
+    events, _ = dense
+    sql = EDGES["start-anchor"]
+    expected = local_match_recognize(events, sql)
+    run = recognize(spark, sql, endpoints=nodes.endpoints, token=nodes.token, strategy="pull_all",
+                    driver_threshold=0, tasks=2)
+    assert rows(run.matches.toArrow().cast(expected.schema)) == rows(expected)
+    assert run.split is not None and run.split.mode == "single" and "exact first and last" in (run.split.reason or "")
