@@ -152,7 +152,7 @@ def push_down(session: Session, query: Query, unit: str, options: PullOptions) -
     analysis, headers, schema = _open(session, query, unit)
     if not analysis.skippable:
         return _pull_everything(session, analysis, schema, f"pull_all ({analysis.skip_reason})")
-    unordered = _halo_unordered(analysis, schema)
+    unordered = _no_halo(session, analysis, schema)
     if unordered:
         return _pull_everything(session, analysis, schema, unordered)
     everything = _every_row_a_candidate(session, analysis) or _too_many_candidates(session, analysis, headers)
@@ -263,7 +263,7 @@ def push_pull(session: Session, query: Query, unit: str, options: PullOptions) -
     analysis, headers, schema = _open(session, query, unit)
     if not analysis.skippable:
         return _pull_everything(session, analysis, schema, f"pull_all ({analysis.skip_reason})")
-    unordered = _halo_unordered(analysis, schema)
+    unordered = _no_halo(session, analysis, schema)
     if unordered:
         return _pull_everything(session, analysis, schema, unordered)
     counts = _counts(headers)
@@ -355,10 +355,14 @@ class _Tis:
         return IntervalSet(starts, ends - 1)
 
 
-def _halo_unordered(analysis: Analysis, schema: pa.Schema) -> str | None:
-    """Why halo rows cannot be found for this query (its fallback reason), or None."""
+def _no_halo(session: Session, analysis: Analysis, schema: pa.Schema) -> str | None:
+    """Why halo rows cannot be found for this query (its fallback reason), or None. Decided here,
+    from the analysis, before any halo request: a reach beyond the halo limit pulls every row."""
     if not (analysis.prev_reach or analysis.next_reach):
         return None
+    if max(analysis.prev_reach, analysis.next_reach) > session.halo_limit:
+        return (f"pull_all (PREV/NEXT reach {analysis.prev_reach} row(s) before and {analysis.next_reach} after a "
+                f"match, beyond the halo limit of {session.halo_limit} rows: every row pulled)")
     first = analysis.query.recognize.order_by[0]
     if first.descending:
         return "pull_all (PREV/NEXT under a descending first ORDER BY column: halo rows are found in ascending time)"
@@ -373,7 +377,7 @@ def _fallback(session: Session, analysis: Analysis, schema: pa.Schema,
               headers: list[dict[str, Any]] | None = None) -> PullResult | None:
     """The exact strategy to run instead of interval pruning when the query does not allow it."""
     trace = session.trace
-    unordered = _halo_unordered(analysis, schema)
+    unordered = _no_halo(session, analysis, schema)
     if unordered:
         return _pull_everything(session, analysis, schema, unordered)
     shard_times = {str(h["time_column"]) for h in headers or [] if h.get("time_column")}
