@@ -792,8 +792,9 @@ class Actions:
                                       or after.max() > request.after)):
                 raise ProtocolError(f"pull_halo: {POINT_BEFORE}/{POINT_AFTER} must lie in 0..halo "
                                     f"({request.before}, {request.after})")
-        if request.skip_shipped and state.shipped is None:
-            raise ProtocolError("pull_halo: skip_shipped, but no final pull of this query shipped rows here")
+        if request.skip_shipped and state.shipped is None:  # re-opened after a restart: the client asks again
+            raise CacheMissError("pull_halo: skip_shipped, but this node holds no record of rows it shipped for the "
+                                 "query (it restarted and the query was re-opened); ask without skip_shipped")
         ordered, pid, t, bounds, order = self._canonical(state, request, "pull_halo")
         try:
             point_pid = point_partitions(ordered, bounds, partition_by, points.select(partition_by))
