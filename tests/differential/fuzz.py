@@ -7,7 +7,8 @@ nodes, possibly empty ones; optionally late files appended after the first queri
 world, *queries* (pattern shapes: skips, repeated variables, alternation, groups, PERMUTE,
 exclusion, ``{n}``, ``+?`` on any-row variables, contiguous patterns, ALL MATCHES with
 Kleene+, negation and alternation; conditions with literals, cross-variable equalities of mixed
-numeric types, PREV; PARTITION BY, every AFTER MATCH SKIP, ONE/ALL ROWS PER MATCH). Every query
+numeric types, PREV; PREV/NEXT past a lowered halo limit, FIRST/LAST(x, n) and MATCH_NUMBER() in
+DEFINE; PARTITION BY, every AFTER MATCH SKIP, ONE/ALL ROWS PER MATCH). Every query
 runs through every strategy and cost model drawn, several queries also run together
 (``pull_many``), and with late files the saved-run changelog path (``--since-run``) is compared
 too. A case passes when the strategy returns exactly the local engine's rows, or both refuse the
@@ -36,6 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dfs_cer import match_recognize
+from dfs_cer.config import StrategyConfig
 from dfs_cer.errors import DfsCerError
 from dfs_cer.io.shard import shard
 from dfs_cer.strategies import STRATEGIES, pull
@@ -49,6 +51,8 @@ TIME_TYPES = ["int64", "timestamp_ms", "timestamp_us_utc", "timestamp_s", "times
 STRING_TYPES = ["string", "large_string", "dictionary"]
 LAYOUTS = ["random", "time", "type"]
 COST_MODELS = ["adaptive", "always_on", "naive"]
+#: features counted in their own dimension of the report ("strategies once refused")
+FAR = "far:"
 
 
 @dataclass
@@ -63,11 +67,14 @@ class World:
     nodes: int
     late: pa.Table | None  # rows appended as late files after the first queries
     empty_nodes: int = 0  # storage nodes without a row (known once sharded)
+    #: the compute node's halo limit (strategy.halo_limit): lowered, small worlds reach past it
+    halo_limit: int = 10_000
 
     def describe(self) -> str:
         return (f"world seed={self.seed} rows={self.table.num_rows} time={self.time_type} v,w={self.value_types} "
                 f"type={self.string_type} layout={self.partitioning}x{self.nodes} "
-                f"late={0 if self.late is None else self.late.num_rows} names={self.names}")
+                f"late={0 if self.late is None else self.late.num_rows} names={self.names} "
+                f"halo_limit={self.halo_limit}")
 
 
 @dataclass
@@ -208,7 +215,25 @@ SHAPES = {
 }
 
 
-def draw_query(world: World, rng: np.random.Generator) -> Drawn:
+def _far(world: World, far: np.random.Generator, var: str, first: str, v: str, all_matches: bool) -> tuple[str, str]:
+    """A DEFINE conjunct the strategies once refused (drawn from its own generator, so the other
+    draws of a seed stay as they were): PREV/NEXT beyond the halo limit, FIRST/LAST with an
+    offset, MATCH_NUMBER(); ("", "") when none is drawn."""
+    if all_matches or world.value_types[0] == "bool" or far.random() >= 0.2:
+        return "", ""
+    kind = str(far.choice(["prev", "next", "last_offset", "first_offset", "match_number"]))
+    k = int(far.choice([1, 2, 3, 5]))
+    if kind in ("prev", "next"):
+        nav, op = ("PREV", ">=") if kind == "prev" else ("NEXT", "<=")
+        return f"({nav}({var}.{v}, {k}) IS NULL OR {var}.{v} {op} {nav}({var}.{v}, {k}))", \
+            f"{kind} {'beyond' if k > world.halo_limit else 'within'} the halo limit"
+    if kind == "match_number":
+        return f"MATCH_NUMBER() <= {k}", "MATCH_NUMBER() in DEFINE"
+    nav, of = ("LAST", var) if kind == "last_offset" else ("FIRST", first)
+    return f"{nav}({of}.{v}, {k}) IS NULL", f"{nav}(x, n) in DEFINE"
+
+
+def draw_query(world: World, rng: np.random.Generator, far: np.random.Generator | None = None) -> Drawn:
     shape = str(rng.choice(list(SHAPES)))
     pattern, all_matches = SHAPES[shape]
     variables = [v for v in "ABCD" if v in pattern.replace("PERMUTE", "")]
@@ -258,6 +283,11 @@ def draw_query(world: World, rng: np.random.Generator) -> Drawn:
         if not all_matches and rng.random() < 0.1 and world.value_types[0] != "bool":
             parts.append(f"{col('v', var)} >= PREV({col('v', var)})")
             features.append("prev")
+        if far is not None:
+            extra, what = _far(world, far, var, variables[0], _case(far, nm["v"]), all_matches)
+            if extra:
+                parts.append(extra)
+                features.append(f"{FAR}{what}")
         defines.append(f"{var} AS {' AND '.join(parts)}")
     window = int(rng.choice([1, 3, 8]))
     if world.time_type == "int64":
@@ -359,7 +389,9 @@ class Runner:
 
     def run_world(self, world: World) -> None:
         rng = np.random.default_rng(world.seed + 1_000_003)
-        drawn = [draw_query(world, rng) for _ in range(self.queries_per_world)]
+        far = np.random.default_rng(world.seed + 2_000_003)
+        world.halo_limit = int(far.choice([10_000, 3, 1]))
+        drawn = [draw_query(world, rng, far) for _ in range(self.queries_per_world)]
         full = world.table if world.late is None else pa.concat_tables([world.table, world.late])
         with tempfile.TemporaryDirectory(prefix="dfs-cer-fuzz-") as tmp:
             root = Path(tmp)
@@ -391,8 +423,12 @@ class Runner:
         r.count("empty storage nodes", world.empty_nodes)
         r.count("column case", "as data" if all(n.islower() for n in world.names.values()) else "mixed")
         r.count("late files", "yes" if world.late is not None else "no")
+        r.count("halo limit", world.halo_limit)
         for f in d.features:
-            r.count("query feature" if f != d.shape else "pattern shape", f)
+            if f.startswith(FAR):
+                r.count("once refused", f.removeprefix(FAR))
+            else:
+                r.count("query feature" if f != d.shape else "pattern shape", f)
 
     def _queries(self, world: World, drawn: list[Drawn], full: pa.Table, cluster: LocalCluster,
                  rng: np.random.Generator, saved: dict[int, Any], root: Path) -> None:
@@ -410,7 +446,8 @@ class Runner:
                 self.report.count("strategy", name)
 
                 def run(name: str = name, model: str = model, sql: str = d.sql) -> pa.Table:
-                    return match_pulled(pull(name, sql, cluster.endpoints, cluster.token, cost_model=model))
+                    return match_pulled(pull(name, sql, cluster.endpoints, cluster.token, cost_model=model,
+                                             config=StrategyConfig(halo_limit=world.halo_limit)))
 
                 self._compare(world, f"{name} (cost model {model})", d.sql, expected[i], run)
             if i in saved:
@@ -424,7 +461,8 @@ class Runner:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    result = pull_many(name, sqls, cluster.endpoints, cluster.token)
+                    result = pull_many(name, sqls, cluster.endpoints, cluster.token,
+                                       config=StrategyConfig(halo_limit=world.halo_limit))
                 tables: list[pa.Table] | None = [match_pulled(r) for r in result.results]
             except Exception:
                 tables = None
