@@ -100,6 +100,9 @@ class StorageConfig:
     calibration_file: str = ""
     #: the most CPU seconds one query may spend matching on this node (else the compute pulls)
     match_cpu_budget_seconds: float = 5.0
+    #: the most rows a halo request may reach here (at most the protocol's 10,000), reported at
+    #: open: the compute node pulls every row for a query reaching further
+    halo_limit: int = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,9 +301,11 @@ def _validate(config: Config) -> None:
     if config.storage.max_message_bytes <= 0 or config.storage.cache_bytes < 0:
         raise ConfigError("conf keys storage.max_message_bytes must be positive and storage.cache_bytes at least 0, "
                           f"got {config.storage.max_message_bytes} and {config.storage.cache_bytes}")
-    if not 0 <= config.strategy.halo_limit <= 10_000:
-        raise ConfigError(f"conf key strategy.halo_limit must be in 0..10000 (the protocol's halo limit), "
-                          f"got {config.strategy.halo_limit}")
+    for section in ("strategy", "storage"):
+        limit = getattr(config, section).halo_limit
+        if not 0 <= limit <= 10_000:
+            raise ConfigError(f"conf key {section}.halo_limit must be in 0..10000 (the protocol's halo limit), "
+                              f"got {limit}")
     if config.matcher.max_matches <= 0:
         raise ConfigError(f"conf key matcher.max_matches must be positive, got {config.matcher.max_matches}")
 

@@ -35,6 +35,7 @@ from dfs_cer.transport.messages import field
 from dfs_cer.transport.protocol import (
     HALO,
     LEASE_GRACE_SECONDS,
+    MAX_HALO,
     MEMBERS,
     POINT_AFTER,
     POINT_BEFORE,
@@ -117,7 +118,7 @@ def _time_ranges(raw: object) -> np.ndarray | None:
 
 class Actions:
     def __init__(self, store: ShardStore, registry: StateRegistry, max_blob: int = 256 * 1024**2,
-                 betas: dict[str, float] | None = None, cpu_budget: float = 5.0) -> None:
+                 betas: dict[str, float] | None = None, cpu_budget: float = 5.0, halo_limit: int = MAX_HALO) -> None:
         self.store = store
         self.registry = registry
         #: opens share the loaded data; a switch to another table snapshot is alone
@@ -128,6 +129,8 @@ class Actions:
         self.betas = betas or node_betas("")
         #: the most seconds one query may spend matching here
         self.cpu_budget = cpu_budget
+        #: the most rows a halo request may reach (reported at open)
+        self.halo_limit = halo_limit
 
     # ------------------------------------------------------------------ open
 
@@ -242,7 +245,7 @@ class Actions:
                 "time_column": self.store.time_column,
                 **self.store.served_snapshot(),
                 "navigation_on_node": state.navigation,
-                "match_cpu_budget": self.cpu_budget}
+                "match_cpu_budget": self.cpu_budget, "halo_limit": self.halo_limit}
 
     def _local(self, analysis: Analysis) -> bool:
         """Does this node hold every row of each PARTITION BY group it holds any row of? True for
@@ -714,17 +717,17 @@ class Actions:
             rows = _union(state)
             _ship(state, rows)
             if "halo" in header:
-                return self._with_local_halo(state, Halo.parse(header), rows)
+                return self._with_local_halo(state, Halo.parse(header, self.halo_limit), rows)
             return state.table.take(pa.array(rows))
         if kind == "pull_matches":  # node-side matching: the MATCH_RECOGNIZE relation of this node's rows
             return self._pull_matches(state, header)
         if kind == "pull_halo":  # rows next to the pulled candidates' (partition, time) points
-            return self._pull_halo(state, Halo.parse(header), blobs)
+            return self._pull_halo(state, Halo.parse(header, self.halo_limit), blobs)
         if kind not in ("pull", "pull_range"):
             raise ProtocolError(f"unknown pull kind {kind!r}; use pull, pull_range, pull_halo, pull_variable, "
                                 "pull_pushdown or pull_all")
         if kind == "pull_range" and "halo" in header:
-            return self._pull_range_halo(state, Halo.parse(header), blobs)
+            return self._pull_range_halo(state, Halo.parse(header, self.halo_limit), blobs)
         if not blobs:
             raise ProtocolError(f"{kind}: the final interval set blob is missing")
         swf = _load_tis(_tis_format(header, kind), blobs[0])
@@ -733,7 +736,7 @@ class Actions:
             rows = rows[swf.contains(state.ts[rows])]
             _ship(state, rows)
             if "halo" in header:
-                return self._with_local_halo(state, Halo.parse(header), rows)
+                return self._with_local_halo(state, Halo.parse(header, self.halo_limit), rows)
             return state.table.take(pa.array(rows))
         # pull_range: every row inside the intervals (contiguous patterns), from the shards
         self._same_generation(state, kind)

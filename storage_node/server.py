@@ -60,7 +60,8 @@ class StorageNode(flight.FlightServerBase):
         self.config = config
         self.registry = StateRegistry(config.memory_budget, config.state_ttl_seconds, config.admission_wait_seconds)
         self.actions = Actions(store, self.registry, self.config.max_message_bytes,
-                               node_betas(config.calibration_file), config.match_cpu_budget_seconds)
+                               node_betas(config.calibration_file), config.match_cpu_budget_seconds,
+                               config.halo_limit)
         self.started = time.time()
         self.calls = 0
         self.bytes_in = 0

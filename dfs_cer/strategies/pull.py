@@ -116,6 +116,8 @@ def _open(session: Session, query: Query, unit: str) -> tuple[Analysis, list[dic
     maxs = [h["max_ts"] for h in headers if h.get("max_ts") is not None]
     session.time_span = (int(min(mins)), int(max(maxs))) if mins and maxs else None
     session.rows_total = sum(int(h.get("rows") or 0) for h in headers)
+    # the nodes' own halo limits (storage.halo_limit) bound what the query may ask of them
+    session.halo_limit = min([session.halo_limit, *(int(h["halo_limit"]) for h in headers if "halo_limit" in h)])
     if on_nodes:
         modes = sorted({str(h["navigation_on_node"]) for h in headers})
         session.trace.navigation = f"PREV/NEXT conditions checked on the storage nodes ({', '.join(modes)})"

@@ -37,7 +37,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dfs_cer import match_recognize
-from dfs_cer.config import StrategyConfig
 from dfs_cer.errors import DfsCerError
 from dfs_cer.io.shard import shard
 from dfs_cer.strategies import STRATEGIES, pull
@@ -67,7 +66,7 @@ class World:
     nodes: int
     late: pa.Table | None  # rows appended as late files after the first queries
     empty_nodes: int = 0  # storage nodes without a row (known once sharded)
-    #: the compute node's halo limit (strategy.halo_limit): lowered, small worlds reach past it
+    #: the storage nodes' halo limit (storage.halo_limit): lowered, small worlds reach past it
     halo_limit: int = 10_000
 
     def describe(self) -> str:
@@ -219,9 +218,10 @@ def _far(world: World, far: np.random.Generator, var: str, first: str, v: str, a
     """A DEFINE conjunct the strategies once refused (drawn from its own generator, so the other
     draws of a seed stay as they were): PREV/NEXT beyond the halo limit, FIRST/LAST with an
     offset, MATCH_NUMBER(); ("", "") when none is drawn."""
-    if all_matches or world.value_types[0] == "bool" or far.random() >= 0.2:
+    if all_matches or world.value_types[0] == "bool" or far.random() >= 0.25:
         return "", ""
-    kind = str(far.choice(["prev", "next", "last_offset", "first_offset", "match_number"]))
+    kind = str(far.choice(["prev", "next", "last_offset", "first_offset", "match_number"],
+                          p=[0.3, 0.3, 0.15, 0.1, 0.15]))
     k = int(far.choice([1, 2, 3, 5]))
     if kind in ("prev", "next"):
         nav, op = ("PREV", ">=") if kind == "prev" else ("NEXT", "<=")
@@ -400,7 +400,9 @@ class Runner:
                               partitioning=world.partitioning, time_column=world.names["ts"],
                               type_column=world.names["type"], batch_rows=64)
             world.empty_nodes = sum(1 for m in manifests if m.rows == 0)
-            cluster = LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(world.nodes)]).start()
+            # the nodes' halo limit, lowered: the compute node learns it at open
+            cluster = LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(world.nodes)],
+                                   env={"DFS_CER__STORAGE__HALO_LIMIT": str(world.halo_limit)}).start()
             try:
                 saved = self._before_late(world, drawn, cluster, root) if world.late is not None else {}
                 if world.late is not None:
@@ -446,8 +448,7 @@ class Runner:
                 self.report.count("strategy", name)
 
                 def run(name: str = name, model: str = model, sql: str = d.sql) -> pa.Table:
-                    return match_pulled(pull(name, sql, cluster.endpoints, cluster.token, cost_model=model,
-                                             config=StrategyConfig(halo_limit=world.halo_limit)))
+                    return match_pulled(pull(name, sql, cluster.endpoints, cluster.token, cost_model=model))
 
                 self._compare(world, f"{name} (cost model {model})", d.sql, expected[i], run)
             if i in saved:
@@ -461,8 +462,7 @@ class Runner:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    result = pull_many(name, sqls, cluster.endpoints, cluster.token,
-                                       config=StrategyConfig(halo_limit=world.halo_limit))
+                    result = pull_many(name, sqls, cluster.endpoints, cluster.token)
                 tables: list[pa.Table] | None = [match_pulled(r) for r in result.results]
             except Exception:
                 tables = None

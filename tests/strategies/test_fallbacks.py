@@ -100,6 +100,29 @@ def test_a_lowered_halo_limit_decides_before_any_halo_request(cluster: LocalClus
         assert ("beyond the halo limit of 2 rows" in (fallback or "")) == beyond, fallback
 
 
+@pytest.fixture(scope="module")
+def low_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """Storage nodes that serve halo requests of at most 2 rows (storage.halo_limit)."""
+    root = tmp_path_factory.mktemp("low-halo")
+    pq.write_table(TABLE, root / "events.parquet")
+    shard(str(root / "events.parquet"), 2, str(root / "nodes"))
+    with LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(2)],
+                      env={"DFS_CER__STORAGE__HALO_LIMIT": "2"}) as c:
+        yield c
+
+
+@pytest.mark.parametrize(("strategy", "query"), [(s, skip_query) for s in HALO_STRATEGIES] + [
+    (s, contiguous_query) for s in ("dfs", "naive_dfs")])
+def test_the_nodes_halo_limit_is_learnt_at_open(low_nodes: LocalCluster, strategy: str, query: object) -> None:
+    assert callable(query)
+    for sql, beyond in ((query("NEXT(B.y, 3) = B.y"), True), (query("NEXT(B.y, 2) = B.y"), False)):
+        expected = rows(match_recognize(TABLE, sql))
+        assert expected
+        got, fallback = run(low_nodes, strategy, sql)
+        assert got == expected, (sql, fallback)
+        assert ("beyond the halo limit of 2 rows" in (fallback or "")) == beyond, fallback
+
+
 def test_the_halo_limit_is_checked() -> None:
     with pytest.raises(ConfigError, match=r"halo_limit must be in 0\.\.10000"):
         pull("dfs", skip_query("PREV(B.y) = 1"), ["127.0.0.1:1"], "t", config=StrategyConfig(halo_limit=10_001))
