@@ -8,8 +8,9 @@ variables that occur more than once (``A N*? B N*? A``: each occurrence is match
 variable of its own, ``A`` and ``A__2``). Whatever cannot be evaluated on the projection is
 dropped, which only keeps more: conditions on variables outside it, running aggregates,
 CLASSIFIER(), MATCH_NUMBER() (it counts the query's matches, not the projection's), FIRST/LAST
-with an offset (the k-th row of a variable the projection may not hold), references to a repeated variable (SQL reads its last row so far, which the
-projection cannot tell), and the preference order of alternatives.
+with an offset (the k-th row of a variable the projection may not hold), references to a
+repeated variable (SQL reads its last row so far, which the projection cannot tell), and the
+preference order of alternatives.
 """
 
 from __future__ import annotations
