@@ -27,6 +27,7 @@ from dfs_cer.filters import (
     eq1_offsets,
 )
 from dfs_cer.io.shard import schema_digest
+from dfs_cer.plan.halo import no_halo
 from dfs_cer.query import Analysis, Query, analyze, parse
 from dfs_cer.query.arrow_filter import to_arrow_filter, union_filter
 from dfs_cer.query.expr import Column, walk
@@ -465,7 +466,9 @@ class Actions:
         states = []
         # contiguous patterns read every row; when none of the queries has one, the scan keeps
         # only rows some variable of some query may take
-        whole = bool(header.get("whole")) or any(not a.skippable for a, _ in queries)
+        # and so do queries pulling every row because halo rows cannot serve them (as the compute node decides)
+        whole = bool(header.get("whole")) or any(
+            not a.skippable or no_halo(a, self.store.schema, self.halo_limit) is not None for a, _ in queries)
         try:
             if whole:
                 table = self.store.sorted_rows()

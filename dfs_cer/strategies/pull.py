@@ -42,7 +42,7 @@ from dfs_cer.filters import (
 )
 from dfs_cer.match.rowpattern import sort_and_partition, time_values
 from dfs_cer.plan.cost import CostInputs, CostModel
-from dfs_cer.plan.halo import candidate_reach, subtract_rows
+from dfs_cer.plan.halo import candidate_reach, no_halo, subtract_rows
 from dfs_cer.plan.order import variable_order
 from dfs_cer.query import Analysis, Query, Role, analyze
 from dfs_cer.query.expr import Column, to_sql, walk
@@ -368,20 +368,9 @@ class _Tis:
 
 def _no_halo(session: Session, analysis: Analysis, schema: pa.Schema) -> str | None:
     """Why halo rows cannot be found for this query (its fallback reason), or None. Decided here,
-    from the analysis, before any halo request: a reach beyond the halo limit pulls every row."""
-    if not (analysis.prev_reach or analysis.next_reach):
-        return None
-    if max(analysis.prev_reach, analysis.next_reach) > session.halo_limit:
-        return (f"pull_all (PREV/NEXT reach {analysis.prev_reach} row(s) before and {analysis.next_reach} after a "
-                f"match, beyond the halo limit of {session.halo_limit} rows: every row pulled)")
-    first = analysis.query.recognize.order_by[0]
-    if first.descending:
-        return "pull_all (PREV/NEXT under a descending first ORDER BY column: halo rows are found in ascending time)"
-    kind = schema.field(analysis.order_column).type if analysis.order_column in schema.names else None
-    if kind is not None and not (pa.types.is_integer(kind) or pa.types.is_timestamp(kind) or pa.types.is_date(kind)):
-        return (f"pull_all (PREV/NEXT with ORDER BY {analysis.order_column}, a {kind} column: halo rows are found by "
-                "an integer, date or timestamp order)")
-    return None
+    from the analysis, before any halo request (a group's nodes decide the same at open)."""
+    reason = no_halo(analysis, schema, session.halo_limit)
+    return None if reason is None else f"pull_all ({reason})"
 
 
 def _fallback(session: Session, analysis: Analysis, schema: pa.Schema,

@@ -19,6 +19,7 @@ from dfs_cer.errors import ConfigError
 from dfs_cer.io.shard import shard
 from dfs_cer.strategies import pull
 from dfs_cer.strategies.matching import match_pulled
+from dfs_cer.strategies.multi import pull_many
 from storage_node.launcher import LocalCluster
 from tests.storage.test_faults import FAST, before_round
 
@@ -121,6 +122,21 @@ def test_the_nodes_halo_limit_is_learnt_at_open(low_nodes: LocalCluster, strateg
         got, fallback = run(low_nodes, strategy, sql)
         assert got == expected, (sql, fallback)
         assert ("beyond the halo limit of 2 rows" in (fallback or "")) == beyond, fallback
+
+
+@pytest.mark.parametrize("strategy", ["push_down", "push_pull", "dfs", "naive_dfs"])
+def test_a_group_with_a_query_past_the_halo_limit_scans_every_row(cluster: LocalCluster, low_nodes: LocalCluster,
+                                                                    strategy: str) -> None:
+    """Queries run together share one scan: a query pulling every row needs the group opened
+    over every row, whichever limit (the compute node's or the nodes') it passes."""
+    sqls = [skip_query("NEXT(B.y, 3) = B.y"), skip_query("B.y > 0")]
+    for nodes, config in ((low_nodes, None), (cluster, StrategyConfig(halo_limit=2))):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            group = pull_many(strategy, sqls, nodes.endpoints, nodes.token, config=config, cost_model="always_on")
+        for sql, result in zip(sqls, group.results, strict=True):
+            assert rows(match_pulled(result)) == rows(match_recognize(TABLE, sql)), sql
+        assert "beyond the halo limit of 2 rows" in (group.results[0].trace.fallback or "")
 
 
 def test_the_halo_limit_is_checked() -> None:
