@@ -218,7 +218,7 @@ def _far(world: World, far: np.random.Generator, var: str, first: str, v: str, a
     """A DEFINE conjunct the strategies once refused (drawn from its own generator, so the other
     draws of a seed stay as they were): PREV/NEXT beyond the halo limit, FIRST/LAST with an
     offset, MATCH_NUMBER(); ("", "") when none is drawn."""
-    if all_matches or world.value_types[0] == "bool" or far.random() >= 0.25:
+    if all_matches or world.value_types[0] == "bool" or far.random() >= 0.3:
         return "", ""
     kind = str(far.choice(["prev", "next", "last_offset", "first_offset", "match_number"],
                           p=[0.3, 0.3, 0.15, 0.1, 0.15]))
@@ -390,7 +390,7 @@ class Runner:
     def run_world(self, world: World) -> None:
         rng = np.random.default_rng(world.seed + 1_000_003)
         far = np.random.default_rng(world.seed + 2_000_003)
-        world.halo_limit = int(far.choice([10_000, 3, 1]))
+        world.halo_limit = int(far.choice([10_000, 2, 1], p=[0.3, 0.35, 0.35]))
         drawn = [draw_query(world, rng, far) for _ in range(self.queries_per_world)]
         full = world.table if world.late is None else pa.concat_tables([world.table, world.late])
         with tempfile.TemporaryDirectory(prefix="dfs-cer-fuzz-") as tmp:
