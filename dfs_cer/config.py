@@ -68,6 +68,9 @@ class StrategyConfig:
     #: (string columns of few distinct values dictionary-encoded), or ``none`` (uncompressed,
     #: the paper's comparison); traces count the bytes that crossed the network
     transfer_compression: Literal["zstd", "lz4", "none"] = "zstd"
+    #: the most rows PREV/NEXT may reach beyond the pulled rows on either side (at most the
+    #: protocol's 10,000): a query reaching further pulls every row (a fallback in the trace)
+    halo_limit: int = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +111,9 @@ class StorageConfig:
     #: the most character steps (LIKE pattern size x characters of the rows) an input filter may
     #: cost one node; a costlier one is refused and computed on the compute node
     filter_cost_limit: int = 2_000_000_000
+    #: the most rows a halo request may reach here (at most the protocol's 10,000), reported at
+    #: open: the compute node pulls every row for a query reaching further
+    halo_limit: int = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,6 +316,11 @@ def _validate(config: Config) -> None:
     if config.storage.max_message_bytes <= 0 or config.storage.cache_bytes < 0:
         raise ConfigError("conf keys storage.max_message_bytes must be positive and storage.cache_bytes at least 0, "
                           f"got {config.storage.max_message_bytes} and {config.storage.cache_bytes}")
+    for section in ("strategy", "storage"):
+        limit = getattr(config, section).halo_limit
+        if not 0 <= limit <= 10_000:
+            raise ConfigError(f"conf key {section}.halo_limit must be in 0..10000 (the protocol's halo limit), "
+                              f"got {limit}")
     if config.matcher.max_matches <= 0:
         raise ConfigError(f"conf key matcher.max_matches must be positive, got {config.matcher.max_matches}")
 

@@ -29,6 +29,7 @@ from dfs_cer.filters import (
     eq1_offsets,
 )
 from dfs_cer.io.shard import schema_digest
+from dfs_cer.plan.halo import no_halo
 from dfs_cer.query import Analysis, Query, analyze, parse
 from dfs_cer.query.arrow_filter import to_arrow_filter, union_filter
 from dfs_cer.query.expr import Column, walk
@@ -37,6 +38,7 @@ from dfs_cer.transport.messages import field
 from dfs_cer.transport.protocol import (
     HALO,
     LEASE_GRACE_SECONDS,
+    MAX_HALO,
     MEMBERS,
     POINT_AFTER,
     POINT_BEFORE,
@@ -121,7 +123,7 @@ def _time_ranges(raw: object) -> np.ndarray | None:
 class Actions:
     def __init__(self, store: ShardStore, registry: StateRegistry, max_blob: int = 256 * 1024**2,
                  betas: dict[str, float] | None = None, cpu_budget: float = 5.0, work_threads: int = 0,
-                 filter_cost_limit: int = 2_000_000_000) -> None:
+                 filter_cost_limit: int = 2_000_000_000, halo_limit: int = MAX_HALO) -> None:
         self.store = store
         self.registry = registry
         #: opens share the loaded data; a switch to another table snapshot is alone
@@ -141,6 +143,8 @@ class Actions:
         self.where = f" on the storage node serving {store.location.uri}"
         #: the work of the call this thread runs (read by the row filters of ``_whole``)
         self._calls = threading.local()
+        #: the most rows a halo request may reach (reported at open)
+        self.halo_limit = halo_limit
 
     def _check(self) -> None:
         """Stop here when the query of this thread's call is past its deadline or closed."""
@@ -283,7 +287,7 @@ class Actions:
                 "time_column": self.store.time_column,
                 **self.store.served_snapshot(),
                 "navigation_on_node": state.navigation,
-                "match_cpu_budget": self.cpu_budget}
+                "match_cpu_budget": self.cpu_budget, "halo_limit": self.halo_limit}
 
     def _local(self, analysis: Analysis) -> bool:
         """Does this node hold every row of each PARTITION BY group it holds any row of? True for
@@ -545,7 +549,9 @@ class Actions:
         states = []
         # contiguous patterns read every row; when none of the queries has one, the scan keeps
         # only rows some variable of some query may take
-        whole = bool(header.get("whole")) or any(not a.skippable for a, _ in queries)
+        # and so do queries pulling every row because halo rows cannot serve them (as the compute node decides)
+        whole = bool(header.get("whole")) or any(
+            not a.skippable or no_halo(a, self.store.schema, self.halo_limit) is not None for a, _ in queries)
         try:
             if whole:
                 table = self.store.sorted_rows()
@@ -809,17 +815,17 @@ class Actions:
             rows = _union(state)
             _ship(state, rows)
             if "halo" in header:
-                return self._with_local_halo(state, Halo.parse(header), rows)
+                return self._with_local_halo(state, Halo.parse(header, self.halo_limit), rows)
             return state.table.take(pa.array(rows))
         if kind == "pull_matches":  # node-side matching: the MATCH_RECOGNIZE relation of this node's rows
             return self._pull_matches(state, header, work)
         if kind == "pull_halo":  # rows next to the pulled candidates' (partition, time) points
-            return self._pull_halo(state, Halo.parse(header), blobs)
+            return self._pull_halo(state, Halo.parse(header, self.halo_limit), blobs)
         if kind not in ("pull", "pull_range"):
             raise ProtocolError(f"unknown pull kind {kind!r}; use pull, pull_range, pull_halo, pull_variable, "
                                 "pull_pushdown or pull_all")
         if kind == "pull_range" and "halo" in header:
-            return self._pull_range_halo(state, Halo.parse(header), blobs)
+            return self._pull_range_halo(state, Halo.parse(header, self.halo_limit), blobs)
         if not blobs:
             raise ProtocolError(f"{kind}: the final interval set blob is missing")
         swf = _load_tis(_tis_format(header, kind), blobs[0])
@@ -828,7 +834,7 @@ class Actions:
             rows = rows[swf.contains(state.ts[rows])]
             _ship(state, rows)
             if "halo" in header:
-                return self._with_local_halo(state, Halo.parse(header), rows)
+                return self._with_local_halo(state, Halo.parse(header, self.halo_limit), rows)
             return state.table.take(pa.array(rows))
         # pull_range: every row inside the intervals (contiguous patterns), from the shards
         self._same_generation(state, kind)
@@ -888,8 +894,9 @@ class Actions:
                                       or after.max() > request.after)):
                 raise ProtocolError(f"pull_halo: {POINT_BEFORE}/{POINT_AFTER} must lie in 0..halo "
                                     f"({request.before}, {request.after})")
-        if request.skip_shipped and state.shipped is None:
-            raise ProtocolError("pull_halo: skip_shipped, but no final pull of this query shipped rows here")
+        if request.skip_shipped and state.shipped is None:  # re-opened after a restart: the client asks again
+            raise CacheMissError("pull_halo: skip_shipped, but this node holds no record of rows it shipped for the "
+                                 "query (it restarted and the query was re-opened); ask without skip_shipped")
         ordered, pid, t, bounds, order = self._canonical(state, request, "pull_halo")
         try:
             point_pid = point_partitions(ordered, bounds, partition_by, points.select(partition_by))

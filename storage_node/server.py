@@ -68,7 +68,7 @@ class StorageNode(flight.FlightServerBase):
                                       config.query_work_bytes)
         self.actions = Actions(store, self.registry, self.config.max_message_bytes,
                                node_betas(config.calibration_file), config.match_cpu_budget_seconds,
-                               config.work_threads, config.filter_cost_limit)
+                               config.work_threads, config.filter_cost_limit, config.halo_limit)
         self.started = time.time()
         self.calls = 0
         self.bytes_in = 0

@@ -6,7 +6,9 @@ it, and serves them like a shard set: rows decoded and sorted by time on load wh
 cache (files need not be sorted), else read per query, skipping files outside the query's time
 ranges. A query pins one snapshot on every node (``open`` names it); a node asked for another
 snapshot than the one it holds loads that one, and queries opened on the old one fail cleanly
-("run the query again") rather than mix snapshots.
+("run the query again") rather than mix snapshots. A schema change commits new table metadata
+without a snapshot: the node plans again when the metadata moved, so it serves the current
+schema (renamed and added columns) as pyiceberg, Spark and Trino read it.
 """
 
 from __future__ import annotations
@@ -116,18 +118,31 @@ class TableStore(ShardStore):
         that cannot be planned raises and leaves the current state in place."""
         if snapshot is not None and self.ref.kind != "iceberg":
             raise ProtocolError(f"this storage node serves {self.ref.name}, which has no snapshots")
-        if snapshot is not None and snapshot == self.snapshot:
+        if snapshot is not None and snapshot == self.snapshot and not self._metadata_moved():
             return False
         if snapshot is None and self.ref.snapshot is not None:
             return False  # the node serves the snapshot its reference names
         plan = self._plan(snapshot)
         assert self.plan is not None
-        if plan.snapshot == self.plan.snapshot and [f.to_dict() for f in plan.files] == self.manifest["files"]:
+        if plan.snapshot == self.plan.snapshot and [f.to_dict() for f in plan.files] == self.manifest["files"] \
+                and plan.schema.equals(self.plan.schema) and plan.field_ids == self.plan.field_ids \
+                and plan.aliases == self.plan.aliases:
+            self.plan.metadata_location = plan.metadata_location  # (e.g. a property set: nothing to reload)
             return False  # (a Hive file rewritten in place is another version: reloaded)
         with self._cache_lock:
             self._install(plan)
             self.generation += 1
         return True
+
+    def _metadata_moved(self) -> bool:
+        """Has the Iceberg table committed new metadata since the node planned it? A schema
+        change (rename, add column) commits no snapshot, and readers use the new schema."""
+        if self.ref.kind != "iceberg":
+            return False
+        from dfs_cer.io.tables import load_iceberg
+
+        assert self.plan is not None
+        return str(load_iceberg(self.ref, self.tables, self.config).metadata_location) != self.plan.metadata_location
 
     # --- reading ----------------------------------------------------------------------------
 

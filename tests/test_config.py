@@ -69,6 +69,8 @@ def test_frozen_and_picklable() -> None:
         ({"DFS_CER__STORAGE__NOPE": "1"}, "unknown conf key storage.nope"),
         ({"DFS_CER__STORAGE": "1"}, "must look like DFS_CER__SECTION__KEY"),
         ({"DFS_CER__MATCHER__MAX_MATCHES": "0"}, "conf key matcher.max_matches must be positive"),
+        ({"DFS_CER__STRATEGY__HALO_LIMIT": "10001"}, "conf key strategy.halo_limit must be in 0..10000"),
+        ({"DFS_CER__STORAGE__HALO_LIMIT": "-1"}, "conf key storage.halo_limit must be in 0..10000"),
         ({"DFS_CER__STORAGE__PORT": "1.5"}, "conf key storage.port must be an integer, got '1.5'"),
     ],
 )

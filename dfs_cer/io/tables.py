@@ -214,6 +214,9 @@ class TablePlan:
     pruned_bytes: int = 0
     snapshot_ms: int | None = None
     config: StorageConfig = field(default_factory=StorageConfig)
+    #: the Iceberg metadata file planned from: a schema change (rename, add column) commits a
+    #: new one without a new snapshot
+    metadata_location: str | None = None
 
     @property
     def rows(self) -> int:
@@ -374,7 +377,8 @@ def _plan_iceberg(ref: TableRef, tables: TablesConfig | None, storage: StorageCo
     mapping = table.name_mapping()
     aliases = {int(m.field_id): tuple(m.names) for m in (mapping or []) if m.field_id is not None}
     out = TablePlan(ref, identity, None if snap is None else snap.snapshot_id, schema, ids, [], aliases=aliases,
-                    snapshot_ms=None if snap is None else snap.timestamp_ms, config=storage)
+                    snapshot_ms=None if snap is None else snap.timestamp_ms, config=storage,
+                    metadata_location=table.metadata_location)
     if snap is None:
         return out  # a table never written to: no files
     try:

@@ -7,8 +7,10 @@ lets push-pull run (every skippable pattern): single variables, alternations, PE
 variables that occur more than once (``A N*? B N*? A``: each occurrence is matched as a
 variable of its own, ``A`` and ``A__2``). Whatever cannot be evaluated on the projection is
 dropped, which only keeps more: conditions on variables outside it, running aggregates,
-CLASSIFIER(), references to a repeated variable (SQL reads its last row so far, which the
-projection cannot tell), and the preference order of alternatives.
+CLASSIFIER(), MATCH_NUMBER() (it counts the query's matches, not the projection's), FIRST/LAST
+with an offset (the k-th row of a variable the projection may not hold), references to a
+repeated variable (SQL reads its last row so far, which the projection cannot tell), and the
+preference order of alternatives.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from dfs_cer.query.expr import (
     Column,
     Expr,
     Literal,
+    MatchNumber,
     Navigation,
     and_all,
     conjuncts,
@@ -92,8 +95,10 @@ def _projectable(e: Expr, owner: str, keep: set[str], repeated: set[str],
     before the owner's in every match (None: ALL MATCHES, where conditions see the whole match;
     under SQL's running semantics a later variable still reads NULL, which the projection,
     binding it, cannot reproduce)."""
-    if any(isinstance(n, Aggregate | Classifier) for n in walk(e)):
+    if any(isinstance(n, Aggregate | Classifier | MatchNumber) for n in walk(e)):
         return False
+    if any(isinstance(n, Navigation) and not n.kind.physical and n.offset for n in walk(e)):
+        return False  # FIRST/LAST(x, k) read the k-th row of a variable, which the projection may not hold
     if before is not None and any(isinstance(n, Navigation) and n.kind.physical for n in walk(e)):
         return False  # SQL's PREV/NEXT read rows next to the row, which the projection does not hold
     refs = _refs(e, owner)

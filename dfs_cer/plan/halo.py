@@ -171,6 +171,24 @@ def subtract_rows(rows: pa.Table, taken: pa.Table) -> np.ndarray:
     return keep[taken.num_rows:]
 
 
+def no_halo(analysis: Analysis, schema: pa.Schema, limit: int) -> str | None:
+    """Why halo rows cannot be found for this query, so every row must be pulled (the reason),
+    or None: PREV/NEXT reaching more than ``limit`` rows (the halo limit), a descending first
+    ORDER BY column, or one that is not an integer, date or timestamp column."""
+    if not (analysis.prev_reach or analysis.next_reach):
+        return None
+    if max(analysis.prev_reach, analysis.next_reach) > limit:
+        return (f"PREV/NEXT reach {analysis.prev_reach} row(s) before and {analysis.next_reach} after a match, "
+                f"beyond the halo limit of {limit} rows: every row pulled")
+    if analysis.query.recognize.order_by[0].descending:
+        return "PREV/NEXT under a descending first ORDER BY column: halo rows are found in ascending time"
+    kind = schema.field(analysis.order_column).type if analysis.order_column in schema.names else None
+    if kind is not None and not (pa.types.is_integer(kind) or pa.types.is_timestamp(kind) or pa.types.is_date(kind)):
+        return (f"PREV/NEXT with ORDER BY {analysis.order_column}, a {kind} column: halo rows are found by an "
+                "integer, date or timestamp order")
+    return None
+
+
 def candidate_reach(events: pa.Table, analysis: Analysis) -> tuple[np.ndarray, np.ndarray]:
     """Rows PREV/NEXT may read before / after each pulled candidate: the most any variable whose
     independent condition the row passes reads around its rows (a row failing a variable's

@@ -18,7 +18,7 @@ from dfs_cer.config import StrategyConfig
 from dfs_cer.errors import ConfigError, DfsCerError, StorageError
 from dfs_cer.query import Analysis, Query
 from dfs_cer.transport.client import NodeTimeoutError, StorageClient
-from dfs_cer.transport.protocol import LEASE_GRACE_SECONDS, Close, Release, Reserve
+from dfs_cer.transport.protocol import LEASE_GRACE_SECONDS, MAX_HALO, Close, Release, Reserve
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -204,6 +204,8 @@ class Session:
         #: the table snapshot the query reads on every node (tables served in place): the one
         #: given, else the current one the nodes report when admitting the query
         self.snapshot: int | None = None
+        #: the most rows PREV/NEXT may reach beyond the pulled rows (``strategy.halo_limit``)
+        self.halo_limit = MAX_HALO
         self._pool = ThreadPoolExecutor(max(1, len(self.clients)))
         self._closed = False
         #: nodes that did not answer a call in time: closed in the background, not waited for
@@ -220,10 +222,15 @@ class Session:
         if not 0 < seconds < float("inf"):
             raise ConfigError(f"the query timeout must be a positive, finite number of seconds, got {seconds}; "
                               "pass e.g. --timeout 60")
+        if not 0 <= config.halo_limit <= MAX_HALO:
+            raise ConfigError(f"strategy.halo_limit must be in 0..{MAX_HALO} (the protocol's halo limit), got "
+                              f"{config.halo_limit}; lower it or leave the default")
         clients = [StorageClient(e, token, timeout=config.call_timeout_seconds,
                                  compression=config.transfer_compression) for e in endpoints]
-        return cls(clients, trace, event_key, dedup, deadline=time.monotonic() + seconds,
-                   close_timeout=config.close_timeout_seconds, admission_wait=config.admission_wait_seconds)
+        session = cls(clients, trace, event_key, dedup, deadline=time.monotonic() + seconds,
+                      close_timeout=config.close_timeout_seconds, admission_wait=config.admission_wait_seconds)
+        session.halo_limit = config.halo_limit
+        return session
 
     def finish(self, work: Callable[[], R], trace: Callable[[R], Trace]) -> R:
         """Run ``work`` and close the query on every node whatever happens. A failure is

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from dfs_cer.config import StrategyConfig
 from dfs_cer.errors import ConfigError, DfsCerError
-from dfs_cer.query import Query
+from dfs_cer.query import Query, analyze
 from dfs_cer.strategies.base import PullResult, Round, Session, Trace, resolve_query
 from dfs_cer.strategies.options import PullOptions
 from dfs_cer.transport.protocol import MEMBERS, SNAPSHOT_BUSY
@@ -202,8 +202,10 @@ def _pull_many_once(name: str, queries: Sequence[Query | str], endpoints: Sequen
     try:
         members = [{"query_id": s.query_id, "sql": q.to_sql(), "integer_time_unit": integer_time_unit}
                    for s, q in zip(sessions, parsed, strict=True)]
-        # pull_all's final pulls take every row: the group's table must hold them all
-        whole = name == "pull_all"
+        # pull_all's final pulls take every row: the group's table must hold them all (so do
+        # queries reaching past this compute node's halo limit; the nodes add their own)
+        limit = (config or StrategyConfig()).halo_limit
+        whole = name == "pull_all" or any(max(a.prev_reach, a.next_reach) > limit for a in map(analyze, parsed))
         group.reserve()  # room on every node or on none (and a table's snapshot for all the queries)
         for s in sessions:
             s.snapshot = group.snapshot

@@ -42,7 +42,7 @@ from dfs_cer.filters import (
 )
 from dfs_cer.match.rowpattern import sort_and_partition, time_values
 from dfs_cer.plan.cost import CostInputs, CostModel
-from dfs_cer.plan.halo import candidate_reach, subtract_rows
+from dfs_cer.plan.halo import candidate_reach, no_halo, subtract_rows
 from dfs_cer.plan.order import variable_order
 from dfs_cer.query import Analysis, Query, Role, analyze
 from dfs_cer.query.expr import Column, to_sql, walk
@@ -116,6 +116,8 @@ def _open(session: Session, query: Query, unit: str) -> tuple[Analysis, list[dic
     maxs = [h["max_ts"] for h in headers if h.get("max_ts") is not None]
     session.time_span = (int(min(mins)), int(max(maxs))) if mins and maxs else None
     session.rows_total = sum(int(h.get("rows") or 0) for h in headers)
+    # the nodes' own halo limits (storage.halo_limit) bound what the query may ask of them
+    session.halo_limit = min([session.halo_limit, *(int(h["halo_limit"]) for h in headers if "halo_limit" in h)])
     if on_nodes:
         modes = sorted({str(h["navigation_on_node"]) for h in headers})
         session.trace.navigation = f"PREV/NEXT conditions checked on the storage nodes ({', '.join(modes)})"
@@ -152,7 +154,7 @@ def push_down(session: Session, query: Query, unit: str, options: PullOptions) -
     analysis, headers, schema = _open(session, query, unit)
     if not analysis.skippable:
         return _pull_everything(session, analysis, schema, f"pull_all ({analysis.skip_reason})")
-    unordered = _halo_unordered(analysis, schema)
+    unordered = _no_halo(session, analysis, schema)
     if unordered:
         return _pull_everything(session, analysis, schema, unordered)
     everything = _every_row_a_candidate(session, analysis) or _too_many_candidates(session, analysis, headers)
@@ -240,10 +242,19 @@ def _with_candidate_halo(session: Session, analysis: Analysis, events: pa.Table,
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, points.schema) as writer:
         writer.write_table(points)
-    skip = shipped and session.opened is None
+    # a node re-opened after a restart has no record of the rows its pulls shipped before
+    skip = shipped and session.opened is None and not any(c.reopened for c in session.clients)
     request = replace(_halo_request(session, analysis, "pull_halo"), skip_shipped=skip)
-    near = session.pull("pull_halo", request.header(), [sink.getvalue().to_pybytes()], shared=False,
-                        note=f"rows next to {points.num_rows} candidate points")
+    blobs = [sink.getvalue().to_pybytes()]
+    note = f"rows next to {points.num_rows} candidate points"
+    try:
+        near = session.pull("pull_halo", request.header(), blobs, shared=False, note=note)
+    except NodeRefusedError as exc:  # a node restarted since the final pull: every node sends them all
+        if exc.code != CACHE_MISS or not skip:
+            raise
+        skip = False
+        near = session.pull("pull_halo", replace(request, skip_shipped=False).header(), blobs, shared=False,
+                            note=f"{note}, shipped rows included (a storage node restarted)")
     if near.num_rows == 0:
         return events
     near = near.select(events.column_names).cast(events.schema)
@@ -263,7 +274,7 @@ def push_pull(session: Session, query: Query, unit: str, options: PullOptions) -
     analysis, headers, schema = _open(session, query, unit)
     if not analysis.skippable:
         return _pull_everything(session, analysis, schema, f"pull_all ({analysis.skip_reason})")
-    unordered = _halo_unordered(analysis, schema)
+    unordered = _no_halo(session, analysis, schema)
     if unordered:
         return _pull_everything(session, analysis, schema, unordered)
     counts = _counts(headers)
@@ -357,25 +368,18 @@ class _Tis:
         return IntervalSet(starts, ends - 1)
 
 
-def _halo_unordered(analysis: Analysis, schema: pa.Schema) -> str | None:
-    """Why halo rows cannot be found for this query (its fallback reason), or None."""
-    if not (analysis.prev_reach or analysis.next_reach):
-        return None
-    first = analysis.query.recognize.order_by[0]
-    if first.descending:
-        return "pull_all (PREV/NEXT under a descending first ORDER BY column: halo rows are found in ascending time)"
-    kind = schema.field(analysis.order_column).type if analysis.order_column in schema.names else None
-    if kind is not None and not (pa.types.is_integer(kind) or pa.types.is_timestamp(kind) or pa.types.is_date(kind)):
-        return (f"pull_all (PREV/NEXT with ORDER BY {analysis.order_column}, a {kind} column: halo rows are found by "
-                "an integer, date or timestamp order)")
-    return None
+def _no_halo(session: Session, analysis: Analysis, schema: pa.Schema) -> str | None:
+    """Why halo rows cannot be found for this query (its fallback reason), or None. Decided here,
+    from the analysis, before any halo request (a group's nodes decide the same at open)."""
+    reason = no_halo(analysis, schema, session.halo_limit)
+    return None if reason is None else f"pull_all ({reason})"
 
 
 def _fallback(session: Session, analysis: Analysis, schema: pa.Schema,
               headers: list[dict[str, Any]] | None = None) -> PullResult | None:
     """The exact strategy to run instead of interval pruning when the query does not allow it."""
     trace = session.trace
-    unordered = _halo_unordered(analysis, schema)
+    unordered = _no_halo(session, analysis, schema)
     if unordered:
         return _pull_everything(session, analysis, schema, unordered)
     shard_times = {str(h["time_column"]) for h in headers or [] if h.get("time_column")}

@@ -96,6 +96,11 @@ class StorageClient:
         self._replayed = False
         self._connect()
 
+    @property
+    def reopened(self) -> bool:
+        """Was the current query re-opened on this node (it restarted) since ``open``?"""
+        return self._replayed
+
     def _connect(self) -> None:
         location = self.endpoint if "://" in self.endpoint else f"grpc+tcp://{self.endpoint}"
         kwargs = {"tls_root_certs": self.tls_root_certs} if self.tls_root_certs else {}

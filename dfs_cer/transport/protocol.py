@@ -322,12 +322,13 @@ class Halo:
                 "event_key": list(self.event_key), "dedup": self.dedup, **tis, **skip}
 
     @classmethod
-    def parse(cls, header: dict[str, Any]) -> Halo:
+    def parse(cls, header: dict[str, Any], limit: int = MAX_HALO) -> Halo:
+        """``limit``: the most rows this node serves on either side (at most :data:`MAX_HALO`)."""
         kind = _one_of(header.get("kind"), ("pull_range", "pull_halo", "pull", "pull_pushdown"), "kind", "pull")
         reach = _get(header, "halo", list, kind)
-        if len(reach) != 2 or not all(isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= MAX_HALO
+        if len(reach) != 2 or not all(isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= limit
                                       for r in reach):
-            raise ProtocolError(f"action {kind}: halo must be [before, after] rows, each in 0..{MAX_HALO}")
+            raise ProtocolError(f"action {kind}: halo must be [before, after] rows, each in 0..{limit}")
         key = _get(header, "event_key", list, kind)
         if len(key) > 64 or not all(isinstance(c, str) for c in key):
             raise ProtocolError(f"action {kind}: event_key must list column names")

@@ -7,7 +7,8 @@ nodes, possibly empty ones; optionally late files appended after the first queri
 world, *queries* (pattern shapes: skips, repeated variables, alternation, groups, PERMUTE,
 exclusion, ``{n}``, ``+?`` on any-row variables, contiguous patterns, ALL MATCHES with
 Kleene+, negation and alternation; conditions with literals, cross-variable equalities of mixed
-numeric types, PREV; PARTITION BY, every AFTER MATCH SKIP, ONE/ALL ROWS PER MATCH). Every query
+numeric types, PREV; PREV/NEXT past a lowered halo limit, FIRST/LAST(x, n) and MATCH_NUMBER() in
+DEFINE; PARTITION BY, every AFTER MATCH SKIP, ONE/ALL ROWS PER MATCH). Every query
 runs through every strategy and cost model drawn, several queries also run together
 (``pull_many``), and with late files the saved-run changelog path (``--since-run``) is compared
 too. A case passes when the strategy returns exactly the local engine's rows, or both refuse the
@@ -50,6 +51,8 @@ TIME_TYPES = ["int64", "timestamp_ms", "timestamp_us_utc", "timestamp_s", "times
 STRING_TYPES = ["string", "large_string", "dictionary"]
 LAYOUTS = ["random", "time", "type"]
 COST_MODELS = ["adaptive", "always_on", "naive"]
+#: features counted in their own dimension of the report ("strategies once refused")
+FAR = "far:"
 
 
 @dataclass
@@ -67,11 +70,14 @@ class World:
     #: the nodes' work bound per query: "default" or "tight" (256 bytes of storage.query_work_bytes:
     #: node-side work past it stops, and push-pull's filter or node-side matching fall back)
     budget: str = "default"
+    #: the storage nodes' halo limit (storage.halo_limit): lowered, small worlds reach past it
+    halo_limit: int = 10_000
 
     def describe(self) -> str:
         return (f"world seed={self.seed} rows={self.table.num_rows} time={self.time_type} v,w={self.value_types} "
                 f"type={self.string_type} layout={self.partitioning}x{self.nodes} "
-                f"late={0 if self.late is None else self.late.num_rows} budget={self.budget} names={self.names}")
+                f"late={0 if self.late is None else self.late.num_rows} budget={self.budget} names={self.names} "
+                f"halo_limit={self.halo_limit}")
 
 
 @dataclass
@@ -212,7 +218,26 @@ SHAPES = {
 }
 
 
-def draw_query(world: World, rng: np.random.Generator) -> Drawn:
+def _far(world: World, far: np.random.Generator, var: str, first: str, v: str, all_matches: bool) -> tuple[str, str]:
+    """A DEFINE conjunct the strategies once refused (drawn from its own generator, so the other
+    draws of a seed stay as they were): PREV/NEXT beyond the halo limit, FIRST/LAST with an
+    offset, MATCH_NUMBER(); ("", "") when none is drawn."""
+    if all_matches or world.value_types[0] == "bool" or far.random() >= 0.3:
+        return "", ""
+    kind = str(far.choice(["prev", "next", "last_offset", "first_offset", "match_number"],
+                          p=[0.3, 0.3, 0.15, 0.1, 0.15]))
+    k = int(far.choice([1, 2, 3, 5]))
+    if kind in ("prev", "next"):
+        nav, op = ("PREV", ">=") if kind == "prev" else ("NEXT", "<=")
+        return f"({nav}({var}.{v}, {k}) IS NULL OR {var}.{v} {op} {nav}({var}.{v}, {k}))", \
+            f"{kind} {'beyond' if k > world.halo_limit else 'within'} the halo limit"
+    if kind == "match_number":
+        return f"MATCH_NUMBER() <= {k}", "MATCH_NUMBER() in DEFINE"
+    nav, of = ("LAST", var) if kind == "last_offset" else ("FIRST", first)
+    return f"{nav}({of}.{v}, {k}) IS NULL", f"{nav}(x, n) in DEFINE"
+
+
+def draw_query(world: World, rng: np.random.Generator, far: np.random.Generator | None = None) -> Drawn:
     shape = str(rng.choice(list(SHAPES)))
     pattern, all_matches = SHAPES[shape]
     variables = [v for v in "ABCD" if v in pattern.replace("PERMUTE", "")]
@@ -262,6 +287,11 @@ def draw_query(world: World, rng: np.random.Generator) -> Drawn:
         if not all_matches and rng.random() < 0.1 and world.value_types[0] != "bool":
             parts.append(f"{col('v', var)} >= PREV({col('v', var)})")
             features.append("prev")
+        if far is not None:
+            extra, what = _far(world, far, var, variables[0], _case(far, nm["v"]), all_matches)
+            if extra:
+                parts.append(extra)
+                features.append(f"{FAR}{what}")
         defines.append(f"{var} AS {' AND '.join(parts)}")
     window = int(rng.choice([1, 3, 8]))
     if world.time_type == "int64":
@@ -363,7 +393,9 @@ class Runner:
 
     def run_world(self, world: World) -> None:
         rng = np.random.default_rng(world.seed + 1_000_003)
-        drawn = [draw_query(world, rng) for _ in range(self.queries_per_world)]
+        far = np.random.default_rng(world.seed + 2_000_003)
+        world.halo_limit = int(far.choice([10_000, 2, 1], p=[0.3, 0.35, 0.35]))
+        drawn = [draw_query(world, rng, far) for _ in range(self.queries_per_world)]
         full = world.table if world.late is None else pa.concat_tables([world.table, world.late])
         with tempfile.TemporaryDirectory(prefix="dfs-cer-fuzz-") as tmp:
             root = Path(tmp)
@@ -375,7 +407,10 @@ class Runner:
             self._csv_input(world, root)
             # its own generator: the other draws of the world stay what they were
             world.budget = "tight" if np.random.default_rng(world.seed + 77).random() < 0.4 else "default"
-            env = {"DFS_CER__STORAGE__QUERY_WORK_BYTES": "256"} if world.budget == "tight" else {}
+            # the nodes' halo limit, lowered: the compute node learns it at open
+            env = {"DFS_CER__STORAGE__HALO_LIMIT": str(world.halo_limit)}
+            if world.budget == "tight":
+                env["DFS_CER__STORAGE__QUERY_WORK_BYTES"] = "256"
             cluster = LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(world.nodes)],
                                    env=env).start()
             try:
@@ -492,8 +527,12 @@ class Runner:
         r.count("column case", "as data" if all(n.islower() for n in world.names.values()) else "mixed")
         r.count("late files", "yes" if world.late is not None else "no")
         r.count("node work bound", world.budget)
+        r.count("halo limit", world.halo_limit)
         for f in d.features:
-            r.count("query feature" if f != d.shape else "pattern shape", f)
+            if f.startswith(FAR):
+                r.count("once refused", f.removeprefix(FAR))
+            else:
+                r.count("query feature" if f != d.shape else "pattern shape", f)
 
     def _queries(self, world: World, drawn: list[Drawn], full: pa.Table, cluster: LocalCluster,
                  rng: np.random.Generator, saved: dict[int, Any], root: Path) -> None:

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pyiceberg.types import LongType
 
 from dfs_cer import match_recognize
 from dfs_cer.config import StorageConfig, TablesConfig
@@ -403,3 +404,34 @@ def test_input_filter_pruning_never_skips_a_file_with_a_passing_row(first: int, 
     kept = may_hold(time_tests(condition, schema, "ts"), base + first * 10**6, base + (first + span) * 10**6, "ts",
                     pa.timestamp("us"))
     assert kept or not exact, text
+
+
+def test_a_schema_change_without_a_snapshot_is_served_at_once(tmp_path: Path) -> None:
+    """pyiceberg's update_schema (rename, add column) commits new metadata, no snapshot: the
+    nodes serve the current schema at the next query, as pyiceberg, Spark and Trino read it."""
+    tables, env = config(tmp_path)
+    ev = events_us()
+    table = new_table(tables, ev.schema)
+    table.append(ev)  # type: ignore[attr-defined]
+    snapshot = table.current_snapshot().snapshot_id  # type: ignore[attr-defined]
+    query = QUERIES[0]
+    with LocalCluster(refs("logs.events", 2), env=env) as cluster:
+        assert rows(match_pulled(pull("dfs", query, cluster.endpoints, cluster.token))) == \
+            rows(match_recognize(ev, query))
+        with table.update_schema() as update:  # type: ignore[attr-defined]
+            update.rename_column("v", "k")
+            update.add_column("extra", LongType())
+        assert table.current_snapshot().snapshot_id == snapshot  # type: ignore[attr-defined]
+        now = ev.rename_columns(["k" if c == "v" else c for c in ev.column_names]) \
+            .append_column("extra", pa.array([None] * ev.num_rows, pa.int64()))
+        renamed = query.replace("B.v = A.v", "B.k = A.k AND B.extra IS NULL")
+        expected = rows(match_recognize(now, renamed))
+        assert expected
+        for name in STRATEGIES:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                result = pull(name, renamed, cluster.endpoints, cluster.token)
+            assert rows(match_pulled(result)) == expected, name
+            assert result.trace.snapshot == snapshot
+        with pytest.raises(DfsCerError, match="v"):  # the old name is gone, as in pyiceberg
+            pull("dfs", query, cluster.endpoints, cluster.token)
