@@ -215,7 +215,7 @@ class _Context:
         # (unqualified columns, * and CLASSIFIER(): the universal row pattern variable, every row)
         targets = {n.variable for a in agg.args for n in walk(a) if isinstance(n, Column | Star | Classifier)}
         if len(targets) > 1:
-            raise _fail(f"arguments of {to_sql(agg)} mix the rows of {_row_sets(targets)}", clause,
+            raise _fail(f"arguments of {to_sql(agg)} mix pattern variables {_row_sets(targets)}", clause,
                         "all arguments of one aggregate must apply to rows of the same pattern variable "
                         "(ISO/IEC 19075-5)", "bad-aggregate")
         if agg.filter is not None:
@@ -224,13 +224,14 @@ class _Context:
             read = {n.variable for n in walk(agg.filter) if isinstance(n, Column | Star | Classifier)} - {None}
             rows = targets - {None}
             if len(read) > 1 or (read and rows and read != rows):
-                raise _fail(f"FILTER of {to_sql(agg)} reads {_row_sets(read | rows)}", clause,
+                raise _fail(f"FILTER of {to_sql(agg)} reads pattern variables {_row_sets(read | rows)}", clause,
                             "the FILTER condition may read one pattern variable, the one the arguments "
                             "aggregate (or any when the arguments are unqualified)", "bad-aggregate")
 
 
 def _row_sets(names: set[str | None]) -> str:
-    return " and ".join(sorted("all rows (unqualified)" if n is None else f"pattern variable {n}" for n in names))
+    named = ", ".join(sorted(n for n in names if n is not None))
+    return named + (" and the universal one (unqualified: every row of the match)" if None in names else "")
 
 
 def _inside_count(root: Expr, star: Star) -> bool:
