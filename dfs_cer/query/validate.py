@@ -116,10 +116,11 @@ class _Context:
         for n in walk(e):
             variable = getattr(n, "variable", None) if isinstance(n, Column | Star | Classifier) else None
             if variable is not None and variable not in self.names:
-                hint = f"pattern variables and subsets: {self.known}"
-                table_names = {self.query.table.upper(), (self.query.alias or "").upper()}
-                if variable.upper() in table_names:
-                    hint = "inside MATCH_RECOGNIZE, qualify columns with pattern variables, not the table"
+                # ISO/IEC 19075-5 and Trino: inside MATCH_RECOGNIZE the input table's name is not
+                # in scope, only pattern variables qualify columns (DuckDB accepts t.x; dfs-cer does not)
+                hint = (f"pattern variables and subsets: {self.known}; inside MATCH_RECOGNIZE, qualify columns with "
+                        "pattern variables, not the table or its alias (as the standard and Trino; DuckDB accepts "
+                        "t.x): write x for the current row or A.x for a variable's row")
                 raise _fail(f"{to_sql(n)} refers to {variable}, which is not a pattern variable or SUBSET", clause,
                             hint, "undefined-variable")
             if isinstance(n, Star) and not _inside_count(e, n):
