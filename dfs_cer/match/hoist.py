@@ -128,11 +128,12 @@ class _Hoister:
         if agg.distinct or agg.name not in ("count", "sum", "avg", "min", "max"):
             return None
         value = agg.args[0]
-        counted: Expr | None = Aggregate("count", ())
+        counted: Expr = Aggregate("count", ())
         if agg.filter is not None:
-            counted = self.aggregate(Aggregate("count", (), filter=agg.filter))
-            if counted is None:
+            filtered = self.aggregate(Aggregate("count", (), filter=agg.filter))
+            if filtered is None:
                 return None
+            counted = filtered
         none = BinaryOp("=", counted, Literal(0))
         if agg.name == "count":
             return Case((When(IsNull(value), Literal(0)),), counted)

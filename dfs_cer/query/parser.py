@@ -353,7 +353,7 @@ class QueryParser:
         relation, the alias and its columns. A plain ``[AS] alias`` only counts after a
         subquery (after a table name the table's tokens take it)."""
         toks = self.toks
-        end, columns = m, ()
+        end, columns = m, tuple[str, ...]()
         if toks[m - 1].token_type == TokenType.R_PAREN:
             open_ = self._open_paren(m - 1)
             if open_ == 0 or toks[open_ - 1].token_type not in (TokenType.VAR, TokenType.IDENTIFIER):
