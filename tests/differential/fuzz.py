@@ -7,7 +7,9 @@ nodes, possibly empty ones; optionally late files appended after the first queri
 world, *queries* (pattern shapes: skips, repeated variables, alternation, groups, PERMUTE,
 exclusion, ``{n}``, ``+?`` on any-row variables, contiguous patterns, ALL MATCHES with
 Kleene+, negation and alternation; conditions with literals, cross-variable equalities of mixed
-numeric types, PREV; PARTITION BY, every AFTER MATCH SKIP, ONE/ALL ROWS PER MATCH). Every query
+numeric types, PREV; PARTITION BY, every AFTER MATCH SKIP, ONE/ALL ROWS PER MATCH; conformance
+forms: FILTER reading a variable, NULL in DEFINE, MATCH_NUMBER() in a DEFINE aggregate, a column
+alias list). Every query
 runs through every strategy and cost model drawn, several queries also run together
 (``pull_many``), and with late files the saved-run changelog path (``--since-run``) is compared
 too. A case passes when the strategy returns exactly the local engine's rows, or both refuse the
@@ -177,6 +179,8 @@ class Drawn:
     sql: str
     shape: str
     features: list[str]
+    #: a form the standard allows that dfs-cer once refused or crashed on (FORMS)
+    form: str = "none"
 
 
 def _family(kind: str) -> str:
@@ -192,6 +196,10 @@ def _literal(kind: str, rng: np.random.Generator) -> str:
         return str(rng.choice(["1", "1.5", "2", "0.1", "1.50", "100000000000000000000.5"]))
     return str(rng.choice(["0", "1", "2", "3", str(2**53), "1.5", "9007199254740993.0"]))
 
+
+#: conformance forms, one at most per query: FILTER reading a variable, a NULL truth value in
+#: DEFINE, MATCH_NUMBER() inside a DEFINE aggregate, a column alias list on the clause
+FORMS = ["none", "filter", "null_define", "match_number_aggregate", "alias_list"]
 
 SHAPES = {
     # (pattern template over A B C D and any-row N, ALL MATCHES?)
@@ -291,9 +299,23 @@ def draw_query(world: World, rng: np.random.Generator) -> Drawn:
         features.append(rows.split()[0].lower() + "_rows")
     if not all_matches and rows == "ALL ROWS PER MATCH":
         measures = [m for m in measures if "count(*)" not in m]
+    form, alias = str(rng.choice(FORMS, p=[0.6, 0.1, 0.1, 0.1, 0.1])), ""
+    if form == "filter":  # the arguments choose the rows; FILTER reads a variable (or the row itself)
+        last = variables[-1]
+        measures.append(str(rng.choice([f"count(*) FILTER (WHERE {col('v', last)} IS NOT NULL) AS n_f",
+                                        f"count({last}.*) FILTER (WHERE {col('w')} IS NULL) AS n_f"])))
+    elif form == "null_define":  # (c OR NULL) is true exactly where c is
+        defines[-1] = f"{variables[-1]} AS ({defines[-1].split(' AS ', 1)[1]}) OR NULL"
+    elif form == "match_number_aggregate":
+        if all_matches:  # MATCH_NUMBER() in DEFINE is SQL semantics only
+            form = "none"
+        else:
+            defines[-1] += " AND max(MATCH_NUMBER()) = MATCH_NUMBER()"
+    elif form == "alias_list":  # renames the leading columns (DuckDB's rule; values unchanged)
+        alias = " AS mr(c1, c2)"
     sql = (f"SELECT * FROM events MATCH_RECOGNIZE ({partition}ORDER BY {ts} MEASURES {', '.join(measures)} "
-           f"{head} PATTERN ({pattern}) {within} {subset}DEFINE {', '.join(defines)})")
-    return Drawn(sql, shape, features)
+           f"{head} PATTERN ({pattern}) {within} {subset}DEFINE {', '.join(defines)}){alias}")
+    return Drawn(sql, shape, features, form)
 
 
 # ------------------------------------------------------------------ comparing
@@ -393,6 +415,7 @@ class Runner:
         r.count("late files", "yes" if world.late is not None else "no")
         for f in d.features:
             r.count("query feature" if f != d.shape else "pattern shape", f)
+        r.count("conformance form", d.form)
 
     def _queries(self, world: World, drawn: list[Drawn], full: pa.Table, cluster: LocalCluster,
                  rng: np.random.Generator, saved: dict[int, Any], root: Path) -> None:
