@@ -4,6 +4,7 @@ Trino returns (its VALUES data as an Arrow table; its expected rows as tuples)."
 
 from __future__ import annotations
 
+import pickle
 import re
 
 import pyarrow as pa
@@ -267,7 +268,9 @@ def test_a_column_alias_list_renames_the_relation() -> None:
     got = match_recognize(FOUR, sql)
     assert got.column_names == ["i", "n", "l", "v"]
     assert [tuple(r.values()) for r in got.to_pylist()] == [(1, 1, "A", 90), (2, 1, "B", 80), (3, 1, "B", 70)]
-    assert parse(sql).alias_columns == ("i", "n", "l", "v") and parse(parse(sql).to_sql()) == parse(sql)
+    query = parse(sql)
+    assert query.alias_columns == ("i", "n", "l", "v") and parse(query.to_sql()) == query
+    assert type(query).from_json(query.to_json()) == query and pickle.loads(pickle.dumps(query)) == query
     one = ("SELECT mr.k FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES count(*) AS n PATTERN (X+) DEFINE X AS true) "
            "AS mr(k)")
     assert match_recognize(FOUR, one).to_pylist() == [{"k": 4}]
