@@ -181,6 +181,8 @@ class Drawn:
     features: list[str]
     #: a form the standard allows that dfs-cer once refused or crashed on (FORMS)
     form: str = "none"
+    #: the query without its form: where the local engine answers it, it must answer the form too
+    base: str = ""
 
 
 def _family(kind: str) -> str:
@@ -199,7 +201,8 @@ def _literal(kind: str, rng: np.random.Generator) -> str:
 
 #: conformance forms, one at most per query: FILTER reading a variable, a NULL truth value in
 #: DEFINE, MATCH_NUMBER() inside a DEFINE aggregate, a column alias list on the clause
-FORMS = ["none", "filter", "null_define", "match_number_aggregate", "alias_list"]
+#: and WITH UNMATCHED ROWS (refused with an exclusion: every strategy must refuse it too)
+FORMS = ["none", "filter", "null_define", "match_number_aggregate", "alias_list", "unmatched_rows"]
 
 SHAPES = {
     # (pattern template over A B C D and any-row N, ALL MATCHES?)
@@ -299,7 +302,9 @@ def draw_query(world: World, rng: np.random.Generator) -> Drawn:
         features.append(rows.split()[0].lower() + "_rows")
     if not all_matches and rows == "ALL ROWS PER MATCH":
         measures = [m for m in measures if "count(*)" not in m]
-    form, alias = str(rng.choice(FORMS, p=[0.6, 0.1, 0.1, 0.1, 0.1])), ""
+    form, alias = str(rng.choice(FORMS, p=[0.55, 0.1, 0.1, 0.1, 0.1, 0.05])), ""
+    base = (f"SELECT * FROM events MATCH_RECOGNIZE ({partition}ORDER BY {ts} MEASURES {', '.join(measures)} "
+            f"{head} PATTERN ({pattern}) {within} {subset}DEFINE {', '.join(defines)})")
     if form == "filter":  # the arguments choose the rows; FILTER reads a variable (or the row itself)
         last = variables[-1]
         measures.append(str(rng.choice([f"count(*) FILTER (WHERE {col('v', last)} IS NOT NULL) AS n_f",
@@ -313,9 +318,15 @@ def draw_query(world: World, rng: np.random.Generator) -> Drawn:
             defines[-1] += " AND max(MATCH_NUMBER()) = MATCH_NUMBER()"
     elif form == "alias_list":  # renames the leading columns (DuckDB's rule; values unchanged)
         alias = " AS mr(c1, c2)"
+    elif form == "unmatched_rows":
+        if all_matches:
+            form = "none"
+        else:
+            head = head.replace(rows, "ALL ROWS PER MATCH WITH UNMATCHED ROWS")
+            measures = [m for m in measures if "count(*)" not in m]
     sql = (f"SELECT * FROM events MATCH_RECOGNIZE ({partition}ORDER BY {ts} MEASURES {', '.join(measures)} "
            f"{head} PATTERN ({pattern}) {within} {subset}DEFINE {', '.join(defines)}){alias}")
-    return Drawn(sql, shape, features, form)
+    return Drawn(sql, shape, features, form, base)
 
 
 # ------------------------------------------------------------------ comparing
@@ -428,6 +439,11 @@ class Runner:
                 self.report.cases += 1
                 self._finding(world, "local engine crash", d.sql, ("rows", "?"), traceback.format_exc(limit=-4))
                 continue
+            if d.form not in ("none", "unmatched_rows") and expected[i][0] == "refused" and \
+                    outcome(lambda d=d: match_recognize(full, d.base))[0] == "rows":
+                self.report.cases += 1
+                self._finding(world, f"the local engine refuses the {d.form} form", d.sql, ("rows", "?"),
+                              expected[i])
             for name in self.strategies:
                 model = str(rng.choice(COST_MODELS))
                 self.report.count("strategy", name)
