@@ -22,7 +22,7 @@ from dfs_cer.query import Analysis, Query, analyze, parse
 from dfs_cer.query.input_columns import duplicate_in_names
 from dfs_cer.query.parser import parse_statement
 from dfs_cer.query.sandbox import check_outer
-from dfs_cer.query.statement import OUTER_DIALECT, Statement
+from dfs_cer.query.statement import OUTER_DIALECT, Statement, alias_list
 
 if TYPE_CHECKING:
     import duckdb
@@ -36,12 +36,12 @@ def outer_sql(query: Query, dialect: str) -> str | None:
     """The outer query over the match relation, or None when it is a plain ``SELECT *``."""
     outer = query.outer
     if outer.select == ("*",) and not outer.distinct and outer.where is None and not outer.order_by \
-            and outer.limit is None:
+            and outer.limit is None and not query.alias_columns:
         return None
 
     alias = query.alias or RELATION
     sql = "SELECT " + ("DISTINCT " if outer.distinct else "") + ", ".join(outer.select)
-    sql += f' FROM {RELATION} AS "{alias}"'
+    sql += f' FROM {RELATION} AS "{alias}"' + alias_list(query.alias_columns)
     if outer.where is not None:
         sql += " WHERE " + outer.where
     if outer.order_by:

@@ -64,9 +64,9 @@ def evaluate(e: Expr, resolve: Resolver, length: int) -> pa.Array | pa.Scalar:
             return resolve(x)
         if isinstance(x, BinaryOp):
             if x.op == "AND":
-                return pc.and_kleene(ev(x.left), ev(x.right))
+                return pc.and_kleene(_logical(ev(x.left)), _logical(ev(x.right)))
             if x.op == "OR":
-                return pc.or_kleene(ev(x.left), ev(x.right))
+                return pc.or_kleene(_logical(ev(x.left)), _logical(ev(x.right)))
             if x.op in _COMPARE:
                 return _compare(x.op, ev(x.left), ev(x.right))
             if x.op in _ARITH or x.op == "%":
@@ -76,7 +76,7 @@ def evaluate(e: Expr, resolve: Resolver, length: int) -> pa.Array | pa.Scalar:
                                                    pc.cast(plain(ev(x.right)), pa.string()), "")
         if isinstance(x, UnaryOp):
             inner = ev(x.operand)
-            return pc.invert(inner) if x.op == "NOT" else pc.negate_checked(inner)
+            return pc.invert(_logical(inner)) if x.op == "NOT" else pc.negate_checked(inner)
         if isinstance(x, IsNull):
             inner = ev(x.operand)
             out = pc.is_valid(inner) if x.negated else pc.is_null(inner)
@@ -124,6 +124,11 @@ def evaluate(e: Expr, resolve: Resolver, length: int) -> pa.Array | pa.Scalar:
         raise MatchError(f"cannot evaluate {to_sql(e)}: {exc}") from None
 
 
+def _logical(v: pa.Array | pa.Scalar) -> pa.Array | pa.Scalar:
+    """A NULL literal where a truth value is expected is the unknown truth value (BOOLEAN NULL)."""
+    return v.cast(pa.bool_()) if v.type == pa.null() else v
+
+
 def _broadcast(v: pa.Array | pa.Scalar, length: int) -> pa.Array:
     if isinstance(v, pa.Scalar):
         return pa.array([v.as_py()] * length, type=v.type if v.type != pa.null() else None)
@@ -134,6 +139,7 @@ def evaluate_mask(e: Expr, resolve: Resolver, length: int) -> pa.Array:
     """Evaluate a condition to a boolean array where NULL counts as FALSE."""
     result = evaluate(e, resolve, length)
     result = _broadcast(result, length)
+    result = _logical(result)  # DEFINE A AS NULL: unknown, so never true
     if result.type != pa.bool_():
         raise UnsupportedFeatureError(f"condition {to_sql(e)} is not boolean (it is {result.type})",
                                       code="not-boolean")

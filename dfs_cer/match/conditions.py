@@ -398,16 +398,9 @@ class ConditionCompiler:
             self.code.append([C_CASE, len(e.whens), 0, 0, 0, 0, 0])
         elif isinstance(e, Classifier):
             self._classifier(e, nav)
-        elif isinstance(e, Navigation) and isinstance(e.operand, Classifier):
-            if e.kind.physical:
-                self._classifier(e.operand, (-2, 0, 0, -e.offset if e.kind == NavKind.PREV else e.offset))
-            else:
-                self._classifier(e.operand, (-2, 0 if e.kind == NavKind.LAST else 1, e.offset, 0))
         elif isinstance(e, Navigation):
-            if not isinstance(e.operand, Column | Navigation):
-                raise UnsupportedFeatureError(
-                    f"navigation over an expression ({to_sql(e)}) in a condition that refers to other variables",
-                    clause=clause, hint="navigate a single column, e.g. PREV(B.price)", code="unsupported")
+            # PREV/NEXT (physical) over FIRST/LAST (logical) over a column or CLASSIFIER(): one
+            # position (name, logical kind, logical offset, physical step) whatever the target
             logical, loffset, physical = 0, 0, 0
             inner: Expr = e
             if e.kind.physical:
@@ -417,10 +410,15 @@ class ConditionCompiler:
                 logical = 0 if inner.kind == NavKind.LAST else 1
                 loffset = inner.offset
                 inner = inner.operand
-            if loffset > 0 or logical == 1:
+            if isinstance(inner, Classifier):
+                self._classifier(inner, (-2, logical, loffset, physical))
+            elif isinstance(inner, Column):
                 self.deep = self.deep or loffset > 0
-            assert isinstance(inner, Column)
-            self.emit(inner, variable, (-2, logical, loffset, physical))
+                self.emit(inner, variable, (-2, logical, loffset, physical))
+            else:
+                raise UnsupportedFeatureError(
+                    f"navigation over an expression ({to_sql(e)}) in a condition that refers to other variables",
+                    clause=clause, hint="navigate a single column, e.g. PREV(B.price)", code="unsupported")
         elif isinstance(e, BinaryOp):
             if e.op in ("AND", "OR"):
                 self.emit(e.left, variable)

@@ -34,6 +34,7 @@ from dfs_cer.query.expr import (
     Column,
     Expr,
     Function,
+    IsNull,
     Like,
     Literal,
     MatchNumber,
@@ -85,6 +86,8 @@ class _Hoister:
         return None
 
     def aggregate(self, agg: Aggregate) -> Expr | None:
+        if agg.args and not any(isinstance(n, Column | Star | Classifier) for a in agg.args for n in walk(a)):
+            return self.constant(agg)
         arg = agg.args[0] if agg.args else Star()
         star = isinstance(arg, Star)
         name = agg.name
@@ -100,16 +103,42 @@ class _Hoister:
         if star or isinstance(arg, Column):
             out: Expr = dataclasses.replace(agg, name=name, args=(arg,), filter=None)
         else:
-            derived = self.column(arg)
+            # inside an aggregate every column reads the aggregated row: the derived column is
+            # the unqualified expression over the rows of the one variable arguments or FILTER
+            # name (validated: unqualified arguments take the FILTER's variable)
+            qualified = {n.variable for n in walk(arg) if isinstance(n, Column | Star) and n.variable is not None}
+            first = agg.args[0] if agg.args else None
+            if isinstance(first, Star) and first.variable is not None:
+                qualified.add(first.variable)
+            if len(qualified) > 1:
+                return None
+            derived = self.column(transform(arg, lambda x: Column(x.name) if isinstance(x, Column) else None))
             if derived is None:
                 return None
-            first = agg.args[0] if agg.args else None
-            if derived.variable is None and isinstance(first, Star):
-                derived = Column(derived.name, first.variable)
+            derived = Column(derived.name, next(iter(qualified)) if qualified else None)
             out = dataclasses.replace(agg, name=name, args=(derived,), filter=None)
         if out == agg:
             return None
         return out if compare_to is None else BinaryOp("=", out, Literal(compare_to))
+
+
+    def constant(self, agg: Aggregate) -> Expr | None:
+        """An aggregate of a value the same on every row of the match (``sum(MATCH_NUMBER())``):
+        the value and the number of rows it runs over (``MATCH_NUMBER() * count(*)``)."""
+        if agg.distinct or agg.name not in ("count", "sum", "avg", "min", "max"):
+            return None
+        value = agg.args[0]
+        counted: Expr = Aggregate("count", ())
+        if agg.filter is not None:
+            filtered = self.aggregate(Aggregate("count", (), filter=agg.filter))
+            if filtered is None:
+                return None
+            counted = filtered
+        none = BinaryOp("=", counted, Literal(0))
+        if agg.name == "count":
+            return Case((When(IsNull(value), Literal(0)),), counted)
+        result = BinaryOp("*", value, counted) if agg.name == "sum" else value
+        return Case((When(BinaryOp("OR", none, IsNull(value)), Literal(None)),), result)
 
 
 def hoist(mr: MatchRecognize) -> tuple[MatchRecognize, dict[Expr, str]]:
@@ -117,7 +146,7 @@ def hoist(mr: MatchRecognize) -> tuple[MatchRecognize, dict[Expr, str]]:
     h = _Hoister()
     definitions = tuple(Definition(d.variable, transform(d.condition, h.condition)) for d in mr.definitions)
     measures = tuple(Measure(transform(m.expr, h.navigation), m.name) for m in mr.measures)
-    if not h.derived:
+    if not h.derived and definitions == mr.definitions:
         return mr, {}
     return dataclasses.replace(mr, definitions=definitions, measures=measures), dict(h.derived)
 

@@ -318,10 +318,14 @@ class MeasureEvaluator:
             size = rows.r_row.size
 
             def leaf(x: Expr) -> pa.Array:
+                # X.col / CLASSIFIER(X) read the row where it is mapped to X, NULL elsewhere (the
+                # arguments run over X's rows anyway; a FILTER may name X over all rows)
                 if isinstance(x, Column):
-                    return self._take(x.name, rows.r_row)
+                    at = rows.r_row if x.variable is None else np.where(self._flags(x.variable), rows.r_row, -1)
+                    return self._take(x.name, at)
                 if isinstance(x, Classifier):
-                    return self._labels(rows.r_label) if size else pa.array([], pa.string())
+                    lab = rows.r_label if x.variable is None else np.where(self._flags(x.variable), rows.r_label, -1)
+                    return self._labels(lab) if size else pa.array([], pa.string())
                 if isinstance(x, MatchNumber):
                     return pa.array(rows.match_number[rows.r_match] if size else np.zeros(0, np.int64))
                 raise UnsupportedFeatureError(f"{to_sql(x)} inside an aggregate", clause="MEASURES",
@@ -331,9 +335,8 @@ class MeasureEvaluator:
         return self._cache[key]
 
     def _aggregate(self, agg: Aggregate) -> pa.Array:
-        parts = [*agg.args, *([agg.filter] if agg.filter is not None else [])]
-        names = {n.variable for a in parts for n in walk(a) if isinstance(n, Column | Star)
-                 or (isinstance(n, Classifier) and n.variable is not None)}
+        # the rows of the one variable the arguments name (validated); FILTER only tests them
+        names = {n.variable for a in agg.args for n in walk(a) if isinstance(n, Column | Star | Classifier)}
         name = next(iter(names)) if names else None
         flags = self._flags(name)
         if agg.filter is not None:

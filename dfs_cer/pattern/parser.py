@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dfs_cer.errors import QuerySyntaxError, SourcePosition
+from dfs_cer.errors import QuerySyntaxError, QueryValidationError, SourcePosition
 from dfs_cer.pattern.ir import (
     Alternation,
     Anchor,
@@ -133,6 +133,14 @@ def _error(message: str, offset: int, position_of: PositionOf, hint: str | None 
                             code="pattern-syntax")
 
 
+def _zero_upper_bound(text: str, offset: int, position_of: PositionOf) -> QueryValidationError:
+    # ISO/IEC 19075-5 (as Trino): a quantifier's upper bound is at least 1; {0} would match nothing
+    return QueryValidationError(f"the quantifier {text} has upper bound 0: a pattern quantifier's upper bound "
+                                "must be at least 1", clause="PATTERN", position=position_of(offset),
+                                hint="drop the element, or write ? ({0,1}) to make it optional",
+                                code="bad-quantifier")
+
+
 class _Parser:
     def __init__(self, text: str, position_of: PositionOf) -> None:
         self.position_of = position_of
@@ -219,12 +227,14 @@ class _Parser:
                 raise _error(f"quantifier {{{lo_v},{hi}}} has its upper bound below its lower bound",
                              close.offset, self.position_of)
             if hi == 0:
-                raise _error("quantifier upper bound must be at least 1", close.offset, self.position_of)
+                raise _zero_upper_bound(f"{{{'' if lo is None else lo},0}}", close.offset, self.position_of)
             return lo_v, hi
         close = self.take("}")
         if lo is None:
             raise _error("empty quantifier {}", close.offset, self.position_of,
                          "write {n}, {n,}, {,m} or {n,m}")
+        if lo == 0:
+            raise _zero_upper_bound("{0}", close.offset, self.position_of)
         return lo, lo
 
     def primary(self) -> RowPattern:

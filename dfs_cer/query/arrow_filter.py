@@ -141,6 +141,12 @@ class _Converter:
             raise NotPushable("a comparison of numbers of unknown type")  # keep the rows
         return _COMPARE[op](lhs, rhs)
 
+    def truth(self, e: Expr) -> Any:
+        """``e`` where a truth value is expected: a NULL literal is the unknown one (BOOLEAN)."""
+        if isinstance(e, Literal) and e.value is None:
+            return pc.scalar(pa.scalar(None, pa.bool_()))
+        return self(e)
+
     def __call__(self, e: Expr) -> Any:
         if isinstance(e, Literal):
             return _scalar(e.value)
@@ -151,9 +157,9 @@ class _Converter:
             return _scalar(dt.timedelta(seconds=float(seconds)))
         if isinstance(e, BinaryOp):
             if e.op == "AND":
-                return self(e.left) & self(e.right)
+                return self.truth(e.left) & self.truth(e.right)
             if e.op == "OR":
-                return self(e.left) | self(e.right)
+                return self.truth(e.left) | self.truth(e.right)
             if e.op in _COMPARE:
                 return self.compare(e.op, e.left, e.right)
             if e.op in _ARITH:
@@ -164,7 +170,7 @@ class _Converter:
             raise NotPushable(e.op)
         if isinstance(e, UnaryOp):
             if e.op == "NOT":
-                return ~self(e.operand)
+                return ~self.truth(e.operand)
             return pc.negate_checked(self(e.operand))
         if isinstance(e, IsNull):
             inner = self(e.operand)
@@ -259,7 +265,7 @@ def _numeric(dtype: pa.DataType | None) -> bool:
 
 
 def _convert(e: Expr, schema: pa.Schema | None = None) -> Any:
-    return _Converter(schema)(e)
+    return _Converter(schema).truth(e)
 
 
 #: longer IN lists of numbers are pushed down only as an exact isin of integers

@@ -54,6 +54,8 @@ def format_query(query: Query) -> str:
     parts.append(f"FROM {table} {format_match_recognize(query)}")
     if query.alias is not None:
         parts[-1] += f" AS {format_column_name(query.alias)}"
+        if query.alias_columns:
+            parts[-1] += f"({', '.join(format_column_name(c) for c in query.alias_columns)})"
     if outer.where is not None:
         parts.append(f"WHERE {outer.where}")
     if outer.order_by:

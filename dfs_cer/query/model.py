@@ -169,6 +169,8 @@ class Query:
     recognize: MatchRecognize
     alias: str | None = None
     outer: OuterQuery = OuterQuery()
+    #: ``) AS m(a, b)``: the relation's columns renamed, in output order
+    alias_columns: tuple[str, ...] = ()
 
     @property
     def order_column(self) -> str:

@@ -49,7 +49,7 @@ from dfs_cer.query.model import (
     WindowUnit,
 )
 from dfs_cer.query.source import Fragment, FragmentBuilder, SourceText
-from dfs_cer.query.statement import INPUT, OUTER_DIALECT, RELATION, Part, Statement
+from dfs_cer.query.statement import INPUT, OUTER_DIALECT, RELATION, Part, Statement, alias_list
 
 # clause keywords in the order the standard requires them
 _CLAUSES: list[tuple[str, tuple[str, ...]]] = [
@@ -230,16 +230,29 @@ class QueryParser:
             raise UnsupportedFeatureError(f"expressions in PARTITION BY / ORDER BY ({', '.join(self.computed)}) in a "
                                           "single-clause query", code="unsupported",
                                           hint="run it as a statement (dfs_cer.match_recognize / dfs-cer query)")
+        columns = self.alias_columns
         table, outer = self._outer(m, close, alias, after)
-        return Query(table=table, recognize=recognize, alias=alias, outer=outer)
+        return Query(table=table, recognize=recognize, alias=alias, outer=outer, alias_columns=columns)
 
     def _parenthesised(self, m: int, keyword: str) -> tuple[int, str | None, int]:
-        """``KEYWORD ( ... ) [[AS] alias]`` at token ``m``: the closing paren, the alias and the
-        first token after them."""
+        """``KEYWORD ( ... ) [[AS] alias [(column, ...)]]`` at token ``m``: the closing paren, the
+        alias and the first token after them (the column list is in ``self.alias_columns``)."""
         if m + 1 >= len(self.toks) or self.toks[m + 1].token_type != TokenType.L_PAREN:
             raise self.syntax(f"{keyword} must be followed by '('", m)
         close = self.src.matching_paren(m + 1)
         alias, after = self._alias(close + 1)
+        self.alias_columns: tuple[str, ...] = ()
+        if alias is not None and after < len(self.toks) and self.toks[after].token_type == TokenType.L_PAREN:
+            end = self.src.matching_paren(after)
+            names = []
+            for first, last in self.split_commas(after + 1, end - 1):
+                if first != last:
+                    raise self.syntax("a column alias list holds plain column names, e.g. AS m(a, b)", first,
+                                      "MATCH_RECOGNIZE")
+                names.append(self.name_at(first, "MATCH_RECOGNIZE", "a column name", canonical=False))
+            _no_duplicates([n.lower() for n in names], "MATCH_RECOGNIZE", "column alias", self.pos(after))
+            self.alias_columns = tuple(names)
+            after = end + 1
         return close, alias, after
 
     def _alias(self, i: int) -> tuple[str | None, int]:
@@ -336,17 +349,50 @@ class QueryParser:
                     return i
         raise self.syntax("unbalanced parentheses: ')' is never opened", close)
 
-    def _clause_input(self, m: int) -> tuple[int, str | None, tuple[int, int]]:
+    def _input_alias(self, m: int) -> tuple[int, str | None, tuple[str, ...]]:
+        """``[AS] alias (column, ...)`` ending before token ``m``: the token after the input
+        relation, the alias and its columns. A plain ``[AS] alias`` only counts after a
+        subquery (after a table name the table's tokens take it)."""
+        toks = self.toks
+        end, columns = m, tuple[str, ...]()
+        if toks[m - 1].token_type == TokenType.R_PAREN:
+            open_ = self._open_paren(m - 1)
+            if open_ == 0 or toks[open_ - 1].token_type not in (TokenType.VAR, TokenType.IDENTIFIER):
+                return m, None, ()  # ( subquery ) MATCH_RECOGNIZE
+            names = []
+            for first, last in self.split_commas(open_ + 1, m - 2):
+                if first != last:
+                    raise self.syntax("a column alias list holds plain column names, e.g. t(a, b)", first, "FROM")
+                names.append(self.name_at(first, "FROM", "a column name", canonical=False))
+            _no_duplicates([n.lower() for n in names], "FROM", "column alias", self.pos(open_))
+            end, columns = open_, tuple(names)
+        if toks[end - 1].token_type not in (TokenType.VAR, TokenType.IDENTIFIER):
+            return m, None, ()
+        alias = self.name_at(end - 1, "FROM", "an alias", canonical=False)
+        before = end - 2 if end >= 2 and toks[end - 2].token_type == TokenType.ALIAS else end - 1
+        if columns or (before > 0 and toks[before - 1].token_type == TokenType.R_PAREN):
+            return before, alias, columns
+        return m, None, ()
+
+    def _clause_input(self, m: int) -> tuple[int, str | None, tuple[int, int], str | None]:
         """The input of the clause at ``m``: its first token, the table name (None for a
-        subquery) and the subquery's token range."""
+        subquery), the subquery's token range and, with a column alias list (``FROM (VALUES
+        ...) t(id, value)``, ``FROM t AS x(a, b)``), the SQL of the renamed input."""
         toks = self.toks
         if m == 0:
             raise self.syntax("MATCH_RECOGNIZE must follow FROM <table>", m)
-        if toks[m - 1].token_type == TokenType.R_PAREN:  # FROM ( subquery ) MATCH_RECOGNIZE
-            start = self._open_paren(m - 1)
-            if start + 1 > m - 2:
+        end, alias, columns = self._input_alias(m)
+        renamed = None
+        if alias is not None:
+            renamed = f"AS {exp.to_identifier(alias, quoted=True).sql()}{alias_list(columns)}"
+            if toks[end - 1].token_type != TokenType.R_PAREN:  # FROM table alias (columns)
+                start, table, _, _ = self._clause_input(end)
+                return start, table, (-1, -1), renamed if columns else None
+        if toks[end - 1].token_type == TokenType.R_PAREN:  # FROM ( subquery ) [alias] MATCH_RECOGNIZE
+            start = self._open_paren(end - 1)
+            if start + 1 > end - 2:
                 raise self.syntax("an empty subquery before MATCH_RECOGNIZE", start)
-            return start, None, (start + 1, m - 2)
+            return start, None, (start + 1, end - 2), renamed if columns else None
         j = m - 1
         while j >= 0 and toks[j].token_type not in (*_FROM_ITEM_START, TokenType.L_PAREN, TokenType.R_PAREN):
             j -= 1
@@ -365,7 +411,7 @@ class QueryParser:
             raise self.syntax(f"unexpected {toks[rest[0]].text!r} between the table and MATCH_RECOGNIZE",
                               rest[0], "FROM")
         table = ".".join(toks[t].text for t in range(start, end + 1) if toks[t].token_type != TokenType.DOT)
-        return start, table, (-1, -1)
+        return start, table, (-1, -1), None
 
     def statement(self) -> Statement:
         toks = self.toks
@@ -378,9 +424,9 @@ class QueryParser:
         found = []
         for m in marks:
             close, alias, after = self._parenthesised(m, "MATCH_RECOGNIZE")
-            start, table, inner = self._clause_input(m)
+            start, table, inner, renamed = self._clause_input(m)
             spans.append((start, after - 1))
-            found.append((m, close, alias, inner, table))
+            found.append((m, close, alias, inner, table, self.alias_columns, renamed))
         names = [RELATION.format(i) for i in range(len(found))]
 
         def splice(first: int, last: int) -> tuple[Fragment, list[str]]:
@@ -393,8 +439,9 @@ class QueryParser:
                                                 for a2, b2 in spans):
                     continue
                 builder.copy(position, toks[a].start)
-                alias = found[i][2]
-                builder.synthetic(f'{names[i]} AS "{alias}"' if alias else names[i], toks[a].start)
+                alias, columns = found[i][2], found[i][5]
+                builder.synthetic(f'{names[i]} AS "{alias}"{alias_list(columns)}' if alias else names[i],
+                                  toks[a].start)
                 position = toks[b].end + 1
                 used.append(names[i])
             builder.copy(position, toks[last].end + 1)
@@ -422,7 +469,7 @@ class QueryParser:
             return read
 
         parts = []
-        for i, (m, close, _alias, (first, last), table) in enumerate(found):
+        for i, (m, close, _alias, (first, last), table, _columns, renamed) in enumerate(found):
             self.computed = {}
             recognize = self._body(m + 2, close - 1, close)
             input_sql: str | None = None
@@ -453,8 +500,14 @@ class QueryParser:
                 if (twice := duplicate_in_sql(body, read)) is not None:
                     raise twice
                 pushed = pushable_input(body, relations | ctes)
-            elif table not in tables and not self.computed:
+            elif table not in tables and not self.computed and renamed is None:
                 tables.append(table)
+            if renamed is not None:  # the input's columns renamed: FROM (VALUES ...) t(id, value)
+                source = f"({input_sql})" if input_sql is not None else exp.to_identifier(str(table)).sql()
+                input_sql = f"SELECT * FROM {source} {renamed}"
+                if table is not None and table.lower() not in ctes:
+                    reads = note_tables(exp.maybe_parse(input_sql, dialect=OUTER_DIALECT))
+                pushed = None
             if self.computed:  # PARTITION BY / ORDER BY expressions: columns computed over the input
                 source = f"({input_sql})" if input_sql is not None else exp.to_identifier(str(table)).sql()
                 keys = ", ".join(f"{e.sql(dialect=OUTER_DIALECT)} AS {exp.to_identifier(name).sql()}"

@@ -15,7 +15,10 @@ contain.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from sqlglot import exp
 
 from dfs_cer.query.model import Query
 
@@ -26,6 +29,11 @@ INPUT = "__dfs_cer_input_{}"
 #: the dialect the SQL around the clauses is read and kept in: DuckDB's, whose NULL ordering is
 #: Trino's (NULLS LAST unless the query says otherwise, ascending or descending)
 OUTER_DIALECT = "duckdb"
+
+
+def alias_list(columns: Sequence[str]) -> str:
+    """``("a", "b")``: the column list of a relation alias (empty for none)."""
+    return "(" + ", ".join(exp.to_identifier(c, quoted=True).sql() for c in columns) + ")" if columns else ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,8 @@ variable or expression, and the fix.
 from __future__ import annotations
 
 from dfs_cer.errors import QueryValidationError, UnsupportedFeatureError
-from dfs_cer.pattern.ir import labels
+from dfs_cer.pattern.ir import Exclusion, labels
+from dfs_cer.pattern.ir import walk as walk_pattern
 from dfs_cer.query.expr import (
     AGGREGATES,
     CAST_TYPES,
@@ -30,7 +31,7 @@ from dfs_cer.query.expr import (
     to_sql,
     walk,
 )
-from dfs_cer.query.model import Query
+from dfs_cer.query.model import Query, RowsPerMatch
 
 #: how many arguments each aggregate takes (others: exactly one)
 AGGREGATE_ARITY = {"count": (0, 1), "min_by": (2, 2), "max_by": (2, 2), "string_agg": (1, 2)}
@@ -73,6 +74,8 @@ def validate(query: Query) -> None:
         subsets[s.name] = s.variables
     names = var_set | set(subsets)
 
+    _pattern_rules(query)
+
     skip = mr.after_match_skip
     if skip.variable is not None and skip.variable not in names:
         raise _fail(f"AFTER MATCH SKIP {skip.to.value} {skip.variable}: {skip.variable} is not a pattern variable "
@@ -90,6 +93,19 @@ def validate(query: Query) -> None:
         context.check(m.expr, f"MEASURES {m.name}", in_define=False)
 
 
+def _pattern_rules(query: Query) -> None:
+    mr = query.recognize
+    if mr.rows_per_match is RowsPerMatch.ALL_ROWS_WITH_UNMATCHED and any(
+            isinstance(p, Exclusion) for p in walk_pattern(mr.pattern)):
+        # ISO/IEC 19075-5: excluded rows belong to a match yet are not output, so they would be
+        # neither matched nor unmatched rows
+        raise _fail("pattern exclusion {- ... -} cannot be used with ALL ROWS PER MATCH WITH UNMATCHED ROWS: "
+                    "the rows it excludes are part of a match, so they are neither output as matched nor as "
+                    "unmatched rows", "PATTERN",
+                    "remove the exclusion, or use ALL ROWS PER MATCH without WITH UNMATCHED ROWS",
+                    "exclusion-with-unmatched-rows")
+
+
 class _Context:
     def __init__(self, query: Query, names: set[str], known: str) -> None:
         self.query = query
@@ -100,10 +116,11 @@ class _Context:
         for n in walk(e):
             variable = getattr(n, "variable", None) if isinstance(n, Column | Star | Classifier) else None
             if variable is not None and variable not in self.names:
-                hint = f"pattern variables and subsets: {self.known}"
-                table_names = {self.query.table.upper(), (self.query.alias or "").upper()}
-                if variable.upper() in table_names:
-                    hint = "inside MATCH_RECOGNIZE, qualify columns with pattern variables, not the table"
+                # ISO/IEC 19075-5 and Trino: inside MATCH_RECOGNIZE the input table's name is not
+                # in scope, only pattern variables qualify columns (DuckDB accepts t.x; dfs-cer does not)
+                hint = (f"pattern variables and subsets: {self.known}; inside MATCH_RECOGNIZE, qualify columns with "
+                        "pattern variables, not the table or its alias (as the standard and Trino; DuckDB accepts "
+                        "t.x): write x for the current row or A.x for a variable's row")
                 raise _fail(f"{to_sql(n)} refers to {variable}, which is not a pattern variable or SUBSET", clause,
                             hint, "undefined-variable")
             if isinstance(n, Star) and not _inside_count(e, n):
@@ -133,6 +150,11 @@ class _Context:
                         code="bad-arguments")
 
     def _navigation(self, nav: Navigation, clause: str) -> None:
+        if nav.kind.physical and nav.semantics is not None:
+            raise _fail(f"{nav.semantics.value} cannot be applied to {nav.kind.value} ({to_sql(nav)}): RUNNING and "
+                        "FINAL apply to FIRST, LAST, CLASSIFIER and aggregates, not to physical navigation",
+                        clause, f"apply it to the nested logical navigation, e.g. {nav.kind.value}("
+                        f"{nav.semantics.value} LAST(A.x), 1)", "bad-semantics")
         inner_navs = [n for n in walk(nav.operand) if isinstance(n, Navigation)]
         for inner in inner_navs:
             if not nav.kind.physical or inner.kind.physical:
@@ -179,23 +201,38 @@ class _Context:
                 if isinstance(n, Navigation):
                     raise _fail(f"navigation cannot appear inside an aggregate: {to_sql(agg)}", clause,
                                 code="bad-aggregate")
-                if in_define and isinstance(n, Classifier | MatchNumber):
+                if in_define and isinstance(n, Classifier):
                     raise UnsupportedFeatureError(
                         f"{to_sql(n)} inside an aggregate in DEFINE ({to_sql(agg)})", clause=clause,
-                        hint="aggregate columns of the rows in DEFINE; CLASSIFIER() and MATCH_NUMBER() inside "
-                        "aggregates work in MEASURES", code="unsupported")
+                        hint="aggregate columns of the rows in DEFINE; CLASSIFIER() inside aggregates works in "
+                        "MEASURES", code="unsupported")
         if in_define and (agg.distinct or agg.name not in DEFINE_AGGREGATES):
             what = f"DISTINCT in {to_sql(agg)}" if agg.distinct else f"aggregate {agg.name}() in DEFINE"
             raise UnsupportedFeatureError(
                 what, clause=clause, code="unsupported",
                 hint=f"DEFINE supports {', '.join(sorted(DEFINE_AGGREGATES))} without DISTINCT; the others work "
                 "in MEASURES")
-        targets = {n.variable for a in parts for n in walk(a) if isinstance(n, Column | Star)
-                   or (isinstance(n, Classifier) and n.variable is not None)}
+        # the rows an aggregate runs over are those of the one variable its arguments name
+        # (unqualified columns, * and CLASSIFIER(): the universal row pattern variable, every row)
+        targets = {n.variable for a in agg.args for n in walk(a) if isinstance(n, Column | Star | Classifier)}
         if len(targets) > 1:
-            raise _fail(f"arguments of {to_sql(agg)} mix pattern variables "
-                        f"{', '.join(sorted(str(t) for t in targets))}", clause,
-                        "all arguments of one aggregate must apply to rows of the same variable", "bad-aggregate")
+            raise _fail(f"arguments of {to_sql(agg)} mix pattern variables {_row_sets(targets)}", clause,
+                        "all arguments of one aggregate must apply to rows of the same pattern variable "
+                        "(ISO/IEC 19075-5)", "bad-aggregate")
+        if agg.filter is not None:
+            # FILTER is evaluated on each row of that set: X.col reads the row where it is mapped
+            # to X (NULL elsewhere), an unqualified column reads the row itself
+            read = {n.variable for n in walk(agg.filter) if isinstance(n, Column | Star | Classifier)} - {None}
+            rows = targets - {None}
+            if len(read) > 1 or (read and rows and read != rows):
+                raise _fail(f"FILTER of {to_sql(agg)} reads pattern variables {_row_sets(read | rows)}", clause,
+                            "the FILTER condition may read one pattern variable, the one the arguments "
+                            "aggregate (or any when the arguments are unqualified)", "bad-aggregate")
+
+
+def _row_sets(names: set[str | None]) -> str:
+    named = ", ".join(sorted(n for n in names if n is not None))
+    return named + (" and the universal one (unqualified: every row of the match)" if None in names else "")
 
 
 def _inside_count(root: Expr, star: Star) -> bool:

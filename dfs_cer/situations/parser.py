@@ -24,6 +24,7 @@ from dfs_cer.errors import QuerySyntaxError, QueryValidationError, UnsupportedFe
 from dfs_cer.query.expr import Aggregate, Column, Navigation, NavKind, Star, walk
 from dfs_cer.query.model import Window
 from dfs_cer.query.parser import ClauseParser, QueryParser
+from dfs_cer.query.statement import alias_list
 from dfs_cer.situations.allen import INVERSE, RELATIONS
 from dfs_cer.situations.model import AGGREGATES, Constraint, Measure, Situation, SituationQuery
 
@@ -48,7 +49,7 @@ class _SituationParser(QueryParser):
         if j < 0 or j == m - 1:
             raise self.syntax("SITUATIONS must follow FROM <table>", m)
         table = self.src.text(j + 1, m - 1).strip()
-        outer = (self.src.sql[: self.toks[j + 1].start] + RELATION + (" AS " + f'"{alias}"' if alias else "")
+        outer = (self.src.sql[: self.toks[j + 1].start] + RELATION + (" AS " + f'"{alias}"' + alias_list(self.alias_columns) if alias else "")
                  + (" " + self.src.sql[self.toks[after].start:] if after < len(self.toks) else ""))
         clauses = self._situation_clauses(m + 2, close - 1)
         for required in ("ORDER BY", "DEFINE", "PATTERN"):

@@ -8,7 +8,9 @@ world, *queries* (pattern shapes: skips, repeated variables, alternation, groups
 exclusion, ``{n}``, ``+?`` on any-row variables, contiguous patterns, ALL MATCHES with
 Kleene+, negation and alternation; conditions with literals, cross-variable equalities of mixed
 numeric types, PREV; PREV/NEXT past a lowered halo limit, FIRST/LAST(x, n) and MATCH_NUMBER() in
-DEFINE; PARTITION BY, every AFTER MATCH SKIP, ONE/ALL ROWS PER MATCH). Every query
+DEFINE; PARTITION BY, every AFTER MATCH SKIP, ONE/ALL ROWS PER MATCH; conformance
+forms: FILTER reading a variable, NULL in DEFINE, MATCH_NUMBER() in a DEFINE aggregate, a column
+alias list). Every query
 runs through every strategy and cost model drawn, several queries also run together
 (``pull_many``), and with late files the saved-run changelog path (``--since-run``) is compared
 too. A case passes when the strategy returns exactly the local engine's rows, or both refuse the
@@ -187,6 +189,10 @@ class Drawn:
     sql: str
     shape: str
     features: list[str]
+    #: a form the standard allows that dfs-cer once refused or crashed on (FORMS)
+    form: str = "none"
+    #: the query without its form: where the local engine answers it, it must answer the form too
+    base: str = ""
 
 
 def _family(kind: str) -> str:
@@ -202,6 +208,11 @@ def _literal(kind: str, rng: np.random.Generator) -> str:
         return str(rng.choice(["1", "1.5", "2", "0.1", "1.50", "100000000000000000000.5"]))
     return str(rng.choice(["0", "1", "2", "3", str(2**53), "1.5", "9007199254740993.0"]))
 
+
+#: conformance forms, one at most per query: FILTER reading a variable, a NULL truth value in
+#: DEFINE, MATCH_NUMBER() inside a DEFINE aggregate, a column alias list on the clause
+#: and WITH UNMATCHED ROWS (refused with an exclusion: every strategy must refuse it too)
+FORMS = ["none", "filter", "null_define", "match_number_aggregate", "alias_list", "unmatched_rows"]
 
 SHAPES = {
     # (pattern template over A B C D and any-row N, ALL MATCHES?)
@@ -325,9 +336,31 @@ def draw_query(world: World, rng: np.random.Generator, far: np.random.Generator 
         features.append(rows.split()[0].lower() + "_rows")
     if not all_matches and rows == "ALL ROWS PER MATCH":
         measures = [m for m in measures if "count(*)" not in m]
+    form, alias = str(rng.choice(FORMS, p=[0.55, 0.1, 0.1, 0.1, 0.1, 0.05])), ""
+    base = (f"SELECT * FROM events MATCH_RECOGNIZE ({partition}ORDER BY {ts} MEASURES {', '.join(measures)} "
+            f"{head} PATTERN ({pattern}) {within} {subset}DEFINE {', '.join(defines)})")
+    if form == "filter":  # the arguments choose the rows; FILTER reads a variable (or the row itself)
+        last = variables[-1]
+        measures.append(str(rng.choice([f"count(*) FILTER (WHERE {col('v', last)} IS NOT NULL) AS n_f",
+                                        f"count({last}.*) FILTER (WHERE {col('w')} IS NULL) AS n_f"])))
+    elif form == "null_define":  # (c OR NULL) is true exactly where c is
+        defines[-1] = f"{variables[-1]} AS ({defines[-1].split(' AS ', 1)[1]}) OR NULL"
+    elif form == "match_number_aggregate":
+        if all_matches:  # MATCH_NUMBER() in DEFINE is SQL semantics only
+            form = "none"
+        else:
+            defines[-1] += " AND max(MATCH_NUMBER()) = MATCH_NUMBER()"
+    elif form == "alias_list":  # renames the leading columns (DuckDB's rule; values unchanged)
+        alias = " AS mr(c1, c2)"
+    elif form == "unmatched_rows":
+        if all_matches:
+            form = "none"
+        else:
+            head = head.replace(rows, "ALL ROWS PER MATCH WITH UNMATCHED ROWS")
+            measures = [m for m in measures if "count(*)" not in m]
     sql = (f"SELECT * FROM events MATCH_RECOGNIZE ({partition}ORDER BY {ts} MEASURES {', '.join(measures)} "
-           f"{head} PATTERN ({pattern}) {within} {subset}DEFINE {', '.join(defines)})")
-    return Drawn(sql, shape, features)
+           f"{head} PATTERN ({pattern}) {within} {subset}DEFINE {', '.join(defines)}){alias}")
+    return Drawn(sql, shape, features, form, base)
 
 
 # ------------------------------------------------------------------ comparing
@@ -533,6 +566,7 @@ class Runner:
                 r.count("once refused", f.removeprefix(FAR))
             else:
                 r.count("query feature" if f != d.shape else "pattern shape", f)
+        r.count("conformance form", d.form)
 
     def _queries(self, world: World, drawn: list[Drawn], full: pa.Table, cluster: LocalCluster,
                  rng: np.random.Generator, saved: dict[int, Any], root: Path) -> None:
@@ -545,6 +579,11 @@ class Runner:
                 self.report.cases += 1
                 self._finding(world, "local engine crash", d.sql, ("rows", "?"), traceback.format_exc(limit=-4))
                 continue
+            if d.form not in ("none", "unmatched_rows") and expected[i][0] == "refused" and \
+                    outcome(lambda d=d: match_recognize(full, d.base))[0] == "rows":
+                self.report.cases += 1
+                self._finding(world, f"the local engine refuses the {d.form} form", d.sql, ("rows", "?"),
+                              expected[i])
             for name in self.strategies:
                 model = str(rng.choice(COST_MODELS))
                 self.report.count("strategy", name)

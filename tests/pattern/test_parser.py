@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dfs_cer.errors import QuerySyntaxError
+from dfs_cer.errors import QuerySyntaxError, QueryValidationError
 from dfs_cer.pattern.ir import (
     Alternation,
     Anchor,
@@ -69,7 +69,6 @@ def test_parse(text: str, expected: RowPattern) -> None:
     [
         ("A **", "unexpected quantifier '*' after a quantifier"),
         ("A {3,1}", "upper bound below its lower bound"),
-        ("A {0,0}", "upper bound must be at least 1"),
         ("A {}", "empty quantifier"),
         ("(A", "expected ')'"),
         ("A )", "unexpected ')'"),
@@ -88,6 +87,14 @@ def test_errors(text: str, message: str) -> None:
                        .replace("*", r"\*").replace("|", r"\|").replace("{", r"\{").replace("}", r"\}")) as info:
         parse_pattern(text)
     assert info.value.clause == "PATTERN"
+
+
+@pytest.mark.parametrize("text", ["A {0}", "A {0,0}", "A {,0}", "A B{0} C"])
+def test_a_zero_upper_bound_is_refused(text: str) -> None:
+    # ISO/IEC 19075-5 (and Trino): a quantifier's upper bound must be at least 1
+    with pytest.raises(QueryValidationError, match="upper bound 0") as info:
+        parse_pattern(text)
+    assert info.value.clause == "PATTERN" and info.value.code == "bad-quantifier"
 
 
 def test_error_position_is_mapped() -> None:
