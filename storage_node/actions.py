@@ -460,9 +460,12 @@ class Actions:
         # the group's own id holds the reservation (StorageClient reserve with it), else the first query's
         estimate = self._admit(header["query_id"] if isinstance(header.get("query_id"), str) else queries[0][1])
         states = []
+        keys = [self._event_key(g, self.store.schema) for g in group]
         # contiguous patterns read every row; when none of the queries has one, the scan keeps
-        # only rows some variable of some query may take
-        whole = bool(header.get("whole")) or any(not a.skippable for a, _ in queries)
+        # only rows some variable of some query may take (and every row when a query drops
+        # copies of an event: which copy stands for it is decided among all of them)
+        whole = bool(header.get("whole")) or any(not a.skippable for a, _ in queries) or \
+            any(key and dedup for key, dedup in keys)
         try:
             if whole:
                 table = self.store.sorted_rows()
@@ -473,8 +476,12 @@ class Actions:
                                         ).sort_by(self.store.time_column)
             ts = _time_ints(table.column(self.store.time_column))
             shared: dict[str, np.ndarray] = {}
-            for i, (analysis, qid) in enumerate(queries):
-                states.append(QueryState(qid, analysis, table, ts, self._candidates(table, analysis, shared),
+            for i, ((analysis, qid), (key, dedup)) in enumerate(zip(queries, keys, strict=True)):
+                candidates = self._candidates(table, analysis, shared)
+                if key and dedup:  # only the copy the matcher keeps stands for an event
+                    kept = _canonical_copies(table, analysis, key)
+                    candidates = {name: rows[np.isin(rows, kept)] for name, rows in candidates.items()}
+                states.append(QueryState(qid, analysis, table, ts, candidates,
                                          estimate if i == 0 else 0, owns_table=i == 0, grouped=True,
                                          whole=whole, generation=self.store.generation))
         except BaseException:
