@@ -1,7 +1,10 @@
 """Stable identities of events and matches (for changelogs and idempotent re-runs).
 
 An event is identified by its partition, its time and its event key (every comparable column
-when the key is empty); a match by its events in order and the variable each is labelled with.
+when the key is empty); a match by its events in order and the variable each is labelled with,
+leaving out the rows a skip variable absorbs between the variables (``{- N* -}``, ``N*?`` where
+the query lets strategies leave them unpulled): the other rows determine them, and an id must
+not depend on which rows a strategy pulled.
 Hashes are 64-bit: DuckDB's ``hash()`` over the identity columns (vectorised, the same value
 for the same content in every process), mixed with splitmix64.
 """
