@@ -157,7 +157,7 @@ def run_cer(table: pa.Table, analysis: Analysis, *, selection: str = "skip_till_
         from dfs_cer.match import identity
 
         cols = identity.identity_columns(original.schema, partition_by, [order_col], analysis.event_key)
-        row_hash = identity.row_hashes(original.take(pa.array(order)), cols)
+        row_hash = identity.event_hashes(original.take(pa.array(order)), cols)
     engines = []
     for branch in expanded:
         engine = _Engine(table, ts, bounds, row_part, list(branch.items), branch.recognize, window, selection,

@@ -61,6 +61,25 @@ def row_hashes(table: pa.Table, columns: Sequence[str]) -> np.ndarray:
     return _mix(np.asarray(out, np.uint64))
 
 
+def event_hashes(table: pa.Table, columns: Sequence[str]) -> np.ndarray:
+    """:func:`row_hashes` of events for match ids: times in seconds or milliseconds hash as
+    microseconds (a parquet file stores ``timestamp[s]`` as milliseconds, so the rows a storage
+    node serves and the rows given to the local engine differ in unit, not in value)."""
+    out = table.select(list(columns))
+    for i, field in enumerate(out.schema):
+        if pa.types.is_timestamp(field.type) and field.type.unit in ("s", "ms"):
+            target: pa.DataType = pa.timestamp("us", field.type.tz)
+        elif pa.types.is_time32(field.type):
+            target = pa.time64("us")
+        else:
+            continue
+        try:
+            out = out.set_column(i, field.name, out.column(i).cast(target))
+        except pa.ArrowInvalid:  # beyond microseconds' range: hashed as stored
+            continue
+    return row_hashes(out, columns)
+
+
 def label_hashes(labels: Sequence[str]) -> np.ndarray:
     """A uint64 per variable name (stable: from the name's bytes)."""
     import zlib

@@ -366,7 +366,7 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
         else:
             cols = identity.identity_columns(original.schema, partition_by, [o[0] for o in order_by],
                                              analysis.event_key)
-            row_hash = identity.row_hashes(original.take(pa.array(order)) if n else original.slice(0, 0), cols)
+            row_hash = identity.event_hashes(original.take(pa.array(order)) if n else original.slice(0, 0), cols)
             empty_at = row_hash[np.minimum(m_start, max(n - 1, 0))] if n else np.zeros(m_start.size, np.uint64)
             # rows a skip variable absorbs ({- N* -}, N*? between variables) are not part of the
             # id: a strategy may leave them unpulled, and the other rows determine them

@@ -117,3 +117,16 @@ def test_since_run_after_a_duplicate_delivery_updates_nothing(tmp_path: Path) ->
     assert first.matches.num_rows > 10
     assert again.changes is not None and again.changes.column("change").to_pylist() == []
     assert ids(again.matches) == ids(first.matches)
+
+
+@pytest.mark.parametrize("unit", ["s", "ms"])
+def test_match_ids_do_not_depend_on_the_time_unit(unit: str) -> None:
+    """Parquet stores ``timestamp[s]`` as milliseconds: the rows a storage node serves differ in
+    unit from those the local engine was given, never in value, and so do not their ids."""
+    table = log()
+    seconds = pa.array(table.column("ts").to_numpy() + 1_767_225_600, pa.timestamp("s"))
+    given = table.set_column(4, "ts", seconds.cast(pa.timestamp(unit)))
+    stored = table.set_column(4, "ts", seconds.cast(pa.timestamp("us")))
+    for sql in (QUERIES[0], QUERIES[3]):
+        sql = sql.replace("WITHIN 9", "WITHIN INTERVAL '9' SECOND").replace("WITHIN 4", "WITHIN INTERVAL '4' SECOND")
+        assert [i for i, _, _ in local_ids(given, sql)] == [i for i, _, _ in local_ids(stored, sql)]
