@@ -244,6 +244,23 @@ class Actions:
                 "navigation_on_node": state.navigation,
                 "match_cpu_budget": self.cpu_budget}
 
+    def _copies_whole(self, analysis: Analysis, key: list[str]) -> bool:
+        """Does this node hold every copy of each event it holds one of (rows equal in the
+        query's partition, ORDER BY column and event ``key``)? Only then is the copy it keeps
+        the copy the matcher keeps; else the compute node fetches each candidate's copies from
+        every node."""
+        manifest = self.store.manifest
+        if manifest.get("nodes") == 1:
+            return True
+        mr = analysis.query.recognize
+        shared = {c.lower() for c in [*key, *mr.partition_by, analysis.order_column]}  # columns copies share
+        how = manifest.get("partitioning")
+        placed_by = {"time": [self.store.time_column],  # by time window
+                     "random": [self.store.time_column, *manifest.get("event_key", [])] if manifest.get("event_key")
+                     else None,  # by a hash of time and the shard set's key, else round robin
+                     "type": [manifest.get("type_column")]}.get(str(how))
+        return placed_by is not None and all(isinstance(c, str) and c.lower() in shared for c in placed_by)
+
     def _local(self, analysis: Analysis) -> bool:
         """Does this node hold every row of each PARTITION BY group it holds any row of? True for
         the only node of a shard set, or a shard set type-partitioned by a PARTITION BY column."""
@@ -358,7 +375,8 @@ class Actions:
             raise
         state.expires = _lease(header)
         self.registry.put(state)
-        return self._info(state), ([self.store.schema.serialize().to_pybytes()] if header.get("schema", True) else [])
+        info = {**self._info(state), "copies_whole": self._copies_whole(analysis, key)}
+        return info, ([self.store.schema.serialize().to_pybytes()] if header.get("schema", True) else [])
 
     def _indexed_rows(self, analysis: Analysis, filt: Any) -> tuple[pa.Table, np.ndarray] | None:
         """The node's rows by time and the positions of those passing ``filt`` (the union of the
@@ -490,7 +508,8 @@ class Actions:
         for state in states:
             state.expires = _lease(header)
         self.registry.put(*states)
-        info = {"group": [self._info(s) for s in states], "shared_conditions": len(shared),
+        info = {"group": [{**self._info(s), "copies_whole": self._copies_whole(s.analysis, key)}
+                          for s, (key, _) in zip(states, keys, strict=True)], "shared_conditions": len(shared),
                 "conditions": sum(len(s.candidates) for s in states)}
         return info, ([self.store.schema.serialize().to_pybytes()] if header.get("schema", True) else [])
 

@@ -104,3 +104,23 @@ def test_copies_are_dropped_after_the_input_filter(cluster_of: Any, strategy: st
         warnings.simplefilter("ignore")
         got = pull_statement(strategy, parse_statement(sql), c.endpoints, c.token, node_matching="off")
     assert rows(got.table) == want
+
+
+@pytest.mark.parametrize(("how", "all_matches"), [("type", False), ("type", True), ("random", False)])
+def test_copies_on_two_nodes(tmp_path: Path, how: str, all_matches: bool) -> None:
+    """Copies of event 2 on two nodes: sharded by a column they differ in (``kind``), or round
+    robin with the event key given to the query only. The matcher keeps the ``kind = 'a'`` copy
+    (x = 1, no B); the other node's copy passes B's condition, so the compute node fetches each
+    candidate's copies from every node and keeps the same one."""
+    t = pa.table({"id": [1, 2, 2], "kind": ["a", "a", "d"], "type": ["A", "B", "B"], "x": [0, 1, 9],
+                  "ts": pa.array([1, 5, 5], pa.int64())})
+    head = "ALL MATCHES PATTERN (A N* B)" if all_matches else "ONE ROW PER MATCH PATTERN (A N*? B)"
+    sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.id AS a, B.x AS bx {head} WITHIN 10 "
+           "DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.x > 5)")
+    assert match_recognize(t, sql, event_key=["id"]).num_rows == 0
+    pq.write_table(t, tmp_path / "t.parquet")
+    # crc32 puts kind 'a' and kind 'd' on two nodes; round robin puts rows 1 and 2 on two nodes
+    shard(str(tmp_path / "t.parquet"), 2, str(tmp_path / "s"), partitioning=how, type_column="kind", batch_rows=10)
+    with LocalCluster([str(tmp_path / "s" / f"node-{i:02d}") for i in range(2)]) as c:
+        for name in STRATEGIES:
+            assert rows(_pulled(name, sql, c, event_key=["id"])) == [], (how, name)
