@@ -72,10 +72,14 @@ class World:
     #: event copies: "none", else "dedup on" / "dedup off" (an ``id`` event key column)
     copies: str = "none"
     copies_across: int = 0  # copies in the other PARTITION BY group
+    #: sharded without the event key (round robin: copies of an event on several nodes; the
+    #: queries name the key)
+    copies_split: bool = False
 
     @property
     def event_key(self) -> tuple[str, ...]:
-        return () if self.copies == "none" else ("id",)
+        """The shard sets' event key (``dfs-cer shard --event-key``)."""
+        return () if self.copies == "none" or self.copies_split else ("id",)
 
     def options(self) -> dict[str, Any]:
         """The event key and dedup, for the local engine and the strategies alike."""
@@ -85,7 +89,7 @@ class World:
         return (f"world seed={self.seed} rows={self.table.num_rows} time={self.time_type} v,w={self.value_types} "
                 f"type={self.string_type} layout={self.partitioning}x{self.nodes} "
                 f"late={0 if self.late is None else self.late.num_rows} names={self.names} copies={self.copies} "
-                f"({self.copies_across} across partitions)")
+                f"({self.copies_across} across partitions, shards keyed: {not self.copies_split})")
 
 
 @dataclass
@@ -216,6 +220,7 @@ def _add_copies(world: World) -> None:
         world.late = world.late.append_column("id", pa.array(late_ids))
     world.copies = "dedup on" if rng.random() < 0.6 else "dedup off"
     world.copies_across = int(across.sum())
+    world.copies_split = bool(rng.random() < 0.35)
 
 
 def over_copies(world: World, d: Drawn, rng: np.random.Generator) -> Drawn:
@@ -464,6 +469,8 @@ class Runner:
         r.count("event copies", world.copies)
         if world.copies_across:
             r.count("event copies", "across partitions")
+        if world.copies_split:
+            r.count("event copies", "key not in the shards")
         for f in d.features:
             r.count("query feature" if f != d.shape else "pattern shape", f)
 
