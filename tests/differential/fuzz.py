@@ -197,7 +197,8 @@ def draw_world(seed: int) -> World:
 def _add_copies(world: World) -> None:
     """For a share of the worlds (own random stream: the others stay as they were), an ``id``
     event key and copies of 30 % of the events: same time and id, ``v`` shuffled among them
-    (a condition or an input filter may keep one copy and not the other), half of them moved
+    and some of another type (a condition or an input filter may keep one copy and not the
+    other; sharding by type puts such copies on two nodes), half of them moved
     to the other PARTITION BY group (there they are events of their own)."""
     rng = np.random.default_rng(world.seed + 7_000_003)
     n = world.table.num_rows
@@ -209,6 +210,14 @@ def _add_copies(world: World) -> None:
     copies = table.take(pa.array(pick))
     v = copies.schema.get_field_index(nm["v"])
     copies = copies.set_column(v, nm["v"], copies.column(v).take(pa.array(rng.permutation(pick.size))))
+    retyped = rng.random(pick.size) < 0.3  # a copy delivered with another type (on another node by type)
+    t = copies.schema.get_field_index(nm["type"])
+    types = np.asarray(copies.column(t).to_pylist(), object)
+    types[retyped] = rng.choice(["A", "B", "C", "N"], int(retyped.sum()))
+    typed = pa.array(types.tolist(), copies.schema.field(t).type.value_type
+                     if pa.types.is_dictionary(copies.schema.field(t).type) else copies.schema.field(t).type)
+    copies = copies.set_column(t, nm["type"], typed.dictionary_encode() if pa.types.is_dictionary(
+        copies.schema.field(t).type) else typed)
     across = rng.random(pick.size) < 0.5
     g = np.asarray(copies.column(nm["g"]).to_pylist(), object)
     g[across] = np.where(g[across] == "x", "y", "x")
