@@ -9,8 +9,9 @@ Output:   comparisons run, agreed refusals, findings (each with its world seed, 
           expected and actual rows) and the number of cases per dimension: column types of the
           time and value columns and the type column's encoding, column-name case, layout
           (partitioning x nodes) and empty storage nodes, late files and the ``--since-run``
-          re-runs, pattern shapes and query features, strategies, and several queries in one
-          scan. Exit status 1 when there is a finding.
+          re-runs, event copies (dedup on/off, across partitions), pattern shapes and query
+          features (input filters over copies), strategies, several queries in one scan, and
+          match ids compared with the local engine's. Exit status 1 when there is a finding.
 """
 
 from __future__ import annotations

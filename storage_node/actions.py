@@ -289,6 +289,23 @@ class Actions:
                 "navigation_on_node": state.navigation,
                 "match_cpu_budget": self.cpu_budget, "halo_limit": self.halo_limit}
 
+    def _copies_whole(self, analysis: Analysis, key: list[str]) -> bool:
+        """Does this node hold every copy of each event it holds one of (rows equal in the
+        query's partition, ORDER BY column and event ``key``)? Only then is the copy it keeps
+        the copy the matcher keeps; else the compute node fetches each candidate's copies from
+        every node."""
+        manifest = self.store.manifest
+        if manifest.get("nodes") == 1:
+            return True
+        mr = analysis.query.recognize
+        shared = {c.lower() for c in [*key, *mr.partition_by, analysis.order_column]}  # columns copies share
+        how = manifest.get("partitioning")
+        placed_by = {"time": [self.store.time_column],  # by time window
+                     "random": [self.store.time_column, *manifest.get("event_key", [])] if manifest.get("event_key")
+                     else None,  # by a hash of time and the shard set's key, else round robin
+                     "type": [manifest.get("type_column")]}.get(str(how))
+        return placed_by is not None and all(isinstance(c, str) and c.lower() in shared for c in placed_by)
+
     def _local(self, analysis: Analysis) -> bool:
         """Does this node hold every row of each PARTITION BY group it holds any row of? True for
         the only node of a shard set, or a shard set type-partitioned by a PARTITION BY column."""
@@ -413,7 +430,8 @@ class Actions:
             raise
         state.expires = _lease(header)
         self.registry.put(state)
-        return self._info(state), ([self.store.schema.serialize().to_pybytes()] if header.get("schema", True) else [])
+        info = {**self._info(state), "copies_whole": self._copies_whole(analysis, key)}
+        return info, ([self.store.schema.serialize().to_pybytes()] if header.get("schema", True) else [])
 
     def _indexed_rows(self, analysis: Analysis, filt: Any) -> tuple[pa.Table, np.ndarray] | None:
         """The node's rows by time and the positions of those passing ``filt`` (the union of the
@@ -547,11 +565,14 @@ class Actions:
         # the group's own id holds the reservation (StorageClient reserve with it), else the first query's
         estimate = self._admit(header["query_id"] if isinstance(header.get("query_id"), str) else queries[0][1])
         states = []
+        keys = [self._event_key(g, self.store.schema) for g in group]
         # contiguous patterns read every row; when none of the queries has one, the scan keeps
-        # only rows some variable of some query may take
-        # and so do queries pulling every row because halo rows cannot serve them (as the compute node decides)
-        whole = bool(header.get("whole")) or any(
-            not a.skippable or no_halo(a, self.store.schema, self.halo_limit) is not None for a, _ in queries)
+        # only rows some variable of some query may take (and every row when a query drops
+        # copies of an event: which copy stands for it is decided among all of them; and when a
+        # query pulls every row because halo rows cannot serve it, as the compute node decides)
+        whole = bool(header.get("whole")) or any(not a.skippable for a, _ in queries) or \
+            any(key and dedup for key, dedup in keys) or \
+            any(no_halo(a, self.store.schema, self.halo_limit) is not None for a, _ in queries)
         try:
             if whole:
                 table = self.store.sorted_rows()
@@ -562,8 +583,12 @@ class Actions:
                                         ).sort_by(self.store.time_column)
             ts = _time_ints(table.column(self.store.time_column))
             shared: dict[str, np.ndarray] = {}
-            for i, (analysis, qid) in enumerate(queries):
-                states.append(QueryState(qid, analysis, table, ts, self._candidates(table, analysis, shared),
+            for i, ((analysis, qid), (key, dedup)) in enumerate(zip(queries, keys, strict=True)):
+                candidates = self._candidates(table, analysis, shared)
+                if key and dedup:  # only the copy the matcher keeps stands for an event
+                    kept = _canonical_copies(table, analysis, key)
+                    candidates = {name: rows[np.isin(rows, kept)] for name, rows in candidates.items()}
+                states.append(QueryState(qid, analysis, table, ts, candidates,
                                          estimate if i == 0 else 0, owns_table=i == 0, grouped=True,
                                          whole=whole, generation=self.store.generation))
         except BaseException:
@@ -572,7 +597,8 @@ class Actions:
         for state in states:
             state.expires = _lease(header)
         self.registry.put(*states)
-        info = {"group": [self._info(s) for s in states], "shared_conditions": len(shared),
+        info = {"group": [{**self._info(s), "copies_whole": self._copies_whole(s.analysis, key)}
+                          for s, (key, _) in zip(states, keys, strict=True)], "shared_conditions": len(shared),
                 "conditions": sum(len(s.candidates) for s in states)}
         return info, ([self.store.schema.serialize().to_pybytes()] if header.get("schema", True) else [])
 

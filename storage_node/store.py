@@ -199,32 +199,13 @@ class ShardStore:
             with self._cache_lock:
                 if self.cached is None:  # concurrent first scans load once
                     # kept sorted by time: the rows by time are the cache itself (one copy)
-                    self.cached = self._sorted = by_time(self._distinct(self.dataset.to_table()), self.time_column)
+                    self.cached = self._sorted = by_time(self.dataset.to_table(), self.time_column)
         elif self.cached is not None:
             self.cache_hits += 1
-        if self.cached is not None:
-            source = ds.dataset(self.cached)
-        elif self.event_key:  # copies resolved before any filter: every query sees one copy
-            source = ds.dataset(self._distinct(self.dataset.to_table()))
-        else:
-            source = self.dataset
+        # every row, copies of an event included: which copy stands for an event depends on the
+        # query (its PARTITION BY, input filter and dedup), so each query resolves them itself
+        source = ds.dataset(self.cached) if self.cached is not None else self.dataset
         return source.to_table(filter=filter_, columns=columns)
-
-    @property
-    def event_key(self) -> tuple[str, ...]:
-        return tuple(self.manifest.get("event_key") or ())
-
-    def _distinct(self, table: pa.Table) -> pa.Table:
-        """With an event key, one copy of each (time, key): the first in the order of the other
-        columns, the copy the compute node would keep. Resolving copies here, before any
-        condition filters rows, makes every strategy see the same copy (copies live on one node:
-        ``dfs-cer shard`` places rows by time or by the event key)."""
-        if not self.event_key or table.num_rows < 2:
-            return table
-        from dfs_cer.match.rowpattern import sort_and_partition
-
-        kept, _, _ = sort_and_partition(table, (), [(self.time_column, False)], None, self.event_key, True)
-        return kept
 
     def sorted_rows(self) -> pa.Table:
         """Every row sorted by time (ties in file order); the cache itself when the shard set

@@ -42,6 +42,7 @@ from dfs_cer.match.rowpattern import (
     MatchOutput,
     _referenced_columns,
     sort_and_partition,
+    sort_partition_flags,
     time_values,
 )
 from dfs_cer.query.analyze import Analysis
@@ -139,10 +140,10 @@ def run_cer(table: pa.Table, analysis: Analysis, *, selection: str = "skip_till_
     check_choice(kleene, KLEENE, "kleene")
     check_choice(on_limit, ON_LIMIT, "on_limit")
     table, halo = split_halo(table)
-    if halo is not None and halo.any():  # CER's NEXT/PREV read selected events: halo rows are not events
-        table = table.filter(pa.array(~halo))
     query = analysis.query
     mr = query.recognize
+    if halo is not None and halo.any():  # CER's NEXT/PREV read selected events: halo rows are not events
+        table = _events_of(table, halo, analysis)
     any_row = {v.name for v in analysis.variables if v.any_row}
     expanded, unordered = branches(mr, any_row)
     for d in mr.definitions:
@@ -166,7 +167,7 @@ def run_cer(table: pa.Table, analysis: Analysis, *, selection: str = "skip_till_
         from dfs_cer.match import identity
 
         cols = identity.identity_columns(original.schema, partition_by, [order_col], analysis.event_key)
-        row_hash = identity.row_hashes(original.take(pa.array(order)), cols)
+        row_hash = identity.event_hashes(original.take(pa.array(order)), cols)
     engines = []
     for branch in expanded:
         engine = _Engine(table, ts, bounds, row_part, list(branch.items), branch.recognize, window, selection,
@@ -180,6 +181,18 @@ def run_cer(table: pa.Table, analysis: Analysis, *, selection: str = "skip_till_
         engine, branch_analysis = engines[0]
         return engine.run(branch_analysis)
     return _run_branches(engines, count_only, max_matches, on_limit, bool(mr.partition_by), row_part)
+
+
+def _events_of(table: pa.Table, halo: np.ndarray, analysis: Analysis) -> pa.Table:
+    """The rows that are events: not halo rows, except the copy of an event the matcher keeps
+    (a halo row, fetched from another node) when some copy of it was pulled as an event."""
+    if not analysis.dedup:
+        return table.filter(pa.array(~halo))
+    mr = analysis.query.recognize
+    partition_by = tuple(column_of(table, c) for c in mr.partition_by)
+    order = [(column_of(table, mr.order_by[0].column), False)]
+    _, _, kept, flags = sort_partition_flags(table, partition_by, order, set(), analysis.event_key, True, halo)
+    return table.take(pa.array(np.sort(kept[~flags])))
 
 
 def _for_branch(analysis: Analysis, branch: Branch) -> Analysis:

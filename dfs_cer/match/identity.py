@@ -1,7 +1,10 @@
 """Stable identities of events and matches (for changelogs and idempotent re-runs).
 
 An event is identified by its partition, its time and its event key (every comparable column
-when the key is empty); a match by its events in order and the variable each is labelled with.
+when the key is empty); a match by its events in order and the variable each is labelled with,
+leaving out the rows a skip variable absorbs between the variables (``{- N* -}``, ``N*?`` where
+the query lets strategies leave them unpulled): the other rows determine them, and an id must
+not depend on which rows a strategy pulled.
 Hashes are 64-bit: DuckDB's ``hash()`` over the identity columns (vectorised, the same value
 for the same content in every process), mixed with splitmix64.
 """
@@ -56,6 +59,25 @@ def row_hashes(table: pa.Table, columns: Sequence[str]) -> np.ndarray:
     finally:
         con.close()
     return _mix(np.asarray(out, np.uint64))
+
+
+def event_hashes(table: pa.Table, columns: Sequence[str]) -> np.ndarray:
+    """:func:`row_hashes` of events for match ids: times in seconds or milliseconds hash as
+    microseconds (a parquet file stores ``timestamp[s]`` as milliseconds, so the rows a storage
+    node serves and the rows given to the local engine differ in unit, not in value)."""
+    out = table.select(list(columns))
+    for i, field in enumerate(out.schema):
+        if pa.types.is_timestamp(field.type) and field.type.unit in ("s", "ms"):
+            target: pa.DataType = pa.timestamp("us", field.type.tz)
+        elif pa.types.is_time32(field.type):
+            target = pa.time64("us")
+        else:
+            continue
+        try:
+            out = out.set_column(i, field.name, out.column(i).cast(target))
+        except pa.ArrowInvalid:  # beyond microseconds' range: hashed as stored
+            continue
+    return row_hashes(out, columns)
 
 
 def label_hashes(labels: Sequence[str]) -> np.ndarray:

@@ -379,9 +379,14 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
         else:
             cols = identity.identity_columns(original.schema, partition_by, [o[0] for o in order_by],
                                              analysis.event_key)
-            row_hash = identity.row_hashes(original.take(pa.array(order)) if n else original.slice(0, 0), cols)
+            row_hash = identity.event_hashes(original.take(pa.array(order)) if n else original.slice(0, 0), cols)
             empty_at = row_hash[np.minimum(m_start, max(n - 1, 0))] if n else np.zeros(m_start.size, np.uint64)
-            mid = identity.match_ids(row_hash[r_row], identity.label_hashes(labels)[r_label], counts, empty_at)
+            # rows a skip variable absorbs ({- N* -}, N*? between variables) are not part of the
+            # id: a strategy may leave them unpulled, and the other rows determine them
+            skippers = _skip_variables(analysis) if analysis.skippable else set()
+            real = ~np.isin(r_label, [labels.index(v) for v in skippers if v in labels])
+            mid = identity.match_ids(row_hash[r_row[real]], identity.label_hashes(labels)[r_label[real]],
+                                     np.bincount(r_match[real], minlength=m_start.size).astype(np.int64), empty_at)
         tv = time_values(table, order_by[0][0]) if n else np.zeros(0, np.int64)
         last = np.where(counts > 0, m_end - 1, m_start)
         ids = (mid, tv[np.minimum(m_start, max(n - 1, 0))] if n else mid.astype(np.int64),

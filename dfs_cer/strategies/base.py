@@ -198,6 +198,9 @@ class Session:
         self.defer = False
         self.deferred: tuple[str, dict[str, Any], list[bytes]] | None = None
         self.analysis: Any = None  # the bound query, once opened
+        #: copies of an event (same time and event key) may lie on several nodes, each keeping
+        #: its own: a candidate pull brings every candidate's copies from every node
+        self.split_copies = False
         self.time_span: tuple[int, int] | None = None  # the nodes' rows' first and last time
         self.rows_total = 0  # rows the nodes scanned at open
         self.defer_min_rows = 0  # smaller inputs are pulled by the driver even when deferring
@@ -323,7 +326,7 @@ class Session:
         other pulls when no halo rows must follow them (no PREV/NEXT)."""
         if "halo" in header or self.analysis is None or self.rows_total < self.defer_min_rows:
             return False
-        return kind == "pull_all" or not (self.analysis.prev_reach or self.analysis.next_reach)
+        return kind == "pull_all" or not (self.analysis.prev_reach or self.analysis.next_reach or self.split_copies)
 
     def same_schemas(self, schemas: Sequence[pa.Schema]) -> None:
         """Every storage node must serve the same columns and types (e.g. not a time zone on one

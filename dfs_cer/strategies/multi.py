@@ -200,8 +200,10 @@ def _pull_many_once(name: str, queries: Sequence[Query | str], endpoints: Sequen
             c.deadline = group.deadline
     began = time.perf_counter()
     try:
-        members = [{"query_id": s.query_id, "sql": q.to_sql(), "integer_time_unit": integer_time_unit}
-                   for s, q in zip(sessions, parsed, strict=True)]
+        # the event key and dedup decide which copy of an event is a candidate on the nodes
+        keyed = {} if event_key is None else {"event_key": list(event_key)}
+        members = [{"query_id": s.query_id, "sql": q.to_sql(), "integer_time_unit": integer_time_unit,
+                    "dedup": dedup, **keyed} for s, q in zip(sessions, parsed, strict=True)]
         # pull_all's final pulls take every row: the group's table must hold them all (so do
         # queries reaching past this compute node's halo limit; the nodes add their own)
         limit = (config or StrategyConfig()).halo_limit

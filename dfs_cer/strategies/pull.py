@@ -109,6 +109,7 @@ def _open(session: Session, query: Query, unit: str) -> tuple[Analysis, list[dic
                               "re-shard with one --event-key or pass event_key=")
         key = keys.pop() if keys else ()
     config = QueryConfig(integer_time_unit=unit, event_key=key, dedup=session.dedup)  # type: ignore[arg-type]
+    session.split_copies = bool(key) and session.dedup and not all(h.get("copies_whole") for h in headers)
     on_nodes = bool(headers) and all(h.get("navigation_on_node") for h in headers)
     analysis = analyze(query, schema, config, navigation_on_nodes=on_nodes)
     session.analysis = analysis
@@ -216,20 +217,25 @@ def _with_candidate_halo(session: Session, analysis: Analysis, events: pa.Table,
     matcher's order, per partition), from every node, marked as :data:`HALO` rows. One more round
     trip: the nodes learn the candidates' (partition, time) points, since a candidate's global
     neighbours may lie on any node (``spec/navigation-notes.md``). Each point asks only for the
-    rows the variables it may be labelled with read, in their direction. ``shipped``: the
+    rows the variables it may be labelled with read, in their direction. Where copies of an
+    event may lie on several nodes (``session.split_copies``), every candidate's copies come
+    too, also without PREV/NEXT: the matcher keeps the same copy as over every row. ``shipped``: the
     compute node kept every row the nodes' pulls shipped for the query (not a group's pulls), so
     the nodes leave those rows out."""
-    if not (analysis.prev_reach or analysis.next_reach):
+    navigating = bool(analysis.prev_reach or analysis.next_reach)
+    if not (navigating or session.split_copies):
         return events
     trace = session.trace
-    _say_navigation(trace, f"halo around candidates (up to {analysis.prev_reach} row(s) before, "
-                    f"{analysis.next_reach} after, per variable)")
+    if navigating:
+        _say_navigation(trace, f"halo around candidates (up to {analysis.prev_reach} row(s) before, "
+                        f"{analysis.next_reach} after, per variable)")
     if events.num_rows == 0:
         return events
     partition_by = list(analysis.query.recognize.partition_by)
     before, after = candidate_reach(events, analysis)
     # copies of an event (same key and time) that differ in other columns: the matcher keeps the
-    # canonical one, which may not be a candidate itself; every candidate's tie group brings it
+    # canonical one, which may not be a candidate itself (or lie on another node); every
+    # candidate's tie group brings it
     ties = bool(analysis.event_key) and analysis.dedup
     wanted = (before > 0) | (after > 0) | ties
     if not wanted.any():

@@ -13,7 +13,10 @@ forms: FILTER reading a variable, NULL in DEFINE, MATCH_NUMBER() in a DEFINE agg
 alias list). Every query
 runs through every strategy and cost model drawn, several queries also run together
 (``pull_many``), and with late files the saved-run changelog path (``--since-run``) is compared
-too. A case passes when the strategy returns exactly the local engine's rows, or both refuse the
+too. A share of the worlds has an event key with copies (same time and ``id``: other values,
+some in the other PARTITION BY group), matched with dedup on or off, some queries over an input
+filter that keeps one copy and not the other; every strategy's match ids are compared with the
+local engine's. A case passes when the strategy returns exactly the local engine's rows, or both refuse the
 query with a DfsCerError. Anything else (a wrong row, a crash, a refusal where the local engine
 answers) is a finding, printed with everything needed to reproduce it.
 
@@ -42,9 +45,12 @@ import pyarrow.parquet as pq
 from dfs_cer import match_recognize
 from dfs_cer.errors import DfsCerError
 from dfs_cer.io.shard import shard
+from dfs_cer.match.identity import ID_COLUMNS
+from dfs_cer.query.parser import parse_statement
 from dfs_cer.strategies import STRATEGIES, pull
 from dfs_cer.strategies.matching import match_pulled
 from dfs_cer.strategies.multi import pull_many
+from dfs_cer.strategies.statements import pull_statement
 from storage_node.launcher import LocalCluster
 
 NUMERIC_TYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64",
@@ -74,12 +80,28 @@ class World:
     budget: str = "default"
     #: the storage nodes' halo limit (storage.halo_limit): lowered, small worlds reach past it
     halo_limit: int = 10_000
+    #: event copies: "none", else "dedup on" / "dedup off" (an ``id`` event key column)
+    copies: str = "none"
+    copies_across: int = 0  # copies in the other PARTITION BY group
+    #: sharded without the event key (round robin: copies of an event on several nodes; the
+    #: queries name the key)
+    copies_split: bool = False
+
+    @property
+    def event_key(self) -> tuple[str, ...]:
+        """The shard sets' event key (``dfs-cer shard --event-key``)."""
+        return () if self.copies == "none" or self.copies_split else ("id",)
+
+    def options(self) -> dict[str, Any]:
+        """The event key and dedup, for the local engine and the strategies alike."""
+        return {} if self.copies == "none" else {"event_key": ["id"], "dedup": self.copies == "dedup on"}
 
     def describe(self) -> str:
         return (f"world seed={self.seed} rows={self.table.num_rows} time={self.time_type} v,w={self.value_types} "
                 f"type={self.string_type} layout={self.partitioning}x{self.nodes} "
                 f"late={0 if self.late is None else self.late.num_rows} budget={self.budget} names={self.names} "
-                f"halo_limit={self.halo_limit}")
+                f"halo_limit={self.halo_limit} copies={self.copies} "
+                f"({self.copies_across} across partitions, shards keyed: {not self.copies_split})")
 
 
 @dataclass
@@ -179,7 +201,66 @@ def draw_world(seed: int) -> World:
         table = table.filter(pa.array(~cut))
     partitioning = str(rng.choice(LAYOUTS))
     nodes = int(rng.choice([1, 2, 3, 4, 6], p=[0.2, 0.25, 0.3, 0.15, 0.1]))
-    return World(seed, table, names, time_type, value_types, string_type, partitioning, nodes, late)
+    world = World(seed, table, names, time_type, value_types, string_type, partitioning, nodes, late)
+    _add_copies(world)
+    return world
+
+
+def _add_copies(world: World) -> None:
+    """For a share of the worlds (own random stream: the others stay as they were), an ``id``
+    event key and copies of 30 % of the events: same time and id, ``v`` shuffled among them
+    and some of another type (a condition or an input filter may keep one copy and not the
+    other; sharding by type puts such copies on two nodes), half of them moved
+    to the other PARTITION BY group (there they are events of their own)."""
+    rng = np.random.default_rng(world.seed + 7_000_003)
+    n = world.table.num_rows
+    if n < 5 or rng.random() >= 0.35:
+        return
+    nm = world.names
+    table = world.table.append_column("id", pa.array(np.arange(n, dtype=np.int64)))
+    pick = np.nonzero(rng.random(n) < 0.3)[0]
+    copies = table.take(pa.array(pick))
+    v = copies.schema.get_field_index(nm["v"])
+    copies = copies.set_column(v, nm["v"], copies.column(v).take(pa.array(rng.permutation(pick.size))))
+    retyped = rng.random(pick.size) < 0.3  # a copy delivered with another type (on another node by type)
+    t = copies.schema.get_field_index(nm["type"])
+    types = np.asarray(copies.column(t).to_pylist(), object)
+    types[retyped] = rng.choice(["A", "B", "C", "N"], int(retyped.sum()))
+    typed = pa.array(types.tolist(), copies.schema.field(t).type.value_type
+                     if pa.types.is_dictionary(copies.schema.field(t).type) else copies.schema.field(t).type)
+    copies = copies.set_column(t, nm["type"], typed.dictionary_encode() if pa.types.is_dictionary(
+        copies.schema.field(t).type) else typed)
+    across = rng.random(pick.size) < 0.5
+    g = np.asarray(copies.column(nm["g"]).to_pylist(), object)
+    g[across] = np.where(g[across] == "x", "y", "x")
+    copies = copies.set_column(copies.schema.get_field_index(nm["g"]), nm["g"], pa.array(g.tolist(), pa.string()))
+    both = pa.concat_tables([table, copies])
+    world.table = both.take(pa.array(rng.permutation(both.num_rows)))
+    if world.late is not None:
+        late_ids = np.arange(n, n + world.late.num_rows, dtype=np.int64)
+        world.late = world.late.append_column("id", pa.array(late_ids))
+    world.copies = "dedup on" if rng.random() < 0.6 else "dedup off"
+    world.copies_across = int(across.sum())
+    world.copies_split = bool(rng.random() < 0.35)
+
+
+def over_copies(world: World, d: Drawn, rng: np.random.Generator) -> Drawn:
+    """A query of a world with copies, often per PARTITION BY group (copies moved to the other
+    group are events there), now and then over an input filter on ``v`` (which the copies do
+    not share): the local engine filters, then drops copies; so must the nodes."""
+    if world.copies == "none":
+        return d
+    if "partition_by" not in d.features and rng.random() < 0.5:
+        d = Drawn(d.sql.replace("MATCH_RECOGNIZE (ORDER BY", f"MATCH_RECOGNIZE (PARTITION BY {world.names['g']} ORDER BY",
+                                1), d.shape, [*d.features, "partition_by"])
+    if rng.random() >= 0.3:
+        return d
+    kind = world.value_types[0]
+    v = world.names["v"]
+    condition = f"{v} > {_literal(kind, rng)}" if _family(kind) == "number" else f"{v} IS NOT NULL"
+    sql = d.sql.replace("SELECT * FROM events MATCH_RECOGNIZE",
+                        f"SELECT * FROM (SELECT * FROM events WHERE {condition}) MATCH_RECOGNIZE", 1)
+    return Drawn(sql, d.shape, [*d.features, "input_filter_over_copies"])
 
 
 # ------------------------------------------------------------------ queries
@@ -429,13 +510,15 @@ class Runner:
         far = np.random.default_rng(world.seed + 2_000_003)
         world.halo_limit = int(far.choice([10_000, 2, 1], p=[0.3, 0.35, 0.35]))
         drawn = [draw_query(world, rng, far) for _ in range(self.queries_per_world)]
+        copies_rng = np.random.default_rng(world.seed + 7_000_004)
+        drawn = [over_copies(world, d, copies_rng) for d in drawn]
         full = world.table if world.late is None else pa.concat_tables([world.table, world.late])
         with tempfile.TemporaryDirectory(prefix="dfs-cer-fuzz-") as tmp:
             root = Path(tmp)
             pq.write_table(world.table, root / "events.parquet")
             manifests = shard(str(root / "events.parquet"), world.nodes, str(root / "nodes"),
                               partitioning=world.partitioning, time_column=world.names["ts"],
-                              type_column=world.names["type"], batch_rows=64)
+                              type_column=world.names["type"], batch_rows=64, event_key=world.event_key)
             world.empty_nodes = sum(1 for m in manifests if m.rows == 0)
             self._csv_input(world, root)
             # its own generator: the other draws of the world stay what they were
@@ -452,7 +535,8 @@ class Runner:
                     pq.write_table(world.late, root / "late.parquet")
                     shard(str(root / "late.parquet"), world.nodes, str(root / "nodes"),
                           partitioning=world.partitioning, time_column=world.names["ts"],
-                          type_column=world.names["type"], batch_rows=64, append=True)
+                          type_column=world.names["type"], batch_rows=64, append=True,
+                          event_key=world.event_key)
                 self._queries(world, drawn, full, cluster, rng, saved, root)
                 self._node_work(world, cluster)
             finally:
@@ -561,6 +645,11 @@ class Runner:
         r.count("late files", "yes" if world.late is not None else "no")
         r.count("node work bound", world.budget)
         r.count("halo limit", world.halo_limit)
+        r.count("event copies", world.copies)
+        if world.copies_across:
+            r.count("event copies", "across partitions")
+        if world.copies_split:
+            r.count("event copies", "key not in the shards")
         for f in d.features:
             if f.startswith(FAR):
                 r.count("once refused", f.removeprefix(FAR))
@@ -571,31 +660,46 @@ class Runner:
     def _queries(self, world: World, drawn: list[Drawn], full: pa.Table, cluster: LocalCluster,
                  rng: np.random.Generator, saved: dict[int, Any], root: Path) -> None:
         expected = {}
+        opts = world.options()
         for i, d in enumerate(drawn):
             self._dimensions(world, d)
             try:
-                expected[i] = outcome(lambda d=d: match_recognize(full, d.sql))
+                expected[i] = outcome(lambda d=d: match_recognize(full, d.sql, **opts))
             except Exception:
                 self.report.cases += 1
                 self._finding(world, "local engine crash", d.sql, ("rows", "?"), traceback.format_exc(limit=-4))
                 continue
             if d.form not in ("none", "unmatched_rows") and expected[i][0] == "refused" and \
-                    outcome(lambda d=d: match_recognize(full, d.base))[0] == "rows":
+                    outcome(lambda d=d: match_recognize(full, d.base, **opts))[0] == "rows":
                 self.report.cases += 1
                 self._finding(world, f"the local engine refuses the {d.form} form", d.sql, ("rows", "?"),
                               expected[i])
+            filtered = "input_filter_over_copies" in d.features
+            got_ids: dict[str, list[int]] = {}
             for name in self.strategies:
                 model = str(rng.choice(COST_MODELS))
                 self.report.count("strategy", name)
 
-                def run(name: str = name, model: str = model, sql: str = d.sql) -> pa.Table:
-                    return match_pulled(pull(name, sql, cluster.endpoints, cluster.token, cost_model=model))
+                def run(name: str = name, model: str = model, sql: str = d.sql, filtered: bool = filtered,
+                        ids: dict[str, list[int]] = got_ids) -> pa.Table:
+                    if filtered:  # the clause's input filter goes to the nodes
+                        return pull_statement(name, parse_statement(sql), cluster.endpoints, cluster.token,
+                                              cost_model=model, **opts).table
+                    result = pull(name, sql, cluster.endpoints, cluster.token, cost_model=model, **opts)
+                    if result.relation is None:  # (node-side matching gives no match ids)
+                        ids[name] = sorted(match_pulled(result, outer=False, match_ids=True)
+                                               .column(ID_COLUMNS[0]).to_pylist())
+                    return match_pulled(result)
 
                 self._compare(world, f"{name} (cost model {model})", d.sql, expected[i], run)
+            if expected[i][0] == "rows" and got_ids:
+                self._match_ids(world, d, full, got_ids)
             if i in saved:
                 self._since_run(world, d, expected[i], saved[i], cluster, root)
-            self._spark_split(world, d, full, np.random.default_rng((world.seed, i, 71)))
-        answered = [i for i in expected if expected[i][0] == "rows"]
+            if "input_filter_over_copies" not in d.features:  # (the split takes a clause, not a statement)
+                self._spark_split(world, d, full, np.random.default_rng((world.seed, i, 71)))
+        answered = [i for i in expected if expected[i][0] == "rows"
+                    and "input_filter_over_copies" not in drawn[i].features]
         if len(answered) >= 2:  # several queries in one scan
             group = [int(x) for x in rng.choice(answered, min(3, len(answered)), replace=False)]
             name = str(rng.choice(["pull_all", "push_down", "dfs", "naive_dfs"]))
@@ -604,7 +708,7 @@ class Runner:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    result = pull_many(name, sqls, cluster.endpoints, cluster.token)
+                    result = pull_many(name, sqls, cluster.endpoints, cluster.token, **world.options())
                 tables: list[pa.Table] | None = [match_pulled(r) for r in result.results]
             except Exception:
                 tables = None
@@ -616,6 +720,29 @@ class Runner:
                     got = tables[k]
                     self._compare(world, f"pull_many {name} query {k}", drawn[i].sql, expected[i], lambda t=got: t)
 
+    def _match_ids(self, world: World, d: Drawn, full: pa.Table, got: dict[str, list[int]]) -> None:
+        """Every strategy's match ids equal the local engine's (they name the match, not the
+        rows a strategy happened to pull)."""
+        from dfs_cer.config import QueryConfig
+        from dfs_cer.match.cer import run_cer
+        from dfs_cer.match.rowpattern import run_row_pattern
+        from dfs_cer.query import analyze, parse
+
+        opts = world.options()
+        try:
+            config = QueryConfig(event_key=tuple(opts.get("event_key", ())), dedup=opts.get("dedup", True))
+            analysis = analyze(parse(d.sql), full.schema, config)
+            engine = run_cer if analysis.query.recognize.all_matches else run_row_pattern
+            want = sorted(engine(full, analysis, match_ids=True).table.column(ID_COLUMNS[0]).to_pylist())
+        except DfsCerError:
+            return
+        for name, ids in got.items():
+            self.report.cases += 1
+            self.report.count("match ids", "compared")
+            if ids != want:
+                self._finding(world, f"{name}: match ids differ from the local engine's", d.sql,
+                              ("ids", want[:8]), ids[:8])
+
     def _before_late(self, world: World, drawn: list[Drawn], cluster: LocalCluster, root: Path) -> dict[int, Any]:
         """Saved runs of the first queries before the late files arrive (``--save-run``)."""
         from dfs_cer.strategies.incremental import run_and_save
@@ -626,7 +753,7 @@ class Runner:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     saved[i] = run_and_save(d.sql, cluster.endpoints, cluster.token, strategy="dfs",
-                                            runs_dir=root / "runs").record.run_id
+                                            runs_dir=root / "runs", **world.options()).record.run_id
             except DfsCerError:
                 continue
         return saved
