@@ -121,6 +121,28 @@ def test_csv_inference_on_mixed_columns() -> None:
         decide(["1", "2.5", "true", "4"])
 
 
+def test_csv_inference_counts_a_value_only_in_the_spelling_of_its_kind(tmp_path: Path) -> None:
+    """pyarrow's cast reads more than the kinds' spellings ('0x10' as 16, '0' as false, an integer
+    past int64 as a rounded double): a whole batch cast at once must not type a column by it."""
+    def decide(values: list[str | None]) -> pa.DataType:
+        kinds = ColumnKinds("c")
+        kinds.observe(pa.array(values, pa.string()), "x.csv", 0)
+        return kinds.decide()
+
+    with pytest.raises(CsvError, match=r"row 1, column c: '0x10' is not int64"):
+        decide(["0x10", "5", "7"])
+    with pytest.raises(CsvError, match=r"row 3, column c: '0' is not bool"):
+        decide(["true", "false", "0"])
+    with pytest.raises(CsvError, match=r"row 3, column c: '12345678901234567890' is not int64"):
+        decide(["1", "2", "12345678901234567890"])
+    assert decide(["12345678901234567890", "98765432109876543210"]) == pa.string()  # kept exactly, as text
+    assert decide(["1234567890123456789", "-9223372036854775808", "1"]) == pa.int64()  # 19 digits still fit
+    assert decide(["1", "1e3", "-0", "NaN", "inf", ".5"]) == pa.float64()
+    (tmp_path / "ids.csv").write_text("ts,id\n1,12345678901234567890\n2,12345678901234567891\n")
+    shard(str(tmp_path / "ids.csv"), 1, str(tmp_path / "out"))
+    assert _stored(tmp_path / "out", 1).column("id").to_pylist() == ["12345678901234567890", "12345678901234567891"]
+
+
 def test_schema_option_parses_types(tmp_path: Path) -> None:
     assert parse_column_types("a=int64, b=string\n# a comment\nc=timestamp[us, tz=Europe/Paris],d=decimal128(10, 2)"
                               ) == {"a": pa.int64(), "b": pa.string(), "c": pa.timestamp("us", "Europe/Paris"),
