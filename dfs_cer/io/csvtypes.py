@@ -195,10 +195,20 @@ def parse_type(text: str) -> pa.DataType:
     """An Arrow type by name: ``int64``, ``float64``/``double``, ``string``, ``bool``,
     ``date32``, ``timestamp[ms]``, ``timestamp[us, tz=UTC]``, ``decimal128(10, 2)``."""
     if m := _TIMESTAMP.fullmatch(text.strip()):
-        return pa.timestamp(m.group(1).lower(), m.group(2).strip() if m.group(2) else None)
+        dtype = pa.timestamp(m.group(1).lower(), m.group(2).strip() if m.group(2) else None)
+        try:  # pyarrow looks a zone up only when it converts a value
+            pa.scalar(0, dtype).cast(pa.string())
+        except pa.ArrowInvalid:
+            raise CsvError(f"--schema: unknown time zone {dtype.tz!r} in {text.strip()!r}; use a zone of the tz "
+                           "database (UTC, Europe/Paris) or an offset (+01:00)") from None
+        return dtype
     name = text.strip().lower().replace("boolean", "bool")
     if m := _DECIMAL.fullmatch(name):
-        return pa.decimal128(int(m.group(1)), int(m.group(2)))
+        try:
+            return pa.decimal128(int(m.group(1)), int(m.group(2)))
+        except ValueError:
+            raise CsvError(f"--schema: {text.strip()!r}: a decimal128 has a precision of 1 to 38 digits; use e.g. "
+                           "decimal128(38, 2), or string") from None
     try:
         return pa.type_for_alias(name)
     except ValueError:

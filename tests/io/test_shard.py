@@ -151,6 +151,11 @@ def test_schema_option_parses_types(tmp_path: Path) -> None:
         parse_column_types("a=integer")
     with pytest.raises(CsvError, match="'a' is not COLUMN=TYPE"):
         parse_column_types("a")
+    with pytest.raises(CsvError, match=r"'decimal128\(99, 2\)': a decimal128 has a precision of 1 to 38"):
+        parse_column_types("a=decimal128(99, 2)")
+    with pytest.raises(CsvError, match=r"unknown time zone 'Mars/Base' in 'timestamp\[s, tz=Mars/Base\]'.*Europe/Paris"):
+        parse_column_types("a=timestamp[s, tz=Mars/Base]")
+    assert parse_column_types("a=timestamp[s, tz=+01:00]") == {"a": pa.timestamp("s", "+01:00")}
     _flights(tmp_path / "f.csv", 4)
     with pytest.raises(CsvError, match=r"--schema names dep, not a column of .*columns: ts, origin, dep_time"):
         shard(str(tmp_path / "f.csv"), 1, str(tmp_path / "out"), column_types={"dep": pa.int64()})
