@@ -439,17 +439,18 @@ class QueryParser:
                 pushed = pushable_input(tree, relations | ctes)
                 input_sql = tree.sql(dialect=OUTER_DIALECT)
                 if top is not None and any(t.name.lower() in ctes for t in tree.find_all(exp.Table)):
-                    # the subquery reads the statement's CTEs: it carries their definitions
-                    input_sql = f"{top.sql(dialect=OUTER_DIALECT)} SELECT * FROM ({input_sql}) AS __dfs_cer_sub"
+                    # the subquery reads the statement's CTEs: it carries their definitions (as the
+                    # query itself, not a relation it reads: DuckDB renames a relation's second id id_1)
+                    input_sql = with_ctes(top, tree)
                     depends = [r for r in names if r in input_sql]
                     tree = exp.maybe_parse(input_sql, dialect=OUTER_DIALECT)
                 reads = note_tables(tree)
             elif table.lower() in ctes:  # a common table expression of the statement
                 assert top is not None
-                input_sql = f"{top.sql(dialect=OUTER_DIALECT)} SELECT * FROM {exp.to_identifier(table).sql()}"
+                body = next(c.this for c in top.expressions if c.alias_or_name.lower() == table.lower())
+                input_sql = with_ctes(top, body)  # the CTE's query itself (see above)
                 depends = [r for r in names if r in input_sql]
                 reads = note_tables(exp.maybe_parse(input_sql, dialect=OUTER_DIALECT))
-                body = next(c.this for c in top.expressions if c.alias_or_name.lower() == table.lower())
                 if (twice := duplicate_in_sql(body, read)) is not None:
                     raise twice
                 pushed = pushable_input(body, relations | ctes)
@@ -801,6 +802,15 @@ def _friendly(description: str) -> str:
     if missing:
         return f"incomplete expression: the {missing.group(2).upper()} is missing its {missing.group(1)}"
     return description.rstrip(".")
+
+
+def with_ctes(top: exp.With, query: exp.Expression) -> str:
+    """``query`` (a clause's input) with the statement's CTEs ``top`` in front: the query itself
+    at the top of the statement, so the engine yields its columns as they are (a column twice
+    stays twice, for the input check to name it); a query with a WITH of its own, as a subquery."""
+    if query.args.get("with_") or query.args.get("with") or not isinstance(query, exp.Query):
+        return f"{top.sql(dialect=OUTER_DIALECT)} SELECT * FROM ({query.sql(dialect=OUTER_DIALECT)}) AS __dfs_cer_sub"
+    return f"{top.sql(dialect=OUTER_DIALECT)} {query.sql(dialect=OUTER_DIALECT)}"
 
 
 def _no_duplicates(names: list[str], clause: str, what: str, position: SourcePosition) -> None:

@@ -223,6 +223,14 @@ def test_an_input_joining_tables_that_share_a_column_is_refused_once_computed() 
         match_recognize(None, sql, tables={"t": TWICE, "u": other})
     renamed = SELF_JOIN.format(input="SELECT t.*, u.x AS ux FROM t JOIN u ON t.id = u.id")
     assert match_recognize(None, renamed, tables={"t": TWICE, "u": other}).to_pylist() == [{"ax": 6}]
+    # the same input as a CTE, or as a subquery reading one: the engine computes it as the query
+    # itself, not as a relation it reads (DuckDB renames a relation's second id to id_1)
+    cte = "WITH j AS (SELECT * FROM t JOIN u ON t.id = u.id) " + SELF_JOIN.format(input="SELECT 1").replace(
+        "(SELECT 1)", "j")
+    via = "WITH v AS (SELECT * FROM u) " + SELF_JOIN.format(input="SELECT * FROM t JOIN v ON t.id = v.id")
+    for sql in (cte, via):
+        with pytest.raises(QueryValidationError, match=r"two columns named id .*reads has it twice"):
+            match_recognize(None, sql, tables={"t": TWICE, "u": other})
     plain = pa.Table.from_arrays([TWICE.column(0), TWICE.column(1), TWICE.column(2)], names=["id", "ts", "id"])
     with pytest.raises(QueryValidationError, match="two columns named id"):  # a table as it is, too
         match_recognize(plain, "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a PATTERN (A) "
