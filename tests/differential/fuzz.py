@@ -414,6 +414,15 @@ class Runner:
                           names["g"]: pa.array(g, mask=rng.random(n) < 0.1)})
         pq.write_table(typed, root / "typed.parquet")
         stray = int(rng.integers(n)) if rng.random() < 0.5 else None
+        # text that pyarrow's cast alone reads as a number: integers past int64 (a rounded float
+        # once), hex ('0x1f', int once): a text column in the parquet world, so one in the CSV's
+        spelled = str(rng.choice(["none", "past int64", "hex"]))
+        self.report.count("csv number-like text", spelled)
+        if spelled != "none":
+            digits = rng.integers(0, 10**6, n)
+            like = [f"12345678901234{d:06d}" if spelled == "past int64" else f"0x{d:x}" for d in digits]
+            typed = typed.append_column("csv_like", pa.array(like, pa.string()))
+            pq.write_table(typed, root / "typed.parquet")
         text = typed
         if stray is not None:
             v = pc.cast(typed.column(names["v"]), pa.string()).to_pylist()
