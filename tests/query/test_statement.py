@@ -184,6 +184,17 @@ def test_a_subquery_input_reads_the_statements_ctes() -> None:
     assert match_recognize(t, sql).num_rows == 0
 
 
+def test_a_cte_input_partitioned_by_an_expression_runs() -> None:
+    t = pa.table({"ts": [1, 2, 3, 4], "x": [1, 2, 3, 4]})
+    clause = ("MATCH_RECOGNIZE (PARTITION BY x % 2 ORDER BY ts MEASURES A.ts AS a ONE ROW PER MATCH PATTERN (A) "
+              "DEFINE A AS A.x > 1)")
+    expected = match_recognize(t, f"SELECT * FROM t {clause}").to_pylist()
+    assert len(expected) == 3
+    for sql in (f"WITH f AS (SELECT * FROM t) SELECT * FROM f {clause}",
+                f"WITH f AS (SELECT * FROM t) SELECT * FROM (SELECT * FROM f) {clause}"):
+        assert sorted(map(str, match_recognize(t, sql).to_pylist())) == sorted(map(str, expected))  # was refused
+
+
 SELF_JOIN = ("SELECT * FROM ({input}) MATCH_RECOGNIZE (ORDER BY ts MEASURES A.x AS ax ONE ROW PER MATCH "
              "PATTERN (A) DEFINE A AS A.x > 5)")
 TWICE = pa.table({"id": [1, 2, 3], "ts": [1, 2, 3], "x": [5, 6, 7]})
