@@ -390,11 +390,15 @@ STATEMENTS = [
     "SELECT count(*) AS n, min(a_ts) AS first FROM (SELECT * FROM t WHERE a1 < 600 AND "
     "ts >= TIMESTAMP '2034-09-15 14:00:00') MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts ONE ROW PER MATCH "
     "PATTERN (A B) WITHIN INTERVAL '5' SECOND DEFINE A AS A.type = 'T_02', B AS B.type = 'T_03' AND B.a1 > PREV(B.a1))",
+    # a CTE input partitioned by an expression: the CTEs stay in front of the computed key
+    "WITH f AS (SELECT * FROM t WHERE a1 <= 700) SELECT count(*) AS n, min(a_ts) AS first FROM f MATCH_RECOGNIZE "
+    "(PARTITION BY a1 % 2 ORDER BY ts MEASURES A.ts AS a_ts ONE ROW PER MATCH PATTERN (A B) WITHIN INTERVAL '5' SECOND "
+    "DEFINE A AS A.type = 'T_02', B AS B.type = 'T_03')",
 ]
 
 
 @pytest.mark.parametrize("sql", STATEMENTS, ids=["group-by", "cte-join", "two-clauses", "expressions",
-                                                 "input-filter"])
+                                                 "input-filter", "cte-keys"])
 def test_statements_on_spark_equal_the_local_engine(spark: Any, events: pa.Table, data: tuple[Path, LocalCluster],
                                                     sql: str) -> None:
     """Joins, groups, CTEs and two clauses: each clause from the storage nodes (or data=), the
