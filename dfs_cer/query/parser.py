@@ -459,6 +459,7 @@ class QueryParser:
                 pushed = pushable_input(body, relations | ctes)
             elif table not in tables and not self.computed:
                 tables.append(table)
+            columns_sql = input_sql
             if self.computed:  # PARTITION BY / ORDER BY expressions: columns computed over the input
                 # the CTEs stay in front: a WITH inside a subquery is refused by the sandbox
                 source = (f"({input_sql[len(ctes_sql):]})" if input_sql is not None
@@ -472,7 +473,7 @@ class QueryParser:
             query = Query(table=INPUT.format(i) if input_sql is not None else str(table), recognize=recognize,
                           outer=OuterQuery())
             parts.append(Part(names[i], query, input_sql, tuple(depends), tuple(reads),
-                              None if self.computed else pushed))
+                              None if self.computed else pushed, columns_sql if self.computed else None))
         _drop_unused_ctes(outer)  # a CTE only a clause read as its input (the clause is spliced out)
         outer_tables = note_tables(outer)
         simple = False

@@ -239,7 +239,8 @@ def test_an_input_joining_tables_that_share_a_column_is_refused_once_computed() 
     cte = "WITH j AS (SELECT * FROM t JOIN u ON t.id = u.id) " + SELF_JOIN.format(input="SELECT 1").replace(
         "(SELECT 1)", "j")
     via = "WITH v AS (SELECT * FROM u) " + SELF_JOIN.format(input="SELECT * FROM t JOIN v ON t.id = v.id")
-    for sql in (cte, via):
+    keyed = sql.replace("MATCH_RECOGNIZE (ORDER BY ts", "MATCH_RECOGNIZE (PARTITION BY ts % 2 ORDER BY ts")
+    for sql in (cte, via, keyed, cte.replace("(ORDER BY ts", "(PARTITION BY ts % 2 ORDER BY ts")):
         with pytest.raises(QueryValidationError, match=r"two columns named id .*reads has it twice"):
             match_recognize(None, sql, tables={"t": TWICE, "u": other})
     plain = pa.Table.from_arrays([TWICE.column(0), TWICE.column(1), TWICE.column(2)], names=["id", "ts", "id"])
