@@ -369,6 +369,7 @@ class Runner:
                               type_column=world.names["type"], batch_rows=64)
             world.empty_nodes = sum(1 for m in manifests if m.rows == 0)
             self._csv_input(world, root)
+            self._duplicate_input(world)
             cluster = LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(world.nodes)]).start()
             try:
                 saved = self._before_late(world, drawn, cluster, root) if world.late is not None else {}
@@ -465,6 +466,30 @@ class Runner:
             self._finding(world, "csv input crash", "shard typed.csv", ("rows", "?"), traceback.format_exc(limit=-4))
         finally:
             csvfiles.BLOCK = block
+
+    def _duplicate_input(self, world: World) -> None:
+        """A clause input joining a table that shares the type column: refused naming it whatever
+        the input's form (DuckDB renames a relation's second column of one name, ``type_1``, so a
+        CTE or a wrapper around the input once hid it)."""
+        rng = np.random.default_rng(world.seed + 3_000_017)
+        ts, kind = (f'"{world.names[k]}"' for k in ("ts", "type"))
+        form, keyed = str(rng.choice(["subquery", "cte", "subquery over a cte"])), bool(rng.random() < 0.5)
+        self.report.count("duplicate input form", f"{form}{', computed key' if keyed else ''}")
+        join = f"SELECT * FROM t JOIN {'v AS u' if form == 'subquery over a cte' else 'u'} ON t.{kind} = u.{kind}"
+        clause = (f"MATCH_RECOGNIZE ({f'PARTITION BY {ts} IS NULL ' if keyed else ''}ORDER BY {ts} "
+                  f"MEASURES A.{ts} AS at ONE ROW PER MATCH PATTERN (A) DEFINE A AS TRUE)")
+        sql = {"subquery": f"SELECT * FROM ({join}) {clause}",
+               "cte": f"WITH j AS ({join}) SELECT * FROM j {clause}",
+               "subquery over a cte": f"WITH v AS (SELECT * FROM u) SELECT * FROM ({join}) {clause}"}[form]
+        other = world.table.select([world.names["type"]])
+        self.report.cases += 1
+        try:
+            got: object = outcome(lambda: match_recognize(None, sql, tables={"t": world.table, "u": other}))
+        except Exception:
+            got = "crash: " + traceback.format_exc(limit=-4)
+        if not isinstance(got, tuple) or f"two columns named {world.names['type']}" not in str(got[1]):
+            self._finding(world, "an input with a column twice was not refused naming it", sql,
+                          ("refused", f"two columns named {world.names['type']}"), got)
 
     def _dimensions(self, world: World, d: Drawn) -> None:
         r = self.report
