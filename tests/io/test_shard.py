@@ -143,6 +143,12 @@ def test_csv_inference_counts_a_value_only_in_the_spelling_of_its_kind(tmp_path:
     assert _stored(tmp_path / "out", 1).column("id").to_pylist() == ["12345678901234567890", "12345678901234567891"]
 
 
+def test_a_csv_header_without_a_name_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "f.csv").write_text("ts,,type\n1,x,A\n")
+    with pytest.raises(CsvError, match=r"f.csv: column 2 of its header has no name; name it"):
+        shard(str(tmp_path / "f.csv"), 1, str(tmp_path / "out"))
+
+
 def test_schema_option_parses_types(tmp_path: Path) -> None:
     assert parse_column_types("a=int64, b=string\n# a comment\nc=timestamp[us, tz=Europe/Paris],d=decimal128(10, 2)"
                               ) == {"a": pa.int64(), "b": pa.string(), "c": pa.timestamp("us", "Europe/Paris"),
