@@ -137,6 +137,11 @@ def run_statement(statement: Statement, tables: Mapping[str, pa.Table],
                 if part.input_sql is None:
                     data = registered[part.query.table.lower()][1]
                 else:
+                    if part.columns_sql is not None:  # bound, not run: the input's own column names
+                        sql = sqlglot.transpile(part.columns_sql, read=OUTER_DIALECT, write=dialect)[0]
+                        check_outer(sql, allowed, dialect)
+                        if (twice := duplicate_in_names(con.sql(sql).columns)) is not None:
+                            raise twice
                     sql = sqlglot.transpile(part.input_sql, read=OUTER_DIALECT, write=dialect)[0]
                     check_outer(sql, allowed, dialect)
                     data = _arrow(con.sql(sql))

@@ -67,6 +67,8 @@ class CsvInput:
                 names = list(pacsv.open_csv(fh, read_options=pacsv.ReadOptions(block_size=1 << 20)).schema.names)
             except pa.ArrowInvalid as exc:
                 raise CsvError(f"cannot read input {self._uri(path)}: {exc}") from None
+        if "" in names:  # no query could name it
+            raise CsvError(f"{self._uri(path)}: column {names.index('') + 1} of its header has no name; name it")
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             raise CsvError(f"{self._uri(path)} names column(s) {', '.join(twice)} twice in its header; rename them")

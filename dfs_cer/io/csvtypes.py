@@ -40,9 +40,10 @@ _TS = r"[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}(:[0-9]{2}){0,2}"
 _TZ = r"(Z|[+-][0-9]{2}(:?[0-9]{2})?)"
 #: kind -> (its type, the family it widens within, the pattern of a batch of mixed kinds)
 KINDS: dict[str, tuple[pa.DataType, str, str]] = {
-    "int": (pa.int64(), "number", r"^-?[0-9]{1,18}$"),
-    "float": (pa.float64(), "number",
-              r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$|^[+-]?(?i:inf|infinity|nan)$"),
+    "int": (pa.int64(), "number", r"^-?[0-9]{1,19}$"),  # the cast refuses those past int64
+    # an integer is no float: one past int64 would be rounded (it stays text, or is a misfit)
+    "float": (pa.float64(), "number", r"^[+-]?(([0-9]+\.[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+)$"
+                                      r"|^[+-]?(?i:inf|infinity|nan)$"),
     "date": (pa.date32(), "time", r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"),
     "ts": (pa.timestamp("s"), "time", f"^{_TS}$"),
     "tsfrac": (pa.timestamp("ns"), "time", rf"^{_TS}\.[0-9]{{1,9}}$"),
@@ -83,8 +84,9 @@ class ColumnKinds:
             return
         rows = np.flatnonzero(present.to_numpy(zero_copy_only=False))
         head = values.slice(0, 64)  # a failing cast costs per failing value: try kinds its head fits
-        for kind in ORDER:  # the common case: the whole batch is of one kind
-            if _fits(head, KINDS[kind][0]) and _fits(values, KINDS[kind][0]):
+        for kind in ORDER:  # the common case: the whole batch is of one kind (spelled so, and casting:
+            dtype, _, pattern = KINDS[kind]  # the cast alone also reads '0x10', '0' as false, ...)
+            if _spelled(head, pattern) and _fits(head, dtype) and _spelled(values, pattern) and _fits(values, dtype):
                 self._saw(kind, len(values), Where(uri, offset + int(rows[0]) + 1, values[0].as_py()))
                 return
         left = np.ones(len(values), bool)
@@ -124,6 +126,10 @@ class ColumnKinds:
 def _present(column: pa.Array) -> pa.Array:
     """Values that are not NULL and not empty (an empty field, quoted or not, is no value)."""
     return pc.fill_null(pc.and_(pc.is_valid(column), pc.not_equal(column, "")), False)
+
+
+def _spelled(values: pa.Array, pattern: str) -> bool:
+    return bool(pc.all(pc.match_substring_regex(values, pattern)).as_py())
 
 
 def _fits(values: pa.Array, dtype: pa.DataType) -> bool:
@@ -189,10 +195,20 @@ def parse_type(text: str) -> pa.DataType:
     """An Arrow type by name: ``int64``, ``float64``/``double``, ``string``, ``bool``,
     ``date32``, ``timestamp[ms]``, ``timestamp[us, tz=UTC]``, ``decimal128(10, 2)``."""
     if m := _TIMESTAMP.fullmatch(text.strip()):
-        return pa.timestamp(m.group(1).lower(), m.group(2).strip() if m.group(2) else None)
+        dtype = pa.timestamp(m.group(1).lower(), m.group(2).strip() if m.group(2) else None)
+        try:  # pyarrow looks a zone up only when it converts a value
+            pa.scalar(0, dtype).cast(pa.string())
+        except pa.ArrowInvalid:
+            raise CsvError(f"--schema: unknown time zone {dtype.tz!r} in {text.strip()!r}; use a zone of the tz "
+                           "database (UTC, Europe/Paris) or an offset (+01:00)") from None
+        return dtype
     name = text.strip().lower().replace("boolean", "bool")
     if m := _DECIMAL.fullmatch(name):
-        return pa.decimal128(int(m.group(1)), int(m.group(2)))
+        try:
+            return pa.decimal128(int(m.group(1)), int(m.group(2)))
+        except ValueError:
+            raise CsvError(f"--schema: {text.strip()!r}: a decimal128 has a precision of 1 to 38 digits; use e.g. "
+                           "decimal128(38, 2), or string") from None
     try:
         return pa.type_for_alias(name)
     except ValueError:

@@ -46,7 +46,7 @@ ALLOWED_FUNCTIONS: frozenset[str] = frozenset({
     # math
     "abs", "ceil", "ceiling", "floor", "round", "sqrt", "cbrt", "exp", "ln", "log", "log2", "log10", "power",
     "pow", "sign", "mod", "pi", "degrees", "radians", "sin", "cos", "tan", "asin", "acos", "atan", "atan2",
-    "trunc", "truncate", "signum",
+    "trunc", "truncate", "signum", "isnan", "is_nan", "isinf", "is_inf",
     # strings
     "upper", "lower", "length", "char_length", "substring", "substr", "trim", "ltrim", "rtrim", "concat",
     "concat_ws", "replace", "lpad", "rpad", "pad", "left", "right", "str_position", "strpos", "instr",
@@ -54,7 +54,7 @@ ALLOWED_FUNCTIONS: frozenset[str] = frozenset({
     "regexp_extract", "regexp_replace", "split", "split_part", "initcap", "reverse", "repeat", "ascii", "chr", "md5",
     "char", "character_length", "len", "charindex", "endswith", "lcase", "ucase", "leftpad", "rightpad", "rlike",
     "string_split", "string_to_array", "str_split", "regexp_split", "split_by_string", "string_split_regex",
-    "str_split_regex",
+    "str_split_regex", "translate",
     # dates and times
     "current_date", "current_timestamp", "date_part", "date_trunc", "timestamp_trunc", "date_add", "date_sub", "date_diff",
     "datediff", "year", "month", "day", "dayofmonth", "dayofweek", "dayofyear", "hour", "minute", "second",
@@ -64,6 +64,7 @@ ALLOWED_FUNCTIONS: frozenset[str] = frozenset({
     "day_of_month", "day_of_week", "day_of_year", "week_of_year", "date_from_parts", "timestamp_from_parts",
     "ts_or_ds_add", "ts_or_ds_to_date", "time_str_to_time", "today", "curdate", "datetrunc", "last_day_of_month",
     "from_utc_timestamp", "to_utc_timestamp", "datefromparts", "timestampfromparts", "dateadd", "timestampadd",
+    "now", "dayname", "monthname", "isodow", "dayofweek_iso", "time_bucket", "date_bin", "epoch_us",
     # aggregates
     "count", "sum", "avg", "min", "max", "stddev", "stddev_pop", "stddev_samp", "variance", "variance_pop",
     "var_samp", "var_pop", "median", "quantile", "quantile_cont", "quantile_disc", "percentile_cont",

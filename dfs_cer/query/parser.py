@@ -473,6 +473,7 @@ class QueryParser:
             self.computed = {}
             recognize = self._body(m + 2, close - 1, close)
             input_sql: str | None = None
+            ctes_sql = ""  # the statement's CTEs the input reads, in front of it (WITH ... )
             depends: list[str] = []
             reads: list[str] = []
             pushed: tuple[str, str] | None = None
@@ -486,39 +487,47 @@ class QueryParser:
                 pushed = pushable_input(tree, relations | ctes)
                 input_sql = tree.sql(dialect=OUTER_DIALECT)
                 if top is not None and any(t.name.lower() in ctes for t in tree.find_all(exp.Table)):
-                    # the subquery reads the statement's CTEs: it carries their definitions
-                    input_sql = f"{top.sql(dialect=OUTER_DIALECT)} SELECT * FROM ({input_sql}) AS __dfs_cer_sub"
+                    # the subquery reads the statement's CTEs: it carries their definitions (as the
+                    # query itself, not a relation it reads: DuckDB renames a relation's second id id_1)
+                    ctes_sql, input_sql = with_ctes(top, tree)
+                    input_sql = ctes_sql + input_sql
                     depends = [r for r in names if r in input_sql]
                     tree = exp.maybe_parse(input_sql, dialect=OUTER_DIALECT)
                 reads = note_tables(tree)
             elif table.lower() in ctes:  # a common table expression of the statement
                 assert top is not None
-                input_sql = f"{top.sql(dialect=OUTER_DIALECT)} SELECT * FROM {exp.to_identifier(table).sql()}"
+                body = next(c.this for c in top.expressions if c.alias_or_name.lower() == table.lower())
+                ctes_sql, input_sql = with_ctes(top, body)  # the CTE's query itself (see above)
+                input_sql = ctes_sql + input_sql
                 depends = [r for r in names if r in input_sql]
                 reads = note_tables(exp.maybe_parse(input_sql, dialect=OUTER_DIALECT))
-                body = next(c.this for c in top.expressions if c.alias_or_name.lower() == table.lower())
                 if (twice := duplicate_in_sql(body, read)) is not None:
                     raise twice
                 pushed = pushable_input(body, relations | ctes)
             elif table not in tables and not self.computed and renamed is None:
                 tables.append(table)
             if renamed is not None:  # the input's columns renamed: FROM (VALUES ...) t(id, value)
-                source = f"({input_sql})" if input_sql is not None else exp.to_identifier(str(table)).sql()
-                input_sql = f"SELECT * FROM {source} {renamed}"
+                source = (f"({input_sql[len(ctes_sql):]})" if input_sql is not None
+                          else exp.to_identifier(str(table)).sql())
+                input_sql = f"{ctes_sql}SELECT * FROM {source} {renamed}"
                 if table is not None and table.lower() not in ctes:
                     reads = note_tables(exp.maybe_parse(input_sql, dialect=OUTER_DIALECT))
                 pushed = None
+            columns_sql = input_sql
             if self.computed:  # PARTITION BY / ORDER BY expressions: columns computed over the input
-                source = f"({input_sql})" if input_sql is not None else exp.to_identifier(str(table)).sql()
+                # the CTEs stay in front: a WITH inside a subquery is refused by the sandbox
+                source = (f"({input_sql[len(ctes_sql):]})" if input_sql is not None
+                          else exp.to_identifier(str(table)).sql())
                 keys = ", ".join(f"{e.sql(dialect=OUTER_DIALECT)} AS {exp.to_identifier(name).sql()}"
                                  for name, e in self.computed.items())
-                input_sql = f"SELECT *, {keys} FROM {source} AS {exp.to_identifier(f'__dfs_cer_keys_{i}').sql()}"
+                input_sql = (f"{ctes_sql}SELECT *, {keys} FROM {source} AS "
+                             f"{exp.to_identifier(f'__dfs_cer_keys_{i}').sql()}")
                 if table is not None and table.lower() not in ctes and table not in reads:
                     reads = [*reads, table]
             query = Query(table=INPUT.format(i) if input_sql is not None else str(table), recognize=recognize,
                           outer=OuterQuery())
             parts.append(Part(names[i], query, input_sql, tuple(depends), tuple(reads),
-                              None if self.computed else pushed))
+                              None if self.computed else pushed, columns_sql if self.computed else None))
         _drop_unused_ctes(outer)  # a CTE only a clause read as its input (the clause is spliced out)
         outer_tables = note_tables(outer)
         simple = False
@@ -854,6 +863,17 @@ def _friendly(description: str) -> str:
     if missing:
         return f"incomplete expression: the {missing.group(2).upper()} is missing its {missing.group(1)}"
     return description.rstrip(".")
+
+
+def with_ctes(top: exp.With, query: exp.Expression) -> tuple[str, str]:
+    """``query`` (a clause's input) and the statement's CTEs ``top`` to put in front of it (``WITH
+    ... ``): the query itself at the top of the statement, so the engine yields its columns as they
+    are (a column twice stays twice, for the input check to name it); a query with a WITH of its
+    own, as a subquery."""
+    ctes = f"{top.sql(dialect=OUTER_DIALECT)} "
+    if query.args.get("with_") or query.args.get("with") or not isinstance(query, exp.Query):
+        return ctes, f"SELECT * FROM ({query.sql(dialect=OUTER_DIALECT)}) AS __dfs_cer_sub"
+    return ctes, query.sql(dialect=OUTER_DIALECT)
 
 
 def _no_duplicates(names: list[str], clause: str, what: str, position: SourcePosition) -> None:

@@ -55,6 +55,10 @@ class Part:
     #: row-local condition (:mod:`dfs_cer.query.input_filter`): storage nodes holding ``table``
     #: drop the rows failing it themselves
     pushed: tuple[str, str] | None = None
+    #: when ``input_sql`` adds computed PARTITION BY / ORDER BY keys around the input: the input
+    #: itself, whose columns are checked as they are (an engine renames a relation's second
+    #: column of one name, ``id_1``, where the keys read it)
+    columns_sql: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -156,3 +156,6 @@ def test_shard_refuses_a_stray_text_in_a_numeric_csv_column(tmp_path: Path) -> N
         assert {"name": "dep_time", "type": "string"} in doc["schema"]
     out = run("shard", "--input", str(csv), "--nodes", "2", "--to", str(tmp_path / "out"), "--schema", "dep_time")
     assert out.returncode == 2 and out.stderr.startswith("error: --schema: 'dep_time' is not COLUMN=TYPE")
+    out = run("shard", "--input", str(csv), "--nodes", "2", "--to", str(tmp_path / "out"),
+              "--schema", "dep_time=decimal128(99, 2)")
+    assert out.returncode == 2 and out.stderr.startswith("error: --schema: 'decimal128(99, 2)': a decimal128"), out.stderr

@@ -244,6 +244,12 @@ def _add_copies(world: World) -> None:
     world.copies_split = bool(rng.random() < 0.35)
 
 
+def sorted_ids(table: pa.Table) -> list[int | None]:
+    """A relation's match ids in order (an unmatched row, WITH UNMATCHED ROWS, has none: first)."""
+    ids = table.column(ID_COLUMNS[0]).to_pylist()
+    return sorted(ids, key=lambda x: (x is not None, x or 0))
+
+
 def over_copies(world: World, d: Drawn, rng: np.random.Generator) -> Drawn:
     """A query of a world with copies, often per PARTITION BY group (copies moved to the other
     group are events there), now and then over an input filter on ``v`` (which the copies do
@@ -521,6 +527,7 @@ class Runner:
                               type_column=world.names["type"], batch_rows=64, event_key=world.event_key)
             world.empty_nodes = sum(1 for m in manifests if m.rows == 0)
             self._csv_input(world, root)
+            self._duplicate_input(world)
             # its own generator: the other draws of the world stay what they were
             world.budget = "tight" if np.random.default_rng(world.seed + 77).random() < 0.4 else "default"
             # the nodes' halo limit, lowered: the compute node learns it at open
@@ -575,6 +582,15 @@ class Runner:
                           names["g"]: pa.array(g, mask=rng.random(n) < 0.1)})
         pq.write_table(typed, root / "typed.parquet")
         stray = int(rng.integers(n)) if rng.random() < 0.5 else None
+        # text that pyarrow's cast alone reads as a number: integers past int64 (a rounded float
+        # once), hex ('0x1f', int once): a text column in the parquet world, so one in the CSV's
+        spelled = str(rng.choice(["none", "past int64", "hex"]))
+        self.report.count("csv number-like text", spelled)
+        if spelled != "none":
+            digits = rng.integers(0, 10**6, n)
+            like = [f"12345678901234{d:06d}" if spelled == "past int64" else f"0x{d:x}" for d in digits]
+            typed = typed.append_column("csv_like", pa.array(like, pa.string()))
+            pq.write_table(typed, root / "typed.parquet")
         text = typed
         if stray is not None:
             v = pc.cast(typed.column(names["v"]), pa.string()).to_pylist()
@@ -633,6 +649,30 @@ class Runner:
                 self.report.cases += 1
                 self._finding(world, "node work not given back", "", ("rows", "work_bytes 0"), stats)
 
+    def _duplicate_input(self, world: World) -> None:
+        """A clause input joining a table that shares the type column: refused naming it whatever
+        the input's form (DuckDB renames a relation's second column of one name, ``type_1``, so a
+        CTE or a wrapper around the input once hid it)."""
+        rng = np.random.default_rng(world.seed + 3_000_017)
+        ts, kind = (f'"{world.names[k]}"' for k in ("ts", "type"))
+        form, keyed = str(rng.choice(["subquery", "cte", "subquery over a cte"])), bool(rng.random() < 0.5)
+        self.report.count("duplicate input form", f"{form}{', computed key' if keyed else ''}")
+        join = f"SELECT * FROM t JOIN {'v AS u' if form == 'subquery over a cte' else 'u'} ON t.{kind} = u.{kind}"
+        clause = (f"MATCH_RECOGNIZE ({f'PARTITION BY {ts} IS NULL ' if keyed else ''}ORDER BY {ts} "
+                  f"MEASURES A.{ts} AS at ONE ROW PER MATCH PATTERN (A) DEFINE A AS TRUE)")
+        sql = {"subquery": f"SELECT * FROM ({join}) {clause}",
+               "cte": f"WITH j AS ({join}) SELECT * FROM j {clause}",
+               "subquery over a cte": f"WITH v AS (SELECT * FROM u) SELECT * FROM ({join}) {clause}"}[form]
+        other = world.table.select([world.names["type"]])
+        self.report.cases += 1
+        try:
+            got: object = outcome(lambda: match_recognize(None, sql, tables={"t": world.table, "u": other}))
+        except Exception:
+            got = "crash: " + traceback.format_exc(limit=-4)
+        if not isinstance(got, tuple) or f"two columns named {world.names['type']}" not in str(got[1]):
+            self._finding(world, "an input with a column twice was not refused naming it", sql,
+                          ("refused", f"two columns named {world.names['type']}"), got)
+
     def _dimensions(self, world: World, d: Drawn) -> None:
         r = self.report
         r.count("time type", world.time_type)
@@ -675,20 +715,19 @@ class Runner:
                 self._finding(world, f"the local engine refuses the {d.form} form", d.sql, ("rows", "?"),
                               expected[i])
             filtered = "input_filter_over_copies" in d.features
-            got_ids: dict[str, list[int]] = {}
+            got_ids: dict[str, list[int | None]] = {}
             for name in self.strategies:
                 model = str(rng.choice(COST_MODELS))
                 self.report.count("strategy", name)
 
                 def run(name: str = name, model: str = model, sql: str = d.sql, filtered: bool = filtered,
-                        ids: dict[str, list[int]] = got_ids) -> pa.Table:
+                        ids: dict[str, list[int | None]] = got_ids) -> pa.Table:
                     if filtered:  # the clause's input filter goes to the nodes
                         return pull_statement(name, parse_statement(sql), cluster.endpoints, cluster.token,
                                               cost_model=model, **opts).table
                     result = pull(name, sql, cluster.endpoints, cluster.token, cost_model=model, **opts)
                     if result.relation is None:  # (node-side matching gives no match ids)
-                        ids[name] = sorted(match_pulled(result, outer=False, match_ids=True)
-                                               .column(ID_COLUMNS[0]).to_pylist())
+                        ids[name] = sorted_ids(match_pulled(result, outer=False, match_ids=True))
                     return match_pulled(result)
 
                 self._compare(world, f"{name} (cost model {model})", d.sql, expected[i], run)
@@ -720,7 +759,7 @@ class Runner:
                     got = tables[k]
                     self._compare(world, f"pull_many {name} query {k}", drawn[i].sql, expected[i], lambda t=got: t)
 
-    def _match_ids(self, world: World, d: Drawn, full: pa.Table, got: dict[str, list[int]]) -> None:
+    def _match_ids(self, world: World, d: Drawn, full: pa.Table, got: dict[str, list[int | None]]) -> None:
         """Every strategy's match ids equal the local engine's (they name the match, not the
         rows a strategy happened to pull)."""
         from dfs_cer.config import QueryConfig
@@ -733,7 +772,7 @@ class Runner:
             config = QueryConfig(event_key=tuple(opts.get("event_key", ())), dedup=opts.get("dedup", True))
             analysis = analyze(parse(d.sql), full.schema, config)
             engine = run_cer if analysis.query.recognize.all_matches else run_row_pattern
-            want = sorted(engine(full, analysis, match_ids=True).table.column(ID_COLUMNS[0]).to_pylist())
+            want = sorted_ids(engine(full, analysis, match_ids=True).table)
         except DfsCerError:
             return
         for name, ids in got.items():

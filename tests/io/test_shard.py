@@ -121,6 +121,34 @@ def test_csv_inference_on_mixed_columns() -> None:
         decide(["1", "2.5", "true", "4"])
 
 
+def test_csv_inference_counts_a_value_only_in_the_spelling_of_its_kind(tmp_path: Path) -> None:
+    """pyarrow's cast reads more than the kinds' spellings ('0x10' as 16, '0' as false, an integer
+    past int64 as a rounded double): a whole batch cast at once must not type a column by it."""
+    def decide(values: list[str | None]) -> pa.DataType:
+        kinds = ColumnKinds("c")
+        kinds.observe(pa.array(values, pa.string()), "x.csv", 0)
+        return kinds.decide()
+
+    with pytest.raises(CsvError, match=r"row 1, column c: '0x10' is not int64"):
+        decide(["0x10", "5", "7"])
+    with pytest.raises(CsvError, match=r"row 3, column c: '0' is not bool"):
+        decide(["true", "false", "0"])
+    with pytest.raises(CsvError, match=r"row 3, column c: '12345678901234567890' is not int64"):
+        decide(["1", "2", "12345678901234567890"])
+    assert decide(["12345678901234567890", "98765432109876543210"]) == pa.string()  # kept exactly, as text
+    assert decide(["1234567890123456789", "-9223372036854775808", "1"]) == pa.int64()  # 19 digits still fit
+    assert decide(["1", "1e3", "-0", "NaN", "inf", ".5"]) == pa.float64()
+    (tmp_path / "ids.csv").write_text("ts,id\n1,12345678901234567890\n2,12345678901234567891\n")
+    shard(str(tmp_path / "ids.csv"), 1, str(tmp_path / "out"))
+    assert _stored(tmp_path / "out", 1).column("id").to_pylist() == ["12345678901234567890", "12345678901234567891"]
+
+
+def test_a_csv_header_without_a_name_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "f.csv").write_text("ts,,type\n1,x,A\n")
+    with pytest.raises(CsvError, match=r"f.csv: column 2 of its header has no name; name it"):
+        shard(str(tmp_path / "f.csv"), 1, str(tmp_path / "out"))
+
+
 def test_schema_option_parses_types(tmp_path: Path) -> None:
     assert parse_column_types("a=int64, b=string\n# a comment\nc=timestamp[us, tz=Europe/Paris],d=decimal128(10, 2)"
                               ) == {"a": pa.int64(), "b": pa.string(), "c": pa.timestamp("us", "Europe/Paris"),
@@ -129,6 +157,11 @@ def test_schema_option_parses_types(tmp_path: Path) -> None:
         parse_column_types("a=integer")
     with pytest.raises(CsvError, match="'a' is not COLUMN=TYPE"):
         parse_column_types("a")
+    with pytest.raises(CsvError, match=r"'decimal128\(99, 2\)': a decimal128 has a precision of 1 to 38"):
+        parse_column_types("a=decimal128(99, 2)")
+    with pytest.raises(CsvError, match=r"unknown time zone 'Mars/Base' in 'timestamp\[s, tz=Mars/Base\]'.*Europe/Paris"):
+        parse_column_types("a=timestamp[s, tz=Mars/Base]")
+    assert parse_column_types("a=timestamp[s, tz=+01:00]") == {"a": pa.timestamp("s", "+01:00")}
     _flights(tmp_path / "f.csv", 4)
     with pytest.raises(CsvError, match=r"--schema names dep, not a column of .*columns: ts, origin, dep_time"):
         shard(str(tmp_path / "f.csv"), 1, str(tmp_path / "out"), column_types={"dep": pa.int64()})

@@ -100,6 +100,9 @@ SESSION_FORMS = [
 #: what analysts write around matches: must keep passing on both dialects
 HARMLESS = [
     "SELECT * FROM m",
+    # pure functions analysts reach for (each engine runs the ones it has)
+    "SELECT now(), dayname(t), monthname(t), isodow(t), isnan(b), isinf(b), translate(s, 'ab', 'xy'), "
+    "time_bucket(INTERVAL '1' HOUR, t), epoch_us(t) FROM m",
     "SELECT DISTINCT a, b FROM m WHERE a IS NOT NULL AND b BETWEEN 1 AND 9 OR a IN (1, 2) ORDER BY a DESC LIMIT 5",
     "SELECT a, count(*) AS n, sum(b), avg(b), min(b), max(b), count(DISTINCT b) FROM m GROUP BY a "
     "HAVING count(*) > 1 ORDER BY n DESC NULLS LAST",

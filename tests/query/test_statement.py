@@ -184,6 +184,17 @@ def test_a_subquery_input_reads_the_statements_ctes() -> None:
     assert match_recognize(t, sql).num_rows == 0
 
 
+def test_a_cte_input_partitioned_by_an_expression_runs() -> None:
+    t = pa.table({"ts": [1, 2, 3, 4], "x": [1, 2, 3, 4]})
+    clause = ("MATCH_RECOGNIZE (PARTITION BY x % 2 ORDER BY ts MEASURES A.ts AS a ONE ROW PER MATCH PATTERN (A) "
+              "DEFINE A AS A.x > 1)")
+    expected = match_recognize(t, f"SELECT * FROM t {clause}").to_pylist()
+    assert len(expected) == 3
+    for sql in (f"WITH f AS (SELECT * FROM t) SELECT * FROM f {clause}",
+                f"WITH f AS (SELECT * FROM t) SELECT * FROM (SELECT * FROM f) {clause}"):
+        assert sorted(map(str, match_recognize(t, sql).to_pylist())) == sorted(map(str, expected))  # was refused
+
+
 SELF_JOIN = ("SELECT * FROM ({input}) MATCH_RECOGNIZE (ORDER BY ts MEASURES A.x AS ax ONE ROW PER MATCH "
              "PATTERN (A) DEFINE A AS A.x > 5)")
 TWICE = pa.table({"id": [1, 2, 3], "ts": [1, 2, 3], "x": [5, 6, 7]})
@@ -223,6 +234,15 @@ def test_an_input_joining_tables_that_share_a_column_is_refused_once_computed() 
         match_recognize(None, sql, tables={"t": TWICE, "u": other})
     renamed = SELF_JOIN.format(input="SELECT t.*, u.x AS ux FROM t JOIN u ON t.id = u.id")
     assert match_recognize(None, renamed, tables={"t": TWICE, "u": other}).to_pylist() == [{"ax": 6}]
+    # the same input as a CTE, or as a subquery reading one: the engine computes it as the query
+    # itself, not as a relation it reads (DuckDB renames a relation's second id to id_1)
+    cte = "WITH j AS (SELECT * FROM t JOIN u ON t.id = u.id) " + SELF_JOIN.format(input="SELECT 1").replace(
+        "(SELECT 1)", "j")
+    via = "WITH v AS (SELECT * FROM u) " + SELF_JOIN.format(input="SELECT * FROM t JOIN v ON t.id = v.id")
+    keyed = sql.replace("MATCH_RECOGNIZE (ORDER BY ts", "MATCH_RECOGNIZE (PARTITION BY ts % 2 ORDER BY ts")
+    for sql in (cte, via, keyed, cte.replace("(ORDER BY ts", "(PARTITION BY ts % 2 ORDER BY ts")):
+        with pytest.raises(QueryValidationError, match=r"two columns named id .*reads has it twice"):
+            match_recognize(None, sql, tables={"t": TWICE, "u": other})
     plain = pa.Table.from_arrays([TWICE.column(0), TWICE.column(1), TWICE.column(2)], names=["id", "ts", "id"])
     with pytest.raises(QueryValidationError, match="two columns named id"):  # a table as it is, too
         match_recognize(plain, "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a PATTERN (A) "
