@@ -47,7 +47,9 @@ from dfs_cer.match.program import DONE, END, EXCL_IN, EXCL_OUT, JUMP, SPLIT, STA
 
 SKIP_PAST_LAST, SKIP_NEXT_ROW, SKIP_TO_FIRST, SKIP_TO_LAST = range(4)
 # status codes
-OK, LIMIT_REACHED, SKIP_TO_FIRST_ROW, SKIP_NO_ROW = range(4)
+OK, LIMIT_REACHED, SKIP_TO_FIRST_ROW, SKIP_NO_ROW, STOPPED = range(5)
+#: thread steps the VM takes between two reads of its stop flag
+STOP_EVERY = 65536
 
 
 @njit(cache=True)
@@ -438,12 +440,16 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
         icols: np.ndarray, inull: np.ndarray, fcols: np.ndarray, fnull: np.ndarray, members: np.ndarray,
         relevant: np.ndarray, deep: bool, ts: np.ndarray, window: int, parts: np.ndarray,
         nav_parts: np.ndarray, skip_mode: int, skip_target: int, max_matches: int, next_start: np.ndarray, free: np.ndarray,
-        next_true: np.ndarray, cut_start: bool = False, cut_end: bool = False) -> tuple[Any, ...]:
+        next_true: np.ndarray, stop: np.ndarray, cut_start: bool = False, cut_end: bool = False) -> tuple[Any, ...]:
     """Match every partition ``[parts[p], parts[p + 1])``.
 
     ``nav_parts[p]`` = ``(lo, hi)``: the rows navigation (PREV/NEXT) from unit p may read. It
     holds the unit and may be wider: a final-interval segment reads the rest of its PARTITION BY
     group, including halo rows that no match may contain.
+
+    ``stop[0]`` is read every :data:`STOP_EVERY` thread steps: once it is non-zero (a storage
+    node's query was closed or passed its deadline, see :func:`dfs_cer.work.watch`) the run ends
+    with status STOPPED.
 
     ``cut_start`` / ``cut_end``: the rows are cut out of longer partitions (a time chunk), so a
     partition's first row here is not its real first row (``^`` never passes) / its last row
@@ -521,6 +527,7 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
     n_matches = 0
     n_rows_out = 0
     status = OK
+    until_check = STOP_EVERY
 
     part_matches = 0  # matches before the current PARTITION BY group (MATCH_NUMBER() in DEFINE)
     for p in range(parts.shape[0] - 1):
@@ -578,6 +585,12 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
             c_n = t_n
             # --- step through rows ---
             while c_n > 0:
+                until_check -= c_n + 1
+                if until_check <= 0:
+                    until_check = STOP_EVERY
+                    if stop[0] != 0:
+                        status = STOPPED
+                        break
                 stamp += 1
                 h_used = 0
                 nt = 0
@@ -784,6 +797,8 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
                             l_last[cur, k2, vf] = jump - 1
                 i = jump
             # --- record the preferred match of this attempt ---
+            if status == STOPPED:
+                break
             if best_node == -2:
                 pos = start + 1
                 continue

@@ -334,3 +334,39 @@ def test_matcher_memory_is_bounded_by_the_partition_and_the_pattern() -> None:
     small, large = work(2_000, 1, "(A B)+ $"), work(8_000, 1, "(A B)+ $")
     assert large <= 4.5 * small
     assert work(8_000, 1, "(A | B)+ $") < 1_000_000
+
+
+#: A+ B+ C where C never holds: every start tries every split of the rows into A's and B's
+CUBIC = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES A.ts AS a ONE ROW PER MATCH "
+         "PATTERN (A+ B+ C) DEFINE C AS v > LAST(B.v) + 100)")
+
+
+def cubic_table(n: int) -> pa.Table:
+    return pa.table({"ts": np.arange(n, dtype=np.int64), "v": np.zeros(n, np.int64), "p": np.zeros(n, np.int64)})
+
+
+@pytest.mark.parametrize("how", ["deadline", "cancel"])
+def test_the_vm_stops_within_a_step_at_the_work_s_deadline_or_cancel(how: str) -> None:
+    """The compiled VM runs a query's node-side matching: a pattern whose work grows with the
+    cube of a partition's rows (minutes at 800 rows) must stop at the query's deadline or close,
+    not run to its end holding a work slot."""
+    import threading
+    import time
+
+    from dfs_cer.errors import WorkCancelledError
+    from dfs_cer.work import Work
+
+    table = cubic_table(800)
+    analysis = analyze(parse(CUBIC), table.schema)
+    run_row_pattern(table.slice(0, 5), analysis, work=Work("q"))  # compiled
+    work = Work("q", deadline=time.monotonic() + 0.5 if how == "deadline" else None)
+    if how == "cancel":
+        threading.Timer(0.5, work.cancel, ["its compute node closed it"]).start()
+    began = time.monotonic()
+    with pytest.raises(WorkCancelledError, match="deadline" if how == "deadline" else "closed"):
+        run_row_pattern(table, analysis, work=work)
+    assert time.monotonic() - began < 5
+    # without a work nothing stops it, and a small input still matches exactly
+    small = cubic_table(30).set_column(1, "v", pa.array(np.r_[np.zeros(29, np.int64), [500]]))
+    analysis = analyze(parse(CUBIC), small.schema)
+    assert run_row_pattern(small, analysis, work=Work("q")).table.equals(run_row_pattern(small, analysis).table)
