@@ -44,8 +44,19 @@ class Work:
         self._reason = [""]
         self._lock = threading.Lock()
         self.charged = 0
+        #: what set the deadline, and how to move it (named when the work stops there)
+        self.deadline_reason = ("the compute node's lease_seconds at open); run it again with a longer "
+                                "strategy.query_timeout_seconds")
         #: the most bytes charged at once (reported by the node's stats)
         self.peak = 0
+
+    def bound(self, seconds: float, reason: str) -> None:
+        """End the work ``seconds`` from now at the latest (``reason``: the setting that says so,
+        and how to raise it)."""
+        end = time.monotonic() + seconds
+        if self.deadline is None or end < self.deadline:
+            self.deadline = end
+            self.deadline_reason = reason
 
     def cancel(self, reason: str) -> None:
         """Stop the work at its next check (the query was closed or expired)."""
@@ -77,9 +88,8 @@ class Work:
         if self._cancelled.is_set():
             raise WorkCancelledError(f"query {self.query_id}{self.where}: stopped, {self._reason[0]}")
         if self.deadline is not None and time.monotonic() > self.deadline:
-            raise WorkCancelledError(f"query {self.query_id}{self.where}: stopped at its deadline (the compute "
-                                     "node's lease_seconds at open); run it again with a longer "
-                                     "strategy.query_timeout_seconds")
+            raise WorkCancelledError(f"query {self.query_id}{self.where}: stopped at its deadline "
+                                     f"({self.deadline_reason}")
 
     def charge(self, nbytes: int) -> None:
         """Hold ``nbytes`` more for this query (checked first: a cancelled query takes nothing)."""
