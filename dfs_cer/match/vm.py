@@ -47,7 +47,7 @@ from dfs_cer.match.program import DONE, END, EXCL_IN, EXCL_OUT, JUMP, SPLIT, STA
 
 SKIP_PAST_LAST, SKIP_NEXT_ROW, SKIP_TO_FIRST, SKIP_TO_LAST = range(4)
 # status codes
-OK, LIMIT_REACHED, SKIP_TO_FIRST_ROW, SKIP_NO_ROW, STOPPED = range(5)
+OK, LIMIT_REACHED, SKIP_TO_FIRST_ROW, SKIP_NO_ROW, STOPPED, OVER_BYTES = range(6)
 #: thread steps the VM takes between two reads of its stop flag
 STOP_EVERY = 65536
 
@@ -449,7 +449,9 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
 
     ``stop[0]`` is read every :data:`STOP_EVERY` thread steps: once it is non-zero (a storage
     node's query was closed or passed its deadline, see :func:`dfs_cer.work.watch`) the run ends
-    with status STOPPED.
+    with status STOPPED. ``stop[1]`` (when positive) bounds the bytes of the matches kept: a run
+    whose matches would need more ends with status OVER_BYTES (the caller may grant more and run
+    again).
 
     ``cut_start`` / ``cut_end``: the rows are cut out of longer partitions (a time chunk), so a
     partition's first row here is not its real first row (``^`` never passes) / its last row
@@ -806,6 +808,9 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
                 status = LIMIT_REACHED
                 break
             if n_matches >= m_cap:
+                if stop[1] > 0 and 24 * 2 * m_cap + 25 * r_cap > stop[1]:
+                    status = OVER_BYTES
+                    break
                 m_cap *= 2
                 m_start = _grow1(m_start, m_cap)
                 m_end = _grow1(m_end, m_cap)
@@ -815,6 +820,9 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
             m_part[n_matches] = p
             length = best_end - start
             if n_rows_out + length > r_cap:
+                if stop[1] > 0 and 24 * m_cap + 25 * max(2 * r_cap, n_rows_out + length) > stop[1]:
+                    status = OVER_BYTES
+                    break
                 r_cap = max(2 * r_cap, n_rows_out + length)
                 r_match = _grow1(r_match, r_cap)
                 r_row = _grow1(r_row, r_cap)
