@@ -13,9 +13,11 @@ them (the local engine).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from dfs_cer.errors import WorkCancelledError
 
@@ -42,8 +44,19 @@ class Work:
         self._reason = [""]
         self._lock = threading.Lock()
         self.charged = 0
+        #: what set the deadline, and how to move it (named when the work stops there)
+        self.deadline_reason = ("the compute node's lease_seconds at open); run it again with a longer "
+                                "strategy.query_timeout_seconds")
         #: the most bytes charged at once (reported by the node's stats)
         self.peak = 0
+
+    def bound(self, seconds: float, reason: str) -> None:
+        """End the work ``seconds`` from now at the latest (``reason``: the setting that says so,
+        and how to raise it)."""
+        end = time.monotonic() + seconds
+        if self.deadline is None or end < self.deadline:
+            self.deadline = end
+            self.deadline_reason = reason
 
     def cancel(self, reason: str) -> None:
         """Stop the work at its next check (the query was closed or expired)."""
@@ -61,14 +74,22 @@ class Work:
     def cancelled(self) -> bool:
         return self._cancelled.is_set()
 
+    def _wait(self, done: threading.Event, flag: Any) -> None:
+        """Set ``flag[0]`` once the work is cancelled or past its deadline, unless ``done`` first."""
+        while not done.is_set():
+            left = None if self.deadline is None else self.deadline - time.monotonic()
+            if self._cancelled.wait(WATCH_SECONDS if left is None else max(0.0, min(WATCH_SECONDS, left))) \
+                    or (self.deadline is not None and time.monotonic() > self.deadline):
+                flag[0] = 1
+                return
+
     def check(self) -> None:
         """Raise :class:`WorkCancelledError` when the query was cancelled or its deadline passed."""
         if self._cancelled.is_set():
             raise WorkCancelledError(f"query {self.query_id}{self.where}: stopped, {self._reason[0]}")
         if self.deadline is not None and time.monotonic() > self.deadline:
-            raise WorkCancelledError(f"query {self.query_id}{self.where}: stopped at its deadline (the compute "
-                                     "node's lease_seconds at open); run it again with a longer "
-                                     "strategy.query_timeout_seconds")
+            raise WorkCancelledError(f"query {self.query_id}{self.where}: stopped at its deadline "
+                                     f"({self.deadline_reason}")
 
     def charge(self, nbytes: int) -> None:
         """Hold ``nbytes`` more for this query (checked first: a cancelled query takes nothing)."""
@@ -99,3 +120,25 @@ def check(work: Work | None) -> None:
     """:meth:`Work.check` when there is a work to check."""
     if work is not None:
         work.check()
+
+
+#: how often a watch (:func:`watch`) wakes to see whether its loop has ended
+WATCH_SECONDS = 0.05
+
+
+@contextlib.contextmanager
+def watch(work: Work | None, flag: Any) -> Iterator[None]:
+    """For a compiled loop that cannot call :meth:`Work.check` (it reads ``flag[0]``, a one-item
+    integer array, instead): a thread sets ``flag[0] = 1`` when the work is cancelled or passes
+    its deadline while the loop runs. The caller calls :meth:`Work.check` after the loop."""
+    if work is None:
+        yield
+        return
+    done = threading.Event()
+    watcher = threading.Thread(target=work._wait, args=(done, flag), name=f"watch {work.query_id}", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()

@@ -156,8 +156,11 @@ class Actions:
     def _working(self, query_id: str, deadline: float | None = None, slot: bool = True) -> Iterator[Work]:
         """One call's share of a query's work (its deadline, cancellation and memory charges,
         given back when the call ends); with ``slot``, the call waits for a work slot first,
-        checking its deadline and cancellation while it waits."""
+        checking its deadline and cancellation while it waits. A call ends at the node's idle TTL
+        at the latest, whatever lease the client sent (or none): its query's state is dropped then."""
         call = self.registry.work(query_id, self.where, deadline).call()
+        call.bound(self.registry.ttl, f"storage.state_ttl_seconds={self.registry.ttl:g}: one call of a query runs "
+                                      "no longer than its state stays without calls); raise the setting")
         taken = False
         try:
             while slot and not taken:

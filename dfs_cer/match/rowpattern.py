@@ -28,9 +28,12 @@ from dfs_cer.query.analyze import Analysis
 from dfs_cer.query.expr import Column, walk
 from dfs_cer.query.model import MatchRecognize, RowsPerMatch, SkipTo
 from dfs_cer.query.numeric import time_ints
-from dfs_cer.work import Work, check
+from dfs_cer.work import Work, check, watch
 
 MAX_MATCHES = 10_000_000
+#: bytes of matches a bounded run (a storage node's) keeps without charging its work; doubled (and
+#: charged) while they need more
+VM_BYTES = 16 * 2**20
 
 
 @dataclass(frozen=True)
@@ -277,9 +280,10 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
     the first (``before``) or after the last (``after``) left out, so ``^`` (``$``) never holds
     at the slice's edge.
 
-    ``work`` (a storage node's query work, :mod:`dfs_cer.work`) is checked before and after the
-    program runs (the compiled VM itself runs to its end, bounded by ``max_matches``, with the
-    GIL released) and charged for the matched rows before the relation is built.
+    ``work`` (a storage node's query work, :mod:`dfs_cer.work`) stops the compiled VM (which runs
+    with the GIL released) within a few thousand steps once the query is closed or past its
+    deadline (:func:`dfs_cer.work.watch`), and is charged for the matched rows before the
+    relation is built.
     """
     check_choice(on_limit, ON_LIMIT, "on_limit")
     query = analysis.query
@@ -346,11 +350,29 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
         allowed = np.asarray(may_start, bool)[order] if n else np.zeros(0, bool)
     starts = match_starts(mr.pattern, labels, c.masks, n, bounds, allowed)
     check(work)
-    status, m_start, m_end, m_part, r_match, r_row, r_label, r_excl, work_bytes = vm.run(
-        program.op.astype(np.int64), program.a.astype(np.int64), program.b.astype(np.int64), c.masks, c.dependent,
-        c.code, c.code_start, c.const_i, c.const_f, c.const_kind, c.icols, c.inull, c.fcols, c.fnull, c.members,
-        c.relevant, c.deep_navigation, ts, window, bounds, nav_parts, skip_mode, skip_target, max_matches, starts,
-        *_idle_skipping(c.masks, c.dependent, n), bool(cut_off[0]), bool(cut_off[1]))
+    # stop[0]: set by the watch when the query is closed or past its deadline; stop[1]: the bytes
+    # the matches kept may take: VM_BYTES, doubled (charged to the work first) and the run made
+    # again while they need more: at most about twice the work, never memory that was not granted
+    stop = np.zeros(2, np.int64)
+    stop[1] = VM_BYTES if work is not None else 0
+    charged = 0
+    idle = _idle_skipping(c.masks, c.dependent, n)
+    while True:
+        with watch(work, stop):
+            status, m_start, m_end, m_part, r_match, r_row, r_label, r_excl, work_bytes = vm.run(
+                program.op.astype(np.int64), program.a.astype(np.int64), program.b.astype(np.int64), c.masks,
+                c.dependent, c.code, c.code_start, c.const_i, c.const_f, c.const_kind, c.icols, c.inull, c.fcols,
+                c.fnull, c.members, c.relevant, c.deep_navigation, ts, window, bounds, nav_parts, skip_mode,
+                skip_target, max_matches, starts, *idle, stop, bool(cut_off[0]), bool(cut_off[1]))
+        if status == vm.STOPPED:
+            check(work)  # raises: the watch stopped the run
+        if status != vm.OVER_BYTES or work is None:
+            break
+        work.charge(int(stop[1]))  # raises past the query's share or the node's budget
+        charged += int(stop[1])
+        stop[1] *= 2
+    if work is not None:
+        work.uncharge(charged)  # (charged again below for what the matches hold)
     if work is not None:  # the matched rows, and the relation's columns built from them
         work.charge(4 * (m_start.nbytes + r_match.nbytes + r_row.nbytes + r_label.nbytes))
     truncated = False

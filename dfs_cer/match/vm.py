@@ -47,7 +47,9 @@ from dfs_cer.match.program import DONE, END, EXCL_IN, EXCL_OUT, JUMP, SPLIT, STA
 
 SKIP_PAST_LAST, SKIP_NEXT_ROW, SKIP_TO_FIRST, SKIP_TO_LAST = range(4)
 # status codes
-OK, LIMIT_REACHED, SKIP_TO_FIRST_ROW, SKIP_NO_ROW = range(4)
+OK, LIMIT_REACHED, SKIP_TO_FIRST_ROW, SKIP_NO_ROW, STOPPED, OVER_BYTES = range(6)
+#: thread steps the VM takes between two reads of its stop flag
+STOP_EVERY = 65536
 
 
 @njit(cache=True)
@@ -438,12 +440,18 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
         icols: np.ndarray, inull: np.ndarray, fcols: np.ndarray, fnull: np.ndarray, members: np.ndarray,
         relevant: np.ndarray, deep: bool, ts: np.ndarray, window: int, parts: np.ndarray,
         nav_parts: np.ndarray, skip_mode: int, skip_target: int, max_matches: int, next_start: np.ndarray, free: np.ndarray,
-        next_true: np.ndarray, cut_start: bool = False, cut_end: bool = False) -> tuple[Any, ...]:
+        next_true: np.ndarray, stop: np.ndarray, cut_start: bool = False, cut_end: bool = False) -> tuple[Any, ...]:
     """Match every partition ``[parts[p], parts[p + 1])``.
 
     ``nav_parts[p]`` = ``(lo, hi)``: the rows navigation (PREV/NEXT) from unit p may read. It
     holds the unit and may be wider: a final-interval segment reads the rest of its PARTITION BY
     group, including halo rows that no match may contain.
+
+    ``stop[0]`` is read every :data:`STOP_EVERY` thread steps: once it is non-zero (a storage
+    node's query was closed or passed its deadline, see :func:`dfs_cer.work.watch`) the run ends
+    with status STOPPED. ``stop[1]`` (when positive) bounds the bytes of the matches kept: a run
+    whose matches would need more ends with status OVER_BYTES (the caller may grant more and run
+    again).
 
     ``cut_start`` / ``cut_end``: the rows are cut out of longer partitions (a time chunk), so a
     partition's first row here is not its real first row (``^`` never passes) / its last row
@@ -521,6 +529,7 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
     n_matches = 0
     n_rows_out = 0
     status = OK
+    until_check = STOP_EVERY
 
     part_matches = 0  # matches before the current PARTITION BY group (MATCH_NUMBER() in DEFINE)
     for p in range(parts.shape[0] - 1):
@@ -578,6 +587,12 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
             c_n = t_n
             # --- step through rows ---
             while c_n > 0:
+                until_check -= c_n + 1
+                if until_check <= 0:
+                    until_check = STOP_EVERY
+                    if stop[0] != 0:
+                        status = STOPPED
+                        break
                 stamp += 1
                 h_used = 0
                 nt = 0
@@ -784,6 +799,8 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
                             l_last[cur, k2, vf] = jump - 1
                 i = jump
             # --- record the preferred match of this attempt ---
+            if status == STOPPED:
+                break
             if best_node == -2:
                 pos = start + 1
                 continue
@@ -791,6 +808,9 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
                 status = LIMIT_REACHED
                 break
             if n_matches >= m_cap:
+                if stop[1] > 0 and 24 * 2 * m_cap + 25 * r_cap > stop[1]:
+                    status = OVER_BYTES
+                    break
                 m_cap *= 2
                 m_start = _grow1(m_start, m_cap)
                 m_end = _grow1(m_end, m_cap)
@@ -800,6 +820,9 @@ def run(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, masks: np.ndarray,
             m_part[n_matches] = p
             length = best_end - start
             if n_rows_out + length > r_cap:
+                if stop[1] > 0 and 24 * m_cap + 25 * max(2 * r_cap, n_rows_out + length) > stop[1]:
+                    status = OVER_BYTES
+                    break
                 r_cap = max(2 * r_cap, n_rows_out + length)
                 r_match = _grow1(r_match, r_cap)
                 r_row = _grow1(r_row, r_cap)

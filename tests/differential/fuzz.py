@@ -737,6 +737,7 @@ class Runner:
                 self._since_run(world, d, expected[i], saved[i], cluster, root)
             if "input_filter_over_copies" not in d.features:  # (the split takes a clause, not a statement)
                 self._spark_split(world, d, full, np.random.default_rng((world.seed, i, 71)))
+            self._closed_while_matching(world, d, full, np.random.default_rng((world.seed, i, 73)))
         answered = [i for i in expected if expected[i][0] == "rows"
                     and "input_filter_over_copies" not in drawn[i].features]
         if len(answered) >= 2:  # several queries in one scan
@@ -781,6 +782,42 @@ class Runner:
             if ids != want:
                 self._finding(world, f"{name}: match ids differ from the local engine's", d.sql,
                               ("ids", want[:8]), ids[:8])
+
+    def _closed_while_matching(self, world: World, d: Drawn, full: pa.Table, rng: np.random.Generator) -> None:
+        """The row-pattern VM (a node's node-side matching) under a query work closed at a random
+        moment: the local engine's rows exactly, or a stop soon after the close."""
+        import threading
+
+        from dfs_cer.errors import WorkCancelledError
+        from dfs_cer.match.rowpattern import run_row_pattern
+        from dfs_cer.query import analyze, parse
+        from dfs_cer.work import Work
+
+        try:
+            analysis = analyze(parse(d.sql), full.schema)
+            if analysis.query.recognize.all_matches:
+                return
+            plain = run_row_pattern(full, analysis).table
+        except Exception:  # subqueries, refusals: the strategies' comparisons cover them
+            return
+        work = Work("fuzz")
+        delay = float(rng.choice([0.001, 0.05, 1.0]))
+        timer = threading.Timer(delay, work.cancel, ["its compute node closed it"])
+        timer.start()
+        began = time.monotonic()
+        self.report.cases += 1
+        try:
+            got = run_row_pattern(full, analysis, work=work).table
+            self.report.count("closed while matching", "finished exactly")
+            if not got.equals(plain):
+                self._finding(world, "row-pattern VM under a work", d.sql, ("rows", plain.num_rows), got.num_rows)
+        except WorkCancelledError:
+            self.report.count("closed while matching", "stopped")
+            if time.monotonic() - began > delay + 2.0:
+                self._finding(world, "row-pattern VM ran on after its query was closed", d.sql,
+                              ("stop", f"{delay + 2.0:.3f}s"), f"{time.monotonic() - began:.3f}s")
+        finally:
+            timer.cancel()
 
     def _before_late(self, world: World, drawn: list[Drawn], cluster: LocalCluster, root: Path) -> dict[int, Any]:
         """Saved runs of the first queries before the late files arrive (``--save-run``)."""

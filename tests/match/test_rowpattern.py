@@ -334,3 +334,84 @@ def test_matcher_memory_is_bounded_by_the_partition_and_the_pattern() -> None:
     small, large = work(2_000, 1, "(A B)+ $"), work(8_000, 1, "(A B)+ $")
     assert large <= 4.5 * small
     assert work(8_000, 1, "(A | B)+ $") < 1_000_000
+
+
+#: A+ B+ C where C never holds: every start tries every split of the rows into A's and B's
+CUBIC = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES A.ts AS a ONE ROW PER MATCH "
+         "PATTERN (A+ B+ C) DEFINE C AS v > LAST(B.v) + 100)")
+
+
+def cubic_table(n: int) -> pa.Table:
+    return pa.table({"ts": np.arange(n, dtype=np.int64), "v": np.zeros(n, np.int64), "p": np.zeros(n, np.int64)})
+
+
+@pytest.mark.parametrize("how", ["deadline", "cancel"])
+def test_the_vm_stops_within_a_step_at_the_work_s_deadline_or_cancel(how: str) -> None:
+    """The compiled VM runs a query's node-side matching: a pattern whose work grows with the
+    cube of a partition's rows (minutes at 800 rows) must stop at the query's deadline or close,
+    not run to its end holding a work slot."""
+    import threading
+    import time
+
+    from dfs_cer.errors import WorkCancelledError
+    from dfs_cer.work import Work
+
+    table = cubic_table(800)
+    analysis = analyze(parse(CUBIC), table.schema)
+    run_row_pattern(table.slice(0, 5), analysis, work=Work("q"))  # compiled
+    work = Work("q", deadline=time.monotonic() + 0.5 if how == "deadline" else None)
+    if how == "cancel":
+        threading.Timer(0.5, work.cancel, ["its compute node closed it"]).start()
+    began = time.monotonic()
+    with pytest.raises(WorkCancelledError, match="deadline" if how == "deadline" else "closed"):
+        run_row_pattern(table, analysis, work=work)
+    assert time.monotonic() - began < 5
+    # without a work nothing stops it, and a small input still matches exactly
+    small = cubic_table(30).set_column(1, "v", pa.array(np.r_[np.zeros(29, np.int64), [500]]))
+    analysis = analyze(parse(CUBIC), small.schema)
+    assert run_row_pattern(small, analysis, work=Work("q")).table.equals(run_row_pattern(small, analysis).table)
+
+
+#: every row starts a match running to the end: n (n + 1) / 2 output rows
+TRIANGLE = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS c ALL ROWS PER MATCH "
+            "AFTER MATCH SKIP TO NEXT ROW PATTERN (A+) DEFINE A AS v = 0)")
+
+
+def test_the_vm_keeps_no_more_matches_than_the_work_is_granted() -> None:
+    """6,000 rows make 18 M output rows (about 450 MB of the VM's arrays): under a 32 MiB node
+    budget the run stops at the bound before it allocates them, not after."""
+    import subprocess
+    import sys
+
+    script = f"""
+import resource
+import numpy as np, pyarrow as pa
+from dfs_cer.errors import WorkMemoryError
+from dfs_cer.match.rowpattern import run_row_pattern
+from dfs_cer.query import analyze, parse
+from storage_node.state import StateRegistry
+t = pa.table({{"ts": np.arange(6000, dtype=np.int64), "v": np.zeros(6000, np.int64)}})
+a = analyze(parse({TRIANGLE!r}), t.schema)
+run_row_pattern(t.slice(0, 10), a)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    run_row_pattern(t, a, work=StateRegistry(32 * 2**20, 600, 1).work("q", "").call())
+except WorkMemoryError:
+    print("refused", (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=True)
+    refused, grew_mb = out.stdout.split()
+    assert refused == "refused" and int(grew_mb) < 200, out.stdout
+
+
+def test_a_run_granted_more_bytes_again_returns_the_same_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dfs_cer.match import rowpattern
+    from dfs_cer.work import Work
+
+    table = pa.table({"ts": np.arange(300, dtype=np.int64), "v": np.zeros(300, np.int64)})
+    analysis = analyze(parse(TRIANGLE), table.schema)
+    plain = run_row_pattern(table, analysis).table
+    monkeypatch.setattr(rowpattern, "VM_BYTES", 4096)  # many runs, each granted twice the last
+    work = Work("q")
+    assert run_row_pattern(table, analysis, work=work).table.equals(plain) and plain.num_rows == 300 * 301 // 2
+    assert work.charged > 0
