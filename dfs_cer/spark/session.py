@@ -58,8 +58,43 @@ def local_session(cores: int = 2, app_name: str = "dfs-cer", master: str | None 
 def sandboxed_sql(spark: Any, sql: str, relations: Iterable[str]) -> Any:
     """``spark.sql(sql)`` after the outer-query sandbox (:mod:`dfs_cer.query.sandbox`): Spark SQL
     has no switch that keeps a query to its views (it runs script transforms and JVM methods as
-    the driver's user), so every statement dfs-cer hands it passes the check first."""
+    the driver's user), so every statement dfs-cer hands it passes the check first.
+
+    The statement runs in a session of its own (:meth:`SparkSession.newSession`) that holds only
+    ``relations``, with the caller's SQL settings: Spark reads a name no column has as a session
+    variable, and the application's (``DECLARE VARIABLE secret ...``), its other views and its
+    functions live in the caller's session, out of the statement's reach. The relations travel
+    as global temporary views of random names, dropped once the session holds them."""
+    import uuid
+
     from dfs_cer.query.sandbox import check_outer
 
-    check_outer(sql, relations, "spark")
-    return spark.sql(sql)
+    names = list(relations)
+    check_outer(sql, names, "spark")
+    isolated = spark.newSession()
+    for key, value in spark.conf.getAll.items():  # time zone, ANSI mode, ... as the caller set them
+        if key.startswith("spark.sql.") and isolated.conf.isModifiable(key):
+            isolated.conf.set(key, value)
+    for name in names:
+        tag = f"dfs_cer_{uuid.uuid4().hex}"
+        spark.table(_quoted(name)).createGlobalTempView(tag)
+        try:
+            isolated.table(f"global_temp.{tag}").createOrReplaceTempView(name)
+        finally:
+            spark.catalog.dropGlobalTempView(tag)
+    try:
+        return isolated.sql(sql)
+    except Exception as exc:  # analysis errors: a name the relations do not have, a wrong type
+        from pyspark.errors import AnalysisException
+
+        if not isinstance(exc, AnalysisException):
+            raise
+        from dfs_cer.errors import QueryValidationError
+
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise QueryValidationError(f"the outer query does not run on Spark SQL: {first}", clause="SELECT",
+                                   code="outer") from None
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
