@@ -9,6 +9,8 @@ the next query once it is over.
   push_pull     push-pull's node filter over ``A N*? B N*? C N*? D`` without WITHIN: every
                 combination of the uploaded A, B, C events with the node's D candidates
   node_matches  node-side matching of ``ALL MATCHES (A B)`` without WITHIN (up to max_matches)
+  node_vm       node-side matching of ``A+ B+ C`` where C never holds and reads LAST(B): the
+                row-pattern VM's cubic work over one partition (hours at a few thousand rows)
   like          an input filter of ``s LIKE '%a%_%_...'`` (256 characters) ORed many times over
                 long strings, sent straight to the node (the compute node does not push it)
   like_node     four such LIKEs (1,024 pattern characters: the compute node pushes them) over
@@ -31,12 +33,14 @@ import pyarrow as pa
 
 from dfs_cer.transport.client import StorageClient
 
-ATTACKS = ("push_pull", "node_matches", "like", "like_node", "abandoned")
+ATTACKS = ("push_pull", "node_matches", "node_vm", "like", "like_node", "abandoned")
 SKIP4 = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ONE ROW PER MATCH "
          "AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B N*? C N*? D) "
          "DEFINE A AS type = 'A', B AS type = 'B', C AS type = 'C', D AS type = 'D')")
 ALL2 = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ALL MATCHES PATTERN (A B) "
         "DEFINE A AS type = 'A', B AS type = 'B')")
+CUBIC = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES count(*) AS c ONE ROW PER MATCH "
+         "PATTERN (A+ B+ C) DEFINE C AS C.ts < LAST(B.ts))")
 #: the next query after an attack: small, with a window
 SMALL = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ALL MATCHES PATTERN (A B) "
          "WITHIN INTERVAL '1' SECOND DEFINE A AS type = 'A', B AS type = 'B')")
@@ -105,8 +109,9 @@ def run_attack(endpoint: str, token: str, pid: int, attack: str, *, lease: float
 
             def call() -> None:
                 client.action("push_pull", {"query_id": qid, "variable": "D", "processed": list("ABC")})
-        elif attack == "node_matches":
-            setup.action("open", {"query_id": qid, "sql": ALL2, "lease_seconds": lease})
+        elif attack in ("node_matches", "node_vm"):
+            setup.action("open", {"query_id": qid, "sql": ALL2 if attack == "node_matches" else CUBIC,
+                                  "lease_seconds": lease})
             deadline[0] = time.monotonic() + lease
 
             def call() -> None:
