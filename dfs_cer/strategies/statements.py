@@ -141,13 +141,22 @@ def pull_statement(strategy: str, statement: Statement, endpoints: Sequence[str]
             pulled[part.relation] = match_pulled(result, outer=False, **(matching or {}))
             result.trace.source = f"clause {index + 1}"
             traces.append(result.trace)
+    config = load_config()
+    # clauses matched here (over an input computed here) drop copies of an event as the nodes'
+    # pulls do: with the event key asked for, else the shard sets' own, after their input
+    event_key, dedup = options.get("event_key"), options.get("dedup")
     for name in plan.whole(statement):  # a subquery / CTE / the outer SQL reads the nodes' rows themselves
         result = pull("pull_all", whole_table_query(name, endpoints, token), endpoints, token, **options)
         result.trace.fallback = plan.fallback(name)
         result.trace.source = f"table {name!r}"
         traces.append(result.trace)
         registry[name] = result.events
-    config = load_config()
+        if event_key is None:
+            event_key = result.analysis.event_key
+    if event_key is not None or dedup is not None:
+        config = dataclasses.replace(config, query=dataclasses.replace(
+            config.query, event_key=tuple(event_key) if event_key is not None else config.query.event_key,
+            dedup=config.query.dedup if dedup is None else bool(dedup)))
     settings = config.matcher
     choice = dict(matching or {})
 

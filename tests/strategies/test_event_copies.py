@@ -106,6 +106,36 @@ def test_copies_are_dropped_after_the_input_filter(cluster_of: Any, strategy: st
     assert rows(got.table) == want
 
 
+@pytest.mark.parametrize("strategy", ["pull_all", "dfs"])
+@pytest.mark.parametrize("keyed", [True, False])
+def test_copies_are_dropped_after_an_input_filter_the_nodes_refuse(tmp_path: Path, strategy: str,
+                                                                  keyed: bool) -> None:
+    """A NaN in the filtered column makes the nodes refuse ``WHERE x > 5`` (SQL orders NaN above
+    every number, Arrow's kernels never match it): the compute node pulls every row, computes the
+    input and matches it itself, dropping copies after the filter with the event key the query
+    names or, without one, the shard sets' own (it dropped none: event 1 matched twice)."""
+    t = pa.table({"id": [0, 1, 1, 2, 3], "g": ["x"] * 5, "type": ["A", "B", "B", "N", "B"],
+                  "x": [9.0, 7.0, 8.0, 9.0, float("nan")], "ts": pa.array([1, 5, 5, 6, 7], pa.int64())})
+    sql = ("SELECT * FROM (SELECT * FROM t WHERE x > 5) MATCH_RECOGNIZE (ORDER BY ts MEASURES B.id AS b "
+           "ONE ROW PER MATCH PATTERN (B) WITHIN 10 DEFINE B AS B.type = 'B')")
+    want = rows(match_recognize(t, sql, event_key=["id"]))
+    assert want == [(1,), (3,)]  # event 1 once (both copies pass), NaN > 5 in SQL
+    pq.write_table(t, tmp_path / "t.parquet")
+    shard(str(tmp_path / "t.parquet"), 2, str(tmp_path / "s"), partitioning="random", type_column="g",
+          event_key=("id",) if keyed else ())
+    c = LocalCluster([str(tmp_path / "s" / f"node-{i:02d}") for i in range(2)]).start()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = pull_statement(strategy, parse_statement(sql), c.endpoints, c.token,
+                                 **({} if keyed else {"event_key": ["id"]}))
+    finally:
+        c.stop()
+        c.tmp.cleanup()
+    assert "did not take the input filter" in (got.traces[-1].fallback or "")
+    assert rows(got.table) == want
+
+
 @pytest.mark.parametrize(("how", "all_matches"), [("type", False), ("type", True), ("random", False)])
 def test_copies_on_two_nodes(tmp_path: Path, how: str, all_matches: bool) -> None:
     """Copies of event 2 on two nodes: sharded by a column they differ in (``kind``), or round
