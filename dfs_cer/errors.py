@@ -15,12 +15,16 @@ class DfsCerError(Exception):
 
     #: exit code the CLI uses when this error reaches it
     exit_code: int = 1
+    #: stable machine-readable code the error travels with from a storage node to the compute
+    #: node (Flight ``extra_info``); every class raised on a node names its own
+    code: str = "error"
 
 
 class ConfigError(DfsCerError):
     """A configuration key holds a value of the wrong type or outside its range."""
 
     exit_code = 2
+    code = "config"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +49,8 @@ class QueryError(DfsCerError):
     """
 
     exit_code = 2
+    #: the default; each instance carries its own (``undefined-variable``, ``input-filter``, ...)
+    code = "invalid-query"
 
     def __init__(
         self,
@@ -104,29 +110,70 @@ class UnsupportedFeatureError(QueryError):
 class FilterFormatError(DfsCerError):
     """A serialized filter is truncated, corrupted or of an unknown format version."""
 
+    code = "filter-format"
 
 
 class StorageError(DfsCerError):
     """A shard or object could not be read or written."""
 
+    code = "storage"
+
+    def __init__(self, *args: object, code: str | None = None) -> None:
+        super().__init__(*args)
+        if code is not None:  # a more precise code than the class's (e.g. SNAPSHOT_BUSY)
+            self.code = code
+
+
+#: a storage node serves running queries on another snapshot of the table than the one a query
+#: asks for (a StorageError's code; the compute node tries the query again shortly)
+SNAPSHOT_BUSY = "snapshot-busy"
+
 
 class ProtocolError(DfsCerError):
     """A storage node or compute node received a malformed or unexpected message."""
+
+    code = "protocol"
 
 
 class MatchError(DfsCerError):
     """Matching failed at run time (e.g. AFTER MATCH SKIP would not move forward)."""
 
+    code = "match"
+
 
 class MatchLimitError(DfsCerError):
     """Matching produced more results than ``max_matches`` allows."""
 
-
+    code = "match-limit"
 
 
 class WorkCancelledError(DfsCerError):
     """A query's work stopped: its deadline passed or it was closed (the compute node gave up)."""
 
+    code = "work-cancelled"
+
 
 class WorkMemoryError(DfsCerError):
     """A query's work would take more memory than its storage node can grant it."""
+
+    code = "work-memory"
+
+
+class AdmissionError(DfsCerError):
+    """The storage node's memory budget cannot take another query now."""
+
+    code = "admission"
+
+
+class UnknownQueryError(DfsCerError):
+    """No state for this query id (never opened, closed, or expired): the compute node re-opens
+    the query once (a restarted node)."""
+
+    code = "unknown-query"
+
+
+class CacheMissError(DfsCerError):
+    """A call referred to a blob the node no longer caches (it restarted): the compute node
+    sends it again."""
+
+    code = "cache-miss"

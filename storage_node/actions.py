@@ -19,7 +19,14 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from dfs_cer.config import QueryConfig
-from dfs_cer.errors import DfsCerError, ProtocolError, StorageError, WorkMemoryError
+from dfs_cer.errors import (
+    SNAPSHOT_BUSY,
+    CacheMissError,
+    DfsCerError,
+    ProtocolError,
+    StorageError,
+    WorkMemoryError,
+)
 from dfs_cer.filters import (
     IntervalSet,
     KeyKind,
@@ -45,7 +52,6 @@ from dfs_cer.transport.protocol import (
     POINT_TIME,
     ROW_ID,
     SEGMENT,
-    SNAPSHOT_BUSY,
     Close,
     Halo,
     Intervals,
@@ -59,7 +65,7 @@ from dfs_cer.transport.protocol import (
     lease,
 )
 from dfs_cer.work import Work
-from storage_node.state import CacheMissError, QueryState, SnapshotGate, StateRegistry
+from storage_node.state import QueryState, SnapshotGate, StateRegistry
 from storage_node.store import ShardStore
 
 Reply = tuple[dict[str, Any], list[bytes]]
@@ -347,8 +353,9 @@ class Actions:
     def _busy(self, snapshot: int | None, force: bool = False) -> None:
         open_now = self.registry.open_on(self.store.generation)
         if open_now or force:
-            raise StorageError(f"this storage node {SNAPSHOT_BUSY} ({self.store.snapshot_id()}; {open_now} running); "
-                               f"the query asked for snapshot {snapshot}: run it again when they end")
+            raise StorageError(f"this storage node serves running queries on another snapshot of the table "
+                               f"({self.store.snapshot_id()}; {open_now} running); the query asked for snapshot "
+                               f"{snapshot}: run it again when they end", code=SNAPSHOT_BUSY)
 
     def open(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         qid = header.get("query_id")

@@ -24,22 +24,16 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from dfs_cer.config import StorageConfig, TablesConfig, load_config, parse_size
-from dfs_cer.errors import (
-    DfsCerError,
-    FilterFormatError,
-    ProtocolError,
-    QueryError,
-    WorkMemoryError,
-)
+from dfs_cer.errors import DfsCerError, ProtocolError
 from dfs_cer.io.shard import schema_digest
+from dfs_cer.transport.codes import code_info
 from dfs_cer.transport.envelope import COMPRESSIONS, seal
 from dfs_cer.transport.messages import decode, encode
-from dfs_cer.transport.protocol import ADMISSION, CACHE_MISS, UNKNOWN_QUERY, WORK_MEMORY, query_id
+from dfs_cer.transport.protocol import query_id
 from storage_node.actions import Actions, node_betas, snapshot_of
-from storage_node.state import AdmissionError, CacheMissError, StateRegistry, UnknownQueryError
+from storage_node.state import StateRegistry
 from storage_node.store import ShardStore
 
-UNKNOWN_QUERY_INFO = json.dumps({"code": UNKNOWN_QUERY}).encode()
 ACTIONS = ("reserve", "release", "open", "intervals", "summaries", "wjf", "verify", "push_pull", "close", "health",
            "stats", "files", "situations", "schema")
 
@@ -103,22 +97,10 @@ class StorageNode(flight.FlightServerBase):
         return decode(body, self.config.max_message_bytes if blobs else 0, known)
 
     def _translate(self, exc: Exception) -> Exception:
-        if isinstance(exc, AdmissionError):
-            return flight.FlightServerError(f"{type(exc).__name__}: {exc}",
-                                            extra_info=json.dumps({"code": ADMISSION}).encode())
-        if isinstance(exc, CacheMissError):  # the client sends the interval set again
-            return flight.FlightServerError(f"{type(exc).__name__}: {exc}",
-                                            extra_info=json.dumps({"code": CACHE_MISS}).encode())
-        if isinstance(exc, UnknownQueryError):  # the client re-opens the query once (a restarted node)
-            return flight.FlightServerError(f"{type(exc).__name__}: {exc}", extra_info=UNKNOWN_QUERY_INFO)
-        if isinstance(exc, WorkMemoryError):  # the compute node pulls instead of matching on the node
-            return flight.FlightServerError(f"{type(exc).__name__}: {exc}",
-                                            extra_info=json.dumps({"code": WORK_MEMORY}).encode())
-        if isinstance(exc, QueryError):  # its stable code travels (e.g. an input filter the client falls back on)
-            return flight.FlightServerError(f"{type(exc).__name__}: {exc}",
-                                            extra_info=json.dumps({"code": exc.code}).encode())
-        if isinstance(exc, DfsCerError | FilterFormatError):
-            return flight.FlightServerError(f"{type(exc).__name__}: {exc}")
+        """A node's error as the client sees it: every DfsCerError by its class name, message and
+        code (the client decides on the code: re-open, send again, pull instead, try later)."""
+        if isinstance(exc, DfsCerError):
+            return flight.FlightServerError(f"{type(exc).__name__}: {exc}", extra_info=code_info(exc.code))
         return flight.FlightInternalError(f"storage node error: {type(exc).__name__}: {exc}")
 
     def list_actions(self, context: Any) -> list[tuple[str, str]]:

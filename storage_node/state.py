@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from dfs_cer.errors import DfsCerError, WorkMemoryError
+from dfs_cer.errors import AdmissionError, UnknownQueryError, WorkMemoryError
 from dfs_cer.work import Work
 
 #: a reservation not followed by an open is given back after this many seconds
@@ -31,18 +31,6 @@ MAX_WAITING = 1024
 WAITER_AGE = 300.0
 #: closed query ids remembered (so an open that arrives after its close keeps nothing)
 MAX_TOMBSTONES = 65536
-
-
-class AdmissionError(DfsCerError):
-    """The storage node's memory budget cannot take another query now."""
-
-
-class UnknownQueryError(DfsCerError):
-    """No state for this query id (never opened, closed, or expired)."""
-
-
-class CacheMissError(DfsCerError):
-    """A call referred to a blob the node no longer caches (it restarted)."""
 
 
 @dataclass

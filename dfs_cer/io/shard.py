@@ -39,6 +39,7 @@ class ShardError(DfsCerError):
     """Bad sharding input or options."""
 
     exit_code = 2
+    code = "shard"
 
 
 @dataclass

@@ -53,6 +53,8 @@ class TableError(DfsCerError):
     """A table reference that cannot be served: missing table or snapshot, unreachable
     catalog, unsupported content, a data file gone since planning."""
 
+    code = "table"
+
     exit_code = 2
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from dfs_cer.config import StrategyConfig
-from dfs_cer.errors import ConfigError, DfsCerError, StorageError
+from dfs_cer.errors import AdmissionError, ConfigError, DfsCerError, StorageError
 from dfs_cer.query import Analysis, Query
 from dfs_cer.transport.client import NodeTimeoutError, StorageClient
 from dfs_cer.transport.protocol import LEASE_GRACE_SECONDS, MAX_HALO, Close, Release, Reserve
@@ -379,7 +379,7 @@ class Session:
                 raise NodeRefusedError(f"round {len(self.trace.rounds) + 1} (reserve): storage nodes {busy} had no room for the query within "
                                        f"{self.admission_wait:.0f} s (memory budget held by other queries); retry "
                                        "later, raise --memory-budget or strategy.admission_wait_seconds",
-                                       "admission")
+                                       AdmissionError.code)
             time.sleep(pause * (0.5 + random.random()))
             pause = min(0.5, pause * 2)
 

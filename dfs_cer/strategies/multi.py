@@ -9,7 +9,6 @@ queries that asked for it, and the compute node fans the rows out to per-query m
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -21,11 +20,12 @@ import numpy as np
 import pyarrow as pa
 
 from dfs_cer.config import StrategyConfig
-from dfs_cer.errors import ConfigError, DfsCerError
+from dfs_cer.errors import SNAPSHOT_BUSY, ConfigError
 from dfs_cer.query import Query, analyze
 from dfs_cer.strategies.base import PullResult, Round, Session, Trace, resolve_query
 from dfs_cer.strategies.options import PullOptions
-from dfs_cer.transport.protocol import MEMBERS, SNAPSHOT_BUSY
+from dfs_cer.transport.protocol import MEMBERS
+from dfs_cer.transport.retry import retry_on
 
 T = TypeVar("T")
 MAX_GROUP = 64
@@ -158,17 +158,11 @@ def pull_many(name: str, queries: Sequence[Query | str], endpoints: Sequence[str
     ``snapshot``: the table snapshot every query reads (nodes serving an Iceberg table). A
     node busy with another snapshot of the table (SNAPSHOT_BUSY) is asked again shortly."""
     seconds = (config or StrategyConfig()).query_timeout_seconds if timeout is None else timeout
-    deadline, pause = time.monotonic() + seconds, 0.05
-    while True:
-        try:
-            return _pull_many_once(name, queries, endpoints, token, integer_time_unit=integer_time_unit,
-                                   event_key=event_key, dedup=dedup, timeout=max(deadline - time.monotonic(), 0.001),
-                                   config=config, snapshot=snapshot, **options)
-        except DfsCerError as exc:
-            if SNAPSHOT_BUSY not in str(exc) or time.monotonic() + pause >= deadline:
-                raise
-        time.sleep(pause * (0.5 + random.random()))
-        pause = min(1.0, pause * 2)
+    deadline = time.monotonic() + seconds
+    return retry_on((SNAPSHOT_BUSY,), lambda: _pull_many_once(
+        name, queries, endpoints, token, integer_time_unit=integer_time_unit, event_key=event_key, dedup=dedup,
+        timeout=max(deadline - time.monotonic(), 0.001), config=config, snapshot=snapshot, **options),
+        lambda: deadline)
 
 
 def _pull_many_once(name: str, queries: Sequence[Query | str], endpoints: Sequence[str], token: str, *,

@@ -19,7 +19,6 @@ query runs the nearest exact one and says so in the trace.
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -30,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dfs_cer.config import QueryConfig, StrategyConfig
-from dfs_cer.errors import DfsCerError, StorageError
+from dfs_cer.errors import SNAPSHOT_BUSY, CacheMissError, StorageError, WorkMemoryError
 from dfs_cer.filters import (
     IntervalSet,
     RefreshTags,
@@ -50,13 +49,11 @@ from dfs_cer.strategies.base import DeferredPull, PullResult, Round, Session, Tr
 from dfs_cer.strategies.options import PullOptions
 from dfs_cer.transport.client import NodeRefusedError, StorageClient
 from dfs_cer.transport.protocol import (
-    CACHE_MISS,
     HALO,
     POINT_AFTER,
     POINT_BEFORE,
     POINT_TIME,
     ROW_ID,
-    SNAPSHOT_BUSY,
     Build,
     Halo,
     Intervals,
@@ -67,6 +64,7 @@ from dfs_cer.transport.protocol import (
     Verify,
     Wjf,
 )
+from dfs_cer.transport.retry import retry_on
 
 ROLE_NAMES = {Role.HEAD: "head", Role.TAIL: "tail", Role.MIDDLE: "middle"}
 
@@ -256,7 +254,7 @@ def _with_candidate_halo(session: Session, analysis: Analysis, events: pa.Table,
     try:
         near = session.pull("pull_halo", request.header(), blobs, shared=False, note=note)
     except NodeRefusedError as exc:  # a node restarted since the final pull: every node sends them all
-        if exc.code != CACHE_MISS or not skip:
+        if exc.code != CacheMissError.code or not skip:
             raise
         skip = False
         near = session.pull("pull_halo", replace(request, skip_shipped=False).header(), blobs, shared=False,
@@ -495,14 +493,13 @@ def _node_matching(session: Session, analysis: Analysis, headers: list[dict[str,
     settings = load_config().matcher
     request = NodeMatch(session.query_id, analysis.event_key, analysis.dedup, settings.max_matches, settings.on_limit)
     from dfs_cer.transport.client import NodeRefusedError
-    from dfs_cer.transport.protocol import WORK_MEMORY
 
     try:
         tables = session.all("pull_matches", lambda c: c.pull(request.header()),
                              events=lambda ts: sum(t.num_rows for t in ts), decision=decision,
                              note="matched on the storage nodes (whole PARTITION BY groups there)")
     except NodeRefusedError as exc:  # the matches do not fit a node's memory: pull the events (exact)
-        if exc.code != WORK_MEMORY:
+        if exc.code != WorkMemoryError.code:
             raise
         trace.rounds.append(Round("skip", 0, 0, 0, 0.0, decision, f"node-side matching stopped, events pulled: {exc}"))
         return None
@@ -616,7 +613,7 @@ def dfs(session: Session, query: Query, unit: str, options: PullOptions, tis_for
             try:
                 verified = session.action("verify", replace(request, cached_swf=True).header(), blobs[1:])
             except NodeRefusedError as exc:  # a node restarted since the wjf round: send the set again
-                if exc.code != CACHE_MISS:
+                if exc.code != CacheMissError.code:
                     raise
                 verified = session.action("verify", request.header(), blobs,
                                           note="the interval set sent again (a storage node restarted)")
@@ -743,8 +740,10 @@ def pull(name: str, query: Query | str, endpoints: Sequence[str], token: str, *,
     if name not in STRATEGIES:
         raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)}, got {name!r}")
     checked = PullOptions.parse(options)
-    pause, deadline = 0.05, None
-    while True:
+    deadline: float | None = None
+
+    def once() -> PullResult:
+        nonlocal deadline
         left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
         session = Session.connect(endpoints, token, Trace(name), config, timeout if left is None else left,
                                   event_key, dedup)
@@ -753,16 +752,12 @@ def pull(name: str, query: Query | str, endpoints: Sequence[str], token: str, *,
         session.snapshot = None if snapshot is None else int(snapshot)
         session.input_filter = input_filter
         session.trace.input_filter = input_filter
-        try:
-            return _pull_once(session, name, resolve_query(query), integer_time_unit, checked, list(endpoints), token,
-                              defer, defer_min_rows, config)
-        except DfsCerError as exc:
-            # a node serves running queries on another snapshot of the table: try again shortly
-            # (at the then current snapshot, unless one was asked for), within the deadline
-            if SNAPSHOT_BUSY not in str(exc) or deadline is None or time.monotonic() + pause >= deadline:
-                raise
-        time.sleep(pause * (0.5 + random.random()))
-        pause = min(1.0, pause * 2)
+        return _pull_once(session, name, resolve_query(query), integer_time_unit, checked, list(endpoints), token,
+                          defer, defer_min_rows, config)
+
+    # a node serves running queries on another snapshot of the table: try again shortly (at the
+    # then current snapshot, unless one was asked for), within the deadline
+    return retry_on((SNAPSHOT_BUSY,), once, lambda: deadline)
 
 
 def _pull_once(session: Session, name: str, query: Query, unit: str, checked: PullOptions, endpoints: list[str],

@@ -18,7 +18,6 @@ A timeout is never retried: the deadline is the user's bound on waiting.
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,14 +26,12 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from dfs_cer.errors import StorageError
+from dfs_cer.errors import StorageError, UnknownQueryError
+from dfs_cer.transport.codes import error_code
 from dfs_cer.transport.envelope import is_sealed, open_sealed
 from dfs_cer.transport.messages import decode, encode
-from dfs_cer.transport.protocol import UNKNOWN_QUERY
 
 T = TypeVar("T")
-
-#: how the node marks an error for the client (FlightServerError.extra_info)
 
 
 class NodeTimeoutError(StorageError):
@@ -46,11 +43,13 @@ class NodeUnavailableError(StorageError):
 
 
 class NodeRefusedError(StorageError):
-    """A storage node answered a call with an error."""
+    """A storage node answered a call with an error; ``code`` is the node's error's
+    (:mod:`dfs_cer.transport.codes`), else ``refused``."""
+
+    code = "refused"
 
     def __init__(self, message: str, code: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
+        super().__init__(message, code=code)
 
 
 @dataclass
@@ -59,18 +58,6 @@ class Transfer:
     bytes_to_sn: int
     bytes_to_cn: int
     seconds: float
-
-
-def error_code(exc: flight.FlightError) -> str | None:
-    """The node's error code carried in ``extra_info`` (None when there is none)."""
-    info = getattr(exc, "extra_info", None)
-    if not info:
-        return None
-    try:
-        code = json.loads(info).get("code")
-    except (ValueError, AttributeError):
-        return None
-    return code if isinstance(code, str) else None
 
 
 #: the largest compressed reply a pull accepts (bytes of the stream, before decompression)
@@ -143,11 +130,11 @@ class StorageClient:
                 self._reconnect()
             except flight.FlightError as exc:
                 code = error_code(exc)
-                if code == UNKNOWN_QUERY and replay and self._journal and not self._replayed:
+                if code == UnknownQueryError.code and replay and self._journal and not self._replayed:
                     self._replayed = True  # the node restarted: rebuild the query's state there, once a query
                     self._replay(what)
                     continue
-                if code == UNKNOWN_QUERY and replay and self._replayed:
+                if code == UnknownQueryError.code and replay and self._replayed:
                     raise NodeRefusedError(f"storage node {self.endpoint} lost the query again during {what} (it "
                                            "was re-opened there once already, after a restart); run the query "
                                            "again", code) from None
@@ -165,7 +152,7 @@ class StorageClient:
                 step()
             except StorageError as exc:
                 raise NodeRefusedError(f"storage node {self.endpoint} lost the query before {what} and could not "
-                                       f"re-open it ({name}): {exc}") from None
+                                       f"re-open it ({name}): {exc}", exc.code) from None
 
     # ------------------------------------------------------------------ calls
 

@@ -4,8 +4,8 @@ Every message carries :data:`VERSION` in its framing (:mod:`dfs_cer.transport.me
 node and a client of different versions refuse each other's messages with a clear error
 instead of misreading them. The query lifecycle (``reserve``, ``release``, ``open``, ``close``)
 travels as the frozen request types below, built by the client and parsed, with every field
-checked, by the node; columns the node adds to pulled tables and the error codes it attaches
-to Flight errors are named here only.
+checked, by the node; columns the node adds to pulled tables are named here only (the error
+codes a node attaches to Flight errors are its errors' own: :mod:`dfs_cer.transport.codes`).
 """
 
 from __future__ import annotations
@@ -34,17 +34,6 @@ POINT_TIME = "__t"
 #: ``pull_halo``: optional per-point rows before / after (each at most the request's halo)
 POINT_BEFORE = "__before"
 POINT_AFTER = "__after"
-
-# ---------------------------------------------------------------- error codes (Flight extra_info)
-#: the node holds no state for the query (restarted, expired or closed): re-open once
-UNKNOWN_QUERY = "unknown-query"
-#: the node's memory budget is held by other queries
-ADMISSION = "admission"
-#: ``verify`` asked for the interval set cached by the preceding ``wjf``, which the node lost
-#: (it restarted and the query was re-opened): send the set again
-CACHE_MISS = "cache-miss"
-#: a query's work on a node would take more than the node's free memory budget
-WORK_MEMORY = "work-memory"
 
 #: seconds a node keeps an opened query's state past the compute node's deadline for it
 #: (the lease the client sends with ``open``): a query whose close never arrives holds nothing
@@ -370,7 +359,3 @@ class NodeMatch:
             raise ProtocolError(f"action {a}: max_matches must be in 1..10**9, got {limit}")
         return cls(query_id(header.get("query_id"), a), tuple(key), _get(header, "dedup", bool, a), int(limit),
                    _one_of(header.get("on_limit"), ("error", "truncate"), "on_limit", a))
-
-#: what a storage node says when a query asks for another snapshot of a table than the one it
-#: serves running queries on (the compute node tries the query again shortly)
-SNAPSHOT_BUSY = "serves running queries on another snapshot of the table"
