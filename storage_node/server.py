@@ -30,7 +30,7 @@ from dfs_cer.transport.codes import code_info
 from dfs_cer.transport.envelope import COMPRESSIONS, seal
 from dfs_cer.transport.messages import decode, encode
 from dfs_cer.transport.protocol import query_id
-from storage_node.actions import Actions, node_betas, snapshot_of
+from storage_node.actions.lifecycle import Actions, node_betas, snapshot_of
 from storage_node.state import StateRegistry
 from storage_node.store import ShardStore
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from dfs_cer.config import StorageConfig
 from dfs_cer.io.shard import shard
-from storage_node.actions import Actions
+from storage_node.actions.lifecycle import Actions
 from storage_node.index import build
 from storage_node.state import StateRegistry
 from storage_node.store import ShardStore
