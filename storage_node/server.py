@@ -25,17 +25,15 @@ import pyarrow.flight as flight
 
 from dfs_cer.config import StorageConfig, TablesConfig, load_config, parse_size
 from dfs_cer.errors import DfsCerError, ProtocolError
-from dfs_cer.io.shard import schema_digest
+from dfs_cer.transport.actions import ACTIONS, STATELESS_PULLS
 from dfs_cer.transport.codes import code_info
 from dfs_cer.transport.envelope import COMPRESSIONS, seal
 from dfs_cer.transport.messages import decode, encode
 from dfs_cer.transport.protocol import query_id
-from storage_node.actions.lifecycle import Actions, node_betas, snapshot_of
+from storage_node.actions.base import Node, node_betas
+from storage_node.actions.routes import Routes
 from storage_node.state import StateRegistry
 from storage_node.store import ShardStore
-
-ACTIONS = ("reserve", "release", "open", "intervals", "summaries", "wjf", "verify", "push_pull", "close", "health",
-           "stats", "files", "situations", "schema")
 
 
 class TokenMiddlewareFactory(flight.ServerMiddlewareFactory):
@@ -60,9 +58,11 @@ class StorageNode(flight.FlightServerBase):
         self.config = config
         self.registry = StateRegistry(config.memory_budget, config.state_ttl_seconds, config.admission_wait_seconds,
                                       config.query_work_bytes)
-        self.actions = Actions(store, self.registry, self.config.max_message_bytes,
-                               node_betas(config.calibration_file), config.match_cpu_budget_seconds,
-                               config.work_threads, config.filter_cost_limit, config.halo_limit)
+        self.node = Node(store, self.registry, self.config.max_message_bytes,
+                         node_betas(config.calibration_file), config.match_cpu_budget_seconds,
+                         config.work_threads, config.filter_cost_limit, config.halo_limit)
+        #: every protocol entry bound to its handler (``server``: this object's health and stats)
+        self.routes = Routes(self.node, self)
         self.started = time.time()
         self.calls = 0
         self.bytes_in = 0
@@ -88,7 +88,7 @@ class StorageNode(flight.FlightServerBase):
             qid = header.get("query_id")
             if qid is not None:
                 query_id(qid, "request")
-            stateful = not opens and header.get("kind") not in ("pull_all", "pull_times", "pull_group")
+            stateful = not opens and header.get("kind") not in STATELESS_PULLS
             if stateful and qid is None:
                 raise ProtocolError("the request names no query_id")
             if stateful and isinstance(qid, str) and self.registry.find(qid) is None:
@@ -106,32 +106,26 @@ class StorageNode(flight.FlightServerBase):
     def list_actions(self, context: Any) -> list[tuple[str, str]]:
         return [(a, f"dfs-cer {a}") for a in ACTIONS]
 
+    def health(self, header: dict[str, Any], blobs: list[bytes]) -> tuple[dict[str, Any], list[bytes]]:
+        return {"status": "ok", "rows": self.store.manifest.get("rows"), "uptime_s": time.time() - self.started}, []
+
+    def stats(self, header: dict[str, Any], blobs: list[bytes]) -> tuple[dict[str, Any], list[bytes]]:
+        stats = self.registry.stats()
+        stats.update({"calls": self.calls, "bytes_in": self.bytes_in, "bytes_out": self.bytes_out,
+                      **self.store.cache_stats()})
+        return stats, []
+
     def do_action(self, context: Any, action: flight.Action) -> Iterator[flight.Result]:
         body = action.body.to_pybytes() if action.body is not None else b""
         try:
-            if action.type == "health":
-                reply: tuple[dict[str, Any], list[bytes]] = ({"status": "ok", "rows": self.store.manifest.get("rows"),
-                                                             "uptime_s": time.time() - self.started}, [])
-            elif action.type == "files":  # the shard set's files (with time bounds and --append batch tags)
-                header, _ = self._guard(body, opens=True, blobs=False)
-                with self.actions.pinned(snapshot_of(header)):
-                    reply = ({"files": self.store.manifest.get("files", []), "time_column": self.store.time_column,
-                              **self.store.served_snapshot()}, [])
-            elif action.type == "schema":  # the shard set's exact Arrow schema
-                self._guard(body, opens=True, blobs=False)
-                reply = ({"digest": schema_digest(self.store.schema)}, [self.store.schema.serialize().to_pybytes()])
-            elif action.type == "stats":
-                stats = self.registry.stats()
-                stats.update({"calls": self.calls, "bytes_in": self.bytes_in, "bytes_out": self.bytes_out,
-                              **self.store.cache_stats()})
-                reply = (stats, [])
-            else:
-                handler = getattr(self.actions, action.type, None) if action.type in ACTIONS else None
-                if handler is None:
-                    raise ProtocolError(f"unknown action {action.type!r}; actions: {', '.join(ACTIONS)}")
-                lifecycle = action.type in ("reserve", "release", "open", "situations", "close")
-                header, blobs = self._guard(body, opens=lifecycle, blobs=not lifecycle)
-                reply = handler(header, blobs)
+            entry = ACTIONS.get(action.type)
+            if entry is None:
+                raise ProtocolError(f"unknown action {action.type!r}; actions: {', '.join(ACTIONS)}")
+            header: dict[str, Any] = {}
+            blobs: list[bytes] = []
+            if entry.decoded:
+                header, blobs = self._guard(body, opens=entry.lifecycle, blobs=entry.blobs)
+            reply = self.routes.handlers[entry.name](header, blobs)
             out = encode(*reply)
         except flight.FlightError:
             raise
@@ -151,7 +145,7 @@ class StorageNode(flight.FlightServerBase):
                                         "storage node's limit (storage.max_message_bytes)")
                 batches.append(chunk.data)
             table = pa.Table.from_batches(batches, schema=reader.schema)
-            self.actions.upload(header, table)
+            self.routes.handlers["upload"](header, table)
         except flight.FlightError:
             raise
         except Exception as exc:
@@ -161,7 +155,7 @@ class StorageNode(flight.FlightServerBase):
     def do_get(self, context: Any, ticket: flight.Ticket) -> flight.RecordBatchStream:
         try:
             header, blobs = self._guard(ticket.ticket)
-            table = self.actions.pull(header, blobs)
+            table = self.routes.pulls.pull(header, blobs)
             compression = header.get("compression")
             if compression is not None:  # one compressed IPC stream in chunks: the client counts its bytes
                 if not isinstance(compression, str):

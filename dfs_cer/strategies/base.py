@@ -17,6 +17,7 @@ import pyarrow as pa
 from dfs_cer.config import StrategyConfig
 from dfs_cer.errors import AdmissionError, ConfigError, DfsCerError, StorageError
 from dfs_cer.query import Analysis, Query
+from dfs_cer.transport.actions import FINAL_PULLS
 from dfs_cer.transport.client import NodeTimeoutError, StorageClient
 from dfs_cer.transport.protocol import LEASE_GRACE_SECONDS, MAX_HALO, Close, Release, Reserve
 
@@ -158,10 +159,6 @@ class Secret:
         return "Secret(***)"
 
     __str__ = __repr__
-
-
-#: pulls that end a strategy (the data it matches); a group of queries shares them
-FINAL_PULLS = ("pull", "pull_range", "pull_pushdown", "pull_all")
 
 
 class Session:

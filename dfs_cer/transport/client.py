@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from dfs_cer.errors import StorageError, UnknownQueryError
+from dfs_cer.transport.actions import ACTIONS
 from dfs_cer.transport.codes import error_code
 from dfs_cer.transport.envelope import is_sealed, open_sealed
 from dfs_cer.transport.messages import decode, encode
@@ -164,7 +165,8 @@ class StorageClient:
         def call(options: flight.FlightCallOptions) -> list[Any]:
             return list(self._client.do_action(flight.Action(name, body), options=options))
 
-        results = self._call(name, call, replay=name not in ("open", "close"))
+        entry = ACTIONS.get(name)
+        results = self._call(name, call, replay=entry is None or entry.reopens)
         raw = results[0].body.to_pybytes() if results else b""
         self.transfers.append(Transfer(name, len(body), len(raw), time.perf_counter() - start))
         reply = decode(raw)

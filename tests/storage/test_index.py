@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from dfs_cer.config import StorageConfig
 from dfs_cer.io.shard import shard
-from storage_node.actions.lifecycle import Actions
+from storage_node.actions.base import Node
+from storage_node.actions.lifecycle import LifecycleActions
 from storage_node.index import build
 from storage_node.state import StateRegistry
 from storage_node.store import ShardStore
@@ -55,19 +56,20 @@ def shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def opened(actions: Actions, sql: str) -> Any:
+def opened(actions: LifecycleActions, sql: str) -> Any:
     qid = uuid.uuid4().hex
     actions.open({"query_id": qid, "sql": sql, "integer_time_unit": "s", "schema": False, "dedup": True}, [])
-    state = actions.registry.get(qid)
-    actions.registry.close(qid)
+    state = actions.node.registry.get(qid)
+    actions.node.registry.close(qid)
     return state
 
 
-def nodes(root: Path) -> tuple[Actions, Actions]:
+def nodes(root: Path) -> tuple[LifecycleActions, LifecycleActions]:
     """The same shard set served with value indexes (its rows cached) and without (no cache)."""
     directory = str(root / "nodes" / "node-00")
-    with_index = Actions(ShardStore(directory), StateRegistry(1 << 30, 600, 5))
-    scanning = Actions(ShardStore(directory, StorageConfig(cache_bytes=0)), StateRegistry(1 << 30, 600, 5))
+    with_index = LifecycleActions(Node(ShardStore(directory), StateRegistry(1 << 30, 600, 5)))
+    scanning = LifecycleActions(Node(ShardStore(directory, StorageConfig(cache_bytes=0)),
+                                     StateRegistry(1 << 30, 600, 5)))
     return with_index, scanning
 
 
@@ -95,8 +97,8 @@ def test_indexed_opens_keep_exactly_what_a_full_scan_keeps(shards: Path, conditi
     opened(with_index, sql)  # the first open loads the cache; later ones use the indexes
     got, expected = opened(with_index, sql), opened(scanning, sql)
     if not any("OR" in extra for _, extra in conditions):  # an equality in every condition: indexed
-        assert with_index.store.index_bytes() > 0
-    assert scanning.store.index_bytes() == 0
+        assert with_index.node.store.index_bytes() > 0
+    assert scanning.node.store.index_bytes() == 0
     assert got.table.equals(expected.table), sql
     assert got.candidates.keys() == expected.candidates.keys()
     for v in got.candidates:
@@ -115,7 +117,7 @@ def test_indexes_are_used_and_rebuilt_after_late_files(shards: Path, tmp_path: P
     with_index, scanning = nodes(root)
     opened(with_index, sql)
     first = opened(with_index, sql)
-    assert with_index.store.index_bytes() > 0  # the type column's index
+    assert with_index.node.store.index_bytes() > 0  # the type column's index
     assert first.table.equals(opened(scanning, sql).table)
     late = events(500, 3)
     late = late.set_column(late.schema.get_field_index("ts"), "ts", pa.array(np.arange(500, dtype=np.int64) + 900))
