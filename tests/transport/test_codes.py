@@ -5,14 +5,9 @@ node's class name and message and the error's code; one retry helper decides on 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
-from dfs_cer.config import StorageConfig
-from dfs_cer.datasets import synthetic_events
 from dfs_cer.errors import (
     SNAPSHOT_BUSY,
     AdmissionError,
@@ -29,14 +24,12 @@ from dfs_cer.errors import (
     WorkCancelledError,
     WorkMemoryError,
 )
-from dfs_cer.io.shard import ShardError, shard
+from dfs_cer.io.shard import ShardError
 from dfs_cer.io.tables import TableError
 from dfs_cer.transport.client import NodeRefusedError, StorageClient
 from dfs_cer.transport.retry import retry_on
 from storage_node.server import StorageNode
-from storage_node.store import ShardStore
-
-TOKEN = "a-test-token-of-some-length"
+from tests.transport.conftest import TOKEN
 
 #: every error class a storage node may raise, each with its own code
 WIRE_ERRORS: tuple[type[DfsCerError], ...] = (
@@ -52,17 +45,6 @@ def test_every_wire_error_class_has_its_own_code() -> None:
     # the codes the compute node has always acted on keep their values
     assert (UnknownQueryError.code, AdmissionError.code, CacheMissError.code, WorkMemoryError.code) == \
         ("unknown-query", "admission", "cache-miss", "work-memory")
-
-
-@pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StorageNode]:
-    root: Path = tmp_path_factory.mktemp("codes")
-    pq.write_table(synthetic_events(500, seed=1), root / "events.parquet")
-    shard(str(root / "events.parquet"), 1, str(root / "nodes"))
-    server = StorageNode("grpc+tcp://127.0.0.1:0", ShardStore(str(root / "nodes" / "node-00")), TOKEN,
-                         StorageConfig())
-    yield server
-    server.shutdown()
 
 
 def refused(node: StorageNode, exc: Exception) -> NodeRefusedError:
