@@ -4,6 +4,7 @@ node's class name and message and the error's code; one retry helper decides on 
 
 from __future__ import annotations
 
+import pickle
 import time
 
 import pytest
@@ -132,3 +133,10 @@ def test_retry_on_tries_again_only_on_its_codes_within_the_deadline() -> None:
     with pytest.raises(NodeRefusedError, match="busy"):  # tried until the next try would pass the deadline
         retry_on((SNAPSHOT_BUSY,), always_busy, lambda: began + 0.5)
     assert len(tries) > 1 and time.monotonic() - began < 1.5
+
+
+@pytest.mark.parametrize("exc", [StorageError("busy", code=SNAPSHOT_BUSY), NodeRefusedError("lost", "cache-miss"),
+                                 NodeRefusedError("refused")], ids=str)
+def test_codes_survive_pickling(exc: DfsCerError) -> None:  # errors cross to and from Spark executors
+    back = pickle.loads(pickle.dumps(exc))
+    assert type(back) is type(exc) and str(back) == str(exc) and back.code == exc.code
