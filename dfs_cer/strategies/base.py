@@ -19,9 +19,18 @@ from dfs_cer.errors import ConfigError, DfsCerError, StorageError
 from dfs_cer.query import Analysis, Query
 from dfs_cer.transport.client import NodeTimeoutError, StorageClient
 from dfs_cer.transport.protocol import LEASE_GRACE_SECONDS, MAX_HALO, Close, Release, Reserve
+from dfs_cer.transport.replies import (
+    CloseReply,
+    OpenReply,
+    ReleaseReply,
+    Reply,
+    ReserveReply,
+    SchemaReply,
+)
 
 T = TypeVar("T")
 R = TypeVar("R")
+P = TypeVar("P", bound=Reply)
 
 
 @dataclass
@@ -191,7 +200,7 @@ class Session:
         self.input_filter: str | None = None
         #: several queries run together (strategies.multi): the open replies fetched for the
         #: whole group, and the coordinator that turns final pulls into one shared pull
-        self.opened: list[tuple[dict[str, Any], list[bytes]]] | None = None
+        self.opened: list[tuple[OpenReply, list[bytes]]] | None = None
         self.group: Any = None
         #: executors take the final pull themselves (see :class:`DeferredPull`): a final pull
         #: that needs no halo rows is recorded here instead of run, when ``defer`` is on
@@ -280,15 +289,17 @@ class Session:
                                        events(results) if events else 0, seconds, decision, note))
         return results
 
-    def action(self, name: str, header: dict[str, Any], blobs: list[bytes] | None = None,
+    def action(self, reply: type[P], header: dict[str, Any], blobs: list[bytes] | None = None,
                per_node: Callable[[int], tuple[dict[str, Any], list[bytes]]] | None = None,
                share: tuple[object, ...] | None = None,
-               **round_info: Any) -> list[tuple[dict[str, Any], list[bytes]]]:
-        """Call ``name`` on every node. ``share``: a key saying the replies depend only on it (not
-        on this query), so queries run together make the round trip once."""
+               **round_info: Any) -> list[tuple[P, list[bytes]]]:
+        """Call ``reply.ACTION`` on every node; each node's reply parsed into ``reply``.
+        ``share``: a key saying the replies depend only on it (not on this query), so queries
+        run together make the round trip once."""
+        name = reply.ACTION
         if share is not None and self.group is not None:
             return self.group.shared(self, (name, *share),
-                                     lambda: self.action(name, header, blobs, per_node, **round_info))
+                                     lambda: self.action(reply, header, blobs, per_node, **round_info))
         lease: dict[str, Any] = {}
         if name == "open" and self.deadline is not None:  # the nodes drop the state by themselves after it
             lease["lease_seconds"] = round(max(1.0, self.deadline - time.monotonic()), 3)
@@ -297,11 +308,11 @@ class Session:
         body = {"query_id": self.query_id, **header, **lease}
         index = {id(c): i for i, c in enumerate(self.clients)}
 
-        def call(c: StorageClient) -> tuple[dict[str, Any], list[bytes]]:
+        def call(c: StorageClient) -> tuple[P, list[bytes]]:
             if per_node is not None:
                 h, b = per_node(index[id(c)])
-                return c.action(name, {"query_id": self.query_id, **h, **lease}, b)
-            return c.action(name, body, blobs)
+                return c.call(reply, {"query_id": self.query_id, **h, **lease}, b)
+            return c.call(reply, body, blobs)
 
         return self.all(name, call, **round_info)
 
@@ -349,7 +360,7 @@ class Session:
 
     def schemas(self) -> list[pa.Schema]:
         """Every node's exact schema (one round trip)."""
-        return [pa.ipc.read_schema(pa.py_buffer(blobs[0])) for _, blobs in self.action("schema", {})]
+        return [pa.ipc.read_schema(pa.py_buffer(blobs[0])) for _, blobs in self.action(SchemaReply, {})]
 
     def reserve(self) -> None:
         """Room for the query on every storage node or on none (never one while waiting for
@@ -360,18 +371,17 @@ class Session:
         give_up = time.monotonic() + self.admission_wait
         pause = 0.02
         while True:
-            replies = self.action("reserve", Reserve(self.query_id, arrival).header())
-            refused = [i for i, (h, _) in enumerate(replies) if not h.get("granted")]
+            replies = self.action(ReserveReply, Reserve(self.query_id, arrival).header())
+            refused = [i for i, (h, _) in enumerate(replies) if not h.granted]
             if not refused:
                 if self.snapshot is None:  # a table's current snapshot (the latest commit any node saw)
-                    pins = [(int(h.get("snapshot_ms") or 0), int(h["snapshot"])) for h, _ in replies
-                            if isinstance(h.get("snapshot"), int)]
+                    pins = [(h.snapshot_ms or 0, h.snapshot) for h, _ in replies if h.snapshot is not None]
                     self.snapshot = max(pins)[1] if pins else None
                 return
             self.trace.rounds.pop()  # waiting is not a round trip of the strategy
             for i, c in enumerate(self.clients):
                 if i not in refused:
-                    c.action("release", Release(self.query_id).header())
+                    c.call(ReleaseReply, Release(self.query_id).header())
             if time.monotonic() > give_up:
                 from dfs_cer.transport.client import NodeRefusedError
 
@@ -394,7 +404,7 @@ class Session:
                         "from now at the latest)")
             c.deadline, c.timeout = None, self.close_timeout
             try:
-                c.action("close", Close(self.query_id).header())
+                c.call(CloseReply, Close(self.query_id).header())
             except Exception as exc:
                 CLOSER.later(c, self.query_id, self.lease_end)
                 return (f"close: {exc} (retried in the background; the node drops the query's state by itself "
@@ -445,7 +455,7 @@ class _Closer:
                     continue  # the node has dropped it by itself
                 client = StorageClient(endpoint, token, timeout=1.0, tls_root_certs=certs)
                 try:
-                    client.action("close", Close(qid).header())
+                    client.call(CloseReply, Close(qid).header())
                 except DfsCerError:
                     left.append((endpoint, token, certs, qid, until))
                 finally:

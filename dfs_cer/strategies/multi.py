@@ -26,6 +26,7 @@ from dfs_cer.query import Query, analyze
 from dfs_cer.strategies.base import PullResult, Round, Session, Trace, resolve_query
 from dfs_cer.strategies.options import PullOptions
 from dfs_cer.transport.protocol import MEMBERS, SNAPSHOT_BUSY
+from dfs_cer.transport.replies import GroupOpenReply
 
 T = TypeVar("T")
 MAX_GROUP = 64
@@ -211,11 +212,11 @@ def _pull_many_once(name: str, queries: Sequence[Query | str], endpoints: Sequen
         group.reserve()  # room on every node or on none (and a table's snapshot for all the queries)
         for s in sessions:
             s.snapshot = group.snapshot
-        replies = group.action("open", {}, per_node=lambda i: ({"group": members, "schema": i == 0,
+        replies = group.action(GroupOpenReply, {}, per_node=lambda i: ({"group": members, "schema": i == 0,
                                                                   "whole": whole}, []))
         shared = _SharedPull(group, sessions)
         for k, s in enumerate(sessions):
-            s.opened = [(h["group"][k], blobs) for h, blobs in replies]
+            s.opened = [(h.group[k], blobs) for h, blobs in replies]
             s.group = shared
 
         def run(k: int) -> PullResult:

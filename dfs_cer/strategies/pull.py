@@ -67,11 +67,19 @@ from dfs_cer.transport.protocol import (
     Verify,
     Wjf,
 )
+from dfs_cer.transport.replies import (
+    IntervalsReply,
+    OpenReply,
+    PushPullReply,
+    SummariesReply,
+    VerifyReply,
+    WjfReply,
+)
 
 ROLE_NAMES = {Role.HEAD: "head", Role.TAIL: "tail", Role.MIDDLE: "middle"}
 
 
-def _open(session: Session, query: Query, unit: str) -> tuple[Analysis, list[dict[str, Any]], pa.Schema]:
+def _open(session: Session, query: Query, unit: str) -> tuple[Analysis, list[OpenReply], pa.Schema]:
     sql = query.to_sql()
     if session.opened is not None:  # opened together with other queries (strategies.multi)
         replies = session.opened
@@ -85,11 +93,11 @@ def _open(session: Session, query: Query, unit: str) -> tuple[Analysis, list[dic
         if session.event_key is not None:
             extra["event_key"] = list(session.event_key)
         session.reserve()  # room on every node or on none (no query holds one node waiting for another)
-        replies = session.action("open", {}, per_node=lambda i: (
+        replies = session.action(OpenReply, {}, per_node=lambda i: (
             {"sql": sql, "integer_time_unit": unit, "schema": i == 0, **extra}, []))
     schema = pa.ipc.read_schema(pa.py_buffer(replies[0][1][0]))
     headers = [h for h, _ in replies]
-    served = {h.get("snapshot") for h in headers}
+    served = {h.snapshot for h in headers}
     if len(served) > 1:
         raise StorageError(f"the storage nodes served different snapshots of the table ({sorted(map(str, served))}); "
                            "run the query again (a commit raced it) or pin one with ?snapshot=ID")
@@ -97,11 +105,11 @@ def _open(session: Session, query: Query, unit: str) -> tuple[Analysis, list[dic
     if session.snapshot is not None and session.trace.snapshot != session.snapshot:
         raise StorageError(f"the storage nodes served snapshot {session.trace.snapshot} of the table, not {session.snapshot} "
                            "as asked; run the query again")
-    if len({h.get("schema_digest") for h in headers}) > 1:
+    if len({h.schema_digest for h in headers}) > 1:
         session.same_schemas(session.schemas())
     key = session.event_key
     if key is None:  # the shard sets' own event key (dfs-cer shard --event-key)
-        keys = {tuple(h.get("event_key") or ()) for h in headers}
+        keys = {h.event_key for h in headers}
         if len(keys) > 1:
             from dfs_cer.errors import ConfigError
 
@@ -109,18 +117,18 @@ def _open(session: Session, query: Query, unit: str) -> tuple[Analysis, list[dic
                               "re-shard with one --event-key or pass event_key=")
         key = keys.pop() if keys else ()
     config = QueryConfig(integer_time_unit=unit, event_key=key, dedup=session.dedup)  # type: ignore[arg-type]
-    session.split_copies = bool(key) and session.dedup and not all(h.get("copies_whole") for h in headers)
-    on_nodes = bool(headers) and all(h.get("navigation_on_node") for h in headers)
+    session.split_copies = bool(key) and session.dedup and not all(h.copies_whole for h in headers)
+    on_nodes = bool(headers) and all(h.navigation_on_node for h in headers)
     analysis = analyze(query, schema, config, navigation_on_nodes=on_nodes)
     session.analysis = analysis
-    mins = [h["min_ts"] for h in headers if h.get("min_ts") is not None]
-    maxs = [h["max_ts"] for h in headers if h.get("max_ts") is not None]
+    mins = [h.min_ts for h in headers if h.min_ts is not None]
+    maxs = [h.max_ts for h in headers if h.max_ts is not None]
     session.time_span = (int(min(mins)), int(max(maxs))) if mins and maxs else None
-    session.rows_total = sum(int(h.get("rows") or 0) for h in headers)
+    session.rows_total = sum(h.rows for h in headers)
     # the nodes' own halo limits (storage.halo_limit) bound what the query may ask of them
-    session.halo_limit = min([session.halo_limit, *(int(h["halo_limit"]) for h in headers if "halo_limit" in h)])
+    session.halo_limit = min([session.halo_limit, *(h.halo_limit for h in headers if h.halo_limit is not None)])
     if on_nodes:
-        modes = sorted({str(h["navigation_on_node"]) for h in headers})
+        modes = sorted({str(h.navigation_on_node) for h in headers})
         session.trace.navigation = f"PREV/NEXT conditions checked on the storage nodes ({', '.join(modes)})"
     return analysis, headers, schema
 
@@ -129,11 +137,11 @@ def _time_column(schema: pa.Schema, analysis: Analysis) -> str:
     return analysis.order_column  # bound to the schema's spelling by the analysis
 
 
-def _counts(headers: list[dict[str, Any]]) -> dict[str, int]:
+def _counts(headers: list[OpenReply]) -> dict[str, int]:
     out: dict[str, int] = {}
     for h in headers:
-        for v, info in h["variables"].items():
-            out[v] = out.get(v, 0) + int(info["count"])
+        for v, info in h.variables.items():
+            out[v] = out.get(v, 0) + info.count
     return out
 
 
@@ -175,18 +183,18 @@ def _every_row_a_candidate(session: Session, analysis: Analysis) -> str | None:
     return None
 
 
-def _pushdown_events(session: Session, analysis: Analysis, headers: list[dict[str, Any]]) -> pa.Table:
+def _pushdown_events(session: Session, analysis: Analysis, headers: list[OpenReply]) -> pa.Table:
     """Every row some variable's independent condition accepts, with their halo rows."""
     if _local_halo(session, analysis, headers):
         return _pull_with_local_halo(session, analysis, "pull_pushdown", None, [])
     return _with_candidate_halo(session, analysis, session.pull("pull_pushdown"), shipped=True)
 
 
-def _local_halo(session: Session, analysis: Analysis, headers: list[dict[str, Any]]) -> bool:
+def _local_halo(session: Session, analysis: Analysis, headers: list[OpenReply]) -> bool:
     """Can the final pull carry the halo rows (every node holds whole PARTITION BY groups, so a
     candidate's neighbours are on its own node)? Not for a pull shared by a group."""
     return bool(analysis.prev_reach or analysis.next_reach) and session.opened is None and bool(headers) \
-        and all(h.get("local_partitions") for h in headers) and not analysis.query.recognize.order_by[0].descending
+        and all(h.local_partitions for h in headers) and not analysis.query.recognize.order_by[0].descending
 
 
 def _pull_with_local_halo(session: Session, analysis: Analysis, kind: str, tis: str | None,
@@ -305,9 +313,9 @@ def push_pull(session: Session, query: Query, unit: str, options: PullOptions) -
             c.upload(Upload(session.query_id, p).header(), t)
 
         session.all("upload", send)
-        replies = session.action("push_pull", PushPull(session.query_id, name, tuple(order[:i])).header())
-        session.trace.warnings.extend(f"push_pull: storage node {k} kept every candidate of {name} ({h['unfiltered']})"
-                                      for k, (h, _) in enumerate(replies) if h.get("unfiltered"))
+        replies = session.action(PushPullReply, PushPull(session.query_id, name, tuple(order[:i])).header())
+        session.trace.warnings.extend(f"push_pull: storage node {k} kept every candidate of {name} ({h.unfiltered})"
+                                      for k, (h, _) in enumerate(replies) if h.unfiltered)
         pulled[name] = _pull_variable(session, name)
     events = pa.concat_tables(list(pulled.values()))
     # an event may have been pulled for several variables: keep one copy per (node, row), in
@@ -382,13 +390,13 @@ def _no_halo(session: Session, analysis: Analysis, schema: pa.Schema) -> str | N
 
 
 def _fallback(session: Session, analysis: Analysis, schema: pa.Schema,
-              headers: list[dict[str, Any]] | None = None) -> PullResult | None:
+              headers: list[OpenReply] | None = None) -> PullResult | None:
     """The exact strategy to run instead of interval pruning when the query does not allow it."""
     trace = session.trace
     unordered = _no_halo(session, analysis, schema)
     if unordered:
         return _pull_everything(session, analysis, schema, unordered)
-    shard_times = {str(h["time_column"]) for h in headers or [] if h.get("time_column")}
+    shard_times = {h.time_column for h in headers or [] if h.time_column}
     if analysis.interval_pruning and shard_times and shard_times != {analysis.order_column}:
         # the nodes build intervals over their own time column: they do not bound this ORDER BY
         analysis = replace(analysis, interval_pruning=False, pruning_reason=(
@@ -403,14 +411,14 @@ def _fallback(session: Session, analysis: Analysis, schema: pa.Schema,
     return None
 
 
-def _too_many_candidates(session: Session, analysis: Analysis, headers: list[dict[str, Any]],
+def _too_many_candidates(session: Session, analysis: Analysis, headers: list[OpenReply],
                          share: float = 1.0) -> str | None:
     """Why pulling the candidates (``share`` of them, inside the intervals) with their halo rows
     would move about as much as every row, or None. Halo rows and the points sent for them cost
     about as much again as the candidates, so half of all rows is where pulling everything wins."""
     if not (analysis.prev_reach or analysis.next_reach) or not headers or session.group is not None:
         return None  # a group's shared pull holds every row only when opened whole
-    total = sum(int(h.get("total_rows") or h.get("rows") or 0) for h in headers)
+    total = sum(h.total_rows or h.rows for h in headers)
     candidates = min(total, sum(_counts(headers).values())) * min(1.0, share)
     if total and candidates >= 0.5 * total:
         return (f"about {candidates:,.0f} of {total:,} rows are candidates: with their halo rows the pull would "
@@ -419,11 +427,11 @@ def _too_many_candidates(session: Session, analysis: Analysis, headers: list[dic
 
 
 def _final_pull(session: Session, tis: _Tis, analysis: Analysis, schema: pa.Schema,
-                headers: list[dict[str, Any]] | None = None) -> PullResult:
+                headers: list[OpenReply] | None = None) -> PullResult:
     if analysis.skippable:
         if headers:
-            mins = [h["min_ts"] for h in headers if h.get("min_ts") is not None]
-            maxs = [h["max_ts"] for h in headers if h.get("max_ts") is not None]
+            mins = [h.min_ts for h in headers if h.min_ts is not None]
+            maxs = [h.max_ts for h in headers if h.max_ts is not None]
             span = float(max(maxs) - min(mins)) if mins else 1.0
             broad = _too_many_candidates(session, analysis, headers, tis.covered_length / max(span, 1.0))
             if broad:
@@ -451,7 +459,7 @@ def _final_pull(session: Session, tis: _Tis, analysis: Analysis, schema: pa.Sche
 JOIN_FILTERS = ("wjf", "keyset", "none")
 
 
-def _node_matching(session: Session, analysis: Analysis, headers: list[dict[str, Any]], schema: pa.Schema,
+def _node_matching(session: Session, analysis: Analysis, headers: list[OpenReply], schema: pa.Schema,
                    options: PullOptions) -> PullResult | None:
     """Where every node holds whole PARTITION BY groups, the nodes may run the matcher and ship
     only the MATCH_RECOGNIZE relation. ``auto``: when the busiest node's matching time (its
@@ -460,29 +468,29 @@ def _node_matching(session: Session, analysis: Analysis, headers: list[dict[str,
     if options.node_matching == "off" or not headers:
         return None
     trace = session.trace
-    if not all(h.get("local_partitions") for h in headers):
+    if not all(h.local_partitions for h in headers):
         if options.node_matching == "on":
             trace.warnings.append("node_matching=on: the storage nodes do not hold whole PARTITION BY groups "
                                   "(shard with --partitioning type by a PARTITION BY column); events were pulled")
         return None
     engine = "cer" if analysis.query.recognize.all_matches else "rowpattern"
-    rows = [int(h.get("total_rows") or h.get("rows") or 0) for h in headers]
-    node_seconds = max(float(h.get("beta", {}).get(engine, 200e-9)) * r for h, r in zip(headers, rows, strict=True))
-    budget = min(float(h.get("match_cpu_budget", 0.0)) for h in headers)
+    rows = [h.total_rows or h.rows for h in headers]
+    node_seconds = max(h.beta.get(engine, 200e-9) * r for h, r in zip(headers, rows, strict=True))
+    budget = min(h.match_cpu_budget for h in headers)
     model = CostModel.load(options.cost_model, options.calibration_file, engine=engine).misestimate(options.rate_scale)
     rate, beta = model.constants["rate_bytes_per_s"], model.constants["beta"]
-    row_bytes = float(np.mean([h.get("row_bytes", 0.0) for h in headers])) or 64.0
+    row_bytes = float(np.mean([h.row_bytes for h in headers])) or 64.0
     total = sum(rows)
     pulled = float(total)
     if analysis.interval_pruning and analysis.window_units is not None:
         counts = _counts(headers)
-        mins = [h["min_ts"] for h in headers if h.get("min_ts") is not None]
-        maxs = [h["max_ts"] for h in headers if h.get("max_ts") is not None]
+        mins = [h.min_ts for h in headers if h.min_ts is not None]
+        maxs = [h.max_ts for h in headers if h.max_ts is not None]
         span = float(max(maxs) - min(mins)) if mins else 1.0
         rarest = min((counts.get(v.name, 0) for v in analysis.filter_variables
                       if v.independent is not None), default=total)
         share = min(1.0, rarest * 2.0 * max(1, analysis.window_units) / max(span, 1.0))
-        pulled = share * (sum(int(h.get("rows", 0)) for h in headers) if analysis.skippable else total)
+        pulled = share * (sum(h.rows for h in headers) if analysis.skippable else total)
     pull_seconds = pulled * row_bytes / rate + beta * pulled
     decision = {"node_seconds": node_seconds, "cpu_budget": budget, "pull_seconds_estimate": pull_seconds,
                 "pulled_rows_estimate": int(pulled)}
@@ -544,11 +552,11 @@ def dfs(session: Session, query: Query, unit: str, options: PullOptions, tis_for
     window = analysis.window_units
     assert window is not None
     counts = _counts(headers)
-    mins = [h["min_ts"] for h in headers if h.get("min_ts") is not None]
-    maxs = [h["max_ts"] for h in headers if h.get("max_ts") is not None]
+    mins = [h.min_ts for h in headers if h.min_ts is not None]
+    maxs = [h.max_ts for h in headers if h.max_ts is not None]
     span = float(max(maxs) - min(mins)) if mins else 1.0
-    candidates = sum(int(h["rows"]) for h in headers)
-    row_bytes = float(np.mean([h.get("row_bytes", 0.0) for h in headers])) or 64.0
+    candidates = sum(h.rows for h in headers)
+    row_bytes = float(np.mean([h.row_bytes for h in headers])) or 64.0
     engine = "cer" if analysis.query.recognize.all_matches else "rowpattern"
     model = CostModel.load(cost_model, calibration_file, engine=engine).misestimate(rate_scale)
     order = variable_order(analysis, counts)
@@ -557,7 +565,7 @@ def dfs(session: Session, query: Query, unit: str, options: PullOptions, tis_for
     # the reply depends on the variable's condition, role and the window only: queries run
     # together with the same first variable share the round trip
     condition = analysis.variable(first).independent
-    replies = session.action("intervals", Intervals(session.query_id, first, role, window).header(),
+    replies = session.action(IntervalsReply, Intervals(session.query_id, first, role, window).header(),
                              share=(None if condition is None else to_sql(condition), role, window))
     model.probe(trace.rounds[-1].bytes_to_cn + trace.rounds[-1].bytes_to_sn, trace.rounds[-1].seconds)
     parts = [IntervalSet.from_bytes(b[0]) for _, b in replies]
@@ -600,7 +608,7 @@ def dfs(session: Session, query: Query, unit: str, options: PullOptions, tis_for
             f0 = WindowJoinFilter.with_estimates(max(1, int(counts.get(p, 0) * inside)), window, kind,
                                                  target_fpr=target_fpr)
             build = Build(p, c_p, window, int(kind), join_filter, f0.bits, f0.hashes)
-            built = session.action("wjf", Wjf(session.query_id, (build,), tis_format).header(), [tis_bytes],
+            built = session.action(WjfReply, Wjf(session.query_id, (build,), tis_format).header(), [tis_bytes],
                                    decision=decision.to_dict(), note=f"{join_filter} of {p}.{c_p} for {v}.{c_v}")
             joined: WindowJoinFilter | WindowKeySet
             if join_filter == "keyset":
@@ -614,14 +622,14 @@ def dfs(session: Session, query: Query, unit: str, options: PullOptions, tis_for
         if partners:  # the nodes kept the interval set sent with the wjf action
             # probe blob indexes stay valid: the cached set becomes blob 0 again on the node
             try:
-                verified = session.action("verify", replace(request, cached_swf=True).header(), blobs[1:])
+                verified = session.action(VerifyReply, replace(request, cached_swf=True).header(), blobs[1:])
             except NodeRefusedError as exc:  # a node restarted since the wjf round: send the set again
                 if exc.code != CACHE_MISS:
                     raise
-                verified = session.action("verify", request.header(), blobs,
+                verified = session.action(VerifyReply, request.header(), blobs,
                                           note="the interval set sent again (a storage node restarted)")
         else:
-            verified = session.action("verify", request.header(), blobs, decision=decision.to_dict())
+            verified = session.action(VerifyReply, request.header(), blobs, decision=decision.to_dict())
         tis.apply([b[0] for _, b in verified])
         model.observe_transfer(sum(len(blob) for blob in blobs) * len(session.clients),
                                trace.rounds[-1].seconds)
@@ -663,7 +671,7 @@ def naive_dfs(session: Session, query: Query, unit: str, options: PullOptions) -
     names = [v.name for v in analysis.filter_variables]
     pair_keys = sorted({(v, e.column_of(v)) for e in analysis.equalities
                         for v in (e.left_variable, e.right_variable) if v in names})
-    replies = session.action("summaries", {
+    replies = session.action(SummariesReply, {
         "window": window, "variables": [{"variable": v, "role": ROLE_NAMES[analysis.variable(v).role]}
                                         for v in names],
         "pairs": [{"variable": v, "column": c} for v, c in pair_keys]}, note="interval arrays and join pairs")
