@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -173,6 +173,30 @@ class Secret:
 FINAL_PULLS = ("pull", "pull_range", "pull_pushdown", "pull_all")
 
 
+class Coordinator(Protocol):
+    """Queries run together (:mod:`dfs_cer.strategies.multi`): the open replies fetched for the
+    group, round trips several queries share, and their final pulls made as one."""
+
+    def opened(self, session: Session) -> list[tuple[OpenReply, list[bytes]]]: ...
+
+    def shared(self, session: Session, key: tuple[object, ...], call: Callable[[], T]) -> T: ...
+
+    def request(self, session: Session, kind: str, header: dict[str, Any], blobs: list[bytes]) -> pa.Table: ...
+
+
+def check_limits(config: StrategyConfig, timeout: float | None) -> float:
+    """The query's seconds (``timeout``, else ``query_timeout_seconds``), once checked with the
+    halo limit: a clear error for a timeout or limit that cannot be."""
+    seconds = config.query_timeout_seconds if timeout is None else timeout
+    if not 0 < seconds < float("inf"):
+        raise ConfigError(f"the query timeout must be a positive, finite number of seconds, got {seconds}; "
+                          "pass e.g. --timeout 60")
+    if not 0 <= config.halo_limit <= MAX_HALO:
+        raise ConfigError(f"strategy.halo_limit must be in 0..{MAX_HALO} (the protocol's halo limit), got "
+                          f"{config.halo_limit}; lower it or leave the default")
+    return seconds
+
+
 class Session:
     """One query's conversation with all storage nodes; calls run on every node in parallel.
 
@@ -182,7 +206,10 @@ class Session:
 
     def __init__(self, clients: Sequence[StorageClient], trace: Trace, event_key: Sequence[str] | None = None,
                  dedup: bool = True, *, deadline: float | None = None, close_timeout: float = 2.0,
-                 admission_wait: float = 60.0) -> None:
+                 admission_wait: float = 60.0, query_id: str | None = None,
+                 time_ranges: Sequence[tuple[int, int]] | None = None, input_filter: str | None = None,
+                 snapshot: int | None = None, group: Coordinator | None = None, defer: bool = False,
+                 defer_min_rows: int = 0, halo_limit: int = MAX_HALO) -> None:
         self.clients = list(clients)
         self.trace = trace
         self.deadline = deadline
@@ -190,59 +217,59 @@ class Session:
         self.admission_wait = admission_wait
         for c in self.clients:
             c.deadline = deadline
-        self.query_id = uuid.uuid4().hex
+        self.query_id = query_id or uuid.uuid4().hex
         #: columns identifying an event; None: the storage nodes' manifests say (--event-key)
         self.event_key = None if event_key is None else tuple(event_key)
         self.dedup = dedup
         #: restrict the query to these inclusive time ranges (an incremental re-run)
-        self.time_ranges: list[tuple[int, int]] | None = None
+        self.time_ranges = None if time_ranges is None else [(int(a), int(b)) for a, b in time_ranges]
         #: a row-local condition every node applies to its rows first (SQL text; None: none)
-        self.input_filter: str | None = None
-        #: several queries run together (strategies.multi): the open replies fetched for the
-        #: whole group, and the coordinator that turns final pulls into one shared pull
-        self.opened: list[tuple[OpenReply, list[bytes]]] | None = None
-        self.group: Any = None
+        self.input_filter = input_filter
+        #: several queries run together (strategies.multi): the coordinator that holds the open
+        #: replies fetched for the whole group and turns final pulls into one shared pull
+        self.group = group
         #: executors take the final pull themselves (see :class:`DeferredPull`): a final pull
         #: that needs no halo rows is recorded here instead of run, when ``defer`` is on
-        self.defer = False
+        self.defer = defer
         self.deferred: tuple[str, dict[str, Any], list[bytes]] | None = None
-        self.analysis: Any = None  # the bound query, once opened
+        self.analysis: Analysis | None = None  # the bound query, once opened (open_query)
         #: copies of an event (same time and event key) may lie on several nodes, each keeping
         #: its own: a candidate pull brings every candidate's copies from every node
         self.split_copies = False
         self.time_span: tuple[int, int] | None = None  # the nodes' rows' first and last time
         self.rows_total = 0  # rows the nodes scanned at open
-        self.defer_min_rows = 0  # smaller inputs are pulled by the driver even when deferring
+        self.defer_min_rows = defer_min_rows  # smaller inputs are pulled by the driver even when deferring
         #: the table snapshot the query reads on every node (tables served in place): the one
         #: given, else the current one the nodes report when admitting the query
-        self.snapshot: int | None = None
+        self.snapshot = None if snapshot is None else int(snapshot)
         #: the most rows PREV/NEXT may reach beyond the pulled rows (``strategy.halo_limit``)
-        self.halo_limit = MAX_HALO
+        self.halo_limit = halo_limit
         self._pool = ThreadPoolExecutor(max(1, len(self.clients)))
         self._closed = False
         #: nodes that did not answer a call in time: closed in the background, not waited for
         self._hung: set[int] = set()
 
+    @property
+    def opened(self) -> list[tuple[OpenReply, list[bytes]]] | None:
+        """The open replies fetched for the whole group (a query run in a group), else None."""
+        return None if self.group is None else self.group.opened(self)
+
     @classmethod
     def connect(cls, endpoints: Sequence[str], token: str, trace: Trace, config: StrategyConfig | None = None,
                 timeout: float | None = None, event_key: Sequence[str] | None = None,
-                dedup: bool = True) -> Session:
+                dedup: bool = True, *, deadline: float | None = None, **state: Any) -> Session:
         """A session over new connections to ``endpoints``: each call gets the config's per-call
-        timeout, the whole query ``timeout`` seconds (default ``query_timeout_seconds``)."""
+        timeout, the whole query ``timeout`` seconds (default ``query_timeout_seconds``) unless
+        a ``deadline`` is given (one shared with other sessions); ``state``: the other keywords
+        of the constructor."""
         config = config or StrategyConfig()
-        seconds = config.query_timeout_seconds if timeout is None else timeout
-        if not 0 < seconds < float("inf"):
-            raise ConfigError(f"the query timeout must be a positive, finite number of seconds, got {seconds}; "
-                              "pass e.g. --timeout 60")
-        if not 0 <= config.halo_limit <= MAX_HALO:
-            raise ConfigError(f"strategy.halo_limit must be in 0..{MAX_HALO} (the protocol's halo limit), got "
-                              f"{config.halo_limit}; lower it or leave the default")
+        seconds = check_limits(config, timeout)
         clients = [StorageClient(e, token, timeout=config.call_timeout_seconds,
                                  compression=config.transfer_compression) for e in endpoints]
-        session = cls(clients, trace, event_key, dedup, deadline=time.monotonic() + seconds,
-                      close_timeout=config.close_timeout_seconds, admission_wait=config.admission_wait_seconds)
-        session.halo_limit = config.halo_limit
-        return session
+        return cls(clients, trace, event_key, dedup,
+                   deadline=time.monotonic() + seconds if deadline is None else deadline,
+                   close_timeout=config.close_timeout_seconds, admission_wait=config.admission_wait_seconds,
+                   halo_limit=config.halo_limit, **state)
 
     def finish(self, work: Callable[[], R], trace: Callable[[R], Trace]) -> R:
         """Run ``work`` and close the query on every node whatever happens. A failure is

@@ -6,10 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from dfs_cer.query import Query
 from dfs_cer.query.expr import Column, walk
 from dfs_cer.strategies.base import PullResult, Session
-from dfs_cer.strategies.options import PullOptions
+from dfs_cer.strategies.request import PullRequest
 from dfs_cer.strategies.steps import (
     candidate_counts,
     every_row_a_candidate,
@@ -26,15 +25,15 @@ from dfs_cer.transport.protocol import ROW_ID, PushPull, Upload
 from dfs_cer.transport.replies import PushPullReply
 
 
-def pull_all(session: Session, query: Query, unit: str, options: PullOptions) -> PullResult:
-    analysis, _, schema = open_query(session, query, unit)
+def pull_all(session: Session, request: PullRequest) -> PullResult:
+    analysis, _, schema = open_query(session, request)
     if analysis.prev_reach or analysis.next_reach:
         session.trace.navigation = "every row pulled: PREV/NEXT read them in place"
     return finish_pull(session, session.pull("pull_all"), analysis, schema)
 
 
-def push_down(session: Session, query: Query, unit: str, options: PullOptions) -> PullResult:
-    analysis, headers, schema = open_query(session, query, unit)
+def push_down(session: Session, request: PullRequest) -> PullResult:
+    analysis, headers, schema = open_query(session, request)
     if not analysis.skippable:
         return pull_everything(session, analysis, schema, f"pull_all ({analysis.skip_reason})")
     unordered = no_halo_reason(session, analysis, schema)
@@ -46,8 +45,8 @@ def push_down(session: Session, query: Query, unit: str, options: PullOptions) -
     return finish_pull(session, pushdown_events(session, analysis, headers), analysis, schema)
 
 
-def push_pull(session: Session, query: Query, unit: str, options: PullOptions) -> PullResult:
-    analysis, headers, schema = open_query(session, query, unit)
+def push_pull(session: Session, request: PullRequest) -> PullResult:
+    analysis, headers, schema = open_query(session, request)
     if not analysis.skippable:
         return pull_everything(session, analysis, schema, f"pull_all ({analysis.skip_reason})")
     unordered = no_halo_reason(session, analysis, schema)

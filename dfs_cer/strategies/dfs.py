@@ -14,10 +14,11 @@ import pyarrow.compute as pc
 from dfs_cer.filters import IntervalSet, WindowJoinFilter, WindowKeySet, eq1_offsets, join_kind
 from dfs_cer.plan.cost import CostInputs, CostModel
 from dfs_cer.plan.order import variable_order
-from dfs_cer.query import Analysis, Query, Role
+from dfs_cer.query import Analysis, Role
 from dfs_cer.query.expr import to_sql
 from dfs_cer.strategies.base import PullResult, Round, Session
 from dfs_cer.strategies.options import PullOptions
+from dfs_cer.strategies.request import PullRequest
 from dfs_cer.strategies.steps import (
     ROLE_NAMES,
     Tis,
@@ -108,13 +109,14 @@ def _node_matching(session: Session, analysis: Analysis, headers: list[OpenReply
     return PullResult(schema.empty_table(), trace, analysis, None, relation, matches)
 
 
-def dfs(session: Session, query: Query, unit: str, options: PullOptions, tis_format: str = "swf",
+def dfs(session: Session, request: PullRequest, tis_format: str = "swf",
         join_filter: str = "wjf") -> PullResult:
     """Dual filtering; ``tis_format`` ("swf" or "intervals") and ``join_filter`` ("wjf",
     "keyset" or "none") select the paper's ablations. ``passes`` > 1 verifies every variable
     again against the interval set the others shrank (the first variable's events are checked
     only against its own intervals in pass 1); the cost model gates each of these round trips.
     ``rate_scale`` misestimates the network rate R by that factor (an ablation)."""
+    options = request.options
     cost_model, calibration_file, target_fpr = options.cost_model, options.calibration_file, options.target_fpr
     passes, rate_scale = options.passes, options.rate_scale
     if tis_format not in ("swf", "intervals") or join_filter not in JOIN_FILTERS:
@@ -122,9 +124,9 @@ def dfs(session: Session, query: Query, unit: str, options: PullOptions, tis_for
 
         raise ConfigError(f"tis_format must be swf or intervals and join_filter one of {', '.join(JOIN_FILTERS)}; "
                           f"got {tis_format!r}, {join_filter!r}")
-    analysis, headers, schema = open_query(session, query, unit)
+    analysis, headers, schema = open_query(session, request)
     trace = session.trace
-    on_nodes = _node_matching(session, analysis, headers, schema, options)
+    on_nodes = _node_matching(session, analysis, headers, schema, request.options)
     if on_nodes is not None:
         return on_nodes
     fallback = exact_fallback(session, analysis, schema, headers)
@@ -199,18 +201,18 @@ def dfs(session: Session, query: Query, unit: str, options: PullOptions, tis_for
             order_pv = analysis.precedes(p, v)
             probes.append(Probe(c_v, -1 if order_pv else (1 if order_pv is False else 0), len(blobs), join_filter))
             blobs.append(joined.to_bytes())
-        request = Verify(session.query_id, v, ROLE_NAMES[info.role], window, tuple(probes), tis_format)
+        check = Verify(session.query_id, v, ROLE_NAMES[info.role], window, tuple(probes), tis_format)
         if partners:  # the nodes kept the interval set sent with the wjf action
             # probe blob indexes stay valid: the cached set becomes blob 0 again on the node
             try:
-                verified = session.action(VerifyReply, replace(request, cached_swf=True).header(), blobs[1:])
+                verified = session.action(VerifyReply, replace(check, cached_swf=True).header(), blobs[1:])
             except NodeRefusedError as exc:  # a node restarted since the wjf round: send the set again
                 if exc.code != CACHE_MISS:
                     raise
-                verified = session.action(VerifyReply, request.header(), blobs,
+                verified = session.action(VerifyReply, check.header(), blobs,
                                           note="the interval set sent again (a storage node restarted)")
         else:
-            verified = session.action(VerifyReply, request.header(), blobs, decision=decision.to_dict())
+            verified = session.action(VerifyReply, check.header(), blobs, decision=decision.to_dict())
         tis.apply([b[0] for _, b in verified])
         model.observe_transfer(sum(len(blob) for blob in blobs) * len(session.clients),
                                trace.rounds[-1].seconds)
@@ -221,27 +223,27 @@ def dfs(session: Session, query: Query, unit: str, options: PullOptions, tis_for
     return final_pull(session, tis, analysis, schema, headers)
 
 
-def swf_only(session: Session, query: Query, unit: str, options: PullOptions) -> PullResult:
+def swf_only(session: Session, request: PullRequest) -> PullResult:
     """Ablation: DFS without join filters (equalities are checked only on the compute node)."""
-    return dfs(session, query, unit, options, join_filter="none")
+    return dfs(session, request, join_filter="none")
 
 
-def dfs_v1(session: Session, query: Query, unit: str, options: PullOptions) -> PullResult:
+def dfs_v1(session: Session, request: PullRequest) -> PullResult:
     """Ablation: DFS with exact (value, window) tables in place of window-wise join filters."""
-    return dfs(session, query, unit, options, join_filter="keyset")
+    return dfs(session, request, join_filter="keyset")
 
 
-def dfs_v2(session: Session, query: Query, unit: str, options: PullOptions) -> PullResult:
+def dfs_v2(session: Session, request: PullRequest) -> PullResult:
     """Ablation: interval arrays in place of the SWF and exact tables in place of join filters."""
-    return dfs(session, query, unit, options, tis_format="intervals", join_filter="keyset")
+    return dfs(session, request, tis_format="intervals", join_filter="keyset")
 
 
-def naive_dfs(session: Session, query: Query, unit: str, options: PullOptions) -> PullResult:
+def naive_dfs(session: Session, request: PullRequest) -> PullResult:
     """Naive-DFS (reference notes §6): one trip for every variable's Eq. 1 interval arrays and the
     (timestamp, value) pairs of every equality column; the compute node intersects the arrays and
     applies the equalities on window ids; a second trip pulls the rows inside the result."""
-    analysis, headers, schema = open_query(session, query, unit)
-    on_nodes = _node_matching(session, analysis, headers, schema, options)
+    analysis, headers, schema = open_query(session, request)
+    on_nodes = _node_matching(session, analysis, headers, schema, request.options)
     if on_nodes is not None:
         return on_nodes
     fallback = exact_fallback(session, analysis, schema, headers)

@@ -30,7 +30,7 @@ from dfs_cer.query import Query
 from dfs_cer.strategies.base import DeferredPull, PullResult, Session, Trace
 from dfs_cer.strategies.baselines import pull_all, push_down, push_pull
 from dfs_cer.strategies.dfs import dfs, dfs_v1, dfs_v2, naive_dfs, swf_only
-from dfs_cer.strategies.options import PullOptions
+from dfs_cer.strategies.request import PullRequest
 from dfs_cer.transport.protocol import SNAPSHOT_BUSY
 
 STRATEGIES = {"pull_all": pull_all, "push_down": push_down, "push_pull": push_pull, "naive_dfs": naive_dfs,
@@ -64,25 +64,26 @@ def pull(name: str, query: Query | str, endpoints: Sequence[str], token: str, *,
     :class:`DeferredPull`) holds it, the query stays open on the nodes for executors to take it
     in time slices, and the caller must call ``result.deferred.close()`` (inputs of fewer than
     ``defer_min_rows`` rows on the nodes are pulled here all the same)."""
-    from dfs_cer.errors import ConfigError
-    from dfs_cer.strategies.base import resolve_query
+    return run(PullRequest.of(name, query, endpoints, token, integer_time_unit=integer_time_unit,
+                              event_key=event_key, dedup=dedup, time_ranges=time_ranges, timeout=timeout,
+                              config=config, input_filter=input_filter, defer=defer,
+                              defer_min_rows=defer_min_rows, snapshot=snapshot, **options))
 
-    if name not in STRATEGIES:
-        raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)}, got {name!r}")
-    checked = PullOptions.parse(options)
+
+def run(request: PullRequest) -> PullResult:
+    """Run ``request`` (see :func:`pull`)."""
     pause, deadline = 0.05, None
     while True:
         left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
-        session = Session.connect(endpoints, token, Trace(name), config, timeout if left is None else left,
-                                  event_key, dedup)
+        session = Session.connect(request.endpoints, request.token,
+                                  Trace(request.strategy, input_filter=request.input_filter), request.config,
+                                  request.timeout if left is None else left, request.event_key, request.dedup,
+                                  time_ranges=request.time_ranges, snapshot=request.snapshot,
+                                  input_filter=request.input_filter, defer=request.defer,
+                                  defer_min_rows=request.defer_min_rows)
         deadline = session.deadline
-        session.time_ranges = None if time_ranges is None else [(int(a), int(b)) for a, b in time_ranges]
-        session.snapshot = None if snapshot is None else int(snapshot)
-        session.input_filter = input_filter
-        session.trace.input_filter = input_filter
         try:
-            return _pull_once(session, name, resolve_query(query), integer_time_unit, checked, list(endpoints), token,
-                              defer, defer_min_rows, config)
+            return _pull_once(session, request)
         except DfsCerError as exc:
             # a node serves running queries on another snapshot of the table: try again shortly
             # (at the then current snapshot, unless one was asked for), within the deadline
@@ -92,14 +93,12 @@ def pull(name: str, query: Query | str, endpoints: Sequence[str], token: str, *,
         pause = min(1.0, pause * 2)
 
 
-def _pull_once(session: Session, name: str, query: Query, unit: str, checked: PullOptions, endpoints: list[str],
-               token: str, defer: bool, defer_min_rows: int, config: StrategyConfig | None) -> PullResult:
-    if not defer:
-        return session.finish(lambda: STRATEGIES[name](session, query, unit, checked), lambda r: r.trace)
-    session.defer = True
-    session.defer_min_rows = defer_min_rows
+def _pull_once(session: Session, request: PullRequest) -> PullResult:
+    strategy = STRATEGIES[request.strategy]
+    if not request.defer:
+        return session.finish(lambda: strategy(session, request), lambda r: r.trace)
     try:
-        result = STRATEGIES[name](session, query, unit, checked)
+        result = strategy(session, request)
     except BaseException:
         session.close()
         session.close_connections()
@@ -109,6 +108,6 @@ def _pull_once(session: Session, name: str, query: Query, unit: str, checked: Pu
         session.close_connections()
         return result
     kind, header, blobs = session.deferred
-    result.deferred = DeferredPull(session, endpoints, token, kind, header, blobs, session.time_span,
-                                   config or StrategyConfig())
+    result.deferred = DeferredPull(session, list(request.endpoints), request.token, kind, header, blobs,
+                                   session.time_span, request.settings)
     return result

@@ -15,8 +15,9 @@ from dfs_cer.errors import StorageError
 from dfs_cer.filters import IntervalSet, RefreshTags, ShrinkingWindowFilter
 from dfs_cer.match.rowpattern import sort_and_partition, time_values
 from dfs_cer.plan.halo import candidate_reach, no_halo, subtract_rows
-from dfs_cer.query import Analysis, Query, Role, analyze
+from dfs_cer.query import Analysis, Role, analyze
 from dfs_cer.strategies.base import PullResult, Session, Trace, sort_events
+from dfs_cer.strategies.request import PullRequest
 from dfs_cer.transport.client import NodeRefusedError
 from dfs_cer.transport.protocol import CACHE_MISS, HALO, POINT_AFTER, POINT_BEFORE, POINT_TIME, Halo
 from dfs_cer.transport.replies import OpenReply
@@ -24,7 +25,10 @@ from dfs_cer.transport.replies import OpenReply
 ROLE_NAMES = {Role.HEAD: "head", Role.TAIL: "tail", Role.MIDDLE: "middle"}
 
 
-def open_query(session: Session, query: Query, unit: str) -> tuple[Analysis, list[OpenReply], pa.Schema]:
+def open_query(session: Session, request: PullRequest) -> tuple[Analysis, list[OpenReply], pa.Schema]:
+    """Open ``request``'s query on every node (or take the group's replies): the bound query,
+    the nodes' replies and the schema; the session learns what the nodes reported."""
+    query, unit = request.query, request.integer_time_unit
     sql = query.to_sql()
     if session.opened is not None:  # opened together with other queries (strategies.multi)
         replies = session.opened
