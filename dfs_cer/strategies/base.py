@@ -125,7 +125,17 @@ class PullResult:
     #: matches the storage nodes found (node-side matching)
     node_matches: int = 0
     #: the final pull left for executors to take (``pull(..., defer=True)``); None: pulled here
-    deferred: Any = None
+    deferred: DeferredPull | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FinalPull:
+    """A final pull not made yet: its kind, ticket header and blobs (one left for executors to
+    take, or one a group of queries makes together)."""
+
+    kind: str
+    header: dict[str, Any]
+    blobs: list[bytes]
 
 
 class DeferredPull:
@@ -231,7 +241,7 @@ class Session:
         #: executors take the final pull themselves (see :class:`DeferredPull`): a final pull
         #: that needs no halo rows is recorded here instead of run, when ``defer`` is on
         self.defer = defer
-        self.deferred: tuple[str, dict[str, Any], list[bytes]] | None = None
+        self.deferred: FinalPull | None = None
         self.analysis: Analysis | None = None  # the bound query, once opened (open_query)
         #: copies of an event (same time and event key) may lie on several nodes, each keeping
         #: its own: a candidate pull brings every candidate's copies from every node
@@ -350,7 +360,7 @@ class Session:
         if self.group is not None and kind in FINAL_PULLS and shared:
             return self.group.request(self, kind, header or {}, blobs or [])
         if self.defer and kind in FINAL_PULLS and self.deferrable(kind, header or {}):
-            self.deferred = (kind, dict(header or {}), list(blobs or []))
+            self.deferred = FinalPull(kind, dict(header or {}), list(blobs or []))
             return pa.table({})
         body = {"query_id": self.query_id, "kind": kind, **(header or {})}
         tables = self.all(kind, lambda c: c.pull(body, blobs), events=lambda ts: sum(t.num_rows for t in ts),

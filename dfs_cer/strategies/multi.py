@@ -24,7 +24,7 @@ import pyarrow as pa
 from dfs_cer.config import StrategyConfig
 from dfs_cer.errors import ConfigError, DfsCerError
 from dfs_cer.query import Query, analyze
-from dfs_cer.strategies.base import PullResult, Round, Session, Trace, resolve_query
+from dfs_cer.strategies.base import FinalPull, PullResult, Round, Session, Trace, resolve_query
 from dfs_cer.strategies.options import PullOptions
 from dfs_cer.strategies.request import PullRequest
 from dfs_cer.transport.protocol import MEMBERS, SNAPSHOT_BUSY
@@ -69,7 +69,7 @@ class _SharedPull:
         self.index = {q: i for i, q in enumerate(query_ids)}
         #: each query's share of the group's open replies (:meth:`receive`)
         self.replies: list[list[tuple[OpenReply, list[bytes]]]] = []
-        self.pending: dict[int, tuple[str, dict[str, Any], list[bytes]]] = {}
+        self.pending: dict[int, FinalPull] = {}
         self.finished: set[int] = set()
         self.results: dict[int, pa.Table] = {}
         self.error: BaseException | None = None
@@ -93,7 +93,7 @@ class _SharedPull:
     def request(self, session: Session, kind: str, header: dict[str, Any], blobs: list[bytes]) -> pa.Table:
         i = self.index[session.query_id]
         with self.cond:
-            self.pending[i] = (kind, header, blobs)
+            self.pending[i] = FinalPull(kind, header, blobs)
             self._maybe_run()
             while i not in self.results and self.error is None:
                 self.cond.wait()
@@ -119,7 +119,8 @@ class _SharedPull:
         pulls: list[dict[str, Any]] = []
         blobs: list[bytes] = []
         for i in order:
-            kind, header, own = self.pending[i]
+            final = self.pending[i]
+            kind, header, own = final.kind, final.header, final.blobs
             entry: dict[str, Any] = {"query_id": self._qid(i), "kind": kind, **header}
             if own:
                 entry["blob"] = len(blobs)

@@ -107,7 +107,7 @@ def _pull_once(session: Session, request: PullRequest) -> PullResult:
         result.trace.warnings.extend(session.close())
         session.close_connections()
         return result
-    kind, header, blobs = session.deferred
-    result.deferred = DeferredPull(session, list(request.endpoints), request.token, kind, header, blobs,
-                                   session.time_span, request.settings)
+    final = session.deferred
+    result.deferred = DeferredPull(session, list(request.endpoints), request.token, final.kind,
+                                   final.header, final.blobs, session.time_span, request.settings)
     return result
