@@ -15,6 +15,11 @@
 
 Every strategy returns events whose matches equal pull_all's; one that cannot be exact for a
 query runs the nearest exact one and says so in the trace.
+
+This module is the API: :func:`pull` (the keywords users pass), :func:`run` (a
+:class:`~dfs_cer.strategies.request.PullRequest`) and :data:`STRATEGIES`. Each strategy is a
+function of the session and the request: the baselines in :mod:`.baselines`, DFS, its ablations
+and naive DFS in :mod:`.dfs`, the steps they share in :mod:`.steps`.
 """
 
 from __future__ import annotations
