@@ -57,8 +57,8 @@ def _node_matching(session: Session, analysis: Analysis, headers: list[OpenReply
         return None
     engine = "cer" if analysis.query.recognize.all_matches else "rowpattern"
     rows = [h.total_rows or h.rows for h in headers]
-    node_seconds = max(h.beta.get(engine, 200e-9) * r for h, r in zip(headers, rows, strict=True))
-    budget = min(h.match_cpu_budget for h in headers)
+    node_seconds = max(float(h.beta.get(engine, 200e-9)) * r for h, r in zip(headers, rows, strict=True))
+    budget = min(float(h.match_cpu_budget) for h in headers)
     model = CostModel.load(options.cost_model, options.calibration_file, engine=engine).misestimate(options.rate_scale)
     rate, beta = model.constants["rate_bytes_per_s"], model.constants["beta"]
     row_bytes = float(np.mean([h.row_bytes for h in headers])) or 64.0
