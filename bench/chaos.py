@@ -55,6 +55,7 @@ from dfs_cer.strategies import STRATEGIES, pull
 from dfs_cer.strategies.base import CLOSER, Session
 from dfs_cer.strategies.matching import match_pulled
 from dfs_cer.transport.client import StorageClient
+from dfs_cer.transport.replies import CloseReply, ReserveReply, StatsReply
 from storage_node.launcher import LocalCluster
 
 FAULTS = ("none", "kill", "stop", "restart", "s3-deny", "s3-down", "pressure")
@@ -115,8 +116,8 @@ def held(cluster: LocalCluster) -> list[int]:
     for e in cluster.endpoints:
         c = StorageClient(e, cluster.token, timeout=5)
         try:
-            s = c.action("stats")[0]
-            out.append(int(s["queries"]) + int(s["held_bytes"]) + int(s["reservations"]))
+            s = c.call(StatsReply)[0]
+            out.append(s.queries + s.held_bytes + s.reservations)
         finally:
             c.close()
     return out
@@ -199,14 +200,14 @@ def main() -> None:
                         for _ in range(500):
                             budget_hog["id"] += 1
                             hog = f"hog-{budget_hog['id']}"
-                            granted = c.action("reserve", {"query_id": hog, "arrival": time.time()})[0]["granted"]
+                            granted = c.call(ReserveReply, {"query_id": hog, "arrival": time.time()})[0].granted
                             hogs.append((c, hog))
                             if not granted:
                                 break
 
                     def release(hogs: list[tuple[StorageClient, str]] = hogs) -> None:
                         for c, hog in hogs:
-                            c.action("close", {"query_id": hog})
+                            c.call(CloseReply, {"query_id": hog})
                         for c in {id(c): c for c, _ in hogs}.values():
                             c.close()
 

@@ -28,6 +28,7 @@ from dfs_cer.config import StorageConfig
 from dfs_cer.datasets import synthetic_events, synthetic_queries
 from dfs_cer.io.shard import shard
 from dfs_cer.transport.client import StorageClient
+from dfs_cer.transport.replies import CloseReply, HealthReply, OpenReply
 from storage_node.launcher import LocalCluster
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1",
@@ -47,20 +48,20 @@ def write_events(path: Path, n: int, chunk: int = 2_000_000) -> None:
 def measure(dirs: list[str], env: dict[str, str], query_json: str, reps: int) -> dict[str, float]:
     with LocalCluster(dirs, env=env) as cluster:
         nodes = [StorageClient(e, cluster.token) for e in cluster.endpoints]
-        rows = sum(c.action("health")[0]["rows"] for c in nodes)
+        rows = sum(c.call(HealthReply)[0].rows or 0 for c in nodes)
         best, held = float("inf"), 0
         for r in range(reps):
             qid = f"bench-{r}"
             start = time.perf_counter()
             with ThreadPoolExecutor(len(nodes)) as pool:
                 header = {"query_id": qid, "query": query_json, "integer_time_unit": "ms"}
-                replies = list(pool.map(lambda c, h=header: c.action("open", h)[0], nodes))
+                replies = list(pool.map(lambda c, h=header: c.call(OpenReply, h)[0], nodes))
             best = min(best, time.perf_counter() - start)
-            held = sum(r_["held_bytes"] for r_ in replies)
+            held = sum(r_.held_bytes or 0 for r_ in replies)
             for c in nodes:
-                c.action("close", {"query_id": qid})
+                c.call(CloseReply, {"query_id": qid})
         return {"rows": rows, "seconds": best, "rows_per_s": rows / best, "held_bytes_per_query": held,
-                "candidates": sum(sum(v["count"] for v in r_["variables"].values()) for r_ in replies)}
+                "candidates": sum(sum(v.count for v in r_.variables.values()) for r_ in replies)}
 
 
 def main() -> None:

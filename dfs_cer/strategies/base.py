@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -20,9 +20,18 @@ from dfs_cer.query import Analysis, Query
 from dfs_cer.transport.actions import FINAL_PULLS
 from dfs_cer.transport.client import NodeTimeoutError, StorageClient
 from dfs_cer.transport.protocol import LEASE_GRACE_SECONDS, MAX_HALO, Close, Release, Reserve
+from dfs_cer.transport.replies import (
+    CloseReply,
+    OpenReply,
+    ReleaseReply,
+    Reply,
+    ReserveReply,
+    SchemaReply,
+)
 
 T = TypeVar("T")
 R = TypeVar("R")
+P = TypeVar("P", bound=Reply)
 
 
 @dataclass
@@ -117,7 +126,17 @@ class PullResult:
     #: matches the storage nodes found (node-side matching)
     node_matches: int = 0
     #: the final pull left for executors to take (``pull(..., defer=True)``); None: pulled here
-    deferred: Any = None
+    deferred: DeferredPull | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FinalPull:
+    """A final pull not made yet: its kind, ticket header and blobs (one left for executors to
+    take, or one a group of queries makes together)."""
+
+    kind: str
+    header: dict[str, Any]
+    blobs: list[bytes]
 
 
 class DeferredPull:
@@ -161,6 +180,30 @@ class Secret:
     __str__ = __repr__
 
 
+class Coordinator(Protocol):
+    """Queries run together (:mod:`dfs_cer.strategies.multi`): the open replies fetched for the
+    group, round trips several queries share, and their final pulls made as one."""
+
+    def opened(self, session: Session) -> list[tuple[OpenReply, list[bytes]]]: ...
+
+    def shared(self, session: Session, key: tuple[object, ...], call: Callable[[], T]) -> T: ...
+
+    def request(self, session: Session, kind: str, header: dict[str, Any], blobs: list[bytes]) -> pa.Table: ...
+
+
+def check_limits(config: StrategyConfig, timeout: float | None) -> float:
+    """The query's seconds (``timeout``, else ``query_timeout_seconds``), once checked with the
+    halo limit: a clear error for a timeout or limit that cannot be."""
+    seconds = config.query_timeout_seconds if timeout is None else timeout
+    if not 0 < seconds < float("inf"):
+        raise ConfigError(f"the query timeout must be a positive, finite number of seconds, got {seconds}; "
+                          "pass e.g. --timeout 60")
+    if not 0 <= config.halo_limit <= MAX_HALO:
+        raise ConfigError(f"strategy.halo_limit must be in 0..{MAX_HALO} (the protocol's halo limit), got "
+                          f"{config.halo_limit}; lower it or leave the default")
+    return seconds
+
+
 class Session:
     """One query's conversation with all storage nodes; calls run on every node in parallel.
 
@@ -170,7 +213,10 @@ class Session:
 
     def __init__(self, clients: Sequence[StorageClient], trace: Trace, event_key: Sequence[str] | None = None,
                  dedup: bool = True, *, deadline: float | None = None, close_timeout: float = 2.0,
-                 admission_wait: float = 60.0) -> None:
+                 admission_wait: float = 60.0, query_id: str | None = None,
+                 time_ranges: Sequence[tuple[int, int]] | None = None, input_filter: str | None = None,
+                 snapshot: int | None = None, group: Coordinator | None = None, defer: bool = False,
+                 defer_min_rows: int = 0, halo_limit: int = MAX_HALO) -> None:
         self.clients = list(clients)
         self.trace = trace
         self.deadline = deadline
@@ -178,59 +224,59 @@ class Session:
         self.admission_wait = admission_wait
         for c in self.clients:
             c.deadline = deadline
-        self.query_id = uuid.uuid4().hex
+        self.query_id = query_id or uuid.uuid4().hex
         #: columns identifying an event; None: the storage nodes' manifests say (--event-key)
         self.event_key = None if event_key is None else tuple(event_key)
         self.dedup = dedup
         #: restrict the query to these inclusive time ranges (an incremental re-run)
-        self.time_ranges: list[tuple[int, int]] | None = None
+        self.time_ranges = None if time_ranges is None else [(int(a), int(b)) for a, b in time_ranges]
         #: a row-local condition every node applies to its rows first (SQL text; None: none)
-        self.input_filter: str | None = None
-        #: several queries run together (strategies.multi): the open replies fetched for the
-        #: whole group, and the coordinator that turns final pulls into one shared pull
-        self.opened: list[tuple[dict[str, Any], list[bytes]]] | None = None
-        self.group: Any = None
+        self.input_filter = input_filter
+        #: several queries run together (strategies.multi): the coordinator that holds the open
+        #: replies fetched for the whole group and turns final pulls into one shared pull
+        self.group = group
         #: executors take the final pull themselves (see :class:`DeferredPull`): a final pull
         #: that needs no halo rows is recorded here instead of run, when ``defer`` is on
-        self.defer = False
-        self.deferred: tuple[str, dict[str, Any], list[bytes]] | None = None
-        self.analysis: Any = None  # the bound query, once opened
+        self.defer = defer
+        self.deferred: FinalPull | None = None
+        self.analysis: Analysis | None = None  # the bound query, once opened (open_query)
         #: copies of an event (same time and event key) may lie on several nodes, each keeping
         #: its own: a candidate pull brings every candidate's copies from every node
         self.split_copies = False
         self.time_span: tuple[int, int] | None = None  # the nodes' rows' first and last time
         self.rows_total = 0  # rows the nodes scanned at open
-        self.defer_min_rows = 0  # smaller inputs are pulled by the driver even when deferring
+        self.defer_min_rows = defer_min_rows  # smaller inputs are pulled by the driver even when deferring
         #: the table snapshot the query reads on every node (tables served in place): the one
         #: given, else the current one the nodes report when admitting the query
-        self.snapshot: int | None = None
+        self.snapshot = None if snapshot is None else int(snapshot)
         #: the most rows PREV/NEXT may reach beyond the pulled rows (``strategy.halo_limit``)
-        self.halo_limit = MAX_HALO
+        self.halo_limit = halo_limit
         self._pool = ThreadPoolExecutor(max(1, len(self.clients)))
         self._closed = False
         #: nodes that did not answer a call in time: closed in the background, not waited for
         self._hung: set[int] = set()
 
+    @property
+    def opened(self) -> list[tuple[OpenReply, list[bytes]]] | None:
+        """The open replies fetched for the whole group (a query run in a group), else None."""
+        return None if self.group is None else self.group.opened(self)
+
     @classmethod
     def connect(cls, endpoints: Sequence[str], token: str, trace: Trace, config: StrategyConfig | None = None,
                 timeout: float | None = None, event_key: Sequence[str] | None = None,
-                dedup: bool = True) -> Session:
+                dedup: bool = True, *, deadline: float | None = None, **state: Any) -> Session:
         """A session over new connections to ``endpoints``: each call gets the config's per-call
-        timeout, the whole query ``timeout`` seconds (default ``query_timeout_seconds``)."""
+        timeout, the whole query ``timeout`` seconds (default ``query_timeout_seconds``) unless
+        a ``deadline`` is given (one shared with other sessions); ``state``: the other keywords
+        of the constructor."""
         config = config or StrategyConfig()
-        seconds = config.query_timeout_seconds if timeout is None else timeout
-        if not 0 < seconds < float("inf"):
-            raise ConfigError(f"the query timeout must be a positive, finite number of seconds, got {seconds}; "
-                              "pass e.g. --timeout 60")
-        if not 0 <= config.halo_limit <= MAX_HALO:
-            raise ConfigError(f"strategy.halo_limit must be in 0..{MAX_HALO} (the protocol's halo limit), got "
-                              f"{config.halo_limit}; lower it or leave the default")
+        seconds = check_limits(config, timeout)
         clients = [StorageClient(e, token, timeout=config.call_timeout_seconds,
                                  compression=config.transfer_compression) for e in endpoints]
-        session = cls(clients, trace, event_key, dedup, deadline=time.monotonic() + seconds,
-                      close_timeout=config.close_timeout_seconds, admission_wait=config.admission_wait_seconds)
-        session.halo_limit = config.halo_limit
-        return session
+        return cls(clients, trace, event_key, dedup,
+                   deadline=time.monotonic() + seconds if deadline is None else deadline,
+                   close_timeout=config.close_timeout_seconds, admission_wait=config.admission_wait_seconds,
+                   halo_limit=config.halo_limit, **state)
 
     def finish(self, work: Callable[[], R], trace: Callable[[R], Trace]) -> R:
         """Run ``work`` and close the query on every node whatever happens. A failure is
@@ -277,15 +323,17 @@ class Session:
                                        events(results) if events else 0, seconds, decision, note))
         return results
 
-    def action(self, name: str, header: dict[str, Any], blobs: list[bytes] | None = None,
+    def action(self, reply: type[P], header: dict[str, Any], blobs: list[bytes] | None = None,
                per_node: Callable[[int], tuple[dict[str, Any], list[bytes]]] | None = None,
                share: tuple[object, ...] | None = None,
-               **round_info: Any) -> list[tuple[dict[str, Any], list[bytes]]]:
-        """Call ``name`` on every node. ``share``: a key saying the replies depend only on it (not
-        on this query), so queries run together make the round trip once."""
+               **round_info: Any) -> list[tuple[P, list[bytes]]]:
+        """Call ``reply.ACTION`` on every node; each node's reply parsed into ``reply``.
+        ``share``: a key saying the replies depend only on it (not on this query), so queries
+        run together make the round trip once."""
+        name = reply.ACTION
         if share is not None and self.group is not None:
             return self.group.shared(self, (name, *share),
-                                     lambda: self.action(name, header, blobs, per_node, **round_info))
+                                     lambda: self.action(reply, header, blobs, per_node, **round_info))
         lease: dict[str, Any] = {}
         if name == "open" and self.deadline is not None:  # the nodes drop the state by themselves after it
             lease["lease_seconds"] = round(max(1.0, self.deadline - time.monotonic()), 3)
@@ -294,11 +342,11 @@ class Session:
         body = {"query_id": self.query_id, **header, **lease}
         index = {id(c): i for i, c in enumerate(self.clients)}
 
-        def call(c: StorageClient) -> tuple[dict[str, Any], list[bytes]]:
+        def call(c: StorageClient) -> tuple[P, list[bytes]]:
             if per_node is not None:
                 h, b = per_node(index[id(c)])
-                return c.action(name, {"query_id": self.query_id, **h, **lease}, b)
-            return c.action(name, body, blobs)
+                return c.call(reply, {"query_id": self.query_id, **h, **lease}, b)
+            return c.call(reply, body, blobs)
 
         return self.all(name, call, **round_info)
 
@@ -309,7 +357,7 @@ class Session:
         if self.group is not None and kind in FINAL_PULLS and shared:
             return self.group.request(self, kind, header or {}, blobs or [])
         if self.defer and kind in FINAL_PULLS and self.deferrable(kind, header or {}):
-            self.deferred = (kind, dict(header or {}), list(blobs or []))
+            self.deferred = FinalPull(kind, dict(header or {}), list(blobs or []))
             return pa.table({})
         body = {"query_id": self.query_id, "kind": kind, **(header or {})}
         tables = self.all(kind, lambda c: c.pull(body, blobs), events=lambda ts: sum(t.num_rows for t in ts),
@@ -346,7 +394,7 @@ class Session:
 
     def schemas(self) -> list[pa.Schema]:
         """Every node's exact schema (one round trip)."""
-        return [pa.ipc.read_schema(pa.py_buffer(blobs[0])) for _, blobs in self.action("schema", {})]
+        return [pa.ipc.read_schema(pa.py_buffer(blobs[0])) for _, blobs in self.action(SchemaReply, {})]
 
     def reserve(self) -> None:
         """Room for the query on every storage node or on none (never one while waiting for
@@ -357,18 +405,17 @@ class Session:
         give_up = time.monotonic() + self.admission_wait
         pause = 0.02
         while True:
-            replies = self.action("reserve", Reserve(self.query_id, arrival).header())
-            refused = [i for i, (h, _) in enumerate(replies) if not h.get("granted")]
+            replies = self.action(ReserveReply, Reserve(self.query_id, arrival).header())
+            refused = [i for i, (h, _) in enumerate(replies) if not h.granted]
             if not refused:
                 if self.snapshot is None:  # a table's current snapshot (the latest commit any node saw)
-                    pins = [(int(h.get("snapshot_ms") or 0), int(h["snapshot"])) for h, _ in replies
-                            if isinstance(h.get("snapshot"), int)]
+                    pins = [(h.snapshot_ms or 0, h.snapshot) for h, _ in replies if h.snapshot is not None]
                     self.snapshot = max(pins)[1] if pins else None
                 return
             self.trace.rounds.pop()  # waiting is not a round trip of the strategy
             for i, c in enumerate(self.clients):
                 if i not in refused:
-                    c.action("release", Release(self.query_id).header())
+                    c.call(ReleaseReply, Release(self.query_id).header())
             if time.monotonic() > give_up:
                 from dfs_cer.transport.client import NodeRefusedError
 
@@ -391,7 +438,7 @@ class Session:
                         "from now at the latest)")
             c.deadline, c.timeout = None, self.close_timeout
             try:
-                c.action("close", Close(self.query_id).header())
+                c.call(CloseReply, Close(self.query_id).header())
             except Exception as exc:
                 CLOSER.later(c, self.query_id, self.lease_end)
                 return (f"close: {exc} (retried in the background; the node drops the query's state by itself "
@@ -442,7 +489,7 @@ class _Closer:
                     continue  # the node has dropped it by itself
                 client = StorageClient(endpoint, token, timeout=1.0, tls_root_certs=certs)
                 try:
-                    client.action("close", Close(qid).header())
+                    client.call(CloseReply, Close(qid).header())
                 except DfsCerError:
                     left.append((endpoint, token, certs, qid, until))
                 finally:

@@ -16,6 +16,7 @@ from dfs_cer.strategies.base import PullResult
 from dfs_cer.strategies.matching import match_pulled
 from dfs_cer.strategies.pull import pull
 from dfs_cer.transport.client import StorageClient
+from dfs_cer.transport.replies import FilesReply
 
 #: options that change which matches a query has (a re-run must use the saved run's)
 SEMANTIC = ("integer_time_unit", "event_key", "dedup")
@@ -38,23 +39,23 @@ def shard_files(endpoints: Sequence[str], token: str,
     """Every storage node's files (with time bounds), in endpoint order, and the table snapshot
     they are of (nodes serving a table in place; None for shard sets): ``snapshot``, else the
     table's current one, the same on every node."""
-    def ask(pin: int | None) -> list[dict[str, Any]]:
+    def ask(pin: int | None) -> list[FilesReply]:
         out = []
         for e in endpoints:
             client = StorageClient(e, token)
             try:
-                header, _ = client.action("files", {} if pin is None else {"snapshot": pin})
+                header, _ = client.call(FilesReply, {} if pin is None else {"snapshot": pin})
             finally:
                 client.close()
             out.append(header)
         return out
 
     headers = ask(snapshot)
-    seen = [h.get("snapshot") for h in headers]
+    seen = [h.snapshot for h in headers]
     if snapshot is None and len(set(seen)) > 1:  # a commit between two calls: all at the last node's
         snapshot = seen[-1]
         headers = ask(snapshot)
-    return [list(h["files"]) for h in headers], headers[0].get("snapshot") if headers else None
+    return [list(h.files) for h in headers], headers[0].snapshot if headers else None
 
 
 def _key(f: dict[str, Any]) -> str:

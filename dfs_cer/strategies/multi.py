@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -22,9 +23,11 @@ import pyarrow as pa
 from dfs_cer.config import StrategyConfig
 from dfs_cer.errors import SNAPSHOT_BUSY, ConfigError
 from dfs_cer.query import Query, analyze
-from dfs_cer.strategies.base import PullResult, Round, Session, Trace, resolve_query
+from dfs_cer.strategies.base import FinalPull, PullResult, Round, Session, Trace, resolve_query
 from dfs_cer.strategies.options import PullOptions
+from dfs_cer.strategies.request import PullRequest
 from dfs_cer.transport.protocol import MEMBERS
+from dfs_cer.transport.replies import GroupOpenReply, OpenReply
 from dfs_cer.transport.retry import retry_on
 
 T = TypeVar("T")
@@ -60,28 +63,37 @@ class _SharedPull:
     """Collects the queries' final pulls; when every query has asked or finished without one,
     the last to arrive runs one ``pull_group`` per node and hands each query its rows."""
 
-    def __init__(self, group: Session, sessions: list[Session]) -> None:
+    def __init__(self, group: Session, query_ids: list[str]) -> None:
         self.group = group
-        self.sessions = sessions
-        self.index = {id(s): i for i, s in enumerate(sessions)}
-        self.pending: dict[int, tuple[str, dict[str, Any], list[bytes]]] = {}
+        self.query_ids = query_ids
+        self.index = {q: i for i, q in enumerate(query_ids)}
+        #: each query's share of the group's open replies (:meth:`receive`)
+        self.replies: list[list[tuple[OpenReply, list[bytes]]]] = []
+        self.pending: dict[int, FinalPull] = {}
         self.finished: set[int] = set()
         self.results: dict[int, pa.Table] = {}
         self.error: BaseException | None = None
-        self.count = len(sessions)
+        self.count = len(query_ids)
         self.cond = threading.Condition()
         self.ran = False
         self.calls: dict[tuple[object, ...], _Call] = {}
 
+    def receive(self, replies: list[tuple[GroupOpenReply, list[bytes]]]) -> None:
+        """The group's open replies: each query gets its own part of every node's."""
+        self.replies = [[(h.group[k], blobs) for h, blobs in replies] for k in range(self.count)]
+
+    def opened(self, session: Session) -> list[tuple[OpenReply, list[bytes]]]:
+        return self.replies[self.index[session.query_id]]
+
     def done(self, session: Session) -> None:
         with self.cond:
-            self.finished.add(self.index[id(session)])
+            self.finished.add(self.index[session.query_id])
             self._maybe_run()
 
     def request(self, session: Session, kind: str, header: dict[str, Any], blobs: list[bytes]) -> pa.Table:
-        i = self.index[id(session)]
+        i = self.index[session.query_id]
         with self.cond:
-            self.pending[i] = (kind, header, blobs)
+            self.pending[i] = FinalPull(kind, header, blobs)
             self._maybe_run()
             while i not in self.results and self.error is None:
                 self.cond.wait()
@@ -107,7 +119,8 @@ class _SharedPull:
         pulls: list[dict[str, Any]] = []
         blobs: list[bytes] = []
         for i in order:
-            kind, header, own = self.pending[i]
+            final = self.pending[i]
+            kind, header, own = final.kind, final.header, final.blobs
             entry: dict[str, Any] = {"query_id": self._qid(i), "kind": kind, **header}
             if own:
                 entry["blob"] = len(blobs)
@@ -146,7 +159,7 @@ class _SharedPull:
         return entry.value
 
     def _qid(self, i: int) -> str:
-        return self.sessions[i].query_id
+        return self.query_ids[i]
 
 
 def pull_many(name: str, queries: Sequence[Query | str], endpoints: Sequence[str], token: str, *,
@@ -185,36 +198,34 @@ def _pull_many_once(name: str, queries: Sequence[Query | str], endpoints: Sequen
         return GroupResult([result], Trace(f"{name} x1"), time.perf_counter() - began)
     # a client (connection) per query and node: each counts the bytes of its own calls while
     # the queries' round trips overlap
-    group = Session.connect(endpoints, token, Trace(f"{name} x{len(parsed)}"), config, timeout)
-    group.snapshot = None if snapshot is None else int(snapshot)
-    sessions = [Session.connect(endpoints, token, Trace(name), config, timeout, event_key, dedup) for _ in parsed]
-    for s in sessions:  # one deadline for the whole group
-        s.deadline = group.deadline
-        for c in s.clients:
-            c.deadline = group.deadline
+    group = Session.connect(endpoints, token, Trace(f"{name} x{len(parsed)}"), config, timeout, snapshot=snapshot)
+    query_ids = [uuid.uuid4().hex for _ in parsed]
+    shared = _SharedPull(group, query_ids)
+    sessions: list[Session] = []
+    request = PullRequest(name, parsed[0], tuple(endpoints), token, integer_time_unit,
+                          None if event_key is None else tuple(event_key), dedup, timeout=timeout, config=config,
+                          snapshot=snapshot, options=checked)
     began = time.perf_counter()
     try:
         # the event key and dedup decide which copy of an event is a candidate on the nodes
         keyed = {} if event_key is None else {"event_key": list(event_key)}
-        members = [{"query_id": s.query_id, "sql": q.to_sql(), "integer_time_unit": integer_time_unit,
-                    "dedup": dedup, **keyed} for s, q in zip(sessions, parsed, strict=True)]
+        members = [{"query_id": qid, "sql": q.to_sql(), "integer_time_unit": integer_time_unit,
+                    "dedup": dedup, **keyed} for qid, q in zip(query_ids, parsed, strict=True)]
         # pull_all's final pulls take every row: the group's table must hold them all (so do
         # queries reaching past this compute node's halo limit; the nodes add their own)
         limit = (config or StrategyConfig()).halo_limit
         whole = name == "pull_all" or any(max(a.prev_reach, a.next_reach) > limit for a in map(analyze, parsed))
         group.reserve()  # room on every node or on none (and a table's snapshot for all the queries)
-        for s in sessions:
-            s.snapshot = group.snapshot
-        replies = group.action("open", {}, per_node=lambda i: ({"group": members, "schema": i == 0,
-                                                                  "whole": whole}, []))
-        shared = _SharedPull(group, sessions)
-        for k, s in enumerate(sessions):
-            s.opened = [(h["group"][k], blobs) for h, blobs in replies]
-            s.group = shared
+        # a client (connection) per query and node; one deadline for the whole group
+        sessions.extend(Session.connect(endpoints, token, Trace(name), config, timeout, event_key, dedup,
+                                        deadline=group.deadline, query_id=qid, snapshot=group.snapshot,
+                                        group=shared) for qid in query_ids)
+        shared.receive(group.action(GroupOpenReply, {}, per_node=lambda i: (
+            {"group": members, "schema": i == 0, "whole": whole}, [])))
 
         def run(k: int) -> PullResult:
             try:
-                return STRATEGIES[name](sessions[k], parsed[k], integer_time_unit, checked)
+                return STRATEGIES[name](sessions[k], request.with_query(parsed[k]))
             finally:
                 shared.done(sessions[k])
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -38,6 +37,7 @@ from dfs_cer.situations.run import (
 )
 from dfs_cer.strategies.base import Session, Trace
 from dfs_cer.transport.protocol import SEGMENT
+from dfs_cer.transport.replies import SituationsReply
 
 STRATEGIES = ("dfs", "pull_all")
 
@@ -66,8 +66,8 @@ def pull_situations(sql: str | SituationQuery, endpoints: Sequence[str], token: 
 
     def work() -> SituationResult:
         if strategy == "dfs":
-            replies = session.action("situations", {"sql": text, "integer_time_unit": integer_time_unit})
-            reasons = [h.get("reason") for h, _ in replies if not h.get("derived")]
+            replies = session.action(SituationsReply, {"sql": text, "integer_time_unit": integer_time_unit})
+            reasons = [h.reason for h, _ in replies if not h.derived]
             if not reasons:
                 return SituationResult(_from_fragments(session, query, replies, integer_time_unit, event_key),
                                        session.trace)
@@ -79,7 +79,7 @@ def pull_situations(sql: str | SituationQuery, endpoints: Sequence[str], token: 
     return session.finish(work, lambda r: r.trace)
 
 
-def _from_fragments(session: Session, query: SituationQuery, replies: list[tuple[dict[str, Any], list[bytes]]],
+def _from_fragments(session: Session, query: SituationQuery, replies: list[tuple[SituationsReply, list[bytes]]],
                     unit: str, event_key: Sequence[str]) -> pa.Table:
     fragments = pa.concat_tables([_table(b[0]) for _, b in replies], promote_options="permissive")
     blocks = pa.concat_tables([_table(b[1]) for _, b in replies], promote_options="permissive")

@@ -69,13 +69,14 @@ def whole_table_query(name: str, endpoints: Sequence[str], token: str) -> Query:
 
     from dfs_cer.query.parser import parse
     from dfs_cer.transport.client import StorageClient
+    from dfs_cer.transport.replies import FilesReply
 
     client = StorageClient(endpoints[0], token)
     try:
-        header, _ = client.action("files", {})
+        header, _ = client.call(FilesReply, {})
     finally:
         client.close()
-    time_column = exp.to_identifier(str(header["time_column"])).sql()
+    time_column = exp.to_identifier(str(header.time_column)).sql()
     return parse(f"SELECT * FROM {exp.to_identifier(name).sql()} MATCH_RECOGNIZE (ORDER BY {time_column} "
                  "PATTERN (A) DEFINE A AS TRUE)")
 

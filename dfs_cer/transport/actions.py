@@ -11,7 +11,7 @@ pulls) are derived here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from dfs_cer.transport.protocol import (
@@ -26,6 +26,7 @@ from dfs_cer.transport.protocol import (
     Verify,
     Wjf,
 )
+from dfs_cer.transport.replies import REPLIES
 
 #: how a call travels: a Flight DoAction (framed reply), a DoGet ticket (an Arrow stream) or a DoPut
 Call = Literal["action", "get", "put"]
@@ -43,7 +44,8 @@ class Action:
     handler: str
     #: the frozen request type whose ``parse`` checks the header (None: checked by the handler)
     request: type | None = None
-    #: the reply type (None: a plain header dict, or an Arrow stream for a pull)
+    #: the reply type, parsed once where the client decodes the reply (None: an Arrow stream,
+    #: for a pull); filled from :data:`dfs_cer.transport.replies.REPLIES`
     reply: type | None = None
     #: runs outside an opened query: the node does not ask for a query it holds
     lifecycle: bool = False
@@ -70,8 +72,8 @@ def _pull(name: str, family: str, handler: str, request: type | None = None, *, 
     return Action(name, "get", family, handler, request, lifecycle=lifecycle, sliceable=sliceable)
 
 
-#: every call, DoActions in the order the node lists them
-PROTOCOL: tuple[Action, ...] = (
+#: every call, DoActions in the order the node lists them (reply types added below)
+_CALLS: tuple[Action, ...] = (
     _lifecycle("reserve", "lifecycle", Reserve),
     _lifecycle("release", "lifecycle", Release),
     _lifecycle("open", "lifecycle", reopens=False),
@@ -98,6 +100,9 @@ PROTOCOL: tuple[Action, ...] = (
     _pull("pull_group", "pulls", "pull_group", lifecycle=True),
     Action("upload", "put", "push_pull", "upload", Upload, blobs=False),
 )
+#: every call with its reply type
+PROTOCOL: tuple[Action, ...] = tuple(replace(a, reply=REPLIES.get(a.name)) if a.call == "action" else a
+                                     for a in _CALLS)
 
 #: the DoActions by name
 ACTIONS: dict[str, Action] = {a.name: a for a in PROTOCOL if a.call == "action"}

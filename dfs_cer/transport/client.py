@@ -31,8 +31,10 @@ from dfs_cer.transport.actions import ACTIONS
 from dfs_cer.transport.codes import error_code
 from dfs_cer.transport.envelope import is_sealed, open_sealed
 from dfs_cer.transport.messages import decode, encode
+from dfs_cer.transport.replies import Reply
 
 T = TypeVar("T")
+R = TypeVar("R", bound=Reply)
 
 
 class NodeTimeoutError(StorageError):
@@ -174,6 +176,13 @@ class StorageClient:
             self._journal = [("open", lambda: self._quiet_action(name, body, _fingerprint(reply[0])))]
             self._replayed = False
         return reply
+
+    def call(self, reply: type[R], header: dict[str, Any] | None = None,
+             blobs: list[bytes] | None = None) -> tuple[R, list[bytes]]:
+        """:meth:`action` ``reply.ACTION``, its reply header parsed into ``reply`` (checked once,
+        here: a missing or ill-typed field is a ProtocolError)."""
+        head, out = self.action(reply.ACTION, header, blobs)
+        return reply.parse(head), out
 
     def _quiet_action(self, name: str, body: bytes, expected: tuple[Any, ...]) -> None:
         """Repeat a journaled open (its bytes count as the round trip they belong to); the node

@@ -67,7 +67,8 @@ def test_derived_sets() -> None:
     assert {n for n, a in ACTIONS.items() if not a.decoded} == {"health", "stats"}
     # the client re-opens a lost query and calls again for every action but open and close
     assert {n for n, a in ACTIONS.items() if not a.reopens} == {"open", "close"}
-    assert not any(a.reply for a in PROTOCOL)  # reply types: wired when the typed replies land
+    # every control action names its reply type; pulls reply an Arrow stream
+    assert all(a.reply for a in ACTIONS.values()) and not any(a.reply for a in PULLS.values())
 
 
 def test_every_handler_exists_on_the_nodes_families() -> None:
@@ -93,3 +94,10 @@ def test_every_request_type_parses_its_own_header(request_type: type) -> None:
 
 def test_samples_cover_every_request_type() -> None:
     assert {a.request for a in PROTOCOL if a.request} <= SAMPLES.keys()
+
+
+def test_every_control_action_has_its_reply_type_in_the_table() -> None:
+    from dfs_cer.transport.actions import ACTIONS
+    from dfs_cer.transport.replies import REPLIES
+
+    assert {name: a.reply for name, a in ACTIONS.items()} == REPLIES

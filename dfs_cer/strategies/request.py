@@ -1,0 +1,94 @@
+"""A pull as a value: what :func:`dfs_cer.strategies.pull` is asked, checked once, immutable.
+
+Built by :meth:`PullRequest.of` (the keywords ``pull`` takes) and refined like pyiceberg's
+``TableScan``: :meth:`~PullRequest.update`, :meth:`~PullRequest.with_options` and the other
+``with_...`` methods return a new request and leave the one they were called on as it was.
+:func:`dfs_cer.strategies.pull.run` runs one; every strategy takes one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from dfs_cer.config import StrategyConfig
+from dfs_cer.errors import ConfigError
+from dfs_cer.query import Query
+from dfs_cer.strategies.options import PullOptions
+
+
+@dataclass(frozen=True, slots=True)
+class PullRequest:
+    """Run ``strategy`` for ``query`` against the storage nodes at ``endpoints`` (the keywords
+    are those of :func:`dfs_cer.strategies.pull`, which documents them)."""
+
+    strategy: str
+    query: Query
+    endpoints: tuple[str, ...]
+    token: str = field(repr=False)
+    integer_time_unit: str = "s"
+    #: columns identifying an event; None: the storage nodes' shard sets say
+    event_key: tuple[str, ...] | None = None
+    dedup: bool = True
+    #: restrict the query to these inclusive time ranges (an incremental re-run)
+    time_ranges: tuple[tuple[int, int], ...] | None = None
+    #: seconds for the whole query (None: ``strategy.query_timeout_seconds``)
+    timeout: float | None = None
+    config: StrategyConfig | None = None
+    #: a row-local condition every node applies to its rows first (SQL text; None: none)
+    input_filter: str | None = None
+    defer: bool = False
+    defer_min_rows: int = 0
+    #: the table snapshot every node reads (tables served in place; None: the current one)
+    snapshot: int | None = None
+    options: PullOptions = field(default_factory=PullOptions)
+
+    @classmethod
+    def of(cls, name: str, query: Query | str, endpoints: Sequence[str], token: str, *,
+           integer_time_unit: str = "s", event_key: Sequence[str] | None = None, dedup: bool = True,
+           time_ranges: Sequence[tuple[int, int]] | None = None, timeout: float | None = None,
+           config: StrategyConfig | None = None, input_filter: str | None = None, defer: bool = False,
+           defer_min_rows: int = 0, snapshot: int | None = None, **options: Any) -> PullRequest:
+        """The request ``pull(name, query, endpoints, token, ...)`` makes, checked in the order
+        ``pull`` always checked it: the strategy's name, the options, the time limits, the query."""
+        from dfs_cer.strategies.base import check_limits, resolve_query
+        from dfs_cer.strategies.pull import STRATEGIES
+
+        if name not in STRATEGIES:
+            raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)}, got {name!r}")
+        checked = PullOptions.parse(options)
+        check_limits(config or StrategyConfig(), timeout)
+        return cls(name, resolve_query(query), tuple(endpoints), token, integer_time_unit,
+                   None if event_key is None else tuple(event_key), dedup,
+                   None if time_ranges is None else tuple((int(a), int(b)) for a, b in time_ranges),
+                   timeout, config, input_filter, defer, defer_min_rows,
+                   None if snapshot is None else int(snapshot), checked)
+
+    @property
+    def settings(self) -> StrategyConfig:
+        """The strategy settings in force (the defaults when none were given)."""
+        return self.config or StrategyConfig()
+
+    def update(self, **changes: Any) -> PullRequest:
+        """A new request with ``changes`` (fields of this type) applied."""
+        names = {f.name for f in fields(self)}
+        unknown = sorted(set(changes) - names)
+        if unknown:
+            raise ConfigError(f"unknown pull request field{'s' if len(unknown) > 1 else ''} "
+                              f"{', '.join(unknown)}; the fields are {', '.join(sorted(names))}")
+        return replace(self, **changes)
+
+    def with_options(self, **options: Any) -> PullRequest:
+        """A new request with these strategy options (checked) over the current ones."""
+        current = {f.name: getattr(self.options, f.name) for f in fields(self.options)}
+        return replace(self, options=PullOptions.parse({**current, **options}))
+
+    def with_query(self, query: Query) -> PullRequest:
+        return replace(self, query=query)
+
+    def with_time_ranges(self, ranges: Sequence[tuple[int, int]] | None) -> PullRequest:
+        return replace(self, time_ranges=None if ranges is None else tuple((int(a), int(b)) for a, b in ranges))
+
+    def with_snapshot(self, snapshot: int | None) -> PullRequest:
+        return replace(self, snapshot=None if snapshot is None else int(snapshot))
