@@ -70,7 +70,7 @@ def _node_of(partitioning: str, nodes: int, offset: int, batch: pa.RecordBatch, 
     n = batch.num_rows
     if partitioning == "random" and event_key:
         # by a hash of (time, event key): every copy of an event, late ones included, on one node
-        from dfs_cer.match.identity import row_hashes
+        from dfs_cer.events.identity import row_hashes
 
         hashes = row_hashes(pa.Table.from_batches([batch]), [time_column, *event_key])
         return (hashes % np.uint64(nodes)).astype(np.int64)

@@ -164,7 +164,7 @@ def run_cer(table: pa.Table, analysis: Analysis, *, selection: str = "skip_till_
     row_part = np.repeat(np.arange(bounds.size - 1), np.diff(bounds)) if n else np.zeros(0, np.int64)
     row_hash = None
     if match_ids:
-        from dfs_cer.match import identity
+        from dfs_cer.events import identity
 
         cols = identity.identity_columns(original.schema, partition_by, [order_col], analysis.event_key)
         row_hash = identity.event_hashes(original.take(pa.array(order)), cols)
@@ -1040,7 +1040,7 @@ class _Engine:
                   names: list[str], count: int) -> pa.Table:
         if self.row_hash is None:
             return relation
-        from dfs_cer.match import identity
+        from dfs_cer.events import identity
 
         present = [n for n in names if n in bound or n in kleene]
         if kleene:  # variable-length matches: flatten per match, variables in pattern order

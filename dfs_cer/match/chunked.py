@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from dfs_cer.events.identity import ID_COLUMNS
 from dfs_cer.match.columns import HALO, split_halo
-from dfs_cer.match.identity import ID_COLUMNS
 from dfs_cer.match.numbering import hashable, renumber
 from dfs_cer.match.rowpattern import run_row_pattern, sort_partition_flags, time_values
 from dfs_cer.plan.chunks import POS, ChunkPlan, Key, Part, Report, State, pick_reports

@@ -81,7 +81,7 @@ def _sort_keys(table: pa.Table, columns: list[str]) -> pa.Table:
         if pa.types.is_dictionary(field.type) and _sortable(field.type.value_type):
             col: pa.Array = out.column(i).combine_chunks().dictionary_decode()
         else:
-            from dfs_cer.match.identity import row_hashes
+            from dfs_cer.events.identity import row_hashes
 
             col = pa.array(row_hashes(out.select([i]), [field.name]), pa.uint64())
         out = out.set_column(i, field.name, col)
@@ -393,7 +393,7 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
                      r_label, r_excl)
     ids = None
     if match_ids:
-        from dfs_cer.match import identity
+        from dfs_cer.events import identity
 
         counts = (m_end - m_start).astype(np.int64)
         if match_ids == "times":  # where matches start (their first row's sorted place) and end: no hashing
@@ -460,7 +460,7 @@ def _with_ids(table: pa.Table, ids: tuple[np.ndarray, np.ndarray, np.ndarray] | 
               unmatched: int = 0) -> pa.Table:
     if ids is None:
         return table
-    from dfs_cer.match.identity import ID_COLUMNS
+    from dfs_cer.events.identity import ID_COLUMNS
 
     for name, values in zip(ID_COLUMNS, ids, strict=True):
         taken = values[out_match] if out_match.size else values[:0]

@@ -122,7 +122,7 @@ class Emit:
                     rows, task = assign(ts, self.plan, self.only)
                     table = table.take(pa.array(rows))
                 elif self.plan.mode == "partition":
-                    from dfs_cer.match.identity import row_hashes
+                    from dfs_cer.events.identity import row_hashes
 
                     h = row_hashes(table, list(analysis.query.recognize.partition_by))
                     task = (h % np.uint64(self.plan.groups)).astype(np.int64)
