@@ -20,6 +20,7 @@ import pyarrow.dataset as ds
 
 from dfs_cer.config import QueryConfig
 from dfs_cer.errors import DfsCerError, ProtocolError, StorageError, WorkMemoryError
+from dfs_cer.events.time import time_ints
 from dfs_cer.filters import (
     IntervalSet,
     KeyKind,
@@ -33,7 +34,6 @@ from dfs_cer.plan.halo import no_halo
 from dfs_cer.query import Analysis, Query, analyze, parse
 from dfs_cer.query.arrow_filter import to_arrow_filter, union_filter
 from dfs_cer.query.expr import Column, walk
-from dfs_cer.query.numeric import time_ints
 from dfs_cer.transport.messages import field
 from dfs_cer.transport.protocol import (
     HALO,
@@ -615,8 +615,8 @@ class Actions:
         """Situation fragments of this shard set (see dfs_cer.situations.fragments): runs of
         every symbol's condition per time block, and each block's first time. Only shard sets
         partitioned by time hold whole blocks; others answer ``derived: false``."""
+        from dfs_cer.events.time import time_values
         from dfs_cer.io.shard import window_units
-        from dfs_cer.match.rowpattern import time_values
         from dfs_cer.query.expr import Navigation, walk
         from dfs_cer.situations import parse_situations
         from dfs_cer.situations.fragments import block_fragments
@@ -965,7 +965,7 @@ class Actions:
         wanted = (before > 0) | (after > 0) | (bool(request.event_key) and request.dedup)
         halo = np.zeros(ordered.num_rows, bool)
         if wanted.any() and ordered.num_rows:
-            from dfs_cer.match.rowpattern import time_values
+            from dfs_cer.events.time import time_values
             from dfs_cer.plan.halo import point_partitions
 
             partition_by = list(state.analysis.query.recognize.partition_by)
@@ -1128,7 +1128,7 @@ def _canonical_copies(table: pa.Table, analysis: Analysis, key: list[str]) -> np
     partition, ORDER BY values and event key): the first in its order. Copies of an event lie
     on one node (shards place them by time and key, by type or by time window), so only that
     copy may be a candidate: another copy passing a condition would stand for the event."""
-    from dfs_cer.match.rowpattern import sort_and_partition
+    from dfs_cer.events.order import sort_and_partition
 
     mr = analysis.query.recognize
     order_by = [(analysis.order_column, False)] if mr.all_matches else \

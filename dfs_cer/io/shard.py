@@ -26,8 +26,8 @@ import pyarrow.parquet as pq
 
 from dfs_cer.config import StorageConfig, TablesConfig
 from dfs_cer.errors import DfsCerError, StorageError
+from dfs_cer.events.time import time_ints
 from dfs_cer.io.files import FileLocation, filesystem_for
-from dfs_cer.query.numeric import time_ints
 
 MANIFEST = "manifest.json"
 ROW_GROUP = 65_536

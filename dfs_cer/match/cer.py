@@ -34,17 +34,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dfs_cer.errors import MatchLimitError, UnsupportedFeatureError
+from dfs_cer.events.order import sort_and_partition, sort_partition_flags
+from dfs_cer.events.time import time_values
 from dfs_cer.match.arrow_eval import _broadcast, evaluate
 from dfs_cer.match.cer_kernels import expand_pairs, expand_ranges
 from dfs_cer.match.cer_pattern import Branch, Item, branches
 from dfs_cer.match.columns import KLEENE, ON_LIMIT, check_choice, column_of, split_halo
-from dfs_cer.match.rowpattern import (
-    MatchOutput,
-    _referenced_columns,
-    sort_and_partition,
-    sort_partition_flags,
-    time_values,
-)
+from dfs_cer.match.rowpattern import MatchOutput, _referenced_columns
 from dfs_cer.query.analyze import Analysis
 from dfs_cer.query.expr import (
     Aggregate,

@@ -16,9 +16,11 @@ import numpy as np
 import pyarrow as pa
 
 from dfs_cer.events.identity import ID_COLUMNS
+from dfs_cer.events.order import sort_partition_flags
+from dfs_cer.events.time import time_values
 from dfs_cer.match.columns import HALO, split_halo
 from dfs_cer.match.numbering import hashable, renumber
-from dfs_cer.match.rowpattern import run_row_pattern, sort_partition_flags, time_values
+from dfs_cer.match.rowpattern import run_row_pattern
 from dfs_cer.plan.chunks import POS, ChunkPlan, Key, Part, Report, State, pick_reports
 from dfs_cer.query import Analysis
 from dfs_cer.query.model import RowsPerMatch

@@ -20,8 +20,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dfs_cer.events.order import sort_and_partition
+from dfs_cer.events.time import time_values
 from dfs_cer.match.conditions import row_masks
-from dfs_cer.match.rowpattern import sort_and_partition, time_values
 from dfs_cer.query.analyze import Analysis
 from dfs_cer.query.expr import conjuncts
 
@@ -144,7 +145,7 @@ def point_partitions(ordered: pa.Table, bounds: np.ndarray, partition_by: Sequen
 def subtract_rows(rows: pa.Table, taken: pa.Table) -> np.ndarray:
     """Mask of ``rows`` left after removing one equal row per row of ``taken`` (a multiset
     difference on every column's value; ``taken`` must be a sub-multiset of ``rows``)."""
-    from dfs_cer.match.rowpattern import same_as_previous
+    from dfs_cer.events.order import same_as_previous
 
     if rows.num_rows == 0 or taken.num_rows == 0:
         return np.ones(rows.num_rows, bool)

@@ -109,7 +109,7 @@ class Emit:
         self.load, self.bound, self.plan, self.only = load, bound, plan, only
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from dfs_cer.match.rowpattern import time_values
+        from dfs_cer.events.time import time_values
 
         analysis = self.bound.analysis
         for batch in batches:

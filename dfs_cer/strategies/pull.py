@@ -31,6 +31,8 @@ import pyarrow.compute as pc
 
 from dfs_cer.config import QueryConfig, StrategyConfig
 from dfs_cer.errors import DfsCerError, StorageError
+from dfs_cer.events.order import sort_and_partition
+from dfs_cer.events.time import time_values
 from dfs_cer.filters import (
     IntervalSet,
     RefreshTags,
@@ -40,7 +42,6 @@ from dfs_cer.filters import (
     eq1_offsets,
     join_kind,
 )
-from dfs_cer.match.rowpattern import sort_and_partition, time_values
 from dfs_cer.plan.cost import CostInputs, CostModel
 from dfs_cer.plan.halo import candidate_reach, no_halo, subtract_rows
 from dfs_cer.plan.order import variable_order

@@ -873,9 +873,9 @@ class Runner:
         def split() -> pa.Table:
             from dfs_cer.config import QueryConfig
             from dfs_cer.events.identity import row_hashes
+            from dfs_cer.events.time import time_values
             from dfs_cer.local import run_outer
             from dfs_cer.match.chunked import run_split
-            from dfs_cer.match.rowpattern import time_values
             from dfs_cer.plan.chunks import NEG, plan_chunks
             from dfs_cer.query import analyze, parse
             from dfs_cer.spark.distributed import engine_output
