@@ -986,8 +986,8 @@ class Actions:
         metadata says how many matches and the seconds spent."""
         import time
 
-        from dfs_cer.match.cer import run_cer
-        from dfs_cer.match.rowpattern import run_row_pattern
+        from dfs_cer.match.cer.engine import run_cer
+        from dfs_cer.match.rowpattern.engine import run_row_pattern
 
         request = NodeMatch.parse(header)
         if not self._local(state.analysis):

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from dfs_cer.events.order import sort_and_partition
 from dfs_cer.events.time import time_values
-from dfs_cer.match.conditions import row_masks
+from dfs_cer.match.rowpattern.conditions import row_masks
 from dfs_cer.query.analyze import Analysis
 from dfs_cer.query.expr import conjuncts
 

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from dfs_cer.events.order import identical_runs, sort_and_partition
 from dfs_cer.events.time import time_values
-from dfs_cer.match.conditions import row_masks
+from dfs_cer.match.rowpattern.conditions import row_masks
 from dfs_cer.query.analyze import Analysis
 
 MODES = ("partitions", "time")

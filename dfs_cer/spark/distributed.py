@@ -203,8 +203,8 @@ def _fit(relation: pa.Table, out_schema: pa.Schema) -> pa.Table:
 
 
 def engine_output(events: pa.Table, analysis: Analysis, segments: np.ndarray | None) -> pa.Table:
-    from dfs_cer.match.cer import run_cer
-    from dfs_cer.match.rowpattern import run_row_pattern
+    from dfs_cer.match.cer.engine import run_cer
+    from dfs_cer.match.rowpattern.engine import run_row_pattern
 
     if analysis.query.recognize.all_matches:
         return run_cer(events, analysis).table

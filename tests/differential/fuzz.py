@@ -764,8 +764,8 @@ class Runner:
         """Every strategy's match ids equal the local engine's (they name the match, not the
         rows a strategy happened to pull)."""
         from dfs_cer.config import QueryConfig
-        from dfs_cer.match.cer import run_cer
-        from dfs_cer.match.rowpattern import run_row_pattern
+        from dfs_cer.match.cer.engine import run_cer
+        from dfs_cer.match.rowpattern.engine import run_row_pattern
         from dfs_cer.query import analyze, parse
 
         opts = world.options()
@@ -789,7 +789,7 @@ class Runner:
         import threading
 
         from dfs_cer.errors import WorkCancelledError
-        from dfs_cer.match.rowpattern import run_row_pattern
+        from dfs_cer.match.rowpattern.engine import run_row_pattern
         from dfs_cer.query import analyze, parse
         from dfs_cer.work import Work
 

@@ -3,7 +3,7 @@
 1. sort by PARTITION BY and ORDER BY (stable: ties keep input order) and find partitions
    (:mod:`dfs_cer.events.order`);
 2. compile the PATTERN to a program and the DEFINE conditions to masks and dependent programs;
-3. run the VM (:mod:`dfs_cer.match.vm`) over all partitions;
+3. run the VM (:mod:`dfs_cer.match.rowpattern.vm`) over all partitions;
 4. evaluate MEASURES and assemble the relation in the standard's column order: partitioning
    columns, then (ALL ROWS PER MATCH) ordering columns, measures, then the other columns.
 """
@@ -18,12 +18,12 @@ import pyarrow as pa
 from dfs_cer.errors import MatchError, MatchLimitError, UnsupportedFeatureError
 from dfs_cer.events.order import sort_partition_flags
 from dfs_cer.events.time import time_values
-from dfs_cer.match import vm
 from dfs_cer.match.columns import ON_LIMIT, check_choice, column_of, split_halo
-from dfs_cer.match.conditions import compile_conditions
-from dfs_cer.match.hoist import hoist, with_derived
-from dfs_cer.match.measures import MatchRows, MeasureEvaluator
-from dfs_cer.match.program import compile_pattern
+from dfs_cer.match.rowpattern import vm
+from dfs_cer.match.rowpattern.conditions import compile_conditions
+from dfs_cer.match.rowpattern.hoist import hoist, with_derived
+from dfs_cer.match.rowpattern.measures import MatchRows, MeasureEvaluator
+from dfs_cer.match.rowpattern.program import compile_pattern
 from dfs_cer.pattern.ir import labels as pattern_labels
 from dfs_cer.query.analyze import Analysis
 from dfs_cer.query.expr import Column, walk

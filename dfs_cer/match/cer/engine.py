@@ -37,10 +37,10 @@ from dfs_cer.errors import MatchLimitError, UnsupportedFeatureError
 from dfs_cer.events.order import sort_and_partition, sort_partition_flags
 from dfs_cer.events.time import time_values
 from dfs_cer.match.arrow_eval import _broadcast, evaluate
-from dfs_cer.match.cer_kernels import expand_pairs, expand_ranges
-from dfs_cer.match.cer_pattern import Branch, Item, branches
+from dfs_cer.match.cer.kernels import expand_pairs, expand_ranges
+from dfs_cer.match.cer.pattern import Branch, Item, branches
 from dfs_cer.match.columns import KLEENE, ON_LIMIT, check_choice, column_of, split_halo
-from dfs_cer.match.rowpattern import MatchOutput, _referenced_columns
+from dfs_cer.match.rowpattern.engine import MatchOutput, _referenced_columns
 from dfs_cer.query.analyze import Analysis
 from dfs_cer.query.expr import (
     Aggregate,
@@ -305,7 +305,7 @@ class _Engine:
     # ------------------------------------------------------------------ candidates and conditions
 
     def _candidates(self, analysis: Analysis) -> tuple[dict[str, np.ndarray], dict[str, list[Expr]]]:
-        from dfs_cer.match.conditions import ConditionCompiler
+        from dfs_cer.match.rowpattern.conditions import ConditionCompiler
 
         mr = analysis.query.recognize
         part_start = self.bounds[self.row_part] if len(self.table) else np.zeros(0, np.int64)

@@ -25,7 +25,7 @@ from dfs_cer.errors import MatchError, UnsupportedFeatureError
 from dfs_cer.events.time import time_ints
 from dfs_cer.match.arrow_eval import evaluate_mask
 from dfs_cer.match.columns import column_of
-from dfs_cer.match.exact import RankSpace, is_wide
+from dfs_cer.match.rowpattern.exact import RankSpace, is_wide
 from dfs_cer.query.expr import (
     Aggregate,
     Between,
@@ -261,7 +261,7 @@ class ConditionCompiler:
 
     def prepare_ranks(self, dependent: list[tuple[str, Expr]]) -> None:
         """One rank space for every column and integer literal of the comparisons that read wide
-        numbers exactly (dfs_cer.match.exact)."""
+        numbers exactly (dfs_cer.match.rowpattern.exact)."""
         columns: dict[str, pa.Array] = {}
         literals: list[int | Decimal] = []
         for variable, e in dependent:
