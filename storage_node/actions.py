@@ -234,7 +234,7 @@ class Actions:
         """Narrow each variable's candidates by its PREV/NEXT conjuncts, checked over this node's
         rows in the matcher's order (the event key and dedup the compute node matches with)."""
         from dfs_cer.io.shard import window_units
-        from dfs_cer.plan.navigation import navigation_masks
+        from dfs_cer.match.rowpattern.navigation import navigation_masks
 
         mode = self._navigation_mode(analysis)
         if mode is None or not any(v.navigating for v in analysis.variables):

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dfs_cer import analyze, match_recognize, parse
-from dfs_cer.plan.navigation import navigation_masks
+from dfs_cer.match.rowpattern.navigation import navigation_masks
 from dfs_cer.query import Analysis
 from dfs_cer.query.arrow_filter import to_arrow_filter
 
