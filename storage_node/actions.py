@@ -948,7 +948,8 @@ class Actions:
         """The final pull's candidate ``rows`` and, since this node holds whole PARTITION BY
         groups, their neighbours PREV/NEXT read (per candidate, by the variables it is a
         candidate of), marked in :data:`HALO`: no round trip with points."""
-        from dfs_cer.plan.halo import around_points, candidate_reach
+        from dfs_cer.match.rowpattern.navigation import candidate_reach
+        from dfs_cer.plan.halo import around_points
 
         if not self._local(state.analysis):
             raise ProtocolError(f"{request.kind}: a halo in the final pull needs whole PARTITION BY groups on this "

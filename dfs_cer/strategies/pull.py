@@ -42,8 +42,9 @@ from dfs_cer.filters import (
     eq1_offsets,
     join_kind,
 )
+from dfs_cer.match.rowpattern.navigation import candidate_reach
 from dfs_cer.plan.cost import CostInputs, CostModel
-from dfs_cer.plan.halo import candidate_reach, no_halo, subtract_rows
+from dfs_cer.plan.halo import no_halo, subtract_rows
 from dfs_cer.plan.order import variable_order
 from dfs_cer.query import Analysis, Query, Role, analyze
 from dfs_cer.query.expr import Column, to_sql, walk
