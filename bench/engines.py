@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dfs_cer import analyze, parse
 from dfs_cer.datasets import synthetic_events, synthetic_queries
-from dfs_cer.match.cer import run_cer
-from dfs_cer.match.rowpattern import run_row_pattern
+from dfs_cer.match.cer.engine import run_cer
+from dfs_cer.match.rowpattern.engine import run_row_pattern
 
 V_SHAPE = """SELECT * FROM synthetic MATCH_RECOGNIZE (ORDER BY ts
   MEASURES FIRST(A.ts) AS s, LAST(C.ts) AS e ONE ROW PER MATCH

@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from dfs_cer import analyze, parse
 from dfs_cer.calibrate import best_time as best_of
-from dfs_cer.match.rowpattern import run_row_pattern
+from dfs_cer.match.rowpattern.engine import run_row_pattern
 
 QUERY = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts
   MEASURES {measures} ONE ROW PER MATCH

@@ -38,7 +38,7 @@ from dfs_cer.config import StrategyConfig
 from dfs_cer.datasets import synthetic_events, synthetic_queries
 from dfs_cer.filters import IntervalSet
 from dfs_cer.io.shard import shard
-from dfs_cer.match.cer import run_cer
+from dfs_cer.match.cer.engine import run_cer
 from dfs_cer.query.arrow_filter import union_filter
 from dfs_cer.strategies import pull
 from storage_node.launcher import LocalCluster

@@ -55,8 +55,8 @@ def _filter_tables(sizes: Sequence[int], repeat: int, window: int = 180) -> dict
 def _beta(sample_events: int, repeat: int) -> dict[str, float]:
     """Seconds per event of each engine on the synthetic workload's first query."""
     from dfs_cer.datasets.synthetic import synthetic_events, synthetic_queries
-    from dfs_cer.match.cer import run_cer
-    from dfs_cer.match.rowpattern import run_row_pattern
+    from dfs_cer.match.cer.engine import run_cer
+    from dfs_cer.match.rowpattern.engine import run_row_pattern
     from dfs_cer.query import analyze, parse
 
     events = synthetic_events(sample_events).sort_by("ts")

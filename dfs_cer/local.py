@@ -17,7 +17,7 @@ import sqlglot
 
 from dfs_cer.config import Config, load_config
 from dfs_cer.errors import ConfigError, UnsupportedFeatureError
-from dfs_cer.match.rowpattern import run_row_pattern
+from dfs_cer.match.rowpattern.engine import run_row_pattern
 from dfs_cer.query import Analysis, Query, analyze, parse
 from dfs_cer.query.input_columns import duplicate_in_names
 from dfs_cer.query.parser import parse_statement
@@ -261,7 +261,7 @@ def match_clause(query: Query, table: pa.Table, config: Config, selection: str |
         return _count_table(result.matches) if count_only else result.table
     use_cer = engine == "cer" or (engine == "auto" and (selection is not None or query.recognize.all_matches))
     if use_cer:
-        from dfs_cer.match.cer import run_cer
+        from dfs_cer.match.cer.engine import run_cer
 
         result = run_cer(table, analysis, selection=selection or "skip_till_any_match", kleene=kleene,
                          max_matches=limit, on_limit=on_limit, count_only=count_only)
@@ -282,7 +282,7 @@ def _count_table(count: int) -> pa.Table:
 def _strict_contiguity(query: Query, table: pa.Table, config: Config) -> Analysis:
     """Strict contiguity over a sequence of single-event variables: every run of consecutive
     rows labelled in order, i.e. the SQL pattern without skip variables, restarted at every row."""
-    from dfs_cer.match.cer_pattern import pattern_items
+    from dfs_cer.match.cer.pattern import pattern_items
     from dfs_cer.pattern.ir import Concatenation, Label
     from dfs_cer.query.model import AfterMatchSkip, SkipTo
 

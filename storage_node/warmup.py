@@ -15,7 +15,7 @@ from dfs_cer.filters.swf import RefreshTags
 def warm_up() -> None:
     ts = np.arange(0, 4000, 40, dtype=np.int64)
     # the CER engine's joins (push-pull, node-side matching): a compile is not interruptible
-    from dfs_cer.match.cer_kernels import expand
+    from dfs_cer.match.cer.kernels import expand
 
     expand(ts[:3], ts[:3] + 1, ts[:3], ts[:3], ts, ts)
     swf = ShrinkingWindowFilter.from_intervals(ts[:10], ts[:10] + 100, 100)

@@ -92,8 +92,8 @@ def ours(table: object, mode: str, skip: str | None) -> tuple[list[list[int]], f
     import pyarrow as pa
 
     from dfs_cer import analyze, parse
-    from dfs_cer.match.cer import run_cer
-    from dfs_cer.match.rowpattern import run_row_pattern
+    from dfs_cer.match.cer.engine import run_cer
+    from dfs_cer.match.rowpattern.engine import run_row_pattern
 
     assert isinstance(table, pa.Table)
     sql = CER if mode.startswith("cer") else SQL.format(skip=skip)

@@ -18,7 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
-from dfs_cer.query.numeric import convert, time_ints, to_double
+from dfs_cer.events.time import time_ints
+from dfs_cer.query.numeric import convert, to_double
 
 
 class KeyKind(enum.IntEnum):

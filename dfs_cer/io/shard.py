@@ -26,8 +26,8 @@ import pyarrow.parquet as pq
 
 from dfs_cer.config import StorageConfig, TablesConfig
 from dfs_cer.errors import DfsCerError, StorageError
+from dfs_cer.events.time import time_ints
 from dfs_cer.io.files import FileLocation, filesystem_for
-from dfs_cer.query.numeric import time_ints
 
 MANIFEST = "manifest.json"
 ROW_GROUP = 65_536
@@ -71,7 +71,7 @@ def _node_of(partitioning: str, nodes: int, offset: int, batch: pa.RecordBatch, 
     n = batch.num_rows
     if partitioning == "random" and event_key:
         # by a hash of (time, event key): every copy of an event, late ones included, on one node
-        from dfs_cer.match.identity import row_hashes
+        from dfs_cer.events.identity import row_hashes
 
         hashes = row_hashes(pa.Table.from_batches([batch]), [time_column, *event_key])
         return (hashes % np.uint64(nodes)).astype(np.int64)

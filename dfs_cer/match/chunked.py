@@ -15,10 +15,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from dfs_cer.events.identity import ID_COLUMNS
+from dfs_cer.events.order import sort_partition_flags
+from dfs_cer.events.time import time_values
 from dfs_cer.match.columns import HALO, split_halo
-from dfs_cer.match.identity import ID_COLUMNS
 from dfs_cer.match.numbering import hashable, renumber
-from dfs_cer.match.rowpattern import run_row_pattern, sort_partition_flags, time_values
+from dfs_cer.match.rowpattern.engine import run_row_pattern
 from dfs_cer.plan.chunks import POS, ChunkPlan, Key, Part, Report, State, pick_reports
 from dfs_cer.query import Analysis
 from dfs_cer.query.model import RowsPerMatch
@@ -162,7 +164,7 @@ def run_chunk(table: pa.Table, analysis: Analysis, plan: ChunkPlan, k: int,
     mr = analysis.query.recognize
     lo, hi = plan.owned(k)
     if mr.all_matches:  # ALL MATCHES: every start is independent; a match belongs where it starts
-        from dfs_cer.match.cer import run_cer
+        from dfs_cer.match.cer.engine import run_cer
 
         out = run_cer(table, analysis, match_ids=True).table
         start = np.asarray(out.column(ID_COLUMNS[1]).to_numpy(zero_copy_only=False), np.int64)
@@ -295,7 +297,7 @@ def _short(ts: np.ndarray, plan: ChunkPlan, analysis: Analysis, lo: int, hi: int
 
 def _reports(spans: object, ts: np.ndarray, rank: np.ndarray, part_of_row: np.ndarray, parts: list[Part],
              read_end: int, hi: int, unmatched: bool) -> list[Report]:
-    from dfs_cer.match.rowpattern import MatchSpans
+    from dfs_cer.match.rowpattern.engine import MatchSpans
 
     assert isinstance(spans, MatchSpans)
     n = ts.size

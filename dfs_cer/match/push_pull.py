@@ -22,8 +22,8 @@ import numpy as np
 import pyarrow as pa
 
 from dfs_cer.config import QueryConfig
-from dfs_cer.match.cer import run_cer
-from dfs_cer.match.cer_pattern import branches, normalise
+from dfs_cer.match.cer.engine import run_cer
+from dfs_cer.match.cer.pattern import branches, normalise
 from dfs_cer.pattern.ir import (
     Alternation,
     Anchor,

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dfs_cer.match.identity import ID_COLUMNS
+from dfs_cer.events.identity import ID_COLUMNS
 from dfs_cer.pattern.ir import Anchor
 from dfs_cer.pattern.ir import walk as walk_pattern
 from dfs_cer.query import Analysis

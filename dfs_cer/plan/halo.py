@@ -20,10 +20,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dfs_cer.match.conditions import row_masks
-from dfs_cer.match.rowpattern import sort_and_partition, time_values
+from dfs_cer.events.order import same_as_previous, sort_and_partition
+from dfs_cer.events.time import time_values
 from dfs_cer.query.analyze import Analysis
-from dfs_cer.query.expr import conjuncts
 
 
 def canonical(table: pa.Table, analysis: Analysis, event_key: Sequence[str], dedup: bool
@@ -144,8 +143,6 @@ def point_partitions(ordered: pa.Table, bounds: np.ndarray, partition_by: Sequen
 def subtract_rows(rows: pa.Table, taken: pa.Table) -> np.ndarray:
     """Mask of ``rows`` left after removing one equal row per row of ``taken`` (a multiset
     difference on every column's value; ``taken`` must be a sub-multiset of ``rows``)."""
-    from dfs_cer.match.rowpattern import same_as_previous
-
     if rows.num_rows == 0 or taken.num_rows == 0:
         return np.ones(rows.num_rows, bool)
     both = pa.concat_tables([taken.select(rows.column_names).cast(rows.schema), rows])
@@ -187,24 +184,3 @@ def no_halo(analysis: Analysis, schema: pa.Schema, limit: int) -> str | None:
         return (f"PREV/NEXT with ORDER BY {analysis.order_column}, a {kind} column: halo rows are found by an "
                 "integer, date or timestamp order")
     return None
-
-
-def candidate_reach(events: pa.Table, analysis: Analysis) -> tuple[np.ndarray, np.ndarray]:
-    """Rows PREV/NEXT may read before / after each pulled candidate: the most any variable whose
-    independent condition the row passes reads around its rows (a row failing a variable's
-    independent condition is never labelled by it, whatever its neighbours hold)."""
-    n = events.num_rows
-    before, after = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    reaching = [v for v in analysis.variables if not v.any_row and any(analysis.reach_of(v.name))]
-    parts = {v.name: tuple(conjuncts(v.independent)) for v in reaching if v.independent is not None}
-    bound = np.zeros(n, np.int64)  # the conditions are row-local: no navigation bounds needed
-    order_type = events.schema.field(analysis.order_column).type if analysis.order_column in events.column_names \
-        else None
-    unit = order_type.unit if order_type is not None and pa.types.is_timestamp(order_type) else None
-    masks = row_masks(analysis.query.recognize, parts, events, bound, bound + n, unit) if parts else {}
-    for v in reaching:
-        b, a = analysis.reach_of(v.name)
-        mask = masks.get(v.name, np.ones(n, bool))
-        before = np.maximum(before, np.where(mask, b, 0))
-        after = np.maximum(after, np.where(mask, a, 0))
-    return before, after

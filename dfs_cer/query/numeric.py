@@ -187,17 +187,6 @@ def _digits(dtype: pa.DataType) -> tuple[int, int]:
     return (20 if pa.types.is_uint64(dtype) else 19), 0
 
 
-def time_ints(values: Value) -> Any:
-    """A time column (timestamps of any unit and zone, dates, integers) as int64 numpy values
-    in its own units (dates: days since the epoch)."""
-    import numpy as np
-
-    arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-    if pa.types.is_temporal(arr.type):
-        arr = arr.view(pa.int64()) if arr.type.bit_width == 64 else pc.cast(arr.view(pa.int32()), pa.int64())
-    return np.asarray(pc.cast(arr, pa.int64()).to_numpy(zero_copy_only=False), np.int64)
-
-
 def literal(value: object) -> pa.Scalar:
     """A SQL literal as an Arrow scalar: integers beyond int64 become uint64 (below 2**64) or an
     exact decimal, never an overflow."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from dfs_cer.match.rowpattern import same_as_previous
+from dfs_cer.events.order import same_as_previous
 from dfs_cer.situations.derive import Derived, keyed, runs
 
 BLOCK, SYMBOL, TS, TE, AT_START, FIRST_TS = "__block", "__symbol", "__ts", "__te", "__at_start", "__first_ts"

@@ -11,9 +11,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dfs_cer.errors import QueryValidationError, UnsupportedFeatureError
+from dfs_cer.events.order import sort_and_partition
+from dfs_cer.events.time import time_values
 from dfs_cer.match.arrow_eval import evaluate_mask
-from dfs_cer.match.conditions import evaluate_any, shifted
-from dfs_cer.match.rowpattern import sort_and_partition, time_values
+from dfs_cer.match.rowpattern.conditions import evaluate_any, shifted
 from dfs_cer.query.expr import Column, Expr, Navigation, NavKind
 from dfs_cer.query.model import Window
 from dfs_cer.situations.derive import Derived, aggregate, derive, keyed

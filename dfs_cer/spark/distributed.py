@@ -109,7 +109,7 @@ class Emit:
         self.load, self.bound, self.plan, self.only = load, bound, plan, only
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from dfs_cer.match.rowpattern import time_values
+        from dfs_cer.events.time import time_values
 
         analysis = self.bound.analysis
         for batch in batches:
@@ -122,7 +122,7 @@ class Emit:
                     rows, task = assign(ts, self.plan, self.only)
                     table = table.take(pa.array(rows))
                 elif self.plan.mode == "partition":
-                    from dfs_cer.match.identity import row_hashes
+                    from dfs_cer.events.identity import row_hashes
 
                     h = row_hashes(table, list(analysis.query.recognize.partition_by))
                     task = (h % np.uint64(self.plan.groups)).astype(np.int64)
@@ -203,8 +203,8 @@ def _fit(relation: pa.Table, out_schema: pa.Schema) -> pa.Table:
 
 
 def engine_output(events: pa.Table, analysis: Analysis, segments: np.ndarray | None) -> pa.Table:
-    from dfs_cer.match.cer import run_cer
-    from dfs_cer.match.rowpattern import run_row_pattern
+    from dfs_cer.match.cer.engine import run_cer
+    from dfs_cer.match.rowpattern.engine import run_row_pattern
 
     if analysis.query.recognize.all_matches:
         return run_cer(events, analysis).table

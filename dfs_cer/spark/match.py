@@ -22,8 +22,8 @@ import pyarrow.compute as pc
 
 from dfs_cer.config import QueryConfig, StorageConfig, TablesConfig
 from dfs_cer.errors import ConfigError
+from dfs_cer.events.time import time_values
 from dfs_cer.local import RELATION, outer_sql
-from dfs_cer.match.rowpattern import time_values
 from dfs_cer.query import Analysis, Query, analyze, parse
 from dfs_cer.query.sandbox import check_outer
 from dfs_cer.query.validate import require_order_by

@@ -9,7 +9,7 @@ import pyarrow as pa
 from dfs_cer.errors import ConfigError
 from dfs_cer.local import run_outer
 from dfs_cer.match.columns import KLEENE, check_choice
-from dfs_cer.match.rowpattern import run_row_pattern
+from dfs_cer.match.rowpattern.engine import run_row_pattern
 from dfs_cer.strategies.base import Matching, PullResult
 
 
@@ -24,7 +24,7 @@ def match_pulled(result: PullResult, *, outer: bool = True, match_ids: bool = Fa
     settings); ``match_ids`` adds the stable match id and time span columns; ``outer=False``
     returns the MATCH_RECOGNIZE relation without the SELECT around it."""
     from dfs_cer.config import load_config
-    from dfs_cer.match.cer import run_cer
+    from dfs_cer.match.cer.engine import run_cer
 
     analysis = result.analysis
     query = analysis.query
@@ -35,7 +35,7 @@ def match_pulled(result: PullResult, *, outer: bool = True, match_ids: bool = Fa
                               "with node_matching='off' to choose match ids, selections or limits here")
         result.trace.matching = Matching("storage nodes", result.node_matches, time.perf_counter() - began, 0)
         return run_outer(query, result.relation) if outer else result.relation
-    from dfs_cer.match.cer import SELECTIONS
+    from dfs_cer.match.cer.engine import SELECTIONS
 
     settings = load_config().matcher
     limit = settings.max_matches if max_matches is None else max_matches

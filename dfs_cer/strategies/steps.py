@@ -12,9 +12,11 @@ import pyarrow as pa
 
 from dfs_cer.config import QueryConfig
 from dfs_cer.errors import CacheMissError, StorageError
+from dfs_cer.events.order import sort_and_partition
+from dfs_cer.events.time import time_values
 from dfs_cer.filters import IntervalSet, RefreshTags, ShrinkingWindowFilter
-from dfs_cer.match.rowpattern import sort_and_partition, time_values
-from dfs_cer.plan.halo import candidate_reach, no_halo, subtract_rows
+from dfs_cer.match.rowpattern.navigation import candidate_reach
+from dfs_cer.plan.halo import no_halo, subtract_rows
 from dfs_cer.query import Analysis, Role, analyze
 from dfs_cer.strategies.base import PullResult, Session, Trace, sort_events
 from dfs_cer.strategies.request import PullRequest

@@ -20,9 +20,9 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from dfs_cer.errors import SNAPSHOT_BUSY, ProtocolError, StorageError
+from dfs_cer.events.time import time_ints
 from dfs_cer.filters import IntervalSet, ShrinkingWindowFilter
 from dfs_cer.query import Analysis
-from dfs_cer.query.numeric import time_ints
 from dfs_cer.transport.messages import field
 from dfs_cer.transport.protocol import MAX_HALO
 from dfs_cer.work import Work

@@ -82,7 +82,7 @@ class Opener(Family):
         """Narrow each variable's candidates by its PREV/NEXT conjuncts, checked over this node's
         rows in the matcher's order (the event key and dedup the compute node matches with)."""
         from dfs_cer.io.shard import window_units
-        from dfs_cer.plan.navigation import navigation_masks
+        from dfs_cer.match.rowpattern.navigation import navigation_masks
 
         mode = self._navigation_mode(analysis)
         if mode is None or not any(v.navigating for v in analysis.variables):
@@ -263,7 +263,7 @@ def canonical_copies(table: pa.Table, analysis: Analysis, key: list[str]) -> np.
     partition, ORDER BY values and event key): the first in its order. Copies of an event lie
     on one node (shards place them by time and key, by type or by time window), so only that
     copy may be a candidate: another copy passing a condition would stand for the event."""
-    from dfs_cer.match.rowpattern import sort_and_partition
+    from dfs_cer.events.order import sort_and_partition
 
     mr = analysis.query.recognize
     order_by = [(analysis.order_column, False)] if mr.all_matches else \

@@ -198,7 +198,8 @@ class PullActions(Family):
         """The final pull's candidate ``rows`` and, since this node holds whole PARTITION BY
         groups, their neighbours PREV/NEXT read (per candidate, by the variables it is a
         candidate of), marked in :data:`HALO`: no round trip with points."""
-        from dfs_cer.plan.halo import around_points, candidate_reach
+        from dfs_cer.match.rowpattern.navigation import candidate_reach
+        from dfs_cer.plan.halo import around_points
 
         if not self.node.local(state.analysis):
             raise ProtocolError(f"{request.kind}: a halo in the final pull needs whole PARTITION BY groups on this "
@@ -215,7 +216,7 @@ class PullActions(Family):
         wanted = (before > 0) | (after > 0) | (bool(request.event_key) and request.dedup)
         halo = np.zeros(ordered.num_rows, bool)
         if wanted.any() and ordered.num_rows:
-            from dfs_cer.match.rowpattern import time_values
+            from dfs_cer.events.time import time_values
             from dfs_cer.plan.halo import point_partitions
 
             partition_by = list(state.analysis.query.recognize.partition_by)
@@ -236,8 +237,8 @@ class PullActions(Family):
         metadata says how many matches and the seconds spent."""
         import time
 
-        from dfs_cer.match.cer import run_cer
-        from dfs_cer.match.rowpattern import run_row_pattern
+        from dfs_cer.match.cer.engine import run_cer
+        from dfs_cer.match.rowpattern.engine import run_row_pattern
 
         request = NodeMatch.parse(header)
         if not self.node.local(state.analysis):

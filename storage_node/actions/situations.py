@@ -25,8 +25,8 @@ class SituationActions(Family):
         """Situation fragments of this shard set (see dfs_cer.situations.fragments): runs of
         every symbol's condition per time block, and each block's first time. Only shard sets
         partitioned by time hold whole blocks; others answer ``derived: false``."""
+        from dfs_cer.events.time import time_values
         from dfs_cer.io.shard import window_units
-        from dfs_cer.match.rowpattern import time_values
         from dfs_cer.query.expr import Navigation, walk
         from dfs_cer.situations import parse_situations
         from dfs_cer.situations.fragments import block_fragments

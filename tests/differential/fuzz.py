@@ -44,8 +44,8 @@ import pyarrow.parquet as pq
 
 from dfs_cer import match_recognize
 from dfs_cer.errors import DfsCerError
+from dfs_cer.events.identity import ID_COLUMNS
 from dfs_cer.io.shard import shard
-from dfs_cer.match.identity import ID_COLUMNS
 from dfs_cer.query.parser import parse_statement
 from dfs_cer.strategies import STRATEGIES, pull
 from dfs_cer.strategies.matching import match_pulled
@@ -764,8 +764,8 @@ class Runner:
         """Every strategy's match ids equal the local engine's (they name the match, not the
         rows a strategy happened to pull)."""
         from dfs_cer.config import QueryConfig
-        from dfs_cer.match.cer import run_cer
-        from dfs_cer.match.rowpattern import run_row_pattern
+        from dfs_cer.match.cer.engine import run_cer
+        from dfs_cer.match.rowpattern.engine import run_row_pattern
         from dfs_cer.query import analyze, parse
 
         opts = world.options()
@@ -789,7 +789,7 @@ class Runner:
         import threading
 
         from dfs_cer.errors import WorkCancelledError
-        from dfs_cer.match.rowpattern import run_row_pattern
+        from dfs_cer.match.rowpattern.engine import run_row_pattern
         from dfs_cer.query import analyze, parse
         from dfs_cer.work import Work
 
@@ -872,10 +872,10 @@ class Runner:
 
         def split() -> pa.Table:
             from dfs_cer.config import QueryConfig
+            from dfs_cer.events.identity import row_hashes
+            from dfs_cer.events.time import time_values
             from dfs_cer.local import run_outer
             from dfs_cer.match.chunked import run_split
-            from dfs_cer.match.identity import row_hashes
-            from dfs_cer.match.rowpattern import time_values
             from dfs_cer.plan.chunks import NEG, plan_chunks
             from dfs_cer.query import analyze, parse
             from dfs_cer.spark.distributed import engine_output

@@ -322,10 +322,10 @@ Instruction = tuple[str, Any, int]  # (op, target or label name, second target)
 
 def trino_program(p: RowPattern) -> list[Instruction]:
     """``p`` compiled the way Trino's IrRowPatternToProgramRewriter does (written here from its
-    description, independently of dfs_cer.match.program): alternatives as a chain of splits,
-    PERMUTE as the alternation of its permutations in lexicographic order, ``{n,m}`` as n copies
-    then (m - n) optional copies, loops as the body (n copies for ``{n,}``; an entry split for
-    ``*``) and a split back to the last copy's start."""
+    description, independently of dfs_cer.match.rowpattern.program): alternatives as a chain of
+    splits, PERMUTE as the alternation of its permutations in lexicographic order, ``{n,m}`` as n
+    copies then (m - n) optional copies, loops as the body (n copies for ``{n,}``; an entry split
+    for ``*``) and a split back to the last copy's start."""
     code: list[list[Any]] = []
 
     def emit(*ins: Any) -> int:

@@ -111,12 +111,12 @@ def test_burst_does_no_join_work() -> None:
     """100 A's then 100 B's and no C: the rarest variable (C) has no candidate, so no pair is
     ever formed."""
     t = typed(" ".join([f"a{i}" for i in range(100)] + [f"b{i}" for i in range(100, 200)]))
-    from dfs_cer.match import cer_kernels
+    from dfs_cer.match.cer import kernels as cer_kernels
 
     calls = []
     original = cer_kernels.expand
     try:
-        import dfs_cer.match.cer as cer
+        import dfs_cer.match.cer.engine as cer
 
         def spy(*args: object) -> object:
             calls.append(len(args[0]))  # type: ignore[arg-type]
@@ -257,7 +257,7 @@ def test_every_evaluation_order_gives_the_same_matches(events: list[tuple[str, i
     """Lazy evaluation is an optimisation (Kolchinsky & Schuster, Theorem 1): every join order
     of the single-event variables yields the same set."""
     from dfs_cer import analyze, parse
-    from dfs_cer.match.cer import run_cer
+    from dfs_cer.match.cer.engine import run_cer
 
     ts, t = [], 0
     for _, gap, _ in events:
@@ -303,7 +303,7 @@ def test_counts_past_int64_stay_exact() -> None:
 
 
 def test_relaxed_time_order_lets_tied_events_chain() -> None:
-    from dfs_cer.match.cer import run_cer
+    from dfs_cer.match.cer.engine import run_cer
     from dfs_cer.query import analyze, parse
 
     table = pa.table({"type": ["A", "B", "C", "C"], "ts": pa.array([1, 2, 2, 3], pa.int64())})
@@ -429,8 +429,8 @@ def test_subsets_negations_and_classifier_under_all_matches() -> None:
 def test_string_options_are_checked_where_a_matcher_starts() -> None:
     from dfs_cer import analyze, parse
     from dfs_cer.errors import ConfigError
-    from dfs_cer.match.cer import run_cer
-    from dfs_cer.match.rowpattern import run_row_pattern
+    from dfs_cer.match.cer.engine import run_cer
+    from dfs_cer.match.rowpattern.engine import run_row_pattern
 
     table = pa.table({"ts": [1, 2], "type": ["a", "b"]})
     analysis = analyze(parse("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts ALL MATCHES PATTERN (A B) "

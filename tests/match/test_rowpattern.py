@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from dfs_cer import analyze, match_recognize, parse
 from dfs_cer.errors import MatchError, MatchLimitError
-from dfs_cer.match.rowpattern import run_row_pattern
+from dfs_cer.match.rowpattern.engine import run_row_pattern
 from tests.match.reference import ProgramReference, Reference
 
 
@@ -304,7 +304,7 @@ def test_pathological_patterns_skip_starts_that_cannot_reach_a_mandatory_label(p
 
 
 def test_starts_after_the_last_row_a_mandatory_label_accepts_are_skipped() -> None:
-    from dfs_cer.match.rowpattern import match_starts
+    from dfs_cer.match.rowpattern.engine import match_starts
     from dfs_cer.query import parse
 
     pattern = parse("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN ((A | A A)* B) "
@@ -319,7 +319,7 @@ def test_starts_after_the_last_row_a_mandatory_label_accepts_are_skipped() -> No
 def test_matcher_memory_is_bounded_by_the_partition_and_the_pattern() -> None:
     """`MatchOutput.work_bytes` reports the VM's peak working memory: the same for 10 or 1,000
     partitions of one size, and at most linear in the partition when paths cannot be compressed."""
-    from dfs_cer.match.rowpattern import run_row_pattern
+    from dfs_cer.match.rowpattern.engine import run_row_pattern
 
     def work(rows: int, parts: int, pattern: str) -> int:
         labels = np.resize(np.array(["A", "B"]), rows * parts)
@@ -387,7 +387,7 @@ def test_the_vm_keeps_no_more_matches_than_the_work_is_granted() -> None:
 import resource
 import numpy as np, pyarrow as pa
 from dfs_cer.errors import WorkMemoryError
-from dfs_cer.match.rowpattern import run_row_pattern
+from dfs_cer.match.rowpattern.engine import run_row_pattern
 from dfs_cer.query import analyze, parse
 from storage_node.state import StateRegistry
 t = pa.table({{"ts": np.arange(6000, dtype=np.int64), "v": np.zeros(6000, np.int64)}})
@@ -405,7 +405,7 @@ except WorkMemoryError:
 
 
 def test_a_run_granted_more_bytes_again_returns_the_same_rows(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dfs_cer.match import rowpattern
+    from dfs_cer.match.rowpattern import engine as rowpattern
     from dfs_cer.work import Work
 
     table = pa.table({"ts": np.arange(300, dtype=np.int64), "v": np.zeros(300, np.int64)})

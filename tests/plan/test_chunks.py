@@ -11,9 +11,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dfs_cer.config import QueryConfig
-from dfs_cer.match.cer import run_cer
+from dfs_cer.match.cer.engine import run_cer
 from dfs_cer.match.chunked import run_split
-from dfs_cer.match.rowpattern import run_row_pattern
+from dfs_cer.match.rowpattern.engine import run_row_pattern
 from dfs_cer.plan.chunks import NEG, ChunkPlan, assign, plan_chunks, split_reason, time_quantiles
 from dfs_cer.query import analyze, parse
 

@@ -241,7 +241,7 @@ def test_every_pair_of_relations_on_generated_data() -> None:
 def test_block_fragments_stitch_to_the_whole_derivation(seed: int, block: int, nodes: int) -> None:
     """Runs derived per time block (on whichever node holds it) and stitched on the compute node
     equal the derivation over all rows, durations included."""
-    from dfs_cer.match.rowpattern import sort_and_partition
+    from dfs_cer.events.order import sort_and_partition
     from dfs_cer.situations.fragments import block_fragments, stitch
 
     rng = np.random.default_rng(seed)

@@ -20,8 +20,8 @@ from bench.attacks import ALL2, SKIP4, attack_table, like_filter, run_attack
 from dfs_cer import match_recognize
 from dfs_cer.errors import WorkCancelledError, WorkMemoryError
 from dfs_cer.io.shard import shard
-from dfs_cer.match import cer
-from dfs_cer.match.cer import run_cer
+from dfs_cer.match.cer import engine as cer
+from dfs_cer.match.cer.engine import run_cer
 from dfs_cer.match.push_pull import filter_by_projection
 from dfs_cer.query import analyze, parse
 from dfs_cer.query.input_filter import INPUT_FILTER

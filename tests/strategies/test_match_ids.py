@@ -14,10 +14,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from dfs_cer.config import QueryConfig
+from dfs_cer.events.identity import ID_COLUMNS
 from dfs_cer.io.shard import shard
-from dfs_cer.match.cer import run_cer
-from dfs_cer.match.identity import ID_COLUMNS
-from dfs_cer.match.rowpattern import run_row_pattern
+from dfs_cer.match.cer.engine import run_cer
+from dfs_cer.match.rowpattern.engine import run_row_pattern
 from dfs_cer.query import analyze, parse
 from dfs_cer.strategies import pull
 from dfs_cer.strategies.matching import match_pulled

@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from dfs_cer.query.numeric import time_ints
+from dfs_cer.events.time import time_ints
 from dfs_cer.transport.client import NodeRefusedError, StorageClient
 from storage_node.server import StorageNode
 from tests.transport.conftest import TOKEN

@@ -1,33 +1,33 @@
 """The SQL:2016 row-pattern engine: ``MATCH_RECOGNIZE`` over an Arrow table, without Spark.
 
-1. sort by PARTITION BY and ORDER BY (stable: ties keep input order) and find partitions;
+1. sort by PARTITION BY and ORDER BY (stable: ties keep input order) and find partitions
+   (:mod:`dfs_cer.events.order`);
 2. compile the PATTERN to a program and the DEFINE conditions to masks and dependent programs;
-3. run the VM (:mod:`dfs_cer.match.vm`) over all partitions;
+3. run the VM (:mod:`dfs_cer.match.rowpattern.vm`) over all partitions;
 4. evaluate MEASURES and assemble the relation in the standard's column order: partitioning
    columns, then (ALL ROWS PER MATCH) ordering columns, measures, then the other columns.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from dfs_cer.errors import MatchError, MatchLimitError, UnsupportedFeatureError
-from dfs_cer.match import vm
+from dfs_cer.events.order import sort_partition_flags
+from dfs_cer.events.time import time_values
 from dfs_cer.match.columns import ON_LIMIT, check_choice, column_of, split_halo
-from dfs_cer.match.conditions import compile_conditions
-from dfs_cer.match.hoist import hoist, with_derived
-from dfs_cer.match.measures import MatchRows, MeasureEvaluator
-from dfs_cer.match.program import compile_pattern
+from dfs_cer.match.rowpattern import vm
+from dfs_cer.match.rowpattern.compiler import compile_pattern
+from dfs_cer.match.rowpattern.conditions import compile_conditions
+from dfs_cer.match.rowpattern.hoist import hoist, with_derived
+from dfs_cer.match.rowpattern.measures import MatchRows, MeasureEvaluator
 from dfs_cer.pattern.ir import labels as pattern_labels
 from dfs_cer.query.analyze import Analysis
 from dfs_cer.query.expr import Column, walk
 from dfs_cer.query.model import MatchRecognize, RowsPerMatch, SkipTo
-from dfs_cer.query.numeric import time_ints
 from dfs_cer.work import Work, check, watch
 
 MAX_MATCHES = 10_000_000
@@ -62,129 +62,6 @@ class MatchSpans:
     end: np.ndarray
     resume: np.ndarray
     part: np.ndarray
-
-
-def _sortable(t: pa.DataType) -> bool:
-    return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
-                or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
-                or pa.types.is_large_binary(t) or pa.types.is_temporal(t) or pa.types.is_decimal(t))
-
-
-def _sort_keys(table: pa.Table, columns: list[str]) -> pa.Table:
-    """``columns`` of ``table`` in a form pyarrow can sort and compare: dictionary columns by
-    their values, other types (lists, structs, maps) by a 64-bit hash of their content (the
-    same in every process), so ties order and duplicates compare by every column's value."""
-    out = table.select(columns)
-    for i, field in enumerate(out.schema):
-        if _sortable(field.type):
-            continue  # as it is: no copy
-        if pa.types.is_dictionary(field.type) and _sortable(field.type.value_type):
-            col: pa.Array = out.column(i).combine_chunks().dictionary_decode()
-        else:
-            from dfs_cer.match.identity import row_hashes
-
-            col = pa.array(row_hashes(out.select([i]), [field.name]), pa.uint64())
-        out = out.set_column(i, field.name, col)
-    return out
-
-
-def identical_runs(table: pa.Table) -> np.ndarray:
-    """``out[i]``: row i equals row i - 1 in every column (NULL equals NULL); ``out[0]`` False."""
-    n = table.num_rows
-    same = np.zeros(n, bool)
-    if n > 1:
-        same[1:] = True
-        keys = _sort_keys(table, table.column_names)
-        for i in range(keys.num_columns):
-            same &= same_as_previous(keys.column(i))
-    return same
-
-
-def same_as_previous(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """``out[i]``: row i equals row i - 1 in this column (NULL equals NULL); ``out[0]`` False."""
-    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    n = len(col)
-    out = np.zeros(n, bool)
-    if n > 1:
-        a, b = col.slice(1), col.slice(0, n - 1)
-        same = pc.fill_null(pc.equal(a, b), False)
-        both_null = pc.and_(pc.is_null(a), pc.is_null(b))
-        out[1:] = np.asarray(pc.or_(same, both_null).to_numpy(zero_copy_only=False), bool)
-    return out
-
-
-#: an ORDER BY key: (column, descending) or (column, descending, nulls first); NULLs sort last by default
-OrderKey = tuple[str, bool] | tuple[str, bool, bool]
-
-
-def sort_and_partition(table: pa.Table, partition_by: tuple[str, ...], order_by: Sequence[OrderKey],
-                       columns: set[str] | None = None, event_key: tuple[str, ...] = (),
-                       dedup: bool = False) -> tuple[pa.Table, np.ndarray, np.ndarray]:
-    """See :func:`sort_partition_flags` (without flags)."""
-    sorted_table, bounds, order, _ = sort_partition_flags(table, partition_by, order_by, columns, event_key, dedup)
-    return sorted_table, bounds, order
-
-
-def sort_partition_flags(table: pa.Table, partition_by: tuple[str, ...], order_by: Sequence[OrderKey],
-                         columns: set[str] | None = None, event_key: tuple[str, ...] = (), dedup: bool = False,
-                         flags: np.ndarray | None = None) -> tuple[pa.Table, np.ndarray, np.ndarray, np.ndarray]:
-    """Sort by partition and order keys, then by the event key, then by the row's other columns
-    (only ``columns`` are carried along when given); with ``dedup``, drop duplicate events.
-
-    Rows that tie on the ORDER BY keys (SQL leaves their order to the implementation) are
-    ordered by their event key columns, then their remaining columns, ascending: the order is
-    canonical, the same whatever order the rows arrived in, which storage node held them and
-    which strategy pulled them. A duplicate is a row equal to the previous one in the partition
-    and ORDER BY columns and in the event key (every comparable column when the key is empty);
-    the first of a run of duplicates is kept.
-
-    Returns the sorted table, partition boundaries ``[0, ..., n]``, the sort permutation
-    (indices of the kept rows in the input) and ``flags`` (one bool per input row, e.g. halo
-    rows) in sorted order; a kept duplicate is flagged only when every copy of it was.
-    """
-    if flags is None:
-        flags = np.zeros(len(table), bool)
-    keys: list[tuple[str, str, str]] = []
-    for item in [(c, False) for c in partition_by] + list(order_by):
-        c, descending = item[0], item[1]
-        nulls_first = len(item) > 2 and bool(item[2])
-        if c not in {k[0] for k in keys}:  # a column named twice sorts by its first place
-            keys.append((c, "descending" if descending else "ascending", "at_start" if nulls_first else "at_end"))
-    named = {k[0] for k in keys}
-    key_cols = [c for c in event_key if c not in named]
-    rest = [f.name for f in table.schema if f.name not in named and f.name not in key_cols]
-    if keys and order_by:  # without ORDER BY rows keep their input order within a partition
-        keys += [(c, "ascending", "at_end") for c in key_cols + rest]
-    order = np.arange(len(table), dtype=np.int64)
-    sortable = _sort_keys(table, [k[0] for k in keys]) if keys and len(table) > 1 else None
-    if sortable is not None:
-        order = np.asarray(pc.sort_indices(sortable, sort_keys=keys).to_numpy(zero_copy_only=False), np.int64)
-    if dedup and sortable is not None and order_by:
-        identity = [k[0] for k in keys[:len(named)]] + (key_cols if event_key else rest)
-        ordered = sortable.select(identity).take(pa.array(order))
-        duplicate = np.ones(len(table), bool)
-        duplicate[0] = False
-        for name in identity:
-            duplicate &= same_as_previous(ordered.column(name))
-        if duplicate.any():
-            run_starts = np.nonzero(~duplicate)[0]
-            kept = np.minimum.reduceat(flags[order].astype(np.int8), run_starts).astype(bool)
-            order = order[~duplicate]
-            flags = flags.copy()
-            flags[order] = kept
-    if columns is not None:
-        keep = [c for c in table.column_names if c in columns or c in partition_by or c in {o[0] for o in order_by}]
-        table = table.select(keep)
-    if not np.array_equal(order, np.arange(len(table))):
-        table = table.take(pa.array(order))
-    n = len(table)
-    change = np.zeros(n, bool)
-    if n:
-        change[0] = True
-    for c in partition_by:
-        change[1:] |= ~same_as_previous(_sort_keys(table, [c]).column(0))[1:]
-    bounds = np.append(np.nonzero(change)[0], n).astype(np.int64)
-    return table, bounds, order, flags[order]
 
 
 def match_starts(pattern: object, labels: tuple[str, ...], masks: np.ndarray, n: int,
@@ -243,17 +120,6 @@ def _idle_skipping(masks: np.ndarray, dependent: np.ndarray, n: int) -> tuple[np
         next_true[v, :n] = np.append(rows, n)[np.searchsorted(rows, np.arange(n))]
     return free, next_true
 
-
-def time_values(table: pa.Table, column: str) -> np.ndarray:
-    arr = table.column(column).combine_chunks()
-    if not (pa.types.is_temporal(arr.type) or pa.types.is_integer(arr.type)):
-        raise UnsupportedFeatureError(f"WITHIN over a {arr.type} ORDER BY column is not supported",
-                                      clause="WITHIN", hint="order by a timestamp or integer column",
-                                      code="unsupported")
-    if arr.null_count:
-        raise UnsupportedFeatureError(f"the ORDER BY column {column} has NULLs, which WITHIN cannot place in time",
-                                      clause="WITHIN", hint="filter them out first", code="null-time")
-    return np.asarray(time_ints(arr), np.int64)
 
 
 def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = MAX_MATCHES,
@@ -393,7 +259,7 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
                      r_label, r_excl)
     ids = None
     if match_ids:
-        from dfs_cer.match import identity
+        from dfs_cer.events import identity
 
         counts = (m_end - m_start).astype(np.int64)
         if match_ids == "times":  # where matches start (their first row's sorted place) and end: no hashing
@@ -460,7 +326,7 @@ def _with_ids(table: pa.Table, ids: tuple[np.ndarray, np.ndarray, np.ndarray] | 
               unmatched: int = 0) -> pa.Table:
     if ids is None:
         return table
-    from dfs_cer.match.identity import ID_COLUMNS
+    from dfs_cer.events.identity import ID_COLUMNS
 
     for name, values in zip(ID_COLUMNS, ids, strict=True):
         taken = values[out_match] if out_match.size else values[:0]

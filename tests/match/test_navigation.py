@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dfs_cer import analyze, match_recognize, parse
-from dfs_cer.plan.navigation import navigation_masks
+from dfs_cer.match.rowpattern.navigation import candidate_reach, navigation_masks
 from dfs_cer.query import Analysis
 from dfs_cer.query.arrow_filter import to_arrow_filter
 
@@ -78,3 +78,14 @@ def test_time_windows_decide_rows_inside_a_run_of_windows() -> None:
     mask = navigation_masks(table, analysis, ("id",), True, "time", 100)["B"]
     # row 0 is the run's first row (its PREV may be on another node); rows 1-5 fall; 6 rises; 7 ties
     assert mask.tolist() == [True, False, False, False, False, False, True, False]
+
+
+def test_candidate_reach_follows_each_variables_condition_and_direction() -> None:
+    q = parse("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ONE ROW PER MATCH "
+              "PATTERN (A N*? B N*? C) WITHIN 10 DEFINE A AS A.type = 'a', "
+              "B AS B.type = 'b' AND B.x < PREV(B.x, 2), C AS C.type = 'c' AND NEXT(C.x) > C.x)")
+    analysis = analyze(q)
+    assert analysis.variable_reach == (("B", 2, 0), ("C", 0, 1))
+    events = pa.table({"type": ["a", "b", "c", "z"], "x": [1, 2, 3, 4], "ts": [1, 2, 3, 4]})
+    before, after = candidate_reach(events, analysis)
+    assert before.tolist() == [0, 2, 0, 0] and after.tolist() == [0, 0, 1, 0]

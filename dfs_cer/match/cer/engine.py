@@ -34,17 +34,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dfs_cer.errors import MatchLimitError, UnsupportedFeatureError
+from dfs_cer.events.order import sort_and_partition, sort_partition_flags
+from dfs_cer.events.time import time_values
 from dfs_cer.match.arrow_eval import _broadcast, evaluate
-from dfs_cer.match.cer_kernels import expand_pairs, expand_ranges
-from dfs_cer.match.cer_pattern import Branch, Item, branches
+from dfs_cer.match.cer.kernels import expand_pairs, expand_ranges
+from dfs_cer.match.cer.pattern import Branch, Item, branches
 from dfs_cer.match.columns import KLEENE, ON_LIMIT, check_choice, column_of, split_halo
-from dfs_cer.match.rowpattern import (
-    MatchOutput,
-    _referenced_columns,
-    sort_and_partition,
-    sort_partition_flags,
-    time_values,
-)
+from dfs_cer.match.rowpattern.engine import MatchOutput, _referenced_columns
 from dfs_cer.query.analyze import Analysis
 from dfs_cer.query.expr import (
     Aggregate,
@@ -164,7 +160,7 @@ def run_cer(table: pa.Table, analysis: Analysis, *, selection: str = "skip_till_
     row_part = np.repeat(np.arange(bounds.size - 1), np.diff(bounds)) if n else np.zeros(0, np.int64)
     row_hash = None
     if match_ids:
-        from dfs_cer.match import identity
+        from dfs_cer.events import identity
 
         cols = identity.identity_columns(original.schema, partition_by, [order_col], analysis.event_key)
         row_hash = identity.event_hashes(original.take(pa.array(order)), cols)
@@ -309,7 +305,7 @@ class _Engine:
     # ------------------------------------------------------------------ candidates and conditions
 
     def _candidates(self, analysis: Analysis) -> tuple[dict[str, np.ndarray], dict[str, list[Expr]]]:
-        from dfs_cer.match.conditions import ConditionCompiler
+        from dfs_cer.match.rowpattern.conditions import ConditionCompiler
 
         mr = analysis.query.recognize
         part_start = self.bounds[self.row_part] if len(self.table) else np.zeros(0, np.int64)
@@ -1040,7 +1036,7 @@ class _Engine:
                   names: list[str], count: int) -> pa.Table:
         if self.row_hash is None:
             return relation
-        from dfs_cer.match import identity
+        from dfs_cer.events import identity
 
         present = [n for n in names if n in bound or n in kleene]
         if kleene:  # variable-length matches: flatten per match, variables in pattern order

@@ -19,9 +19,9 @@ import pyarrow.compute as pc
 from numba import njit
 
 from dfs_cer.errors import MatchError, UnsupportedFeatureError
-from dfs_cer.match import aggregates
 from dfs_cer.match.arrow_eval import _broadcast, evaluate
 from dfs_cer.match.columns import column_of
+from dfs_cer.match.rowpattern import aggregates
 from dfs_cer.query.expr import (
     Aggregate,
     Classifier,

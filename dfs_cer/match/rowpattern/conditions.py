@@ -22,9 +22,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dfs_cer.errors import MatchError, UnsupportedFeatureError
+from dfs_cer.events.time import time_ints
 from dfs_cer.match.arrow_eval import evaluate_mask
 from dfs_cer.match.columns import column_of
-from dfs_cer.match.exact import RankSpace, is_wide
+from dfs_cer.match.rowpattern.exact import RankSpace, is_wide
 from dfs_cer.query.expr import (
     Aggregate,
     Between,
@@ -48,7 +49,7 @@ from dfs_cer.query.expr import (
     walk,
 )
 from dfs_cer.query.model import MatchRecognize, WindowUnit
-from dfs_cer.query.numeric import convert, is_exact, time_ints, to_double
+from dfs_cer.query.numeric import convert, is_exact, to_double
 
 # condition program opcodes
 (C_CONST, C_COL, C_ADD, C_SUB, C_MUL, C_DIV, C_MOD, C_NEG, C_CMP, C_AND, C_OR, C_NOT, C_ISNULL, C_AGG, C_CLS, C_MNUM,
@@ -260,7 +261,7 @@ class ConditionCompiler:
 
     def prepare_ranks(self, dependent: list[tuple[str, Expr]]) -> None:
         """One rank space for every column and integer literal of the comparisons that read wide
-        numbers exactly (dfs_cer.match.exact)."""
+        numbers exactly (dfs_cer.match.rowpattern.exact)."""
         columns: dict[str, pa.Array] = {}
         literals: list[int | Decimal] = []
         for variable, e in dependent:

@@ -1,4 +1,6 @@
-"""PREV/NEXT conditions checked on a storage node (pure logic).
+"""Row conditions a storage node checks over its own rows (pure logic): PREV/NEXT conjuncts
+(:func:`navigation_masks`) and the halo reach of pulled candidates under their variables'
+independent conditions (:func:`candidate_reach`).
 
 A conjunct such as ``B.price < PREV(B.price)`` reads only the row being labelled and its
 neighbours in the row pattern partition's canonical order. A node that holds those neighbours
@@ -21,9 +23,11 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from dfs_cer.match.conditions import row_masks
-from dfs_cer.match.rowpattern import identical_runs, sort_and_partition, time_values
+from dfs_cer.events.order import identical_runs, sort_and_partition
+from dfs_cer.events.time import time_values
+from dfs_cer.match.rowpattern.conditions import row_masks
 from dfs_cer.query.analyze import Analysis
+from dfs_cer.query.expr import conjuncts
 
 MODES = ("partitions", "time")
 
@@ -73,3 +77,24 @@ def navigation_masks(table: pa.Table, analysis: Analysis, event_key: Sequence[st
         full[order] = m
         out[name] = full
     return out
+
+
+def candidate_reach(events: pa.Table, analysis: Analysis) -> tuple[np.ndarray, np.ndarray]:
+    """Rows PREV/NEXT may read before / after each pulled candidate: the most any variable whose
+    independent condition the row passes reads around its rows (a row failing a variable's
+    independent condition is never labelled by it, whatever its neighbours hold)."""
+    n = events.num_rows
+    before, after = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    reaching = [v for v in analysis.variables if not v.any_row and any(analysis.reach_of(v.name))]
+    parts = {v.name: tuple(conjuncts(v.independent)) for v in reaching if v.independent is not None}
+    bound = np.zeros(n, np.int64)  # the conditions are row-local: no navigation bounds needed
+    order_type = events.schema.field(analysis.order_column).type if analysis.order_column in events.column_names \
+        else None
+    unit = order_type.unit if order_type is not None and pa.types.is_timestamp(order_type) else None
+    masks = row_masks(analysis.query.recognize, parts, events, bound, bound + n, unit) if parts else {}
+    for v in reaching:
+        b, a = analysis.reach_of(v.name)
+        mask = masks.get(v.name, np.ones(n, bool))
+        before = np.maximum(before, np.where(mask, b, 0))
+        after = np.maximum(after, np.where(mask, a, 0))
+    return before, after

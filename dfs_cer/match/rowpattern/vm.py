@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from dfs_cer.match.conditions import (
+from dfs_cer.match.rowpattern.conditions import (
     C_ADD,
     C_AGG,
     C_AND,
@@ -43,7 +43,7 @@ from dfs_cer.match.conditions import (
     K_NULL,
     UNIVERSAL,
 )
-from dfs_cer.match.program import DONE, END, EXCL_IN, EXCL_OUT, JUMP, SPLIT, START
+from dfs_cer.match.rowpattern.program import DONE, END, EXCL_IN, EXCL_OUT, JUMP, SPLIT, START
 
 SKIP_PAST_LAST, SKIP_NEXT_ROW, SKIP_TO_FIRST, SKIP_TO_LAST = range(4)
 # status codes

@@ -14,7 +14,7 @@ has one value per row, whatever the match: it is evaluated once over the whole s
   column (``count(*) FILTER (WHERE c)`` is ``count(CASE WHEN c THEN 1 END)``).
 
 MEASURES aggregates evaluate their arguments over the matched rows themselves
-(:mod:`dfs_cer.match.aggregates`); they need no derived column.
+(:mod:`dfs_cer.match.rowpattern.aggregates`); they need no derived column.
 """
 
 from __future__ import annotations

@@ -1,0 +1,138 @@
+"""The canonical order of events: sort by PARTITION BY and ORDER BY, ties broken by the event key
+and the other columns, partitions found, duplicate events dropped; identical rows and runs.
+
+Every engine, the planner and the storage nodes order rows this one way, so the order is the
+same whatever order the rows arrived in, which storage node held them and which strategy
+pulled them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def _sortable(t: pa.DataType) -> bool:
+    return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+                or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+                or pa.types.is_large_binary(t) or pa.types.is_temporal(t) or pa.types.is_decimal(t))
+
+
+def _sort_keys(table: pa.Table, columns: list[str]) -> pa.Table:
+    """``columns`` of ``table`` in a form pyarrow can sort and compare: dictionary columns by
+    their values, other types (lists, structs, maps) by a 64-bit hash of their content (the
+    same in every process), so ties order and duplicates compare by every column's value."""
+    out = table.select(columns)
+    for i, field in enumerate(out.schema):
+        if _sortable(field.type):
+            continue  # as it is: no copy
+        if pa.types.is_dictionary(field.type) and _sortable(field.type.value_type):
+            col: pa.Array = out.column(i).combine_chunks().dictionary_decode()
+        else:
+            from dfs_cer.events.identity import row_hashes
+
+            col = pa.array(row_hashes(out.select([i]), [field.name]), pa.uint64())
+        out = out.set_column(i, field.name, col)
+    return out
+
+
+def identical_runs(table: pa.Table) -> np.ndarray:
+    """``out[i]``: row i equals row i - 1 in every column (NULL equals NULL); ``out[0]`` False."""
+    n = table.num_rows
+    same = np.zeros(n, bool)
+    if n > 1:
+        same[1:] = True
+        keys = _sort_keys(table, table.column_names)
+        for i in range(keys.num_columns):
+            same &= same_as_previous(keys.column(i))
+    return same
+
+
+def same_as_previous(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """``out[i]``: row i equals row i - 1 in this column (NULL equals NULL); ``out[0]`` False."""
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    n = len(col)
+    out = np.zeros(n, bool)
+    if n > 1:
+        a, b = col.slice(1), col.slice(0, n - 1)
+        same = pc.fill_null(pc.equal(a, b), False)
+        both_null = pc.and_(pc.is_null(a), pc.is_null(b))
+        out[1:] = np.asarray(pc.or_(same, both_null).to_numpy(zero_copy_only=False), bool)
+    return out
+
+
+#: an ORDER BY key: (column, descending) or (column, descending, nulls first); NULLs sort last by default
+OrderKey = tuple[str, bool] | tuple[str, bool, bool]
+
+
+def sort_and_partition(table: pa.Table, partition_by: tuple[str, ...], order_by: Sequence[OrderKey],
+                       columns: set[str] | None = None, event_key: tuple[str, ...] = (),
+                       dedup: bool = False) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+    """See :func:`sort_partition_flags` (without flags)."""
+    sorted_table, bounds, order, _ = sort_partition_flags(table, partition_by, order_by, columns, event_key, dedup)
+    return sorted_table, bounds, order
+
+
+def sort_partition_flags(table: pa.Table, partition_by: tuple[str, ...], order_by: Sequence[OrderKey],
+                         columns: set[str] | None = None, event_key: tuple[str, ...] = (), dedup: bool = False,
+                         flags: np.ndarray | None = None) -> tuple[pa.Table, np.ndarray, np.ndarray, np.ndarray]:
+    """Sort by partition and order keys, then by the event key, then by the row's other columns
+    (only ``columns`` are carried along when given); with ``dedup``, drop duplicate events.
+
+    Rows that tie on the ORDER BY keys (SQL leaves their order to the implementation) are
+    ordered by their event key columns, then their remaining columns, ascending: the order is
+    canonical, the same whatever order the rows arrived in, which storage node held them and
+    which strategy pulled them. A duplicate is a row equal to the previous one in the partition
+    and ORDER BY columns and in the event key (every comparable column when the key is empty);
+    the first of a run of duplicates is kept.
+
+    Returns the sorted table, partition boundaries ``[0, ..., n]``, the sort permutation
+    (indices of the kept rows in the input) and ``flags`` (one bool per input row, e.g. halo
+    rows) in sorted order; a kept duplicate is flagged only when every copy of it was.
+    """
+    if flags is None:
+        flags = np.zeros(len(table), bool)
+    keys: list[tuple[str, str, str]] = []
+    for item in [(c, False) for c in partition_by] + list(order_by):
+        c, descending = item[0], item[1]
+        nulls_first = len(item) > 2 and bool(item[2])
+        if c not in {k[0] for k in keys}:  # a column named twice sorts by its first place
+            keys.append((c, "descending" if descending else "ascending", "at_start" if nulls_first else "at_end"))
+    named = {k[0] for k in keys}
+    key_cols = [c for c in event_key if c not in named]
+    rest = [f.name for f in table.schema if f.name not in named and f.name not in key_cols]
+    if keys and order_by:  # without ORDER BY rows keep their input order within a partition
+        keys += [(c, "ascending", "at_end") for c in key_cols + rest]
+    order = np.arange(len(table), dtype=np.int64)
+    sortable = _sort_keys(table, [k[0] for k in keys]) if keys and len(table) > 1 else None
+    if sortable is not None:
+        order = np.asarray(pc.sort_indices(sortable, sort_keys=keys).to_numpy(zero_copy_only=False), np.int64)
+    if dedup and sortable is not None and order_by:
+        identity = [k[0] for k in keys[:len(named)]] + (key_cols if event_key else rest)
+        ordered = sortable.select(identity).take(pa.array(order))
+        duplicate = np.ones(len(table), bool)
+        duplicate[0] = False
+        for name in identity:
+            duplicate &= same_as_previous(ordered.column(name))
+        if duplicate.any():
+            run_starts = np.nonzero(~duplicate)[0]
+            kept = np.minimum.reduceat(flags[order].astype(np.int8), run_starts).astype(bool)
+            order = order[~duplicate]
+            flags = flags.copy()
+            flags[order] = kept
+    if columns is not None:
+        keep = [c for c in table.column_names if c in columns or c in partition_by or c in {o[0] for o in order_by}]
+        table = table.select(keep)
+    if not np.array_equal(order, np.arange(len(table))):
+        table = table.take(pa.array(order))
+    n = len(table)
+    change = np.zeros(n, bool)
+    if n:
+        change[0] = True
+    for c in partition_by:
+        change[1:] |= ~same_as_previous(_sort_keys(table, [c]).column(0))[1:]
+    bounds = np.append(np.nonzero(change)[0], n).astype(np.int64)
+    return table, bounds, order, flags[order]
