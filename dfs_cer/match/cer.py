@@ -224,7 +224,6 @@ class _Engine:
         self.ctx = Context(table, ts, bounds, row_part, items, window, tie, unordered, work)
         self.items = items
         self.selection = selection
-        self.kleene_mode = kleene
         self.max_matches = max_matches
         self.on_limit = on_limit
         self.count_only = count_only

@@ -94,7 +94,8 @@ class KleeneSets:
                 continue
             pos = self.ctx.index[it.name]
             lo = max([self.ctx.ts[singles[o.name]] for o in self.ctx.items[:pos] if o.name in singles], default=None)
-            hi = min([self.ctx.ts[singles[o.name]] for o in self.ctx.items[pos + 1:] if o.name in singles], default=None)
+            hi = min([self.ctx.ts[singles[o.name]] for o in self.ctx.items[pos + 1:] if o.name in singles],
+                     default=None)
             c = cands[it.name]
             c = c[(c >= p0) & (c < p1)]
             t = self.ctx.ts[c]
@@ -187,7 +188,8 @@ class KleeneSets:
                 views = {k: np.full(pair_i.size, v) for k, v in singles.items()}
                 views[name] = cur
                 nav = {(NavKind.NEXT, 1) if kind == "next" else (NavKind.PREV, 1): other}
-                pair_ok &= check_condition(p, Gathered(self.ctx.table, views, owner, self.ctx.kleene, {name: nav}), pair_i.size)
+                resolve = Gathered(self.ctx.table, views, owner, self.ctx.kleene, {name: nav})
+                pair_ok &= check_condition(p, resolve, pair_i.size)
         # strictly increasing time between consecutive selected events
         if pair_i.size:
             pair_ok &= self.ctx.ts[rows[pair_j]] >= self.ctx.ts[rows[pair_i]] + self.ctx.tie

@@ -148,8 +148,8 @@ class NextMatch:
                     rows = {k: v[who] for k, v in bound.items()}
                     rows[it.name] = r
                     for owner, p in checks:
-                        hold &= check_condition(p, Gathered(self.ctx.table, rows, owner, self.ctx.kleene, columns=columns),
-                                       pending.size)
+                        resolve = Gathered(self.ctx.table, rows, owner, self.ctx.kleene, columns=columns)
+                        hold &= check_condition(p, resolve, pending.size)
                 found[pending[hold]] = r[hold]
                 pending = pending[~hold]
                 pos[pending] += 1
