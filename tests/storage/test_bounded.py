@@ -20,7 +20,7 @@ from bench.attacks import ALL2, SKIP4, attack_table, like_filter, run_attack
 from dfs_cer import match_recognize
 from dfs_cer.errors import WorkCancelledError, WorkMemoryError
 from dfs_cer.io.shard import shard
-from dfs_cer.match.cer import engine as cer
+from dfs_cer.match.cer import join as cer_join
 from dfs_cer.match.cer.engine import run_cer
 from dfs_cer.match.push_pull import filter_by_projection
 from dfs_cer.query import analyze, parse
@@ -75,7 +75,7 @@ def test_bounded_cer_runs_return_exactly_the_unbounded_matches(monkeypatch: pyte
         "B AS type = 'B'", "B AS type = 'B', C AS type = 'C' AND C.ts > A.ts")
     analysis = analyze(parse(sql), table.schema)
     plain = run_cer(table, analysis)
-    monkeypatch.setattr(cer, "CHUNK_PAIRS", 7)
+    monkeypatch.setattr(cer_join, "CHUNK_PAIRS", 7)
     bounded = run_cer(table, analysis, work=Work("q", deadline=time.monotonic() + 600))
     assert bounded.table.equals(plain.table) and bounded.matches == plain.matches > 1000
 

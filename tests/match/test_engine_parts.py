@@ -1,0 +1,81 @@
+"""The engines' parts driven on their own: the row-pattern VM over label strings (its state
+grouped in :mod:`dfs_cer.match.vm_state`) and the CER engine's shared context."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from dfs_cer import parse
+from dfs_cer.match.cer.context import Context
+from dfs_cer.match.cer.pattern import Item
+from dfs_cer.match.rowpattern import vm, vm_state
+from dfs_cer.match.rowpattern.compiler import compile_pattern
+from dfs_cer.match.rowpattern.conditions import compile_conditions
+from dfs_cer.match.rowpattern.engine import match_starts, pattern_labels
+from dfs_cer.work import Work
+
+
+def vm_run(text: str, pattern: str, skip_mode: int = vm.SKIP_PAST_LAST,
+           max_matches: int = 1000) -> tuple[int, list[tuple[int, int]], str]:
+    """Run the VM over one partition whose row i is labelled ``text[i]`` (label X matches rows
+    written X): status, matches (start, exclusive end) and the labels of their rows."""
+    variables = sorted({c for c in pattern if c.isupper()})
+    define = ", ".join(f"{v} AS lab = '{v}'" for v in variables)
+    mr = parse(f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES 1 AS one ONE ROW PER MATCH "
+               f"PATTERN ({pattern}) DEFINE {define})").recognize
+    n = len(text)
+    table = pa.table({"ts": np.arange(n, dtype=np.int64), "lab": list(text)})
+    labels = pattern_labels(mr.pattern)
+    program = compile_pattern(mr.pattern, labels)
+    c = compile_conditions(mr, labels, table, np.zeros(n, np.int64), np.full(n, n, np.int64), None)
+    bounds = np.array([0, n], np.int64)
+    # no idle-row skipping: no label is free (next_true is then never read)
+    free = np.zeros(len(labels), bool)
+    next_true = np.full((len(labels), n + 1), n, np.int64)
+    out = vm.run(
+        vm_state.Instructions(program.op.astype(np.int64), program.a.astype(np.int64),
+                              program.b.astype(np.int64)),
+        vm_state.Labels(c.masks, c.dependent, free, next_true,
+                        match_starts(mr.pattern, labels, c.masks, n, bounds)),
+        vm_state.Predicates(c.code, c.code_start, c.const_i, c.const_f, c.const_kind, c.members,
+                            c.relevant, c.deep_navigation),
+        vm_state.Columns(c.icols, c.inull, c.fcols, c.fnull, np.zeros(n, np.int64)),
+        vm_state.Units(bounds, np.array([[0, n]], np.int64), False, False),
+        vm_state.Options(-1, skip_mode, -1, max_matches),
+        np.zeros(2, np.int64))
+    status, m_start, m_end, _, _, _, r_label, _, _ = out
+    return status, list(zip(m_start.tolist(), m_end.tolist(), strict=True)), \
+        "".join(labels[v] for v in r_label.tolist())
+
+
+@pytest.mark.parametrize(("text", "pattern", "spans", "rows"), [
+    ("ABBBCD", "A B+ C", [(0, 5)], "ABBBC"),
+    ("ABBBCD", "A B+? C", [(0, 5)], "ABBBC"),
+    ("ABCABC", "A B C", [(0, 3), (3, 6)], "ABCABC"),
+    ("AAAB", "(A | A A)* B", [(0, 4)], "AAAB"),
+    ("AAAA", "(A+)+ $", [(0, 4)], "AAAA"),
+    ("AAAA", "(A+)+ B", [], ""),
+])
+def test_vm_over_label_strings(text: str, pattern: str, spans: list[tuple[int, int]], rows: str) -> None:
+    status, matches, labels = vm_run(text, pattern)
+    assert status == vm.OK and matches == spans and labels == rows
+
+
+def test_vm_status_codes() -> None:
+    assert vm_run("ABAB", "A B", max_matches=1)[0] == vm.LIMIT_REACHED
+    assert vm_run("ABAB", "A B", skip_mode=vm.SKIP_NEXT_ROW)[1] == [(0, 2), (2, 4)]
+
+
+def test_cer_context_charges_the_partial_matches_it_holds() -> None:
+    work = Work("q")
+    ctx = Context(pa.table({}), np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64),
+                  [Item("A", False), Item("B", True)], None, 1, False, work)
+    assert ctx.kleene == {"B"} and ctx.index == {"A": 0, "B": 1} and not ctx.negated
+    ctx.hold(1000)
+    assert work.charged == 1000
+    ctx.hold(400)  # in place of what was held
+    assert work.charged == 400
+    ctx.hold(0)
+    assert work.charged == 0
