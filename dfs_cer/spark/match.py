@@ -362,8 +362,7 @@ def match_data(spark: Any, query: Query, path: str, time_unit: str, *, event_key
     time_column = query.recognize.order_by[0].column
     table = None
     if is_table(path):  # planned here (pyiceberg on the driver only); executors read the files
-        from dfs_cer.io.rowgroups import table_row_groups
-        from dfs_cer.io.tables import plan_table
+        from dfs_cer.io.tables import plan_table, table_row_groups
 
         table = plan_table(path, tables=tables or load_config().tables, storage=storage)
         schema, groups = table.schema, table_row_groups(table, time_column)
