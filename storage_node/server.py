@@ -32,7 +32,8 @@ from dfs_cer.errors import (
     WorkMemoryError,
 )
 from dfs_cer.io.shard import schema_digest
-from dfs_cer.transport.envelope import COMPRESSIONS, seal
+from dfs_cer.options import COMPRESSIONS
+from dfs_cer.transport.envelope import seal
 from dfs_cer.transport.messages import decode, encode
 from dfs_cer.transport.protocol import ADMISSION, CACHE_MISS, UNKNOWN_QUERY, WORK_MEMORY, query_id
 from storage_node.actions import Actions, node_betas, snapshot_of

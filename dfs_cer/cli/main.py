@@ -16,11 +16,16 @@ import click
 import dfs_cer.cli.tables  # noqa: F401  (registers ``dfs-cer table``)
 from dfs_cer.cli.app import State, cli, handle_errors, pass_state
 from dfs_cer.io.files import names_a_file, read_text_file
+from dfs_cer.options import COST_MODELS, KLEENE, SELECTIONS, STRATEGIES
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from dfs_cer.strategies.base import Trace
+
+#: ``--selection``: strict contiguity is the library's only (the command line has no use for it)
+CLI_SELECTIONS = tuple(s for s in SELECTIONS if s != "strict_contiguity")
+
 
 def _read_sql(sql: str | None, file: str | None) -> str:
     if file is not None:
@@ -158,19 +163,18 @@ def _split_statements(text: str) -> list[str]:
 @click.option("--file", "-f", "file", help="Read the query from a file ('-' for stdin).")
 @click.option("--endpoints", required=True, help="Comma-separated storage node endpoints (host:port).")
 @click.option("--token-file", required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--strategy", type=click.Choice(["pull_all", "push_down", "push_pull", "naive_dfs", "dfs", "swf_only",
-                                              "dfs_v1", "dfs_v2"]), default=None,
+@click.option("--strategy", type=click.Choice(STRATEGIES), default=None,
               help="Pull strategy [default: strategy.default, dfs].")
-@click.option("--cost-model", type=click.Choice(["adaptive", "always_on", "always_off", "naive", "fixed"]),
+@click.option("--cost-model", type=click.Choice(COST_MODELS),
               default=None, help="Round-trip cost model (default: strategy.cost_model).")
 @click.option("--explain-analyze", is_flag=True, help="Print every round trip before the matches.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--limit", type=int, default=50, show_default=True, help="Matches printed as a table.")
 @click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
               help="Match in this process, or through a local Spark session (executors match units).")
-@click.option("--selection", type=click.Choice(["skip_till_any_match", "skip_till_next_match"]), default=None,
+@click.option("--selection", type=click.Choice(CLI_SELECTIONS), default=None,
               help="CER selection strategy (default: the SQL standard's semantics; ALL MATCHES: any match).")
-@click.option("--kleene", type=click.Choice(["all", "maximal"]), default=None,
+@click.option("--kleene", type=click.Choice(KLEENE), default=None,
               help="Kleene+ under a CER selection: every subset, or maximal sets.")
 @click.option("--save-run", is_flag=True, help="Save the matches with stable match ids under --runs-dir.")
 @click.option("--since-run", default=None, metavar="RUN_ID",

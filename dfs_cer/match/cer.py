@@ -37,7 +37,7 @@ from dfs_cer.errors import MatchLimitError, UnsupportedFeatureError
 from dfs_cer.match.arrow_eval import _broadcast, evaluate
 from dfs_cer.match.cer_kernels import expand_pairs, expand_ranges
 from dfs_cer.match.cer_pattern import Branch, Item, branches
-from dfs_cer.match.columns import KLEENE, ON_LIMIT, check_choice, column_of, split_halo
+from dfs_cer.match.columns import check_choice, column_of, split_halo
 from dfs_cer.match.rowpattern import (
     MatchOutput,
     _referenced_columns,
@@ -45,6 +45,7 @@ from dfs_cer.match.rowpattern import (
     sort_partition_flags,
     time_values,
 )
+from dfs_cer.options import KLEENE, ON_LIMIT, SELECTIONS
 from dfs_cer.query.analyze import Analysis
 from dfs_cer.query.expr import (
     Aggregate,
@@ -64,7 +65,6 @@ from dfs_cer.work import CHECK_EVERY, Work
 CHUNK_PAIRS = 1 << 20
 #: what one match with Kleene sets holds (Python lists of rows), charged to a node's work
 KLEENE_MATCH_BYTES = 256
-SELECTIONS = ("skip_till_any_match", "skip_till_next_match", "strict_contiguity")
 
 
 def _vars(e: Expr) -> set[str]:

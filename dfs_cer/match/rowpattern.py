@@ -18,11 +18,12 @@ import pyarrow.compute as pc
 
 from dfs_cer.errors import MatchError, MatchLimitError, UnsupportedFeatureError
 from dfs_cer.match import vm
-from dfs_cer.match.columns import ON_LIMIT, check_choice, column_of, split_halo
+from dfs_cer.match.columns import check_choice, column_of, split_halo
 from dfs_cer.match.conditions import compile_conditions
 from dfs_cer.match.hoist import hoist, with_derived
 from dfs_cer.match.measures import MatchRows, MeasureEvaluator
 from dfs_cer.match.program import compile_pattern
+from dfs_cer.options import ON_LIMIT
 from dfs_cer.pattern.ir import labels as pattern_labels
 from dfs_cer.query.analyze import Analysis
 from dfs_cer.query.expr import Column, walk
