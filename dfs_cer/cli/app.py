@@ -13,6 +13,7 @@ from dfs_cer import __version__
 from dfs_cer.cli.output import Output, make_output
 from dfs_cer.config import Config, load_config
 from dfs_cer.errors import DfsCerError
+from dfs_cer.logs import DEFAULT_LEVEL, LEVELS, configure
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -58,10 +59,14 @@ pass_state = click.make_pass_decorator(State)
 @click.option("--output", "output_kind", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="Output format.")
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
+@click.option("--log-level", type=click.Choice(LEVELS, case_sensitive=False), default=DEFAULT_LEVEL,
+              show_default=True, help="Log dfs-cer's work at this level and above on stderr.")
 @click.pass_context
-def cli(ctx: click.Context, config_files: tuple[str, ...], output_kind: str, debug: bool) -> None:
+def cli(ctx: click.Context, config_files: tuple[str, ...], output_kind: str, debug: bool,
+        log_level: str) -> None:
     """dfs-cer: find MATCH_RECOGNIZE patterns in event logs on storage nodes, pulling only
     the events inside time intervals that can contain matches."""
+    configure(log_level)
     try:
         config = load_config(tuple(config_files))
     except DfsCerError as exc:
