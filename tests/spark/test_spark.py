@@ -204,7 +204,7 @@ def test_data_in_s3(spark: Any, events: pa.Table, monkeypatch: pytest.MonkeyPatc
 
     from dfs_cer.errors import StorageError
     from dfs_cer.spark import match_recognize
-    from tests.storage.test_s3 import CREDENTIALS, moto_s3
+    from tests.fixtures.s3 import CREDENTIALS, moto_s3
 
     with moto_s3(monkeypatch) as (host, port):
         boto3.client("s3", endpoint_url=f"http://{host}:{port}").create_bucket(Bucket="events")
