@@ -3,6 +3,7 @@ SHELL := /bin/bash
 
 # dfs-cer: `make demo` runs the main job, `make test` runs lint, type checks and tests.
 # Both create .venv, install what they need (Java for Spark too) and are idempotent.
+# `make help` lists the targets (each target's `## ` comment is its line there).
 
 PYTHON ?= python3
 VENV   := .venv
@@ -10,9 +11,13 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: install java test lint unit demo fuzz clean
+.PHONY: help install java test lint unit demo fuzz clean
+.DEFAULT_GOAL := install
 
-install: $(STAMP) java
+help: ## list the targets
+	@grep -E '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+
+install: $(STAMP) java ## create .venv with every extra (and Java for Spark)
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "dfs-cer needs Python >= 3.11")'
@@ -27,24 +32,25 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	  && cp dfs_cer/spark/log4j2.properties $$d/log4j2.properties
 	touch $(STAMP)
 
-java:
+java: ## make sure a Java runtime for Spark is there
 	@scripts/ensure-java.sh
 
-lint: install
+lint: install ## ruff, mypy and the import-linter contracts (layers, no cycles)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
-unit: install
+unit: install ## the tests (pytest)
 	$(BIN)/pytest
 
-test: lint unit
+test: lint unit ## lint, then the tests (what CI runs)
 
-demo: install
+demo: install ## the embedded demo: sample data, three storage nodes, Spark, a query
 	$(BIN)/dfs-cer demo
 
 # the differential fuzzer's long profile (CI runs the quick one inside make test)
-fuzz: install
+fuzz: install ## the differential fuzzer's long profile
 	$(BIN)/python bench/fuzz.py
 
-clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
+clean: ## remove .venv and the tools' caches
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache *.egg-info

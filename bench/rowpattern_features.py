@@ -58,7 +58,7 @@ MEASURE_VARIANTS = {
 PATHOLOGICAL = ["(A | A A)* B", "(A+)+ B", "(A*)* B", "(A+)+ $"]
 
 
-def _best(fn, repeat: int = 3) -> float:  # type: ignore[no-untyped-def]
+def _best(fn, repeat: int = 3) -> float:
     fn()  # warm-up: JIT compilation
     return best_of(fn, repeat)
 

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -78,7 +79,7 @@ def dense_log(n: int, root: Path) -> Path:
     return path
 
 
-def run_child(cores: int, source: str, target: str, token: str = "") -> dict:
+def run_child(cores: int, source: str, target: str, token: str = "") -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-c", CHILD, str(cores), source, target, token], input=QUERY,
                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=3600)
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def plot(results: list[dict], path: Path) -> None:
+def plot(results: list[dict[str, Any]], path: Path) -> None:
     """Seconds per query by input size, source and cores."""
     import matplotlib
 

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
 from dfs_cer.errors import DfsCerError, QueryError
@@ -31,7 +32,10 @@ def match_situations(table: pyarrow.Table, sql: str, **options: object) -> pyarr
     return run(table, sql, **options)  # type: ignore[arg-type]
 
 
-__version__ = "0.1.0"
+try:  # the one version literal is pyproject.toml's
+    __version__ = version("dfs-cer")
+except PackageNotFoundError:  # pragma: no cover  (a source tree that was never installed)
+    __version__ = "0+unknown"
 
 __all__ = ["Analysis", "DfsCerError", "Query", "QueryError", "__version__", "analyze", "match_recognize",
            "match_situations", "parse"]

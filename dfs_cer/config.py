@@ -24,11 +24,10 @@ from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from dfs_cer.errors import ConfigError
+from dfs_cer.options import Compression, CostModel, Kleene, OnLimit, Strategy, TimeUnit
 
 ENV_PREFIX = "DFS_CER__"
 ENV_CONFIG_FILE = "DFS_CER_CONFIG"
-
-TimeUnit = Literal["ns", "us", "ms", "s"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,9 +50,8 @@ class StrategyConfig:
     """Compute-node pull strategy settings."""
 
     #: the pull strategy of ``dfs-cer query`` without --strategy
-    default: Literal["pull_all", "push_down", "push_pull", "naive_dfs", "dfs", "swf_only", "dfs_v1",
-                     "dfs_v2"] = "dfs"
-    cost_model: Literal["adaptive", "always_on", "always_off", "naive", "fixed"] = "adaptive"
+    default: Strategy = "dfs"
+    cost_model: CostModel = "adaptive"
     beta_sample_events: int = 5000
     calibration_file: str = "conf/calibration.json"
     #: seconds one call to a storage node may take (a hung node fails the query after this)
@@ -67,7 +65,7 @@ class StrategyConfig:
     #: how pulled events travel: one Arrow IPC stream with zstd or lz4 buffer compression
     #: (string columns of few distinct values dictionary-encoded), or ``none`` (uncompressed,
     #: the paper's comparison); traces count the bytes that crossed the network
-    transfer_compression: Literal["zstd", "lz4", "none"] = "zstd"
+    transfer_compression: Compression = "zstd"
     #: the most rows PREV/NEXT may reach beyond the pulled rows on either side (at most the
     #: protocol's 10,000): a query reaching further pulls every row (a fallback in the trace)
     halo_limit: int = 10_000
@@ -135,8 +133,8 @@ class MatcherConfig:
     """Matching engine settings."""
 
     max_matches: int = 10_000_000
-    on_limit: Literal["error", "truncate"] = "error"
-    kleene: Literal["all", "maximal"] = "all"
+    on_limit: OnLimit = "error"
+    kleene: Kleene = "all"
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ import sqlglot
 from dfs_cer.config import Config, load_config
 from dfs_cer.errors import ConfigError, UnsupportedFeatureError
 from dfs_cer.match.rowpattern.engine import run_row_pattern
+from dfs_cer.options import SELECTIONS
 from dfs_cer.query import Analysis, Query, analyze, parse
 from dfs_cer.query.input_columns import duplicate_in_names
 from dfs_cer.query.parser import parse_statement
@@ -27,7 +28,6 @@ from dfs_cer.query.statement import OUTER_DIALECT, Statement, alias_list
 if TYPE_CHECKING:
     import duckdb
 
-SELECTIONS = ("skip_till_any_match", "skip_till_next_match", "strict_contiguity")
 ENGINES = ("auto", "sql", "cer")
 RELATION = "__dfs_cer_matches"
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import hmac
 import json
+import logging
 import os
 import sys
 import threading
@@ -25,15 +26,20 @@ import pyarrow.flight as flight
 
 from dfs_cer.config import StorageConfig, TablesConfig, load_config, parse_size
 from dfs_cer.errors import DfsCerError, ProtocolError
+from dfs_cer.logs import DEFAULT_LEVEL, LEVELS, configure, set_query_id
+from dfs_cer.options import COMPRESSIONS
 from dfs_cer.transport.actions import ACTIONS, STATELESS_PULLS
 from dfs_cer.transport.codes import code_info
-from dfs_cer.transport.envelope import COMPRESSIONS, seal
+from dfs_cer.transport.envelope import seal
 from dfs_cer.transport.messages import decode, encode
 from dfs_cer.transport.protocol import query_id
 from storage_node.actions.base import Node, node_betas
 from storage_node.actions.routes import Routes
+from storage_node.logs import logged_call
 from storage_node.state import StateRegistry
 from storage_node.store import ShardStore
+
+log = logging.getLogger(__name__)
 
 
 class TokenMiddlewareFactory(flight.ServerMiddlewareFactory):
@@ -45,6 +51,7 @@ class TokenMiddlewareFactory(flight.ServerMiddlewareFactory):
         values = headers.get("authorization") or headers.get("Authorization") or []
         given = values[0] if values else ""
         if not hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
+            log.warning("refused a call: missing or wrong storage node token")
             raise flight.FlightUnauthenticatedError("missing or wrong storage node token")
         return None
 
@@ -88,6 +95,7 @@ class StorageNode(flight.FlightServerBase):
             qid = header.get("query_id")
             if qid is not None:
                 query_id(qid, "request")
+                set_query_id(qid)  # on every line logged for this call from here on
             stateful = not opens and header.get("kind") not in STATELESS_PULLS
             if stateful and qid is None:
                 raise ProtocolError("the request names no query_id")
@@ -115,6 +123,7 @@ class StorageNode(flight.FlightServerBase):
                       **self.store.cache_stats()})
         return stats, []
 
+    @logged_call("action")
     def do_action(self, context: Any, action: flight.Action) -> Iterator[flight.Result]:
         body = action.body.to_pybytes() if action.body is not None else b""
         try:
@@ -134,6 +143,7 @@ class StorageNode(flight.FlightServerBase):
         self._count(len(body), len(out))
         return iter([flight.Result(pa.py_buffer(out))])
 
+    @logged_call("upload")
     def do_put(self, context: Any, descriptor: flight.FlightDescriptor, reader: Any, writer: Any) -> None:
         try:
             header, _ = self._guard(descriptor.command, blobs=False)
@@ -152,6 +162,7 @@ class StorageNode(flight.FlightServerBase):
             raise self._translate(exc) from exc
         self._count(len(descriptor.command) + table.nbytes, 0)
 
+    @logged_call("pull")
     def do_get(self, context: Any, ticket: flight.Ticket) -> flight.RecordBatchStream:
         try:
             header, blobs = self._guard(ticket.ticket)
@@ -240,7 +251,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tls-cert", default=None)
     parser.add_argument("--tls-key", default=None)
     parser.add_argument("--ready-file", default=None, help="write the bound port here once serving")
+    parser.add_argument("--log-level", default=DEFAULT_LEVEL, type=str.upper, choices=LEVELS,
+                        help=f"log calls and errors at this level and above on stderr (default: {DEFAULT_LEVEL})")
     args = parser.parse_args(argv)
+    configure(args.log_level)
     try:
         serve(args.data, args.port, args.token_file, args.memory_budget, args.host, args.tls_cert, args.tls_key,
               args.ready_file)

@@ -1,17 +1,19 @@
-"""Pure packages (events, query, pattern, match, filters, plan) import no pyspark, boto3 or
-pyarrow.fs.
+"""Layers and import rules, checked by import-linter and by what it cannot express.
 
-Checked two ways: statically over every import statement in those packages (including imports
-inside functions), and at run time in a fresh interpreter after importing every module.
-
-Layers, lowest first: dfs_cer.events (time values, canonical order, identity) imports only
-errors-level modules; the packages the engines build on (events, query, pattern, filters, plan,
-io) import nothing from dfs_cer.match.
+The layer order, "storage_node and spark_jobs above the core", "pure logic imports no pyspark or
+boto3" and "no import cycles inside a package" are import-linter contracts in pyproject.toml
+([tool.importlinter]); :func:`test_contracts` runs them, and :func:`test_back_arrow_breaks_a_contract`
+shows that an upward import in a copy of the tree fails them. import-linter sees external packages
+only by their top-level name, so "no pyarrow.fs / pyarrow.dataset in pure logic" is checked here,
+statically over every import statement (including imports inside functions) and at run time in a
+fresh interpreter; so is "no private names imported across packages".
 """
 
 from __future__ import annotations
 
 import ast
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +22,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PURE = ["events", "query", "pattern", "match", "filters", "plan"]
-FORBIDDEN = ("pyspark", "boto3", "botocore", "pyarrow.fs", "pyarrow._fs", "pyarrow.dataset", "pyarrow._s3fs")
+#: submodules import-linter cannot tell from pyarrow itself (pyspark, boto3: contract "pure-no-io")
+FORBIDDEN = ("pyarrow.fs", "pyarrow._fs", "pyarrow.dataset", "pyarrow._s3fs")
+LINT = "import sys; from importlinter.cli import lint_imports_command; lint_imports_command(sys.argv[1:])"
 
 
 def _modules(package: str) -> list[Path]:
@@ -92,35 +96,34 @@ def test_no_private_names_across_packages() -> None:
     assert bad == []
 
 
-#: the only dfs_cer modules dfs_cer.events may import: it is the lowest layer
-EVENTS_MAY_IMPORT = ("dfs_cer.events", "dfs_cer.errors", "dfs_cer.config")
-#: packages below the engines: no import of dfs_cer.match (the arrows must not run back up)
-BELOW_MATCH = ["events", "query", "pattern", "filters", "plan", "io"]
+def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    """lint-imports over the tree at ``root`` (its pyproject.toml, its packages first on the path)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-c", LINT, "--no-cache"], capture_output=True, text=True,
+                          cwd=root, env=env, check=False)
 
 
-def _dfs_cer_imports(path: Path) -> list[str]:
-    """The dfs_cer modules a file imports (``from dfs_cer import x`` as ``dfs_cer.x``)."""
-    names = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names += [f"dfs_cer.{a.name}" for a in node.names] if node.module == "dfs_cer" else [node.module]
-    return [n for n in names if n == "dfs_cer" or n.startswith("dfs_cer.")]
+def test_contracts() -> None:
+    out = _lint_imports(ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
 
 
-def _within(name: str, prefixes: tuple[str, ...]) -> bool:
-    return any(name == p or name.startswith(p + ".") for p in prefixes)
-
-
-def test_events_imports_nothing_above_it() -> None:
-    bad = [f"{path.relative_to(ROOT)}: {name}" for path in _modules("events")
-           for name in _dfs_cer_imports(path) if not _within(name, EVENTS_MAY_IMPORT)]
-    assert bad == [], "dfs_cer.events is the lowest layer: it imports only errors/config-level modules"
-
-
-@pytest.mark.parametrize("package", BELOW_MATCH)
-def test_packages_below_the_engines_do_not_import_match(package: str) -> None:
-    bad = [f"{path.relative_to(ROOT)}: {name}" for path in _modules(package)
-           for name in _dfs_cer_imports(path) if _within(name, ("dfs_cer.match",))]
-    assert bad == [], f"dfs_cer.{package} lies below dfs_cer.match (move shared code to dfs_cer.events)"
+@pytest.mark.parametrize(("module", "imports", "contract"), [
+    ("dfs_cer/filters/back_arrow.py", "import dfs_cer.strategies", "layer order"),
+    ("dfs_cer/query/back_arrow.py", "import storage_node.server", "above dfs_cer's core"),
+    ("dfs_cer/plan/back_arrow.py", "import pyspark", "imports no pyspark"),
+    ("dfs_cer/query/model_back.py", "import dfs_cer.query.root", "no import cycles"),
+])
+def test_back_arrow_breaks_a_contract(tmp_path: Path, module: str, imports: str, contract: str) -> None:
+    """An upward import added to a copy of the tree fails ``make lint`` (and test_contracts)."""
+    for top in ("dfs_cer", "storage_node", "spark_jobs"):
+        shutil.copytree(ROOT / top, tmp_path / top, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    assert _lint_imports(tmp_path).returncode == 0
+    (tmp_path / module).write_text(f"{imports}\n")
+    if module.endswith("model_back.py"):  # a cycle: the new module and the root import each other
+        root = tmp_path / "dfs_cer/query/root.py"
+        root.write_text(root.read_text() + "\nimport dfs_cer.query.model_back  # noqa: E402\n")
+    out = _lint_imports(tmp_path)
+    assert out.returncode != 0 and "BROKEN" in out.stdout, out.stdout + out.stderr
+    assert contract in out.stdout

@@ -7,81 +7,24 @@ error's exit code (2 for bad queries and settings, 1 otherwise); no tracebacks u
 
 from __future__ import annotations
 
-import functools
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from dfs_cer import __version__
-from dfs_cer.cli.output import Output, make_output
-from dfs_cer.config import Config, load_config
-from dfs_cer.errors import DfsCerError
+import dfs_cer.cli.tables  # noqa: F401  (registers ``dfs-cer table``)
+from dfs_cer.cli.app import State, cli, handle_errors, pass_state
 from dfs_cer.io.files import names_a_file, read_text_file
+from dfs_cer.options import COST_MODELS, KLEENE, SELECTIONS, STRATEGIES
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from dfs_cer.strategies.base import Trace
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def handle_errors(func: F) -> F:
-    """Turn library errors into one line on stderr and an exit code."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        ctx = click.get_current_context()
-        debug = bool(ctx.find_root().params.get("debug"))
-        try:
-            return func(*args, **kwargs)
-        except DfsCerError as exc:
-            if debug:
-                raise
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(exc.exit_code)
-        except (click.exceptions.Exit, click.ClickException, KeyboardInterrupt):
-            raise
-        except Exception as exc:  # a bug: one line, and how to see more
-            if debug:
-                raise
-            click.echo(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for a traceback)", err=True)
-            sys.exit(1)
-
-    return wrapper  # type: ignore[return-value]
-
-
-class State:
-    def __init__(self, config: Config, output: Output) -> None:
-        self.config = config
-        self.output = output
-
-
-pass_state = click.make_pass_decorator(State)
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="dfs-cer")
-@click.option("--config", "config_files", multiple=True, type=click.Path(dir_okay=False),
-              help="TOML settings file (repeatable); DFS_CER__SECTION__KEY variables override it.")
-@click.option("--output", "output_kind", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="Output format.")
-@click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
-@click.pass_context
-def cli(ctx: click.Context, config_files: tuple[str, ...], output_kind: str, debug: bool) -> None:
-    """dfs-cer: find MATCH_RECOGNIZE patterns in event logs on storage nodes, pulling only
-    the events inside time intervals that can contain matches."""
-    try:
-        config = load_config(tuple(config_files))
-    except DfsCerError as exc:
-        if debug:
-            raise
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(exc.exit_code)
-    ctx.obj = State(config, make_output(output_kind))
+#: ``--selection``: strict contiguity is the library's only (the command line has no use for it)
+CLI_SELECTIONS = tuple(s for s in SELECTIONS if s != "strict_contiguity")
 
 
 def _read_sql(sql: str | None, file: str | None) -> str:
@@ -220,19 +163,18 @@ def _split_statements(text: str) -> list[str]:
 @click.option("--file", "-f", "file", help="Read the query from a file ('-' for stdin).")
 @click.option("--endpoints", required=True, help="Comma-separated storage node endpoints (host:port).")
 @click.option("--token-file", required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--strategy", type=click.Choice(["pull_all", "push_down", "push_pull", "naive_dfs", "dfs", "swf_only",
-                                              "dfs_v1", "dfs_v2"]), default=None,
+@click.option("--strategy", type=click.Choice(STRATEGIES), default=None,
               help="Pull strategy [default: strategy.default, dfs].")
-@click.option("--cost-model", type=click.Choice(["adaptive", "always_on", "always_off", "naive", "fixed"]),
+@click.option("--cost-model", type=click.Choice(COST_MODELS),
               default=None, help="Round-trip cost model (default: strategy.cost_model).")
 @click.option("--explain-analyze", is_flag=True, help="Print every round trip before the matches.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--limit", type=int, default=50, show_default=True, help="Matches printed as a table.")
 @click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
               help="Match in this process, or through a local Spark session (executors match units).")
-@click.option("--selection", type=click.Choice(["skip_till_any_match", "skip_till_next_match"]), default=None,
+@click.option("--selection", type=click.Choice(CLI_SELECTIONS), default=None,
               help="CER selection strategy (default: the SQL standard's semantics; ALL MATCHES: any match).")
-@click.option("--kleene", type=click.Choice(["all", "maximal"]), default=None,
+@click.option("--kleene", type=click.Choice(KLEENE), default=None,
               help="Kleene+ under a CER selection: every subset, or maximal sets.")
 @click.option("--save-run", is_flag=True, help="Save the matches with stable match ids under --runs-dir.")
 @click.option("--since-run", default=None, metavar="RUN_ID",
@@ -606,9 +548,6 @@ def storage_node_serve(args: tuple[str, ...]) -> None:
     from storage_node.server import main as serve_main
 
     serve_main(list(args))
-
-
-import dfs_cer.cli.tables  # noqa: E402, F401  (registers ``dfs-cer table``)
 
 
 def main() -> None:

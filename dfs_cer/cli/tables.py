@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from dfs_cer.cli.main import State, cli, handle_errors, pass_state
+from dfs_cer.cli.app import State, cli, handle_errors, pass_state
 
 
 @cli.group("table")

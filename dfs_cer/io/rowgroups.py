@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -14,9 +13,6 @@ import pyarrow.parquet as pq
 from dfs_cer.config import StorageConfig
 from dfs_cer.errors import StorageError
 from dfs_cer.io.files import FileLocation, filesystem_for, list_files
-
-if TYPE_CHECKING:
-    from dfs_cer.io.tables import TablePlan
 
 
 @dataclass(frozen=True)
@@ -98,21 +94,6 @@ def list_row_groups(where: FileLocation, files: Sequence[str], time_column: str)
             groups.append(RowGroup(path, g, meta.row_group(g).num_rows, first, last, nulls))
     assert schema is not None
     return schema, groups
-
-
-def table_row_groups(plan: TablePlan, time_column: str | None = None) -> list[RowGroup]:
-    """Every row group of a planned table's files (footers only; the time column found by
-    field id in files written under an older schema)."""
-    from dfs_cer.io.tables import file_footer, physical_name
-
-    groups: list[RowGroup] = []
-    for f in plan.files:
-        meta = file_footer(plan, f)
-        name = physical_name(plan, meta.schema.to_arrow_schema(), time_column or plan.ref.time_column)
-        bounds = group_bounds(meta, name) if name is not None else [(None, None, None)] * meta.num_row_groups
-        for g, (first, last, nulls) in enumerate(bounds):
-            groups.append(RowGroup(f.path, g, meta.row_group(g).num_rows, first, last, nulls))
-    return groups
 
 
 def read_row_group(where: FileLocation, group: RowGroup, schema: pa.Schema,

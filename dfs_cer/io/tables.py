@@ -41,6 +41,7 @@ import pyarrow.parquet as pq
 from dfs_cer.config import StorageConfig, TablesConfig
 from dfs_cer.errors import DfsCerError, StorageError
 from dfs_cer.io.files import FileLocation, filesystem_for, list_files
+from dfs_cer.io.rowgroups import RowGroup, group_bounds, time_bounds
 from dfs_cer.plan.assign import MODES, Assignment, FileStats, assign
 
 ICEBERG = "iceberg://"
@@ -474,8 +475,6 @@ _FOOTERS: dict[tuple[Any, ...], tuple[pa.Schema, int, int | None, int | None]] =
 
 
 def _plan_hive(ref: TableRef, storage: StorageConfig, time_ranges: Sequence[tuple[int, int]] | None) -> TablePlan:
-    from dfs_cer.io.rowgroups import time_bounds
-
     loc = filesystem_for(ref.path, storage)
     base = loc.path.rstrip("/") + "/"
     # as Hive and Spark read a prefix: no hidden files or directories (_temporary, _SUCCESS, .part)
@@ -654,6 +653,19 @@ def _sources(plan: TablePlan, file_schema: pa.Schema, columns: Sequence[str]) ->
 def physical_name(plan: TablePlan, file_schema: pa.Schema, column: str) -> str | None:
     """What a file written under an older schema calls ``column``, or None."""
     return _sources(plan, file_schema, [column])[0]
+
+
+def table_row_groups(plan: TablePlan, time_column: str | None = None) -> list[RowGroup]:
+    """Every row group of a planned table's files (footers only; the time column found by
+    field id in files written under an older schema)."""
+    groups: list[RowGroup] = []
+    for f in plan.files:
+        meta = file_footer(plan, f)
+        name = physical_name(plan, meta.schema.to_arrow_schema(), time_column or plan.ref.time_column)
+        bounds = group_bounds(meta, name) if name is not None else [(None, None, None)] * meta.num_row_groups
+        for g, (first, last, nulls) in enumerate(bounds):
+            groups.append(RowGroup(f.path, g, meta.row_group(g).num_rows, first, last, nulls))
+    return groups
 
 
 def read_table(plan: TablePlan, columns: Sequence[str] | None = None) -> Iterator[pa.Table]:

@@ -9,7 +9,7 @@ import pyarrow as pa
 from dfs_cer.errors import MatchError
 from dfs_cer.transport.protocol import HALO  # the wire name, defined once
 
-__all__ = ["HALO", "KLEENE", "ON_LIMIT", "check_choice", "column_of", "split_halo"]
+__all__ = ["HALO", "check_choice", "column_of", "split_halo"]
 
 
 def column_of(table: pa.Table, name: str) -> str:
@@ -21,9 +21,6 @@ def column_of(table: pa.Table, name: str) -> str:
                      "the query with the events' schema (analyze(query, table.schema)) so its names are bound")
 
 
-#: the matcher's string options: each checked once where a matcher starts
-KLEENE = ("all", "maximal")
-ON_LIMIT = ("error", "truncate")
 
 
 def check_choice(value: object, choices: tuple[str, ...], name: str) -> None:

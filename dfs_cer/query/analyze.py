@@ -52,7 +52,8 @@ from dfs_cer.query.expr import (
     conjuncts,
     walk,
 )
-from dfs_cer.query.model import Query, RowsPerMatch
+from dfs_cer.query.model import RowsPerMatch
+from dfs_cer.query.root import Query
 from dfs_cer.serde import node
 
 if TYPE_CHECKING:

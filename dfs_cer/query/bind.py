@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from dfs_cer.errors import QueryValidationError
 from dfs_cer.query.expr import Column, Expr, transform, walk
-from dfs_cer.query.model import Query
+from dfs_cer.query.root import Query
 from dfs_cer.query.types import check_types
 
 if TYPE_CHECKING:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dfs_cer.pattern.ir import format_label, to_text
 from dfs_cer.query.expr import format_column_name, to_sql
-from dfs_cer.query.model import Query, RowsPerMatch, SortItem
+from dfs_cer.query.model import RowsPerMatch, SortItem
+
+if TYPE_CHECKING:
+    from dfs_cer.query.root import Query
 
 
 def _sort_item(item: SortItem) -> str:

@@ -1,4 +1,4 @@
-"""SQL text -> :class:`~dfs_cer.query.model.Query`.
+"""SQL text -> :class:`~dfs_cer.query.root.Query`.
 
 sqlglot tokenizes the whole statement and parses every expression (select list, MEASURES,
 DEFINE conditions, PARTITION BY / ORDER BY, the outer WHERE and ORDER BY). The clause structure
@@ -40,7 +40,6 @@ from dfs_cer.query.model import (
     MatchRecognize,
     Measure,
     OuterQuery,
-    Query,
     RowsPerMatch,
     SkipTo,
     SortItem,
@@ -48,6 +47,7 @@ from dfs_cer.query.model import (
     Window,
     WindowUnit,
 )
+from dfs_cer.query.root import Query
 from dfs_cer.query.source import Fragment, FragmentBuilder, SourceText
 from dfs_cer.query.statement import INPUT, OUTER_DIALECT, RELATION, Part, Statement, alias_list
 

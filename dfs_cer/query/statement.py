@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from dfs_cer.query.model import Query
+from dfs_cer.query.root import Query
 
 #: the relation the statement reads in place of the i-th MATCH_RECOGNIZE clause
 RELATION = "__dfs_cer_mr_{}"

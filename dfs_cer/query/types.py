@@ -36,7 +36,7 @@ from dfs_cer.query.expr import (
     to_sql,
     walk,
 )
-from dfs_cer.query.model import Query
+from dfs_cer.query.root import Query
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -6,6 +6,8 @@ variable or expression, and the fix.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dfs_cer.errors import QueryValidationError, UnsupportedFeatureError
 from dfs_cer.pattern.ir import Exclusion, labels
 from dfs_cer.pattern.ir import walk as walk_pattern
@@ -31,7 +33,10 @@ from dfs_cer.query.expr import (
     to_sql,
     walk,
 )
-from dfs_cer.query.model import Query, RowsPerMatch
+from dfs_cer.query.model import RowsPerMatch
+
+if TYPE_CHECKING:
+    from dfs_cer.query.root import Query
 
 #: how many arguments each aggregate takes (others: exactly one)
 AGGREGATE_ARITY = {"count": (0, 1), "min_by": (2, 2), "max_by": (2, 2), "string_agg": (1, 2)}

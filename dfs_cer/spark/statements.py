@@ -19,6 +19,7 @@ from dfs_cer.errors import ConfigError
 from dfs_cer.query import analyze
 from dfs_cer.query.statement import OUTER_DIALECT, Statement
 from dfs_cer.query.validate import require_order_by
+from dfs_cer.spark.match import Recognition, _config, _frame, match_data, match_events
 from dfs_cer.spark.session import sandboxed_sql
 from dfs_cer.strategies.base import Trace
 
@@ -45,9 +46,8 @@ def recognize_statement(spark: Any, statement: Statement, *, endpoints: Sequence
                         data: str | None, strategy: str, integer_time_unit: str, driver_threshold: int,
                         tasks: int | None, tables: Mapping[str, Any] | None, options: Mapping[str, Any]) -> Any:
     """The statement's result as a DataFrame and the traces of its pulls (see
-    :func:`dfs_cer.spark.match.recognize`)."""
+    :func:`dfs_cer.spark.api.recognize`)."""
     from dfs_cer.local import as_arrow
-    from dfs_cer.spark.match import Recognition, _config, _frame, match_data, match_events
 
     started = time.perf_counter()
     tag = uuid.uuid4().hex[:12]

@@ -8,8 +8,9 @@ import pyarrow as pa
 
 from dfs_cer.errors import ConfigError
 from dfs_cer.local import run_outer
-from dfs_cer.match.columns import KLEENE, check_choice
+from dfs_cer.match.columns import check_choice
 from dfs_cer.match.rowpattern.engine import run_row_pattern
+from dfs_cer.options import KLEENE, SELECTIONS
 from dfs_cer.strategies.base import Matching, PullResult
 
 
@@ -35,8 +36,6 @@ def match_pulled(result: PullResult, *, outer: bool = True, match_ids: bool = Fa
                               "with node_matching='off' to choose match ids, selections or limits here")
         result.trace.matching = Matching("storage nodes", result.node_matches, time.perf_counter() - began, 0)
         return run_outer(query, result.relation) if outer else result.relation
-    from dfs_cer.match.cer.engine import SELECTIONS
-
     settings = load_config().matcher
     limit = settings.max_matches if max_matches is None else max_matches
     if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:

@@ -14,6 +14,7 @@ from typing import Any
 
 from dfs_cer.config import StrategyConfig
 from dfs_cer.errors import ConfigError
+from dfs_cer.options import STRATEGIES
 from dfs_cer.query import Query
 from dfs_cer.strategies.options import PullOptions
 
@@ -53,7 +54,6 @@ class PullRequest:
         """The request ``pull(name, query, endpoints, token, ...)`` makes, checked in the order
         ``pull`` always checked it: the strategy's name, the options, the time limits, the query."""
         from dfs_cer.strategies.base import check_limits, resolve_query
-        from dfs_cer.strategies.pull import STRATEGIES
 
         if name not in STRATEGIES:
             raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)}, got {name!r}")

@@ -17,9 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dfs_cer.errors import ProtocolError
+from dfs_cer.options import COMPRESSIONS
 
-#: the codecs a pull may ask for
-COMPRESSIONS = ("zstd", "lz4", "none")
 #: the one column of an enveloped reply
 COLUMN = "__dfs_cer_ipc"
 #: bytes per chunk of the stream

@@ -15,7 +15,7 @@ import pytest
 
 from dfs_cer import match_recognize
 from storage_node.launcher import LocalCluster
-from tests.strategies.test_statements import NAMES, STATEMENTS, events
+from tests.fixtures.statements import NAMES, STATEMENTS, events
 
 pytestmark = pytest.mark.flight
 

@@ -66,7 +66,7 @@ def test_locations() -> None:
         ({"event_key": ("id",)}, "--event-key column id is not a column"),
     ],
 )
-def test_shard_errors(tmp_path, kwargs: dict[str, object], message: str) -> None:  # type: ignore[no-untyped-def]
+def test_shard_errors(tmp_path, kwargs: dict[str, object], message: str) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 

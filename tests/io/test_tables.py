@@ -145,7 +145,7 @@ def test_iceberg_snapshots_metrics_pruning_and_node_shares(tables: TablesConfig)
               for k in range(3)]
     paths = [f.path for s in shares for f in s.files]
     assert sorted(paths) == sorted(f.path for f in plan.files)
-    assert [max(f.max_ts for f in s.files) < min(f.min_ts for f in t.files)  # type: ignore[type-var]
+    assert [max(f.max_ts for f in s.files) < min(f.min_ts for f in t.files)  # type: ignore[type-var, operator]
             for s, t in itertools.pairwise(shares) if s.files and t.files] == [True] * 2
     again = node_share(plan_table("iceberg://local/logs.events?node=0/3", tables=tables), tables)
     assert [f.path for f in again.files] == [f.path for f in shares[0].files]

@@ -42,7 +42,8 @@ from dfs_cer.query.expr import (
     to_sql,
     walk,
 )
-from dfs_cer.query.model import Query, SkipTo
+from dfs_cer.query.model import SkipTo
+from dfs_cer.query.root import Query
 
 Row = dict[str, Any]
 Path = tuple[tuple[int, str, bool], ...]  # (row, label, excluded)

@@ -133,7 +133,7 @@ BASE = 1731628800
 
 
 def test_q1_all_matches_on_table1() -> None:
-    from tests.match.test_rowpattern import TABLE1
+    from tests.fixtures.tables import TABLE1
 
     out = match_recognize(TABLE1, """SELECT * FROM crimes MATCH_RECOGNIZE (ORDER BY date
         MEASURES R.id AS r, B.id AS b, M.id AS m ALL MATCHES

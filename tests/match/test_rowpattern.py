@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from dfs_cer import analyze, match_recognize, parse
 from dfs_cer.errors import MatchError, MatchLimitError
 from dfs_cer.match.rowpattern.engine import run_row_pattern
+from tests.fixtures.tables import TABLE1
 from tests.match.reference import ProgramReference, Reference
 
 
@@ -77,23 +78,6 @@ def test_empty_matches() -> None:
     assert omit["ts"].to_pylist() == [1]
     unmatched = match_recognize(t, base.format("ALL ROWS PER MATCH WITH UNMATCHED ROWS").replace("A*", "A+"))
     assert unmatched["ts"].to_pylist() == [0, 1, 2] and unmatched["c"].to_pylist() == [None, "A", None]
-
-
-BASE = 1731628800
-
-
-def _t(h: int, m: int) -> int:
-    return BASE + h * 3600 + m * 60
-
-
-TABLE1 = pa.table({
-    "id": [f"e{i}" for i in range(1, 11)],
-    "primary_type": ["ROBBERY", "BATTERY", "MOTOR VEHICLE THEFT", "ASSAULT", "MOTOR VEHICLE THEFT", "ROBBERY",
-                     "BATTERY", "ROBBERY", "BATTERY", "MOTOR VEHICLE THEFT"],
-    "district": [10, 19, 14, 6, 19, 15, 7, 24, 14, 8],
-    "date": pa.array([_t(18, 45), _t(18, 50), _t(18, 50), _t(18, 53), _t(19, 0), _t(20, 15), _t(20, 43), _t(21, 43),
-                      _t(21, 50), _t(22, 0)], pa.timestamp("s")),
-})
 
 
 def test_q1_on_table1() -> None:

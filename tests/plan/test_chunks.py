@@ -4,6 +4,8 @@ match, and the fix-up chain, crosses several chunks)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -45,12 +47,12 @@ def _sql(pattern: tuple[str, str, str, str], skip: str, rows: str, partition: bo
             f"PATTERN ({p}) WITHIN {window} SECONDS DEFINE A AS {a}, B AS {b}{f', C AS {c}' if 'C' in p else ''})")
 
 
-def _canonical(t: pa.Table) -> list[tuple]:
+def _canonical(t: pa.Table) -> list[tuple[Any, ...]]:
     return sorted(tuple(repr(v) for v in r.values()) for r in t.to_pylist())
 
 
 @st.composite
-def cases(draw: st.DrawFn) -> tuple:
+def cases(draw: st.DrawFn) -> tuple[Any, ...]:
     n = draw(st.integers(0, 120))
     step = draw(st.sampled_from([0, 1, 2]))
     ts = np.cumsum(np.array(draw(st.lists(st.integers(0, 3 if step else 1), min_size=n, max_size=n)), np.int64)) \
@@ -86,7 +88,7 @@ def _run(table: pa.Table, sql: str, cuts: list[int]) -> None:
     assert _canonical(split) == _canonical(single), sql
 
 
-def _plan(analysis, table: pa.Table, cuts: list[int]) -> ChunkPlan:  # type: ignore[no-untyped-def]
+def _plan(analysis, table: pa.Table, cuts: list[int]) -> ChunkPlan:
     ts = np.asarray(table.column("ts").to_numpy(), np.int64)
     base = plan_chunks(analysis, mins=[int(ts.min()) if ts.size else 0], maxs=[int(ts.max()) if ts.size else 0],
                        rows=[ts.size], chunks=4)
@@ -101,7 +103,7 @@ def _plan(analysis, table: pa.Table, cuts: list[int]) -> ChunkPlan:  # type: ign
 @given(cases())
 @example((pa.table({"ts": pa.array([0, 1, 2, 3, 4, 5], pa.int64()), "v": pa.array([1, 4, 6, 2, 7, 8], pa.int64()),
                     "g": pa.array([0] * 6, pa.int64())}), _sql(PATTERNS[0], "", ROWS[0], False, 10), [2, 3, 4]))
-def test_split_equals_single_run(case: tuple) -> None:
+def test_split_equals_single_run(case: tuple[Any, ...]) -> None:
     table, sql, cuts = case
     _run(table, sql, cuts)
 

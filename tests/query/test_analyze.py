@@ -218,7 +218,8 @@ def test_column_names_bind_to_the_data_once() -> None:
                          "DEFINE A AS A.TYPE = 'A', B AS B.val > A.Val")), schema)
     text = " ".join(a.query.to_sql().split())
     assert "PARTITION BY type ORDER BY ts MEASURES A.Val AS v" in text and "B AS B.Val > A.Val" in text
-    assert to_sql(a.variable("A").independent) == "A.type = 'A'"
+    independent = a.variable("A").independent
+    assert independent is not None and to_sql(independent) == "A.type = 'A'"
     assert a.order_column == "ts"
     from dfs_cer.errors import QueryValidationError
 

@@ -25,13 +25,13 @@ from dfs_cer.query.expr import (
 )
 from dfs_cer.query.model import (
     AfterMatchSkip,
-    Query,
     RowsPerMatch,
     SkipTo,
     SortItem,
     Window,
     WindowUnit,
 )
+from dfs_cer.query.root import Query
 from tests.queries import CORPUS, FULL, Q1
 
 GOLDEN = Path(__file__).parent / "golden"

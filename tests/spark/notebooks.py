@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.storage.test_s3 import CREDENTIALS
+from tests.fixtures.s3 import CREDENTIALS
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 

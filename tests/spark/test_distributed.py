@@ -127,7 +127,7 @@ def test_dense_data_in_s3(spark: Any, dense: tuple[pa.Table, Path], monkeypatch:
     import pyarrow.fs as pafs
 
     from dfs_cer.spark import recognize
-    from tests.storage.test_s3 import moto_s3
+    from tests.fixtures.s3 import moto_s3
 
     events, root = dense
     with moto_s3(monkeypatch) as (host, port):
@@ -243,7 +243,7 @@ def test_executors_pull_from_storage_nodes(spark: Any, dense: tuple[pa.Table, Pa
     """The driver runs the filter rounds; executors pull their time slices of the final pull from
     every node, match, and the trace sums their transfers; the query is closed on every node."""
     from dfs_cer.spark import recognize
-    from tests.storage.test_faults import NOTHING, held
+    from tests.fixtures.faults import NOTHING, held
 
     events, _ = dense
     sql = QUERIES[name]
@@ -265,7 +265,7 @@ def test_an_executor_pull_failure_is_one_clear_error(spark: Any, nodes: Any) -> 
     query with one error naming the node, and nothing stays held."""
     from dfs_cer.errors import StorageError
     from dfs_cer.spark import distributed, recognize
-    from tests.storage.test_faults import NOTHING, held
+    from tests.fixtures.faults import NOTHING, held
 
     real = distributed.SlicePuller.__init__
 

@@ -204,7 +204,7 @@ def test_data_in_s3(spark: Any, events: pa.Table, monkeypatch: pytest.MonkeyPatc
 
     from dfs_cer.errors import StorageError
     from dfs_cer.spark import match_recognize
-    from tests.storage.test_s3 import CREDENTIALS, moto_s3
+    from tests.fixtures.s3 import CREDENTIALS, moto_s3
 
     with moto_s3(monkeypatch) as (host, port):
         boto3.client("s3", endpoint_url=f"http://{host}:{port}").create_bucket(Bucket="events")
@@ -281,7 +281,8 @@ def test_demo_runs_q1_and_variants_with_every_strategy(spark: Any, tmp_path: Pat
 
 def _json_documents(text: str) -> list[str]:
     """Split concatenated pretty-printed JSON documents (one per line starting with '{')."""
-    docs, current = [], []
+    docs: list[str] = []
+    current: list[str] = []
     for line in text.splitlines():
         if line == "{" and current:
             docs.append("\n".join(current))
@@ -363,7 +364,7 @@ def test_prev_next_with_halo_rows_on_executors(spark: Any, events: pa.Table, dat
         run = recognize(spark, sql, endpoints=cluster.endpoints, token=cluster.token, strategy=strategy,
                         driver_threshold=0, tasks=4)
         assert rows(run.matches.toArrow().cast(expected.schema)) == rows(expected), strategy
-        assert run.trace is not None and (run.trace.halo_rows > 0 or run.trace.fallback), run.trace.to_dict()
+        assert run.trace is not None and (run.trace.halo_rows > 0 or run.trace.fallback), run.trace and run.trace.to_dict()
         assert "PREV/NEXT" not in (run.trace.fallback or "")
     got = recognize(spark, sql, data=str(path), driver_threshold=0, tasks=4).matches.toArrow()
     assert rows(got.cast(expected.schema)) == rows(expected)

@@ -77,7 +77,7 @@ def test_every_strategy_returns_the_same_rows_compressed(cluster: LocalCluster, 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             runs[compression] = pull(strategy, SQL, cluster.endpoints, cluster.token,
-                                     config=StrategyConfig(transfer_compression=compression))  # type: ignore[arg-type]
+                                     config=StrategyConfig(transfer_compression=compression))
     plain = runs["none"].events
     for compression in ("zstd", "lz4"):
         assert runs[compression].events.equals(plain), compression

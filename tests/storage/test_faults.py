@@ -7,7 +7,7 @@ up keep nothing."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,16 +24,11 @@ from dfs_cer.strategies.base import Session
 from dfs_cer.strategies.matching import match_pulled
 from dfs_cer.transport.client import StorageClient
 from storage_node.launcher import LocalCluster
-from tests.match.test_rowpattern import TABLE1
+from tests.fixtures.faults import CALL, FAST, NOTHING, before_round, held
+from tests.fixtures.tables import TABLE1
 from tests.queries import Q1
 
 pytestmark = pytest.mark.flight
-
-#: short deadlines: a hung node is given up after CALL seconds
-CALL = 1.0
-FAST = StrategyConfig(call_timeout_seconds=CALL, query_timeout_seconds=8.0, close_timeout_seconds=0.5,
-                      admission_wait_seconds=5.0)
-
 
 def rows(table: Any) -> list[tuple[object, ...]]:
     return sorted(tuple(r.values()) for r in table.to_pylist())
@@ -46,22 +41,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     shard(str(root / "crimes.parquet"), 3, str(root / "nodes"), time_column="date", type_column="primary_type")
     with LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(3)]) as c:
         yield c
-
-
-def held(cluster: LocalCluster, nodes: range | list[int]) -> list[dict[str, Any]]:
-    """What each node still holds for queries (all zero when nothing leaked)."""
-    out = []
-    for i in nodes:
-        c = StorageClient(cluster.endpoints[i], cluster.token, timeout=10)
-        try:
-            s = c.action("stats")[0]
-        finally:
-            c.close()
-        out.append({k: s[k] for k in ("queries", "held_bytes", "reservations")})
-    return out
-
-
-NOTHING = {"queries": 0, "held_bytes": 0, "reservations": 0}
 
 
 def clean(cluster: LocalCluster, nodes: range | list[int], within: float = 6.0) -> bool:
@@ -79,20 +58,6 @@ def rounds_of(cluster: LocalCluster, strategy: str) -> list[str]:
     result = pull(strategy, Q1, cluster.endpoints, cluster.token, cost_model="always_on", config=FAST)
     assert rows(match_pulled(result)) == rows(match_recognize(TABLE1, Q1))
     return [r.action for r in result.trace.rounds]
-
-
-def before_round(monkeypatch: pytest.MonkeyPatch, k: int, fault: Callable[[], None]) -> None:
-    """Run ``fault`` just before the query's round ``k`` (1-based) goes out."""
-    original = Session.all
-    fired = [False]
-
-    def all_(self: Session, name: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        if len(self.trace.rounds) + 1 == k and not fired[0]:
-            fired[0] = True
-            fault()
-        return original(self, name, fn, *args, **kwargs)
-
-    monkeypatch.setattr(Session, "all", all_)
 
 
 @pytest.mark.parametrize("fault", ["kill", "stop"])

@@ -145,7 +145,7 @@ def test_a_sorted_projection_lists_a_values_rows_inside_a_range(rows: list[tuple
     index = build(pa.array([r[0] for r in rows]))
     assert index is not None
     projection = project(index, pa.chunked_array([pa.array([r[1] for r in rows], pa.int64())]))
-    got = projection.rows(index.codes(sorted(chosen)), (low, high)).tolist()
+    got = projection.rows(index.codes([c for c in sorted(chosen)]), (low, high)).tolist()
     expected = [i for i, (v, x) in enumerate(rows) if v in chosen and x is not None
                 and (low is None or x >= low) and (high is None or x <= high)]
     assert got == expected

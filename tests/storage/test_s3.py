@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 from collections.abc import Iterator
@@ -17,30 +16,10 @@ from dfs_cer.errors import StorageError
 from dfs_cer.io.shard import shard
 from dfs_cer.transport.client import StorageClient
 from storage_node.launcher import LocalCluster
+from tests.fixtures.s3 import CREDENTIALS
 from tests.storage.test_service import dual_filtering_round_trip
 
 pytestmark = pytest.mark.s3
-
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-               "AWS_EC2_METADATA_DISABLED": "true"}
-
-
-@contextlib.contextmanager
-def moto_s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, int]]:
-    """moto's S3 server on loopback (a real HTTP endpoint) with test credentials and dfs-cer's S3
-    endpoint set in the environment for the test; yields (host, port)."""
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        for k, v in {**CREDENTIALS, "DFS_CER__STORAGE__S3_ENDPOINT": f"http://{host}:{port}"}.items():
-            monkeypatch.setenv(k, v)
-        yield host, port
-    finally:
-        server.stop()
-
 
 @pytest.fixture(scope="module")
 def s3() -> Iterator[str]:

@@ -27,8 +27,8 @@ from dfs_cer.io.tables import load_catalog
 from dfs_cer.strategies import STRATEGIES, pull
 from dfs_cer.strategies.matching import match_pulled
 from storage_node.launcher import LocalCluster
-from tests.strategies.test_hygiene import ARRIVALS, _batch, _summary, replay, sql, stream
-from tests.strategies.test_strategies import _events, rows
+from tests.fixtures.limecep import ARRIVALS, late_batch, replay, sql, stream, summary_of
+from tests.fixtures.tables import random_events, rows
 
 pytestmark = pytest.mark.flight
 
@@ -48,7 +48,7 @@ QUERIES = [
 
 
 def events_us() -> pa.Table:
-    ev = _events()
+    ev = random_events()
     return ev.cast(pa.schema([pa.field("ts", pa.timestamp("us")) if f.name == "ts" else f for f in ev.schema]))
 
 
@@ -134,15 +134,15 @@ def test_snapshots_as_late_data_give_the_late_files_changelogs(tmp_path: Path) -
     query = sql("A B+ C")
     opts = {"selection": "skip_till_next_match", "kleene": "maximal", "cost_model": "always_on"}
     runs = tmp_path / "runs"
-    table = new_table(tables, _batch(ARRIVALS[0]).schema)
-    table.append(_batch(ARRIVALS[0]))  # type: ignore[attr-defined]
+    table = new_table(tables, late_batch(ARRIVALS[0]).schema)
+    table.append(late_batch(ARRIVALS[0]))  # type: ignore[attr-defined]
     with LocalCluster(refs("logs.events", 2), env=env) as cluster:
         run = run_and_save(query, cluster.endpoints, cluster.token, strategy="dfs", runs_dir=runs, **opts)
         assert run.matches.num_rows == 0 and run.record.snapshot is not None
         run, changes = replay(cluster, runs, run, lambda _, batch: table.append(batch))  # type: ignore[attr-defined]
         assert changes == [{"new": 5}, {"new": 2}, {"invalidated": 2, "new": 3}, {"updated": 1}]
         final = match_recognize(stream(), query, selection="skip_till_next_match", kleene="maximal")
-        assert _summary(run.matches) == _summary(final) and run.matches.num_rows == 8
+        assert summary_of(run.matches) == summary_of(final) and run.matches.num_rows == 8
         again = run_and_save("", cluster.endpoints, cluster.token, runs_dir=runs, since_run=run.record.run_id)
         assert again.changes is not None and again.changes.num_rows == 0
         # a snapshot that removes events (copy-on-write delete: files removed and rewritten)
@@ -153,12 +153,12 @@ def test_snapshots_as_late_data_give_the_late_files_changelogs(tmp_path: Path) -
         assert gone.record.mode == "incremental" and gone.changes is not None
         without = match_recognize(stream().filter(pa.compute.not_equal(stream().column("id"), "b12")), query,
                                   selection="skip_till_next_match", kleene="maximal")
-        assert _summary(gone.matches) == _summary(without)
+        assert summary_of(gone.matches) == summary_of(without)
         assert "updated" in gone.changes.column("change").to_pylist()  # a9's match loses b12
 
 
 def test_a_hive_prefix_is_served_in_place(tmp_path: Path) -> None:
-    ev = _events()
+    ev = random_events()
     day = (ev.column("ts").cast(pa.int64()).to_numpy() // (6 * 3_600_000)).astype(int)  # 6-hour "days"
     for d in np.unique(day):
         folder = tmp_path / "events" / f"bucket={d}"
@@ -245,7 +245,7 @@ def test_bad_tables_fail_clearly_and_nodes_keep_serving(tmp_path: Path) -> None:
 def test_an_iceberg_table_in_s3_is_served_in_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import boto3
 
-    from tests.storage.test_s3 import moto_s3
+    from tests.fixtures.s3 import moto_s3
 
     with moto_s3(monkeypatch) as (host, port):
         endpoint = f"http://{host}:{port}"
@@ -359,7 +359,7 @@ def test_time_travel_next_to_current_queries_is_exact(tmp_path: Path) -> None:
 
 
 def test_a_hive_file_rewritten_in_place_is_read_again(tmp_path: Path) -> None:
-    ev = _events()
+    ev = random_events()
     folder = tmp_path / "events" / "day=1"
     folder.mkdir(parents=True)
     pq.write_table(ev.slice(0, 1500), folder / "part-0.parquet")

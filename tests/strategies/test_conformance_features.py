@@ -18,11 +18,11 @@ from dfs_cer.strategies import STRATEGIES, pull
 from dfs_cer.strategies.matching import match_pulled
 from dfs_cer.strategies.statements import merged_trace, pull_statement
 from storage_node.launcher import LocalCluster
-from tests.strategies.test_strategies import _events, rows
+from tests.fixtures.tables import random_events, rows
 
 pytestmark = pytest.mark.flight
 
-EVENTS = _events(seed=5, n=800)
+EVENTS = random_events(seed=5, n=800)
 HEAD = "SELECT * FROM events MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, B.ts AS b_ts{} "
 WINDOW = "WITHIN INTERVAL '5' MINUTE"
 

@@ -21,7 +21,7 @@ from dfs_cer.strategies import pull
 from dfs_cer.strategies.matching import match_pulled
 from dfs_cer.strategies.multi import pull_many
 from storage_node.launcher import LocalCluster
-from tests.storage.test_faults import FAST, before_round
+from tests.fixtures.faults import FAST, before_round
 
 pytestmark = pytest.mark.flight
 

@@ -4,9 +4,8 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -18,32 +17,9 @@ from dfs_cer.io.shard import shard
 from dfs_cer.strategies import pull
 from dfs_cer.strategies.matching import match_pulled
 from storage_node.launcher import LocalCluster
+from tests.fixtures.limecep import ARRIVALS, late_batch, replay, sql, stream, summary_of
 
 pytestmark = pytest.mark.flight
-
-STREAM = ["b1", "b2", "a3", "a4", "a5", "a6", "a7", "b8", "a9", "c10", "b11", "b12", "a13", "b14", "a15", "b16",
-          "a17", "a18", "c19", "c20"]
-
-
-def stream(order: np.ndarray | None = None, duplicates: np.ndarray | None = None) -> pa.Table:
-    """L1: one event per second, ``id`` like ``b8`` (type b at t = 8)."""
-    ids = list(STREAM)
-    if duplicates is not None:
-        ids += [ids[i] for i in duplicates]
-    if order is not None:
-        ids = [ids[i] for i in order]
-    return pa.table({"id": ids, "type": [i[0].upper() for i in ids], "ts": [int(i[1:]) for i in ids]})
-
-
-def sql(pattern: str, all_matches: bool = True) -> str:
-    names = sorted({c for c in pattern if c.isalpha()})
-    measures = ", ".join(f"FIRST({n}.id) AS first_{n.lower()}, LAST({n}.id) AS last_{n.lower()}, "
-                         f"count({n}.*) AS n_{n.lower()}" for n in names)
-    defines = ", ".join(f"{n} AS {n}.type = '{n}'" for n in names)
-    head = "ALL MATCHES" if all_matches else "ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW"
-    return (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES {measures} {head} PATTERN ({pattern}) "
-            f"WITHIN 10 DEFINE {defines})")
-
 
 def matches(table: pa.Table) -> list[tuple[object, ...]]:
     return sorted(tuple(r.values()) for r in table.to_pylist())
@@ -166,34 +142,6 @@ def test_shard_dedup_drops_duplicates_of_the_input(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------ late files (L2)
 
-ARRIVALS = [["b1", "b2", "b11", "a3", "c10", "a4", "a6", "c20", "a5", "a18", "a7"], ["b8"],
-            ["a17", "a9", "a13", "b14", "b16", "a15"], ["c19"], ["b12"]]
-
-
-def _batch(ids: list[str]) -> pa.Table:
-    return pa.table({"id": ids, "type": [i[0].upper() for i in ids], "ts": [int(i[1:]) for i in ids]})
-
-
-def _summary(matches: pa.Table) -> list[tuple[object, ...]]:
-    return sorted((r["first_a"], r["first_b"], r["last_b"], r["n_b"], r["last_c"]) for r in matches.to_pylist())
-
-
-def replay(cluster: LocalCluster, runs: Path, run: Any, deliver: Callable[[int, pa.Table], None]
-           ) -> tuple[Any, list[dict[str, int]]]:
-    """Deliver each late batch of ARRIVALS (``deliver(i, batch)``) and re-run ``--since-run``
-    after each: the last run and the changes of each re-run by kind."""
-    from dfs_cer.strategies.incremental import run_and_save
-
-    changes: list[dict[str, int]] = []
-    for i, batch in enumerate(ARRIVALS[1:], 1):
-        deliver(i, _batch(batch))
-        run = run_and_save("", cluster.endpoints, cluster.token, runs_dir=runs, since_run=run.record.run_id)
-        assert run.record.mode == "incremental" and run.changes is not None
-        kinds = run.changes.column("change").to_pylist()
-        changes.append({k: kinds.count(k) for k in sorted(set(kinds))})
-    return run, changes
-
-
 def test_late_files_replay_ends_with_the_in_order_results(tmp_path: Path) -> None:
     """LimeCEP's L2 replay: the stream arrives in five late batches (``shard --append``); each
     ``--since-run`` re-run recomputes only the ranges the new files affect and lists the
@@ -203,7 +151,7 @@ def test_late_files_replay_ends_with_the_in_order_results(tmp_path: Path) -> Non
     query = sql("A B+ C")
     opts = {"selection": "skip_till_next_match", "kleene": "maximal", "cost_model": "always_on"}
     runs = tmp_path / "runs"
-    pq.write_table(_batch(ARRIVALS[0]), tmp_path / "batch-0.parquet")
+    pq.write_table(late_batch(ARRIVALS[0]), tmp_path / "batch-0.parquet")
     shard(str(tmp_path / "batch-0.parquet"), 2, str(tmp_path / "nodes"))
     with LocalCluster([str(tmp_path / "nodes" / f"node-{i:02d}") for i in range(2)]) as cluster:
         run = run_and_save(query, cluster.endpoints, cluster.token, strategy="dfs", runs_dir=runs, **opts)
@@ -215,7 +163,7 @@ def test_late_files_replay_ends_with_the_in_order_results(tmp_path: Path) -> Non
         run, changes = replay(cluster, runs, run, deliver)
         assert changes == [{"new": 5}, {"new": 2}, {"invalidated": 2, "new": 3}, {"updated": 1}]
         final = match_recognize(stream(), query, selection="skip_till_next_match", kleene="maximal")
-        assert _summary(run.matches) == _summary(final) and run.matches.num_rows == 8
+        assert summary_of(run.matches) == summary_of(final) and run.matches.num_rows == 8
         assert run.changes is not None
         updated = run.changes.to_pylist()[0]
         assert (updated["first_a"], updated["n_b"], updated["last_c"]) == ("a9", 4, "c19")  # b12 joined
@@ -227,7 +175,7 @@ def test_late_files_replay_ends_with_the_in_order_results(tmp_path: Path) -> Non
         redelivered = run_and_save("", cluster.endpoints, cluster.token, runs_dir=runs,
                                    since_run=again.record.run_id)
         assert redelivered.changes is not None and redelivered.changes.num_rows == 0
-        assert _summary(redelivered.matches) == _summary(final)
+        assert summary_of(redelivered.matches) == summary_of(final)
         assert redelivered.record.recomputed == [[2, 12]]  # b12's file: matches starting in [12 - 10, 12]
 
 
@@ -235,8 +183,8 @@ def test_sql_skip_past_last_row_recomputes_everything(tmp_path: Path) -> None:
     from dfs_cer.strategies.incremental import run_and_save
 
     query = sql("A B+ C", all_matches=False).replace("SKIP TO NEXT ROW", "SKIP PAST LAST ROW")
-    pq.write_table(_batch(ARRIVALS[0] + ARRIVALS[1]), tmp_path / "a.parquet")
-    pq.write_table(_batch(ARRIVALS[2]), tmp_path / "b.parquet")
+    pq.write_table(late_batch(ARRIVALS[0] + ARRIVALS[1]), tmp_path / "a.parquet")
+    pq.write_table(late_batch(ARRIVALS[2]), tmp_path / "b.parquet")
     shard(str(tmp_path / "a.parquet"), 1, str(tmp_path / "nodes"))
     with LocalCluster([str(tmp_path / "nodes" / "node-00")]) as cluster:
         first = run_and_save(query, cluster.endpoints, cluster.token, runs_dir=tmp_path / "runs")
@@ -244,8 +192,8 @@ def test_sql_skip_past_last_row_recomputes_everything(tmp_path: Path) -> None:
         second = run_and_save("", cluster.endpoints, cluster.token, runs_dir=tmp_path / "runs",
                               since_run=first.record.run_id)
     assert second.record.mode == "full" and "SKIP PAST LAST ROW" in (second.record.note or "")
-    everything = _batch(ARRIVALS[0] + ARRIVALS[1] + ARRIVALS[2])
-    assert _summary(second.matches) == _summary(match_recognize(everything, query))
+    everything = late_batch(ARRIVALS[0] + ARRIVALS[1] + ARRIVALS[2])
+    assert summary_of(second.matches) == summary_of(match_recognize(everything, query))
 
 
 def test_cli_save_run_and_since_run(tmp_path: Path) -> None:
@@ -256,8 +204,8 @@ def test_cli_save_run_and_since_run(tmp_path: Path) -> None:
     exe = str(Path(sys.executable).parent / "dfs-cer")
     ids = ["b1", "b2", "b11", "a3", "c10", "a4", "a6", "c20", "a5", "a18", "a7", "a17", "a9", "a13", "b14", "b16",
            "a15", "c19"]
-    pq.write_table(_batch(ids), tmp_path / "day1.parquet")
-    pq.write_table(_batch(["b8", "b12"]), tmp_path / "late.parquet")
+    pq.write_table(late_batch(ids), tmp_path / "day1.parquet")
+    pq.write_table(late_batch(["b8", "b12"]), tmp_path / "late.parquet")
     shard(str(tmp_path / "day1.parquet"), 2, str(tmp_path / "shards"), event_key=("id",))
     with LocalCluster([str(tmp_path / "shards" / f"node-{i:02d}") for i in range(2)]) as cluster:
         base = [exe, "query", "--endpoints", ",".join(cluster.endpoints), "--token-file", str(cluster.token_file),
@@ -339,8 +287,8 @@ def test_files_appended_while_a_query_runs_make_its_pulls_refuse(tmp_path: Path)
     from dfs_cer.errors import StorageError
     from dfs_cer.transport.client import StorageClient
 
-    pq.write_table(_batch(ARRIVALS[0]), tmp_path / "a.parquet")
-    pq.write_table(_batch(ARRIVALS[1]), tmp_path / "b.parquet")
+    pq.write_table(late_batch(ARRIVALS[0]), tmp_path / "a.parquet")
+    pq.write_table(late_batch(ARRIVALS[1]), tmp_path / "b.parquet")
     shard(str(tmp_path / "a.parquet"), 1, str(tmp_path / "nodes"))
     with LocalCluster([str(tmp_path / "nodes" / "node-00")]) as cluster:
         client = StorageClient(cluster.endpoints[0], cluster.token)

@@ -15,7 +15,7 @@ from dfs_cer.strategies import pull
 from dfs_cer.strategies.matching import match_pulled
 from dfs_cer.strategies.multi import pull_many
 from storage_node.launcher import LocalCluster
-from tests.strategies.test_strategies import _events, rows
+from tests.fixtures.tables import random_events, rows
 
 pytestmark = pytest.mark.flight
 
@@ -41,7 +41,7 @@ QUERIES = [
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     root = tmp_path_factory.mktemp("multi")
-    pq.write_table(_events(seed=5, n=3000), root / "events.parquet")
+    pq.write_table(random_events(seed=5, n=3000), root / "events.parquet")
     shard(str(root / "events.parquet"), 3, str(root / "nodes"), batch_rows=700)
     with LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(3)]) as c:
         yield c
@@ -49,7 +49,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 @pytest.mark.parametrize("strategy", ["dfs", "push_down", "push_pull", "pull_all"])
 def test_queries_together_match_each_alone(cluster: LocalCluster, strategy: str) -> None:
-    events = _events(seed=5, n=3000)
+    events = random_events(seed=5, n=3000)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         group = pull_many(strategy, QUERIES, cluster.endpoints, cluster.token, cost_model="always_on")
@@ -90,7 +90,7 @@ def test_cli_runs_several_queries_together(cluster: LocalCluster, tmp_path_facto
                          timeout=120)
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
-    events = _events(seed=5, n=3000)
+    events = random_events(seed=5, n=3000)
     for q, got in zip([QUERIES[0], QUERIES[3]], doc["queries"], strict=True):
         assert len(got["matches"]) == match_recognize(events, q).num_rows
     assert [r["action"] for r in doc["group"]["rounds"][:2]] == ["reserve", "open"]
@@ -105,7 +105,7 @@ def test_cli_runs_several_queries_together(cluster: LocalCluster, tmp_path_facto
 def test_skip_patterns_share_a_filtered_scan(cluster: LocalCluster) -> None:
     """Without a contiguous pattern in the group, the nodes keep only rows some query's variable
     may take (the union of the queries' filters), and every query still gets its matches."""
-    events = _events(seed=5, n=3000)
+    events = random_events(seed=5, n=3000)
     chosen = [QUERIES[0], QUERIES[1], QUERIES[3], QUERIES[4]]
     group = pull_many("dfs", chosen, cluster.endpoints, cluster.token, cost_model="always_on")
     for q, result in zip(chosen, group.results, strict=True):
@@ -113,7 +113,7 @@ def test_skip_patterns_share_a_filtered_scan(cluster: LocalCluster) -> None:
 
 
 def test_pull_all_groups_read_every_row_without_a_contiguous_pattern(cluster: LocalCluster) -> None:
-    events = _events(seed=5, n=3000)
+    events = random_events(seed=5, n=3000)
     chosen = [QUERIES[0], QUERIES[3]]  # both skip rows: the group would otherwise scan only candidates
     group = pull_many("pull_all", chosen, cluster.endpoints, cluster.token)
     for q, result in zip(chosen, group.results, strict=True):

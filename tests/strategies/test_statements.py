@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -21,31 +20,9 @@ from dfs_cer.io.shard import shard
 from dfs_cer.query.parser import parse_statement
 from dfs_cer.strategies.statements import merged_trace, pull_statement
 from storage_node.launcher import LocalCluster
+from tests.fixtures.statements import NAMES, STATEMENTS, events
 
 pytestmark = pytest.mark.flight
-
-
-def events(n: int = 1500) -> pa.Table:
-    rng = np.random.default_rng(3)
-    return pa.table({"k": pa.array(rng.choice(["a", "b", "c"], n)), "type": pa.array(rng.choice(["A", "B", "N"], n)),
-                     "x": pa.array(rng.integers(0, 10, n)), "ts": pa.array(np.cumsum(rng.integers(0, 4, n)))})
-
-
-NAMES = pa.table({"k": ["a", "b", "c"], "label": ["alpha", "beta", "gamma"]})
-CLAUSE = ("FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES A.ts AS a_ts, B.ts AS b_ts, B.x AS bx "
-          "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B) WITHIN 20 "
-          "DEFINE A AS A.type = 'A' AND A.x > 7, B AS B.type = 'B' AND B.x < 2)")
-STATEMENTS = [
-    f"SELECT k, count(*) AS n, max(bx) AS top {CLAUSE} GROUP BY k HAVING count(*) > 0 ORDER BY k",
-    f"WITH m AS (SELECT * {CLAUSE}) SELECT label, count(*) AS n FROM m JOIN names USING (k) GROUP BY label "
-    "ORDER BY label",
-    f"SELECT k, a_ts, rank() OVER (PARTITION BY k ORDER BY b_ts - a_ts) AS r {CLAUSE} ORDER BY k, a_ts",
-    f"SELECT r.k, count(*) AS n {CLAUSE} AS r JOIN (SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts "
-    "MEASURES A.ts AS s ONE ROW PER MATCH PATTERN (A) WITHIN 5 DEFINE A AS A.x = 9)) AS q "
-    "ON r.k = q.k AND q.s BETWEEN r.a_ts AND r.b_ts GROUP BY r.k ORDER BY r.k",
-    "SELECT count(*) AS n FROM (SELECT * FROM t WHERE x > 0) MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts "
-    "MEASURES A.ts AS a_ts ONE ROW PER MATCH PATTERN (A B) DEFINE A AS A.type = 'A', B AS B.x > A.x)",
-]
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,6 @@ import re
 import warnings
 from collections.abc import Iterator
 
-import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,14 +18,10 @@ from dfs_cer.io.shard import shard
 from dfs_cer.strategies import STRATEGIES, pull
 from dfs_cer.strategies.matching import match_pulled
 from storage_node.launcher import LocalCluster
-from tests.match.test_rowpattern import TABLE1
+from tests.fixtures.tables import TABLE1, random_events, rows
 from tests.queries import Q1
 
 pytestmark = pytest.mark.flight
-
-
-def rows(table: pa.Table) -> list[tuple[object, ...]]:
-    return sorted(tuple(r.values()) for r in table.to_pylist())
 
 
 @pytest.fixture(scope="module")
@@ -62,24 +56,11 @@ def test_table1(table1_nodes: LocalCluster, strategy: str, model: str, events: l
 LAYOUTS = [("random", 1), ("time", 2), ("type", 3), ("random", 4)]
 
 
-def _events(seed: int = 21, n: int = 2500, tied: bool = False) -> pa.Table:
-    rng = np.random.default_rng(seed)
-    # ms, gaps up to a minute; tied: 40% of the events share their predecessor's timestamp
-    gaps = rng.choice([0, 0, 30, 60, 90], n) if tied else rng.integers(1, 60, n)
-    ts = np.cumsum(gaps).astype(np.int64) * 1000
-    return pa.table({
-        "type": pa.array(rng.choice(["A", "B", "C", "D", "N"], n, p=[0.1, 0.15, 0.1, 0.05, 0.6])),
-        "v": pa.array(rng.integers(0, 4, n)),
-        "w": pa.array(rng.integers(0, 100, n)),
-        "ts": pa.array(ts, pa.timestamp("ms")),
-    })
-
-
 @pytest.fixture(scope="module")
 def layouts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, int], LocalCluster]]:
     root = tmp_path_factory.mktemp("layouts")
-    pq.write_table(_events(), root / "events.parquet")
-    pq.write_table(_events(tied=True), root / "tied.parquet")
+    pq.write_table(random_events(), root / "events.parquet")
+    pq.write_table(random_events(tied=True), root / "tied.parquet")
     clusters = {}
     try:
         for partitioning, nodes in [*LAYOUTS, ("tied", 3)]:
@@ -135,7 +116,7 @@ def queries(draw: st.DrawFn) -> str:
 def test_every_strategy_is_exact(layouts: dict[tuple[str, int], LocalCluster], sql: str,
                                  layout: tuple[str, int], model: str) -> None:
     cluster = layouts[layout]
-    expected = rows(match_recognize(_events(), sql))
+    expected = rows(match_recognize(random_events(), sql))
     for name in STRATEGIES:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -178,7 +159,7 @@ def test_tied_timestamps_match_in_the_same_order_for_every_strategy(
     and wherever they were stored, and push-pull's storage-side filter lets SQL semantics chain
     tied rows."""
     cluster = layouts[("tied", 3)]
-    expected = rows(match_recognize(_events(tied=True), sql))  # the file's own order of ties
+    expected = rows(match_recognize(random_events(tied=True), sql))  # the file's own order of ties
     for name in STRATEGIES:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -47,8 +47,9 @@ from dfs_cer.match.cer.kleene import KleeneSets
 from dfs_cer.match.cer.next_match import NextMatch
 from dfs_cer.match.cer.pattern import Branch, Item, branches
 from dfs_cer.match.cer.relation import Assembler
-from dfs_cer.match.columns import KLEENE, ON_LIMIT, check_choice, column_of, split_halo
+from dfs_cer.match.columns import check_choice, column_of, split_halo
 from dfs_cer.match.rowpattern.engine import MatchOutput, _referenced_columns
+from dfs_cer.options import KLEENE, ON_LIMIT, SELECTIONS
 from dfs_cer.query.analyze import Analysis
 from dfs_cer.query.expr import (
     Aggregate,
@@ -64,7 +65,6 @@ from dfs_cer.work import CHECK_EVERY, Work
 
 #: what one match with Kleene sets holds (Python lists of rows), charged to a node's work
 KLEENE_MATCH_BYTES = 256
-SELECTIONS = ("skip_till_any_match", "skip_till_next_match", "strict_contiguity")
 
 
 def run_cer(table: pa.Table, analysis: Analysis, *, selection: str = "skip_till_any_match", kleene: str = "all",

@@ -18,12 +18,13 @@ import pyarrow as pa
 from dfs_cer.errors import MatchError, MatchLimitError, UnsupportedFeatureError
 from dfs_cer.events.order import sort_partition_flags
 from dfs_cer.events.time import time_values
-from dfs_cer.match.columns import ON_LIMIT, check_choice, column_of, split_halo
+from dfs_cer.match.columns import check_choice, column_of, split_halo
 from dfs_cer.match.rowpattern import vm, vm_state
 from dfs_cer.match.rowpattern.compiler import compile_pattern
 from dfs_cer.match.rowpattern.conditions import compile_conditions
 from dfs_cer.match.rowpattern.hoist import hoist, with_derived
 from dfs_cer.match.rowpattern.measures import MatchRows, MeasureEvaluator
+from dfs_cer.options import ON_LIMIT
 from dfs_cer.pattern.ir import labels as pattern_labels
 from dfs_cer.query.analyze import Analysis
 from dfs_cer.query.expr import Column, walk

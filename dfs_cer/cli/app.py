@@ -1,0 +1,77 @@
+"""The ``dfs-cer`` root group, its state and the error decorator every command uses."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from dfs_cer import __version__
+from dfs_cer.cli.output import Output, make_output
+from dfs_cer.config import Config, load_config
+from dfs_cer.errors import DfsCerError
+from dfs_cer.logs import DEFAULT_LEVEL, LEVELS, configure
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def handle_errors(func: F) -> F:
+    """Turn library errors into one line on stderr and an exit code."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        debug = bool(ctx.find_root().params.get("debug"))
+        try:
+            return func(*args, **kwargs)
+        except DfsCerError as exc:
+            if debug:
+                raise
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except (click.exceptions.Exit, click.ClickException, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # a bug: one line, and how to see more
+            if debug:
+                raise
+            click.echo(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for a traceback)", err=True)
+            sys.exit(1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+class State:
+    def __init__(self, config: Config, output: Output) -> None:
+        self.config = config
+        self.output = output
+
+
+pass_state = click.make_pass_decorator(State)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="dfs-cer")
+@click.option("--config", "config_files", multiple=True, type=click.Path(dir_okay=False),
+              help="TOML settings file (repeatable); DFS_CER__SECTION__KEY variables override it.")
+@click.option("--output", "output_kind", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="Output format.")
+@click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
+@click.option("--log-level", type=click.Choice(LEVELS, case_sensitive=False), default=DEFAULT_LEVEL,
+              show_default=True, help="Log dfs-cer's work at this level and above on stderr.")
+@click.pass_context
+def cli(ctx: click.Context, config_files: tuple[str, ...], output_kind: str, debug: bool,
+        log_level: str) -> None:
+    """dfs-cer: find MATCH_RECOGNIZE patterns in event logs on storage nodes, pulling only
+    the events inside time intervals that can contain matches."""
+    configure(log_level)
+    try:
+        config = load_config(tuple(config_files))
+    except DfsCerError as exc:
+        if debug:
+            raise
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    ctx.obj = State(config, make_output(output_kind))
