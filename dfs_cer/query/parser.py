@@ -574,8 +574,8 @@ class QueryParser:
                 if not found:
                     raise self.syntax(
                         f"unexpected {self.toks[i].text!r} at the start of MATCH_RECOGNIZE", i, "MATCH_RECOGNIZE",
-                        "the clauses are PARTITION BY, ORDER BY, MEASURES, ONE ROW/ALL ROWS PER MATCH, "
-                        "AFTER MATCH SKIP, PATTERN, SUBSET, DEFINE")
+                        "the clauses are PARTITION BY, ORDER BY, MEASURES, ONE ROW/ALL ROWS "
+                        "PER MATCH, AFTER MATCH SKIP, PATTERN, SUBSET, DEFINE")
             if kind == TokenType.L_PAREN:
                 depth += 1
             elif kind == TokenType.R_PAREN:
@@ -594,8 +594,8 @@ class QueryParser:
             for other in seen.values():
                 if _RANK[other.name] > _RANK[c.name]:
                     raise self.syntax(f"{c.name} must come before {other.name}", c.keyword_index, c.name,
-                                      "order: PARTITION BY, ORDER BY, MEASURES, ROWS PER MATCH, AFTER MATCH SKIP, "
-                                      "PATTERN [WITHIN], SUBSET, DEFINE")
+                                      "order: PARTITION BY, ORDER BY, MEASURES, ROWS PER MATCH, AFTER "
+                                      "MATCH SKIP, PATTERN [WITHIN], SUBSET, DEFINE")
             seen[rank_name] = c
         if not clauses:
             raise self.syntax("MATCH_RECOGNIZE ( ) is empty", close, "MATCH_RECOGNIZE",
@@ -762,7 +762,8 @@ class QueryParser:
             return None
         self._require_content(c)
         toks = self.toks[c.first : c.last + 1]
-        hint = "write WITHIN INTERVAL '30' MINUTE, WITHIN '30' MINUTE or WITHIN <number> (ORDER BY column units)"
+        hint = ("write WITHIN INTERVAL '30' MINUTE, WITHIN '30' MINUTE or WITHIN <number> (ORDER "
+                "BY column units)")
         if toks and toks[0].token_type == TokenType.INTERVAL:
             toks = toks[1:]
         if not toks or toks[0].token_type not in (TokenType.STRING, TokenType.NUMBER) or len(toks) > 2:
@@ -861,7 +862,8 @@ def _friendly(description: str) -> str:
     """sqlglot's parser messages, reworded for people writing SQL."""
     missing = re.match(r"Required keyword: '(\w+)' missing for <class '[\w.]*\.(\w+)'>", description)
     if missing:
-        return f"incomplete expression: the {missing.group(2).upper()} is missing its {missing.group(1)}"
+        return (f"incomplete expression: the {missing.group(2).upper()} is missing its "
+                f"{missing.group(1)}")
     return description.rstrip(".")
 
 
