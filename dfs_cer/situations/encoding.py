@@ -45,7 +45,8 @@ def encoded_matches(table: pa.Table, query: SituationQuery, integer_time_unit: s
             lo, hi = _exact(s.min_duration, dtype, integer_time_unit), _exact(s.max_duration, dtype, integer_time_unit)
             bounds = (f" AND te - ts >= {lo}" if lo is not None else "") + \
                 (f" AND te - ts <= {hi}" if hi is not None else "")
-            con.sql(f"CREATE TABLE {s.name} AS SELECT * FROM raw_{s.name} WHERE te IS NOT NULL AND te > ts{bounds}")
+            con.sql(f"CREATE TABLE {s.name} AS SELECT * FROM raw_{s.name} WHERE te IS NOT NULL "
+                    f"AND te > ts{bounds}")
         names = [s.name for s in query.situations]
         where = [f'{names[0]}."{c}" IS NOT DISTINCT FROM {n}."{c}"' for n in names[1:] for c in part]
         for c in query.constraints:
