@@ -350,8 +350,8 @@ class ShrinkingWindowFilter:
         return swf
 
     def __repr__(self) -> str:
-        return (f"ShrinkingWindowFilter(window={self.window}, buckets={self.buckets}, entries={self.entry_count}, "
-                f"slices={self.slice_count})")
+        return (f"ShrinkingWindowFilter(window={self.window}, buckets={self.buckets}, "
+                f"entries={self.entry_count}, slices={self.slice_count})")
 
 
 __all__ = ["FilterFormatError", "RefreshTags", "ShrinkingWindowFilter", "eq1_offsets"]

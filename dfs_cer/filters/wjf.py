@@ -148,4 +148,5 @@ class WindowJoinFilter:
         return out
 
     def __repr__(self) -> str:
-        return f"WindowJoinFilter(bits={self.bits}, hashes={self.hashes}, window={self.window}, kind={self.kind.name})"
+        return (f"WindowJoinFilter(bits={self.bits}, hashes={self.hashes}, window={self.window}, "
+                f"kind={self.kind.name})")
