@@ -89,8 +89,9 @@ def run(argv: list[str]) -> int:
     _write(args.output, matches, trace)
     if args.explain_analyze and run.split is not None:
         s = run.split
-        print(f"executors: {s.chunks} chunk(s) ({s.mode}{': ' + s.reason if s.reason else ''}), {s.reruns} re-run(s), "
-              f"the driver collected {s.driver_rows} report row(s)", file=sys.stderr)
+        print(f"executors: {s.chunks} chunk(s) "
+              f"({s.mode}{': ' + s.reason if s.reason else ''}), {s.reruns} re-run(s), the "
+              f"driver collected {s.driver_rows} report row(s)", file=sys.stderr)
     if args.explain_analyze and trace.get("rounds"):
         for r in trace["rounds"]:
             print(f"{r['action']:<16}{r['bytes_to_sn']:>12,}{r['bytes_to_cn']:>12,}{r['events']:>10,}", file=sys.stderr)
