@@ -171,21 +171,23 @@ def main() -> None:
     print("SWF FPR (Fig. 9a): d=4, lf=12, lt=20, w=100, head variable")
     print("| λ | load | empirical | Theorem 1 | ratio |\n|---:|---:|---:|---:|---:|")
     for r in swf_rows:
-        print(f"| {r['lambda']} | {r['load']:.2f} | {r['empirical']:.5f} | {r['theory']:.5f} | {r['ratio']:.2f} |")
+        print(f"| {r['lambda']} | {r['load']:.2f} | {r['empirical']:.5f} | {r['theory']:.5f} "
+              f"| {r['ratio']:.2f} |")
     print("\nWJF FPR (Fig. 9b): n_p = 1e5, two probed windows")
     print("| m_b | k | empirical | Eq. 6 | ratio |\n|---:|---:|---:|---:|---:|")
     for r in wjf_rows:
-        print(f"| {r['bits']} | {r['k']} | {r['empirical']:.5f} | {r['theory']:.5f} | {r['ratio']:.2f} |")
-    print(f"\nThroughput, one core, batches of {BATCH:,} (3-minute window, 1M events of each variable at 3% "
-          f"of 1 event/s; SWF with {figures['swf_buckets']:,} buckets)")
+        print(f"| {r['bits']} | {r['k']} | {r['empirical']:.5f} | {r['theory']:.5f} | "
+              f"{r['ratio']:.2f} |")
+    print(f"\nThroughput, one core, batches of {BATCH:,} (3-minute window, 1M events of each "
+          f"variable at 3% of 1 event/s; SWF with {figures['swf_buckets']:,} buckets)")
     print("| operation | M/s | target |\n|---|---:|---:|")
     for key, target in (("swf_lookup_per_s", 20), ("swf_lookup_sorted_per_s", 20), ("swf_insert_per_s", 5),
                         ("swf_refresh_per_s", 10), ("swf_refresh_unsorted_per_s", 10),
                         ("wjf_build_int_per_s", 5), ("wjf_probe_int_per_s", 10), ("wjf_build_str_per_s", 1),
                         ("wjf_probe_str_per_s", 1)):
         print(f"| {key} | {figures[key] / 1e6:.1f} | >= {target} |")
-    print(f"\nWJF bits per item: {figures['wjf_bits_per_item']:.2f} "
-          f"(minimum log2(1/ε) = {figures['wjf_bits_per_item_minimum']:.2f} at ε = {per_lookup_fpr(0.02):.4f})")
+    print(f"\nWJF bits per item: {figures['wjf_bits_per_item']:.2f} (minimum log2(1/ε) = "
+          f"{figures['wjf_bits_per_item_minimum']:.2f} at ε = {per_lookup_fpr(0.02):.4f})")
     print(f"SWF bytes per stored window on the wire: {figures['swf_bytes_per_window']:.2f}")
     if path:
         print(f"plot: {path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path}")

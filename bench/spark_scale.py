@@ -123,9 +123,10 @@ def main(argv: list[str] | None = None) -> int:
                     r = min(runs, key=lambda x: x["seconds"])
                     r.update(events=n, source=source, cores=cores, all_seconds=[x["seconds"] for x in runs])
                     results.append(r)
-                    print(f"{source:>5} local[{cores}]: {r['seconds']:7.1f} s, {r['matches']:,} matches, "
-                          f"{r['chunks']} chunks, {r['reruns']} re-runs, driver collected {r['driver_rows']} rows, "
-                          f"driver peak RSS {r['driver_peak_rss_mb']:.0f} MB", flush=True)
+                    print(f"{source:>5} local[{cores}]: {r['seconds']:7.1f} s, "
+                          f"{r['matches']:,} matches, {r['chunks']} chunks, {r['reruns']} "
+                          f"re-runs, driver collected {r['driver_rows']} rows, driver peak "
+                          f"RSS {r['driver_peak_rss_mb']:.0f} MB", flush=True)
             finally:
                 if cluster is not None:
                     cluster.stop()
@@ -134,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
             one = [r for r in results if r["events"] == n and r["source"] == source and r["cores"] == 1]
             two = [r for r in results if r["events"] == n and r["source"] == source and r["cores"] == 2]
             if one and two:
-                print(f"{n:>11,} {source:>5}: local[2] is {one[0]['seconds'] / two[0]['seconds']:.2f}x local[1]")
+                print(f"{n:>11,} {source:>5}: local[2] is "
+                      f"{one[0]['seconds'] / two[0]['seconds']:.2f}x local[1]")
     if args.json:
         Path(args.out).write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "query": QUERY,
                                               "results": results}, indent=1))

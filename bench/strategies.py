@@ -143,12 +143,13 @@ def main() -> None:
     if args.json:
         print(json.dumps(figures, indent=2))
         return
-    print(f"{n:,} synthetic events, {args.nodes} storage nodes, {len(sqls)} default 4-variable queries, "
-          f"cost model {args.cost_model}")
-    print("| strategy | mean bytes (both ways) | mean events received | mean pull seconds (loopback) |\n"
-          "|---|---:|---:|---:|")
+    print(f"{n:,} synthetic events, {args.nodes} storage nodes, {len(sqls)} default "
+          f"4-variable queries, cost model {args.cost_model}")
+    print("| strategy | mean bytes (both ways) | mean events received | mean pull seconds "
+          "(loopback) |\n|---|---:|---:|---:|")
     for s in (*chosen, "lower_bound"):
-        print(f"| {s} | {means[s + '_bytes']:,.0f} | {means[s + '_events']:,.1f} | {means[s + '_seconds']:.3f} |")
+        print(f"| {s} | {means[s + '_bytes']:,.0f} | {means[s + '_events']:,.1f} | "
+              f"{means[s + '_seconds']:.3f} |")
     if len(codecs) > 1:
         print("\n| strategy | " + " | ".join(f"mean bytes, {c}" for c in codecs) + " | zstd / none |\n|---|"
               + "---:|" * (len(codecs) + 1))
