@@ -46,7 +46,8 @@ def events() -> pa.Table:
 def attacks(path: str) -> list[str]:
     return [
         f"SELECT ARRAY(SELECT content FROM read_text('{path}')) AS x FROM events {CLAUSE}",
-        f"SELECT t FROM events {CLAUSE} WHERE EXISTS (SELECT 1 FROM read_text('{path}') WHERE content LIKE 'd%')",
+        f"SELECT t FROM events {CLAUSE} WHERE EXISTS (SELECT 1 FROM read_text('{path}') "
+        "WHERE content LIKE 'd%')",
         f"SELECT t, (SELECT count(*) FROM read_csv('{path}')) AS n FROM events {CLAUSE}",
         f"SELECT t FROM events {CLAUSE} WHERE t IN (SELECT 1 FROM '{path}')",
         f"SELECT t, (SELECT count(*) FROM glob('{path}')) AS n FROM events {CLAUSE}",

@@ -70,7 +70,8 @@ def test_empty_matches() -> None:
     # A* can match empty: every row without an A starts an empty match (ONE ROW PER MATCH shows it)
     assert labelled("BAB", "A*") == [(None, -1), (1, 1), (None, -1)]  # measures of an empty match are NULL
     t = pa.table({"ts": [0, 1, 2], "l": ["B", "A", "B"]})
-    base = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES CLASSIFIER() AS c {} PATTERN (A*) DEFINE A AS l = 'A')"
+    base = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES CLASSIFIER() AS c {} PATTERN "
+            "(A*) DEFINE A AS l = 'A')")
     show = match_recognize(t, base.format("ALL ROWS PER MATCH"))
     assert show["ts"].to_pylist() == [0, 1, 2] and show["c"].to_pylist() == [None, "A", None]
     omit = match_recognize(t, base.format("ALL ROWS PER MATCH OMIT EMPTY MATCHES"))
@@ -148,7 +149,8 @@ def test_dependent_conditions_and_window() -> None:
 
 def test_max_matches() -> None:
     t = pa.table({"ts": list(range(10)), "l": ["A"] * 10})
-    sql = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a PATTERN (A) DEFINE A AS l = 'A')"
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a PATTERN (A) DEFINE A "
+           "AS l = 'A')")
     with pytest.raises(MatchLimitError, match="max_matches=3"):
         match_recognize(t, sql, max_matches=3)
     assert match_recognize(t, sql, max_matches=3, on_limit="truncate").num_rows == 3
@@ -239,8 +241,8 @@ def test_matches_the_brute_force_reference(pattern: str, data: list[tuple[int | 
     define = f"DEFINE {', '.join(defines)}" if defines else ""
     members = [v for v in "ABC" if v in used]
     subset = f"SUBSET U = ({', '.join(members)})" if members else ""
-    sql = (f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts ALL ROWS PER MATCH AFTER MATCH SKIP {skip} "
-           f"PATTERN ({pattern}) {within} {subset} {define})")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts ALL ROWS PER MATCH "
+           f"AFTER MATCH SKIP {skip} PATTERN ({pattern}) {within} {subset} {define})")
     query = parse(sql)
     analysis = analyze(query, table.schema)
     out = run_row_pattern(table, analysis)
@@ -261,7 +263,8 @@ def test_matches_the_brute_force_reference(pattern: str, data: list[tuple[int | 
     want += [(rows[s]["ts"], rows[s]["k"]) for s, e, path in expected if e == s]
     assert sorted(got) == sorted(want), (sql, rows)
     assert out.matches == len(expected)
-    event(f"nullable quantified body: {nullable_quantified(pattern)}, matches: {min(len(expected), 2)}")
+    event(f"nullable quantified body: {nullable_quantified(pattern)}, matches: "
+          f"{min(len(expected), 2)}")
 
 
 @pytest.mark.parametrize("sql_index", [0, 1, 2])
@@ -291,8 +294,9 @@ def test_q1_style_on_synthetic_data_matches_the_reference(sql_index: int) -> Non
 def test_pathological_patterns_skip_starts_that_cannot_reach_a_mandatory_label(pattern: str, b_alone: bool) -> None:
     """10k rows and no row can be B: every start is skipped (the scan from each start would be
     quadratic); with a B at the end every earlier start matches, as the standard says."""
-    sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS a, count(*) AS c ONE ROW PER MATCH "
-           f"AFTER MATCH SKIP TO NEXT ROW PATTERN ({pattern}) DEFINE A AS A.v = 1, B AS B.v = 2)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS a, count(*) "
+           f"AS c ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN ({pattern}) DEFINE A "
+           "AS A.v = 1, B AS B.v = 2)")
     n = 10_000
     none = pa.table({"ts": np.arange(n), "v": np.ones(n, dtype=np.int64)})
     assert match_recognize(none, sql).num_rows == 0
@@ -337,8 +341,8 @@ def test_matcher_memory_is_bounded_by_the_partition_and_the_pattern() -> None:
 
 
 #: A+ B+ C where C never holds: every start tries every split of the rows into A's and B's
-CUBIC = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES A.ts AS a ONE ROW PER MATCH "
-         "PATTERN (A+ B+ C) DEFINE C AS v > LAST(B.v) + 100)")
+CUBIC = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES A.ts AS a ONE ROW "
+         "PER MATCH PATTERN (A+ B+ C) DEFINE C AS v > LAST(B.v) + 100)")
 
 
 def cubic_table(n: int) -> pa.Table:

@@ -37,8 +37,10 @@ def dense_events(n: int = N, seed: int = 7) -> pa.Table:
 
 
 def q(body: str, rows: str = "ONE ROW PER MATCH", skip: str = "", part: str = "") -> str:
-    return (f"SELECT * FROM t MATCH_RECOGNIZE ({part} ORDER BY ts MEASURES FIRST(ts) AS f, LAST(ts) AS l, "
-            f"COUNT(*) AS n {', CLASSIFIER() AS c' if rows != 'ONE ROW PER MATCH' else ''} {rows} {skip} {body})")
+    return (f"SELECT * FROM t MATCH_RECOGNIZE ({part} ORDER BY ts MEASURES FIRST(ts) AS f, "
+            "LAST(ts) AS l, COUNT(*) AS n "
+            f"{', CLASSIFIER() AS c' if rows != 'ONE ROW PER MATCH' else ''} {rows} {skip} "
+            f"{body})")
 
 
 CHAIN = "PATTERN (A+ B) WITHIN 40 SECONDS DEFINE A AS A.v < 8, B AS B.v >= 8"
@@ -110,8 +112,8 @@ def test_unsplittable_patterns_run_as_one_chunk_and_say_why(spark: Any, dense: t
     from dfs_cer.spark import recognize
 
     events, root = dense
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES MATCH_NUMBER() * 2 AS m, COUNT(*) AS n "
-           "PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES MATCH_NUMBER() * 2 AS m, "
+           "COUNT(*) AS n PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2)")
     run = recognize(spark, sql, data=str(root), driver_threshold=0, tasks=2)
     assert rows(run.matches.toArrow().cast(local_match_recognize(events, sql).schema)) == \
         rows(local_match_recognize(events, sql))
@@ -275,7 +277,8 @@ def test_an_executor_pull_failure_is_one_clear_error(spark: Any, nodes: Any) -> 
 
     distributed.SlicePuller.__init__ = wrong_token  # type: ignore[method-assign]
     try:
-        with pytest.raises(StorageError, match=r"round \d+ \(pull_range taken by executors.*storage node grpc\+tcp://127.0.0.1:\d+ refused"):
+        with pytest.raises(StorageError, match=r"round \d+ \(pull_range taken by executors.*storage node "
+                                               r"grpc\+tcp://127.0.0.1:\d+ refused"):
             recognize(spark, QUERIES["past-last-chain"], endpoints=nodes.endpoints, token=nodes.token,
                       strategy="dfs", driver_threshold=0, tasks=2)
     finally:
@@ -336,7 +339,8 @@ def test_partition_edges_over_time_chunks(spark: Any, dense: tuple[pa.Table, Pat
 @pytest.mark.parametrize(("sql", "mode", "why"), [
     (q("PATTERN (^ A B*) WITHIN 40 SECONDS DEFINE A AS A.v < 10, B AS B.v < 8", part="PARTITION BY g"), "partition",
      "^ or $ under PARTITION BY"),
-    (q("PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2 AND MATCH_NUMBER() > 3"),
+    (q("PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2 AND "
+       "MATCH_NUMBER() > 3"),
      "single", "MATCH_NUMBER")])
 def test_partition_edges_keep_partitions_whole(spark: Any, dense: tuple[pa.Table, Path], sql: str, mode: str,
                                                why: str) -> None:

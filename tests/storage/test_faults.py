@@ -222,9 +222,9 @@ def test_ten_concurrent_queries_with_room_for_one_all_complete(tmp_path_factory:
     events = synthetic_events(30_000, seed=4)
     pq.write_table(events, root / "e.parquet")
     shard(str(root / "e.parquet"), 3, str(root / "nodes"))
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, B.ts AS b_ts ONE ROW PER MATCH "
-           "AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B) WITHIN INTERVAL '20' SECOND "
-           "DEFINE A AS A.type = 'T_03', B AS B.type = 'T_07' AND B.a1 > A.a1)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, B.ts AS b_ts "
+           "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B) WITHIN INTERVAL "
+           "'20' SECOND DEFINE A AS A.type = 'T_03', B AS B.type = 'T_07' AND B.a1 > A.a1)")
     expected = rows(match_recognize(events, sql))
     dirs = [str(root / "nodes" / f"node-{i:02d}") for i in range(3)]
     with LocalCluster(dirs) as probe:  # one query's reservation on a node

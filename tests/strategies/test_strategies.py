@@ -126,8 +126,9 @@ def queries(draw: st.DrawFn) -> str:
     else:
         head = "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW"
         pattern = " ".join(names)
-    return (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES {measures}, MATCH_NUMBER() AS mn {head} "
-            f"PATTERN ({pattern}) WITHIN INTERVAL '{window}' MINUTE DEFINE {', '.join(defines)})")
+    return (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES {measures}, MATCH_NUMBER() "
+            f"AS mn {head} PATTERN ({pattern}) WITHIN INTERVAL '{window}' MINUTE DEFINE "
+            f"{', '.join(defines)})")
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
