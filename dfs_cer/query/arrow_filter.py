@@ -58,7 +58,8 @@ class NotPushable(Exception):
 
 
 _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
-    "=": operator.eq, "<>": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+    "=": operator.eq, "<>": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+    ">=": operator.ge,
 }  # fmt: skip
 _ARITH = {"+": "add_checked", "-": "subtract_checked", "*": "multiply_checked", "/": "divide_checked"}
 _FUNCTIONS = FUNCTIONS
