@@ -22,8 +22,10 @@ from dfs_cer.query.expr import BinaryOp, Column
 from dfs_cer.query.numeric import comparable
 
 TYPES = {
-    "int8": pa.int8(), "int32": pa.int32(), "int64": pa.int64(), "uint8": pa.uint8(), "uint32": pa.uint32(),
-    "uint64": pa.uint64(), "float32": pa.float32(), "float64": pa.float64(), "dec_9_2": pa.decimal128(9, 2),
+    "int8": pa.int8(), "int32": pa.int32(), "int64": pa.int64(), "uint8": pa.uint8(),
+    "uint32": pa.uint32(),
+    "uint64": pa.uint64(), "float32": pa.float32(), "float64": pa.float64(),
+    "dec_9_2": pa.decimal128(9, 2),
     "dec_30_3": pa.decimal128(30, 3), "dec_38_0": pa.decimal128(38, 0),
 }  # fmt: skip
 # values near the places where conversions lose information
