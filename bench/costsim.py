@@ -69,7 +69,8 @@ class Cloud:
 
 
 def nnls(columns: list[np.ndarray], y: np.ndarray) -> np.ndarray:
-    """Least squares with coefficients >= 0: drop the most negative column and refit until none is."""
+    """Least squares with coefficients >= 0: drop the most negative column and
+    refit until none is."""
     active = list(range(len(columns)))
     coef = np.zeros(len(columns))
     while active:

@@ -55,7 +55,8 @@ def best_of(fn: Callable[[], object], reps: int = 5) -> float:
 
 
 def swf_fpr_sweep(quick: bool) -> list[dict[str, float]]:
-    """Fig. 9a: d=4, lf=12, lt=20, w=100, head variable, lambda 0.001..0.04; truth from an interval array."""
+    """Fig. 9a: d=4, lf=12, lt=20, w=100, head variable, lambda 0.001..0.04;
+    truth from an interval array."""
     rng = np.random.default_rng(42)
     w = 100
     span = 5_000_000 if quick else 20_000_000
@@ -73,7 +74,8 @@ def swf_fpr_sweep(quick: bool) -> list[dict[str, float]]:
 
 
 def wjf_fpr_sweep(quick: bool) -> list[dict[str, float]]:
-    """Fig. 9b: n_p = 1e5 pairs, m_b from 5e5 to 1e6 bits, two probed windows; truth from a hash set."""
+    """Fig. 9b: n_p = 1e5 pairs, m_b from 5e5 to 1e6 bits, two probed windows;
+    truth from a hash set."""
     rng = np.random.default_rng(7)
     n = 100_000
     rows = []
