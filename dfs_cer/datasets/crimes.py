@@ -63,7 +63,8 @@ def _district_centres() -> tuple[np.ndarray, np.ndarray]:
 
 def crimes_batches(n: int, *, seed: int = 7, mean_gap_s: float = 90.0,
                    batch: int = 1_000_000) -> Iterator[pa.RecordBatch]:
-    """``n`` CRIMES-shaped events in time order, ``batch`` rows at a time (streamable to parquet)."""
+    """``n`` CRIMES-shaped events in time order, ``batch`` rows at a time
+    (streamable to parquet)."""
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
     rng = np.random.default_rng(seed)

@@ -110,7 +110,8 @@ def _hex_to_int64(values: pa.Array) -> np.ndarray:
 
 
 def load_citibike(paths: list[str], out: str, progress: Callable[[int], None] | None = None) -> LoadResult:
-    """Citi Bike trip CSVs → the CITIBIKE schema (type letter from duration and bike/member kind)."""
+    """Citi Bike trip CSVs → the CITIBIKE schema (type letter from duration and
+    bike/member kind)."""
     from dfs_cer.datasets.citibike import SCHEMA, type_letter
 
     types = {"ride_id": pa.string(), "rideable_type": pa.string(), "started_at": pa.timestamp("ms"),
