@@ -245,7 +245,8 @@ class ShrinkingWindowFilter:
         return zlib.crc32(self.table.astype("<u4", copy=False).tobytes()) ^ self.buckets
 
     def covered_intervals(self) -> tuple[np.ndarray, np.ndarray]:
-        """The covered time as sorted, merged half-open ``[start, end)`` arrays (needs window ids)."""
+        """The covered time as sorted, merged half-open ``[start, end)`` arrays
+        (needs window ids)."""
         keys = self._require_keys()
         live = (self.table & np.uint32(k.FULL_TAG)) != 0
         windows, tags = keys[live], self.table[live] & np.uint32(k.FULL_TAG)
