@@ -72,7 +72,8 @@ class Role(enum.Enum):
 @node("equality")
 @dataclass(frozen=True, slots=True)
 class Equality:
-    """``left_variable.left_column = right_variable.right_column``, written in ``defined_in``'s DEFINE."""
+    """``left_variable.left_column = right_variable.right_column``,
+    written in ``defined_in``'s DEFINE."""
 
     left_variable: str
     left_column: str
@@ -173,7 +174,8 @@ class Analysis:
         return self.query.recognize.all_matches or self.variable(variable).max_rows == 1
 
     def precedes(self, a: str, b: str) -> bool | None:
-        """True if ``a``'s rows always come before ``b``'s, False if always after, None if unknown."""
+        """True if ``a``'s rows always come before ``b``'s,
+        False if always after, None if unknown."""
         pa_, pb = self.variable(a).positions, self.variable(b).positions
         if not pa_ or not pb:
             return None

@@ -214,7 +214,7 @@ class Converter:
             raise self.invalid(f"interval value {text!r} is not a number", code="bad-interval") from None
         return IntervalLiteral(text, unit)
 
-    # ------------------------------------------------------------------------------ pattern functions
+    # ---------------------------------------------------------------------------- pattern functions
 
     def _offset(self, name: str, node: exp.Expression | None, default: int) -> int:
         if node is None:

@@ -430,7 +430,8 @@ class QueryParser:
         names = [RELATION.format(i) for i in range(len(found))]
 
         def splice(first: int, last: int) -> tuple[Fragment, list[str]]:
-            """Tokens ``[first, last]`` with each outermost clause inside them replaced by its relation."""
+            """Tokens ``[first, last]`` with each outermost clause inside them
+            replaced by its relation."""
             builder = FragmentBuilder(self.src)
             position = toks[first].start
             used: list[str] = []
@@ -488,7 +489,8 @@ class QueryParser:
                 input_sql = tree.sql(dialect=OUTER_DIALECT)
                 if top is not None and any(t.name.lower() in ctes for t in tree.find_all(exp.Table)):
                     # the subquery reads the statement's CTEs: it carries their definitions (as the
-                    # query itself, not a relation it reads: DuckDB renames a relation's second id id_1)
+                    # query itself, not a relation it reads: DuckDB renames a relation's
+                    # second id id_1)
                     ctes_sql, input_sql = with_ctes(top, tree)
                     input_sql = ctes_sql + input_sql
                     depends = [r for r in names if r in input_sql]

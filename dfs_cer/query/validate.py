@@ -117,7 +117,8 @@ class _Context:
             variable = getattr(n, "variable", None) if isinstance(n, Column | Star | Classifier) else None
             if variable is not None and variable not in self.names:
                 # ISO/IEC 19075-5 and Trino: inside MATCH_RECOGNIZE the input table's name is not
-                # in scope, only pattern variables qualify columns (DuckDB accepts t.x; dfs-cer does not)
+                # in scope, only pattern variables qualify columns (DuckDB accepts t.x;
+                # dfs-cer does not)
                 hint = (f"pattern variables and subsets: {self.known}; inside MATCH_RECOGNIZE, "
                         "qualify columns with pattern variables, not the table or its alias "
                         "(as the standard and Trino; DuckDB accepts t.x): write x for the "
