@@ -74,7 +74,8 @@ def run(argv: list[str]) -> int:
 
         token = read_text_file(args.token_file, "--token-file").strip()
     # errors only unless --verbose: spark.log.level applies from the SparkContext's start (the
-    # venv's pyspark also carries a quiet log4j2 profile, see the Makefile, for the JVM's first lines)
+    # venv's pyspark also carries a quiet log4j2 profile, see the Makefile,
+    # for the JVM's first lines)
     level: dict[str, Any] = {"spark.log.level": "INFO" if args.verbose else "ERROR"}
     spark = local_session(**level)
     options: dict[str, Any] = {"cost_model": args.cost_model} if args.endpoints else {}
