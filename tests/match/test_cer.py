@@ -319,7 +319,7 @@ def test_relaxed_time_order_lets_tied_events_chain() -> None:
         run_cer(table, analysis, time_order="loose")
 
 
-# ------------------------------------------------------------------ alternation and PERMUTE in a sequence
+# ------------------------------------------------------------ alternation and PERMUTE in a sequence
 
 def _slots_brute_force(rows: list[dict[str, int]], slots: list[list[str]], window: int, conds: dict[str, int],
                        permute: bool) -> set[tuple[tuple[int, str], ...]]:
@@ -399,7 +399,8 @@ def test_alternation_preference_and_normalised_forms() -> None:
 
 
 def test_alternation_guard_sees_the_taking_variable_unmatched() -> None:
-    """SQL tries B first, where C (not matched yet) is NULL: ``B.v = C.v`` fails and C takes the row."""
+    """SQL tries B first, where C (not matched yet) is NULL:
+    ``B.v = C.v`` fails and C takes the row."""
     t = pa.table({"ts": [1, 2], "type": ["A", "B"], "v": [1, 5]})
     out = match_recognize(t, "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES CLASSIFIER() AS c ALL MATCHES "
                              "PATTERN (A (B | C)) WITHIN 5 DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.v = C.v, "

@@ -71,7 +71,7 @@ def test_empty_iterations_of_bounded_and_looping_quantifiers(pattern: str, expec
     assert [(r["c"], r["l"]) for r in match_recognize(t, sql).to_pylist()] == expected
 
 
-# ------------------------------------------------------------------ Trino's TestAggregationsInRowPatternMatching
+# ----------------------------------------------------- Trino's TestAggregationsInRowPatternMatching
 
 PARTS = pa.table({"id": [1, 2, 6, 2, 2, 1, 3, 4, 5, 1, 3, 3],
                   "part": ["p1", "p1", "p1", "p2", "p3", "p3", "p1", "p1", "p1", "p2", "p3", "p2"],
@@ -169,8 +169,9 @@ def test_nulls_in_conditions_navigation_and_aggregates() -> None:
            "AS xs, sum(x) AS s, CLASSIFIER() AS c ALL ROWS PER MATCH AFTER MATCH SKIP PAST "
            "LAST ROW PATTERN (A B*) DEFINE A AS PREV(x) IS NULL, B AS x > PREV(x) OR x IS NULL)")
     got = [(r["id"], r["c"], r["rows_"], r["xs"], r["s"]) for r in match_recognize(t, sql).to_pylist()]
-    # row 1: PREV is outside the partition (NULL) -> A; row 2: x NULL -> B; row 3: 3 > NULL is NULL -> not B,
-    # and PREV(x) is NULL -> A; row 4 NULL -> B; row 5: 5 > NULL is NULL, PREV NULL -> A
+    # row 1: PREV is outside the partition (NULL) -> A; row 2: x NULL -> B;
+    # row 3: 3 > NULL is NULL -> not B, and PREV(x) is NULL -> A; row 4 NULL -> B;
+    # row 5: 5 > NULL is NULL, PREV NULL -> A
     assert got == [(1, "A", 1, 1, 1), (2, "B", 2, 1, 1), (3, "A", 1, 1, 3), (4, "B", 2, 1, 3), (5, "A", 1, 1, 5)]
 
 

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from dfs_cer import match_recognize
 
-# (SQL, variable or None, argument at a row (x, y, label) -> value or None, filter, aggregate, distinct)
+# (SQL, variable or None, argument at a row (x, y, label) -> value or None, filter, aggregate,
+# distinct)
 AGGREGATES: list[tuple[str, str | None, Any, Any, str, bool]] = [
     ("sum(B.x * 2 + B.y)", "B", lambda x, y, lab: None if x is None else x * 2 + y, None, "sum", False),
     ("sum(CASE WHEN CLASSIFIER() = 'A' THEN x END)", None,

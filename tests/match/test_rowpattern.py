@@ -17,7 +17,8 @@ from tests.match.reference import ProgramReference, Reference
 
 def labelled(text: str, pattern: str, extra: str = "", variables: str = "ABCDE", rows: str = "ONE ROW PER MATCH",
              skip: str = "") -> list[tuple[int, int]]:
-    """Match spans for rows labelled by the letters of ``text`` (row i can be X iff text[i] == X)."""
+    """Match spans for rows labelled by the letters of ``text``
+    (row i can be X iff text[i] == X)."""
     table = pa.table({"ts": list(range(len(text))), "l": list(text)})
     from dfs_cer.pattern.ir import labels
     from dfs_cer.pattern.parser import parse_pattern
@@ -203,8 +204,8 @@ conditions = st.sampled_from([
     "sum({v}.x) <= 5", "count(U.*) < 3", "{v}.x >= avg(U.x)", "max(A.x) > {v}.x", "count(*) <= 4",
     "min(x) = 0 OR sum(U.y) > 2", "{v}.x > LAST(U.x, 1)", "FIRST(U.y) = {v}.y", "CLASSIFIER(U) = 'A'",
     "PREV(CLASSIFIER()) <> 'B'", "PREV(LAST(U.x), 1) < {v}.x",
-    # expressions: aggregates over expressions and with FILTER, count_if / bool_or, MATCH_NUMBER(),
-    # navigation over COALESCE / CASE, functions in conditions across variables
+    # expressions: aggregates over expressions and with FILTER, count_if / bool_or,
+    # MATCH_NUMBER(), navigation over COALESCE / CASE, functions in conditions across variables
     "sum({v}.x * 2 + {v}.y) <= 9", "count(*) FILTER (WHERE x > 1) < 2", "sum(U.x) FILTER (WHERE U.y = 1) < 4",
     "count_if({v}.x > 2) <= 1", "bool_or(U.y = 2) OR {v}.x = 0", "MATCH_NUMBER() <= 2 AND {v}.x > 0",
     "{v}.x >= MATCH_NUMBER()", "PREV(coalesce({v}.x, 5)) > {v}.y", "abs({v}.x - 3) <= abs(FIRST(A.x) - 1)",

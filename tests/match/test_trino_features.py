@@ -200,14 +200,15 @@ def test_qualified_and_expression_keys() -> None:
     assert [tuple(r.values()) for r in got.to_pylist()] == [("x", 1, 2), ("y", 4, 3)]
 
 
-# ---------------------------------------------------------------- conformance: accepted as Trino accepts
+# ----------------------------------------------------------- conformance: accepted as Trino accepts
 
 SIX = pa.table({"id": [1, 2, 3, 4, 5, 6], "value": [90, 80, 70, 80, 60, 95]})
 
 
 @pytest.mark.parametrize(("define", "expected"), [
-    # NEXT over FIRST over a SUBSET's CLASSIFIER: row 1 (the first U) + 2 is row 3; in DEFINE the
-    # current row carries the variable under test, so C matches row 3 (and row 4 still sees row 3)
+    # NEXT over FIRST over a SUBSET's CLASSIFIER: row 1 (the first U) + 2 is row 3;
+    # in DEFINE the current row carries the variable under test, so C matches row 3
+    # (and row 4 still sees row 3)
     ("C AS NEXT(FIRST(CLASSIFIER(U)), 2) = 'C'", [(1, "A"), (2, "B"), (3, "C"), (4, "C")]),
     ("C AS NEXT(FIRST(CLASSIFIER(U)), 3) = 'C'", [(1, "A"), (2, "B"), (3, "B"), (4, "C")]),
     # past the current row a label is unknown (NULL) in DEFINE: never 'C'
@@ -238,8 +239,8 @@ def test_a_null_condition_is_not_true(pattern: str, define: str, expected: list[
 
 
 def test_aggregate_filter_reading_a_pattern_variable_in_measures() -> None:
-    # the arguments choose the rows (count(*), unqualified: all rows of the match); in FILTER, B.value
-    # reads a row mapped to B (NULL elsewhere), value reads the row itself. A = 1, B = 2, 3.
+    # the arguments choose the rows (count(*), unqualified: all rows of the match); in FILTER,
+    # B.value reads a row mapped to B (NULL elsewhere), value reads the row itself. A = 1, B = 2, 3.
     sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES count(*) FILTER (WHERE "
            "B.value > 75) AS big_b, sum(value) FILTER (WHERE B.value > 75) AS sum_big_b, "
            "count(*) FILTER (WHERE value > 75) AS big, count(B.*) FILTER (WHERE value < 75) AS "
@@ -253,7 +254,8 @@ def test_aggregate_filter_reading_a_pattern_variable_in_measures() -> None:
 
 
 @pytest.mark.parametrize(("pattern", "define", "expected"), [
-    # running count of A rows with value > 75: rows 1, 2, 4 count; the third stops the first match
+    # running count of A rows with value > 75: rows 1, 2, 4 count;
+    # the third stops the first match
     ("A+", "A AS count(*) FILTER (WHERE A.value > 75) <= 2", [(1, 3), (2, 3)]),
     # B rows above 75 sum to 80, 80, 160, 160, then 255 at row 6
     ("A B+", "B AS sum(value) FILTER (WHERE B.value > 75) < 170", [(1, 5)]),

@@ -108,7 +108,8 @@ def test_split_equals_single_run(case: tuple) -> None:
 
 
 def test_chain_across_many_chunks() -> None:
-    """Back-to-back long matches: each chunk's fresh run is wrong, the fix-up chain crosses them all."""
+    """Back-to-back long matches: each chunk's fresh run is wrong,
+    the fix-up chain crosses them all."""
     n = 400
     table = pa.table({"ts": pa.array(np.arange(n), pa.int64()), "v": pa.array(np.arange(n) % 7, pa.int64()),
                       "g": pa.array(np.zeros(n, np.int64))})

@@ -20,7 +20,8 @@ def mr(body: str) -> str:
 
 
 def test_q1_classified_as_the_paper_says() -> None:
-    """Listing 1: R, B, M type conditions independent; M.district = B.district an equality; N skippable."""
+    """Listing 1: R, B, M type conditions independent;
+    M.district = B.district an equality; N skippable."""
     a = analyze(parse(Q1))
     r, n, b, m = (a.variable(x) for x in "RNBM")
     assert r.independent == BinaryOp("=", Column("primary_type", "R"), Literal("ROBBERY"))
@@ -87,7 +88,8 @@ def test_all_matches_with_navigation() -> None:
          "AS B.x = 2", False,
          "N is referenced"),
         ("ORDER BY ts MEASURES count(*) AS c PATTERN (A N* B) DEFINE A AS A.x = 1", False, "aggregate over all rows"),
-        # PREV/NEXT read rows between variables: they are pulled as halo rows, the pattern still skips
+        # PREV/NEXT read rows between variables: they are pulled as halo rows,
+        # the pattern still skips
         ("ORDER BY ts PATTERN (A N*? B) DEFINE A AS A.x = 1, B AS B.x > PREV(B.x)", True, None),
         ("ORDER BY ts AFTER MATCH SKIP TO LAST N PATTERN (A N* B) DEFINE A AS A.x = 1, B "
          "AS B.x = 2", False,

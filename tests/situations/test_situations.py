@@ -115,7 +115,8 @@ def test_search_ranges_find_exactly_the_related_situations(gaps: list[tuple[int,
 
 
 def test_t3_figure_3_overlaps_by_two_searches() -> None:
-    """A1 overlaps B: starts in (A1.ts, A1.te) give {B1}, ends in (A1.te, inf) {B1, B2}; both: {B1}."""
+    """A1 overlaps B: starts in (A1.ts, A1.te) give {B1},
+    ends in (A1.te, inf) {B1, B2}; both: {B1}."""
     b_ts, b_te = np.array([4, 9]), np.array([8, 12])
     values = np.unique(np.concatenate([b_ts, b_te, [2, 6]]))
 
@@ -176,7 +177,7 @@ def test_durations_with_units_outer_query_and_errors() -> None:
         parse_situations("SELECT * FROM t SITUATIONS (ORDER BY t DEFINE A AS x > 1 PATTERN A before Z)")
 
 
-# ------------------------------------------------------------------ versus a MATCH_RECOGNIZE encoding
+# ---------------------------------------------------------------- versus a MATCH_RECOGNIZE encoding
 
 def encoded(sql: str, table: pa.Table) -> list[tuple[object, ...]]:
     """The MATCH_RECOGNIZE encoding's matches (dfs_cer.situations.encoding)."""

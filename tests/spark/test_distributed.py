@@ -344,7 +344,8 @@ def test_partition_edges_over_time_chunks(spark: Any, dense: tuple[pa.Table, Pat
      "single", "MATCH_NUMBER")])
 def test_partition_edges_keep_partitions_whole(spark: Any, dense: tuple[pa.Table, Path], sql: str, mode: str,
                                                why: str) -> None:
-    """Anchors under PARTITION BY, and MATCH_NUMBER() in DEFINE, keep partitions whole and say why."""
+    """Anchors under PARTITION BY, and MATCH_NUMBER() in DEFINE,
+    keep partitions whole and say why."""
     from dfs_cer.spark import recognize
 
     events, root = dense

@@ -1,4 +1,5 @@
-"""MATCH_RECOGNIZE on local Spark: the driver pulls, executors match, Spark SQL runs the outer query."""
+"""MATCH_RECOGNIZE on local Spark: the driver pulls, executors match,
+Spark SQL runs the outer query."""
 
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ def spark() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def events() -> pa.Table:
-    """Synthetic events with distinct timestamps (ORDER BY ts leaves ties in any order, in SQL too)."""
+    """Synthetic events with distinct timestamps (ORDER BY ts leaves ties in any
+    order, in SQL too)."""
     t = synthetic_events(60_000).sort_by("ts")
     ts = t.column("ts").cast(pa.int64()).to_numpy()
     step = np.arange(ts.size)

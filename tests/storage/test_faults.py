@@ -117,7 +117,8 @@ def test_a_node_failing_before_any_round(cluster: LocalCluster, strategy: str, f
         message = str(info.value)
         assert f"round {k} ({name})" in message and f":{port}" in message, message
         assert ("did not answer" in message) == (fault == "stop"), message
-        # a hung node is given up after the per-call timeout (once, no second wait), a dead one at once
+        # a hung node is given up after the per-call timeout (once, no second wait),
+        # a dead one at once
         assert took < CALL + FAST.close_timeout_seconds + 3, (k, name, took)
         assert clean(cluster, range(3)), (strategy, k, name, held(cluster, range(3)))
     # and the nodes serve the next query exactly

@@ -110,7 +110,8 @@ def test_equality_on_big_integers_follows_sql(serve: type[Served]) -> None:
                 "ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN (A N*? B) WITHIN 10 "
                 f"DEFINE A AS A.type IN ('A', 'B'), B AS B.type IN ('B', 'C') AND {cond})")
 
-    # int64 2**53+1 = double 2**53 in SQL (the integer becomes a double); uint64 2**63 = 2**63 exactly
+    # int64 2**53+1 = double 2**53 in SQL (the integer becomes a double);
+    # uint64 2**63 = 2**63 exactly
     for cond, expected in [("B.i = A.f", [(1, 3)]), ("B.u = A.u", [(1, 2)]), ("B.u = A.i", []),
                            ("B.d = A.d", [(1, 2)]), ("B.d > A.d", [(1, 3), (2, 3)]), ("B.u > 9223372036854775807", [(1, 2), (2, 3)])]:
         for model in ("always_on", "adaptive"):

@@ -40,7 +40,8 @@ def table1_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClus
 
 
 @pytest.mark.parametrize(("strategy", "model", "events"), [
-    # the paper's flow runs the round trips (on ten events the adaptive model rightly skips them)
+    # the paper's flow runs the round trips (on ten events the adaptive model
+    # rightly skips them)
     ("dfs", "always_on", ["e1", "e2", "e5"]), ("dfs", "naive", ["e1", "e2", "e5"]), ("dfs", "adaptive", 9),
     ("push_down", "adaptive", 9), ("push_pull", "adaptive", 7), ("pull_all", "adaptive", 10),
     # without join filters only time prunes (7 events); the exact tables reach DFS's set;
