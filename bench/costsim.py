@@ -2,7 +2,8 @@
 projected to 10, 100 and 1,000 storage nodes and 1B-10B events.
 
 Command:  .venv/bin/python bench/costsim.py [--runs bench/results/run-net-1gbit-nodes-3m.json,...]
-              [--transfer inter-az|egress] [--node-gbit 1] [--cn-gbit 10] [--instance-hour 0.384] ...
+              [--transfer inter-az|egress] [--node-gbit 1] [--cn-gbit 10]
+              [--instance-hour 0.384] ...
           (the runs are `bench/run.py --net --sections nodes --node-counts 1,2,3,4,5,6` at two or
           more event counts; prices are parameters, their defaults below with their date)
 Hardware: none (pure arithmetic over the recorded runs); about a second.

@@ -47,7 +47,8 @@ THREE = ("SELECT * FROM synthetic MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS 
 THREE_DUCKDB = """SELECT a.ts AS a_ts, b.ts AS b_ts, c.ts AS c_ts
 FROM synthetic a JOIN synthetic b ON b.ts > a.ts AND b.ts <= a.ts + INTERVAL 3 MINUTE
 JOIN synthetic c ON c.ts > b.ts AND c.ts <= a.ts + INTERVAL 3 MINUTE AND c.a2 = b.a2
-WHERE a.type = 'T_01' AND a.a1 <= 200 AND b.type = 'T_02' AND b.a1 <= 200 AND c.type = 'T_03' AND c.a1 <= 200"""
+WHERE a.type = 'T_01' AND a.a1 <= 200 AND b.type = 'T_02' AND b.a1 <= 200
+  AND c.type = 'T_03' AND c.a1 <= 200"""
 
 
 def timed(fn: Callable[[], object], reps: int) -> tuple[float, object]:

@@ -33,7 +33,8 @@ from dfs_cer.match.rowpattern import run_row_pattern
 
 QUERY = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts
   MEASURES {measures} ONE ROW PER MATCH
-  PATTERN (A B+ C) SUBSET U = (A, B) DEFINE A AS A.x > 80, B AS B.x < PREV(B.x) {extra}, C AS C.x > PREV(C.x))"""
+  PATTERN (A B+ C) SUBSET U = (A, B)
+  DEFINE A AS A.x > 80, B AS B.x < PREV(B.x) {extra}, C AS C.x > PREV(C.x))"""
 MEASURES = "FIRST(A.ts) AS s, count(B.*) AS nb"
 
 VARIANTS = {

@@ -4,7 +4,8 @@ and events received, per strategy, on the paper's synthetic data and default wor
 Command:  .venv/bin/python bench/strategies.py [--events 1000000] [--queries 20] [--json] [--big]
               [--compression none|zstd|lz4|all]   (how pulled events travel; default none, the
               paper's comparison; all: every codec, bytes side by side)
-          .venv/bin/python bench/strategies.py --workload navigation [--events 1000000] [--queries 10]
+          .venv/bin/python bench/strategies.py --workload navigation [--events 1000000]
+              [--queries 10]
           (queries with PREV/NEXT: see bench/navigation.py)
 Hardware: 3 storage node processes and the compute node on one machine, over loopback.
 Runtime:  about 2-3 minutes for 1M events (--big: 10M events).
