@@ -102,12 +102,16 @@ def crimes_events(n: int, **options: float | int) -> pa.Table:
     return pa.Table.from_batches(list(crimes_batches(n, **options)), schema=SCHEMA)  # type: ignore[arg-type]
 
 
+_Q1_MEASURES = ("R.id AS robbery, B.id AS battery, M.id AS theft, M.district AS district, "
+                "M.date AS theft_date")
+
+
 def _q1(*, r: str = "", b: str = "", m: str = "", pattern: str = "R {- N* -} B {- N* -} M",
         head: str = "ONE ROW PER MATCH\n  AFTER MATCH SKIP TO NEXT ROW") -> str:
     """Q1's text with extra conditions on R, B and M (each starting with `` AND``)."""
     return f"""SELECT * FROM crimes MATCH_RECOGNIZE (
   ORDER BY date
-  MEASURES R.id AS robbery, B.id AS battery, M.id AS theft, M.district AS district, M.date AS theft_date
+  MEASURES {_Q1_MEASURES}
   {head}
   PATTERN ({pattern}) WITHIN '30' MINUTE
   DEFINE

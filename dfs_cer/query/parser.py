@@ -890,7 +890,8 @@ def _no_duplicates(names: list[str], clause: str, what: str, position: SourcePos
 
 
 def parse(sql: str) -> Query:
-    """Parse ``SELECT ... FROM t MATCH_RECOGNIZE (...) [AS m] [WHERE ...] [ORDER BY ...] [LIMIT n]``.
+    """Parse ``SELECT ... FROM t MATCH_RECOGNIZE (...) [AS m] [WHERE ...] [ORDER BY ...]
+    [LIMIT n]``.
 
     The result is validated (variables, navigation, clause rules) by
     :func:`dfs_cer.query.validate.validate` before it is returned.

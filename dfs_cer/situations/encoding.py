@@ -36,9 +36,10 @@ def encoded_matches(table: pa.Table, query: SituationQuery, integer_time_unit: s
     con = duckdb.connect()
     try:
         for s in query.situations:
+            define = f"DEFINE X AS {to_sql(s.condition)}"
             runs = match_recognize(table, f"""SELECT * FROM t MATCH_RECOGNIZE ({by}ORDER BY {order}
                 MEASURES FIRST(X.{order}) AS ts, NEXT(LAST(X.{order}), 1) AS te
-                ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (X+) DEFINE X AS {to_sql(s.condition)})""")
+                ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (X+) {define})""")
             runs = runs.set_column(runs.column_names.index("ts"), "ts", runs.column("ts").cast(pa.int64()))
             runs = runs.set_column(runs.column_names.index("te"), "te", runs.column("te").cast(pa.int64()))
             con.register(f"raw_{s.name}", runs)
