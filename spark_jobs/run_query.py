@@ -1,7 +1,8 @@
 """spark-submit job: run a MATCH_RECOGNIZE query with dfs-cer and write the matches as parquet.
 
-    spark-submit spark_jobs/run_query.py --sql <file|text> (--endpoints h:p,... --token-file F | --data PATH)
-        --output <dir|s3://bucket/prefix> [--strategy dfs] [--cost-model adaptive] [--explain-analyze]
+    spark-submit spark_jobs/run_query.py --sql <file|text>
+        (--endpoints h:p,... --token-file F | --data PATH) --output <dir|s3://bucket/prefix>
+        [--strategy dfs] [--cost-model adaptive] [--explain-analyze]
         [--verbose]   (Spark's log; errors only by default)
 
 Writes ``<output>/matches.parquet`` and ``<output>/trace.json`` (the pull's round trips; empty for
