@@ -28,8 +28,8 @@ from storage_node.launcher import LocalCluster
 
 SECRET = "dfs-cer-secret-4d1c"
 
-CLAUSE = """MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS t ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW
-                         PATTERN (A) DEFINE A AS A.v > 0)"""
+CLAUSE = """MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS t ONE ROW PER MATCH
+                         AFTER MATCH SKIP PAST LAST ROW PATTERN (A) DEFINE A AS A.v > 0)"""
 
 
 @pytest.fixture(scope="module")

@@ -16,9 +16,9 @@ runs through every strategy and cost model drawn, several queries also run toget
 too. A share of the worlds has an event key with copies (same time and ``id``: other values,
 some in the other PARTITION BY group), matched with dedup on or off, some queries over an input
 filter that keeps one copy and not the other; every strategy's match ids are compared with the
-local engine's. A case passes when the strategy returns exactly the local engine's rows, or both refuse the
-query with a DfsCerError. Anything else (a wrong row, a crash, a refusal where the local engine
-answers) is a finding, printed with everything needed to reproduce it.
+local engine's. A case passes when the strategy returns exactly the local engine's rows, or both
+refuse the query with a DfsCerError. Anything else (a wrong row, a crash, a refusal where the
+local engine answers) is a finding, printed with everything needed to reproduce it.
 
 Run by ``tests/differential/test_differential.py`` (quick profile) and ``bench/fuzz.py`` (long).
 """

@@ -111,7 +111,8 @@ def test_measures_running_and_final() -> None:
     out = match_recognize(t, """SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts
         MEASURES RUNNING LAST(D.p) AS last_d, FINAL LAST(D.p) AS final_d, RUNNING count(D.*) AS nd,
                  FIRST(U.p) AS first_u, LAST(U.p, 1) AS prev_u, PREV(LAST(D.p), 2) AS back2,
-                 MATCH_NUMBER() AS mn, CLASSIFIER() AS cls, CLASSIFIER(D) AS cd, sum(D.p) AS sd, avg(U.p) AS au
+                 MATCH_NUMBER() AS mn, CLASSIFIER() AS cls, CLASSIFIER(D) AS cd, sum(D.p) AS sd,
+                 avg(U.p) AS au
         ALL ROWS PER MATCH
         PATTERN (S D+ U+)
         SUBSET X = (D, U)

@@ -298,7 +298,8 @@ OUTER = ("MATCH_RECOGNIZE (ORDER BY id MEASURES count(*) AS n, LAST(X.c) AS lc, 
 @pytest.mark.parametrize("sql", [
     f"SELECT * FROM ({INNER.format('t')}) {OUTER}",
     f"SELECT * FROM ({INNER.format('t')}) AS inner_matches {OUTER}",
-    f"SELECT * FROM ({INNER.format(VALUES)}) {OUTER}",  # Trino's tests read VALUES with a column alias list
+    # Trino's tests read VALUES with a column alias list
+    f"SELECT * FROM ({INNER.format(VALUES)}) {OUTER}",
 ])
 def test_match_recognize_over_a_match_recognize(sql: str) -> None:
     # the inner clause labels rows 1-3 A B B; the outer one matches them as X Y+

@@ -193,11 +193,13 @@ events = pq.read_table(root).sort_by("ts")
 out = {}
 for name in sys.argv[3:]:
     want = local(events, QUERIES[name])
-    for source, kw in (("data", {"data": root}), ("nodes", {"endpoints": endpoints, "token": token})):
+    for source, kw in (("data", {"data": root}),
+                       ("nodes", {"endpoints": endpoints, "token": token})):
         run = recognize(spark, QUERIES[name], driver_threshold=0, tasks=2, **kw)
-        out[f"{name} {source}"] = {"equal": rows(run.matches.toArrow().cast(want.schema)) == rows(want),
-                                   "mode": run.split.mode, "pulled": bool(run.split.transfers),
-                                   "driver_rows": run.split.driver_rows, "chunks": run.split.chunks}
+        out[f"{name} {source}"] = {
+            "equal": rows(run.matches.toArrow().cast(want.schema)) == rows(want),
+            "mode": run.split.mode, "pulled": bool(run.split.transfers),
+            "driver_rows": run.split.driver_rows, "chunks": run.split.chunks}
 pids = spark.sparkContext.parallelize(range(8), 4).map(lambda _: os.getpid()).distinct().collect()
 out["executor_pids"] = len(set(pids) - {os.getpid()})
 print("RESULT " + json.dumps(out))
@@ -322,8 +324,9 @@ EDGES = {
 
 @pytest.mark.parametrize("name", list(EDGES))
 def test_partition_edges_over_time_chunks(spark: Any, dense: tuple[pa.Table, Path], name: str) -> None:
-    """``^`` holds at the log's first row only (not at every chunk's), ``$`` at its last row, empty
-    matches and unmatched rows come once each, MATCH_NUMBER() counts the whole partition's matches."""
+    """``^`` holds at the log's first row only (not at every chunk's), ``$`` at its last row,
+    empty matches and unmatched rows come once each, MATCH_NUMBER() counts the whole
+    partition's matches."""
     from dfs_cer.spark import recognize
 
     events, root = dense

@@ -179,7 +179,8 @@ def test_cancelled_flights_of_a_csv_are_null_on_every_strategy(tmp_path: Path) -
     its empty fields '', so IS NULL found none of the 12)."""
     csv = tmp_path / "flights.csv"
     csv.write_text("ts,origin,dep_time\n" + "".join(
-        f"{i * 60},{'ORD' if i % 3 else 'JFK'},{'' if i % 10 == 4 else 'abc' if i == 7 else 600 + i}\n"
+        f"{i * 60},{'ORD' if i % 3 else 'JFK'},"
+        f"{'' if i % 10 == 4 else 'abc' if i == 7 else 600 + i}\n"
         for i in range(120)))
     shard(str(csv), 3, str(tmp_path / "shards"), column_types={"dep_time": pa.string()})
     sql = ("SELECT * FROM flights MATCH_RECOGNIZE (ORDER BY ts MEASURES C.ts AS at ONE ROW PER MATCH "
