@@ -199,9 +199,9 @@ def _money(x: float) -> str:
 
 def markdown(figures: dict[str, Any]) -> str:
     lines = ["Calibrated on: " + "; ".join(figures["sources"]) + ".", "",
-             "| strategy | latency error, mean / worst (all points) | bytes error, mean / worst "
-             f"| latency error, fit on < {figures['holdout']} nodes, checked on the rest | bytes "
-             "error, same |",
+             "| strategy | latency error, mean / worst (all points) | bytes "
+             f"error, mean / worst | latency error, fit on < {figures['holdout']} "
+             "nodes, checked on the rest | bytes error, same |",
              "|---|---:|---:|---:|---:|"]
     for s in STRATEGIES:
         a, h = figures["error"][s], figures["holdout_error"][s]

@@ -135,8 +135,8 @@ def main() -> None:
     print(f"| DuckDB self-join, same query (1 thread) | {len(theirs)} matches in {dt_duck:.3f} s | |")
     print(f"results equal: {ours == theirs}")
     if peers:
-        print("\n| peer | events | matches | peer events/s | dfs-cer events/s (same events) | "
-              "same matches |")
+        print("\n| peer | events | matches | peer events/s | "
+              "dfs-cer events/s (same events) | same matches |")
         print("|---|---:|---:|---:|---:|---|")
         for p in peers:
             print(f"| {p} | {figures[p + '_events']:,} | {figures[p + '_matches']} | "

@@ -73,11 +73,11 @@ def v_queries(count: int, seed: int = 5) -> list[str]:
     out = []
     for _ in range(count):
         minutes = int(rng.choice([30, 60, 120]))
-        out.append("SELECT * FROM ticks MATCH_RECOGNIZE (PARTITION BY sym ORDER BY ts MEASURES "
-                   "A.ts AS start_ts, LAST(B.price) AS bottom, LAST(C.ts) AS end_ts ONE ROW PER "
-                   "MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A B+ C+) WITHIN INTERVAL "
-                   f"'{minutes}' MINUTE DEFINE B AS B.price < PREV(B.price), C AS C.price > "
-                   "PREV(C.price))")
+        out.append("SELECT * FROM ticks MATCH_RECOGNIZE (PARTITION BY sym ORDER BY ts "
+                   "MEASURES A.ts AS start_ts, LAST(B.price) AS bottom, "
+                   "LAST(C.ts) AS end_ts ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST "
+                   f"ROW PATTERN (A B+ C+) WITHIN INTERVAL '{minutes}' MINUTE "
+                   "DEFINE B AS B.price < PREV(B.price), C AS C.price > PREV(C.price))")
     return out
 
 

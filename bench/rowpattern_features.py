@@ -55,8 +55,8 @@ MEASURE_VARIANTS = {
     "MEASURES sum(B.x * 2 + 1) FILTER (WHERE ...)": "sum(B.x * 2 + 1) FILTER (WHERE B.x > 10) AS s",
     "MEASURES sum(CASE WHEN CLASSIFIER() ...)": "sum(CASE WHEN CLASSIFIER() = 'B' THEN x END) AS s",
     "MEASURES count(DISTINCT x), stddev(x)": "count(DISTINCT x) AS d, stddev(x) AS sd",
-    "MEASURES array_agg(CLASSIFIER()), min_by": "array_agg(CLASSIFIER()) AS labels, min_by(ts, "
-                                                "x) AS low",
+    "MEASURES array_agg(CLASSIFIER()), min_by": "array_agg(CLASSIFIER()) AS "
+                                                "labels, min_by(ts, x) AS low",
 }
 
 PATHOLOGICAL = ["(A | A A)* B", "(A+)+ B", "(A*)* B", "(A+)+ $"]
