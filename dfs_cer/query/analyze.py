@@ -403,8 +403,8 @@ def _skippable(query: Query, any_row: set[str]) -> tuple[bool, str | None]:
         if not _single_row(item) or names & any_row:
             return False, "a pattern element matches consecutive rows, so every row in the intervals matters"
         if previous_real:
-            return False, (f"{' and '.join(sorted(names))} follow(s) another variable without a skip "
-                           "between them")
+            return False, (f"{' and '.join(sorted(names))} follow(s) "
+                           "another variable without a skip between them")
         previous_real = True
         real_names |= names
     if skip_names & real_names:

@@ -500,8 +500,8 @@ def to_sql(e: Expr) -> str:
         return f"{_sub(e.operand, _PREC['CMP'] + 1)} {'NOT ' if e.negated else ''}IN ({items})"
     if isinstance(e, Between):
         lo, hi = _sub(e.low, _PREC["CMP"] + 1), _sub(e.high, _PREC["CMP"] + 1)
-        return (f"{_sub(e.operand, _PREC['CMP'] + 1)} {'NOT ' if e.negated else ''}BETWEEN {lo} "
-                f"AND {hi}")
+        return (f"{_sub(e.operand, _PREC['CMP'] + 1)} "
+                f"{'NOT ' if e.negated else ''}BETWEEN {lo} AND {hi}")
     if isinstance(e, Like):
         return (f"{_sub(e.operand, _PREC['CMP'] + 1)} {'NOT ' if e.negated else ''}LIKE "
                 f"{_sub(e.pattern, _PREC['CMP'] + 1)}")

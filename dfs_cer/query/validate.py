@@ -175,8 +175,8 @@ class _Context:
                 raise _fail(f"MATCH_NUMBER() cannot appear inside {nav.kind.value}", clause, code="bad-navigation")
         refs = [n for n in walk(nav.operand) if isinstance(n, Column | Classifier)]
         if not refs:
-            raise _fail(f"{to_sql(nav)} navigates nothing: its argument has no column reference or "
-                        "CLASSIFIER()",
+            raise _fail(f"{to_sql(nav)} navigates nothing: "
+                        "its argument has no column reference or CLASSIFIER()",
                         clause, "write e.g. PREV(A.price)", "bad-navigation")
         targets = {n.variable for n in refs if isinstance(n, Column)}
         if len(targets) > 1:
@@ -257,7 +257,7 @@ def require_order_by(query: Query, where: str) -> None:
     nodes, Spark): the time column must be named."""
     if not query.recognize.order_by:
         raise QueryValidationError(
-            f"MATCH_RECOGNIZE without ORDER BY matches rows in input order, which {where} "
-            "do not have",
+            "MATCH_RECOGNIZE without ORDER BY matches rows in input "
+            f"order, which {where} do not have",
             clause="MATCH_RECOGNIZE", hint="add ORDER BY <time column>, e.g. ORDER BY ts (or run it with the local "
             "engine over a table in the order you want)", code="no-order-by")
