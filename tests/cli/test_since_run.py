@@ -20,10 +20,10 @@ from storage_node.launcher import LocalCluster
 pytestmark = pytest.mark.flight
 
 EXE = str(Path(sys.executable).parent / "dfs-cer")
-SQL = ("SELECT * FROM events MATCH_RECOGNIZE (PARTITION BY g ORDER BY ts MEASURES A.id AS a, "
-       "C.id AS c ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN (A {- N* -} B {- N* "
-       "-} C) WITHIN 12 DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.v > 4, C AS C.type = "
-       "'C')")
+SQL = ("SELECT * FROM events MATCH_RECOGNIZE (PARTITION BY g ORDER BY ts "
+       "MEASURES A.id AS a, C.id AS c ONE ROW PER MATCH "
+       "AFTER MATCH SKIP TO NEXT ROW PATTERN (A {- N* -} B {- N* -} C) WITHIN 12 "
+       "DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.v > 4, C AS C.type = 'C')")
 
 
 def test_saved_runs_share_match_ids_and_a_duplicate_delivery_changes_nothing(tmp_path: Path) -> None:

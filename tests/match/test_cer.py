@@ -83,10 +83,10 @@ def test_limecep_stream(pattern: str, selection: str, kleene: str, expected: int
 
 
 def test_limecep_maximal_matches() -> None:
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.id) AS a0, "
-           "LAST(A.id) AS a1, FIRST(B.id) AS b0, LAST(B.id) AS b1, C.id AS c ALL MATCHES "
-           "PATTERN (A+ B+ C) WITHIN 10 DEFINE A AS type = 'A', B AS type = 'B', C AS type = "
-           "'C')")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts "
+           "MEASURES FIRST(A.id) AS a0, LAST(A.id) AS a1, FIRST(B.id) AS b0, "
+           "LAST(B.id) AS b1, C.id AS c ALL MATCHES PATTERN (A+ B+ C) "
+           "WITHIN 10 DEFINE A AS type = 'A', B AS type = 'B', C AS type = 'C')")
     got = {tuple(r.values()) for r in match_recognize(LIMECEP, sql, kleene="maximal").to_pylist()}
     assert got == {("a3", "a7", "b8", "b8", "c10"), ("a9", "a9", "b11", "b16", "c19"), ("a9", "a13", "b14", "b16", "c19"),
                    ("a9", "a15", "b16", "b16", "c19"), ("a13", "a13", "b14", "b16", "c20"),

@@ -151,8 +151,8 @@ def test_dependent_conditions_and_window() -> None:
 
 def test_max_matches() -> None:
     t = pa.table({"ts": list(range(10)), "l": ["A"] * 10})
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a PATTERN (A) DEFINE A "
-           "AS l = 'A')")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts "
+           "MEASURES A.ts AS a PATTERN (A) DEFINE A AS l = 'A')")
     with pytest.raises(MatchLimitError, match="max_matches=3"):
         match_recognize(t, sql, max_matches=3)
     assert match_recognize(t, sql, max_matches=3, on_limit="truncate").num_rows == 3

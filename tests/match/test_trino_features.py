@@ -61,9 +61,9 @@ def test_scalar_functions_and_a_varchar_cast() -> None:
 
 def test_running_sum_over_all_rows() -> None:
     # TestAggregationsInRowPatternMatching.testSimpleQuery
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES RUNNING sum(id) AS "
-           "running_sum ALL ROWS PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A*) DEFINE "
-           "A AS true)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id "
+           "MEASURES RUNNING sum(id) AS running_sum ALL ROWS PER MATCH "
+           "AFTER MATCH SKIP PAST LAST ROW PATTERN (A*) DEFINE A AS true)")
     assert rows(EIGHT, sql, ["id", "running_sum"]) == [(i, i * (i + 1) // 2) for i in range(1, 9)]
 
 
@@ -75,10 +75,10 @@ def test_array_agg_of_a_classifier() -> None:
 
 
 def test_array_agg_of_a_subset_classifier() -> None:
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES RUNNING "
-           "array_agg(lower(CLASSIFIER(U))) AS labels ALL ROWS PER MATCH AFTER MATCH SKIP PAST "
-           "LAST ROW PATTERN (M A X X T C H \"!\") SUBSET U = (M, A, T, C, H, \"!\") DEFINE M "
-           "AS true)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id "
+           "MEASURES RUNNING array_agg(lower(CLASSIFIER(U))) AS labels ALL "
+           "ROWS PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (M A X X T C H \"!\") "
+           "SUBSET U = (M, A, T, C, H, \"!\") DEFINE M AS true)")
     got = ["".join(labels) for _, labels in rows(EIGHT, sql, ["id", "labels"])]
     assert got == ["m", "ma", "ma", "ma", "mat", "matc", "match", "match!"]
 
@@ -247,9 +247,9 @@ def test_aggregate_filter_reading_a_pattern_variable_in_measures() -> None:
            "small_b, array_agg(value) FILTER (WHERE CLASSIFIER(B) = 'B') AS b_values ONE ROW "
            "PER MATCH PATTERN (A B+) DEFINE B AS B.value < PREV(B.value))")
     assert rows(FOUR, sql, ["big_b", "sum_big_b", "big", "small_b", "b_values"]) == [(1, 80, 2, 1, [80, 70])]
-    running = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES count(*) FILTER (WHERE "
-               "B.value > 75) AS big_b ALL ROWS PER MATCH PATTERN (A B+) DEFINE B AS B.value < "
-               "PREV(B.value))")
+    running = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id "
+               "MEASURES count(*) FILTER (WHERE B.value > 75) AS big_b ALL "
+               "ROWS PER MATCH PATTERN (A B+) DEFINE B AS B.value < PREV(B.value))")
     assert rows(FOUR, running, ["id", "big_b"]) == [(1, 0), (2, 1), (3, 1)]
 
 

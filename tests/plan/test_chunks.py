@@ -145,8 +145,8 @@ def test_unsplittable_patterns_say_why() -> None:
     numbered = analyze(parse("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES MATCH_NUMBER() AS m "
                              "PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2)"), schema, cfg)
     assert split_reason(numbered) is None, "a measure MATCH_NUMBER() alone is renumbered after the chunks"
-    for other in ("MEASURES MATCH_NUMBER() + 1 AS m PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = "
-                  "1, B AS B.v = 2",
+    for other in ("MEASURES MATCH_NUMBER() + 1 AS m PATTERN (A B) "
+                  "WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2",
                   "MEASURES A.v AS m PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS "
                   "MATCH_NUMBER() > 2"):
         expr = analyze(parse(f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts {other})"), schema, cfg)
@@ -225,9 +225,9 @@ def test_nanosecond_windows_and_far_prev_rows() -> None:
     s = 10**9
     ts = [0, 86400 * s, 86400 * s + s, 86400 * s + 2 * s]
     table = pa.table({"ts": pa.array(ts, pa.timestamp("ns")), "v": pa.array([1, 2, 3, 4], pa.int64())})
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(ts) AS f, LAST(ts) AS "
-           "l ONE ROW PER MATCH PATTERN (A B) WITHIN 1 HOUR DEFINE A AS A.v > PREV(A.v, 2), B "
-           "AS TRUE)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(ts) AS f, "
+           "LAST(ts) AS l ONE ROW PER MATCH PATTERN (A B) WITHIN 1 HOUR "
+           "DEFINE A AS A.v > PREV(A.v, 2), B AS TRUE)")
     _same(table, sql, ChunkPlan("time", np.array([NEG, 86400 * s + s // 2], np.int64), lead=1, tail=3600 * s,
                                 first=ts[0], last=ts[-1]), QueryConfig())
 

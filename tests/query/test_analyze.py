@@ -72,8 +72,8 @@ def test_all_matches_with_navigation() -> None:
         # under ALL MATCHES undefined B+ and C take every combination of rows: none may be dropped
         ("ORDER BY ts ALL MATCHES PATTERN (A B+ C) DEFINE A AS A.x = 1", False, "B in B+ takes rows of its own"),
         ("ORDER BY ts ALL MATCHES PATTERN (A N+? B) DEFINE A AS A.x = 1, B AS B.x = 2", False, "N in N+?"),
-        ("ORDER BY ts ALL MATCHES PATTERN (A N* B C+) DEFINE A AS A.x = 1, B AS B.x = 2, "
-         "C AS C.x = 3", True, None),
+        ("ORDER BY ts ALL MATCHES PATTERN (A N* B C+) "
+         "DEFINE A AS A.x = 1, B AS B.x = 2, C AS C.x = 3", True, None),
         ("ORDER BY ts PATTERN (A B) DEFINE A AS A.x = 1, B AS B.x = 2", False, "B follow(s) another variable"),
         ("ORDER BY ts PATTERN (A) DEFINE A AS A.x = 1", False, "the pattern is contiguous"),
         ("ORDER BY ts PATTERN (A N*? B C) DEFINE A AS A.x = 1, B AS B.x = 2, C AS C.x = 3", False,
@@ -82,17 +82,17 @@ def test_all_matches_with_navigation() -> None:
         ("ORDER BY ts PATTERN (N* A N* B) DEFINE A AS A.x = 1, B AS B.x = 2", False, "leading or trailing"),
         ("ORDER BY ts ALL ROWS PER MATCH PATTERN (A N* B) DEFINE A AS A.x = 1, B AS B.x = 2", False,
          "ALL ROWS PER MATCH outputs the rows N absorbs"),
-        ("ORDER BY ts ALL ROWS PER MATCH PATTERN (A {- N* -} B) DEFINE A AS A.x = 1, B "
-         "AS B.x = 2", True, None),
-        ("ORDER BY ts MEASURES count(N.*) AS c PATTERN (A N* B) DEFINE A AS A.x = 1, B "
-         "AS B.x = 2", False,
+        ("ORDER BY ts ALL ROWS PER MATCH PATTERN (A {- N* -} B) "
+         "DEFINE A AS A.x = 1, B AS B.x = 2", True, None),
+        ("ORDER BY ts MEASURES count(N.*) AS c "
+         "PATTERN (A N* B) DEFINE A AS A.x = 1, B AS B.x = 2", False,
          "N is referenced"),
         ("ORDER BY ts MEASURES count(*) AS c PATTERN (A N* B) DEFINE A AS A.x = 1", False, "aggregate over all rows"),
         # PREV/NEXT read rows between variables: they are pulled as halo rows,
         # the pattern still skips
         ("ORDER BY ts PATTERN (A N*? B) DEFINE A AS A.x = 1, B AS B.x > PREV(B.x)", True, None),
-        ("ORDER BY ts AFTER MATCH SKIP TO LAST N PATTERN (A N* B) DEFINE A AS A.x = 1, B "
-         "AS B.x = 2", False,
+        ("ORDER BY ts AFTER MATCH SKIP TO LAST N "
+         "PATTERN (A N* B) DEFINE A AS A.x = 1, B AS B.x = 2", False,
          "N is referenced"),
         ("ORDER BY ts PATTERN (A N B) DEFINE A AS A.x = 1, B AS B.x = 2", False, "consecutive rows"),
         ("ORDER BY ts PATTERN (A N* (B | C)) DEFINE A AS A.x = 1, B AS B.x = 2, C AS C.x = 3", True, None),
@@ -116,8 +116,8 @@ def test_skippable(body: str, skippable: bool, reason: str | None) -> None:
          "WITH UNMATCHED ROWS"),
         ("ORDER BY ts PATTERN (A*) WITHIN 10 DEFINE A AS A.x = 1", False, "can match empty"),
         ("ORDER BY ts PATTERN (A? B) WITHIN 10 DEFINE A AS A.x = 1", False, "no variable with a condition"),
-        ("ORDER BY ts PATTERN (A B+ C+) WITHIN 10 DEFINE B AS B.x < PREV(B.x), C AS C.x "
-         "> PREV(C.x)", False,
+        ("ORDER BY ts PATTERN (A B+ C+) WITHIN 10 "
+         "DEFINE B AS B.x < PREV(B.x), C AS C.x > PREV(C.x)", False,
          "no variable in every match has a condition the storage nodes can check alone"),
     ],
 )

@@ -129,8 +129,8 @@ CASES = [
     (mr("ORDER BY ts PATTERN (A{0} B) DEFINE A AS A.x > 0"), INVALID, "the quantifier {0} has upper bound 0",
      "PATTERN"),
     (mr("ORDER BY ts PATTERN (A B{,0}) DEFINE A AS A.x > 0"), INVALID, "upper bound must be at least 1", "PATTERN"),
-    (mr("ORDER BY ts MEASURES array_agg(CLASSIFIER() || CAST(A.x AS VARCHAR)) AS v "
-        "PATTERN (A B)"), INVALID,
+    (mr("ORDER BY ts MEASURES array_agg(CLASSIFIER() "
+        "|| CAST(A.x AS VARCHAR)) AS v PATTERN (A B)"), INVALID,
      "mix pattern variables A and the universal one", "MEASURES v"),
     (mr("ORDER BY ts MEASURES count(CLASSIFIER(A) || CAST(x AS VARCHAR)) AS v PATTERN (A B)"), INVALID,
      "mix pattern variables A and the universal one", "MEASURES v"),

@@ -130,8 +130,8 @@ HARMLESS = [
     "SELECT m.current_catalog, m.user FROM m",
     "SELECT t AT TIME ZONE 'UTC', date_part('year', t), CAST(b AS DECIMAL(10, 2)), a IS "
     "DISTINCT FROM b, s SIMILAR TO 'z' FROM m ORDER BY 1 FETCH FIRST 5 ROWS ONLY",
-    "SELECT mode(a), string_agg(s, ','), percentile_cont(0.5) WITHIN GROUP (ORDER BY b), "
-    "md5(s) FROM m",
+    "SELECT mode(a), string_agg(s, ','), percentile_cont(0.5) "
+    "WITHIN GROUP (ORDER BY b), md5(s) FROM m",
     "SELECT * FROM (VALUES (1, 'a'), (2, 'b')) AS v(x, y) WHERE x NOT IN (SELECT a FROM n) "
     "AND x = ANY (SELECT a FROM m)",
 ]

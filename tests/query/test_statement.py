@@ -184,11 +184,11 @@ def test_a_subquery_input_reads_the_statements_ctes() -> None:
     t = pa.table({"ts": [1, 2, 3, 4], "x": [1, 2, 3, 4]})
     clause = ("MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ONE ROW PER MATCH PATTERN (A) "
               "DEFINE A AS TRUE)")
-    sql = ("WITH f AS (SELECT * FROM t WHERE x > 2) SELECT * FROM (SELECT * FROM f WHERE x < 4) "
-           f"{clause}")
+    sql = ("WITH f AS (SELECT * FROM t WHERE x > 2) SELECT * "
+           f"FROM (SELECT * FROM f WHERE x < 4) {clause}")
     assert match_recognize(t, sql).to_pylist() == [{"a": 3}]
-    sql = ("WITH f AS (SELECT * FROM t WHERE x > 100) SELECT * FROM (SELECT * FROM f WHERE x < "
-           f"9) {clause}")
+    sql = ("WITH f AS (SELECT * FROM t WHERE x > 100) SELECT * "
+           f"FROM (SELECT * FROM f WHERE x < 9) {clause}")
     assert match_recognize(t, sql).num_rows == 0
 
 

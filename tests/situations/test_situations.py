@@ -391,9 +391,9 @@ def test_integer_measures_fractional_bounds_and_between() -> None:
     got = match_situations(t, "SELECT * FROM t SITUATIONS (ORDER BY t DEFINE A AS a = 1 AT LEAST 2.5, "
                               "B AS b = 1 PATTERN A before B)")
     assert got.column("A_start").to_pylist() == [3]  # [0, 2) lasts 2 < 2.5
-    q = parse_situations("SELECT * FROM t SITUATIONS (ORDER BY t DEFINE A AS x > 0 AND speed BETWEEN 60 AND "
-                         "80, B AS speed > 70 BETWEEN 4 AND 30, C AS (c) BETWEEN 1 AND 2 PATTERN A before B "
-                         "AND B before C)")
+    q = parse_situations("SELECT * FROM t SITUATIONS (ORDER BY t DEFINE A AS x > 0 "
+                         "AND speed BETWEEN 60 AND 80, B AS speed > 70 BETWEEN 4 AND 30, "
+                         "C AS (c) BETWEEN 1 AND 2 PATTERN A before B AND B before C)")
     a, b, c = q.situations
     assert a.min_duration is None and b.min_duration is not None and c.max_duration is not None
 

@@ -38,9 +38,9 @@ def dense_events(n: int = N, seed: int = 7) -> pa.Table:
 
 def q(body: str, rows: str = "ONE ROW PER MATCH", skip: str = "", part: str = "") -> str:
     return (f"SELECT * FROM t MATCH_RECOGNIZE ({part} ORDER BY ts MEASURES FIRST(ts) AS f, "
-            "LAST(ts) AS l, COUNT(*) AS n "
-            f"{', CLASSIFIER() AS c' if rows != 'ONE ROW PER MATCH' else ''} {rows} {skip} "
-            f"{body})")
+            "LAST(ts) AS l, "
+            f"COUNT(*) AS n {', CLASSIFIER() AS c' if rows != 'ONE ROW PER MATCH' else ''} "
+            f"{rows} {skip} {body})")
 
 
 CHAIN = "PATTERN (A+ B) WITHIN 40 SECONDS DEFINE A AS A.v < 8, B AS B.v >= 8"

@@ -389,11 +389,11 @@ STATEMENTS = [
     # expressions inside the clause: aggregates over expressions, FILTER, DISTINCT, array_agg of
     # CLASSIFIER(), MATCH_NUMBER() in DEFINE, navigation over coalesce/abs
     "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES MATCH_NUMBER() AS n, "
-    "array_agg(CLASSIFIER()) AS labels, sum(B.a1 * 2 + 1) AS w, count(*) FILTER (WHERE a1 > "
-    "500) AS big, count(DISTINCT a2) AS d, min_by(ts, a1) AS low ONE ROW PER MATCH PATTERN "
-    "(A B+) WITHIN INTERVAL '3' SECOND DEFINE A AS A.type = 'T_02' AND A.a1 < 100 AND "
-    "MATCH_NUMBER() < 500, B AS coalesce(B.a1, 0) > FIRST(A.a1) AND PREV(abs(B.a1 - 500)) < "
-    "450)",
+    "array_agg(CLASSIFIER()) AS labels, sum(B.a1 * 2 + 1) AS w, "
+    "count(*) FILTER (WHERE a1 > 500) AS big, count(DISTINCT a2) AS d, min_by(ts, "
+    "a1) AS low ONE ROW PER MATCH PATTERN (A B+) WITHIN INTERVAL '3' SECOND "
+    "DEFINE A AS A.type = 'T_02' AND A.a1 < 100 AND MATCH_NUMBER() < 500, "
+    "B AS coalesce(B.a1, 0) > FIRST(A.a1) AND PREV(abs(B.a1 - 500)) < 450)",
     # a row-local subquery: through the storage nodes its condition runs on the nodes
     "SELECT count(*) AS n, min(a_ts) AS first FROM (SELECT * FROM t WHERE a1 < 600 AND ts "
     ">= TIMESTAMP '2034-09-15 14:00:00') MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts "
@@ -495,8 +495,8 @@ def test_spark_session_variables_are_not_readable_around_match_recognize(spark: 
                 sandboxed_sql(spark, sql, [view]).collect()
             assert "s3cr3t" not in str(caught.value)
         # the relations and the caller's settings are
-        sql = ("SELECT a + 1 AS b, minute(CAST('2020-01-01 00:00:00+00:00' AS TIMESTAMP)) AS m "
-               f"FROM {view}")
+        sql = ("SELECT a + 1 AS b, minute(CAST('2020-01-01 00:00:00+00:00' "
+               f"AS TIMESTAMP)) AS m FROM {view}")
         got = sandboxed_sql(spark, sql, [view]).collect()
         assert [tuple(r) for r in got] == [(2, 45)]
     finally:

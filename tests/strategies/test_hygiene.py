@@ -386,6 +386,6 @@ def test_the_query_timeout_must_be_positive_and_finite(timeout: float) -> None:
     from dfs_cer.strategies import pull
 
     with pytest.raises(ConfigError, match="positive, finite number of seconds"):
-        pull("dfs", "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts ALL MATCHES PATTERN (A) DEFINE A "
-                    "AS A.v > 0)",
+        pull("dfs", "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts "
+                    "ALL MATCHES PATTERN (A) DEFINE A AS A.v > 0)",
              ["127.0.0.1:1"], "token", timeout=timeout)

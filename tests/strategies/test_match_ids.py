@@ -55,8 +55,8 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         yield c
 
 
-HEAD = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY g ORDER BY ts MEASURES A.id AS a, "
-        "{last}.id AS z ")
+HEAD = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY g "
+        "ORDER BY ts MEASURES A.id AS a, {last}.id AS z ")
 QUERIES = [
     HEAD.format(last="C") + "ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN (A {- N* -} B {- N* -} C) "
     "WITHIN 9 DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.v > 2, C AS C.type = 'C')",

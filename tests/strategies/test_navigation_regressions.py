@@ -125,9 +125,9 @@ def test_pull_halo_refuses_too_many_reach_pairs(make_cluster: Any) -> None:
 
     t = pa.table({"k": ["a"] * 100, "x": np.arange(100.0), "ts": pa.array(np.arange(100), pa.int64())})
     c = make_cluster(t, "random", 1)
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES A.ts AS a ONE "
-           "ROW PER MATCH PATTERN (A N*? B) WITHIN 10 DEFINE A AS A.x > PREV(A.x), B AS B.x < "
-           "3)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts "
+           "MEASURES A.ts AS a ONE ROW PER MATCH PATTERN (A N*? B) "
+           "WITHIN 10 DEFINE A AS A.x > PREV(A.x), B AS B.x < 3)")
     client = StorageClient(c.endpoints[0], c.token)
     client.action("open", {"query_id": "q-pairs", "sql": sql})
     try:

@@ -39,8 +39,8 @@ STATEMENTS = [
     f"SELECT k, count(*) AS n, max(bx) AS top {CLAUSE} GROUP BY k HAVING count(*) > 0 ORDER BY k",
     f"WITH m AS (SELECT * {CLAUSE}) SELECT label, count(*) AS n FROM m JOIN names USING (k) "
     "GROUP BY label ORDER BY label",
-    f"SELECT k, a_ts, rank() OVER (PARTITION BY k ORDER BY b_ts - a_ts) AS r {CLAUSE} ORDER "
-    "BY k, a_ts",
+    "SELECT k, a_ts, rank() OVER (PARTITION BY k "
+    f"ORDER BY b_ts - a_ts) AS r {CLAUSE} ORDER BY k, a_ts",
     f"SELECT r.k, count(*) AS n {CLAUSE} AS r JOIN (SELECT * FROM t MATCH_RECOGNIZE "
     "(PARTITION BY k ORDER BY ts MEASURES A.ts AS s ONE ROW PER MATCH PATTERN (A) WITHIN 5 "
     "DEFINE A AS A.x = 9)) AS q ON r.k = q.k AND q.s BETWEEN r.a_ts AND r.b_ts GROUP BY "
@@ -153,8 +153,8 @@ def whole_bytes(cluster: LocalCluster) -> int:
     compute node costs)."""
     from dfs_cer.strategies import pull
 
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a PATTERN (A) DEFINE A "
-           "AS A.x = 9)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts "
+           "MEASURES A.ts AS a PATTERN (A) DEFINE A AS A.x = 9)")
     return pull("pull_all", sql, cluster.endpoints, cluster.token).trace.bytes_to_cn
 
 
@@ -206,8 +206,8 @@ def test_storage_nodes_refuse_input_filters_outside_the_subset(cluster: LocalClu
     from dfs_cer.strategies import pull
     from dfs_cer.transport.client import NodeRefusedError
 
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a PATTERN (A) DEFINE A "
-           "AS A.x = 9)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts "
+           "MEASURES A.ts AS a PATTERN (A) DEFINE A AS A.x = 9)")
     with pytest.raises(NodeRefusedError) as info:
         pull("dfs", sql, cluster.endpoints, cluster.token, input_filter=condition)
     assert info.value.code == "input-filter", info.value
