@@ -1,4 +1,5 @@
-"""Attacks on a storage node's bounds (used by bench/chaos.py --attacks and tests/storage/test_bounded.py).
+"""Attacks on a storage node's bounds (used by bench/chaos.py --attacks and
+tests/storage/test_bounded.py).
 
 Each attack makes one node work hard for one query; the figures say whether the node stayed
 bounded: the call's outcome and seconds, how long past the query's deadline (or its close) the

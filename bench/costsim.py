@@ -2,7 +2,8 @@
 projected to 10, 100 and 1,000 storage nodes and 1B-10B events.
 
 Command:  .venv/bin/python bench/costsim.py [--runs bench/results/run-net-1gbit-nodes-3m.json,...]
-              [--transfer inter-az|egress] [--node-gbit 1] [--cn-gbit 10] [--instance-hour 0.384] ...
+              [--transfer inter-az|egress] [--node-gbit 1] [--cn-gbit 10]
+              [--instance-hour 0.384] ...
           (the runs are `bench/run.py --net --sections nodes --node-counts 1,2,3,4,5,6` at two or
           more event counts; prices are parameters, their defaults below with their date)
 Hardware: none (pure arithmetic over the recorded runs); about a second.
@@ -69,7 +70,8 @@ class Cloud:
 
 
 def nnls(columns: list[np.ndarray], y: np.ndarray) -> np.ndarray:
-    """Least squares with coefficients >= 0: drop the most negative column and refit until none is."""
+    """Least squares with coefficients >= 0: drop the most negative column and
+    refit until none is."""
     active = list(range(len(columns)))
     coef = np.zeros(len(columns))
     while active:
@@ -197,8 +199,9 @@ def _money(x: float) -> str:
 
 def markdown(figures: dict[str, Any]) -> str:
     lines = ["Calibrated on: " + "; ".join(figures["sources"]) + ".", "",
-             "| strategy | latency error, mean / worst (all points) | bytes error, mean / worst | "
-             f"latency error, fit on < {figures['holdout']} nodes, checked on the rest | bytes error, same |",
+             "| strategy | latency error, mean / worst (all points) | bytes "
+             f"error, mean / worst | latency error, fit on < {figures['holdout']} "
+             "nodes, checked on the rest | bytes error, same |",
              "|---|---:|---:|---:|---:|"]
     for s in STRATEGIES:
         a, h = figures["error"][s], figures["holdout_error"][s]
@@ -209,9 +212,10 @@ def markdown(figures: dict[str, Any]) -> str:
               "$ S3 GETs | $ per query | node memory GB |", "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in sorted(figures["projection"], key=lambda r: (r["events"], r["nodes"], STRATEGIES.index(r["strategy"]))):
         mem = f"{r['node_memory_gb']:.1f}" + ("" if r["fits_memory"] else " (over)")
-        lines.append(f"| {r['events'] / 1e9:g}B | {r['nodes']:,} | {r['strategy']} | {r['latency']:.2f} | "
-                     f"{r['bytes'] / 1e9:.3f} | {_money(r['cost_transfer'])} | {_money(r['cost_instances'])} | "
-                     f"{_money(r['cost_gets'])} | {_money(r['cost'])} | {mem} |")
+        lines.append(f"| {r['events'] / 1e9:g}B | {r['nodes']:,} | {r['strategy']} | "
+                     f"{r['latency']:.2f} | {r['bytes'] / 1e9:.3f} | {_money(r['cost_transfer'])} | "
+                     f"{_money(r['cost_instances'])} | {_money(r['cost_gets'])} | "
+                     f"{_money(r['cost'])} | {mem} |")
     return "\n".join(lines) + "\n"
 
 
@@ -238,8 +242,10 @@ def plot(figures: dict[str, Any], path: Path) -> None:
         ax.set_xlabel("storage nodes")
         ax.set_ylabel(ylabel)
     axes[2].legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.suptitle(f"projection ({figures['cloud']['transfer']} transfer, {figures['cloud']['node_gbit']:g} Gbit/s "
-                 f"node links, {figures['cloud']['cn_gbit']:g} Gbit/s compute node, prices of {figures['prices']['date']})")
+    fig.suptitle(f"projection ({figures['cloud']['transfer']} transfer, "
+                 f"{figures['cloud']['node_gbit']:g} Gbit/s node links, "
+                 f"{figures['cloud']['cn_gbit']:g} Gbit/s compute node, prices of "
+                 f"{figures['prices']['date']})")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -289,8 +295,8 @@ def main() -> None:
     paths = [Path(p) for p in args.runs.split(",") if p]
     missing = [p for p in paths if not p.exists()]
     if missing:
-        raise SystemExit(f"error: {missing[0]} does not exist; record it with bench/run.py --net --sections nodes "
-                         "--node-counts 1,2,3,4,5,6 --json --out DIR (see RESULTS.md)")
+        raise SystemExit(f"error: {missing[0]} does not exist; record it with bench/run.py --net "
+                         "--sections nodes --node-counts 1,2,3,4,5,6 --json --out DIR (see RESULTS.md)")
     points, sources = load_points(paths)
     figures = {
         "sources": sources, "holdout": args.holdout, "cloud": asdict(cloud), "prices": asdict(prices),

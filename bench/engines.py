@@ -39,14 +39,16 @@ V_SHAPE = """SELECT * FROM synthetic MATCH_RECOGNIZE (ORDER BY ts
   MEASURES FIRST(A.ts) AS s, LAST(C.ts) AS e ONE ROW PER MATCH
   PATTERN (A B+ C+) DEFINE B AS B.a1 < PREV(B.a1), C AS C.a1 > PREV(C.a1))"""
 
-THREE = ("SELECT * FROM synthetic MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, B.ts AS b_ts, C.ts AS c_ts "
-         "ALL MATCHES PATTERN (A B C) WITHIN INTERVAL '3' MINUTE DEFINE A AS A.type = 'T_01' AND A.a1 <= 200, "
-         "B AS B.type = 'T_02' AND B.a1 <= 200, C AS C.type = 'T_03' AND C.a1 <= 200 AND C.a2 = B.a2)")
+THREE = ("SELECT * FROM synthetic MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, B.ts AS "
+         "b_ts, C.ts AS c_ts ALL MATCHES PATTERN (A B C) WITHIN INTERVAL '3' MINUTE DEFINE A AS "
+         "A.type = 'T_01' AND A.a1 <= 200, B AS B.type = 'T_02' AND B.a1 <= 200, C AS C.type = "
+         "'T_03' AND C.a1 <= 200 AND C.a2 = B.a2)")
 
 THREE_DUCKDB = """SELECT a.ts AS a_ts, b.ts AS b_ts, c.ts AS c_ts
 FROM synthetic a JOIN synthetic b ON b.ts > a.ts AND b.ts <= a.ts + INTERVAL 3 MINUTE
 JOIN synthetic c ON c.ts > b.ts AND c.ts <= a.ts + INTERVAL 3 MINUTE AND c.a2 = b.a2
-WHERE a.type = 'T_01' AND a.a1 <= 200 AND b.type = 'T_02' AND b.a1 <= 200 AND c.type = 'T_03' AND c.a1 <= 200"""
+WHERE a.type = 'T_01' AND a.a1 <= 200 AND b.type = 'T_02' AND b.a1 <= 200
+  AND c.type = 'T_03' AND c.a1 <= 200"""
 
 
 def timed(fn: Callable[[], object], reps: int) -> tuple[float, object]:
@@ -122,20 +124,25 @@ def main() -> None:
         return
     print(f"{n:,} synthetic events, one core")
     print("| engine / query | rate | target |\n|---|---:|---:|")
-    print(f"| CER engine, default 4-variable STAM workload ({args.queries} queries, median; min) | "
-          f"{figures['cer_events_per_s'] / 1e6:.2f} M events/s ({figures['cer_events_per_s_min'] / 1e6:.2f}) | >= 2 |")
-    print(f"| row-pattern engine, PATTERN (A B+ C+) with PREV | {figures['sql_rows_per_s'] / 1e6:.2f} M rows/s | >= 1 |")
+    print(f"| CER engine, default 4-variable STAM workload ({args.queries} queries, median; "
+          f"min) | {figures['cer_events_per_s'] / 1e6:.2f} M events/s "
+          f"({figures['cer_events_per_s_min'] / 1e6:.2f}) | >= 2 |")
+    print("| row-pattern engine, PATTERN (A B+ C+) with PREV | "
+          f"{figures['sql_rows_per_s'] / 1e6:.2f} M rows/s | >= 1 |")
     print(f"| row-pattern engine, Q1-style (A N*? B N*? C, 3 min, SKIP TO NEXT ROW; median of 5) | "
           f"{figures['sql_q1_rows_per_s'] / 1e6:.2f} M rows/s | >= 1 |")
     print(f"| CER engine, 3-variable query | {cer_out.matches} matches in {dt:.3f} s |  |")  # type: ignore[attr-defined]
     print(f"| DuckDB self-join, same query (1 thread) | {len(theirs)} matches in {dt_duck:.3f} s | |")
     print(f"results equal: {ours == theirs}")
     if peers:
-        print("\n| peer | events | matches | peer events/s | dfs-cer events/s (same events) | same matches |")
+        print("\n| peer | events | matches | peer events/s | "
+              "dfs-cer events/s (same events) | same matches |")
         print("|---|---:|---:|---:|---:|---|")
         for p in peers:
-            print(f"| {p} | {figures[p + '_events']:,} | {figures[p + '_matches']} | {figures[p + '_rows_per_s']:,.0f} | "
-                  f"{figures[p + '_dfs_cer_rows_per_s']:,.0f} | {figures[p + '_results_equal']} |")
+            print(f"| {p} | {figures[p + '_events']:,} | {figures[p + '_matches']} | "
+                  f"{figures[p + '_rows_per_s']:,.0f} | "
+                  f"{figures[p + '_dfs_cer_rows_per_s']:,.0f} | "
+                  f"{figures[p + '_results_equal']} |")
 
 
 if __name__ == "__main__":

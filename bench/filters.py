@@ -55,7 +55,8 @@ def best_of(fn: Callable[[], object], reps: int = 5) -> float:
 
 
 def swf_fpr_sweep(quick: bool) -> list[dict[str, float]]:
-    """Fig. 9a: d=4, lf=12, lt=20, w=100, head variable, lambda 0.001..0.04; truth from an interval array."""
+    """Fig. 9a: d=4, lf=12, lt=20, w=100, head variable, lambda 0.001..0.04;
+    truth from an interval array."""
     rng = np.random.default_rng(42)
     w = 100
     span = 5_000_000 if quick else 20_000_000
@@ -73,7 +74,8 @@ def swf_fpr_sweep(quick: bool) -> list[dict[str, float]]:
 
 
 def wjf_fpr_sweep(quick: bool) -> list[dict[str, float]]:
-    """Fig. 9b: n_p = 1e5 pairs, m_b from 5e5 to 1e6 bits, two probed windows; truth from a hash set."""
+    """Fig. 9b: n_p = 1e5 pairs, m_b from 5e5 to 1e6 bits, two probed windows;
+    truth from a hash set."""
     rng = np.random.default_rng(7)
     n = 100_000
     rows = []
@@ -171,21 +173,23 @@ def main() -> None:
     print("SWF FPR (Fig. 9a): d=4, lf=12, lt=20, w=100, head variable")
     print("| λ | load | empirical | Theorem 1 | ratio |\n|---:|---:|---:|---:|---:|")
     for r in swf_rows:
-        print(f"| {r['lambda']} | {r['load']:.2f} | {r['empirical']:.5f} | {r['theory']:.5f} | {r['ratio']:.2f} |")
+        print(f"| {r['lambda']} | {r['load']:.2f} | {r['empirical']:.5f} | {r['theory']:.5f} "
+              f"| {r['ratio']:.2f} |")
     print("\nWJF FPR (Fig. 9b): n_p = 1e5, two probed windows")
     print("| m_b | k | empirical | Eq. 6 | ratio |\n|---:|---:|---:|---:|---:|")
     for r in wjf_rows:
-        print(f"| {r['bits']} | {r['k']} | {r['empirical']:.5f} | {r['theory']:.5f} | {r['ratio']:.2f} |")
-    print(f"\nThroughput, one core, batches of {BATCH:,} (3-minute window, 1M events of each variable at 3% "
-          f"of 1 event/s; SWF with {figures['swf_buckets']:,} buckets)")
+        print(f"| {r['bits']} | {r['k']} | {r['empirical']:.5f} | {r['theory']:.5f} | "
+              f"{r['ratio']:.2f} |")
+    print(f"\nThroughput, one core, batches of {BATCH:,} (3-minute window, 1M events of each "
+          f"variable at 3% of 1 event/s; SWF with {figures['swf_buckets']:,} buckets)")
     print("| operation | M/s | target |\n|---|---:|---:|")
     for key, target in (("swf_lookup_per_s", 20), ("swf_lookup_sorted_per_s", 20), ("swf_insert_per_s", 5),
                         ("swf_refresh_per_s", 10), ("swf_refresh_unsorted_per_s", 10),
                         ("wjf_build_int_per_s", 5), ("wjf_probe_int_per_s", 10), ("wjf_build_str_per_s", 1),
                         ("wjf_probe_str_per_s", 1)):
         print(f"| {key} | {figures[key] / 1e6:.1f} | >= {target} |")
-    print(f"\nWJF bits per item: {figures['wjf_bits_per_item']:.2f} "
-          f"(minimum log2(1/ε) = {figures['wjf_bits_per_item_minimum']:.2f} at ε = {per_lookup_fpr(0.02):.4f})")
+    print(f"\nWJF bits per item: {figures['wjf_bits_per_item']:.2f} (minimum log2(1/ε) = "
+          f"{figures['wjf_bits_per_item_minimum']:.2f} at ε = {per_lookup_fpr(0.02):.4f})")
     print(f"SWF bytes per stored window on the wire: {figures['swf_bytes_per_window']:.2f}")
     if path:
         print(f"plot: {path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path}")

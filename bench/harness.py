@@ -38,7 +38,8 @@ class NetConfig:
 
 
 def wire_bytes(devices: list[str]) -> int:
-    """Bytes through the compute node's ends of the veth pairs (both directions, headers included)."""
+    """Bytes through the compute node's ends of the veth pairs (both directions,
+    headers included)."""
     total = 0
     for d in devices:
         stats = Path("/sys/class/net") / d / "statistics"

@@ -110,10 +110,10 @@ def main() -> None:
                     results[f"cache {cache}, k={k}"] = row
                     if not args.json:
                         a, t = row["one_by_one"], row["together"]
-                        print(f"cache {cache:3} k={k:2}: scan {a['scan_s']:6.2f} s -> {t['scan_s']:5.2f} s, "
-                              f"bytes {a['bytes'] / 1e6:7.2f} MB -> {t['bytes'] / 1e6:6.2f} MB, "
-                              f"latency {a['latency_s']:6.2f} s -> {t['latency_s']:5.2f} s "
-                              f"({row['matches']:,} matches)", flush=True)
+                        print(f"cache {cache:3} k={k:2}: scan {a['scan_s']:6.2f} s -> "
+                              f"{t['scan_s']:5.2f} s, bytes {a['bytes'] / 1e6:7.2f} MB -> "
+                              f"{t['bytes'] / 1e6:6.2f} MB, latency {a['latency_s']:6.2f} s "
+                              f"-> {t['latency_s']:5.2f} s ({row['matches']:,} matches)", flush=True)
     if args.json:
         print(json.dumps(results, indent=2))
 

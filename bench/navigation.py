@@ -62,9 +62,9 @@ def skip_queries(count: int, seed: int = 11) -> list[str]:
             defines.append(f"{name} AS {cond}")
         pattern = " ".join(n if i == 0 else f"N{i}*? {n}" for i, n in enumerate(names))
         measures = ", ".join(f"{n}.ts AS {n.lower()}_ts" for n in names)
-        out.append(f"SELECT * FROM synthetic MATCH_RECOGNIZE (ORDER BY ts MEASURES {measures} ONE ROW PER MATCH "
-                   f"AFTER MATCH SKIP TO NEXT ROW PATTERN ({pattern}) WITHIN INTERVAL '3' MINUTE "
-                   f"DEFINE {', '.join(defines)})")
+        out.append(f"SELECT * FROM synthetic MATCH_RECOGNIZE (ORDER BY ts MEASURES {measures} ONE "
+                   f"ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN ({pattern}) WITHIN "
+                   f"INTERVAL '3' MINUTE DEFINE {', '.join(defines)})")
     return out
 
 
@@ -73,9 +73,10 @@ def v_queries(count: int, seed: int = 5) -> list[str]:
     out = []
     for _ in range(count):
         minutes = int(rng.choice([30, 60, 120]))
-        out.append("SELECT * FROM ticks MATCH_RECOGNIZE (PARTITION BY sym ORDER BY ts MEASURES A.ts AS start_ts, "
-                   "LAST(B.price) AS bottom, LAST(C.ts) AS end_ts ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW "
-                   f"PATTERN (A B+ C+) WITHIN INTERVAL '{minutes}' MINUTE "
+        out.append("SELECT * FROM ticks MATCH_RECOGNIZE (PARTITION BY sym ORDER BY ts "
+                   "MEASURES A.ts AS start_ts, LAST(B.price) AS bottom, "
+                   "LAST(C.ts) AS end_ts ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST "
+                   f"ROW PATTERN (A B+ C+) WITHIN INTERVAL '{minutes}' MINUTE "
                    "DEFINE B AS B.price < PREV(B.price), C AS C.price > PREV(C.price))")
     return out
 
@@ -85,10 +86,10 @@ def contiguous_queries(count: int, seed: int = 13) -> list[str]:
     out = []
     for _ in range(count):
         kind = int(rng.integers(1, 12))
-        out.append("SELECT * FROM synthetic MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, LAST(C.ts) AS c_ts "
-                   "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A B+ C) WITHIN INTERVAL '1' MINUTE "
-                   f"DEFINE A AS A.type = 'T_{kind:02d}' AND A.a1 <= 100, B AS B.a1 < PREV(B.a1), "
-                   "C AS C.a1 > PREV(C.a1, 2))")
+        out.append("SELECT * FROM synthetic MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, "
+                   "LAST(C.ts) AS c_ts ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN "
+                   f"(A B+ C) WITHIN INTERVAL '1' MINUTE DEFINE A AS A.type = 'T_{kind:02d}' AND "
+                   "A.a1 <= 100, B AS B.a1 < PREV(B.a1), C AS C.a1 > PREV(C.a1, 2))")
     return out
 
 
@@ -99,10 +100,11 @@ def rally_queries(count: int, seed: int = 17) -> list[str]:
     for _ in range(count):
         up, down = int(rng.integers(3, 5)), int(rng.integers(3, 5))
         hours = int(rng.choice([1, 2, 4]))
-        out.append("SELECT * FROM ticks MATCH_RECOGNIZE (PARTITION BY sym ORDER BY ts MEASURES A.ts AS top_ts, "
-                   "B.ts AS drop_ts, B.price AS drop_price ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW "
-                   f"PATTERN (A N*? B) WITHIN INTERVAL '{hours}' HOUR "
-                   f"DEFINE A AS A.price >= PREV(A.price, {up}) + {up}, B AS B.price <= PREV(B.price, {down}) - {down})")
+        out.append("SELECT * FROM ticks MATCH_RECOGNIZE (PARTITION BY sym ORDER BY ts MEASURES "
+                   "A.ts AS top_ts, B.ts AS drop_ts, B.price AS drop_price ONE ROW PER MATCH "
+                   f"AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B) WITHIN INTERVAL '{hours}' "
+                   f"HOUR DEFINE A AS A.price >= PREV(A.price, {up}) + {up}, B AS B.price <= "
+                   f"PREV(B.price, {down}) - {down})")
     return out
 
 
@@ -112,9 +114,10 @@ def spike_queries(count: int, seed: int = 19) -> list[str]:
     out = []
     for _ in range(count):
         jump, fall = int(rng.choice([900, 950])), int(rng.choice([900, 950]))
-        out.append("SELECT * FROM synthetic MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS up_ts, B.ts AS down_ts "
-                   "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B) WITHIN INTERVAL '1' MINUTE "
-                   f"DEFINE A AS A.a1 >= PREV(A.a1) + {jump}, B AS B.a1 <= PREV(B.a1, 2) - {fall})")
+        out.append("SELECT * FROM synthetic MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS up_ts, "
+                   "B.ts AS down_ts ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A "
+                   f"N*? B) WITHIN INTERVAL '1' MINUTE DEFINE A AS A.a1 >= PREV(A.a1) + {jump}, B "
+                   f"AS B.a1 <= PREV(B.a1, 2) - {fall})")
     return out
 
 
@@ -222,29 +225,31 @@ def _interval_share(events: pa.Table, sql: str) -> float:
 
 
 def report(f: dict[str, Any]) -> None:
-    print(f"{f['events']:,} events per data set, {f['nodes']} storage nodes, {f['queries']} queries per part")
+    print(f"{f['events']:,} events per data set, {f['nodes']} storage nodes, {f['queries']} "
+          "queries per part")
     for key, title in (("a", "(a) skip patterns with PREV/NEXT, random shards"),
                        ("b", "(b) V-shapes, shards partitioned by the PARTITION BY key"),
                        ("c", "(c) contiguous patterns, random shards")):
         part = f[key]
-        print(f"\n{title}\n| strategy | mean bytes (both ways) | events received | halo rows | result rows | "
-              "seconds |\n|---|---:|---:|---:|---:|---:|")
+        print(f"\n{title}\n| strategy | mean bytes (both ways) | events received | halo rows "
+              "| result rows | seconds |\n|---|---:|---:|---:|---:|---:|")
         for s, v in part.items():
             if isinstance(v, dict):
-                print(f"| {s} | {v['bytes']:,.0f} | {v['events']:,.0f} | {v['halo']:,.0f} | {v['rows']:,.1f} | "
-                      f"{v['seconds']:.3f} |")
+                print(f"| {s} | {v['bytes']:,.0f} | {v['events']:,.0f} | {v['halo']:,.0f} | "
+                      f"{v['rows']:,.1f} | {v['seconds']:.3f} |")
         print(f"DFS / pull_all bytes: {part['dfs_over_pull_all_bytes']:.4f}")
-    print("\n(d) conditions with only PREV (up-ticks, then down-ticks), node-side matching off\n"
-          "| shards | pull_all bytes | DFS bytes | DFS / pull_all | DFS events | halo rows | result rows | "
-          "DFS seconds | DFS path |\n|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("\n(d) conditions with only PREV (up-ticks, then down-ticks), node-side matching "
+          "off\n| shards | pull_all bytes | DFS bytes | DFS / pull_all | DFS events | halo "
+          "rows | result rows | DFS seconds | DFS path "
+          "|\n|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for layout, row in f["d"].items():
         if isinstance(row, dict):
             d = row["dfs"]
             path = "; ".join(row["dfs_path"]) + ("; fallback " + "; ".join(x for x in row["dfs_fallback"] if x)
                                                  if any(row["dfs_fallback"]) else "")
             print(f"| {layout} | {row['pull_all']['bytes']:,.0f} | {d['bytes']:,.0f} | "
-                  f"{row['dfs_over_pull_all_bytes']:.4f} | {d['events']:,.0f} | {d['halo']:,.0f} | {d['rows']:,.1f} | "
-                  f"{d['seconds']:.3f} | {path} |")
+                  f"{row['dfs_over_pull_all_bytes']:.4f} | {d['events']:,.0f} | "
+                  f"{d['halo']:,.0f} | {d['rows']:,.1f} | {d['seconds']:.3f} | {path} |")
     print(f"(a) target <= 0.05; (b) targets <= 0.1 and DFS / result-row bytes "
           f"{f['b']['dfs_over_result_bytes']:.2f} <= 2 (path: {', '.join(f['b']['dfs_path'])}); "
           f"(c) rows inside the exact intervals: {f['c']['interval_row_share']:.4f} of all rows")

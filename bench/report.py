@@ -50,14 +50,14 @@ def markdown(results: dict[str, Any], mode: str | None = None, images: str = "re
     link = (f"{net['rate']} per node link, {net['qdisc']}"
             + (f", {net['delay']} delay" if net["delay_applied"] else " (no delay: netem missing)")) if net else \
         "loopback"
-    lines.append(f"{results['events']:,} synthetic events, {results['storage_nodes']} storage nodes, {link}; "
-                 f"{results['queries']} default queries × {results['repeat']} runs (medians per query, means over "
-                 f"queries); {results['started']} – {results['finished']}.\n")
+    lines.append(f"{results['events']:,} synthetic events, {results['storage_nodes']} storage nodes, "
+                 f"{link}; {results['queries']} default queries × {results['repeat']} runs (medians "
+                 f"per query, means over queries); {results['started']} – {results['finished']}.\n")
     main = results.get("main")
     if main:
         base = main["push_down"]["summary"]["bytes"]
-        lines.append("| strategy | MB (both ways) | MB to CN | MB to SN | wire MB | events received | latency s | "
-                     "bytes vs push-down | round trips |")
+        lines.append("| strategy | MB (both ways) | MB to CN | MB to SN | wire MB | events received "
+                     "| latency s | bytes vs push-down | round trips |")
         lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for s, v in main.items():
             m = v["summary"]
@@ -70,8 +70,8 @@ def markdown(results: dict[str, Any], mode: str | None = None, images: str = "re
         lines.append("|---|---:|---:|---:|---:|---:|")
         for s, v in main.items():
             p = v["summary"]["phases"]
-            lines.append(f"| {s} | {p['open']:.3f} | {p['filter']:.3f} | {p['pull']:.3f} | {p['match']:.3f} | "
-                         f"{v['summary']['latency']:.3f} |")
+            lines.append(f"| {s} | {p['open']:.3f} | {p['filter']:.3f} | {p['pull']:.3f} | "
+                         f"{p['match']:.3f} | {v['summary']['latency']:.3f} |")
         figure("latency", "latency by phase")
     for name, points in results.get("sweeps", {}).items():
         lines.append(f"\nSweep of {name} (MB both ways / latency s per query):\n")
@@ -102,7 +102,8 @@ def markdown(results: dict[str, Any], mode: str | None = None, images: str = "re
         for m, v in cm["models"].items():
             lines.append(f"| model {m} | {_mb(v['bytes'])} | {v['latency']:.3f} | {v['rounds']:.1f} |")
         for k, v in cm["rate_scale"].items():
-            lines.append(f"| adaptive, R × {k} | {_mb(v['bytes'])} | {v['latency']:.3f} | {v['rounds']:.1f} |")
+            lines.append(f"| adaptive, R × {k} | {_mb(v['bytes'])} | {v['latency']:.3f} | "
+                         f"{v['rounds']:.1f} |")
         figure("costmodel", "cost models")
     memory = results.get("memory")
     if memory:

@@ -33,7 +33,8 @@ from dfs_cer.match.rowpattern.engine import run_row_pattern
 
 QUERY = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts
   MEASURES {measures} ONE ROW PER MATCH
-  PATTERN (A B+ C) SUBSET U = (A, B) DEFINE A AS A.x > 80, B AS B.x < PREV(B.x) {extra}, C AS C.x > PREV(C.x))"""
+  PATTERN (A B+ C) SUBSET U = (A, B)
+  DEFINE A AS A.x > 80, B AS B.x < PREV(B.x) {extra}, C AS C.x > PREV(C.x))"""
 MEASURES = "FIRST(A.ts) AS s, count(B.*) AS nb"
 
 VARIANTS = {
@@ -44,15 +45,18 @@ VARIANTS = {
     "PREV(CLASSIFIER()) IN ('A', 'B')": "AND PREV(CLASSIFIER()) IN ('A', 'B')",
     "sum(B.x * 2 + 1) FILTER (...) < 200": "AND sum(B.x * 2 + 1) FILTER (WHERE B.x > 10) < 200",
     "count_if(B.x > 50) <= 2": "AND count_if(B.x > 50) <= 2",
-    "length(CAST(B.x AS VARCHAR)) >= length(A)": "AND length(CAST(B.x AS VARCHAR)) >= length(CAST(A.x AS VARCHAR))",
-    "coalesce(PREV(B.x), 0) > FIRST(abs(A.x - 90))": "AND coalesce(PREV(B.x), 0) > FIRST(abs(A.x - 90))",
+    "length(CAST(B.x AS VARCHAR)) >= length(A)": "AND length(CAST(B.x AS VARCHAR)) >= "
+                                                 "length(CAST(A.x AS VARCHAR))",
+    "coalesce(PREV(B.x), 0) > FIRST(abs(A.x - 90))": "AND coalesce(PREV(B.x), 0) > "
+                                                     "FIRST(abs(A.x - 90))",
 }
 #: MEASURES over the row-local query: expression aggregates, FILTER, DISTINCT, lists
 MEASURE_VARIANTS = {
     "MEASURES sum(B.x * 2 + 1) FILTER (WHERE ...)": "sum(B.x * 2 + 1) FILTER (WHERE B.x > 10) AS s",
     "MEASURES sum(CASE WHEN CLASSIFIER() ...)": "sum(CASE WHEN CLASSIFIER() = 'B' THEN x END) AS s",
     "MEASURES count(DISTINCT x), stddev(x)": "count(DISTINCT x) AS d, stddev(x) AS sd",
-    "MEASURES array_agg(CLASSIFIER()), min_by": "array_agg(CLASSIFIER()) AS labels, min_by(ts, x) AS low",
+    "MEASURES array_agg(CLASSIFIER()), min_by": "array_agg(CLASSIFIER()) AS "
+                                                "labels, min_by(ts, x) AS low",
 }
 
 PATHOLOGICAL = ["(A | A A)* B", "(A+)+ B", "(A*)* B", "(A+)+ $"]
@@ -83,8 +87,8 @@ def main() -> None:
     ones = pa.table({"ts": np.arange(m), "v": np.ones(m, np.int64)})
     for pattern in PATHOLOGICAL:
         define = "A AS A.v = 1, B AS B.v = 2" if "B" in pattern else "A AS A.v = 1"
-        sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES count(*) AS c ONE ROW PER MATCH "
-               f"AFTER MATCH SKIP TO NEXT ROW PATTERN ({pattern}) DEFINE {define})")
+        sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES count(*) AS c ONE ROW "
+               f"PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN ({pattern}) DEFINE {define})")
         analysis = analyze(parse(sql), ones.schema)
         out = run_row_pattern(ones, analysis)
         seconds = _best(lambda a=analysis: run_row_pattern(ones, a), repeat=1)

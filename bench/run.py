@@ -1,6 +1,7 @@
 """The paper's evaluation in one run: every strategy on the same shards, side by side.
 
-Command:  .venv/bin/python bench/run.py [--events 10000000 | --full] [--net] [--sections ...] [--json]
+Command:  .venv/bin/python bench/run.py [--events 10000000 | --full] [--net] [--sections ...]
+              [--json]
           (network mode: `sudo bench/net.sh up --nodes 6` first; the harness uses as many of its
           namespaces as a section needs)
 Hardware: the compute node and the storage node processes share this machine (2 cores here).

@@ -42,8 +42,9 @@ QUERIES = {
         "PATTERN A overlaps B AND B overlaps C AND A before C WITHIN INTERVAL '10' MINUTE "
         "MEASURES avg(B.v) AS avg_v)"),
     "A before B overlaps C (disconnected in time)": (
-        "SELECT * FROM s SITUATIONS (PARTITION BY key ORDER BY ts DEFINE A AS a AT LEAST INTERVAL '1' MINUTE, B AS b, C AS c "
-        "PATTERN A before B AND B overlaps C WITHIN INTERVAL '5' MINUTE MEASURES max(C.v) AS max_v)"),
+        "SELECT * FROM s SITUATIONS (PARTITION BY key ORDER BY ts DEFINE A AS a AT LEAST "
+        "INTERVAL '1' MINUTE, B AS b, C AS c PATTERN A before B AND B overlaps C WITHIN "
+        "INTERVAL '5' MINUTE MEASURES max(C.v) AS max_v)"),
     "A during B or A starts B, no measures": (
         "SELECT * FROM s SITUATIONS (PARTITION BY key ORDER BY ts DEFINE A AS a AND NOT c, B AS b "
         "PATTERN A during B; A starts B WITHIN INTERVAL '5' MINUTE)"),
@@ -94,10 +95,11 @@ def main() -> None:
         return
     print(f"{args.events:,} events, {args.keys} keys")
     for label, r in results.items():
-        print(f"{label}: {r['matches']:,} matches; engine {r['engine_s']:.3f} s vs encoding {r['encoding_s']:.2f} s "
-              f"({r['speedup']:.0f}x); bytes dfs {r['dfs_bytes'] / 1e6:.2f} MB vs pull_all "
-              f"{r['pull_all_bytes'] / 1e6:.2f} MB ({r['dfs_over_pull_all_bytes']:.3f}); "
-              f"seconds dfs {r['dfs_s']:.2f} vs pull_all {r['pull_all_s']:.2f}")
+        print(f"{label}: {r['matches']:,} matches; engine {r['engine_s']:.3f} s vs encoding "
+              f"{r['encoding_s']:.2f} s ({r['speedup']:.0f}x); bytes dfs "
+              f"{r['dfs_bytes'] / 1e6:.2f} MB vs pull_all {r['pull_all_bytes'] / 1e6:.2f} MB "
+              f"({r['dfs_over_pull_all_bytes']:.3f}); seconds dfs {r['dfs_s']:.2f} vs "
+              f"pull_all {r['pull_all_s']:.2f}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Spark at scale: a dense log without PARTITION BY, matched by executors in exact time chunks.
 
 Command:  .venv/bin/python bench/spark_scale.py [--events 10000000,50000000] [--cores 1,2]
-                                               [--sources data,nodes] [--repeat 2] [--json --out FILE]
+              [--sources data,nodes] [--repeat 2] [--json --out FILE]
 Hardware: this machine's cores (Spark local[1] and local[2]); storage nodes on loopback.
 Runtime:  about 3 minutes at 10M events; about 12 at 50M (two runs per configuration, the
           fastest kept: this VM's timings vary by up to 20% between runs).
@@ -45,16 +45,17 @@ from dfs_cer.spark import local_session, recognize
 cores, source, target = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 spark = local_session(cores, **{"spark.log.level": "ERROR", "spark.driver.memory": "4g"})
 sql = sys.stdin.read()
-kw = {"data": target} if source == "data" else {"endpoints": target.split(","), "token": sys.argv[4],
-                                                "strategy": "pull_all"}
+kw = ({"data": target} if source == "data"
+      else {"endpoints": target.split(","), "token": sys.argv[4], "strategy": "pull_all"})
 began = time.perf_counter()
 run = recognize(spark, sql, driver_threshold=0, tasks=cores, **kw)
 matches = run.matches.count()
 seconds = time.perf_counter() - began
 s = run.split
-print("RESULT " + json.dumps({"seconds": seconds, "matches": matches, "chunks": s.chunks, "reruns": s.reruns,
-      "rounds": s.rounds, "driver_rows": s.driver_rows, "chunk_rows": s.events, "mode": s.mode,
-      "driver_peak_rss_mb": int([l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1]) / 1024,
+peak_kb = int([l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1])
+print("RESULT " + json.dumps({"seconds": seconds, "matches": matches, "chunks": s.chunks,
+      "reruns": s.reruns, "rounds": s.rounds, "driver_rows": s.driver_rows,
+      "chunk_rows": s.events, "mode": s.mode, "driver_peak_rss_mb": peak_kb / 1024,
       "round_seconds": s.round_seconds, "chunk_seconds": s.chunk_seconds, "direct": s.direct,
       "bytes_to_cn": run.trace.bytes_to_cn if run.trace else None}))
 """
@@ -124,9 +125,10 @@ def main(argv: list[str] | None = None) -> int:
                     r = min(runs, key=lambda x: x["seconds"])
                     r.update(events=n, source=source, cores=cores, all_seconds=[x["seconds"] for x in runs])
                     results.append(r)
-                    print(f"{source:>5} local[{cores}]: {r['seconds']:7.1f} s, {r['matches']:,} matches, "
-                          f"{r['chunks']} chunks, {r['reruns']} re-runs, driver collected {r['driver_rows']} rows, "
-                          f"driver peak RSS {r['driver_peak_rss_mb']:.0f} MB", flush=True)
+                    print(f"{source:>5} local[{cores}]: {r['seconds']:7.1f} s, "
+                          f"{r['matches']:,} matches, {r['chunks']} chunks, {r['reruns']} "
+                          f"re-runs, driver collected {r['driver_rows']} rows, driver peak "
+                          f"RSS {r['driver_peak_rss_mb']:.0f} MB", flush=True)
             finally:
                 if cluster is not None:
                     cluster.stop()
@@ -135,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
             one = [r for r in results if r["events"] == n and r["source"] == source and r["cores"] == 1]
             two = [r for r in results if r["events"] == n and r["source"] == source and r["cores"] == 2]
             if one and two:
-                print(f"{n:>11,} {source:>5}: local[2] is {one[0]['seconds'] / two[0]['seconds']:.2f}x local[1]")
+                print(f"{n:>11,} {source:>5}: local[2] is "
+                      f"{one[0]['seconds'] / two[0]['seconds']:.2f}x local[1]")
     if args.json:
         Path(args.out).write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "query": QUERY,
                                               "results": results}, indent=1))

@@ -98,13 +98,15 @@ def main() -> None:
     if args.json:
         print(json.dumps(out, indent=2))
         return
-    print(f"{args.events:,} synthetic events on {args.nodes} storage nodes, open = scan + filter + candidates")
-    print("| backend | rows/s (all nodes) | seconds | candidates | bytes held per query |\n|---|---:|---:|---:|---:|")
+    print(f"{args.events:,} synthetic events on {args.nodes} storage nodes, open = scan + "
+          "filter + candidates")
+    print("| backend | rows/s (all nodes) | seconds | candidates | bytes held per query "
+          "|\n|---|---:|---:|---:|---:|")
     for backend in ("local", "s3"):
         r = out.get(backend)
         if isinstance(r, dict):
-            print(f"| {backend} | {r['rows_per_s']:,.0f} | {r['seconds']:.2f} | {r['candidates']:,} | "
-                  f"{r['held_bytes_per_query']:,} |")
+            print(f"| {backend} | {r['rows_per_s']:,.0f} | {r['seconds']:.2f} | "
+                  f"{r['candidates']:,} | {r['held_bytes_per_query']:,} |")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ and events received, per strategy, on the paper's synthetic data and default wor
 Command:  .venv/bin/python bench/strategies.py [--events 1000000] [--queries 20] [--json] [--big]
               [--compression none|zstd|lz4|all]   (how pulled events travel; default none, the
               paper's comparison; all: every codec, bytes side by side)
-          .venv/bin/python bench/strategies.py --workload navigation [--events 1000000] [--queries 10]
+          .venv/bin/python bench/strategies.py --workload navigation [--events 1000000]
+              [--queries 10]
           (queries with PREV/NEXT: see bench/navigation.py)
 Hardware: 3 storage node processes and the compute node on one machine, over loopback.
 Runtime:  about 2-3 minutes for 1M events (--big: 10M events).
@@ -143,12 +144,13 @@ def main() -> None:
     if args.json:
         print(json.dumps(figures, indent=2))
         return
-    print(f"{n:,} synthetic events, {args.nodes} storage nodes, {len(sqls)} default 4-variable queries, "
-          f"cost model {args.cost_model}")
-    print("| strategy | mean bytes (both ways) | mean events received | mean pull seconds (loopback) |\n"
-          "|---|---:|---:|---:|")
+    print(f"{n:,} synthetic events, {args.nodes} storage nodes, {len(sqls)} default "
+          f"4-variable queries, cost model {args.cost_model}")
+    print("| strategy | mean bytes (both ways) | mean events received | mean pull seconds "
+          "(loopback) |\n|---|---:|---:|---:|")
     for s in (*chosen, "lower_bound"):
-        print(f"| {s} | {means[s + '_bytes']:,.0f} | {means[s + '_events']:,.1f} | {means[s + '_seconds']:.3f} |")
+        print(f"| {s} | {means[s + '_bytes']:,.0f} | {means[s + '_events']:,.1f} | "
+              f"{means[s + '_seconds']:.3f} |")
     if len(codecs) > 1:
         print("\n| strategy | " + " | ".join(f"mean bytes, {c}" for c in codecs) + " | zstd / none |\n|---|"
               + "---:|" * (len(codecs) + 1))

@@ -169,14 +169,15 @@ def main() -> None:
     if args.json:
         print(json.dumps(report, indent=1))
     else:
-        print(f"ready: in place {report['in_place']['ready_s']} s; re-sharded {report['resharded']['ready_s']} s "
-              f"(copy {report['resharded']['copy_s']} s, {report['resharded']['copy_bytes']:,} bytes)")
+        print(f"ready: in place {report['in_place']['ready_s']} s; re-sharded "
+              f"{report['resharded']['ready_s']} s (copy {report['resharded']['copy_s']} s, "
+              f"{report['resharded']['copy_bytes']:,} bytes)")
         for a, b in zip(report["in_place"]["queries"], report["resharded"]["queries"], strict=True):
-            print(f"query: in place {a['latency_s']:.3f} s {a['bytes']:,} B; re-sharded {b['latency_s']:.3f} s "
-                  f"{b['bytes']:,} B; {a['matches']} matches")
+            print(f"query: in place {a['latency_s']:.3f} s {a['bytes']:,} B; re-sharded "
+                  f"{b['latency_s']:.3f} s {b['bytes']:,} B; {a['matches']} matches")
         for label, p in pruning.items():
-            print(f"cache off, {label}: {p['files_per_query']:.1f} files, {p['bytes_per_query']:,} bytes read per "
-                  f"query, {p['latency_s']} s")
+            print(f"cache off, {label}: {p['files_per_query']:.1f} files, "
+                  f"{p['bytes_per_query']:,} bytes read per query, {p['latency_s']} s")
     if args.plot:
         plot(report, args.plot)
 

@@ -1,7 +1,8 @@
 """spark-submit job: run a MATCH_RECOGNIZE query with dfs-cer and write the matches as parquet.
 
-    spark-submit spark_jobs/run_query.py --sql <file|text> (--endpoints h:p,... --token-file F | --data PATH)
-        --output <dir|s3://bucket/prefix> [--strategy dfs] [--cost-model adaptive] [--explain-analyze]
+    spark-submit spark_jobs/run_query.py --sql <file|text>
+        (--endpoints h:p,... --token-file F | --data PATH) --output <dir|s3://bucket/prefix>
+        [--strategy dfs] [--cost-model adaptive] [--explain-analyze]
         [--verbose]   (Spark's log; errors only by default)
 
 Writes ``<output>/matches.parquet`` and ``<output>/trace.json`` (the pull's round trips; empty for
@@ -74,7 +75,8 @@ def run(argv: list[str]) -> int:
 
         token = read_text_file(args.token_file, "--token-file").strip()
     # errors only unless --verbose: spark.log.level applies from the SparkContext's start (the
-    # venv's pyspark also carries a quiet log4j2 profile, see the Makefile, for the JVM's first lines)
+    # venv's pyspark also carries a quiet log4j2 profile, see the Makefile,
+    # for the JVM's first lines)
     level: dict[str, Any] = {"spark.log.level": "INFO" if args.verbose else "ERROR"}
     spark = local_session(**level)
     options: dict[str, Any] = {"cost_model": args.cost_model} if args.endpoints else {}
@@ -89,8 +91,9 @@ def run(argv: list[str]) -> int:
     _write(args.output, matches, trace)
     if args.explain_analyze and run.split is not None:
         s = run.split
-        print(f"executors: {s.chunks} chunk(s) ({s.mode}{': ' + s.reason if s.reason else ''}), {s.reruns} re-run(s), "
-              f"the driver collected {s.driver_rows} report row(s)", file=sys.stderr)
+        print(f"executors: {s.chunks} chunk(s) "
+              f"({s.mode}{': ' + s.reason if s.reason else ''}), {s.reruns} re-run(s), the "
+              f"driver collected {s.driver_rows} report row(s)", file=sys.stderr)
     if args.explain_analyze and trace.get("rounds"):
         for r in trace["rounds"]:
             print(f"{r['action']:<16}{r['bytes_to_sn']:>12,}{r['bytes_to_cn']:>12,}{r['events']:>10,}", file=sys.stderr)

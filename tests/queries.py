@@ -19,9 +19,11 @@ FULL = """SELECT m.sym, m.n FROM ticks MATCH_RECOGNIZE (
      PREV(LAST(B.price, 1), 2) AS pp, NEXT(A.price) AS nx, sym AS s2, CLASSIFIER() AS cls
   ALL ROWS PER MATCH OMIT EMPTY MATCHES
   AFTER MATCH SKIP TO FIRST B
-  PATTERN (^ A B+? C{2,} (D | E)* PERMUTE(X, Y) {- Z?? -} F{,3} G{2} H{1,4}? $) WITHIN INTERVAL '1.5' HOUR
+  PATTERN (^ A B+? C{2,} (D | E)* PERMUTE(X, Y) {- Z?? -} F{,3} G{2} H{1,4}? $)
+  WITHIN INTERVAL '1.5' HOUR
   SUBSET U = (A, B), V = (C, D, E)
-  DEFINE B AS B.price < PREV(B.price) AND NOT (B.x IN (1, 2)) AND B.y IS NOT NULL AND B.z BETWEEN -1 AND 2.5,
+  DEFINE B AS B.price < PREV(B.price) AND NOT (B.x IN (1, 2)) AND B.y IS NOT NULL
+              AND B.z BETWEEN -1 AND 2.5,
          C AS C.s LIKE 'a%' OR CASE WHEN C.x > 1 THEN TRUE ELSE FALSE END,
          D AS lower(D.s) = 'x' AND D.v + 1 * 2 - (3 - 4) = 0 AND avg(V.v) > 0 AND count(*) < 10,
          E AS E.ts - FIRST(A.ts) <= INTERVAL '10' MINUTE AND CLASSIFIER() = 'E'

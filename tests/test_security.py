@@ -28,8 +28,8 @@ from storage_node.launcher import LocalCluster
 
 SECRET = "dfs-cer-secret-4d1c"
 
-CLAUSE = """MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS t ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW
-                         PATTERN (A) DEFINE A AS A.v > 0)"""
+CLAUSE = """MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS t ONE ROW PER MATCH
+                         AFTER MATCH SKIP PAST LAST ROW PATTERN (A) DEFINE A AS A.v > 0)"""
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,8 @@ def events() -> pa.Table:
 def attacks(path: str) -> list[str]:
     return [
         f"SELECT ARRAY(SELECT content FROM read_text('{path}')) AS x FROM events {CLAUSE}",
-        f"SELECT t FROM events {CLAUSE} WHERE EXISTS (SELECT 1 FROM read_text('{path}') WHERE content LIKE 'd%')",
+        f"SELECT t FROM events {CLAUSE} WHERE EXISTS (SELECT 1 FROM read_text('{path}') "
+        "WHERE content LIKE 'd%')",
         f"SELECT t, (SELECT count(*) FROM read_csv('{path}')) AS n FROM events {CLAUSE}",
         f"SELECT t FROM events {CLAUSE} WHERE t IN (SELECT 1 FROM '{path}')",
         f"SELECT t, (SELECT count(*) FROM glob('{path}')) AS n FROM events {CLAUSE}",
@@ -141,7 +142,8 @@ def test_a_decompression_bomb_is_refused_before_inflating(node: LocalCluster) ->
 def test_query_json_is_validated_on_the_node(node: LocalCluster) -> None:
     client, options = raw(node)
     good = parse(f"SELECT * FROM e {CLAUSE}").to_json()
-    # an unknown function in DEFINE: refused (never dropped from the filter, which scanned everything)
+    # an unknown function in DEFINE: refused (never dropped from the filter,
+    # which scanned everything)
     bad = json.loads(good)
     bad["recognize"]["definitions"][0]["condition"] = {
         "type": "function", "name": "read_text", "args": [{"type": "literal", "value": "/etc/passwd"}]}
@@ -166,7 +168,8 @@ def test_unknown_functions_are_refused_in_the_query_model() -> None:
 
 
 def test_raw_pull_all_passes_admission(node: LocalCluster) -> None:
-    """A pull_all without open reserves like an open: with the budget held it waits, then is refused."""
+    """A pull_all without open reserves like an open:
+    with the budget held it waits, then is refused."""
     client = StorageClient(node.endpoints[0], node.token, timeout=60)
     assert client.pull({"query_id": "raw-1", "kind": "pull_all"}).num_rows == 8
     stats = client.action("stats")[0]
@@ -245,7 +248,8 @@ def test_variables_are_never_substituted() -> None:
 
 
 def test_a_long_numeric_in_list_is_pushed_down_without_crashing(tmp_path: Path) -> None:
-    """Thousands of IN items: the pushed filter stays shallow (a chain crashed Arrow's evaluator)."""
+    """Thousands of IN items: the pushed filter stays shallow
+    (a chain crashed Arrow's evaluator)."""
     import pyarrow.dataset as ds
 
     from dfs_cer.query.arrow_filter import to_arrow_filter

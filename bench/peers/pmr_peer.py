@@ -19,7 +19,8 @@ def run(events, skip):
         PATTERN (A X*? B Y*? C)
         DEFINE A AS A.type = 'T_01' AND A.a1 <= 200,
                B AS B.type = 'T_02' AND B.a1 <= 200 AND B.ts - FIRST(A.ts) <= {W},
-               C AS C.type = 'T_03' AND C.a1 <= 200 AND C.a2 = B.a2 AND C.ts - FIRST(A.ts) <= {W})"""
+               C AS C.type = 'T_03' AND C.a1 <= 200 AND C.a2 = B.a2
+                    AND C.ts - FIRST(A.ts) <= {W})"""
     res = match_recognize(sql, df)
     return [tuple(int(v) for v in r) for r in res[["a_ts", "b_ts", "c_ts"]].itertuples(index=False)]
 

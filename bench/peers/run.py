@@ -39,13 +39,14 @@ PEERS = {
                                "SKIP TO NEXT ROW"),
 }
 
-CER = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b, C.ts AS c ALL MATCHES "
-       "PATTERN (A B C) WITHIN INTERVAL '3' MINUTE DEFINE A AS A.type = 'T_01' AND A.a1 <= 200, "
-       "B AS B.type = 'T_02' AND B.a1 <= 200, C AS C.type = 'T_03' AND C.a1 <= 200 AND C.a2 = B.a2)")
-SQL = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b, C.ts AS c ONE ROW PER MATCH "
-       "AFTER MATCH {skip} PATTERN (A X*? B Y*? C) WITHIN INTERVAL '3' MINUTE "
-       "DEFINE A AS A.type = 'T_01' AND A.a1 <= 200, B AS B.type = 'T_02' AND B.a1 <= 200, "
-       "C AS C.type = 'T_03' AND C.a1 <= 200 AND C.a2 = B.a2)")
+CER = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b, C.ts AS c "
+       "ALL MATCHES PATTERN (A B C) WITHIN INTERVAL '3' MINUTE DEFINE A AS A.type = 'T_01' AND "
+       "A.a1 <= 200, B AS B.type = 'T_02' AND B.a1 <= 200, C AS C.type = 'T_03' AND C.a1 <= "
+       "200 AND C.a2 = B.a2)")
+SQL = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b, C.ts AS c "
+       "ONE ROW PER MATCH AFTER MATCH {skip} PATTERN (A X*? B Y*? C) WITHIN INTERVAL '3' "
+       "MINUTE DEFINE A AS A.type = 'T_01' AND A.a1 <= 200, B AS B.type = 'T_02' AND B.a1 <= "
+       "200, C AS C.type = 'T_03' AND C.a1 <= 200 AND C.a2 = B.a2)")
 
 
 def find_python(minor: str) -> str | None:
@@ -155,13 +156,15 @@ def main() -> None:
             figures[f"{name}_matches"] = peer["matches"]
             figures[f"{name}_results_equal"] = equal_rows
             figures[f"{name}_dfs_cer_rows_per_s"] = n / my_seconds
-            lines.append(f"| {name} ({peer['semantics']}) | {n:,} | {peer['matches']} | {peer['seconds']:.2f} s | "
-                         f"{n / peer['seconds']:,.0f} | {n / my_seconds:,.0f} | "
+            lines.append(f"| {name} ({peer['semantics']}) | {n:,} | {peer['matches']} | "
+                         f"{peer['seconds']:.2f} s | {n / peer['seconds']:,.0f} | "
+                         f"{n / my_seconds:,.0f} | "
                          f"{'yes' if equal_rows else ('count only' if equal_count else 'NO')} |")
     if args.json:
         print(json.dumps(figures, indent=2))
         return
-    print("| peer (semantics) | events | matches | peer time | peer events/s | dfs-cer events/s | same matches |")
+    print("| peer (semantics) | events | matches | peer time | peer events/s | dfs-cer "
+          "events/s | same matches |")
     print("|---|---:|---:|---:|---:|---:|---|")
     print("\n".join(lines))
 

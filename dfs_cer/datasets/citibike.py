@@ -86,12 +86,12 @@ def citibike_queries(count: int = 20, *, seed: int = 11, window_minutes: int = 5
         rng_lat = f"BETWEEN {lo_lat} AND {round(lo_lat + 0.1, 6)}"
         extra = " AND B.start_lat >= A.start_lat" if rng.random() < 0.3 else ""
         out.append(
-            "SELECT * FROM citibike MATCH_RECOGNIZE (ORDER BY eventtime "
-            "MEASURES A.ride_id AS a_ride, B.ride_id AS b_ride, C.ride_id AS c_ride, C.eventtime AS c_time "
-            "ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW "
-            f"PATTERN (A N1*? B N2*? C) WITHIN INTERVAL '{window_minutes}' MINUTE DEFINE "
-            f"A AS A.type = '{a}' AND A.start_lat {rng_lat}, "
-            f"B AS B.type = '{b}' AND B.start_lat {rng_lat} AND B.start_station_id = A.end_station_id{extra}, "
-            f"C AS C.type = '{c}' AND C.start_lat {rng_lat} AND C.start_station_id = B.end_station_id "
-            "AND C.start_lat <= B.start_lat AND C.start_lng <= B.start_lng)")
+            "SELECT * FROM citibike MATCH_RECOGNIZE (ORDER BY eventtime MEASURES A.ride_id "
+            "AS a_ride, B.ride_id AS b_ride, C.ride_id AS c_ride, C.eventtime AS c_time "
+            "ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN (A N1*? B N2*? C) "
+            f"WITHIN INTERVAL '{window_minutes}' MINUTE DEFINE A AS A.type = '{a}' AND "
+            f"A.start_lat {rng_lat}, B AS B.type = '{b}' AND B.start_lat {rng_lat} AND "
+            f"B.start_station_id = A.end_station_id{extra}, C AS C.type = '{c}' AND "
+            f"C.start_lat {rng_lat} AND C.start_station_id = B.end_station_id AND "
+            "C.start_lat <= B.start_lat AND C.start_lng <= B.start_lng)")
     return out

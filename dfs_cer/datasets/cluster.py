@@ -83,10 +83,10 @@ def cluster_queries(count: int = 20, *, seed: int = 11, window_seconds: int = 3)
         limits = "{v}.cpu <= " + str(cpu) + " AND {v}.ram <= " + str(ram)
         out.append(
             "SELECT * FROM cluster MATCH_RECOGNIZE (PARTITION BY jobid ORDER BY eventtime "
-            "MEASURES A.index AS a_index, B.index AS b_index, C.index AS c_index, C.eventtime AS c_time "
-            "ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW "
-            f"PATTERN (A N1*? B N2*? C) WITHIN INTERVAL '{window_seconds}' SECOND DEFINE "
-            f"A AS A.type = 'TP0' AND {limits.format(v='A')}, "
-            f"B AS B.type = 'TP1' AND {limits.format(v='B')} AND B.jobid = A.jobid AND B.index < 5{disk}, "
-            f"C AS C.type = '{end}' AND {limits.format(v='C')} AND C.jobid = B.jobid)")
+            "MEASURES A.index AS a_index, B.index AS b_index, C.index AS c_index, "
+            "C.eventtime AS c_time ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN "
+            f"(A N1*? B N2*? C) WITHIN INTERVAL '{window_seconds}' SECOND DEFINE A AS "
+            f"A.type = 'TP0' AND {limits.format(v='A')}, B AS B.type = 'TP1' AND "
+            f"{limits.format(v='B')} AND B.jobid = A.jobid AND B.index < 5{disk}, C AS "
+            f"C.type = '{end}' AND {limits.format(v='C')} AND C.jobid = B.jobid)")
     return out

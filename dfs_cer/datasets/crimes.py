@@ -63,7 +63,8 @@ def _district_centres() -> tuple[np.ndarray, np.ndarray]:
 
 def crimes_batches(n: int, *, seed: int = 7, mean_gap_s: float = 90.0,
                    batch: int = 1_000_000) -> Iterator[pa.RecordBatch]:
-    """``n`` CRIMES-shaped events in time order, ``batch`` rows at a time (streamable to parquet)."""
+    """``n`` CRIMES-shaped events in time order, ``batch`` rows at a time
+    (streamable to parquet)."""
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
     rng = np.random.default_rng(seed)
@@ -101,12 +102,16 @@ def crimes_events(n: int, **options: float | int) -> pa.Table:
     return pa.Table.from_batches(list(crimes_batches(n, **options)), schema=SCHEMA)  # type: ignore[arg-type]
 
 
+_Q1_MEASURES = ("R.id AS robbery, B.id AS battery, M.id AS theft, M.district AS district, "
+                "M.date AS theft_date")
+
+
 def _q1(*, r: str = "", b: str = "", m: str = "", pattern: str = "R {- N* -} B {- N* -} M",
         head: str = "ONE ROW PER MATCH\n  AFTER MATCH SKIP TO NEXT ROW") -> str:
     """Q1's text with extra conditions on R, B and M (each starting with `` AND``)."""
     return f"""SELECT * FROM crimes MATCH_RECOGNIZE (
   ORDER BY date
-  MEASURES R.id AS robbery, B.id AS battery, M.id AS theft, M.district AS district, M.date AS theft_date
+  MEASURES {_Q1_MEASURES}
   {head}
   PATTERN ({pattern}) WITHIN '30' MINUTE
   DEFINE

@@ -37,8 +37,9 @@ class LoadResult:
 
 def _read(path: str, *, types: dict[str, pa.DataType], header: list[str] | None = None,
           block: int = 16 << 20) -> Iterator[pa.RecordBatch]:
-    """Only the columns ``types`` names, each of its type: nothing is inferred from a first block;
-    an empty field is NULL; a value that does not fit is an error naming its row, column and value."""
+    """Only the columns ``types`` names, each of its type: nothing is inferred from a first
+    block; an empty field is NULL; a value that does not fit is an error naming its row,
+    column and value."""
     from dfs_cer.io.csvfiles import as_text
     from dfs_cer.io.csvtypes import CsvError, convert
 
@@ -110,7 +111,8 @@ def _hex_to_int64(values: pa.Array) -> np.ndarray:
 
 
 def load_citibike(paths: list[str], out: str, progress: Callable[[int], None] | None = None) -> LoadResult:
-    """Citi Bike trip CSVs → the CITIBIKE schema (type letter from duration and bike/member kind)."""
+    """Citi Bike trip CSVs → the CITIBIKE schema (type letter from duration and
+    bike/member kind)."""
     from dfs_cer.datasets.citibike import SCHEMA, type_letter
 
     types = {"ride_id": pa.string(), "rideable_type": pa.string(), "started_at": pa.timestamp("ms"),

@@ -32,7 +32,8 @@ def _merge_sorted(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.
 
 
 class IntervalSet:
-    """A set of closed intervals ``[start, end]`` over integer timestamps, kept sorted and merged."""
+    """A set of closed intervals ``[start, end]`` over integer timestamps,
+    kept sorted and merged."""
 
     __slots__ = ("ends", "starts")
 

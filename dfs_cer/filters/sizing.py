@@ -72,7 +72,8 @@ def bloom_fpr(bits: int, hashes: int, n: int) -> float:
 
 
 def wjf_fpr_eq6(bits: int, hashes: int, n: int, probes: int = 2) -> float:
-    """Eq. 6 generalised: probability that at least one of ``probes`` window lookups is a false hit."""
+    """Eq. 6 generalised: probability that at least one of ``probes`` window
+    lookups is a false hit."""
     single = bloom_fpr(bits, hashes, n)
     return 1 - (1 - single) ** probes
 

@@ -245,7 +245,8 @@ class ShrinkingWindowFilter:
         return zlib.crc32(self.table.astype("<u4", copy=False).tobytes()) ^ self.buckets
 
     def covered_intervals(self) -> tuple[np.ndarray, np.ndarray]:
-        """The covered time as sorted, merged half-open ``[start, end)`` arrays (needs window ids)."""
+        """The covered time as sorted, merged half-open ``[start, end)`` arrays
+        (needs window ids)."""
         keys = self._require_keys()
         live = (self.table & np.uint32(k.FULL_TAG)) != 0
         windows, tags = keys[live], self.table[live] & np.uint32(k.FULL_TAG)
@@ -350,8 +351,8 @@ class ShrinkingWindowFilter:
         return swf
 
     def __repr__(self) -> str:
-        return (f"ShrinkingWindowFilter(window={self.window}, buckets={self.buckets}, entries={self.entry_count}, "
-                f"slices={self.slice_count})")
+        return (f"ShrinkingWindowFilter(window={self.window}, buckets={self.buckets}, "
+                f"entries={self.entry_count}, slices={self.slice_count})")
 
 
 __all__ = ["FilterFormatError", "RefreshTags", "ShrinkingWindowFilter", "eq1_offsets"]

@@ -41,8 +41,8 @@ def unpack(buf: bytes | bytearray | memoryview, magic: bytes, header: struct.Str
         raise FilterFormatError(f"not a {what} buffer: magic {bytes(got_magic)!r}, expected {magic!r}")
     if version != FORMAT_VERSION:
         raise FilterFormatError(
-            f"{what} format version {version} is not supported; this dfs-cer reads version {FORMAT_VERSION}"
-            " (upgrade the node that wrote it or this one)")
+            f"{what} format version {version} is not supported; this dfs-cer reads version "
+            f"{FORMAT_VERSION} (upgrade the node that wrote it or this one)")
     (crc,) = _CRC.unpack_from(view, len(view) - _CRC.size)
     if zlib.crc32(view[: len(view) - _CRC.size]) != crc:
         raise FilterFormatError(f"{what} buffer is corrupted: checksum mismatch")

@@ -67,7 +67,8 @@ class WindowJoinFilter:
     @classmethod
     def with_estimates(cls, n: int, window: int, kind: KeyKind, *, target_fpr: float = DEFAULT_TARGET_FPR,
                        probes: int = 2, seed: int = 0) -> WindowJoinFilter:
-        """Sized for ``n`` distinct pairs so that ``probes`` window lookups err with ``target_fpr``."""
+        """Sized for ``n`` distinct pairs so that ``probes`` window lookups err
+        with ``target_fpr``."""
         bits, hashes = bloom_parameters(n, per_lookup_fpr(target_fpr, probes))
         return cls(bits, hashes, window, kind, seed=seed)
 
@@ -148,4 +149,5 @@ class WindowJoinFilter:
         return out
 
     def __repr__(self) -> str:
-        return f"WindowJoinFilter(bits={self.bits}, hashes={self.hashes}, window={self.window}, kind={self.kind.name})"
+        return (f"WindowJoinFilter(bits={self.bits}, hashes={self.hashes}, window={self.window}, "
+                f"kind={self.kind.name})")

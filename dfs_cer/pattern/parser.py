@@ -10,8 +10,8 @@ Grammar (ISO/IEC 9075-2 row pattern, as Trino accepts it)::
                   | PERMUTE '(' pattern (',' pattern)* ')'
     quantifier   := ('*' | '+' | '?' | '{' n '}' | '{' n? ',' m? '}') '?'?
 
-``~NAME`` (negation) is a CER extension evaluated only under ALL MATCHES. Unquoted names are upper-cased (SQL identifiers are case-insensitive); quoted names keep
-their case.
+``~NAME`` (negation) is a CER extension evaluated only under ALL MATCHES. Unquoted names are
+upper-cased (SQL identifiers are case-insensitive); quoted names keep their case.
 """
 
 from __future__ import annotations

@@ -81,7 +81,8 @@ ALLOWED_FUNCTIONS: frozenset[str] = frozenset({
     "list_value",
     # function spellings of listed operators (``like(s, 'a%')``, Spark's ``element_at(a, 1)``)
     "like", "ilike", "and", "or", "xor", "div", "element_at", "try_element_at", "shiftleft", "shiftright",
-    # sqlglot's own names for some of the above (a spelling no engine has fails there, harmlessly)
+    # sqlglot's own names for some of the above (a spelling no engine has fails
+    # there, harmlessly)
     "date_to_date_str", "time_to_time_str", "ts_or_ds_to_date_str",
 })
 

@@ -73,7 +73,8 @@ class Role(enum.Enum):
 @node("equality")
 @dataclass(frozen=True, slots=True)
 class Equality:
-    """``left_variable.left_column = right_variable.right_column``, written in ``defined_in``'s DEFINE."""
+    """``left_variable.left_column = right_variable.right_column``,
+    written in ``defined_in``'s DEFINE."""
 
     left_variable: str
     left_column: str
@@ -174,7 +175,8 @@ class Analysis:
         return self.query.recognize.all_matches or self.variable(variable).max_rows == 1
 
     def precedes(self, a: str, b: str) -> bool | None:
-        """True if ``a``'s rows always come before ``b``'s, False if always after, None if unknown."""
+        """True if ``a``'s rows always come before ``b``'s,
+        False if always after, None if unknown."""
         pa_, pb = self.variable(a).positions, self.variable(b).positions
         if not pa_ or not pb:
             return None
@@ -363,8 +365,8 @@ def _skippable(query: Query, any_row: set[str]) -> tuple[bool, str | None]:
                 return False, "an aggregate over all rows of the match observes rows between variables"
             if isinstance(n, Navigation) and not n.kind.physical and n.offset and any(
                     isinstance(x, Column | Classifier) and x.variable is None for x in walk(n.operand)):
-                return False, (f"{n.kind.value}(..., {n.offset}) over all rows of the match reads a row between "
-                               "variables")
+                return False, (f"{n.kind.value}(..., {n.offset}) over all rows of the match reads a "
+                               "row between variables")
     items = top_level_items(mr.pattern)
     skips = [_skip_item(i, any_row) for i in items]
     if mr.all_matches:
@@ -373,8 +375,8 @@ def _skippable(query: Query, any_row: set[str]) -> tuple[bool, str | None]:
         for item, skip in zip(items, skips, strict=True):
             taken = set(labels(item)) & any_row
             if skip is None and taken:
-                return False, (f"under ALL MATCHES {', '.join(sorted(taken))} in {to_text(item)} takes rows of "
-                               "its own, so every row between variables matters")
+                return False, (f"under ALL MATCHES {', '.join(sorted(taken))} in {to_text(item)} takes "
+                               "rows of its own, so every row between variables matters")
         return True, None
     if skips[0] is not None or skips[-1] is not None:
         return False, "a leading or trailing any-row variable absorbs rows outside the variables"
@@ -394,14 +396,16 @@ def _skippable(query: Query, any_row: set[str]) -> tuple[bool, str | None]:
     for item, skip in zip(items, skips, strict=True):
         if skip is not None:
             if mr.rows_per_match.all_rows and not isinstance(item, Exclusion):
-                return False, f"ALL ROWS PER MATCH outputs the rows {skip} absorbs (exclude them with {{- {skip}* -}})"
+                return False, (f"ALL ROWS PER MATCH outputs the rows {skip} absorbs (exclude them with "
+                               f"{{- {skip}* -}})")
             previous_real = False
             continue
         names = set(labels(item))
         if not _single_row(item) or names & any_row:
             return False, "a pattern element matches consecutive rows, so every row in the intervals matters"
         if previous_real:
-            return False, f"{' and '.join(sorted(names))} follow(s) another variable without a skip between them"
+            return False, (f"{' and '.join(sorted(names))} follow(s) "
+                           "another variable without a skip between them")
         previous_real = True
         real_names |= names
     if skip_names & real_names:
@@ -433,10 +437,10 @@ def _pruning(query: Query, roles: dict[str, Role],
     if not any(roles[name] in (Role.HEAD, Role.TAIL, Role.MIDDLE)
                and (classified[name][0] is not None or classified[name][1] or navigating.get(name))
                for name in roles):
-        return False, ("no variable in every match has a condition the storage nodes can check alone (conditions "
-                       "with PREV/NEXT or other variables' values only): the intervals would hold every row; "
-                       "storage nodes check PREV/NEXT conditions themselves on shards partitioned by type on a "
-                       "PARTITION BY column, or by time")
+        return False, ("no variable in every match has a condition the storage nodes can check alone "
+                       "(conditions with PREV/NEXT or other variables' values only): the intervals "
+                       "would hold every row; storage nodes check PREV/NEXT conditions themselves on "
+                       "shards partitioned by type on a PARTITION BY column, or by time")
     return True, None
 
 
@@ -467,10 +471,11 @@ def _bind_window(query: Query, schema: pa.Schema | None, config: QueryConfig) ->
         unit = config.integer_time_unit
     else:
         raise QueryValidationError(
-            f"WITHIN {window.value} {window.unit.value} needs a temporal ORDER BY column, but {column} is {dtype}",
+            f"WITHIN {window.value} {window.unit.value} needs a temporal ORDER BY column, "
+            f"but {column} is {dtype}",
             clause="WITHIN",
-            hint="order by a timestamp or an integer epoch column, or give the window as a bare number "
-                 "in the column's units (WITHIN 1800)", code="non-temporal-order")
+            hint="order by a timestamp or an integer epoch column, or give the window as a bare "
+                 "number in the column's units (WITHIN 1800)", code="non-temporal-order")
     amount = seconds * _UNITS_PER_SECOND[unit]
     # timestamps are integers: span <= 0.5 s in whole seconds is span <= 0
     return int(amount.to_integral_value(ROUND_FLOOR)), unit

@@ -58,7 +58,8 @@ class NotPushable(Exception):
 
 
 _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
-    "=": operator.eq, "<>": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+    "=": operator.eq, "<>": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+    ">=": operator.ge,
 }  # fmt: skip
 _ARITH = {"+": "add_checked", "-": "subtract_checked", "*": "multiply_checked", "/": "divide_checked"}
 _FUNCTIONS = FUNCTIONS
@@ -308,7 +309,8 @@ def is_fully_pushable(condition: Expr | None, schema: pa.Schema | None = None) -
 
 
 def union_filter(conditions: list[Expr | None], schema: pa.Schema | None = None) -> pc.Expression | None:
-    """OR of the variables' filters: a row survives if any variable may label it (None: all rows)."""
+    """OR of the variables' filters: a row survives if any variable may label it
+    (None: all rows)."""
     filters = [to_arrow_filter(c, schema) for c in conditions]
     out = None
     for f in filters:

@@ -214,7 +214,7 @@ class Converter:
             raise self.invalid(f"interval value {text!r} is not a number", code="bad-interval") from None
         return IntervalLiteral(text, unit)
 
-    # ------------------------------------------------------------------------------ pattern functions
+    # ---------------------------------------------------------------------------- pattern functions
 
     def _offset(self, name: str, node: exp.Expression | None, default: int) -> int:
         if node is None:
@@ -354,18 +354,23 @@ _HANDLERS: dict[type[exp.Expression], Callable[[Converter, Any], Expr]] = {
 #: other spellings of the supported aggregates (Trino, DuckDB, Oracle, sqlglot's names)
 AGGREGATE_NAMES = {
     "arg_min": "min_by", "arg_max": "max_by", "arbitrary": "any_value", "logical_and": "bool_and",
-    "logical_or": "bool_or", "every": "bool_and", "group_concat": "string_agg", "listagg": "string_agg",
-    "stddev_samp": "stddev", "var_samp": "variance", "variance_samp": "variance", "variance_pop": "var_pop",
+    "logical_or": "bool_or", "every": "bool_and", "group_concat": "string_agg",
+    "listagg": "string_agg",
+    "stddev_samp": "stddev", "var_samp": "variance", "variance_samp": "variance",
+    "variance_pop": "var_pop",
 }  # fmt: skip
 #: other spellings of the supported scalar functions
 FUNCTION_NAMES = {
-    "substring": "substr", "str_position": "strpos", "pow": "power", "ceiling": "ceil", "trunc": "truncate",
+    "substring": "substr", "str_position": "strpos", "pow": "power", "ceiling": "ceil",
+    "trunc": "truncate",
     "dow": "day_of_week", "doy": "day_of_year", "day_of_month": "day", "dayofweek": "day_of_week",
     "dayofyear": "day_of_year", "dayofmonth": "day",
 }  # fmt: skip
 _EXTRACT_UNITS = {
-    "year": "year", "quarter": "quarter", "month": "month", "week": "week", "day": "day", "dow": "day_of_week",
-    "day_of_week": "day_of_week", "doy": "day_of_year", "day_of_year": "day_of_year", "hour": "hour",
+    "year": "year", "quarter": "quarter", "month": "month", "week": "week", "day": "day",
+    "dow": "day_of_week",
+    "day_of_week": "day_of_week", "doy": "day_of_year", "day_of_year": "day_of_year",
+    "hour": "hour",
     "minute": "minute", "second": "second",
 }  # fmt: skip
 #: date_trunc units

@@ -105,8 +105,8 @@ def explain_lines(analysis: Analysis) -> list[str]:
         out.append(f"  rows pulled:    every row inside the intervals ({d['skip_reason']})")
     reach = d["physical_navigation_reach"]
     if reach["prev"] or reach["next"]:
-        out.append(f"  halo:           {reach['prev']} row(s) before and {reach['next']} after each interval "
-                   "(PREV/NEXT)")
+        out.append(f"  halo:           {reach['prev']} row(s) before and {reach['next']} after "
+                   "each interval (PREV/NEXT)")
     outer = d["outer"]
     out.append(f"outer query:    SELECT {', '.join(outer['select'])}"
                + (f" WHERE {outer['where']}" if outer["where"] else "")

@@ -109,7 +109,8 @@ class MatchNumber(Expr):
 #: (``coalesce`` is evaluated directly); everything else is refused at validation
 FUNCTIONS = {
     "lower": "utf8_lower", "upper": "utf8_upper", "abs": "abs_checked", "length": "utf8_length",
-    "trim": "utf8_trim_whitespace", "ltrim": "utf8_ltrim_whitespace", "rtrim": "utf8_rtrim_whitespace",
+    "trim": "utf8_trim_whitespace", "ltrim": "utf8_ltrim_whitespace",
+    "rtrim": "utf8_rtrim_whitespace",
     "floor": "floor", "ceil": "ceil", "sqrt": "sqrt_checked", "ln": "ln_checked", "exp": "exp",
     "sign": "sign",
 }  # fmt: skip
@@ -118,15 +119,20 @@ FUNCTIONS = {
 #: pyarrow kernels above are pushed down to storage nodes' scans, the rest are evaluated by
 #: the engines (dfs_cer.match.functions) and keep rows conservatively in pushed-down filters
 SCALAR_FUNCTIONS = {
-    "lower": (1, 1, "string"), "upper": (1, 1, "string"), "trim": (1, 1, "string"), "ltrim": (1, 1, "string"),
+    "lower": (1, 1, "string"), "upper": (1, 1, "string"), "trim": (1, 1, "string"),
+    "ltrim": (1, 1, "string"),
     "rtrim": (1, 1, "string"), "reverse": (1, 1, "string"), "substr": (2, 3, "string"),
     "concat": (1, -1, "string"), "replace": (2, 3, "string"), "length": (1, 1, "number"),
     "strpos": (2, 2, "number"), "starts_with": (2, 2, "boolean"), "regexp_like": (2, 2, "boolean"),
-    "abs": (1, 1, "number"), "floor": (1, 1, "number"), "ceil": (1, 1, "number"), "sqrt": (1, 1, "number"),
-    "ln": (1, 1, "number"), "exp": (1, 1, "number"), "sign": (1, 1, "number"), "round": (1, 2, "number"),
+    "abs": (1, 1, "number"), "floor": (1, 1, "number"), "ceil": (1, 1, "number"),
+    "sqrt": (1, 1, "number"),
+    "ln": (1, 1, "number"), "exp": (1, 1, "number"), "sign": (1, 1, "number"),
+    "round": (1, 2, "number"),
     "truncate": (1, 1, "number"), "power": (2, 2, "number"), "log": (2, 2, "number"),
-    "greatest": (1, -1, "same"), "least": (1, -1, "same"), "nullif": (2, 2, "same"), "coalesce": (1, -1, "same"),
-    "year": (1, 1, "number"), "quarter": (1, 1, "number"), "month": (1, 1, "number"), "week": (1, 1, "number"),
+    "greatest": (1, -1, "same"), "least": (1, -1, "same"), "nullif": (2, 2, "same"),
+    "coalesce": (1, -1, "same"),
+    "year": (1, 1, "number"), "quarter": (1, 1, "number"), "month": (1, 1, "number"),
+    "week": (1, 1, "number"),
     "day": (1, 1, "number"), "day_of_week": (1, 1, "number"), "day_of_year": (1, 1, "number"),
     "hour": (1, 1, "number"), "minute": (1, 1, "number"), "second": (1, 1, "number"),
     "date_trunc": (2, 2, "temporal"),
@@ -134,8 +140,10 @@ SCALAR_FUNCTIONS = {
 #: CAST targets: SQL type name -> Arrow type name (VARCHAR(n) and DECIMAL(p, s) take parameters)
 CAST_TYPES = {
     "DOUBLE": "float64", "FLOAT": "float32", "REAL": "float32", "BIGINT": "int64", "INT": "int32",
-    "INTEGER": "int32", "SMALLINT": "int16", "TINYINT": "int8", "TEXT": "string", "VARCHAR": "string",
-    "CHAR": "string", "BOOLEAN": "bool_", "DECIMAL": "decimal128", "DATE": "date32", "TIMESTAMP": "timestamp",
+    "INTEGER": "int32", "SMALLINT": "int16", "TINYINT": "int8", "TEXT": "string",
+    "VARCHAR": "string",
+    "CHAR": "string", "BOOLEAN": "bool_", "DECIMAL": "decimal128", "DATE": "date32",
+    "TIMESTAMP": "timestamp",
 }  # fmt: skip
 #: the deepest expression a query may hold (deeper ones are refused before any recursion)
 MAX_DEPTH = 200
@@ -492,7 +500,8 @@ def to_sql(e: Expr) -> str:
         return f"{_sub(e.operand, _PREC['CMP'] + 1)} {'NOT ' if e.negated else ''}IN ({items})"
     if isinstance(e, Between):
         lo, hi = _sub(e.low, _PREC["CMP"] + 1), _sub(e.high, _PREC["CMP"] + 1)
-        return f"{_sub(e.operand, _PREC['CMP'] + 1)} {'NOT ' if e.negated else ''}BETWEEN {lo} AND {hi}"
+        return (f"{_sub(e.operand, _PREC['CMP'] + 1)} "
+                f"{'NOT ' if e.negated else ''}BETWEEN {lo} AND {hi}")
     if isinstance(e, Like):
         return (f"{_sub(e.operand, _PREC['CMP'] + 1)} {'NOT ' if e.negated else ''}LIKE "
                 f"{_sub(e.pattern, _PREC['CMP'] + 1)}")

@@ -24,7 +24,8 @@ from dfs_cer.errors import QueryValidationError
 def duplicate_error(column: str, why: str) -> QueryValidationError:
     return QueryValidationError(
         f"the input of MATCH_RECOGNIZE has two columns named {column} ({why})", clause="FROM",
-        hint=f"select each column once, aliasing one of them, e.g. SELECT a.*, b.{column} AS b_{column} ...",
+        hint="select each column once, aliasing one of them, "
+             f"e.g. SELECT a.*, b.{column} AS b_{column} ...",
         code="duplicate-column")
 
 

@@ -168,7 +168,8 @@ def row_local(condition: Expr) -> Expr:
             _literal(n)
         elif isinstance(n, Like):
             if isinstance(n.pattern, Literal) and isinstance(n.pattern.value, str) and len(n.pattern.value) > MAX_LIKE:
-                raise _refuse(f"a LIKE pattern longer than {MAX_LIKE} characters is not pushed to storage nodes")
+                raise _refuse(f"a LIKE pattern longer than {MAX_LIKE} "
+                              "characters is not pushed to storage nodes")
         elif not isinstance(n, IsNull | InList | Between):
             raise _refuse(f"{type(n).__name__} is not pushed to storage nodes")
     return condition
@@ -211,7 +212,8 @@ def input_filter_expression(condition: Expr, schema: pa.Schema) -> pc.Expression
                               "(numbers, strings, booleans, dates and timestamps without a time zone)")
     try:  # types the kernels cannot compare refuse here, not halfway through a scan
         if not is_fully_pushable(bound, schema):
-            raise _refuse(f"the input filter {to_sql(bound)} does not convert exactly to the storage nodes' kernels")
+            raise _refuse(f"the input filter {to_sql(bound)} does not "
+                          "convert exactly to the storage nodes' kernels")
         out = to_arrow_filter(bound, schema)
         assert out is not None
         schema.empty_table().filter(out)
@@ -234,5 +236,5 @@ def nan_columns(condition: Expr, schema: pa.Schema, has_nan: Callable[[str], boo
         if pa.types.is_dictionary(dtype):
             dtype = dtype.value_type
         if pa.types.is_floating(dtype) and has_nan(column):
-            raise _refuse(f"column {column} holds NaN, which SQL engines order above every number and Arrow's "
-                          "kernels never match")
+            raise _refuse(f"column {column} holds NaN, which SQL engines order above every number and "
+                          "Arrow's kernels never match")

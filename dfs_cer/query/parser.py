@@ -430,7 +430,8 @@ class QueryParser:
         names = [RELATION.format(i) for i in range(len(found))]
 
         def splice(first: int, last: int) -> tuple[Fragment, list[str]]:
-            """Tokens ``[first, last]`` with each outermost clause inside them replaced by its relation."""
+            """Tokens ``[first, last]`` with each outermost clause inside them
+            replaced by its relation."""
             builder = FragmentBuilder(self.src)
             position = toks[first].start
             used: list[str] = []
@@ -488,7 +489,8 @@ class QueryParser:
                 input_sql = tree.sql(dialect=OUTER_DIALECT)
                 if top is not None and any(t.name.lower() in ctes for t in tree.find_all(exp.Table)):
                     # the subquery reads the statement's CTEs: it carries their definitions (as the
-                    # query itself, not a relation it reads: DuckDB renames a relation's second id id_1)
+                    # query itself, not a relation it reads: DuckDB renames a relation's
+                    # second id id_1)
                     ctes_sql, input_sql = with_ctes(top, tree)
                     input_sql = ctes_sql + input_sql
                     depends = [r for r in names if r in input_sql]
@@ -574,8 +576,8 @@ class QueryParser:
                 if not found:
                     raise self.syntax(
                         f"unexpected {self.toks[i].text!r} at the start of MATCH_RECOGNIZE", i, "MATCH_RECOGNIZE",
-                        "the clauses are PARTITION BY, ORDER BY, MEASURES, ONE ROW/ALL ROWS PER MATCH, "
-                        "AFTER MATCH SKIP, PATTERN, SUBSET, DEFINE")
+                        "the clauses are PARTITION BY, ORDER BY, MEASURES, ONE ROW/ALL ROWS "
+                        "PER MATCH, AFTER MATCH SKIP, PATTERN, SUBSET, DEFINE")
             if kind == TokenType.L_PAREN:
                 depth += 1
             elif kind == TokenType.R_PAREN:
@@ -594,8 +596,8 @@ class QueryParser:
             for other in seen.values():
                 if _RANK[other.name] > _RANK[c.name]:
                     raise self.syntax(f"{c.name} must come before {other.name}", c.keyword_index, c.name,
-                                      "order: PARTITION BY, ORDER BY, MEASURES, ROWS PER MATCH, AFTER MATCH SKIP, "
-                                      "PATTERN [WITHIN], SUBSET, DEFINE")
+                                      "order: PARTITION BY, ORDER BY, MEASURES, ROWS PER MATCH, AFTER "
+                                      "MATCH SKIP, PATTERN [WITHIN], SUBSET, DEFINE")
             seen[rank_name] = c
         if not clauses:
             raise self.syntax("MATCH_RECOGNIZE ( ) is empty", close, "MATCH_RECOGNIZE",
@@ -762,7 +764,8 @@ class QueryParser:
             return None
         self._require_content(c)
         toks = self.toks[c.first : c.last + 1]
-        hint = "write WITHIN INTERVAL '30' MINUTE, WITHIN '30' MINUTE or WITHIN <number> (ORDER BY column units)"
+        hint = ("write WITHIN INTERVAL '30' MINUTE, WITHIN '30' MINUTE or WITHIN <number> (ORDER "
+                "BY column units)")
         if toks and toks[0].token_type == TokenType.INTERVAL:
             toks = toks[1:]
         if not toks or toks[0].token_type not in (TokenType.STRING, TokenType.NUMBER) or len(toks) > 2:
@@ -861,7 +864,8 @@ def _friendly(description: str) -> str:
     """sqlglot's parser messages, reworded for people writing SQL."""
     missing = re.match(r"Required keyword: '(\w+)' missing for <class '[\w.]*\.(\w+)'>", description)
     if missing:
-        return f"incomplete expression: the {missing.group(2).upper()} is missing its {missing.group(1)}"
+        return (f"incomplete expression: the {missing.group(2).upper()} is missing its "
+                f"{missing.group(1)}")
     return description.rstrip(".")
 
 
@@ -886,7 +890,8 @@ def _no_duplicates(names: list[str], clause: str, what: str, position: SourcePos
 
 
 def parse(sql: str) -> Query:
-    """Parse ``SELECT ... FROM t MATCH_RECOGNIZE (...) [AS m] [WHERE ...] [ORDER BY ...] [LIMIT n]``.
+    """Parse ``SELECT ... FROM t MATCH_RECOGNIZE (...) [AS m] [WHERE ...] [ORDER BY ...]
+    [LIMIT n]``.
 
     The result is validated (variables, navigation, clause rules) by
     :func:`dfs_cer.query.validate.validate` before it is returned.

@@ -42,7 +42,8 @@ def _refuse(what: str) -> QueryValidationError:
 
 
 def function_name(func: exp.Func) -> str:
-    """The name the allow-list knows ``func`` by: sqlglot's for a function it knows, else as written."""
+    """The name the allow-list knows ``func`` by:
+    sqlglot's for a function it knows, else as written."""
     if not isinstance(func, exp.Anonymous):
         return func.sql_name().lower()
     this = func.args.get("this")

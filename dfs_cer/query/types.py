@@ -185,6 +185,7 @@ def check_types(query: Query, schema: pa.Schema) -> None:
             if a is None or b is None or _comparable(a, b):
                 continue
             hint = ("compare values of one kind, or CAST one side (e.g. CAST(x AS VARCHAR))" if "timestamptz" not in (a, b)
-                    else "timestamps with a time zone are instants: compare them with zoned timestamps only")
+                    else "timestamps with a time zone are instants: "
+                         "compare them with zoned timestamps only")
             raise QueryValidationError(f"cannot compare {to_sql(left)} ({a}) with {to_sql(right)} ({b})",
                                        clause=clause, hint=hint, code="type-mismatch")

@@ -83,8 +83,8 @@ def validate(query: Query) -> None:
 
     skip = mr.after_match_skip
     if skip.variable is not None and skip.variable not in names:
-        raise _fail(f"AFTER MATCH SKIP {skip.to.value} {skip.variable}: {skip.variable} is not a pattern variable "
-                    "or SUBSET", "AFTER MATCH SKIP", f"pattern variables: {known}", "undefined-variable")
+        raise _fail(f"AFTER MATCH SKIP {skip.to.value} {skip.variable}: {skip.variable} is not a "
+                    "pattern variable or SUBSET", "AFTER MATCH SKIP", f"pattern variables: {known}", "undefined-variable")
 
     for clause, e in [(f"DEFINE {d.variable}", d.condition) for d in mr.definitions] + \
             [(f"MEASURES {m.name}", m.expr) for m in mr.measures]:
@@ -104,9 +104,9 @@ def _pattern_rules(query: Query) -> None:
             isinstance(p, Exclusion) for p in walk_pattern(mr.pattern)):
         # ISO/IEC 19075-5: excluded rows belong to a match yet are not output, so they would be
         # neither matched nor unmatched rows
-        raise _fail("pattern exclusion {- ... -} cannot be used with ALL ROWS PER MATCH WITH UNMATCHED ROWS: "
-                    "the rows it excludes are part of a match, so they are neither output as matched nor as "
-                    "unmatched rows", "PATTERN",
+        raise _fail("pattern exclusion {- ... -} cannot be used with ALL ROWS PER MATCH WITH "
+                    "UNMATCHED ROWS: the rows it excludes are part of a match, so they are neither "
+                    "output as matched nor as unmatched rows", "PATTERN",
                     "remove the exclusion, or use ALL ROWS PER MATCH without WITH UNMATCHED ROWS",
                     "exclusion-with-unmatched-rows")
 
@@ -122,10 +122,12 @@ class _Context:
             variable = getattr(n, "variable", None) if isinstance(n, Column | Star | Classifier) else None
             if variable is not None and variable not in self.names:
                 # ISO/IEC 19075-5 and Trino: inside MATCH_RECOGNIZE the input table's name is not
-                # in scope, only pattern variables qualify columns (DuckDB accepts t.x; dfs-cer does not)
-                hint = (f"pattern variables and subsets: {self.known}; inside MATCH_RECOGNIZE, qualify columns with "
-                        "pattern variables, not the table or its alias (as the standard and Trino; DuckDB accepts "
-                        "t.x): write x for the current row or A.x for a variable's row")
+                # in scope, only pattern variables qualify columns (DuckDB accepts t.x;
+                # dfs-cer does not)
+                hint = (f"pattern variables and subsets: {self.known}; inside MATCH_RECOGNIZE, "
+                        "qualify columns with pattern variables, not the table or its alias "
+                        "(as the standard and Trino; DuckDB accepts t.x): write x for the "
+                        "current row or A.x for a variable's row")
                 raise _fail(f"{to_sql(n)} refers to {variable}, which is not a pattern variable or SUBSET", clause,
                             hint, "undefined-variable")
             if isinstance(n, Star) and not _inside_count(e, n):
@@ -156,8 +158,9 @@ class _Context:
 
     def _navigation(self, nav: Navigation, clause: str) -> None:
         if nav.kind.physical and nav.semantics is not None:
-            raise _fail(f"{nav.semantics.value} cannot be applied to {nav.kind.value} ({to_sql(nav)}): RUNNING and "
-                        "FINAL apply to FIRST, LAST, CLASSIFIER and aggregates, not to physical navigation",
+            raise _fail(f"{nav.semantics.value} cannot be applied to {nav.kind.value} "
+                        f"({to_sql(nav)}): RUNNING and FINAL apply to FIRST, LAST, CLASSIFIER and "
+                        "aggregates, not to physical navigation",
                         clause, f"apply it to the nested logical navigation, e.g. {nav.kind.value}("
                         f"{nav.semantics.value} LAST(A.x), 1)", "bad-semantics")
         inner_navs = [n for n in walk(nav.operand) if isinstance(n, Navigation)]
@@ -177,7 +180,8 @@ class _Context:
                 raise _fail(f"MATCH_NUMBER() cannot appear inside {nav.kind.value}", clause, code="bad-navigation")
         refs = [n for n in walk(nav.operand) if isinstance(n, Column | Classifier)]
         if not refs:
-            raise _fail(f"{to_sql(nav)} navigates nothing: its argument has no column reference or CLASSIFIER()",
+            raise _fail(f"{to_sql(nav)} navigates nothing: "
+                        "its argument has no column reference or CLASSIFIER()",
                         clause, "write e.g. PREV(A.price)", "bad-navigation")
         targets = {n.variable for n in refs if isinstance(n, Column)}
         if len(targets) > 1:
@@ -209,14 +213,14 @@ class _Context:
                 if in_define and isinstance(n, Classifier):
                     raise UnsupportedFeatureError(
                         f"{to_sql(n)} inside an aggregate in DEFINE ({to_sql(agg)})", clause=clause,
-                        hint="aggregate columns of the rows in DEFINE; CLASSIFIER() inside aggregates works in "
-                        "MEASURES", code="unsupported")
+                        hint="aggregate columns of the rows in DEFINE; CLASSIFIER() inside "
+                             "aggregates works in MEASURES", code="unsupported")
         if in_define and (agg.distinct or agg.name not in DEFINE_AGGREGATES):
             what = f"DISTINCT in {to_sql(agg)}" if agg.distinct else f"aggregate {agg.name}() in DEFINE"
             raise UnsupportedFeatureError(
                 what, clause=clause, code="unsupported",
-                hint=f"DEFINE supports {', '.join(sorted(DEFINE_AGGREGATES))} without DISTINCT; the others work "
-                "in MEASURES")
+                hint=f"DEFINE supports {', '.join(sorted(DEFINE_AGGREGATES))} without DISTINCT; "
+                     "the others work in MEASURES")
         # the rows an aggregate runs over are those of the one variable its arguments name
         # (unqualified columns, * and CLASSIFIER(): the universal row pattern variable, every row)
         targets = {n.variable for a in agg.args for n in walk(a) if isinstance(n, Column | Star | Classifier)}
@@ -258,6 +262,7 @@ def require_order_by(query: Query, where: str) -> None:
     nodes, Spark): the time column must be named."""
     if not query.recognize.order_by:
         raise QueryValidationError(
-            f"MATCH_RECOGNIZE without ORDER BY matches rows in input order, which {where} do not have",
+            "MATCH_RECOGNIZE without ORDER BY matches rows in input "
+            f"order, which {where} do not have",
             clause="MATCH_RECOGNIZE", hint="add ORDER BY <time column>, e.g. ORDER BY ts (or run it with the local "
             "engine over a table in the order you want)", code="no-order-by")

@@ -36,16 +36,18 @@ def encoded_matches(table: pa.Table, query: SituationQuery, integer_time_unit: s
     con = duckdb.connect()
     try:
         for s in query.situations:
+            define = f"DEFINE X AS {to_sql(s.condition)}"
             runs = match_recognize(table, f"""SELECT * FROM t MATCH_RECOGNIZE ({by}ORDER BY {order}
                 MEASURES FIRST(X.{order}) AS ts, NEXT(LAST(X.{order}), 1) AS te
-                ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (X+) DEFINE X AS {to_sql(s.condition)})""")
+                ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (X+) {define})""")
             runs = runs.set_column(runs.column_names.index("ts"), "ts", runs.column("ts").cast(pa.int64()))
             runs = runs.set_column(runs.column_names.index("te"), "te", runs.column("te").cast(pa.int64()))
             con.register(f"raw_{s.name}", runs)
             lo, hi = _exact(s.min_duration, dtype, integer_time_unit), _exact(s.max_duration, dtype, integer_time_unit)
             bounds = (f" AND te - ts >= {lo}" if lo is not None else "") + \
                 (f" AND te - ts <= {hi}" if hi is not None else "")
-            con.sql(f"CREATE TABLE {s.name} AS SELECT * FROM raw_{s.name} WHERE te IS NOT NULL AND te > ts{bounds}")
+            con.sql(f"CREATE TABLE {s.name} AS SELECT * FROM raw_{s.name} WHERE te IS NOT NULL "
+                    f"AND te > ts{bounds}")
         names = [s.name for s in query.situations]
         where = [f'{names[0]}."{c}" IS NOT DISTINCT FROM {n}."{c}"' for n in names[1:] for c in part]
         for c in query.constraints:

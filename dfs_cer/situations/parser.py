@@ -208,7 +208,8 @@ class _SituationParser(QueryParser):
             if len(pairs) != 1:
                 raise UnsupportedFeatureError(
                     "an alternative between relations of different pairs of situations", clause="PATTERN",
-                    hint="OR (or ;) may only join relations of the same two situations, e.g. A meets B; A overlaps B",
+                    hint="OR (or ;) may only join relations of the same two situations, e.g. A "
+                         "meets B; A overlaps B",
                     code="unsupported")
             pair = pairs.pop()
             if pair in out:

@@ -28,7 +28,8 @@ UNITS_PER_SECOND = {"s": Decimal(1), "ms": Decimal(1000), "us": Decimal(10**6), 
 def duration_units(d: Window | None, dtype: pa.DataType, integer_time_unit: str, clause: str,
                    lower: bool = False) -> int | None:
     """A duration in the time column's units (a bare number is already in them). Times are
-    integers: an upper bound rounds down and a ``lower`` bound up (``te - ts >= 2.5`` is ``>= 3``)."""
+    integers: an upper bound rounds down and a ``lower`` bound up (``te - ts >= 2.5`` is
+    ``>= 3``)."""
     if d is None:
         return None
     rounding = ROUND_CEILING if lower else ROUND_FLOOR

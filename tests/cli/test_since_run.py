@@ -20,8 +20,9 @@ from storage_node.launcher import LocalCluster
 pytestmark = pytest.mark.flight
 
 EXE = str(Path(sys.executable).parent / "dfs-cer")
-SQL = ("SELECT * FROM events MATCH_RECOGNIZE (PARTITION BY g ORDER BY ts MEASURES A.id AS a, C.id AS c "
-       "ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN (A {- N* -} B {- N* -} C) WITHIN 12 "
+SQL = ("SELECT * FROM events MATCH_RECOGNIZE (PARTITION BY g ORDER BY ts "
+       "MEASURES A.id AS a, C.id AS c ONE ROW PER MATCH "
+       "AFTER MATCH SKIP TO NEXT ROW PATTERN (A {- N* -} B {- N* -} C) WITHIN 12 "
        "DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.v > 4, C AS C.type = 'C')")
 
 

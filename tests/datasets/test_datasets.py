@@ -66,11 +66,19 @@ def test_shaped_generators_and_workloads(kind: str, queries: object, n: int) -> 
     assert found > 0, kind
 
 
-CRIMES_CSV = """ID,Case Number,Date,Block,IUCR,Primary Type,Description,Location Description,Arrest,Domestic,Beat,District,Ward,Community Area,FBI Code,X Coordinate,Y Coordinate,Year,Updated On,Latitude,Longitude,Location
-13664891,JH100001,01/05/2024 06:45:00 PM,0000X W MADISON ST,031A,ROBBERY,ARMED,STREET,false,false,0111,1,42,32,03,1176000,1900000,2024,01/10/2024,41.88,-87.63,"(41.88, -87.63)"
-13665019,JH100002,01/05/2024 06:50:30 AM,0000X W MADISON ST,0910,MOTOR VEHICLE THEFT,AUTO,STREET,false,false,1411,14,1,22,07,1160000,1910000,2024,01/10/2024,41.91,-87.70,"(41.91, -87.70)"
-13665020,JH100003,01/05/2024 07:00:00 PM,0000X W MADISON ST,0486,BATTERY,SIMPLE,STREET,false,false,0111,1,42,32,08B,,,2024,01/10/2024,,,
-"""
+CRIMES_CSV = (
+    "ID,Case Number,Date,Block,IUCR,Primary Type,Description,Location Description,Arrest,"
+    "Domestic,Beat,District,Ward,Community Area,FBI Code,X Coordinate,Y Coordinate,Year,"
+    "Updated On,Latitude,Longitude,Location\n"
+    "13664891,JH100001,01/05/2024 06:45:00 PM,0000X W MADISON ST,031A,ROBBERY,ARMED,STREET,"
+    "false,false,0111,1,42,32,03,1176000,1900000,2024,01/10/2024,41.88,-87.63,"
+    '"(41.88, -87.63)"\n'
+    "13665019,JH100002,01/05/2024 06:50:30 AM,0000X W MADISON ST,0910,MOTOR VEHICLE THEFT,"
+    "AUTO,STREET,false,false,1411,14,1,22,07,1160000,1910000,2024,01/10/2024,41.91,-87.70,"
+    '"(41.91, -87.70)"\n'
+    "13665020,JH100003,01/05/2024 07:00:00 PM,0000X W MADISON ST,0486,BATTERY,SIMPLE,STREET,"
+    "false,false,0111,1,42,32,08B,,,2024,01/10/2024,,,\n"
+)
 
 
 def test_load_chicago_crimes(tmp_path: Path) -> None:
@@ -91,11 +99,16 @@ def test_load_chicago_crimes(tmp_path: Path) -> None:
         load_chicago_crimes([str(partial)], str(tmp_path / "y.parquet"))
 
 
-CITIBIKE_CSV = """ride_id,rideable_type,started_at,ended_at,start_station_name,start_station_id,end_station_name,end_station_id,start_lat,start_lng,end_lat,end_lng,member_casual
-5E1B1D0A8C3F2B11,classic_bike,2023-06-01 08:00:00,2023-06-01 08:03:00,A,6140.05,B,6173.08,40.74,-73.99,40.75,-73.98,member
-FFFFFFFFFFFFFFFF,electric_bike,2023-06-01 08:01:00,2023-06-01 08:13:00,B,6173.08,C,5905.12,40.75,-73.98,40.73,-73.99,casual
-0000000000000001,electric_bike,2023-06-01 08:02:00,2023-06-01 09:13:00,B,,C,5905.12,40.75,-73.98,40.73,-73.99,casual
-"""
+CITIBIKE_CSV = (
+    "ride_id,rideable_type,started_at,ended_at,start_station_name,start_station_id,"
+    "end_station_name,end_station_id,start_lat,start_lng,end_lat,end_lng,member_casual\n"
+    "5E1B1D0A8C3F2B11,classic_bike,2023-06-01 08:00:00,2023-06-01 08:03:00,A,6140.05,B,"
+    "6173.08,40.74,-73.99,40.75,-73.98,member\n"
+    "FFFFFFFFFFFFFFFF,electric_bike,2023-06-01 08:01:00,2023-06-01 08:13:00,B,6173.08,C,"
+    "5905.12,40.75,-73.98,40.73,-73.99,casual\n"
+    "0000000000000001,electric_bike,2023-06-01 08:02:00,2023-06-01 09:13:00,B,,C,5905.12,"
+    "40.75,-73.98,40.73,-73.99,casual\n"
+)
 
 
 def test_load_citibike(tmp_path: Path) -> None:

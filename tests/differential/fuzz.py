@@ -16,9 +16,9 @@ runs through every strategy and cost model drawn, several queries also run toget
 too. A share of the worlds has an event key with copies (same time and ``id``: other values,
 some in the other PARTITION BY group), matched with dedup on or off, some queries over an input
 filter that keeps one copy and not the other; every strategy's match ids are compared with the
-local engine's. A case passes when the strategy returns exactly the local engine's rows, or both refuse the
-query with a DfsCerError. Anything else (a wrong row, a crash, a refusal where the local engine
-answers) is a finding, printed with everything needed to reproduce it.
+local engine's. A case passes when the strategy returns exactly the local engine's rows, or both
+refuse the query with a DfsCerError. Anything else (a wrong row, a crash, a refusal where the
+local engine answers) is a finding, printed with everything needed to reproduce it.
 
 Run by ``tests/differential/test_differential.py`` (quick profile) and ``bench/fuzz.py`` (long).
 """
@@ -97,11 +97,13 @@ class World:
         return {} if self.copies == "none" else {"event_key": ["id"], "dedup": self.copies == "dedup on"}
 
     def describe(self) -> str:
-        return (f"world seed={self.seed} rows={self.table.num_rows} time={self.time_type} v,w={self.value_types} "
-                f"type={self.string_type} layout={self.partitioning}x{self.nodes} "
-                f"late={0 if self.late is None else self.late.num_rows} budget={self.budget} names={self.names} "
-                f"halo_limit={self.halo_limit} copies={self.copies} "
-                f"({self.copies_across} across partitions, shards keyed: {not self.copies_split})")
+        return (f"world seed={self.seed} rows={self.table.num_rows} time={self.time_type} "
+                f"v,w={self.value_types} type={self.string_type} "
+                f"layout={self.partitioning}x{self.nodes} "
+                f"late={0 if self.late is None else self.late.num_rows} budget={self.budget} "
+                f"names={self.names} halo_limit={self.halo_limit} copies={self.copies} "
+                f"({self.copies_across} across partitions, shards keyed: "
+                f"{not self.copies_split})")
 
 
 @dataclass
@@ -116,8 +118,8 @@ class Report:
         self.dimensions[(dimension, str(value))] += 1
 
     def summary(self) -> str:
-        lines = [f"{self.cases} comparisons ({self.agreed_refusals} agreed refusals), {len(self.findings)} findings, "
-                 f"{self.seconds:.0f} s"]
+        lines = [f"{self.cases} comparisons ({self.agreed_refusals} agreed refusals), "
+                 f"{len(self.findings)} findings, {self.seconds:.0f} s"]
         by_dim: dict[str, list[str]] = {}
         for (dim, value), n in sorted(self.dimensions.items()):
             by_dim.setdefault(dim, []).append(f"{value} {n}")
@@ -424,8 +426,9 @@ def draw_query(world: World, rng: np.random.Generator, far: np.random.Generator 
     if not all_matches and rows == "ALL ROWS PER MATCH":
         measures = [m for m in measures if "count(*)" not in m]
     form, alias = str(rng.choice(FORMS, p=[0.55, 0.1, 0.1, 0.1, 0.1, 0.05])), ""
-    base = (f"SELECT * FROM events MATCH_RECOGNIZE ({partition}ORDER BY {ts} MEASURES {', '.join(measures)} "
-            f"{head} PATTERN ({pattern}) {within} {subset}DEFINE {', '.join(defines)})")
+    base = (f"SELECT * FROM events MATCH_RECOGNIZE ({partition}ORDER BY {ts} MEASURES "
+            f"{', '.join(measures)} {head} PATTERN ({pattern}) {within} {subset}DEFINE "
+            f"{', '.join(defines)})")
     if form == "filter":  # the arguments choose the rows; FILTER reads a variable (or the row itself)
         last = variables[-1]
         measures.append(str(rng.choice([f"count(*) FILTER (WHERE {col('v', last)} IS NOT NULL) AS n_f",
@@ -445,8 +448,9 @@ def draw_query(world: World, rng: np.random.Generator, far: np.random.Generator 
         else:
             head = head.replace(rows, "ALL ROWS PER MATCH WITH UNMATCHED ROWS")
             measures = [m for m in measures if "count(*)" not in m]
-    sql = (f"SELECT * FROM events MATCH_RECOGNIZE ({partition}ORDER BY {ts} MEASURES {', '.join(measures)} "
-           f"{head} PATTERN ({pattern}) {within} {subset}DEFINE {', '.join(defines)}){alias}")
+    sql = (f"SELECT * FROM events MATCH_RECOGNIZE ({partition}ORDER BY {ts} MEASURES "
+           f"{', '.join(measures)} {head} PATTERN ({pattern}) {within} {subset}DEFINE "
+           f"{', '.join(defines)}){alias}")
     return Drawn(sql, shape, features, form, base)
 
 
@@ -657,7 +661,8 @@ class Runner:
         ts, kind = (f'"{world.names[k]}"' for k in ("ts", "type"))
         form, keyed = str(rng.choice(["subquery", "cte", "subquery over a cte"])), bool(rng.random() < 0.5)
         self.report.count("duplicate input form", f"{form}{', computed key' if keyed else ''}")
-        join = f"SELECT * FROM t JOIN {'v AS u' if form == 'subquery over a cte' else 'u'} ON t.{kind} = u.{kind}"
+        join = (f"SELECT * FROM t JOIN {'v AS u' if form == 'subquery over a cte' else 'u'} ON "
+                f"t.{kind} = u.{kind}")
         clause = (f"MATCH_RECOGNIZE ({f'PARTITION BY {ts} IS NULL ' if keyed else ''}ORDER BY {ts} "
                   f"MEASURES A.{ts} AS at ONE ROW PER MATCH PATTERN (A) DEFINE A AS TRUE)")
         sql = {"subquery": f"SELECT * FROM ({join}) {clause}",

@@ -44,10 +44,12 @@ def test_bucket_sizing(n: int, m: int) -> None:
 
 
 def test_table1_round_trips() -> None:
-    """Paper Table I / Q1: R intervals -> SWF (bit-exact with the reference), M refresh -> [e1, e1 + 990)."""
+    """Paper Table I / Q1: R intervals -> SWF (bit-exact with the reference),
+    M refresh -> [e1, e1 + 990)."""
     r_ts = [TS[0], TS[5], TS[7]]
     swf = ShrinkingWindowFilter.from_intervals(r_ts, [t + W for t in r_ts], W)
-    # reference bytes: 280007ff89dffc00 0000000002b007ff 3f2fff00647ffc00 00000000dd5001ff (slot0 = low half)
+    # reference bytes: 280007ff89dffc00 0000000002b007ff 3f2fff00647ffc00 00000000dd5001ff
+    # (slot0 = low half)
     assert swf.table.tolist() == [0x89DFFC00, 0x280007FF, 0x02B007FF, 0, 0x647FFC00, 0x3F2FFF00, 0xDD5001FF, 0]
     assert (swf.buckets, swf.entry_count, swf.slice_count) == (2, 6, 63)
     assert swf.contains(TS).all()

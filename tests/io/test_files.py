@@ -43,8 +43,8 @@ def test_permanent_s3_errors_fail_at_once(code: str, why: str) -> None:
 
     def denied() -> str:
         calls.append(1)
-        raise OSError(f"When reading information for key 'k' in bucket 'b': AWS Error {code} during HeadObject "
-                      "operation: No response body.")
+        raise OSError(f"When reading information for key 'k' in bucket 'b': AWS Error {code} during "
+                      "HeadObject operation: No response body.")
 
     with pytest.raises(StorageError, match=f"cannot read s3://b/k: .*{why}"):
         retrying("s3://b/k", denied, budget=30)

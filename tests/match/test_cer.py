@@ -49,7 +49,8 @@ def typed(events: str) -> pa.Table:
 
 def count(table: pa.Table, pattern: str, window: int = 1000, **options: object) -> int:
     defs = ", ".join(f"{v} AS {v}.type = '{v}'" for v in "ABCD" if v in pattern)
-    sql = f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts ALL MATCHES PATTERN ({pattern}) WITHIN {window} DEFINE {defs})"
+    sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts ALL MATCHES PATTERN ({pattern}) WITHIN "
+           f"{window} DEFINE {defs})")
     return int(match_recognize(table, sql, count_only=True, **options)["matches"][0].as_py())  # type: ignore[arg-type]
 
 
@@ -82,9 +83,10 @@ def test_limecep_stream(pattern: str, selection: str, kleene: str, expected: int
 
 
 def test_limecep_maximal_matches() -> None:
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.id) AS a0, LAST(A.id) AS a1, "
-           "FIRST(B.id) AS b0, LAST(B.id) AS b1, C.id AS c ALL MATCHES PATTERN (A+ B+ C) WITHIN 10 "
-           "DEFINE A AS type = 'A', B AS type = 'B', C AS type = 'C')")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts "
+           "MEASURES FIRST(A.id) AS a0, LAST(A.id) AS a1, FIRST(B.id) AS b0, "
+           "LAST(B.id) AS b1, C.id AS c ALL MATCHES PATTERN (A+ B+ C) "
+           "WITHIN 10 DEFINE A AS type = 'A', B AS type = 'B', C AS type = 'C')")
     got = {tuple(r.values()) for r in match_recognize(LIMECEP, sql, kleene="maximal").to_pylist()}
     assert got == {("a3", "a7", "b8", "b8", "c10"), ("a9", "a9", "b11", "b16", "c19"), ("a9", "a13", "b14", "b16", "c19"),
                    ("a9", "a15", "b16", "b16", "c19"), ("a13", "a13", "b14", "b16", "c20"),
@@ -240,8 +242,8 @@ def test_matches_brute_force(events: list[tuple[str, int, int]], items: list[tup
     table = pa.table({"ts": [r["ts"] for r in rows_str], "type": [r["type"] for r in rows_str],
                       "v": [r["v"] for r in rows_str], "id": list(range(len(rows_str)))},
                      schema=pa.schema([("ts", pa.int64()), ("type", pa.string()), ("v", pa.int64()), ("id", pa.int64())]))
-    sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES {measures} ALL MATCHES PATTERN ({pattern}) "
-           f"WITHIN {window} DEFINE {', '.join(defines)})")
+    sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES {measures} ALL MATCHES "
+           f"PATTERN ({pattern}) WITHIN {window} DEFINE {', '.join(defines)})")
     expected = brute_force(rows_str, items, window, conds)
     got_count = match_recognize(table, sql, count_only=True)["matches"][0].as_py()
     assert got_count == len(expected), sql
@@ -266,9 +268,9 @@ def test_every_evaluation_order_gives_the_same_matches(events: list[tuple[str, i
     table = pa.table({"ts": ts, "type": [e[0] for e in events], "v": [e[2] for e in events],
                       "id": list(range(len(events)))}, schema=pa.schema(
         [("ts", pa.int64()), ("type", pa.string()), ("v", pa.int64()), ("id", pa.int64())]))
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.id AS a, B.id AS b, C.id AS c, D.id AS d "
-           "ALL MATCHES PATTERN (A B C D) WITHIN 6 DEFINE A AS type = 'A', B AS type = 'B' AND B.v >= A.v, "
-           "C AS type = 'C', D AS type = 'D' AND D.v = B.v)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.id AS a, B.id AS b, C.id "
+           "AS c, D.id AS d ALL MATCHES PATTERN (A B C D) WITHIN 6 DEFINE A AS type = 'A', B "
+           "AS type = 'B' AND B.v >= A.v, C AS type = 'C', D AS type = 'D' AND D.v = B.v)")
     analysis = analyze(parse(sql), table.schema)
     results = set()
     for order in itertools.permutations("ABCD"):
@@ -317,7 +319,7 @@ def test_relaxed_time_order_lets_tied_events_chain() -> None:
         run_cer(table, analysis, time_order="loose")
 
 
-# ------------------------------------------------------------------ alternation and PERMUTE in a sequence
+# ------------------------------------------------------------ alternation and PERMUTE in a sequence
 
 def _slots_brute_force(rows: list[dict[str, int]], slots: list[list[str]], window: int, conds: dict[str, int],
                        permute: bool) -> set[tuple[tuple[int, str], ...]]:
@@ -370,8 +372,8 @@ def test_alternation_and_permute_match_brute_force(events: list[tuple[str, int]]
                      schema=pa.schema([("ts", pa.int64()), ("type", pa.string()), ("v", pa.int64()), ("id", pa.int64())]))
     defines = ", ".join(f"{n} AS {n}.type = '{n[0]}' AND {n}.v >= {conds[n]}" for n in names)
     measures = ", ".join(f"{n}.id AS id_{n.lower()}" for n in names)
-    sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES {measures}, MATCH_NUMBER() AS mn ALL MATCHES "
-           f"PATTERN ({pattern}) WITHIN {window} DEFINE {defines})")
+    sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES {measures}, MATCH_NUMBER() "
+           f"AS mn ALL MATCHES PATTERN ({pattern}) WITHIN {window} DEFINE {defines})")
     want = _slots_brute_force(rows, slots, window, conds, "PERMUTE" in pattern)
     out = match_recognize(table, sql).to_pylist()
     got = {tuple(sorted(((r[f"id_{n.lower()}"], n) for n in names if r[f"id_{n.lower()}"] is not None),
@@ -397,7 +399,8 @@ def test_alternation_preference_and_normalised_forms() -> None:
 
 
 def test_alternation_guard_sees_the_taking_variable_unmatched() -> None:
-    """SQL tries B first, where C (not matched yet) is NULL: ``B.v = C.v`` fails and C takes the row."""
+    """SQL tries B first, where C (not matched yet) is NULL:
+    ``B.v = C.v`` fails and C takes the row."""
     t = pa.table({"ts": [1, 2], "type": ["A", "B"], "v": [1, 5]})
     out = match_recognize(t, "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES CLASSIFIER() AS c ALL MATCHES "
                              "PATTERN (A (B | C)) WITHIN 5 DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.v = C.v, "
@@ -458,8 +461,8 @@ def test_skip_till_next_match_equals_a_greedy_reference(rows: list[tuple[str, st
         ", C AS C.type = 'C' AND C.x = B.x AND C.x + A.x > 1" if three else "")
     within = f" WITHIN {window}" if window is not None else ""
     measures = "A.ts AS a, B.ts AS b" + (", C.ts AS c" if three else "")
-    sql = (f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES {measures} ALL MATCHES "
-           f"PATTERN ({pattern}){within} DEFINE {define})")
+    sql = (f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES {measures} "
+           f"ALL MATCHES PATTERN ({pattern}){within} DEFINE {define})")
     got = sorted(tuple(r[c] for c in ("k", "a", "b", "c") if c in r)
                  for r in match_recognize(table, sql, selection="skip_till_next_match").to_pylist())
 

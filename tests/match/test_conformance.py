@@ -23,15 +23,16 @@ EMPTY = (None, None)
 ])
 def test_empty_cycles(pattern: str, expected: list[tuple[object, object]]) -> None:
     t = pa.table({"id": [1, 2, 3, 4], "value": [70, 80, 80, 70]})
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES RUNNING LAST(value) AS val, CLASSIFIER() AS label "
-           f"ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN ({pattern}) "
-           "DEFINE B AS B.value >= NEXT(B.value))")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES RUNNING LAST(value) AS val, "
+           "CLASSIFIER() AS label ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN "
+           f"({pattern}) DEFINE B AS B.value >= NEXT(B.value))")
     assert [(r["val"], r["label"]) for r in match_recognize(t, sql).to_pylist()] == expected
 
 
-SKIP_QUERY = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES FIRST(id) AS s, RUNNING LAST(value) AS val, "
-              "CLASSIFIER() AS label ONE ROW PER MATCH AFTER MATCH {skip} PATTERN (A B+ C+ D?) SUBSET U = (C, D) "
-              "DEFINE B AS B.value < PREV(B.value), C AS C.value > PREV(C.value), D AS false)")
+SKIP_QUERY = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES FIRST(id) AS s, RUNNING "
+              "LAST(value) AS val, CLASSIFIER() AS label ONE ROW PER MATCH AFTER MATCH {skip} PATTERN "
+              "(A B+ C+ D?) SUBSET U = (C, D) DEFINE B AS B.value < PREV(B.value), C AS C.value > "
+              "PREV(C.value), D AS false)")
 SKIP_DATA = pa.table({"id": [1, 2, 3, 4, 5, 6], "value": [90, 80, 70, 80, 70, 100]})
 
 
@@ -64,12 +65,13 @@ def test_empty_iterations_of_bounded_and_looping_quantifiers(pattern: str, expec
     and a loop as its body then a split back to the body's start; its matcher drops a thread that
     reaches an instruction twice at one row. Expected rows follow that program by hand."""
     t = pa.table({"id": [1, 2], "v": [5, 5]})
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES count(*) AS c, CLASSIFIER() AS l ONE ROW PER MATCH "
-           f"AFTER MATCH SKIP PAST LAST ROW PATTERN ({pattern}) DEFINE A AS A.v > 9, B AS B.v < 9)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES count(*) AS c, CLASSIFIER() "
+           f"AS l ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN ({pattern}) DEFINE "
+           "A AS A.v > 9, B AS B.v < 9)")
     assert [(r["c"], r["l"]) for r in match_recognize(t, sql).to_pylist()] == expected
 
 
-# ------------------------------------------------------------------ Trino's TestAggregationsInRowPatternMatching
+# ----------------------------------------------------- Trino's TestAggregationsInRowPatternMatching
 
 PARTS = pa.table({"id": [1, 2, 6, 2, 2, 1, 3, 4, 5, 1, 3, 3],
                   "part": ["p1", "p1", "p1", "p2", "p3", "p3", "p1", "p1", "p1", "p2", "p3", "p2"],
@@ -83,8 +85,8 @@ def _rows(table: pa.Table, sql: str, *columns: str) -> list[tuple[object, ...]]:
 
 def test_running_sum_over_all_rows() -> None:
     t = pa.table({"id": list(range(1, 9))})
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES RUNNING sum(id) AS s ALL ROWS PER MATCH "
-           "AFTER MATCH SKIP PAST LAST ROW PATTERN (A*) DEFINE A AS true)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES RUNNING sum(id) AS s ALL "
+           "ROWS PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A*) DEFINE A AS true)")
     assert _rows(t, sql, "s") == [(1,), (3,), (6,), (10,), (15,), (21,), (28,), (36,)]
 
 
@@ -94,8 +96,9 @@ def test_running_sum_over_all_rows() -> None:
                      10, 20, 30, 10, 20, 10, 100, 200, 300, 100, 200, 100]),
 ])
 def test_running_sum_per_partition_and_match(skip: str, expected: list[int]) -> None:
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY id MEASURES RUNNING sum(value) AS s, "
-           f"MATCH_NUMBER() AS mn ALL ROWS PER MATCH AFTER MATCH SKIP {skip} PATTERN (B+) DEFINE B AS true)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY id MEASURES RUNNING "
+           f"sum(value) AS s, MATCH_NUMBER() AS mn ALL ROWS PER MATCH AFTER MATCH SKIP {skip} "
+           "PATTERN (B+) DEFINE B AS true)")
     got = match_recognize(PARTS, sql)
     assert got.sort_by([("part", "ascending"), ("mn", "ascending"), ("id", "ascending")])["s"].to_pylist() == expected
 
@@ -111,23 +114,25 @@ def test_running_sum_per_partition_and_match(skip: str, expected: list[int]) -> 
 ])
 def test_tentative_label_match(data: list[int], define: str, measure: str, expected: list[tuple[object, object]]) -> None:
     t = pa.table({"id": list(range(1, len(data) + 1)), "value": data})
-    sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES RUNNING {measure} AS m, CLASSIFIER() AS c "
-           f"ALL ROWS PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN ((A | B)*) DEFINE {define})")
+    sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES RUNNING {measure} AS m, "
+           "CLASSIFIER() AS c ALL ROWS PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN ((A | "
+           f"B)*) DEFINE {define})")
     assert _rows(t, sql, "c", "m") == expected
 
 
 def test_tentative_label_dropped_in_a_fixed_length_pattern() -> None:
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY id MEASURES RUNNING sum(value) AS s "
-           "ALL ROWS PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (B (A | B) B) DEFINE A AS sum(value) > 1000)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY id MEASURES RUNNING "
+           "sum(value) AS s ALL ROWS PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (B (A | "
+           "B) B) DEFINE A AS sum(value) > 1000)")
     got = match_recognize(PARTS, sql).sort_by([("part", "ascending"), ("id", "ascending")])
     assert got["s"].to_pylist() == [1, 2, 3, 1, 2, 3, 10, 20, 30, 100, 200, 300]
 
 
 def test_count_aggregations() -> None:
     t = pa.table({"id": [1, 2, 3, 4], "value": ["a", "b", "c", "d"]})
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES RUNNING count(*) AS r, FINAL count(*) AS f, "
-           "count(C.*) AS c, count(U.*) AS u ALL ROWS PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A B C D) "
-           "SUBSET U = (B, D) DEFINE A AS true)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES RUNNING count(*) AS r, FINAL "
+           "count(*) AS f, count(C.*) AS c, count(U.*) AS u ALL ROWS PER MATCH AFTER MATCH "
+           "SKIP PAST LAST ROW PATTERN (A B C D) SUBSET U = (B, D) DEFINE A AS true)")
     assert _rows(t, sql, "id", "r", "f", "c", "u") == [(1, 1, 4, 0, 0), (2, 2, 4, 0, 1), (3, 3, 4, 1, 1),
                                                        (4, 4, 4, 1, 2)]
     skip_first = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES count(*) AS r ALL ROWS PER MATCH "
@@ -138,10 +143,11 @@ def test_count_aggregations() -> None:
 def test_classifier_in_define_and_over_a_subset() -> None:
     """CLASSIFIER() in DEFINE sees the tentative label; PREV(CLASSIFIER()) the previous row's."""
     t = pa.table({"id": [1, 2, 3, 4, 5], "v": [1, 2, 3, 4, 5]})
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES CLASSIFIER() AS c, CLASSIFIER(U) AS cu "
-           "ALL ROWS PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN ((X | Y | Z)+) SUBSET U = (X, Z) "
-           "DEFINE X AS PREV(CLASSIFIER()) IS NULL OR PREV(CLASSIFIER()) = 'Z', Y AS CLASSIFIER(U) = 'X' AND "
-           "PREV(CLASSIFIER()) = 'X', Z AS count(Y.*) >= count(Z.*))")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES CLASSIFIER() AS c, "
+           "CLASSIFIER(U) AS cu ALL ROWS PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN ((X "
+           "| Y | Z)+) SUBSET U = (X, Z) DEFINE X AS PREV(CLASSIFIER()) IS NULL OR "
+           "PREV(CLASSIFIER()) = 'Z', Y AS CLASSIFIER(U) = 'X' AND PREV(CLASSIFIER()) = 'X', Z "
+           "AS count(Y.*) >= count(Z.*))")
     assert _rows(t, sql, "c", "cu") == [("X", "X"), ("Y", "X"), ("Z", "Z"), ("X", "X"), ("Y", "X")]
 
 
@@ -149,8 +155,8 @@ def test_output_column_order() -> None:
     """ONE ROW PER MATCH: partition columns, then measures; ALL ROWS PER MATCH: partition
     columns, ORDER BY columns, measures, then the remaining input columns in their order."""
     t = pa.table({"v": [1, 2, 3], "ts": [1, 2, 3], "k": ["a", "a", "a"], "z": [0, 0, 0]})
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES count(*) AS n, FIRST(v) AS f "
-           "{} PATTERN (A+) DEFINE A AS true)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES count(*) AS "
+           "n, FIRST(v) AS f {} PATTERN (A+) DEFINE A AS true)")
     assert match_recognize(t, sql.format("ONE ROW PER MATCH")).column_names == ["k", "n", "f"]
     assert match_recognize(t, sql.format("ALL ROWS PER MATCH")).column_names == ["k", "ts", "n", "f", "v", "z"]
 
@@ -159,12 +165,13 @@ def test_nulls_in_conditions_navigation_and_aggregates() -> None:
     """A NULL condition does not hold; navigation past the match or partition gives NULL;
     aggregates skip NULLs (count(x) counts values, count(*) rows)."""
     t = pa.table({"id": [1, 2, 3, 4, 5], "x": [1, None, 3, None, 5]})
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES count(*) AS rows_, count(x) AS xs, sum(x) AS s, "
-           "CLASSIFIER() AS c ALL ROWS PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A B*) "
-           "DEFINE A AS PREV(x) IS NULL, B AS x > PREV(x) OR x IS NULL)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES count(*) AS rows_, count(x) "
+           "AS xs, sum(x) AS s, CLASSIFIER() AS c ALL ROWS PER MATCH AFTER MATCH SKIP PAST "
+           "LAST ROW PATTERN (A B*) DEFINE A AS PREV(x) IS NULL, B AS x > PREV(x) OR x IS NULL)")
     got = [(r["id"], r["c"], r["rows_"], r["xs"], r["s"]) for r in match_recognize(t, sql).to_pylist()]
-    # row 1: PREV is outside the partition (NULL) -> A; row 2: x NULL -> B; row 3: 3 > NULL is NULL -> not B,
-    # and PREV(x) is NULL -> A; row 4 NULL -> B; row 5: 5 > NULL is NULL, PREV NULL -> A
+    # row 1: PREV is outside the partition (NULL) -> A; row 2: x NULL -> B;
+    # row 3: 3 > NULL is NULL -> not B, and PREV(x) is NULL -> A; row 4 NULL -> B;
+    # row 5: 5 > NULL is NULL, PREV NULL -> A
     assert got == [(1, "A", 1, 1, 1), (2, "B", 2, 1, 1), (3, "A", 1, 1, 3), (4, "B", 2, 1, 3), (5, "A", 1, 1, 5)]
 
 
@@ -173,8 +180,9 @@ def test_classifier_with_exclusion_subset_and_navigation() -> None:
     see them; MEASURES see the labels of the whole match, also past the current row (Trino's
     testClassifierFunctionPastCurrentRow)."""
     t = pa.table({"id": [1, 2, 3, 4], "v": [1, 2, 3, 4]})
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES CLASSIFIER() AS c, PREV(CLASSIFIER()) AS pc, "
-           "NEXT(CLASSIFIER()) AS nc, FINAL LAST(CLASSIFIER(), 1) AS fl, CLASSIFIER(U) AS cu, count(B.*) AS nb "
-           "ALL ROWS PER MATCH PATTERN (A {- B+ -} C) SUBSET U = (A, B) DEFINE A AS v = 1, C AS v = 4)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES CLASSIFIER() AS c, "
+           "PREV(CLASSIFIER()) AS pc, NEXT(CLASSIFIER()) AS nc, FINAL LAST(CLASSIFIER(), 1) AS "
+           "fl, CLASSIFIER(U) AS cu, count(B.*) AS nb ALL ROWS PER MATCH PATTERN (A {- B+ -} "
+           "C) SUBSET U = (A, B) DEFINE A AS v = 1, C AS v = 4)")
     got = [(r["id"], r["c"], r["pc"], r["nc"], r["fl"], r["cu"], r["nb"]) for r in match_recognize(t, sql).to_pylist()]
     assert got == [(1, "A", None, "B", "B", "A", 0), (4, "C", "B", None, "B", "B", 2)]

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from dfs_cer import match_recognize
 
-# (SQL, variable or None, argument at a row (x, y, label) -> value or None, filter, aggregate, distinct)
+# (SQL, variable or None, argument at a row (x, y, label) -> value or None, filter, aggregate,
+# distinct)
 AGGREGATES: list[tuple[str, str | None, Any, Any, str, bool]] = [
     ("sum(B.x * 2 + B.y)", "B", lambda x, y, lab: None if x is None else x * 2 + y, None, "sum", False),
     ("sum(CASE WHEN CLASSIFIER() = 'A' THEN x END)", None,
@@ -68,10 +69,10 @@ def test_measures_match_the_brute_force(data: list[tuple[int | None, int]], whic
     sql_agg, variable, arg, test, kind, distinct = AGGREGATES[which]
     table = pa.table({"ts": list(range(len(data))), "x": pa.array([x for x, _ in data], pa.int64()),
                       "y": [y for _, y in data]})
-    sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES CLASSIFIER() AS lab, MATCH_NUMBER() AS mn, "
-           f"{semantics} {sql_agg} AS agg, {navigation} AS nav ALL ROWS PER MATCH AFTER MATCH SKIP PAST LAST ROW "
-           "PATTERN ({pattern}) SUBSET U = (A, C) DEFINE A AS A.y <> 1 OR A.x IS NULL, B AS B.x IS NULL OR "
-           "B.x >= A.x, C AS C.y = 1)").replace("{pattern}", pattern)
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES CLASSIFIER() AS lab, "
+           f"MATCH_NUMBER() AS mn, {semantics} {sql_agg} AS agg, {navigation} AS nav ALL ROWS "
+           "PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN ({pattern}) SUBSET U = (A, C) "
+           "DEFINE A AS A.y <> 1 OR A.x IS NULL, B AS B.x IS NULL OR B.x >= A.x, C AS C.y = 1)").replace("{pattern}", pattern)
     out = match_recognize(table, sql).to_pylist()
     members = {"U": {"A", "C"}, "B": {"B"}, None: {"A", "B", "C"}}[variable]
     by_match: dict[int, list[dict[str, Any]]] = {}

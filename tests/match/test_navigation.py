@@ -50,8 +50,8 @@ def test_node_masks_keep_exactly_or_at_least_the_engines_rows(seed: int, conditi
                                                              partitioned: bool, nodes: int, window: int) -> None:
     table = log(seed, 300)
     partition = "PARTITION BY k " if partitioned else ""
-    sql = (f"SELECT * FROM t MATCH_RECOGNIZE ({partition}ORDER BY ts MEASURES B.id AS rid ONE ROW PER MATCH "
-           f"PATTERN (B) DEFINE B AS {condition.format(o=offset)})")
+    sql = (f"SELECT * FROM t MATCH_RECOGNIZE ({partition}ORDER BY ts MEASURES B.id AS rid ONE "
+           f"ROW PER MATCH PATTERN (B) DEFINE B AS {condition.format(o=offset)})")
     truth = engine_rows(table, sql)
     analysis = analyze(parse(sql), table.schema, navigation_on_nodes=True)
     assert analysis.variable("B").navigating
@@ -72,8 +72,8 @@ def test_node_masks_keep_exactly_or_at_least_the_engines_rows(seed: int, conditi
 
 def test_time_windows_decide_rows_inside_a_run_of_windows() -> None:
     table = pa.table({"id": list(range(8)), "x": [5, 4, 3, 2, 1, 0, 9, 9], "ts": [0, 1, 2, 3, 4, 5, 6, 7]})
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES B.id AS rid ONE ROW PER MATCH PATTERN (B) "
-           "DEFINE B AS x > PREV(x))")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES B.id AS rid ONE ROW PER "
+           "MATCH PATTERN (B) DEFINE B AS x > PREV(x))")
     analysis = analyze(parse(sql), table.schema, navigation_on_nodes=True)
     mask = navigation_masks(table, analysis, ("id",), True, "time", 100)["B"]
     # row 0 is the run's first row (its PREV may be on another node); rows 1-5 fall; 6 rises; 7 ties

@@ -35,8 +35,8 @@ def test_navigation_over_an_expression(measure: str, expected: list[object] | No
 
 
 def test_navigation_over_an_expression_in_define() -> None:
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ONE ROW PER MATCH PATTERN (A B) "
-           "DEFINE B AS B.v > FIRST(A.v * 2))")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ONE ROW PER MATCH "
+           "PATTERN (A B) DEFINE B AS B.v > FIRST(A.v * 2))")
     assert match_recognize(T, sql).column("a").to_pylist() == [4]
 
 

@@ -18,7 +18,8 @@ from tests.match.reference import ProgramReference, Reference
 
 def labelled(text: str, pattern: str, extra: str = "", variables: str = "ABCDE", rows: str = "ONE ROW PER MATCH",
              skip: str = "") -> list[tuple[int, int]]:
-    """Match spans for rows labelled by the letters of ``text`` (row i can be X iff text[i] == X)."""
+    """Match spans for rows labelled by the letters of ``text``
+    (row i can be X iff text[i] == X)."""
     table = pa.table({"ts": list(range(len(text))), "l": list(text)})
     from dfs_cer.pattern.ir import labels
     from dfs_cer.pattern.parser import parse_pattern
@@ -71,7 +72,8 @@ def test_empty_matches() -> None:
     # A* can match empty: every row without an A starts an empty match (ONE ROW PER MATCH shows it)
     assert labelled("BAB", "A*") == [(None, -1), (1, 1), (None, -1)]  # measures of an empty match are NULL
     t = pa.table({"ts": [0, 1, 2], "l": ["B", "A", "B"]})
-    base = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES CLASSIFIER() AS c {} PATTERN (A*) DEFINE A AS l = 'A')"
+    base = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES CLASSIFIER() AS c {} PATTERN "
+            "(A*) DEFINE A AS l = 'A')")
     show = match_recognize(t, base.format("ALL ROWS PER MATCH"))
     assert show["ts"].to_pylist() == [0, 1, 2] and show["c"].to_pylist() == [None, "A", None]
     omit = match_recognize(t, base.format("ALL ROWS PER MATCH OMIT EMPTY MATCHES"))
@@ -93,7 +95,8 @@ def test_measures_running_and_final() -> None:
     out = match_recognize(t, """SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts
         MEASURES RUNNING LAST(D.p) AS last_d, FINAL LAST(D.p) AS final_d, RUNNING count(D.*) AS nd,
                  FIRST(U.p) AS first_u, LAST(U.p, 1) AS prev_u, PREV(LAST(D.p), 2) AS back2,
-                 MATCH_NUMBER() AS mn, CLASSIFIER() AS cls, CLASSIFIER(D) AS cd, sum(D.p) AS sd, avg(U.p) AS au
+                 MATCH_NUMBER() AS mn, CLASSIFIER() AS cls, CLASSIFIER(D) AS cd, sum(D.p) AS sd,
+                 avg(U.p) AS au
         ALL ROWS PER MATCH
         PATTERN (S D+ U+)
         SUBSET X = (D, U)
@@ -132,7 +135,8 @@ def test_dependent_conditions_and_window() -> None:
 
 def test_max_matches() -> None:
     t = pa.table({"ts": list(range(10)), "l": ["A"] * 10})
-    sql = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a PATTERN (A) DEFINE A AS l = 'A')"
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts "
+           "MEASURES A.ts AS a PATTERN (A) DEFINE A AS l = 'A')")
     with pytest.raises(MatchLimitError, match="max_matches=3"):
         match_recognize(t, sql, max_matches=3)
     assert match_recognize(t, sql, max_matches=3, on_limit="truncate").num_rows == 3
@@ -185,8 +189,8 @@ conditions = st.sampled_from([
     "sum({v}.x) <= 5", "count(U.*) < 3", "{v}.x >= avg(U.x)", "max(A.x) > {v}.x", "count(*) <= 4",
     "min(x) = 0 OR sum(U.y) > 2", "{v}.x > LAST(U.x, 1)", "FIRST(U.y) = {v}.y", "CLASSIFIER(U) = 'A'",
     "PREV(CLASSIFIER()) <> 'B'", "PREV(LAST(U.x), 1) < {v}.x",
-    # expressions: aggregates over expressions and with FILTER, count_if / bool_or, MATCH_NUMBER(),
-    # navigation over COALESCE / CASE, functions in conditions across variables
+    # expressions: aggregates over expressions and with FILTER, count_if / bool_or,
+    # MATCH_NUMBER(), navigation over COALESCE / CASE, functions in conditions across variables
     "sum({v}.x * 2 + {v}.y) <= 9", "count(*) FILTER (WHERE x > 1) < 2", "sum(U.x) FILTER (WHERE U.y = 1) < 4",
     "count_if({v}.x > 2) <= 1", "bool_or(U.y = 2) OR {v}.x = 0", "MATCH_NUMBER() <= 2 AND {v}.x > 0",
     "{v}.x >= MATCH_NUMBER()", "PREV(coalesce({v}.x, 5)) > {v}.y", "abs({v}.x - 3) <= abs(FIRST(A.x) - 1)",
@@ -223,8 +227,8 @@ def test_matches_the_brute_force_reference(pattern: str, data: list[tuple[int | 
     define = f"DEFINE {', '.join(defines)}" if defines else ""
     members = [v for v in "ABC" if v in used]
     subset = f"SUBSET U = ({', '.join(members)})" if members else ""
-    sql = (f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts ALL ROWS PER MATCH AFTER MATCH SKIP {skip} "
-           f"PATTERN ({pattern}) {within} {subset} {define})")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts ALL ROWS PER MATCH "
+           f"AFTER MATCH SKIP {skip} PATTERN ({pattern}) {within} {subset} {define})")
     query = parse(sql)
     analysis = analyze(query, table.schema)
     out = run_row_pattern(table, analysis)
@@ -245,7 +249,8 @@ def test_matches_the_brute_force_reference(pattern: str, data: list[tuple[int | 
     want += [(rows[s]["ts"], rows[s]["k"]) for s, e, path in expected if e == s]
     assert sorted(got) == sorted(want), (sql, rows)
     assert out.matches == len(expected)
-    event(f"nullable quantified body: {nullable_quantified(pattern)}, matches: {min(len(expected), 2)}")
+    event(f"nullable quantified body: {nullable_quantified(pattern)}, matches: "
+          f"{min(len(expected), 2)}")
 
 
 @pytest.mark.parametrize("sql_index", [0, 1, 2])
@@ -275,8 +280,9 @@ def test_q1_style_on_synthetic_data_matches_the_reference(sql_index: int) -> Non
 def test_pathological_patterns_skip_starts_that_cannot_reach_a_mandatory_label(pattern: str, b_alone: bool) -> None:
     """10k rows and no row can be B: every start is skipped (the scan from each start would be
     quadratic); with a B at the end every earlier start matches, as the standard says."""
-    sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS a, count(*) AS c ONE ROW PER MATCH "
-           f"AFTER MATCH SKIP TO NEXT ROW PATTERN ({pattern}) DEFINE A AS A.v = 1, B AS B.v = 2)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS a, count(*) "
+           f"AS c ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN ({pattern}) DEFINE A "
+           "AS A.v = 1, B AS B.v = 2)")
     n = 10_000
     none = pa.table({"ts": np.arange(n), "v": np.ones(n, dtype=np.int64)})
     assert match_recognize(none, sql).num_rows == 0
@@ -321,8 +327,8 @@ def test_matcher_memory_is_bounded_by_the_partition_and_the_pattern() -> None:
 
 
 #: A+ B+ C where C never holds: every start tries every split of the rows into A's and B's
-CUBIC = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES A.ts AS a ONE ROW PER MATCH "
-         "PATTERN (A+ B+ C) DEFINE C AS v > LAST(B.v) + 100)")
+CUBIC = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES A.ts AS a ONE ROW "
+         "PER MATCH PATTERN (A+ B+ C) DEFINE C AS v > LAST(B.v) + 100)")
 
 
 def cubic_table(n: int) -> pa.Table:

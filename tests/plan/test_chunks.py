@@ -43,8 +43,9 @@ def _sql(pattern: tuple[str, str, str, str], skip: str, rows: str, partition: bo
     measures = "FIRST(ts) AS first_ts, LAST(ts) AS last_ts, COUNT(*) AS n, MATCH_NUMBER() AS mn"
     if rows != "ONE ROW PER MATCH":
         measures += ", CLASSIFIER() AS cls"
-    return (f"SELECT * FROM t MATCH_RECOGNIZE ({part} ORDER BY ts MEASURES {measures} {rows} {skip} "
-            f"PATTERN ({p}) WITHIN {window} SECONDS DEFINE A AS {a}, B AS {b}{f', C AS {c}' if 'C' in p else ''})")
+    return (f"SELECT * FROM t MATCH_RECOGNIZE ({part} ORDER BY ts MEASURES {measures} {rows} "
+            f"{skip} PATTERN ({p}) WITHIN {window} SECONDS DEFINE A AS {a}, B AS "
+            f"{b}{f', C AS {c}' if 'C' in p else ''})")
 
 
 def _canonical(t: pa.Table) -> list[tuple[Any, ...]]:
@@ -109,7 +110,8 @@ def test_split_equals_single_run(case: tuple[Any, ...]) -> None:
 
 
 def test_chain_across_many_chunks() -> None:
-    """Back-to-back long matches: each chunk's fresh run is wrong, the fix-up chain crosses them all."""
+    """Back-to-back long matches: each chunk's fresh run is wrong,
+    the fix-up chain crosses them all."""
     n = 400
     table = pa.table({"ts": pa.array(np.arange(n), pa.int64()), "v": pa.array(np.arange(n) % 7, pa.int64()),
                       "g": pa.array(np.zeros(n, np.int64))})
@@ -145,8 +147,10 @@ def test_unsplittable_patterns_say_why() -> None:
     numbered = analyze(parse("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES MATCH_NUMBER() AS m "
                              "PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2)"), schema, cfg)
     assert split_reason(numbered) is None, "a measure MATCH_NUMBER() alone is renumbered after the chunks"
-    for other in ("MEASURES MATCH_NUMBER() + 1 AS m PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2",
-                  "MEASURES A.v AS m PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS MATCH_NUMBER() > 2"):
+    for other in ("MEASURES MATCH_NUMBER() + 1 AS m PATTERN (A B) "
+                  "WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2",
+                  "MEASURES A.v AS m PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS "
+                  "MATCH_NUMBER() > 2"):
         expr = analyze(parse(f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts {other})"), schema, cfg)
         assert "MATCH_NUMBER" in (split_reason(expr) or ""), other
     nav = analyze(parse("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY g ORDER BY ts MEASURES A.v AS a "
@@ -212,8 +216,8 @@ def test_a_prefix_rerun_keeps_the_rows_next_reads() -> None:
     v = [1] * 11 + [0, 0] + [5, 5] + [9] * dense
     w = [0] + [1] * 10 + [0, 0] + [0, 0] + list(range(dense))
     table = pa.table({"ts": pa.array(ts, pa.int64()), "v": pa.array(v, pa.int64()), "w": pa.array(w, pa.int64())})
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(ts) AS f, LAST(ts) AS l ONE ROW PER MATCH "
-           "AFTER MATCH SKIP PAST LAST ROW PATTERN (A B) WITHIN 2 SECONDS "
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(ts) AS f, LAST(ts) AS "
+           "l ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A B) WITHIN 2 SECONDS "
            "DEFINE A AS A.v = 1, B AS B.v < NEXT(B.v, 3) OR B.w = 1)")
     _same(table, sql, ChunkPlan("time", np.array([NEG, -90, 10], np.int64), tail=5, first=-100, last=41))
 
@@ -223,8 +227,9 @@ def test_nanosecond_windows_and_far_prev_rows() -> None:
     s = 10**9
     ts = [0, 86400 * s, 86400 * s + s, 86400 * s + 2 * s]
     table = pa.table({"ts": pa.array(ts, pa.timestamp("ns")), "v": pa.array([1, 2, 3, 4], pa.int64())})
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(ts) AS f, LAST(ts) AS l ONE ROW PER MATCH "
-           "PATTERN (A B) WITHIN 1 HOUR DEFINE A AS A.v > PREV(A.v, 2), B AS TRUE)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(ts) AS f, "
+           "LAST(ts) AS l ONE ROW PER MATCH PATTERN (A B) WITHIN 1 HOUR "
+           "DEFINE A AS A.v > PREV(A.v, 2), B AS TRUE)")
     _same(table, sql, ChunkPlan("time", np.array([NEG, 86400 * s + s // 2], np.int64), lead=1, tail=3600 * s,
                                 first=ts[0], last=ts[-1]), QueryConfig())
 
@@ -233,8 +238,9 @@ def test_list_partition_values() -> None:
     """Found by review: PARTITION BY a list column made the reports' keys unhashable."""
     table = pa.table({"ts": pa.array([0, 1, 2, 3], pa.int64()), "v": pa.array([1, 2, 1, 2], pa.int64()),
                       "g": pa.array([[1], [1], [1], [1]], pa.list_(pa.int64()))})
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY g ORDER BY ts MEASURES FIRST(ts) AS f, LAST(ts) AS l "
-           "ONE ROW PER MATCH PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY g ORDER BY ts MEASURES FIRST(ts) AS "
+           "f, LAST(ts) AS l ONE ROW PER MATCH PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v "
+           "= 1, B AS B.v = 2)")
     _same(table, sql, ChunkPlan("time", np.array([NEG, 1], np.int64), tail=5, first=0, last=3))
 
 

@@ -20,7 +20,8 @@ def mr(body: str) -> str:
 
 
 def test_q1_classified_as_the_paper_says() -> None:
-    """Listing 1: R, B, M type conditions independent; M.district = B.district an equality; N skippable."""
+    """Listing 1: R, B, M type conditions independent;
+    M.district = B.district an equality; N skippable."""
     a = analyze(parse(Q1))
     r, n, b, m = (a.variable(x) for x in "RNBM")
     assert r.independent == BinaryOp("=", Column("primary_type", "R"), Literal("ROBBERY"))
@@ -71,7 +72,8 @@ def test_all_matches_with_navigation() -> None:
         # under ALL MATCHES undefined B+ and C take every combination of rows: none may be dropped
         ("ORDER BY ts ALL MATCHES PATTERN (A B+ C) DEFINE A AS A.x = 1", False, "B in B+ takes rows of its own"),
         ("ORDER BY ts ALL MATCHES PATTERN (A N+? B) DEFINE A AS A.x = 1, B AS B.x = 2", False, "N in N+?"),
-        ("ORDER BY ts ALL MATCHES PATTERN (A N* B C+) DEFINE A AS A.x = 1, B AS B.x = 2, C AS C.x = 3", True, None),
+        ("ORDER BY ts ALL MATCHES PATTERN (A N* B C+) "
+         "DEFINE A AS A.x = 1, B AS B.x = 2, C AS C.x = 3", True, None),
         ("ORDER BY ts PATTERN (A B) DEFINE A AS A.x = 1, B AS B.x = 2", False, "B follow(s) another variable"),
         ("ORDER BY ts PATTERN (A) DEFINE A AS A.x = 1", False, "the pattern is contiguous"),
         ("ORDER BY ts PATTERN (A N*? B C) DEFINE A AS A.x = 1, B AS B.x = 2, C AS C.x = 3", False,
@@ -80,13 +82,17 @@ def test_all_matches_with_navigation() -> None:
         ("ORDER BY ts PATTERN (N* A N* B) DEFINE A AS A.x = 1, B AS B.x = 2", False, "leading or trailing"),
         ("ORDER BY ts ALL ROWS PER MATCH PATTERN (A N* B) DEFINE A AS A.x = 1, B AS B.x = 2", False,
          "ALL ROWS PER MATCH outputs the rows N absorbs"),
-        ("ORDER BY ts ALL ROWS PER MATCH PATTERN (A {- N* -} B) DEFINE A AS A.x = 1, B AS B.x = 2", True, None),
-        ("ORDER BY ts MEASURES count(N.*) AS c PATTERN (A N* B) DEFINE A AS A.x = 1, B AS B.x = 2", False,
+        ("ORDER BY ts ALL ROWS PER MATCH PATTERN (A {- N* -} B) "
+         "DEFINE A AS A.x = 1, B AS B.x = 2", True, None),
+        ("ORDER BY ts MEASURES count(N.*) AS c "
+         "PATTERN (A N* B) DEFINE A AS A.x = 1, B AS B.x = 2", False,
          "N is referenced"),
         ("ORDER BY ts MEASURES count(*) AS c PATTERN (A N* B) DEFINE A AS A.x = 1", False, "aggregate over all rows"),
-        # PREV/NEXT read rows between variables: they are pulled as halo rows, the pattern still skips
+        # PREV/NEXT read rows between variables: they are pulled as halo rows,
+        # the pattern still skips
         ("ORDER BY ts PATTERN (A N*? B) DEFINE A AS A.x = 1, B AS B.x > PREV(B.x)", True, None),
-        ("ORDER BY ts AFTER MATCH SKIP TO LAST N PATTERN (A N* B) DEFINE A AS A.x = 1, B AS B.x = 2", False,
+        ("ORDER BY ts AFTER MATCH SKIP TO LAST N "
+         "PATTERN (A N* B) DEFINE A AS A.x = 1, B AS B.x = 2", False,
          "N is referenced"),
         ("ORDER BY ts PATTERN (A N B) DEFINE A AS A.x = 1, B AS B.x = 2", False, "consecutive rows"),
         ("ORDER BY ts PATTERN (A N* (B | C)) DEFINE A AS A.x = 1, B AS B.x = 2, C AS C.x = 3", True, None),
@@ -105,11 +111,13 @@ def test_skippable(body: str, skippable: bool, reason: str | None) -> None:
         ("ORDER BY ts PATTERN (A B) WITHIN 10 DEFINE A AS A.x = 1", True, None),
         ("ORDER BY ts PATTERN (A B) DEFINE A AS A.x = 1", False, "no WITHIN window"),
         ("ORDER BY ts PATTERN (^ A B) WITHIN 10 DEFINE A AS A.x = 1", False, "anchors"),
-        ("ORDER BY ts ALL ROWS PER MATCH WITH UNMATCHED ROWS PATTERN (A B) WITHIN 10 DEFINE A AS A.x = 1", False,
+        ("ORDER BY ts ALL ROWS PER MATCH WITH UNMATCHED ROWS PATTERN (A B) WITHIN 10 "
+         "DEFINE A AS A.x = 1", False,
          "WITH UNMATCHED ROWS"),
         ("ORDER BY ts PATTERN (A*) WITHIN 10 DEFINE A AS A.x = 1", False, "can match empty"),
         ("ORDER BY ts PATTERN (A? B) WITHIN 10 DEFINE A AS A.x = 1", False, "no variable with a condition"),
-        ("ORDER BY ts PATTERN (A B+ C+) WITHIN 10 DEFINE B AS B.x < PREV(B.x), C AS C.x > PREV(C.x)", False,
+        ("ORDER BY ts PATTERN (A B+ C+) WITHIN 10 "
+         "DEFINE B AS B.x < PREV(B.x), C AS C.x > PREV(C.x)", False,
          "no variable in every match has a condition the storage nodes can check alone"),
     ],
 )
@@ -139,10 +147,9 @@ def test_roles(pattern: str, roles: dict[str, Role]) -> None:
 
 def test_conditions_split_into_independent_equality_residual() -> None:
     a = analyze(parse(mr(
-        "ORDER BY ts PATTERN (A B C) WITHIN 5 DEFINE "
-        "A AS x > 1 AND A.y = A.z AND TRUE, "
-        "B AS B.k = A.k AND A.j = C.j AND B.v > A.v AND B.w = PREV(B.w) AND B.s IN ('a', 'b'), "
-        "C AS k = B.k + 1 OR C.z = 1")))
+        "ORDER BY ts PATTERN (A B C) WITHIN 5 DEFINE A AS x > 1 AND A.y = A.z AND "
+        "TRUE, B AS B.k = A.k AND A.j = C.j AND B.v > A.v AND B.w = PREV(B.w) AND "
+        "B.s IN ('a', 'b'), C AS k = B.k + 1 OR C.z = 1")))
     av, bv, cv = (a.variable(x) for x in "ABC")
     assert to_sql(av.independent) == "x > 1 AND A.y = A.z"  # type: ignore[arg-type]
     assert to_sql(bv.independent) == "B.s IN ('a', 'b')"  # type: ignore[arg-type]
@@ -229,8 +236,8 @@ def test_column_names_bind_to_the_data_once() -> None:
 
 
 def test_an_optional_definer_constrains_nothing_else() -> None:
-    a = analyze(parse(mr("ORDER BY ts ALL MATCHES PATTERN (A (B | C) D) DEFINE A AS A.t = 1, B AS B.k = A.k, "
-                         "C AS C.t = 2, D AS D.t = 3")))
+    a = analyze(parse(mr("ORDER BY ts ALL MATCHES PATTERN (A (B | C) D) DEFINE A AS A.t = 1, B AS "
+                         "B.k = A.k, C AS C.t = 2, D AS D.t = 3")))
     (e,) = a.equalities
     assert a.constrains(e, "B") and not a.constrains(e, "A")
 

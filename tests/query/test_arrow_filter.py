@@ -95,7 +95,8 @@ def test_filter_agrees_with_python(op1: str, v1: int, op2: str, v2: int, conj: s
     assert rows(f"A.x {op1} {v1} {conj} A.x {op2} {v2}") == expected
 
 
-# numbers the pushed filter must compare exactly as the engines do (SQL's rules, dfs_cer.query.numeric)
+# numbers the pushed filter must compare exactly as the engines do (SQL's rules,
+# dfs_cer.query.numeric)
 NUMBERS = pa.table({
     "ts": list(range(6)),
     "u": pa.array([0, 1, 2**63, 2**64 - 1, None, 5], pa.uint64()),

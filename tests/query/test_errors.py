@@ -129,7 +129,8 @@ CASES = [
     (mr("ORDER BY ts PATTERN (A{0} B) DEFINE A AS A.x > 0"), INVALID, "the quantifier {0} has upper bound 0",
      "PATTERN"),
     (mr("ORDER BY ts PATTERN (A B{,0}) DEFINE A AS A.x > 0"), INVALID, "upper bound must be at least 1", "PATTERN"),
-    (mr("ORDER BY ts MEASURES array_agg(CLASSIFIER() || CAST(A.x AS VARCHAR)) AS v PATTERN (A B)"), INVALID,
+    (mr("ORDER BY ts MEASURES array_agg(CLASSIFIER() "
+        "|| CAST(A.x AS VARCHAR)) AS v PATTERN (A B)"), INVALID,
      "mix pattern variables A and the universal one", "MEASURES v"),
     (mr("ORDER BY ts MEASURES count(CLASSIFIER(A) || CAST(x AS VARCHAR)) AS v PATTERN (A B)"), INVALID,
      "mix pattern variables A and the universal one", "MEASURES v"),
@@ -137,7 +138,8 @@ CASES = [
      "FILTER of sum(A.x) FILTER (WHERE B.x > 0) reads pattern variables A, B", "MEASURES v"),
     (mr("ORDER BY ts MEASURES count(*) FILTER (WHERE A.x > B.x) AS v PATTERN (A B)"), INVALID,
      "reads pattern variables A, B", "MEASURES v"),
-    (mr("ORDER BY ts MEASURES CLASSIFIER() AS c ALL ROWS PER MATCH WITH UNMATCHED ROWS PATTERN (A {- B -})"), INVALID,
+    (mr("ORDER BY ts MEASURES CLASSIFIER() AS c ALL ROWS PER MATCH WITH UNMATCHED ROWS "
+        "PATTERN (A {- B -})"), INVALID,
      "pattern exclusion {- ... -} cannot be used with ALL ROWS PER MATCH WITH UNMATCHED ROWS", "PATTERN"),
     (mr("ORDER BY ts ALL ROWS PER MATCH WITH UNMATCHED ROWS PATTERN (A ({- B+ -})? C)"), INVALID,
      "neither output as matched nor as unmatched rows", "PATTERN"),

@@ -22,8 +22,10 @@ from dfs_cer.query.expr import BinaryOp, Column
 from dfs_cer.query.numeric import comparable
 
 TYPES = {
-    "int8": pa.int8(), "int32": pa.int32(), "int64": pa.int64(), "uint8": pa.uint8(), "uint32": pa.uint32(),
-    "uint64": pa.uint64(), "float32": pa.float32(), "float64": pa.float64(), "dec_9_2": pa.decimal128(9, 2),
+    "int8": pa.int8(), "int32": pa.int32(), "int64": pa.int64(), "uint8": pa.uint8(),
+    "uint32": pa.uint32(),
+    "uint64": pa.uint64(), "float32": pa.float32(), "float64": pa.float64(),
+    "dec_9_2": pa.decimal128(9, 2),
     "dec_30_3": pa.decimal128(30, 3), "dec_38_0": pa.decimal128(38, 0),
 }  # fmt: skip
 # values near the places where conversions lose information
@@ -154,8 +156,8 @@ def test_decimal_arithmetic_past_38_digits_and_time_units_in_the_vm() -> None:
                   "k_ms": pa.array([1000, None], pa.timestamp("ms")), "k_us": pa.array([None, 1_500_000], pa.timestamp("us"))})
     for cond in ("B.v = A.v + 1", "B.k_us - A.k_ms <= INTERVAL '1' SECOND", "B.k_us > A.k_ms"):
         for head in ("ALL MATCHES", "ONE ROW PER MATCH"):
-            sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a {head} PATTERN (A B) "
-                   f"DEFINE A AS A.type = 'A', B AS B.type = 'B' AND {cond})")
+            sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a {head} "
+                   f"PATTERN (A B) DEFINE A AS A.type = 'A', B AS B.type = 'B' AND {cond})")
             assert match_recognize(t, sql).to_pylist() == [{"a": 1}], (cond, head)
     big = pa.table({"ts": [1, 2], "x": pa.array([2**62, 2**62], pa.int64())})
     avg = match_recognize(big, "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES avg(A.x) AS m "

@@ -101,36 +101,39 @@ SESSION_FORMS = [
 HARMLESS = [
     "SELECT * FROM m",
     # pure functions analysts reach for (each engine runs the ones it has)
-    "SELECT now(), dayname(t), monthname(t), isodow(t), isnan(b), isinf(b), translate(s, 'ab', 'xy'), "
-    "time_bucket(INTERVAL '1' HOUR, t), epoch_us(t) FROM m",
-    "SELECT DISTINCT a, b FROM m WHERE a IS NOT NULL AND b BETWEEN 1 AND 9 OR a IN (1, 2) ORDER BY a DESC LIMIT 5",
+    "SELECT now(), dayname(t), monthname(t), isodow(t), isnan(b), isinf(b), translate(s, "
+    "'ab', 'xy'), time_bucket(INTERVAL '1' HOUR, t), epoch_us(t) FROM m",
+    "SELECT DISTINCT a, b FROM m WHERE a IS NOT NULL AND b BETWEEN 1 AND 9 OR a IN (1, 2) "
+    "ORDER BY a DESC LIMIT 5",
     "SELECT a, count(*) AS n, sum(b), avg(b), min(b), max(b), count(DISTINCT b) FROM m GROUP BY a "
     "HAVING count(*) > 1 ORDER BY n DESC NULLS LAST",
-    "SELECT a, b + 1, b - 1, b * 2, b / 2, b % 2, -b, abs(b), round(b / 3.0, 2), floor(b), ceil(b), sqrt(abs(b)), "
-    "power(b, 2), ln(abs(b) + 1), greatest(a, b), least(a, b) FROM m",
-    "SELECT CASE WHEN b > 1 THEN 'hi' WHEN b < 0 THEN 'neg' ELSE 'lo' END AS c, coalesce(a, 0), nullif(a, b), "
-    "CAST(b AS DOUBLE), CAST(b AS VARCHAR), try_cast(a AS INT) FROM m",
+    "SELECT a, b + 1, b - 1, b * 2, b / 2, b % 2, -b, abs(b), round(b / 3.0, 2), floor(b), "
+    "ceil(b), sqrt(abs(b)), power(b, 2), ln(abs(b) + 1), greatest(a, b), least(a, b) FROM m",
+    "SELECT CASE WHEN b > 1 THEN 'hi' WHEN b < 0 THEN 'neg' ELSE 'lo' END AS c, coalesce(a, "
+    "0), nullif(a, b), CAST(b AS DOUBLE), CAST(b AS VARCHAR), try_cast(a AS INT) FROM m",
     "SELECT upper(s), lower(s), length(s), substring(s, 1, 2), trim(s), concat(s, 'x'), s || 'y', "
     "replace(s, 'a', 'b'), s LIKE 'a%', regexp_replace(s, 'a+', 'b'), split_part(s, '-', 1) FROM m",
     "SELECT date_trunc('hour', t), t + INTERVAL '1' HOUR, extract(YEAR FROM t), year(t), month(t), "
     "current_date, current_timestamp FROM m",
-    "SELECT a, row_number() OVER (PARTITION BY a ORDER BY b) AS r, rank() OVER w, "
-    "lag(b, 1) OVER (ORDER BY t), lead(b) OVER (ORDER BY t), sum(b) OVER (ORDER BY t ROWS BETWEEN 2 PRECEDING "
-    "AND CURRENT ROW) FROM m WINDOW w AS (ORDER BY b)",
+    "SELECT a, row_number() OVER (PARTITION BY a ORDER BY b) AS r, rank() OVER w, lag(b, 1) "
+    "OVER (ORDER BY t), lead(b) OVER (ORDER BY t), sum(b) OVER (ORDER BY t ROWS BETWEEN 2 "
+    "PRECEDING AND CURRENT ROW) FROM m WINDOW w AS (ORDER BY b)",
     "SELECT a, count(*) FILTER (WHERE b > 1) AS n, stddev(b), median(b) FROM m GROUP BY a",
     "SELECT m.a, n.label FROM m JOIN n ON m.a = n.a LEFT JOIN n AS k USING (a) WHERE EXISTS "
     "(SELECT 1 FROM n WHERE n.a = m.a) AND m.b > (SELECT avg(b) FROM m)",
     "WITH x AS (SELECT a, b FROM m), y AS (SELECT a FROM x WHERE b > 1) SELECT * FROM y UNION ALL "
     "SELECT a FROM n EXCEPT SELECT a FROM m INTERSECT SELECT a FROM n",
-    "SELECT * FROM (SELECT a, b FROM m) AS s WHERE s.b = (SELECT max(b) FROM m) ORDER BY 1 LIMIT 3 OFFSET 1",
+    "SELECT * FROM (SELECT a, b FROM m) AS s WHERE s.b = (SELECT max(b) FROM m) ORDER BY 1 "
+    "LIMIT 3 OFFSET 1",
     "SELECT a, b FROM m QUALIFY row_number() OVER (PARTITION BY a ORDER BY b) = 1",
     "SELECT a, count(*) FROM m GROUP BY ROLLUP (a)",
     "SELECT m.current_catalog, m.user FROM m",
-    "SELECT t AT TIME ZONE 'UTC', date_part('year', t), CAST(b AS DECIMAL(10, 2)), a IS DISTINCT FROM b, "
-    "s SIMILAR TO 'z' FROM m ORDER BY 1 FETCH FIRST 5 ROWS ONLY",
-    "SELECT mode(a), string_agg(s, ','), percentile_cont(0.5) WITHIN GROUP (ORDER BY b), md5(s) FROM m",
-    "SELECT * FROM (VALUES (1, 'a'), (2, 'b')) AS v(x, y) WHERE x NOT IN (SELECT a FROM n) AND x = ANY "
-    "(SELECT a FROM m)",
+    "SELECT t AT TIME ZONE 'UTC', date_part('year', t), CAST(b AS DECIMAL(10, 2)), a IS "
+    "DISTINCT FROM b, s SIMILAR TO 'z' FROM m ORDER BY 1 FETCH FIRST 5 ROWS ONLY",
+    "SELECT mode(a), string_agg(s, ','), percentile_cont(0.5) "
+    "WITHIN GROUP (ORDER BY b), md5(s) FROM m",
+    "SELECT * FROM (VALUES (1, 'a'), (2, 'b')) AS v(x, y) WHERE x NOT IN (SELECT a FROM n) "
+    "AND x = ANY (SELECT a FROM m)",
 ]
 
 
@@ -290,7 +293,7 @@ def test_engine_values_never_run_on_the_embedded_engine(select: str) -> None:
     from dfs_cer import match_recognize
 
     events = pa.table({"ts": [1, 2, 3], "v": [1, 0, 2]})
-    sql = (f"SELECT t, {select} FROM events MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS t ONE ROW PER MATCH "
-           "PATTERN (A) DEFINE A AS A.v > 0)")
+    sql = (f"SELECT t, {select} FROM events MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS t "
+           "ONE ROW PER MATCH PATTERN (A) DEFINE A AS A.v > 0)")
     with pytest.raises(QueryValidationError, match="may not use"):
         match_recognize(events, sql)

@@ -13,8 +13,8 @@ from dfs_cer.query.parser import parse_statement
 
 T = pa.table({"d": ["a", "a", "b", "b", "a", "b"], "x": [1, 5, 2, 6, 7, 1], "ts": [1, 2, 3, 4, 5, 6]})
 NAMES = pa.table({"d": ["a", "b"], "label": ["Alpha", "Beta"]})
-RISES = ("FROM t MATCH_RECOGNIZE (PARTITION BY d ORDER BY ts MEASURES A.ts AS a_ts, B.x AS bx ONE ROW PER MATCH "
-         "AFTER MATCH SKIP TO NEXT ROW PATTERN (A B) DEFINE B AS B.x > A.x)")
+RISES = ("FROM t MATCH_RECOGNIZE (PARTITION BY d ORDER BY ts MEASURES A.ts AS a_ts, B.x AS bx "
+         "ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN (A B) DEFINE B AS B.x > A.x)")
 # rises per d: a: (1 -> 5), (5 -> 7); b: (2 -> 6)
 
 
@@ -40,24 +40,26 @@ def test_cte_join_with_a_registered_table() -> None:
 def test_a_scalar_subquery_and_union_of_two_clauses() -> None:
     out = match_recognize(T, f"SELECT d FROM (SELECT * {RISES}) WHERE bx > (SELECT min(x) FROM t) ORDER BY d")
     assert out.column("d").to_pylist() == ["a", "a", "b"]
-    highs = "FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS at ONE ROW PER MATCH PATTERN (A) DEFINE A AS A.x > 5)"
-    lows = "FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS at ONE ROW PER MATCH PATTERN (A) DEFINE A AS A.x < 2)"
+    highs = ("FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS at ONE ROW PER MATCH PATTERN "
+             "(A) DEFINE A AS A.x > 5)")
+    lows = ("FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS at ONE ROW PER MATCH PATTERN "
+            "(A) DEFINE A AS A.x < 2)")
     out = match_recognize(T, f"SELECT at, 'high' AS kind {highs} UNION ALL SELECT at, 'low' AS kind {lows} ORDER BY at")
     assert out.to_pylist() == [{"at": 1, "kind": "low"}, {"at": 4, "kind": "high"}, {"at": 5, "kind": "high"},
                                {"at": 6, "kind": "low"}]
 
 
 def test_two_clauses_joined() -> None:
-    falls = ("FROM t MATCH_RECOGNIZE (PARTITION BY d ORDER BY ts MEASURES A.ts AS f_ts ONE ROW PER MATCH "
-             "AFTER MATCH SKIP TO NEXT ROW PATTERN (A B) DEFINE B AS B.x < A.x)")
+    falls = ("FROM t MATCH_RECOGNIZE (PARTITION BY d ORDER BY ts MEASURES A.ts AS f_ts ONE ROW "
+             "PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN (A B) DEFINE B AS B.x < A.x)")
     out = match_recognize(T, f"SELECT r.d, r.a_ts, f.f_ts {RISES} AS r JOIN (SELECT * {falls}) AS f "
                              "ON r.d = f.d AND f.f_ts > r.a_ts ORDER BY r.d, r.a_ts")
     assert out.to_pylist() == [{"d": "b", "a_ts": 3, "f_ts": 4}]
 
 
 def test_a_clause_over_a_subquery_or_a_cte() -> None:
-    body = ("MATCH_RECOGNIZE (PARTITION BY d ORDER BY ts MEASURES A.ts AS a_ts ONE ROW PER MATCH PATTERN (A B) "
-            "DEFINE B AS B.x > A.x)")
+    body = ("MATCH_RECOGNIZE (PARTITION BY d ORDER BY ts MEASURES A.ts AS a_ts ONE ROW PER "
+            "MATCH PATTERN (A B) DEFINE B AS B.x > A.x)")
     # without the row x = 1 the a-partition reads 5, 7 and b reads 2, 6
     sub = match_recognize(T, f"SELECT * FROM (SELECT * FROM t WHERE x > 1) {body} ORDER BY d")
     cte = match_recognize(T, f"WITH f AS (SELECT * FROM t WHERE x > 1) SELECT * FROM f {body} ORDER BY d")
@@ -100,8 +102,8 @@ def test_null_ordering_follows_trino() -> None:
     from dfs_cer.local import outer_sql
 
     t = pa.table({"x": [3, None, 1, None, 2], "ts": [1, 2, 3, 4, 5]})
-    q = ("SELECT v FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.x AS v ONE ROW PER MATCH PATTERN (A) "
-         "DEFINE A AS true) ORDER BY v")
+    q = ("SELECT v FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.x AS v ONE ROW PER MATCH "
+         "PATTERN (A) DEFINE A AS true) ORDER BY v")
     assert match_recognize(t, q).column("v").to_pylist() == [1, 2, 3, None, None]
     assert match_recognize(t, q + " DESC").column("v").to_pylist() == [3, 2, 1, None, None]
     assert match_recognize(t, q + " NULLS FIRST").column("v").to_pylist() == [None, None, 1, 2, 3]
@@ -117,8 +119,8 @@ def test_order_by_nulls_first_inside_the_clause_is_honoured() -> None:
     t = pa.table({"p": [1, None, 2, None, 3], "ts": [1, 2, 3, 4, 5]})
     got = {}
     for order in ("p", "p NULLS FIRST", "p DESC", "p DESC NULLS FIRST", "p NULLS LAST"):
-        q = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY {order} MEASURES A.p AS first_p, LAST(B.p) AS last_p "
-             "ONE ROW PER MATCH PATTERN (A B*) DEFINE B AS true)")
+        q = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY {order} MEASURES A.p AS first_p, "
+             "LAST(B.p) AS last_p ONE ROW PER MATCH PATTERN (A B*) DEFINE B AS true)")
         got[order] = tuple(match_recognize(t, q).to_pylist()[0].values())
     assert got == {"p": (1, None), "p NULLS FIRST": (None, 3), "p DESC": (3, None),
                    "p DESC NULLS FIRST": (None, 1), "p NULLS LAST": (1, None)}
@@ -131,7 +133,8 @@ MR = "MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a PATTERN (A) DEFINE A AS A.
     (f"SELECT * FROM (SELECT * FROM t WHERE x > 2) {MR}", ("t", "x > 2")),
     (f"SELECT * FROM (SELECT * FROM t AS e WHERE e.x > 2 AND s LIKE 'a%') {MR}", ("t", "x > 2 AND s LIKE 'a%'")),
     (f"SELECT * FROM (SELECT * FROM t WHERE t.x > 2) {MR}", ("t", "x > 2")),
-    (f"WITH f AS (SELECT * FROM t WHERE ts >= TIMESTAMP '2024-01-01 00:00:00') SELECT * FROM f {MR}",
+    ("WITH f AS (SELECT * FROM t WHERE ts >= TIMESTAMP '2024-01-01 00:00:00') "
+     f"SELECT * FROM f {MR}",
      ("t", "ts >= CAST('2024-01-01 00:00:00' AS TIMESTAMP)")),
     (f"SELECT * FROM (SELECT * FROM t WHERE x / 2 > 1) {MR}", None),  # integer division differs
     (f"SELECT * FROM (SELECT x, ts FROM t WHERE x > 2) {MR}", None),  # a projection
@@ -144,7 +147,8 @@ MR = "MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a PATTERN (A) DEFINE A AS A.
     (f"SELECT * FROM (SELECT * FROM t WHERE u.x > 2) {MR}", None),  # another table's column
     (f"SELECT * FROM (SELECT * FROM t) {MR}", None),  # nothing to push: the table itself
     (f"SELECT * FROM (SELECT * FROM t WHERE CAST(x AS VARCHAR) = '2') {MR}", None),
-    (f"WITH f AS (SELECT * FROM t WHERE x > 2), g AS (SELECT * FROM f WHERE x < 9) SELECT * FROM g {MR}", None),
+    ("WITH f AS (SELECT * FROM t WHERE x > 2), g AS (SELECT * FROM f WHERE x < 9) "
+     f"SELECT * FROM g {MR}", None),
     # not SELECT * FROM t: columns replaced, dropped or renamed, a sample
     (f"SELECT * FROM (SELECT * REPLACE (x * 0 + 1 AS x) FROM t WHERE x > 2) {MR}", None),
     (f"SELECT * FROM (SELECT * EXCLUDE (y) FROM t WHERE x > 2) {MR}", None),
@@ -156,7 +160,8 @@ MR = "MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a PATTERN (A) DEFINE A AS A.
     (f"SELECT * FROM (SELECT * FROM t WHERE x * 3 > 0) {MR}", None),  # overflow
     (f"SELECT * FROM (SELECT * FROM t WHERE trim(s) = 'p') {MR}", None),  # white space
     (f"SELECT * FROM (SELECT * FROM t WHERE upper(s) = 'P') {MR}", None),  # Unicode tables
-    (f"SELECT * FROM (SELECT * FROM t WHERE x = 1.0000000000000000000000000000000000000001) {MR}", None),
+    ("SELECT * FROM (SELECT * FROM t WHERE x = "
+     f"1.0000000000000000000000000000000000000001) {MR}", None),
     (f"SELECT * FROM (SELECT * FROM t WHERE f > 1e0) {MR}", None),
     (f"SELECT * FROM (SELECT * FROM t WHERE d = DATE '20240101') {MR}", None),
     (f"SELECT * FROM (SELECT * FROM t WHERE s LIKE '{'%a' * 200}') {MR}", None),
@@ -177,17 +182,20 @@ def test_a_cte_only_a_clause_reads_is_dropped_from_the_statement() -> None:
 
 def test_a_subquery_input_reads_the_statements_ctes() -> None:
     t = pa.table({"ts": [1, 2, 3, 4], "x": [1, 2, 3, 4]})
-    clause = "MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ONE ROW PER MATCH PATTERN (A) DEFINE A AS TRUE)"
-    sql = f"WITH f AS (SELECT * FROM t WHERE x > 2) SELECT * FROM (SELECT * FROM f WHERE x < 4) {clause}"
+    clause = ("MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ONE ROW PER MATCH PATTERN (A) "
+              "DEFINE A AS TRUE)")
+    sql = ("WITH f AS (SELECT * FROM t WHERE x > 2) SELECT * "
+           f"FROM (SELECT * FROM f WHERE x < 4) {clause}")
     assert match_recognize(t, sql).to_pylist() == [{"a": 3}]
-    sql = f"WITH f AS (SELECT * FROM t WHERE x > 100) SELECT * FROM (SELECT * FROM f WHERE x < 9) {clause}"
+    sql = ("WITH f AS (SELECT * FROM t WHERE x > 100) SELECT * "
+           f"FROM (SELECT * FROM f WHERE x < 9) {clause}")
     assert match_recognize(t, sql).num_rows == 0
 
 
 def test_a_cte_input_partitioned_by_an_expression_runs() -> None:
     t = pa.table({"ts": [1, 2, 3, 4], "x": [1, 2, 3, 4]})
-    clause = ("MATCH_RECOGNIZE (PARTITION BY x % 2 ORDER BY ts MEASURES A.ts AS a ONE ROW PER MATCH PATTERN (A) "
-              "DEFINE A AS A.x > 1)")
+    clause = ("MATCH_RECOGNIZE (PARTITION BY x % 2 ORDER BY ts MEASURES A.ts AS a ONE ROW PER "
+              "MATCH PATTERN (A) DEFINE A AS A.x > 1)")
     expected = match_recognize(t, f"SELECT * FROM t {clause}").to_pylist()
     assert len(expected) == 3
     for sql in (f"WITH f AS (SELECT * FROM t) SELECT * FROM f {clause}",

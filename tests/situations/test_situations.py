@@ -115,7 +115,8 @@ def test_search_ranges_find_exactly_the_related_situations(gaps: list[tuple[int,
 
 
 def test_t3_figure_3_overlaps_by_two_searches() -> None:
-    """A1 overlaps B: starts in (A1.ts, A1.te) give {B1}, ends in (A1.te, inf) {B1, B2}; both: {B1}."""
+    """A1 overlaps B: starts in (A1.ts, A1.te) give {B1},
+    ends in (A1.te, inf) {B1, B2}; both: {B1}."""
     b_ts, b_te = np.array([4, 9]), np.array([8, 12])
     values = np.unique(np.concatenate([b_ts, b_te, [2, 6]]))
 
@@ -176,7 +177,7 @@ def test_durations_with_units_outer_query_and_errors() -> None:
         parse_situations("SELECT * FROM t SITUATIONS (ORDER BY t DEFINE A AS x > 1 PATTERN A before Z)")
 
 
-# ------------------------------------------------------------------ versus a MATCH_RECOGNIZE encoding
+# ---------------------------------------------------------------- versus a MATCH_RECOGNIZE encoding
 
 def encoded(sql: str, table: pa.Table) -> list[tuple[object, ...]]:
     """The MATCH_RECOGNIZE encoding's matches (dfs_cer.situations.encoding)."""
@@ -292,14 +293,14 @@ def test_from_storage_nodes_equals_local(partitioning: str, tmp_path_factory: py
     root = tmp_path_factory.mktemp("situations")
     pq.write_table(table, root / "cars.parquet")
     shard(str(root / "cars.parquet"), 3, str(root / "nodes"), partitioning=partitioning, batch_rows=5000)
-    sql = ("SELECT * FROM cars SITUATIONS (PARTITION BY car ORDER BY ts "
-           "DEFINE A AS x > 0.3 AT LEAST INTERVAL '2' MINUTE, B AS x > 0 AND speed > 50 "
-           "PATTERN A during B; A starts B; A overlaps B AND B before C, C AS x < -0.2 "
-           "WITHIN INTERVAL '3' HOUR MEASURES avg(B.speed) AS avg_speed, count(A.*) AS a_rows, LAST(C.speed) AS c_last)")
-    sql = ("SELECT * FROM cars SITUATIONS (PARTITION BY car ORDER BY ts "
-           "DEFINE A AS x > 0.3 AT LEAST INTERVAL '2' MINUTE, B AS x > 0 AND speed > 50, C AS x < -0.2 "
-           "PATTERN (A during B; A starts B; A overlaps B) AND B before C "
-           "WITHIN INTERVAL '3' HOUR MEASURES avg(B.speed) AS avg_speed, count(A.*) AS a_rows, LAST(C.speed) AS c_last)")
+    sql = ("SELECT * FROM cars SITUATIONS (PARTITION BY car ORDER BY ts DEFINE A AS x > 0.3 AT "
+           "LEAST INTERVAL '2' MINUTE, B AS x > 0 AND speed > 50 PATTERN A during B; A starts "
+           "B; A overlaps B AND B before C, C AS x < -0.2 WITHIN INTERVAL '3' HOUR MEASURES "
+           "avg(B.speed) AS avg_speed, count(A.*) AS a_rows, LAST(C.speed) AS c_last)")
+    sql = ("SELECT * FROM cars SITUATIONS (PARTITION BY car ORDER BY ts DEFINE A AS x > 0.3 AT "
+           "LEAST INTERVAL '2' MINUTE, B AS x > 0 AND speed > 50, C AS x < -0.2 PATTERN (A "
+           "during B; A starts B; A overlaps B) AND B before C WITHIN INTERVAL '3' HOUR "
+           "MEASURES avg(B.speed) AS avg_speed, count(A.*) AS a_rows, LAST(C.speed) AS c_last)")
     local = match_situations(table, sql)
     assert local.num_rows > 10
     with LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(3)]) as cluster:
@@ -340,9 +341,9 @@ def test_cli_situation_query(tmp_path_factory: pytest.TempPathFactory) -> None:
     events = situation_events(30_000, 3)
     pq.write_table(events, root / "e.parquet")
     shard(str(root / "e.parquet"), 2, str(root / "nodes"), partitioning="time")
-    sql = ("SELECT key, A_start, avg_v FROM s SITUATIONS (PARTITION BY key ORDER BY ts DEFINE A AS a, B AS b "
-           "PATTERN A during B; A starts B WITHIN INTERVAL '10' MINUTE MEASURES avg(A.v) AS avg_v) "
-           "ORDER BY key, A_start LIMIT 5")
+    sql = ("SELECT key, A_start, avg_v FROM s SITUATIONS (PARTITION BY key ORDER BY ts DEFINE "
+           "A AS a, B AS b PATTERN A during B; A starts B WITHIN INTERVAL '10' MINUTE MEASURES "
+           "avg(A.v) AS avg_v) ORDER BY key, A_start LIMIT 5")
     exe = str(Path(sys.executable).parent / "dfs-cer")
     with LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(2)]) as cluster:
         out = subprocess.run([exe, "query", "--endpoints", ",".join(cluster.endpoints), "--token-file",
@@ -390,8 +391,9 @@ def test_integer_measures_fractional_bounds_and_between() -> None:
     got = match_situations(t, "SELECT * FROM t SITUATIONS (ORDER BY t DEFINE A AS a = 1 AT LEAST 2.5, "
                               "B AS b = 1 PATTERN A before B)")
     assert got.column("A_start").to_pylist() == [3]  # [0, 2) lasts 2 < 2.5
-    q = parse_situations("SELECT * FROM t SITUATIONS (ORDER BY t DEFINE A AS x > 0 AND speed BETWEEN 60 AND 80, "
-                         "B AS speed > 70 BETWEEN 4 AND 30, C AS (c) BETWEEN 1 AND 2 PATTERN A before B AND B before C)")
+    q = parse_situations("SELECT * FROM t SITUATIONS (ORDER BY t DEFINE A AS x > 0 "
+                         "AND speed BETWEEN 60 AND 80, B AS speed > 70 BETWEEN 4 AND 30, "
+                         "C AS (c) BETWEEN 1 AND 2 PATTERN A before B AND B before C)")
     a, b, c = q.situations
     assert a.min_duration is None and b.min_duration is not None and c.max_duration is not None
 

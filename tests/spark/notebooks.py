@@ -39,7 +39,8 @@ def s3_bucket(bucket: str) -> Iterator[str]:
 
 
 def execute(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> list[Any]:
-    """Run notebook ``name`` with ``env`` (plus the test S3 credentials); its code cells' outputs."""
+    """Run notebook ``name`` with ``env`` (plus the test S3 credentials);
+    its code cells' outputs."""
     import nbformat
     from ipykernel.kernelspec import install
     from nbclient import NotebookClient

@@ -37,8 +37,10 @@ def dense_events(n: int = N, seed: int = 7) -> pa.Table:
 
 
 def q(body: str, rows: str = "ONE ROW PER MATCH", skip: str = "", part: str = "") -> str:
-    return (f"SELECT * FROM t MATCH_RECOGNIZE ({part} ORDER BY ts MEASURES FIRST(ts) AS f, LAST(ts) AS l, "
-            f"COUNT(*) AS n {', CLASSIFIER() AS c' if rows != 'ONE ROW PER MATCH' else ''} {rows} {skip} {body})")
+    return (f"SELECT * FROM t MATCH_RECOGNIZE ({part} ORDER BY ts MEASURES FIRST(ts) AS f, "
+            "LAST(ts) AS l, "
+            f"COUNT(*) AS n {', CLASSIFIER() AS c' if rows != 'ONE ROW PER MATCH' else ''} "
+            f"{rows} {skip} {body})")
 
 
 CHAIN = "PATTERN (A+ B) WITHIN 40 SECONDS DEFINE A AS A.v < 8, B AS B.v >= 8"
@@ -110,8 +112,8 @@ def test_unsplittable_patterns_run_as_one_chunk_and_say_why(spark: Any, dense: t
     from dfs_cer.spark import recognize
 
     events, root = dense
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES MATCH_NUMBER() * 2 AS m, COUNT(*) AS n "
-           "PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES MATCH_NUMBER() * 2 AS m, "
+           "COUNT(*) AS n PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2)")
     run = recognize(spark, sql, data=str(root), driver_threshold=0, tasks=2)
     assert rows(run.matches.toArrow().cast(local_match_recognize(events, sql).schema)) == \
         rows(local_match_recognize(events, sql))
@@ -191,11 +193,13 @@ events = pq.read_table(root).sort_by("ts")
 out = {}
 for name in sys.argv[3:]:
     want = local(events, QUERIES[name])
-    for source, kw in (("data", {"data": root}), ("nodes", {"endpoints": endpoints, "token": token})):
+    for source, kw in (("data", {"data": root}),
+                       ("nodes", {"endpoints": endpoints, "token": token})):
         run = recognize(spark, QUERIES[name], driver_threshold=0, tasks=2, **kw)
-        out[f"{name} {source}"] = {"equal": rows(run.matches.toArrow().cast(want.schema)) == rows(want),
-                                   "mode": run.split.mode, "pulled": bool(run.split.transfers),
-                                   "driver_rows": run.split.driver_rows, "chunks": run.split.chunks}
+        out[f"{name} {source}"] = {
+            "equal": rows(run.matches.toArrow().cast(want.schema)) == rows(want),
+            "mode": run.split.mode, "pulled": bool(run.split.transfers),
+            "driver_rows": run.split.driver_rows, "chunks": run.split.chunks}
 pids = spark.sparkContext.parallelize(range(8), 4).map(lambda _: os.getpid()).distinct().collect()
 out["executor_pids"] = len(set(pids) - {os.getpid()})
 print("RESULT " + json.dumps(out))
@@ -275,7 +279,8 @@ def test_an_executor_pull_failure_is_one_clear_error(spark: Any, nodes: Any) -> 
 
     distributed.SlicePuller.__init__ = wrong_token  # type: ignore[method-assign]
     try:
-        with pytest.raises(StorageError, match=r"round \d+ \(pull_range taken by executors.*storage node grpc\+tcp://127.0.0.1:\d+ refused"):
+        with pytest.raises(StorageError, match=r"round \d+ \(pull_range taken by executors.*storage node "
+                                               r"grpc\+tcp://127.0.0.1:\d+ refused"):
             recognize(spark, QUERIES["past-last-chain"], endpoints=nodes.endpoints, token=nodes.token,
                       strategy="dfs", driver_threshold=0, tasks=2)
     finally:
@@ -319,8 +324,9 @@ EDGES = {
 
 @pytest.mark.parametrize("name", list(EDGES))
 def test_partition_edges_over_time_chunks(spark: Any, dense: tuple[pa.Table, Path], name: str) -> None:
-    """``^`` holds at the log's first row only (not at every chunk's), ``$`` at its last row, empty
-    matches and unmatched rows come once each, MATCH_NUMBER() counts the whole partition's matches."""
+    """``^`` holds at the log's first row only (not at every chunk's), ``$`` at its last row,
+    empty matches and unmatched rows come once each, MATCH_NUMBER() counts the whole
+    partition's matches."""
     from dfs_cer.spark import recognize
 
     events, root = dense
@@ -336,11 +342,13 @@ def test_partition_edges_over_time_chunks(spark: Any, dense: tuple[pa.Table, Pat
 @pytest.mark.parametrize(("sql", "mode", "why"), [
     (q("PATTERN (^ A B*) WITHIN 40 SECONDS DEFINE A AS A.v < 10, B AS B.v < 8", part="PARTITION BY g"), "partition",
      "^ or $ under PARTITION BY"),
-    (q("PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2 AND MATCH_NUMBER() > 3"),
+    (q("PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2 AND "
+       "MATCH_NUMBER() > 3"),
      "single", "MATCH_NUMBER")])
 def test_partition_edges_keep_partitions_whole(spark: Any, dense: tuple[pa.Table, Path], sql: str, mode: str,
                                                why: str) -> None:
-    """Anchors under PARTITION BY, and MATCH_NUMBER() in DEFINE, keep partitions whole and say why."""
+    """Anchors under PARTITION BY, and MATCH_NUMBER() in DEFINE,
+    keep partitions whole and say why."""
     from dfs_cer.spark import recognize
 
     events, root = dense

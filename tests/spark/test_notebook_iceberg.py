@@ -1,4 +1,5 @@
-"""notebooks/query_iceberg_in_s3.ipynb, executed cell by cell (nbclient) against moto's S3 server."""
+"""notebooks/query_iceberg_in_s3.ipynb, executed cell by cell
+(nbclient) against moto's S3 server."""
 
 from __future__ import annotations
 

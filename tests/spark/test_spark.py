@@ -1,4 +1,5 @@
-"""MATCH_RECOGNIZE on local Spark: the driver pulls, executors match, Spark SQL runs the outer query."""
+"""MATCH_RECOGNIZE on local Spark: the driver pulls, executors match,
+Spark SQL runs the outer query."""
 
 from __future__ import annotations
 
@@ -23,12 +24,13 @@ from storage_node.launcher import LocalCluster
 
 pytestmark = pytest.mark.spark
 
-CER = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, B.ts AS b_ts, C.a1 AS c_a1 "
-       "ALL MATCHES PATTERN (A B C) WITHIN INTERVAL '2' MINUTE DEFINE A AS A.type = 'T_02', "
-       "B AS B.type = 'T_15' AND B.a2 = A.a2, C AS C.type = 'T_09' AND C.a1 < 500)")
-ROWS = ("SELECT m.a_ts, m.n FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, COUNT(N.*) AS n "
-        "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B) WITHIN INTERVAL '1' MINUTE "
-        "DEFINE A AS A.type = 'T_02', B AS B.type = 'T_03' AND B.a1 > A.a1) AS m WHERE m.n < 40 ORDER BY m.a_ts")
+CER = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, B.ts AS b_ts, C.a1 "
+       "AS c_a1 ALL MATCHES PATTERN (A B C) WITHIN INTERVAL '2' MINUTE DEFINE A AS A.type = "
+       "'T_02', B AS B.type = 'T_15' AND B.a2 = A.a2, C AS C.type = 'T_09' AND C.a1 < 500)")
+ROWS = ("SELECT m.a_ts, m.n FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, "
+        "COUNT(N.*) AS n ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B) "
+        "WITHIN INTERVAL '1' MINUTE DEFINE A AS A.type = 'T_02', B AS B.type = 'T_03' AND B.a1 "
+        "> A.a1) AS m WHERE m.n < 40 ORDER BY m.a_ts")
 PARTITIONED = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY type ORDER BY ts MEASURES MATCH_NUMBER() AS mn, "
                "FIRST(X.ts) AS first_ts, LAST(X.ts) AS last_ts ONE ROW PER MATCH PATTERN (X{3}) "
                "WITHIN INTERVAL '5' MINUTE DEFINE X AS X.a1 < 300) ORDER BY type, mn")
@@ -44,7 +46,8 @@ def spark() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def events() -> pa.Table:
-    """Synthetic events with distinct timestamps (ORDER BY ts leaves ties in any order, in SQL too)."""
+    """Synthetic events with distinct timestamps (ORDER BY ts leaves ties in any
+    order, in SQL too)."""
     t = synthetic_events(60_000).sort_by("ts")
     ts = t.column("ts").cast(pa.int64()).to_numpy()
     step = np.arange(ts.size)
@@ -219,8 +222,9 @@ def test_data_in_s3(spark: Any, events: pa.Table, monkeypatch: pytest.MonkeyPatc
         from dfs_cer.situations import match_situations
         from dfs_cer.spark import situations
 
-        sit = ("SELECT * FROM t SITUATIONS (PARTITION BY type ORDER BY ts DEFINE A AS a1 > 500, B AS a1 > 300 "
-               "PATTERN A during B; A starts B WITHIN INTERVAL '1' HOUR MEASURES count(B.*) AS n)")
+        sit = ("SELECT * FROM t SITUATIONS (PARTITION BY type ORDER BY ts DEFINE A AS a1 > "
+               "500, B AS a1 > 300 PATTERN A during B; A starts B WITHIN INTERVAL '1' HOUR "
+               "MEASURES count(B.*) AS n)")
         want = match_situations(events, sit)
         assert want.num_rows > 1000
         got_sit = situations(spark, sit, data="s3://events/spark").toArrow()
@@ -304,9 +308,9 @@ def test_situations_on_spark(spark: Any, tmp_path: Path) -> None:
     events = situation_events(40_000, 4)
     pq.write_table(events, tmp_path / "s.parquet")
     shard(str(tmp_path / "s.parquet"), 2, str(tmp_path / "nodes"), partitioning="time")
-    sql = ("SELECT m.key, m.A_start, m.avg_v FROM s SITUATIONS (PARTITION BY key ORDER BY ts DEFINE A AS a, B AS b "
-           "PATTERN A during B; A overlaps B WITHIN INTERVAL '10' MINUTE MEASURES avg(A.v) AS avg_v) AS m "
-           "WHERE m.avg_v > 49 ORDER BY m.key, m.A_start")
+    sql = ("SELECT m.key, m.A_start, m.avg_v FROM s SITUATIONS (PARTITION BY key ORDER BY ts "
+           "DEFINE A AS a, B AS b PATTERN A during B; A overlaps B WITHIN INTERVAL '10' MINUTE "
+           "MEASURES avg(A.v) AS avg_v) AS m WHERE m.avg_v > 49 ORDER BY m.key, m.A_start")
     want = match_situations(events, sql)
     assert want.num_rows > 10
     got = situations(spark, sql, data=str(tmp_path / "s.parquet")).toArrow()
@@ -341,10 +345,10 @@ def test_options_that_do_not_apply_to_data_are_refused(spark: Any, data: tuple[P
         match_recognize(spark, CER, data=str(path), cost_model="naive")
 
 
-NAVIGATING = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, LAST(C.ts) AS c_ts, "
-              "PREV(A.a1, 2) AS before_a ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A B+ C) "
-              "WITHIN INTERVAL '1' MINUTE DEFINE A AS A.type = 'T_04' AND A.a1 <= 300, B AS B.a1 < PREV(B.a1), "
-              "C AS C.a1 > PREV(C.a1, 2))")
+NAVIGATING = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, LAST(C.ts) AS "
+              "c_ts, PREV(A.a1, 2) AS before_a ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW "
+              "PATTERN (A B+ C) WITHIN INTERVAL '1' MINUTE DEFINE A AS A.type = 'T_04' AND A.a1 <= "
+              "300, B AS B.a1 < PREV(B.a1), C AS C.a1 > PREV(C.a1, 2))")
 NAVIGATING_SKIP = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, B.ts AS b_ts ONE ROW PER "
                    "MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN (A N*? B) WITHIN INTERVAL '2' MINUTE DEFINE "
                    "A AS A.type = 'T_02' AND A.a1 > NEXT(A.a1), B AS B.type = 'T_05' AND B.a1 < PREV(B.a1, 3))")
@@ -371,30 +375,36 @@ def test_prev_next_with_halo_rows_on_executors(spark: Any, events: pa.Table, dat
 
 
 STATEMENTS = [
-    "SELECT type, count(*) AS n, max(b_ts) AS last_b FROM t MATCH_RECOGNIZE (PARTITION BY type ORDER BY ts "
-    "MEASURES A.ts AS a_ts, B.ts AS b_ts ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B) "
-    "WITHIN INTERVAL '1' MINUTE DEFINE A AS A.a1 < 20, B AS B.a1 > 980) GROUP BY type ORDER BY type",
-    "WITH m AS (SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, A.type AS type ONE ROW PER MATCH "
-    "PATTERN (A N*? B) WITHIN INTERVAL '1' MINUTE DEFINE A AS A.type = 'T_02', B AS B.type = 'T_03' "
-    "AND B.a1 > A.a1)) SELECT label, count(*) AS n FROM m JOIN labels USING (type) GROUP BY label",
-    "SELECT x.a_ts, y.b_ts FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts ONE ROW PER MATCH PATTERN (A) "
-    "DEFINE A AS A.a1 < 3) AS x JOIN t MATCH_RECOGNIZE (ORDER BY ts MEASURES B.ts AS b_ts ONE ROW PER MATCH "
-    "PATTERN (B) DEFINE B AS B.a1 > 997) AS y ON y.b_ts > x.a_ts AND y.b_ts < x.a_ts + INTERVAL '30' SECOND",
+    "SELECT type, count(*) AS n, max(b_ts) AS last_b FROM t MATCH_RECOGNIZE (PARTITION BY "
+    "type ORDER BY ts MEASURES A.ts AS a_ts, B.ts AS b_ts ONE ROW PER MATCH AFTER MATCH "
+    "SKIP PAST LAST ROW PATTERN (A N*? B) WITHIN INTERVAL '1' MINUTE DEFINE A AS A.a1 < 20, "
+    "B AS B.a1 > 980) GROUP BY type ORDER BY type",
+    "WITH m AS (SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, A.type "
+    "AS type ONE ROW PER MATCH PATTERN (A N*? B) WITHIN INTERVAL '1' MINUTE DEFINE A AS "
+    "A.type = 'T_02', B AS B.type = 'T_03' AND B.a1 > A.a1)) SELECT label, count(*) AS n "
+    "FROM m JOIN labels USING (type) GROUP BY label",
+    "SELECT x.a_ts, y.b_ts FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts ONE "
+    "ROW PER MATCH PATTERN (A) DEFINE A AS A.a1 < 3) AS x JOIN t MATCH_RECOGNIZE (ORDER BY "
+    "ts MEASURES B.ts AS b_ts ONE ROW PER MATCH PATTERN (B) DEFINE B AS B.a1 > 997) AS y ON "
+    "y.b_ts > x.a_ts AND y.b_ts < x.a_ts + INTERVAL '30' SECOND",
     # expressions inside the clause: aggregates over expressions, FILTER, DISTINCT, array_agg of
     # CLASSIFIER(), MATCH_NUMBER() in DEFINE, navigation over coalesce/abs
-    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES MATCH_NUMBER() AS n, array_agg(CLASSIFIER()) AS labels, "
-    "sum(B.a1 * 2 + 1) AS w, count(*) FILTER (WHERE a1 > 500) AS big, count(DISTINCT a2) AS d, "
-    "min_by(ts, a1) AS low ONE ROW PER MATCH PATTERN (A B+) WITHIN INTERVAL '3' SECOND "
+    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES MATCH_NUMBER() AS n, "
+    "array_agg(CLASSIFIER()) AS labels, sum(B.a1 * 2 + 1) AS w, "
+    "count(*) FILTER (WHERE a1 > 500) AS big, count(DISTINCT a2) AS d, min_by(ts, "
+    "a1) AS low ONE ROW PER MATCH PATTERN (A B+) WITHIN INTERVAL '3' SECOND "
     "DEFINE A AS A.type = 'T_02' AND A.a1 < 100 AND MATCH_NUMBER() < 500, "
     "B AS coalesce(B.a1, 0) > FIRST(A.a1) AND PREV(abs(B.a1 - 500)) < 450)",
     # a row-local subquery: through the storage nodes its condition runs on the nodes
-    "SELECT count(*) AS n, min(a_ts) AS first FROM (SELECT * FROM t WHERE a1 < 600 AND "
-    "ts >= TIMESTAMP '2034-09-15 14:00:00') MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts ONE ROW PER MATCH "
-    "PATTERN (A B) WITHIN INTERVAL '5' SECOND DEFINE A AS A.type = 'T_02', B AS B.type = 'T_03' AND B.a1 > PREV(B.a1))",
+    "SELECT count(*) AS n, min(a_ts) AS first FROM (SELECT * FROM t WHERE a1 < 600 AND ts "
+    ">= TIMESTAMP '2034-09-15 14:00:00') MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts "
+    "ONE ROW PER MATCH PATTERN (A B) WITHIN INTERVAL '5' SECOND DEFINE A AS A.type = "
+    "'T_02', B AS B.type = 'T_03' AND B.a1 > PREV(B.a1))",
     # a CTE input partitioned by an expression: the CTEs stay in front of the computed key
-    "WITH f AS (SELECT * FROM t WHERE a1 <= 700) SELECT count(*) AS n, min(a_ts) AS first FROM f MATCH_RECOGNIZE "
-    "(PARTITION BY a1 % 2 ORDER BY ts MEASURES A.ts AS a_ts ONE ROW PER MATCH PATTERN (A B) WITHIN INTERVAL '5' SECOND "
-    "DEFINE A AS A.type = 'T_02', B AS B.type = 'T_03')",
+    "WITH f AS (SELECT * FROM t WHERE a1 <= 700) SELECT count(*) AS n, min(a_ts) AS first "
+    "FROM f MATCH_RECOGNIZE (PARTITION BY a1 % 2 ORDER BY ts MEASURES A.ts AS a_ts ONE ROW "
+    "PER MATCH PATTERN (A B) WITHIN INTERVAL '5' SECOND DEFINE A AS A.type = 'T_02', B AS "
+    "B.type = 'T_03')",
 ]
 
 
@@ -429,8 +439,8 @@ def test_null_ordering_on_spark_follows_trino(spark: Any) -> None:
     t = pa.table({"x": [3, None, 1, None, 2], "ts": [1, 2, 3, 4, 5]})
     path = Path(spark.conf.get("spark.local.dir", "/tmp")) / f"nulls-{id(t)}.parquet"
     pq.write_table(t, path)
-    q = ("SELECT v FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.x AS v ONE ROW PER MATCH PATTERN (A) "
-         "DEFINE A AS true) ORDER BY v")
+    q = ("SELECT v FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.x AS v ONE ROW PER MATCH "
+         "PATTERN (A) DEFINE A AS true) ORDER BY v")
     for suffix in ("", " DESC", " NULLS FIRST"):
         expected = local_match_recognize(t, q + suffix).column("v").to_pylist()
         got = match_recognize(spark, q + suffix, data=str(path)).toArrow().column("v").to_pylist()
@@ -486,7 +496,8 @@ def test_spark_session_variables_are_not_readable_around_match_recognize(spark: 
                 sandboxed_sql(spark, sql, [view]).collect()
             assert "s3cr3t" not in str(caught.value)
         # the relations and the caller's settings are
-        sql = f"SELECT a + 1 AS b, minute(CAST('2020-01-01 00:00:00+00:00' AS TIMESTAMP)) AS m FROM {view}"
+        sql = ("SELECT a + 1 AS b, minute(CAST('2020-01-01 00:00:00+00:00' "
+               f"AS TIMESTAMP)) AS m FROM {view}")
         got = sandboxed_sql(spark, sql, [view]).collect()
         assert [tuple(r) for r in got] == [(2, 45)]
     finally:

@@ -247,7 +247,8 @@ def test_a_like_the_node_refuses_runs_on_the_compute_node_exactly(node: LocalClu
 
     clause = ("MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, C.ts AS c ALL MATCHES PATTERN (A C) "
               "WITHIN INTERVAL '3' SECOND DEFINE A AS type = 'A', C AS type = 'C')")
-    sql = f"SELECT * FROM (SELECT * FROM t WHERE {like_filter(3)} OR type <> 'B') {clause} ORDER BY a, c"
+    sql = (f"SELECT * FROM (SELECT * FROM t WHERE {like_filter(3)} "
+           f"OR type <> 'B') {clause} ORDER BY a, c")
     statement = parse_statement(sql)
     assert statement.parts[0].pushed is not None  # 768 pattern characters: the compute node pushes it
     expected = match_recognize(attack_table(N), sql)
@@ -258,7 +259,8 @@ def test_a_like_the_node_refuses_runs_on_the_compute_node_exactly(node: LocalClu
     assert got.table.to_pylist() == expected.to_pylist()
     assert "storage.filter_cost_limit" in (merged_trace(got.traces, "push_down").fallback or "")
     # 180 such LIKEs: not pushed at all, computed on the compute node, named in the trace
-    sql = f"SELECT * FROM (SELECT * FROM t WHERE {like_filter(180)} OR type <> 'B') {clause} ORDER BY a, c"
+    sql = (f"SELECT * FROM (SELECT * FROM t WHERE {like_filter(180)} "
+           f"OR type <> 'B') {clause} ORDER BY a, c")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         got = pull_statement("push_down", parse_statement(sql), node.endpoints, node.token)
@@ -309,8 +311,8 @@ def test_many_heavy_calls_wait_for_a_work_slot_while_control_calls_answer(node: 
 
 #: A+ B+ C where C never holds, over one partition: node-side matching whose VM work grows with
 #: the cube of the rows (minutes at 800 rows)
-CUBIC = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES A.ts AS a ONE ROW PER MATCH "
-         "PATTERN (A+ B+ C) DEFINE C AS v > LAST(B.v) + 100)")
+CUBIC = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES A.ts AS a ONE ROW "
+         "PER MATCH PATTERN (A+ B+ C) DEFINE C AS v > LAST(B.v) + 100)")
 
 
 @pytest.mark.flight

@@ -62,9 +62,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         yield c
 
 
-SQL = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b ONE ROW PER MATCH "
-       "AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B) WITHIN 30 DEFINE A AS A.type = 'T_03' AND A.a1 < 300, "
-       "B AS B.type = 'T_07' AND B.a1 > A.a1)")
+SQL = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b ONE ROW PER "
+       "MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B) WITHIN 30 DEFINE A AS A.type = "
+       "'T_03' AND A.a1 < 300, B AS B.type = 'T_07' AND B.a1 > A.a1)")
 
 
 @pytest.mark.flight

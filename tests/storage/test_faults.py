@@ -82,7 +82,8 @@ def test_a_node_failing_before_any_round(cluster: LocalCluster, strategy: str, f
         message = str(info.value)
         assert f"round {k} ({name})" in message and f":{port}" in message, message
         assert ("did not answer" in message) == (fault == "stop"), message
-        # a hung node is given up after the per-call timeout (once, no second wait), a dead one at once
+        # a hung node is given up after the per-call timeout (once, no second wait),
+        # a dead one at once
         assert took < CALL + FAST.close_timeout_seconds + 3, (k, name, took)
         assert clean(cluster, range(3)), (strategy, k, name, held(cluster, range(3)))
     # and the nodes serve the next query exactly
@@ -187,9 +188,9 @@ def test_ten_concurrent_queries_with_room_for_one_all_complete(tmp_path_factory:
     events = synthetic_events(30_000, seed=4)
     pq.write_table(events, root / "e.parquet")
     shard(str(root / "e.parquet"), 3, str(root / "nodes"))
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, B.ts AS b_ts ONE ROW PER MATCH "
-           "AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B) WITHIN INTERVAL '20' SECOND "
-           "DEFINE A AS A.type = 'T_03', B AS B.type = 'T_07' AND B.a1 > A.a1)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, B.ts AS b_ts "
+           "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B) WITHIN INTERVAL "
+           "'20' SECOND DEFINE A AS A.type = 'T_03', B AS B.type = 'T_07' AND B.a1 > A.a1)")
     expected = rows(match_recognize(events, sql))
     dirs = [str(root / "nodes" / f"node-{i:02d}") for i in range(3)]
     with LocalCluster(dirs) as probe:  # one query's reservation on a node

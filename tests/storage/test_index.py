@@ -109,8 +109,9 @@ def test_indexed_opens_keep_exactly_what_a_full_scan_keeps(shards: Path, conditi
 
 
 def test_indexes_are_used_and_rebuilt_after_late_files(shards: Path, tmp_path: Path) -> None:
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ALL MATCHES PATTERN (A B) WITHIN 20 "
-           "DEFINE A AS A.type = 'T1' AND A.x < 50, B AS B.type IN ('T2', 'T3') AND B.k = A.k)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ALL MATCHES "
+           "PATTERN (A B) WITHIN 20 DEFINE A AS A.type = 'T1' AND A.x < 50, B AS B.type IN "
+           "('T2', 'T3') AND B.k = A.k)")
     root = tmp_path / "late"
     pq.write_table(events(2000, 2), tmp_path / "e.parquet")
     shard(str(tmp_path / "e.parquet"), 1, str(root / "nodes"), batch_rows=500)
@@ -158,7 +159,8 @@ def test_int_ranges_are_read_from_conditions() -> None:
     schema = pa.schema([("type", pa.string()), ("a1", pa.int32()), ("f", pa.float64()), ("ts", pa.int64())])
 
     def bounds(define: str) -> object:
-        sql = f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a PATTERN (A) DEFINE A AS {define})"
+        sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a PATTERN (A) "
+               f"DEFINE A AS {define})")
         return int_range(analyze(parse(sql), schema).variables[0].independent, schema, "type")
 
     assert bounds("A.type = 'x' AND A.a1 <= 200") == ("a1", (None, 200))

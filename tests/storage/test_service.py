@@ -32,9 +32,10 @@ from storage_node.launcher import LocalCluster
 
 pytestmark = pytest.mark.flight
 
-QUERY = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b, C.ts AS c ALL MATCHES "
-         "PATTERN (A B C) WITHIN INTERVAL '3' MINUTE DEFINE A AS A.type = 'T_01' AND A.a1 <= 200, "
-         "B AS B.type = 'T_02' AND B.a1 <= 200, C AS C.type = 'T_03' AND C.a1 <= 200 AND C.a2 = B.a2)")
+QUERY = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b, C.ts AS c "
+         "ALL MATCHES PATTERN (A B C) WITHIN INTERVAL '3' MINUTE DEFINE A AS A.type = 'T_01' AND "
+         "A.a1 <= 200, B AS B.type = 'T_02' AND B.a1 <= 200, C AS C.type = 'T_03' AND C.a1 <= "
+         "200 AND C.a2 = B.a2)")
 WINDOW = 180_000
 
 

@@ -56,8 +56,8 @@ def _pulled(name: str, sql: str, cluster: LocalCluster, **options: Any) -> pa.Ta
                                  cost_model="always_on", **options))
 
 
-SKIP = ("SELECT * FROM t MATCH_RECOGNIZE ({partition}ORDER BY ts MEASURES A.id AS a, B.id AS b, B.x AS bx "
-        "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B) WITHIN 10 "
+SKIP = ("SELECT * FROM t MATCH_RECOGNIZE ({partition}ORDER BY ts MEASURES A.id AS a, B.id AS b, "
+        "B.x AS bx ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B) WITHIN 10 "
         "DEFINE A AS A.type = 'A', B AS B.type = 'B'{extra})")
 
 
@@ -116,8 +116,8 @@ def test_copies_are_dropped_after_an_input_filter_the_nodes_refuse(tmp_path: Pat
     names or, without one, the shard sets' own (it dropped none: event 1 matched twice)."""
     t = pa.table({"id": [0, 1, 1, 2, 3], "g": ["x"] * 5, "type": ["A", "B", "B", "N", "B"],
                   "x": [9.0, 7.0, 8.0, 9.0, float("nan")], "ts": pa.array([1, 5, 5, 6, 7], pa.int64())})
-    sql = ("SELECT * FROM (SELECT * FROM t WHERE x > 5) MATCH_RECOGNIZE (ORDER BY ts MEASURES B.id AS b "
-           "ONE ROW PER MATCH PATTERN (B) WITHIN 10 DEFINE B AS B.type = 'B')")
+    sql = ("SELECT * FROM (SELECT * FROM t WHERE x > 5) MATCH_RECOGNIZE (ORDER BY ts MEASURES "
+           "B.id AS b ONE ROW PER MATCH PATTERN (B) WITHIN 10 DEFINE B AS B.type = 'B')")
     want = rows(match_recognize(t, sql, event_key=["id"]))
     assert want == [(1,), (3,)]  # event 1 once (both copies pass), NaN > 5 in SQL
     pq.write_table(t, tmp_path / "t.parquet")
@@ -145,8 +145,8 @@ def test_copies_on_two_nodes(tmp_path: Path, how: str, all_matches: bool) -> Non
     t = pa.table({"id": [1, 2, 2], "kind": ["a", "a", "d"], "type": ["A", "B", "B"], "x": [0, 1, 9],
                   "ts": pa.array([1, 5, 5], pa.int64())})
     head = "ALL MATCHES PATTERN (A N* B)" if all_matches else "ONE ROW PER MATCH PATTERN (A N*? B)"
-    sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.id AS a, B.x AS bx {head} WITHIN 10 "
-           "DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.x > 5)")
+    sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.id AS a, B.x AS bx {head} "
+           "WITHIN 10 DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.x > 5)")
     assert match_recognize(t, sql, event_key=["id"]).num_rows == 0
     pq.write_table(t, tmp_path / "t.parquet")
     # crc32 puts kind 'a' and kind 'd' on two nodes; round robin puts rows 1 and 2 on two nodes

@@ -91,9 +91,9 @@ def test_all_matches_with_an_undefined_variable_taking_rows(serve: type[Served],
 
 @pytest.mark.parametrize("model", ["always_on", "naive"])
 def test_join_filter_leaves_an_unconstrained_repeated_variable_alone(serve: type[Served], model: str) -> None:
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS a1, B.ts AS b, LAST(A.ts) AS a2 "
-           "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B N*? A) WITHIN 10 "
-           "DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.k = A.k)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS a1, B.ts AS "
+           "b, LAST(A.ts) AS a2 ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A "
+           "N*? B N*? A) WITHIN 10 DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.k = A.k)")
     served = serve(pa.table({"ts": [1, 2, 3], "type": ["A", "B", "A"], "k": [1, 1, 2]}))
     assert_all_equal(served, sql, [(1, 2, 3)], model)
 
@@ -106,11 +106,12 @@ def test_equality_on_big_integers_follows_sql(serve: type[Served]) -> None:
     served = serve(t)
 
     def sql(cond: str) -> str:
-        return ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b ONE ROW PER MATCH "
-                "AFTER MATCH SKIP TO NEXT ROW PATTERN (A N*? B) WITHIN 10 DEFINE A AS A.type IN ('A', 'B'), "
-                f"B AS B.type IN ('B', 'C') AND {cond})")
+        return ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b "
+                "ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN (A N*? B) WITHIN 10 "
+                f"DEFINE A AS A.type IN ('A', 'B'), B AS B.type IN ('B', 'C') AND {cond})")
 
-    # int64 2**53+1 = double 2**53 in SQL (the integer becomes a double); uint64 2**63 = 2**63 exactly
+    # int64 2**53+1 = double 2**53 in SQL (the integer becomes a double);
+    # uint64 2**63 = 2**63 exactly
     for cond, expected in [("B.i = A.f", [(1, 3)]), ("B.u = A.u", [(1, 2)]), ("B.u = A.i", []),
                            ("B.d = A.d", [(1, 2)]), ("B.d > A.d", [(1, 3), (2, 3)]), ("B.u > 9223372036854775807", [(1, 2), (2, 3)])]:
         for model in ("always_on", "adaptive"):
@@ -119,9 +120,9 @@ def test_equality_on_big_integers_follows_sql(serve: type[Served]) -> None:
 
 def test_column_names_in_another_case_bind_on_storage_nodes(serve: type[Served]) -> None:
     served = serve(pa.table({"ts": [1, 2, 3, 4], "type": ["A", "X", "B", "A"], "Val": [1, 2, 3, 4]}), nodes=2)
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY TS MEASURES A.TS AS a, B.ts AS b ONE ROW PER MATCH "
-           "AFTER MATCH SKIP TO NEXT ROW PATTERN (A N*? B) WITHIN 10 "
-           "DEFINE A AS A.TYPE = 'A', B AS B.Type = 'B' AND B.VAL > A.val)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY TS MEASURES A.TS AS a, B.ts AS b ONE ROW "
+           "PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN (A N*? B) WITHIN 10 DEFINE A AS "
+           "A.TYPE = 'A', B AS B.Type = 'B' AND B.VAL > A.val)")
     assert_all_equal(served, sql, [(1, 3)])
 
 
@@ -130,9 +131,9 @@ def test_empty_storage_nodes_with_every_column_type(serve: type[Served]) -> None
                   "d": pa.array([Decimal(1), Decimal(2)], pa.decimal128(30, 2)), "l": pa.array([[1], [2]]),
                   "s": pa.array(["x", "y"]).dictionary_encode(), "n": pa.array([1, 2], pa.timestamp("s"))})
     served = serve(t, nodes=3)  # two rows over three nodes: one node holds none
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.d AS a, B.d AS b ONE ROW PER MATCH "
-           "AFTER MATCH SKIP TO NEXT ROW PATTERN (A N*? B) WITHIN INTERVAL '10' SECOND "
-           "DEFINE A AS A.type = 'A', B AS B.type = 'B')")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.d AS a, B.d AS b ONE ROW "
+           "PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN (A N*? B) WITHIN INTERVAL '10' "
+           "SECOND DEFINE A AS A.type = 'A', B AS B.type = 'B')")
     assert_all_equal(served, sql, [(Decimal("1.00"), Decimal("2.00"))])
 
 
@@ -145,8 +146,9 @@ def test_push_pull_runs_every_skippable_pattern(serve: type[Served], pattern: st
     served = serve(t, nodes=3)
     defines = ", ".join(f"{v} AS {v}.type = '{v}'" + (" AND B.k = A.k" if v == "B" else "")
                         for v in "ABCD" if v in pattern)
-    sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS a, LAST(A.ts) AS la "
-           f"ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN ({pattern}) WITHIN 12 DEFINE {defines})")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS a, "
+           "LAST(A.ts) AS la ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN "
+           f"({pattern}) WITHIN 12 DEFINE {defines})")
     expected = rows(match_recognize(t, sql))
     assert expected
     got, fallback = served.results(sql, "always_on", ["push_pull"])["push_pull"]
@@ -162,9 +164,9 @@ def test_a_csv_log_with_second_timestamps_is_served(tmp_path: Path) -> None:
                           "--partitioning", "type", "--type-column", "symbol", "--time-column", "ts"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    sql = ("SELECT * FROM ticks MATCH_RECOGNIZE (ORDER BY ts MEASURES A.price AS a, B.price AS b ONE ROW PER MATCH "
-           "AFTER MATCH SKIP TO NEXT ROW PATTERN (A N*? B) WITHIN INTERVAL '5' SECOND "
-           "DEFINE A AS A.symbol = 'AAA', B AS B.price > A.price)")
+    sql = ("SELECT * FROM ticks MATCH_RECOGNIZE (ORDER BY ts MEASURES A.price AS a, B.price AS "
+           "b ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN (A N*? B) WITHIN INTERVAL "
+           "'5' SECOND DEFINE A AS A.symbol = 'AAA', B AS B.price > A.price)")
     expected = rows(match_recognize(pv.read_csv(csv), sql))
     assert expected == [(10, 11)]
     with LocalCluster([str(tmp_path / "shards" / f"node-{i:02d}") for i in range(3)]) as cluster:
@@ -177,7 +179,8 @@ def test_cancelled_flights_of_a_csv_are_null_on_every_strategy(tmp_path: Path) -
     its empty fields '', so IS NULL found none of the 12)."""
     csv = tmp_path / "flights.csv"
     csv.write_text("ts,origin,dep_time\n" + "".join(
-        f"{i * 60},{'ORD' if i % 3 else 'JFK'},{'' if i % 10 == 4 else 'abc' if i == 7 else 600 + i}\n"
+        f"{i * 60},{'ORD' if i % 3 else 'JFK'},"
+        f"{'' if i % 10 == 4 else 'abc' if i == 7 else 600 + i}\n"
         for i in range(120)))
     shard(str(csv), 3, str(tmp_path / "shards"), column_types={"dep_time": pa.string()})
     sql = ("SELECT * FROM flights MATCH_RECOGNIZE (ORDER BY ts MEASURES C.ts AS at ONE ROW PER MATCH "
@@ -201,8 +204,9 @@ def test_time_columns_of_different_units_join_as_instants(serve: type[Served]) -
     for cond in ("B.k_us = A.k_ms", "B.m = A.d"):
         for head in ("ALL MATCHES", "ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW"):
             pattern = "A B" if head == "ALL MATCHES" else "A N*? B"
-            sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b {head} "
-                   f"PATTERN ({pattern}) WITHIN 3 DEFINE A AS A.type = 'A', B AS B.type = 'B' AND {cond})")
+            sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS "
+                   f"b {head} PATTERN ({pattern}) WITHIN 3 DEFINE A AS A.type = 'A', B AS "
+                   f"B.type = 'B' AND {cond})")
             assert_all_equal(served, sql, [(1, 2), (3, 4)], "always_on")
 
 
@@ -210,6 +214,7 @@ def test_push_pull_keeps_rows_a_condition_on_a_later_variable_accepts(serve: typ
     """SQL reads a variable not matched yet as NULL: A's condition ``B.v IS NULL`` holds for every
     A row, so push-pull's projection (which binds B) must not evaluate it."""
     served = serve(pa.table({"ts": [1, 2, 3, 4], "type": ["A", "B", "A", "B"], "v": [1, 7, 2, 8]}), nodes=2)
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b ONE ROW PER MATCH "
-           "PATTERN (A N*? B) WITHIN 3 DEFINE A AS A.type = 'A' AND B.v IS NULL, B AS B.type = 'B')")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b ONE "
+           "ROW PER MATCH PATTERN (A N*? B) WITHIN 3 DEFINE A AS A.type = 'A' AND B.v IS "
+           "NULL, B AS B.type = 'B')")
     assert_all_equal(served, sql, [(1, 2), (3, 4)], "always_on")

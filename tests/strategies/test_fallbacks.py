@@ -60,15 +60,15 @@ def run(cluster: LocalCluster, strategy: str, sql: str, config: StrategyConfig |
 
 
 def skip_query(condition: str) -> str:
-    return ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b ONE ROW PER MATCH "
-            "AFTER MATCH SKIP TO NEXT ROW PATTERN (A N*? B) WITHIN 20 "
-            f"DEFINE A AS A.type = 'A', B AS B.type = 'B' AND {condition})")
+    return ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b ONE "
+            "ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN (A N*? B) WITHIN 20 DEFINE A "
+            f"AS A.type = 'A', B AS B.type = 'B' AND {condition})")
 
 
 def contiguous_query(condition: str) -> str:
-    return ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b ONE ROW PER MATCH "
-            "AFTER MATCH SKIP TO NEXT ROW PATTERN (A N* B) WITHIN 20 "
-            f"DEFINE A AS A.type = 'A', N AS N.type = 'N', B AS B.type = 'B' AND {condition})")
+    return ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b ONE "
+            "ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN (A N* B) WITHIN 20 DEFINE A AS "
+            f"A.type = 'A', N AS N.type = 'N', B AS B.type = 'B' AND {condition})")
 
 
 @pytest.mark.parametrize("strategy", HALO_STRATEGIES)

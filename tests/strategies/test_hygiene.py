@@ -272,8 +272,9 @@ def test_copies_with_different_payloads_are_resolved_before_any_filter(tmp_path:
     shard(str(tmp_path / "e.parquet"), 2, str(tmp_path / "nodes"), event_key=("id",))
     head = "ALL MATCHES" if all_matches else "ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW"
     pattern = "A B" if all_matches else "A N*? B"
-    q = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.id AS a, B.id AS b, B.v AS bv {head} "
-         f"PATTERN ({pattern}) WITHIN 10 DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.v > 5)")
+    q = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.id AS a, B.id AS b, B.v "
+         f"AS bv {head} PATTERN ({pattern}) WITHIN 10 DEFINE A AS A.type = 'A', B AS B.type "
+         "= 'B' AND B.v > 5)")
     want = matches(match_recognize(table, q, event_key=["id"]))
     assert want == []  # the kept copy of e1 has v = 1
     with LocalCluster([str(tmp_path / "nodes" / f"node-{i:02d}") for i in range(2)]) as cluster:
@@ -297,7 +298,8 @@ def test_files_appended_while_a_query_runs_make_its_pulls_refuse(tmp_path: Path)
             assert client.pull({"query_id": "q1", "kind": "pull_all"}).num_rows == len(ARRIVALS[0])
             shard(str(tmp_path / "b.parquet"), 1, str(tmp_path / "nodes"), append=True)
             client.action("files", {})  # the node picks the new file up
-            with pytest.raises(StorageError, match=r"appended to the shard set \(or another snapshot of the table was loaded\) while query q1 ran"):
+            with pytest.raises(StorageError, match=r"appended to the shard set \(or another snapshot of the table was "
+                                                   r"loaded\) while query q1 ran"):
                 client.pull({"query_id": "q1", "kind": "pull_all"})
             client.action("open", {"query_id": "q2", "sql": sql("A B C")})
             assert client.pull({"query_id": "q2", "kind": "pull_all"}).num_rows == len(ARRIVALS[0]) + 1
@@ -332,5 +334,6 @@ def test_the_query_timeout_must_be_positive_and_finite(timeout: float) -> None:
     from dfs_cer.strategies import pull
 
     with pytest.raises(ConfigError, match="positive, finite number of seconds"):
-        pull("dfs", "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts ALL MATCHES PATTERN (A) DEFINE A AS A.v > 0)",
+        pull("dfs", "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts "
+                    "ALL MATCHES PATTERN (A) DEFINE A AS A.v > 0)",
              ["127.0.0.1:1"], "token", timeout=timeout)

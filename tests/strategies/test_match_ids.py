@@ -55,7 +55,8 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         yield c
 
 
-HEAD = "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY g ORDER BY ts MEASURES A.id AS a, {last}.id AS z "
+HEAD = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY g "
+        "ORDER BY ts MEASURES A.id AS a, {last}.id AS z ")
 QUERIES = [
     HEAD.format(last="C") + "ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN (A {- N* -} B {- N* -} C) "
     "WITHIN 9 DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.v > 2, C AS C.type = 'C')",
@@ -101,9 +102,9 @@ def test_since_run_after_a_duplicate_delivery_updates_nothing(tmp_path: Path) ->
     n = 300
     table = pa.table({"id": np.arange(n), "type": rng.choice(["A", "B", "N"], n, p=[0.3, 0.4, 0.3]),
                       "v": rng.integers(0, 9, n), "ts": np.cumsum(rng.integers(0, 3, n)).astype(np.int64)})
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.id AS a, B.id AS b ONE ROW PER MATCH "
-           "AFTER MATCH SKIP PAST LAST ROW PATTERN (A {- N* -} B) WITHIN 6 "
-           "DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.v > PREV(B.v) + 3)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.id AS a, B.id AS b ONE ROW "
+           "PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A {- N* -} B) WITHIN 6 DEFINE A "
+           "AS A.type = 'A', B AS B.type = 'B' AND B.v > PREV(B.v) + 3)")
     pq.write_table(table, tmp_path / "month.parquet")
     shard(str(tmp_path / "month.parquet"), 2, str(tmp_path / "nodes"), event_key=("id",))
     with LocalCluster([str(tmp_path / "nodes" / f"node-{i:02d}") for i in range(2)]) as c, \

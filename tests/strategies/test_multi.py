@@ -21,20 +21,22 @@ pytestmark = pytest.mark.flight
 
 QUERIES = [
     # two queries share B's condition; the third is contiguous (reads every row); the fourth CER
-    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS a, FIRST(B.ts) AS b ONE ROW PER MATCH "
-    "AFTER MATCH SKIP TO NEXT ROW PATTERN (A N*? B) WITHIN INTERVAL '2' MINUTE "
-    "DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.v = A.v)",
-    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(C.ts) AS c, FIRST(B.ts) AS b ONE ROW PER MATCH "
-    "AFTER MATCH SKIP TO NEXT ROW PATTERN (C N*? B) WITHIN INTERVAL '3' MINUTE "
-    "DEFINE C AS C.type = 'C' AND C.w > 50, B AS B.type = 'B' AND B.v = C.v)",
-    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS a, count(*) AS n ONE ROW PER MATCH "
-    "PATTERN (A D) WITHIN INTERVAL '5' MINUTE DEFINE A AS A.type = 'A', D AS D.type = 'D')",
-    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, C.ts AS c, D.ts AS d ALL MATCHES "
-    "PATTERN (A C D) WITHIN INTERVAL '3' MINUTE DEFINE A AS A.type = 'A', C AS C.type = 'C', D AS D.type = 'D')",
+    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS a, FIRST(B.ts) AS "
+    "b ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN (A N*? B) WITHIN INTERVAL '2' "
+    "MINUTE DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.v = A.v)",
+    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(C.ts) AS c, FIRST(B.ts) AS "
+    "b ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN (C N*? B) WITHIN INTERVAL '3' "
+    "MINUTE DEFINE C AS C.type = 'C' AND C.w > 50, B AS B.type = 'B' AND B.v = C.v)",
+    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS a, count(*) AS n "
+    "ONE ROW PER MATCH PATTERN (A D) WITHIN INTERVAL '5' MINUTE DEFINE A AS A.type = 'A', D "
+    "AS D.type = 'D')",
+    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, C.ts AS c, D.ts AS d "
+    "ALL MATCHES PATTERN (A C D) WITHIN INTERVAL '3' MINUTE DEFINE A AS A.type = 'A', C AS "
+    "C.type = 'C', D AS D.type = 'D')",
     # a variant of the first: same A and window, so its first round trip (A's intervals) is shared
-    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS a, FIRST(B.ts) AS b ONE ROW PER MATCH "
-    "AFTER MATCH SKIP TO NEXT ROW PATTERN (A N*? B) WITHIN INTERVAL '2' MINUTE "
-    "DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.w > 20)",
+    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS a, FIRST(B.ts) AS "
+    "b ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN (A N*? B) WITHIN INTERVAL '2' "
+    "MINUTE DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.w > 20)",
 ]
 
 

@@ -93,12 +93,13 @@ def navigation_queries(draw: st.DrawFn) -> str:
         inner = " ".join(f"{n}+" if i == 1 else n for i, n in enumerate(names))
     else:
         inner = " ".join(names)
-    measures = f"FIRST({names[0]}.ts) AS t0, LAST({names[-1]}.ts) AS t1, PREV({names[0]}.x, " \
-               f"{draw(st.integers(1, 3))}) AS before_x, NEXT({names[-1]}.y) AS after_y, MATCH_NUMBER() AS mn"
+    measures = (f"FIRST({names[0]}.ts) AS t0, LAST({names[-1]}.ts) AS t1, PREV({names[0]}.x, "
+                f"{draw(st.integers(1, 3))}) AS before_x, NEXT({names[-1]}.y) AS after_y, "
+                "MATCH_NUMBER() AS mn")
     partition = draw(st.sampled_from(["PARTITION BY k ", ""]))
-    return (f"SELECT * FROM t MATCH_RECOGNIZE ({partition}ORDER BY ts MEASURES {measures} {rows_per_match} "
-            f"AFTER MATCH {skip} PATTERN ({inner}) WITHIN {draw(st.sampled_from(['4', '12', '30']))} "
-            f"DEFINE {', '.join(defines)})")
+    return (f"SELECT * FROM t MATCH_RECOGNIZE ({partition}ORDER BY ts MEASURES {measures} "
+            f"{rows_per_match} AFTER MATCH {skip} PATTERN ({inner}) WITHIN "
+            f"{draw(st.sampled_from(['4', '12', '30']))} DEFINE {', '.join(defines)})")
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -63,9 +63,9 @@ def check(table: pa.Table, sql: str, cluster: LocalCluster, strategies: tuple[st
 def test_identical_copies_without_dedup(make_cluster: Any) -> None:
     t = pa.table({"k": ["a"] * 6, "type": ["A", "N", "B", "B", "N", "N"], "x": [1.0, 5.0, 7.0, 7.0, 2.0, 3.0],
                   "ts": pa.array([1, 2, 3, 3, 4, 5], pa.int64())})
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES A.ts AS a, B.ts AS b, B.x AS bx "
-           "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B) WITHIN 30 "
-           "DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.x = PREV(B.x))")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES A.ts AS a, "
+           "B.ts AS b, B.x AS bx ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A "
+           "N*? B) WITHIN 30 DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.x = PREV(B.x))")
     assert match_recognize(t, sql, dedup=False).num_rows == 1
     for how, n in (("type", 2), ("random", 1), ("time", 2)):
         check(t, sql, make_cluster(t, how, n), local={"dedup": False}, dedup=False)
@@ -74,9 +74,9 @@ def test_identical_copies_without_dedup(make_cluster: Any) -> None:
 def test_event_key_copies_that_differ_in_other_columns(make_cluster: Any) -> None:
     t = pa.table({"k": ["a"] * 6, "id": [1, 2, 2, 3, 4, 5], "type": ["N", "A", "A", "N", "B", "N"],
                   "x": [0.0, 1.0, 9.0, 0.0, 0.0, 0.0], "ts": pa.array([1, 2, 2, 3, 4, 5], pa.int64())})
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES A.ts AS a, A.x AS ax, B.ts AS b "
-           "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B) WITHIN 600 "
-           "DEFINE A AS A.x > 5, B AS B.type = 'B' AND PREV(B.x) = B.x)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES A.ts AS a, "
+           "A.x AS ax, B.ts AS b ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A "
+           "N*? B) WITHIN 600 DEFINE A AS A.x > 5, B AS B.type = 'B' AND PREV(B.x) = B.x)")
     for how, n in (("type", 2), ("random", 2)):  # the matcher keeps the copy with x = 1: no match
         check(t, sql, make_cluster(t, how, n), strategies=("dfs", "push_down"), local={"event_key": ["id"]},
               event_key=["id"])
@@ -94,9 +94,9 @@ def test_groups_of_queries_with_prev_only_conditions(make_cluster: Any) -> None:
     n = 1200
     t = pa.table({"k": rng.choice(["a", "b", "c"], n), "type": rng.choice(["A", "B", "N"], n),
                   "x": rng.integers(0, 12, n).astype(float), "ts": np.cumsum(rng.integers(0, 3, n))})
-    rally = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES A.ts AS a, B.ts AS b "
-             "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B) WITHIN 600 "
-             "DEFINE A AS A.x >= PREV(A.x) + 5, B AS B.x <= PREV(B.x, 2) - 5)")
+    rally = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES A.ts AS "
+             "a, B.ts AS b ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? "
+             "B) WITHIN 600 DEFINE A AS A.x >= PREV(A.x) + 5, B AS B.x <= PREV(B.x, 2) - 5)")
     other = rally.replace("A.x >= PREV(A.x) + 5", "A.type = 'A'").replace("B.x <= PREV(B.x, 2) - 5",
                                                                           "B.type = 'B' AND B.x > PREV(B.x)")
     t = t.set_column(2, "x", pa.array(np.where(rng.random(n) < 0.05, np.nan, t.column("x").to_numpy())))
@@ -113,8 +113,9 @@ def test_groups_of_queries_with_prev_only_conditions(make_cluster: Any) -> None:
 def test_negative_zero_is_the_partition_of_zero(make_cluster: Any) -> None:
     t = pa.table({"f": pa.array([0.0, -0.0, 0.0, -0.0, 1.0, 1.0]), "x": [1, 5, 2, 7, 1, 3],
                   "ts": pa.array([1, 2, 3, 4, 5, 6], pa.int64())})
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY f ORDER BY ts MEASURES A.ts AS a, B.ts AS b "
-           "ONE ROW PER MATCH PATTERN (A N*? B) WITHIN 10 DEFINE A AS A.x < 3, B AS B.x > PREV(B.x) + 2)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY f ORDER BY ts MEASURES A.ts AS a, "
+           "B.ts AS b ONE ROW PER MATCH PATTERN (A N*? B) WITHIN 10 DEFINE A AS A.x < 3, B AS "
+           "B.x > PREV(B.x) + 2)")
     check(t, sql, make_cluster(t, "type", 2, type_column="f"), strategies=("dfs", "push_down"))
 
 
@@ -124,8 +125,9 @@ def test_pull_halo_refuses_too_many_reach_pairs(make_cluster: Any) -> None:
 
     t = pa.table({"k": ["a"] * 100, "x": np.arange(100.0), "ts": pa.array(np.arange(100), pa.int64())})
     c = make_cluster(t, "random", 1)
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES A.ts AS a ONE ROW PER MATCH "
-           "PATTERN (A N*? B) WITHIN 10 DEFINE A AS A.x > PREV(A.x), B AS B.x < 3)")
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts "
+           "MEASURES A.ts AS a ONE ROW PER MATCH PATTERN (A N*? B) "
+           "WITHIN 10 DEFINE A AS A.x > PREV(A.x), B AS B.x < 3)")
     client = StorageClient(c.endpoints[0], c.token)
     client.action("open", {"query_id": "q-pairs", "sql": sql})
     try:
@@ -151,9 +153,9 @@ def test_logical_offsets_over_all_rows_observe_the_skipped_rows(make_cluster: An
                   "x": rng.integers(0, 8, n), "ts": np.cumsum(rng.integers(0, 3, n))})
     c = make_cluster(t, "random", 2)
     for cond in ("LAST(x, 1) > 3", "FIRST(x, 1) > 3"):
-        sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES A.ts AS a, B.ts AS b "
-               "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B) WITHIN 600 "
-               f"DEFINE A AS A.type = 'A', B AS B.type = 'B' AND {cond})")
+        sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES A.ts AS "
+               "a, B.ts AS b ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? "
+               f"B) WITHIN 600 DEFINE A AS A.type = 'A', B AS B.type = 'B' AND {cond})")
         assert not analyze(parse(sql)).skippable
         check(t, sql, c, strategies=("dfs", "push_down"))
 

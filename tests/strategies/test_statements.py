@@ -79,16 +79,18 @@ def test_cli_registers_tables_and_runs_a_grouped_join(cluster: LocalCluster, tmp
 def test_a_clause_without_order_by_asks_for_the_time_column(cluster: LocalCluster) -> None:
     from dfs_cer.errors import QueryValidationError
 
-    sql = "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k MEASURES A.ts AS a PATTERN (A) DEFINE A AS A.x = 9)"
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k MEASURES A.ts AS a PATTERN (A) "
+           "DEFINE A AS A.x = 9)")
     with pytest.raises(QueryValidationError, match="add ORDER BY <time column>"):
         pull_statement("dfs", parse_statement(sql), cluster.endpoints, cluster.token)
 
 
-EXPRESSIONS = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES MATCH_NUMBER() AS n, "
-               "array_agg(CLASSIFIER()) AS labels, sum(B.x * 2 + 1) AS w, count(*) FILTER (WHERE type = 'N') AS ns, "
-               "count(DISTINCT x) AS d, min_by(ts, x) AS low, PREV(coalesce(B.x, 0)) AS pb ONE ROW PER MATCH "
-               "PATTERN (A B+) WITHIN 6 DEFINE A AS A.type = 'A' AND A.x > 6, B AS coalesce(B.x, 0) < FIRST(A.x) "
-               "AND count_if(B.type = 'N') <= 2 AND length(B.type) = length(A.type))")
+EXPRESSIONS = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES MATCH_NUMBER() AS "
+               "n, array_agg(CLASSIFIER()) AS labels, sum(B.x * 2 + 1) AS w, count(*) FILTER (WHERE "
+               "type = 'N') AS ns, count(DISTINCT x) AS d, min_by(ts, x) AS low, PREV(coalesce(B.x, "
+               "0)) AS pb ONE ROW PER MATCH PATTERN (A B+) WITHIN 6 DEFINE A AS A.type = 'A' AND A.x > "
+               "6, B AS coalesce(B.x, 0) < FIRST(A.x) AND count_if(B.type = 'N') <= 2 AND "
+               "length(B.type) = length(A.type))")
 
 
 @pytest.mark.parametrize("strategy", ["dfs", "push_pull", "push_down"])
@@ -103,18 +105,19 @@ def test_expression_features_through_storage_nodes(cluster: LocalCluster, strate
 
 FILTERED = [
     # PREV over the filtered rows: the rows the condition drops do not exist for navigation
-    "SELECT * FROM (SELECT * FROM t WHERE x > 2 AND type <> 'N') MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts "
-    "MEASURES A.ts AS a_ts, B.x AS bx ONE ROW PER MATCH PATTERN (A B) DEFINE A AS A.type = 'A', "
-    "B AS B.x > PREV(B.x))",
+    "SELECT * FROM (SELECT * FROM t WHERE x > 2 AND type <> 'N') MATCH_RECOGNIZE (PARTITION "
+    "BY k ORDER BY ts MEASURES A.ts AS a_ts, B.x AS bx ONE ROW PER MATCH PATTERN (A B) "
+    "DEFINE A AS A.type = 'A', B AS B.x > PREV(B.x))",
     # a contiguous pattern over a CTE; the table's alias qualifies columns; IN, LIKE, BETWEEN
-    "WITH f AS (SELECT * FROM t AS e WHERE e.k IN ('a', 'b') AND type LIKE 'A%' OR x BETWEEN 3 AND 5) "
-    "SELECT k, count(*) AS n, min(a_ts) AS first FROM f MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts "
-    "MEASURES A.ts AS a_ts ONE ROW PER MATCH PATTERN (A B C) DEFINE A AS A.x > 5, B AS B.x < A.x, "
-    "C AS C.type = 'B') GROUP BY k ORDER BY k",
+    "WITH f AS (SELECT * FROM t AS e WHERE e.k IN ('a', 'b') AND type LIKE 'A%' OR x "
+    "BETWEEN 3 AND 5) SELECT k, count(*) AS n, min(a_ts) AS first FROM f MATCH_RECOGNIZE "
+    "(PARTITION BY k ORDER BY ts MEASURES A.ts AS a_ts ONE ROW PER MATCH PATTERN (A B C) "
+    "DEFINE A AS A.x > 5, B AS B.x < A.x, C AS C.type = 'B') GROUP BY k ORDER BY k",
     # ALL ROWS PER MATCH, NEXT and NOT / IS NULL
-    "SELECT * FROM (SELECT * FROM t WHERE NOT (x = 0 OR x IS NULL) AND ts >= 50) MATCH_RECOGNIZE "
-    "(PARTITION BY k ORDER BY ts MEASURES CLASSIFIER() AS c ALL ROWS PER MATCH PATTERN (A B+) WITHIN 10 "
-    "DEFINE A AS A.type = 'A' AND A.x >= 7 AND NEXT(A.x) > A.x, B AS B.x >= PREV(B.x))",
+    "SELECT * FROM (SELECT * FROM t WHERE NOT (x = 0 OR x IS NULL) AND ts >= 50) "
+    "MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES CLASSIFIER() AS c ALL ROWS PER "
+    "MATCH PATTERN (A B+) WITHIN 10 DEFINE A AS A.type = 'A' AND A.x >= 7 AND NEXT(A.x) > "
+    "A.x, B AS B.x >= PREV(B.x))",
 ]
 
 
@@ -124,7 +127,8 @@ def whole_bytes(cluster: LocalCluster) -> int:
     compute node costs)."""
     from dfs_cer.strategies import pull
 
-    sql = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a PATTERN (A) DEFINE A AS A.x = 9)"
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts "
+           "MEASURES A.ts AS a PATTERN (A) DEFINE A AS A.x = 9)")
     return pull("pull_all", sql, cluster.endpoints, cluster.token).trace.bytes_to_cn
 
 
@@ -176,7 +180,8 @@ def test_storage_nodes_refuse_input_filters_outside_the_subset(cluster: LocalClu
     from dfs_cer.strategies import pull
     from dfs_cer.transport.client import NodeRefusedError
 
-    sql = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a PATTERN (A) DEFINE A AS A.x = 9)"
+    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts "
+           "MEASURES A.ts AS a PATTERN (A) DEFINE A AS A.x = 9)")
     with pytest.raises(NodeRefusedError) as info:
         pull("dfs", sql, cluster.endpoints, cluster.token, input_filter=condition)
     assert info.value.code == "input-filter", info.value
@@ -189,11 +194,12 @@ def test_whole_table_reads_and_filtered_inputs_mix_in_one_statement(cluster: Loc
     """A clause with PARTITION BY an expression over a filtered subquery (its input computed on
     the compute node from the whole table) beside a clause whose filter runs on the nodes, and a
     subquery reading the statement's CTE: every pull is named in the trace."""
-    sql = ("WITH f AS (SELECT * FROM t WHERE x > 2) SELECT p.n, q.m FROM "
-           "(SELECT count(*) AS n FROM (SELECT * FROM t WHERE x > 1) MATCH_RECOGNIZE (PARTITION BY x % 2 ORDER BY ts "
-           "MEASURES A.ts AS a ONE ROW PER MATCH PATTERN (A B) DEFINE A AS A.type = 'A', B AS B.x > A.x)) AS p, "
-           "(SELECT count(*) AS m FROM (SELECT * FROM f WHERE x < 9) MATCH_RECOGNIZE (ORDER BY ts "
-           "MEASURES A.ts AS a ONE ROW PER MATCH PATTERN (A B) DEFINE A AS A.type = 'A', B AS B.x > A.x)) AS q")
+    sql = ("WITH f AS (SELECT * FROM t WHERE x > 2) SELECT p.n, q.m FROM (SELECT count(*) AS n "
+           "FROM (SELECT * FROM t WHERE x > 1) MATCH_RECOGNIZE (PARTITION BY x % 2 ORDER BY ts "
+           "MEASURES A.ts AS a ONE ROW PER MATCH PATTERN (A B) DEFINE A AS A.type = 'A', B AS "
+           "B.x > A.x)) AS p, (SELECT count(*) AS m FROM (SELECT * FROM f WHERE x < 9) "
+           "MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ONE ROW PER MATCH PATTERN (A B) "
+           "DEFINE A AS A.type = 'A', B AS B.x > A.x)) AS q")
     expected = match_recognize(events(), sql)
     assert expected.to_pylist()[0]["n"] > 0 and expected.to_pylist()[0]["m"] > 0
     with warnings.catch_warnings():

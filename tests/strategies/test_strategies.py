@@ -34,7 +34,8 @@ def table1_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClus
 
 
 @pytest.mark.parametrize(("strategy", "model", "events"), [
-    # the paper's flow runs the round trips (on ten events the adaptive model rightly skips them)
+    # the paper's flow runs the round trips (on ten events the adaptive model
+    # rightly skips them)
     ("dfs", "always_on", ["e1", "e2", "e5"]), ("dfs", "naive", ["e1", "e2", "e5"]), ("dfs", "adaptive", 9),
     ("push_down", "adaptive", 9), ("push_pull", "adaptive", 7), ("pull_all", "adaptive", 10),
     # without join filters only time prunes (7 events); the exact tables reach DFS's set;
@@ -107,8 +108,9 @@ def queries(draw: st.DrawFn) -> str:
     else:
         head = "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW"
         pattern = " ".join(names)
-    return (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES {measures}, MATCH_NUMBER() AS mn {head} "
-            f"PATTERN ({pattern}) WITHIN INTERVAL '{window}' MINUTE DEFINE {', '.join(defines)})")
+    return (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES {measures}, MATCH_NUMBER() "
+            f"AS mn {head} PATTERN ({pattern}) WITHIN INTERVAL '{window}' MINUTE DEFINE "
+            f"{', '.join(defines)})")
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
