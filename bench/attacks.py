@@ -35,24 +35,36 @@ import pyarrow as pa
 from dfs_cer.transport.client import StorageClient
 
 ATTACKS = ("push_pull", "node_matches", "node_vm", "like", "like_node", "abandoned")
-SKIP4 = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ONE ROW PER MATCH "
-         "AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B N*? C N*? D) "
-         "DEFINE A AS type = 'A', B AS type = 'B', C AS type = 'C', D AS type = 'D')")
-ALL2 = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ALL MATCHES PATTERN (A B) "
-        "DEFINE A AS type = 'A', B AS type = 'B')")
-CUBIC = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES count(*) AS c ONE ROW PER MATCH "
-         "PATTERN (A+ B+ C) DEFINE C AS C.ts < LAST(B.ts))")
+SKIP4 = (
+    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ONE ROW PER MATCH "
+    "AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B N*? C N*? D) "
+    "DEFINE A AS type = 'A', B AS type = 'B', C AS type = 'C', D AS type = 'D')"
+)
+ALL2 = (
+    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ALL MATCHES PATTERN (A B) "
+    "DEFINE A AS type = 'A', B AS type = 'B')"
+)
+CUBIC = (
+    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES count(*) AS c ONE ROW PER MATCH "
+    "PATTERN (A+ B+ C) DEFINE C AS C.ts < LAST(B.ts))"
+)
 #: the next query after an attack: small, with a window
-SMALL = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ALL MATCHES PATTERN (A B) "
-         "WITHIN INTERVAL '1' SECOND DEFINE A AS type = 'A', B AS type = 'B')")
+SMALL = (
+    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ALL MATCHES PATTERN (A B) "
+    "WITHIN INTERVAL '1' SECOND DEFINE A AS type = 'A', B AS type = 'B')"
+)
 
 
 def attack_table(n: int, text: int = 120) -> pa.Table:
     """``4 n`` events one millisecond apart, types A, B, C, D in turn, and a string ``s`` of
     ``text`` letters a (a LIKE ``'%a' || '%_' x 127`` never matches shorter strings)."""
-    return pa.table({"ts": pa.array(np.arange(4 * n, dtype=np.int64), pa.timestamp("ms")),
-                     "type": pa.array(np.array(["A", "B", "C", "D"])[np.arange(4 * n) % 4]),
-                     "s": pa.array(["a" * text] * (4 * n))})
+    return pa.table(
+        {
+            "ts": pa.array(np.arange(4 * n, dtype=np.int64), pa.timestamp("ms")),
+            "type": pa.array(np.array(["A", "B", "C", "D"])[np.arange(4 * n) % 4]),
+            "s": pa.array(["a" * text] * (4 * n)),
+        }
+    )
 
 
 def like_filter(ors: int) -> str:
@@ -92,8 +104,16 @@ def _rss(pid: int) -> float:
     return float(psutil.Process(pid).memory_info().rss) / 2**20
 
 
-def run_attack(endpoint: str, token: str, pid: int, attack: str, *, lease: float = 2.0,
-               settle: float = 2.0, like_ors: int = 180) -> Outcome:
+def run_attack(
+    endpoint: str,
+    token: str,
+    pid: int,
+    attack: str,
+    *,
+    lease: float = 2.0,
+    settle: float = 2.0,
+    like_ors: int = 180,
+) -> Outcome:
     """Run ``attack`` against the node at ``endpoint`` (process ``pid``) and measure it."""
     client = StorageClient(endpoint, token, timeout=1.0 if attack == "abandoned" else 120.0)
     setup = StorageClient(endpoint, token, timeout=120.0)
@@ -101,29 +121,60 @@ def run_attack(endpoint: str, token: str, pid: int, attack: str, *, lease: float
     deadline = [time.monotonic() + lease]
     try:
         if attack in ("push_pull", "abandoned"):
-            setup.action("open", {"query_id": qid, "sql": SKIP4,
-                                  "lease_seconds": 120.0 if attack == "abandoned" else lease})
+            setup.action(
+                "open",
+                {
+                    "query_id": qid,
+                    "sql": SKIP4,
+                    "lease_seconds": 120.0 if attack == "abandoned" else lease,
+                },
+            )
             deadline[0] = time.monotonic() + lease
             for v in "ABC":
                 got = setup.pull({"query_id": qid, "kind": "pull_variable", "variable": v})
-                setup.upload({"query_id": qid, "variable": v}, got.drop_columns([got.column_names[-1]]))
+                setup.upload(
+                    {"query_id": qid, "variable": v}, got.drop_columns([got.column_names[-1]])
+                )
 
             def call() -> None:
-                client.action("push_pull", {"query_id": qid, "variable": "D", "processed": list("ABC")})
+                client.action(
+                    "push_pull", {"query_id": qid, "variable": "D", "processed": list("ABC")}
+                )
         elif attack in ("node_matches", "node_vm"):
-            setup.action("open", {"query_id": qid, "sql": ALL2 if attack == "node_matches" else CUBIC,
-                                  "lease_seconds": lease})
+            setup.action(
+                "open",
+                {
+                    "query_id": qid,
+                    "sql": ALL2 if attack == "node_matches" else CUBIC,
+                    "lease_seconds": lease,
+                },
+            )
             deadline[0] = time.monotonic() + lease
 
             def call() -> None:
-                client.pull({"query_id": qid, "kind": "pull_matches", "event_key": [], "dedup": False,
-                             "max_matches": 10_000_000, "on_limit": "error"})
+                client.pull(
+                    {
+                        "query_id": qid,
+                        "kind": "pull_matches",
+                        "event_key": [],
+                        "dedup": False,
+                        "max_matches": 10_000_000,
+                        "on_limit": "error",
+                    }
+                )
         elif attack in ("like", "like_node"):
             ors = like_ors if attack == "like" else 4
 
             def call() -> None:
-                client.action("open", {"query_id": qid, "sql": SKIP4, "lease_seconds": lease,
-                                       "input_filter": like_filter(ors)})
+                client.action(
+                    "open",
+                    {
+                        "query_id": qid,
+                        "sql": SKIP4,
+                        "lease_seconds": lease,
+                        "input_filter": like_filter(ors),
+                    },
+                )
         else:
             raise ValueError(f"unknown attack {attack!r}; attacks: {', '.join(ATTACKS)}")
         outcome: dict[str, Any] = {"error": ""}
@@ -150,7 +201,9 @@ def run_attack(endpoint: str, token: str, pid: int, attack: str, *, lease: float
             rss = max(rss, _rss(pid))
             time.sleep(0.05)
         thread.join()
-        if attack == "abandoned":  # the compute node gave up: it closes the query, as the closer does
+        if (
+            attack == "abandoned"
+        ):  # the compute node gave up: it closes the query, as the closer does
             gave_up = time.monotonic()
             setup.action("close", {"query_id": qid})
             # the node's call ends when its work stops: the node is idle again
@@ -169,11 +222,18 @@ def run_attack(endpoint: str, token: str, pid: int, attack: str, *, lease: float
         next_ms = (time.monotonic() - asked) * 1e3
         stats = setup.action("stats")[0]
         other.close()
-        return Outcome(attack, outcome["error"][:300], round(outcome["seconds"], 3),
-                       round(max(0.0, outcome["ended"] - deadline[0]), 3), round(cpu_after, 3), round(rss, 1),
-                       round(max(latencies, default=0.0) * 1e3, 1),
-                       round(statistics.median(latencies) * 1e3 if latencies else 0.0, 1), round(next_ms, 1),
-                       int(stats["queries"]) + int(stats["held_bytes"]) + int(stats["reservations"]))
+        return Outcome(
+            attack,
+            outcome["error"][:300],
+            round(outcome["seconds"], 3),
+            round(max(0.0, outcome["ended"] - deadline[0]), 3),
+            round(cpu_after, 3),
+            round(rss, 1),
+            round(max(latencies, default=0.0) * 1e3, 1),
+            round(statistics.median(latencies) * 1e3 if latencies else 0.0, 1),
+            round(next_ms, 1),
+            int(stats["queries"]) + int(stats["held_bytes"]) + int(stats["reservations"]),
+        )
     finally:
         client.close()
         setup.close()

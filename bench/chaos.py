@@ -59,10 +59,18 @@ from dfs_cer.transport.replies import CloseReply, ReserveReply, StatsReply
 from storage_node.launcher import LocalCluster
 
 FAULTS = ("none", "kill", "stop", "restart", "s3-deny", "s3-down", "pressure")
-CONFIG = StrategyConfig(call_timeout_seconds=2.0, query_timeout_seconds=10.0, close_timeout_seconds=0.5,
-                        admission_wait_seconds=3.0)
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-               "AWS_EC2_METADATA_DISABLED": "true"}
+CONFIG = StrategyConfig(
+    call_timeout_seconds=2.0,
+    query_timeout_seconds=10.0,
+    close_timeout_seconds=0.5,
+    admission_wait_seconds=3.0,
+)
+CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
 QUERIES = [
     "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, C.ts AS c_ts ALL MATCHES "
     "PATTERN (A B C) WITHIN INTERVAL '30' SECOND DEFINE A AS A.type = 'T_02', B AS B.type = 'T_15' "
@@ -134,8 +142,9 @@ def clean(cluster: LocalCluster, within: float) -> bool:
 
 def clear(message: str) -> bool:
     """A clear error names the round and what failed (a node, the store or the admission)."""
-    return message.startswith("round ") and any(w in message for w in ("storage node", "cannot read", "no room",
-                                                                        "refused"))
+    return message.startswith("round ") and any(
+        w in message for w in ("storage node", "cannot read", "no room", "refused")
+    )
 
 
 def main() -> None:
@@ -144,9 +153,13 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=60_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="write the figures (and every outcome) here")
-    parser.add_argument("--attacks", action="store_true", help="run the attacks on a node's bounds instead")
+    parser.add_argument(
+        "--attacks", action="store_true", help="run the attacks on a node's bounds instead"
+    )
     parser.add_argument("--rows", type=int, default=400, help="--attacks: events per type")
-    parser.add_argument("--lease", type=float, default=2.0, help="--attacks: the attacked query's deadline (s)")
+    parser.add_argument(
+        "--lease", type=float, default=2.0, help="--attacks: the attacked query's deadline (s)"
+    )
     args = parser.parse_args()
     if args.attacks:
         attacks(args.rows, args.lease, args.json)
@@ -160,22 +173,35 @@ def main() -> None:
     expected = {}
     with tempfile.TemporaryDirectory() as tmp:
         pq.write_table(events, Path(tmp) / "events.parquet")
-        shard(str(Path(tmp) / "events.parquet"), 3, "s3://chaos/events", config=StorageConfig(s3_endpoint=s3.endpoint))
+        shard(
+            str(Path(tmp) / "events.parquet"),
+            3,
+            "s3://chaos/events",
+            config=StorageConfig(s3_endpoint=s3.endpoint),
+        )
         for q in QUERIES:
             expected[q] = rows(match_recognize(events, q))
-    env = {**CREDENTIALS, "DFS_CER__STORAGE__S3_ENDPOINT": s3.endpoint, "DFS_CER__STORAGE__CACHE_BYTES": "0",
-           "DFS_CER__STORAGE__S3_RETRY_SECONDS": "3", "DFS_CER__STORAGE__S3_REQUEST_TIMEOUT_SECONDS": "2"}
+    env = {
+        **CREDENTIALS,
+        "DFS_CER__STORAGE__S3_ENDPOINT": s3.endpoint,
+        "DFS_CER__STORAGE__CACHE_BYTES": "0",
+        "DFS_CER__STORAGE__S3_RETRY_SECONDS": "3",
+        "DFS_CER__STORAGE__S3_REQUEST_TIMEOUT_SECONDS": "2",
+    }
     outcomes: list[dict[str, Any]] = []
     original = Session.all
-    with LocalCluster([f"s3://chaos/events/node-{i:02d}" for i in range(3)], env=env,
-                      memory_budget="16MiB") as cluster:
+    with LocalCluster(
+        [f"s3://chaos/events/node-{i:02d}" for i in range(3)], env=env, memory_budget="16MiB"
+    ) as cluster:
         budget_hog = {"id": 0}
         for n in range(args.queries):
             strategy = rng.choice(list(STRATEGIES))
             sql = rng.choice(QUERIES)
             fault = FAULTS[n % len(FAULTS)] if n < len(FAULTS) else rng.choice(FAULTS)
             node = rng.randrange(3)
-            at = rng.randint(1, 3) if fault in ("kill", "stop", "restart") else 1  # every strategy has >= 3
+            at = (
+                rng.randint(1, 3) if fault in ("kill", "stop", "restart") else 1
+            )  # every strategy has >= 3
             repair: list[Any] = []
 
             def inject(fault: str = fault, node: int = node, repair: list[Any] = repair) -> None:
@@ -193,14 +219,18 @@ def main() -> None:
                 elif fault == "s3-down":
                     s3.down()
                     repair.append(s3.up)
-                elif fault == "pressure":  # fill every node's budget with reservations of other queries
+                elif (
+                    fault == "pressure"
+                ):  # fill every node's budget with reservations of other queries
                     hogs: list[tuple[StorageClient, str]] = []
                     for e in cluster.endpoints:
                         c = StorageClient(e, cluster.token)
                         for _ in range(500):
                             budget_hog["id"] += 1
                             hog = f"hog-{budget_hog['id']}"
-                            granted = c.call(ReserveReply, {"query_id": hog, "arrival": time.time()})[0].granted
+                            granted = c.call(
+                                ReserveReply, {"query_id": hog, "arrival": time.time()}
+                            )[0].granted
                             hogs.append((c, hog))
                             if not granted:
                                 break
@@ -217,8 +247,16 @@ def main() -> None:
 
             fired = [False]
 
-            def all_(self: Session, name: str, fn: Any, *a: Any, inject: Any = inject, fired: list[bool] = fired,
-                     at: int = at, **kw: Any) -> Any:
+            def all_(
+                self: Session,
+                name: str,
+                fn: Any,
+                *a: Any,
+                inject: Any = inject,
+                fired: list[bool] = fired,
+                at: int = at,
+                **kw: Any,
+            ) -> Any:
                 if not fired[0] and len(self.trace.rounds) + 1 >= at:
                     fired[0] = True
                     inject()
@@ -226,7 +264,13 @@ def main() -> None:
 
             Session.all = all_  # type: ignore[method-assign]
             began = time.monotonic()
-            outcome: dict[str, Any] = {"n": n, "strategy": strategy, "fault": fault, "node": node, "round": at}
+            outcome: dict[str, Any] = {
+                "n": n,
+                "strategy": strategy,
+                "fault": fault,
+                "node": node,
+                "round": at,
+            }
             try:
                 result = pull(strategy, sql, cluster.endpoints, cluster.token, config=CONFIG)
                 got = rows(match_pulled(result))
@@ -246,7 +290,9 @@ def main() -> None:
                 step()
             outcome["leaked"] = not clean(cluster, within=CONFIG.query_timeout_seconds)
             outcomes.append(outcome)
-            mark = {"correct": ".", "clear error": "e", "wrong": "W", "unclear error": "?"}[outcome["result"]]
+            mark = {"correct": ".", "clear error": "e", "wrong": "W", "unclear error": "?"}[
+                outcome["result"]
+            ]
             print(mark + ("L" if outcome["leaked"] else ""), end="", flush=True)
             if outcome["result"] in ("wrong", "unclear error") or outcome["leaked"]:
                 print(f"\n{outcome}", flush=True)
@@ -254,11 +300,20 @@ def main() -> None:
     summary = summarize(outcomes)
     print(json.dumps(summary, indent=1))
     if args.json:
-        Path(args.json).write_text(json.dumps({"summary": summary, "outcomes": outcomes,
-                                               "deadline_seconds": CONFIG.query_timeout_seconds,
-                                               "call_timeout_seconds": CONFIG.call_timeout_seconds,
-                                               "queries": args.queries, "events": args.events,
-                                               "seed": args.seed}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "summary": summary,
+                    "outcomes": outcomes,
+                    "deadline_seconds": CONFIG.query_timeout_seconds,
+                    "call_timeout_seconds": CONFIG.call_timeout_seconds,
+                    "queries": args.queries,
+                    "events": args.events,
+                    "seed": args.seed,
+                },
+                indent=1,
+            )
+        )
     CLOSER.pending()
 
 
@@ -273,11 +328,15 @@ def attacks(rows: int, lease: float, json_path: str | None) -> None:
         shard(str(Path(tmp) / "events.parquet"), 1, str(Path(tmp) / "nodes"), time_column="ts")
         with LocalCluster([str(Path(tmp) / "nodes" / "node-00")]) as cluster:
             for attack in ATTACKS:
-                outcome = run_attack(cluster.endpoints[0], cluster.token, cluster.procs[0].pid, attack, lease=lease)
+                outcome = run_attack(
+                    cluster.endpoints[0], cluster.token, cluster.procs[0].pid, attack, lease=lease
+                )
                 out.append(outcome.as_dict())
                 print(json.dumps(outcome.as_dict()), flush=True)
     if json_path:
-        Path(json_path).write_text(json.dumps({"rows": rows, "lease_seconds": lease, "attacks": out}, indent=1))
+        Path(json_path).write_text(
+            json.dumps({"rows": rows, "lease_seconds": lease, "attacks": out}, indent=1)
+        )
 
 
 def summarize(outcomes: list[dict[str, Any]]) -> dict[str, Any]:
@@ -290,8 +349,17 @@ def summarize(outcomes: list[dict[str, Any]]) -> dict[str, Any]:
             per[key]["queries"] += 1
             if o["result"] != "correct":
                 worst[key] = max(worst[key], o["seconds"])
-    return {k: {**{r: per[k][r] for r in ("queries", "correct", "clear error", "wrong", "unclear error", "leaked")},
-                "worst_seconds_to_error": round(worst[k], 2)} for k in (*FAULTS, "all") if k in per}
+    return {
+        k: {
+            **{
+                r: per[k][r]
+                for r in ("queries", "correct", "clear error", "wrong", "unclear error", "leaked")
+            },
+            "worst_seconds_to_error": round(worst[k], 2),
+        }
+        for k in (*FAULTS, "all")
+        if k in per
+    }
 
 
 if __name__ == "__main__":

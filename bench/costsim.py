@@ -65,7 +65,9 @@ class Cloud:
     queries_per_load: int = 100  # queries served per cold load of the shards from S3
     range_bytes: int = 8 << 20  # one S3 GET per 8 MiB range of a shard file
     parquet_bytes_per_event: float = 12.0  # the synthetic log's shard files
-    node_bytes_per_event: float = 206.0  # measured: storage nodes' peak beyond the bare processes, 10M events
+    node_bytes_per_event: float = (
+        206.0  # measured: storage nodes' peak beyond the bare processes, 10M events
+    )
     node_startup_gb: float = 0.29
 
 
@@ -107,8 +109,12 @@ class Model:
         col = lambda key: np.array([float(p.s[key]) for p in points])  # noqa: E731
         phase = lambda key: np.array([float(p.s["phases"].get(key, 0.0)) for p in points])  # noqa: E731
         bsn, bcn = col("bytes_to_sn"), col("bytes_to_cn")
-        t_sn = np.array([transfer_seconds(b, int(k), node_gbit, None) for b, k in zip(bsn, n, strict=True)])
-        t_cn = np.array([transfer_seconds(b, int(k), node_gbit, None) for b, k in zip(bcn, n, strict=True)])
+        t_sn = np.array(
+            [transfer_seconds(b, int(k), node_gbit, None) for b, k in zip(bsn, n, strict=True)]
+        )
+        t_cn = np.array(
+            [transfer_seconds(b, int(k), node_gbit, None) for b, k in zip(bcn, n, strict=True)]
+        )
         self.coef = {
             "bytes_to_sn": nnls([n, n * e, e], bsn),
             "bytes_to_cn": nnls([n, e], bcn),
@@ -120,17 +126,23 @@ class Model:
         }
         self.rounds = float(np.mean(col("rounds")))
 
-    def predict(self, nodes: int, events: float, parallel: float, node_gbit: float,
-                cn_gbit: float | None) -> dict[str, float]:
+    def predict(
+        self, nodes: int, events: float, parallel: float, node_gbit: float, cn_gbit: float | None
+    ) -> dict[str, float]:
         c, n, e = self.coef, float(nodes), float(events)
         bsn = float(c["bytes_to_sn"] @ [n, n * e, e])
         bcn = float(c["bytes_to_cn"] @ [n, e])
         ev = float(c["events"][0] * e)
         out = {
-            "bytes_to_sn": bsn, "bytes_to_cn": bcn, "bytes": bsn + bcn, "events_pulled": ev,
+            "bytes_to_sn": bsn,
+            "bytes_to_cn": bcn,
+            "bytes": bsn + bcn,
+            "events_pulled": ev,
             "open": float(c["open"] @ [1.0, e / parallel]),
-            "filter": float(c["filter"] @ [1.0, n, e / parallel]) + transfer_seconds(bsn, nodes, node_gbit, cn_gbit),
-            "pull": float(c["pull"] @ [1.0, n, bcn]) + transfer_seconds(bcn, nodes, node_gbit, cn_gbit),
+            "filter": float(c["filter"] @ [1.0, n, e / parallel])
+            + transfer_seconds(bsn, nodes, node_gbit, cn_gbit),
+            "pull": float(c["pull"] @ [1.0, n, bcn])
+            + transfer_seconds(bcn, nodes, node_gbit, cn_gbit),
             "match": float(c["match"][0] * ev),
         }
         out["latency"] = out["open"] + out["filter"] + out["pull"] + out["match"]
@@ -143,16 +155,21 @@ def load_points(paths: list[Path]) -> tuple[dict[str, list[Point]], list[str]]:
     for path in paths:
         run = json.loads(path.read_text())
         if "nodes" not in run:
-            raise SystemExit(f"error: {path} has no nodes section; run bench/run.py --sections nodes")
-        sources.append(f"{path.name} ({run['events']:,} events, {run.get('mode')}, {run.get('started')})")
+            raise SystemExit(
+                f"error: {path} has no nodes section; run bench/run.py --sections nodes"
+            )
+        sources.append(
+            f"{path.name} ({run['events']:,} events, {run.get('mode')}, {run.get('started')})"
+        )
         for n, per in run["nodes"].items():
             for s in STRATEGIES:
                 points[s].append(Point(int(n), int(run["events"]), per[s]))
     return points, sources
 
 
-def calibration_error(points: dict[str, list[Point]], cores: int, node_gbit: float,
-                      holdout: int | None = None) -> dict[str, dict[str, Any]]:
+def calibration_error(
+    points: dict[str, list[Point]], cores: int, node_gbit: float, holdout: int | None = None
+) -> dict[str, dict[str, Any]]:
     """Mean and worst relative error of latency and bytes; with ``holdout``, fitted only on the
     points with fewer nodes and checked on those with ``holdout`` nodes or more."""
     out = {}
@@ -165,15 +182,35 @@ def calibration_error(points: dict[str, list[Point]], cores: int, node_gbit: flo
             got = model.predict(p.nodes, p.events, min(p.nodes, cores), node_gbit, None)
             lat.append(abs(got["latency"] - p.s["latency"]) / p.s["latency"])
             byt.append(abs(got["bytes"] - p.s["bytes"]) / p.s["bytes"])
-            pairs.append({"nodes": p.nodes, "events": p.events, "latency": p.s["latency"],
-                          "latency_predicted": got["latency"], "bytes": p.s["bytes"], "bytes_predicted": got["bytes"]})
-        out[s] = {"latency_mean": float(np.mean(lat)), "latency_max": float(np.max(lat)),
-                  "bytes_mean": float(np.mean(byt)), "bytes_max": float(np.max(byt)), "points": pairs}
+            pairs.append(
+                {
+                    "nodes": p.nodes,
+                    "events": p.events,
+                    "latency": p.s["latency"],
+                    "latency_predicted": got["latency"],
+                    "bytes": p.s["bytes"],
+                    "bytes_predicted": got["bytes"],
+                }
+            )
+        out[s] = {
+            "latency_mean": float(np.mean(lat)),
+            "latency_max": float(np.max(lat)),
+            "bytes_mean": float(np.mean(byt)),
+            "bytes_max": float(np.max(byt)),
+            "points": pairs,
+        }
     return out
 
 
-def project(points: dict[str, list[Point]], cores: int, calib_gbit: float, cloud: Cloud, prices: Prices,
-            node_counts: list[int], event_counts: list[int]) -> list[dict[str, Any]]:
+def project(
+    points: dict[str, list[Point]],
+    cores: int,
+    calib_gbit: float,
+    cloud: Cloud,
+    prices: Prices,
+    node_counts: list[int],
+    event_counts: list[int],
+) -> list[dict[str, Any]]:
     per_gb = prices.inter_az_per_gb if cloud.transfer == "inter-az" else prices.egress_per_gb
     rows = []
     for s, pts in points.items():
@@ -181,15 +218,27 @@ def project(points: dict[str, list[Point]], cores: int, calib_gbit: float, cloud
         for e in event_counts:
             for n in node_counts:
                 got = model.predict(n, e, n, cloud.node_gbit, cloud.cn_gbit)
-                gets = e * cloud.parquet_bytes_per_event / cloud.range_bytes + n  # at least one per node
+                gets = (
+                    e * cloud.parquet_bytes_per_event / cloud.range_bytes + n
+                )  # at least one per node
                 cost_transfer = got["bytes"] / 1e9 * per_gb
                 cost_instances = (n + 1) * got["latency"] / 3600 * prices.instance_hour
                 cost_gets = gets / 1000 * prices.s3_get_per_1000 / cloud.queries_per_load
                 node_gb = cloud.node_startup_gb + e / n * cloud.node_bytes_per_event / 1e9
-                rows.append({"strategy": s, "nodes": n, "events": e, **got,
-                             "cost_transfer": cost_transfer, "cost_instances": cost_instances,
-                             "cost_gets": cost_gets, "cost": cost_transfer + cost_instances + cost_gets,
-                             "node_memory_gb": node_gb, "fits_memory": node_gb <= prices.instance_memory_gb})
+                rows.append(
+                    {
+                        "strategy": s,
+                        "nodes": n,
+                        "events": e,
+                        **got,
+                        "cost_transfer": cost_transfer,
+                        "cost_instances": cost_instances,
+                        "cost_gets": cost_gets,
+                        "cost": cost_transfer + cost_instances + cost_gets,
+                        "node_memory_gb": node_gb,
+                        "fits_memory": node_gb <= prices.instance_memory_gb,
+                    }
+                )
     return rows
 
 
@@ -198,24 +247,38 @@ def _money(x: float) -> str:
 
 
 def markdown(figures: dict[str, Any]) -> str:
-    lines = ["Calibrated on: " + "; ".join(figures["sources"]) + ".", "",
-             "| strategy | latency error, mean / worst (all points) | bytes "
-             f"error, mean / worst | latency error, fit on < {figures['holdout']} "
-             "nodes, checked on the rest | bytes error, same |",
-             "|---|---:|---:|---:|---:|"]
+    lines = [
+        "Calibrated on: " + "; ".join(figures["sources"]) + ".",
+        "",
+        "| strategy | latency error, mean / worst (all points) | bytes "
+        f"error, mean / worst | latency error, fit on < {figures['holdout']} "
+        "nodes, checked on the rest | bytes error, same |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for s in STRATEGIES:
         a, h = figures["error"][s], figures["holdout_error"][s]
-        lines.append(f"| {s} | {a['latency_mean']:.0%} / {a['latency_max']:.0%} | {a['bytes_mean']:.0%} / "
-                     f"{a['bytes_max']:.0%} | {h['latency_mean']:.0%} / {h['latency_max']:.0%} | "
-                     f"{h['bytes_mean']:.0%} / {h['bytes_max']:.0%} |")
-    lines += ["", "| events | storage nodes | strategy | latency s | GB moved | $ transfer | $ instances | "
-              "$ S3 GETs | $ per query | node memory GB |", "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in sorted(figures["projection"], key=lambda r: (r["events"], r["nodes"], STRATEGIES.index(r["strategy"]))):
+        lines.append(
+            f"| {s} | {a['latency_mean']:.0%} / {a['latency_max']:.0%} | {a['bytes_mean']:.0%} / "
+            f"{a['bytes_max']:.0%} | {h['latency_mean']:.0%} / {h['latency_max']:.0%} | "
+            f"{h['bytes_mean']:.0%} / {h['bytes_max']:.0%} |"
+        )
+    lines += [
+        "",
+        "| events | storage nodes | strategy | latency s | GB moved | $ transfer | $ instances | "
+        "$ S3 GETs | $ per query | node memory GB |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in sorted(
+        figures["projection"],
+        key=lambda r: (r["events"], r["nodes"], STRATEGIES.index(r["strategy"])),
+    ):
         mem = f"{r['node_memory_gb']:.1f}" + ("" if r["fits_memory"] else " (over)")
-        lines.append(f"| {r['events'] / 1e9:g}B | {r['nodes']:,} | {r['strategy']} | "
-                     f"{r['latency']:.2f} | {r['bytes'] / 1e9:.3f} | {_money(r['cost_transfer'])} | "
-                     f"{_money(r['cost_instances'])} | {_money(r['cost_gets'])} | "
-                     f"{_money(r['cost'])} | {mem} |")
+        lines.append(
+            f"| {r['events'] / 1e9:g}B | {r['nodes']:,} | {r['strategy']} | "
+            f"{r['latency']:.2f} | {r['bytes'] / 1e9:.3f} | {_money(r['cost_transfer'])} | "
+            f"{_money(r['cost_instances'])} | {_money(r['cost_gets'])} | "
+            f"{_money(r['cost'])} | {mem} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -230,22 +293,35 @@ def plot(figures: dict[str, Any], path: Path) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
     for s in STRATEGIES:
         for e, style in zip(events, ("-", "--", ":"), strict=False):
-            pts = sorted((r for r in rows if r["strategy"] == s and r["events"] == e), key=lambda r: r["nodes"])
+            pts = sorted(
+                (r for r in rows if r["strategy"] == s and r["events"] == e),
+                key=lambda r: r["nodes"],
+            )
             xs = [r["nodes"] for r in pts]
             label = f"{s}, {e / 1e9:g}B events"
-            axes[0].plot(xs, [r["latency"] for r in pts], style, marker="o", color=COLORS[s], label=label)
-            axes[1].plot(xs, [r["bytes"] / 1e9 for r in pts], style, marker="o", color=COLORS[s], label=label)
-            axes[2].plot(xs, [r["cost"] for r in pts], style, marker="o", color=COLORS[s], label=label)
-    for ax, ylabel in zip(axes, ("seconds per query", "GB moved per query", "$ per query"), strict=True):
+            axes[0].plot(
+                xs, [r["latency"] for r in pts], style, marker="o", color=COLORS[s], label=label
+            )
+            axes[1].plot(
+                xs, [r["bytes"] / 1e9 for r in pts], style, marker="o", color=COLORS[s], label=label
+            )
+            axes[2].plot(
+                xs, [r["cost"] for r in pts], style, marker="o", color=COLORS[s], label=label
+            )
+    for ax, ylabel in zip(
+        axes, ("seconds per query", "GB moved per query", "$ per query"), strict=True
+    ):
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("storage nodes")
         ax.set_ylabel(ylabel)
     axes[2].legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.suptitle(f"projection ({figures['cloud']['transfer']} transfer, "
-                 f"{figures['cloud']['node_gbit']:g} Gbit/s node links, "
-                 f"{figures['cloud']['cn_gbit']:g} Gbit/s compute node, prices of "
-                 f"{figures['prices']['date']})")
+    fig.suptitle(
+        f"projection ({figures['cloud']['transfer']} transfer, "
+        f"{figures['cloud']['node_gbit']:g} Gbit/s node links, "
+        f"{figures['cloud']['cn_gbit']:g} Gbit/s compute node, prices of "
+        f"{figures['prices']['date']})"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -256,10 +332,21 @@ def plot(figures: dict[str, Any], path: Path) -> None:
         fitted = figures["error"][s]["points"]
         held = figures["holdout_error"][s]["points"]
         for ax, key, scale in ((axes[0], "latency", 1.0), (axes[1], "bytes", 1e6)):
-            ax.scatter([q[key] / scale for q in fitted], [q[key + "_predicted"] / scale for q in fitted],
-                       color=COLORS[s], s=14, label=f"{s} (fit on all)")
-            ax.scatter([q[key] / scale for q in held], [q[key + "_predicted"] / scale for q in held],
-                       facecolors="none", edgecolors=COLORS[s], s=40, label=f"{s} (held out)")
+            ax.scatter(
+                [q[key] / scale for q in fitted],
+                [q[key + "_predicted"] / scale for q in fitted],
+                color=COLORS[s],
+                s=14,
+                label=f"{s} (fit on all)",
+            )
+            ax.scatter(
+                [q[key] / scale for q in held],
+                [q[key + "_predicted"] / scale for q in held],
+                facecolors="none",
+                edgecolors=COLORS[s],
+                s=40,
+                label=f"{s} (held out)",
+            )
     for ax, label in ((axes[0], "seconds per query"), (axes[1], "MB per query")):
         lo, hi = ax.get_xlim()
         ax.plot([lo, hi], [lo, hi], color="#999999", lw=0.8)
@@ -276,16 +363,29 @@ def plot(figures: dict[str, Any], path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", default=",".join(str(RESULTS / f"run-net-1gbit-nodes-{m}.json") for m in ("3m", "10m")))
-    parser.add_argument("--calibration-cores", type=int, default=2, help="cores the calibration runs shared")
-    parser.add_argument("--calibration-gbit", type=float, default=1.0, help="bench/net.sh's per-node rate")
-    parser.add_argument("--holdout", type=int, default=5, help="check the fit on runs with this many nodes or more")
+    parser.add_argument(
+        "--runs",
+        default=",".join(str(RESULTS / f"run-net-1gbit-nodes-{m}.json") for m in ("3m", "10m")),
+    )
+    parser.add_argument(
+        "--calibration-cores", type=int, default=2, help="cores the calibration runs shared"
+    )
+    parser.add_argument(
+        "--calibration-gbit", type=float, default=1.0, help="bench/net.sh's per-node rate"
+    )
+    parser.add_argument(
+        "--holdout", type=int, default=5, help="check the fit on runs with this many nodes or more"
+    )
     parser.add_argument("--node-counts", default="10,100,1000")
     parser.add_argument("--event-counts", default="1000000000,10000000000")
     for f in Cloud.__dataclass_fields__.values():
-        parser.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default)
+        parser.add_argument(
+            "--" + f.name.replace("_", "-"), type=type(f.default), default=f.default
+        )
     for f in Prices.__dataclass_fields__.values():
-        parser.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default)
+        parser.add_argument(
+            "--" + f.name.replace("_", "-"), type=type(f.default), default=f.default
+        )
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args()
     if args.transfer not in ("inter-az", "egress"):
@@ -295,18 +395,36 @@ def main() -> None:
     paths = [Path(p) for p in args.runs.split(",") if p]
     missing = [p for p in paths if not p.exists()]
     if missing:
-        raise SystemExit(f"error: {missing[0]} does not exist; record it with bench/run.py --net "
-                         "--sections nodes --node-counts 1,2,3,4,5,6 --json --out DIR (see RESULTS.md)")
+        raise SystemExit(
+            f"error: {missing[0]} does not exist; record it with bench/run.py --net "
+            "--sections nodes --node-counts 1,2,3,4,5,6 --json --out DIR (see RESULTS.md)"
+        )
     points, sources = load_points(paths)
     figures = {
-        "sources": sources, "holdout": args.holdout, "cloud": asdict(cloud), "prices": asdict(prices),
+        "sources": sources,
+        "holdout": args.holdout,
+        "cloud": asdict(cloud),
+        "prices": asdict(prices),
         "error": calibration_error(points, args.calibration_cores, args.calibration_gbit),
-        "holdout_error": calibration_error(points, args.calibration_cores, args.calibration_gbit, args.holdout),
-        "coefficients": {s: {k: v.tolist() for k, v in Model(p, args.calibration_cores, args.calibration_gbit)
-                             .coef.items()} for s, p in points.items()},
-        "projection": project(points, args.calibration_cores, args.calibration_gbit, cloud, prices,
-                              [int(n) for n in args.node_counts.split(",")],
-                              [int(float(e)) for e in args.event_counts.split(",")]),
+        "holdout_error": calibration_error(
+            points, args.calibration_cores, args.calibration_gbit, args.holdout
+        ),
+        "coefficients": {
+            s: {
+                k: v.tolist()
+                for k, v in Model(p, args.calibration_cores, args.calibration_gbit).coef.items()
+            }
+            for s, p in points.items()
+        },
+        "projection": project(
+            points,
+            args.calibration_cores,
+            args.calibration_gbit,
+            cloud,
+            prices,
+            [int(n) for n in args.node_counts.split(",")],
+            [int(float(e)) for e in args.event_counts.split(",")],
+        ),
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

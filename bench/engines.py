@@ -39,10 +39,12 @@ V_SHAPE = """SELECT * FROM synthetic MATCH_RECOGNIZE (ORDER BY ts
   MEASURES FIRST(A.ts) AS s, LAST(C.ts) AS e ONE ROW PER MATCH
   PATTERN (A B+ C+) DEFINE B AS B.a1 < PREV(B.a1), C AS C.a1 > PREV(C.a1))"""
 
-THREE = ("SELECT * FROM synthetic MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, B.ts AS "
-         "b_ts, C.ts AS c_ts ALL MATCHES PATTERN (A B C) WITHIN INTERVAL '3' MINUTE DEFINE A AS "
-         "A.type = 'T_01' AND A.a1 <= 200, B AS B.type = 'T_02' AND B.a1 <= 200, C AS C.type = "
-         "'T_03' AND C.a1 <= 200 AND C.a2 = B.a2)")
+THREE = (
+    "SELECT * FROM synthetic MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, B.ts AS "
+    "b_ts, C.ts AS c_ts ALL MATCHES PATTERN (A B C) WITHIN INTERVAL '3' MINUTE DEFINE A AS "
+    "A.type = 'T_01' AND A.a1 <= 200, B AS B.type = 'T_02' AND B.a1 <= 200, C AS C.type = "
+    "'T_03' AND C.a1 <= 200 AND C.a2 = B.a2)"
+)
 
 THREE_DUCKDB = """SELECT a.ts AS a_ts, b.ts AS b_ts, c.ts AS c_ts
 FROM synthetic a JOIN synthetic b ON b.ts > a.ts AND b.ts <= a.ts + INTERVAL 3 MINUTE
@@ -64,11 +66,16 @@ def timed(fn: Callable[[], object], reps: int) -> tuple[float, object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--queries", type=int, default=20, help="default-workload queries for the CER engine")
+    parser.add_argument(
+        "--queries", type=int, default=20, help="default-workload queries for the CER engine"
+    )
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--peers", action="store_true",
-                        help="also run pycer, bobocep, PyFlink and pandas-match-recognize (bench/peers/run.py)")
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="also run pycer, bobocep, PyFlink and pandas-match-recognize (bench/peers/run.py)",
+    )
     args = parser.parse_args()
     events = synthetic_events(args.events)
     n = events.num_rows
@@ -115,7 +122,9 @@ def main() -> None:
         import subprocess
 
         script = Path(__file__).resolve().parent / "peers" / "run.py"
-        done = subprocess.run([sys.executable, str(script), "--json"], capture_output=True, text=True, check=True)
+        done = subprocess.run(
+            [sys.executable, str(script), "--json"], capture_output=True, text=True, check=True
+        )
         peer_figures = json.loads(done.stdout)
         figures.update(peer_figures)
         peers = [k.removesuffix("_events") for k in peer_figures if k.endswith("_events")]
@@ -124,25 +133,37 @@ def main() -> None:
         return
     print(f"{n:,} synthetic events, one core")
     print("| engine / query | rate | target |\n|---|---:|---:|")
-    print(f"| CER engine, default 4-variable STAM workload ({args.queries} queries, median; "
-          f"min) | {figures['cer_events_per_s'] / 1e6:.2f} M events/s "
-          f"({figures['cer_events_per_s_min'] / 1e6:.2f}) | >= 2 |")
-    print("| row-pattern engine, PATTERN (A B+ C+) with PREV | "
-          f"{figures['sql_rows_per_s'] / 1e6:.2f} M rows/s | >= 1 |")
-    print(f"| row-pattern engine, Q1-style (A N*? B N*? C, 3 min, SKIP TO NEXT ROW; median of 5) | "
-          f"{figures['sql_q1_rows_per_s'] / 1e6:.2f} M rows/s | >= 1 |")
+    print(
+        f"| CER engine, default 4-variable STAM workload ({args.queries} queries, median; "
+        f"min) | {figures['cer_events_per_s'] / 1e6:.2f} M events/s "
+        f"({figures['cer_events_per_s_min'] / 1e6:.2f}) | >= 2 |"
+    )
+    print(
+        "| row-pattern engine, PATTERN (A B+ C+) with PREV | "
+        f"{figures['sql_rows_per_s'] / 1e6:.2f} M rows/s | >= 1 |"
+    )
+    print(
+        f"| row-pattern engine, Q1-style (A N*? B N*? C, 3 min, SKIP TO NEXT ROW; median of 5) | "
+        f"{figures['sql_q1_rows_per_s'] / 1e6:.2f} M rows/s | >= 1 |"
+    )
     print(f"| CER engine, 3-variable query | {cer_out.matches} matches in {dt:.3f} s |  |")  # type: ignore[attr-defined]
-    print(f"| DuckDB self-join, same query (1 thread) | {len(theirs)} matches in {dt_duck:.3f} s | |")
+    print(
+        f"| DuckDB self-join, same query (1 thread) | {len(theirs)} matches in {dt_duck:.3f} s | |"
+    )
     print(f"results equal: {ours == theirs}")
     if peers:
-        print("\n| peer | events | matches | peer events/s | "
-              "dfs-cer events/s (same events) | same matches |")
+        print(
+            "\n| peer | events | matches | peer events/s | "
+            "dfs-cer events/s (same events) | same matches |"
+        )
         print("|---|---:|---:|---:|---:|---|")
         for p in peers:
-            print(f"| {p} | {figures[p + '_events']:,} | {figures[p + '_matches']} | "
-                  f"{figures[p + '_rows_per_s']:,.0f} | "
-                  f"{figures[p + '_dfs_cer_rows_per_s']:,.0f} | "
-                  f"{figures[p + '_results_equal']} |")
+            print(
+                f"| {p} | {figures[p + '_events']:,} | {figures[p + '_matches']} | "
+                f"{figures[p + '_rows_per_s']:,.0f} | "
+                f"{figures[p + '_dfs_cer_rows_per_s']:,.0f} | "
+                f"{figures[p + '_results_equal']} |"
+            )
 
 
 if __name__ == "__main__":

@@ -68,8 +68,15 @@ def swf_fpr_sweep(quick: bool) -> list[dict[str, float]]:
         probes = rng.integers(0, span, 1_000_000 if quick else 4_000_000)
         false_pos = swf.contains(probes) & ~exact.contains(probes)
         theory = swf_fpr_theorem1(lam, w, load=swf.load_factor)
-        rows.append({"lambda": lam, "load": swf.load_factor, "empirical": float(false_pos.mean()),
-                     "theory": theory, "ratio": float(false_pos.mean()) / theory})
+        rows.append(
+            {
+                "lambda": lam,
+                "load": swf.load_factor,
+                "empirical": float(false_pos.mean()),
+                "theory": theory,
+                "ratio": float(false_pos.mean()) / theory,
+            }
+        )
     return rows
 
 
@@ -85,9 +92,19 @@ def wjf_fpr_sweep(quick: bool) -> list[dict[str, float]]:
         f = WindowJoinFilter(bits, k, 100, KeyKind.INT)
         f.add(rng.integers(0, 2**40, n), rng.integers(0, 10**7, n) * 100)
         probes = rng.integers(2**41, 2**42, 500_000 if quick else 2_000_000)  # never inserted
-        measured = float(f.might_contain(probes, rng.integers(0, 10**7, probes.size) * 100, -1).mean())
+        measured = float(
+            f.might_contain(probes, rng.integers(0, 10**7, probes.size) * 100, -1).mean()
+        )
         theory = wjf_fpr_eq6(bits, k, n)
-        rows.append({"bits": bits, "k": k, "empirical": measured, "theory": theory, "ratio": measured / theory})
+        rows.append(
+            {
+                "bits": bits,
+                "k": k,
+                "empirical": measured,
+                "theory": theory,
+                "ratio": measured / theory,
+            }
+        )
     return rows
 
 
@@ -124,7 +141,9 @@ def speed() -> dict[str, float]:
     strings = pa.array(np.array([f"ATTR3_{i:02d}_PADDING" for i in range(50)])[values])
     fs = WindowJoinFilter.with_estimates(BATCH, w, KeyKind.STRING)
     out["wjf_build_str_per_s"] = BATCH / best_of(lambda: fs.add(strings, first), reps=2)
-    out["wjf_probe_str_per_s"] = BATCH / best_of(lambda: fs.might_contain(strings, second, -1), reps=2)
+    out["wjf_probe_str_per_s"] = BATCH / best_of(
+        lambda: fs.might_contain(strings, second, -1), reps=2
+    )
     eps = per_lookup_fpr(0.02)
     out["wjf_bits_per_item"] = f.bits / BATCH
     out["wjf_bits_per_item_minimum"] = bits_per_item_minimum(eps)
@@ -141,13 +160,20 @@ def plot(swf_rows: list[dict[str, float]], wjf_rows: list[dict[str, float]]) -> 
     lam = [r["lambda"] for r in swf_rows]
     a.plot(lam, [r["theory"] for r in swf_rows], "o-", label="Theorem 1")
     a.plot(lam, [r["empirical"] for r in swf_rows], "s--", label="empirical")
-    a.set(title="(a) initial SWF, w = 100, d = 4, lf = 12, lt = 20", xlabel="λ (events per time unit)",
-          ylabel="false-positive rate")
+    a.set(
+        title="(a) initial SWF, w = 100, d = 4, lf = 12, lt = 20",
+        xlabel="λ (events per time unit)",
+        ylabel="false-positive rate",
+    )
     a.legend()
     bits = [r["bits"] / 1e5 for r in wjf_rows]
     b.semilogy(bits, [r["theory"] for r in wjf_rows], "o-", label="Eq. 6")
     b.semilogy(bits, [r["empirical"] for r in wjf_rows], "s--", label="empirical")
-    b.set(title="(b) WJF, n_p = 10^5, two probed windows", xlabel="m_b (×10^5 bits)", ylabel="false-positive rate")
+    b.set(
+        title="(b) WJF, n_p = 10^5, two probed windows",
+        xlabel="m_b (×10^5 bits)",
+        ylabel="false-positive rate",
+    )
     b.legend()
     fig.tight_layout()
     RESULTS.mkdir(exist_ok=True)
@@ -173,23 +199,38 @@ def main() -> None:
     print("SWF FPR (Fig. 9a): d=4, lf=12, lt=20, w=100, head variable")
     print("| λ | load | empirical | Theorem 1 | ratio |\n|---:|---:|---:|---:|---:|")
     for r in swf_rows:
-        print(f"| {r['lambda']} | {r['load']:.2f} | {r['empirical']:.5f} | {r['theory']:.5f} "
-              f"| {r['ratio']:.2f} |")
+        print(
+            f"| {r['lambda']} | {r['load']:.2f} | {r['empirical']:.5f} | {r['theory']:.5f} "
+            f"| {r['ratio']:.2f} |"
+        )
     print("\nWJF FPR (Fig. 9b): n_p = 1e5, two probed windows")
     print("| m_b | k | empirical | Eq. 6 | ratio |\n|---:|---:|---:|---:|---:|")
     for r in wjf_rows:
-        print(f"| {r['bits']} | {r['k']} | {r['empirical']:.5f} | {r['theory']:.5f} | "
-              f"{r['ratio']:.2f} |")
-    print(f"\nThroughput, one core, batches of {BATCH:,} (3-minute window, 1M events of each "
-          f"variable at 3% of 1 event/s; SWF with {figures['swf_buckets']:,} buckets)")
+        print(
+            f"| {r['bits']} | {r['k']} | {r['empirical']:.5f} | {r['theory']:.5f} | "
+            f"{r['ratio']:.2f} |"
+        )
+    print(
+        f"\nThroughput, one core, batches of {BATCH:,} (3-minute window, 1M events of each "
+        f"variable at 3% of 1 event/s; SWF with {figures['swf_buckets']:,} buckets)"
+    )
     print("| operation | M/s | target |\n|---|---:|---:|")
-    for key, target in (("swf_lookup_per_s", 20), ("swf_lookup_sorted_per_s", 20), ("swf_insert_per_s", 5),
-                        ("swf_refresh_per_s", 10), ("swf_refresh_unsorted_per_s", 10),
-                        ("wjf_build_int_per_s", 5), ("wjf_probe_int_per_s", 10), ("wjf_build_str_per_s", 1),
-                        ("wjf_probe_str_per_s", 1)):
+    for key, target in (
+        ("swf_lookup_per_s", 20),
+        ("swf_lookup_sorted_per_s", 20),
+        ("swf_insert_per_s", 5),
+        ("swf_refresh_per_s", 10),
+        ("swf_refresh_unsorted_per_s", 10),
+        ("wjf_build_int_per_s", 5),
+        ("wjf_probe_int_per_s", 10),
+        ("wjf_build_str_per_s", 1),
+        ("wjf_probe_str_per_s", 1),
+    ):
         print(f"| {key} | {figures[key] / 1e6:.1f} | >= {target} |")
-    print(f"\nWJF bits per item: {figures['wjf_bits_per_item']:.2f} (minimum log2(1/ε) = "
-          f"{figures['wjf_bits_per_item_minimum']:.2f} at ε = {per_lookup_fpr(0.02):.4f})")
+    print(
+        f"\nWJF bits per item: {figures['wjf_bits_per_item']:.2f} (minimum log2(1/ε) = "
+        f"{figures['wjf_bits_per_item_minimum']:.2f} at ε = {per_lookup_fpr(0.02):.4f})"
+    )
     print(f"SWF bytes per stored window on the wire: {figures['swf_bytes_per_window']:.2f}")
     if path:
         print(f"plot: {path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path}")

@@ -49,12 +49,16 @@ def main() -> None:
     if args.json:
         print(json.dumps(results, indent=2))
         return
-    print(f"machine: {platform.machine()}, {platform.python_implementation()} "
-          f"{platform.python_version()}")
+    print(
+        f"machine: {platform.machine()}, {platform.python_implementation()} "
+        f"{platform.python_version()}"
+    )
     print(f"{'query':<20} {'parse/s':>10} {'parse+analyze/s':>16} {'ms each':>8}")
     for name, r in results.items():
-        print(f"{name:<20} {r['parse_per_s']:>10.0f} {r['parse_analyze_per_s']:>16.0f} "
-              f"{1000 / r['parse_analyze_per_s']:>8.2f}")
+        print(
+            f"{name:<20} {r['parse_per_s']:>10.0f} {r['parse_analyze_per_s']:>16.0f} "
+            f"{1000 / r['parse_analyze_per_s']:>8.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -35,7 +35,9 @@ def main() -> int:
     start, stop = (int(x) for x in args.seeds.split(":"))
 
     def log(message: str) -> None:
-        if (message.startswith("seed") and int(message.split()[1].rstrip(":")) % 25 == 0) or message.startswith("FINDING"):
+        if (
+            message.startswith("seed") and int(message.split()[1].rstrip(":")) % 25 == 0
+        ) or message.startswith("FINDING"):
             print(message, flush=True)
 
     report = fuzz.run(range(start, stop), args.queries, log=log)
@@ -44,11 +46,22 @@ def main() -> int:
         print("-" * 80)
         print(finding)
     if args.json:
-        Path(args.json).write_text(json.dumps({
-            "seeds": [start, stop], "queries_per_world": args.queries, "comparisons": report.cases,
-            "agreed_refusals": report.agreed_refusals, "seconds": round(report.seconds, 1),
-            "dimensions": {f"{d}: {v}": n for (d, v), n in sorted(report.dimensions.items())},
-            "findings": report.findings}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "seeds": [start, stop],
+                    "queries_per_world": args.queries,
+                    "comparisons": report.cases,
+                    "agreed_refusals": report.agreed_refusals,
+                    "seconds": round(report.seconds, 1),
+                    "dimensions": {
+                        f"{d}: {v}": n for (d, v), n in sorted(report.dimensions.items())
+                    },
+                    "findings": report.findings,
+                },
+                indent=1,
+            )
+        )
     return 1 if report.findings else 0
 
 

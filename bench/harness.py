@@ -12,8 +12,16 @@ STATE = Path("/run/dfs-cer-net.json")
 
 #: trace round → phase (paper Table II): scanning and selecting candidates on the storage nodes,
 #: filtering round trips, pulling events; matching is timed separately
-PHASES = {"open": "open", "intervals": "filter", "summaries": "filter", "wjf": "filter", "verify": "filter",
-          "push_pull": "filter", "upload": "filter", "skip": "filter"}
+PHASES = {
+    "open": "open",
+    "intervals": "filter",
+    "summaries": "filter",
+    "wjf": "filter",
+    "verify": "filter",
+    "push_pull": "filter",
+    "upload": "filter",
+    "skip": "filter",
+}
 
 
 @dataclass
@@ -33,7 +41,9 @@ class NetConfig:
             raise SystemExit(f"error: {path} not found; run sudo bench/net.sh up --nodes 6 first")
         doc = json.loads(path.read_text())
         if not doc.get("nodes"):
-            raise SystemExit("error: bench/net.sh reports no namespaces; run sudo bench/net.sh up --nodes 6")
+            raise SystemExit(
+                "error: bench/net.sh reports no namespaces; run sudo bench/net.sh up --nodes 6"
+            )
         return cls(**doc)
 
 

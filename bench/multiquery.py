@@ -74,12 +74,17 @@ def measure(cluster: LocalCluster, queries: list[str], strategy: str) -> dict[st
         assert _rows(want) == _rows(got), "together and one by one disagree"
     return {
         "matches": sum(m.num_rows for m in together_matches),
-        "one_by_one": {"scan_s": sum(_scan_seconds(r.trace) for r, _ in alone),
-                       "bytes": sum(r.trace.bytes_to_cn + r.trace.bytes_to_sn for r, _ in alone),
-                       "latency_s": one_by_one},
-        "together": {"scan_s": _scan_seconds(group.trace) + sum(_scan_seconds(r.trace) for r in group.results),
-                     "bytes": group.bytes_to_cn + group.bytes_to_sn,
-                     "latency_s": together},
+        "one_by_one": {
+            "scan_s": sum(_scan_seconds(r.trace) for r, _ in alone),
+            "bytes": sum(r.trace.bytes_to_cn + r.trace.bytes_to_sn for r, _ in alone),
+            "latency_s": one_by_one,
+        },
+        "together": {
+            "scan_s": _scan_seconds(group.trace)
+            + sum(_scan_seconds(r.trace) for r in group.results),
+            "bytes": group.bytes_to_cn + group.bytes_to_sn,
+            "latency_s": together,
+        },
     }
 
 
@@ -104,16 +109,21 @@ def main() -> None:
         for cache in ("off", "on"):
             env = {"DFS_CER__STORAGE__CACHE_BYTES": "0"} if cache == "off" else {}
             with LocalCluster(dirs, env=env) as cluster:
-                pull(args.strategy, queries[0], cluster.endpoints, cluster.token)  # warm-up (JIT, page cache)
+                pull(
+                    args.strategy, queries[0], cluster.endpoints, cluster.token
+                )  # warm-up (JIT, page cache)
                 for k in ks:
                     row = measure(cluster, queries[:k], args.strategy)
                     results[f"cache {cache}, k={k}"] = row
                     if not args.json:
                         a, t = row["one_by_one"], row["together"]
-                        print(f"cache {cache:3} k={k:2}: scan {a['scan_s']:6.2f} s -> "
-                              f"{t['scan_s']:5.2f} s, bytes {a['bytes'] / 1e6:7.2f} MB -> "
-                              f"{t['bytes'] / 1e6:6.2f} MB, latency {a['latency_s']:6.2f} s "
-                              f"-> {t['latency_s']:5.2f} s ({row['matches']:,} matches)", flush=True)
+                        print(
+                            f"cache {cache:3} k={k:2}: scan {a['scan_s']:6.2f} s -> "
+                            f"{t['scan_s']:5.2f} s, bytes {a['bytes'] / 1e6:7.2f} MB -> "
+                            f"{t['bytes'] / 1e6:6.2f} MB, latency {a['latency_s']:6.2f} s "
+                            f"-> {t['latency_s']:5.2f} s ({row['matches']:,} matches)",
+                            flush=True,
+                        )
     if args.json:
         print(json.dumps(results, indent=2))
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-TARGETS = {"transmission_vs_pushdown": 0.22, "transmission_vs_pushpull": 0.29, "latency_vs_best_baseline": 1.2,
-           "sn_memory_vs_pushdown": 1.04}
+TARGETS = {
+    "transmission_vs_pushdown": 0.22,
+    "transmission_vs_pushpull": 0.29,
+    "latency_vs_best_baseline": 1.2,
+    "sn_memory_vs_pushdown": 1.04,
+}
 
 
 def headline(results: dict[str, Any]) -> dict[str, Any]:
@@ -22,11 +26,15 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
         out["best_baseline"] = "push_down" if pd["latency"] <= pp["latency"] else "push_pull"
     memory = results.get("memory")
     if memory:
-        out["sn_memory_vs_pushdown"] = memory["dfs"]["peak_bytes"] / memory["push_down"]["peak_bytes"]
+        out["sn_memory_vs_pushdown"] = (
+            memory["dfs"]["peak_bytes"] / memory["push_down"]["peak_bytes"]
+        )
     met = {}
     for key, target in TARGETS.items():
         if key in out:
-            met[key] = out[key] >= target if key == "latency_vs_best_baseline" else out[key] <= target
+            met[key] = (
+                out[key] >= target if key == "latency_vs_best_baseline" else out[key] <= target
+            )
     out["targets_met"] = met
     out["mode"] = results["mode"]
     out["events"] = results["events"]
@@ -47,41 +55,60 @@ def markdown(results: dict[str, Any], mode: str | None = None, images: str = "re
             lines.append(f"\n![{title}]({images}fig_{name}-{mode}.png)")
 
     net = results.get("net")
-    link = (f"{net['rate']} per node link, {net['qdisc']}"
-            + (f", {net['delay']} delay" if net["delay_applied"] else " (no delay: netem missing)")) if net else \
-        "loopback"
-    lines.append(f"{results['events']:,} synthetic events, {results['storage_nodes']} storage nodes, "
-                 f"{link}; {results['queries']} default queries × {results['repeat']} runs (medians "
-                 f"per query, means over queries); {results['started']} – {results['finished']}.\n")
+    link = (
+        (
+            f"{net['rate']} per node link, {net['qdisc']}"
+            + (f", {net['delay']} delay" if net["delay_applied"] else " (no delay: netem missing)")
+        )
+        if net
+        else "loopback"
+    )
+    lines.append(
+        f"{results['events']:,} synthetic events, {results['storage_nodes']} storage nodes, "
+        f"{link}; {results['queries']} default queries × {results['repeat']} runs (medians "
+        f"per query, means over queries); {results['started']} – {results['finished']}.\n"
+    )
     main = results.get("main")
     if main:
         base = main["push_down"]["summary"]["bytes"]
-        lines.append("| strategy | MB (both ways) | MB to CN | MB to SN | wire MB | events received "
-                     "| latency s | bytes vs push-down | round trips |")
+        lines.append(
+            "| strategy | MB (both ways) | MB to CN | MB to SN | wire MB | events received "
+            "| latency s | bytes vs push-down | round trips |"
+        )
         lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for s, v in main.items():
             m = v["summary"]
-            lines.append(f"| {s} | {_mb(m['bytes'])} | {_mb(m['bytes_to_cn'])} | {_mb(m['bytes_to_sn'])} | "
-                         f"{_mb(m['wire_bytes'])} | {m['events']:,.0f} | {m['latency']:.3f} | "
-                         f"{m['bytes'] / base:.3f} | {m['rounds']:.1f} |")
+            lines.append(
+                f"| {s} | {_mb(m['bytes'])} | {_mb(m['bytes_to_cn'])} | {_mb(m['bytes_to_sn'])} | "
+                f"{_mb(m['wire_bytes'])} | {m['events']:,.0f} | {m['latency']:.3f} | "
+                f"{m['bytes'] / base:.3f} | {m['rounds']:.1f} |"
+            )
         figure("transmission", "bytes per strategy")
         lines.append("\nLatency by phase (seconds, mean per query; paper Table II shape):\n")
-        lines.append("| strategy | open (SN scan) | filter round trips | pull | match (CN) | total |")
+        lines.append(
+            "| strategy | open (SN scan) | filter round trips | pull | match (CN) | total |"
+        )
         lines.append("|---|---:|---:|---:|---:|---:|")
         for s, v in main.items():
             p = v["summary"]["phases"]
-            lines.append(f"| {s} | {p['open']:.3f} | {p['filter']:.3f} | {p['pull']:.3f} | "
-                         f"{p['match']:.3f} | {v['summary']['latency']:.3f} |")
+            lines.append(
+                f"| {s} | {p['open']:.3f} | {p['filter']:.3f} | {p['pull']:.3f} | "
+                f"{p['match']:.3f} | {v['summary']['latency']:.3f} |"
+            )
         figure("latency", "latency by phase")
     for name, points in results.get("sweeps", {}).items():
         lines.append(f"\nSweep of {name} (MB both ways / latency s per query):\n")
-        lines.append(f"| {name} | push_down | push_pull | dfs | dfs / push-down | dfs / push-pull |")
+        lines.append(
+            f"| {name} | push_down | push_pull | dfs | dfs / push-down | dfs / push-pull |"
+        )
         lines.append("|---|---:|---:|---:|---:|---:|")
         for value, point in points.items():
             pd, pp, d = point["push_down"], point["push_pull"], point["dfs"]
-            lines.append(f"| {value} | {_mb(pd['bytes'])} / {pd['latency']:.2f} | {_mb(pp['bytes'])} / "
-                         f"{pp['latency']:.2f} | {_mb(d['bytes'])} / {d['latency']:.2f} | "
-                         f"{d['bytes'] / pd['bytes']:.3f} | {d['bytes'] / pp['bytes']:.3f} |")
+            lines.append(
+                f"| {value} | {_mb(pd['bytes'])} / {pd['latency']:.2f} | {_mb(pp['bytes'])} / "
+                f"{pp['latency']:.2f} | {_mb(d['bytes'])} / {d['latency']:.2f} | "
+                f"{d['bytes'] / pd['bytes']:.3f} | {d['bytes'] / pp['bytes']:.3f} |"
+            )
     if results.get("sweeps"):
         figure("sweeps", "sweeps of window, selectivity and variables")
     if results.get("nodes"):
@@ -90,9 +117,11 @@ def markdown(results: dict[str, Any], mode: str | None = None, images: str = "re
         lines.append("|---|---:|---:|---:|---:|")
         for n, point in results["nodes"].items():
             pd, pp, d = point["push_down"], point["push_pull"], point["dfs"]
-            lines.append(f"| {n} | {_mb(pd['bytes'])} / {pd['latency']:.2f} | {_mb(pp['bytes'])} / "
-                         f"{pp['latency']:.2f} | {_mb(d['bytes'])} / {d['latency']:.2f} | "
-                         f"{d['bytes'] / pd['bytes']:.3f} |")
+            lines.append(
+                f"| {n} | {_mb(pd['bytes'])} / {pd['latency']:.2f} | {_mb(pp['bytes'])} / "
+                f"{pp['latency']:.2f} | {_mb(d['bytes'])} / {d['latency']:.2f} | "
+                f"{d['bytes'] / pd['bytes']:.3f} |"
+            )
         figure("nodes", "storage nodes")
     cm = results.get("costmodel")
     if cm:
@@ -100,19 +129,27 @@ def markdown(results: dict[str, Any], mode: str | None = None, images: str = "re
         lines.append("| setting | MB both ways | latency s | round trips |")
         lines.append("|---|---:|---:|---:|")
         for m, v in cm["models"].items():
-            lines.append(f"| model {m} | {_mb(v['bytes'])} | {v['latency']:.3f} | {v['rounds']:.1f} |")
+            lines.append(
+                f"| model {m} | {_mb(v['bytes'])} | {v['latency']:.3f} | {v['rounds']:.1f} |"
+            )
         for k, v in cm["rate_scale"].items():
-            lines.append(f"| adaptive, R × {k} | {_mb(v['bytes'])} | {v['latency']:.3f} | "
-                         f"{v['rounds']:.1f} |")
+            lines.append(
+                f"| adaptive, R × {k} | {_mb(v['bytes'])} | {v['latency']:.3f} | "
+                f"{v['rounds']:.1f} |"
+            )
         figure("costmodel", "cost models")
     memory = results.get("memory")
     if memory:
-        lines.append("\nStorage nodes' peak resident memory (sum over nodes, after the workload):\n")
+        lines.append(
+            "\nStorage nodes' peak resident memory (sum over nodes, after the workload):\n"
+        )
         lines.append("| strategy | peak MB | peak MB at start | vs push-down |")
         lines.append("|---|---:|---:|---:|")
         for s, v in memory.items():
-            lines.append(f"| {s} | {_mb(v['peak_bytes'])} | {_mb(v['idle_peak_bytes'])} | "
-                         f"{v['peak_bytes'] / memory['push_down']['peak_bytes']:.3f} |")
+            lines.append(
+                f"| {s} | {_mb(v['peak_bytes'])} | {_mb(v['idle_peak_bytes'])} | "
+                f"{v['peak_bytes'] / memory['push_down']['peak_bytes']:.3f} |"
+            )
         figure("memory", "storage node memory")
     h = results.get("headline", {})
     if h:
@@ -120,8 +157,10 @@ def markdown(results: dict[str, Any], mode: str | None = None, images: str = "re
         for key, target in TARGETS.items():
             if key in h:
                 sign = ">=" if key == "latency_vs_best_baseline" else "<="
-                lines.append(f"- {key}: {h[key]:.3f} ({sign} {target}) — "
-                             f"{'met' if h['targets_met'][key] else 'missed'}")
+                lines.append(
+                    f"- {key}: {h[key]:.3f} ({sign} {target}) — "
+                    f"{'met' if h['targets_met'][key] else 'missed'}"
+                )
     return "\n".join(lines) + "\n"
 
 
@@ -160,7 +199,12 @@ def plots(results: dict[str, Any], out: Path, mode: str) -> None:
         _save(fig, out / f"fig_transmission-{mode}.png")
         fig, ax = plt.subplots(figsize=(7, 3.8))
         bottom = [0.0] * len(names)
-        for phase, color in (("open", "#8172b2"), ("filter", "#dd8452"), ("pull", "#4c72b0"), ("match", "#55a868")):
+        for phase, color in (
+            ("open", "#8172b2"),
+            ("filter", "#dd8452"),
+            ("pull", "#4c72b0"),
+            ("match", "#55a868"),
+        ):
             vals = [main[s]["summary"]["phases"][phase] for s in names]
             ax.bar(names, vals, bottom=bottom, label=phase, color=color)
             bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
@@ -175,7 +219,9 @@ def plots(results: dict[str, Any], out: Path, mode: str) -> None:
         for ax, (name, points) in zip(axes[0], sweeps.items(), strict=True):
             xs = list(points)
             for s, color in SERIES:
-                ax.plot(xs, [points[x][s]["bytes"] / 1e6 for x in xs], marker="o", label=s, color=color)
+                ax.plot(
+                    xs, [points[x][s]["bytes"] / 1e6 for x in xs], marker="o", label=s, color=color
+                )
             ax.set_yscale("log")
             ax.set_xlabel(name)
             ax.set_ylabel("MB per query")
@@ -187,8 +233,12 @@ def plots(results: dict[str, Any], out: Path, mode: str) -> None:
         fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
         xs = [int(n) for n in nodes]
         for s, color in SERIES:
-            axes[0].plot(xs, [nodes[str(n)][s]["bytes"] / 1e6 for n in xs], marker="o", label=s, color=color)
-            axes[1].plot(xs, [nodes[str(n)][s]["latency"] for n in xs], marker="o", label=s, color=color)
+            axes[0].plot(
+                xs, [nodes[str(n)][s]["bytes"] / 1e6 for n in xs], marker="o", label=s, color=color
+            )
+            axes[1].plot(
+                xs, [nodes[str(n)][s]["latency"] for n in xs], marker="o", label=s, color=color
+            )
         axes[0].set_ylabel("MB per query")
         axes[1].set_ylabel("seconds per query")
         for ax in axes:
@@ -204,7 +254,9 @@ def plots(results: dict[str, Any], out: Path, mode: str) -> None:
         axes[0].set_ylabel("DFS seconds per query")
         axes[0].set_title("cost models (Fig. 26)")
         ks = list(cm["rate_scale"])
-        axes[1].plot([float(k) for k in ks], [cm["rate_scale"][k]["latency"] for k in ks], marker="o")
+        axes[1].plot(
+            [float(k) for k in ks], [cm["rate_scale"][k]["latency"] for k in ks], marker="o"
+        )
         axes[1].set_xscale("log")
         axes[1].set_xlabel("R estimate / measured R")
         axes[1].set_ylabel("DFS seconds per query")

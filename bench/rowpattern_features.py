@@ -46,9 +46,9 @@ VARIANTS = {
     "sum(B.x * 2 + 1) FILTER (...) < 200": "AND sum(B.x * 2 + 1) FILTER (WHERE B.x > 10) < 200",
     "count_if(B.x > 50) <= 2": "AND count_if(B.x > 50) <= 2",
     "length(CAST(B.x AS VARCHAR)) >= length(A)": "AND length(CAST(B.x AS VARCHAR)) >= "
-                                                 "length(CAST(A.x AS VARCHAR))",
+    "length(CAST(A.x AS VARCHAR))",
     "coalesce(PREV(B.x), 0) > FIRST(abs(A.x - 90))": "AND coalesce(PREV(B.x), 0) > "
-                                                     "FIRST(abs(A.x - 90))",
+    "FIRST(abs(A.x - 90))",
 }
 #: MEASURES over the row-local query: expression aggregates, FILTER, DISTINCT, lists
 MEASURE_VARIANTS = {
@@ -56,7 +56,7 @@ MEASURE_VARIANTS = {
     "MEASURES sum(CASE WHEN CLASSIFIER() ...)": "sum(CASE WHEN CLASSIFIER() = 'B' THEN x END) AS s",
     "MEASURES count(DISTINCT x), stddev(x)": "count(DISTINCT x) AS d, stddev(x) AS sd",
     "MEASURES array_agg(CLASSIFIER()), min_by": "array_agg(CLASSIFIER()) AS "
-                                                "labels, min_by(ts, x) AS low",
+    "labels, min_by(ts, x) AS low",
 }
 
 PATHOLOGICAL = ["(A | A A)* B", "(A+)+ B", "(A*)* B", "(A+)+ $"]
@@ -74,26 +74,42 @@ def main() -> None:
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     n = args.rows
-    table = pa.table({"k": rng.integers(0, 100, n), "ts": np.arange(n), "x": rng.integers(0, 100, n)})
+    table = pa.table(
+        {"k": rng.integers(0, 100, n), "ts": np.arange(n), "x": rng.integers(0, 100, n)}
+    )
     results: dict[str, dict[str, float]] = {}
-    cases = [(label, QUERY.format(measures=MEASURES, extra=extra)) for label, extra in VARIANTS.items()]
-    cases += [(label, QUERY.format(measures=measures, extra="")) for label, measures in MEASURE_VARIANTS.items()]
+    cases = [
+        (label, QUERY.format(measures=MEASURES, extra=extra)) for label, extra in VARIANTS.items()
+    ]
+    cases += [
+        (label, QUERY.format(measures=measures, extra=""))
+        for label, measures in MEASURE_VARIANTS.items()
+    ]
     for label, sql in cases:
         analysis = analyze(parse(sql), table.schema)
         out = run_row_pattern(table, analysis)
         seconds = _best(lambda a=analysis: run_row_pattern(table, a))
-        results[label] = {"rows_per_s": n / seconds, "matches": out.matches, "work_bytes": out.work_bytes}
+        results[label] = {
+            "rows_per_s": n / seconds,
+            "matches": out.matches,
+            "work_bytes": out.work_bytes,
+        }
     m = 10_000
     ones = pa.table({"ts": np.arange(m), "v": np.ones(m, np.int64)})
     for pattern in PATHOLOGICAL:
         define = "A AS A.v = 1, B AS B.v = 2" if "B" in pattern else "A AS A.v = 1"
-        sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES count(*) AS c ONE ROW "
-               f"PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN ({pattern}) DEFINE {define})")
+        sql = (
+            "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES count(*) AS c ONE ROW "
+            f"PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN ({pattern}) DEFINE {define})"
+        )
         analysis = analyze(parse(sql), ones.schema)
         out = run_row_pattern(ones, analysis)
         seconds = _best(lambda a=analysis: run_row_pattern(ones, a), repeat=1)
-        results[f"{pattern} on {m:,} A rows"] = {"seconds": seconds, "matches": out.matches,
-                                                  "work_bytes": out.work_bytes}
+        results[f"{pattern} on {m:,} A rows"] = {
+            "seconds": seconds,
+            "matches": out.matches,
+            "work_bytes": out.work_bytes,
+        }
     if args.json:
         print(json.dumps(results, indent=2))
         return

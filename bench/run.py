@@ -66,8 +66,13 @@ class Bench:
         self.log = root / "events.parquet"
 
     def data(self, progress: Callable[[str, int, int], None]) -> None:
-        write_parquet("synthetic", self.args.events, str(self.log), batch=1_000_000,
-                      progress=lambda n: progress("generating", n, self.args.events))
+        write_parquet(
+            "synthetic",
+            self.args.events,
+            str(self.log),
+            batch=1_000_000,
+            progress=lambda n: progress("generating", n, self.args.events),
+        )
 
     def shards_for(self, nodes: int) -> list[str]:
         if nodes not in self.shards:
@@ -82,8 +87,10 @@ class Bench:
         kw: dict[str, Any] = {}
         if self.net is not None:
             if self.net.nodes < nodes:
-                raise SystemExit(f"error: bench/net.sh set up {self.net.nodes} namespaces, this section needs "
-                                 f"{nodes}; run sudo bench/net.sh up --nodes {nodes}")
+                raise SystemExit(
+                    f"error: bench/net.sh set up {self.net.nodes} namespaces, this section needs "
+                    f"{nodes}; run sudo bench/net.sh up --nodes {nodes}"
+                )
             kw = {"netns": self.net.namespaces[:nodes], "hosts": self.net.hosts[:nodes]}
         with LocalCluster(dirs, **kw) as c:
             # untimed: each query once, so that the value indexes and sorted projections its
@@ -92,7 +99,14 @@ class Bench:
             for sql in self.warm_queries if warm else ():
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    pull("dfs", sql, c.endpoints, c.token, calibration_file=self.calibration, config=self.config)
+                    pull(
+                        "dfs",
+                        sql,
+                        c.endpoints,
+                        c.token,
+                        calibration_file=self.calibration,
+                        config=self.config,
+                    )
             yield c
 
     def run(self, cluster: LocalCluster, strategy: str, sql: str, **options: Any) -> dict[str, Any]:
@@ -108,11 +122,18 @@ class Bench:
         matches = match_pulled(result).num_rows
         done = time.perf_counter()
         trace = result.trace
-        return {"bytes": trace.bytes_to_cn + trace.bytes_to_sn, "bytes_to_cn": trace.bytes_to_cn,
-                "bytes_to_sn": trace.bytes_to_sn, "wire_bytes": wire_bytes(devices) - wire0 if devices else None,
-                "events": trace.events_received, "latency": done - started, "matches": matches,
-                "rounds": len(trace.rounds), "fallback": trace.fallback,
-                "phases": {**phases(trace), "match": done - pulled}}
+        return {
+            "bytes": trace.bytes_to_cn + trace.bytes_to_sn,
+            "bytes_to_cn": trace.bytes_to_cn,
+            "bytes_to_sn": trace.bytes_to_sn,
+            "wire_bytes": wire_bytes(devices) - wire0 if devices else None,
+            "events": trace.events_received,
+            "latency": done - started,
+            "matches": matches,
+            "rounds": len(trace.rounds),
+            "fallback": trace.fallback,
+            "phases": {**phases(trace), "match": done - pulled},
+        }
 
 
 def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -130,11 +151,15 @@ def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def summarize(per_query: list[dict[str, Any]]) -> dict[str, Any]:
     """Means over queries of the per-query medians."""
-    out: dict[str, Any] = {k: statistics.mean(q[k] for q in per_query)
-                           for k in ("bytes", "bytes_to_cn", "bytes_to_sn", "events", "latency", "matches", "rounds")}
+    out: dict[str, Any] = {
+        k: statistics.mean(q[k] for q in per_query)
+        for k in ("bytes", "bytes_to_cn", "bytes_to_sn", "events", "latency", "matches", "rounds")
+    }
     wires = [q["wire_bytes"] for q in per_query if q["wire_bytes"] is not None]
     out["wire_bytes"] = statistics.mean(wires) if wires else None
-    out["phases"] = {p: statistics.mean(q["phases"][p] for q in per_query) for p in per_query[0]["phases"]}
+    out["phases"] = {
+        p: statistics.mean(q["phases"][p] for q in per_query) for p in per_query[0]["phases"]
+    }
     return out
 
 
@@ -146,19 +171,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=10_000_000)
     parser.add_argument("--full", action="store_true", help="50M events")
-    parser.add_argument("--quick", action="store_true", help="200k events, 3 queries, 1 repeat (a smoke run)")
+    parser.add_argument(
+        "--quick", action="store_true", help="200k events, 3 queries, 1 repeat (a smoke run)"
+    )
     parser.add_argument("--queries", type=int, default=10, help="queries in the main section")
     parser.add_argument("--sweep-queries", type=int, default=5, help="queries per sweep point")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per query and strategy (medians)")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs per query and strategy (medians)"
+    )
     parser.add_argument("--nodes", type=int, default=3)
     parser.add_argument("--node-counts", default="1,2,3,4,6")
     parser.add_argument("--sections", default=",".join(SECTIONS))
-    parser.add_argument("--net", action="store_true", help="use bench/net.sh's namespaces (rate-limited links)")
-    parser.add_argument("--net-state", default="/run/dfs-cer-net.json", help="bench/net.sh's state file")
+    parser.add_argument(
+        "--net", action="store_true", help="use bench/net.sh's namespaces (rate-limited links)"
+    )
+    parser.add_argument(
+        "--net-state", default="/run/dfs-cer-net.json", help="bench/net.sh's state file"
+    )
     parser.add_argument("--calibration", default="conf/calibration.json")
-    parser.add_argument("--compression", choices=["none", "zstd", "lz4"], default="none",
-                        help="how pulled events travel; none (default) is the paper's uncompressed comparison, "
-                             "the results' mode names any other codec")
+    parser.add_argument(
+        "--compression",
+        choices=["none", "zstd", "lz4"],
+        default="none",
+        help="how pulled events travel; none (default) is the paper's uncompressed comparison, "
+        "the results' mode names any other codec",
+    )
     parser.add_argument("--out", default=str(RESULTS))
     parser.add_argument("--json", action="store_true", help="print the headline ratios as JSON")
     args = parser.parse_args()
@@ -170,32 +207,61 @@ def main() -> None:
     sections = [s for s in args.sections.split(",") if s]
     unknown = [s for s in sections if s not in SECTIONS]
     if unknown:
-        raise SystemExit(f"error: unknown section {unknown[0]!r}; choose from {', '.join(SECTIONS)}")
+        raise SystemExit(
+            f"error: unknown section {unknown[0]!r}; choose from {', '.join(SECTIONS)}"
+        )
     net = NetConfig.load(Path(args.net_state)) if args.net else None
-    mode = (f"net-{net.rate}" if net else "loopback") + ("" if args.compression == "none" else f"-{args.compression}")
+    mode = (f"net-{net.rate}" if net else "loopback") + (
+        "" if args.compression == "none" else f"-{args.compression}"
+    )
     node_counts = [int(n) for n in args.node_counts.split(",")]
     queries = synthetic_queries(args.queries)
     sweep_points: list[tuple[str, Any, list[str]]] = []
     if "sweeps" in sections:
-        sweep_points += [("window_min", w, synthetic_queries(args.sweep_queries, window_minutes=w)) for w in (1, 3, 5, 7)]
-        sweep_points += [("selectivity", s, synthetic_queries(args.sweep_queries, selectivity=s))
-                         for s in (50, 100, 200, 300)]
-        sweep_points += [("variables", v, synthetic_queries(args.sweep_queries, variables=v)) for v in (2, 4, 6, 8)]
+        sweep_points += [
+            ("window_min", w, synthetic_queries(args.sweep_queries, window_minutes=w))
+            for w in (1, 3, 5, 7)
+        ]
+        sweep_points += [
+            ("selectivity", s, synthetic_queries(args.sweep_queries, selectivity=s))
+            for s in (50, 100, 200, 300)
+        ]
+        sweep_points += [
+            ("variables", v, synthetic_queries(args.sweep_queries, variables=v))
+            for v in (2, 4, 6, 8)
+        ]
     rates = (0.01, 0.1, 1.0, 10.0, 100.0)
     models = ("adaptive", "always_on", "always_off", "naive", "fixed")
-    total = (len(MAIN) * len(queries) * args.repeat if "main" in sections else 0) \
-        + sum(3 * len(q) for _, _, q in sweep_points) \
-        + (len(node_counts) * 3 * args.sweep_queries if "nodes" in sections else 0) \
-        + ((len(models) + len(rates)) * len(queries) if "costmodel" in sections else 0) \
+    total = (
+        (len(MAIN) * len(queries) * args.repeat if "main" in sections else 0)
+        + sum(3 * len(q) for _, _, q in sweep_points)
+        + (len(node_counts) * 3 * args.sweep_queries if "nodes" in sections else 0)
+        + ((len(models) + len(rates)) * len(queries) if "costmodel" in sections else 0)
         + (3 * len(queries) if "memory" in sections else 0)
-    results: dict[str, Any] = {"events": args.events, "mode": mode, "net": net.__dict__ if net else None,
-                               "storage_nodes": args.nodes, "queries": len(queries), "repeat": args.repeat,
-                               "started": time.strftime("%Y-%m-%d %H:%M:%S")}
-    columns = (TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with tempfile.TemporaryDirectory(prefix="dfs-cer-bench-") as tmp, \
-            Progress(*columns, transient=False) as bar:
+    )
+    results: dict[str, Any] = {
+        "events": args.events,
+        "mode": mode,
+        "net": net.__dict__ if net else None,
+        "storage_nodes": args.nodes,
+        "queries": len(queries),
+        "repeat": args.repeat,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    columns = (
+        TextColumn("{task.description:<28}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with (
+        tempfile.TemporaryDirectory(prefix="dfs-cer-bench-") as tmp,
+        Progress(*columns, transient=False) as bar,
+    ):
         bench = Bench(args, Path(tmp), net)
-        bench.warm_queries = list(dict.fromkeys([*queries, *(q for _, _, qs in sweep_points for q in qs)]))
+        bench.warm_queries = list(
+            dict.fromkeys([*queries, *(q for _, _, qs in sweep_points for q in qs)])
+        )
         steps: dict[str, Any] = {}
 
         def progress(step: str, done: int, of: int) -> None:
@@ -270,7 +336,10 @@ def main() -> None:
                     for sql in queries:
                         bench.run(c, s, sql)
                         tick(f"memory {s}")
-                    results["memory"][s] = {"peak_bytes": sn_peak_memory(c), "idle_peak_bytes": idle}
+                    results["memory"][s] = {
+                        "peak_bytes": sn_peak_memory(c),
+                        "idle_peak_bytes": idle,
+                    }
     results["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
     results["headline"] = headline(results)
     out = Path(args.out)
@@ -286,6 +355,3 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-
-
-

@@ -40,14 +40,17 @@ QUERIES = {
     "A overlaps B, B overlaps C, A before C": (
         "SELECT * FROM s SITUATIONS (PARTITION BY key ORDER BY ts DEFINE A AS a, B AS b, C AS c "
         "PATTERN A overlaps B AND B overlaps C AND A before C WITHIN INTERVAL '10' MINUTE "
-        "MEASURES avg(B.v) AS avg_v)"),
+        "MEASURES avg(B.v) AS avg_v)"
+    ),
     "A before B overlaps C (disconnected in time)": (
         "SELECT * FROM s SITUATIONS (PARTITION BY key ORDER BY ts DEFINE A AS a AT LEAST "
         "INTERVAL '1' MINUTE, B AS b, C AS c PATTERN A before B AND B overlaps C WITHIN "
-        "INTERVAL '5' MINUTE MEASURES max(C.v) AS max_v)"),
+        "INTERVAL '5' MINUTE MEASURES max(C.v) AS max_v)"
+    ),
     "A during B or A starts B, no measures": (
         "SELECT * FROM s SITUATIONS (PARTITION BY key ORDER BY ts DEFINE A AS a AND NOT c, B AS b "
-        "PATTERN A during B; A starts B WITHIN INTERVAL '5' MINUTE)"),
+        "PATTERN A during B; A starts B WITHIN INTERVAL '5' MINUTE)"
+    ),
 }
 
 
@@ -74,8 +77,12 @@ def main() -> None:
         encoding = time.perf_counter() - t0
         cols = [c for c in theirs.column_names]
         assert _rows(mine.select(cols)) == _rows(theirs), label
-        results[label] = {"matches": mine.num_rows, "engine_s": ours, "encoding_s": encoding,
-                          "speedup": encoding / ours}
+        results[label] = {
+            "matches": mine.num_rows,
+            "engine_s": ours,
+            "encoding_s": encoding,
+            "speedup": encoding / ours,
+        }
     with tempfile.TemporaryDirectory(prefix="dfs-cer-situations-") as tmp:
         root = Path(tmp)
         pq.write_table(events, root / "events.parquet")
@@ -95,11 +102,13 @@ def main() -> None:
         return
     print(f"{args.events:,} events, {args.keys} keys")
     for label, r in results.items():
-        print(f"{label}: {r['matches']:,} matches; engine {r['engine_s']:.3f} s vs encoding "
-              f"{r['encoding_s']:.2f} s ({r['speedup']:.0f}x); bytes dfs "
-              f"{r['dfs_bytes'] / 1e6:.2f} MB vs pull_all {r['pull_all_bytes'] / 1e6:.2f} MB "
-              f"({r['dfs_over_pull_all_bytes']:.3f}); seconds dfs {r['dfs_s']:.2f} vs "
-              f"pull_all {r['pull_all_s']:.2f}")
+        print(
+            f"{label}: {r['matches']:,} matches; engine {r['engine_s']:.3f} s vs encoding "
+            f"{r['encoding_s']:.2f} s ({r['speedup']:.0f}x); bytes dfs "
+            f"{r['dfs_bytes'] / 1e6:.2f} MB vs pull_all {r['pull_all_bytes'] / 1e6:.2f} MB "
+            f"({r['dfs_over_pull_all_bytes']:.3f}); seconds dfs {r['dfs_s']:.2f} vs "
+            f"pull_all {r['pull_all_s']:.2f}"
+        )
 
 
 if __name__ == "__main__":

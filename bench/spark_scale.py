@@ -35,9 +35,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parents[1]
-QUERY = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS s, LAST(C.ts) AS e, "
-         "COUNT(B.*) AS nb, AVG(B.v) AS mean ONE ROW PER MATCH PATTERN (A B+ C) WITHIN 60 SECONDS "
-         "DEFINE A AS A.v < 20, B AS B.v >= 20 AND B.v < 95, C AS C.v >= 95)")
+QUERY = (
+    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS s, LAST(C.ts) AS e, "
+    "COUNT(B.*) AS nb, AVG(B.v) AS mean ONE ROW PER MATCH PATTERN (A B+ C) WITHIN 60 SECONDS "
+    "DEFINE A AS A.v < 20, B AS B.v >= 20 AND B.v < 95, C AS C.v >= 95)"
+)
 
 CHILD = r"""
 import json, sys, time
@@ -72,9 +74,13 @@ def dense_log(n: int, root: Path) -> Path:
     for i, lo in enumerate(range(0, n, step)):
         m = min(step, n - lo)
         idx = np.arange(lo, lo + m, dtype=np.int64)
-        table = pa.table({"ts": pa.array(idx - (idx % 7 == 1), pa.int64()),
-                          "v": pa.array(rng.integers(0, 100, m), pa.int64()),
-                          "kind": pa.array(np.array(["a", "b", "c", "d"])[rng.integers(0, 4, m)])})
+        table = pa.table(
+            {
+                "ts": pa.array(idx - (idx % 7 == 1), pa.int64()),
+                "v": pa.array(rng.integers(0, 100, m), pa.int64()),
+                "kind": pa.array(np.array(["a", "b", "c", "d"])[rng.integers(0, 4, m)]),
+            }
+        )
         pq.write_table(table, path / f"part-{i:04d}.parquet", row_group_size=1_000_000)
     (path / "_done").touch()
     return path
@@ -82,12 +88,19 @@ def dense_log(n: int, root: Path) -> Path:
 
 def run_child(cores: int, source: str, target: str, token: str = "") -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", CHILD, str(cores), source, target, token], input=QUERY,
-                         capture_output=True, text=True, cwd=ROOT, env=env, timeout=3600)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(cores), source, target, token],
+        input=QUERY,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=3600,
+    )
     line = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
     if out.returncode != 0 or not line:
         raise SystemExit(f"the Spark run failed:\n{(out.stdout + out.stderr)[-3000:]}")
-    return json.loads(line[0][len("RESULT "):])
+    return json.loads(line[0][len("RESULT ") :])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--events", default="10000000,50000000")
     p.add_argument("--cores", default="1,2")
     p.add_argument("--sources", default="data,nodes")
-    p.add_argument("--repeat", type=int, default=2, help="runs per configuration; the fastest is kept")
+    p.add_argument(
+        "--repeat", type=int, default=2, help="runs per configuration; the fastest is kept"
+    )
     p.add_argument("--work", default="/tmp/dfs-cer-spark-scale")
     p.add_argument("--json", action="store_true")
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "spark-scale.json"))
@@ -121,27 +136,46 @@ def main(argv: list[str] | None = None) -> int:
                 target, token = ",".join(cluster.endpoints), cluster.token
             try:
                 for cores in [int(c) for c in args.cores.split(",")]:
-                    runs = [run_child(cores, source, target, token) for _ in range(max(1, args.repeat))]
+                    runs = [
+                        run_child(cores, source, target, token) for _ in range(max(1, args.repeat))
+                    ]
                     r = min(runs, key=lambda x: x["seconds"])
-                    r.update(events=n, source=source, cores=cores, all_seconds=[x["seconds"] for x in runs])
+                    r.update(
+                        events=n,
+                        source=source,
+                        cores=cores,
+                        all_seconds=[x["seconds"] for x in runs],
+                    )
                     results.append(r)
-                    print(f"{source:>5} local[{cores}]: {r['seconds']:7.1f} s, "
-                          f"{r['matches']:,} matches, {r['chunks']} chunks, {r['reruns']} "
-                          f"re-runs, driver collected {r['driver_rows']} rows, driver peak "
-                          f"RSS {r['driver_peak_rss_mb']:.0f} MB", flush=True)
+                    print(
+                        f"{source:>5} local[{cores}]: {r['seconds']:7.1f} s, "
+                        f"{r['matches']:,} matches, {r['chunks']} chunks, {r['reruns']} "
+                        f"re-runs, driver collected {r['driver_rows']} rows, driver peak "
+                        f"RSS {r['driver_peak_rss_mb']:.0f} MB",
+                        flush=True,
+                    )
             finally:
                 if cluster is not None:
                     cluster.stop()
     for n in sorted({r["events"] for r in results}):
         for source in sorted({r["source"] for r in results}):
-            one = [r for r in results if r["events"] == n and r["source"] == source and r["cores"] == 1]
-            two = [r for r in results if r["events"] == n and r["source"] == source and r["cores"] == 2]
+            one = [
+                r for r in results if r["events"] == n and r["source"] == source and r["cores"] == 1
+            ]
+            two = [
+                r for r in results if r["events"] == n and r["source"] == source and r["cores"] == 2
+            ]
             if one and two:
-                print(f"{n:>11,} {source:>5}: local[2] is "
-                      f"{one[0]['seconds'] / two[0]['seconds']:.2f}x local[1]")
+                print(
+                    f"{n:>11,} {source:>5}: local[2] is "
+                    f"{one[0]['seconds'] / two[0]['seconds']:.2f}x local[1]"
+                )
     if args.json:
-        Path(args.out).write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "query": QUERY,
-                                              "results": results}, indent=1))
+        Path(args.out).write_text(
+            json.dumps(
+                {"date": time.strftime("%Y-%m-%d"), "query": QUERY, "results": results}, indent=1
+            )
+        )
         print(f"wrote {args.out}")
         plot(results, Path(args.out).with_name("fig_spark_scale.png"))
     return 0
@@ -159,7 +193,11 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     for ax, n in zip(axes[0], sizes, strict=True):
         runs = [r for r in results if r["events"] == n]
         labels = [f"{r['source']}\nlocal[{r['cores']}]" for r in runs]
-        ax.bar(labels, [r["seconds"] for r in runs], color=["#4c72b0" if r["cores"] == 1 else "#dd8452" for r in runs])
+        ax.bar(
+            labels,
+            [r["seconds"] for r in runs],
+            color=["#4c72b0" if r["cores"] == 1 else "#dd8452" for r in runs],
+        )
         ax.set_title(f"{n / 1e6:.0f}M dense events, no PARTITION BY")
         ax.set_ylabel("seconds per query")
     fig.tight_layout()

@@ -31,8 +31,12 @@ from dfs_cer.transport.client import StorageClient
 from dfs_cer.transport.replies import CloseReply, HealthReply, OpenReply
 from storage_node.launcher import LocalCluster
 
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1",
-               "AWS_EC2_METADATA_DISABLED": "true"}
+CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "bench",
+    "AWS_SECRET_ACCESS_KEY": "bench",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
 
 
 def write_events(path: Path, n: int, chunk: int = 2_000_000) -> None:
@@ -60,8 +64,13 @@ def measure(dirs: list[str], env: dict[str, str], query_json: str, reps: int) ->
             held = sum(r_.held_bytes or 0 for r_ in replies)
             for c in nodes:
                 c.call(CloseReply, {"query_id": qid})
-        return {"rows": rows, "seconds": best, "rows_per_s": rows / best, "held_bytes_per_query": held,
-                "candidates": sum(sum(v.count for v in r_.variables.values()) for r_ in replies)}
+        return {
+            "rows": rows,
+            "seconds": best,
+            "rows_per_s": rows / best,
+            "held_bytes_per_query": held,
+            "candidates": sum(sum(v.count for v in r_.variables.values()) for r_ in replies),
+        }
 
 
 def main() -> None:
@@ -90,23 +99,38 @@ def main() -> None:
             endpoint = f"http://{host}:{port}"
             os.environ.update(CREDENTIALS)
             boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="bench")
-            shard(str(source), args.nodes, "s3://bench/events", config=StorageConfig(s3_endpoint=endpoint))
+            shard(
+                str(source),
+                args.nodes,
+                "s3://bench/events",
+                config=StorageConfig(s3_endpoint=endpoint),
+            )
             env = {**CREDENTIALS, "DFS_CER__STORAGE__S3_ENDPOINT": endpoint}
-            out["s3"] = measure([f"s3://bench/events/node-{i:02d}" for i in range(args.nodes)], env, query_json,
-                                args.reps)
+            out["s3"] = measure(
+                [f"s3://bench/events/node-{i:02d}" for i in range(args.nodes)],
+                env,
+                query_json,
+                args.reps,
+            )
             server.stop()
     if args.json:
         print(json.dumps(out, indent=2))
         return
-    print(f"{args.events:,} synthetic events on {args.nodes} storage nodes, open = scan + "
-          "filter + candidates")
-    print("| backend | rows/s (all nodes) | seconds | candidates | bytes held per query "
-          "|\n|---|---:|---:|---:|---:|")
+    print(
+        f"{args.events:,} synthetic events on {args.nodes} storage nodes, open = scan + "
+        "filter + candidates"
+    )
+    print(
+        "| backend | rows/s (all nodes) | seconds | candidates | bytes held per query "
+        "|\n|---|---:|---:|---:|---:|"
+    )
     for backend in ("local", "s3"):
         r = out.get(backend)
         if isinstance(r, dict):
-            print(f"| {backend} | {r['rows_per_s']:,.0f} | {r['seconds']:.2f} | "
-                  f"{r['candidates']:,} | {r['held_bytes_per_query']:,} |")
+            print(
+                f"| {backend} | {r['rows_per_s']:,.0f} | {r['seconds']:.2f} | "
+                f"{r['candidates']:,} | {r['held_bytes_per_query']:,} |"
+            )
 
 
 if __name__ == "__main__":

@@ -71,24 +71,46 @@ def main() -> None:
     parser.add_argument("--big", action="store_true", help="10M events")
     parser.add_argument("--queries", type=int, default=20)
     parser.add_argument("--nodes", type=int, default=3)
-    parser.add_argument("--cost-model", default="adaptive",
-                        choices=["adaptive", "always_on", "always_off", "naive", "fixed"])
-    parser.add_argument("--strategies", default=",".join(STRATEGIES),
-                        help="comma-separated; dfs, push_down and push_pull are always run")
-    parser.add_argument("--calibration", default="conf/calibration.json",
-                        help="dfs-cer calibrate's tables for the adaptive model (ignored when missing)")
+    parser.add_argument(
+        "--cost-model",
+        default="adaptive",
+        choices=["adaptive", "always_on", "always_off", "naive", "fixed"],
+    )
+    parser.add_argument(
+        "--strategies",
+        default=",".join(STRATEGIES),
+        help="comma-separated; dfs, push_down and push_pull are always run",
+    )
+    parser.add_argument(
+        "--calibration",
+        default="conf/calibration.json",
+        help="dfs-cer calibrate's tables for the adaptive model (ignored when missing)",
+    )
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--compression", choices=["none", "zstd", "lz4", "all"], default="none",
-                        help="how pulled events travel (strategy.transfer_compression); all: each codec")
-    parser.add_argument("--workload", choices=["default", "navigation"], default="default",
-                        help="navigation: queries with PREV/NEXT (bench/navigation.py)")
+    parser.add_argument(
+        "--compression",
+        choices=["none", "zstd", "lz4", "all"],
+        default="none",
+        help="how pulled events travel (strategy.transfer_compression); all: each codec",
+    )
+    parser.add_argument(
+        "--workload",
+        choices=["default", "navigation"],
+        default="default",
+        help="navigation: queries with PREV/NEXT (bench/navigation.py)",
+    )
     args = parser.parse_args()
     if args.workload == "navigation":
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         import navigation
 
-        figures = navigation.run(10_000_000 if args.big else args.events, args.queries, args.nodes, args.cost_model,
-                                 lambda line: print(line, file=sys.stderr, flush=True))
+        figures = navigation.run(
+            10_000_000 if args.big else args.events,
+            args.queries,
+            args.nodes,
+            args.cost_model,
+            lambda line: print(line, file=sys.stderr, flush=True),
+        )
         if args.json:
             print(json.dumps(figures, indent=2))
         else:
@@ -98,7 +120,9 @@ def main() -> None:
     n = 10_000_000 if args.big else args.events
     events = synthetic_events(n)
     sqls = synthetic_queries(args.queries)
-    sums: dict[str, list[float]] = {f"{s}_{k}": [] for s in (*chosen, "lower_bound") for k in ("bytes", "events", "seconds")}
+    sums: dict[str, list[float]] = {
+        f"{s}_{k}": [] for s in (*chosen, "lower_bound") for k in ("bytes", "events", "seconds")
+    }
     by_action: dict[str, list[float]] = {}
     codecs = ["none", "zstd", "lz4"] if args.compression == "all" else [args.compression]
     first = codecs[0]
@@ -115,15 +139,25 @@ def main() -> None:
                         start = time.perf_counter()
                         with warnings.catch_warnings():
                             warnings.simplefilter("ignore")
-                            r = pull(s, sql, cluster.endpoints, cluster.token, cost_model=args.cost_model,
-                                     calibration_file=args.calibration,
-                                     config=StrategyConfig(transfer_compression=codec))  # type: ignore[arg-type]
+                            r = pull(
+                                s,
+                                sql,
+                                cluster.endpoints,
+                                cluster.token,
+                                cost_model=args.cost_model,
+                                calibration_file=args.calibration,
+                                config=StrategyConfig(transfer_compression=codec),
+                            )  # type: ignore[arg-type]
                         if codec != first:
-                            sums[f"{s}_bytes_{codec}"].append(r.trace.bytes_to_cn + r.trace.bytes_to_sn)
+                            sums[f"{s}_bytes_{codec}"].append(
+                                r.trace.bytes_to_cn + r.trace.bytes_to_sn
+                            )
                             continue
                         if s == "dfs":  # where DFS's bytes go: per action, both directions
                             for rd in r.trace.rounds:
-                                by_action.setdefault(rd.action, [0.0] * len(sqls))[i] += rd.bytes_to_sn + rd.bytes_to_cn
+                                by_action.setdefault(rd.action, [0.0] * len(sqls))[i] += (
+                                    rd.bytes_to_sn + rd.bytes_to_cn
+                                )
                         sums[f"{s}_seconds"].append(time.perf_counter() - start)
                         sums[f"{s}_bytes"].append(r.trace.bytes_to_cn + r.trace.bytes_to_sn)
                         sums[f"{s}_events"].append(r.trace.events_received)
@@ -134,7 +168,10 @@ def main() -> None:
                 print(f"  query {i + 1}/{len(sqls)}", file=sys.stderr, flush=True)
     means = {k: statistics.mean(v) for k, v in sums.items()}
     figures = {
-        "events": n, "queries": len(sqls), "nodes": args.nodes, "compression": first,
+        "events": n,
+        "queries": len(sqls),
+        "nodes": args.nodes,
+        "compression": first,
         **{f"mean_{k}": v for k, v in means.items()},
         "dfs_over_pushdown_bytes": means["dfs_bytes"] / means["push_down_bytes"],
         "dfs_over_pushpull_bytes": means["dfs_bytes"] / means["push_pull_bytes"],
@@ -144,19 +181,31 @@ def main() -> None:
     if args.json:
         print(json.dumps(figures, indent=2))
         return
-    print(f"{n:,} synthetic events, {args.nodes} storage nodes, {len(sqls)} default "
-          f"4-variable queries, cost model {args.cost_model}")
-    print("| strategy | mean bytes (both ways) | mean events received | mean pull seconds "
-          "(loopback) |\n|---|---:|---:|---:|")
+    print(
+        f"{n:,} synthetic events, {args.nodes} storage nodes, {len(sqls)} default "
+        f"4-variable queries, cost model {args.cost_model}"
+    )
+    print(
+        "| strategy | mean bytes (both ways) | mean events received | mean pull seconds "
+        "(loopback) |\n|---|---:|---:|---:|"
+    )
     for s in (*chosen, "lower_bound"):
-        print(f"| {s} | {means[s + '_bytes']:,.0f} | {means[s + '_events']:,.1f} | "
-              f"{means[s + '_seconds']:.3f} |")
+        print(
+            f"| {s} | {means[s + '_bytes']:,.0f} | {means[s + '_events']:,.1f} | "
+            f"{means[s + '_seconds']:.3f} |"
+        )
     if len(codecs) > 1:
-        print("\n| strategy | " + " | ".join(f"mean bytes, {c}" for c in codecs) + " | zstd / none |\n|---|"
-              + "---:|" * (len(codecs) + 1))
+        print(
+            "\n| strategy | "
+            + " | ".join(f"mean bytes, {c}" for c in codecs)
+            + " | zstd / none |\n|---|"
+            + "---:|" * (len(codecs) + 1)
+        )
         for s in chosen:
             row = [means[f"{s}_bytes"]] + [means[f"{s}_bytes_{c}"] for c in codecs[1:]]
-            print(f"| {s} | " + " | ".join(f"{b:,.0f}" for b in row) + f" | {row[1] / row[0]:.3f} |")
+            print(
+                f"| {s} | " + " | ".join(f"{b:,.0f}" for b in row) + f" | {row[1] / row[0]:.3f} |"
+            )
     print("\n| DFS action | mean bytes per query (both ways) | share |\n|---|---:|---:|")
     for a, b in sorted(figures["dfs_bytes_by_action"].items(), key=lambda x: -x[1]):
         print(f"| {a} | {b:,.0f} | {b / means['dfs_bytes']:.0%} |")

@@ -63,8 +63,11 @@ def _stats(cluster: LocalCluster) -> list[dict[str, Any]]:
 def build_table(events: pa.Table, files: int, tables: TablesConfig) -> dict[str, Any]:
     """The events as ``files`` appends of consecutive time slices, in shuffled order."""
     events = events.sort_by("ts")
-    events = events.cast(pa.schema([pa.field("ts", pa.timestamp("us")) if f.name == "ts" else f
-                                    for f in events.schema]))
+    events = events.cast(
+        pa.schema(
+            [pa.field("ts", pa.timestamp("us")) if f.name == "ts" else f for f in events.schema]
+        )
+    )
     catalog = load_catalog("local", tables)
     catalog.create_namespace_if_not_exists("bench")
     table = catalog.create_table("bench.events", schema=events.schema)
@@ -77,8 +80,9 @@ def build_table(events: pa.Table, files: int, tables: TablesConfig) -> dict[str,
     return {"files": files, "write_s": round(time.perf_counter() - began, 1)}
 
 
-def run_queries(cluster: LocalCluster, queries: list[str], repeat: int,
-                **options: Any) -> tuple[list[dict[str, Any]], list[list[tuple[object, ...]]]]:
+def run_queries(
+    cluster: LocalCluster, queries: list[str], repeat: int, **options: Any
+) -> tuple[list[dict[str, Any]], list[list[tuple[object, ...]]]]:
     out, matches = [], []
     for q in queries:
         seconds, last = [], None
@@ -90,8 +94,13 @@ def run_queries(cluster: LocalCluster, queries: list[str], repeat: int,
             got = match_pulled(last)
             seconds.append(time.perf_counter() - t0)
         assert last is not None
-        out.append({"latency_s": statistics.median(seconds), "bytes": last.trace.bytes_to_cn + last.trace.bytes_to_sn,
-                    "matches": got.num_rows})
+        out.append(
+            {
+                "latency_s": statistics.median(seconds),
+                "bytes": last.trace.bytes_to_cn + last.trace.bytes_to_sn,
+                "matches": got.num_rows,
+            }
+        )
         matches.append(_rows(got))
     return out, matches
 
@@ -109,10 +118,16 @@ def main() -> None:
     report: dict[str, Any] = {"events": args.events, "nodes": args.nodes}
     with tempfile.TemporaryDirectory(prefix="dfs-cer-tables-") as tmp:
         root = Path(tmp)
-        tables = TablesConfig(catalog_uri=f"sqlite:///{root}/catalog.db", warehouse=str(root / "wh"),
-                              assignments_dir=str(root / "assign"))
-        env = {"DFS_CER__TABLES__CATALOG_URI": tables.catalog_uri, "DFS_CER__TABLES__WAREHOUSE": tables.warehouse,
-               "DFS_CER__TABLES__ASSIGNMENTS_DIR": tables.assignments_dir}
+        tables = TablesConfig(
+            catalog_uri=f"sqlite:///{root}/catalog.db",
+            warehouse=str(root / "wh"),
+            assignments_dir=str(root / "assign"),
+        )
+        env = {
+            "DFS_CER__TABLES__CATALOG_URI": tables.catalog_uri,
+            "DFS_CER__TABLES__WAREHOUSE": tables.warehouse,
+            "DFS_CER__TABLES__ASSIGNMENTS_DIR": tables.assignments_dir,
+        }
         print(f"generating {args.events:,} events ...", file=sys.stderr, flush=True)
         events = synthetic_events(args.events)
         report["table"] = build_table(events, args.files, tables)
@@ -131,23 +146,38 @@ def main() -> None:
 
         print("re-sharded: copying the table into shard sets ...", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
-        manifests = shard("iceberg://local/bench.events", args.nodes, str(root / "shards"), partitioning="random",
-                          tables=tables)
+        manifests = shard(
+            "iceberg://local/bench.events",
+            args.nodes,
+            str(root / "shards"),
+            partitioning="random",
+            tables=tables,
+        )
         copy_s = time.perf_counter() - t0
         assert sum(m.rows for m in manifests) == args.events
         copied = sum(p.stat().st_size for p in (root / "shards").rglob("*.parquet"))
         t0 = time.perf_counter()
-        with LocalCluster([str(root / "shards" / f"node-{i:02d}") for i in range(args.nodes)]) as cluster:
+        with LocalCluster(
+            [str(root / "shards" / f"node-{i:02d}") for i in range(args.nodes)]
+        ) as cluster:
             start_s = time.perf_counter() - t0
             sharded, got = run_queries(cluster, queries, args.repeat)
         assert got == want, "in place and re-sharded disagree"
-        report["resharded"] = {"ready_s": round(copy_s + start_s, 1), "copy_s": round(copy_s, 1),
-                               "start_s": round(start_s, 1), "copy_bytes": copied, "queries": sharded}
+        report["resharded"] = {
+            "ready_s": round(copy_s + start_s, 1),
+            "copy_s": round(copy_s, 1),
+            "start_s": round(start_s, 1),
+            "copy_bytes": copied,
+            "queries": sharded,
+        }
 
         print("pruning: cache off ...", file=sys.stderr, flush=True)
         span = (plan.files[0].min_ts, max(int(f.max_ts or 0) for f in plan.files))
         assert span[0] is not None
-        tenth = (int(span[0]) + (span[1] - int(span[0])) * 4 // 10, int(span[0]) + (span[1] - int(span[0])) // 2)
+        tenth = (
+            int(span[0]) + (span[1] - int(span[0])) * 4 // 10,
+            int(span[0]) + (span[1] - int(span[0])) // 2,
+        )
         with LocalCluster(refs, env={**env, "DFS_CER__STORAGE__CACHE_BYTES": "0"}) as cluster:
             pruning = {}
             for label, ranges in (("whole table", None), ("a tenth of the time", [tenth])):
@@ -158,26 +188,37 @@ def main() -> None:
                 seconds = (time.perf_counter() - t0) / len(queries)
                 after = _stats(cluster)
                 pruning[label] = {
-                    "files_per_query": sum(a["files_read"] - b["files_read"] for a, b in zip(after, before,
-                                                                                             strict=True))
+                    "files_per_query": sum(
+                        a["files_read"] - b["files_read"]
+                        for a, b in zip(after, before, strict=True)
+                    )
                     / len(queries),
-                    "bytes_per_query": sum(a["bytes_read"] - b["bytes_read"] for a, b in zip(after, before,
-                                                                                             strict=True))
+                    "bytes_per_query": sum(
+                        a["bytes_read"] - b["bytes_read"]
+                        for a, b in zip(after, before, strict=True)
+                    )
                     // len(queries),
-                    "latency_s": round(seconds, 3)}
+                    "latency_s": round(seconds, 3),
+                }
         report["pruning"] = {"table_files": len(plan.files), **pruning}
     if args.json:
         print(json.dumps(report, indent=1))
     else:
-        print(f"ready: in place {report['in_place']['ready_s']} s; re-sharded "
-              f"{report['resharded']['ready_s']} s (copy {report['resharded']['copy_s']} s, "
-              f"{report['resharded']['copy_bytes']:,} bytes)")
+        print(
+            f"ready: in place {report['in_place']['ready_s']} s; re-sharded "
+            f"{report['resharded']['ready_s']} s (copy {report['resharded']['copy_s']} s, "
+            f"{report['resharded']['copy_bytes']:,} bytes)"
+        )
         for a, b in zip(report["in_place"]["queries"], report["resharded"]["queries"], strict=True):
-            print(f"query: in place {a['latency_s']:.3f} s {a['bytes']:,} B; re-sharded "
-                  f"{b['latency_s']:.3f} s {b['bytes']:,} B; {a['matches']} matches")
+            print(
+                f"query: in place {a['latency_s']:.3f} s {a['bytes']:,} B; re-sharded "
+                f"{b['latency_s']:.3f} s {b['bytes']:,} B; {a['matches']} matches"
+            )
         for label, p in pruning.items():
-            print(f"cache off, {label}: {p['files_per_query']:.1f} files, "
-                  f"{p['bytes_per_query']:,} bytes read per query, {p['latency_s']} s")
+            print(
+                f"cache off, {label}: {p['files_per_query']:.1f} files, "
+                f"{p['bytes_per_query']:,} bytes read per query, {p['latency_s']} s"
+            )
     if args.plot:
         plot(report, args.plot)
 
@@ -192,7 +233,13 @@ def plot(report: dict[str, Any], out: str) -> None:
     ip, rs = report["in_place"], report["resharded"]
     axes[0].bar(["in place"], [ip["ready_s"]], color="#4c72b0")
     axes[0].bar(["re-sharded"], [rs["start_s"]], color="#4c72b0", label="nodes load")
-    axes[0].bar(["re-sharded"], [rs["copy_s"]], bottom=[rs["start_s"]], color="#dd8452", label="copy (shard)")
+    axes[0].bar(
+        ["re-sharded"],
+        [rs["copy_s"]],
+        bottom=[rs["start_s"]],
+        color="#dd8452",
+        label="copy (shard)",
+    )
     axes[0].set_ylabel("seconds until nodes answer")
     axes[0].legend(frameon=False, fontsize=8)
     x = np.arange(len(ip["queries"]))

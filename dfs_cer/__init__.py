@@ -37,5 +37,14 @@ try:  # the one version literal is pyproject.toml's
 except PackageNotFoundError:  # pragma: no cover  (a source tree that was never installed)
     __version__ = "0+unknown"
 
-__all__ = ["Analysis", "DfsCerError", "Query", "QueryError", "__version__", "analyze", "match_recognize",
-           "match_situations", "parse"]
+__all__ = [
+    "Analysis",
+    "DfsCerError",
+    "Query",
+    "QueryError",
+    "__version__",
+    "analyze",
+    "match_recognize",
+    "match_situations",
+    "parse",
+]

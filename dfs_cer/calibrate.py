@@ -33,7 +33,9 @@ def best_time(fn: Callable[[], object], repeat: int) -> float:
     return min(times)
 
 
-def _filter_tables(sizes: Sequence[int], repeat: int, window: int = 180) -> dict[str, list[list[float]]]:
+def _filter_tables(
+    sizes: Sequence[int], repeat: int, window: int = 180
+) -> dict[str, list[list[float]]]:
     rng = np.random.default_rng(0)
     tables: dict[str, list[list[float]]] = {"c_p1": [], "c_p2": [], "c_b": []}
     for n in sizes:
@@ -64,17 +66,28 @@ def _beta(sample_events: int, repeat: int) -> dict[str, float]:
     rows = analyze(parse(synthetic_queries(1, cer=False)[0]), events.schema)
     run_cer(events, cer)
     run_row_pattern(events, rows)
-    return {"cer": best_time(lambda: run_cer(events, cer), repeat) / sample_events,
-            "rowpattern": best_time(lambda: run_row_pattern(events, rows), repeat) / sample_events}
+    return {
+        "cer": best_time(lambda: run_cer(events, cer), repeat) / sample_events,
+        "rowpattern": best_time(lambda: run_row_pattern(events, rows), repeat) / sample_events,
+    }
 
 
-def calibrate(sizes: Sequence[int] = SIZES, *, sample_events: int = 5000, repeat: int = 3,
-              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def calibrate(
+    sizes: Sequence[int] = SIZES,
+    *,
+    sample_events: int = 5000,
+    repeat: int = 3,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Measure and return the calibration document the cost model reads (JSON-serializable)."""
     say = progress or (lambda _: None)
     say(f"join and window filters on {', '.join(f'{n:,}' for n in sizes)} events")
     tables = _filter_tables(sizes, repeat)
     say(f"matching engines on a {sample_events:,}-event sample")
     beta = _beta(sample_events, repeat)
-    return {"version": 1, "tables": tables, "beta": beta,
-            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return {
+        "version": 1,
+        "tables": tables,
+        "beta": beta,
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }

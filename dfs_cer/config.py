@@ -160,7 +160,13 @@ _SIZE_UNITS = {
     "t": 1000**4, "tb": 1000**4, "tib": 1024**4,
 }  # fmt: skip
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
-_BYTE_KEYS = {"memory_budget", "cache_bytes", "max_message_bytes", "network_probe_bytes", "query_work_bytes"}
+_BYTE_KEYS = {
+    "memory_budget",
+    "cache_bytes",
+    "max_message_bytes",
+    "network_probe_bytes",
+    "query_work_bytes",
+}
 
 
 def parse_size(value: object, key: str = "size") -> int:
@@ -171,9 +177,7 @@ def parse_size(value: object, key: str = "size") -> int:
         return value
     match = _SIZE_RE.match(str(value))
     if not match or match.group(2).lower() not in _SIZE_UNITS:
-        raise ConfigError(
-            f"conf key {key} must be a size such as 2GiB or 512MB, got {value!r}"
-        )
+        raise ConfigError(f"conf key {key} must be a size such as 2GiB or 512MB, got {value!r}")
     return int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
 
 
@@ -285,9 +289,7 @@ def build_config(values: Mapping[str, Mapping[str, Any]]) -> Config:
     for name, cls in sections.items():
         raw = dict(values.get(name, {}))
         hints = get_type_hints(cls)
-        kwargs = {
-            key: _convert(f"{name}.{key}", value, hints[key]) for key, value in raw.items()
-        }
+        kwargs = {key: _convert(f"{name}.{key}", value, hints[key]) for key, value in raw.items()}
         built[name] = cls(**kwargs)
     config = Config(**built)
     _validate(config)
@@ -301,26 +303,40 @@ def _validate(config: Config) -> None:
         raise ConfigError(
             f"conf key storage.memory_budget must be positive, got {config.storage.memory_budget}"
         )
-    if config.storage.work_threads < 0 or config.storage.filter_cost_limit <= 0 or config.storage.query_work_bytes < 0:
-        raise ConfigError("conf keys storage.work_threads (0: one per CPU core), storage.filter_cost_limit (> 0) and "
-                          f"storage.query_work_bytes (0: no limit) got {config.storage.work_threads}, "
-                          f"{config.storage.filter_cost_limit} and {config.storage.query_work_bytes}")
+    if (
+        config.storage.work_threads < 0
+        or config.storage.filter_cost_limit <= 0
+        or config.storage.query_work_bytes < 0
+    ):
+        raise ConfigError(
+            "conf keys storage.work_threads (0: one per CPU core), storage.filter_cost_limit (> 0) and "
+            f"storage.query_work_bytes (0: no limit) got {config.storage.work_threads}, "
+            f"{config.storage.filter_cost_limit} and {config.storage.query_work_bytes}"
+        )
     for section in ("strategy", "storage"):
         values = getattr(config, section)
         for name in values.__dataclass_fields__:
             if name.endswith("_seconds") and not 0 < getattr(values, name) < float("inf"):
-                raise ConfigError(f"conf key {section}.{name} must be a positive, finite number of seconds, "
-                                  f"got {getattr(values, name)}")
+                raise ConfigError(
+                    f"conf key {section}.{name} must be a positive, finite number of seconds, "
+                    f"got {getattr(values, name)}"
+                )
     if config.storage.max_message_bytes <= 0 or config.storage.cache_bytes < 0:
-        raise ConfigError("conf keys storage.max_message_bytes must be positive and storage.cache_bytes at least 0, "
-                          f"got {config.storage.max_message_bytes} and {config.storage.cache_bytes}")
+        raise ConfigError(
+            "conf keys storage.max_message_bytes must be positive and storage.cache_bytes at least 0, "
+            f"got {config.storage.max_message_bytes} and {config.storage.cache_bytes}"
+        )
     for section in ("strategy", "storage"):
         limit = getattr(config, section).halo_limit
         if not 0 <= limit <= 10_000:
-            raise ConfigError(f"conf key {section}.halo_limit must be in 0..10000 (the protocol's halo limit), "
-                              f"got {limit}")
+            raise ConfigError(
+                f"conf key {section}.halo_limit must be in 0..10000 (the protocol's halo limit), "
+                f"got {limit}"
+            )
     if config.matcher.max_matches <= 0:
-        raise ConfigError(f"conf key matcher.max_matches must be positive, got {config.matcher.max_matches}")
+        raise ConfigError(
+            f"conf key matcher.max_matches must be positive, got {config.matcher.max_matches}"
+        )
 
 
 def load_config(

@@ -81,7 +81,10 @@ class QueryError(DfsCerError):
 
     def __reduce__(self) -> tuple[object, ...]:
         # keyword-only constructor: pickle through a helper so errors cross process borders
-        return (_rebuild_query_error, (type(self), self.message, self.clause, self.position, self.hint, self.code))
+        return (
+            _rebuild_query_error,
+            (type(self), self.message, self.clause, self.position, self.hint, self.code),
+        )
 
 
 def _rebuild_query_error(

@@ -35,8 +35,14 @@ RELATION = "__dfs_cer_matches"
 def outer_sql(query: Query, dialect: str) -> str | None:
     """The outer query over the match relation, or None when it is a plain ``SELECT *``."""
     outer = query.outer
-    if outer.select == ("*",) and not outer.distinct and outer.where is None and not outer.order_by \
-            and outer.limit is None and not query.alias_columns:
+    if (
+        outer.select == ("*",)
+        and not outer.distinct
+        and outer.where is None
+        and not outer.order_by
+        and outer.limit is None
+        and not query.alias_columns
+    ):
         return None
 
     alias = query.alias or RELATION
@@ -56,8 +62,14 @@ def sandboxed_duckdb() -> duckdb.DuckDBPyConnection:
     extension access, and its settings locked (see dfs_cer.query.sandbox)."""
     import duckdb
 
-    return duckdb.connect(config={"enable_external_access": False, "autoinstall_known_extensions": False,
-                                  "autoload_known_extensions": False, "lock_configuration": True})
+    return duckdb.connect(
+        config={
+            "enable_external_access": False,
+            "autoinstall_known_extensions": False,
+            "autoload_known_extensions": False,
+            "lock_configuration": True,
+        }
+    )
 
 
 def run_outer(query: Query, relation: pa.Table, dialect: str = "duckdb") -> pa.Table:
@@ -72,10 +84,15 @@ def run_outer(query: Query, relation: pa.Table, dialect: str = "duckdb") -> pa.T
     try:
         con.register(RELATION, relation)
         relation = con.sql(sql)
-        return relation.to_arrow_table() if hasattr(relation, "to_arrow_table") else relation.arrow()
+        return (
+            relation.to_arrow_table() if hasattr(relation, "to_arrow_table") else relation.arrow()
+        )
     except duckdb.Error as exc:
-        raise UnsupportedFeatureError(f"the outer query failed on the embedded engine: {exc}", clause="SELECT",
-                                      code="outer-query") from exc
+        raise UnsupportedFeatureError(
+            f"the outer query failed on the embedded engine: {exc}",
+            clause="SELECT",
+            code="outer-query",
+        ) from exc
     finally:
         con.close()
 
@@ -93,12 +110,18 @@ def as_arrow(name: str, data: object) -> pa.Table:
         out = data.to_arrow()
         if isinstance(out, pa.Table):
             return out
-    raise ConfigError(f"table {name!r}: expected an Arrow table or a pandas DataFrame, got {type(data).__name__}")
+    raise ConfigError(
+        f"table {name!r}: expected an Arrow table or a pandas DataFrame, got {type(data).__name__}"
+    )
 
 
-def run_statement(statement: Statement, tables: Mapping[str, pa.Table],
-                  match: Callable[[Query, pa.Table], pa.Table], dialect: str = "duckdb",
-                  computed: Mapping[str, pa.Table] | None = None) -> pa.Table:
+def run_statement(
+    statement: Statement,
+    tables: Mapping[str, pa.Table],
+    match: Callable[[Query, pa.Table], pa.Table],
+    dialect: str = "duckdb",
+    computed: Mapping[str, pa.Table] | None = None,
+) -> pa.Table:
     """Compute every MATCH_RECOGNIZE relation of ``statement`` with ``match`` (its input: a
     registered table, or a subquery / CTE the sandboxed engine computes first) unless
     ``computed`` holds it already (by relation name), then the statement over them and the
@@ -113,9 +136,11 @@ def run_statement(statement: Statement, tables: Mapping[str, pa.Table],
             needed += part.reads if part.input_sql is not None else [part.query.table]
     missing = list(dict.fromkeys(t for t in needed if t.lower() not in registered))
     if missing:
-        raise ConfigError(f"the query reads table(s) {', '.join(repr(t) for t in missing)}, which are not registered; "
-                          f"pass them (registered: {', '.join(sorted(n for n, _ in registered.values())) or 'none'}; "
-                          "Python: tables={'name': table}, CLI: --table name=path)")
+        raise ConfigError(
+            f"the query reads table(s) {', '.join(repr(t) for t in missing)}, which are not registered; "
+            f"pass them (registered: {', '.join(sorted(n for n, _ in registered.values())) or 'none'}; "
+            "Python: tables={'name': table}, CLI: --table name=path)"
+        )
     allowed = [*(n for n, _ in registered.values()), *(p.relation for p in statement.parts)]
     con = sandboxed_duckdb()
     try:
@@ -126,8 +151,10 @@ def run_statement(statement: Statement, tables: Mapping[str, pa.Table],
         while pending:
             ready = [p for p in pending if set(p.depends) <= done]
             if not ready:
-                raise UnsupportedFeatureError("MATCH_RECOGNIZE clauses read each other's relations in a cycle",
-                                              code="unsupported")
+                raise UnsupportedFeatureError(
+                    "MATCH_RECOGNIZE clauses read each other's relations in a cycle",
+                    code="unsupported",
+                )
             for part in ready:
                 if part.relation in computed:
                     con.register(part.relation, computed[part.relation])
@@ -138,7 +165,9 @@ def run_statement(statement: Statement, tables: Mapping[str, pa.Table],
                     data = registered[part.query.table.lower()][1]
                 else:
                     if part.columns_sql is not None:  # bound, not run: the input's own column names
-                        sql = sqlglot.transpile(part.columns_sql, read=OUTER_DIALECT, write=dialect)[0]
+                        sql = sqlglot.transpile(
+                            part.columns_sql, read=OUTER_DIALECT, write=dialect
+                        )[0]
                         check_outer(sql, allowed, dialect)
                         if (twice := duplicate_in_names(con.sql(sql).columns)) is not None:
                             raise twice
@@ -152,8 +181,11 @@ def run_statement(statement: Statement, tables: Mapping[str, pa.Table],
         check_outer(sql, allowed, dialect)
         return _arrow(con.sql(sql))
     except duckdb.Error as exc:
-        raise UnsupportedFeatureError(f"the query around MATCH_RECOGNIZE failed on the embedded engine: {exc}",
-                                      clause="SELECT", code="outer-query") from exc
+        raise UnsupportedFeatureError(
+            f"the query around MATCH_RECOGNIZE failed on the embedded engine: {exc}",
+            clause="SELECT",
+            code="outer-query",
+        ) from exc
     finally:
         con.close()
 
@@ -162,11 +194,21 @@ def _arrow(relation: Any) -> pa.Table:
     return relation.to_arrow_table() if hasattr(relation, "to_arrow_table") else relation.arrow()
 
 
-def match_recognize(table: pa.Table | None, sql: str, *, tables: Mapping[str, Any] | None = None,
-                    selection: str | None = None, kleene: str | None = None,
-                    max_matches: int | None = None, on_limit: str | None = None, count_only: bool = False,
-                    engine: str = "auto", event_key: Sequence[str] | None = None, dedup: bool | None = None,
-                    config: Config | None = None) -> pa.Table:
+def match_recognize(
+    table: pa.Table | None,
+    sql: str,
+    *,
+    tables: Mapping[str, Any] | None = None,
+    selection: str | None = None,
+    kleene: str | None = None,
+    max_matches: int | None = None,
+    on_limit: str | None = None,
+    count_only: bool = False,
+    engine: str = "auto",
+    event_key: Sequence[str] | None = None,
+    dedup: bool | None = None,
+    config: Config | None = None,
+) -> pa.Table:
     """Evaluate ``SELECT ... FROM t MATCH_RECOGNIZE (...) ...`` over ``table`` (named by the FROM).
 
     The statement may be any SELECT around one or more MATCH_RECOGNIZE clauses: GROUP BY,
@@ -198,8 +240,10 @@ def match_recognize(table: pa.Table | None, sql: str, *, tables: Mapping[str, An
         raise ConfigError(f"dedup must be True or False, got {dedup!r}")
     if event_key is not None or dedup is not None:
         query_config = dataclasses.replace(
-            config.query, event_key=tuple(event_key) if event_key is not None else config.query.event_key,
-            dedup=config.query.dedup if dedup is None else dedup)
+            config.query,
+            event_key=tuple(event_key) if event_key is not None else config.query.event_key,
+            dedup=config.query.dedup if dedup is None else dedup,
+        )
         config = dataclasses.replace(config, query=query_config)
     if engine not in ENGINES:
         raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
@@ -217,7 +261,9 @@ def match_recognize(table: pa.Table | None, sql: str, *, tables: Mapping[str, An
     statement = parse_statement(sql)
     if not statement.simple or tables:
         if count_only:
-            raise ConfigError("count_only counts one MATCH_RECOGNIZE clause's matches; write count(*) in the query")
+            raise ConfigError(
+                "count_only counts one MATCH_RECOGNIZE clause's matches; write count(*) in the query"
+            )
         registry = {name: as_arrow(name, data) for name, data in (tables or {}).items()}
         if table is not None:
             name = _events_name(statement)
@@ -225,14 +271,20 @@ def match_recognize(table: pa.Table | None, sql: str, *, tables: Mapping[str, An
                 registry[name] = as_arrow(name, table)
 
         def one(query: Query, data: pa.Table) -> pa.Table:
-            return match_clause(query, data, config, selection, kleene, limit, on_limit, False, engine)
+            return match_clause(
+                query, data, config, selection, kleene, limit, on_limit, False, engine
+            )
 
         return run_statement(statement, registry, one, config.query.outer_dialect)
     if table is None:
-        raise ConfigError(f"pass the events: match_recognize(table, sql) (the query reads {statement.tables[0]!r})")
+        raise ConfigError(
+            f"pass the events: match_recognize(table, sql) (the query reads {statement.tables[0]!r})"
+        )
     query = parse(sql)
     table = as_arrow(query.table, table)
-    result = match_clause(query, table, config, selection, kleene, limit, on_limit, count_only, engine)
+    result = match_clause(
+        query, table, config, selection, kleene, limit, on_limit, count_only, engine
+    )
     return result if count_only else run_outer(query, result, config.query.outer_dialect)
 
 
@@ -246,11 +298,22 @@ def _events_name(statement: Statement) -> str | None:
     inner = {p.relation.lower() for p in statement.parts}
     tree = sqlglot.parse_one(first.input_sql, read=OUTER_DIALECT)
     ctes = {c.alias_or_name.lower() for w in tree.find_all(exp.With) for c in w.expressions}
-    return next((t.name for t in tree.find_all(exp.Table) if t.name.lower() not in inner | ctes), None)
+    return next(
+        (t.name for t in tree.find_all(exp.Table) if t.name.lower() not in inner | ctes), None
+    )
 
 
-def match_clause(query: Query, table: pa.Table, config: Config, selection: str | None, kleene: str, limit: int,
-           on_limit: str, count_only: bool, engine: str) -> pa.Table:
+def match_clause(
+    query: Query,
+    table: pa.Table,
+    config: Config,
+    selection: str | None,
+    kleene: str,
+    limit: int,
+    on_limit: str,
+    count_only: bool,
+    engine: str,
+) -> pa.Table:
     """One MATCH_RECOGNIZE clause over ``table``: its relation (or the match count)."""
     if (twice := duplicate_in_names(table.column_names)) is not None:  # names would be ambiguous
         raise twice
@@ -259,12 +322,21 @@ def match_clause(query: Query, table: pa.Table, config: Config, selection: str |
         analysis = _strict_contiguity(query, table, config)
         result = run_row_pattern(table, analysis, max_matches=limit, on_limit=on_limit)
         return _count_table(result.matches) if count_only else result.table
-    use_cer = engine == "cer" or (engine == "auto" and (selection is not None or query.recognize.all_matches))
+    use_cer = engine == "cer" or (
+        engine == "auto" and (selection is not None or query.recognize.all_matches)
+    )
     if use_cer:
         from dfs_cer.match.cer.engine import run_cer
 
-        result = run_cer(table, analysis, selection=selection or "skip_till_any_match", kleene=kleene,
-                         max_matches=limit, on_limit=on_limit, count_only=count_only)
+        result = run_cer(
+            table,
+            analysis,
+            selection=selection or "skip_till_any_match",
+            kleene=kleene,
+            max_matches=limit,
+            on_limit=on_limit,
+            count_only=count_only,
+        )
     else:
         result = run_row_pattern(table, analysis, max_matches=limit, on_limit=on_limit)
     return _count_table(result.matches) if count_only else result.table
@@ -287,13 +359,26 @@ def _strict_contiguity(query: Query, table: pa.Table, config: Config) -> Analysi
     from dfs_cer.query.model import AfterMatchSkip, SkipTo
 
     first = analyze(query, table.schema, config.query)
-    items, unordered = pattern_items(query.recognize.pattern, {v.name for v in first.variables if v.any_row})
+    items, unordered = pattern_items(
+        query.recognize.pattern, {v.name for v in first.variables if v.any_row}
+    )
     if unordered or any(i.kleene or i.negated for i in items):
-        raise UnsupportedFeatureError("strict_contiguity is supported for sequences of single-event variables",
-                                      clause="PATTERN", code="unsupported")
-    pattern = Concatenation(tuple(Label(i.name) for i in items)) if len(items) > 1 else Label(items[0].name)
-    recognize = dataclasses.replace(query.recognize, pattern=pattern, all_matches=False,
-                                    after_match_skip=AfterMatchSkip(SkipTo.NEXT_ROW))
+        raise UnsupportedFeatureError(
+            "strict_contiguity is supported for sequences of single-event variables",
+            clause="PATTERN",
+            code="unsupported",
+        )
+    pattern = (
+        Concatenation(tuple(Label(i.name) for i in items))
+        if len(items) > 1
+        else Label(items[0].name)
+    )
+    recognize = dataclasses.replace(
+        query.recognize,
+        pattern=pattern,
+        all_matches=False,
+        after_match_skip=AfterMatchSkip(SkipTo.NEXT_ROW),
+    )
     return analyze(dataclasses.replace(query, recognize=recognize), table.schema, config.query)
 
 

@@ -22,7 +22,9 @@ LOGGERS = ("dfs_cer", "storage_node")
 NO_QUERY = "-"
 FORMAT = "%(asctime)s %(levelname)s %(name)s [query %(query_id)s] %(message)s"
 
-_query_id: contextvars.ContextVar[str] = contextvars.ContextVar("dfs_cer_query_id", default=NO_QUERY)
+_query_id: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "dfs_cer_query_id", default=NO_QUERY
+)
 
 
 class QueryIdFilter(logging.Filter):

@@ -33,8 +33,14 @@ class Work:
     ``give_back(nbytes)`` returns them. ``deadline`` is a ``time.monotonic()`` value.
     """
 
-    def __init__(self, query_id: str, where: str = "", deadline: float | None = None,
-                 grant: Callable[[int], None] | None = None, give_back: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        query_id: str,
+        where: str = "",
+        deadline: float | None = None,
+        grant: Callable[[int], None] | None = None,
+        give_back: Callable[[int], None] | None = None,
+    ) -> None:
         self.query_id = query_id
         self.where = where
         self.deadline = deadline
@@ -45,8 +51,10 @@ class Work:
         self._lock = threading.Lock()
         self.charged = 0
         #: what set the deadline, and how to move it (named when the work stops there)
-        self.deadline_reason = ("the compute node's lease_seconds at open); run it again with a longer "
-                                "strategy.query_timeout_seconds")
+        self.deadline_reason = (
+            "the compute node's lease_seconds at open); run it again with a longer "
+            "strategy.query_timeout_seconds"
+        )
         #: the most bytes charged at once (reported by the node's stats)
         self.peak = 0
 
@@ -78,18 +86,23 @@ class Work:
         """Set ``flag[0]`` once the work is cancelled or past its deadline, unless ``done`` first."""
         while not done.is_set():
             left = None if self.deadline is None else self.deadline - time.monotonic()
-            if self._cancelled.wait(WATCH_SECONDS if left is None else max(0.0, min(WATCH_SECONDS, left))) \
-                    or (self.deadline is not None and time.monotonic() > self.deadline):
+            if self._cancelled.wait(
+                WATCH_SECONDS if left is None else max(0.0, min(WATCH_SECONDS, left))
+            ) or (self.deadline is not None and time.monotonic() > self.deadline):
                 flag[0] = 1
                 return
 
     def check(self) -> None:
         """Raise :class:`WorkCancelledError` when the query was cancelled or its deadline passed."""
         if self._cancelled.is_set():
-            raise WorkCancelledError(f"query {self.query_id}{self.where}: stopped, {self._reason[0]}")
+            raise WorkCancelledError(
+                f"query {self.query_id}{self.where}: stopped, {self._reason[0]}"
+            )
         if self.deadline is not None and time.monotonic() > self.deadline:
-            raise WorkCancelledError(f"query {self.query_id}{self.where}: stopped at its deadline "
-                                     f"({self.deadline_reason}")
+            raise WorkCancelledError(
+                f"query {self.query_id}{self.where}: stopped at its deadline "
+                f"({self.deadline_reason}"
+            )
 
     def charge(self, nbytes: int) -> None:
         """Hold ``nbytes`` more for this query (checked first: a cancelled query takes nothing)."""
@@ -135,7 +148,9 @@ def watch(work: Work | None, flag: Any) -> Iterator[None]:
         yield
         return
     done = threading.Event()
-    watcher = threading.Thread(target=work._wait, args=(done, flag), name=f"watch {work.query_id}", daemon=True)
+    watcher = threading.Thread(
+        target=work._wait, args=(done, flag), name=f"watch {work.query_id}", daemon=True
+    )
     watcher.start()
     try:
         yield

@@ -24,13 +24,17 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--sql", required=True, help="the query text, or a file holding it")
     p.add_argument("--endpoints", help="comma-separated storage node endpoints")
     p.add_argument("--token-file", help="file holding the storage nodes' token")
-    p.add_argument("--data", help="parquet file or directory for Spark to read instead of storage nodes")
+    p.add_argument(
+        "--data", help="parquet file or directory for Spark to read instead of storage nodes"
+    )
     p.add_argument("--output", required=True, help="output directory, local or s3://bucket/prefix")
     p.add_argument("--strategy", default="dfs")
     p.add_argument("--cost-model", default="adaptive")
     p.add_argument("--driver-threshold", type=int, default=100_000)
     p.add_argument("--explain-analyze", action="store_true", help="print the round trips to stderr")
-    p.add_argument("--verbose", action="store_true", help="show Spark's log (errors only by default)")
+    p.add_argument(
+        "--verbose", action="store_true", help="show Spark's log (errors only by default)"
+    )
     return p.parse_args(argv)
 
 
@@ -80,8 +84,16 @@ def run(argv: list[str]) -> int:
     level: dict[str, Any] = {"spark.log.level": "INFO" if args.verbose else "ERROR"}
     spark = local_session(**level)
     options: dict[str, Any] = {"cost_model": args.cost_model} if args.endpoints else {}
-    run = recognize(spark, sql, endpoints=args.endpoints.split(",") if args.endpoints else None, token=token,
-                    data=args.data, strategy=args.strategy, driver_threshold=args.driver_threshold, **options)
+    run = recognize(
+        spark,
+        sql,
+        endpoints=args.endpoints.split(",") if args.endpoints else None,
+        token=token,
+        data=args.data,
+        strategy=args.strategy,
+        driver_threshold=args.driver_threshold,
+        **options,
+    )
     trace: dict[str, Any] = run.trace.to_dict() if run.trace else {}
     if run.split is not None:  # how the executors split the input
         from dataclasses import asdict
@@ -91,12 +103,18 @@ def run(argv: list[str]) -> int:
     _write(args.output, matches, trace)
     if args.explain_analyze and run.split is not None:
         s = run.split
-        print(f"executors: {s.chunks} chunk(s) "
-              f"({s.mode}{': ' + s.reason if s.reason else ''}), {s.reruns} re-run(s), the "
-              f"driver collected {s.driver_rows} report row(s)", file=sys.stderr)
+        print(
+            f"executors: {s.chunks} chunk(s) "
+            f"({s.mode}{': ' + s.reason if s.reason else ''}), {s.reruns} re-run(s), the "
+            f"driver collected {s.driver_rows} report row(s)",
+            file=sys.stderr,
+        )
     if args.explain_analyze and trace.get("rounds"):
         for r in trace["rounds"]:
-            print(f"{r['action']:<16}{r['bytes_to_sn']:>12,}{r['bytes_to_cn']:>12,}{r['events']:>10,}", file=sys.stderr)
+            print(
+                f"{r['action']:<16}{r['bytes_to_sn']:>12,}{r['bytes_to_cn']:>12,}{r['events']:>10,}",
+                file=sys.stderr,
+            )
     print(f"{matches.num_rows} matches written to {args.output.rstrip('/')}/matches.parquet")
     return 0
 

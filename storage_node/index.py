@@ -47,10 +47,14 @@ class ValueIndex:
 
     def rows(self, values: list[object]) -> np.ndarray:
         """Sorted positions of the rows holding any of ``values``."""
-        parts = [self.positions[self.starts[k]:self.starts[k + 1]] for k in self.codes(values)]
+        parts = [self.positions[self.starts[k] : self.starts[k + 1]] for k in self.codes(values)]
         if not parts:
             return np.zeros(0, np.int64)
-        return parts[0].astype(np.int64) if len(parts) == 1 else np.sort(np.concatenate(parts)).astype(np.int64)
+        return (
+            parts[0].astype(np.int64)
+            if len(parts) == 1
+            else np.sort(np.concatenate(parts)).astype(np.int64)
+        )
 
 
 def indexable(dtype: pa.DataType, column: pa.ChunkedArray, sample: int = 65_536) -> bool:
@@ -61,19 +65,27 @@ def indexable(dtype: pa.DataType, column: pa.ChunkedArray, sample: int = 65_536)
     if _kind(dtype) is not str:
         return False
     head = column.slice(0, sample)
-    return len(head) > 0 and pc.count_distinct(head).as_py() <= max(1.0, MAX_DISTINCT_SHARE * len(head))
+    return len(head) > 0 and pc.count_distinct(head).as_py() <= max(
+        1.0, MAX_DISTINCT_SHARE * len(head)
+    )
 
 
 def build(column: pa.ChunkedArray | pa.Array) -> ValueIndex | None:
     """The value index of ``column`` (None when it has too many distinct values to pay)."""
     encoded = pc.dictionary_encode(column)
     if isinstance(encoded, pa.ChunkedArray):
-        encoded = encoded.combine_chunks() if encoded.num_chunks else pa.array([], column.type).dictionary_encode()
+        encoded = (
+            encoded.combine_chunks()
+            if encoded.num_chunks
+            else pa.array([], column.type).dictionary_encode()
+        )
     dictionary = encoded.dictionary
     n = len(encoded)
     if n == 0 or len(dictionary) > max(1, MAX_DISTINCT_SHARE * n):
         return None
-    codes = encoded.indices.fill_null(len(dictionary)).to_numpy(zero_copy_only=False).astype(np.int64)
+    codes = (
+        encoded.indices.fill_null(len(dictionary)).to_numpy(zero_copy_only=False).astype(np.int64)
+    )
     order = np.argsort(codes, kind="stable")  # each value's rows stay in time order
     counts = np.bincount(codes, minlength=len(dictionary) + 1)[: len(dictionary)]
     starts = np.zeros(len(dictionary) + 1, np.int64)
@@ -104,8 +116,12 @@ def equality(condition: Expr | None, schema: pa.Schema) -> tuple[str, list[objec
             for col, lit in ((c.left, c.right), (c.right, c.left)):
                 if isinstance(col, Column) and isinstance(lit, Literal):
                     found = (col.name, [lit.value])
-        elif isinstance(c, InList) and not c.negated and isinstance(c.operand, Column) \
-                and all(isinstance(i, Literal) for i in c.items):
+        elif (
+            isinstance(c, InList)
+            and not c.negated
+            and isinstance(c.operand, Column)
+            and all(isinstance(i, Literal) for i in c.items)
+        ):
             found = (c.operand.name, [i.value for i in c.items if isinstance(i, Literal)])
         if found is None or found[0] not in schema.names:
             continue
@@ -189,11 +205,19 @@ def int_range(condition: Expr | None, schema: pa.Schema, skip: str) -> tuple[str
                 col, lit, op = lit, col, flip[op]
             if isinstance(col, Column) and isinstance(lit, Literal) and type(lit.value) is int:
                 v = lit.value
-                found = (col.name, {"<": (None, v - 1), "<=": (None, v), ">": (v + 1, None),
-                                    ">=": (v, None)}[op])
-        elif isinstance(c, Between) and not c.negated and isinstance(c.operand, Column) and \
-                isinstance(c.low, Literal) and isinstance(c.high, Literal) and type(c.low.value) is int \
-                and type(c.high.value) is int:
+                found = (
+                    col.name,
+                    {"<": (None, v - 1), "<=": (None, v), ">": (v + 1, None), ">=": (v, None)}[op],
+                )
+        elif (
+            isinstance(c, Between)
+            and not c.negated
+            and isinstance(c.operand, Column)
+            and isinstance(c.low, Literal)
+            and isinstance(c.high, Literal)
+            and type(c.low.value) is int
+            and type(c.high.value) is int
+        ):
             found = (c.operand.name, (c.low.value, c.high.value))
         if found is None or found[0] == skip or found[0] not in schema.names:
             continue

@@ -29,15 +29,27 @@ def _ready_port(path: Path) -> int:
 class LocalCluster:
     """``n`` storage node processes, one per ``node-XX`` shard directory under ``shards``."""
 
-    def __init__(self, data_dirs: list[str], *, env: dict[str, str] | None = None,
-                 memory_budget: str | None = None, tls: tuple[str, str] | None = None,
-                 netns: list[str] | None = None, hosts: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        data_dirs: list[str],
+        *,
+        env: dict[str, str] | None = None,
+        memory_budget: str | None = None,
+        tls: tuple[str, str] | None = None,
+        netns: list[str] | None = None,
+        hosts: list[str] | None = None,
+    ) -> None:
         """``netns``/``hosts``: run node i inside network namespace ``netns[i]`` listening on
         ``hosts[i]`` (``bench/net.sh up`` creates them); default: loopback."""
-        if (netns is None) != (hosts is None) or (netns is not None and hosts is not None
-                                                 and not len(netns) == len(hosts) >= len(data_dirs)):
-            raise StorageError(f"give one network namespace and host per node: {len(data_dirs)} nodes, "
-                               f"netns={netns}, hosts={hosts} (run bench/net.sh up --nodes {len(data_dirs)})")
+        if (netns is None) != (hosts is None) or (
+            netns is not None
+            and hosts is not None
+            and not len(netns) == len(hosts) >= len(data_dirs)
+        ):
+            raise StorageError(
+                f"give one network namespace and host per node: {len(data_dirs)} nodes, "
+                f"netns={netns}, hosts={hosts} (run bench/net.sh up --nodes {len(data_dirs)})"
+            )
         self.netns, self.hosts = netns, hosts
         self.data_dirs = data_dirs
         self.env = {**os.environ, **(env or {})}
@@ -55,8 +67,19 @@ class LocalCluster:
         data = self.data_dirs[i]
         ready_file = Path(self.tmp.name) / f"ready-{i}.json"
         ready_file.unlink(missing_ok=True)
-        cmd = [sys.executable, "-m", "storage_node.server", "--data", data, "--port", str(port), "--token-file",
-               str(self.token_file), "--ready-file", str(ready_file)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "storage_node.server",
+            "--data",
+            data,
+            "--port",
+            str(port),
+            "--token-file",
+            str(self.token_file),
+            "--ready-file",
+            str(ready_file),
+        ]
         if self.netns and self.hosts:
             cmd = ["ip", "netns", "exec", self.netns[i], *cmd, "--host", self.hosts[i]]
         if self.memory_budget:
@@ -79,7 +102,9 @@ class LocalCluster:
                 self.stop()
                 text = (Path(self.tmp.name) / f"node-{i}.log").read_text(errors="replace")
                 self.tmp.cleanup()
-                raise StorageError(f"storage node {i} exited at start-up: {text.strip().splitlines()[-1:]}")
+                raise StorageError(
+                    f"storage node {i} exited at start-up: {text.strip().splitlines()[-1:]}"
+                )
             if time.monotonic() > deadline:
                 self.stop()
                 self.tmp.cleanup()
@@ -114,8 +139,10 @@ class LocalCluster:
         give_up = time.monotonic() + 5.0
         while time.monotonic() < give_up:
             try:
-                states = [Path(t, "stat").read_text().rsplit(")", 1)[1].split()[0]
-                          for t in Path(f"/proc/{pid}/task").iterdir()]
+                states = [
+                    Path(t, "stat").read_text().rsplit(")", 1)[1].split()[0]
+                    for t in Path(f"/proc/{pid}/task").iterdir()
+                ]
             except OSError:  # a thread ended while we looked, or no /proc: look again
                 states = []
             if states and all(st in ("T", "t") for st in states):

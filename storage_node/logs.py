@@ -56,8 +56,13 @@ def logged_call(kind: str) -> Callable[[F], F]:
                     result = method(self, context, request, *rest)
                 except flight.FlightError as exc:
                     level = error_level(exc)
-                    log.log(level, "%s failed: %s", name, exc,
-                            exc_info=exc.__cause__ if level >= logging.ERROR else None)
+                    log.log(
+                        level,
+                        "%s failed: %s",
+                        name,
+                        exc,
+                        exc_info=exc.__cause__ if level >= logging.ERROR else None,
+                    )
                     raise
                 log.debug("%s done in %.3f s", name, time.perf_counter() - began)
                 return result

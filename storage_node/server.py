@@ -57,17 +57,35 @@ class TokenMiddlewareFactory(flight.ServerMiddlewareFactory):
 
 
 class StorageNode(flight.FlightServerBase):
-    def __init__(self, location: str, store: ShardStore, token: str, config: StorageConfig,
-                 tls: list[flight.CertKeyPair] | None = None) -> None:
-        super().__init__(location, middleware={"auth": TokenMiddlewareFactory(token)},
-                         tls_certificates=tls or [])
+    def __init__(
+        self,
+        location: str,
+        store: ShardStore,
+        token: str,
+        config: StorageConfig,
+        tls: list[flight.CertKeyPair] | None = None,
+    ) -> None:
+        super().__init__(
+            location, middleware={"auth": TokenMiddlewareFactory(token)}, tls_certificates=tls or []
+        )
         self.store = store
         self.config = config
-        self.registry = StateRegistry(config.memory_budget, config.state_ttl_seconds, config.admission_wait_seconds,
-                                      config.query_work_bytes)
-        self.node = Node(store, self.registry, self.config.max_message_bytes,
-                         node_betas(config.calibration_file), config.match_cpu_budget_seconds,
-                         config.work_threads, config.filter_cost_limit, config.halo_limit)
+        self.registry = StateRegistry(
+            config.memory_budget,
+            config.state_ttl_seconds,
+            config.admission_wait_seconds,
+            config.query_work_bytes,
+        )
+        self.node = Node(
+            store,
+            self.registry,
+            self.config.max_message_bytes,
+            node_betas(config.calibration_file),
+            config.match_cpu_budget_seconds,
+            config.work_threads,
+            config.filter_cost_limit,
+            config.halo_limit,
+        )
         #: every protocol entry bound to its handler (``server``: this object's health and stats)
         self.routes = Routes(self.node, self)
         self.started = time.time()
@@ -82,13 +100,17 @@ class StorageNode(flight.FlightServerBase):
             self.bytes_in += bytes_in
             self.bytes_out += bytes_out
 
-    def _guard(self, body: bytes, opens: bool = False, blobs: bool = True) -> tuple[dict[str, Any], list[bytes]]:
+    def _guard(
+        self, body: bytes, opens: bool = False, blobs: bool = True
+    ) -> tuple[dict[str, Any], list[bytes]]:
         """Decode a request: bounded in size before and after decompression, and (unless it
         opens a query) naming a query this node holds before any blob is inflated; requests
         that take no blobs (``blobs=False``) may not carry any."""
         if len(body) > self.config.max_message_bytes:
-            raise ProtocolError(f"message of {len(body)} bytes exceeds the storage node's limit of "
-                                f"{self.config.max_message_bytes} (storage.max_message_bytes)")
+            raise ProtocolError(
+                f"message of {len(body)} bytes exceeds the storage node's limit of "
+                f"{self.config.max_message_bytes} (storage.max_message_bytes)"
+            )
         self.registry.sweep()
 
         def known(header: dict[str, Any]) -> None:
@@ -108,19 +130,35 @@ class StorageNode(flight.FlightServerBase):
         """A node's error as the client sees it: every DfsCerError by its class name, message and
         code (the client decides on the code: re-open, send again, pull instead, try later)."""
         if isinstance(exc, DfsCerError):
-            return flight.FlightServerError(f"{type(exc).__name__}: {exc}", extra_info=code_info(exc.code))
+            return flight.FlightServerError(
+                f"{type(exc).__name__}: {exc}", extra_info=code_info(exc.code)
+            )
         return flight.FlightInternalError(f"storage node error: {type(exc).__name__}: {exc}")
 
     def list_actions(self, context: Any) -> list[tuple[str, str]]:
         return [(a, f"dfs-cer {a}") for a in ACTIONS]
 
-    def health(self, header: dict[str, Any], blobs: list[bytes]) -> tuple[dict[str, Any], list[bytes]]:
-        return {"status": "ok", "rows": self.store.manifest.get("rows"), "uptime_s": time.time() - self.started}, []
+    def health(
+        self, header: dict[str, Any], blobs: list[bytes]
+    ) -> tuple[dict[str, Any], list[bytes]]:
+        return {
+            "status": "ok",
+            "rows": self.store.manifest.get("rows"),
+            "uptime_s": time.time() - self.started,
+        }, []
 
-    def stats(self, header: dict[str, Any], blobs: list[bytes]) -> tuple[dict[str, Any], list[bytes]]:
+    def stats(
+        self, header: dict[str, Any], blobs: list[bytes]
+    ) -> tuple[dict[str, Any], list[bytes]]:
         stats = self.registry.stats()
-        stats.update({"calls": self.calls, "bytes_in": self.bytes_in, "bytes_out": self.bytes_out,
-                      **self.store.cache_stats()})
+        stats.update(
+            {
+                "calls": self.calls,
+                "bytes_in": self.bytes_in,
+                "bytes_out": self.bytes_out,
+                **self.store.cache_stats(),
+            }
+        )
         return stats, []
 
     @logged_call("action")
@@ -129,7 +167,9 @@ class StorageNode(flight.FlightServerBase):
         try:
             entry = ACTIONS.get(action.type)
             if entry is None:
-                raise ProtocolError(f"unknown action {action.type!r}; actions: {', '.join(ACTIONS)}")
+                raise ProtocolError(
+                    f"unknown action {action.type!r}; actions: {', '.join(ACTIONS)}"
+                )
             header: dict[str, Any] = {}
             blobs: list[bytes] = []
             if entry.decoded:
@@ -144,15 +184,19 @@ class StorageNode(flight.FlightServerBase):
         return iter([flight.Result(pa.py_buffer(out))])
 
     @logged_call("upload")
-    def do_put(self, context: Any, descriptor: flight.FlightDescriptor, reader: Any, writer: Any) -> None:
+    def do_put(
+        self, context: Any, descriptor: flight.FlightDescriptor, reader: Any, writer: Any
+    ) -> None:
         try:
             header, _ = self._guard(descriptor.command, blobs=False)
             batches, size = [], 0
             for chunk in reader:  # bounded like every message: stop reading past the limit
                 size += chunk.data.nbytes
                 if size > self.config.max_message_bytes:
-                    raise ProtocolError(f"upload of more than {self.config.max_message_bytes} bytes exceeds the "
-                                        "storage node's limit (storage.max_message_bytes)")
+                    raise ProtocolError(
+                        f"upload of more than {self.config.max_message_bytes} bytes exceeds the "
+                        "storage node's limit (storage.max_message_bytes)"
+                    )
                 batches.append(chunk.data)
             table = pa.Table.from_batches(batches, schema=reader.schema)
             self.routes.handlers["upload"](header, table)
@@ -168,7 +212,9 @@ class StorageNode(flight.FlightServerBase):
             header, blobs = self._guard(ticket.ticket)
             table = self.routes.pulls.pull(header, blobs)
             compression = header.get("compression")
-            if compression is not None:  # one compressed IPC stream in chunks: the client counts its bytes
+            if (
+                compression is not None
+            ):  # one compressed IPC stream in chunks: the client counts its bytes
                 if not isinstance(compression, str):
                     raise ProtocolError(f"compression must be one of {', '.join(COMPRESSIONS)}")
                 table = seal(table, compression)
@@ -186,7 +232,9 @@ def read_token(path: str) -> str:
     except OSError as exc:
         raise DfsCerError(f"cannot read the token file {path}: {exc}") from exc
     if len(token) < 16:
-        raise DfsCerError(f"the token in {path} is too short ({len(token)} characters); use at least 16")
+        raise DfsCerError(
+            f"the token in {path} is too short ({len(token)} characters); use at least 16"
+        )
     return token
 
 
@@ -202,8 +250,16 @@ def open_store(data: str, storage: StorageConfig, tables: TablesConfig) -> Shard
     return ShardStore(data, storage)
 
 
-def serve(data: str, port: int | None, token_file: str, memory_budget: str | None = None, host: str | None = None,
-          tls_cert: str | None = None, tls_key: str | None = None, ready_file: str | None = None) -> None:
+def serve(
+    data: str,
+    port: int | None,
+    token_file: str,
+    memory_budget: str | None = None,
+    host: str | None = None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    ready_file: str | None = None,
+) -> None:
     config = load_config()
     cfg = config.storage
     import dataclasses
@@ -218,13 +274,22 @@ def serve(data: str, port: int | None, token_file: str, memory_budget: str | Non
         started = time.perf_counter()
         try:
             indexed = store.preload()
-        except (DfsCerError, OSError, pa.ArrowException) as exc:  # served anyway: each query names the error
-            print(f"storage node: preloading {store.location.uri} failed ({exc}); rows load on the first query",
-                  flush=True)
+        except (
+            DfsCerError,
+            OSError,
+            pa.ArrowException,
+        ) as exc:  # served anyway: each query names the error
+            print(
+                f"storage node: preloading {store.location.uri} failed ({exc}); rows load on the first query",
+                flush=True,
+            )
         else:
             if indexed:
-                print(f"storage node: {store.cache_stats()['cached_bytes']:,} bytes cached, value indexes on "
-                      f"{', '.join(indexed)} ({time.perf_counter() - started:.1f} s)", flush=True)
+                print(
+                    f"storage node: {store.cache_stats()['cached_bytes']:,} bytes cached, value indexes on "
+                    f"{', '.join(indexed)} ({time.perf_counter() - started:.1f} s)",
+                    flush=True,
+                )
     tls = None
     scheme = "grpc+tcp"
     if tls_cert and tls_key:
@@ -236,28 +301,45 @@ def serve(data: str, port: int | None, token_file: str, memory_budget: str | Non
         tmp = Path(f"{ready_file}.tmp")
         tmp.write_text(json.dumps({"port": server.port, "pid": os.getpid()}))
         os.replace(tmp, ready_file)
-    print(f"storage node serving {store.location.uri} ({store.manifest.get('rows')} rows) on {location}",
-          flush=True)
+    print(
+        f"storage node serving {store.location.uri} ({store.manifest.get('rows')} rows) on {location}",
+        flush=True,
+    )
     server.serve()
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="dfs-cer storage-node serve")
     parser.add_argument("--data", required=True)
-    parser.add_argument("--port", type=int, default=None, help="default: storage.port (0: any free port)")
+    parser.add_argument(
+        "--port", type=int, default=None, help="default: storage.port (0: any free port)"
+    )
     parser.add_argument("--host", default=None)
     parser.add_argument("--token-file", required=True)
     parser.add_argument("--memory-budget", default=None)
     parser.add_argument("--tls-cert", default=None)
     parser.add_argument("--tls-key", default=None)
     parser.add_argument("--ready-file", default=None, help="write the bound port here once serving")
-    parser.add_argument("--log-level", default=DEFAULT_LEVEL, type=str.upper, choices=LEVELS,
-                        help=f"log calls and errors at this level and above on stderr (default: {DEFAULT_LEVEL})")
+    parser.add_argument(
+        "--log-level",
+        default=DEFAULT_LEVEL,
+        type=str.upper,
+        choices=LEVELS,
+        help=f"log calls and errors at this level and above on stderr (default: {DEFAULT_LEVEL})",
+    )
     args = parser.parse_args(argv)
     configure(args.log_level)
     try:
-        serve(args.data, args.port, args.token_file, args.memory_budget, args.host, args.tls_cert, args.tls_key,
-              args.ready_file)
+        serve(
+            args.data,
+            args.port,
+            args.token_file,
+            args.memory_budget,
+            args.host,
+            args.tls_cert,
+            args.tls_key,
+            args.ready_file,
+        )
     except DfsCerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code or 1)

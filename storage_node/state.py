@@ -72,8 +72,11 @@ class QueryState:
 
     def size_in_bytes(self) -> int:
         table = self.table.nbytes + self.ts.nbytes if self.owns_table else 0
-        return int(table + sum(c.nbytes for c in self.candidates.values())
-                   + sum(t.nbytes for t in self.uploads.values()))
+        return int(
+            table
+            + sum(c.nbytes for c in self.candidates.values())
+            + sum(t.nbytes for t in self.uploads.values())
+        )
 
 
 class SnapshotGate:
@@ -104,7 +107,9 @@ class SnapshotGate:
             got = self._cond.wait_for(lambda: not self._writer, max(0.0, until - time.monotonic()))
             if got:
                 self._writer = True
-                got = self._cond.wait_for(lambda: self._readers == 0, max(0.0, until - time.monotonic()))
+                got = self._cond.wait_for(
+                    lambda: self._readers == 0, max(0.0, until - time.monotonic())
+                )
                 if not got:
                     self._writer = False
                     self._cond.notify_all()
@@ -149,8 +154,10 @@ class StateRegistry:
 
     def _refuse_closed(self, query_id: str) -> None:
         if query_id in self._closed:
-            raise UnknownQueryError(f"query {query_id} was closed by its compute node (it gave up on this call); "
-                                    "nothing is kept")
+            raise UnknownQueryError(
+                f"query {query_id} was closed by its compute node (it gave up on this call); "
+                "nothing is kept"
+            )
 
     @property
     def held(self) -> int:
@@ -160,13 +167,26 @@ class StateRegistry:
     def sweep(self) -> None:
         now = time.monotonic()
         with self._lock:
-            for qid in [q for q, s in self._states.items()
-                        if now - s.last_used > self.ttl or (s.expires is not None and now > s.expires)]:
-                self._drop(qid, "it expired (no call within storage.state_ttl_seconds, or past its lease)")
+            for qid in [
+                q
+                for q, s in self._states.items()
+                if now - s.last_used > self.ttl or (s.expires is not None and now > s.expires)
+            ]:
+                self._drop(
+                    qid, "it expired (no call within storage.state_ttl_seconds, or past its lease)"
+                )
                 self.evicted += 1
-            for qid in [q for q, (w, made) in self._works.items() if q not in self._states and q not in self._held
-                        and (w.cancelled or now - made > self.ttl
-                             or (w.deadline is not None and now > w.deadline + 60.0))]:
+            for qid in [
+                q
+                for q, (w, made) in self._works.items()
+                if q not in self._states
+                and q not in self._held
+                and (
+                    w.cancelled
+                    or now - made > self.ttl
+                    or (w.deadline is not None and now > w.deadline + 60.0)
+                )
+            ]:
                 self._works.pop(qid)[0].cancel("it expired")
             self._expire(now)
             self._lock.notify_all()
@@ -186,15 +206,19 @@ class StateRegistry:
         for another, and the earliest query is served first everywhere)."""
         if estimate > self.budget:
             self.refused += 1
-            raise AdmissionError(f"query {query_id} needs about {estimate} bytes, more than the storage node's "
-                                 f"memory budget of {self.budget}; raise --memory-budget or add storage nodes")
+            raise AdmissionError(
+                f"query {query_id} needs about {estimate} bytes, more than the storage node's "
+                f"memory budget of {self.budget}; raise --memory-budget or add storage nodes"
+            )
         now = time.monotonic()
         with self._lock:
             self._refuse_closed(query_id)
             self._expire(now)
             if query_id not in self._waiting and len(self._waiting) >= MAX_WAITING:
-                raise AdmissionError(f"{len(self._waiting)} queries are waiting for room on this storage node; "
-                                     "retry later")
+                raise AdmissionError(
+                    f"{len(self._waiting)} queries are waiting for room on this storage node; "
+                    "retry later"
+                )
             # nobody may claim a place far ahead of the others: arrivals older than the waiting
             # limit count as that old
             arrival = max(arrival, time.time() - WAITER_AGE)
@@ -202,8 +226,11 @@ class StateRegistry:
             self._waiting[query_id] = (first, now)
             if query_id in self._held or query_id in self._states:
                 return True
-            ahead = any((a, q) < (first, query_id) for q, (a, _) in self._waiting.items()
-                        if q != query_id and q not in self._held and q not in self._states)
+            ahead = any(
+                (a, q) < (first, query_id)
+                for q, (a, _) in self._waiting.items()
+                if q != query_id and q not in self._held and q not in self._states
+            )
             if ahead or self._reserved + estimate > self.budget:
                 return False
             self._reserved += estimate
@@ -229,8 +256,10 @@ class StateRegistry:
         """Reserve ``estimate`` bytes for a scan, waiting up to ``wait`` seconds for room."""
         if estimate > self.budget:
             self.refused += 1
-            raise AdmissionError(f"query {query_id} needs about {estimate} bytes, more than the storage node's "
-                                 f"memory budget of {self.budget}; raise --memory-budget or add storage nodes")
+            raise AdmissionError(
+                f"query {query_id} needs about {estimate} bytes, more than the storage node's "
+                f"memory budget of {self.budget}; raise --memory-budget or add storage nodes"
+            )
         deadline = time.monotonic() + self.wait
         with self._lock:
             self._refuse_closed(query_id)
@@ -240,7 +269,8 @@ class StateRegistry:
                     self.refused += 1
                     raise AdmissionError(
                         f"storage node memory budget exceeded: query {query_id} needs about {estimate} bytes, "
-                        f"{self._reserved} of {self.budget} are held by other queries; retry later")
+                        f"{self._reserved} of {self.budget} are held by other queries; retry later"
+                    )
                 self._lock.wait(min(left, 0.1))
             self._reserved += estimate
 
@@ -279,8 +309,10 @@ class StateRegistry:
         with self._lock:
             state = self._states.get(query_id)
             if state is None:
-                raise UnknownQueryError(f"unknown query id {query_id!r}: open it first (state may have expired "
-                                        f"after {self.ttl:.0f} s)")
+                raise UnknownQueryError(
+                    f"unknown query id {query_id!r}: open it first (state may have expired "
+                    f"after {self.ttl:.0f} s)"
+                )
             state.last_used = time.monotonic()
             return state
 
@@ -327,8 +359,13 @@ class StateRegistry:
         with self._lock:
             found = self._works.get(query_id)
             if found is None:
-                work = Work(query_id, where, deadline, lambda n: self._grant(query_id, n),
-                            lambda n: self._give_back(query_id, n))
+                work = Work(
+                    query_id,
+                    where,
+                    deadline,
+                    lambda n: self._grant(query_id, n),
+                    lambda n: self._give_back(query_id, n),
+                )
                 self._works[query_id] = (work, time.monotonic())
             else:
                 work = found[0]
@@ -355,7 +392,8 @@ class StateRegistry:
                 raise WorkMemoryError(
                     f"query {query_id}{where} needs {mine:,} bytes for its work (partial matches, matches or "
                     f"filter results), more than storage.query_work_bytes={self.query_work:,} allows one query: "
-                    "bound the query (a WITHIN window, a lower max_matches) or raise the setting")
+                    "bound the query (a WITHIN window, a lower max_matches) or raise the setting"
+                )
             if self._reserved + nbytes > self.budget:
                 self.stopped += 1
                 where = self._works[query_id][0].where if query_id in self._works else ""
@@ -363,7 +401,8 @@ class StateRegistry:
                     f"query {query_id}{where} needs {nbytes:,} more bytes for its work (partial matches, matches or "
                     f"filter results) but only {max(0, self.budget - self._reserved):,} of the node's memory budget "
                     f"of {self.budget:,} are free (storage.memory_budget, --memory-budget): bound the query (a "
-                    "WITHIN window, a lower max_matches) or raise the budget")
+                    "WITHIN window, a lower max_matches) or raise the budget"
+                )
             self._reserved += nbytes
             self._work_of[query_id] = mine
             self.work_bytes += nbytes
@@ -382,9 +421,19 @@ class StateRegistry:
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
-            return {"queries": len(self._states) + len(self._held), "held_bytes": self._reserved,
-                    "budget_bytes": self.budget, "reservations": len(self._held), "waiting": len(self._waiting),
-                    "evicted": self.evicted, "refused": self.refused, "work_bytes": self.work_bytes,
-                    "work_peak_bytes": self.work_peak, "stopped": self.stopped,
-                    # sizes only: query ids are what protects a query's state from other token holders
-                    "per_query_bytes": sorted((s.size_in_bytes() for s in self._states.values()), reverse=True)}
+            return {
+                "queries": len(self._states) + len(self._held),
+                "held_bytes": self._reserved,
+                "budget_bytes": self.budget,
+                "reservations": len(self._held),
+                "waiting": len(self._waiting),
+                "evicted": self.evicted,
+                "refused": self.refused,
+                "work_bytes": self.work_bytes,
+                "work_peak_bytes": self.work_peak,
+                "stopped": self.stopped,
+                # sizes only: query ids are what protects a query's state from other token holders
+                "per_query_bytes": sorted(
+                    (s.size_in_bytes() for s in self._states.values()), reverse=True
+                ),
+            }

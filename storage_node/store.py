@@ -36,16 +36,23 @@ class ShardStore:
         present = set(list_files(self.location))
         missing = [f for f in files if f not in present]
         if missing:
-            raise StorageError(f"shard files listed in {self.location.uri}/manifest.json are missing: {missing[:3]}")
-        rows = {self.location.join(str(f["path"])): f.get("rows") for f in manifest.get("files", [])}
+            raise StorageError(
+                f"shard files listed in {self.location.uri}/manifest.json are missing: {missing[:3]}"
+            )
+        rows = {
+            self.location.join(str(f["path"])): f.get("rows") for f in manifest.get("files", [])
+        }
         known = set(getattr(self, "files", []))
         digests = dict(getattr(self, "_digests", {}))
         for f in files:  # every new file: a readable parquet footer, the manifest's schema and rows
             if f not in known:
-                digests[f] = self._check_file(f, manifest.get("schema"), rows.get(f),
-                                              str(manifest.get("time_column", "ts")))
+                digests[f] = self._check_file(
+                    f, manifest.get("schema"), rows.get(f), str(manifest.get("time_column", "ts"))
+                )
         try:
-            dataset = ds.dataset(files, filesystem=self.location.fs, format="parquet") if files else None
+            dataset = (
+                ds.dataset(files, filesystem=self.location.fs, format="parquet") if files else None
+            )
         except (OSError, pa.ArrowInvalid) as exc:
             raise StorageError(f"cannot open shards under {self.location.uri}: {exc}") from exc
         self.manifest = manifest
@@ -53,8 +60,11 @@ class ShardStore:
         self._digests = digests
         #: what identifies the data served: the manifest and every file's footer (sizes and
         #: column statistics); a restarted node that serves other data differs here
-        self.data_digest = hashlib.sha256(json.dumps([manifest, [digests[f] for f in files]], sort_keys=True,
-                                                     default=str).encode()).hexdigest()[:16]
+        self.data_digest = hashlib.sha256(
+            json.dumps(
+                [manifest, [digests[f] for f in files]], sort_keys=True, default=str
+            ).encode()
+        ).hexdigest()[:16]
         self.dataset = dataset
         self.time_column = str(manifest.get("time_column", "ts"))
         self.cached: pa.Table | None = None  # the whole shard set, decoded, once a scan loaded it
@@ -73,29 +83,45 @@ class ShardStore:
         try:
             meta = self.location.retrying(path, footer)
         except pa.ArrowInvalid as exc:  # truncated or not parquet: the footer cannot be read
-            raise StorageError(f"shard file {path} is not a readable parquet file ({exc}); re-shard the data or "
-                               "restore the file") from None
+            raise StorageError(
+                f"shard file {path} is not a readable parquet file ({exc}); re-shard the data or "
+                "restore the file"
+            ) from None
         got = schema_fields(meta.schema.to_arrow_schema())
         if got != schema:
             diff = [(a, b) for a, b in zip(got, schema or [], strict=False) if a != b]  # type: ignore[call-overload]
-            raise StorageError(f"shard {path} does not match the manifest schema: {diff[:3] or 'column count'}; "
-                               "re-shard the data or fix the manifest")
+            raise StorageError(
+                f"shard {path} does not match the manifest schema: {diff[:3] or 'column count'}; "
+                "re-shard the data or fix the manifest"
+            )
         nulls = self._null_times(path, meta, time_column)
         if nulls:
-            raise StorageError(f"shard file {path} has {nulls} row{'s' if nulls > 1 else ''} without a {time_column} "
-                               "(NULL): every event needs a time; re-shard the data (dfs-cer shard refuses such rows)")
+            raise StorageError(
+                f"shard file {path} has {nulls} row{'s' if nulls > 1 else ''} without a {time_column} "
+                "(NULL): every event needs a time; re-shard the data (dfs-cer shard refuses such rows)"
+            )
         if isinstance(rows, int) and meta.num_rows != rows:
-            raise StorageError(f"shard file {path} holds {meta.num_rows} rows, its manifest says {rows}; "
-                               "re-shard the data or restore the file")
-        return hashlib.sha256(json.dumps(meta.to_dict(), sort_keys=True, default=str).encode()).hexdigest()
+            raise StorageError(
+                f"shard file {path} holds {meta.num_rows} rows, its manifest says {rows}; "
+                "re-shard the data or restore the file"
+            )
+        return hashlib.sha256(
+            json.dumps(meta.to_dict(), sort_keys=True, default=str).encode()
+        ).hexdigest()
 
     def _null_times(self, path: str, meta: pq.FileMetaData, time_column: str) -> int:
         """Rows of the file whose time is NULL: from the footer's statistics, else read."""
         total = 0
         for g in range(meta.num_row_groups):
             group = meta.row_group(g)
-            column = next((group.column(j) for j in range(group.num_columns)
-                           if group.column(j).path_in_schema == time_column), None)
+            column = next(
+                (
+                    group.column(j)
+                    for j in range(group.num_columns)
+                    if group.column(j).path_in_schema == time_column
+                ),
+                None,
+            )
             if column is None:
                 return 0  # no such column: the schema check names it
             stats = column.statistics
@@ -113,8 +139,10 @@ class ShardStore:
         if snapshot is not None:
             from dfs_cer.errors import ProtocolError
 
-            raise ProtocolError(f"this storage node serves the shard set {self.location.uri}, which has no "
-                                "snapshots")
+            raise ProtocolError(
+                f"this storage node serves the shard set {self.location.uri}, which has no "
+                "snapshots"
+            )
         manifest = read_manifest(self.location)
         if manifest == self.manifest:
             return False
@@ -150,10 +178,14 @@ class ShardStore:
             if "arrow_schema" in self.manifest:
                 return decode_schema(str(self.manifest["arrow_schema"]))
             try:  # manifests written before arrow_schema: type names (simple types only)
-                return pa.schema([(f["name"], pa.type_for_alias(f["type"])) for f in self.manifest["schema"]])
+                return pa.schema(
+                    [(f["name"], pa.type_for_alias(f["type"])) for f in self.manifest["schema"]]
+                )
             except (ValueError, KeyError, TypeError) as exc:
-                raise StorageError(f"the manifest under {self.location.uri} has no arrow_schema and its schema "
-                                   f"cannot be read from type names ({exc}); re-shard the data") from None
+                raise StorageError(
+                    f"the manifest under {self.location.uri} has no arrow_schema and its schema "
+                    f"cannot be read from type names ({exc}); re-shard the data"
+                ) from None
         return self.dataset.schema
 
     def estimate_bytes(self) -> int:
@@ -169,8 +201,13 @@ class ShardStore:
         self._size = total
         return total
 
-    def scan(self, filter_: object = None, columns: list[str] | None = None,
-             ranges: Any = None, condition: Any = None) -> pa.Table:
+    def scan(
+        self,
+        filter_: object = None,
+        columns: list[str] | None = None,
+        ranges: Any = None,
+        condition: Any = None,
+    ) -> pa.Table:
         """Rows passing ``filter_``. Shard sets whose decoded size fits ``storage.cache_bytes``
         are read once and filtered in memory afterwards (shards are immutable while served).
         ``ranges``, ``condition``: the time ranges and input filter the caller keeps (hints for
@@ -179,7 +216,9 @@ class ShardStore:
             return self.schema.empty_table()
         # transient read errors (S3) are retried within storage.s3_retry_seconds
         try:
-            return self.location.retrying(f"shards under {self.location.uri}", lambda: self._scan(filter_, columns))
+            return self.location.retrying(
+                f"shards under {self.location.uri}", lambda: self._scan(filter_, columns)
+            )
         except (StorageError, pa.ArrowInvalid) as exc:
             self._name_bad_file(exc)
             raise
@@ -191,7 +230,9 @@ class ShardStore:
                 with self.location.fs.open_input_file(f) as fh:
                     pq.read_table(fh)
             except (OSError, pa.ArrowInvalid) as bad:
-                raise StorageError(f"shard file {f} cannot be read ({bad}); restore it or re-shard the data") from exc
+                raise StorageError(
+                    f"shard file {f} cannot be read ({bad}); restore it or re-shard the data"
+                ) from exc
 
     def _scan(self, filter_: object, columns: list[str] | None) -> pa.Table:
         assert self.dataset is not None
@@ -254,7 +295,9 @@ class ShardStore:
             index = self._indexes[column]
         return None if index is None else (rows, index)
 
-    def projection(self, column: str, key: str) -> tuple[pa.Table, ValueIndex, SortedProjection] | None:
+    def projection(
+        self, column: str, key: str
+    ) -> tuple[pa.Table, ValueIndex, SortedProjection] | None:
         """The rows by time, the value index of ``column`` and its rows ordered by the integer
         column ``key`` per value (built on first use, from the same snapshot), or None."""
         indexed = self.value_index(column)
@@ -272,11 +315,15 @@ class ShardStore:
     def index_bytes(self) -> int:
         """Bytes the value indexes and their sorted projections hold."""
         return sum(i.nbytes for i in self._indexes.values() if i is not None) + sum(
-            p.nbytes for p in self._projections.values())
+            p.nbytes for p in self._projections.values()
+        )
 
     def cache_stats(self) -> dict[str, int]:
-        return {"cached_bytes": self.cached.nbytes if self.cached is not None else 0, "cache_hits": self.cache_hits,
-                "index_bytes": self.index_bytes()}
+        return {
+            "cached_bytes": self.cached.nbytes if self.cached is not None else 0,
+            "cache_hits": self.cache_hits,
+            "index_bytes": self.index_bytes(),
+        }
 
 
 def by_time(table: pa.Table, time_column: str) -> pa.Table:

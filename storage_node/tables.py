@@ -35,8 +35,9 @@ from storage_node.store import ShardStore, by_time
 class TableStore(ShardStore):
     """One node's share of a table served in place."""
 
-    def __init__(self, ref: TableRef, config: StorageConfig | None = None,
-                 tables: TablesConfig | None = None) -> None:
+    def __init__(
+        self, ref: TableRef, config: StorageConfig | None = None, tables: TablesConfig | None = None
+    ) -> None:
         self.config = config or StorageConfig()
         self.tables = tables or TablesConfig()
         self.ref = ref
@@ -53,23 +54,33 @@ class TableStore(ShardStore):
     # --- planning ---------------------------------------------------------------------------
 
     def _plan(self, snapshot: int | None) -> TablePlan:
-        return node_share(plan_table(self.ref, tables=self.tables, storage=self.config, snapshot=snapshot),
-                          self.tables)
+        return node_share(
+            plan_table(self.ref, tables=self.tables, storage=self.config, snapshot=snapshot),
+            self.tables,
+        )
 
     def _install(self, plan: TablePlan) -> None:
         files = [f.to_dict() for f in plan.files]
         times = [f for f in plan.files if f.min_ts is not None and f.max_ts is not None]
         self.manifest: dict[str, Any] = {
-            "table": plan.ref.name, "snapshot": plan.snapshot, "snapshot_ms": plan.snapshot_ms,
-            "files": files, "rows": plan.rows, "time_column": plan.ref.time_column,
+            "table": plan.ref.name,
+            "snapshot": plan.snapshot,
+            "snapshot_ms": plan.snapshot_ms,
+            "files": files,
+            "rows": plan.rows,
+            "time_column": plan.ref.time_column,
             "min_ts": min((f.min_ts for f in times), default=None),  # type: ignore[type-var]
             "max_ts": max((f.max_ts for f in times), default=None),  # type: ignore[type-var]
-            "nodes": plan.ref.nodes, "partitioning": f"table-{plan.ref.by}", "event_key": [],
-            "schema": schema_fields(plan.schema)}
+            "nodes": plan.ref.nodes,
+            "partitioning": f"table-{plan.ref.by}",
+            "event_key": [],
+            "schema": schema_fields(plan.schema),
+        }
         self.plan = plan
         self.files = [f.path for f in plan.files]
-        self.data_digest = hashlib.sha256(json.dumps([plan.identity, plan.snapshot, files], sort_keys=True,
-                                                     default=str).encode()).hexdigest()[:16]
+        self.data_digest = hashlib.sha256(
+            json.dumps([plan.identity, plan.snapshot, files], sort_keys=True, default=str).encode()
+        ).hexdigest()[:16]
         self.dataset = None
         self.time_column = plan.ref.time_column
         self.cached: pa.Table | None = None
@@ -92,8 +103,12 @@ class TableStore(ShardStore):
             return {"snapshot": self.ref.snapshot, "snapshot_ms": self.manifest.get("snapshot_ms")}
         from dfs_cer.io.tables import load_iceberg
 
-        snap = load_iceberg(self.ref, self.tables, self.config).current_snapshot()  # the table's metadata only
-        return {} if snap is None else {"snapshot": snap.snapshot_id, "snapshot_ms": snap.timestamp_ms}
+        snap = load_iceberg(
+            self.ref, self.tables, self.config
+        ).current_snapshot()  # the table's metadata only
+        return (
+            {} if snap is None else {"snapshot": snap.snapshot_id, "snapshot_ms": snap.timestamp_ms}
+        )
 
     def snapshot_id(self) -> int | None:
         return self.snapshot
@@ -107,7 +122,10 @@ class TableStore(ShardStore):
         asked, served = table.snapshot_by_id(snapshot), table.snapshot_by_id(self.snapshot)
         if asked is None or served is None:
             return False  # an unknown snapshot: planning it names the error
-        return (asked.sequence_number or 0, asked.timestamp_ms) < (served.sequence_number or 0, served.timestamp_ms)
+        return (asked.sequence_number or 0, asked.timestamp_ms) < (
+            served.sequence_number or 0,
+            served.timestamp_ms,
+        )
 
     def switches(self, snapshot: int | None) -> bool:
         return snapshot is not None and self.ref.kind == "iceberg" and snapshot != self.snapshot
@@ -124,10 +142,16 @@ class TableStore(ShardStore):
             return False  # the node serves the snapshot its reference names
         plan = self._plan(snapshot)
         assert self.plan is not None
-        if plan.snapshot == self.plan.snapshot and [f.to_dict() for f in plan.files] == self.manifest["files"] \
-                and plan.schema.equals(self.plan.schema) and plan.field_ids == self.plan.field_ids \
-                and plan.aliases == self.plan.aliases:
-            self.plan.metadata_location = plan.metadata_location  # (e.g. a property set: nothing to reload)
+        if (
+            plan.snapshot == self.plan.snapshot
+            and [f.to_dict() for f in plan.files] == self.manifest["files"]
+            and plan.schema.equals(self.plan.schema)
+            and plan.field_ids == self.plan.field_ids
+            and plan.aliases == self.plan.aliases
+        ):
+            self.plan.metadata_location = (
+                plan.metadata_location
+            )  # (e.g. a property set: nothing to reload)
             return False  # (a Hive file rewritten in place is another version: reloaded)
         with self._cache_lock:
             self._install(plan)
@@ -142,7 +166,10 @@ class TableStore(ShardStore):
         from dfs_cer.io.tables import load_iceberg
 
         assert self.plan is not None
-        return str(load_iceberg(self.ref, self.tables, self.config).metadata_location) != self.plan.metadata_location
+        return (
+            str(load_iceberg(self.ref, self.tables, self.config).metadata_location)
+            != self.plan.metadata_location
+        )
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -158,8 +185,10 @@ class TableStore(ShardStore):
         assert self.plan is not None
         from dfs_cer.io.tables import file_footer
 
-        self._size = sum(int(sum(m.row_group(i).total_byte_size for i in range(m.num_row_groups)))
-                         for m in (file_footer(self.plan, f) for f in self.plan.files))
+        self._size = sum(
+            int(sum(m.row_group(i).total_byte_size for i in range(m.num_row_groups)))
+            for m in (file_footer(self.plan, f) for f in self.plan.files)
+        )
         return self._size
 
     def _read(self, files: Sequence[DataFile]) -> pa.Table:
@@ -172,18 +201,29 @@ class TableStore(ShardStore):
             self.bytes_read += f.bytes
         return pa.concat_tables(parts) if parts else plan.schema.empty_table()
 
-    def scan(self, filter_: object = None, columns: list[str] | None = None,
-             ranges: Any = None, condition: Any = None) -> pa.Table:
+    def scan(
+        self,
+        filter_: object = None,
+        columns: list[str] | None = None,
+        ranges: Any = None,
+        condition: Any = None,
+    ) -> pa.Table:
         """Rows passing ``filter_``: from the cached rows when the share fits the cache, else read
         from the files that may hold a time inside ``ranges`` (all files when None) and one
         passing the input filter ``condition``'s bounds on the time column."""
         assert self.plan is not None
         if not self.plan.files:
-            return self.schema.empty_table() if columns is None else self.schema.empty_table().select(columns)
+            return (
+                self.schema.empty_table()
+                if columns is None
+                else self.schema.empty_table().select(columns)
+            )
         if self.cached is None and 0 < self.estimate_bytes() <= self.config.cache_bytes:
             with self._cache_lock:
                 if self.cached is None:
-                    self.cached = self._sorted = by_time(self._read(self.plan.files), self.time_column)
+                    self.cached = self._sorted = by_time(
+                        self._read(self.plan.files), self.time_column
+                    )
         elif self.cached is not None:
             self.cache_hits += 1
         if self.cached is not None:
@@ -191,9 +231,19 @@ class TableStore(ShardStore):
         else:
             tests = time_tests(condition, self.schema, self.time_column)
             dtype = self.schema.field(self.time_column).type
-            keep = [f for f in self.plan.files if f.min_ts is None or f.max_ts is None or (
-                (ranges is None or bool(np.any((ranges[:, 0] <= f.max_ts) & (f.min_ts <= ranges[:, 1]))))
-                and may_hold(tests, f.min_ts, f.max_ts, self.time_column, dtype))]
+            keep = [
+                f
+                for f in self.plan.files
+                if f.min_ts is None
+                or f.max_ts is None
+                or (
+                    (
+                        ranges is None
+                        or bool(np.any((ranges[:, 0] <= f.max_ts) & (f.min_ts <= ranges[:, 1])))
+                    )
+                    and may_hold(tests, f.min_ts, f.max_ts, self.time_column, dtype)
+                )
+            ]
             source = self._read(keep)
         return ds.dataset(source).to_table(filter=filter_, columns=columns)
 
@@ -201,7 +251,11 @@ class TableStore(ShardStore):
         return None  # read_data_file names the file and the snapshot itself
 
     def cache_stats(self) -> dict[str, int]:
-        return {**super().cache_stats(), "files_read": self.files_read, "bytes_read": self.bytes_read}
+        return {
+            **super().cache_stats(),
+            "files_read": self.files_read,
+            "bytes_read": self.bytes_read,
+        }
 
 
 #: a comparison of the time column with a constant holds on an upward (``>``, ``>=``) or a
@@ -221,26 +275,41 @@ def time_tests(condition: Any, schema: pa.Schema, time_column: str) -> list[tupl
 
     out: list[tuple[bool, Any]] = []
     for c in conjuncts(condition):
-        pieces = [BinaryOp(op=">=", left=c.operand, right=c.low), BinaryOp(op="<=", left=c.operand, right=c.high)] \
-            if isinstance(c, Between) and not c.negated else [c]
+        pieces = (
+            [
+                BinaryOp(op=">=", left=c.operand, right=c.low),
+                BinaryOp(op="<=", left=c.operand, right=c.high),
+            ]
+            if isinstance(c, Between) and not c.negated
+            else [c]
+        )
         for p in pieces:
             if not isinstance(p, BinaryOp) or p.op not in _FLIP:
                 continue
             column, other, op = p.left, p.right, p.op
             if isinstance(other, Column):
                 column, other, op = other, column, _FLIP[op]
-            if not isinstance(column, Column) or column.name != time_column or \
-                    any(isinstance(n, Column) for n in walk(other)):
+            if (
+                not isinstance(column, Column)
+                or column.name != time_column
+                or any(isinstance(n, Column) for n in walk(other))
+            ):
                 continue
             try:
-                out.append((op in (">", ">="), input_filter_expression(BinaryOp(op=op, left=column, right=other),
-                                                                       schema)))
+                out.append(
+                    (
+                        op in (">", ">="),
+                        input_filter_expression(BinaryOp(op=op, left=column, right=other), schema),
+                    )
+                )
             except DfsCerError:
                 continue  # not convertible exactly: no pruning by it
     return out
 
 
-def may_hold(tests: list[tuple[bool, Any]], first: int, last: int, time_column: str, dtype: pa.DataType) -> bool:
+def may_hold(
+    tests: list[tuple[bool, Any]], first: int, last: int, time_column: str, dtype: pa.DataType
+) -> bool:
     """Can a file of times in [first, last] hold a row passing every test of ``time_tests``?"""
     for upward, expr in tests:
         value = last if upward else first
@@ -249,4 +318,3 @@ def may_hold(tests: list[tuple[bool, Any]], first: int, last: int, time_column: 
         if ds.dataset(probe).to_table(filter=expr).num_rows == 0:
             return False
     return True
-

@@ -26,8 +26,11 @@ def warm_up() -> None:
     swf.apply_refresh([RefreshTags.from_bytes(tags.to_bytes())])
     ShrinkingWindowFilter.from_bytes(swf.to_bytes()).contains(ts)
     IntervalSet.around(ts, 0, 100).contains(ts)
-    for kind, values in ((KeyKind.INT, pa.array(np.arange(ts.size))), (KeyKind.STRING, pa.array(["a", "b"] * 50)),
-                         (KeyKind.FLOAT, pa.array(np.arange(ts.size, dtype=np.float64)))):
+    for kind, values in (
+        (KeyKind.INT, pa.array(np.arange(ts.size))),
+        (KeyKind.STRING, pa.array(["a", "b"] * 50)),
+        (KeyKind.FLOAT, pa.array(np.arange(ts.size, dtype=np.float64))),
+    ):
         wjf = WindowJoinFilter.with_estimates(ts.size, 100, kind)
         wjf.add(values, ts)
         WindowJoinFilter.from_bytes(wjf.to_bytes()).might_contain(values, ts, 1)

@@ -61,5 +61,10 @@ ALL_MATCHES = """SELECT * FROM stock MATCH_RECOGNIZE (
   DEFINE A AS A.price < B.price, B AS B.price < NEXT(B.price), C AS C.price < FIRST(B.price)
 )"""
 
-CORPUS = {"q1": Q1, "full": FULL, "crimes_reference": CRIMES_REFERENCE, "cluster_reference": CLUSTER_REFERENCE,
-          "all_matches": ALL_MATCHES}
+CORPUS = {
+    "q1": Q1,
+    "full": FULL,
+    "crimes_reference": CRIMES_REFERENCE,
+    "cluster_reference": CLUSTER_REFERENCE,
+    "all_matches": ALL_MATCHES,
+}

@@ -24,13 +24,15 @@ def test_default_toml_equals_builtin_defaults() -> None:
 
 
 def test_environment_overrides() -> None:
-    config = load_config(env={
-        "DFS_CER__STORAGE__MEMORY_BUDGET": "1GiB",
-        "DFS_CER__STORAGE__PORT": "9000",
-        "DFS_CER__MATCHER__ON_LIMIT": "truncate",
-        "DFS_CER__QUERY__INTEGER_TIME_UNIT": "ms",
-        "UNRELATED": "x",
-    })
+    config = load_config(
+        env={
+            "DFS_CER__STORAGE__MEMORY_BUDGET": "1GiB",
+            "DFS_CER__STORAGE__PORT": "9000",
+            "DFS_CER__MATCHER__ON_LIMIT": "truncate",
+            "DFS_CER__QUERY__INTEGER_TIME_UNIT": "ms",
+            "UNRELATED": "x",
+        }
+    )
     assert config.storage.memory_budget == 1024**3
     assert config.storage.port == 9000
     assert config.matcher.on_limit == "truncate"
@@ -39,7 +41,9 @@ def test_environment_overrides() -> None:
 
 def test_file_then_environment(tmp_path: Path) -> None:
     path = tmp_path / "site.toml"
-    path.write_text('[storage]\nport = 7000\nmemory-budget = "512MB"\n[strategy]\ndefault = "push_down"\n')
+    path.write_text(
+        '[storage]\nport = 7000\nmemory-budget = "512MB"\n[strategy]\ndefault = "push_down"\n'
+    )
     config = load_config((path,), env={"DFS_CER__STORAGE__PORT": "7001"})
     assert config.storage.port == 7001
     assert config.storage.memory_budget == 512 * 1000**2
@@ -58,18 +62,39 @@ def test_frozen_and_picklable() -> None:
     ("env", "message"),
     [
         ({"DFS_CER__STORAGE__PORT": "abc"}, "conf key storage.port must be an integer, got 'abc'"),
-        ({"DFS_CER__STORAGE__PORT": "70000"}, "conf key storage.port must be in 1..65535, got 70000"),
-        ({"DFS_CER__STORAGE__MEMORY_BUDGET": "lots"}, "conf key storage.memory_budget must be a size such as 2GiB"),
-        ({"DFS_CER__STRATEGY__DEFAULT": "fastest"}, "conf key strategy.default must be one of pull_all, push_down"),
-        ({"DFS_CER__STRATEGY__CALL_TIMEOUT_SECONDS": "0"}, "strategy.call_timeout_seconds must be a positive, finite number"),
-        ({"DFS_CER__STRATEGY__QUERY_TIMEOUT_SECONDS": "inf"}, "query_timeout_seconds must be a positive, finite"),
-        ({"DFS_CER__MATCHER__ON_LIMIT": "ignore"}, "conf key matcher.on_limit must be one of error, truncate"),
+        (
+            {"DFS_CER__STORAGE__PORT": "70000"},
+            "conf key storage.port must be in 1..65535, got 70000",
+        ),
+        (
+            {"DFS_CER__STORAGE__MEMORY_BUDGET": "lots"},
+            "conf key storage.memory_budget must be a size such as 2GiB",
+        ),
+        (
+            {"DFS_CER__STRATEGY__DEFAULT": "fastest"},
+            "conf key strategy.default must be one of pull_all, push_down",
+        ),
+        (
+            {"DFS_CER__STRATEGY__CALL_TIMEOUT_SECONDS": "0"},
+            "strategy.call_timeout_seconds must be a positive, finite number",
+        ),
+        (
+            {"DFS_CER__STRATEGY__QUERY_TIMEOUT_SECONDS": "inf"},
+            "query_timeout_seconds must be a positive, finite",
+        ),
+        (
+            {"DFS_CER__MATCHER__ON_LIMIT": "ignore"},
+            "conf key matcher.on_limit must be one of error, truncate",
+        ),
         ({"DFS_CER__STRATEGY__COST_MODEL": "magic"}, "must be one of adaptive, always_on"),
         ({"DFS_CER__NOPE__X": "1"}, "unknown config section [nope]"),
         ({"DFS_CER__STORAGE__NOPE": "1"}, "unknown conf key storage.nope"),
         ({"DFS_CER__STORAGE": "1"}, "must look like DFS_CER__SECTION__KEY"),
         ({"DFS_CER__MATCHER__MAX_MATCHES": "0"}, "conf key matcher.max_matches must be positive"),
-        ({"DFS_CER__STRATEGY__HALO_LIMIT": "10001"}, "conf key strategy.halo_limit must be in 0..10000"),
+        (
+            {"DFS_CER__STRATEGY__HALO_LIMIT": "10001"},
+            "conf key strategy.halo_limit must be in 0..10000",
+        ),
         ({"DFS_CER__STORAGE__HALO_LIMIT": "-1"}, "conf key storage.halo_limit must be in 0..10000"),
         ({"DFS_CER__STORAGE__PORT": "1.5"}, "conf key storage.port must be an integer, got '1.5'"),
     ],
@@ -94,17 +119,33 @@ def test_bad_files(tmp_path: Path) -> None:
         load_config((wrong,), env={})
 
 
-@pytest.mark.parametrize(("text", "size"), [("2GiB", 2 * 1024**3), ("512 MB", 512 * 10**6), ("1048576", 1048576),
-                                            (4096, 4096), ("1.5KiB", 1536)])
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [
+        ("2GiB", 2 * 1024**3),
+        ("512 MB", 512 * 10**6),
+        ("1048576", 1048576),
+        (4096, 4096),
+        ("1.5KiB", 1536),
+    ],
+)
 def test_parse_size(text: str | int, size: int) -> None:
     assert parse_size(text) == size
 
 
 def test_every_setting_is_read_by_the_code() -> None:
     """No dead settings: each key is read (as ``.key``) somewhere outside dfs_cer/config.py."""
-    sources = [p for d in ("dfs_cer", "storage_node", "spark_jobs") for p in (ROOT / d).rglob("*.py")
-               if p.name != "config.py"]
+    sources = [
+        p
+        for d in ("dfs_cer", "storage_node", "spark_jobs")
+        for p in (ROOT / d).rglob("*.py")
+        if p.name != "config.py"
+    ]
     text = "\n".join(p.read_text() for p in sources)
-    unread = [f"{section}.{key}" for section, values in DEFAULT_CONFIG.to_dict().items() for key in values
-              if f".{key}" not in text]
+    unread = [
+        f"{section}.{key}"
+        for section, values in DEFAULT_CONFIG.to_dict().items()
+        for key in values
+        if f".{key}" not in text
+    ]
     assert unread == []

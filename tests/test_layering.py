@@ -49,7 +49,9 @@ def test_static_imports(package: str) -> None:
     assert files, f"dfs_cer/{package} has no modules"
     for path in files:
         bad = [n for n in _imports(path) if n.startswith(FORBIDDEN)]
-        assert not bad, f"{path.relative_to(ROOT)} imports {bad}: keep I/O in dfs_cer/io, storage_node, spark_jobs"
+        assert not bad, (
+            f"{path.relative_to(ROOT)} imports {bad}: keep I/O in dfs_cer/io, storage_node, spark_jobs"
+        )
 
 
 def test_runtime_imports() -> None:
@@ -67,7 +69,9 @@ def test_runtime_imports() -> None:
         f"bad = sorted(m for m in sys.modules if m.startswith({FORBIDDEN!r}))\n"
         "print(','.join(bad))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
     assert out.stdout.strip() == "", f"pure packages pulled in: {out.stdout.strip()}"
 
 
@@ -91,16 +95,27 @@ def test_no_private_names_across_packages() -> None:
                     continue
                 if _package(node.module) == _package(here):
                     continue
-                bad += [f"{rel}: from {node.module} import {a.name}" for a in node.names
-                        if a.name.startswith("_") and not a.name.startswith("__")]
+                bad += [
+                    f"{rel}: from {node.module} import {a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
     assert bad == []
 
 
 def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
     """lint-imports over the tree at ``root`` (its pyproject.toml, its packages first on the path)."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
-    return subprocess.run([sys.executable, "-c", LINT, "--no-cache"], capture_output=True, text=True,
-                          cwd=root, env=env, check=False)
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])
+    )
+    return subprocess.run(
+        [sys.executable, "-c", LINT, "--no-cache"],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env=env,
+        check=False,
+    )
 
 
 def test_contracts() -> None:
@@ -108,13 +123,18 @@ def test_contracts() -> None:
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-@pytest.mark.parametrize(("module", "imports", "contract"), [
-    ("dfs_cer/filters/back_arrow.py", "import dfs_cer.strategies", "layer order"),
-    ("dfs_cer/query/back_arrow.py", "import storage_node.server", "above dfs_cer's core"),
-    ("dfs_cer/plan/back_arrow.py", "import pyspark", "imports no pyspark"),
-    ("dfs_cer/query/model_back.py", "import dfs_cer.query.root", "no import cycles"),
-])
-def test_back_arrow_breaks_a_contract(tmp_path: Path, module: str, imports: str, contract: str) -> None:
+@pytest.mark.parametrize(
+    ("module", "imports", "contract"),
+    [
+        ("dfs_cer/filters/back_arrow.py", "import dfs_cer.strategies", "layer order"),
+        ("dfs_cer/query/back_arrow.py", "import storage_node.server", "above dfs_cer's core"),
+        ("dfs_cer/plan/back_arrow.py", "import pyspark", "imports no pyspark"),
+        ("dfs_cer/query/model_back.py", "import dfs_cer.query.root", "no import cycles"),
+    ],
+)
+def test_back_arrow_breaks_a_contract(
+    tmp_path: Path, module: str, imports: str, contract: str
+) -> None:
     """An upward import added to a copy of the tree fails ``make lint`` (and test_contracts)."""
     for top in ("dfs_cer", "storage_node", "spark_jobs"):
         shutil.copytree(ROOT / top, tmp_path / top, ignore=shutil.ignore_patterns("__pycache__"))

@@ -19,14 +19,17 @@ from dfs_cer.strategies import STRATEGIES
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize(("config", "field", "values"), [
-    (QueryConfig, "integer_time_unit", options.TIME_UNITS),
-    (StrategyConfig, "default", options.STRATEGIES),
-    (StrategyConfig, "cost_model", options.COST_MODELS),
-    (StrategyConfig, "transfer_compression", options.COMPRESSIONS),
-    (MatcherConfig, "on_limit", options.ON_LIMIT),
-    (MatcherConfig, "kleene", options.KLEENE),
-])
+@pytest.mark.parametrize(
+    ("config", "field", "values"),
+    [
+        (QueryConfig, "integer_time_unit", options.TIME_UNITS),
+        (StrategyConfig, "default", options.STRATEGIES),
+        (StrategyConfig, "cost_model", options.COST_MODELS),
+        (StrategyConfig, "transfer_compression", options.COMPRESSIONS),
+        (MatcherConfig, "on_limit", options.ON_LIMIT),
+        (MatcherConfig, "kleene", options.KLEENE),
+    ],
+)
 def test_settings_take_the_option_sets(config: type, field: str, values: tuple[str, ...]) -> None:
     assert get_args(get_type_hints(config)[field]) == values
 

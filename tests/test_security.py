@@ -40,7 +40,12 @@ def secret_file(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def events() -> pa.Table:
-    return pa.table({"ts": pa.array(range(1, 9), pa.int64()), "v": pa.array([1, 0, 2, 3, 0, 1, 1, 2], pa.int64())})
+    return pa.table(
+        {
+            "ts": pa.array(range(1, 9), pa.int64()),
+            "v": pa.array([1, 0, 2, 3, 0, 1, 1, 2], pa.int64()),
+        }
+    )
 
 
 def attacks(path: str) -> list[str]:
@@ -74,8 +79,13 @@ def test_the_embedded_engine_itself_is_locked(secret_file: str) -> None:
     import duckdb
 
     con = sandboxed_duckdb()
-    for sql in (f"SELECT * FROM read_text('{secret_file}')", f"SELECT * FROM '{secret_file}'",
-                "SET enable_external_access = true", "INSTALL httpfs", f"ATTACH '{secret_file}.db' AS x"):
+    for sql in (
+        f"SELECT * FROM read_text('{secret_file}')",
+        f"SELECT * FROM '{secret_file}'",
+        "SET enable_external_access = true",
+        "INSTALL httpfs",
+        f"ATTACH '{secret_file}.db' AS x",
+    ):
         with pytest.raises(duckdb.Error):
             con.sql(sql).fetchall()
     con.close()
@@ -86,11 +96,26 @@ def test_cli_refuses_the_attack_in_one_line(secret_file: str, tmp_path: Path) ->
     shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), time_column="ts")
     with LocalCluster([str(tmp_path / "nodes" / "node-00")]) as cluster:
         sql = attacks(secret_file)[0].replace("FROM events", "FROM e")
-        proc = subprocess.run([sys.executable, "-m", "dfs_cer.cli.main", "query", sql, "--endpoints",
-                               cluster.endpoints[0], "--token-file", str(cluster.token_file)],
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "dfs_cer.cli.main",
+                "query",
+                sql,
+                "--endpoints",
+                cluster.endpoints[0],
+                "--token-file",
+                str(cluster.token_file),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert proc.returncode != 0 and SECRET not in proc.stdout + proc.stderr
-    assert proc.stderr.startswith("error: ") and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith("error: ") and len(proc.stderr.strip().splitlines()) == 1, (
+        proc.stderr
+    )
 
 
 # ------------------------------------------------------------------ storage nodes
@@ -106,7 +131,9 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 
 def raw(cluster: LocalCluster) -> tuple[flight.FlightClient, flight.FlightCallOptions]:
-    options = flight.FlightCallOptions(headers=[(b"authorization", f"Bearer {cluster.token}".encode())], timeout=30)
+    options = flight.FlightCallOptions(
+        headers=[(b"authorization", f"Bearer {cluster.token}".encode())], timeout=30
+    )
     return flight.FlightClient(cluster.endpoints[0]), options
 
 
@@ -127,14 +154,24 @@ def test_a_decompression_bomb_is_refused_before_inflating(node: LocalCluster) ->
     client, options = raw(node)
     bomb = zlib.compress(b"\0" * (1 << 20))[:16_000]  # any bytes: never inflated
     before = peak_rss_kb(node.procs[0].pid)
-    for header in ({"query_id": "never-opened", "z": {"0": 512 << 20}},  # unknown query: refused first
-                   {"z": {"0": 512 << 20}}):  # no query at all: the declared size is over the limit
+    for header in (
+        {"query_id": "never-opened", "z": {"0": 512 << 20}},  # unknown query: refused first
+        {"z": {"0": 512 << 20}},
+    ):  # no query at all: the declared size is over the limit
         with pytest.raises(flight.FlightError, match=r"unknown query|more than the limit"):
-            list(client.do_action(flight.Action("verify", frame({**header, "blobs": [len(bomb)]}, bomb)), options))
+            list(
+                client.do_action(
+                    flight.Action("verify", frame({**header, "blobs": [len(bomb)]}, bomb)), options
+                )
+            )
     assert peak_rss_kb(node.procs[0].pid) - before < 64 * 1024  # no 512 MiB allocation
     with pytest.raises(flight.FlightError, match="more than the limit"):
-        list(client.do_action(flight.Action("open", frame({"blobs": [len(bomb)], "z": {"0": 1 << 30}}, bomb)),
-                              options))
+        list(
+            client.do_action(
+                flight.Action("open", frame({"blobs": [len(bomb)], "z": {"0": 1 << 30}}, bomb)),
+                options,
+            )
+        )
     assert StorageClient(node.endpoints[0], node.token).action("health")[0]["status"] == "ok"
     client.close()
 
@@ -146,23 +183,42 @@ def test_query_json_is_validated_on_the_node(node: LocalCluster) -> None:
     # which scanned everything)
     bad = json.loads(good)
     bad["recognize"]["definitions"][0]["condition"] = {
-        "type": "function", "name": "read_text", "args": [{"type": "literal", "value": "/etc/passwd"}]}
+        "type": "function",
+        "name": "read_text",
+        "args": [{"type": "literal", "value": "/etc/passwd"}],
+    }
     deep_query = json.loads(good)
     deep_query["recognize"]["definitions"][0]["condition"] = "PLACEHOLDER"
-    deep_text = json.dumps(deep_query).replace('"PLACEHOLDER"', '{"type": "unary", "op": "NOT", "operand": ' * 100_000
-                                               + '{"type": "literal", "value": 1}' + "}" * 100_000)
+    deep_text = json.dumps(deep_query).replace(
+        '"PLACEHOLDER"',
+        '{"type": "unary", "op": "NOT", "operand": ' * 100_000
+        + '{"type": "literal", "value": 1}'
+        + "}" * 100_000,
+    )
     for query, message in ((json.dumps(bad), "read_text"), (deep_text, "nest|deep")):
         with pytest.raises(flight.FlightError, match=message):
-            list(client.do_action(flight.Action("open", frame({"query_id": "q-json", "query": query})), options))
+            list(
+                client.do_action(
+                    flight.Action("open", frame({"query_id": "q-json", "query": query})), options
+                )
+            )
     # the node keeps serving: a valid query opens and closes
-    list(client.do_action(flight.Action("open", frame({"query_id": "q-good", "query": good})), options))
+    list(
+        client.do_action(
+            flight.Action("open", frame({"query_id": "q-good", "query": good})), options
+        )
+    )
     list(client.do_action(flight.Action("close", frame({"query_id": "q-good"})), options))
     client.close()
 
 
 def test_unknown_functions_are_refused_in_the_query_model() -> None:
     doc = json.loads(parse(f"SELECT * FROM e {CLAUSE}").to_json())
-    doc["recognize"]["definitions"][0]["condition"] = {"type": "function", "name": "read_text", "args": []}
+    doc["recognize"]["definitions"][0]["condition"] = {
+        "type": "function",
+        "name": "read_text",
+        "args": [],
+    }
     with pytest.raises(DfsCerError):
         Query.from_json(json.dumps(doc))
 
@@ -198,7 +254,11 @@ def test_messages_of_another_version_are_refused(node: LocalCluster) -> None:
     client, options = raw(node)
     text = json.dumps({"v": VERSION - 1, "blobs": []}).encode()
     with pytest.raises(flight.FlightError, match=f"protocol version {VERSION - 1}"):
-        list(client.do_action(flight.Action("close", MAGIC + len(text).to_bytes(4, "little") + text), options))
+        list(
+            client.do_action(
+                flight.Action("close", MAGIC + len(text).to_bytes(4, "little") + text), options
+            )
+        )
     client.close()
 
 
@@ -226,7 +286,9 @@ def test_concurrent_attack_calls_leave_the_node_serving(node: LocalCluster) -> N
 # ------------------------------------------------------------------ saved runs
 
 
-@pytest.mark.parametrize("run_id", ["../../etc", "..", "/etc/passwd", "a/../../b", "x" * 300, "run id"])
+@pytest.mark.parametrize(
+    "run_id", ["../../etc", "..", "/etc/passwd", "a/../../b", "x" * 300, "run id"]
+)
 def test_since_run_stays_inside_the_runs_directory(tmp_path: Path, run_id: str) -> None:
     from dfs_cer.io.runs import load_run
 
@@ -236,8 +298,10 @@ def test_since_run_stays_inside_the_runs_directory(tmp_path: Path, run_id: str) 
 
 
 def test_nested_ctes_cannot_make_catalog_views_readable(secret_file: str) -> None:
-    sql = (f"SELECT t, EXISTS(WITH pg_settings AS (SELECT 1) SELECT 1) AS a, "
-           f"ARRAY(SELECT name || '=' || setting FROM pg_settings) AS s FROM events {CLAUSE}")
+    sql = (
+        f"SELECT t, EXISTS(WITH pg_settings AS (SELECT 1) SELECT 1) AS a, "
+        f"ARRAY(SELECT name || '=' || setting FROM pg_settings) AS s FROM events {CLAUSE}"
+    )
     with pytest.raises(DfsCerError, match="WITH clause inside"):
         match_recognize(events(), sql)
 
@@ -264,13 +328,23 @@ def test_a_long_numeric_in_list_is_pushed_down_without_crashing(tmp_path: Path) 
 def test_top_level_ctes_work_and_cannot_reach_the_catalog() -> None:
     from dfs_cer.query.sandbox import check_outer
 
-    check_outer("WITH a AS (SELECT * FROM m), b AS (SELECT * FROM a) SELECT * FROM b", ["m"], "duckdb")
-    for sql, message in (("WITH pg_settings AS (SELECT name FROM pg_settings) SELECT * FROM pg_settings",
-                          "inside the common table expression"),
-                         ("WITH a AS (SELECT * FROM b), b AS (SELECT * FROM m) SELECT * FROM a",
-                          "inside the common table expression"),
-                         ("WITH RECURSIVE r AS (SELECT 1 AS n UNION ALL SELECT n + 1 FROM r) SELECT * FROM r",
-                          "inside the common table expression")):
+    check_outer(
+        "WITH a AS (SELECT * FROM m), b AS (SELECT * FROM a) SELECT * FROM b", ["m"], "duckdb"
+    )
+    for sql, message in (
+        (
+            "WITH pg_settings AS (SELECT name FROM pg_settings) SELECT * FROM pg_settings",
+            "inside the common table expression",
+        ),
+        (
+            "WITH a AS (SELECT * FROM b), b AS (SELECT * FROM m) SELECT * FROM a",
+            "inside the common table expression",
+        ),
+        (
+            "WITH RECURSIVE r AS (SELECT 1 AS n UNION ALL SELECT n + 1 FROM r) SELECT * FROM r",
+            "inside the common table expression",
+        ),
+    ):
         with pytest.raises(DfsCerError, match=message):
             check_outer(sql, ["m"], "duckdb")
 
@@ -280,7 +354,9 @@ def test_cheap_requests_cannot_allocate_much(node: LocalCluster) -> None:
     needs disjoint intervals (its output is at most every row once)."""
     client = StorageClient(node.endpoints[0], node.token)
     client.action("open", {"query_id": "q-alloc", "sql": f"SELECT * FROM e {CLAUSE}"})
-    builds = [{"variable": "A", "column": "v", "window": 10, "kind": 1, "bits": 2**31, "hashes": 3}] * 4
+    builds = [
+        {"variable": "A", "column": "v", "window": 10, "kind": 1, "bits": 2**31, "hashes": 3}
+    ] * 4
     with pytest.raises(DfsCerError, match="exceed the limit"):
         client.action("wjf", {"query_id": "q-alloc", "builds": builds})
     intervals = pa.table({"__lo": [0] * 100, "__hi": [100] * 100, "__k": list(range(100))})
@@ -302,8 +378,10 @@ def test_situations_pass_admission(tmp_path: Path) -> None:
     shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), partitioning="time")
     with LocalCluster([str(tmp_path / "nodes" / "node-00")], memory_budget="1KiB") as cluster:
         client = StorageClient(cluster.endpoints[0], cluster.token)
-        sql = ("SELECT * FROM t SITUATIONS (ORDER BY ts SITUATION A AS type = 'T_01' "
-               "PATTERN (A) MEASURES A.start AS s)")
+        sql = (
+            "SELECT * FROM t SITUATIONS (ORDER BY ts SITUATION A AS type = 'T_01' "
+            "PATTERN (A) MEASURES A.start AS s)"
+        )
         with pytest.raises(DfsCerError, match="memory budget"):
             client.action("situations", {"sql": sql})
         client.close()

@@ -15,7 +15,9 @@ def test_work_stops_at_its_deadline_and_when_cancelled() -> None:
     work.check()
     call = work.call()
     work.cancel("its compute node closed it")
-    with pytest.raises(WorkCancelledError, match="query q1 on node X: stopped, its compute node closed it"):
+    with pytest.raises(
+        WorkCancelledError, match="query q1 on node X: stopped, its compute node closed it"
+    ):
         call.check()
     late = Work("q2", deadline=time.monotonic() - 1)
     with pytest.raises(WorkCancelledError, match="query q2: stopped at its deadline"):

@@ -25,14 +25,21 @@ class Collector(BoboDeciderSubscriber):
 
 
 def run(events):
-    pattern = (BoboPatternBuilder("abc")
-               .followed_by(lambda e, h: ok(e, "T_01"), group="A")
-               .followed_by(lambda e, h: ok(e, "T_02"), group="B")
-               .followed_by(lambda e, h: ok(e, "T_03") and e.data["a2"] == h.group("B")[0].data["a2"], group="C")
-               .haltcondition(lambda e, h: isinstance(e, BoboEventSimple) and e.timestamp - h.first().timestamp > W)
-               .generate())
-    engine = BoboSetupSimple(phenomena=[BoboPhenomenon("abc_phenom", [pattern])],
-                             handler=BoboActionHandlerBlocking()).generate()
+    pattern = (
+        BoboPatternBuilder("abc")
+        .followed_by(lambda e, h: ok(e, "T_01"), group="A")
+        .followed_by(lambda e, h: ok(e, "T_02"), group="B")
+        .followed_by(
+            lambda e, h: ok(e, "T_03") and e.data["a2"] == h.group("B")[0].data["a2"], group="C"
+        )
+        .haltcondition(
+            lambda e, h: isinstance(e, BoboEventSimple) and e.timestamp - h.first().timestamp > W
+        )
+        .generate()
+    )
+    engine = BoboSetupSimple(
+        phenomena=[BoboPhenomenon("abc_phenom", [pattern])], handler=BoboActionHandlerBlocking()
+    ).generate()
     collector = Collector()
     engine.decider.subscribe(collector)
     for i, e in enumerate(events):

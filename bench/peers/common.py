@@ -18,13 +18,24 @@ W = 180_000
 
 def read_events(path):
     with open(path, newline="") as fh:
-        return [{"type": r["type"], "a1": int(r["a1"]), "a2": r["a2"], "ts": int(r["ts"])} for r in csv.DictReader(fh)]
+        return [
+            {"type": r["type"], "a1": int(r["a1"]), "a2": r["a2"], "ts": int(r["ts"])}
+            for r in csv.DictReader(fh)
+        ]
 
 
 def write_result(path, name, semantics, triples, seconds):
     with open(path, "w") as fh:
-        json.dump({"engine": name, "semantics": semantics, "matches": len(triples), "seconds": seconds,
-                   "triples": sorted(list(t) for t in triples)}, fh)
+        json.dump(
+            {
+                "engine": name,
+                "semantics": semantics,
+                "matches": len(triples),
+                "seconds": seconds,
+                "triples": sorted(list(t) for t in triples),
+            },
+            fh,
+        )
 
 
 def args():

@@ -13,8 +13,10 @@ def run(events, skip):
     t_env.get_config().set("parallelism.default", "1")
     df = pd.DataFrame(events, columns=["type", "a1", "a2", "ts"])
     t_env.create_temporary_view("events_src", t_env.from_pandas(df))
-    t_env.execute_sql("CREATE TEMPORARY VIEW ev AS SELECT `type`, a1, a2, ts, TO_TIMESTAMP_LTZ(ts, 3) AS rt "
-                      "FROM events_src")
+    t_env.execute_sql(
+        "CREATE TEMPORARY VIEW ev AS SELECT `type`, a1, a2, ts, TO_TIMESTAMP_LTZ(ts, 3) AS rt "
+        "FROM events_src"
+    )
     sql = f"""SELECT a_ts, b_ts, c_ts FROM ev MATCH_RECOGNIZE (
         ORDER BY rt
         MEASURES A.ts AS a_ts, B.ts AS b_ts, C.ts AS c_ts
@@ -34,4 +36,6 @@ if __name__ == "__main__":
     run(events[:200], skip)  # start the JVM and warm up outside the timing
     start = time.perf_counter()
     triples = run(events, skip)
-    write_result(out_path, "pyflink", f"MATCH_RECOGNIZE {skip}", triples, time.perf_counter() - start)
+    write_result(
+        out_path, "pyflink", f"MATCH_RECOGNIZE {skip}", triples, time.perf_counter() - start
+    )

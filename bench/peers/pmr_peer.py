@@ -30,4 +30,10 @@ if __name__ == "__main__":
     events = read_events(events_path)
     start = time.perf_counter()
     triples = run(events, skip)
-    write_result(out_path, "pandas-match-recognize", f"MATCH_RECOGNIZE {skip}", triples, time.perf_counter() - start)
+    write_result(
+        out_path,
+        "pandas-match-recognize",
+        f"MATCH_RECOGNIZE {skip}",
+        triples,
+        time.perf_counter() - start,
+    )

@@ -33,25 +33,44 @@ PEERS = {
     # name: (python minor version, pip requirement, script, events, our engine, skip)
     "pycer": ("3.13", ["pycer==0.1.6"], "pycer_peer.py", 1_000_000, "cer_any", None),
     "bobocep": ("3.12", ["bobocep==1.2.2"], "bobocep_peer.py", 200_000, "cer_next", None),
-    "pyflink": ("3.12", ["--prefer-binary", "apache-flink==2.3.0"], "flink_peer.py", 20_000, "sql",
-                "SKIP TO NEXT ROW"),
-    "pandas_match_recognize": ("3.12", ["pandas-match-recognize==0.2.5"], "pmr_peer.py", 1_000, "sql",
-                               "SKIP TO NEXT ROW"),
+    "pyflink": (
+        "3.12",
+        ["--prefer-binary", "apache-flink==2.3.0"],
+        "flink_peer.py",
+        20_000,
+        "sql",
+        "SKIP TO NEXT ROW",
+    ),
+    "pandas_match_recognize": (
+        "3.12",
+        ["pandas-match-recognize==0.2.5"],
+        "pmr_peer.py",
+        1_000,
+        "sql",
+        "SKIP TO NEXT ROW",
+    ),
 }
 
-CER = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b, C.ts AS c "
-       "ALL MATCHES PATTERN (A B C) WITHIN INTERVAL '3' MINUTE DEFINE A AS A.type = 'T_01' AND "
-       "A.a1 <= 200, B AS B.type = 'T_02' AND B.a1 <= 200, C AS C.type = 'T_03' AND C.a1 <= "
-       "200 AND C.a2 = B.a2)")
-SQL = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b, C.ts AS c "
-       "ONE ROW PER MATCH AFTER MATCH {skip} PATTERN (A X*? B Y*? C) WITHIN INTERVAL '3' "
-       "MINUTE DEFINE A AS A.type = 'T_01' AND A.a1 <= 200, B AS B.type = 'T_02' AND B.a1 <= "
-       "200, C AS C.type = 'T_03' AND C.a1 <= 200 AND C.a2 = B.a2)")
+CER = (
+    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b, C.ts AS c "
+    "ALL MATCHES PATTERN (A B C) WITHIN INTERVAL '3' MINUTE DEFINE A AS A.type = 'T_01' AND "
+    "A.a1 <= 200, B AS B.type = 'T_02' AND B.a1 <= 200, C AS C.type = 'T_03' AND C.a1 <= "
+    "200 AND C.a2 = B.a2)"
+)
+SQL = (
+    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b, C.ts AS c "
+    "ONE ROW PER MATCH AFTER MATCH {skip} PATTERN (A X*? B Y*? C) WITHIN INTERVAL '3' "
+    "MINUTE DEFINE A AS A.type = 'T_01' AND A.a1 <= 200, B AS B.type = 'T_02' AND B.a1 <= "
+    "200, C AS C.type = 'T_03' AND C.a1 <= 200 AND C.a2 = B.a2)"
+)
 
 
 def find_python(minor: str) -> str | None:
-    for pattern in (f"/root/.pyenv/versions/{minor}.*/bin/python", f"/usr/bin/python{minor}",
-                    f"/usr/local/bin/python{minor}"):
+    for pattern in (
+        f"/root/.pyenv/versions/{minor}.*/bin/python",
+        f"/usr/bin/python{minor}",
+        f"/usr/local/bin/python{minor}",
+    ):
         found = sorted(glob.glob(pattern))
         if found:
             return found[-1]
@@ -70,8 +89,11 @@ def ensure_venv(name: str, minor: str, requirements: list[str]) -> Path | None:
         return None
     print(f"  {name}: creating {venv} (Python {minor}) ...", file=sys.stderr, flush=True)
     subprocess.run([base, "-m", "venv", "--clear", str(venv)], check=True)
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *requirements],
-                   check=True, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *requirements],
+        check=True,
+        stderr=subprocess.DEVNULL,
+    )
     stamp.write_text(" ".join(requirements))
     return python
 
@@ -85,8 +107,15 @@ def events_csv(table: object, path: Path) -> None:
     with path.open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["type", "a1", "a2", "ts"])
-        w.writerows(zip(rows.column("type").to_pylist(), rows.column("a1").to_pylist(),
-                        rows.column("a2").to_pylist(), ts, strict=True))
+        w.writerows(
+            zip(
+                rows.column("type").to_pylist(),
+                rows.column("a1").to_pylist(),
+                rows.column("a2").to_pylist(),
+                ts,
+                strict=True,
+            )
+        )
 
 
 def ours(table: object, mode: str, skip: str | None) -> tuple[list[list[int]], float]:
@@ -112,7 +141,9 @@ def ours(table: object, mode: str, skip: str | None) -> tuple[list[list[int]], f
     out = go()
     seconds = time.perf_counter() - start
     rel = out.table  # type: ignore[attr-defined]
-    ms = [c.cast(pa.int64()).to_pylist() for c in (rel.column("a"), rel.column("b"), rel.column("c"))]
+    ms = [
+        c.cast(pa.int64()).to_pylist() for c in (rel.column("a"), rel.column("b"), rel.column("c"))
+    ]
     return sorted([list(t) for t in zip(*ms, strict=True)]), seconds
 
 
@@ -120,7 +151,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--only", default="", help="comma-separated peers")
-    parser.add_argument("--scale", type=float, default=1.0, help="multiply every peer's event count")
+    parser.add_argument(
+        "--scale", type=float, default=1.0, help="multiply every peer's event count"
+    )
     parser.add_argument("--timeout", type=int, default=900)
     args = parser.parse_args()
     from dfs_cer.datasets import synthetic_events
@@ -142,8 +175,12 @@ def main() -> None:
             events_csv(table, data)
             result = Path(tmp) / f"{name}.json"
             env = {**os.environ, "PYTHONPATH": str(HERE)}
-            cmd = [str(python), str(HERE / script), str(data), str(result)] + ([skip] if skip else [])
-            proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=args.timeout)
+            cmd = [str(python), str(HERE / script), str(data), str(result)] + (
+                [skip] if skip else []
+            )
+            proc = subprocess.run(
+                cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=args.timeout
+            )
             if proc.returncode != 0 or not result.exists():
                 print(f"  {name}: failed: {proc.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
                 continue
@@ -156,15 +193,19 @@ def main() -> None:
             figures[f"{name}_matches"] = peer["matches"]
             figures[f"{name}_results_equal"] = equal_rows
             figures[f"{name}_dfs_cer_rows_per_s"] = n / my_seconds
-            lines.append(f"| {name} ({peer['semantics']}) | {n:,} | {peer['matches']} | "
-                         f"{peer['seconds']:.2f} s | {n / peer['seconds']:,.0f} | "
-                         f"{n / my_seconds:,.0f} | "
-                         f"{'yes' if equal_rows else ('count only' if equal_count else 'NO')} |")
+            lines.append(
+                f"| {name} ({peer['semantics']}) | {n:,} | {peer['matches']} | "
+                f"{peer['seconds']:.2f} s | {n / peer['seconds']:,.0f} | "
+                f"{n / my_seconds:,.0f} | "
+                f"{'yes' if equal_rows else ('count only' if equal_count else 'NO')} |"
+            )
     if args.json:
         print(json.dumps(figures, indent=2))
         return
-    print("| peer (semantics) | events | matches | peer time | peer events/s | dfs-cer "
-          "events/s | same matches |")
+    print(
+        "| peer (semantics) | events | matches | peer time | peer events/s | dfs-cer "
+        "events/s | same matches |"
+    )
     print("|---|---:|---:|---:|---:|---:|---|")
     print("\n".join(lines))
 

@@ -37,7 +37,10 @@ def handle_errors(func: F) -> F:
         except Exception as exc:  # a bug: one line, and how to see more
             if debug:
                 raise
-            click.echo(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for a traceback)", err=True)
+            click.echo(
+                f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for a traceback)",
+                err=True,
+            )
             sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
@@ -54,16 +57,33 @@ pass_state = click.make_pass_decorator(State)
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="dfs-cer")
-@click.option("--config", "config_files", multiple=True, type=click.Path(dir_okay=False),
-              help="TOML settings file (repeatable); DFS_CER__SECTION__KEY variables override it.")
-@click.option("--output", "output_kind", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="Output format.")
+@click.option(
+    "--config",
+    "config_files",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="TOML settings file (repeatable); DFS_CER__SECTION__KEY variables override it.",
+)
+@click.option(
+    "--output",
+    "output_kind",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
-@click.option("--log-level", type=click.Choice(LEVELS, case_sensitive=False), default=DEFAULT_LEVEL,
-              show_default=True, help="Log dfs-cer's work at this level and above on stderr.")
+@click.option(
+    "--log-level",
+    type=click.Choice(LEVELS, case_sensitive=False),
+    default=DEFAULT_LEVEL,
+    show_default=True,
+    help="Log dfs-cer's work at this level and above on stderr.",
+)
 @click.pass_context
-def cli(ctx: click.Context, config_files: tuple[str, ...], output_kind: str, debug: bool,
-        log_level: str) -> None:
+def cli(
+    ctx: click.Context, config_files: tuple[str, ...], output_kind: str, debug: bool, log_level: str
+) -> None:
     """dfs-cer: find MATCH_RECOGNIZE patterns in event logs on storage nodes, pulling only
     the events inside time intervals that can contain matches."""
     configure(log_level)

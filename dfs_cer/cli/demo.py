@@ -55,9 +55,17 @@ def _rows(table: Any) -> list[tuple[Any, ...]]:
     return sorted(tuple(r.values()) for r in table.to_pylist())
 
 
-def run_demo(output: Output, config: Config, *, events: int = 1_000_000, data_dir: str = "data/demo",
-             strategies: tuple[str, ...] = DEFAULT_STRATEGIES, queries: dict[str, str] | None = None,
-             nodes: int = 3, show: int = 5) -> list[Run]:
+def run_demo(
+    output: Output,
+    config: Config,
+    *,
+    events: int = 1_000_000,
+    data_dir: str = "data/demo",
+    strategies: tuple[str, ...] = DEFAULT_STRATEGIES,
+    queries: dict[str, str] | None = None,
+    nodes: int = 3,
+    show: int = 5,
+) -> list[Run]:
     from dfs_cer.datasets.crimes import QUERIES
     from dfs_cer.io.samples import crimes_sample
     from dfs_cer.spark import local_session, recognize
@@ -71,8 +79,14 @@ def run_demo(output: Output, config: Config, *, events: int = 1_000_000, data_di
         raise ConfigError(f"unknown strategy {unknown[0]!r}; choose from {', '.join(STRATEGIES)}")
     queries = queries or QUERIES
     console = Console(stderr=True, highlight=False)
-    with Progress(TextColumn("{task.description:<11}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True) as bar:
+    with Progress(
+        TextColumn("{task.description:<11}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
         tasks: dict[str, Any] = {}
 
         def progress(step: str, done: int, total: int) -> None:
@@ -80,9 +94,13 @@ def run_demo(output: Output, config: Config, *, events: int = 1_000_000, data_di
                 tasks[step] = bar.add_task(step, total=total)
             bar.update(tasks[step], completed=done)
 
-        sample = crimes_sample(data_dir, events=events, nodes=nodes, config=config.storage, progress=progress)
-    console.print(f"{'generated' if sample.generated else 'reusing'} {sample.events:,} CRIMES-shaped events: "
-                  f"{sample.log}, {nodes} shard sets under {data_dir.rstrip('/')}/shards")
+        sample = crimes_sample(
+            data_dir, events=events, nodes=nodes, config=config.storage, progress=progress
+        )
+    console.print(
+        f"{'generated' if sample.generated else 'reusing'} {sample.events:,} CRIMES-shaped events: "
+        f"{sample.log}, {nodes} shard sets under {data_dir.rstrip('/')}/shards"
+    )
     runs: list[Run] = []
     cluster = LocalCluster(sample.shards)
     with _step(console, f"starting {nodes} storage nodes on loopback"):
@@ -91,37 +109,65 @@ def run_demo(output: Output, config: Config, *, events: int = 1_000_000, data_di
         with _step(console, "starting Spark (local[2]) and its Python workers"):
             spark = local_session()
             spark.sparkContext.setLogLevel("ERROR")
-            spark.range(4, numPartitions=2).mapInArrow(_identity, "id long").count()  # first-job start-up
-        options: dict[str, Any] = {"cost_model": config.strategy.cost_model,
-                                   "calibration_file": config.strategy.calibration_file,
-                                   "integer_time_unit": config.query.integer_time_unit}
+            spark.range(4, numPartitions=2).mapInArrow(
+                _identity, "id long"
+            ).count()  # first-job start-up
+        options: dict[str, Any] = {
+            "cost_model": config.strategy.cost_model,
+            "calibration_file": config.strategy.calibration_file,
+            "integer_time_unit": config.query.integer_time_unit,
+        }
         for title, sql in queries.items():
             results = {}
             for strategy in strategies:
                 with console.status(f"{title}: {strategy}"):
                     started = time.perf_counter()
-                    run = recognize(spark, sql, endpoints=cluster.endpoints, token=cluster.token, strategy=strategy,
-                                    **options)
+                    run = recognize(
+                        spark,
+                        sql,
+                        endpoints=cluster.endpoints,
+                        token=cluster.token,
+                        strategy=strategy,
+                        **options,
+                    )
                     table = run.matches.toArrow()
                     seconds = time.perf_counter() - started
                 assert run.trace is not None
                 results[strategy] = table
-                runs.append(Run(title, strategy, table.num_rows, run.trace.bytes_to_cn, run.trace.bytes_to_sn,
-                                run.trace.events_received, seconds, run.trace.fallback))
+                runs.append(
+                    Run(
+                        title,
+                        strategy,
+                        table.num_rows,
+                        run.trace.bytes_to_cn,
+                        run.trace.bytes_to_sn,
+                        run.trace.events_received,
+                        seconds,
+                        run.trace.fallback,
+                    )
+                )
             reference = _rows(results[strategies[0]])
             for strategy in strategies[1:]:
                 if _rows(results[strategy]) != reference:
-                    raise DemoError(f"{title}: {strategy} returned {results[strategy].num_rows} matches, "
-                                    f"{strategies[0]} {len(reference)}; every strategy must agree")
+                    raise DemoError(
+                        f"{title}: {strategy} returned {results[strategy].num_rows} matches, "
+                        f"{strategies[0]} {len(reference)}; every strategy must agree"
+                    )
             shown = results[strategies[-1]]
-            output.message(f"\n=== {title}: {shown.num_rows:,} matches, the same with "
-                           f"{', '.join(strategies)} ===")
+            output.message(
+                f"\n=== {title}: {shown.num_rows:,} matches, the same with "
+                f"{', '.join(strategies)} ==="
+            )
             output.message(sql)
-            output.table(f"first {min(show, shown.num_rows)} matches", shown.slice(0, show).to_pylist())
+            output.table(
+                f"first {min(show, shown.num_rows)} matches", shown.slice(0, show).to_pylist()
+            )
     finally:
         cluster.stop()
         cluster.tmp.cleanup()
-    output.table("\nbytes, events and seconds per strategy (seconds: pull + Spark matching)", _summary(runs))
+    output.table(
+        "\nbytes, events and seconds per strategy (seconds: pull + Spark matching)", _summary(runs)
+    )
     output.message(_headline(runs))
     return runs
 
@@ -130,9 +176,15 @@ def _summary(runs: list[Run]) -> list[dict[str, Any]]:
     base = {r.query: r.bytes_to_cn for r in runs if r.strategy == "push_down"}
     out = []
     for r in runs:
-        row: dict[str, Any] = {"query": r.query, "strategy": r.strategy + (" (fallback)" if r.fallback else ""),
-                               "matches": r.matches, "bytes to CN": r.bytes_to_cn, "bytes to SN": r.bytes_to_sn,
-                               "events pulled": r.events, "seconds": round(r.seconds, 2)}
+        row: dict[str, Any] = {
+            "query": r.query,
+            "strategy": r.strategy + (" (fallback)" if r.fallback else ""),
+            "matches": r.matches,
+            "bytes to CN": r.bytes_to_cn,
+            "bytes to SN": r.bytes_to_sn,
+            "events pulled": r.events,
+            "seconds": round(r.seconds, 2),
+        }
         if base:
             row["to CN vs push_down"] = round(r.bytes_to_cn / max(1, base.get(r.query, 0)), 3)
         out.append(row)

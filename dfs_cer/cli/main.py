@@ -42,8 +42,11 @@ def _read_sql(sql: str | None, file: str | None) -> str:
 @cli.command()
 @click.argument("sql", required=False)
 @click.option("--file", "-f", "file", help="Read the query from a file ('-' for stdin).")
-@click.option("--schema-from", type=click.Path(exists=True, dir_okay=False),
-              help="A parquet file whose schema binds the query (checks columns, converts the window).")
+@click.option(
+    "--schema-from",
+    type=click.Path(exists=True, dir_okay=False),
+    help="A parquet file whose schema binds the query (checks columns, converts the window).",
+)
 @pass_state
 @handle_errors
 def explain(state: State, sql: str | None, file: str | None, schema_from: str | None) -> None:
@@ -65,7 +68,9 @@ def explain(state: State, sql: str | None, file: str | None, schema_from: str | 
 @cli.command("format")
 @click.argument("sql", required=False)
 @click.option("--file", "-f", "file", help="Read the query from a file ('-' for stdin).")
-@click.option("--json", "as_json", is_flag=True, help="Print the query model as JSON instead of SQL.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the query model as JSON instead of SQL."
+)
 @pass_state
 @handle_errors
 def format_(state: State, sql: str | None, file: str | None, as_json: bool) -> None:
@@ -85,12 +90,25 @@ def show_config(state: State) -> None:
 
 
 @cli.command()
-@click.option("--events", type=click.IntRange(min=1000), default=1_000_000, show_default=True,
-              help="Size of the CRIMES-shaped sample (generated once).")
-@click.option("--data-dir", default="data/demo", show_default=True,
-              help="Where the sample and its shards live (a local path or s3://bucket/prefix).")
-@click.option("--strategies", default="push_down,push_pull,dfs", show_default=True,
-              help="Comma-separated pull strategies to compare.")
+@click.option(
+    "--events",
+    type=click.IntRange(min=1000),
+    default=1_000_000,
+    show_default=True,
+    help="Size of the CRIMES-shaped sample (generated once).",
+)
+@click.option(
+    "--data-dir",
+    default="data/demo",
+    show_default=True,
+    help="Where the sample and its shards live (a local path or s3://bucket/prefix).",
+)
+@click.option(
+    "--strategies",
+    default="push_down,push_pull,dfs",
+    show_default=True,
+    help="Comma-separated pull strategies to compare.",
+)
 @pass_state
 @handle_errors
 def demo(state: State, events: int, data_dir: str, strategies: str) -> None:
@@ -98,8 +116,13 @@ def demo(state: State, events: int, data_dir: str, strategies: str) -> None:
     bytes, events and seconds per strategy."""
     from dfs_cer.cli.demo import run_demo
 
-    run_demo(state.output, state.config, events=events, data_dir=data_dir,
-             strategies=tuple(s.strip() for s in strategies.split(",") if s.strip()))
+    run_demo(
+        state.output,
+        state.config,
+        events=events,
+        data_dir=data_dir,
+        strategies=tuple(s.strip() for s in strategies.split(",") if s.strip()),
+    )
 
 
 def _load_tables(specs: tuple[str, ...], state: State) -> dict[str, Any]:
@@ -116,14 +139,24 @@ def _load_tables(specs: tuple[str, ...], state: State) -> dict[str, Any]:
     for spec in specs:
         name, sep, path = spec.partition("=")
         name, path = name.strip(), path.strip()
-        if not sep or not name or not path or not (name[0].isalpha() or name[0] == "_") \
-                or not name.replace("_", "").isalnum():
-            raise click.BadParameter(f"{spec!r}: write NAME=PATH with NAME a plain identifier, e.g. "
-                                     "districts=districts.parquet", param_hint="--table")
+        if (
+            not sep
+            or not name
+            or not path
+            or not (name[0].isalpha() or name[0] == "_")
+            or not name.replace("_", "").isalnum()
+        ):
+            raise click.BadParameter(
+                f"{spec!r}: write NAME=PATH with NAME a plain identifier, e.g. "
+                "districts=districts.parquet",
+                param_hint="--table",
+            )
         if name.lower() in {n.lower() for n in out}:
             raise click.BadParameter(f"table {name!r} is given twice", param_hint="--table")
         if is_table(path):  # an Iceberg table or a Hive-style prefix, read in place
-            plan = plan_table(path, tables=state.config.tables, storage=state.config.storage, events=False)
+            plan = plan_table(
+                path, tables=state.config.tables, storage=state.config.storage, events=False
+            )
             out[name] = pa.concat_tables([*read_table(plan), plan.schema.empty_table()])
             continue
         location = filesystem_for(path, state.config.storage)
@@ -131,9 +164,13 @@ def _load_tables(specs: tuple[str, ...], state: State) -> dict[str, Any]:
             out[name] = CsvInput(location).to_table()
             continue
         try:
-            out[name] = ds.dataset(location.path, filesystem=location.fs, format="parquet").to_table()
+            out[name] = ds.dataset(
+                location.path, filesystem=location.fs, format="parquet"
+            ).to_table()
         except (FileNotFoundError, pa.ArrowInvalid, OSError) as exc:
-            raise click.BadParameter(f"cannot read {path} for table {name!r}: {exc}", param_hint="--table") from None
+            raise click.BadParameter(
+                f"cannot read {path} for table {name!r}: {exc}", param_hint="--table"
+            ) from None
     return out
 
 
@@ -161,46 +198,118 @@ def _split_statements(text: str) -> list[str]:
 @cli.command("query")
 @click.argument("sql", nargs=-1)
 @click.option("--file", "-f", "file", help="Read the query from a file ('-' for stdin).")
-@click.option("--endpoints", required=True, help="Comma-separated storage node endpoints (host:port).")
+@click.option(
+    "--endpoints", required=True, help="Comma-separated storage node endpoints (host:port)."
+)
 @click.option("--token-file", required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--strategy", type=click.Choice(STRATEGIES), default=None,
-              help="Pull strategy [default: strategy.default, dfs].")
-@click.option("--cost-model", type=click.Choice(COST_MODELS),
-              default=None, help="Round-trip cost model (default: strategy.cost_model).")
+@click.option(
+    "--strategy",
+    type=click.Choice(STRATEGIES),
+    default=None,
+    help="Pull strategy [default: strategy.default, dfs].",
+)
+@click.option(
+    "--cost-model",
+    type=click.Choice(COST_MODELS),
+    default=None,
+    help="Round-trip cost model (default: strategy.cost_model).",
+)
 @click.option("--explain-analyze", is_flag=True, help="Print every round trip before the matches.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-@click.option("--limit", type=int, default=50, show_default=True, help="Matches printed as a table.")
-@click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
-              help="Match in this process, or through a local Spark session (executors match units).")
-@click.option("--selection", type=click.Choice(CLI_SELECTIONS), default=None,
-              help="CER selection strategy (default: the SQL standard's semantics; ALL MATCHES: any match).")
-@click.option("--kleene", type=click.Choice(KLEENE), default=None,
-              help="Kleene+ under a CER selection: every subset, or maximal sets.")
-@click.option("--save-run", is_flag=True, help="Save the matches with stable match ids under --runs-dir.")
-@click.option("--since-run", default=None, metavar="RUN_ID",
-              help="Re-run a saved run's query over the shard files added since (dfs-cer shard --append): "
-                   "recompute the affected time ranges and print the changelog.")
-@click.option("--runs-dir", default=".dfs-cer/runs", show_default=True, type=click.Path(file_okay=False))
-@click.option("--node-matching", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
-              help="Where storage nodes hold whole PARTITION BY groups, match on them and pull only the result: "
-                   "when the cost model says so (auto), whenever possible (on), or never (off).")
-@click.option("--table", "table_specs", multiple=True, metavar="NAME=PATH",
-              help="Register a table the query reads besides the storage nodes' (parquet or CSV, a file or a "
-                   "directory, local or s3://); repeat for more.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
-              help="Fail the query after this many seconds, every round trip included "
-                   "[default: strategy.query_timeout_seconds, 300]; each call to a node is also bounded by "
-                   "strategy.call_timeout_seconds.")
-@click.option("--snapshot", type=int, default=None, metavar="ID",
-              help="For storage nodes serving an Iceberg table: read this snapshot on every node "
-                   "[default: the table's current snapshot when the query starts].")
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+@click.option(
+    "--limit", type=int, default=50, show_default=True, help="Matches printed as a table."
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "spark"]),
+    default="local",
+    show_default=True,
+    help="Match in this process, or through a local Spark session (executors match units).",
+)
+@click.option(
+    "--selection",
+    type=click.Choice(CLI_SELECTIONS),
+    default=None,
+    help="CER selection strategy (default: the SQL standard's semantics; ALL MATCHES: any match).",
+)
+@click.option(
+    "--kleene",
+    type=click.Choice(KLEENE),
+    default=None,
+    help="Kleene+ under a CER selection: every subset, or maximal sets.",
+)
+@click.option(
+    "--save-run", is_flag=True, help="Save the matches with stable match ids under --runs-dir."
+)
+@click.option(
+    "--since-run",
+    default=None,
+    metavar="RUN_ID",
+    help="Re-run a saved run's query over the shard files added since (dfs-cer shard --append): "
+    "recompute the affected time ranges and print the changelog.",
+)
+@click.option(
+    "--runs-dir", default=".dfs-cer/runs", show_default=True, type=click.Path(file_okay=False)
+)
+@click.option(
+    "--node-matching",
+    type=click.Choice(["auto", "on", "off"]),
+    default="auto",
+    show_default=True,
+    help="Where storage nodes hold whole PARTITION BY groups, match on them and pull only the result: "
+    "when the cost model says so (auto), whenever possible (on), or never (off).",
+)
+@click.option(
+    "--table",
+    "table_specs",
+    multiple=True,
+    metavar="NAME=PATH",
+    help="Register a table the query reads besides the storage nodes' (parquet or CSV, a file or a "
+    "directory, local or s3://); repeat for more.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="SECONDS",
+    help="Fail the query after this many seconds, every round trip included "
+    "[default: strategy.query_timeout_seconds, 300]; each call to a node is also bounded by "
+    "strategy.call_timeout_seconds.",
+)
+@click.option(
+    "--snapshot",
+    type=int,
+    default=None,
+    metavar="ID",
+    help="For storage nodes serving an Iceberg table: read this snapshot on every node "
+    "[default: the table's current snapshot when the query starts].",
+)
 @pass_state
 @handle_errors
-def query_command(state: State, sql: tuple[str, ...], file: str | None, endpoints: str, token_file: str,
-                  strategy: str | None, cost_model: str | None, explain_analyze: bool, fmt: str, limit: int, engine: str,
-                  selection: str | None, kleene: str | None, save_run: bool, since_run: str | None,
-                  runs_dir: str, node_matching: str, timeout: float | None,
-                  table_specs: tuple[str, ...] = (), snapshot: int | None = None) -> None:
+def query_command(
+    state: State,
+    sql: tuple[str, ...],
+    file: str | None,
+    endpoints: str,
+    token_file: str,
+    strategy: str | None,
+    cost_model: str | None,
+    explain_analyze: bool,
+    fmt: str,
+    limit: int,
+    engine: str,
+    selection: str | None,
+    kleene: str | None,
+    save_run: bool,
+    since_run: str | None,
+    runs_dir: str,
+    node_matching: str,
+    timeout: float | None,
+    table_specs: tuple[str, ...] = (),
+    snapshot: int | None = None,
+) -> None:
     """Run a query against storage nodes with a pull strategy and print the matches.
 
     Several queries (several arguments, or statements separated by ';' in --file) run together:
@@ -210,46 +319,75 @@ def query_command(state: State, sql: tuple[str, ...], file: str | None, endpoint
     token = Path(token_file).read_text().strip()
     strategy = strategy or state.config.strategy.default
     nodes = [e.strip() for e in endpoints.split(",") if e.strip()]
-    options: dict[str, Any] = {"integer_time_unit": state.config.query.integer_time_unit,
-                               "cost_model": cost_model or state.config.strategy.cost_model,
-                               "calibration_file": state.config.strategy.calibration_file,
-                               "timeout": timeout, "config": state.config.strategy}
-    matching: dict[str, Any] = {k: v for k, v in (("selection", selection), ("kleene", kleene)) if v}
+    options: dict[str, Any] = {
+        "integer_time_unit": state.config.query.integer_time_unit,
+        "cost_model": cost_model or state.config.strategy.cost_model,
+        "calibration_file": state.config.strategy.calibration_file,
+        "timeout": timeout,
+        "config": state.config.strategy,
+    }
+    matching: dict[str, Any] = {
+        k: v for k, v in (("selection", selection), ("kleene", kleene)) if v
+    }
     # selections and saved runs (match ids) match on this node
     options["node_matching"] = "off" if matching or save_run or since_run else node_matching
-    statements = [q for text in ([_read_sql(None, file)] if file else list(sql)) for q in _split_statements(text)]
+    statements = [
+        q
+        for text in ([_read_sql(None, file)] if file else list(sql))
+        for q in _split_statements(text)
+    ]
     if snapshot is not None:
         if save_run or since_run:
-            raise click.UsageError("--snapshot pins one query's snapshot; --save-run/--since-run read the table's "
-                                   "current snapshot (a re-run's changes are those of the snapshots since)")
+            raise click.UsageError(
+                "--snapshot pins one query's snapshot; --save-run/--since-run read the table's "
+                "current snapshot (a re-run's changes are those of the snapshots since)"
+            )
         options["snapshot"] = snapshot
     if save_run or since_run:
         if engine == "spark":
-            raise click.UsageError("--save-run/--since-run match in this process (leave out --engine spark)")
+            raise click.UsageError(
+                "--save-run/--since-run match in this process (leave out --engine spark)"
+            )
         if len(statements) > 1:
             raise click.UsageError("--save-run/--since-run take one query")
         if not statements and not since_run:
             raise click.UsageError("give the query as an argument or with --file")
-        _saved_run(state, statements[0] if statements else "", nodes, token, strategy, runs_dir, since_run, fmt,
-                   limit, {**options, **matching})
+        _saved_run(
+            state,
+            statements[0] if statements else "",
+            nodes,
+            token,
+            strategy,
+            runs_dir,
+            since_run,
+            fmt,
+            limit,
+            {**options, **matching},
+        )
         return
     if not statements:
         raise click.UsageError("give the query as an argument or with --file")
     if len(statements) == 1 and _is_situations(statements[0]):
         if snapshot is not None:
-            raise click.UsageError("--snapshot applies to MATCH_RECOGNIZE queries; a SITUATIONS query reads the "
-                                   "table's current snapshot")
+            raise click.UsageError(
+                "--snapshot applies to MATCH_RECOGNIZE queries; a SITUATIONS query reads the "
+                "table's current snapshot"
+            )
         _situations_query(statements[0], nodes, token, strategy, fmt, limit, options)
         return
     if len(statements) > 1:
         if engine == "spark":
-            raise click.UsageError("several queries run in this process (leave out --engine spark, or use "
-                                   "dfs_cer.spark.recognize_many)")
+            raise click.UsageError(
+                "several queries run in this process (leave out --engine spark, or use "
+                "dfs_cer.spark.recognize_many)"
+            )
         _query_group(statements, nodes, token, strategy, fmt, limit, options, matching)
         return
     sql_text = statements[0]
     if engine == "spark" and matching:
-        raise click.UsageError("--selection/--kleene run in this process (leave out --engine spark)")
+        raise click.UsageError(
+            "--selection/--kleene run in this process (leave out --engine spark)"
+        )
     from dfs_cer.query.parser import parse_statement
 
     statement = parse_statement(sql_text)
@@ -257,16 +395,30 @@ def query_command(state: State, sql: tuple[str, ...], file: str | None, endpoint
     if (table_specs or not statement.simple) and engine != "spark":
         from dfs_cer.strategies.statements import merged_trace, pull_statement
 
-        run_all = pull_statement(strategy, statement, nodes, token, tables=_load_tables(table_specs, state),
-                                 matching=matching, **options)
+        run_all = pull_statement(
+            strategy,
+            statement,
+            nodes,
+            token,
+            tables=_load_tables(table_specs, state),
+            matching=matching,
+            **options,
+        )
         matches, result_trace = run_all.table, merged_trace(run_all.traces, strategy)
     elif engine == "spark":
         from dfs_cer.spark import local_session, recognize
 
         spark = local_session()
         spark.sparkContext.setLogLevel("ERROR")
-        run = recognize(spark, sql_text, endpoints=nodes, token=token, strategy=strategy,
-                        tables=_load_tables(table_specs, state), **options)
+        run = recognize(
+            spark,
+            sql_text,
+            endpoints=nodes,
+            token=token,
+            strategy=strategy,
+            tables=_load_tables(table_specs, state),
+            **options,
+        )
         matches, result_trace = run.matches.toArrow(), run.trace
     else:
         from dfs_cer.strategies import pull
@@ -281,37 +433,60 @@ def query_command(state: State, sql: tuple[str, ...], file: str | None, endpoint
         click.echo(json_lib.dumps({"matches": matches.to_pylist(), "trace": trace}, default=str))
         return
     if explain_analyze:
-        click.echo(f"strategy {trace['strategy']}" + (f" (fell back to {trace['fallback']})" if trace["fallback"] else ""))
-        click.echo(f"{'round':<16}{'to SN (B)':>12}{'to CN (B)':>12}{'events':>10}{'ms':>10}  cost model")
+        click.echo(
+            f"strategy {trace['strategy']}"
+            + (f" (fell back to {trace['fallback']})" if trace["fallback"] else "")
+        )
+        click.echo(
+            f"{'round':<16}{'to SN (B)':>12}{'to CN (B)':>12}{'events':>10}{'ms':>10}  cost model"
+        )
         for r in trace["rounds"]:
             d = r.get("decision")
             note = ""
             if d and "node_seconds" in d:  # node-side matching against pulling
-                note = (f"node-side matching: nodes {d['node_seconds'] * 1e3:.1f} ms (budget "
-                        f"{d['cpu_budget'] * 1e3:,.0f} ms) vs pull ~{d['pull_seconds_estimate'] * 1e3:.1f} ms")
+                note = (
+                    f"node-side matching: nodes {d['node_seconds'] * 1e3:.1f} ms (budget "
+                    f"{d['cpu_budget'] * 1e3:,.0f} ms) vs pull ~{d['pull_seconds_estimate'] * 1e3:.1f} ms"
+                )
             elif d:
-                note = (f"{d['variable']}: {'run' if d['run'] else 'skip'} (benefit {d['benefit_s'] * 1e3:.3f} ms, "
-                        f"harm {d['harm_s'] * 1e3:.3f} ms)")
+                note = (
+                    f"{d['variable']}: {'run' if d['run'] else 'skip'} (benefit {d['benefit_s'] * 1e3:.3f} ms, "
+                    f"harm {d['harm_s'] * 1e3:.3f} ms)"
+                )
             elif r.get("note"):
                 note = r["note"]
-            click.echo(f"{r['action']:<16}{r['bytes_to_sn']:>12,}{r['bytes_to_cn']:>12,}{r['events']:>10,}"
-                       f"{r['seconds'] * 1e3:>10.1f}  {note}")
-        click.echo(f"{'total':<16}{trace['bytes_to_sn']:>12,}{trace['bytes_to_cn']:>12,}"
-                   f"{trace['events_received']:>10,}{trace['seconds'] * 1e3:>10.1f}")
+            click.echo(
+                f"{r['action']:<16}{r['bytes_to_sn']:>12,}{r['bytes_to_cn']:>12,}{r['events']:>10,}"
+                f"{r['seconds'] * 1e3:>10.1f}  {note}"
+            )
+        click.echo(
+            f"{'total':<16}{trace['bytes_to_sn']:>12,}{trace['bytes_to_cn']:>12,}"
+            f"{trace['events_received']:>10,}{trace['seconds'] * 1e3:>10.1f}"
+        )
         if trace.get("input_filter"):
             click.echo(f"input filter on the storage nodes: {trace['input_filter']}")
         if trace.get("snapshot") is not None:
             click.echo(f"table snapshot read on every storage node: {trace['snapshot']}")
         if trace.get("navigation"):
-            click.echo(f"navigation: {trace['navigation']}; {trace['halo_rows']:,} halo rows received")
+            click.echo(
+                f"navigation: {trace['navigation']}; {trace['halo_rows']:,} halo rows received"
+            )
         m = trace.get("matching")
         if m and m["engine"] == "storage nodes":
-            click.echo(f"matching: on the storage nodes, {m['matches']:,} match{'' if m['matches'] == 1 else 'es'}")
+            click.echo(
+                f"matching: on the storage nodes, {m['matches']:,} match{'' if m['matches'] == 1 else 'es'}"
+            )
         elif m:
-            memory = f", matcher working memory {m['work_bytes'] / 1024:,.1f} KiB" if m["work_bytes"] else ""
+            memory = (
+                f", matcher working memory {m['work_bytes'] / 1024:,.1f} KiB"
+                if m["work_bytes"]
+                else ""
+            )
             plural = "" if m["matches"] == 1 else "es"
-            click.echo(f"matching: {m['engine']} engine, {m['matches']:,} match{plural} in "
-                       f"{m['seconds'] * 1e3:.1f} ms{memory}")
+            click.echo(
+                f"matching: {m['engine']} engine, {m['matches']:,} match{plural} in "
+                f"{m['seconds'] * 1e3:.1f} ms{memory}"
+            )
         click.echo("")
     _print_table(matches, f"{matches.num_rows} rows", limit)
 
@@ -331,7 +506,9 @@ def _print_table(table: pa.Table, title: str, limit: int) -> None:
     for name in table.column_names:
         out.add_column(name)
     for row in table.slice(0, limit).to_pylist():
-        out.add_row(*[f"{v:016x}" if k in ids and v is not None else str(v) for k, v in row.items()])
+        out.add_row(
+            *[f"{v:016x}" if k in ids and v is not None else str(v) for k, v in row.items()]
+        )
     console = Console()
     if not console.is_terminal:
         console.width = 140  # tables in files and pipes: no folding at 80 columns
@@ -344,8 +521,15 @@ def _is_situations(sql: str) -> bool:
     return any(t.text.upper() == "SITUATIONS" for t in Tokenizer().tokenize(sql))
 
 
-def _situations_query(sql: str, nodes: list[str], token: str, strategy: str, fmt: str, limit: int,
-                      options: dict[str, Any]) -> None:
+def _situations_query(
+    sql: str,
+    nodes: list[str],
+    token: str,
+    strategy: str,
+    fmt: str,
+    limit: int,
+    options: dict[str, Any],
+) -> None:
     import json as json_lib
 
     from dfs_cer.situations import outer, parse_situations
@@ -353,8 +537,15 @@ def _situations_query(sql: str, nodes: list[str], token: str, strategy: str, fmt
 
     if strategy not in STRATEGIES:
         raise click.UsageError(f"situation queries run with --strategy {' or '.join(STRATEGIES)}")
-    result = pull_situations(sql, nodes, token, strategy=strategy, timeout=options.get("timeout"),
-                             integer_time_unit=options.get("integer_time_unit", "s"), config=options.get("config"))
+    result = pull_situations(
+        sql,
+        nodes,
+        token,
+        strategy=strategy,
+        timeout=options.get("timeout"),
+        integer_time_unit=options.get("integer_time_unit", "s"),
+        config=options.get("config"),
+    )
     table = outer(parse_situations(sql), result.relation)
     trace = result.trace.to_dict()
     _warn(trace)
@@ -367,8 +558,16 @@ def _situations_query(sql: str, nodes: list[str], token: str, strategy: str, fmt
     _print_table(table, f"{table.num_rows} rows", limit)
 
 
-def _query_group(statements: list[str], nodes: list[str], token: str, strategy: str, fmt: str, limit: int,
-                 options: dict[str, Any], matching: dict[str, Any]) -> None:
+def _query_group(
+    statements: list[str],
+    nodes: list[str],
+    token: str,
+    strategy: str,
+    fmt: str,
+    limit: int,
+    options: dict[str, Any],
+    matching: dict[str, Any],
+) -> None:
     import json as json_lib
 
     from dfs_cer.strategies.matching import match_pulled
@@ -379,68 +578,144 @@ def _query_group(statements: list[str], nodes: list[str], token: str, strategy: 
     for r in group.results:
         _warn(r.trace.to_dict())
     if fmt == "json":
-        click.echo(json_lib.dumps({
-            "queries": [{"sql": q, "matches": m.to_pylist(), "trace": r.trace.to_dict()}
-                        for q, m, r in zip(statements, results, group.results, strict=True)],
-            "group": {**group.trace.to_dict(), "total_bytes_to_cn": group.bytes_to_cn,
-                      "total_bytes_to_sn": group.bytes_to_sn, "seconds": group.seconds}}, default=str))
+        click.echo(
+            json_lib.dumps(
+                {
+                    "queries": [
+                        {"sql": q, "matches": m.to_pylist(), "trace": r.trace.to_dict()}
+                        for q, m, r in zip(statements, results, group.results, strict=True)
+                    ],
+                    "group": {
+                        **group.trace.to_dict(),
+                        "total_bytes_to_cn": group.bytes_to_cn,
+                        "total_bytes_to_sn": group.bytes_to_sn,
+                        "seconds": group.seconds,
+                    },
+                },
+                default=str,
+            )
+        )
         return
-    click.echo(f"{len(statements)} queries together ({strategy}): one scan per storage node, "
-               f"{group.bytes_to_sn + group.bytes_to_cn:,} bytes in all, {group.seconds:.2f} s")
+    click.echo(
+        f"{len(statements)} queries together ({strategy}): one scan per storage node, "
+        f"{group.bytes_to_sn + group.bytes_to_cn:,} bytes in all, {group.seconds:.2f} s"
+    )
     for i, (q, m) in enumerate(zip(statements, results, strict=True), 1):
         text = " ".join(q.split())
         click.echo(f"\nquery {i}: {text[:100]}{'…' if len(text) > 100 else ''}")
         _print_table(m, f"{m.num_rows} rows", limit)
 
 
-def _saved_run(state: State, sql: str, nodes: list[str], token: str, strategy: str, runs_dir: str,
-               since_run: str | None, fmt: str, limit: int, options: dict[str, Any]) -> None:
+def _saved_run(
+    state: State,
+    sql: str,
+    nodes: list[str],
+    token: str,
+    strategy: str,
+    runs_dir: str,
+    since_run: str | None,
+    fmt: str,
+    limit: int,
+    options: dict[str, Any],
+) -> None:
     import json as json_lib
 
     from dfs_cer.strategies.incremental import run_and_save
 
-    run = run_and_save(sql, nodes, token, strategy=strategy, runs_dir=runs_dir, since_run=since_run, **options)
+    run = run_and_save(
+        sql, nodes, token, strategy=strategy, runs_dir=runs_dir, since_run=since_run, **options
+    )
     rec = run.record
     if run.pulled is not None:
         _warn(run.pulled.trace.to_dict())
     if fmt == "json":
-        click.echo(json_lib.dumps({"run_id": rec.run_id, "parent": rec.parent, "mode": rec.mode, "note": rec.note,
-                                   "recomputed": rec.recomputed, "path": str(run.where), "snapshot": rec.snapshot,
-                                   "matches": run.matches.to_pylist(),
-                                   "changes": None if run.changes is None else run.changes.to_pylist(),
-                                   "trace": None if run.pulled is None else run.pulled.trace.to_dict()},
-                                  default=str))
+        click.echo(
+            json_lib.dumps(
+                {
+                    "run_id": rec.run_id,
+                    "parent": rec.parent,
+                    "mode": rec.mode,
+                    "note": rec.note,
+                    "recomputed": rec.recomputed,
+                    "path": str(run.where),
+                    "snapshot": rec.snapshot,
+                    "matches": run.matches.to_pylist(),
+                    "changes": None if run.changes is None else run.changes.to_pylist(),
+                    "trace": None if run.pulled is None else run.pulled.trace.to_dict(),
+                },
+                default=str,
+            )
+        )
         return
-    what = rec.mode + (f", table snapshot {rec.snapshot}" if rec.snapshot is not None else "") + (
-        f", recomputed starts in {rec.recomputed}" if rec.recomputed else "")
-    click.echo(f"run {rec.run_id} ({what}{'; ' + rec.note if rec.note else ''}) saved to {run.where}")
+    what = (
+        rec.mode
+        + (f", table snapshot {rec.snapshot}" if rec.snapshot is not None else "")
+        + (f", recomputed starts in {rec.recomputed}" if rec.recomputed else "")
+    )
+    click.echo(
+        f"run {rec.run_id} ({what}{'; ' + rec.note if rec.note else ''}) saved to {run.where}"
+    )
     if run.changes is not None:
         kinds = run.changes.column("change").to_pylist() if run.changes.num_rows else []
-        counts = ", ".join(f"{kinds.count(k)} {k}" for k in ("new", "updated", "invalidated")) or "no changes"
+        counts = (
+            ", ".join(f"{kinds.count(k)} {k}" for k in ("new", "updated", "invalidated"))
+            or "no changes"
+        )
         _print_table(run.changes, f"changes since {since_run}: {counts}", limit)
     _print_table(run.matches, f"{run.matches.num_rows} rows", limit)
 
 
 @cli.command("shard")
-@click.option("--input", "input_path", required=True,
-              help="Parquet or CSV file or directory (local or s3://), or a table: iceberg://CATALOG/NS.TABLE, "
-                   "hive:PATH.")
+@click.option(
+    "--input",
+    "input_path",
+    required=True,
+    help="Parquet or CSV file or directory (local or s3://), or a table: iceberg://CATALOG/NS.TABLE, "
+    "hive:PATH.",
+)
 @click.option("--nodes", type=int, required=True, help="Number of storage nodes.")
 @click.option("--to", "to", required=True, help="Output directory or s3://bucket/prefix.")
-@click.option("--partitioning", type=click.Choice(["random", "time", "type"]), default="random", show_default=True)
+@click.option(
+    "--partitioning",
+    type=click.Choice(["random", "time", "type"]),
+    default="random",
+    show_default=True,
+)
 @click.option("--time-column", default="ts", show_default=True)
 @click.option("--type-column", default="type", show_default=True)
-@click.option("--event-key", default="", help="Comma-separated columns that identify an event (with its time); "
-              "default: the whole row.")
-@click.option("--dedup", is_flag=True, help="Drop duplicate events (same time and event key) of the input.")
-@click.option("--append", is_flag=True, help="Add the input to existing shard sets as new files (late data).")
-@click.option("--schema", "schema", default=None,
-              help="CSV input: column types, COLUMN=TYPE separated by commas (e.g. dep_time=int64,origin=string), "
-                   "or a file of such lines; other columns' types are decided from every value.")
+@click.option(
+    "--event-key",
+    default="",
+    help="Comma-separated columns that identify an event (with its time); default: the whole row.",
+)
+@click.option(
+    "--dedup", is_flag=True, help="Drop duplicate events (same time and event key) of the input."
+)
+@click.option(
+    "--append", is_flag=True, help="Add the input to existing shard sets as new files (late data)."
+)
+@click.option(
+    "--schema",
+    "schema",
+    default=None,
+    help="CSV input: column types, COLUMN=TYPE separated by commas (e.g. dep_time=int64,origin=string), "
+    "or a file of such lines; other columns' types are decided from every value.",
+)
 @pass_state
 @handle_errors
-def shard_command(state: State, input_path: str, nodes: int, to: str, partitioning: str, time_column: str,
-                  type_column: str, event_key: str, dedup: bool, append: bool, schema: str | None) -> None:
+def shard_command(
+    state: State,
+    input_path: str,
+    nodes: int,
+    to: str,
+    partitioning: str,
+    time_column: str,
+    type_column: str,
+    event_key: str,
+    dedup: bool,
+    append: bool,
+    schema: str | None,
+) -> None:
     """Split an event log into one parquet shard set per storage node, with manifests."""
     from rich.progress import Progress
 
@@ -449,17 +724,36 @@ def shard_command(state: State, input_path: str, nodes: int, to: str, partitioni
 
     column_types = None
     if schema is not None:
-        column_types = parse_column_types(read_text_file(schema, "--schema") if names_a_file(schema) else schema)
+        column_types = parse_column_types(
+            read_text_file(schema, "--schema") if names_a_file(schema) else schema
+        )
 
     with Progress(transient=True) as progress:
         task = progress.add_task("sharding", total=None)
-        manifests = shard(input_path, nodes, to, partitioning=partitioning, time_column=time_column,
-                          type_column=type_column, event_key=tuple(k.strip() for k in event_key.split(",") if k.strip()),
-                          dedup=dedup, append=append, config=state.config.storage,
-                          progress=lambda rows: progress.update(task, completed=rows), tables=state.config.tables,
-                          column_types=column_types)
-    summary: dict[str, Any] = {f"node-{m.node:02d}": {"rows": m.rows, "files": len(m.files), "min_ts": m.min_ts,
-                                                      "max_ts": m.max_ts} for m in manifests}
+        manifests = shard(
+            input_path,
+            nodes,
+            to,
+            partitioning=partitioning,
+            time_column=time_column,
+            type_column=type_column,
+            event_key=tuple(k.strip() for k in event_key.split(",") if k.strip()),
+            dedup=dedup,
+            append=append,
+            config=state.config.storage,
+            progress=lambda rows: progress.update(task, completed=rows),
+            tables=state.config.tables,
+            column_types=column_types,
+        )
+    summary: dict[str, Any] = {
+        f"node-{m.node:02d}": {
+            "rows": m.rows,
+            "files": len(m.files),
+            "min_ts": m.min_ts,
+            "max_ts": m.max_ts,
+        }
+        for m in manifests
+    }
     if dedup and manifests:
         summary["duplicates dropped"] = manifests[0].duplicates_dropped
     state.output.mapping("shards appended" if append else "shards written", summary)
@@ -468,13 +762,21 @@ def shard_command(state: State, input_path: str, nodes: int, to: str, partitioni
 @cli.command("generate")
 @click.argument("kind", type=click.Choice(["synthetic", "crimes", "citibike", "cluster", "stocks"]))
 @click.option("--events", type=click.IntRange(min=1), required=True, help="Number of events.")
-@click.option("--out", "out", required=True, type=click.Path(dir_okay=False), help="Parquet file to write.")
+@click.option(
+    "--out", "out", required=True, type=click.Path(dir_okay=False), help="Parquet file to write."
+)
 @click.option("--seed", type=int, default=7, show_default=True)
-@click.option("--interarrival", type=click.Choice(["poisson", "uniform", "gaussian", "rayleigh"]), default=None,
-              help="Synthetic data: inter-arrival distribution (mean 1 s; default poisson).")
+@click.option(
+    "--interarrival",
+    type=click.Choice(["poisson", "uniform", "gaussian", "rayleigh"]),
+    default=None,
+    help="Synthetic data: inter-arrival distribution (mean 1 s; default poisson).",
+)
 @pass_state
 @handle_errors
-def generate_command(state: State, kind: str, events: int, out: str, seed: int, interarrival: str | None) -> None:
+def generate_command(
+    state: State, kind: str, events: int, out: str, seed: int, interarrival: str | None
+) -> None:
     """Generate a data set (the paper's synthetic data, CRIMES-, CITIBIKE-, CLUSTER-shaped, or stock ticks) as
     parquet."""
     from rich.progress import Progress
@@ -486,15 +788,23 @@ def generate_command(state: State, kind: str, events: int, out: str, seed: int, 
         raise click.UsageError("--interarrival applies to synthetic data only")
     with Progress(transient=True) as progress:
         task = progress.add_task(f"generating {kind}", total=events)
-        rows = write_parquet(kind, events, out, seed=seed, progress=lambda n: progress.update(task, completed=n),
-                             **options)
+        rows = write_parquet(
+            kind,
+            events,
+            out,
+            seed=seed,
+            progress=lambda n: progress.update(task, completed=n),
+            **options,
+        )
     state.output.mapping("generated", {"kind": kind, "rows": rows, "file": out})
 
 
 @cli.command("load")
 @click.argument("kind", type=click.Choice(["crimes", "citibike", "cluster"]))
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--out", "out", required=True, type=click.Path(dir_okay=False), help="Parquet file to write.")
+@click.option(
+    "--out", "out", required=True, type=click.Path(dir_okay=False), help="Parquet file to write."
+)
 @pass_state
 @handle_errors
 def load_command(state: State, kind: str, files: tuple[str, ...], out: str) -> None:
@@ -504,13 +814,18 @@ def load_command(state: State, kind: str, files: tuple[str, ...], out: str) -> N
 
     from dfs_cer.datasets import loaders
 
-    load = {"crimes": loaders.load_chicago_crimes, "citibike": loaders.load_citibike,
-            "cluster": loaders.load_google_cluster}[kind]
+    load = {
+        "crimes": loaders.load_chicago_crimes,
+        "citibike": loaders.load_citibike,
+        "cluster": loaders.load_google_cluster,
+    }[kind]
     with Progress(transient=True) as progress:
         task = progress.add_task(f"loading {kind}", total=None)
         result = load(list(files), out, progress=lambda n: progress.update(task, completed=n))
-    state.output.mapping("loaded", {"kind": kind, "rows": result.rows, "dropped (nulls)": result.dropped,
-                                    "file": out})
+    state.output.mapping(
+        "loaded",
+        {"kind": kind, "rows": result.rows, "dropped (nulls)": result.dropped, "file": out},
+    )
 
 
 @cli.group("storage-node")
@@ -519,8 +834,13 @@ def storage_node_group() -> None:
 
 
 @cli.command("calibrate")
-@click.option("--out", "out_file", type=click.Path(dir_okay=False), default=None,
-              help="Where to write the tables (default: strategy.calibration_file, conf/calibration.json).")
+@click.option(
+    "--out",
+    "out_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Where to write the tables (default: strategy.calibration_file, conf/calibration.json).",
+)
 @click.option("--quick", is_flag=True, help="Sizes up to 100k events only (about 10 s).")
 @pass_state
 @handle_errors
@@ -531,13 +851,21 @@ def calibrate_command(state: State, out_file: str | None, quick: bool) -> None:
     from dfs_cer.calibrate import SIZES, calibrate
 
     target = Path(out_file or state.config.strategy.calibration_file)
-    doc = calibrate(SIZES[:3] if quick else SIZES, sample_events=state.config.strategy.beta_sample_events,
-                    progress=lambda text: click.echo(f"calibrating {text} ...", err=True))
+    doc = calibrate(
+        SIZES[:3] if quick else SIZES,
+        sample_events=state.config.strategy.beta_sample_events,
+        progress=lambda text: click.echo(f"calibrating {text} ...", err=True),
+    )
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json_lib.dumps(doc, indent=2) + "\n")
-    rows = {f"{name} at {int(n):,} events (ns/event)": round(cost * 1e9, 1) for name, table in doc["tables"].items()
-            for n, cost in table}
-    rows.update({f"beta, {engine} (ns/event)": round(cost * 1e9, 1) for engine, cost in doc["beta"].items()})
+    rows = {
+        f"{name} at {int(n):,} events (ns/event)": round(cost * 1e9, 1)
+        for name, table in doc["tables"].items()
+        for n, cost in table
+    }
+    rows.update(
+        {f"beta, {engine} (ns/event)": round(cost * 1e9, 1) for engine, cost in doc["beta"].items()}
+    )
     state.output.mapping(f"calibration written to {target}", rows)
 
 

@@ -17,13 +17,21 @@ def table_group() -> None:
 
 
 def _when(ms: int | None) -> str:
-    return "" if ms is None else dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return (
+        ""
+        if ms is None
+        else dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    )
 
 
 @table_group.command("show")
 @click.argument("table")
-@click.option("--nodes", type=click.IntRange(min=1), default=None,
-              help="Also show which files each of this many storage nodes serves (writes the assignment once).")
+@click.option(
+    "--nodes",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Also show which files each of this many storage nodes serves (writes the assignment once).",
+)
 @pass_state
 @handle_errors
 def show(state: State, table: str, nodes: int | None) -> None:
@@ -35,8 +43,14 @@ def show(state: State, table: str, nodes: int | None) -> None:
     summary: dict[str, Any] = {"table": ref.name}
     if ref.kind == "iceberg":
         summary.update(snapshot=plan.snapshot, committed=_when(plan.snapshot_ms))
-    summary.update({"files": len(plan.files), "rows": plan.rows, "bytes": sum(f.bytes for f in plan.files),
-                    "columns": ", ".join(f"{f.name} {f.type}" for f in plan.schema)})
+    summary.update(
+        {
+            "files": len(plan.files),
+            "rows": plan.rows,
+            "bytes": sum(f.bytes for f in plan.files),
+            "columns": ", ".join(f"{f.name} {f.type}" for f in plan.schema),
+        }
+    )
     if ref.kind == "iceberg":
         from dfs_cer.io.tables import load_iceberg
 
@@ -46,7 +60,11 @@ def show(state: State, table: str, nodes: int | None) -> None:
     if nodes:
         import pyarrow as pa
 
-        dtype = plan.schema.field(ref.time_column).type if ref.time_column in plan.schema.names else pa.int64()
+        dtype = (
+            plan.schema.field(ref.time_column).type
+            if ref.time_column in plan.schema.names
+            else pa.int64()
+        )
 
         def moment(value: int | None) -> object:
             if value is None:
@@ -55,25 +73,43 @@ def show(state: State, table: str, nodes: int | None) -> None:
 
         rows = []
         for k in range(nodes):
-            share = node_share(plan_table(ref.for_node(k, nodes), tables=state.config.tables,
-                                          storage=state.config.storage), state.config.tables)
+            share = node_share(
+                plan_table(
+                    ref.for_node(k, nodes), tables=state.config.tables, storage=state.config.storage
+                ),
+                state.config.tables,
+            )
             times = [f for f in share.files if f.min_ts is not None]
-            rows.append({"node": f"{k}/{nodes}", "files": len(share.files), "rows": share.rows,
-                         "first time": moment(min((f.min_ts for f in times), default=None)),  # type: ignore[type-var]
-                         "last time": moment(max((f.max_ts for f in times), default=None))})  # type: ignore[type-var]
+            rows.append(
+                {
+                    "node": f"{k}/{nodes}",
+                    "files": len(share.files),
+                    "rows": share.rows,
+                    "first time": moment(min((f.min_ts for f in times), default=None)),  # type: ignore[type-var]
+                    "last time": moment(max((f.max_ts for f in times), default=None)),
+                }
+            )  # type: ignore[type-var]
         state.output.table(f"shares of {nodes} storage nodes (by {ref.by})", rows)
 
 
 @table_group.command("append")
 @click.argument("table")
-@click.option("--input", "input_path", required=True, help="Parquet or CSV file or directory (local or s3://).")
-@click.option("--create", is_flag=True, help="Create the table (and its namespace) when it does not exist.")
+@click.option(
+    "--input",
+    "input_path",
+    required=True,
+    help="Parquet or CSV file or directory (local or s3://).",
+)
+@click.option(
+    "--create", is_flag=True, help="Create the table (and its namespace) when it does not exist."
+)
 @pass_state
 @handle_errors
 def append(state: State, table: str, input_path: str, create: bool) -> None:
     """Append an event log to an Iceberg table as one new snapshot."""
     from dfs_cer.io.tables import append_iceberg
 
-    snapshot, rows = append_iceberg(table, input_path, create=create, tables=state.config.tables,
-                                    storage=state.config.storage)
+    snapshot, rows = append_iceberg(
+        table, input_path, create=create, tables=state.config.tables, storage=state.config.storage
+    )
     state.output.mapping(f"appended to {table}", {"rows": rows, "snapshot": snapshot})

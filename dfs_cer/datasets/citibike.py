@@ -16,17 +16,19 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-SCHEMA = pa.schema([
-    ("type", pa.string()),
-    ("ride_id", pa.int64()),
-    ("start_station_id", pa.int32()),
-    ("end_station_id", pa.int32()),
-    ("start_lat", pa.float64()),
-    ("start_lng", pa.float64()),
-    ("end_lat", pa.float64()),
-    ("end_lng", pa.float64()),
-    ("eventtime", pa.timestamp("ms")),
-])
+SCHEMA = pa.schema(
+    [
+        ("type", pa.string()),
+        ("ride_id", pa.int64()),
+        ("start_station_id", pa.int32()),
+        ("end_station_id", pa.int32()),
+        ("start_lat", pa.float64()),
+        ("start_lng", pa.float64()),
+        ("end_lat", pa.float64()),
+        ("end_lng", pa.float64()),
+        ("eventtime", pa.timestamp("ms")),
+    ]
+)
 
 #: 2023-01-01T00:00:00Z in ms
 START_MS = 1_672_531_200_000
@@ -42,8 +44,9 @@ def type_letter(duration_s: np.ndarray, kind: np.ndarray) -> np.ndarray:
     return np.array(TYPES)[bucket * 4 + kind]
 
 
-def citibike_batches(n: int, *, seed: int = 7, mean_gap_ms: float = 1000.0,
-                     batch: int = 1_000_000) -> Iterator[pa.RecordBatch]:
+def citibike_batches(
+    n: int, *, seed: int = 7, mean_gap_ms: float = 1000.0, batch: int = 1_000_000
+) -> Iterator[pa.RecordBatch]:
     """``n`` trips in time order, ``batch`` at a time."""
     rng = np.random.default_rng(seed)
     st_rng = np.random.default_rng(2023)
@@ -65,14 +68,20 @@ def citibike_batches(n: int, *, seed: int = 7, mean_gap_ms: float = 1000.0,
         start = np.where(reuse, end[np.maximum(np.arange(k) - lag, 0)], start)
         duration = rng.lognormal(np.log(660), 0.7, k)  # median 11 minutes
         kind = rng.choice(4, k, p=[0.55, 0.12, 0.23, 0.10])
-        yield pa.RecordBatch.from_arrays([
-            pa.array(type_letter(duration, kind)),
-            pa.array(rng.integers(-(2**62), 2**62, k, dtype=np.int64)),
-            pa.array(ids[start]), pa.array(ids[end]),
-            pa.array(np.round(lat[start], 6)), pa.array(np.round(lng[start], 6)),
-            pa.array(np.round(lat[end], 6)), pa.array(np.round(lng[end], 6)),
-            pa.array(ms.astype(np.int64), pa.timestamp("ms")),
-        ], schema=SCHEMA)
+        yield pa.RecordBatch.from_arrays(
+            [
+                pa.array(type_letter(duration, kind)),
+                pa.array(rng.integers(-(2**62), 2**62, k, dtype=np.int64)),
+                pa.array(ids[start]),
+                pa.array(ids[end]),
+                pa.array(np.round(lat[start], 6)),
+                pa.array(np.round(lng[start], 6)),
+                pa.array(np.round(lat[end], 6)),
+                pa.array(np.round(lng[end], 6)),
+                pa.array(ms.astype(np.int64), pa.timestamp("ms")),
+            ],
+            schema=SCHEMA,
+        )
 
 
 def citibike_queries(count: int = 20, *, seed: int = 11, window_minutes: int = 5) -> list[str]:
@@ -93,5 +102,6 @@ def citibike_queries(count: int = 20, *, seed: int = 11, window_minutes: int = 5
             f"A.start_lat {rng_lat}, B AS B.type = '{b}' AND B.start_lat {rng_lat} AND "
             f"B.start_station_id = A.end_station_id{extra}, C AS C.type = '{c}' AND "
             f"C.start_lat {rng_lat} AND C.start_station_id = B.end_station_id AND "
-            "C.start_lat <= B.start_lat AND C.start_lng <= B.start_lng)")
+            "C.start_lat <= B.start_lat AND C.start_lng <= B.start_lng)"
+        )
     return out

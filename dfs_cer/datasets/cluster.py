@@ -13,25 +13,28 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-SCHEMA = pa.schema([
-    ("type", pa.string()),
-    ("jobid", pa.int64()),
-    ("index", pa.int32()),
-    ("scheduling", pa.string()),
-    ("priority", pa.int32()),
-    ("cpu", pa.float32()),
-    ("ram", pa.float32()),
-    ("disk", pa.float32()),
-    ("eventtime", pa.timestamp("us")),
-])
+SCHEMA = pa.schema(
+    [
+        ("type", pa.string()),
+        ("jobid", pa.int64()),
+        ("index", pa.int32()),
+        ("scheduling", pa.string()),
+        ("priority", pa.int32()),
+        ("cpu", pa.float32()),
+        ("ram", pa.float32()),
+        ("disk", pa.float32()),
+        ("eventtime", pa.timestamp("us")),
+    ]
+)
 
 #: 2011-05-01T19:00:00Z in µs (the trace's epoch offset is arbitrary)
 START_US = 1_304_276_400_000_000
 _END_TYPES = np.array(["TP4", "TP5", "TP3"])
 
 
-def cluster_batches(n: int, *, seed: int = 7, events_per_s: float = 57.0,
-                    batch: int = 1_000_000) -> Iterator[pa.RecordBatch]:
+def cluster_batches(
+    n: int, *, seed: int = 7, events_per_s: float = 57.0, batch: int = 1_000_000
+) -> Iterator[pa.RecordBatch]:
     """About ``n`` task events (exactly ``n``), in time order, ``batch`` at a time."""
     rng = np.random.default_rng(seed)
     clock_us = float(START_US)
@@ -43,7 +46,9 @@ def cluster_batches(n: int, *, seed: int = 7, events_per_s: float = 57.0,
         sizes = np.minimum(rng.geometric(0.15, tasks), 40)
         job_of_task = np.repeat(np.arange(sizes.size), sizes)[:tasks]
         jobs = job_of_task.max() + 1
-        job_start = clock_us + np.cumsum(rng.exponential(3e6 / events_per_s * sizes[:jobs].mean(), jobs))
+        job_start = clock_us + np.cumsum(
+            rng.exponential(3e6 / events_per_s * sizes[:jobs].mean(), jobs)
+        )
         index = np.concatenate([np.arange(s) for s in sizes])[:tasks].astype(np.int32)
         submit = job_start[job_of_task] + rng.exponential(2e5, tasks)
         schedule = submit + rng.exponential(8e5, tasks)
@@ -60,11 +65,20 @@ def cluster_batches(n: int, *, seed: int = 7, events_per_s: float = 57.0,
         order = order[:take]
         rep = np.tile(np.arange(tasks), 3)[order]
         types = np.concatenate([np.full(tasks, "TP0"), np.full(tasks, "TP1"), end_type])[order]
-        yield pa.RecordBatch.from_arrays([
-            pa.array(types), pa.array(next_job + job_of_task[rep].astype(np.int64)), pa.array(index[rep]),
-            pa.array(job_sched[rep]), pa.array(job_priority[rep]), pa.array(cpu[rep]), pa.array(ram[rep]),
-            pa.array(disk[rep]), pa.array(t[order], pa.timestamp("us")),
-        ], schema=SCHEMA)
+        yield pa.RecordBatch.from_arrays(
+            [
+                pa.array(types),
+                pa.array(next_job + job_of_task[rep].astype(np.int64)),
+                pa.array(index[rep]),
+                pa.array(job_sched[rep]),
+                pa.array(job_priority[rep]),
+                pa.array(cpu[rep]),
+                pa.array(ram[rep]),
+                pa.array(disk[rep]),
+                pa.array(t[order], pa.timestamp("us")),
+            ],
+            schema=SCHEMA,
+        )
         produced += take
         next_job += int(jobs)
         clock_us = float(t[order].max())  # the next batch starts after this one: time order holds
@@ -88,5 +102,6 @@ def cluster_queries(count: int = 20, *, seed: int = 11, window_seconds: int = 3)
             f"(A N1*? B N2*? C) WITHIN INTERVAL '{window_seconds}' SECOND DEFINE A AS "
             f"A.type = 'TP0' AND {limits.format(v='A')}, B AS B.type = 'TP1' AND "
             f"{limits.format(v='B')} AND B.jobid = A.jobid AND B.index < 5{disk}, C AS "
-            f"C.type = '{end}' AND {limits.format(v='C')} AND C.jobid = B.jobid)")
+            f"C.type = '{end}' AND {limits.format(v='C')} AND C.jobid = B.jobid)"
+        )
     return out

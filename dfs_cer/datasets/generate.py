@@ -13,7 +13,9 @@ from dfs_cer.errors import ConfigError
 KINDS = ("synthetic", "crimes", "citibike", "cluster", "stocks")
 
 
-def batches(kind: str, n: int, *, seed: int = 7, batch: int = 1_000_000, **options: Any) -> Iterator[pa.Table]:
+def batches(
+    kind: str, n: int, *, seed: int = 7, batch: int = 1_000_000, **options: Any
+) -> Iterator[pa.Table]:
     """``n`` events of data set ``kind`` in batches."""
     if n < 0:
         raise ConfigError(f"the number of events must be >= 0, got {n}")
@@ -22,7 +24,9 @@ def batches(kind: str, n: int, *, seed: int = 7, batch: int = 1_000_000, **optio
 
         interarrival = options.pop("interarrival", "poisson")
         if interarrival not in INTERARRIVALS:
-            raise ConfigError(f"--interarrival must be one of {', '.join(INTERARRIVALS)}, got {interarrival!r}")
+            raise ConfigError(
+                f"--interarrival must be one of {', '.join(INTERARRIVALS)}, got {interarrival!r}"
+            )
         yield from synthetic_batches(n, seed=seed, batch=batch, interarrival=interarrival)
         return
     if options:
@@ -41,8 +45,9 @@ def batches(kind: str, n: int, *, seed: int = 7, batch: int = 1_000_000, **optio
         yield pa.Table.from_batches([b])
 
 
-def write_parquet(kind: str, n: int, out: str, *, progress: Callable[[int], None] | None = None,
-                  **options: Any) -> int:
+def write_parquet(
+    kind: str, n: int, out: str, *, progress: Callable[[int], None] | None = None, **options: Any
+) -> int:
     """Write ``n`` events of ``kind`` to the parquet file ``out``; returns the rows written."""
     written = 0
     writer: pq.ParquetWriter | None = None

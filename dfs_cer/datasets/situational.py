@@ -17,13 +17,15 @@ def _periods(rng: np.random.Generator, n: int) -> np.ndarray:
     on = bool(rng.integers(0, 2))
     while t < n:
         length = int(rng.integers(10, 101)) if on else int(rng.integers(10, 51))
-        out[t:t + length] = on
+        out[t : t + length] = on
         t += length
         on = not on
     return out
 
 
-def situation_events(events: int, keys: int = 10, seed: int = 5, start: int = 1_700_000_000) -> pa.Table:
+def situation_events(
+    events: int, keys: int = 10, seed: int = 5, start: int = 1_700_000_000
+) -> pa.Table:
     """``events`` readings over ``keys`` keys (one per key per second), sorted by time."""
     rng = np.random.default_rng(seed)
     per_key = max(1, events // keys)

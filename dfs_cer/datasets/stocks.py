@@ -25,9 +25,14 @@ def stock_events(n: int, *, keys: int = 3000, seed: int = 3) -> pa.Table:
     offset = np.repeat(walked[starts] - steps[order][starts], np.diff(np.r_[starts, n]))
     price = np.empty(n)
     price[order] = 100.0 + walked - offset
-    return pa.table({"sym": pa.array(np.char.add("S", np.char.zfill(sym.astype(str), 4))),
-                     "price": pa.array(price), "volume": pa.array(rng.integers(1, 1000, n)),
-                     "ts": pa.array(ts, pa.timestamp("ms"))})
+    return pa.table(
+        {
+            "sym": pa.array(np.char.add("S", np.char.zfill(sym.astype(str), 4))),
+            "price": pa.array(price),
+            "volume": pa.array(rng.integers(1, 1000, n)),
+            "ts": pa.array(ts, pa.timestamp("ms")),
+        }
+    )
 
 
 def stock_batches(n: int, *, seed: int = 3, batch: int = 1_000_000) -> Iterator[pa.RecordBatch]:

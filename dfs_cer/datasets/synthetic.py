@@ -37,11 +37,20 @@ def _gaps(rng: np.random.Generator, n: int, interarrival: str) -> np.ndarray:
         return np.clip(rng.normal(1.0, 1 / 3, n), 0.0, None)
     if interarrival == "rayleigh":
         return rng.rayleigh(1.0 / np.sqrt(np.pi / 2), n)  # mean sigma*sqrt(pi/2) = 1
-    raise ValueError(f"interarrival must be one of {', '.join(INTERARRIVALS)}, got {interarrival!r}")
+    raise ValueError(
+        f"interarrival must be one of {', '.join(INTERARRIVALS)}, got {interarrival!r}"
+    )
 
 
-def synthetic_events(n: int, *, seed: int = 7, batch: int = 1_000_000, shuffle: bool = True,
-                     start: int = 0, interarrival: str = "poisson") -> pa.Table:
+def synthetic_events(
+    n: int,
+    *,
+    seed: int = 7,
+    batch: int = 1_000_000,
+    shuffle: bool = True,
+    start: int = 0,
+    interarrival: str = "poisson",
+) -> pa.Table:
     """``n`` synthetic events (``start`` offsets the event index, so batches can be generated
     separately and concatenated)."""
     rng = np.random.default_rng([seed, start])
@@ -56,21 +65,35 @@ def synthetic_events(n: int, *, seed: int = 7, batch: int = 1_000_000, shuffle: 
         for lo in range(0, n, batch):
             rng.shuffle(order[lo : lo + batch])
     t = rng.choice(20, n, p=_zipf(1.2, 20))
-    return pa.table({
-        "type": pa.array(types[t][order]),
-        "a1": pa.array(rng.integers(0, 1001, n)[order].astype(np.int32)),
-        "a2": pa.array(a2_values[rng.choice(50, n, p=_zipf(0.255, 50))][order]),
-        "a3": pa.array(a3_values[rng.choice(50, n, p=_zipf(0.7, 50))][order]),
-        "ts": pa.array(ts[order], pa.timestamp("ms")),
-    })
+    return pa.table(
+        {
+            "type": pa.array(types[t][order]),
+            "a1": pa.array(rng.integers(0, 1001, n)[order].astype(np.int32)),
+            "a2": pa.array(a2_values[rng.choice(50, n, p=_zipf(0.255, 50))][order]),
+            "a3": pa.array(a3_values[rng.choice(50, n, p=_zipf(0.7, 50))][order]),
+            "ts": pa.array(ts[order], pa.timestamp("ms")),
+        }
+    )
 
 
-def synthetic_batches(n: int, *, seed: int = 7, batch: int = 1_000_000, shuffle: bool = True,
-                      interarrival: str = "poisson") -> Iterator[pa.Table]:
+def synthetic_batches(
+    n: int,
+    *,
+    seed: int = 7,
+    batch: int = 1_000_000,
+    shuffle: bool = True,
+    interarrival: str = "poisson",
+) -> Iterator[pa.Table]:
     """``n`` synthetic events in batches of ``batch`` (each shuffled), for streaming to parquet."""
     for lo in range(0, n, batch):
-        yield synthetic_events(min(batch, n - lo), seed=seed, batch=batch, shuffle=shuffle, start=lo,
-                               interarrival=interarrival)
+        yield synthetic_events(
+            min(batch, n - lo),
+            seed=seed,
+            batch=batch,
+            shuffle=shuffle,
+            start=lo,
+            interarrival=interarrival,
+        )
 
 
 def variable_types(rng: np.random.Generator, count: int) -> list[int]:
@@ -84,8 +107,15 @@ def variable_types(rng: np.random.Generator, count: int) -> list[int]:
     return kinds
 
 
-def synthetic_queries(count: int = 20, *, variables: int = 4, window_minutes: float = 3, selectivity: int = 200,
-                      seed: int = 11, cer: bool = True) -> list[str]:
+def synthetic_queries(
+    count: int = 20,
+    *,
+    variables: int = 4,
+    window_minutes: float = 3,
+    selectivity: int = 200,
+    seed: int = 11,
+    cer: bool = True,
+) -> list[str]:
     """The synthetic workload: ``count`` queries over ``variables`` variables.
 
     With ``cer`` the pattern is ``A B C ...`` under ``ALL MATCHES`` (skip-till-any-match, as the
@@ -106,11 +136,18 @@ def synthetic_queries(count: int = 20, *, variables: int = 4, window_minutes: fl
             defines.append(f"{name} AS {cond}")
         if cer:
             pattern = " ".join(names)
-            head = "MEASURES " + ", ".join(f"{n}.ts AS {n.lower()}_ts" for n in names) + " ALL MATCHES"
+            head = (
+                "MEASURES " + ", ".join(f"{n}.ts AS {n.lower()}_ts" for n in names) + " ALL MATCHES"
+            )
         else:
             pattern = " ".join(n if i == 0 else f"N{i}*? {n}" for i, n in enumerate(names))
-            head = ("MEASURES " + ", ".join(f"{n}.ts AS {n.lower()}_ts" for n in names)
-                    + " ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW")
-        out.append(f"SELECT * FROM synthetic MATCH_RECOGNIZE (ORDER BY ts {head} PATTERN ({pattern}) "
-                   f"WITHIN INTERVAL '{window_minutes}' MINUTE DEFINE {', '.join(defines)})")
+            head = (
+                "MEASURES "
+                + ", ".join(f"{n}.ts AS {n.lower()}_ts" for n in names)
+                + " ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW"
+            )
+        out.append(
+            f"SELECT * FROM synthetic MATCH_RECOGNIZE (ORDER BY ts {head} PATTERN ({pattern}) "
+            f"WITHIN INTERVAL '{window_minutes}' MINUTE DEFINE {', '.join(defines)})"
+        )
     return out

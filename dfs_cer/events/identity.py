@@ -32,8 +32,12 @@ def _mix(x: np.ndarray) -> np.ndarray:
         return z ^ (z >> np.uint64(31))
 
 
-def identity_columns(schema: pa.Schema, partition_by: Sequence[str], order_by: Sequence[str],
-                     event_key: Sequence[str]) -> list[str]:
+def identity_columns(
+    schema: pa.Schema,
+    partition_by: Sequence[str],
+    order_by: Sequence[str],
+    event_key: Sequence[str],
+) -> list[str]:
     head = [*partition_by, *[c for c in order_by if c not in partition_by]]
     # every column (DuckDB hashes any type, dictionaries and lists by their values)
     rest = list(event_key) if event_key else [f.name for f in schema]
@@ -50,9 +54,16 @@ def row_hashes(table: pa.Table, columns: Sequence[str]) -> np.ndarray:
     try:
         selected = table.select(list(columns))
         # dictionaries by their values: the same content hashes alike whatever its encoding
-        selected = pa.table({name: col.dictionary_decode() if pa.types.is_dictionary(col.type) else col
-                             for name, col in zip(selected.column_names,
-                                                  (c.combine_chunks() for c in selected.columns), strict=True)})
+        selected = pa.table(
+            {
+                name: col.dictionary_decode() if pa.types.is_dictionary(col.type) else col
+                for name, col in zip(
+                    selected.column_names,
+                    (c.combine_chunks() for c in selected.columns),
+                    strict=True,
+                )
+            }
+        )
         con.register("rows_", selected)
         args = ", ".join('"' + c.replace('"', '""') + '"' for c in columns)
         out = con.sql(f"SELECT hash({args}) AS h FROM rows_").fetchnumpy()["h"]
@@ -87,7 +98,9 @@ def label_hashes(labels: Sequence[str]) -> np.ndarray:
     return _mix(np.array([zlib.crc32(n.encode()) for n in labels], np.uint64))
 
 
-def match_ids(row_hash: np.ndarray, label_hash: np.ndarray, m_count: np.ndarray, empty_row: np.ndarray) -> np.ndarray:
+def match_ids(
+    row_hash: np.ndarray, label_hash: np.ndarray, m_count: np.ndarray, empty_row: np.ndarray
+) -> np.ndarray:
     """Ids of matches whose rows are given flattened in match order.
 
     ``row_hash``/``label_hash``: per flattened row; ``m_count``: rows per match (0 for an empty
@@ -102,7 +115,11 @@ def match_ids(row_hash: np.ndarray, label_hash: np.ndarray, m_count: np.ndarray,
         terms = _mix(row_hash ^ (label_hash * np.uint64(31)) ^ _mix(pos.astype(np.uint64)))
         nonempty = m_count > 0
         if terms.size:
-            sums = np.add.reduceat(terms, starts[nonempty]) if nonempty.any() else np.zeros(0, np.uint64)
+            sums = (
+                np.add.reduceat(terms, starts[nonempty])
+                if nonempty.any()
+                else np.zeros(0, np.uint64)
+            )
             out[nonempty] = _mix(sums.astype(np.uint64) + m_count[nonempty].astype(np.uint64))
         out[~nonempty] = _mix(empty_row[~nonempty] ^ _EMPTY)
     return out

@@ -16,9 +16,17 @@ import pyarrow.compute as pc
 
 
 def _sortable(t: pa.DataType) -> bool:
-    return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
-                or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
-                or pa.types.is_large_binary(t) or pa.types.is_temporal(t) or pa.types.is_decimal(t))
+    return bool(
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_temporal(t)
+        or pa.types.is_decimal(t)
+    )
 
 
 def _sort_keys(table: pa.Table, columns: list[str]) -> pa.Table:
@@ -68,17 +76,30 @@ def same_as_previous(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
 OrderKey = tuple[str, bool] | tuple[str, bool, bool]
 
 
-def sort_and_partition(table: pa.Table, partition_by: tuple[str, ...], order_by: Sequence[OrderKey],
-                       columns: set[str] | None = None, event_key: tuple[str, ...] = (),
-                       dedup: bool = False) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+def sort_and_partition(
+    table: pa.Table,
+    partition_by: tuple[str, ...],
+    order_by: Sequence[OrderKey],
+    columns: set[str] | None = None,
+    event_key: tuple[str, ...] = (),
+    dedup: bool = False,
+) -> tuple[pa.Table, np.ndarray, np.ndarray]:
     """See :func:`sort_partition_flags` (without flags)."""
-    sorted_table, bounds, order, _ = sort_partition_flags(table, partition_by, order_by, columns, event_key, dedup)
+    sorted_table, bounds, order, _ = sort_partition_flags(
+        table, partition_by, order_by, columns, event_key, dedup
+    )
     return sorted_table, bounds, order
 
 
-def sort_partition_flags(table: pa.Table, partition_by: tuple[str, ...], order_by: Sequence[OrderKey],
-                         columns: set[str] | None = None, event_key: tuple[str, ...] = (), dedup: bool = False,
-                         flags: np.ndarray | None = None) -> tuple[pa.Table, np.ndarray, np.ndarray, np.ndarray]:
+def sort_partition_flags(
+    table: pa.Table,
+    partition_by: tuple[str, ...],
+    order_by: Sequence[OrderKey],
+    columns: set[str] | None = None,
+    event_key: tuple[str, ...] = (),
+    dedup: bool = False,
+    flags: np.ndarray | None = None,
+) -> tuple[pa.Table, np.ndarray, np.ndarray, np.ndarray]:
     """Sort by partition and order keys, then by the event key, then by the row's other columns
     (only ``columns`` are carried along when given); with ``dedup``, drop duplicate events.
 
@@ -100,7 +121,13 @@ def sort_partition_flags(table: pa.Table, partition_by: tuple[str, ...], order_b
         c, descending = item[0], item[1]
         nulls_first = len(item) > 2 and bool(item[2])
         if c not in {k[0] for k in keys}:  # a column named twice sorts by its first place
-            keys.append((c, "descending" if descending else "ascending", "at_start" if nulls_first else "at_end"))
+            keys.append(
+                (
+                    c,
+                    "descending" if descending else "ascending",
+                    "at_start" if nulls_first else "at_end",
+                )
+            )
     named = {k[0] for k in keys}
     key_cols = [c for c in event_key if c not in named]
     rest = [f.name for f in table.schema if f.name not in named and f.name not in key_cols]
@@ -109,9 +136,11 @@ def sort_partition_flags(table: pa.Table, partition_by: tuple[str, ...], order_b
     order = np.arange(len(table), dtype=np.int64)
     sortable = _sort_keys(table, [k[0] for k in keys]) if keys and len(table) > 1 else None
     if sortable is not None:
-        order = np.asarray(pc.sort_indices(sortable, sort_keys=keys).to_numpy(zero_copy_only=False), np.int64)
+        order = np.asarray(
+            pc.sort_indices(sortable, sort_keys=keys).to_numpy(zero_copy_only=False), np.int64
+        )
     if dedup and sortable is not None and order_by:
-        identity = [k[0] for k in keys[:len(named)]] + (key_cols if event_key else rest)
+        identity = [k[0] for k in keys[: len(named)]] + (key_cols if event_key else rest)
         ordered = sortable.select(identity).take(pa.array(order))
         duplicate = np.ones(len(table), bool)
         duplicate[0] = False
@@ -124,7 +153,11 @@ def sort_partition_flags(table: pa.Table, partition_by: tuple[str, ...], order_b
             flags = flags.copy()
             flags[order] = kept
     if columns is not None:
-        keep = [c for c in table.column_names if c in columns or c in partition_by or c in {o[0] for o in order_by}]
+        keep = [
+            c
+            for c in table.column_names
+            if c in columns or c in partition_by or c in {o[0] for o in order_by}
+        ]
         table = table.select(keep)
     if not np.array_equal(order, np.arange(len(table))):
         table = table.take(pa.array(order))

@@ -14,7 +14,11 @@ def time_ints(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
     in its own units (dates: days since the epoch)."""
     arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
     if pa.types.is_temporal(arr.type):
-        arr = arr.view(pa.int64()) if arr.type.bit_width == 64 else pc.cast(arr.view(pa.int32()), pa.int64())
+        arr = (
+            arr.view(pa.int64())
+            if arr.type.bit_width == 64
+            else pc.cast(arr.view(pa.int32()), pa.int64())
+        )
     return np.asarray(pc.cast(arr, pa.int64()).to_numpy(zero_copy_only=False), np.int64)
 
 
@@ -23,10 +27,17 @@ def time_values(table: pa.Table, column: str) -> np.ndarray:
     a column of another type, or with NULLs, cannot place rows in time (WITHIN)."""
     arr = table.column(column).combine_chunks()
     if not (pa.types.is_temporal(arr.type) or pa.types.is_integer(arr.type)):
-        raise UnsupportedFeatureError(f"WITHIN over a {arr.type} ORDER BY column is not supported",
-                                      clause="WITHIN", hint="order by a timestamp or integer column",
-                                      code="unsupported")
+        raise UnsupportedFeatureError(
+            f"WITHIN over a {arr.type} ORDER BY column is not supported",
+            clause="WITHIN",
+            hint="order by a timestamp or integer column",
+            code="unsupported",
+        )
     if arr.null_count:
-        raise UnsupportedFeatureError(f"the ORDER BY column {column} has NULLs, which WITHIN cannot place in time",
-                                      clause="WITHIN", hint="filter them out first", code="null-time")
+        raise UnsupportedFeatureError(
+            f"the ORDER BY column {column} has NULLs, which WITHIN cannot place in time",
+            clause="WITHIN",
+            hint="filter them out first",
+            code="null-time",
+        )
     return np.asarray(time_ints(arr), np.int64)

@@ -17,5 +17,14 @@ from dfs_cer.filters.keyset import WindowKeySet
 from dfs_cer.filters.swf import RefreshTags, ShrinkingWindowFilter, eq1_offsets
 from dfs_cer.filters.wjf import WindowJoinFilter
 
-__all__ = ["IntervalSet", "JoinSet", "KeyKind", "RefreshTags", "ShrinkingWindowFilter", "WindowJoinFilter",
-           "WindowKeySet", "eq1_offsets", "join_kind"]
+__all__ = [
+    "IntervalSet",
+    "JoinSet",
+    "KeyKind",
+    "RefreshTags",
+    "ShrinkingWindowFilter",
+    "WindowJoinFilter",
+    "WindowKeySet",
+    "eq1_offsets",
+    "join_kind",
+]

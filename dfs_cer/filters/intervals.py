@@ -37,7 +37,9 @@ class IntervalSet:
 
     __slots__ = ("ends", "starts")
 
-    def __init__(self, starts: np.ndarray | Sequence[int] = (), ends: np.ndarray | Sequence[int] = ()) -> None:
+    def __init__(
+        self, starts: np.ndarray | Sequence[int] = (), ends: np.ndarray | Sequence[int] = ()
+    ) -> None:
         s = np.asarray(starts, dtype=np.int64).ravel()
         e = np.asarray(ends, dtype=np.int64).ravel()
         if s.shape != e.shape:
@@ -57,14 +59,19 @@ class IntervalSet:
         return int(self.starts.size)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, IntervalSet) and np.array_equal(self.starts, other.starts) \
+        return (
+            isinstance(other, IntervalSet)
+            and np.array_equal(self.starts, other.starts)
             and np.array_equal(self.ends, other.ends)
+        )
 
     def __hash__(self) -> int:
         return hash((self.starts.tobytes(), self.ends.tobytes()))
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"[{s}, {e}]" for s, e in zip(self.starts[:4], self.ends[:4], strict=True))
+        shown = ", ".join(
+            f"[{s}, {e}]" for s, e in zip(self.starts[:4], self.ends[:4], strict=True)
+        )
         more = f", ... ({len(self)} intervals)" if len(self) > 4 else ""
         return f"IntervalSet({shown}{more})"
 
@@ -85,8 +92,10 @@ class IntervalSet:
         return out
 
     def union(self, *others: IntervalSet) -> IntervalSet:
-        return IntervalSet(np.concatenate([self.starts, *(o.starts for o in others)]),
-                           np.concatenate([self.ends, *(o.ends for o in others)]))
+        return IntervalSet(
+            np.concatenate([self.starts, *(o.starts for o in others)]),
+            np.concatenate([self.ends, *(o.ends for o in others)]),
+        )
 
     def intersection(self, other: IntervalSet) -> IntervalSet:
         """Points in both sets (a sweep over the sorted boundaries)."""
@@ -94,7 +103,9 @@ class IntervalSet:
             return IntervalSet()
         # half-open [s, e + 1): +1 at starts, -1 at ends; ends sort before starts at one position
         pos = np.concatenate([self.starts, other.starts, self.ends + 1, other.ends + 1])
-        delta = np.concatenate([np.ones(len(self) + len(other), np.int64), -np.ones(len(self) + len(other), np.int64)])
+        delta = np.concatenate(
+            [np.ones(len(self) + len(other), np.int64), -np.ones(len(self) + len(other), np.int64)]
+        )
         order = np.lexsort((delta, pos))
         pos, depth = pos[order], np.cumsum(delta[order])
         enter = np.nonzero(depth == 2)[0]
@@ -104,7 +115,9 @@ class IntervalSet:
         """Distinct window ids ``floor(t / w)`` the set touches (sizes the initial SWF)."""
         ws, we = np.floor_divide(self.starts, window), np.floor_divide(self.ends, window)
         counts = we - ws + 1
-        out = np.repeat(ws, counts) + (np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts))
+        out = np.repeat(ws, counts) + (
+            np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+        )
         return np.unique(out)
 
     def to_bytes(self) -> bytes:
@@ -116,10 +129,16 @@ class IntervalSet:
         what = "interval set"
         _, (n,), payload = wire.unpack(buf, MAGIC, _HEADER, what)
         n = int(n)
-        wire.expect(len(payload) == 16 * n, what, f"payload of {len(payload)} bytes for {n} intervals")
+        wire.expect(
+            len(payload) == 16 * n, what, f"payload of {len(payload)} bytes for {n} intervals"
+        )
         pairs = np.frombuffer(payload, "<i8").reshape(-1, 2).astype(np.int64)
         out = cls.__new__(cls)
         out.starts, out.ends = pairs[:, 0].copy(), pairs[:, 1].copy()
         wire.expect(bool(np.all(out.ends >= out.starts)), what, "an interval ends before it starts")
-        wire.expect(bool(np.all(out.starts[1:] > out.ends[:-1] + 1)), what, "intervals are not sorted and merged")
+        wire.expect(
+            bool(np.all(out.starts[1:] > out.ends[:-1] + 1)),
+            what,
+            "intervals are not sorted and merged",
+        )
         return out

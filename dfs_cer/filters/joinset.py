@@ -16,7 +16,9 @@ Values: TypeAlias = "pa.Array | pa.ChunkedArray | np.ndarray[Any, Any]"
 
 def _pairs(values: object, windows: np.ndarray) -> np.ndarray:
     assert isinstance(values, np.ndarray)
-    bits = values.view(np.int64) if values.dtype == np.float64 else values.astype(np.int64, copy=False)
+    bits = (
+        values.view(np.int64) if values.dtype == np.float64 else values.astype(np.int64, copy=False)
+    )
     stacked = np.ascontiguousarray(np.stack([bits, windows], axis=1))
     return stacked.view(np.dtype((np.void, 16))).ravel()
 
@@ -40,13 +42,20 @@ class JoinSet:
         windows = np.floor_divide(np.asarray(ts, dtype=np.int64), self.window)
         if self.kind == KeyKind.STRING:
             assert isinstance(normalized, list)
-            self._strings.update((v, int(w)) for v, w, ok in zip(normalized, windows.tolist(), valid, strict=True)
-                                 if ok)
+            self._strings.update(
+                (v, int(w))
+                for v, w, ok in zip(normalized, windows.tolist(), valid, strict=True)
+                if ok
+            )
             return
         assert isinstance(normalized, np.ndarray)
-        self._numeric = np.unique(np.concatenate([self._numeric, _pairs(normalized[valid], windows[valid])]))
+        self._numeric = np.unique(
+            np.concatenate([self._numeric, _pairs(normalized[valid], windows[valid])])
+        )
 
-    def contains(self, values: Values, ts: np.ndarray | Sequence[int], direction: int) -> np.ndarray:
+    def contains(
+        self, values: Values, ts: np.ndarray | Sequence[int], direction: int
+    ) -> np.ndarray:
         """Exact counterpart of :meth:`WindowJoinFilter.might_contain` (same ``direction``)."""
         normalized, valid = normalize(values, self.kind)
         windows = np.floor_divide(np.asarray(ts, dtype=np.int64), self.window)
@@ -55,13 +64,23 @@ class JoinSet:
         for offset in offsets:
             if self.kind == KeyKind.STRING:
                 assert isinstance(normalized, list)
-                out |= np.fromiter(((v, int(w)) in self._strings for v, w in
-                                    zip(normalized, (windows + offset).tolist(), strict=True)), bool, len(normalized))
+                out |= np.fromiter(
+                    (
+                        (v, int(w)) in self._strings
+                        for v, w in zip(normalized, (windows + offset).tolist(), strict=True)
+                    ),
+                    bool,
+                    len(normalized),
+                )
             else:
                 keys = _pairs(normalized, windows + offset)
                 i = np.searchsorted(self._numeric, keys)
                 i = np.minimum(i, max(self._numeric.size - 1, 0))
-                out |= (self._numeric.size > 0) & (self._numeric[i] == keys) if self._numeric.size else False
+                out |= (
+                    (self._numeric.size > 0) & (self._numeric[i] == keys)
+                    if self._numeric.size
+                    else False
+                )
         return out & valid
 
     def size_in_bytes(self) -> int:

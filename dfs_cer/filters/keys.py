@@ -35,7 +35,11 @@ def kind_of(dtype: pa.DataType) -> KeyKind:
         return KeyKind.FLOAT
     if pa.types.is_integer(dtype) or pa.types.is_boolean(dtype) or pa.types.is_temporal(dtype):
         return KeyKind.INT
-    if pa.types.is_string(dtype) or pa.types.is_large_string(dtype) or pa.types.is_dictionary(dtype):
+    if (
+        pa.types.is_string(dtype)
+        or pa.types.is_large_string(dtype)
+        or pa.types.is_dictionary(dtype)
+    ):
         return KeyKind.STRING
     raise TypeError(f"cannot use a {dtype} column in an equality join filter")
 
@@ -53,7 +57,9 @@ def join_kind(left: pa.DataType, right: pa.DataType) -> KeyKind:
     raise TypeError(f"cannot compare {left} with {right} in an equality join filter")
 
 
-def normalize(values: pa.Array | pa.ChunkedArray | np.ndarray, kind: KeyKind) -> tuple[object, np.ndarray]:
+def normalize(
+    values: pa.Array | pa.ChunkedArray | np.ndarray, kind: KeyKind
+) -> tuple[object, np.ndarray]:
     """Values as int64 / float64 numpy arrays or a list of str, plus a validity mask."""
     if isinstance(values, np.ndarray):
         values = pa.array(values)
@@ -88,8 +94,11 @@ def normalize(values: pa.Array | pa.ChunkedArray | np.ndarray, kind: KeyKind) ->
             micros = raw // 1000 if values.type.unit == "ns" else raw * np.int64(scale)
         return np.ascontiguousarray(micros, dtype=np.int64), valid
     if pa.types.is_temporal(values.type):
-        values = values.view(pa.int64()) if values.type.bit_width == 64 else pc.cast(values.view(pa.int32()),
-                                                                                        pa.int64())
+        values = (
+            values.view(pa.int64())
+            if values.type.bit_width == 64
+            else pc.cast(values.view(pa.int32()), pa.int64())
+        )
     if pa.types.is_uint64(values.type):  # values above 2**63 wrap: equal values keep equal bits
         arr = values.fill_null(0).to_numpy(zero_copy_only=False).view(np.int64)
     else:
@@ -112,7 +121,9 @@ def hash_numbers(bits: np.ndarray, windows: np.ndarray, seed: np.uint64) -> np.n
     """64-bit hash of (value bits, window id) for every element."""
     out = np.empty(bits.shape[0], np.uint64)
     for i in range(bits.shape[0]):
-        out[i] = _mix(np.uint64(bits[i]) ^ _mix(np.uint64(windows[i]) + seed + np.uint64(0x9E3779B97F4A7C15)))
+        out[i] = _mix(
+            np.uint64(bits[i]) ^ _mix(np.uint64(windows[i]) + seed + np.uint64(0x9E3779B97F4A7C15))
+        )
     return out
 
 
@@ -123,8 +134,13 @@ def hash_keys(values: object, kind: KeyKind, windows: np.ndarray, seed: int) -> 
         assert isinstance(values, list)
         seeds = ((windows ^ np.int64(seed & 0x7FFFFFFFFFFFFFFF)) & 0xFFFFFFFF).tolist()
         return np.fromiter(
-            (mmh3.hash64(v if v is not None else "", s, signed=False)[0] for v, s in zip(values, seeds, strict=True)),
-            dtype=np.uint64, count=len(values))
+            (
+                mmh3.hash64(v if v is not None else "", s, signed=False)[0]
+                for v, s in zip(values, seeds, strict=True)
+            ),
+            dtype=np.uint64,
+            count=len(values),
+        )
     assert isinstance(values, np.ndarray)
     bits = values.view(np.int64) if values.dtype == np.float64 else values
     return hash_numbers(bits, windows, np.uint64(seed))

@@ -29,9 +29,13 @@ class WindowKeySet:
             raise ValueError(f"window must be positive, got {window}")
         self.window = int(window)
         self.kind = KeyKind(kind)
-        self.keys = np.zeros(0, np.uint64) if keys is None else np.unique(np.asarray(keys, np.uint64))
+        self.keys = (
+            np.zeros(0, np.uint64) if keys is None else np.unique(np.asarray(keys, np.uint64))
+        )
 
-    def _hashes(self, values: Values, ts: np.ndarray | Sequence[int], offset: int) -> tuple[np.ndarray, np.ndarray]:
+    def _hashes(
+        self, values: Values, ts: np.ndarray | Sequence[int], offset: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         normalized, valid = normalize(values, self.kind)
         windows = np.floor_divide(np.asarray(ts, np.int64), self.window) + offset
         if windows.shape[0] != valid.shape[0]:
@@ -42,7 +46,9 @@ class WindowKeySet:
         hashes, valid = self._hashes(values, ts, 0)
         self.keys = np.union1d(self.keys, hashes[valid])
 
-    def might_contain(self, values: Values, ts: np.ndarray | Sequence[int], direction: int) -> np.ndarray:
+    def might_contain(
+        self, values: Values, ts: np.ndarray | Sequence[int], direction: int
+    ) -> np.ndarray:
         """True where the value is present at the event's window or its neighbour (see
         :meth:`WindowJoinFilter.might_contain` for ``direction``)."""
         if direction not in (-1, 0, 1):
@@ -68,14 +74,20 @@ class WindowKeySet:
         return int(self.keys.size)
 
     def to_bytes(self) -> bytes:
-        return wire.pack(MAGIC, _HEADER, (len(self), self.window, int(self.kind)),
-                         self.keys.astype("<u8").tobytes())
+        return wire.pack(
+            MAGIC,
+            _HEADER,
+            (len(self), self.window, int(self.kind)),
+            self.keys.astype("<u8").tobytes(),
+        )
 
     @classmethod
     def from_bytes(cls, buf: bytes | bytearray | memoryview) -> WindowKeySet:
         what = "window key set"
         _, (n, window, kind), payload = wire.unpack(buf, MAGIC, _HEADER, what)
-        wire.expect(len(payload) == 8 * int(n), what, f"payload of {len(payload)} bytes for {n} keys")
+        wire.expect(
+            len(payload) == 8 * int(n), what, f"payload of {len(payload)} bytes for {n} keys"
+        )
         wire.expect(int(window) > 0, what, f"window {window} is not positive")
         wire.expect(int(kind) in {k.value for k in KeyKind}, what, f"unknown key kind {kind}")
         keys = np.frombuffer(payload, "<u8").astype(np.uint64)

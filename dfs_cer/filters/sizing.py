@@ -30,8 +30,16 @@ def swf_buckets(n_windows: int, entries_per_bucket: int = 4, load: float = SWF_M
     return next_pow2(math.ceil(n_windows / load / entries_per_bucket))
 
 
-def swf_fpr_theorem1(rate: float, window: float, *, head_or_tail: bool = True, entries_per_bucket: int = 4,
-                     load: float = 0.8, fingerprint_bits: int = 12, slice_bits: int = 20) -> float:
+def swf_fpr_theorem1(
+    rate: float,
+    window: float,
+    *,
+    head_or_tail: bool = True,
+    entries_per_bucket: int = 4,
+    load: float = 0.8,
+    fingerprint_bits: int = 12,
+    slice_bits: int = 20,
+) -> float:
     """Theorem 1: upper bound of the initial SWF's FPR for events of rate λ and window w."""
     kappa = math.exp(-rate * window)
     d, a, lf, lt = entries_per_bucket, load, fingerprint_bits, slice_bits
@@ -39,10 +47,17 @@ def swf_fpr_theorem1(rate: float, window: float, *, head_or_tail: bool = True, e
     if kappa >= 1.0:
         return 0.0
     if head_or_tail:
-        return kappa**2 * collide * (lt * (1 - kappa) - kappa * math.log(kappa)) / (lt * (1 - kappa**2)) \
+        return (
+            kappa**2
+            * collide
+            * (lt * (1 - kappa) - kappa * math.log(kappa))
+            / (lt * (1 - kappa**2))
             + kappa * math.log(1 / kappa) / lt
-    return kappa**3 * collide * (lt * (1 - kappa) - kappa**2 * math.log(kappa)) / (lt * (1 - kappa**3)) \
+        )
+    return (
+        kappa**3 * collide * (lt * (1 - kappa) - kappa**2 * math.log(kappa)) / (lt * (1 - kappa**3))
         + kappa**2 * math.log(1 / kappa) / lt
+    )
 
 
 def per_lookup_fpr(target: float, probes: int = 2) -> float:

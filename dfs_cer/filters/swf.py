@@ -87,20 +87,34 @@ class RefreshTags:
         pairs = values[0::2] | (values[1::2] << np.uint64(20))
         packed = pairs.astype("<u8").view(np.uint8).reshape(-1, 8)[:, :5].tobytes()
         payload = np.packbits(nonzero, bitorder="little").tobytes() + packed
-        return wire.pack(REFRESH_MAGIC, _REFRESH_HEADER,
-                         (self.tags.size, self.table_crc, int(nonzero.sum()), self.window), payload)
+        return wire.pack(
+            REFRESH_MAGIC,
+            _REFRESH_HEADER,
+            (self.tags.size, self.table_crc, int(nonzero.sum()), self.window),
+            payload,
+        )
 
     @classmethod
     def from_bytes(cls, buf: bytes | bytearray | memoryview) -> RefreshTags:
         what = "SWF refresh tags"
-        _, (slots, crc, count, window), payload = wire.unpack(buf, REFRESH_MAGIC, _REFRESH_HEADER, what)
+        _, (slots, crc, count, window), payload = wire.unpack(
+            buf, REFRESH_MAGIC, _REFRESH_HEADER, what
+        )
         slots, count = int(slots), int(count)
-        wire.expect(slots % ENTRIES_PER_BUCKET == 0 and slots <= MAX_BUCKETS * 4, what, f"slot count {slots}")
+        wire.expect(
+            slots % ENTRIES_PER_BUCKET == 0 and slots <= MAX_BUCKETS * 4,
+            what,
+            f"slot count {slots}",
+        )
         bitmap_len = (slots + 7) // 8
-        wire.expect(len(payload) == bitmap_len + 5 * ((count + 1) // 2), what,
-                    f"payload of {len(payload)} bytes does not fit {slots} slots and {count} tags")
-        nonzero = np.unpackbits(np.frombuffer(payload[:bitmap_len], np.uint8), count=slots,
-                                bitorder="little").astype(bool)
+        wire.expect(
+            len(payload) == bitmap_len + 5 * ((count + 1) // 2),
+            what,
+            f"payload of {len(payload)} bytes does not fit {slots} slots and {count} tags",
+        )
+        nonzero = np.unpackbits(
+            np.frombuffer(payload[:bitmap_len], np.uint8), count=slots, bitorder="little"
+        ).astype(bool)
         wire.expect(int(nonzero.sum()) == count, what, "bitmap and tag count disagree")
         raw = np.frombuffer(payload[bitmap_len:], np.uint8).reshape(-1, 5)
         eight = np.zeros((raw.shape[0], 8), np.uint8)
@@ -139,7 +153,9 @@ class ShrinkingWindowFilter:
         max_kicks: cuckoo kicks before the table grows.
     """
 
-    def __init__(self, window: int, buckets: int = 1, *, seed: int = 0, max_kicks: int = MAX_KICKS) -> None:
+    def __init__(
+        self, window: int, buckets: int = 1, *, seed: int = 0, max_kicks: int = MAX_KICKS
+    ) -> None:
         if int(window) <= 0:
             raise ValueError(f"window must be positive, got {window}")
         if buckets < 1 or buckets & (buckets - 1) or buckets > MAX_BUCKETS:
@@ -157,13 +173,22 @@ class ShrinkingWindowFilter:
     # ---------------------------------------------------------------------------- construction
 
     @classmethod
-    def from_intervals(cls, starts: np.ndarray | Sequence[int], ends: np.ndarray | Sequence[int], window: int,
-                       *, seed: int = 0, max_kicks: int = MAX_KICKS) -> ShrinkingWindowFilter:
+    def from_intervals(
+        cls,
+        starts: np.ndarray | Sequence[int],
+        ends: np.ndarray | Sequence[int],
+        window: int,
+        *,
+        seed: int = 0,
+        max_kicks: int = MAX_KICKS,
+    ) -> ShrinkingWindowFilter:
         """Build the initial SWF (CN) from closed intervals, sized for the windows they cover."""
         s, e = _as_int64(starts), _as_int64(ends)
         windows, tags = k.expand_intervals(s, e, np.int64(window))
         n = np.unique(windows).size
-        swf = cls(window, swf_buckets(n, ENTRIES_PER_BUCKET, SWF_MAX_LOAD), seed=seed, max_kicks=max_kicks)
+        swf = cls(
+            window, swf_buckets(n, ENTRIES_PER_BUCKET, SWF_MAX_LOAD), seed=seed, max_kicks=max_kicks
+        )
         swf._put(windows, tags)
         return swf
 
@@ -171,7 +196,9 @@ class ShrinkingWindowFilter:
     def buckets(self) -> int:
         return self.table.size // k.SLOTS
 
-    def insert_intervals(self, starts: np.ndarray | Sequence[int], ends: np.ndarray | Sequence[int]) -> None:
+    def insert_intervals(
+        self, starts: np.ndarray | Sequence[int], ends: np.ndarray | Sequence[int]
+    ) -> None:
         """Add closed intervals ``[starts[i], ends[i]]`` (CN side)."""
         s, e = _as_int64(starts), _as_int64(ends)
         if s.shape != e.shape:
@@ -181,23 +208,38 @@ class ShrinkingWindowFilter:
 
     def _require_keys(self) -> np.ndarray:
         if self.keys is None:
-            raise ValueError("this SWF was received over the wire: it can be looked up and refreshed, "
-                             "not modified")
+            raise ValueError(
+                "this SWF was received over the wire: it can be looked up and refreshed, "
+                "not modified"
+            )
         return self.keys
 
     def _put(self, windows: np.ndarray, tags: np.ndarray) -> None:
         keys = self._require_keys()
         victim = np.zeros(2, np.int64)
         while True:
-            failed = k.put_many(self.table, keys, windows, tags, np.uint64(self.seed), np.int64(self.max_kicks),
-                                self._rng, victim)
+            failed = k.put_many(
+                self.table,
+                keys,
+                windows,
+                tags,
+                np.uint64(self.seed),
+                np.int64(self.max_kicks),
+                self._rng,
+                victim,
+            )
             if failed < 0:
                 return
             # out of kicks: grow and reinsert what is stored, the homeless entry and the rest
             live = (self.table & np.uint32(k.FULL_TAG)) != 0
             old_windows = np.concatenate([keys[live], victim[:1], windows[failed + 1 :]])
-            old_tags = np.concatenate([self.table[live] & np.uint32(k.FULL_TAG),
-                                       np.array([victim[1] & k.FULL_TAG], np.uint32), tags[failed + 1 :]])
+            old_tags = np.concatenate(
+                [
+                    self.table[live] & np.uint32(k.FULL_TAG),
+                    np.array([victim[1] & k.FULL_TAG], np.uint32),
+                    tags[failed + 1 :],
+                ]
+            )
             self._reset(self.buckets * 2)
             self.grow_count += 1
             keys = self._require_keys()
@@ -281,12 +323,24 @@ class ShrinkingWindowFilter:
     def refresh_offsets(self, ts: np.ndarray | Sequence[int], lo: int, hi: int) -> RefreshTags:
         """Refresh tags from intervals ``[t + lo, t + hi]``, only in windows already present."""
         out = np.zeros(self.table.size, np.uint32)
-        k.refresh(self.table, _as_int64(ts), np.int64(lo), np.int64(hi), np.int64(self.window),
-                  np.uint64(self.seed), out)
+        k.refresh(
+            self.table,
+            _as_int64(ts),
+            np.int64(lo),
+            np.int64(hi),
+            np.int64(self.window),
+            np.uint64(self.seed),
+            out,
+        )
         return RefreshTags(out, self.table_crc(), self.window)
 
-    def apply_refresh(self, parts: Sequence[RefreshTags], *, compaction_load: float = COMPACTION_LOAD,
-                      min_buckets: int = MIN_BUCKETS) -> None:
+    def apply_refresh(
+        self,
+        parts: Sequence[RefreshTags],
+        *,
+        compaction_load: float = COMPACTION_LOAD,
+        min_buckets: int = MIN_BUCKETS,
+    ) -> None:
         """CN side: OR every SN's tags, AND them into the slice tags, clear empties, compact."""
         crc = self.table_crc()
         for p in parts:
@@ -300,7 +354,9 @@ class ShrinkingWindowFilter:
             self.keys[empty] = -1
             self.compact(compaction_load=compaction_load, min_buckets=min_buckets)
 
-    def compact(self, *, compaction_load: float = COMPACTION_LOAD, min_buckets: int = MIN_BUCKETS) -> None:
+    def compact(
+        self, *, compaction_load: float = COMPACTION_LOAD, min_buckets: int = MIN_BUCKETS
+    ) -> None:
         """Halve the table while its load is below ``compaction_load`` (floor ``min_buckets``);
         if reinsertion into the smaller table fails, keep the next larger size (roll back)."""
         keys = self._require_keys()
@@ -315,11 +371,24 @@ class ShrinkingWindowFilter:
         windows, tags = keys[live].copy(), (self.table[live] & np.uint32(k.FULL_TAG)).copy()
         saved = (self.table, self.keys)
         while target < self.buckets:
-            candidate = ShrinkingWindowFilter(self.window, target, seed=self.seed, max_kicks=self.max_kicks)
+            candidate = ShrinkingWindowFilter(
+                self.window, target, seed=self.seed, max_kicks=self.max_kicks
+            )
             victim = np.zeros(2, np.int64)
             assert candidate.keys is not None
-            if k.put_many(candidate.table, candidate.keys, windows, tags, np.uint64(self.seed),
-                          np.int64(self.max_kicks), self._rng, victim) < 0:
+            if (
+                k.put_many(
+                    candidate.table,
+                    candidate.keys,
+                    windows,
+                    tags,
+                    np.uint64(self.seed),
+                    np.int64(self.max_kicks),
+                    self._rng,
+                    victim,
+                )
+                < 0
+            ):
                 self.table, self.keys = candidate.table, candidate.keys
                 return
             target *= 2
@@ -329,7 +398,16 @@ class ShrinkingWindowFilter:
 
     def to_bytes(self) -> bytes:
         """CN -> SN encoding: header and the fingerprint + slice tag entries (no refresh tags)."""
-        values = (self.buckets, k.SLOTS, FINGERPRINT_BITS, SLICE_BITS, 0, self.window, self.seed, self.entry_count)
+        values = (
+            self.buckets,
+            k.SLOTS,
+            FINGERPRINT_BITS,
+            SLICE_BITS,
+            0,
+            self.window,
+            self.seed,
+            self.entry_count,
+        )
         return wire.pack(MAGIC, _HEADER, values, self.table.astype("<u4", copy=False).tobytes())
 
     @classmethod
@@ -338,21 +416,30 @@ class ShrinkingWindowFilter:
         what = "shrinking window filter"
         _, values, payload = wire.unpack(buf, MAGIC, _HEADER, what)
         m, d, lf, lt, reserved, w, seed, entries = (int(v) for v in values)
-        wire.expect(d == k.SLOTS and lf == FINGERPRINT_BITS and lt == SLICE_BITS, what,
-                    f"layout d={d}, fingerprint={lf}, slice={lt} bits (this build reads 4/12/20)")
+        wire.expect(
+            d == k.SLOTS and lf == FINGERPRINT_BITS and lt == SLICE_BITS,
+            what,
+            f"layout d={d}, fingerprint={lf}, slice={lt} bits (this build reads 4/12/20)",
+        )
         wire.expect(reserved == 0, what, "reserved header byte is not zero")
         wire.expect(1 <= m <= MAX_BUCKETS and m & (m - 1) == 0, what, f"bucket count {m}")
         wire.expect(w > 0, what, f"window {w}")
-        wire.expect(len(payload) == m * d * 4, what, f"payload of {len(payload)} bytes for {m} buckets")
+        wire.expect(
+            len(payload) == m * d * 4, what, f"payload of {len(payload)} bytes for {m} buckets"
+        )
         swf = cls(w, m, seed=seed)
         swf.table = np.frombuffer(payload, "<u4").astype(np.uint32)
         swf.keys = None
-        wire.expect(swf.entry_count == entries, what, f"entry count {entries} does not match the table")
+        wire.expect(
+            swf.entry_count == entries, what, f"entry count {entries} does not match the table"
+        )
         return swf
 
     def __repr__(self) -> str:
-        return (f"ShrinkingWindowFilter(window={self.window}, buckets={self.buckets}, "
-                f"entries={self.entry_count}, slices={self.slice_count})")
+        return (
+            f"ShrinkingWindowFilter(window={self.window}, buckets={self.buckets}, "
+            f"entries={self.entry_count}, slices={self.slice_count})"
+        )
 
 
 __all__ = ["FilterFormatError", "RefreshTags", "ShrinkingWindowFilter", "eq1_offsets"]

@@ -49,7 +49,9 @@ def right_mask(j: np.int64) -> np.uint32:
 
 
 @njit(cache=True)
-def expand_intervals(starts: np.ndarray, ends: np.ndarray, w: np.int64) -> tuple[np.ndarray, np.ndarray]:
+def expand_intervals(
+    starts: np.ndarray, ends: np.ndarray, w: np.int64
+) -> tuple[np.ndarray, np.ndarray]:
     """Closed intervals -> (window id, slice mask) per covered window, rounding outward."""
     total = 0
     for i in range(starts.shape[0]):
@@ -86,7 +88,9 @@ def _xorshift(state: np.ndarray) -> np.uint64:
 
 
 @njit(cache=True)
-def _try_place(table: np.ndarray, keys: np.ndarray, bucket: np.uint64, key: np.int64, entry: np.uint32) -> bool:
+def _try_place(
+    table: np.ndarray, keys: np.ndarray, bucket: np.uint64, key: np.int64, entry: np.uint32
+) -> bool:
     base = np.int64(bucket) * SLOTS
     for s in range(SLOTS):
         if keys[base + s] == key:
@@ -101,8 +105,16 @@ def _try_place(table: np.ndarray, keys: np.ndarray, bucket: np.uint64, key: np.i
 
 
 @njit(cache=True)
-def put_many(table: np.ndarray, keys: np.ndarray, windows: np.ndarray, tags: np.ndarray, seed: np.uint64,
-             max_kicks: np.int64, rng: np.ndarray, victim: np.ndarray) -> int:
+def put_many(
+    table: np.ndarray,
+    keys: np.ndarray,
+    windows: np.ndarray,
+    tags: np.ndarray,
+    seed: np.uint64,
+    max_kicks: np.int64,
+    rng: np.ndarray,
+    victim: np.ndarray,
+) -> int:
     """Insert (window, tag) pairs; OR into an existing entry of the same window.
 
     Returns -1 when every pair is placed; otherwise the index of the pair whose insertion ran
@@ -181,8 +193,14 @@ def contains(table: np.ndarray, ts: np.ndarray, w: np.int64, seed: np.uint64) ->
 
 
 @njit(cache=True)
-def _refresh_window(table: np.ndarray, win: np.int64, tag: np.uint32, mask: np.uint64, seed: np.uint64,
-                    out: np.ndarray) -> None:
+def _refresh_window(
+    table: np.ndarray,
+    win: np.int64,
+    tag: np.uint32,
+    mask: np.uint64,
+    seed: np.uint64,
+    out: np.ndarray,
+) -> None:
     h = window_hash(win, seed)
     fp = np.uint32(h >> np.uint64(52))
     b1 = (h >> np.uint64(32)) & mask
@@ -196,8 +214,15 @@ def _refresh_window(table: np.ndarray, win: np.int64, tag: np.uint32, mask: np.u
 
 
 @njit(cache=True)
-def refresh(table: np.ndarray, ts: np.ndarray, lo: np.int64, hi: np.int64, w: np.int64, seed: np.uint64,
-            out: np.ndarray) -> None:
+def refresh(
+    table: np.ndarray,
+    ts: np.ndarray,
+    lo: np.int64,
+    hi: np.int64,
+    w: np.int64,
+    seed: np.uint64,
+    out: np.ndarray,
+) -> None:
     """OR the slices of intervals ``[t + lo, t + hi]`` into ``out`` for windows already present.
 
     Only slots whose fingerprint matches get bits, so the new intervals are intersected with

@@ -51,7 +51,9 @@ class WindowJoinFilter:
         seed: hash seed (stored in the serialized header).
     """
 
-    def __init__(self, bits: int, hashes: int, window: int, kind: KeyKind, *, seed: int = 0) -> None:
+    def __init__(
+        self, bits: int, hashes: int, window: int, kind: KeyKind, *, seed: int = 0
+    ) -> None:
         if bits <= 0 or bits % 64 or bits > MAX_BITS:
             raise ValueError(f"bits must be a positive multiple of 64 up to 2^36, got {bits}")
         if not 1 <= hashes <= 32:
@@ -65,8 +67,16 @@ class WindowJoinFilter:
         self.seed = int(seed)
 
     @classmethod
-    def with_estimates(cls, n: int, window: int, kind: KeyKind, *, target_fpr: float = DEFAULT_TARGET_FPR,
-                       probes: int = 2, seed: int = 0) -> WindowJoinFilter:
+    def with_estimates(
+        cls,
+        n: int,
+        window: int,
+        kind: KeyKind,
+        *,
+        target_fpr: float = DEFAULT_TARGET_FPR,
+        probes: int = 2,
+        seed: int = 0,
+    ) -> WindowJoinFilter:
         """Sized for ``n`` distinct pairs so that ``probes`` window lookups err
         with ``target_fpr``."""
         bits, hashes = bloom_parameters(n, per_lookup_fpr(target_fpr, probes))
@@ -85,9 +95,16 @@ class WindowJoinFilter:
         windows = _windows(ts, self.window)
         if windows.shape[0] != valid.shape[0]:
             raise ValueError(f"{valid.shape[0]} values but {windows.shape[0]} timestamps")
-        kern.insert(self.words, hash_keys(normalized, self.kind, windows, self.seed), valid, np.int64(self.hashes))
+        kern.insert(
+            self.words,
+            hash_keys(normalized, self.kind, windows, self.seed),
+            valid,
+            np.int64(self.hashes),
+        )
 
-    def might_contain(self, values: Values, ts: np.ndarray | Sequence[int], direction: int) -> np.ndarray:
+    def might_contain(
+        self, values: Values, ts: np.ndarray | Sequence[int], direction: int
+    ) -> np.ndarray:
         """True where the value may be present at the event's window or its neighbour.
 
         Args:
@@ -104,12 +121,19 @@ class WindowJoinFilter:
         offsets = (0, direction) if direction else (-1, 0, 1)
         k = np.int64(self.hashes)
         for offset in offsets:
-            kern.probe(self.words, hash_keys(normalized, self.kind, windows + offset, self.seed), k, out)
+            kern.probe(
+                self.words, hash_keys(normalized, self.kind, windows + offset, self.seed), k, out
+            )
         return out & valid
 
     def compatible(self, other: WindowJoinFilter) -> bool:
-        return (self.bits, self.hashes, self.window, self.kind, self.seed) == \
-            (other.bits, other.hashes, other.window, other.kind, other.seed)
+        return (self.bits, self.hashes, self.window, self.kind, self.seed) == (
+            other.bits,
+            other.hashes,
+            other.window,
+            other.kind,
+            other.seed,
+        )
 
     def merge(self, other: WindowJoinFilter) -> None:
         """OR another SN's filter into this one (same size, hashes, window, kind and seed)."""
@@ -121,7 +145,13 @@ class WindowJoinFilter:
     def union(cls, filters: Sequence[WindowJoinFilter]) -> WindowJoinFilter:
         if not filters:
             raise ValueError("no filters to merge")
-        out = cls(filters[0].bits, filters[0].hashes, filters[0].window, filters[0].kind, seed=filters[0].seed)
+        out = cls(
+            filters[0].bits,
+            filters[0].hashes,
+            filters[0].window,
+            filters[0].kind,
+            seed=filters[0].seed,
+        )
         for f in filters:
             out.merge(f)
         return out
@@ -143,11 +173,15 @@ class WindowJoinFilter:
         wire.expect(kind in {int(x) for x in KeyKind}, what, f"key kind {kind}")
         wire.expect(0 < bits <= MAX_BITS and bits % 64 == 0, what, f"bit count {bits}")
         wire.expect(window > 0, what, f"window {window}")
-        wire.expect(len(payload) == bits // 8, what, f"payload of {len(payload)} bytes for {bits} bits")
+        wire.expect(
+            len(payload) == bits // 8, what, f"payload of {len(payload)} bytes for {bits} bits"
+        )
         out = cls(bits, k, window, KeyKind(kind), seed=seed)
         out.words = np.frombuffer(payload, "<u8").astype(np.uint64)
         return out
 
     def __repr__(self) -> str:
-        return (f"WindowJoinFilter(bits={self.bits}, hashes={self.hashes}, window={self.window}, "
-                f"kind={self.kind.name})")
+        return (
+            f"WindowJoinFilter(bits={self.bits}, hashes={self.hashes}, window={self.window}, "
+            f"kind={self.kind.name})"
+        )

@@ -19,24 +19,36 @@ BLOCK = 16 << 20
 
 def as_text(names: list[str]) -> pacsv.ConvertOptions:
     """Read ``names`` (only those) as text: an unquoted empty field is NULL, a quoted one ''."""
-    return pacsv.ConvertOptions(column_types=dict.fromkeys(names, pa.string()), include_columns=names,
-                                null_values=[""], strings_can_be_null=True, quoted_strings_can_be_null=False)
+    return pacsv.ConvertOptions(
+        column_types=dict.fromkeys(names, pa.string()),
+        include_columns=names,
+        null_values=[""],
+        strings_can_be_null=True,
+        quoted_strings_can_be_null=False,
+    )
 
 
 class CsvInput:
     """CSV files as ``dfs-cer shard`` (and ``--table``, Iceberg appends) read them: ``schema``,
     ``count_rows``, ``null_count``, ``to_batches`` (of ``batch_size`` rows), ``reader``."""
 
-    def __init__(self, location: FileLocation, declared: Mapping[str, pa.DataType] | None = None) -> None:
+    def __init__(
+        self, location: FileLocation, declared: Mapping[str, pa.DataType] | None = None
+    ) -> None:
         self.location = location
         self.declared = dict(declared or {})
         info = location.fs.get_file_info(location.path)
         if info.type == pafs.FileType.NotFound:
-            raise CsvError(f"cannot read input {location.uri}: no such file or directory; check --input")
+            raise CsvError(
+                f"cannot read input {location.uri}: no such file or directory; check --input"
+            )
         if info.type == pafs.FileType.Directory:
             found = location.fs.get_file_info(pafs.FileSelector(location.path, recursive=True))
-            self.files = sorted(f.path for f in found if f.type == pafs.FileType.File
-                                and not f.base_name.startswith((".", "_")))
+            self.files = sorted(
+                f.path
+                for f in found
+                if f.type == pafs.FileType.File and not f.base_name.startswith((".", "_"))
+            )
         else:
             self.files = [location.path]
         self.names = self._header(self.files[0]) if self.files else []
@@ -54,24 +66,36 @@ class CsvInput:
                     kinds[name].observe(column, uri, offset)
                 else:  # a declared type: every value must fit it
                     convert(column, self.declared[name], name, uri, offset, self._why(name))
-        self.schema = pa.schema([(n, self.declared[n] if n in self.declared else kinds[n].decide())
-                                 for n in self.names])
+        self.schema = pa.schema(
+            [(n, self.declared[n] if n in self.declared else kinds[n].decide()) for n in self.names]
+        )
 
     def _uri(self, path: str) -> str:
-        return self.location.uri if path == self.location.path else \
-            self.location.uri.rstrip("/") + path[len(self.location.path.rstrip("/")):]
+        return (
+            self.location.uri
+            if path == self.location.path
+            else self.location.uri.rstrip("/") + path[len(self.location.path.rstrip("/")) :]
+        )
 
     def _header(self, path: str) -> list[str]:
         with self.location.fs.open_input_stream(path) as fh:
             try:
-                names = list(pacsv.open_csv(fh, read_options=pacsv.ReadOptions(block_size=1 << 20)).schema.names)
+                names = list(
+                    pacsv.open_csv(
+                        fh, read_options=pacsv.ReadOptions(block_size=1 << 20)
+                    ).schema.names
+                )
             except pa.ArrowInvalid as exc:
                 raise CsvError(f"cannot read input {self._uri(path)}: {exc}") from None
         if "" in names:  # no query could name it
-            raise CsvError(f"{self._uri(path)}: column {names.index('') + 1} of its header has no name; name it")
+            raise CsvError(
+                f"{self._uri(path)}: column {names.index('') + 1} of its header has no name; name it"
+            )
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
-            raise CsvError(f"{self._uri(path)} names column(s) {', '.join(twice)} twice in its header; rename them")
+            raise CsvError(
+                f"{self._uri(path)} names column(s) {', '.join(twice)} twice in its header; rename them"
+            )
         return names
 
     def _text_batches(self) -> Iterator[tuple[str, int, pa.RecordBatch]]:
@@ -80,13 +104,16 @@ class CsvInput:
         for path in self.files:
             uri = self._uri(path)
             if path != self.files[0] and self._header(path) != self.names:
-                raise CsvError(f"{uri} has columns {', '.join(self._header(path))}, not those of "
-                               f"{self._uri(self.files[0])} ({', '.join(self.names)}); give files of one header")
+                raise CsvError(
+                    f"{uri} has columns {', '.join(self._header(path))}, not those of "
+                    f"{self._uri(self.files[0])} ({', '.join(self.names)}); give files of one header"
+                )
             offset = 0
             with self.location.fs.open_input_stream(path) as fh:
                 try:
-                    for batch in pacsv.open_csv(fh, read_options=pacsv.ReadOptions(block_size=BLOCK),
-                                                convert_options=text):
+                    for batch in pacsv.open_csv(
+                        fh, read_options=pacsv.ReadOptions(block_size=BLOCK), convert_options=text
+                    ):
                         yield uri, offset, batch
                         offset += batch.num_rows
                 except pa.ArrowInvalid as exc:
@@ -102,11 +129,20 @@ class CsvInput:
 
     def _converted(self) -> Iterator[pa.RecordBatch]:
         for uri, offset, batch in self._text_batches():
-            yield pa.record_batch([convert(c, f.type, f.name, uri, offset, self._why(f.name))
-                                   for c, f in zip(batch.columns, self.schema, strict=True)], schema=self.schema)
+            yield pa.record_batch(
+                [
+                    convert(c, f.type, f.name, uri, offset, self._why(f.name))
+                    for c, f in zip(batch.columns, self.schema, strict=True)
+                ],
+                schema=self.schema,
+            )
 
     def _why(self, name: str) -> str | None:
-        return f"declared with --schema {name}={self.declared[name]}" if name in self.declared else None
+        return (
+            f"declared with --schema {name}={self.declared[name]}"
+            if name in self.declared
+            else None
+        )
 
     def to_batches(self, batch_size: int = 1_000_000) -> Iterator[pa.RecordBatch]:
         """The rows in batches of ``batch_size`` (the last one shorter), whatever the read blocks."""
@@ -118,7 +154,10 @@ class CsvInput:
             while rows >= batch_size:
                 table = pa.Table.from_batches(pending, self.schema)
                 yield from table.slice(0, batch_size).combine_chunks().to_batches()
-                pending, rows = table.slice(batch_size).combine_chunks().to_batches(), rows - batch_size
+                pending, rows = (
+                    table.slice(batch_size).combine_chunks().to_batches(),
+                    rows - batch_size,
+                )
         if rows:
             yield from pa.Table.from_batches(pending, self.schema).combine_chunks().to_batches()
 

@@ -42,8 +42,12 @@ _TZ = r"(Z|[+-][0-9]{2}(:?[0-9]{2})?)"
 KINDS: dict[str, tuple[pa.DataType, str, str]] = {
     "int": (pa.int64(), "number", r"^-?[0-9]{1,19}$"),  # the cast refuses those past int64
     # an integer is no float: one past int64 would be rounded (it stays text, or is a misfit)
-    "float": (pa.float64(), "number", r"^[+-]?(([0-9]+\.[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+)$"
-                                      r"|^[+-]?(?i:inf|infinity|nan)$"),
+    "float": (
+        pa.float64(),
+        "number",
+        r"^[+-]?(([0-9]+\.[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+)$"
+        r"|^[+-]?(?i:inf|infinity|nan)$",
+    ),
     "date": (pa.date32(), "time", r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"),
     "ts": (pa.timestamp("s"), "time", f"^{_TS}$"),
     "tsfrac": (pa.timestamp("ns"), "time", rf"^{_TS}\.[0-9]{{1,9}}$"),
@@ -83,23 +87,40 @@ class ColumnKinds:
         if len(values) == 0:
             return
         rows = np.flatnonzero(present.to_numpy(zero_copy_only=False))
-        head = values.slice(0, 64)  # a failing cast costs per failing value: try kinds its head fits
-        for kind in ORDER:  # the common case: the whole batch is of one kind (spelled so, and casting:
+        head = values.slice(
+            0, 64
+        )  # a failing cast costs per failing value: try kinds its head fits
+        for (
+            kind
+        ) in ORDER:  # the common case: the whole batch is of one kind (spelled so, and casting:
             dtype, _, pattern = KINDS[kind]  # the cast alone also reads '0x10', '0' as false, ...)
-            if _spelled(head, pattern) and _fits(head, dtype) and _spelled(values, pattern) and _fits(values, dtype):
-                self._saw(kind, len(values), Where(uri, offset + int(rows[0]) + 1, values[0].as_py()))
+            if (
+                _spelled(head, pattern)
+                and _fits(head, dtype)
+                and _spelled(values, pattern)
+                and _fits(values, dtype)
+            ):
+                self._saw(
+                    kind, len(values), Where(uri, offset + int(rows[0]) + 1, values[0].as_py())
+                )
                 return
         left = np.ones(len(values), bool)
         for kind in ORDER:
-            hit = left & pc.match_substring_regex(values, KINDS[kind][2]).to_numpy(zero_copy_only=False)
+            hit = left & pc.match_substring_regex(values, KINDS[kind][2]).to_numpy(
+                zero_copy_only=False
+            )
             hit = _cast_check(values, hit, KINDS[kind][0])
             left &= ~hit
             if hit.any():
                 i = int(np.argmax(hit))
-                self._saw(kind, int(hit.sum()), Where(uri, offset + int(rows[i]) + 1, values[i].as_py()))
+                self._saw(
+                    kind, int(hit.sum()), Where(uri, offset + int(rows[i]) + 1, values[i].as_py())
+                )
         if left.any():
             i = int(np.argmax(left))
-            self._saw("text", int(left.sum()), Where(uri, offset + int(rows[i]) + 1, values[i].as_py()))
+            self._saw(
+                "text", int(left.sum()), Where(uri, offset + int(rows[i]) + 1, values[i].as_py())
+            )
 
     def decide(self) -> pa.DataType:
         """The column's type, or a :class:`CsvError` naming the first value that breaks it."""
@@ -112,15 +133,22 @@ class ColumnKinds:
             return pa.string()
         best = max(families, key=lambda f: families[f])
         kinds = [k for k in ORDER if k in self.counts and KINDS[k][1] == best]
-        dtype = KINDS[kinds[-1]][0]  # the widest kind of the family (kinds are ordered narrow to wide)
+        dtype = KINDS[kinds[-1]][
+            0
+        ]  # the widest kind of the family (kinds are ordered narrow to wide)
         if families[best] == total:
             return dtype
         if 2 * families[best] <= total:
             return pa.string()
-        odd = min((w for k, w in self.first.items() if k == "text" or KINDS[k][1] != best), key=lambda w: w.row)
-        raise CsvError(f"{odd.uri}, row {odd.row:,}, column {self.name}: {odd.value!r} is not {dtype} like the "
-                       f"column's other {families[best]:,} values; fix the value, or read the column as text "
-                       f"with --schema {self.name}=string")
+        odd = min(
+            (w for k, w in self.first.items() if k == "text" or KINDS[k][1] != best),
+            key=lambda w: w.row,
+        )
+        raise CsvError(
+            f"{odd.uri}, row {odd.row:,}, column {self.name}: {odd.value!r} is not {dtype} like the "
+            f"column's other {families[best]:,} values; fix the value, or read the column as text "
+            f"with --schema {self.name}=string"
+        )
 
 
 def _present(column: pa.Array) -> pa.Array:
@@ -140,7 +168,9 @@ def _fits(values: pa.Array, dtype: pa.DataType) -> bool:
     return True
 
 
-def _cast_check(values: pa.Array, hit: np.ndarray, dtype: pa.DataType, most: int = 16) -> np.ndarray:
+def _cast_check(
+    values: pa.Array, hit: np.ndarray, dtype: pa.DataType, most: int = 16
+) -> np.ndarray:
     """``hit`` without the values that look like ``dtype`` but do not cast (``2026-02-30``); past
     ``most`` such values, none of the batch counts as ``dtype``."""
     for _ in range(most):
@@ -165,8 +195,15 @@ def _first_misfit(values: pa.Array, dtype: pa.DataType) -> int:
     return lo
 
 
-def convert(column: pa.Array, dtype: pa.DataType, name: str, uri: str, offset: int, why: str | None = None,
-            fix: str | None = None) -> pa.Array:
+def convert(
+    column: pa.Array,
+    dtype: pa.DataType,
+    name: str,
+    uri: str,
+    offset: int,
+    why: str | None = None,
+    fix: str | None = None,
+) -> pa.Array:
     """Text values (rows ``offset + 1 ...`` of ``uri``) as ``dtype``; empty fields are NULL. A
     misfit is an error naming why the column has that type and the fix (by default: inferred,
     read the column as text with ``--schema``)."""
@@ -181,9 +218,11 @@ def convert(column: pa.Array, dtype: pa.DataType, name: str, uri: str, offset: i
     rows = np.flatnonzero(present.to_numpy(zero_copy_only=False))
     kept = column.filter(present)
     i = _first_misfit(kept, dtype)
-    raise CsvError(f"{uri}, row {offset + int(rows[i]) + 1:,}, column {name}: {kept[i].as_py()!r} is not "
-                   f"{dtype} ({why or 'inferred from its other values'}); "
-                   f"{fix or f'fix the value, or read the column as text with --schema {name}=string'}")
+    raise CsvError(
+        f"{uri}, row {offset + int(rows[i]) + 1:,}, column {name}: {kept[i].as_py()!r} is not "
+        f"{dtype} ({why or 'inferred from its other values'}); "
+        f"{fix or f'fix the value, or read the column as text with --schema {name}=string'}"
+    )
 
 
 _SPLIT = re.compile(r"[,\n](?![^\[(]*[\])])")
@@ -199,21 +238,27 @@ def parse_type(text: str) -> pa.DataType:
         try:  # pyarrow looks a zone up only when it converts a value
             pa.scalar(0, dtype).cast(pa.string())
         except pa.ArrowInvalid:
-            raise CsvError(f"--schema: unknown time zone {dtype.tz!r} in {text.strip()!r}; use a zone of the tz "
-                           "database (UTC, Europe/Paris) or an offset (+01:00)") from None
+            raise CsvError(
+                f"--schema: unknown time zone {dtype.tz!r} in {text.strip()!r}; use a zone of the tz "
+                "database (UTC, Europe/Paris) or an offset (+01:00)"
+            ) from None
         return dtype
     name = text.strip().lower().replace("boolean", "bool")
     if m := _DECIMAL.fullmatch(name):
         try:
             return pa.decimal128(int(m.group(1)), int(m.group(2)))
         except ValueError:
-            raise CsvError(f"--schema: {text.strip()!r}: a decimal128 has a precision of 1 to 38 digits; use e.g. "
-                           "decimal128(38, 2), or string") from None
+            raise CsvError(
+                f"--schema: {text.strip()!r}: a decimal128 has a precision of 1 to 38 digits; use e.g. "
+                "decimal128(38, 2), or string"
+            ) from None
     try:
         return pa.type_for_alias(name)
     except ValueError:
-        raise CsvError(f"--schema: unknown type {text.strip()!r}; use int64, float64, string, bool, date32, "
-                       "timestamp[s|ms|us|ns] (with tz=ZONE), decimal128(P, S)") from None
+        raise CsvError(
+            f"--schema: unknown type {text.strip()!r}; use int64, float64, string, bool, date32, "
+            "timestamp[s|ms|us|ns] (with tz=ZONE), decimal128(P, S)"
+        ) from None
 
 
 def parse_column_types(spec: str) -> dict[str, pa.DataType]:
@@ -226,7 +271,9 @@ def parse_column_types(spec: str) -> dict[str, pa.DataType]:
             continue
         name, sep, type_name = entry.partition("=")
         if not sep or not name.strip():
-            raise CsvError(f"--schema: {entry!r} is not COLUMN=TYPE; write e.g. --schema dep_time=int64,origin=string")
+            raise CsvError(
+                f"--schema: {entry!r} is not COLUMN=TYPE; write e.g. --schema dep_time=int64,origin=string"
+            )
         if name.strip() in out:
             raise CsvError(f"--schema: column {name.strip()} is given twice")
         out[name.strip()] = parse_type(type_name)
@@ -236,4 +283,6 @@ def parse_column_types(spec: str) -> dict[str, pa.DataType]:
 def check_declared(declared: Mapping[str, pa.DataType], names: list[str], uri: str) -> None:
     unknown = [n for n in declared if n not in names]
     if unknown:
-        raise CsvError(f"--schema names {', '.join(unknown)}, not a column of {uri}; columns: {', '.join(names)}")
+        raise CsvError(
+            f"--schema names {', '.join(unknown)}, not a column of {uri}; columns: {', '.join(names)}"
+        )

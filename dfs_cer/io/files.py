@@ -50,9 +50,11 @@ class FileLocation:
 
 def _s3(config: StorageConfig) -> pafs.S3FileSystem:
     endpoint = config.s3_endpoint or os.environ.get("AWS_ENDPOINT_URL") or None
-    kwargs: dict[str, object] = {"region": config.s3_region,
-                                 "connect_timeout": config.s3_connect_timeout_seconds,
-                                 "request_timeout": config.s3_request_timeout_seconds}
+    kwargs: dict[str, object] = {
+        "region": config.s3_region,
+        "connect_timeout": config.s3_connect_timeout_seconds,
+        "request_timeout": config.s3_request_timeout_seconds,
+    }
     if endpoint:
         scheme, _, rest = endpoint.partition("://")
         kwargs["endpoint_override"] = rest or scheme
@@ -67,7 +69,9 @@ def filesystem_for(uri: str, config: StorageConfig | None = None) -> FileLocatio
     """Resolve a local path or ``s3://bucket/prefix``."""
     config = config or StorageConfig()
     if uri.startswith("s3://"):
-        return FileLocation(_s3(config), uri[len("s3://") :].rstrip("/"), uri, config.s3_retry_seconds)
+        return FileLocation(
+            _s3(config), uri[len("s3://") :].rstrip("/"), uri, config.s3_retry_seconds
+        )
     if "://" in uri:
         raise StorageError(f"unsupported location {uri}; use a local path or s3://bucket/prefix")
     # a local disk's read errors (a corrupt page) do not pass by retrying
@@ -104,8 +108,10 @@ def retrying(what: str, fn: Callable[[], T], budget: float = 10.0, base: float =
             pause = min(2.0, base * 2 ** (attempt - 1))
             spent = time.monotonic() - began
             if spent + pause > budget:
-                raise StorageError(f"cannot read {what} after {attempt} attempt{'s' if attempt > 1 else ''} in "
-                                   f"{spent:.1f} s: {exc} (storage.s3_retry_seconds bounds the retries)") from exc
+                raise StorageError(
+                    f"cannot read {what} after {attempt} attempt{'s' if attempt > 1 else ''} in "
+                    f"{spent:.1f} s: {exc} (storage.s3_retry_seconds bounds the retries)"
+                ) from exc
             time.sleep(pause)
 
 

@@ -33,20 +33,28 @@ def _as_int(value: object, arrow_type: pa.DataType) -> int | None:
         return None
     try:
         scalar = pa.scalar(value, type=arrow_type)
-        if pa.types.is_timestamp(arrow_type) or pa.types.is_date(arrow_type) or pa.types.is_duration(arrow_type):
+        if (
+            pa.types.is_timestamp(arrow_type)
+            or pa.types.is_date(arrow_type)
+            or pa.types.is_duration(arrow_type)
+        ):
             scalar = scalar.cast(pa.int64() if not pa.types.is_date32(arrow_type) else pa.int32())
         return int(scalar.as_py())
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
         return None
 
 
-def group_bounds(meta: pq.FileMetaData, time_column: str) -> list[tuple[int | None, int | None, int | None]]:
+def group_bounds(
+    meta: pq.FileMetaData, time_column: str
+) -> list[tuple[int | None, int | None, int | None]]:
     """Per row group of a file: the time column's first and last value and NULL count from the
     footer's statistics (None where missing)."""
     names = [meta.schema.column(i).path for i in range(meta.num_columns)]
     col = names.index(time_column) if time_column in names else -1
     file_schema = meta.schema.to_arrow_schema()
-    arrow_type = file_schema.field(time_column).type if time_column in file_schema.names else pa.null()
+    arrow_type = (
+        file_schema.field(time_column).type if time_column in file_schema.names else pa.null()
+    )
     out: list[tuple[int | None, int | None, int | None]] = []
     for g in range(meta.num_row_groups):
         first = last = nulls = None
@@ -79,11 +87,14 @@ def location_files(uri: str, config: StorageConfig | None = None) -> tuple[FileL
     return where, files
 
 
-def list_row_groups(where: FileLocation, files: Sequence[str], time_column: str) -> tuple[pa.Schema, list[RowGroup]]:
+def list_row_groups(
+    where: FileLocation, files: Sequence[str], time_column: str
+) -> tuple[pa.Schema, list[RowGroup]]:
     """The first file's schema and every file's row groups (footers only)."""
     schema: pa.Schema | None = None
     groups: list[RowGroup] = []
     for path in files:
+
         def footer(p: str = path) -> pq.FileMetaData:
             return pq.read_metadata(p, filesystem=where.fs)
 
@@ -96,8 +107,9 @@ def list_row_groups(where: FileLocation, files: Sequence[str], time_column: str)
     return schema, groups
 
 
-def read_row_group(where: FileLocation, group: RowGroup, schema: pa.Schema,
-                   condition: pc.Expression | None = None) -> pa.Table:
+def read_row_group(
+    where: FileLocation, group: RowGroup, schema: pa.Schema, condition: pc.Expression | None = None
+) -> pa.Table:
     """One row group as ``schema`` (the first file's: later files' columns are cast to it), with
     ``condition`` applied."""
 
@@ -108,7 +120,9 @@ def read_row_group(where: FileLocation, group: RowGroup, schema: pa.Schema,
     table = where.retrying(f"{where.uri} ({group.file}, row group {group.index})", read)
     missing = [n for n in schema.names if n not in table.column_names]
     if missing:
-        raise StorageError(f"{group.file} lacks column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
-                           "that the first file has: the files under one path must share a schema")
+        raise StorageError(
+            f"{group.file} lacks column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+            "that the first file has: the files under one path must share a schema"
+        )
     table = table.select(schema.names).cast(schema)
     return table.filter(condition) if condition is not None else table

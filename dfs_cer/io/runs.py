@@ -50,7 +50,9 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
 
 
-def save_run(runs_dir: str | Path, record: RunRecord, matches: pa.Table, changes: pa.Table | None = None) -> Path:
+def save_run(
+    runs_dir: str | Path, record: RunRecord, matches: pa.Table, changes: pa.Table | None = None
+) -> Path:
     where = Path(runs_dir) / record.run_id
     where.mkdir(parents=True, exist_ok=False)
     pq.write_table(matches, where / "matches.parquet")
@@ -68,22 +70,31 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 def load_run(runs_dir: str | Path, run_id: str) -> tuple[RunRecord, pa.Table]:
     if not _RUN_ID.match(run_id) or run_id in (".", ".."):
-        raise RunError(f"{run_id!r} is not a run id (letters, digits, '-', '_' and '.'; e.g. 20261123T101500-1a2b3c); "
-                       "--since-run names a run under --runs-dir, not a path")
+        raise RunError(
+            f"{run_id!r} is not a run id (letters, digits, '-', '_' and '.'; e.g. 20261123T101500-1a2b3c); "
+            "--since-run names a run under --runs-dir, not a path"
+        )
     root = Path(runs_dir).resolve()
     where = (root / run_id).resolve()
     if where.parent != root:  # a symlink pointing elsewhere
         raise RunError(f"saved run {run_id!r} resolves outside {runs_dir}")
     meta = where / "run.json"
     if not meta.is_file():
-        known = sorted(p.name for p in Path(runs_dir).glob("*/run.json") for p in [p.parent]) \
-            if Path(runs_dir).is_dir() else []
-        raise RunError(f"no saved run {run_id!r} under {runs_dir}; saved runs: {', '.join(known[-5:]) or 'none'} "
-                       "(save one with dfs-cer query --save-run)")
+        known = (
+            sorted(p.name for p in Path(runs_dir).glob("*/run.json") for p in [p.parent])
+            if Path(runs_dir).is_dir()
+            else []
+        )
+        raise RunError(
+            f"no saved run {run_id!r} under {runs_dir}; saved runs: {', '.join(known[-5:]) or 'none'} "
+            "(save one with dfs-cer query --save-run)"
+        )
     try:
         record = RunRecord(**json.loads(meta.read_text()))
         matches = pq.read_table(where / "matches.parquet")
     except (OSError, TypeError, ValueError, pa.ArrowInvalid) as exc:
-        raise RunError(f"saved run {run_id!r} under {runs_dir} is unreadable ({exc}); run the query again "
-                       "with --save-run") from exc
+        raise RunError(
+            f"saved run {run_id!r} under {runs_dir} is unreadable ({exc}); run the query again "
+            "with --save-run"
+        ) from exc
     return record, matches

@@ -42,15 +42,23 @@ def _existing(shard_dirs: list[str], log: str, events: int, config: StorageConfi
     return sum(rows) == events and log_rows == events
 
 
-def crimes_sample(to: str, *, events: int = 1_000_000, nodes: int = 3, seed: int = 7,
-                  config: StorageConfig | None = None,
-                  progress: Callable[[str, int, int], None] | None = None) -> Sample:
+def crimes_sample(
+    to: str,
+    *,
+    events: int = 1_000_000,
+    nodes: int = 3,
+    seed: int = 7,
+    config: StorageConfig | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> Sample:
     """A CRIMES-shaped sample of ``events`` rows under ``to``, sharded over ``nodes`` storage nodes
     at random (as the paper's round-robin split). ``progress(step, done, total)`` reports rows."""
     from dfs_cer.datasets.crimes import SCHEMA, crimes_batches
 
     if events < 1 or nodes < 1:
-        raise StorageError(f"a sample needs at least one event and one node, got events={events}, nodes={nodes}")
+        raise StorageError(
+            f"a sample needs at least one event and one node, got events={events}, nodes={nodes}"
+        )
     config = config or StorageConfig()
     root = to.rstrip("/")
     log = f"{root}/crimes.parquet"
@@ -75,7 +83,15 @@ def crimes_sample(to: str, *, events: int = 1_000_000, nodes: int = 3, seed: int
         with open(local, "rb") as src, target.fs.open_output_stream(target.path) as dst:
             while chunk := src.read(8 << 20):
                 dst.write(chunk)
-        shard(str(local), nodes, f"{root}/shards", partitioning="random", time_column="date",
-              type_column="primary_type", batch_rows=250_000, config=config,
-              progress=(lambda rows: progress("sharding", rows, events)) if progress else None)
+        shard(
+            str(local),
+            nodes,
+            f"{root}/shards",
+            partitioning="random",
+            time_column="date",
+            type_column="primary_type",
+            batch_rows=250_000,
+            config=config,
+            progress=(lambda rows: progress("sharding", rows, events)) if progress else None,
+        )
     return Sample(log, shard_dirs, events, generated=True)

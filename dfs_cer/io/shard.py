@@ -66,8 +66,15 @@ def window_units(dtype: pa.DataType) -> int:
     return TIME_WINDOW_SECONDS * {"s": 1, "ms": 1000, "us": 10**6, "ns": 10**9}[unit]
 
 
-def _node_of(partitioning: str, nodes: int, offset: int, batch: pa.RecordBatch, time_column: str,
-             type_column: str, event_key: tuple[str, ...] = ()) -> np.ndarray:
+def _node_of(
+    partitioning: str,
+    nodes: int,
+    offset: int,
+    batch: pa.RecordBatch,
+    time_column: str,
+    type_column: str,
+    event_key: tuple[str, ...] = (),
+) -> np.ndarray:
     n = batch.num_rows
     if partitioning == "random" and event_key:
         # by a hash of (time, event key): every copy of an event, late ones included, on one node
@@ -90,15 +97,21 @@ def _node_of(partitioning: str, nodes: int, offset: int, batch: pa.RecordBatch, 
     return np.array([lookup[v] for v in values], np.int64)
 
 
-def _input_dataset(path: str, config: StorageConfig, tables: TablesConfig | None = None,
-                   column_types: Mapping[str, pa.DataType] | None = None) -> Any:
+def _input_dataset(
+    path: str,
+    config: StorageConfig,
+    tables: TablesConfig | None = None,
+    column_types: Mapping[str, pa.DataType] | None = None,
+) -> Any:
     from dfs_cer.io.csvfiles import CsvInput
     from dfs_cer.io.tables import TableInput, is_table, plan_table
 
     csv = path.endswith(".csv")
     if column_types and not csv:
-        raise ShardError(f"--schema applies to CSV input (a path ending in .csv), not {path}; parquet and tables "
-                         "carry their types")
+        raise ShardError(
+            f"--schema applies to CSV input (a path ending in .csv), not {path}; parquet and tables "
+            "carry their types"
+        )
     if is_table(path):  # an Iceberg table or a Hive-style prefix, read in place
         return TableInput(plan_table(path, tables=tables, storage=config))
     loc = filesystem_for(path, config)
@@ -107,13 +120,16 @@ def _input_dataset(path: str, config: StorageConfig, tables: TablesConfig | None
     try:
         return ds.dataset(loc.path, filesystem=loc.fs, format="parquet")
     except FileNotFoundError:
-        raise ShardError(f"cannot read input {path}: no such file or directory; check --input") from None
+        raise ShardError(
+            f"cannot read input {path}: no such file or directory; check --input"
+        ) from None
     except pa.ArrowInvalid as exc:
         raise ShardError(f"cannot read input {path}: {exc}") from exc
 
 
-def _deduplicated(dataset: Any, time_column: str, event_key: tuple[str, ...],
-                  batch_rows: int) -> tuple[Iterator[pa.RecordBatch], Callable[[], None]]:
+def _deduplicated(
+    dataset: Any, time_column: str, event_key: tuple[str, ...], batch_rows: int
+) -> tuple[Iterator[pa.RecordBatch], Callable[[], None]]:
     """The dataset without duplicate events, streamed from DuckDB (which spills to disk when the
     distinct set does not fit in memory): rows equal in every column, or, with an event key, in
     the time and key columns (the first in the order of the other columns is kept)."""
@@ -128,7 +144,7 @@ def _deduplicated(dataset: Any, time_column: str, event_key: tuple[str, ...],
     if event_key:
         identity = ", ".join(quoted(c) for c in (time_column, *event_key))
         rest = ", ".join(quoted(n) for n in dataset.schema.names)
-        sql = (f"SELECT * FROM events QUALIFY row_number() OVER (PARTITION BY {identity} ORDER BY {rest}) = 1")
+        sql = f"SELECT * FROM events QUALIFY row_number() OVER (PARTITION BY {identity} ORDER BY {rest}) = 1"
     else:
         sql = "SELECT DISTINCT * FROM events"
     reader = con.sql(sql).to_arrow_reader(batch_rows)
@@ -141,11 +157,23 @@ def _deduplicated(dataset: Any, time_column: str, event_key: tuple[str, ...],
     return batches(), con.close
 
 
-def shard(input_path: str, nodes: int, to: str, *, partitioning: str = "random", time_column: str = "ts",
-          type_column: str = "type", event_key: tuple[str, ...] = (), batch_rows: int = 1_000_000,
-          dedup: bool = False, append: bool = False, config: StorageConfig | None = None,
-          progress: Callable[[int], None] | None = None, tables: TablesConfig | None = None,
-          column_types: Mapping[str, pa.DataType] | None = None) -> list[NodeManifest]:
+def shard(
+    input_path: str,
+    nodes: int,
+    to: str,
+    *,
+    partitioning: str = "random",
+    time_column: str = "ts",
+    type_column: str = "type",
+    event_key: tuple[str, ...] = (),
+    batch_rows: int = 1_000_000,
+    dedup: bool = False,
+    append: bool = False,
+    config: StorageConfig | None = None,
+    progress: Callable[[int], None] | None = None,
+    tables: TablesConfig | None = None,
+    column_types: Mapping[str, pa.DataType] | None = None,
+) -> list[NodeManifest]:
     """Write ``nodes`` shard sets under ``to`` (``to/node-00``, ``to/node-01``, ...).
 
     ``dedup`` drops duplicate events of the input first: rows equal in every column, or equal
@@ -160,29 +188,43 @@ def shard(input_path: str, nodes: int, to: str, *, partitioning: str = "random",
     if nodes < 1:
         raise ShardError(f"--nodes must be at least 1, got {nodes}")
     if partitioning not in PARTITIONINGS:
-        raise ShardError(f"--partitioning must be one of {', '.join(PARTITIONINGS)}, got {partitioning!r}")
+        raise ShardError(
+            f"--partitioning must be one of {', '.join(PARTITIONINGS)}, got {partitioning!r}"
+        )
     dataset = _input_dataset(input_path, config, tables, column_types)
     schema = storage_schema(dataset.schema)
     for column, option in ((time_column, "--time-column"),):
         if column not in schema.names:
-            raise ShardError(f"{option} {column} is not a column of the input; columns: {', '.join(schema.names)}")
-    nulls = dataset.null_count(time_column) if hasattr(dataset, "null_count") else \
-        dataset.count_rows(filter=pc.field(time_column).is_null())
+            raise ShardError(
+                f"{option} {column} is not a column of the input; columns: {', '.join(schema.names)}"
+            )
+    nulls = (
+        dataset.null_count(time_column)
+        if hasattr(dataset, "null_count")
+        else dataset.count_rows(filter=pc.field(time_column).is_null())
+    )
     if nulls:
-        raise ShardError(f"{nulls} row{'s' if nulls > 1 else ''} of the input ha{'ve' if nulls > 1 else 's'} no "
-                         f"{time_column} (NULL); every event needs a time: drop or fill them first (e.g. "
-                         f"SELECT * FROM input WHERE {time_column} IS NOT NULL)")
+        raise ShardError(
+            f"{nulls} row{'s' if nulls > 1 else ''} of the input ha{'ve' if nulls > 1 else 's'} no "
+            f"{time_column} (NULL); every event needs a time: drop or fill them first (e.g. "
+            f"SELECT * FROM input WHERE {time_column} IS NOT NULL)"
+        )
     if partitioning == "type" and type_column not in schema.names:
         raise ShardError(f"--type-column {type_column} is not a column of the input")
     for key in event_key:
         if key not in schema.names:
             raise ShardError(f"--event-key column {key} is not a column of the input")
     out = filesystem_for(to, config)
-    manifests = [NodeManifest(k, [], type_counts={} if type_column in schema.names else None) for k in range(nodes)]
+    manifests = [
+        NodeManifest(k, [], type_counts={} if type_column in schema.names else None)
+        for k in range(nodes)
+    ]
     batch_tag = ""
     if append:
-        manifests = [_existing(out, k, nodes, schema, partitioning, time_column, event_key, type_column)
-                     for k in range(nodes)]
+        manifests = [
+            _existing(out, k, nodes, schema, partitioning, time_column, event_key, type_column)
+            for k in range(nodes)
+        ]
         import time
         import uuid
 
@@ -219,35 +261,76 @@ def shard(input_path: str, nodes: int, to: str, *, partitioning: str = "random",
         dropped -= offset
     for m in manifests:
         m.duplicates_dropped += dropped
-        _write_manifest(out, m, schema, time_column, event_key, nodes, partitioning,
-                        type_column if partitioning == "type" else None)
+        _write_manifest(
+            out,
+            m,
+            schema,
+            time_column,
+            event_key,
+            nodes,
+            partitioning,
+            type_column if partitioning == "type" else None,
+        )
     return manifests
 
 
-def _existing(out: FileLocation, node: int, nodes: int, schema: pa.Schema, partitioning: str, time_column: str,
-              event_key: tuple[str, ...], type_column: str = "") -> NodeManifest:
+def _existing(
+    out: FileLocation,
+    node: int,
+    nodes: int,
+    schema: pa.Schema,
+    partitioning: str,
+    time_column: str,
+    event_key: tuple[str, ...],
+    type_column: str = "",
+) -> NodeManifest:
     """The manifest of an existing shard set that ``--append`` adds to, checked against the input."""
     location = FileLocation(out.fs, out.join(f"node-{node:02d}"), f"{out.uri}/node-{node:02d}")
     try:
         doc = read_manifest(location)
     except DfsCerError as exc:
-        raise ShardError(f"--append: no shard set to add to at {location.uri} ({exc}); shard without --append "
-                         "first") from None
-    expected = {"nodes": nodes, "partitioning": partitioning, "time_column": time_column,
-                "event_key": list(event_key), "schema": schema_fields(schema)}
+        raise ShardError(
+            f"--append: no shard set to add to at {location.uri} ({exc}); shard without --append "
+            "first"
+        ) from None
+    expected = {
+        "nodes": nodes,
+        "partitioning": partitioning,
+        "time_column": time_column,
+        "event_key": list(event_key),
+        "schema": schema_fields(schema),
+    }
     if partitioning == "type" and doc.get("type_column") not in (None, type_column):
-        raise ShardError(f"--append: the shard set at {location.uri} is partitioned by {doc.get('type_column')!r}, "
-                         f"not {type_column!r}; append with --type-column {doc.get('type_column')}")
+        raise ShardError(
+            f"--append: the shard set at {location.uri} is partitioned by {doc.get('type_column')!r}, "
+            f"not {type_column!r}; append with --type-column {doc.get('type_column')}"
+        )
     for key, value in expected.items():
         if doc.get(key) != value:
-            raise ShardError(f"--append: the shard set at {location.uri} has {key} {doc.get(key)!r}, the new input "
-                             f"{value!r}; append with the same options and schema")
-    return NodeManifest(node, list(doc.get("files", [])), int(doc.get("rows", 0)), doc.get("min_ts"),
-                        doc.get("max_ts"), doc.get("type_counts"), int(doc.get("duplicates_dropped", 0)))
+            raise ShardError(
+                f"--append: the shard set at {location.uri} has {key} {doc.get(key)!r}, the new input "
+                f"{value!r}; append with the same options and schema"
+            )
+    return NodeManifest(
+        node,
+        list(doc.get("files", [])),
+        int(doc.get("rows", 0)),
+        doc.get("min_ts"),
+        doc.get("max_ts"),
+        doc.get("type_counts"),
+        int(doc.get("duplicates_dropped", 0)),
+    )
 
 
-def _write_piece(out: FileLocation, manifest: NodeManifest, piece: pa.Table, part: int, time_column: str,
-                 type_column: str, batch_tag: str = "") -> None:
+def _write_piece(
+    out: FileLocation,
+    manifest: NodeManifest,
+    piece: pa.Table,
+    part: int,
+    time_column: str,
+    type_column: str,
+    batch_tag: str = "",
+) -> None:
     name = f"part-{batch_tag}-{part:05d}.parquet" if batch_tag else f"part-{part:05d}.parquet"
     path = out.join(f"node-{manifest.node:02d}", name)
     try:
@@ -256,7 +339,12 @@ def _write_piece(out: FileLocation, manifest: NodeManifest, piece: pa.Table, par
     except OSError as exc:
         raise StorageError(f"cannot write shard {path}: {exc}") from exc
     ts = _time_ints(piece.column(time_column).combine_chunks())
-    entry: dict[str, object] = {"path": name, "rows": piece.num_rows, "min_ts": int(ts[0]), "max_ts": int(ts[-1])}
+    entry: dict[str, object] = {
+        "path": name,
+        "rows": piece.num_rows,
+        "min_ts": int(ts[0]),
+        "max_ts": int(ts[-1]),
+    }
     if batch_tag:
         entry["batch"] = batch_tag
     manifest.files.append(entry)
@@ -305,19 +393,37 @@ def decode_schema(text: str) -> pa.Schema:
     try:
         return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text, validate=True)))
     except (binascii.Error, pa.ArrowInvalid, OSError) as exc:
-        raise StorageError(f"the manifest's arrow_schema is not a base64 Arrow schema ({exc}); re-shard the data") \
-            from None
+        raise StorageError(
+            f"the manifest's arrow_schema is not a base64 Arrow schema ({exc}); re-shard the data"
+        ) from None
 
 
-def _write_manifest(out: FileLocation, m: NodeManifest, schema: pa.Schema, time_column: str,
-                    event_key: tuple[str, ...], nodes: int, partitioning: str, type_column: str | None = None) -> None:
+def _write_manifest(
+    out: FileLocation,
+    m: NodeManifest,
+    schema: pa.Schema,
+    time_column: str,
+    event_key: tuple[str, ...],
+    nodes: int,
+    partitioning: str,
+    type_column: str | None = None,
+) -> None:
     # type_column: every row with one value of it lies on one node (PARTITION BY it is local)
     doc = {
-        "version": 1, "node": m.node, "nodes": nodes, "partitioning": partitioning, "time_column": time_column,
+        "version": 1,
+        "node": m.node,
+        "nodes": nodes,
+        "partitioning": partitioning,
+        "time_column": time_column,
         **({"type_column": type_column} if type_column else {}),
-        "event_key": list(event_key), "schema": schema_fields(schema),
-        "arrow_schema": encode_schema(schema), "rows": m.rows, "min_ts": m.min_ts,
-        "max_ts": m.max_ts, "type_counts": m.type_counts, "files": m.files,
+        "event_key": list(event_key),
+        "schema": schema_fields(schema),
+        "arrow_schema": encode_schema(schema),
+        "rows": m.rows,
+        "min_ts": m.min_ts,
+        "max_ts": m.max_ts,
+        "type_counts": m.type_counts,
+        "files": m.files,
         "duplicates_dropped": m.duplicates_dropped,
     }
     with out.fs.open_output_stream(out.join(f"node-{m.node:02d}", MANIFEST)) as fh:

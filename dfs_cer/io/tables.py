@@ -111,7 +111,9 @@ class TableRef:
 def parse_table(text: str) -> TableRef:
     """The reference ``text`` names; a clear error for a malformed one."""
     if not is_table(text):
-        raise TableError(f"{text!r} is not a table reference; use iceberg://CATALOG/NAMESPACE.TABLE or hive:PATH")
+        raise TableError(
+            f"{text!r} is not a table reference; use iceberg://CATALOG/NAMESPACE.TABLE or hive:PATH"
+        )
     name, _, query = text.partition("?")
     try:
         pairs = urllib.parse.parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
@@ -120,21 +122,32 @@ def parse_table(text: str) -> TableRef:
     opts: dict[str, str] = {}
     for key, value in pairs:
         if key not in OPTIONS:
-            raise TableError(f"unknown table option {key!r} in {text!r}; options: {', '.join(OPTIONS)}")
+            raise TableError(
+                f"unknown table option {key!r} in {text!r}; options: {', '.join(OPTIONS)}"
+            )
         if key in opts:
             raise TableError(f"table option {key!r} is given twice in {text!r}")
         opts[key] = value
     fields: dict[str, Any] = {}
     if name.startswith(ICEBERG):
-        catalog, _, identifier = name[len(ICEBERG):].partition("/")
-        if not catalog or "." not in identifier or identifier.startswith(".") or identifier.endswith("."):
-            raise TableError(f"{name!r} does not name an Iceberg table; use iceberg://CATALOG/NAMESPACE.TABLE, "
-                             "e.g. iceberg://local/logs.events")
+        catalog, _, identifier = name[len(ICEBERG) :].partition("/")
+        if (
+            not catalog
+            or "." not in identifier
+            or identifier.startswith(".")
+            or identifier.endswith(".")
+        ):
+            raise TableError(
+                f"{name!r} does not name an Iceberg table; use iceberg://CATALOG/NAMESPACE.TABLE, "
+                "e.g. iceberg://local/logs.events"
+            )
         fields.update(kind="iceberg", catalog=catalog, identifier=identifier)
     else:
-        path = name[len(HIVE):]
+        path = name[len(HIVE) :]
         if not path:
-            raise TableError(f"{text!r} names no path; use hive:/data/events or hive:s3://bucket/events")
+            raise TableError(
+                f"{text!r} names no path; use hive:/data/events or hive:s3://bucket/events"
+            )
         fields.update(kind="hive", path=path)
     if "snapshot" in opts:
         if fields["kind"] != "iceberg":
@@ -146,13 +159,17 @@ def parse_table(text: str) -> TableRef:
         fields["time_column"] = opts["time"]
     if "date" in opts:
         if fields["kind"] != "hive" or not opts["date"]:
-            raise TableError(f"date= names the Hive partition key of each event's date; not valid in {text!r}")
+            raise TableError(
+                f"date= names the Hive partition key of each event's date; not valid in {text!r}"
+            )
         fields["date_key"] = opts["date"]
     if "node" in opts:
         node, _, nodes = opts["node"].partition("/")
         n, k = _integer(nodes, "node", text), _integer(node, "node", text)
         if not 0 <= k < n:
-            raise TableError(f"node={opts['node']} in {text!r}: give I/N with 0 <= I < N, e.g. node=0/3")
+            raise TableError(
+                f"node={opts['node']} in {text!r}: give I/N with 0 <= I < N, e.g. node=0/3"
+            )
         fields.update(node=k, nodes=n)
     if "by" in opts:
         if opts["by"] not in MODES:
@@ -193,8 +210,14 @@ class DataFile:
         return FileStats(self.path, self.rows, self.min_ts, self.max_ts)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "rows": self.rows, "bytes": self.bytes, "min_ts": self.min_ts,
-                "max_ts": self.max_ts, **({"version": self.version} if self.version is not None else {})}
+        return {
+            "path": self.path,
+            "rows": self.rows,
+            "bytes": self.bytes,
+            "min_ts": self.min_ts,
+            "max_ts": self.max_ts,
+            **({"version": self.version} if self.version is not None else {}),
+        }
 
 
 @dataclass
@@ -226,14 +249,17 @@ class TablePlan:
         return sum(f.rows for f in self.files)
 
     def describe(self) -> str:
-        return f"table {self.ref.name}" + (f" at snapshot {self.snapshot}" if self.snapshot is not None else "")
+        return f"table {self.ref.name}" + (
+            f" at snapshot {self.snapshot}" if self.snapshot is not None else ""
+        )
 
 
 # --- catalogs ----------------------------------------------------------------------------------
 
 
-def catalog_properties(name: str, tables: TablesConfig | None = None,
-                       storage: StorageConfig | None = None) -> dict[str, str]:
+def catalog_properties(
+    name: str, tables: TablesConfig | None = None, storage: StorageConfig | None = None
+) -> dict[str, str]:
     """The properties ``load_catalog`` gets for catalog ``name``: pyiceberg's own configuration
     for it, else (for ``local``) the embedded SQL catalog on sqlite; the S3 endpoint of the
     storage config is passed on when the catalog's configuration names none."""
@@ -246,17 +272,27 @@ def catalog_properties(name: str, tables: TablesConfig | None = None,
     props: dict[str, str] = {str(k): str(v) for k, v in (own or {}).items()}
     if own is None:
         if name != "local":
-            raise TableError(f"no Iceberg catalog named {name!r} is configured; configure it for pyiceberg "
-                             f"(~/.pyiceberg.yaml, or PYICEBERG_CATALOG__{name.upper()}__URI=... and "
-                             f"PYICEBERG_CATALOG__{name.upper()}__TYPE=rest|glue|sql) or use iceberg://local/...")
+            raise TableError(
+                f"no Iceberg catalog named {name!r} is configured; configure it for pyiceberg "
+                f"(~/.pyiceberg.yaml, or PYICEBERG_CATALOG__{name.upper()}__URI=... and "
+                f"PYICEBERG_CATALOG__{name.upper()}__TYPE=rest|glue|sql) or use iceberg://local/..."
+            )
         uri = tables.catalog_uri
-        if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):  # relative: make the directory
-            Path(uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        if uri.startswith("sqlite:///") and not uri.startswith(
+            "sqlite:////"
+        ):  # relative: make the directory
+            Path(uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
         if "://" not in tables.warehouse and any(c in tables.warehouse for c in "#?"):
-            raise TableError(f"the warehouse directory {tables.warehouse!r} holds '#' or '?', which an Iceberg "
-                             "location cannot spell; set [tables] warehouse to another directory")
+            raise TableError(
+                f"the warehouse directory {tables.warehouse!r} holds '#' or '?', which an Iceberg "
+                "location cannot spell; set [tables] warehouse to another directory"
+            )
         # not percent-encoded: pyiceberg writes to the location's path as spelled
-        warehouse = tables.warehouse if "://" in tables.warehouse else f"file://{Path(tables.warehouse).resolve()}"
+        warehouse = (
+            tables.warehouse
+            if "://" in tables.warehouse
+            else f"file://{Path(tables.warehouse).resolve()}"
+        )
         props = {"type": "sql", "uri": uri, "warehouse": warehouse}
     endpoint = storage.s3_endpoint or os.environ.get("AWS_ENDPOINT_URL", "")
     if endpoint and not (own or {}).get("s3.endpoint"):
@@ -268,7 +304,9 @@ def catalog_properties(name: str, tables: TablesConfig | None = None,
 _CATALOGS: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
 
 
-def load_catalog(name: str, tables: TablesConfig | None = None, storage: StorageConfig | None = None) -> Any:
+def load_catalog(
+    name: str, tables: TablesConfig | None = None, storage: StorageConfig | None = None
+) -> Any:
     """The pyiceberg catalog ``name`` (a clear error when it cannot be reached); one client per
     catalog and configuration in this process (a storage node asks it for every query)."""
     from pyiceberg.catalog import load_catalog as load
@@ -283,8 +321,10 @@ def load_catalog(name: str, tables: TablesConfig | None = None, storage: Storage
     except DfsCerError:
         raise
     except Exception as exc:
-        raise TableError(f"cannot reach Iceberg catalog {name!r} ({type(exc).__name__}: {_first_line(exc)}); "
-                         "check its uri and credentials") from None
+        raise TableError(
+            f"cannot reach Iceberg catalog {name!r} ({type(exc).__name__}: {_first_line(exc)}); "
+            "check its uri and credentials"
+        ) from None
 
 
 def _first_line(exc: BaseException) -> str:
@@ -292,7 +332,9 @@ def _first_line(exc: BaseException) -> str:
     return text[0][:300] if text else type(exc).__name__
 
 
-def load_iceberg(ref: TableRef, tables: TablesConfig | None = None, storage: StorageConfig | None = None) -> Any:
+def load_iceberg(
+    ref: TableRef, tables: TablesConfig | None = None, storage: StorageConfig | None = None
+) -> Any:
     """The pyiceberg table ``ref`` names."""
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
@@ -305,20 +347,34 @@ def load_iceberg(ref: TableRef, tables: TablesConfig | None = None, storage: Sto
             known = [".".join(t) for t in catalog.list_tables(namespace)]
         except Exception:
             known = []
-        raise TableError(f"no Iceberg table {ref.identifier} in catalog {ref.catalog!r}"
-                         + (f"; tables in {namespace}: {', '.join(known[:10])}" if known else
-                            f"; namespace {namespace} has no tables") + "") from None
+        raise TableError(
+            f"no Iceberg table {ref.identifier} in catalog {ref.catalog!r}"
+            + (
+                f"; tables in {namespace}: {', '.join(known[:10])}"
+                if known
+                else f"; namespace {namespace} has no tables"
+            )
+            + ""
+        ) from None
     except Exception as exc:
-        raise TableError(f"cannot reach Iceberg catalog {ref.catalog!r} to load {ref.identifier} "
-                         f"({type(exc).__name__}: {_first_line(exc)}); check its uri and credentials") from None
+        raise TableError(
+            f"cannot reach Iceberg catalog {ref.catalog!r} to load {ref.identifier} "
+            f"({type(exc).__name__}: {_first_line(exc)}); check its uri and credentials"
+        ) from None
 
 
 # --- planning -----------------------------------------------------------------------------------
 
 
-def plan_table(ref: TableRef | str, *, tables: TablesConfig | None = None, storage: StorageConfig | None = None,
-               snapshot: int | None = None, time_ranges: Sequence[tuple[int, int]] | None = None,
-               events: bool = True) -> TablePlan:
+def plan_table(
+    ref: TableRef | str,
+    *,
+    tables: TablesConfig | None = None,
+    storage: StorageConfig | None = None,
+    snapshot: int | None = None,
+    time_ranges: Sequence[tuple[int, int]] | None = None,
+    events: bool = True,
+) -> TablePlan:
     """The data files of ``ref`` (at ``snapshot``, else the reference's, else the current one),
     keeping only files that may hold an event inside ``time_ranges`` (inclusive, in the time
     column's units) when given. ``events``: the table is an event log, so its time column must
@@ -327,12 +383,16 @@ def plan_table(ref: TableRef | str, *, tables: TablesConfig | None = None, stora
         ref = parse_table(ref)
     storage = storage or StorageConfig()
     if ref.kind == "iceberg":
-        plan = _plan_iceberg(ref, tables, storage, snapshot if snapshot is not None else ref.snapshot, time_ranges)
+        plan = _plan_iceberg(
+            ref, tables, storage, snapshot if snapshot is not None else ref.snapshot, time_ranges
+        )
     else:
         plan = _plan_hive(ref, storage, time_ranges)
     if events and ref.time_column not in plan.schema.names:
-        raise TableError(f"{plan.describe()} has no time column {ref.time_column!r}; its columns: "
-                         f"{', '.join(plan.schema.names)} (name the time column with ?time=COLUMN)")
+        raise TableError(
+            f"{plan.describe()} has no time column {ref.time_column!r}; its columns: "
+            f"{', '.join(plan.schema.names)} (name the time column with ?time=COLUMN)"
+        )
     return plan
 
 
@@ -352,8 +412,13 @@ def field_id(f: pa.Field) -> int | None:
     return int(raw) if raw is not None else None
 
 
-def _plan_iceberg(ref: TableRef, tables: TablesConfig | None, storage: StorageConfig, snapshot: int | None,
-                  time_ranges: Sequence[tuple[int, int]] | None) -> TablePlan:
+def _plan_iceberg(
+    ref: TableRef,
+    tables: TablesConfig | None,
+    storage: StorageConfig,
+    snapshot: int | None,
+    time_ranges: Sequence[tuple[int, int]] | None,
+) -> TablePlan:
     from pyiceberg.conversions import from_bytes
     from pyiceberg.expressions import AlwaysTrue, And, GreaterThanOrEqual, LessThanOrEqual, Or
     from pyiceberg.io.pyarrow import schema_to_pyarrow
@@ -363,25 +428,41 @@ def _plan_iceberg(ref: TableRef, tables: TablesConfig | None, storage: StorageCo
         snap = table.snapshot_by_id(snapshot)
         if snap is None:
             known = [s.snapshot_id for s in table.snapshots()][-5:]
-            raise TableError(f"Iceberg table {ref.name} has no snapshot {snapshot}; recent snapshots: "
-                             f"{', '.join(map(str, known)) or 'none'}")
+            raise TableError(
+                f"Iceberg table {ref.name} has no snapshot {snapshot}; recent snapshots: "
+                f"{', '.join(map(str, known)) or 'none'}"
+            )
     else:
         snap = table.current_snapshot()
     # an older snapshot is read with the schema it was written with (as Spark, Trino and
     # pyiceberg do); the current one with the table's schema
     current = table.current_snapshot()
-    schema_id = None if snap is None or current is None or snap.snapshot_id == current.snapshot_id \
+    schema_id = (
+        None
+        if snap is None or current is None or snap.snapshot_id == current.snapshot_id
         else snap.schema_id
-    iceberg_schema = table.schemas().get(schema_id, table.schema()) if schema_id is not None else table.schema()
+    )
+    iceberg_schema = (
+        table.schemas().get(schema_id, table.schema()) if schema_id is not None else table.schema()
+    )
     arrow = schema_to_pyarrow(iceberg_schema)
     schema = pa.schema([pa.field(f.name, _plain(f.type), f.nullable) for f in arrow])
     ids = [field_id(f) for f in arrow]
     identity = str(table.metadata.table_uuid)
     mapping = table.name_mapping()
     aliases = {int(m.field_id): tuple(m.names) for m in (mapping or []) if m.field_id is not None}
-    out = TablePlan(ref, identity, None if snap is None else snap.snapshot_id, schema, ids, [], aliases=aliases,
-                    snapshot_ms=None if snap is None else snap.timestamp_ms, config=storage,
-                    metadata_location=table.metadata_location)
+    out = TablePlan(
+        ref,
+        identity,
+        None if snap is None else snap.snapshot_id,
+        schema,
+        ids,
+        [],
+        aliases=aliases,
+        snapshot_ms=None if snap is None else snap.timestamp_ms,
+        config=storage,
+        metadata_location=table.metadata_location,
+    )
     if snap is None:
         return out  # a table never written to: no files
     try:
@@ -392,25 +473,40 @@ def _plan_iceberg(ref: TableRef, tables: TablesConfig | None, storage: StorageCo
     if time_ranges is not None and time_field is not None:
         ge: Any = GreaterThanOrEqual  # (pyiceberg's typing hides the positional signature)
         le: Any = LessThanOrEqual
-        pieces = [And(ge(ref.time_column, int(lo)), le(ref.time_column, int(hi)))
-                  for lo, hi in time_ranges]
+        pieces = [
+            And(ge(ref.time_column, int(lo)), le(ref.time_column, int(hi)))
+            for lo, hi in time_ranges
+        ]
         row_filter = pieces[0] if len(pieces) == 1 else Or(*pieces) if pieces else None
     try:
         every = list(table.scan(snapshot_id=snap.snapshot_id).plan_files())
-        tasks = every if time_ranges is None or time_field is None else (
-            [] if row_filter is None else list(table.scan(row_filter=row_filter, snapshot_id=snap.snapshot_id)
-                                               .plan_files()))
+        tasks = (
+            every
+            if time_ranges is None or time_field is None
+            else (
+                []
+                if row_filter is None
+                else list(
+                    table.scan(row_filter=row_filter, snapshot_id=snap.snapshot_id).plan_files()
+                )
+            )
+        )
     except DfsCerError:
         raise
     except Exception as exc:
-        raise TableError(f"cannot plan the files of Iceberg table {ref.name} at snapshot {snap.snapshot_id} "
-                         f"({type(exc).__name__}: {_first_line(exc)})") from None
+        raise TableError(
+            f"cannot plan the files of Iceberg table {ref.name} at snapshot {snap.snapshot_id} "
+            f"({type(exc).__name__}: {_first_line(exc)})"
+        ) from None
     deleting = [t for t in every if t.delete_files]
     if deleting:
-        raise TableError(f"Iceberg table {ref.name} at snapshot {snap.snapshot_id} has row-level delete files on "
-                         f"{len(deleting)} data file{'s' if len(deleting) > 1 else ''} (e.g. "
-                         f"{deleting[0].file.file_path}); dfs-cer serves tables without deletes: compact the table "
-                         "(rewrite its data files) or query a snapshot from before the deletes with ?snapshot=ID")
+        raise TableError(
+            f"Iceberg table {ref.name} at snapshot {snap.snapshot_id} has row-level delete files on "
+            f"{len(deleting)} data file{'s' if len(deleting) > 1 else ''} (e.g. "
+            f"{deleting[0].file.file_path}); dfs-cer serves tables without deletes: compact the table "
+            "(rewrite its data files) or query a snapshot from before the deletes with ?snapshot=ID"
+        )
+
     def bound(raw: dict[int, bytes] | None) -> int | None:
         value = None if time_field is None else (raw or {}).get(time_field.field_id)
         if value is None:
@@ -420,8 +516,15 @@ def _plan_iceberg(ref: TableRef, tables: TablesConfig | None, storage: StorageCo
 
     for t in tasks:
         f = t.file
-        out.files.append(DataFile(_local(f.file_path), int(f.record_count), int(f.file_size_in_bytes),
-                                  bound(f.lower_bounds), bound(f.upper_bounds)))
+        out.files.append(
+            DataFile(
+                _local(f.file_path),
+                int(f.record_count),
+                int(f.file_size_in_bytes),
+                bound(f.lower_bounds),
+                bound(f.upper_bounds),
+            )
+        )
     kept = {f.path for f in out.files}
     gone = [t.file for t in every if _local(t.file.file_path) not in kept]
     out.pruned_files, out.pruned_bytes = len(gone), sum(int(f.file_size_in_bytes) for f in gone)
@@ -456,7 +559,9 @@ def _day_range(value: Any, dtype: pa.DataType) -> tuple[int, int] | None:
         return None
     if pa.types.is_timestamp(dtype):
         per_second = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[dtype.unit]
-        start = int(dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC).timestamp()) * per_second
+        start = (
+            int(dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC).timestamp()) * per_second
+        )
         return start, start + 86400 * per_second - 1
     if pa.types.is_date32(dtype):
         n = (day - dt.date(1970, 1, 1)).days
@@ -474,22 +579,34 @@ def _overlaps(lo: int | None, hi: int | None, ranges: Sequence[tuple[int, int]] 
 _FOOTERS: dict[tuple[Any, ...], tuple[pa.Schema, int, int | None, int | None]] = {}
 
 
-def _plan_hive(ref: TableRef, storage: StorageConfig, time_ranges: Sequence[tuple[int, int]] | None) -> TablePlan:
+def _plan_hive(
+    ref: TableRef, storage: StorageConfig, time_ranges: Sequence[tuple[int, int]] | None
+) -> TablePlan:
     loc = filesystem_for(ref.path, storage)
     base = loc.path.rstrip("/") + "/"
     # as Hive and Spark read a prefix: no hidden files or directories (_temporary, _SUCCESS, .part)
-    paths = [p for p in list_files(loc) if not any(seg.startswith(("_", ".")) for seg in p[len(base):].split("/"))]
+    paths = [
+        p
+        for p in list_files(loc)
+        if not any(seg.startswith(("_", ".")) for seg in p[len(base) :].split("/"))
+    ]
     if not paths:
         raise TableError(f"no parquet files under {ref.path} (table {ref.name}); check the path")
     parts: dict[str, dict[str, Any]] = {}
     for p in paths:
-        segments = p[len(base):].split("/")[:-1] if p.startswith(base) else []
-        parts[p] = {k: _partition_value(v) for k, _, v in (s.partition("=") for s in segments if "=" in s)}
+        segments = p[len(base) :].split("/")[:-1] if p.startswith(base) else []
+        parts[p] = {
+            k: _partition_value(v) for k, _, v in (s.partition("=") for s in segments if "=" in s)
+        }
     keys = list(dict.fromkeys(k for values in parts.values() for k in values))
     if ref.date_key is not None and ref.date_key not in keys:
-        raise TableError(f"date={ref.date_key} names no partition key of {ref.name}; its keys: "
-                         f"{', '.join(keys) or 'none (no key=value directories)'}")
-    first = loc.retrying(f"{ref.path} ({paths[0]})", lambda: pq.read_schema(paths[0], filesystem=loc.fs))
+        raise TableError(
+            f"date={ref.date_key} names no partition key of {ref.name}; its keys: "
+            f"{', '.join(keys) or 'none (no key=value directories)'}"
+        )
+    first = loc.retrying(
+        f"{ref.path} ({paths[0]})", lambda: pq.read_schema(paths[0], filesystem=loc.fs)
+    )
     time_type = first.field(ref.time_column).type if ref.time_column in first.names else pa.null()
     kept, pruned_files, pruned_bytes = [], 0, 0
     infos = {i.path: i for i in loc.retrying(ref.path, lambda: loc.fs.get_file_info(paths))}
@@ -501,35 +618,60 @@ def _plan_hive(ref: TableRef, storage: StorageConfig, time_ranges: Sequence[tupl
             continue  # the partition's day lies outside every range: not even the footer is read
         kept.append(p)
     files, schemas = [], [first]
+
     def footer(path: str) -> pq.FileMetaData:
-        return loc.retrying(f"{ref.path} ({path})", lambda: pq.read_metadata(path, filesystem=loc.fs))
+        return loc.retrying(
+            f"{ref.path} ({path})", lambda: pq.read_metadata(path, filesystem=loc.fs)
+        )
 
     for p in kept:
         key = (loc.uri, p, infos[p].size, infos[p].mtime_ns, ref.time_column)
         if key not in _FOOTERS:  # a file is read for its footer once (a node re-plans every query)
             meta = footer(p)
-            _FOOTERS[key] = (meta.schema.to_arrow_schema(), meta.num_rows, *time_bounds(meta, ref.time_column))
+            _FOOTERS[key] = (
+                meta.schema.to_arrow_schema(),
+                meta.num_rows,
+                *time_bounds(meta, ref.time_column),
+            )
             while len(_FOOTERS) > 100_000:
                 _FOOTERS.pop(next(iter(_FOOTERS)))
         file_schema, num_rows, lo, hi = _FOOTERS[key]
-        if ref.time_column in file_schema.names and file_schema.field(ref.time_column).type != time_type:
-            raise TableError(f"the files of {ref.name} store {ref.time_column} as {time_type} ({paths[0]}) and as "
-                             f"{file_schema.field(ref.time_column).type} ({p}); rewrite them with one type (their "
-                             "time bounds and date partitions must share a unit)")
+        if (
+            ref.time_column in file_schema.names
+            and file_schema.field(ref.time_column).type != time_type
+        ):
+            raise TableError(
+                f"the files of {ref.name} store {ref.time_column} as {time_type} ({paths[0]}) and as "
+                f"{file_schema.field(ref.time_column).type} ({p}); rewrite them with one type (their "
+                "time bounds and date partitions must share a unit)"
+            )
         schemas.append(file_schema)
         size = int(sizes.get(p) or 0)
         if not _overlaps(lo, hi, time_ranges):
             pruned_files, pruned_bytes = pruned_files + 1, pruned_bytes + size
             continue
         where = f"s3://{p}" if ref.path.startswith("s3://") else p
-        files.append(DataFile(where, num_rows, size, lo, hi, tuple(parts[p].items()),
-                              version=f"{size}-{infos[p].mtime_ns}"))
+        files.append(
+            DataFile(
+                where,
+                num_rows,
+                size,
+                lo,
+                hi,
+                tuple(parts[p].items()),
+                version=f"{size}-{infos[p].mtime_ns}",
+            )
+        )
     try:
-        unified = pa.unify_schemas([pa.schema([pa.field(f.name, _plain(f.type), f.nullable) for f in s])
-                                    for s in schemas], promote_options="permissive")
+        unified = pa.unify_schemas(
+            [pa.schema([pa.field(f.name, _plain(f.type), f.nullable) for f in s]) for s in schemas],
+            promote_options="permissive",
+        )
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise TableError(f"the files of {ref.name} have clashing column types ({exc}); rewrite them with one "
-                         "schema") from None
+        raise TableError(
+            f"the files of {ref.name} have clashing column types ({exc}); rewrite them with one "
+            "schema"
+        ) from None
     extra = []
     for k in keys:
         if k in unified.names:
@@ -539,8 +681,17 @@ def _plan_hive(ref: TableRef, storage: StorageConfig, time_ranges: Sequence[tupl
         extra.append(pa.field(k, pa.int64() if is_int else pa.string()))
     schema = pa.schema([*unified, *extra])
     files.sort(key=lambda f: (f.min_ts if f.min_ts is not None else -(2**63), f.path))
-    return TablePlan(ref, loc.uri, None, schema, [None] * len(schema), files, pruned_files=pruned_files,
-                     pruned_bytes=pruned_bytes, config=storage)
+    return TablePlan(
+        ref,
+        loc.uri,
+        None,
+        schema,
+        [None] * len(schema),
+        files,
+        pruned_files=pruned_files,
+        pruned_bytes=pruned_bytes,
+        config=storage,
+    )
 
 
 _INTEGER = re.compile(r"^-?[0-9]{1,19}$")
@@ -558,7 +709,7 @@ def _location(path: str, storage: StorageConfig) -> tuple[FileLocation, str]:
     """The filesystem of a planned file and the file's path inside it."""
     if path.startswith("s3://"):
         loc = _s3_root(storage)
-        return loc, path[len("s3://"):]
+        return loc, path[len("s3://") :]
     return filesystem_for(os.path.dirname(path) or ".", storage), path
 
 
@@ -571,8 +722,9 @@ def _s3_root(storage: StorageConfig) -> FileLocation:
     return _S3[storage]
 
 
-def read_data_file(plan: TablePlan, f: DataFile, columns: Sequence[str] | None = None,
-                   row_group: int | None = None) -> pa.Table:
+def read_data_file(
+    plan: TablePlan, f: DataFile, columns: Sequence[str] | None = None, row_group: int | None = None
+) -> pa.Table:
     """File ``f`` of ``plan`` (or its row group ``row_group``) as the table's schema (or its
     ``columns``): columns matched by Iceberg field id (else by name), missing ones NULL,
     partition values filled in. A file that vanished since planning is a TableError naming it
@@ -585,7 +737,11 @@ def read_data_file(plan: TablePlan, f: DataFile, columns: Sequence[str] | None =
             pf = pq.ParquetFile(fh)
             names = _sources(plan, pf.schema_arrow, [w.name for w in wanted])
             picked = [n for n in dict.fromkeys(names) if n is not None]
-            table = pf.read(columns=picked) if row_group is None else pf.read_row_group(row_group, columns=picked)
+            table = (
+                pf.read(columns=picked)
+                if row_group is None
+                else pf.read_row_group(row_group, columns=picked)
+            )
             return _conform(table, wanted, names, dict(f.partition))
 
     return _reading(plan, f, loc, read)
@@ -601,13 +757,19 @@ def _reading(plan: TablePlan, f: DataFile, loc: FileLocation, read: Callable[[],
         return loc.retrying(f"{plan.describe()} ({f.path})", read)
     except StorageError as exc:
         if "not found" in str(exc):
-            raise TableError(f"data file {f.path} of {plan.describe()} is gone (removed after the query was "
-                             "planned, e.g. by snapshot expiry or compaction); run the query again") from None
+            raise TableError(
+                f"data file {f.path} of {plan.describe()} is gone (removed after the query was "
+                "planned, e.g. by snapshot expiry or compaction); run the query again"
+            ) from None
         raise
 
 
-def _conform(table: pa.Table, wanted: Sequence[pa.Field], names: Sequence[str | None],
-             partition: dict[str, Any]) -> pa.Table:
+def _conform(
+    table: pa.Table,
+    wanted: Sequence[pa.Field],
+    names: Sequence[str | None],
+    partition: dict[str, Any],
+) -> pa.Table:
     n = table.num_rows
     arrays = []
     for f, src in zip(wanted, names, strict=True):
@@ -615,8 +777,11 @@ def _conform(table: pa.Table, wanted: Sequence[pa.Field], names: Sequence[str | 
             col = table.column(src)
             arrays.append(col if col.type == f.type else col.cast(f.type))
         elif partition.get(f.name) is not None:
-            arrays.append(pa.chunked_array([pc.fill_null(pa.nulls(n, f.type), pa.scalar(partition[f.name])
-                                                         .cast(f.type))]))
+            arrays.append(
+                pa.chunked_array(
+                    [pc.fill_null(pa.nulls(n, f.type), pa.scalar(partition[f.name]).cast(f.type))]
+                )
+            )
         else:
             arrays.append(pa.chunked_array([pa.nulls(n, f.type)]))
     return pa.Table.from_arrays(arrays, schema=pa.schema(list(wanted)))
@@ -661,8 +826,14 @@ def table_row_groups(plan: TablePlan, time_column: str | None = None) -> list[Ro
     groups: list[RowGroup] = []
     for f in plan.files:
         meta = file_footer(plan, f)
-        name = physical_name(plan, meta.schema.to_arrow_schema(), time_column or plan.ref.time_column)
-        bounds = group_bounds(meta, name) if name is not None else [(None, None, None)] * meta.num_row_groups
+        name = physical_name(
+            plan, meta.schema.to_arrow_schema(), time_column or plan.ref.time_column
+        )
+        bounds = (
+            group_bounds(meta, name)
+            if name is not None
+            else [(None, None, None)] * meta.num_row_groups
+        )
         for g, (first, last, nulls) in enumerate(bounds):
             groups.append(RowGroup(f.path, g, meta.row_group(g).num_rows, first, last, nulls))
     return groups
@@ -674,8 +845,14 @@ def read_table(plan: TablePlan, columns: Sequence[str] | None = None) -> Iterato
         yield read_data_file(plan, f, columns)
 
 
-def append_iceberg(table: str | TableRef, input_path: str, *, create: bool = False,
-                   tables: TablesConfig | None = None, storage: StorageConfig | None = None) -> tuple[int, int]:
+def append_iceberg(
+    table: str | TableRef,
+    input_path: str,
+    *,
+    create: bool = False,
+    tables: TablesConfig | None = None,
+    storage: StorageConfig | None = None,
+) -> tuple[int, int]:
     """Append the event log at ``input_path`` (parquet or CSV, file or directory, local or
     ``s3://``) to an Iceberg table as one snapshot (``create``: make the table and namespace
     first when missing); returns (snapshot id, rows). Timestamps are stored in microseconds,
@@ -684,22 +861,33 @@ def append_iceberg(table: str | TableRef, input_path: str, *, create: bool = Fal
 
     ref = parse_table(table) if isinstance(table, str) else table
     if ref.kind != "iceberg":
-        raise TableError(f"{ref.name} is not an Iceberg table; append parquet files under a Hive prefix directly")
+        raise TableError(
+            f"{ref.name} is not an Iceberg table; append parquet files under a Hive prefix directly"
+        )
     from dfs_cer.io.csvfiles import CsvInput
 
     loc = filesystem_for(input_path, storage)
     try:  # a CSV's column types from every value, as dfs-cer shard reads it
-        data = CsvInput(loc).to_table() if input_path.endswith(".csv") else \
-            ds.dataset(loc.path, filesystem=loc.fs, format="parquet").to_table()
+        data = (
+            CsvInput(loc).to_table()
+            if input_path.endswith(".csv")
+            else ds.dataset(loc.path, filesystem=loc.fs, format="parquet").to_table()
+        )
     except (FileNotFoundError, pa.ArrowInvalid, OSError) as exc:
         raise TableError(f"cannot read {input_path}: {exc}") from None
-    fields = [pa.field(f.name, pa.timestamp("us", f.type.tz)) if pa.types.is_timestamp(f.type) else
-              pa.field(f.name, _plain(f.type)) for f in data.schema]
+    fields = [
+        pa.field(f.name, pa.timestamp("us", f.type.tz))
+        if pa.types.is_timestamp(f.type)
+        else pa.field(f.name, _plain(f.type))
+        for f in data.schema
+    ]
     try:
         data = data.cast(pa.schema(fields))
     except pa.ArrowInvalid as exc:
-        raise TableError(f"{input_path} has times finer than microseconds, Iceberg's unit ({exc}); round them "
-                         "first") from None
+        raise TableError(
+            f"{input_path} has times finer than microseconds, Iceberg's unit ({exc}); round them "
+            "first"
+        ) from None
     from pyiceberg.exceptions import NoSuchTableError
 
     catalog = load_catalog(ref.catalog, tables, storage)
@@ -707,8 +895,10 @@ def append_iceberg(table: str | TableRef, input_path: str, *, create: bool = Fal
         target = catalog.load_table(ref.identifier)
     except NoSuchTableError:
         if not create:
-            raise TableError(f"no Iceberg table {ref.identifier} in catalog {ref.catalog!r}; add --create to "
-                             "make it") from None
+            raise TableError(
+                f"no Iceberg table {ref.identifier} in catalog {ref.catalog!r}; add --create to "
+                "make it"
+            ) from None
         catalog.create_namespace_if_not_exists(ref.identifier.rsplit(".", 1)[0])
         target = catalog.create_table(ref.identifier, schema=data.schema)
     try:
@@ -731,7 +921,9 @@ class TableInput:
 
     def null_count(self, column: str) -> int:
         """NULLs in ``column`` (only that column is read)."""
-        return sum(read_data_file(self.plan, f, [column]).column(0).null_count for f in self.plan.files)
+        return sum(
+            read_data_file(self.plan, f, [column]).column(0).null_count for f in self.plan.files
+        )
 
     def to_batches(self, batch_size: int = 1_000_000) -> Iterator[pa.RecordBatch]:
         for f in self.plan.files:
@@ -749,9 +941,14 @@ def assignment_path(plan: TablePlan, tables: TablesConfig | None = None) -> Path
     ref = plan.ref
     if ref.assignment:
         return Path(ref.assignment)
-    key = hashlib.sha256(f"{plan.identity}|{ref.name}|{ref.nodes}|{ref.by}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{plan.identity}|{ref.name}|{ref.nodes}|{ref.by}".encode()).hexdigest()[
+        :16
+    ]
     safe = "".join(c if c.isalnum() else "-" for c in ref.name.split("/")[-1])[:40]
-    return Path((tables or TablesConfig()).assignments_dir) / f"{safe}-{ref.nodes}nodes-{ref.by}-{key}.json"
+    return (
+        Path((tables or TablesConfig()).assignments_dir)
+        / f"{safe}-{ref.nodes}nodes-{ref.by}-{key}.json"
+    )
 
 
 def node_assignment(plan: TablePlan, tables: TablesConfig | None = None) -> Assignment:
@@ -761,7 +958,12 @@ def node_assignment(plan: TablePlan, tables: TablesConfig | None = None) -> Assi
     path = assignment_path(plan, tables)
     if not path.exists():
         made = assign([f.stats() for f in plan.files], plan.ref.nodes, plan.ref.by)
-        doc = {"table": plan.ref.name, "identity": plan.identity, "snapshot": plan.snapshot, **made.to_dict()}
+        doc = {
+            "table": plan.ref.name,
+            "identity": plan.identity,
+            "snapshot": plan.snapshot,
+            **made.to_dict(),
+        }
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(doc))
@@ -775,12 +977,20 @@ def node_assignment(plan: TablePlan, tables: TablesConfig | None = None) -> Assi
         doc = json.loads(path.read_text())
         got = Assignment.from_dict(doc)
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise TableError(f"the assignment file {path} of {plan.ref.name} is unreadable ({exc}); delete it to have "
-                         "it written again") from None
-    if got.nodes != plan.ref.nodes or got.mode != plan.ref.by or doc.get("identity") != plan.identity:
-        raise TableError(f"the assignment file {path} was written for {doc.get('table')} ({got.nodes} nodes, by "
-                         f"{got.mode}), not {plan.ref.name} ({plan.ref.nodes} nodes, by {plan.ref.by}); give each "
-                         "table and node count its own assignment= file")
+        raise TableError(
+            f"the assignment file {path} of {plan.ref.name} is unreadable ({exc}); delete it to have "
+            "it written again"
+        ) from None
+    if (
+        got.nodes != plan.ref.nodes
+        or got.mode != plan.ref.by
+        or doc.get("identity") != plan.identity
+    ):
+        raise TableError(
+            f"the assignment file {path} was written for {doc.get('table')} ({got.nodes} nodes, by "
+            f"{got.mode}), not {plan.ref.name} ({plan.ref.nodes} nodes, by {plan.ref.by}); give each "
+            "table and node count its own assignment= file"
+        )
     return got
 
 

@@ -42,8 +42,20 @@ from dfs_cer.query.numeric import calculate, comparable, literal, plain
 
 Resolver = Callable[[Expr], pa.Array]
 
-_COMPARE = {"=": "equal", "<>": "not_equal", "<": "less", "<=": "less_equal", ">": "greater", ">=": "greater_equal"}
-_ARITH = {"+": "add_checked", "-": "subtract_checked", "*": "multiply_checked", "/": "divide_checked"}
+_COMPARE = {
+    "=": "equal",
+    "<>": "not_equal",
+    "<": "less",
+    "<=": "less_equal",
+    ">": "greater",
+    ">=": "greater_equal",
+}
+_ARITH = {
+    "+": "add_checked",
+    "-": "subtract_checked",
+    "*": "multiply_checked",
+    "/": "divide_checked",
+}
 
 
 def _compare(op: str, a: pa.Array | pa.Scalar, b: pa.Array | pa.Scalar) -> pa.Array | pa.Scalar:
@@ -59,7 +71,9 @@ def evaluate(e: Expr, resolve: Resolver, length: int) -> pa.Array | pa.Scalar:
         if isinstance(x, Literal):
             return literal(x.value)
         if isinstance(x, IntervalLiteral):
-            return pa.scalar(dt.timedelta(seconds=float(Decimal(x.value) * WindowUnit(x.unit).seconds)))
+            return pa.scalar(
+                dt.timedelta(seconds=float(Decimal(x.value) * WindowUnit(x.unit).seconds))
+            )
         if isinstance(x, Column | Navigation | Classifier | MatchNumber | Aggregate):
             return resolve(x)
         if isinstance(x, BinaryOp):
@@ -72,8 +86,11 @@ def evaluate(e: Expr, resolve: Resolver, length: int) -> pa.Array | pa.Scalar:
             if x.op in _ARITH or x.op == "%":
                 return calculate(x.op, ev(x.left), ev(x.right))
             if x.op == "||":
-                return pc.binary_join_element_wise(pc.cast(plain(ev(x.left)), pa.string()),
-                                                   pc.cast(plain(ev(x.right)), pa.string()), "")
+                return pc.binary_join_element_wise(
+                    pc.cast(plain(ev(x.left)), pa.string()),
+                    pc.cast(plain(ev(x.right)), pa.string()),
+                    "",
+                )
         if isinstance(x, UnaryOp):
             inner = ev(x.operand)
             return pc.invert(_logical(inner)) if x.op == "NOT" else pc.negate_checked(inner)
@@ -93,7 +110,9 @@ def evaluate(e: Expr, resolve: Resolver, length: int) -> pa.Array | pa.Scalar:
             return pc.invert(inside) if x.negated else inside
         if isinstance(x, Like):
             if not isinstance(x.pattern, Literal) or not isinstance(x.pattern.value, str):
-                raise UnsupportedFeatureError(f"LIKE with a non-literal pattern ({to_sql(x)})", code="unsupported")
+                raise UnsupportedFeatureError(
+                    f"LIKE with a non-literal pattern ({to_sql(x)})", code="unsupported"
+                )
             test = pc.match_substring_regex(plain(ev(x.operand)), like_regex(x.pattern.value))
             return pc.invert(test) if x.negated else test
         if isinstance(x, Function):
@@ -103,10 +122,16 @@ def evaluate(e: Expr, resolve: Resolver, length: int) -> pa.Array | pa.Scalar:
         if isinstance(x, Case):
             conds, values = [], []
             for w in x.whens:
-                cond = ev(w.condition) if x.operand is None else _compare("=", ev(x.operand), ev(w.condition))
+                cond = (
+                    ev(w.condition)
+                    if x.operand is None
+                    else _compare("=", ev(x.operand), ev(w.condition))
+                )
                 conds.append(pc.fill_null(_broadcast(cond, length), False))
                 values.append(_broadcast(ev(w.result), length))
-            default = _broadcast(ev(x.default) if x.default is not None else pa.scalar(None), length)
+            default = _broadcast(
+                ev(x.default) if x.default is not None else pa.scalar(None), length
+            )
             # one result type: NULL branches (no ELSE) take the others' type
             known = next((v.type for v in [*values, default] if v.type != pa.null()), pa.null())
             values = [v.cast(known) if v.type == pa.null() else v for v in values]
@@ -141,6 +166,7 @@ def evaluate_mask(e: Expr, resolve: Resolver, length: int) -> pa.Array:
     result = _broadcast(result, length)
     result = _logical(result)  # DEFINE A AS NULL: unknown, so never true
     if result.type != pa.bool_():
-        raise UnsupportedFeatureError(f"condition {to_sql(e)} is not boolean (it is {result.type})",
-                                      code="not-boolean")
+        raise UnsupportedFeatureError(
+            f"condition {to_sql(e)} is not boolean (it is {result.type})", code="not-boolean"
+        )
     return pc.fill_null(result, False)

@@ -61,8 +61,12 @@ def _at_most(ts: np.ndarray, rank: np.ndarray, key: Key) -> np.ndarray:
     return (ts < key[0]) | ((ts == key[0]) & (rank <= key[1]))
 
 
-START = "__dfs_cer_start"  # the time a relation row's match starts at (an unmatched row: its own time)
-START_RANK = "__dfs_cer_start_rank"  # its first row's rank among the rows of that time (NULL: unmatched)
+START = (
+    "__dfs_cer_start"  # the time a relation row's match starts at (an unmatched row: its own time)
+)
+START_RANK = (
+    "__dfs_cer_start_rank"  # its first row's rank among the rows of that time (NULL: unmatched)
+)
 
 
 @dataclass
@@ -89,13 +93,16 @@ def _sorted(table: pa.Table, analysis: Analysis) -> _Sorted:
     order_by = [(s.column, s.descending, bool(s.nulls_first)) for s in mr.order_by]
     partition_by = tuple(mr.partition_by)
     table, halo = split_halo(table)
-    table, bounds, _, halo_sorted = sort_partition_flags(table, partition_by, order_by, None, analysis.event_key,
-                                                         analysis.dedup, halo)
+    table, bounds, _, halo_sorted = sort_partition_flags(
+        table, partition_by, order_by, None, analysis.event_key, analysis.dedup, halo
+    )
     if halo is not None:
         table = table.append_column(HALO, pa.array(halo_sorted))
     n = table.num_rows
     ts = time_values(table, order_by[0][0]) if n else np.zeros(0, np.int64)
-    part_of_row = np.repeat(np.arange(bounds.size - 1), np.diff(bounds)) if n else np.zeros(0, np.int64)
+    part_of_row = (
+        np.repeat(np.arange(bounds.size - 1), np.diff(bounds)) if n else np.zeros(0, np.int64)
+    )
     parts: list[Part] = [()] * (bounds.size - 1)
     if partition_by and n:
         heads = table.select(list(partition_by)).take(pa.array(bounds[:-1])).to_pylist()
@@ -103,7 +110,9 @@ def _sorted(table: pa.Table, analysis: Analysis) -> _Sorted:
     return _Sorted(table, ts, _ranks(ts, part_of_row), part_of_row, bounds, parts)
 
 
-def _masks(rows: _Sorted, lo: int, hi: int, entering: Mapping[Part, State]) -> tuple[np.ndarray, np.ndarray]:
+def _masks(
+    rows: _Sorted, lo: int, hi: int, entering: Mapping[Part, State]
+) -> tuple[np.ndarray, np.ndarray]:
     """Where matches may start (owned rows past the cursor) and which rows are covered already."""
     ts, rank = rows.ts, rows.rank
     may_start = (ts >= lo) & (ts < hi)
@@ -119,8 +128,17 @@ def _masks(rows: _Sorted, lo: int, hi: int, entering: Mapping[Part, State]) -> t
     return may_start, cover
 
 
-def _match(rows: _Sorted, analysis: Analysis, may_start: np.ndarray, cover: np.ndarray, lo: int, hi: int,
-           segments: np.ndarray | None, cut: tuple[bool, bool], upto: int | None = None) -> tuple[pa.Table, Any]:
+def _match(
+    rows: _Sorted,
+    analysis: Analysis,
+    may_start: np.ndarray,
+    cover: np.ndarray,
+    lo: int,
+    hi: int,
+    segments: np.ndarray | None,
+    cut: tuple[bool, bool],
+    upto: int | None = None,
+) -> tuple[pa.Table, Any]:
     """The engine over the sorted rows (the first ``upto`` only): the relation with :data:`START`
     (unmatched rows only where owned and not covered) and the spans. ``cut``: the chunk leaves
     out rows before / after the ones it read (:meth:`ChunkPlan.cut`); a prefix leaves out more."""
@@ -132,14 +150,25 @@ def _match(rows: _Sorted, analysis: Analysis, may_start: np.ndarray, cover: np.n
     unmatched = mr.rows_per_match is RowsPerMatch.ALL_ROWS_WITH_UNMATCHED
     if unmatched:
         table = table.append_column(ROW, pa.array(np.arange(n, dtype=np.int64)))
-    out = run_row_pattern(table, analysis, may_start=may_start[:n], spans=True, match_ids="times",
-                          segments=segments, cut_off=cut)
+    out = run_row_pattern(
+        table,
+        analysis,
+        may_start=may_start[:n],
+        spans=True,
+        match_ids="times",
+        segments=segments,
+        cut_off=cut,
+    )
     relation = out.table
     start = relation.column(ID_COLUMNS[1])
     # the rank of each match's first row among its partition's rows of that time ("times" ids
     # hold its place in the sorted rows): with the time, a name every chunk gives the match alike
-    matched = np.asarray(relation.column(ID_COLUMNS[0]).is_valid().to_numpy(zero_copy_only=False), bool)
-    place = np.asarray(relation.column(ID_COLUMNS[0]).fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+    matched = np.asarray(
+        relation.column(ID_COLUMNS[0]).is_valid().to_numpy(zero_copy_only=False), bool
+    )
+    place = np.asarray(
+        relation.column(ID_COLUMNS[0]).fill_null(0).to_numpy(zero_copy_only=False), np.int64
+    )
     assert out.spans is not None
     order = out.spans.order
     first_rank = rows.rank[order[np.minimum(place, order.size - 1)]] if order.size else place
@@ -147,18 +176,35 @@ def _match(rows: _Sorted, analysis: Analysis, may_start: np.ndarray, cover: np.n
     if unmatched:
         row = np.asarray(relation.column(ROW).to_numpy(zero_copy_only=False), np.int64)
         owned = (ts[row] >= lo) & (ts[row] < hi) & ~cover[:n][row]
-        start = pa.array(np.where(matched, np.asarray(start.fill_null(0).to_numpy(zero_copy_only=False)), ts[row]),
-                         pa.int64())
+        start = pa.array(
+            np.where(
+                matched, np.asarray(start.fill_null(0).to_numpy(zero_copy_only=False)), ts[row]
+            ),
+            pa.int64(),
+        )
         keep = pa.array(matched | owned)
-        relation, start, start_rank = relation.drop([ROW]).filter(keep), start.filter(keep), start_rank.filter(keep)
-    relation = relation.drop(list(ID_COLUMNS)).append_column(START, pa.array(start, pa.int64())
-                                                             if not isinstance(start, pa.ChunkedArray)
-                                                             else start.cast(pa.int64()))
+        relation, start, start_rank = (
+            relation.drop([ROW]).filter(keep),
+            start.filter(keep),
+            start_rank.filter(keep),
+        )
+    relation = relation.drop(list(ID_COLUMNS)).append_column(
+        START,
+        pa.array(start, pa.int64())
+        if not isinstance(start, pa.ChunkedArray)
+        else start.cast(pa.int64()),
+    )
     return relation.append_column(START_RANK, start_rank), out.spans
 
 
-def run_chunk(table: pa.Table, analysis: Analysis, plan: ChunkPlan, k: int,
-              entering: Mapping[Part, State] | None = None, segments: np.ndarray | None = None) -> ChunkResult:
+def run_chunk(
+    table: pa.Table,
+    analysis: Analysis,
+    plan: ChunkPlan,
+    k: int,
+    entering: Mapping[Part, State] | None = None,
+    segments: np.ndarray | None = None,
+) -> ChunkResult:
     """The matches chunk ``k`` owns, from the rows it reads (any order), with :data:`START`.
     ``segments`` and halo rows (:data:`HALO`) mean what they mean to :func:`run_row_pattern`."""
     mr = analysis.query.recognize
@@ -170,8 +216,12 @@ def run_chunk(table: pa.Table, analysis: Analysis, plan: ChunkPlan, k: int,
         start = np.asarray(out.column(ID_COLUMNS[1]).to_numpy(zero_copy_only=False), np.int64)
         owned = (start >= lo) & (start < hi)
         out = out.filter(pa.array(owned)).drop(list(ID_COLUMNS))
-        return ChunkResult(out.append_column(START, pa.array(start[owned]))
-                           .append_column(START_RANK, pa.nulls(out.num_rows, pa.int64())), [])
+        return ChunkResult(
+            out.append_column(START, pa.array(start[owned])).append_column(
+                START_RANK, pa.nulls(out.num_rows, pa.int64())
+            ),
+            [],
+        )
     rows = _sorted(table, analysis)
     may_start, cover = _masks(rows, lo, hi, entering or {})
     short = _short(rows.ts, plan, analysis, lo, hi) if not mr.partition_by else None
@@ -186,7 +236,9 @@ def _chunk_reports(rows: _Sorted, spans: Any, plan: ChunkPlan, k: int, mr: Any) 
     if hi >= POS or not spans.start.size:
         return []
     unmatched = mr.rows_per_match is RowsPerMatch.ALL_ROWS_WITH_UNMATCHED
-    return _reports(spans, rows.ts, rows.rank, rows.part_of_row, rows.parts, plan.reads(k)[1], hi, unmatched)
+    return _reports(
+        spans, rows.ts, rows.rank, rows.part_of_row, rows.parts, plan.reads(k)[1], hi, unmatched
+    )
 
 
 def _last_start(rows: _Sorted, spans: Any) -> int | None:
@@ -211,11 +263,21 @@ def _meets(analysis: Analysis) -> bool:
     partition), ALL MATCHES (never re-run) or WITH UNMATCHED ROWS (overlapping matches cover
     rows past the meeting row)."""
     mr = analysis.query.recognize
-    return not (mr.partition_by or mr.all_matches or mr.rows_per_match is RowsPerMatch.ALL_ROWS_WITH_UNMATCHED)
+    return not (
+        mr.partition_by
+        or mr.all_matches
+        or mr.rows_per_match is RowsPerMatch.ALL_ROWS_WITH_UNMATCHED
+    )
 
 
-def rerun_chunk(table: pa.Table, analysis: Analysis, plan: ChunkPlan, k: int, entering: Mapping[Part, State],
-                segments: np.ndarray | None = None) -> ChunkResult:
+def rerun_chunk(
+    table: pa.Table,
+    analysis: Analysis,
+    plan: ChunkPlan,
+    k: int,
+    entering: Mapping[Part, State],
+    segments: np.ndarray | None = None,
+) -> ChunkResult:
     """Chunk ``k`` again from the state the chunks before it leave, only until its run coincides
     with the chunk's first (fresh) run: both runs try a match at the same row, so everything
     after it is equal. The result holds the matches before that row and ``since`` (its time):
@@ -234,7 +296,9 @@ def rerun_chunk(table: pa.Table, analysis: Analysis, plan: ChunkPlan, k: int, en
     window = int(analysis.window_units or 0)
     span = max(window, 1)
     ts, rank = rows.ts, rows.rank
-    past_cover = ~_at_most(ts, rank, state.cover) if state.cover is not None else np.ones(ts.size, bool)
+    past_cover = (
+        ~_at_most(ts, rank, state.cover) if state.cover is not None else np.ones(ts.size, bool)
+    )
     until = plan.limit(k)
     while lo > -(2**61) and lo + span < hi and (until is None or lo + span + plan.tail <= until):
         stop = lo + span
@@ -250,13 +314,32 @@ def rerun_chunk(table: pa.Table, analysis: Analysis, plan: ChunkPlan, k: int, en
         _, f_spans = _match(rows, analysis, f_start, cover, lo, hi, segments, plan.cut(k), upto)
         _, r_spans = _match(rows, analysis, r_start, cover, lo, hi, segments, plan.cut(k), upto)
         both = _attempted(f_spans, upto) & _attempted(r_spans, upto)
-        after = ~_before(ts[:upto], rank[:upto], state.cursor) if state.cursor is not None else np.ones(upto, bool)
-        meet = np.flatnonzero(both & after & (rank[:upto] == 0) & (ts[:upto] >= lo) & (ts[:upto] < stop)
-                              & past_cover[:upto])
+        after = (
+            ~_before(ts[:upto], rank[:upto], state.cursor)
+            if state.cursor is not None
+            else np.ones(upto, bool)
+        )
+        meet = np.flatnonzero(
+            both
+            & after
+            & (rank[:upto] == 0)
+            & (ts[:upto] >= lo)
+            & (ts[:upto] < stop)
+            & past_cover[:upto]
+        )
         if meet.size:
             since = int(ts[meet[0]])
-            relation, spans = _match(rows, analysis, may_start & (ts < since), cover, lo, since, segments,
-                                     plan.cut(k), upto)
+            relation, spans = _match(
+                rows,
+                analysis,
+                may_start & (ts < since),
+                cover,
+                lo,
+                since,
+                segments,
+                plan.cut(k),
+                upto,
+            )
             result = ChunkResult(relation, _chunk_reports(rows, spans, plan, k, mr))
             result.since = since
             result.last_start = _last_start(rows, spans)
@@ -286,7 +369,11 @@ def prefix_limit(plan: ChunkPlan, k: int, analysis: Analysis) -> int | None:
 def _short(ts: np.ndarray, plan: ChunkPlan, analysis: Analysis, lo: int, hi: int) -> str | None:
     """Did the chunk read too few rows for PREV/NEXT (time chunks of one partition)? It read
     enough when the input has no rows beyond what it read, or PREV/NEXT's reach fits in it."""
-    if analysis.prev_reach and lo - plan.lead > plan.first and int(np.count_nonzero(ts < lo)) < analysis.prev_reach:
+    if (
+        analysis.prev_reach
+        and lo - plan.lead > plan.first
+        and int(np.count_nonzero(ts < lo)) < analysis.prev_reach
+    ):
         return f"fewer than {analysis.prev_reach} rows before time {lo} for PREV"
     if analysis.next_reach and hi + plan.tail < plan.last:
         window_end = hi + int(analysis.window_units or 0)
@@ -295,8 +382,16 @@ def _short(ts: np.ndarray, plan: ChunkPlan, analysis: Analysis, lo: int, hi: int
     return None
 
 
-def _reports(spans: object, ts: np.ndarray, rank: np.ndarray, part_of_row: np.ndarray, parts: list[Part],
-             read_end: int, hi: int, unmatched: bool) -> list[Report]:
+def _reports(
+    spans: object,
+    ts: np.ndarray,
+    rank: np.ndarray,
+    part_of_row: np.ndarray,
+    parts: list[Part],
+    read_end: int,
+    hi: int,
+    unmatched: bool,
+) -> list[Report]:
     from dfs_cer.match.rowpattern.engine import MatchSpans
 
     assert isinstance(spans, MatchSpans)
@@ -331,7 +426,9 @@ def _reports(spans: object, ts: np.ndarray, rank: np.ndarray, part_of_row: np.nd
     return out
 
 
-def run_split(table: pa.Table, analysis: Analysis, plan: ChunkPlan, max_rounds: int = 64) -> tuple[pa.Table, int]:
+def run_split(
+    table: pa.Table, analysis: Analysis, plan: ChunkPlan, max_rounds: int = 64
+) -> tuple[pa.Table, int]:
     """Every chunk of ``plan`` over ``table``, re-run until consistent, in one process: the
     reference for the distributed run (same chunks, same reports, same fix-up). Returns the
     relation (without :data:`START`) and the number of chunk re-runs."""
@@ -346,8 +443,11 @@ def run_split(table: pa.Table, analysis: Analysis, plan: ChunkPlan, max_rounds: 
     whole: set[int] = set()
     reruns = 0
     for _ in range(max_rounds):
-        limits = {k: prefix_limit(plan, k, analysis) for k in todo
-                  if k in fresh and not fresh[k].short and k not in whole}
+        limits = {
+            k: prefix_limit(plan, k, analysis)
+            for k in todo
+            if k in fresh and not fresh[k].short and k not in whole
+        }
         run_plan = plan.limited({k: v for k, v in limits.items() if v is not None})
         rows, chunk = assign(ts, run_plan, todo)
         for k in todo:
@@ -368,7 +468,9 @@ def run_split(table: pa.Table, analysis: Analysis, plan: ChunkPlan, max_rounds: 
             todo = sorted({*short, *unmet})
             reruns += len(todo)
             continue
-        todo = settle(plan, computed, {k: effective_reports(fresh[k], latest.get(k)) for k in fresh})
+        todo = settle(
+            plan, computed, {k: effective_reports(fresh[k], latest.get(k)) for k in fresh}
+        )
         if not todo:
             break
         reruns += len(todo)
@@ -378,14 +480,20 @@ def run_split(table: pa.Table, analysis: Analysis, plan: ChunkPlan, max_rounds: 
     for k in range(plan.chunks):
         for piece in final_pieces(fresh[k], latest.get(k)):
             parts.append(piece)
-    return renumber(pa.concat_tables(parts), analysis, START, START_RANK).drop([START, START_RANK]), reruns
+    return renumber(pa.concat_tables(parts), analysis, START, START_RANK).drop(
+        [START, START_RANK]
+    ), reruns
 
 
 def effective_reports(fresh: ChunkResult, rerun: ChunkResult | None) -> list[Report]:
     """A chunk's reports: its re-run's, or the fresh run's where the re-run met it before the
     fresh run's last match (from there on the two are one run)."""
-    return pick_reports(fresh.reports, fresh.last_start, None if rerun is None else rerun.reports,
-                        None if rerun is None else rerun.since)
+    return pick_reports(
+        fresh.reports,
+        fresh.last_start,
+        None if rerun is None else rerun.reports,
+        None if rerun is None else rerun.since,
+    )
 
 
 def final_pieces(fresh: ChunkResult, rerun: ChunkResult | None) -> list[pa.Table]:

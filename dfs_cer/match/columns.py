@@ -17,10 +17,10 @@ def column_of(table: pa.Table, name: str) -> str:
     (dfs_cer.query.bind), so it is looked up exactly."""
     if name in table.column_names:
         return name
-    raise MatchError(f"column {name!r} is not a column of the events ({', '.join(table.column_names)}); analyze "
-                     "the query with the events' schema (analyze(query, table.schema)) so its names are bound")
-
-
+    raise MatchError(
+        f"column {name!r} is not a column of the events ({', '.join(table.column_names)}); analyze "
+        "the query with the events' schema (analyze(query, table.schema)) so its names are bound"
+    )
 
 
 def check_choice(value: object, choices: tuple[str, ...], name: str) -> None:
@@ -28,8 +28,6 @@ def check_choice(value: object, choices: tuple[str, ...], name: str) -> None:
         from dfs_cer.errors import ConfigError
 
         raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
-
-
 
 
 def split_halo(table: pa.Table) -> tuple[pa.Table, np.ndarray | None]:

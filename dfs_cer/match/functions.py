@@ -23,8 +23,11 @@ Value = Any  # a pa.Array or pa.Scalar
 
 def _literal_arg(name: str, value: Value, what: str) -> Any:
     if not isinstance(value, pa.Scalar):
-        raise UnsupportedFeatureError(f"{name}() with a {what} that is not a literal", code="unsupported",
-                                      hint=f"give {name}() a constant {what}")
+        raise UnsupportedFeatureError(
+            f"{name}() with a {what} that is not a literal",
+            code="unsupported",
+            hint=f"give {name}() a constant {what}",
+        )
     return value.as_py()
 
 
@@ -32,8 +35,11 @@ def _text(value: Value) -> Value:
     value = plain(value)
     if isinstance(value, pa.Scalar):
         return pc.cast(value, pa.string()) if value.type != pa.string() else value
-    return value if pa.types.is_string(value.type) or pa.types.is_large_string(value.type) \
+    return (
+        value
+        if pa.types.is_string(value.type) or pa.types.is_large_string(value.type)
         else pc.cast(value, pa.string())
+    )
 
 
 def _substr(name: str, args: list[Value]) -> Value:
@@ -43,7 +49,9 @@ def _substr(name: str, args: list[Value]) -> Value:
         return pa.scalar(None, pa.string())
     text = _text(args[0])
     if start == 0 or (length is not None and length <= 0):
-        return pc.if_else(pc.is_null(text), pa.scalar(None, pa.string()), pa.scalar("", pa.string()))
+        return pc.if_else(
+            pc.is_null(text), pa.scalar(None, pa.string()), pa.scalar("", pa.string())
+        )
     begin = start - 1 if start > 0 else start
     stop = None if length is None else begin + length
     if start < 0 and stop is not None and stop >= 0:
@@ -69,11 +77,16 @@ def _chars_before(text: Value, byte_pos: Value) -> Value:
     if isinstance(text, pa.Scalar):
         s = text.as_py()
         b = byte_pos.as_py()
-        return pa.scalar(None if s is None or b is None else len(s.encode()[:max(b, 0)].decode()), pa.int64())
+        return pa.scalar(
+            None if s is None or b is None else len(s.encode()[: max(b, 0)].decode()), pa.int64()
+        )
     arr = text.combine_chunks() if isinstance(text, pa.ChunkedArray) else text
     data = np.frombuffer(arr.buffers()[2] or b"", np.uint8) if len(arr) else np.zeros(0, np.uint8)
-    offsets = np.frombuffer(arr.buffers()[1], np.int32)[arr.offset:arr.offset + len(arr) + 1] \
-        if pa.types.is_string(arr.type) else np.frombuffer(arr.buffers()[1], np.int64)[arr.offset:arr.offset + len(arr) + 1]
+    offsets = (
+        np.frombuffer(arr.buffers()[1], np.int32)[arr.offset : arr.offset + len(arr) + 1]
+        if pa.types.is_string(arr.type)
+        else np.frombuffer(arr.buffers()[1], np.int64)[arr.offset : arr.offset + len(arr) + 1]
+    )
     starts = np.cumsum(np.concatenate([[0], ((data & 0xC0) != 0x80).astype(np.int64)]))
     pos = np.asarray(pc.fill_null(byte_pos, 0).to_numpy(zero_copy_only=False), np.int64)
     begin = offsets[:-1].astype(np.int64)
@@ -124,8 +137,12 @@ def _extreme(kernel: str) -> Callable[[str, list[Value]], Value]:
     def run(name: str, args: list[Value]) -> Value:
         values = [plain(a) for a in args]
         if any(pa.types.is_floating(v.type) for v in values) or len({v.type for v in values}) > 1:
-            numeric = all(pa.types.is_integer(v.type) or pa.types.is_floating(v.type) or pa.types.is_decimal(v.type)
-                          for v in values)
+            numeric = all(
+                pa.types.is_integer(v.type)
+                or pa.types.is_floating(v.type)
+                or pa.types.is_decimal(v.type)
+                for v in values
+            )
             if numeric:
                 values = [to_double(v) for v in values]
         return pc.call_function(kernel, values, pc.ElementWiseAggregateOptions(skip_nulls=False))
@@ -147,8 +164,12 @@ def _temporal(kernel: str, **options: Any) -> Callable[[str, list[Value]], Value
         value = plain(args[0])
         if not pa.types.is_temporal(value.type):
             raise MatchError(f"{name}() takes a date or timestamp, got {value.type}")
-        return pc.cast(pc.call_function(kernel, [value], *([pc.DayOfWeekOptions(**options)] if options else [])),
-                       pa.int64())
+        return pc.cast(
+            pc.call_function(
+                kernel, [value], *([pc.DayOfWeekOptions(**options)] if options else [])
+            ),
+            pa.int64(),
+        )
 
     return run
 
@@ -190,8 +211,11 @@ def call(name: str, args: list[Value]) -> Value:
     """``name(args)`` over arrays and scalars."""
     implementation = _IMPLEMENTATIONS.get(name)
     if implementation is None:
-        raise UnsupportedFeatureError(f"function {name}() is not supported in MATCH_RECOGNIZE", code="unsupported",
-                                      hint=f"supported: {', '.join(sorted(_IMPLEMENTATIONS))}")
+        raise UnsupportedFeatureError(
+            f"function {name}() is not supported in MATCH_RECOGNIZE",
+            code="unsupported",
+            hint=f"supported: {', '.join(sorted(_IMPLEMENTATIONS))}",
+        )
     return implementation(name, args)
 
 
@@ -209,7 +233,11 @@ def cast(value: Value, to: str) -> Value:
         limit = params[0]
         if pa.types.is_string(value.type) or pa.types.is_large_string(value.type):
             return pc.utf8_slice_codeunits(text, 0, limit)  # Trino truncates strings
-        longest = pc.max(pc.utf8_length(text)) if not isinstance(text, pa.Scalar) else pc.utf8_length(text)
+        longest = (
+            pc.max(pc.utf8_length(text))
+            if not isinstance(text, pa.Scalar)
+            else pc.utf8_length(text)
+        )
         if longest.is_valid and longest.as_py() > limit:
             raise MatchError(f"a value of CAST(... AS {to}) has more than {limit} characters")
         return text
@@ -222,7 +250,15 @@ def cast(value: Value, to: str) -> Value:
         if pa.types.is_timestamp(value.type):
             return value
         return pc.cast(value, pa.timestamp("us"))
-    arrow = {"DOUBLE": pa.float64(), "FLOAT": pa.float32(), "REAL": pa.float32(), "BIGINT": pa.int64(),
-             "INT": pa.int32(), "INTEGER": pa.int32(), "SMALLINT": pa.int16(), "TINYINT": pa.int8(),
-             "BOOLEAN": pa.bool_()}[base]
+    arrow = {
+        "DOUBLE": pa.float64(),
+        "FLOAT": pa.float32(),
+        "REAL": pa.float32(),
+        "BIGINT": pa.int64(),
+        "INT": pa.int32(),
+        "INTEGER": pa.int32(),
+        "SMALLINT": pa.int16(),
+        "TINYINT": pa.int8(),
+        "BOOLEAN": pa.bool_(),
+    }[base]
     return cast_to(value, value.type, arrow)

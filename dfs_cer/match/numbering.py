@@ -23,7 +23,9 @@ def hashable(value: Any) -> Any:
     return value
 
 
-def renumber(relation: pa.Table, analysis: Analysis, start_column: str, rank_column: str) -> pa.Table:
+def renumber(
+    relation: pa.Table, analysis: Analysis, start_column: str, rank_column: str
+) -> pa.Table:
     """MATCH_NUMBER() measures numbered over the whole partition: each chunk numbered its own
     matches from 1; a match's number is its place among the partition's matches ordered by
     their first row (``start_column``: its time, ``rank_column``: its rank among the rows of that
@@ -33,20 +35,40 @@ def renumber(relation: pa.Table, analysis: Analysis, start_column: str, rank_col
     if not names or relation.num_rows == 0:
         return relation
     mr = analysis.query.recognize
-    index: dict[tuple[Any, ...], int] = {}  # (the reference's output rows; the Spark split uses a window)
-    part = np.array([index.setdefault(tuple(hashable(v) for v in r.values()), len(index))
-                     for r in relation.select(list(mr.partition_by)).to_pylist()], np.int64) \
-        if mr.partition_by else np.zeros(relation.num_rows, np.int64)
+    index: dict[
+        tuple[Any, ...], int
+    ] = {}  # (the reference's output rows; the Spark split uses a window)
+    part = (
+        np.array(
+            [
+                index.setdefault(tuple(hashable(v) for v in r.values()), len(index))
+                for r in relation.select(list(mr.partition_by)).to_pylist()
+            ],
+            np.int64,
+        )
+        if mr.partition_by
+        else np.zeros(relation.num_rows, np.int64)
+    )
     start = np.asarray(relation.column(start_column).to_numpy(zero_copy_only=False), np.int64)
-    matched = np.asarray(relation.column(rank_column).is_valid().to_numpy(zero_copy_only=False), bool)
-    rank = np.asarray(relation.column(rank_column).fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+    matched = np.asarray(
+        relation.column(rank_column).is_valid().to_numpy(zero_copy_only=False), bool
+    )
+    rank = np.asarray(
+        relation.column(rank_column).fill_null(0).to_numpy(zero_copy_only=False), np.int64
+    )
     keys = np.stack([~matched, part, start, rank]).astype(np.int64)
     unique, which = np.unique(keys, axis=1, return_inverse=True)
-    first_of_part = np.r_[True, (unique[0, 1:] != unique[0, :-1]) | (unique[1, 1:] != unique[1, :-1])]
-    within = np.arange(unique.shape[1]) - np.maximum.accumulate(np.where(first_of_part, np.arange(unique.shape[1]), 0))
+    first_of_part = np.r_[
+        True, (unique[0, 1:] != unique[0, :-1]) | (unique[1, 1:] != unique[1, :-1])
+    ]
+    within = np.arange(unique.shape[1]) - np.maximum.accumulate(
+        np.where(first_of_part, np.arange(unique.shape[1]), 0)
+    )
     number = (within + 1)[np.asarray(which).ravel()]
     for name in names:  # (an unmatched row keeps its NULL)
         column = relation.column(name)
-        numbered = pc.if_else(pa.array(matched), pa.array(number, pa.int64()).cast(column.type), column)
+        numbered = pc.if_else(
+            pa.array(matched), pa.array(number, pa.int64()).cast(column.type), column
+        )
         relation = relation.set_column(relation.column_names.index(name), name, numbered)
     return relation

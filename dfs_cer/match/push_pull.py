@@ -86,11 +86,18 @@ def base_name(name: str) -> str:
 
 
 def _renamed_self(e: Expr, old: str, new: str) -> Expr:
-    return transform(e, lambda x: Column(x.name, new) if isinstance(x, Column) and x.variable == old else None)
+    return transform(
+        e, lambda x: Column(x.name, new) if isinstance(x, Column) and x.variable == old else None
+    )
 
 
-def _projectable(e: Expr, owner: str, keep: set[str], repeated: set[str],
-                 before: Callable[[str, str], bool] | None) -> bool:
+def _projectable(
+    e: Expr,
+    owner: str,
+    keep: set[str],
+    repeated: set[str],
+    before: Callable[[str, str], bool] | None,
+) -> bool:
     """Can this conjunct be evaluated on the projection? ``before(r, owner)``: r's row comes
     before the owner's in every match (None: ALL MATCHES, where conditions see the whole match;
     under SQL's running semantics a later variable still reads NULL, which the projection,
@@ -100,7 +107,9 @@ def _projectable(e: Expr, owner: str, keep: set[str], repeated: set[str],
     if any(isinstance(n, Navigation) and not n.kind.physical and n.offset for n in walk(e)):
         return False  # FIRST/LAST(x, k) read the k-th row of a variable, which the projection may not hold
     if before is not None and any(isinstance(n, Navigation) and n.kind.physical for n in walk(e)):
-        return False  # SQL's PREV/NEXT read rows next to the row, which the projection does not hold
+        return (
+            False  # SQL's PREV/NEXT read rows next to the row, which the projection does not hold
+        )
     refs = _refs(e, owner)
     if any(base_name(r) in repeated and r != owner for r in refs):
         return False
@@ -126,18 +135,35 @@ def _projected(mr: MatchRecognize, keep: set[str], any_row: set[str]) -> MatchRe
             own = name if occurrence == 1 else f"{name}{OCCURRENCE}{occurrence}"
             if base_name(own) not in keep:
                 continue
-            parts = [] if d is None else [_renamed_self(c, name, own) for c in conjuncts(d.condition)]
-            parts = [c for c in parts if _projectable(c, own, keep, repeated, None if mr.all_matches else before)]
+            parts = (
+                [] if d is None else [_renamed_self(c, name, own) for c in conjuncts(d.condition)]
+            )
+            parts = [
+                c
+                for c in parts
+                if _projectable(c, own, keep, repeated, None if mr.all_matches else before)
+            ]
             parts.append(BinaryOp("=", Column(MARK, own), Literal(name)))
             cond = and_all(parts)
             assert cond is not None
             definitions.append(Definition(own, cond))
-    return dataclasses.replace(mr, pattern=pattern, definitions=tuple(definitions), measures=(), subsets=(),
-                               all_matches=True)
+    return dataclasses.replace(
+        mr,
+        pattern=pattern,
+        definitions=tuple(definitions),
+        measures=(),
+        subsets=(),
+        all_matches=True,
+    )
 
 
-def filter_by_projection(query: Query, variable: str, local: pa.Table, uploads: dict[str, pa.Table],
-                         work: Work | None = None) -> np.ndarray:
+def filter_by_projection(
+    query: Query,
+    variable: str,
+    local: pa.Table,
+    uploads: dict[str, pa.Table],
+    work: Work | None = None,
+) -> np.ndarray:
     """Boolean mask over ``local`` (the variable's candidates): True where the event completes a
     projected match (module docstring: a superset, never too little). ``work`` bounds the
     matching (a storage node's deadline, cancellation and memory; see :mod:`dfs_cer.work`)."""
@@ -149,11 +175,17 @@ def filter_by_projection(query: Query, variable: str, local: pa.Table, uploads: 
     sequences, unordered = branches(projected, any_row, guards=False)
     if unordered:
         return np.ones(local.num_rows, bool)  # a conjunction: sound, only less selective
-    tables = [local.append_column(MARK, pa.array([variable] * local.num_rows, pa.string()))
-              .append_column(ROW, pa.array(np.arange(local.num_rows, dtype=np.int64)))]
+    tables = [
+        local.append_column(MARK, pa.array([variable] * local.num_rows, pa.string())).append_column(
+            ROW, pa.array(np.arange(local.num_rows, dtype=np.int64))
+        )
+    ]
     for name, t in uploads.items():
-        tables.append(t.append_column(MARK, pa.array([name] * t.num_rows, pa.string()))
-                      .append_column(ROW, pa.array(np.full(t.num_rows, -1, np.int64))))
+        tables.append(
+            t.append_column(MARK, pa.array([name] * t.num_rows, pa.string())).append_column(
+                ROW, pa.array(np.full(t.num_rows, -1, np.int64))
+            )
+        )
     combined = pa.concat_tables(tables, promote_options="permissive")
     mask = np.zeros(local.num_rows, bool)
     for branch in sequences:
@@ -165,20 +197,26 @@ def filter_by_projection(query: Query, variable: str, local: pa.Table, uploads: 
         # other storage nodes, which this node does not have (leaving them out keeps a superset)
         for own in mine:
             items = [i for i in kept if base_name(i.name) != variable or i is own]
-            elements: list[RowPattern] = [Quantified(Label(i.name), 1, None) if i.kleene else Label(i.name)
-                                          for i in items]
+            elements: list[RowPattern] = [
+                Quantified(Label(i.name), 1, None) if i.kleene else Label(i.name) for i in items
+            ]
             names = {i.name for i in items}
             recognize = dataclasses.replace(
-                branch.recognize, pattern=Concatenation(tuple(elements)) if len(elements) > 1 else elements[0],
+                branch.recognize,
+                pattern=Concatenation(tuple(elements)) if len(elements) > 1 else elements[0],
                 definitions=tuple(d for d in branch.recognize.definitions if d.variable in names),
-                measures=(Measure(Column(ROW, own.name), "r"),))
+                measures=(Measure(Column(ROW, own.name), "r"),),
+            )
             one = dataclasses.replace(query, recognize=recognize)
-            analysis = analyze(one, combined.schema, QueryConfig(dedup=False))  # a superset filter: keep all
+            analysis = analyze(
+                one, combined.schema, QueryConfig(dedup=False)
+            )  # a superset filter: keep all
             # SQL semantics orders tied rows by row (here: by storage node, unknown to this node), so
             # consecutive variables may share a timestamp; skip-till-any-match never chains them
             check(work)
-            result = run_cer(combined, analysis, time_order="strict" if mr.all_matches else "relaxed",
-                             work=work).table
+            result = run_cer(
+                combined, analysis, time_order="strict" if mr.all_matches else "relaxed", work=work
+            ).table
             if result.num_rows:
                 hits = np.asarray(result.column("r").to_numpy(zero_copy_only=False), np.int64)
                 mask[hits[hits >= 0]] = True

@@ -160,9 +160,14 @@ def _text(p: RowPattern) -> str:
     if isinstance(p, Anchor):
         return p.kind.value
     if isinstance(p, Concatenation):
-        return " ".join(_wrap(i, _PREC_CONCAT + 1 if isinstance(i, Concatenation) else _PREC_CONCAT) for i in p.items)
+        return " ".join(
+            _wrap(i, _PREC_CONCAT + 1 if isinstance(i, Concatenation) else _PREC_CONCAT)
+            for i in p.items
+        )
     if isinstance(p, Alternation):
-        return " | ".join(_wrap(i, _PREC_ALT + 1 if isinstance(i, Alternation) else _PREC_ALT) for i in p.items)
+        return " | ".join(
+            _wrap(i, _PREC_ALT + 1 if isinstance(i, Alternation) else _PREC_ALT) for i in p.items
+        )
     if isinstance(p, Permutation):
         return "PERMUTE(" + ", ".join(_text(i) for i in p.items) + ")"
     if isinstance(p, Exclusion):

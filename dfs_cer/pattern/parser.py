@@ -75,8 +75,12 @@ def _lex(text: str, position_of: PositionOf) -> list[_Tok]:
                 toks.append(_Tok("-}", "-}", i))
                 i = j + 1
                 continue
-            raise _error(f"unexpected '-' at {text[i:i + 10]!r}", i, position_of,
-                         "exclusion is written {- ... -}")
+            raise _error(
+                f"unexpected '-' at {text[i : i + 10]!r}",
+                i,
+                position_of,
+                "exclusion is written {- ... -}",
+            )
         if c in "()|,}*+?^$~":
             toks.append(_Tok(c, c, i))
             i += 1
@@ -93,8 +97,12 @@ def _lex(text: str, position_of: PositionOf) -> list[_Tok]:
             buf = []
             while True:
                 if j >= n:
-                    raise _error("unterminated quoted variable name", i, position_of,
-                                 'close the name with a double quote (")')
+                    raise _error(
+                        "unterminated quoted variable name",
+                        i,
+                        position_of,
+                        'close the name with a double quote (")',
+                    )
                 if text[j] == '"':
                     if j + 1 < n and text[j + 1] == '"':
                         buf.append('"')
@@ -122,23 +130,34 @@ def _lex(text: str, position_of: PositionOf) -> list[_Tok]:
                 toks.append(_Tok("NAME", word.upper(), i))
             i = j
             continue
-        raise _error(f"unexpected character {c!r}", i, position_of,
-                     "PATTERN allows variable names, ( ) | , ^ $ {- -} PERMUTE and quantifiers * + ? {n,m}")
+        raise _error(
+            f"unexpected character {c!r}",
+            i,
+            position_of,
+            "PATTERN allows variable names, ( ) | , ^ $ {- -} PERMUTE and quantifiers * + ? {n,m}",
+        )
     toks.append(_Tok("EOF", "", n))
     return toks
 
 
-def _error(message: str, offset: int, position_of: PositionOf, hint: str | None = None) -> QuerySyntaxError:
-    return QuerySyntaxError(message, clause="PATTERN", position=position_of(offset), hint=hint,
-                            code="pattern-syntax")
+def _error(
+    message: str, offset: int, position_of: PositionOf, hint: str | None = None
+) -> QuerySyntaxError:
+    return QuerySyntaxError(
+        message, clause="PATTERN", position=position_of(offset), hint=hint, code="pattern-syntax"
+    )
 
 
 def _zero_upper_bound(text: str, offset: int, position_of: PositionOf) -> QueryValidationError:
     # ISO/IEC 19075-5 (as Trino): a quantifier's upper bound is at least 1; {0} would match nothing
-    return QueryValidationError(f"the quantifier {text} has upper bound 0: a pattern quantifier's upper bound "
-                                "must be at least 1", clause="PATTERN", position=position_of(offset),
-                                hint="drop the element, or write ? ({0,1}) to make it optional",
-                                code="bad-quantifier")
+    return QueryValidationError(
+        f"the quantifier {text} has upper bound 0: a pattern quantifier's upper bound "
+        "must be at least 1",
+        clause="PATTERN",
+        position=position_of(offset),
+        hint="drop the element, or write ? ({0,1}) to make it optional",
+        code="bad-quantifier",
+    )
 
 
 class _Parser:
@@ -164,8 +183,12 @@ class _Parser:
         result = self.alternation()
         tok = self.peek()
         if tok.kind != "EOF":
-            raise _error(f"unexpected {tok.text!r}", tok.offset, self.position_of,
-                         "check the parentheses of the pattern")
+            raise _error(
+                f"unexpected {tok.text!r}",
+                tok.offset,
+                self.position_of,
+                "check the parentheses of the pattern",
+            )
         return result
 
     def alternation(self) -> RowPattern:
@@ -182,8 +205,12 @@ class _Parser:
         if not items:
             tok = self.peek()
             shown = tok.text or "end of pattern"
-            raise _error(f"expected a pattern element but found {shown!r}", tok.offset, self.position_of,
-                         "an empty pattern is written ()")
+            raise _error(
+                f"expected a pattern element but found {shown!r}",
+                tok.offset,
+                self.position_of,
+                "an empty pattern is written ()",
+            )
         return items[0] if len(items) == 1 else Concatenation(tuple(items))
 
     def quantified(self) -> RowPattern:
@@ -200,8 +227,12 @@ class _Parser:
             greedy = False
         nxt = self.peek()
         if nxt.kind in ("*", "+", "?", "{"):
-            raise _error(f"unexpected quantifier {nxt.text!r} after a quantifier", nxt.offset, self.position_of,
-                         "wrap the quantified part in parentheses, e.g. (A*)*")
+            raise _error(
+                f"unexpected quantifier {nxt.text!r} after a quantifier",
+                nxt.offset,
+                self.position_of,
+                "wrap the quantified part in parentheses, e.g. (A*)*",
+            )
         return Quantified(primary, lo, hi, greedy)
 
     def quantifier(self) -> tuple[int, int | None]:
@@ -224,15 +255,24 @@ class _Parser:
             close = self.take("}")
             lo_v = 0 if lo is None else lo
             if hi is not None and hi < lo_v:
-                raise _error(f"quantifier {{{lo_v},{hi}}} has its upper bound below its lower bound",
-                             close.offset, self.position_of)
+                raise _error(
+                    f"quantifier {{{lo_v},{hi}}} has its upper bound below its lower bound",
+                    close.offset,
+                    self.position_of,
+                )
             if hi == 0:
-                raise _zero_upper_bound(f"{{{'' if lo is None else lo},0}}", close.offset, self.position_of)
+                raise _zero_upper_bound(
+                    f"{{{'' if lo is None else lo},0}}", close.offset, self.position_of
+                )
             return lo_v, hi
         close = self.take("}")
         if lo is None:
-            raise _error("empty quantifier {}", close.offset, self.position_of,
-                         "write {n}, {n,}, {,m} or {n,m}")
+            raise _error(
+                "empty quantifier {}",
+                close.offset,
+                self.position_of,
+                "write {n}, {n,}, {,m} or {n,m}",
+            )
         if lo == 0:
             raise _zero_upper_bound("{0}", close.offset, self.position_of)
         return lo, lo
@@ -244,7 +284,9 @@ class _Parser:
         if tok.kind == "~":
             name = self.take()
             if name.kind != "NAME":
-                raise _error("~ negates one pattern variable, e.g. A ~B C", tok.offset, self.position_of)
+                raise _error(
+                    "~ negates one pattern variable, e.g. A ~B C", tok.offset, self.position_of
+                )
             return Negation(Label(name.text))
         if tok.kind == "^":
             return Anchor(AnchorKind.PARTITION_START)

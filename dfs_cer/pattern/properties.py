@@ -106,6 +106,7 @@ def max_rows(p: RowPattern) -> dict[str, int | None]:
     """For each variable, the most rows it can label in one match (None: unbounded).
 
     ``A B+ A`` gives ``{A: 2, B: None}``; ``A (B | C) D`` gives 1 for every variable."""
+
     def add(x: int | None, y: int | None) -> int | None:
         return None if x is None or y is None else x + y
 

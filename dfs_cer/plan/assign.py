@@ -49,15 +49,28 @@ class Assignment:
         return [f for f in files if self.node_of(f) == node]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"mode": self.mode, "nodes": self.nodes, "bounds": list(self.bounds), "files": dict(self.files)}
+        return {
+            "mode": self.mode,
+            "nodes": self.nodes,
+            "bounds": list(self.bounds),
+            "files": dict(self.files),
+        }
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Assignment:
         mode, nodes = raw["mode"], raw["nodes"]
         bounds, files = raw.get("bounds", []), raw.get("files", {})
-        if mode not in MODES or type(nodes) is not int or nodes < 1 or not isinstance(bounds, list) \
-                or not all(type(b) is int for b in bounds) or not isinstance(files, dict) \
-                or not all(isinstance(k, str) and type(v) is int and 0 <= v < nodes for k, v in files.items()):
+        if (
+            mode not in MODES
+            or type(nodes) is not int
+            or nodes < 1
+            or not isinstance(bounds, list)
+            or not all(type(b) is int for b in bounds)
+            or not isinstance(files, dict)
+            or not all(
+                isinstance(k, str) and type(v) is int and 0 <= v < nodes for k, v in files.items()
+            )
+        ):
             raise ValueError("not an assignment (mode, nodes, bounds, files)")
         return cls(mode, nodes, list(bounds), dict(files))
 

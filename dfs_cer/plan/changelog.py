@@ -30,14 +30,19 @@ KIND = "change"
 PREVIOUS = "previous_match_id"
 
 
-def incremental_reason(analysis: Analysis, window_units: int | None, cer_selection: bool) -> str | None:
+def incremental_reason(
+    analysis: Analysis, window_units: int | None, cer_selection: bool
+) -> str | None:
     """None when late files can be handled by recomputing the ranges they affect; else why the
     whole time range must be recomputed."""
     mr = analysis.query.recognize
     if window_units is None:
         return "the query has no WITHIN window, so a new event can affect matches at any distance"
-    if any(isinstance(n, MatchNumber) for e in [*(m.expr for m in mr.measures), *(d.condition for d in mr.definitions)]
-           for n in walk(e)):
+    if any(
+        isinstance(n, MatchNumber)
+        for e in [*(m.expr for m in mr.measures), *(d.condition for d in mr.definitions)]
+        for n in walk(e)
+    ):
         return "MATCH_NUMBER() numbers every match of a partition"
     if any(isinstance(n, Anchor) for n in walk_pattern(mr.pattern)):
         return "^ or $ anchor the pattern to the partition's first or last row, which a time range cuts"
@@ -48,8 +53,10 @@ def incremental_reason(analysis: Analysis, window_units: int | None, cer_selecti
     if analysis.prev_reach or analysis.next_reach:
         return "PREV/NEXT read rows outside a match"
     if mr.after_match_skip.to is not SkipTo.NEXT_ROW:
-        return (f"AFTER MATCH SKIP {mr.after_match_skip.to.value} chains matches (a new event can move every later "
-                "match); SKIP TO NEXT ROW makes each start's match independent")
+        return (
+            f"AFTER MATCH SKIP {mr.after_match_skip.to.value} chains matches (a new event can move every later "
+            "match); SKIP TO NEXT ROW makes each start's match independent"
+        )
     return None
 
 
@@ -64,7 +71,9 @@ def merge_ranges(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
-def affected(files: Sequence[dict[str, object]], window: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+def affected(
+    files: Sequence[dict[str, object]], window: int
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """(rows to read, match starts to recompute) for new files with ``min_ts``/``max_ts``."""
     spans = [(int(f["min_ts"]), int(f["max_ts"])) for f in files]  # type: ignore[call-overload]
     read = merge_ranges([(lo - window, hi + window) for lo, hi in spans])
@@ -83,11 +92,15 @@ def in_ranges(values: np.ndarray, ranges: Sequence[tuple[int, int]]) -> np.ndarr
 
 
 def _starts(table: pa.Table) -> np.ndarray:
-    return np.asarray(table.column(START).fill_null(np.iinfo(np.int64).min).to_numpy(zero_copy_only=False), np.int64)
+    return np.asarray(
+        table.column(START).fill_null(np.iinfo(np.int64).min).to_numpy(zero_copy_only=False),
+        np.int64,
+    )
 
 
-def combine(old: pa.Table, new: pa.Table, starts: Sequence[tuple[int, int]] | None,
-            order: Sequence[str]) -> pa.Table:
+def combine(
+    old: pa.Table, new: pa.Table, starts: Sequence[tuple[int, int]] | None, order: Sequence[str]
+) -> pa.Table:
     """The re-run's matches: ``old`` outside the recomputed start ranges and ``new`` inside them
     (every match of ``new`` when ``starts`` is None: a full recomputation), in canonical order."""
     if starts is None:
@@ -95,8 +108,14 @@ def combine(old: pa.Table, new: pa.Table, starts: Sequence[tuple[int, int]] | No
     else:
         keep_old = old.filter(pa.array(~in_ranges(_starts(old), starts)))
         keep_new = new.filter(pa.array(in_ranges(_starts(new), starts)))
-        merged = pa.concat_tables([keep_old, keep_new.cast(old.schema) if old.num_rows else keep_new],
-                                  promote_options="permissive") if old.num_columns else keep_new
+        merged = (
+            pa.concat_tables(
+                [keep_old, keep_new.cast(old.schema) if old.num_rows else keep_new],
+                promote_options="permissive",
+            )
+            if old.num_columns
+            else keep_new
+        )
     keys = [(c, "ascending") for c in [*order, START, END, ID] if c in merged.column_names]
     return merged.sort_by(keys) if merged.num_rows else merged
 
@@ -138,13 +157,19 @@ def changelog(old: pa.Table, new: pa.Table, partition_by: Sequence[str]) -> pa.T
         kinds = [kind or ("updated" if m in previous else "new") for m in mids]
         prev = [previous.get(m) for m in mids] if kind is None else [None] * len(mids)
         return picked.add_column(0, KIND, pa.array(kinds, pa.string())).append_column(
-            PREVIOUS, pa.array(prev, pa.uint64()))
+            PREVIOUS, pa.array(prev, pa.uint64())
+        )
 
     parts = [rows(new, added, None), rows(old, removed - updated_old, "invalidated")]
     parts = [p for p in parts if p.num_columns]
     if not parts or all(p.num_rows == 0 for p in parts):
         base = new if new.num_columns else old
-        return base.slice(0, 0).add_column(0, KIND, pa.array([], pa.string())).append_column(
-            PREVIOUS, pa.array([], pa.uint64()))
+        return (
+            base.slice(0, 0)
+            .add_column(0, KIND, pa.array([], pa.string()))
+            .append_column(PREVIOUS, pa.array([], pa.uint64()))
+        )
     out = pa.concat_tables([p for p in parts if p.num_rows], promote_options="permissive")
-    return out.sort_by([(START, "ascending"), (END, "ascending"), (KIND, "ascending"), (ID, "ascending")])
+    return out.sort_by(
+        [(START, "ascending"), (END, "ascending"), (KIND, "ascending"), (ID, "ascending")]
+    )

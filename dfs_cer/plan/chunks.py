@@ -127,16 +127,25 @@ def split_reason(analysis: Analysis) -> str | None:
     if mr.order_by[0].descending:
         return "ORDER BY ... DESC: chunks are cut in ascending time"
     numbered = renumbered(analysis)
-    exprs = [*(m.expr for m in mr.measures if m.name not in numbered), *(d.condition for d in mr.definitions)]
+    exprs = [
+        *(m.expr for m in mr.measures if m.name not in numbered),
+        *(d.condition for d in mr.definitions),
+    ]
     if any(isinstance(n, MatchNumber) for e in exprs for n in walk(e)):
-        return ("MATCH_NUMBER() in DEFINE, ALL MATCHES or an expression depends on the earlier matches of the whole "
-                "partition (a measure MATCH_NUMBER() alone is renumbered after the chunks)")
+        return (
+            "MATCH_NUMBER() in DEFINE, ALL MATCHES or an expression depends on the earlier matches of the whole "
+            "partition (a measure MATCH_NUMBER() alone is renumbered after the chunks)"
+        )
     if analysis.window_units is None:
         return "no WITHIN: a match may span the whole input"
     if mr.partition_by and (analysis.prev_reach or analysis.next_reach):
-        return "PREV/NEXT under PARTITION BY: a chunk cannot tell how far back a partition's rows go"
+        return (
+            "PREV/NEXT under PARTITION BY: a chunk cannot tell how far back a partition's rows go"
+        )
     if mr.partition_by and has_anchor(mr.pattern):
-        return "^ or $ under PARTITION BY: a chunk cannot tell where a partition's rows begin or end"
+        return (
+            "^ or $ under PARTITION BY: a chunk cannot tell where a partition's rows begin or end"
+        )
     return None
 
 
@@ -168,8 +177,16 @@ def time_quantiles(mins: np.ndarray, maxs: np.ndarray, rows: np.ndarray, cuts: i
     return np.unique(np.floor(cut).astype(np.int64))
 
 
-def plan_chunks(analysis: Analysis, *, mins: Sequence[int], maxs: Sequence[int], rows: Sequence[int],
-                chunks: int, nulls: int = 0, exact: bool = True) -> ChunkPlan:
+def plan_chunks(
+    analysis: Analysis,
+    *,
+    mins: Sequence[int],
+    maxs: Sequence[int],
+    rows: Sequence[int],
+    chunks: int,
+    nulls: int = 0,
+    exact: bool = True,
+) -> ChunkPlan:
     """Cut an input with the given per-block time ranges into about ``chunks`` time chunks
     (when the query allows, else groups of partitions or one chunk). ``exact``: the smallest of
     ``mins`` and the largest of ``maxs`` are times of rows of the input (not only bounds), which
@@ -185,18 +202,26 @@ def plan_chunks(analysis: Analysis, *, mins: Sequence[int], maxs: Sequence[int],
     mr = analysis.query.recognize
     if reason is not None:
         if mr.partition_by:
-            return ChunkPlan("partition", np.zeros(1, np.int64), reason=reason, groups=max(1, chunks))
+            return ChunkPlan(
+                "partition", np.zeros(1, np.int64), reason=reason, groups=max(1, chunks)
+            )
         return ChunkPlan("single", np.zeros(1, np.int64), reason=reason)
-    cuts = time_quantiles(np.asarray(mins), np.asarray(maxs), np.asarray(rows), max(1, min(chunks, total // 64 + 1)))
+    cuts = time_quantiles(
+        np.asarray(mins), np.asarray(maxs), np.asarray(rows), max(1, min(chunks, total // 64 + 1))
+    )
     starts = np.concatenate([[NEG], cuts[cuts > first]]).astype(np.int64)
     gap = (last - first) / max(total, 1) if total else 1.0  # mean time between rows
     lead = int(np.ceil(8 * analysis.prev_reach * gap)) + 1 if analysis.prev_reach else 0
     extra = int(np.ceil(8 * analysis.next_reach * gap)) + 1 if analysis.next_reach else 0
     assert analysis.window_units is not None
-    return ChunkPlan("time", starts, lead=lead, tail=int(analysis.window_units) + extra, first=first, last=last)
+    return ChunkPlan(
+        "time", starts, lead=lead, tail=int(analysis.window_units) + extra, first=first, last=last
+    )
 
 
-def assign(ts: np.ndarray, plan: ChunkPlan, only: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+def assign(
+    ts: np.ndarray, plan: ChunkPlan, only: Sequence[int] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(row, chunk) pairs: every chunk whose read range holds the row's time (a row near a
     boundary goes to both sides). ``only`` keeps the pairs of those chunks."""
     ts = np.asarray(ts, np.int64)
@@ -237,7 +262,9 @@ class Report:
     cover: Key | None
 
 
-def required_states(plan: ChunkPlan, reports: Mapping[int, Sequence[Report]]) -> list[dict[Part, State]]:
+def required_states(
+    plan: ChunkPlan, reports: Mapping[int, Sequence[Report]]
+) -> list[dict[Part, State]]:
     """The state each chunk must start from, replaying the single run's order over the chunks'
     reports (only states that reach into a chunk are kept)."""
     carried: dict[Part, State] = {}
@@ -254,17 +281,29 @@ def required_states(plan: ChunkPlan, reports: Mapping[int, Sequence[Report]]) ->
         carried = dict(here)
         for r in reports.get(k, ()):
             old = carried.get(r.part, State())
-            cover = old.cover if r.cover is None else (r.cover if old.cover is None else max(old.cover, r.cover))
+            cover = (
+                old.cover
+                if r.cover is None
+                else (r.cover if old.cover is None else max(old.cover, r.cover))
+            )
             carried[r.part] = State(r.resume if r.resume is not None else old.cursor, cover)
     return out
 
 
-def stale_chunks(required: Sequence[Mapping[Part, State]], computed: Sequence[Mapping[Part, State]]) -> list[int]:
+def stale_chunks(
+    required: Sequence[Mapping[Part, State]], computed: Sequence[Mapping[Part, State]]
+) -> list[int]:
     """Chunks computed from another state than the one the chunks before them now leave."""
-    return [k for k, (want, have) in enumerate(zip(required, computed, strict=True)) if dict(want) != dict(have)]
+    return [
+        k
+        for k, (want, have) in enumerate(zip(required, computed, strict=True))
+        if dict(want) != dict(have)
+    ]
 
 
-def settle(plan: ChunkPlan, computed: list[dict[Part, State]], reports: Mapping[int, Sequence[Report]]) -> list[int]:
+def settle(
+    plan: ChunkPlan, computed: list[dict[Part, State]], reports: Mapping[int, Sequence[Report]]
+) -> list[int]:
     """The chunks to re-run now (their ``computed`` states updated to the required ones); an
     empty list when every chunk ran from the state the chunks before it leave."""
     required = required_states(plan, reports)
@@ -274,8 +313,12 @@ def settle(plan: ChunkPlan, computed: list[dict[Part, State]], reports: Mapping[
     return todo
 
 
-def pick_reports(fresh: Sequence[Report], fresh_last: int | None, rerun: Sequence[Report] | None,
-                 since: int | None) -> list[Report]:
+def pick_reports(
+    fresh: Sequence[Report],
+    fresh_last: int | None,
+    rerun: Sequence[Report] | None,
+    since: int | None,
+) -> list[Report]:
     """A chunk's reports: its re-run's, or the fresh run's where the re-run met it (at ``since``)
     before the fresh run's last match started (from there on the two are one run)."""
     if rerun is None:

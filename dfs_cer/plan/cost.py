@@ -24,7 +24,13 @@ import numpy as np
 MODELS = ("adaptive", "always_on", "always_off", "naive", "fixed")
 
 #: the reference code's constants (ns per event, bytes per ns), used by "fixed" and as defaults
-FIXED = {"c_p1": 16.3e-9, "c_p2": 156.5e-9, "c_b": 132.5e-9, "rate_bytes_per_s": 0.1e9, "beta": 200e-9}
+FIXED = {
+    "c_p1": 16.3e-9,
+    "c_p2": 156.5e-9,
+    "c_b": 132.5e-9,
+    "rate_bytes_per_s": 0.1e9,
+    "beta": 200e-9,
+}
 
 
 @dataclass
@@ -54,8 +60,14 @@ class Decision:
     reduced_events: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {"variable": self.variable, "model": self.model, "run": self.run, "benefit_s": self.benefit_s,
-                "harm_s": self.harm_s, "reduced_events": self.reduced_events}
+        return {
+            "variable": self.variable,
+            "model": self.model,
+            "run": self.run,
+            "benefit_s": self.benefit_s,
+            "harm_s": self.harm_s,
+            "reduced_events": self.reduced_events,
+        }
 
 
 @dataclass
@@ -84,20 +96,28 @@ class CostModel:
         tables: dict[str, list[list[float]]] = {}
         for name, rows in dict(data.get("tables", {})).items():
             if name not in ("c_p1", "c_p2", "c_b"):
-                raise ConfigError(f"calibration table {name!r} is unknown; expected c_p1, c_p2 or c_b "
-                                  "(re-run dfs-cer calibrate)")
+                raise ConfigError(
+                    f"calibration table {name!r} is unknown; expected c_p1, c_p2 or c_b "
+                    "(re-run dfs-cer calibrate)"
+                )
             points = sorted((float(n), float(c)) for n, c in rows)
             if not points or any(c < 0 or n <= 0 for n, c in points):
-                raise ConfigError(f"calibration table {name!r} needs positive sizes and non-negative costs, "
-                                  f"got {rows!r} (re-run dfs-cer calibrate)")
+                raise ConfigError(
+                    f"calibration table {name!r} needs positive sizes and non-negative costs, "
+                    f"got {rows!r} (re-run dfs-cer calibrate)"
+                )
             tables[name] = [list(p) for p in points]
         betas = {str(k): float(v) for k, v in dict(data.get("beta", {})).items()}
         constants = dict(FIXED)
-        constants.update({k: float(v) for k, v in dict(data.get("constants", {})).items() if k in FIXED})
+        constants.update(
+            {k: float(v) for k, v in dict(data.get("constants", {})).items() if k in FIXED}
+        )
         return cls(model, constants, tables, betas)
 
     @classmethod
-    def load(cls, model: str, calibration_file: str | None = None, *, engine: str = "cer") -> CostModel:
+    def load(
+        cls, model: str, calibration_file: str | None = None, *, engine: str = "cer"
+    ) -> CostModel:
         """The ``model``; "adaptive" uses this machine's calibration file when there is one."""
         from dfs_cer.errors import ConfigError
 
@@ -105,8 +125,10 @@ class CostModel:
             try:
                 data = json.loads(Path(calibration_file).read_text())
             except (OSError, ValueError) as e:
-                raise ConfigError(f"calibration file {calibration_file!r} is unreadable ({e}); "
-                                  "re-run dfs-cer calibrate") from e
+                raise ConfigError(
+                    f"calibration file {calibration_file!r} is unreadable ({e}); "
+                    "re-run dfs-cer calibrate"
+                ) from e
             out = cls.from_document(model, data)
             if engine in out.betas:
                 out.constants["beta"] = out.betas[engine]
@@ -139,8 +161,9 @@ class CostModel:
     def observe_transfer(self, nbytes: int, seconds: float) -> None:
         """Update the network rate R from a transfer (adaptive model only)."""
         if self.model == "adaptive" and nbytes > 64 * 1024 and seconds > 0:
-            self.constants["rate_bytes_per_s"] = 0.5 * self.constants["rate_bytes_per_s"] + \
-                0.5 * self.rate_scale * nbytes / seconds
+            self.constants["rate_bytes_per_s"] = (
+                0.5 * self.constants["rate_bytes_per_s"] + 0.5 * self.rate_scale * nbytes / seconds
+            )
 
     def decide(self, x: CostInputs) -> Decision:
         lam = x.count / max(x.span, 1.0)
@@ -154,9 +177,11 @@ class CostModel:
         benefit = reduced * x.event_bytes / max(1, x.nodes) / rate + c["beta"] * reduced
         nodes = max(1, x.nodes)
         probes = x.covered * lam * x.equalities
-        harm = (x.count * self.per_event("c_p1", x.count / nodes) + probes * self.per_event("c_p2", probes / nodes)
-                + x.join_keys * self.per_event("c_b", x.join_keys / nodes)) / nodes \
-            + 2 * (x.swf_bytes + x.wjf_bytes) / rate
+        harm = (
+            x.count * self.per_event("c_p1", x.count / nodes)
+            + probes * self.per_event("c_p2", probes / nodes)
+            + x.join_keys * self.per_event("c_b", x.join_keys / nodes)
+        ) / nodes + 2 * (x.swf_bytes + x.wjf_bytes) / rate
         if self.model == "always_on":
             run = True
         elif self.model == "always_off":

@@ -25,15 +25,17 @@ from dfs_cer.events.time import time_values
 from dfs_cer.query.analyze import Analysis
 
 
-def canonical(table: pa.Table, analysis: Analysis, event_key: Sequence[str], dedup: bool
-              ) -> tuple[pa.Table, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def canonical(
+    table: pa.Table, analysis: Analysis, event_key: Sequence[str], dedup: bool
+) -> tuple[pa.Table, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``table`` in the matcher's canonical order (duplicates dropped with ``dedup``), the
     partition id and time of every sorted row, the partition bounds and each sorted row's index
     in ``table``."""
     mr = analysis.query.recognize
     order_by = [(s.column, s.descending, bool(s.nulls_first)) for s in mr.order_by]
-    ordered, bounds, order = sort_and_partition(table, tuple(mr.partition_by), order_by, None, tuple(event_key),
-                                                dedup)
+    ordered, bounds, order = sort_and_partition(
+        table, tuple(mr.partition_by), order_by, None, tuple(event_key), dedup
+    )
     pid = np.repeat(np.arange(bounds.size - 1, dtype=np.int64), np.diff(bounds))
     t = time_values(ordered, analysis.order_column) if ordered.num_rows else np.zeros(0, np.int64)
     return ordered, pid, t, bounds, order
@@ -44,8 +46,17 @@ def _keys(pid: np.ndarray, values: np.ndarray, universe: np.ndarray) -> np.ndarr
     return pid * np.int64(universe.size + 1) + np.searchsorted(universe, values).astype(np.int64)
 
 
-def _near(pid: np.ndarray, t: np.ndarray, inside: np.ndarray, next_lo: np.ndarray, has_next: np.ndarray,
-          prev_hi: np.ndarray, has_prev: np.ndarray, before: int, after: int) -> np.ndarray:
+def _near(
+    pid: np.ndarray,
+    t: np.ndarray,
+    inside: np.ndarray,
+    next_lo: np.ndarray,
+    has_next: np.ndarray,
+    prev_hi: np.ndarray,
+    has_prev: np.ndarray,
+    before: int,
+    after: int,
+) -> np.ndarray:
     """Rows outside that lie within ``before`` rows (of their partition, on this node) of the
     next interval's start, or within ``after`` rows of the previous interval's end."""
     n = t.size
@@ -54,16 +65,24 @@ def _near(pid: np.ndarray, t: np.ndarray, inside: np.ndarray, next_lo: np.ndarra
     i = np.arange(n, dtype=np.int64)
     halo = np.zeros(n, bool)
     if before > 0 and has_next.any():
-        first_at = np.searchsorted(row_keys, _keys(pid, np.where(has_next, next_lo, 0), universe), side="left")
+        first_at = np.searchsorted(
+            row_keys, _keys(pid, np.where(has_next, next_lo, 0), universe), side="left"
+        )
         halo |= has_next & (first_at - i <= before)
     if after > 0 and has_prev.any():
-        last_at = np.searchsorted(row_keys, _keys(pid, np.where(has_prev, prev_hi, 0), universe), side="right") - 1
+        last_at = (
+            np.searchsorted(
+                row_keys, _keys(pid, np.where(has_prev, prev_hi, 0), universe), side="right"
+            )
+            - 1
+        )
         halo |= has_prev & (i - last_at <= after)
     return halo & ~inside
 
 
-def around_intervals(pid: np.ndarray, t: np.ndarray, starts: np.ndarray, ends: np.ndarray, before: int,
-                     after: int) -> tuple[np.ndarray, np.ndarray]:
+def around_intervals(
+    pid: np.ndarray, t: np.ndarray, starts: np.ndarray, ends: np.ndarray, before: int, after: int
+) -> tuple[np.ndarray, np.ndarray]:
     """``(inside, halo)`` masks of canonically sorted rows for closed, sorted, disjoint time
     intervals ``[starts[i], ends[i]]`` that apply to every partition."""
     starts, ends = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
@@ -86,8 +105,14 @@ def around_intervals(pid: np.ndarray, t: np.ndarray, starts: np.ndarray, ends: n
 MAX_REACH_PAIRS = 64
 
 
-def around_points(pid: np.ndarray, t: np.ndarray, point_pid: np.ndarray, point_t: np.ndarray,
-                  before: int | np.ndarray, after: int | np.ndarray) -> np.ndarray:
+def around_points(
+    pid: np.ndarray,
+    t: np.ndarray,
+    point_pid: np.ndarray,
+    point_t: np.ndarray,
+    before: int | np.ndarray,
+    after: int | np.ndarray,
+) -> np.ndarray:
     """Rows sharing a point's (partition, time) (a tie group: any of them may be the point's
     neighbour), or within ``before``/``after`` rows of one, for per-partition time points.
     ``before``/``after`` are one count for every point or one per point (a point with neither
@@ -96,9 +121,15 @@ def around_points(pid: np.ndarray, t: np.ndarray, point_pid: np.ndarray, point_t
         b = np.broadcast_to(np.asarray(before, np.int64), point_t.shape)
         a = np.broadcast_to(np.asarray(after, np.int64), point_t.shape)
         out = np.zeros(t.size, bool)
-        pairs = np.unique(np.stack([b, a], axis=1), axis=0) if point_t.size else np.zeros((0, 2), np.int64)
+        pairs = (
+            np.unique(np.stack([b, a], axis=1), axis=0)
+            if point_t.size
+            else np.zeros((0, 2), np.int64)
+        )
         if len(pairs) > MAX_REACH_PAIRS:
-            raise ValueError(f"{len(pairs)} distinct (before, after) pairs; at most {MAX_REACH_PAIRS}")
+            raise ValueError(
+                f"{len(pairs)} distinct (before, after) pairs; at most {MAX_REACH_PAIRS}"
+            )
         for pb, pa_ in pairs:
             sel = (b == pb) & (a == pa_)
             out |= around_points(pid, t, point_pid[sel], point_t[sel], int(pb), int(pa_))
@@ -122,8 +153,9 @@ def around_points(pid: np.ndarray, t: np.ndarray, point_pid: np.ndarray, point_t
     return tied | _near(pid, t, tied, next_lo, has_next, prev_hi, has_prev, before, after)
 
 
-def point_partitions(ordered: pa.Table, bounds: np.ndarray, partition_by: Sequence[str],
-                     points: pa.Table) -> np.ndarray:
+def point_partitions(
+    ordered: pa.Table, bounds: np.ndarray, partition_by: Sequence[str], points: pa.Table
+) -> np.ndarray:
     """The partition id (in ``ordered``'s bounds) of every point; -1 where this node holds no
     row of the point's partition. Partition values compare as the matcher compares them (NULL
     equals NULL)."""
@@ -136,8 +168,8 @@ def point_partitions(ordered: pa.Table, bounds: np.ndarray, partition_by: Sequen
     gid = np.empty(both.num_rows, np.int64)
     gid[order] = np.repeat(np.arange(groups.size - 1, dtype=np.int64), np.diff(groups))
     lookup = np.full(groups.size, -1, np.int64)
-    lookup[gid[:mine.num_rows]] = np.arange(mine.num_rows, dtype=np.int64)
-    return lookup[gid[mine.num_rows:]]
+    lookup[gid[: mine.num_rows]] = np.arange(mine.num_rows, dtype=np.int64)
+    return lookup[gid[mine.num_rows :]]
 
 
 def subtract_rows(rows: pa.Table, taken: pa.Table) -> np.ndarray:
@@ -147,25 +179,34 @@ def subtract_rows(rows: pa.Table, taken: pa.Table) -> np.ndarray:
         return np.ones(rows.num_rows, bool)
     both = pa.concat_tables([taken.select(rows.column_names).cast(rows.schema), rows])
     marker = np.concatenate([np.zeros(taken.num_rows, np.int8), np.ones(rows.num_rows, np.int8)])
-    ordered, _, order = sort_and_partition(both.append_column("__dfs_cer_side", pa.array(marker)), (),
-                                           [(c, False) for c in rows.column_names] + [("__dfs_cer_side", False)])
+    ordered, _, order = sort_and_partition(
+        both.append_column("__dfs_cer_side", pa.array(marker)),
+        (),
+        [(c, False) for c in rows.column_names] + [("__dfs_cer_side", False)],
+    )
     run = np.ones(both.num_rows, bool)
     for name in rows.column_names:
         col = ordered.column(name)
         same = same_as_previous(col)
-        if pa.types.is_floating(col.type) and col.num_chunks and len(col) > 1:  # a NaN copy is the same row
-            nan = np.asarray(pc.fill_null(pc.is_nan(col), False).to_numpy(zero_copy_only=False), bool)
+        if (
+            pa.types.is_floating(col.type) and col.num_chunks and len(col) > 1
+        ):  # a NaN copy is the same row
+            nan = np.asarray(
+                pc.fill_null(pc.is_nan(col), False).to_numpy(zero_copy_only=False), bool
+            )
             same[1:] |= nan[1:] & nan[:-1]
         run &= same
     group = np.cumsum(~run) - 1  # equal rows form one group; taken copies sort first in it
     side = marker[order]
-    taken_in_group = np.bincount(group, weights=(side == 0), minlength=group.max() + 1).astype(np.int64)
+    taken_in_group = np.bincount(group, weights=(side == 0), minlength=group.max() + 1).astype(
+        np.int64
+    )
     first = np.searchsorted(group, group, side="left")
     rank = np.arange(both.num_rows) - first  # position inside the group: taken copies, then rows'
     keep_sorted = (side == 1) & (rank - taken_in_group[group] >= taken_in_group[group])
     keep = np.zeros(both.num_rows, bool)
     keep[order] = keep_sorted
-    return keep[taken.num_rows:]
+    return keep[taken.num_rows :]
 
 
 def no_halo(analysis: Analysis, schema: pa.Schema, limit: int) -> str | None:
@@ -175,12 +216,20 @@ def no_halo(analysis: Analysis, schema: pa.Schema, limit: int) -> str | None:
     if not (analysis.prev_reach or analysis.next_reach):
         return None
     if max(analysis.prev_reach, analysis.next_reach) > limit:
-        return (f"PREV/NEXT reach {analysis.prev_reach} row(s) before and {analysis.next_reach} after a match, "
-                f"beyond the halo limit of {limit} rows: every row pulled")
+        return (
+            f"PREV/NEXT reach {analysis.prev_reach} row(s) before and {analysis.next_reach} after a match, "
+            f"beyond the halo limit of {limit} rows: every row pulled"
+        )
     if analysis.query.recognize.order_by[0].descending:
         return "PREV/NEXT under a descending first ORDER BY column: halo rows are found in ascending time"
-    kind = schema.field(analysis.order_column).type if analysis.order_column in schema.names else None
-    if kind is not None and not (pa.types.is_integer(kind) or pa.types.is_timestamp(kind) or pa.types.is_date(kind)):
-        return (f"PREV/NEXT with ORDER BY {analysis.order_column}, a {kind} column: halo rows are found by an "
-                "integer, date or timestamp order")
+    kind = (
+        schema.field(analysis.order_column).type if analysis.order_column in schema.names else None
+    )
+    if kind is not None and not (
+        pa.types.is_integer(kind) or pa.types.is_timestamp(kind) or pa.types.is_date(kind)
+    ):
+        return (
+            f"PREV/NEXT with ORDER BY {analysis.order_column}, a {kind} column: halo rows are found by an "
+            "integer, date or timestamp order"
+        )
     return None

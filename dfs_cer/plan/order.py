@@ -47,8 +47,11 @@ def variable_order(analysis: Analysis, counts: dict[str, int]) -> list[str]:
         visited = set(order)
 
         def score(n: str, visited: set[str] = visited) -> float:
-            eq = sum(1 for e in analysis.equalities if n in (e.left_variable, e.right_variable)
-                     and e.other(n) in visited)
+            eq = sum(
+                1
+                for e in analysis.equalities
+                if n in (e.left_variable, e.right_variable) and e.other(n) in visited
+            )
             return (1 + 3 * eq) / max(1, counts.get(n, 0))
 
         best = max(rest, key=lambda n: (score(n), -names.index(n)))

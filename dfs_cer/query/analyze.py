@@ -83,7 +83,9 @@ class Equality:
     defined_in: str
 
     def sql(self) -> str:
-        return f"{self.left_variable}.{self.left_column} = {self.right_variable}.{self.right_column}"
+        return (
+            f"{self.left_variable}.{self.left_column} = {self.right_variable}.{self.right_column}"
+        )
 
     def column_of(self, variable: str) -> str:
         return self.left_column if variable == self.left_variable else self.right_column
@@ -191,7 +193,12 @@ class Analysis:
         return tuple(v for v in self.variables if v.filterable)
 
 
-_UNITS_PER_SECOND = {"s": Decimal(1), "ms": Decimal(1000), "us": Decimal(10**6), "ns": Decimal(10**9)}
+_UNITS_PER_SECOND = {
+    "s": Decimal(1),
+    "ms": Decimal(1000),
+    "us": Decimal(10**6),
+    "ns": Decimal(10**9),
+}
 
 
 def _is_true(e: Expr) -> bool:
@@ -230,7 +237,12 @@ def navigates_alone(e: Expr, variable: str) -> bool:
 
 
 def _equality(e: Expr, variable: str, pattern_vars: set[str]) -> Equality | None:
-    if not (isinstance(e, BinaryOp) and e.op == "=" and isinstance(e.left, Column) and isinstance(e.right, Column)):
+    if not (
+        isinstance(e, BinaryOp)
+        and e.op == "="
+        and isinstance(e.left, Column)
+        and isinstance(e.right, Column)
+    ):
         return None
     lv = e.left.variable or variable
     rv = e.right.variable or variable
@@ -241,7 +253,9 @@ def _equality(e: Expr, variable: str, pattern_vars: set[str]) -> Equality | None
     return Equality(lv, e.left.name, rv, e.right.name, variable)
 
 
-def _classify(query: Query) -> tuple[dict[str, tuple[Expr | None, list[Equality], list[Expr]]], set[str]]:
+def _classify(
+    query: Query,
+) -> tuple[dict[str, tuple[Expr | None, list[Equality], list[Expr]]], set[str]]:
     mr = query.recognize
     pattern_vars = set(labels(mr.pattern))
     out: dict[str, tuple[Expr | None, list[Equality], list[Expr]]] = {}
@@ -290,7 +304,9 @@ def _variable_reach(query: Query) -> dict[str, tuple[int, int]]:
     def chain(e: Expr, back: int, ahead: int, logical: bool, defining: str | None) -> None:
         if isinstance(e, Navigation):
             if e.kind.physical:
-                back, ahead = (back + e.offset, ahead) if e.kind.value == "PREV" else (back, ahead + e.offset)
+                back, ahead = (
+                    (back + e.offset, ahead) if e.kind.value == "PREV" else (back, ahead + e.offset)
+                )
             elif e.kind.value == "FIRST" or e.offset:
                 logical = True
         if (back or ahead) and isinstance(e, Column | Classifier):
@@ -341,8 +357,13 @@ def _reach(query: Query) -> tuple[int, int]:
 
 def _skip_item(item: RowPattern, any_row: set[str]) -> str | None:
     inner = item.pattern if isinstance(item, Exclusion) else item
-    if isinstance(inner, Quantified) and inner.min == 0 and inner.max is None and isinstance(inner.pattern, Label) \
-            and inner.pattern.name in any_row:
+    if (
+        isinstance(inner, Quantified)
+        and inner.min == 0
+        and inner.max is None
+        and isinstance(inner.pattern, Label)
+        and inner.pattern.name in any_row
+    ):
         return inner.pattern.name
     return None
 
@@ -362,11 +383,23 @@ def _skippable(query: Query, any_row: set[str]) -> tuple[bool, str | None]:
             if isinstance(n, Aggregate) and any(
                 isinstance(x, Column | Star) and x.variable is None for a in n.args for x in walk(a)
             ):
-                return False, "an aggregate over all rows of the match observes rows between variables"
-            if isinstance(n, Navigation) and not n.kind.physical and n.offset and any(
-                    isinstance(x, Column | Classifier) and x.variable is None for x in walk(n.operand)):
-                return False, (f"{n.kind.value}(..., {n.offset}) over all rows of the match reads a "
-                               "row between variables")
+                return (
+                    False,
+                    "an aggregate over all rows of the match observes rows between variables",
+                )
+            if (
+                isinstance(n, Navigation)
+                and not n.kind.physical
+                and n.offset
+                and any(
+                    isinstance(x, Column | Classifier) and x.variable is None
+                    for x in walk(n.operand)
+                )
+            ):
+                return False, (
+                    f"{n.kind.value}(..., {n.offset}) over all rows of the match reads a "
+                    "row between variables"
+                )
     items = top_level_items(mr.pattern)
     skips = [_skip_item(i, any_row) for i in items]
     if mr.all_matches:
@@ -375,8 +408,10 @@ def _skippable(query: Query, any_row: set[str]) -> tuple[bool, str | None]:
         for item, skip in zip(items, skips, strict=True):
             taken = set(labels(item)) & any_row
             if skip is None and taken:
-                return False, (f"under ALL MATCHES {', '.join(sorted(taken))} in {to_text(item)} takes "
-                               "rows of its own, so every row between variables matters")
+                return False, (
+                    f"under ALL MATCHES {', '.join(sorted(taken))} in {to_text(item)} takes "
+                    "rows of its own, so every row between variables matters"
+                )
         return True, None
     if skips[0] is not None or skips[-1] is not None:
         return False, "a leading or trailing any-row variable absorbs rows outside the variables"
@@ -396,31 +431,44 @@ def _skippable(query: Query, any_row: set[str]) -> tuple[bool, str | None]:
     for item, skip in zip(items, skips, strict=True):
         if skip is not None:
             if mr.rows_per_match.all_rows and not isinstance(item, Exclusion):
-                return False, (f"ALL ROWS PER MATCH outputs the rows {skip} absorbs (exclude them with "
-                               f"{{- {skip}* -}})")
+                return False, (
+                    f"ALL ROWS PER MATCH outputs the rows {skip} absorbs (exclude them with "
+                    f"{{- {skip}* -}})"
+                )
             previous_real = False
             continue
         names = set(labels(item))
         if not _single_row(item) or names & any_row:
-            return False, "a pattern element matches consecutive rows, so every row in the intervals matters"
+            return (
+                False,
+                "a pattern element matches consecutive rows, so every row in the intervals matters",
+            )
         if previous_real:
-            return False, (f"{' and '.join(sorted(names))} follow(s) "
-                           "another variable without a skip between them")
+            return False, (
+                f"{' and '.join(sorted(names))} follow(s) "
+                "another variable without a skip between them"
+            )
         previous_real = True
         real_names |= names
     if skip_names & real_names:
         return False, "a skip variable also labels single rows"
     observed = skip_names & referenced
     if observed:
-        return False, f"{', '.join(sorted(observed))} is referenced, so the rows it absorbs are observed"
+        return (
+            False,
+            f"{', '.join(sorted(observed))} is referenced, so the rows it absorbs are observed",
+        )
     if not skip_names:
         return False, "no {- N* -} or N*? between variables: the pattern is contiguous"
     return True, None
 
 
-def _pruning(query: Query, roles: dict[str, Role],
-             classified: dict[str, tuple[Expr | None, list[Equality], list[Expr]]],
-             navigating: dict[str, tuple[Expr, ...]]) -> tuple[bool, str | None]:
+def _pruning(
+    query: Query,
+    roles: dict[str, Role],
+    classified: dict[str, tuple[Expr | None, list[Equality], list[Expr]]],
+    navigating: dict[str, tuple[Expr, ...]],
+) -> tuple[bool, str | None]:
     mr = query.recognize
     if mr.window is None:
         return False, "no WITHIN window: a match can span any time range"
@@ -434,17 +482,23 @@ def _pruning(query: Query, roles: dict[str, Role],
         return False, "MATCH_NUMBER() in DEFINE depends on every earlier match of the partition"
     if not any(r in (Role.HEAD, Role.TAIL, Role.MIDDLE) for r in roles.values()):
         return False, "no variable with a condition appears in every match"
-    if not any(roles[name] in (Role.HEAD, Role.TAIL, Role.MIDDLE)
-               and (classified[name][0] is not None or classified[name][1] or navigating.get(name))
-               for name in roles):
-        return False, ("no variable in every match has a condition the storage nodes can check alone "
-                       "(conditions with PREV/NEXT or other variables' values only): the intervals "
-                       "would hold every row; storage nodes check PREV/NEXT conditions themselves on "
-                       "shards partitioned by type on a PARTITION BY column, or by time")
+    if not any(
+        roles[name] in (Role.HEAD, Role.TAIL, Role.MIDDLE)
+        and (classified[name][0] is not None or classified[name][1] or navigating.get(name))
+        for name in roles
+    ):
+        return False, (
+            "no variable in every match has a condition the storage nodes can check alone "
+            "(conditions with PREV/NEXT or other variables' values only): the intervals "
+            "would hold every row; storage nodes check PREV/NEXT conditions themselves on "
+            "shards partitioned by type on a PARTITION BY column, or by time"
+        )
     return True, None
 
 
-def _bind_window(query: Query, schema: pa.Schema | None, config: QueryConfig) -> tuple[int | None, str | None]:
+def _bind_window(
+    query: Query, schema: pa.Schema | None, config: QueryConfig
+) -> tuple[int | None, str | None]:
     import pyarrow as pa
 
     mr = query.recognize
@@ -457,8 +511,12 @@ def _bind_window(query: Query, schema: pa.Schema | None, config: QueryConfig) ->
     if schema is None:
         return None, None
     if mr.order_by[0].descending:
-        raise QueryValidationError("WITHIN needs an ascending ORDER BY column", clause="WITHIN",
-                                   hint="remove DESC from the first ORDER BY column", code="bad-window")
+        raise QueryValidationError(
+            "WITHIN needs an ascending ORDER BY column",
+            clause="WITHIN",
+            hint="remove DESC from the first ORDER BY column",
+            code="bad-window",
+        )
     column = resolve_column(mr.order_by[0].column, schema, "ORDER BY")
     dtype = schema.field(column).type
     seconds = window.seconds()
@@ -475,7 +533,9 @@ def _bind_window(query: Query, schema: pa.Schema | None, config: QueryConfig) ->
             f"but {column} is {dtype}",
             clause="WITHIN",
             hint="order by a timestamp or an integer epoch column, or give the window as a bare "
-                 "number in the column's units (WITHIN 1800)", code="non-temporal-order")
+            "number in the column's units (WITHIN 1800)",
+            code="non-temporal-order",
+        )
     amount = seconds * _UNITS_PER_SECOND[unit]
     # timestamps are integers: span <= 0.5 s in whole seconds is span <= 0
     return int(amount.to_integral_value(ROUND_FLOOR)), unit
@@ -491,12 +551,19 @@ def _event_key(key: tuple[str, ...], schema: pa.Schema | None) -> tuple[str, ...
         try:  # the one resolver (exact, else the only case-insensitive match)
             out.append(resolve_column(name, schema, "event key"))
         except QueryValidationError as exc:
-            raise ConfigError(f"event key column {name!r}: {exc} (set query.event_key or --event-key)") from None
+            raise ConfigError(
+                f"event key column {name!r}: {exc} (set query.event_key or --event-key)"
+            ) from None
     return tuple(out)
 
 
-def analyze(query: Query, schema: pa.Schema | None = None, config: QueryConfig | None = None, *,
-            navigation_on_nodes: bool = False) -> Analysis:
+def analyze(
+    query: Query,
+    schema: pa.Schema | None = None,
+    config: QueryConfig | None = None,
+    *,
+    navigation_on_nodes: bool = False,
+) -> Analysis:
     """Analyse a parsed query; with ``schema``, also check columns and convert the window.
 
     Args:
@@ -517,8 +584,14 @@ def analyze(query: Query, schema: pa.Schema | None = None, config: QueryConfig |
     first, last = first_labels(mr.pattern), last_labels(mr.pattern)
     positions = top_level_positions(mr.pattern)
     rows_per_match = max_rows(mr.pattern)
-    navigating = {} if mr.all_matches or not navigation_on_nodes else {
-        name: tuple(c for c in classified[name][2] if navigates_alone(c, name)) for name in classified}
+    navigating = (
+        {}
+        if mr.all_matches or not navigation_on_nodes
+        else {
+            name: tuple(c for c in classified[name][2] if navigates_alone(c, name))
+            for name in classified
+        }
+    )
     roles: dict[str, Role] = {}
     for name in labels(mr.pattern):
         if name in any_row:

@@ -61,11 +61,19 @@ _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
     "=": operator.eq, "<>": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
     ">=": operator.ge,
 }  # fmt: skip
-_ARITH = {"+": "add_checked", "-": "subtract_checked", "*": "multiply_checked", "/": "divide_checked"}
+_ARITH = {
+    "+": "add_checked",
+    "-": "subtract_checked",
+    "*": "multiply_checked",
+    "/": "divide_checked",
+}
 _FUNCTIONS = FUNCTIONS
 #: unparameterised CAST targets pushed down to the scans (others keep rows conservatively)
-_CASTS = {name: getattr(pa, arrow)() for name, arrow in CAST_TYPES.items()
-          if arrow not in ("decimal128", "timestamp", "date32")}
+_CASTS = {
+    name: getattr(pa, arrow)()
+    for name, arrow in CAST_TYPES.items()
+    if arrow not in ("decimal128", "timestamp", "date32")
+}
 
 
 def _scalar(value: Any) -> Any:
@@ -89,7 +97,11 @@ class _Converter:
             return literal(e.value).type
         if isinstance(e, BinaryOp) and e.op in _ARITH:
             operands = self._arith_operands(e)
-            return None if operands is None else pc.call_function(_ARITH[e.op], [operands[0], operands[1]]).type
+            return (
+                None
+                if operands is None
+                else pc.call_function(_ARITH[e.op], [operands[0], operands[1]]).type
+            )
         if isinstance(e, UnaryOp) and e.op == "-":
             return self.type_of(e.operand)
         if isinstance(e, Function) and e.name in _FUNCTIONS and len(e.args) == 1:
@@ -166,8 +178,9 @@ class _Converter:
             if e.op in _ARITH:
                 return self.arith(e)
             if e.op == "||":  # any value, as its text (as the engines evaluate it)
-                return pc.binary_join_element_wise(self.plain(e.left).cast(pa.string()),
-                                                   self.plain(e.right).cast(pa.string()), "")
+                return pc.binary_join_element_wise(
+                    self.plain(e.left).cast(pa.string()), self.plain(e.right).cast(pa.string()), ""
+                )
             raise NotPushable(e.op)
         if isinstance(e, UnaryOp):
             if e.op == "NOT":
@@ -185,21 +198,32 @@ class _Converter:
                 values = [i.value for i in e.items if isinstance(i, Literal)]
                 if len(values) > MAX_IN_ITEMS:
                     kind = self.type_of(e.operand)
-                    if not (kind is not None and pa.types.is_integer(kind)
-                            and all(type(v) is int for v in values)):
-                        raise NotPushable(f"IN with more than {MAX_IN_ITEMS} numbers that are not all integers")
+                    if not (
+                        kind is not None
+                        and pa.types.is_integer(kind)
+                        and all(type(v) is int for v in values)
+                    ):
+                        raise NotPushable(
+                            f"IN with more than {MAX_IN_ITEMS} numbers that are not all integers"
+                        )
                     info = np.iinfo(kind.to_pandas_dtype())
                     inside = [v for v in values if isinstance(v, int) and info.min <= v <= info.max]
-                    test = _null_when_null(self(e.operand), self(e.operand).isin(pa.array(inside, kind)))
+                    test = _null_when_null(
+                        self(e.operand), self(e.operand).isin(pa.array(inside, kind))
+                    )
                     return ~test if e.negated else test
                 tests = [self.compare("=", e.operand, item) for item in e.items]
                 while len(tests) > 1:
-                    tests = [tests[i] | tests[i + 1] if i + 1 < len(tests) else tests[i]
-                             for i in range(0, len(tests), 2)]
+                    tests = [
+                        tests[i] | tests[i + 1] if i + 1 < len(tests) else tests[i]
+                        for i in range(0, len(tests), 2)
+                    ]
                 test = tests[0]
             else:
-                test = _null_when_null(self(e.operand),
-                                       self(e.operand).isin([i.value for i in e.items if isinstance(i, Literal)]))
+                test = _null_when_null(
+                    self(e.operand),
+                    self(e.operand).isin([i.value for i in e.items if isinstance(i, Literal)]),
+                )
             # x [NOT] IN (...) is NULL when x is NULL (the comparisons above are NULL there already)
             return ~test if e.negated else test
         if isinstance(e, Between):
@@ -245,8 +269,11 @@ def _temporal(e: Cast) -> pa.Scalar | None:
     """``TIMESTAMP '2024-01-01 10:00:00'`` / ``DATE '2024-01-01'`` (a string literal cast to a
     naive timestamp or a date) as its Arrow scalar; None for any other cast."""
     to = e.to.upper()
-    if to not in TEMPORAL_LITERALS or not isinstance(e.operand, Literal) \
-            or not isinstance(e.operand.value, str):
+    if (
+        to not in TEMPORAL_LITERALS
+        or not isinstance(e.operand, Literal)
+        or not isinstance(e.operand.value, str)
+    ):
         return None
     try:
         value = dt.datetime.fromisoformat(e.operand.value.strip())
@@ -273,7 +300,9 @@ def _convert(e: Expr, schema: pa.Schema | None = None) -> Any:
 MAX_IN_ITEMS = 64
 
 
-def to_arrow_filter(condition: Expr | None, schema: pa.Schema | None = None) -> pc.Expression | None:
+def to_arrow_filter(
+    condition: Expr | None, schema: pa.Schema | None = None
+) -> pc.Expression | None:
     """Convert an independent condition; unconvertible conjuncts are dropped (None: keep all rows).
 
     The result is a necessary condition for ``condition``: every row that satisfies the
@@ -308,7 +337,9 @@ def is_fully_pushable(condition: Expr | None, schema: pa.Schema | None = None) -
     return True
 
 
-def union_filter(conditions: list[Expr | None], schema: pa.Schema | None = None) -> pc.Expression | None:
+def union_filter(
+    conditions: list[Expr | None], schema: pa.Schema | None = None
+) -> pc.Expression | None:
     """OR of the variables' filters: a row survives if any variable may label it
     (None: all rows)."""
     filters = [to_arrow_filter(c, schema) for c in conditions]

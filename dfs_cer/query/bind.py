@@ -30,11 +30,17 @@ def resolve_column(name: str, schema: pa.Schema, clause: str) -> str:
     if len(folded) == 1:
         return folded[0]
     if len(folded) > 1:
-        raise QueryValidationError(f"column {name} is ambiguous: the data has {', '.join(folded)}", clause=clause,
-                                   hint="quote the name with the data's exact case", code="ambiguous-column")
+        raise QueryValidationError(
+            f"column {name} is ambiguous: the data has {', '.join(folded)}",
+            clause=clause,
+            hint="quote the name with the data's exact case",
+            code="ambiguous-column",
+        )
     close = difflib.get_close_matches(name, names, n=3)
     hint = f"did you mean {', '.join(close)}?" if close else f"columns: {', '.join(names[:20])}"
-    raise QueryValidationError(f"column {name} does not exist", clause=clause, hint=hint, code="unknown-column")
+    raise QueryValidationError(
+        f"column {name} does not exist", clause=clause, hint=hint, code="unknown-column"
+    )
 
 
 def check_columns(query: Query, schema: pa.Schema) -> None:
@@ -72,11 +78,17 @@ def bind_names(query: Query, schema: pa.Schema) -> Query:
     bound = dataclasses.replace(
         mr,
         partition_by=tuple(resolve_column(c, schema, "PARTITION BY") for c in mr.partition_by),
-        order_by=tuple(dataclasses.replace(s, column=resolve_column(s.column, schema, "ORDER BY"))
-                       for s in mr.order_by),
-        definitions=tuple(dataclasses.replace(d, condition=bind(d.condition, f"DEFINE {d.variable}"))
-                          for d in mr.definitions),
-        measures=tuple(dataclasses.replace(m, expr=bind(m.expr, f"MEASURES {m.name}")) for m in mr.measures),
+        order_by=tuple(
+            dataclasses.replace(s, column=resolve_column(s.column, schema, "ORDER BY"))
+            for s in mr.order_by
+        ),
+        definitions=tuple(
+            dataclasses.replace(d, condition=bind(d.condition, f"DEFINE {d.variable}"))
+            for d in mr.definitions
+        ),
+        measures=tuple(
+            dataclasses.replace(m, expr=bind(m.expr, f"MEASURES {m.name}")) for m in mr.measures
+        ),
     )
     out = query if bound == mr else dataclasses.replace(query, recognize=bound)
     check_types(out, schema)

@@ -85,11 +85,18 @@ class Converter:
     def unsupported(self, what: str, hint: str | None = None) -> UnsupportedFeatureError:
         return UnsupportedFeatureError(
             f"{what} is not supported in a row pattern expression",
-            clause=self.clause, position=self.position, hint=hint, code="unsupported",
+            clause=self.clause,
+            position=self.position,
+            hint=hint,
+            code="unsupported",
         )
 
-    def invalid(self, message: str, hint: str | None = None, code: str = "invalid") -> QueryValidationError:
-        return QueryValidationError(message, clause=self.clause, position=self.position, hint=hint, code=code)
+    def invalid(
+        self, message: str, hint: str | None = None, code: str = "invalid"
+    ) -> QueryValidationError:
+        return QueryValidationError(
+            message, clause=self.clause, position=self.position, hint=hint, code=code
+        )
 
     def convert(self, e: exp.Expression) -> Expr:
         handler = _HANDLERS.get(type(e))
@@ -108,7 +115,9 @@ class Converter:
         if isinstance(e, exp.Subquery | exp.Select | exp.Exists):
             raise self.unsupported("a subquery")
         if isinstance(e, exp.Escape):
-            raise self.unsupported("LIKE ... ESCAPE", "match the escape character with a different pattern")
+            raise self.unsupported(
+                "LIKE ... ESCAPE", "match the escape character with a different pattern"
+            )
         if isinstance(e, exp.Window):
             raise self.unsupported("a window function (OVER)")
         raise self.unsupported(f"the SQL construct {type(e).__name__.upper()} ({e.sql()})")
@@ -122,14 +131,20 @@ class Converter:
         if any(c in text for c in "eE"):  # 1.5e0: an approximate (DOUBLE) literal
             value = float(text)
             if math.isinf(value):
-                raise self.invalid(f"the number {text} is beyond the range of DOUBLE", "write a smaller number",
-                                   code="bad-literal")
+                raise self.invalid(
+                    f"the number {text} is beyond the range of DOUBLE",
+                    "write a smaller number",
+                    code="bad-literal",
+                )
             return Literal(value)
         if "." in text:  # 1.5: an exact (DECIMAL) literal, as in SQL
             exact = Decimal(text)
             if len(exact.as_tuple().digits) > 76:
-                raise self.invalid(f"the number {text} has more than 76 digits", "write it with fewer digits or as a "
-                                   "DOUBLE (1.5e0)", code="bad-literal")
+                raise self.invalid(
+                    f"the number {text} has more than 76 digits",
+                    "write it with fewer digits or as a DOUBLE (1.5e0)",
+                    code="bad-literal",
+                )
             return Literal(exact)
         return Literal(int(text))
 
@@ -148,8 +163,12 @@ class Converter:
 
     def _neg(self, e: exp.Neg) -> Expr:
         inner = self.convert(e.this)
-        if isinstance(inner, Literal) and isinstance(inner.value, int | float | Decimal) \
-                and not isinstance(inner.value, bool) and inner.value >= 0:
+        if (
+            isinstance(inner, Literal)
+            and isinstance(inner.value, int | float | Decimal)
+            and not isinstance(inner.value, bool)
+            and inner.value >= 0
+        ):
             return Literal(-inner.value)
         return UnaryOp("-", inner)
 
@@ -170,29 +189,46 @@ class Converter:
     def _in(self, e: exp.In) -> Expr:
         if e.args.get("query") is not None or e.args.get("unnest") is not None:
             raise self.unsupported("IN with a subquery")
-        return InList(self.convert(e.this), tuple(self.convert(i) for i in e.expressions),
-                      negated=bool(e.args.get("negate")))
+        return InList(
+            self.convert(e.this),
+            tuple(self.convert(i) for i in e.expressions),
+            negated=bool(e.args.get("negate")),
+        )
 
     def _between(self, e: exp.Between) -> Expr:
-        return Between(self.convert(e.this), self.convert(e.args["low"]), self.convert(e.args["high"]),
-                       negated=bool(e.args.get("negate")))
+        return Between(
+            self.convert(e.this),
+            self.convert(e.args["low"]),
+            self.convert(e.args["high"]),
+            negated=bool(e.args.get("negate")),
+        )
 
     def _like(self, e: exp.Like) -> Expr:
         if e.args.get("escape") is not None:
             raise self.unsupported("LIKE ... ESCAPE")
-        return Like(self.convert(e.this), self.convert(e.expression), negated=bool(e.args.get("negate")))
+        return Like(
+            self.convert(e.this), self.convert(e.expression), negated=bool(e.args.get("negate"))
+        )
 
     def _case(self, e: exp.Case) -> Expr:
-        whens = tuple(When(self.convert(i.this), self.convert(i.args["true"])) for i in e.args.get("ifs") or [])
+        whens = tuple(
+            When(self.convert(i.this), self.convert(i.args["true"]))
+            for i in e.args.get("ifs") or []
+        )
         default = e.args.get("default")
         operand = e.this
-        return Case(whens, None if default is None else self.convert(default),
-                    None if operand is None else self.convert(operand))
+        return Case(
+            whens,
+            None if default is None else self.convert(default),
+            None if operand is None else self.convert(operand),
+        )
 
     def _if(self, e: exp.If) -> Expr:
         false = e.args.get("false")
-        return Case((When(self.convert(e.this), self.convert(e.args["true"])),),
-                    None if false is None else self.convert(false))
+        return Case(
+            (When(self.convert(e.this), self.convert(e.args["true"])),),
+            None if false is None else self.convert(false),
+        )
 
     def _cast(self, e: exp.Cast) -> Expr:
         return Cast(self.convert(e.this), e.args["to"].sql())
@@ -201,17 +237,25 @@ class Converter:
         unit_node = e.args.get("unit")
         value = e.this
         if unit_node is None or not isinstance(value, exp.Literal):
-            raise self.invalid(f"interval {e.sql()} needs a quoted value and a unit",
-                               "write INTERVAL '30' MINUTE", code="bad-interval")
+            raise self.invalid(
+                f"interval {e.sql()} needs a quoted value and a unit",
+                "write INTERVAL '30' MINUTE",
+                code="bad-interval",
+            )
         unit = normalize_unit(unit_node.name)
         if unit is None:
-            raise self.invalid(f"interval unit {unit_node.name} is not supported",
-                               "use MILLISECOND, SECOND, MINUTE, HOUR or DAY", code="bad-interval")
+            raise self.invalid(
+                f"interval unit {unit_node.name} is not supported",
+                "use MILLISECOND, SECOND, MINUTE, HOUR or DAY",
+                code="bad-interval",
+            )
         text = str(value.this).strip()
         try:
             Decimal(text)
         except InvalidOperation:
-            raise self.invalid(f"interval value {text!r} is not a number", code="bad-interval") from None
+            raise self.invalid(
+                f"interval value {text!r} is not a number", code="bad-interval"
+            ) from None
         return IntervalLiteral(text, unit)
 
     # ---------------------------------------------------------------------------- pattern functions
@@ -220,11 +264,18 @@ class Converter:
         if node is None:
             return default
         converted = self.convert(node)
-        if isinstance(converted, Literal) and isinstance(converted.value, int) \
-                and not isinstance(converted.value, bool) and converted.value >= 0:
+        if (
+            isinstance(converted, Literal)
+            and isinstance(converted.value, int)
+            and not isinstance(converted.value, bool)
+            and converted.value >= 0
+        ):
             return converted.value
-        raise self.invalid(f"the offset of {name} must be a non-negative integer literal, got {node.sql()}",
-                           f"write e.g. {name}(A.price, 2)", code="bad-offset")
+        raise self.invalid(
+            f"the offset of {name} must be a non-negative integer literal, got {node.sql()}",
+            f"write e.g. {name}(A.price, 2)",
+            code="bad-offset",
+        )
 
     def _first_last(self, e: exp.First | exp.Last) -> Expr:
         kind = NavKind.FIRST if isinstance(e, exp.First) else NavKind.LAST
@@ -242,22 +293,34 @@ class Converter:
                 return dataclasses.replace(inner, semantics=semantics)
             raise self.invalid(
                 f"{semantics.value} applies to navigation functions, aggregates and CLASSIFIER, "
-                f"not to {args[0].sql()}", code="bad-semantics")
+                f"not to {args[0].sql()}",
+                code="bad-semantics",
+            )
         if name in ("PREV", "NEXT"):
             if not 1 <= len(args) <= 2:
-                raise self.invalid(f"{name} takes an expression and an optional offset, got {len(args)} arguments",
-                                   code="bad-navigation")
+                raise self.invalid(
+                    f"{name} takes an expression and an optional offset, got {len(args)} arguments",
+                    code="bad-navigation",
+                )
             kind = NavKind[name]
-            return Navigation(kind, self.convert(args[0]), self._offset(name, args[1] if len(args) > 1 else None, 1))
+            return Navigation(
+                kind,
+                self.convert(args[0]),
+                self._offset(name, args[1] if len(args) > 1 else None, 1),
+            )
         if name == "CLASSIFIER":
             if len(args) > 1:
-                raise self.invalid("CLASSIFIER takes at most one pattern variable", code="bad-classifier")
+                raise self.invalid(
+                    "CLASSIFIER takes at most one pattern variable", code="bad-classifier"
+                )
             if not args:
                 return Classifier()
             arg = args[0]
             if not isinstance(arg, exp.Column) or arg.args.get("table") is not None:
-                raise self.invalid(f"CLASSIFIER takes a pattern variable name, got {arg.sql()}",
-                                   code="bad-classifier")
+                raise self.invalid(
+                    f"CLASSIFIER takes a pattern variable name, got {arg.sql()}",
+                    code="bad-classifier",
+                )
             return Classifier(variable_name(arg.this))
         if name == "MATCH_NUMBER":
             if args:
@@ -266,7 +329,9 @@ class Converter:
         lowered = AGGREGATE_NAMES.get(name.lower(), name.lower())
         if lowered in AGGREGATES:
             return Aggregate(lowered, tuple(self.convert(a) for a in args))
-        return Function(FUNCTION_NAMES.get(name.lower(), name.lower()), tuple(self.convert(a) for a in args))
+        return Function(
+            FUNCTION_NAMES.get(name.lower(), name.lower()), tuple(self.convert(a) for a in args)
+        )
 
     def _aggregate(self, e: exp.Expression) -> Expr:
         name = e.sql_name().lower() if isinstance(e, exp.Func) else type(e).__name__.lower()
@@ -277,7 +342,11 @@ class Converter:
         if isinstance(this, exp.Distinct):
             distinct = True
             args = list(this.expressions)
-            rest = [e.args[k] for k in ("expression", "separator") if isinstance(e.args.get(k), exp.Expression)]
+            rest = [
+                e.args[k]
+                for k in ("expression", "separator")
+                if isinstance(e.args.get(k), exp.Expression)
+            ]
             args += rest
         else:
             args = _func_args(e) if isinstance(e, exp.Func) else ([] if this is None else [this])
@@ -289,29 +358,39 @@ class Converter:
         inner = self.convert(e.this)
         where = e.expression
         if not isinstance(inner, Aggregate) or not isinstance(where, exp.Where):
-            raise self.invalid(f"FILTER applies to an aggregate call, not to {e.this.sql()}", code="bad-aggregate")
+            raise self.invalid(
+                f"FILTER applies to an aggregate call, not to {e.this.sql()}", code="bad-aggregate"
+            )
         if inner.filter is not None:
             raise self.invalid(f"FILTER is given twice on {e.sql()}", code="bad-aggregate")
         return dataclasses.replace(inner, filter=self.convert(where.this))
 
     def _function(self, e: exp.Func) -> Expr:
         if isinstance(e, exp.Extract):
-            unit = _EXTRACT_UNITS.get(e.this.name.lower() if isinstance(e.this, exp.Var | exp.Literal) else "")
+            unit = _EXTRACT_UNITS.get(
+                e.this.name.lower() if isinstance(e.this, exp.Var | exp.Literal) else ""
+            )
             if unit is None:
-                raise self.unsupported(f"EXTRACT({e.this.sql()} FROM ...)",
-                                       f"extract one of {', '.join(sorted(set(_EXTRACT_UNITS)))}")
+                raise self.unsupported(
+                    f"EXTRACT({e.this.sql()} FROM ...)",
+                    f"extract one of {', '.join(sorted(set(_EXTRACT_UNITS)))}",
+                )
             return Function(unit, (self.convert(e.expression),))
         if isinstance(e, exp.DateTrunc | exp.TimestampTrunc):
             unit = e.args.get("unit")
             text = (unit.name if isinstance(unit, exp.Var | exp.Literal) else "").lower()
             if text not in TRUNC_UNITS:
-                raise self.unsupported(f"date_trunc to {unit.sql() if unit is not None else '?'}",
-                                       f"truncate to one of {', '.join(TRUNC_UNITS)}")
+                raise self.unsupported(
+                    f"date_trunc to {unit.sql() if unit is not None else '?'}",
+                    f"truncate to one of {', '.join(TRUNC_UNITS)}",
+                )
             return Function("date_trunc", (Literal(text), self.convert(e.this)))
         name = e.sql_name().lower()
         if isinstance(e, exp.Anonymous):
             name = str(e.this).lower()
-        return Function(FUNCTION_NAMES.get(name, name), tuple(self.convert(a) for a in _func_args(e)))
+        return Function(
+            FUNCTION_NAMES.get(name, name), tuple(self.convert(a) for a in _func_args(e))
+        )
 
     def _paren(self, e: exp.Paren) -> Expr:
         return self.convert(e.this)

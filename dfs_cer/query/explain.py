@@ -24,7 +24,11 @@ def _window_text(analysis: Analysis) -> str | None:
         return None
     text = window.sql().removeprefix("WITHIN ")
     if analysis.window_units is not None:
-        unit = analysis.window_unit if analysis.window_unit != "raw" else "units of " + analysis.order_column
+        unit = (
+            analysis.window_unit
+            if analysis.window_unit != "raw"
+            else "units of " + analysis.order_column
+        )
         text += f" = {analysis.window_units} {unit}"
     else:
         seconds = window.seconds()
@@ -52,7 +56,9 @@ def explain_dict(analysis: Analysis) -> dict[str, Any]:
                 "name": v.name,
                 "role": v.role.value,
                 "independent": None if v.independent is None else to_sql(v.independent),
-                "pushed_filter": None if v.independent is None else str(to_arrow_filter(v.independent)),
+                "pushed_filter": None
+                if v.independent is None
+                else str(to_arrow_filter(v.independent)),
                 "fully_pushed": is_fully_pushable(v.independent),
                 "equalities": [e.sql() for e in v.equalities],
                 "residuals": [to_sql(r) for r in v.residuals],
@@ -98,18 +104,24 @@ def explain_lines(analysis: Analysis) -> list[str]:
     if d["interval_pruning"]:
         out.append("  time intervals: yes (dual filtering can shrink the interval set)")
     else:
-        out.append(f"  time intervals: no ({d['interval_pruning_reason']}); falls back to push-down")
+        out.append(
+            f"  time intervals: no ({d['interval_pruning_reason']}); falls back to push-down"
+        )
     if d["rows_between_variables_skippable"]:
         out.append("  rows pulled:    candidate rows only (rows between variables may be skipped)")
     else:
         out.append(f"  rows pulled:    every row inside the intervals ({d['skip_reason']})")
     reach = d["physical_navigation_reach"]
     if reach["prev"] or reach["next"]:
-        out.append(f"  halo:           {reach['prev']} row(s) before and {reach['next']} after "
-                   "each interval (PREV/NEXT)")
+        out.append(
+            f"  halo:           {reach['prev']} row(s) before and {reach['next']} after "
+            "each interval (PREV/NEXT)"
+        )
     outer = d["outer"]
-    out.append(f"outer query:    SELECT {', '.join(outer['select'])}"
-               + (f" WHERE {outer['where']}" if outer["where"] else "")
-               + (f" ORDER BY {', '.join(outer['order_by'])}" if outer["order_by"] else "")
-               + (f" LIMIT {outer['limit']}" if outer["limit"] is not None else ""))
+    out.append(
+        f"outer query:    SELECT {', '.join(outer['select'])}"
+        + (f" WHERE {outer['where']}" if outer["where"] else "")
+        + (f" ORDER BY {', '.join(outer['order_by'])}" if outer["order_by"] else "")
+        + (f" LIMIT {outer['limit']}" if outer["limit"] is not None else "")
+    )
     return out

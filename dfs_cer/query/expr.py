@@ -148,9 +148,27 @@ CAST_TYPES = {
 #: the deepest expression a query may hold (deeper ones are refused before any recursion)
 MAX_DEPTH = 200
 
-AGGREGATES = frozenset({"count", "sum", "avg", "min", "max", "stddev", "variance", "stddev_pop", "var_pop",
-                        "bool_and", "bool_or", "array_agg", "count_if", "max_by", "min_by", "any_value",
-                        "string_agg"})
+AGGREGATES = frozenset(
+    {
+        "count",
+        "sum",
+        "avg",
+        "min",
+        "max",
+        "stddev",
+        "variance",
+        "stddev_pop",
+        "var_pop",
+        "bool_and",
+        "bool_or",
+        "array_agg",
+        "count_if",
+        "max_by",
+        "min_by",
+        "any_value",
+        "string_agg",
+    }
+)
 
 
 def cast_target(to: str) -> tuple[str, tuple[int, ...]] | None:
@@ -163,7 +181,9 @@ def cast_target(to: str) -> tuple[str, tuple[int, ...]] | None:
     params = tuple(int(g) for g in m.groups()[1:] if g is not None)
     base = m.group(1).upper()
     allowed = {"VARCHAR": (0, 1), "CHAR": (0, 1), "DECIMAL": (1, 2)}.get(base, (0, 0))
-    if not allowed[0] <= len(params) <= allowed[1] or (base == "DECIMAL" and not 1 <= params[0] <= 38):
+    if not allowed[0] <= len(params) <= allowed[1] or (
+        base == "DECIMAL" and not 1 <= params[0] <= 38
+    ):
         return None
     return base, params
 
@@ -268,7 +288,13 @@ def like_regex(pattern: str) -> str:
     characters, line breaks included, ``_`` any one character; everything else is literal."""
     out = []
     for ch in pattern:
-        out.append(".*" if ch == "%" else "." if ch == "_" else ("\\" + ch if ch in r".^$*+?{}[]\|()" else ch))
+        out.append(
+            ".*"
+            if ch == "%"
+            else "."
+            if ch == "_"
+            else ("\\" + ch if ch in r".^$*+?{}[]\|()" else ch)
+        )
     return "(?s)^" + "".join(out) + "$"
 
 
@@ -320,13 +346,19 @@ def transform(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
         elif isinstance(x, InList):
             changes = {"operand": rebuild(x.operand), "items": tuple(rebuild(i) for i in x.items)}
         elif isinstance(x, Between):
-            changes = {"operand": rebuild(x.operand), "low": rebuild(x.low), "high": rebuild(x.high)}
+            changes = {
+                "operand": rebuild(x.operand),
+                "low": rebuild(x.low),
+                "high": rebuild(x.high),
+            }
         elif isinstance(x, Like):
             changes = {"operand": rebuild(x.operand), "pattern": rebuild(x.pattern)}
         elif isinstance(x, Case):
-            changes = {"whens": tuple(When(rebuild(w.condition), rebuild(w.result)) for w in x.whens),
-                       "default": None if x.default is None else rebuild(x.default),
-                       "operand": None if x.operand is None else rebuild(x.operand)}
+            changes = {
+                "whens": tuple(When(rebuild(w.condition), rebuild(w.result)) for w in x.whens),
+                "default": None if x.default is None else rebuild(x.default),
+                "operand": None if x.operand is None else rebuild(x.operand),
+            }
         out = dataclasses.replace(x, **changes) if changes else x  # type: ignore[type-var]
         replaced = fn(out)
         return out if replaced is None else replaced
@@ -397,11 +429,118 @@ def referenced_variables(e: Expr) -> set[str | None]:
 # ---------------------------------------------------------------------------------------------
 # printing
 
-_PREC = {"OR": 1, "AND": 2, "NOT": 3, "CMP": 4, "||": 5, "+": 6, "-": 6, "*": 7, "/": 7, "%": 7,
-         "NEG": 8, "ATOM": 9}
+_PREC = {
+    "OR": 1,
+    "AND": 2,
+    "NOT": 3,
+    "CMP": 4,
+    "||": 5,
+    "+": 6,
+    "-": 6,
+    "*": 7,
+    "/": 7,
+    "%": 7,
+    "NEG": 8,
+    "ATOM": 9,
+}
 _BARE_COLUMN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # words sqlglot treats as keywords: a column with such a name is quoted when printed
-_KEYWORDS = frozenset(["ALL", "AND", "ANY", "ARRAY", "AS", "ASC", "BETWEEN", "BY", "CASE", "CAST", "COLLATE", "CROSS", "CURRENT_DATE", "CURRENT_TIME", "CURRENT_TIMESTAMP", "DATE", "DATETIME", "DEFAULT", "DESC", "DISTINCT", "ELSE", "END", "ESCAPE", "EXCEPT", "EXISTS", "FALSE", "FILTER", "FIRST", "FOLLOWING", "FOR", "FROM", "FULL", "GROUP", "HAVING", "IF", "ILIKE", "IN", "INNER", "INTERVAL", "INTERSECT", "INTO", "IS", "JOIN", "LAST", "LEFT", "LIKE", "LIMIT", "MAP", "NATURAL", "NEXT", "NOT", "NULL", "NULLS", "OFFSET", "ON", "OR", "ORDER", "OUTER", "OVER", "PARTITION", "PERCENT", "PIVOT", "PRECEDING", "RANGE", "RIGHT", "ROW", "ROWS", "SELECT", "SET", "SOME", "STRUCT", "TABLE", "THEN", "TIME", "TIMESTAMP", "TOP", "TRUE", "UNBOUNDED", "UNION", "UNNEST", "USING", "VALUES", "WHEN", "WHERE", "WINDOW", "WITH", "YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND"])
+_KEYWORDS = frozenset(
+    [
+        "ALL",
+        "AND",
+        "ANY",
+        "ARRAY",
+        "AS",
+        "ASC",
+        "BETWEEN",
+        "BY",
+        "CASE",
+        "CAST",
+        "COLLATE",
+        "CROSS",
+        "CURRENT_DATE",
+        "CURRENT_TIME",
+        "CURRENT_TIMESTAMP",
+        "DATE",
+        "DATETIME",
+        "DEFAULT",
+        "DESC",
+        "DISTINCT",
+        "ELSE",
+        "END",
+        "ESCAPE",
+        "EXCEPT",
+        "EXISTS",
+        "FALSE",
+        "FILTER",
+        "FIRST",
+        "FOLLOWING",
+        "FOR",
+        "FROM",
+        "FULL",
+        "GROUP",
+        "HAVING",
+        "IF",
+        "ILIKE",
+        "IN",
+        "INNER",
+        "INTERVAL",
+        "INTERSECT",
+        "INTO",
+        "IS",
+        "JOIN",
+        "LAST",
+        "LEFT",
+        "LIKE",
+        "LIMIT",
+        "MAP",
+        "NATURAL",
+        "NEXT",
+        "NOT",
+        "NULL",
+        "NULLS",
+        "OFFSET",
+        "ON",
+        "OR",
+        "ORDER",
+        "OUTER",
+        "OVER",
+        "PARTITION",
+        "PERCENT",
+        "PIVOT",
+        "PRECEDING",
+        "RANGE",
+        "RIGHT",
+        "ROW",
+        "ROWS",
+        "SELECT",
+        "SET",
+        "SOME",
+        "STRUCT",
+        "TABLE",
+        "THEN",
+        "TIME",
+        "TIMESTAMP",
+        "TOP",
+        "TRUE",
+        "UNBOUNDED",
+        "UNION",
+        "UNNEST",
+        "USING",
+        "VALUES",
+        "WHEN",
+        "WHERE",
+        "WINDOW",
+        "WITH",
+        "YEAR",
+        "MONTH",
+        "DAY",
+        "HOUR",
+        "MINUTE",
+        "SECOND",
+    ]
+)
 
 
 def format_column_name(name: str) -> str:
@@ -438,8 +577,12 @@ def _prec(e: Expr) -> int:
         return _PREC["NOT"] if e.op == "NOT" else _PREC["NEG"]
     if isinstance(e, IsNull | InList | Between | Like):
         return _PREC["CMP"]
-    if isinstance(e, Literal) and isinstance(e.value, int | float) and not isinstance(e.value, bool) \
-            and e.value < 0:
+    if (
+        isinstance(e, Literal)
+        and isinstance(e.value, int | float)
+        and not isinstance(e.value, bool)
+        and e.value < 0
+    ):
         return _PREC["NEG"]
     return _PREC["ATOM"]
 
@@ -481,7 +624,9 @@ def to_sql(e: Expr) -> str:
     if isinstance(e, Aggregate):
         args = ", ".join(to_sql(a) for a in e.args)
         where = "" if e.filter is None else f" FILTER (WHERE {to_sql(e.filter)})"
-        return f"{_semantics(e.semantics)}{e.name}({'DISTINCT ' if e.distinct else ''}{args}){where}"
+        return (
+            f"{_semantics(e.semantics)}{e.name}({'DISTINCT ' if e.distinct else ''}{args}){where}"
+        )
     if isinstance(e, Function):
         return f"{e.name}({', '.join(to_sql(a) for a in e.args)})"
     if isinstance(e, BinaryOp):
@@ -500,11 +645,15 @@ def to_sql(e: Expr) -> str:
         return f"{_sub(e.operand, _PREC['CMP'] + 1)} {'NOT ' if e.negated else ''}IN ({items})"
     if isinstance(e, Between):
         lo, hi = _sub(e.low, _PREC["CMP"] + 1), _sub(e.high, _PREC["CMP"] + 1)
-        return (f"{_sub(e.operand, _PREC['CMP'] + 1)} "
-                f"{'NOT ' if e.negated else ''}BETWEEN {lo} AND {hi}")
+        return (
+            f"{_sub(e.operand, _PREC['CMP'] + 1)} "
+            f"{'NOT ' if e.negated else ''}BETWEEN {lo} AND {hi}"
+        )
     if isinstance(e, Like):
-        return (f"{_sub(e.operand, _PREC['CMP'] + 1)} {'NOT ' if e.negated else ''}LIKE "
-                f"{_sub(e.pattern, _PREC['CMP'] + 1)}")
+        return (
+            f"{_sub(e.operand, _PREC['CMP'] + 1)} {'NOT ' if e.negated else ''}LIKE "
+            f"{_sub(e.pattern, _PREC['CMP'] + 1)}"
+        )
     if isinstance(e, Case):
         parts = ["CASE"]
         if e.operand is not None:
@@ -521,7 +670,9 @@ def to_sql(e: Expr) -> str:
 
 
 #: operators whose result is NULL whenever an operand is NULL
-_NULL_PROPAGATING_OPS = frozenset({"+", "-", "*", "/", "%", "=", "<>", "!=", "<", "<=", ">", ">=", "||"})
+_NULL_PROPAGATING_OPS = frozenset(
+    {"+", "-", "*", "/", "%", "=", "<>", "!=", "<", "<=", ">", ">=", "||"}
+)
 
 
 def _null_propagating(e: Expr) -> bool:
@@ -550,7 +701,11 @@ def distribute_navigation(e: Expr) -> Expr:
         if not isinstance(x, Navigation) or isinstance(x.operand, Column | Classifier | Navigation):
             return None
         columns = [n for n in walk(x.operand) if isinstance(n, Column)]
-        if not columns or len({c.variable for c in columns}) != 1 or not _null_propagating(x.operand):
+        if (
+            not columns
+            or len({c.variable for c in columns}) != 1
+            or not _null_propagating(x.operand)
+        ):
             return None
 
         def navigate(y: Expr) -> Expr | None:

@@ -25,8 +25,13 @@ MAX_LIKE_CHARS = 1024
 
 def like_chars(condition: Expr) -> int:
     """Characters of the literal LIKE patterns of ``condition``, all together."""
-    return sum(len(n.pattern.value) for n in walk(condition)
-               if isinstance(n, Like) and isinstance(n.pattern, Literal) and isinstance(n.pattern.value, str))
+    return sum(
+        len(n.pattern.value)
+        for n in walk(condition)
+        if isinstance(n, Like)
+        and isinstance(n.pattern, Literal)
+        and isinstance(n.pattern.value, str)
+    )
 
 
 def check_like_size(condition: Expr) -> None:
@@ -35,9 +40,13 @@ def check_like_size(condition: Expr) -> None:
     not evaluate it."""
     chars = like_chars(condition)
     if chars > MAX_LIKE_CHARS:  # a node's CPU per row grows with the patterns' size
-        raise QueryValidationError(f"LIKE patterns of {chars} characters in all are not pushed to storage nodes "
-                                   f"(at most {MAX_LIKE_CHARS})", clause="input filter", code=INPUT_FILTER,
-                                   hint="the input is computed on the compute node instead")
+        raise QueryValidationError(
+            f"LIKE patterns of {chars} characters in all are not pushed to storage nodes "
+            f"(at most {MAX_LIKE_CHARS})",
+            clause="input filter",
+            code=INPUT_FILTER,
+            hint="the input is computed on the compute node instead",
+        )
 
 
 def filter_cost(condition: Expr, lengths: Callable[[str], tuple[int, int]]) -> int:

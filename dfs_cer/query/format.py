@@ -30,10 +30,15 @@ def format_match_recognize(query: Query, indent: str = "  ") -> str:
     if mr.order_by:
         lines.append("ORDER BY " + ", ".join(_sort_item(i) for i in mr.order_by))
     if mr.measures:
-        lines.append("MEASURES " + ", ".join(f"{to_sql(m.expr)} AS {format_column_name(m.name)}"
-                                             for m in mr.measures))
-    lines.append(mr.rows_per_match.value if mr.rows_per_match is not RowsPerMatch.ALL_ROWS_SHOW_EMPTY
-                 else "ALL ROWS PER MATCH")
+        lines.append(
+            "MEASURES "
+            + ", ".join(f"{to_sql(m.expr)} AS {format_column_name(m.name)}" for m in mr.measures)
+        )
+    lines.append(
+        mr.rows_per_match.value
+        if mr.rows_per_match is not RowsPerMatch.ALL_ROWS_SHOW_EMPTY
+        else "ALL ROWS PER MATCH"
+    )
     if mr.all_matches:
         lines.append("ALL MATCHES")
     lines.append(mr.after_match_skip.sql())
@@ -42,11 +47,20 @@ def format_match_recognize(query: Query, indent: str = "  ") -> str:
         pattern += " " + mr.window.sql()
     lines.append(pattern)
     if mr.subsets:
-        lines.append("SUBSET " + ", ".join(
-            f"{format_label(s.name)} = ({', '.join(format_label(v) for v in s.variables)})" for s in mr.subsets))
+        lines.append(
+            "SUBSET "
+            + ", ".join(
+                f"{format_label(s.name)} = ({', '.join(format_label(v) for v in s.variables)})"
+                for s in mr.subsets
+            )
+        )
     if mr.definitions:
-        lines.append("DEFINE " + f",\n{indent}{indent}".join(
-            f"{format_label(d.variable)} AS {to_sql(d.condition)}" for d in mr.definitions))
+        lines.append(
+            "DEFINE "
+            + f",\n{indent}{indent}".join(
+                f"{format_label(d.variable)} AS {to_sql(d.condition)}" for d in mr.definitions
+            )
+        )
     body = "\n".join(indent + line for line in lines)
     return f"MATCH_RECOGNIZE (\n{body}\n)"
 

@@ -23,10 +23,12 @@ from dfs_cer.errors import QueryValidationError
 
 def duplicate_error(column: str, why: str) -> QueryValidationError:
     return QueryValidationError(
-        f"the input of MATCH_RECOGNIZE has two columns named {column} ({why})", clause="FROM",
+        f"the input of MATCH_RECOGNIZE has two columns named {column} ({why})",
+        clause="FROM",
         hint="select each column once, aliasing one of them, "
-             f"e.g. SELECT a.*, b.{column} AS b_{column} ...",
-        code="duplicate-column")
+        f"e.g. SELECT a.*, b.{column} AS b_{column} ...",
+        code="duplicate-column",
+    )
 
 
 def duplicate_in_names(names: Sequence[str]) -> QueryValidationError | None:
@@ -35,12 +37,16 @@ def duplicate_in_names(names: Sequence[str]) -> QueryValidationError | None:
     seen: set[str] = set()
     for name in names:
         if name in seen:
-            return duplicate_error(name, "the table, subquery or common table expression it reads has it twice")
+            return duplicate_error(
+                name, "the table, subquery or common table expression it reads has it twice"
+            )
         seen.add(name)
     return None
 
 
-def duplicate_in_sql(tree: exp.Expression, clause_columns: Sequence[str]) -> QueryValidationError | None:
+def duplicate_in_sql(
+    tree: exp.Expression, clause_columns: Sequence[str]
+) -> QueryValidationError | None:
     """The error for a column the SELECT ``tree`` yields twice, when its text shows one.
     ``clause_columns``: columns the clause reads (they name a column of a self-joined table)."""
     if not isinstance(tree, exp.Select):
@@ -50,14 +56,24 @@ def duplicate_in_sql(tree: exp.Expression, clause_columns: Sequence[str]) -> Que
     if from_ is None or any(j.args.get("method") or j.args.get("natural") for j in joins):
         return None  # NATURAL joins merge columns the text does not show
     items = [from_.this, *(j.this for j in joins)]
-    table_of = {i.alias_or_name.lower(): i.name.lower() if isinstance(i, exp.Table) else f"({i.alias_or_name})"
-                for i in items}
+    table_of = {
+        i.alias_or_name.lower(): i.name.lower()
+        if isinstance(i, exp.Table)
+        else f"({i.alias_or_name})"
+        for i in items
+    }
     using = {u.name.lower() for j in joins for u in (j.args.get("using") or [])}
     known: dict[str, list[str]] = {a: [] for a in table_of}  # columns the text reads of each source
     for column in tree.find_all(exp.Column):
         if isinstance(column.this, exp.Star) or column.find_ancestor(exp.Select) is not tree:
             continue  # a star, or a column of a nested query
-        source = column.table.lower() if column.table else next(iter(table_of)) if len(table_of) == 1 else ""
+        source = (
+            column.table.lower()
+            if column.table
+            else next(iter(table_of))
+            if len(table_of) == 1
+            else ""
+        )
         if source in known and column.name not in known[source]:
             known[source].append(column.name)
     starred: list[str] = []
@@ -88,6 +104,9 @@ def duplicate_in_sql(tree: exp.Expression, clause_columns: Sequence[str]) -> Que
             names += [c for c in clause_columns if c not in seen]  # not a name the SELECT computes
         twice = next((n for n in names if n.lower() not in using), None)
         if twice is not None:
-            return duplicate_error(twice, f"SELECT * reads {table} twice, as {' and '.join(aliases)}: each of its "
-                                         "columns comes twice")
+            return duplicate_error(
+                twice,
+                f"SELECT * reads {table} twice, as {' and '.join(aliases)}: each of its "
+                "columns comes twice",
+            )
     return None

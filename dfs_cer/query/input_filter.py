@@ -75,8 +75,12 @@ _ROW_LOCAL = frozenset({"expressions", "from", "from_", "where"})
 
 
 def _refuse(message: str) -> QueryValidationError:
-    return QueryValidationError(message, clause="input filter", code=INPUT_FILTER,
-                                hint="the input is computed on the compute node instead")
+    return QueryValidationError(
+        message,
+        clause="input filter",
+        code=INPUT_FILTER,
+        hint="the input is computed on the compute node instead",
+    )
 
 
 def pushable_input(select: exp.Expression, names: set[str]) -> tuple[str, str] | None:
@@ -84,7 +88,9 @@ def pushable_input(select: exp.Expression, names: set[str]) -> tuple[str, str] |
     over a table not among ``names`` (the statement's CTEs and relations; lower case) with a
     condition :func:`row_local` accepts, else None. The condition comes back as SQL text with
     column qualifiers (the table's name or alias) removed."""
-    if not isinstance(select, exp.Select) or any(v for k, v in select.args.items() if k not in _ROW_LOCAL):
+    if not isinstance(select, exp.Select) or any(
+        v for k, v in select.args.items() if k not in _ROW_LOCAL
+    ):
         return None
     star = select.expressions[0] if len(select.expressions) == 1 else None
     if not isinstance(star, exp.Star) or any(star.args.values()):  # * EXCLUDE / REPLACE / RENAME
@@ -96,8 +102,12 @@ def pushable_input(select: exp.Expression, names: set[str]) -> tuple[str, str] |
     table = source.this
     alias = table.args.get("alias")
     # the table itself, perhaps renamed: no column list, sample, time travel, hints or joins
-    if not isinstance(table.this, exp.Identifier) or any(v for k, v in table.args.items() if k not in ("this", "alias")) \
-            or (alias is not None and alias.args.get("columns")) or table.name.lower() in names:
+    if (
+        not isinstance(table.this, exp.Identifier)
+        or any(v for k, v in table.args.items() if k not in ("this", "alias"))
+        or (alias is not None and alias.args.get("columns"))
+        or table.name.lower() in names
+    ):
         return None
     own = {table.alias_or_name.lower()}  # with an alias, only the alias names the table (as in SQL)
     condition = where.this.copy()
@@ -106,7 +116,10 @@ def pushable_input(select: exp.Expression, names: set[str]) -> tuple[str, str] |
             if column.table.lower() not in own or column.args.get("db"):
                 return None
             column.set("table", None)
-    if any(isinstance(n, exp.Subquery | exp.Select | exp.Window | exp.AggFunc) for n in condition.walk()):
+    if any(
+        isinstance(n, exp.Subquery | exp.Select | exp.Window | exp.AggFunc)
+        for n in condition.walk()
+    ):
         return None
     text = condition.sql(dialect="duckdb")
     try:
@@ -120,13 +133,18 @@ def parse_input_filter(text: str) -> Expr:
     """The condition ``text`` (one SQL boolean expression over the table's columns) as an
     expression, or a :class:`QueryValidationError` with code :data:`INPUT_FILTER`."""
     if not isinstance(text, str) or not text.strip() or len(text) > MAX_TEXT:
-        raise _refuse(f"the input filter must be one SQL condition of at most {MAX_TEXT} characters")
+        raise _refuse(
+            f"the input filter must be one SQL condition of at most {MAX_TEXT} characters"
+        )
     try:
         tree = sqlglot.parse_one(f"SELECT {text}", read="duckdb")
     except (sqlglot.errors.ParseError, sqlglot.errors.TokenError, RecursionError) as exc:
         raise _refuse(f"the input filter does not parse ({str(exc)[:200]})") from None
-    if not isinstance(tree, exp.Select) or len(tree.expressions) != 1 or \
-            any(v for k, v in tree.args.items() if k != "expressions"):
+    if (
+        not isinstance(tree, exp.Select)
+        or len(tree.expressions) != 1
+        or any(v for k, v in tree.args.items() if k != "expressions")
+    ):
         raise _refuse("the input filter must be one condition, not a query")
     try:
         condition = Converter("input filter").convert(tree.expressions[0])
@@ -147,7 +165,9 @@ def row_local(condition: Expr) -> Expr:
     for n in walk(condition):
         if isinstance(n, Column):
             if n.variable is not None:
-                raise _refuse(f"the input filter reads {n.variable}.{n.name}: only the table's own columns")
+                raise _refuse(
+                    f"the input filter reads {n.variable}.{n.name}: only the table's own columns"
+                )
         elif isinstance(n, BinaryOp):
             if n.op not in _OPERATORS:
                 raise _refuse(f"the operator {n.op} is not pushed to storage nodes")
@@ -157,19 +177,31 @@ def row_local(condition: Expr) -> Expr:
         elif isinstance(n, Cast):
             to = n.to.upper()
             form = _DATE if to == "DATE" else _TIMESTAMP
-            if not (to in TEMPORAL_LITERALS and isinstance(n.operand, Literal) and isinstance(n.operand.value, str)
-                    and form.fullmatch(n.operand.value.strip())):
-                raise _refuse(f"CAST to {n.to} is not pushed to storage nodes (only DATE 'YYYY-MM-DD' and "
-                              "TIMESTAMP 'YYYY-MM-DD hh:mm:ss[.ffffff]' literals)")
+            if not (
+                to in TEMPORAL_LITERALS
+                and isinstance(n.operand, Literal)
+                and isinstance(n.operand.value, str)
+                and form.fullmatch(n.operand.value.strip())
+            ):
+                raise _refuse(
+                    f"CAST to {n.to} is not pushed to storage nodes (only DATE 'YYYY-MM-DD' and "
+                    "TIMESTAMP 'YYYY-MM-DD hh:mm:ss[.ffffff]' literals)"
+                )
         elif isinstance(n, UnaryOp):
             if n.op != "NOT" and not isinstance(n.operand, Literal):
                 raise _refuse(f"the operator {n.op} is not pushed to storage nodes (arithmetic)")
         elif isinstance(n, Literal):
             _literal(n)
         elif isinstance(n, Like):
-            if isinstance(n.pattern, Literal) and isinstance(n.pattern.value, str) and len(n.pattern.value) > MAX_LIKE:
-                raise _refuse(f"a LIKE pattern longer than {MAX_LIKE} "
-                              "characters is not pushed to storage nodes")
+            if (
+                isinstance(n.pattern, Literal)
+                and isinstance(n.pattern.value, str)
+                and len(n.pattern.value) > MAX_LIKE
+            ):
+                raise _refuse(
+                    f"a LIKE pattern longer than {MAX_LIKE} "
+                    "characters is not pushed to storage nodes"
+                )
         elif not isinstance(n, IsNull | InList | Between):
             raise _refuse(f"{type(n).__name__} is not pushed to storage nodes")
     return condition
@@ -178,11 +210,17 @@ def row_local(condition: Expr) -> Expr:
 def _literal(n: Literal) -> None:
     value = n.value
     if isinstance(value, float):
-        raise _refuse(f"the DOUBLE literal {value!r} is not pushed to storage nodes (write it as a decimal)")
+        raise _refuse(
+            f"the DOUBLE literal {value!r} is not pushed to storage nodes (write it as a decimal)"
+        )
     if isinstance(value, int) and not isinstance(value, bool) and len(str(abs(value))) > MAX_DIGITS:
-        raise _refuse(f"the number {value} is not pushed to storage nodes (more than {MAX_DIGITS} digits)")
+        raise _refuse(
+            f"the number {value} is not pushed to storage nodes (more than {MAX_DIGITS} digits)"
+        )
     if type(value).__name__ == "Decimal" and len(value.as_tuple().digits) > MAX_DIGITS:  # type: ignore[union-attr]
-        raise _refuse(f"the number {value} is not pushed to storage nodes (more than {MAX_DIGITS} digits)")
+        raise _refuse(
+            f"the number {value} is not pushed to storage nodes (more than {MAX_DIGITS} digits)"
+        )
 
 
 def input_filter_expression(condition: Expr, schema: pa.Schema) -> pc.Expression:
@@ -196,8 +234,14 @@ def input_filter_expression(condition: Expr, schema: pa.Schema) -> pc.Expression
 
     row_local(condition)
     try:
-        bound = transform(condition, lambda n: Column(resolve_column(n.name, schema, "input filter"))
-                          if isinstance(n, Column) else None)
+        bound = transform(
+            condition,
+            lambda n: (
+                Column(resolve_column(n.name, schema, "input filter"))
+                if isinstance(n, Column)
+                else None
+            ),
+        )
     except QueryValidationError as exc:
         raise _refuse(exc.message) from None
     for n in walk(bound):
@@ -205,20 +249,33 @@ def input_filter_expression(condition: Expr, schema: pa.Schema) -> pc.Expression
             dtype = schema.field(n.name).type
             if pa.types.is_dictionary(dtype):
                 dtype = dtype.value_type
-            if not (pa.types.is_integer(dtype) or pa.types.is_floating(dtype) or pa.types.is_decimal(dtype)
-                    or pa.types.is_string(dtype) or pa.types.is_large_string(dtype) or pa.types.is_boolean(dtype)
-                    or pa.types.is_date(dtype) or (pa.types.is_timestamp(dtype) and dtype.tz is None)):
-                raise _refuse(f"column {n.name} is of type {dtype}, which the storage nodes do not filter "
-                              "(numbers, strings, booleans, dates and timestamps without a time zone)")
+            if not (
+                pa.types.is_integer(dtype)
+                or pa.types.is_floating(dtype)
+                or pa.types.is_decimal(dtype)
+                or pa.types.is_string(dtype)
+                or pa.types.is_large_string(dtype)
+                or pa.types.is_boolean(dtype)
+                or pa.types.is_date(dtype)
+                or (pa.types.is_timestamp(dtype) and dtype.tz is None)
+            ):
+                raise _refuse(
+                    f"column {n.name} is of type {dtype}, which the storage nodes do not filter "
+                    "(numbers, strings, booleans, dates and timestamps without a time zone)"
+                )
     try:  # types the kernels cannot compare refuse here, not halfway through a scan
         if not is_fully_pushable(bound, schema):
-            raise _refuse(f"the input filter {to_sql(bound)} does not "
-                          "convert exactly to the storage nodes' kernels")
+            raise _refuse(
+                f"the input filter {to_sql(bound)} does not "
+                "convert exactly to the storage nodes' kernels"
+            )
         out = to_arrow_filter(bound, schema)
         assert out is not None
         schema.empty_table().filter(out)
     except pa.ArrowException as exc:
-        raise _refuse(f"the input filter {to_sql(bound)} cannot be evaluated on these columns ({exc})") from None
+        raise _refuse(
+            f"the input filter {to_sql(bound)} cannot be evaluated on these columns ({exc})"
+        ) from None
     return out
 
 
@@ -236,5 +293,7 @@ def nan_columns(condition: Expr, schema: pa.Schema, has_nan: Callable[[str], boo
         if pa.types.is_dictionary(dtype):
             dtype = dtype.value_type
         if pa.types.is_floating(dtype) and has_nan(column):
-            raise _refuse(f"column {column} holds NaN, which SQL engines order above every number and "
-                          "Arrow's kernels never match")
+            raise _refuse(
+                f"column {column} holds NaN, which SQL engines order above every number and "
+                "Arrow's kernels never match"
+            )

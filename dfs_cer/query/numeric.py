@@ -47,20 +47,26 @@ def _exact_common(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     decimal = [t for t in (a, b) if pa.types.is_decimal(t)]
     if decimal:
         scale = max(t.scale for t in decimal)
-        digits = max([t.precision - t.scale for t in decimal] +
-                     [20 for t in (a, b) if pa.types.is_integer(t)])  # uint64 needs 20 digits
+        digits = max(
+            [t.precision - t.scale for t in decimal]
+            + [20 for t in (a, b) if pa.types.is_integer(t)]
+        )  # uint64 needs 20 digits
         precision = digits + scale
         if precision <= 38:
             return pa.decimal128(max(precision, 1), scale)
         return pa.decimal256(min(precision, 76), scale)
-    if (pa.types.is_uint64(a) or pa.types.is_uint64(b)) and any(pa.types.is_signed_integer(t) for t in (a, b)):
+    if (pa.types.is_uint64(a) or pa.types.is_uint64(b)) and any(
+        pa.types.is_signed_integer(t) for t in (a, b)
+    ):
         return pa.decimal128(20, 0)
     return None
 
 
 def comparison_type(left: pa.DataType, right: pa.DataType) -> pa.DataType | None:
     """The type both operands of a comparison convert to (None: compare them as they are)."""
-    numeric = (is_exact(left) or is_approximate(left)) and (is_exact(right) or is_approximate(right))
+    numeric = (is_exact(left) or is_approximate(left)) and (
+        is_exact(right) or is_approximate(right)
+    )
     if not numeric:
         return None
     if is_approximate(left) or is_approximate(right):
@@ -103,7 +109,9 @@ def arithmetic(left: Value, right: Value, op: str = "+") -> tuple[Value, Value]:
     decimals (up to 76 digits)."""
     lt, rt = left.type, right.type
     if (is_approximate(lt) and is_exact(rt)) or (is_exact(lt) and is_approximate(rt)):
-        if pa.types.is_float32(lt) or pa.types.is_float32(rt):  # REAL with an exact number stays REAL
+        if pa.types.is_float32(lt) or pa.types.is_float32(
+            rt
+        ):  # REAL with an exact number stays REAL
             return convert(left, lt, pa.float32()), convert(right, rt, pa.float32())
         return to_double(left), to_double(right)
     if is_exact(lt) and is_exact(rt) and (pa.types.is_decimal(lt) or pa.types.is_decimal(rt)):
@@ -117,7 +125,11 @@ def arithmetic(left: Value, right: Value, op: str = "+") -> tuple[Value, Value]:
 
 
 def _as_decimal(value: Any, precision: int, scale: int, wide: bool) -> Any:
-    target = pa.decimal256(min(max(precision, 1), 76), scale) if wide else pa.decimal128(max(precision, 1), scale)
+    target = (
+        pa.decimal256(min(max(precision, 1), 76), scale)
+        if wide
+        else pa.decimal128(max(precision, 1), scale)
+    )
     return value if value.type == target else _cast(value, target, True)
 
 
@@ -146,8 +158,12 @@ def calculate(op: str, left: Value, right: Value) -> Value:
 
 def _nonzero(value: Value) -> Value:
     """``value`` with zeros as NULL (a division by zero is NULL)."""
-    zero = pc.equal(value, pa.scalar(0, value.type) if not pa.types.is_decimal(value.type) else
-                    pa.scalar(decimal.Decimal(0), value.type))
+    zero = pc.equal(
+        value,
+        pa.scalar(0, value.type)
+        if not pa.types.is_decimal(value.type)
+        else pa.scalar(decimal.Decimal(0), value.type),
+    )
     return pc.if_else(zero, pa.scalar(None, value.type), value)
 
 
@@ -174,7 +190,9 @@ def _decimal_mod(left: Value, right: Value) -> Value:
         value = rest.as_py()
         return pa.scalar(None if value is None else decimal.Decimal(value).scaleb(-scale), common)
     ints = np.asarray(rest.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
-    words = np.stack([ints, np.where(ints < 0, -1, 0).astype(np.int64)], axis=1)  # 128-bit two's complement
+    words = np.stack(
+        [ints, np.where(ints < 0, -1, 0).astype(np.int64)], axis=1
+    )  # 128-bit two's complement
     data = pa.py_buffer(words.tobytes())
     validity = rest.buffers()[0] if rest.null_count else None
     return pa.Array.from_buffers(common, len(rest), [validity, data], null_count=rest.null_count)
@@ -196,8 +214,10 @@ def literal(value: object) -> pa.Scalar:
         import decimal
 
         digits = len(str(abs(value)))
-        return pa.scalar(decimal.Decimal(value), pa.decimal128(digits, 0) if digits <= 38 else
-                         pa.decimal256(min(digits, 76), 0))
+        return pa.scalar(
+            decimal.Decimal(value),
+            pa.decimal128(digits, 0) if digits <= 38 else pa.decimal256(min(digits, 76), 0),
+        )
     if type(value).__name__ == "Decimal":
         return pa.scalar(value, decimal_type(value))
     return pa.scalar(value)
@@ -208,7 +228,11 @@ def decimal_type(value: Any) -> pa.DataType:
     _, digits, exponent = value.as_tuple()
     scale = max(0, -int(exponent))
     precision = max(len(digits) + max(0, int(exponent)), scale, 1)
-    return pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(min(precision, 76), scale)
+    return (
+        pa.decimal128(precision, scale)
+        if precision <= 38
+        else pa.decimal256(min(precision, 76), scale)
+    )
 
 
 def cast_to(value: Any, source: pa.DataType | None, target: pa.DataType) -> Any:
@@ -220,8 +244,11 @@ def cast_to(value: Any, source: pa.DataType | None, target: pa.DataType) -> Any:
         if is_approximate(source):
             value = pc.round(value, round_mode="half_to_even")
         elif pa.types.is_decimal(source):  # one more digit: rounding 0.5 up needs it
-            wider = pa.decimal128(source.precision + 1, source.scale) if source.precision < 38 else \
-                pa.decimal256(min(source.precision + 1, 76), source.scale)
+            wider = (
+                pa.decimal128(source.precision + 1, source.scale)
+                if source.precision < 38
+                else pa.decimal256(min(source.precision + 1, 76), source.scale)
+            )
             value = pc.round(_cast(value, wider, True), round_mode="half_towards_infinity")
     return _cast(value, target, True)
 
@@ -231,5 +258,9 @@ def plain(value: Any) -> Any:
     if hasattr(value, "type") and pa.types.is_dictionary(value.type):
         if isinstance(value, pa.ChunkedArray):
             value = value.combine_chunks()
-        return value.dictionary_decode() if isinstance(value, pa.Array) else pc.cast(value, value.type.value_type)
+        return (
+            value.dictionary_decode()
+            if isinstance(value, pa.Array)
+            else pc.cast(value, value.type.value_type)
+        )
     return value

@@ -35,10 +35,14 @@ _STATEMENTS = (exp.Select, exp.Union, exp.Intersect, exp.Except)
 
 
 def _refuse(what: str) -> QueryValidationError:
-    return QueryValidationError(f"the outer query may not use {what}", clause="SELECT", code="sandbox",
-                                hint="the SQL around MATCH_RECOGNIZE reads only the relations dfs-cer registers "
-                                     "(the match relation and CTEs defined at the top of the query), with the "
-                                     "node kinds and functions dfs_cer.query.allowlist lists")
+    return QueryValidationError(
+        f"the outer query may not use {what}",
+        clause="SELECT",
+        code="sandbox",
+        hint="the SQL around MATCH_RECOGNIZE reads only the relations dfs-cer registers "
+        "(the match relation and CTEs defined at the top of the query), with the "
+        "node kinds and functions dfs_cer.query.allowlist lists",
+    )
 
 
 def function_name(func: exp.Func) -> str:
@@ -64,9 +68,14 @@ def check_outer(sql: str, relations: Iterable[str], dialect: str) -> None:
         raise _refuse("a ${...} variable")
     try:
         trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
-    except Exception as exc:  # sqlglot also fails with IndexError etc.: what it cannot read is refused
-        raise QueryValidationError(f"the outer query does not parse: {exc or type(exc).__name__}", clause="SELECT",
-                                   code="syntax") from None
+    except (
+        Exception
+    ) as exc:  # sqlglot also fails with IndexError etc.: what it cannot read is refused
+        raise QueryValidationError(
+            f"the outer query does not parse: {exc or type(exc).__name__}",
+            clause="SELECT",
+            code="syntax",
+        ) from None
     if len(trees) != 1:
         raise _refuse(f"{len(trees)} statements")
     check_tree(trees[0], relations, dialect)
@@ -91,18 +100,29 @@ def check_tree(tree: exp.Expr, relations: Iterable[str], dialect: str) -> None:
                 raise _refuse(f"the function {name or type(node).__name__}(){_text(node, dialect)}")
             continue
         if isinstance(node, exp.With) and node is not top:
-            raise _refuse("a WITH clause inside the query (define common table expressions at the top)")
+            raise _refuse(
+                "a WITH clause inside the query (define common table expressions at the top)"
+            )
         if isinstance(node, exp.Dot) and not isinstance(node.expression, exp.Identifier):
-            raise _refuse(f"a qualified name{_text(node, dialect)} (call functions by their plain names)")
-        if isinstance(node, exp.Column | exp.Var) and not node.args.get("table") and node.name.lower() in SESSION_NAMES:
-            raise _refuse(f"the name {node.name} (Spark reads it as a session value; a column of that name: "
-                          f"qualify it with its relation, e.g. m.{node.name})")
+            raise _refuse(
+                f"a qualified name{_text(node, dialect)} (call functions by their plain names)"
+            )
+        if (
+            isinstance(node, exp.Column | exp.Var)
+            and not node.args.get("table")
+            and node.name.lower() in SESSION_NAMES
+        ):
+            raise _refuse(
+                f"the name {node.name} (Spark reads it as a session value; a column of that name: "
+                f"qualify it with its relation, e.g. m.{node.name})"
+            )
         if isinstance(node, exp.Table):
             _check_table(node, allowed, ctes, names, dialect)
 
 
-def _check_table(table: exp.Table, allowed: set[str], ctes: list[exp.Expression], names: list[str],
-                 dialect: str) -> None:
+def _check_table(
+    table: exp.Table, allowed: set[str], ctes: list[exp.Expression], names: list[str], dialect: str
+) -> None:
     if not isinstance(table.this, exp.Identifier):
         raise _refuse(f"a table function{_text(table, dialect)}")
     if table.args.get("db") is not None or table.args.get("catalog") is not None:
@@ -114,6 +134,10 @@ def _check_table(table: exp.Table, allowed: set[str], ctes: list[exp.Expression]
     name = table.name.lower()
     if name not in visible:
         if inside is not None and name in names:
-            raise _refuse(f"the table {table.name!r} inside the common table expression {names[inside]!r} "
-                          "(a CTE reads only the CTEs defined before it; recursive CTEs are not supported)")
-        raise _refuse(f"the table {table.name!r} (readable: {', '.join(sorted(allowed)) or 'none'})")
+            raise _refuse(
+                f"the table {table.name!r} inside the common table expression {names[inside]!r} "
+                "(a CTE reads only the CTEs defined before it; recursive CTEs are not supported)"
+            )
+        raise _refuse(
+            f"the table {table.name!r} (readable: {', '.join(sorted(allowed)) or 'none'})"
+        )

@@ -27,8 +27,9 @@ class SourceText:
         try:
             self.tokens = Tokenizer().tokenize(self.sql)
         except TokenError as exc:
-            raise QuerySyntaxError(f"cannot tokenize the query: {exc}", hint="check quotes and comments",
-                                   code="syntax") from exc
+            raise QuerySyntaxError(
+                f"cannot tokenize the query: {exc}", hint="check quotes and comments", code="syntax"
+            ) from exc
 
     def position(self, offset: int) -> SourcePosition:
         offset = max(0, min(offset, len(self.sql)))
@@ -55,8 +56,11 @@ class SourceText:
                 depth -= 1
                 if depth == 0:
                     return i
-        raise QuerySyntaxError("unbalanced parentheses: '(' is never closed",
-                               position=self.token_position(index), code="syntax")
+        raise QuerySyntaxError(
+            "unbalanced parentheses: '(' is never closed",
+            position=self.token_position(index),
+            code="syntax",
+        )
 
 
 @dataclass

@@ -33,7 +33,11 @@ OUTER_DIALECT = "duckdb"
 
 def alias_list(columns: Sequence[str]) -> str:
     """``("a", "b")``: the column list of a relation alias (empty for none)."""
-    return "(" + ", ".join(exp.to_identifier(c, quoted=True).sql() for c in columns) + ")" if columns else ""
+    return (
+        "(" + ", ".join(exp.to_identifier(c, quoted=True).sql() for c in columns) + ")"
+        if columns
+        else ""
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,9 +41,23 @@ from dfs_cer.query.root import Query
 if TYPE_CHECKING:
     import pyarrow as pa
 
-_CAST_FAMILY = {"DOUBLE": "number", "FLOAT": "number", "REAL": "number", "BIGINT": "number", "INT": "number",
-                "INTEGER": "number", "SMALLINT": "number", "TINYINT": "number", "DECIMAL": "number", "TEXT": "string",
-                "VARCHAR": "string", "CHAR": "string", "BOOLEAN": "boolean", "DATE": "date", "TIMESTAMP": "timestamp"}
+_CAST_FAMILY = {
+    "DOUBLE": "number",
+    "FLOAT": "number",
+    "REAL": "number",
+    "BIGINT": "number",
+    "INT": "number",
+    "INTEGER": "number",
+    "SMALLINT": "number",
+    "TINYINT": "number",
+    "DECIMAL": "number",
+    "TEXT": "string",
+    "VARCHAR": "string",
+    "CHAR": "string",
+    "BOOLEAN": "boolean",
+    "DATE": "date",
+    "TIMESTAMP": "timestamp",
+}
 
 
 def family(dtype: pa.DataType) -> str:
@@ -98,7 +112,16 @@ class _Typer:
         if isinstance(e, MatchNumber):
             return "number"
         if isinstance(e, Aggregate):
-            if e.name in ("count", "sum", "avg", "stddev", "variance", "stddev_pop", "var_pop", "count_if"):
+            if e.name in (
+                "count",
+                "sum",
+                "avg",
+                "stddev",
+                "variance",
+                "stddev_pop",
+                "var_pop",
+                "count_if",
+            ):
                 return "number"
             if e.name in ("min", "max", "any_value", "min_by", "max_by") and e.args:
                 return self(e.args[0])
@@ -169,23 +192,35 @@ def check_types(query: Query, schema: pa.Schema) -> None:
     coalesce / CASE mixing them)."""
     typer = _Typer(schema)
     mr = query.recognize
-    clauses = [(f"DEFINE {d.variable}", d.condition) for d in mr.definitions] + \
-        [(f"MEASURES {m.name}", m.expr) for m in mr.measures]
+    clauses = [(f"DEFINE {d.variable}", d.condition) for d in mr.definitions] + [
+        (f"MEASURES {m.name}", m.expr) for m in mr.measures
+    ]
     for clause, e in clauses:
         for group in _alternatives(e):
             typed = [(x, typer(x)) for x in group]
             known = [(x, f) for x, f in typed if f is not None]
             for (x, fx), (y, fy) in itertools.pairwise(known):
                 if not _comparable(fx, fy):
-                    raise QueryValidationError(f"{to_sql(x)} ({fx}) and {to_sql(y)} ({fy}) are alternatives of "
-                                               "one value but of different kinds", clause=clause,
-                                               hint="give every branch of coalesce / CASE one kind", code="type-mismatch")
+                    raise QueryValidationError(
+                        f"{to_sql(x)} ({fx}) and {to_sql(y)} ({fy}) are alternatives of "
+                        "one value but of different kinds",
+                        clause=clause,
+                        hint="give every branch of coalesce / CASE one kind",
+                        code="type-mismatch",
+                    )
         for left, right in _pairs(e):
             a, b = typer(left), typer(right)
             if a is None or b is None or _comparable(a, b):
                 continue
-            hint = ("compare values of one kind, or CAST one side (e.g. CAST(x AS VARCHAR))" if "timestamptz" not in (a, b)
-                    else "timestamps with a time zone are instants: "
-                         "compare them with zoned timestamps only")
-            raise QueryValidationError(f"cannot compare {to_sql(left)} ({a}) with {to_sql(right)} ({b})",
-                                       clause=clause, hint=hint, code="type-mismatch")
+            hint = (
+                "compare values of one kind, or CAST one side (e.g. CAST(x AS VARCHAR))"
+                if "timestamptz" not in (a, b)
+                else "timestamps with a time zone are instants: "
+                "compare them with zoned timestamps only"
+            )
+            raise QueryValidationError(
+                f"cannot compare {to_sql(left)} ({a}) with {to_sql(right)} ({b})",
+                clause=clause,
+                hint=hint,
+                code="type-mismatch",
+            )

@@ -10,21 +10,55 @@ from __future__ import annotations
 
 import numpy as np
 
-RELATIONS = ("before", "after", "meets", "met_by", "overlaps", "overlapped_by", "starts", "started_by", "during",
-             "contains", "finishes", "finished_by", "equals")
-INVERSE = {"before": "after", "after": "before", "meets": "met_by", "met_by": "meets", "overlaps": "overlapped_by",
-           "overlapped_by": "overlaps", "starts": "started_by", "started_by": "starts", "during": "contains",
-           "contains": "during", "finishes": "finished_by", "finished_by": "finishes", "equals": "equals"}
+RELATIONS = (
+    "before",
+    "after",
+    "meets",
+    "met_by",
+    "overlaps",
+    "overlapped_by",
+    "starts",
+    "started_by",
+    "during",
+    "contains",
+    "finishes",
+    "finished_by",
+    "equals",
+)
+INVERSE = {
+    "before": "after",
+    "after": "before",
+    "meets": "met_by",
+    "met_by": "meets",
+    "overlaps": "overlapped_by",
+    "overlapped_by": "overlaps",
+    "starts": "started_by",
+    "started_by": "starts",
+    "during": "contains",
+    "contains": "during",
+    "finishes": "finished_by",
+    "finished_by": "finishes",
+    "equals": "equals",
+}
 PAPER_FINISHES = "finished_by"
 #: TPStream's initial selectivity estimates (Table 3; an inverse has its relation's value)
-SELECTIVITY = {"before": 0.445, "during": 0.03, "overlaps": 0.01, "starts": 0.0049, "finishes": 0.0049,
-               "meets": 0.0049, "equals": 0.0006}
+SELECTIVITY = {
+    "before": 0.445,
+    "during": 0.03,
+    "overlaps": 0.01,
+    "starts": 0.0049,
+    "finishes": 0.0049,
+    "meets": 0.0049,
+    "equals": 0.0006,
+}
 SELECTIVITY.update({INVERSE[k]: v for k, v in list(SELECTIVITY.items())})
 
 NEG, POS = np.iinfo(np.int64).min, np.iinfo(np.int64).max
 
 
-def holds(relation: str, a_ts: np.ndarray, a_te: np.ndarray, b_ts: np.ndarray, b_te: np.ndarray) -> np.ndarray:
+def holds(
+    relation: str, a_ts: np.ndarray, a_te: np.ndarray, b_ts: np.ndarray, b_te: np.ndarray
+) -> np.ndarray:
     """``A relation B`` element-wise (the definitions of Allen's relations with ``ts < te``)."""
     r = relation
     if r == "before":
@@ -59,7 +93,9 @@ def holds(relation: str, a_ts: np.ndarray, a_te: np.ndarray, b_ts: np.ndarray, b
 # For A = [s, e): the range of B.ts and of B.te as (lo, lo_closed, hi, hi_closed), where lo/hi
 # are "s", "e" or None (unbounded). B.ts < B.te holds for every situation, so only the bounds
 # the definition states are needed; the exact predicate is checked afterwards anyway.
-RANGES: dict[str, tuple[tuple[str | None, bool, str | None, bool], tuple[str | None, bool, str | None, bool]]] = {
+RANGES: dict[
+    str, tuple[tuple[str | None, bool, str | None, bool], tuple[str | None, bool, str | None, bool]]
+] = {
     "before": (("e", False, None, False), (None, False, None, False)),
     "after": ((None, False, None, False), (None, False, "s", False)),
     "meets": (("e", True, "e", True), (None, False, None, False)),
@@ -76,8 +112,15 @@ RANGES: dict[str, tuple[tuple[str | None, bool, str | None, bool], tuple[str | N
 }
 
 
-def search_range(relation: str, a_part: np.ndarray, a_s: np.ndarray, a_e: np.ndarray, b_ts_key: np.ndarray,
-                 b_te_key: np.ndarray, stride: int) -> tuple[np.ndarray, np.ndarray]:
+def search_range(
+    relation: str,
+    a_part: np.ndarray,
+    a_s: np.ndarray,
+    a_e: np.ndarray,
+    b_ts_key: np.ndarray,
+    b_te_key: np.ndarray,
+    stride: int,
+) -> tuple[np.ndarray, np.ndarray]:
     """For each A, the index range ``[first, last)`` of Bs meeting the relation's bounds.
 
     Times are ranks (1 .. stride - 2) and every B is keyed ``partition * stride + rank``, so
@@ -100,12 +143,27 @@ def search_range(relation: str, a_part: np.ndarray, a_s: np.ndarray, a_e: np.nda
 
 # Detection time (TPStream Table 2): the earliest endpoint at which ``A r B`` is certain, from
 # A's side; ``max`` over a pattern's constraints gives when a match is certain (``t_d(P)``).
-DETECTION = {"before": "B.ts", "meets": "B.ts", "starts": "A.te", "equals": "A.te", "started_by": "B.te",
-             "overlaps": "A.te", "finished_by": "A.te", "contains": "B.te", "after": "A.ts", "met_by": "A.ts",
-             "overlapped_by": "B.te", "during": "A.te", "finishes": "A.te"}
+DETECTION = {
+    "before": "B.ts",
+    "meets": "B.ts",
+    "starts": "A.te",
+    "equals": "A.te",
+    "started_by": "B.te",
+    "overlaps": "A.te",
+    "finished_by": "A.te",
+    "contains": "B.te",
+    "after": "A.ts",
+    "met_by": "A.ts",
+    "overlapped_by": "B.te",
+    "during": "A.te",
+    "finishes": "A.te",
+}
 #: relations that cannot be told apart before the later start (TPStream's prefix groups)
-PREFIX_GROUPS = (frozenset({"before", "meets"}), frozenset({"starts", "equals", "started_by"}),
-                 frozenset({"overlaps", "finished_by", "contains"}))
+PREFIX_GROUPS = (
+    frozenset({"before", "meets"}),
+    frozenset({"starts", "equals", "started_by"}),
+    frozenset({"overlaps", "finished_by", "contains"}),
+)
 
 
 def detection_endpoints(relation: str, a: str, b: str) -> str:
@@ -115,8 +173,11 @@ def detection_endpoints(relation: str, a: str, b: str) -> str:
     return f"{a if side == 'A' else b}.{end}"
 
 
-def detection_time(relations: dict[tuple[str, str], str], bounds: dict[str, tuple[int, int]],
-                   min_duration: dict[str, int] | None = None) -> int:
+def detection_time(
+    relations: dict[tuple[str, str], str],
+    bounds: dict[str, tuple[int, int]],
+    min_duration: dict[str, int] | None = None,
+) -> int:
     """When a match is certain: the latest detection endpoint over its constraints (each with the
     relation that holds), and no earlier than ``ts + d_min`` of a situation with a minimum
     duration (it is not a situation before then). ``bounds``: symbol -> (ts, te)."""

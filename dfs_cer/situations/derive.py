@@ -34,10 +34,14 @@ class Derived:
         return int(self.ts.size)
 
     def take(self, keep: np.ndarray) -> Derived:
-        return Derived(self.part[keep], self.ts[keep], self.te[keep], self.first[keep], self.last[keep])
+        return Derived(
+            self.part[keep], self.ts[keep], self.te[keep], self.first[keep], self.last[keep]
+        )
 
 
-def runs(mask: np.ndarray, part: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def runs(
+    mask: np.ndarray, part: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Maximal runs of ``mask`` within each partition: first and last row, whether a closing
     row follows in the partition, and whether the run starts at the partition's first row."""
     n = mask.size
@@ -59,8 +63,13 @@ def runs(mask: np.ndarray, part: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
     return first, last, ~last_part[last], new_part[first]
 
 
-def derive(mask: np.ndarray, part: np.ndarray, ts: np.ndarray, min_duration: int | None = None,
-           max_duration: int | None = None) -> Derived:
+def derive(
+    mask: np.ndarray,
+    part: np.ndarray,
+    ts: np.ndarray,
+    min_duration: int | None = None,
+    max_duration: int | None = None,
+) -> Derived:
     """Situations where ``mask`` holds, over rows sorted by (partition, time); ``part`` is each
     row's partition id. Durations ``te - ts`` must lie in ``[min_duration, max_duration]``."""
     n = mask.size
@@ -79,13 +88,19 @@ def derive(mask: np.ndarray, part: np.ndarray, ts: np.ndarray, min_duration: int
     return Derived(part[first], s[keep], t[keep], first.astype(np.int64), last.astype(np.int64))
 
 
-def keyed(table: pa.Table, columns: list[str], rows: np.ndarray, **extra: pa.Array | np.ndarray) -> pa.Table:
+def keyed(
+    table: pa.Table, columns: list[str], rows: np.ndarray, **extra: pa.Array | np.ndarray
+) -> pa.Table:
     """``columns`` of ``table`` at ``rows``, then ``extra`` columns (also with no key columns:
     pyarrow's take on a table without columns returns no rows)."""
     index = pa.array(np.asarray(rows, np.int64))
     out = {c: table.column(c).take(index) for c in columns}
     out.update({k: v if isinstance(v, pa.Array) else pa.array(v) for k, v in extra.items()})
-    return pa.table(out) if out else pa.table({"__rows": pa.array(np.zeros(len(rows), np.int8))}).drop(["__rows"])
+    return (
+        pa.table(out)
+        if out
+        else pa.table({"__rows": pa.array(np.zeros(len(rows), np.int8))}).drop(["__rows"])
+    )
 
 
 def aggregate(function: str, column: pa.Array | None, situations: Derived) -> pa.Array:
@@ -102,14 +117,21 @@ def aggregate(function: str, column: pa.Array | None, situations: Derived) -> pa
     if function == "count":
         return pa.array(counts, pa.int64())
     if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
-        raise UnsupportedFeatureError(f"{function} over a {column.type} column", clause="MEASURES",
-                                      hint="sum, avg, min and max take numeric columns; first, last and count any",
-                                      code="unsupported")
+        raise UnsupportedFeatureError(
+            f"{function} over a {column.type} column",
+            clause="MEASURES",
+            hint="sum, avg, min and max take numeric columns; first, last and count any",
+            code="unsupported",
+        )
     integer = pa.types.is_integer(column.type)
     # integers stay integers (exact sums, min and max beyond 2**53); floats stay floats
     dtype, zero = (np.int64, 0) if integer else (np.float64, 0.0)
-    values = np.asarray(pc.cast(column, pa.int64() if integer else pa.float64()).fill_null(zero)
-                        .to_numpy(zero_copy_only=False), dtype)
+    values = np.asarray(
+        pc.cast(column, pa.int64() if integer else pa.float64())
+        .fill_null(zero)
+        .to_numpy(zero_copy_only=False),
+        dtype,
+    )
     empty = counts == 0
     if function in ("sum", "avg"):
         sums = _segment_sum(values, situations)

@@ -15,16 +15,25 @@ from dfs_cer.situations.model import SituationQuery
 from dfs_cer.situations.run import UNITS_PER_SECOND, column_name, duration_units
 
 SQL_RELATIONS = {
-    "before": "{a}.te < {b}.ts", "after": "{b}.te < {a}.ts", "meets": "{a}.te = {b}.ts",
-    "met_by": "{b}.te = {a}.ts", "overlaps": "{a}.ts < {b}.ts AND {b}.ts < {a}.te AND {a}.te < {b}.te",
+    "before": "{a}.te < {b}.ts",
+    "after": "{b}.te < {a}.ts",
+    "meets": "{a}.te = {b}.ts",
+    "met_by": "{b}.te = {a}.ts",
+    "overlaps": "{a}.ts < {b}.ts AND {b}.ts < {a}.te AND {a}.te < {b}.te",
     "overlapped_by": "{b}.ts < {a}.ts AND {a}.ts < {b}.te AND {b}.te < {a}.te",
-    "starts": "{a}.ts = {b}.ts AND {a}.te < {b}.te", "started_by": "{a}.ts = {b}.ts AND {b}.te < {a}.te",
-    "during": "{b}.ts < {a}.ts AND {a}.te < {b}.te", "contains": "{a}.ts < {b}.ts AND {b}.te < {a}.te",
-    "finishes": "{b}.ts < {a}.ts AND {a}.te = {b}.te", "finished_by": "{a}.ts < {b}.ts AND {a}.te = {b}.te",
-    "equals": "{a}.ts = {b}.ts AND {a}.te = {b}.te"}
+    "starts": "{a}.ts = {b}.ts AND {a}.te < {b}.te",
+    "started_by": "{a}.ts = {b}.ts AND {b}.te < {a}.te",
+    "during": "{b}.ts < {a}.ts AND {a}.te < {b}.te",
+    "contains": "{a}.ts < {b}.ts AND {b}.te < {a}.te",
+    "finishes": "{b}.ts < {a}.ts AND {a}.te = {b}.te",
+    "finished_by": "{a}.ts < {b}.ts AND {a}.te = {b}.te",
+    "equals": "{a}.ts = {b}.ts AND {a}.te = {b}.te",
+}
 
 
-def encoded_matches(table: pa.Table, query: SituationQuery, integer_time_unit: str = "s") -> pa.Table:
+def encoded_matches(
+    table: pa.Table, query: SituationQuery, integer_time_unit: str = "s"
+) -> pa.Table:
     import duckdb
 
     from dfs_cer import match_recognize
@@ -37,32 +46,60 @@ def encoded_matches(table: pa.Table, query: SituationQuery, integer_time_unit: s
     try:
         for s in query.situations:
             define = f"DEFINE X AS {to_sql(s.condition)}"
-            runs = match_recognize(table, f"""SELECT * FROM t MATCH_RECOGNIZE ({by}ORDER BY {order}
+            runs = match_recognize(
+                table,
+                f"""SELECT * FROM t MATCH_RECOGNIZE ({by}ORDER BY {order}
                 MEASURES FIRST(X.{order}) AS ts, NEXT(LAST(X.{order}), 1) AS te
-                ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (X+) {define})""")
-            runs = runs.set_column(runs.column_names.index("ts"), "ts", runs.column("ts").cast(pa.int64()))
-            runs = runs.set_column(runs.column_names.index("te"), "te", runs.column("te").cast(pa.int64()))
+                ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (X+) {define})""",
+            )
+            runs = runs.set_column(
+                runs.column_names.index("ts"), "ts", runs.column("ts").cast(pa.int64())
+            )
+            runs = runs.set_column(
+                runs.column_names.index("te"), "te", runs.column("te").cast(pa.int64())
+            )
             con.register(f"raw_{s.name}", runs)
-            lo, hi = _exact(s.min_duration, dtype, integer_time_unit), _exact(s.max_duration, dtype, integer_time_unit)
-            bounds = (f" AND te - ts >= {lo}" if lo is not None else "") + \
-                (f" AND te - ts <= {hi}" if hi is not None else "")
-            con.sql(f"CREATE TABLE {s.name} AS SELECT * FROM raw_{s.name} WHERE te IS NOT NULL "
-                    f"AND te > ts{bounds}")
+            lo, hi = (
+                _exact(s.min_duration, dtype, integer_time_unit),
+                _exact(s.max_duration, dtype, integer_time_unit),
+            )
+            bounds = (f" AND te - ts >= {lo}" if lo is not None else "") + (
+                f" AND te - ts <= {hi}" if hi is not None else ""
+            )
+            con.sql(
+                f"CREATE TABLE {s.name} AS SELECT * FROM raw_{s.name} WHERE te IS NOT NULL "
+                f"AND te > ts{bounds}"
+            )
         names = [s.name for s in query.situations]
-        where = [f'{names[0]}."{c}" IS NOT DISTINCT FROM {n}."{c}"' for n in names[1:] for c in part]
+        where = [
+            f'{names[0]}."{c}" IS NOT DISTINCT FROM {n}."{c}"' for n in names[1:] for c in part
+        ]
         for c in query.constraints:
-            where.append("(" + (" OR ".join("(" + SQL_RELATIONS[r].format(a=c.left, b=c.right) + ")"
-                                            for r in c.relations) or "FALSE") + ")")
+            where.append(
+                "("
+                + (
+                    " OR ".join(
+                        "(" + SQL_RELATIONS[r].format(a=c.left, b=c.right) + ")"
+                        for r in c.relations
+                    )
+                    or "FALSE"
+                )
+                + ")"
+            )
         window = duration_units(query.window, dtype, integer_time_unit, "WITHIN")
         if window is not None and len(names) > 1:
             ends, starts = ", ".join(f"{n}.te" for n in names), ", ".join(f"{n}.ts" for n in names)
             where.append(f"greatest({ends}) - least({starts}) <= {window}")
         elif window is not None:
             where.append(f"{names[0]}.te - {names[0]}.ts <= {window}")
-        cols = ", ".join([f'{names[0]}."{c}"' for c in part] + [f"{n}.ts AS {n}_start, {n}.te AS {n}_end"
-                                                                 for n in names])
-        out = con.sql(f"SELECT {cols} FROM {', '.join(names)}" + (f" WHERE {' AND '.join(where)}" if where else "")
-                      ).to_arrow_table()
+        cols = ", ".join(
+            [f'{names[0]}."{c}"' for c in part]
+            + [f"{n}.ts AS {n}_start, {n}.te AS {n}_end" for n in names]
+        )
+        out = con.sql(
+            f"SELECT {cols} FROM {', '.join(names)}"
+            + (f" WHERE {' AND '.join(where)}" if where else "")
+        ).to_arrow_table()
     finally:
         con.close()
     time_type = dtype if pa.types.is_timestamp(dtype) or pa.types.is_integer(dtype) else pa.int64()

@@ -23,7 +23,9 @@ def join_order(counts: dict[str, int], constraints: tuple[Constraint, ...]) -> l
     order: list[str] = []
     left = set(counts)
     while left:
-        related = {n for c in constraints for a, n in ((c.left, c.right), (c.right, c.left)) if a in order} & left
+        related = {
+            n for c in constraints for a, n in ((c.left, c.right), (c.right, c.left)) if a in order
+        } & left
         pool = related or left
         nxt = min(pool, key=lambda n: (counts[n], n))
         order.append(nxt)
@@ -36,21 +38,34 @@ def _oriented(c: Constraint, bound: str) -> tuple[str, ...]:
     return c.relations if c.left == bound else tuple(INVERSE[r] for r in c.relations)
 
 
-def match(situations: dict[str, Derived], constraints: tuple[Constraint, ...], window: int | None,
-          order: list[str] | None = None) -> dict[str, np.ndarray]:
+def match(
+    situations: dict[str, Derived],
+    constraints: tuple[Constraint, ...],
+    window: int | None,
+    order: list[str] | None = None,
+) -> dict[str, np.ndarray]:
     """Every assignment of one situation per symbol (same partition) meeting all constraints,
     with max(te) - min(ts) <= window; returns, per symbol, indices into its situations."""
     names = list(situations)
     order = order or join_order({n: len(s) for n, s in situations.items()}, constraints)
-    ends = np.concatenate([np.concatenate([s.ts, s.te]) for s in situations.values()]) if names else np.zeros(0)
+    ends = (
+        np.concatenate([np.concatenate([s.ts, s.te]) for s in situations.values()])
+        if names
+        else np.zeros(0)
+    )
     values = np.unique(ends)
     stride = values.size + 2
 
     def rank(x: np.ndarray) -> np.ndarray:
         return np.searchsorted(values, x).astype(np.int64) + 1
 
-    keys = {n: (s.part.astype(np.int64) * stride + rank(s.ts), s.part.astype(np.int64) * stride + rank(s.te))
-            for n, s in situations.items()}
+    keys = {
+        n: (
+            s.part.astype(np.int64) * stride + rank(s.ts),
+            s.part.astype(np.int64) * stride + rank(s.te),
+        )
+        for n, s in situations.items()
+    }
     first = order[0]
     bound: dict[str, np.ndarray] = {first: np.arange(len(situations[first]), dtype=np.int64)}
     lo = situations[first].ts.copy()
@@ -61,7 +76,11 @@ def match(situations: dict[str, Derived], constraints: tuple[Constraint, ...], w
         lo, hi = lo[ok], hi[ok]
     for y in order[1:]:
         sy = situations[y]
-        related = [c for c in constraints if y in (c.left, c.right) and ({c.left, c.right} - {y}) <= set(bound)]
+        related = [
+            c
+            for c in constraints
+            if y in (c.left, c.right) and ({c.left, c.right} - {y}) <= set(bound)
+        ]
         rows = len(next(iter(bound.values())))
         if related:
             drive = min(related, key=lambda c: sum(SELECTIVITY[r] for r in c.relations))
@@ -70,7 +89,9 @@ def match(situations: dict[str, Derived], constraints: tuple[Constraint, ...], w
             a_part = sx.part.astype(np.int64)
             parts_r, parts_c = [], []
             for rel in _oriented(drive, x):
-                f, last = search_range(rel, a_part, rank(sx.ts), rank(sx.te), keys[y][0], keys[y][1], stride)
+                f, last = search_range(
+                    rel, a_part, rank(sx.ts), rank(sx.te), keys[y][0], keys[y][1], stride
+                )
                 r, c = _expand(f, last)
                 parts_r.append(r)
                 parts_c.append(c)

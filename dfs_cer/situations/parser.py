@@ -31,16 +31,20 @@ from dfs_cer.situations.model import AGGREGATES, Constraint, Measure, Situation,
 CLAUSES = ("PARTITION BY", "ORDER BY", "DEFINE", "PATTERN", "WITHIN", "MEASURES")
 RELATION = "{relation}"
 
-Tree = tuple[str, object, object] | tuple[str, str, str]  # ("and"|"or", l, r) or ("rel", "A r", "B")
+Tree = (
+    tuple[str, object, object] | tuple[str, str, str]
+)  # ("and"|"or", l, r) or ("rel", "A r", "B")
 
 
 class _SituationParser(QueryParser):
     def parse_situations(self) -> SituationQuery:
         at = [i for i, t in enumerate(self.toks) if t.text.upper() == "SITUATIONS"]
         if not at:
-            raise QuerySyntaxError("the query has no SITUATIONS clause",
-                                   hint="write SELECT ... FROM <table> SITUATIONS (DEFINE ... PATTERN ...)",
-                                   code="syntax")
+            raise QuerySyntaxError(
+                "the query has no SITUATIONS clause",
+                hint="write SELECT ... FROM <table> SITUATIONS (DEFINE ... PATTERN ...)",
+                code="syntax",
+            )
         m = at[0]
         close, alias, after = self._parenthesised(m, "SITUATIONS")
         j = m - 1
@@ -49,8 +53,12 @@ class _SituationParser(QueryParser):
         if j < 0 or j == m - 1:
             raise self.syntax("SITUATIONS must follow FROM <table>", m)
         table = self.src.text(j + 1, m - 1).strip()
-        outer = (self.src.sql[: self.toks[j + 1].start] + RELATION + (" AS " + f'"{alias}"' + alias_list(self.alias_columns) if alias else "")
-                 + (" " + self.src.sql[self.toks[after].start:] if after < len(self.toks) else ""))
+        outer = (
+            self.src.sql[: self.toks[j + 1].start]
+            + RELATION
+            + (" AS " + f'"{alias}"' + alias_list(self.alias_columns) if alias else "")
+            + (" " + self.src.sql[self.toks[after].start :] if after < len(self.toks) else "")
+        )
         clauses = self._situation_clauses(m + 2, close - 1)
         for required in ("ORDER BY", "DEFINE", "PATTERN"):
             if required not in clauses:
@@ -61,17 +69,35 @@ class _SituationParser(QueryParser):
         used = {n for c in constraints for n in (c.left, c.right)}
         unused = sorted(names - used)
         if unused and len(names) > 1:
-            raise self.invalid(f"situation(s) {', '.join(unused)} appear in no PATTERN relation",
-                               clauses["PATTERN"].keyword_index, "PATTERN",
-                               "relate every defined situation to another one")
+            raise self.invalid(
+                f"situation(s) {', '.join(unused)} appear in no PATTERN relation",
+                clauses["PATTERN"].keyword_index,
+                "PATTERN",
+                "relate every defined situation to another one",
+            )
         order = self._columns(clauses["ORDER BY"], "ORDER BY")
         if len(order) != 1:
-            raise self.invalid("SITUATIONS orders by one time column", clauses["ORDER BY"].first, "ORDER BY")
+            raise self.invalid(
+                "SITUATIONS orders by one time column", clauses["ORDER BY"].first, "ORDER BY"
+            )
         window = self._within(clauses.get("WITHIN"))
         measures = self._situation_measures(clauses.get("MEASURES"), names)
-        partition = tuple(self._columns(clauses["PARTITION BY"], "PARTITION BY")) if "PARTITION BY" in clauses else ()
-        return SituationQuery(table, alias, partition, order[0], tuple(situations), tuple(constraints), window,
-                              tuple(measures), outer)
+        partition = (
+            tuple(self._columns(clauses["PARTITION BY"], "PARTITION BY"))
+            if "PARTITION BY" in clauses
+            else ()
+        )
+        return SituationQuery(
+            table,
+            alias,
+            partition,
+            order[0],
+            tuple(situations),
+            tuple(constraints),
+            window,
+            tuple(measures),
+            outer,
+        )
 
     # ------------------------------------------------------------------ clauses
 
@@ -86,7 +112,9 @@ class _SituationParser(QueryParser):
                     marks.append((i, name, n))
                     break
         if not marks or marks[0][0] != first:
-            raise self.syntax("expected PARTITION BY, ORDER BY, DEFINE, PATTERN, WITHIN or MEASURES", first)
+            raise self.syntax(
+                "expected PARTITION BY, ORDER BY, DEFINE, PATTERN, WITHIN or MEASURES", first
+            )
         out: dict[str, ClauseParser] = {}
         for k, (i, name, n) in enumerate(marks):
             end = marks[k + 1][0] - 1 if k + 1 < len(marks) else last
@@ -115,7 +143,9 @@ class _SituationParser(QueryParser):
         for a, b in self.split_commas(c.first, c.last):
             name = self.name_at(a, "DEFINE", "a situation name")
             if self.word(a + 1) != "AS":
-                raise self.syntax(f"expected AS after {name}", a + 1, "DEFINE", "write A AS <condition>")
+                raise self.syntax(
+                    f"expected AS after {name}", a + 1, "DEFINE", "write A AS <condition>"
+                )
             end = b
             low = high = None
             for k in range(a + 2, b + 1):
@@ -124,8 +154,12 @@ class _SituationParser(QueryParser):
                     low, high = (d, None) if self.word(k + 1) == "LEAST" else (None, d)
                     end = k - 1
                     break
-                if self.word(k) == "BETWEEN" and k > a + 2 and self._duration_between(k, b) \
-                        and self._closes_condition(a + 2, k - 1):
+                if (
+                    self.word(k) == "BETWEEN"
+                    and k > a + 2
+                    and self._duration_between(k, b)
+                    and self._closes_condition(a + 2, k - 1)
+                ):
                     and_at = next(x for x in range(k + 1, b + 1) if self.word(x) == "AND")
                     low = self._duration(k + 1, and_at - 1, "DEFINE")
                     high = self._duration(and_at + 1, b, "DEFINE")
@@ -136,16 +170,30 @@ class _SituationParser(QueryParser):
             condition = self.expression(a + 2, end, f"DEFINE {name}")
             for node in walk(condition):
                 if isinstance(node, Aggregate):
-                    raise UnsupportedFeatureError(f"aggregates in the condition of {name}", clause="DEFINE",
-                                                  hint="a situation's condition reads one row at a time",
-                                                  code="unsupported")
+                    raise UnsupportedFeatureError(
+                        f"aggregates in the condition of {name}",
+                        clause="DEFINE",
+                        hint="a situation's condition reads one row at a time",
+                        code="unsupported",
+                    )
                 if isinstance(node, Column) and node.variable not in (None, name):
-                    raise UnsupportedFeatureError(f"{name}'s condition reads {node.variable}.{node.name}",
-                                                  clause="DEFINE", hint="conditions read the row's own columns",
-                                                  code="unsupported")
-            if low is not None and high is not None and _amount(low) > _amount(high) and low.unit == high.unit:
-                raise QueryValidationError(f"{name}: BETWEEN {low.value} AND {high.value} is empty", clause="DEFINE",
-                                           code="bad-duration")
+                    raise UnsupportedFeatureError(
+                        f"{name}'s condition reads {node.variable}.{node.name}",
+                        clause="DEFINE",
+                        hint="conditions read the row's own columns",
+                        code="unsupported",
+                    )
+            if (
+                low is not None
+                and high is not None
+                and _amount(low) > _amount(high)
+                and low.unit == high.unit
+            ):
+                raise QueryValidationError(
+                    f"{name}: BETWEEN {low.value} AND {high.value} is empty",
+                    clause="DEFINE",
+                    code="bad-duration",
+                )
             out.append(Situation(name, condition, low, high))
         names = [s.name for s in out]
         if len(set(names)) != len(names):
@@ -158,7 +206,10 @@ class _SituationParser(QueryParser):
         BETWEEN 60 AND 80``)? A duration follows a whole predicate: a comparison, IS NULL, IN,
         LIKE, NOT, a nested BETWEEN, or a parenthesised condition (``(a) BETWEEN 4 AND 30`` for a
         boolean column)."""
-        if self.toks[first].token_type == TokenType.L_PAREN and self.src.matching_paren(first) == last:
+        if (
+            self.toks[first].token_type == TokenType.L_PAREN
+            and self.src.matching_paren(first) == last
+        ):
             return True
         try:
             e = self.expression(first, last, "DEFINE")
@@ -187,7 +238,9 @@ class _SituationParser(QueryParser):
         self._end = c.last
         tree = self._or()
         if self._at <= self._end:
-            raise self.syntax(f"unexpected {self.toks[self._at].text!r} in PATTERN", self._at, "PATTERN")
+            raise self.syntax(
+                f"unexpected {self.toks[self._at].text!r} in PATTERN", self._at, "PATTERN"
+            )
         clauses = _cnf(tree)
         out: dict[tuple[str, str], set[str]] = {}
         order: list[tuple[str, str]] = []
@@ -197,20 +250,28 @@ class _SituationParser(QueryParser):
             for left, rel, right in clause:
                 for n in (left, right):
                     if n not in names:
-                        raise self.invalid(f"PATTERN relates {n}, which DEFINE does not define", c.first, "PATTERN",
-                                           f"situations: {', '.join(sorted(names))}")
+                        raise self.invalid(
+                            f"PATTERN relates {n}, which DEFINE does not define",
+                            c.first,
+                            "PATTERN",
+                            f"situations: {', '.join(sorted(names))}",
+                        )
                 if left == right:
-                    raise self.invalid(f"{left} {rel} {right} relates a situation to itself", c.first, "PATTERN")
+                    raise self.invalid(
+                        f"{left} {rel} {right} relates a situation to itself", c.first, "PATTERN"
+                    )
                 if (left, right) > (right, left):
                     left, rel, right = right, INVERSE[rel], left
                 pairs.add((left, right))
                 rels.add(rel)
             if len(pairs) != 1:
                 raise UnsupportedFeatureError(
-                    "an alternative between relations of different pairs of situations", clause="PATTERN",
+                    "an alternative between relations of different pairs of situations",
+                    clause="PATTERN",
                     hint="OR (or ;) may only join relations of the same two situations, e.g. A "
-                         "meets B; A overlaps B",
-                    code="unsupported")
+                    "meets B; A overlaps B",
+                    code="unsupported",
+                )
             pair = pairs.pop()
             if pair in out:
                 out[pair] &= rels  # two constraints on one pair: both hold
@@ -243,14 +304,18 @@ class _SituationParser(QueryParser):
     def _atom(self) -> Tree:
         i = self._at
         if i > self._end:
-            raise self.syntax("PATTERN ends too early", self._end, "PATTERN", "write e.g. A before B")
+            raise self.syntax(
+                "PATTERN ends too early", self._end, "PATTERN", "write e.g. A before B"
+            )
         if self.toks[i].token_type == TokenType.L_PAREN:
             close = self.src.matching_paren(i)
             end = self._end
             self._at, self._end = i + 1, close - 1
             tree = self._or()
             if self._at <= self._end:
-                raise self.syntax(f"unexpected {self.toks[self._at].text!r} in PATTERN", self._at, "PATTERN")
+                raise self.syntax(
+                    f"unexpected {self.toks[self._at].text!r} in PATTERN", self._at, "PATTERN"
+                )
             self._at, self._end = close + 1, end
             return tree
         left = self.name_at(i, "PATTERN", "a situation name")
@@ -267,8 +332,12 @@ class _SituationParser(QueryParser):
         word = {"equal": "equals"}.get(word, word)
         if word in RELATIONS:
             return word, 1
-        raise self.syntax(f"unknown relation {self.word(i)!r}", min(i, len(self.toks) - 1), "PATTERN",
-                          f"relations: {', '.join(RELATIONS)}")
+        raise self.syntax(
+            f"unknown relation {self.word(i)!r}",
+            min(i, len(self.toks) - 1),
+            "PATTERN",
+            f"relations: {', '.join(RELATIONS)}",
+        )
 
     # ------------------------------------------------------------------ MEASURES
 
@@ -282,22 +351,38 @@ class _SituationParser(QueryParser):
             name = self.name_at(b, "MEASURES", "a measure name", canonical=False)
             e = self.expression(a, b - 2, "MEASURES")
             arg: object
-            if isinstance(e, Navigation) and e.kind in (NavKind.FIRST, NavKind.LAST) and e.offset == 0:
-                func, arg = e.kind.value.lower(), e.operand  # FIRST(X.col) / LAST(X.col): the run's first/last row
+            if (
+                isinstance(e, Navigation)
+                and e.kind in (NavKind.FIRST, NavKind.LAST)
+                and e.offset == 0
+            ):
+                func, arg = (
+                    e.kind.value.lower(),
+                    e.operand,
+                )  # FIRST(X.col) / LAST(X.col): the run's first/last row
             else:
                 func = str(getattr(e, "name", "")).lower()
                 args: tuple[object, ...] = tuple(getattr(e, "args", ()))
                 arg = args[0] if len(args) == 1 else None
             if func not in AGGREGATES or not isinstance(arg, Column | Star):
-                raise UnsupportedFeatureError(f"measure {self.src.text(a, b - 2)!r}", clause="MEASURES",
-                                              hint=f"write {' / '.join(AGGREGATES)}(X.column) AS name",
-                                              code="unsupported")
+                raise UnsupportedFeatureError(
+                    f"measure {self.src.text(a, b - 2)!r}",
+                    clause="MEASURES",
+                    hint=f"write {' / '.join(AGGREGATES)}(X.column) AS name",
+                    code="unsupported",
+                )
             if arg.variable not in names:
-                raise self.invalid(f"measure {name} needs a situation: write {func}(X.column) with X one of "
-                                   f"{', '.join(sorted(names))}", a, "MEASURES")
+                raise self.invalid(
+                    f"measure {name} needs a situation: write {func}(X.column) with X one of "
+                    f"{', '.join(sorted(names))}",
+                    a,
+                    "MEASURES",
+                )
             column = arg.name if isinstance(arg, Column) else None
             if column is None and func != "count":
-                raise self.invalid(f"{func}(X.*) is not an aggregate; use count(X.*)", a, "MEASURES")
+                raise self.invalid(
+                    f"{func}(X.*) is not an aggregate; use count(X.*)", a, "MEASURES"
+                )
             out.append(Measure(name, func, arg.variable, column))
         return out
 

@@ -22,14 +22,26 @@ from dfs_cer.spark.match import (
 from dfs_cer.spark.statements import recognize_statement
 
 
-def recognize(spark: Any, sql: str, *, endpoints: Sequence[str] | None = None, token: str | None = None,
-              data: str | None = None, strategy: str = "dfs", integer_time_unit: str = "s",
-              driver_threshold: int = 100_000, tasks: int | None = None, tables: Mapping[str, Any] | None = None,
-              **options: Any) -> Recognition:
+def recognize(
+    spark: Any,
+    sql: str,
+    *,
+    endpoints: Sequence[str] | None = None,
+    token: str | None = None,
+    data: str | None = None,
+    strategy: str = "dfs",
+    integer_time_unit: str = "s",
+    driver_threshold: int = 100_000,
+    tasks: int | None = None,
+    tables: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> Recognition:
     """:func:`match_recognize` with the pull's trace (see :class:`Recognition`)."""
     if (endpoints is None) == (data is None):
-        raise ConfigError("give either endpoints=[...] (storage nodes) or data='path' (parquet Spark reads), "
-                          "not both or neither")
+        raise ConfigError(
+            "give either endpoints=[...] (storage nodes) or data='path' (parquet Spark reads), "
+            "not both or neither"
+        )
     if endpoints is not None and token is None:
         raise ConfigError("endpoints need the storage nodes' token: pass token='...'")
     if isinstance(endpoints, str):
@@ -37,10 +49,22 @@ def recognize(spark: Any, sql: str, *, endpoints: Sequence[str] | None = None, t
     from dfs_cer.query.parser import parse_statement
 
     statement = parse_statement(sql)
-    if tables or not statement.simple:  # joins, groups, CTEs, several clauses: Spark SQL around them
-        return recognize_statement(spark, statement, endpoints=endpoints, token=token, data=data, strategy=strategy,
-                                   integer_time_unit=integer_time_unit, driver_threshold=driver_threshold,
-                                   tasks=tasks, tables=tables, options=options)
+    if (
+        tables or not statement.simple
+    ):  # joins, groups, CTEs, several clauses: Spark SQL around them
+        return recognize_statement(
+            spark,
+            statement,
+            endpoints=endpoints,
+            token=token,
+            data=data,
+            strategy=strategy,
+            integer_time_unit=integer_time_unit,
+            driver_threshold=driver_threshold,
+            tasks=tasks,
+            tables=tables,
+            options=options,
+        )
     query = parse(sql)
     require_order_by(query, "Spark DataFrames")
     segments = None
@@ -50,37 +74,90 @@ def recognize(spark: Any, sql: str, *, endpoints: Sequence[str] | None = None, t
         from dfs_cer.strategies import pull
 
         assert token is not None
-        result = pull(strategy, query, list(endpoints), token, integer_time_unit=integer_time_unit, defer=True,
-                      defer_min_rows=driver_threshold, **options)
-        events, analysis, segments, trace = result.events, result.analysis, result.segments, result.trace
-        if result.relation is not None:  # matched on the storage nodes: only the outer query is left
-            return Recognition(outer_query(spark, query, _frame(spark, result.relation)), trace,
-                               result.relation.num_rows, time.perf_counter() - started)
+        result = pull(
+            strategy,
+            query,
+            list(endpoints),
+            token,
+            integer_time_unit=integer_time_unit,
+            defer=True,
+            defer_min_rows=driver_threshold,
+            **options,
+        )
+        events, analysis, segments, trace = (
+            result.events,
+            result.analysis,
+            result.segments,
+            result.trace,
+        )
+        if (
+            result.relation is not None
+        ):  # matched on the storage nodes: only the outer query is left
+            return Recognition(
+                outer_query(spark, query, _frame(spark, result.relation)),
+                trace,
+                result.relation.num_rows,
+                time.perf_counter() - started,
+            )
         if result.deferred is not None:  # executors take the final pull
             relation, taken = match_deferred(spark, result, integer_time_unit, tasks)
-            return Recognition(outer_query(spark, query, relation), trace, taken.events,
-                               time.perf_counter() - started, taken)
+            return Recognition(
+                outer_query(spark, query, relation),
+                trace,
+                taken.events,
+                time.perf_counter() - started,
+                taken,
+            )
     else:
         unknown = sorted(set(options) - {"event_key", "dedup"})
         if unknown:
-            raise ConfigError(f"option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} appl"
-                              f"{'y' if len(unknown) > 1 else 'ies'} to storage nodes (endpoints=...); with data= "
-                              "the options are event_key and dedup")
-        relation, analysis, read, rows = match_data(spark, query, str(data), integer_time_unit,
-                                                    event_key=options.get("event_key") or (),
-                                                    dedup=options.get("dedup", True),
-                                                    driver_threshold=driver_threshold, tasks=tasks)
-        return Recognition(outer_query(spark, query, relation), None, read.events if read else rows,
-                           time.perf_counter() - started, read)
+            raise ConfigError(
+                f"option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} appl"
+                f"{'y' if len(unknown) > 1 else 'ies'} to storage nodes (endpoints=...); with data= "
+                "the options are event_key and dedup"
+            )
+        relation, analysis, read, rows = match_data(
+            spark,
+            query,
+            str(data),
+            integer_time_unit,
+            event_key=options.get("event_key") or (),
+            dedup=options.get("dedup", True),
+            driver_threshold=driver_threshold,
+            tasks=tasks,
+        )
+        return Recognition(
+            outer_query(spark, query, relation),
+            None,
+            read.events if read else rows,
+            time.perf_counter() - started,
+            read,
+        )
     pulled = time.perf_counter() - started
-    relation, split = match_events_split(spark, events, analysis, segments=segments, time_unit=integer_time_unit,
-                                         driver_threshold=driver_threshold, tasks=tasks)
+    relation, split = match_events_split(
+        spark,
+        events,
+        analysis,
+        segments=segments,
+        time_unit=integer_time_unit,
+        driver_threshold=driver_threshold,
+        tasks=tasks,
+    )
     return Recognition(outer_query(spark, query, relation), trace, events.num_rows, pulled, split)
 
 
-def recognize_many(spark: Any, sqls: Sequence[str], *, endpoints: Sequence[str] | str, token: str,
-                   strategy: str = "dfs", integer_time_unit: str = "s", driver_threshold: int = 100_000,
-                   tasks: int | None = None, **options: Any) -> list[Recognition]:
+def recognize_many(
+    spark: Any,
+    sqls: Sequence[str],
+    *,
+    endpoints: Sequence[str] | str,
+    token: str,
+    strategy: str = "dfs",
+    integer_time_unit: str = "s",
+    driver_threshold: int = 100_000,
+    tasks: int | None = None,
+    **options: Any,
+) -> list[Recognition]:
     """Several queries over the same storage nodes together (one scan per node, one shared final
     pull; see :mod:`dfs_cer.strategies.multi`): one :class:`Recognition` per query, in order.
     ``pull_seconds`` is the group's (the queries' pulls overlap)."""
@@ -88,24 +165,55 @@ def recognize_many(spark: Any, sqls: Sequence[str], *, endpoints: Sequence[str] 
 
     if isinstance(endpoints, str):
         endpoints = [e.strip() for e in endpoints.split(",") if e.strip()]
-    group = pull_many(strategy, list(sqls), list(endpoints), token, integer_time_unit=integer_time_unit, **options)
+    group = pull_many(
+        strategy, list(sqls), list(endpoints), token, integer_time_unit=integer_time_unit, **options
+    )
     out = []
     for result in group.results:
         if result.relation is not None:  # matched on the storage nodes
-            out.append(Recognition(outer_query(spark, result.analysis.query, _frame(spark, result.relation)),
-                                   result.trace, result.relation.num_rows, group.seconds))
+            out.append(
+                Recognition(
+                    outer_query(spark, result.analysis.query, _frame(spark, result.relation)),
+                    result.trace,
+                    result.relation.num_rows,
+                    group.seconds,
+                )
+            )
             continue
-        relation = match_events(spark, result.events, result.analysis, segments=result.segments,
-                                time_unit=integer_time_unit, driver_threshold=driver_threshold, tasks=tasks)
-        out.append(Recognition(outer_query(spark, result.analysis.query, relation), result.trace,
-                               result.events.num_rows, group.seconds))
+        relation = match_events(
+            spark,
+            result.events,
+            result.analysis,
+            segments=result.segments,
+            time_unit=integer_time_unit,
+            driver_threshold=driver_threshold,
+            tasks=tasks,
+        )
+        out.append(
+            Recognition(
+                outer_query(spark, result.analysis.query, relation),
+                result.trace,
+                result.events.num_rows,
+                group.seconds,
+            )
+        )
     return out
 
 
-def match_recognize(spark: Any, sql: str, *, endpoints: Sequence[str] | None = None, token: str | None = None,
-                    data: str | None = None, strategy: str = "dfs", integer_time_unit: str = "s",
-                    driver_threshold: int = 100_000, tasks: int | None = None,
-                    tables: Mapping[str, Any] | None = None, **options: Any) -> Any:
+def match_recognize(
+    spark: Any,
+    sql: str,
+    *,
+    endpoints: Sequence[str] | None = None,
+    token: str | None = None,
+    data: str | None = None,
+    strategy: str = "dfs",
+    integer_time_unit: str = "s",
+    driver_threshold: int = 100_000,
+    tasks: int | None = None,
+    tables: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> Any:
     """Evaluate ``SELECT ... FROM t MATCH_RECOGNIZE (...)`` on Spark and return a DataFrame.
 
     Args:
@@ -122,6 +230,16 @@ def match_recognize(spark: Any, sql: str, *, endpoints: Sequence[str] | None = N
     The result equals :func:`dfs_cer.match_recognize` on the same events. Use
     :func:`recognize` to also get the round trips.
     """
-    return recognize(spark, sql, endpoints=endpoints, token=token, data=data, strategy=strategy,
-                     integer_time_unit=integer_time_unit, driver_threshold=driver_threshold, tasks=tasks,
-                     tables=tables, **options).matches
+    return recognize(
+        spark,
+        sql,
+        endpoints=endpoints,
+        token=token,
+        data=data,
+        strategy=strategy,
+        integer_time_unit=integer_time_unit,
+        driver_threshold=driver_threshold,
+        tasks=tasks,
+        tables=tables,
+        **options,
+    ).matches

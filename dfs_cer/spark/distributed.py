@@ -67,7 +67,7 @@ def payloads(table: pa.Table, task: np.ndarray) -> Iterator[tuple[int, bytes]]:
     cuts = np.flatnonzero(np.diff(task_sorted)) + 1
     for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, task_sorted.size], strict=True):
         for a in range(int(lo), int(hi), PAYLOAD_ROWS):
-            rows = order[a:min(int(hi), a + PAYLOAD_ROWS)]
+            rows = order[a : min(int(hi), a + PAYLOAD_ROWS)]
             sink = pa.BufferOutputStream()
             part = table.take(pa.array(rows))
             with pa.ipc.new_stream(sink, part.schema) as writer:
@@ -104,8 +104,13 @@ class Bound:
 class Emit:
     """``mapInArrow`` over unit ids: load each unit, route its rows to chunks as payloads."""
 
-    def __init__(self, load: Callable[[int], pa.Table], bound: Bound, plan: ChunkPlan,
-                 only: Sequence[int] | None) -> None:
+    def __init__(
+        self,
+        load: Callable[[int], pa.Table],
+        bound: Bound,
+        plan: ChunkPlan,
+        only: Sequence[int] | None,
+    ) -> None:
         self.load, self.bound, self.plan, self.only = load, bound, plan, only
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -130,12 +135,15 @@ class Emit:
                     task = np.zeros(table.num_rows, np.int64)
                 out = list(payloads(table, task))
                 if out:
-                    yield pa.RecordBatch.from_pydict({TASK: [t for t, _ in out], PAYLOAD: [p for _, p in out]},
-                                                     schema=EMIT_SCHEMA)
+                    yield pa.RecordBatch.from_pydict(
+                        {TASK: [t for t, _ in out], PAYLOAD: [p for _, p in out]},
+                        schema=EMIT_SCHEMA,
+                    )
             drain = getattr(self.load, "drain", None)
             if drain is not None:  # the loader's transfers, to the driver's trace
-                yield pa.RecordBatch.from_pydict({TASK: [STATS], PAYLOAD: [pickle.dumps(drain())]},
-                                                 schema=EMIT_SCHEMA)
+                yield pa.RecordBatch.from_pydict(
+                    {TASK: [STATS], PAYLOAD: [pickle.dumps(drain())]}, schema=EMIT_SCHEMA
+                )
 
 
 EMIT_SCHEMA = pa.schema([(TASK, pa.int64()), (PAYLOAD, pa.binary())])
@@ -144,8 +152,15 @@ EMIT_SCHEMA = pa.schema([(TASK, pa.int64()), (PAYLOAD, pa.binary())])
 class Match:
     """``applyInArrow`` per chunk: unpack its rows, match, return the relation plus one report row."""
 
-    def __init__(self, bound: Bound, plan: ChunkPlan, states: Mapping[int, Mapping[Part, State]],
-                 out_schema: pa.Schema, segments: np.ndarray | None, fresh: Sequence[int] = ()) -> None:
+    def __init__(
+        self,
+        bound: Bound,
+        plan: ChunkPlan,
+        states: Mapping[int, Mapping[Part, State]],
+        out_schema: pa.Schema,
+        segments: np.ndarray | None,
+        fresh: Sequence[int] = (),
+    ) -> None:
         self.bound, self.plan, self.states = bound, plan, states
         self.out_schema, self.segments = out_schema, segments
         self.fresh = set(fresh)  # chunks to run from scratch (else: re-run from their state)
@@ -158,7 +173,9 @@ class Match:
         return self.rows(k, unpack(group.column(PAYLOAD).to_pylist(), self.bound.schema))
 
     def stats(self, totals: Any) -> pa.Table:
-        return self._report(STATS, pickle.dumps(("stats", [float(x) for x in np.atleast_1d(totals)])))
+        return self._report(
+            STATS, pickle.dumps(("stats", [float(x) for x in np.atleast_1d(totals)]))
+        )
 
     def rows(self, k: int, table: pa.Table) -> pa.Table:
         """Chunk ``k``'s relation rows and its report row, from its rows."""
@@ -177,23 +194,37 @@ class Match:
             since, last, unmet = result.since, result.last_start, result.unmet
         else:
             relation = engine_output(table, analysis, self.segments)
-            relation = relation.append_column(START, pa.nulls(relation.num_rows, pa.int64())) \
-                .append_column(START_RANK, pa.nulls(relation.num_rows, pa.int64()))
+            relation = relation.append_column(
+                START, pa.nulls(relation.num_rows, pa.int64())
+            ).append_column(START_RANK, pa.nulls(relation.num_rows, pa.int64()))
         body = _fit(relation, self.out_schema)
         n = body.num_rows
-        body = body.append_column(CHUNK, pa.array(np.full(n, k, np.int64))) \
-            .append_column(REPORT, pa.nulls(n, pa.binary()))
+        body = body.append_column(CHUNK, pa.array(np.full(n, k, np.int64))).append_column(
+            REPORT, pa.nulls(n, pa.binary())
+        )
         if unmet:
-            return self._report(k, pickle.dumps(([], None, table.num_rows, None, None, True,
-                                                 time.perf_counter() - began)))
-        report = self._report(k, pickle.dumps((reports, short, table.num_rows, since, last, False,
-                                               time.perf_counter() - began)))
+            return self._report(
+                k,
+                pickle.dumps(
+                    ([], None, table.num_rows, None, None, True, time.perf_counter() - began)
+                ),
+            )
+        report = self._report(
+            k,
+            pickle.dumps(
+                (reports, short, table.num_rows, since, last, False, time.perf_counter() - began)
+            ),
+        )
         return pa.concat_tables([body.select(self.out_schema.names).cast(self.out_schema), report])
 
     def _report(self, k: int, note: bytes) -> pa.Table:
         report = pa.table({f.name: pa.nulls(1, f.type) for f in self.out_schema})
-        report = report.set_column(report.column_names.index(CHUNK), CHUNK, pa.array([k], pa.int64()))
-        return report.set_column(report.column_names.index(REPORT), REPORT, pa.array([note], pa.binary()))
+        report = report.set_column(
+            report.column_names.index(CHUNK), CHUNK, pa.array([k], pa.int64())
+        )
+        return report.set_column(
+            report.column_names.index(REPORT), REPORT, pa.array([note], pa.binary())
+        )
 
 
 def _fit(relation: pa.Table, out_schema: pa.Schema) -> pa.Table:
@@ -213,13 +244,21 @@ def engine_output(events: pa.Table, analysis: Analysis, segments: np.ndarray | N
 
 def sparkable(schema: pa.Schema) -> pa.Schema:
     """Arrow types Spark accepts back from Python: timestamps in microseconds."""
-    fields = [pa.field(f.name, pa.timestamp("us", f.type.tz), True) if pa.types.is_timestamp(f.type)
-              else f.with_nullable(True) for f in schema]
+    fields = [
+        pa.field(f.name, pa.timestamp("us", f.type.tz), True)
+        if pa.types.is_timestamp(f.type)
+        else f.with_nullable(True)
+        for f in schema
+    ]
     return pa.schema(fields)
 
 
-def emit_units(units: Any, load: Callable[[int], pa.Table], bound: Bound,
-               narrow: Callable[[ChunkPlan, Sequence[int]], Any] | None = None) -> Callable[..., Any]:
+def emit_units(
+    units: Any,
+    load: Callable[[int], pa.Table],
+    bound: Bound,
+    narrow: Callable[[ChunkPlan, Sequence[int]], Any] | None = None,
+) -> Callable[..., Any]:
     """The payload source of :func:`run_chunks` for units read on the executors: ``units`` is a
     DataFrame of unit ids (one int column), ``load`` returns a unit's rows on an executor and
     ``narrow(plan, chunks)`` the unit ids a re-run of ``chunks`` must read."""
@@ -243,8 +282,14 @@ def emit_table(spark: Any, table: pa.Table, bound: Bound) -> Callable[..., Any]:
         from pyspark.sql.pandas.types import from_arrow_schema
 
         rows = pa.table({"u": pa.array([0], pa.int64())})
-        out = pa.concat_tables([pa.Table.from_batches(list(Emit(lambda _: table, bound, plan, only)(rows.to_batches())),
-                                                      schema=EMIT_SCHEMA)])
+        out = pa.concat_tables(
+            [
+                pa.Table.from_batches(
+                    list(Emit(lambda _: table, bound, plan, only)(rows.to_batches())),
+                    schema=EMIT_SCHEMA,
+                )
+            ]
+        )
         return spark.createDataFrame(out, schema=from_arrow_schema(EMIT_SCHEMA))
 
     return emit
@@ -272,14 +317,21 @@ def _spread(spark: Any, emitted: Any, width: int, chunks: Sequence[int], total: 
     (a plain ``repartition(width, chunk)`` lets two chunks collide in one task while another idles)."""
     from pyspark.sql import functions as F
 
-    found = spark.range(0, 64 * width).select("id", F.pmod(F.hash("id"), F.lit(width)).alias("p")) \
-        .groupBy("p").agg(F.min("id").alias("v")).collect()
+    found = (
+        spark.range(0, 64 * width)
+        .select("id", F.pmod(F.hash("id"), F.lit(width)).alias("p"))
+        .groupBy("p")
+        .agg(F.min("id").alias("v"))
+        .collect()
+    )
     key = {int(r["p"]): int(r["v"]) for r in found}
     if len(key) < width:  # (never seen) fall back to hashing the chunk id
         return emitted.withColumn(SLOT, F.col(TASK)).repartition(width, SLOT)
     place = {c: i for i, c in enumerate(chunks)}
     slots = F.array(*[F.lit(key[place.get(c, 0) % width]) for c in range(max(1, total))])
-    slot = F.when(F.col(TASK) < 0, F.lit(key[0])).otherwise(F.element_at(slots, (F.col(TASK) + 1).cast("int")))
+    slot = F.when(F.col(TASK) < 0, F.lit(key[0])).otherwise(
+        F.element_at(slots, (F.col(TASK) + 1).cast("int"))
+    )
     return emitted.withColumn(SLOT, slot).repartition(width, SLOT)
 
 
@@ -310,9 +362,15 @@ def _applied(matcher: Match) -> Callable[[pa.Table], pa.Table]:
     return match
 
 
-def run_chunks(spark: Any, emit: Callable[[ChunkPlan, Sequence[int] | None], Any], bound: Bound, plan: ChunkPlan,
-               segments: np.ndarray | None = None, partitions: int | None = None,
-               direct: Any = None) -> tuple[Any, Split]:
+def run_chunks(
+    spark: Any,
+    emit: Callable[[ChunkPlan, Sequence[int] | None], Any],
+    bound: Bound,
+    plan: ChunkPlan,
+    segments: np.ndarray | None = None,
+    partitions: int | None = None,
+    direct: Any = None,
+) -> tuple[Any, Split]:
     """The MATCH_RECOGNIZE relation (a DataFrame) over the rows ``emit(plan, chunks)`` routes to
     the chunks (a DataFrame of task ids and payloads), matched on the executors. With ``direct``
     (an object whose ``chunk(plan, k)`` returns chunk ``k``'s rows on an executor) and time
@@ -324,25 +382,39 @@ def run_chunks(spark: Any, emit: Callable[[ChunkPlan, Sequence[int] | None], Any
     from dfs_cer.match.chunked import START, START_RANK
 
     analysis = bound.analysis
-    relation_schema = sparkable(engine_output(bound.schema.empty_table(), analysis, segments).schema)
-    out_schema = pa.schema([*relation_schema, pa.field(START, pa.int64()), pa.field(START_RANK, pa.int64()),
-                            pa.field(CHUNK, pa.int64()),
-                            pa.field(REPORT, pa.binary())])
+    relation_schema = sparkable(
+        engine_output(bound.schema.empty_table(), analysis, segments).schema
+    )
+    out_schema = pa.schema(
+        [
+            *relation_schema,
+            pa.field(START, pa.int64()),
+            pa.field(START_RANK, pa.int64()),
+            pa.field(CHUNK, pa.int64()),
+            pa.field(REPORT, pa.binary()),
+        ]
+    )
     spark_out = from_arrow_schema(out_schema)
     parts = partitions or max(2, spark.sparkContext.defaultParallelism * 2)
     split = Split(plan.mode, plan.chunks, plan.reason)
     computed: list[dict[Part, State]] = [{} for _ in range(plan.chunks)]
-    fresh: dict[int, tuple[Any, list[Report], int | None]] = {}  # chunk -> (frame, reports, last start)
+    fresh: dict[
+        int, tuple[Any, list[Report], int | None]
+    ] = {}  # chunk -> (frame, reports, last start)
     latest: dict[int, tuple[Any, list[Report], int | None]] = {}  # chunk -> (frame, reports, since)
     todo: list[int] | None = None
     again: set[int] = set()  # chunks to run from scratch (a wider read)
-    whole: set[int] = set()  # chunks whose re-run must read the whole chunk (a prefix was not enough)
+    whole: set[int] = (
+        set()
+    )  # chunks whose re-run must read the whole chunk (a prefix was not enough)
     from dfs_cer.match.chunked import prefix_limit
 
     for round_no in range(MAX_ROUNDS):
         chunks = list(range(plan.chunks)) if todo is None else list(todo)
         firsts = [k for k in chunks if k not in fresh or k in again]
-        limits = {k: prefix_limit(plan, k, analysis) for k in chunks if k not in firsts and k not in whole}
+        limits = {
+            k: prefix_limit(plan, k, analysis) for k in chunks if k not in firsts and k not in whole
+        }
         run_plan = plan.limited({k: v for k, v in limits.items() if v is not None})
         states = {k: computed[k] for k in chunks}
         matcher = Match(bound, run_plan, states, out_schema, segments, fresh=firsts)
@@ -352,8 +424,11 @@ def run_chunks(spark: Any, emit: Callable[[ChunkPlan, Sequence[int] | None], Any
             matched = ids.mapInArrow(DirectMatch(direct, run_plan, chunks, matcher), spark_out)
         else:
             width = plan.chunks if todo is None else max(1, min(parts, len(chunks)))
-            matched = (_spread(spark, emit(run_plan, todo), width, chunks, plan.chunks).groupBy(SLOT, TASK)
-                       .applyInArrow(_applied(matcher), spark_out))
+            matched = (
+                _spread(spark, emit(run_plan, todo), width, chunks, plan.chunks)
+                .groupBy(SLOT, TASK)
+                .applyInArrow(_applied(matcher), spark_out)
+            )
         matched = matched.persist(StorageLevel.MEMORY_AND_DISK)
         began = time.perf_counter()
         notes = _collect(matched.where(F.col(REPORT).isNotNull()).select(CHUNK, REPORT))
@@ -361,13 +436,16 @@ def run_chunks(spark: Any, emit: Callable[[ChunkPlan, Sequence[int] | None], Any
         split.driver_rows += len(notes)
         for row in [r for r in notes if int(r[CHUNK]) == STATS]:
             _, totals = pickle.loads(row[REPORT])
-            split.transfers = [a + b for a, b in zip(split.transfers or [0.0] * len(totals), totals, strict=True)]
+            split.transfers = [
+                a + b for a, b in zip(split.transfers or [0.0] * len(totals), totals, strict=True)
+            ]
         said = {int(r[CHUNK]): pickle.loads(r[REPORT]) for r in notes if int(r[CHUNK]) != STATS}
         short = []
         unmet = []
         for k in chunks:
-            chunk_reports, why, events, since, last, partial, seconds = said.get(k, ([], None, 0, None, None, False,
-                                                                                     0.0))
+            chunk_reports, why, events, since, last, partial, seconds = said.get(
+                k, ([], None, 0, None, None, False, 0.0)
+            )
             split.chunk_seconds.setdefault(k, []).append(round(float(seconds), 3))
             if round_no == 0:
                 split.events += int(events)
@@ -379,14 +457,18 @@ def run_chunks(spark: Any, emit: Callable[[ChunkPlan, Sequence[int] | None], Any
                 split.notes.append(f"chunk {k}: {why}")
             elif k not in fresh or k in again:
                 fresh[k] = (matched, chunk_reports, last)
-                if computed[k]:  # a wider read of a chunk with a state: the fresh run is all it needs
+                if computed[
+                    k
+                ]:  # a wider read of a chunk with a state: the fresh run is all it needs
                     latest[k] = (matched, chunk_reports, None)
                 again.discard(k)
             else:
                 latest[k] = (matched, chunk_reports, since)
         if short or unmet:
             if short:
-                plan = plan.wider(any("PREV" in n for n in split.notes), any("NEXT" in n for n in split.notes))
+                plan = plan.wider(
+                    any("PREV" in n for n in split.notes), any("NEXT" in n for n in split.notes)
+                )
                 split.widened = True
             todo = sorted({*short, *unmet})
             again |= set(short)
@@ -422,11 +504,13 @@ def renumber_frame(frame: Any, analysis: Analysis) -> Any:
     if not names:
         return frame
     matched = F.col(START_RANK).isNotNull()
+
     def col(name: str) -> Any:  # a column by its name, dots and all
         return F.col("`" + name.replace("`", "``") + "`")
 
-    window = Window.partitionBy(*[col(c) for c in analysis.query.recognize.partition_by], matched) \
-        .orderBy(F.col(START), F.col(START_RANK))
+    window = Window.partitionBy(
+        *[col(c) for c in analysis.query.recognize.partition_by], matched
+    ).orderBy(F.col(START), F.col(START_RANK))
     number = F.dense_rank().over(window)
     for name in names:
         kind = frame.schema[name].dataType
@@ -434,14 +518,20 @@ def renumber_frame(frame: Any, analysis: Analysis) -> Any:
     return frame
 
 
-def _reports_of(fresh: tuple[Any, list[Report], int | None], rerun: tuple[Any, list[Report], int | None] | None
-                ) -> list[Report]:
+def _reports_of(
+    fresh: tuple[Any, list[Report], int | None], rerun: tuple[Any, list[Report], int | None] | None
+) -> list[Report]:
     """A chunk's reports (see :func:`dfs_cer.plan.chunks.pick_reports`)."""
-    return pick_reports(fresh[1], fresh[2], None if rerun is None else rerun[1], None if rerun is None else rerun[2])
+    return pick_reports(
+        fresh[1], fresh[2], None if rerun is None else rerun[1], None if rerun is None else rerun[2]
+    )
 
 
-def _final(fresh: Mapping[int, tuple[Any, list[Report], int | None]],
-           latest: Mapping[int, tuple[Any, list[Report], int | None]], chunks: int) -> Any:
+def _final(
+    fresh: Mapping[int, tuple[Any, list[Report], int | None]],
+    latest: Mapping[int, tuple[Any, list[Report], int | None]],
+    chunks: int,
+) -> Any:
     """The union of every chunk's final rows across the rounds' frames."""
     from pyspark.sql import functions as F
 
@@ -481,8 +571,16 @@ class SlicePuller:
     ``spark.network.crypto.enabled`` so that closures cross the network encrypted."""
 
     def __init__(self, deferred: Any, slices: Sequence[tuple[int, int]], schema: pa.Schema) -> None:
-        self.endpoints, self.token, self.query_id = list(deferred.endpoints), deferred.token, deferred.query_id
-        self.kind, self.header, self.blobs = deferred.kind, dict(deferred.header), list(deferred.blobs)
+        self.endpoints, self.token, self.query_id = (
+            list(deferred.endpoints),
+            deferred.token,
+            deferred.query_id,
+        )
+        self.kind, self.header, self.blobs = (
+            deferred.kind,
+            dict(deferred.header),
+            list(deferred.blobs),
+        )
         self.call_timeout, self.compression = deferred.call_timeout, deferred.compression
         self.slices, self.schema = list(slices), schema
         self.span = deferred.span or (0, -1)
@@ -503,17 +601,28 @@ class SlicePuller:
         lo, hi = self.slices[unit]
         tables = []
         for endpoint in self.endpoints:
-            client = StorageClient(endpoint, self.token.reveal(), timeout=self.call_timeout,
-                                   compression=self.compression)
+            client = StorageClient(
+                endpoint,
+                self.token.reveal(),
+                timeout=self.call_timeout,
+                compression=self.compression,
+            )
             try:
-                body = {"query_id": self.query_id, "kind": self.kind, **self.header, "slice": [int(lo), int(hi)]}
+                body = {
+                    "query_id": self.query_id,
+                    "kind": self.kind,
+                    **self.header,
+                    "slice": [int(lo), int(hi)],
+                }
                 tables.append(client.pull(body, self.blobs))
                 for t in client.transfers:
                     self._stats += [t.bytes_to_sn, t.bytes_to_cn, 0, t.seconds, 1]
                 self._stats[2] += tables[-1].num_rows
             except DfsCerError as exc:
-                raise StorageError(f"round {self.round_no} ({self.kind} taken by executors, times [{lo}, {hi}]): "
-                                   f"{exc}") from exc
+                raise StorageError(
+                    f"round {self.round_no} ({self.kind} taken by executors, times [{lo}, {hi}]): "
+                    f"{exc}"
+                ) from exc
             finally:
                 client.close()
         tables = [t.select(self.schema.names).cast(self.schema) for t in tables if t.num_rows]

@@ -56,8 +56,12 @@ def _frame(spark: Any, relation: pa.Table) -> Any:
 
 def _sparkable(schema: pa.Schema) -> pa.Schema:
     """Arrow types Spark accepts back from Python: timestamps in microseconds."""
-    fields = [pa.field(f.name, pa.timestamp("us", f.type.tz), f.nullable) if pa.types.is_timestamp(f.type) else f
-              for f in schema]
+    fields = [
+        pa.field(f.name, pa.timestamp("us", f.type.tz), f.nullable)
+        if pa.types.is_timestamp(f.type)
+        else f
+        for f in schema
+    ]
     return pa.schema(fields)
 
 
@@ -67,18 +71,40 @@ def _chunks(spark: Any, tasks: int | None) -> int:
     return 3 * (tasks or max(2, spark.sparkContext.defaultParallelism))
 
 
-def match_events(spark: Any, events: pa.Table, analysis: Analysis, *, segments: np.ndarray | None = None,
-                 time_unit: str = "s", driver_threshold: int = 100_000, tasks: int | None = None) -> Any:
+def match_events(
+    spark: Any,
+    events: pa.Table,
+    analysis: Analysis,
+    *,
+    segments: np.ndarray | None = None,
+    time_unit: str = "s",
+    driver_threshold: int = 100_000,
+    tasks: int | None = None,
+) -> Any:
     """The MATCH_RECOGNIZE relation over ``events`` (a table the driver holds) as a Spark
     DataFrame (before the outer query): small inputs are matched in the driver, the rest in
     exact time chunks (or groups of partitions) on the executors."""
-    return match_events_split(spark, events, analysis, segments=segments, time_unit=time_unit,
-                              driver_threshold=driver_threshold, tasks=tasks)[0]
+    return match_events_split(
+        spark,
+        events,
+        analysis,
+        segments=segments,
+        time_unit=time_unit,
+        driver_threshold=driver_threshold,
+        tasks=tasks,
+    )[0]
 
 
-def match_events_split(spark: Any, events: pa.Table, analysis: Analysis, *, segments: np.ndarray | None = None,
-                       time_unit: str = "s", driver_threshold: int = 100_000,
-                       tasks: int | None = None) -> tuple[Any, Split | None]:
+def match_events_split(
+    spark: Any,
+    events: pa.Table,
+    analysis: Analysis,
+    *,
+    segments: np.ndarray | None = None,
+    time_unit: str = "s",
+    driver_threshold: int = 100_000,
+    tasks: int | None = None,
+) -> tuple[Any, Split | None]:
     """:func:`match_events` and how the input was split (None: matched in the driver)."""
     from dfs_cer.plan.chunks import plan_chunks
     from dfs_cer.spark.distributed import Bound, emit_table, run_chunks
@@ -86,10 +112,21 @@ def match_events_split(spark: Any, events: pa.Table, analysis: Analysis, *, segm
     if events.num_rows < driver_threshold:
         return _frame(spark, _engine_output(events, analysis, segments)), None
     mins, maxs, rows = _blocks(events, analysis)
-    plan = plan_chunks(analysis, mins=mins, maxs=maxs, rows=rows, chunks=_chunks(spark, tasks),
-                       nulls=events.column(analysis.query.recognize.order_by[0].column).null_count
-                       if analysis.query.recognize.order_by else 0)
-    bound = Bound(analysis.query.to_sql(), events.schema, _config(time_unit, analysis.event_key, analysis.dedup))
+    plan = plan_chunks(
+        analysis,
+        mins=mins,
+        maxs=maxs,
+        rows=rows,
+        chunks=_chunks(spark, tasks),
+        nulls=events.column(analysis.query.recognize.order_by[0].column).null_count
+        if analysis.query.recognize.order_by
+        else 0,
+    )
+    bound = Bound(
+        analysis.query.to_sql(),
+        events.schema,
+        _config(time_unit, analysis.event_key, analysis.dedup),
+    )
     return run_chunks(spark, emit_table(spark, events, bound), bound, plan, segments, tasks)
 
 
@@ -99,8 +136,12 @@ def _blocks(events: pa.Table, analysis: Analysis) -> tuple[list[int], list[int],
     if not mr.order_by or events.num_rows == 0:
         return [], [], []
     try:
-        ts = np.sort(time_values(events.filter(pc.is_valid(events.column(mr.order_by[0].column))),
-                                 mr.order_by[0].column))
+        ts = np.sort(
+            time_values(
+                events.filter(pc.is_valid(events.column(mr.order_by[0].column))),
+                mr.order_by[0].column,
+            )
+        )
     except (TypeError, ValueError, pa.ArrowException):
         return [], [], []
     if ts.size == 0:
@@ -132,7 +173,9 @@ class Recognition:
     matches: Any  # pyspark.sql.DataFrame
     trace: Trace | None
     events: int  # events the matchers received
-    pull_seconds: float  # driver time to get them (the pull; with data=, reading footers and matching)
+    pull_seconds: (
+        float  # driver time to get them (the pull; with data=, reading footers and matching)
+    )
     #: how the executors split the input (chunks, re-runs, what the driver collected); None when
     #: the driver matched a small input itself or the storage nodes matched
     split: Split | None = None
@@ -149,21 +192,43 @@ def match_deferred(spark: Any, result: Any, time_unit: str, tasks: int | None) -
     try:
         span = deferred.span or (0, 0)
         # the nodes report bounds of their shards, not of the rows the pull will bring
-        plan = plan_chunks(analysis, mins=[span[0]], maxs=[span[1]], rows=[max(1, deferred.session.rows_total)],
-                           chunks=_chunks(spark, tasks), exact=False)
+        plan = plan_chunks(
+            analysis,
+            mins=[span[0]],
+            maxs=[span[1]],
+            rows=[max(1, deferred.session.rows_total)],
+            chunks=_chunks(spark, tasks),
+            exact=False,
+        )
         slices = pull_slices(plan, span, _chunks(spark, tasks))
-        bound = Bound(analysis.query.to_sql(), result.events.schema, _config(time_unit, analysis.event_key,
-                                                                             analysis.dedup))
+        bound = Bound(
+            analysis.query.to_sql(),
+            result.events.schema,
+            _config(time_unit, analysis.event_key, analysis.dedup),
+        )
         load = SlicePuller(deferred, slices, bound.schema)
         units = spark.range(0, len(slices), 1, numPartitions=max(1, len(slices)))
 
         def narrow(p: Any, chunks: Sequence[int]) -> Any:
             ranges = [p.reads(k) for k in chunks]
-            ids = [i for i, (lo, hi) in enumerate(slices) if any(hi >= a and lo <= b for a, b in ranges)]
-            return spark.createDataFrame([(i,) for i in ids], "id long").repartition(max(1, len(ids)))
+            ids = [
+                i
+                for i, (lo, hi) in enumerate(slices)
+                if any(hi >= a and lo <= b for a, b in ranges)
+            ]
+            return spark.createDataFrame([(i,) for i in ids], "id long").repartition(
+                max(1, len(ids))
+            )
 
-        relation, split = run_chunks(spark, emit_units(units, load, bound, narrow), bound, plan, result.segments,
-                                     tasks, direct=load)
+        relation, split = run_chunks(
+            spark,
+            emit_units(units, load, bound, narrow),
+            bound,
+            plan,
+            result.segments,
+            tasks,
+            direct=load,
+        )
         if split.transfers:
             to_sn, to_cn, rows, seconds, calls = split.transfers
             deferred.account(int(to_sn), int(to_cn), int(rows), seconds, int(calls))
@@ -176,9 +241,22 @@ class RowGroupLoader:
     """Reads one parquet row group on an executor (local path or ``s3://`` through pyarrow),
     keeping the rows some variable may label when the pattern allows."""
 
-    def __init__(self, uri: str, config: StorageConfig, groups: Sequence[Any], bound: Any, push: bool,
-                 table: Any = None) -> None:
-        self.uri, self.config, self.groups, self.bound, self.push = uri, config, list(groups), bound, push
+    def __init__(
+        self,
+        uri: str,
+        config: StorageConfig,
+        groups: Sequence[Any],
+        bound: Any,
+        push: bool,
+        table: Any = None,
+    ) -> None:
+        self.uri, self.config, self.groups, self.bound, self.push = (
+            uri,
+            config,
+            list(groups),
+            bound,
+            push,
+        )
         #: a table served in place (its TablePlan): files read through pyarrow, matched by field id
         self.table = table
         self._where: Any = None
@@ -196,8 +274,13 @@ class RowGroupLoader:
         from dfs_cer.query.arrow_filter import union_filter
 
         analysis = self.bound.analysis
-        condition = union_filter([v.independent for v in analysis.variables if not v.any_row],
-                                 self.bound.schema) if self.push else None
+        condition = (
+            union_filter(
+                [v.independent for v in analysis.variables if not v.any_row], self.bound.schema
+            )
+            if self.push
+            else None
+        )
         if self.table is not None:
             from dfs_cer.io.tables import read_data_file
 
@@ -223,14 +306,28 @@ class RowGroupLoader:
 
 def overlapping(groups: Sequence[Any], ranges: Sequence[tuple[int, int]]) -> list[int]:
     """Indexes of the row groups whose time range meets one of ``ranges`` (or that have no statistics)."""
-    return [i for i, g in enumerate(groups) if g.first is None or g.last is None
-            or any(g.last >= lo and g.first <= hi for lo, hi in ranges)]
+    return [
+        i
+        for i, g in enumerate(groups)
+        if g.first is None
+        or g.last is None
+        or any(g.last >= lo and g.first <= hi for lo, hi in ranges)
+    ]
 
 
-def match_data(spark: Any, query: Query, path: str, time_unit: str, *, event_key: Sequence[str] = (),
-               dedup: bool = True, driver_threshold: int = 100_000, tasks: int | None = None,
-               config: StorageConfig | None = None,
-               tables: TablesConfig | None = None) -> tuple[Any, Analysis, Split | None, int]:
+def match_data(
+    spark: Any,
+    query: Query,
+    path: str,
+    time_unit: str,
+    *,
+    event_key: Sequence[str] = (),
+    dedup: bool = True,
+    driver_threshold: int = 100_000,
+    tasks: int | None = None,
+    config: StorageConfig | None = None,
+    tables: TablesConfig | None = None,
+) -> tuple[Any, Analysis, Split | None, int]:
     """The MATCH_RECOGNIZE relation over the parquet at ``path`` (a file or a directory, local or
     ``s3://``, or a table: ``iceberg://...``, ``hive:...``), read by the executors row group by
     row group: the driver reads the footers (and a table's metadata) only.
@@ -249,7 +346,9 @@ def match_data(spark: Any, query: Query, path: str, time_unit: str, *, event_key
         raise ConfigError(f"data={path!r}: use s3://bucket/prefix (read through pyarrow, not s3a)")
     storage = config or load_config().storage
     if path.startswith("s3://") and not storage.s3_endpoint and os.environ.get("AWS_ENDPOINT_URL"):
-        storage = replace(storage, s3_endpoint=os.environ["AWS_ENDPOINT_URL"])  # executors see the driver's endpoint
+        storage = replace(
+            storage, s3_endpoint=os.environ["AWS_ENDPOINT_URL"]
+        )  # executors see the driver's endpoint
     time_column = query.recognize.order_by[0].column
     table = None
     if is_table(path):  # planned here (pyiceberg on the driver only); executors read the files
@@ -268,31 +367,50 @@ def match_data(spark: Any, query: Query, path: str, time_unit: str, *, event_key
     bound = Bound(query.to_sql(), schema, qconfig)
     load = RowGroupLoader(path, storage, groups, bound, _pushable(analysis), table)
     if total < driver_threshold:  # small: read and match in the driver
-        events = pa.concat_tables([load(i) for i in range(len(groups))]) if groups else schema.empty_table()
+        events = (
+            pa.concat_tables([load(i) for i in range(len(groups))])
+            if groups
+            else schema.empty_table()
+        )
         return _frame(spark, _engine_output(events, analysis, None)), analysis, None, total
     known = [g for g in groups if g.first is not None and g.last is not None]
-    plan = plan_chunks(analysis, mins=[int(g.first or 0) for g in known], maxs=[int(g.last or 0) for g in known],
-                       rows=[g.rows for g in known], chunks=_chunks(spark, tasks),
-                       nulls=sum(g.nulls or 0 for g in groups))
+    plan = plan_chunks(
+        analysis,
+        mins=[int(g.first or 0) for g in known],
+        maxs=[int(g.last or 0) for g in known],
+        rows=[g.rows for g in known],
+        chunks=_chunks(spark, tasks),
+        nulls=sum(g.nulls or 0 for g in groups),
+    )
     if len(known) < len(groups) and plan.mode == "time":
         from dfs_cer.plan.chunks import ChunkPlan
 
-        plan = ChunkPlan("single", np.zeros(1, np.int64), reason="the parquet footers lack the time column's "
-                         "statistics (write them, e.g. pyarrow's default, to split the input)")
+        plan = ChunkPlan(
+            "single",
+            np.zeros(1, np.int64),
+            reason="the parquet footers lack the time column's "
+            "statistics (write them, e.g. pyarrow's default, to split the input)",
+        )
     units = spark.range(0, len(groups), 1, numPartitions=max(1, len(groups)))
 
     def narrow(p: Any, chunks: Sequence[int]) -> Any:
         ids = overlapping(groups, [p.reads(k) for k in chunks])
-        return spark.range(0, 0, 1, 1) if not ids else spark.createDataFrame([(i,) for i in ids], "id long") \
-            .repartition(max(1, len(ids)))
+        return (
+            spark.range(0, 0, 1, 1)
+            if not ids
+            else spark.createDataFrame([(i,) for i in ids], "id long").repartition(max(1, len(ids)))
+        )
 
     # each task reads its own chunk's row groups when the files are about in time order (a row
     # group is read by a few chunks at most: decoding is cheap next to a shuffle); else the row
     # groups are read once and shuffled to the chunks
     direct = None
     if plan.mode == "time":
-        read = sum(groups[i].rows for k in range(plan.chunks) for i in overlapping(groups, [plan.reads(k)]))
+        read = sum(
+            groups[i].rows for k in range(plan.chunks) for i in overlapping(groups, [plan.reads(k)])
+        )
         direct = load if read <= 3.0 * max(total, 1) else None
-    relation, split = run_chunks(spark, emit_units(units, load, bound, narrow), bound, plan, None, tasks,
-                                 direct=direct)
+    relation, split = run_chunks(
+        spark, emit_units(units, load, bound, narrow), bound, plan, None, tasks, direct=direct
+    )
     return relation, analysis, split, total

@@ -14,7 +14,9 @@ def submitted() -> bool:
     return bool(os.environ.get("PYSPARK_GATEWAY_PORT"))
 
 
-def local_session(cores: int = 2, app_name: str = "dfs-cer", master: str | None = None, **conf: Any) -> Any:
+def local_session(
+    cores: int = 2, app_name: str = "dfs-cer", master: str | None = None, **conf: Any
+) -> Any:
     """``local[cores]`` Spark with Arrow transfers on, the UI off and few shuffle partitions
     (under spark-submit: the master it was given; ``master`` picks another, e.g.
     ``local-cluster[2,1,1024]``: a master, two workers and executor JVMs in this machine).
@@ -35,21 +37,27 @@ def local_session(cores: int = 2, app_name: str = "dfs-cer", master: str | None 
         os.environ.setdefault("SPARK_HOME", str(Path(pyspark.__file__).parent))
         # executors import dfs_cer from this checkout
         root = str(Path(__file__).resolve().parents[2])
-        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in [root, os.environ.get("PYTHONPATH", "")] if p)
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in [root, os.environ.get("PYTHONPATH", "")] if p
+        )
     if master:
         builder = builder.master(master)
-    elif not submitted():  # under spark-submit its --master (local, local-cluster, spark://...) stands
+    elif (
+        not submitted()
+    ):  # under spark-submit its --master (local, local-cluster, spark://...) stands
         builder = builder.master(f"local[{cores}]")
-    builder = (builder.appName(app_name)
-               .config("spark.ui.enabled", "false")
-               # ${env:...}, ${system:...}, ${spark...} in SQL text would read the driver's secrets
-               .config("spark.sql.variable.substitute", "false")
-               .config("spark.sql.shuffle.partitions", str(max(2, cores * 2)))
-               .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j}")
-               .config("spark.driver.memory", "2g"))
+    builder = (
+        builder.appName(app_name)
+        .config("spark.ui.enabled", "false")
+        # ${env:...}, ${system:...}, ${spark...} in SQL text would read the driver's secrets
+        .config("spark.sql.variable.substitute", "false")
+        .config("spark.sql.shuffle.partitions", str(max(2, cores * 2)))
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j}")
+        .config("spark.driver.memory", "2g")
+    )
     for key, value in conf.items():
         builder = builder.config(key, str(value))
     return builder.getOrCreate()
@@ -92,8 +100,9 @@ def sandboxed_sql(spark: Any, sql: str, relations: Iterable[str]) -> Any:
         from dfs_cer.errors import QueryValidationError
 
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise QueryValidationError(f"the outer query does not run on Spark SQL: {first}", clause="SELECT",
-                                   code="outer") from None
+        raise QueryValidationError(
+            f"the outer query does not run on Spark SQL: {first}", clause="SELECT", code="outer"
+        ) from None
 
 
 def _quoted(name: str) -> str:

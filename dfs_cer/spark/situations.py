@@ -17,8 +17,12 @@ from dfs_cer.situations.parser import RELATION
 
 
 def _sparkable(table: pa.Table) -> pa.Table:
-    fields = [pa.field(f.name, pa.timestamp("us", f.type.tz), f.nullable) if pa.types.is_timestamp(f.type) else f
-              for f in table.schema]
+    fields = [
+        pa.field(f.name, pa.timestamp("us", f.type.tz), f.nullable)
+        if pa.types.is_timestamp(f.type)
+        else f
+        for f in table.schema
+    ]
     return table.cast(pa.schema(fields))
 
 
@@ -40,26 +44,45 @@ class _Batches(_Group):
             yield from self(pa.Table.from_batches(parts)).to_batches()
 
 
-def situations(spark: Any, sql: str, *, endpoints: Sequence[str] | str | None = None, token: str | None = None,
-               data: str | None = None, strategy: str = "dfs", integer_time_unit: str = "s") -> Any:
+def situations(
+    spark: Any,
+    sql: str,
+    *,
+    endpoints: Sequence[str] | str | None = None,
+    token: str | None = None,
+    data: str | None = None,
+    strategy: str = "dfs",
+    integer_time_unit: str = "s",
+) -> Any:
     """The query's result as a Spark DataFrame (the SELECT around the clause in Spark SQL)."""
     import sqlglot
     from pyspark.sql.pandas.types import from_arrow_schema
 
     if (endpoints is None) == (data is None):
-        raise ConfigError("give either endpoints=[...] (storage nodes) or data='path' (parquet Spark reads)")
+        raise ConfigError(
+            "give either endpoints=[...] (storage nodes) or data='path' (parquet Spark reads)"
+        )
     query = parse_situations(sql)
     if endpoints is not None:
         from dfs_cer.strategies.situations import pull_situations
 
         if token is None:
             raise ConfigError("endpoints need the storage nodes' token: pass token='...'")
-        nodes = [e.strip() for e in endpoints.split(",")] if isinstance(endpoints, str) else list(endpoints)
-        relation = _sparkable(pull_situations(sql, nodes, token, strategy=strategy,
-                                              integer_time_unit=integer_time_unit).relation)
+        nodes = (
+            [e.strip() for e in endpoints.split(",")]
+            if isinstance(endpoints, str)
+            else list(endpoints)
+        )
+        relation = _sparkable(
+            pull_situations(
+                sql, nodes, token, strategy=strategy, integer_time_unit=integer_time_unit
+            ).relation
+        )
         df = spark.createDataFrame(relation, schema=from_arrow_schema(relation.schema))
     else:
-        if str(data).startswith("s3://"):  # pyarrow's S3 filesystem (Spark's s3a needs hadoop-aws jars)
+        if str(data).startswith(
+            "s3://"
+        ):  # pyarrow's S3 filesystem (Spark's s3a needs hadoop-aws jars)
             import pyarrow.dataset as ds
 
             from dfs_cer.config import load_config
@@ -72,7 +95,9 @@ def situations(spark: Any, sql: str, *, endpoints: Sequence[str] | str | None = 
         else:
             source = spark.read.parquet(str(data))
         schema = source.limit(0).toArrow().schema
-        out_schema = _sparkable(run_situations(schema.empty_table(), query, integer_time_unit=integer_time_unit)).schema
+        out_schema = _sparkable(
+            run_situations(schema.empty_table(), query, integer_time_unit=integer_time_unit)
+        ).schema
         keys = _keys(query, schema)
         if keys:
             group = _Group(sql, schema, out_schema, integer_time_unit)
@@ -82,11 +107,15 @@ def situations(spark: Any, sql: str, *, endpoints: Sequence[str] | str | None = 
 
             df = source.groupBy(*keys).applyInArrow(per_group, from_arrow_schema(out_schema))
         else:  # one partition: one task
-            df = source.repartition(1).mapInArrow(_Batches(sql, schema, out_schema, integer_time_unit).batches,
-                                                  from_arrow_schema(out_schema))
+            df = source.repartition(1).mapInArrow(
+                _Batches(sql, schema, out_schema, integer_time_unit).batches,
+                from_arrow_schema(out_schema),
+            )
     view = f"dfs_cer_{uuid.uuid4().hex}"
     df.createOrReplaceTempView(view)
-    outer = sqlglot.transpile(query.outer_sql.replace(RELATION, view), read="duckdb", write="spark")[0]
+    outer = sqlglot.transpile(
+        query.outer_sql.replace(RELATION, view), read="duckdb", write="spark"
+    )[0]
     from dfs_cer.spark.session import sandboxed_sql
 
     return sandboxed_sql(spark, outer, [view])

@@ -25,8 +25,11 @@ from dfs_cer.strategies.base import Trace
 
 
 def _arrow_of(spark_frame: Any) -> pa.Table:
-    return spark_frame.toArrow() if hasattr(spark_frame, "toArrow") else pa.Table.from_pandas(
-        spark_frame.toPandas(), preserve_index=False)
+    return (
+        spark_frame.toArrow()
+        if hasattr(spark_frame, "toArrow")
+        else pa.Table.from_pandas(spark_frame.toPandas(), preserve_index=False)
+    )
 
 
 def _renamed(sql: str, names: Mapping[str, str]) -> str:
@@ -34,7 +37,11 @@ def _renamed(sql: str, names: Mapping[str, str]) -> str:
     tree = sqlglot.parse_one(sql, read=OUTER_DIALECT)
 
     def swap(node: exp.Expression) -> exp.Expression:
-        if isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier) and node.name.lower() in names:
+        if (
+            isinstance(node, exp.Table)
+            and isinstance(node.this, exp.Identifier)
+            and node.name.lower() in names
+        ):
             alias = node.args.get("alias") or exp.TableAlias(this=exp.to_identifier(node.name))
             return exp.Table(this=exp.to_identifier(names[node.name.lower()]), alias=alias)
         return node
@@ -42,9 +49,20 @@ def _renamed(sql: str, names: Mapping[str, str]) -> str:
     return tree.transform(swap).sql(dialect="spark")
 
 
-def recognize_statement(spark: Any, statement: Statement, *, endpoints: Sequence[str] | None, token: str | None,
-                        data: str | None, strategy: str, integer_time_unit: str, driver_threshold: int,
-                        tasks: int | None, tables: Mapping[str, Any] | None, options: Mapping[str, Any]) -> Any:
+def recognize_statement(
+    spark: Any,
+    statement: Statement,
+    *,
+    endpoints: Sequence[str] | None,
+    token: str | None,
+    data: str | None,
+    strategy: str,
+    integer_time_unit: str,
+    driver_threshold: int,
+    tasks: int | None,
+    tables: Mapping[str, Any] | None,
+    options: Mapping[str, Any],
+) -> Any:
     """The statement's result as a DataFrame and the traces of its pulls (see
     :func:`dfs_cer.spark.api.recognize`)."""
     from dfs_cer.local import as_arrow
@@ -63,21 +81,36 @@ def recognize_statement(spark: Any, statement: Statement, *, endpoints: Sequence
     for p in statement.parts:
         require_order_by(p.query, "Spark DataFrames")
     for name, value in (tables or {}).items():
-        register(name, value if hasattr(value, "createOrReplaceTempView") else _frame(spark, as_arrow(name, value)))
+        register(
+            name,
+            value
+            if hasattr(value, "createOrReplaceTempView")
+            else _frame(spark, as_arrow(name, value)),
+        )
     from dfs_cer.strategies.statements import plan_statement, pull_pushed, whole_table_query
 
     plan = plan_statement(statement, set(views))
-    if endpoints is None:  # data=: Spark reads the files and pushes the subquery's filters into its own scan
+    if (
+        endpoints is None
+    ):  # data=: Spark reads the files and pushes the subquery's filters into its own scan
         plan.pushed = []
     remote = plan.remote
     traces: list[Trace] = []
     events_seen = 0
-    config = _config(integer_time_unit, tuple(options.get("event_key") or ()), options.get("dedup", True))
+    config = _config(
+        integer_time_unit, tuple(options.get("event_key") or ()), options.get("dedup", True)
+    )
 
     def match_arrow(query: Any, events: pa.Table) -> Any:
         analysis = analyze(query, events.schema, config)
-        return match_events(spark, events, analysis, time_unit=integer_time_unit, driver_threshold=driver_threshold,
-                            tasks=tasks)
+        return match_events(
+            spark,
+            events,
+            analysis,
+            time_unit=integer_time_unit,
+            driver_threshold=driver_threshold,
+            tasks=tasks,
+        )
 
     def pulled_relation(result: Any, part: Any) -> Any:
         nonlocal events_seen
@@ -87,8 +120,15 @@ def recognize_statement(spark: Any, statement: Statement, *, endpoints: Sequence
             events_seen += result.relation.num_rows
             return _frame(spark, result.relation)
         events_seen += result.events.num_rows
-        return match_events(spark, result.events, result.analysis, segments=result.segments,
-                            time_unit=integer_time_unit, driver_threshold=driver_threshold, tasks=tasks)
+        return match_events(
+            spark,
+            result.events,
+            result.analysis,
+            segments=result.segments,
+            time_unit=integer_time_unit,
+            driver_threshold=driver_threshold,
+            tasks=tasks,
+        )
 
     def remote_relation(part: Any) -> Any:
         query = part.query
@@ -97,30 +137,62 @@ def recognize_statement(spark: Any, statement: Statement, *, endpoints: Sequence
             from dfs_cer.strategies import pull
 
             assert token is not None
-            return pulled_relation(pull(strategy, query, list(endpoints), token, integer_time_unit=integer_time_unit,
-                                        **options), part)
+            return pulled_relation(
+                pull(
+                    strategy,
+                    query,
+                    list(endpoints),
+                    token,
+                    integer_time_unit=integer_time_unit,
+                    **options,
+                ),
+                part,
+            )
         assert data is not None
-        relation, _, split, rows = match_data(spark, query, data, integer_time_unit,
-                                              event_key=options.get("event_key") or (),
-                                              dedup=options.get("dedup", True), driver_threshold=driver_threshold,
-                                              tasks=tasks)
+        relation, _, split, rows = match_data(
+            spark,
+            query,
+            data,
+            integer_time_unit,
+            event_key=options.get("event_key") or (),
+            dedup=options.get("dedup", True),
+            driver_threshold=driver_threshold,
+            tasks=tasks,
+        )
         events_seen += split.events if split else rows
         return relation
 
-    early: dict[str, Any] = {}  # parts pulled with their input's filter applied on the storage nodes
+    early: dict[
+        str, Any
+    ] = {}  # parts pulled with their input's filter applied on the storage nodes
     for part in plan.pushed:
         assert endpoints is not None and token is not None
-        result = pull_pushed(plan, part, strategy, list(endpoints), token, integer_time_unit=integer_time_unit,
-                             **options)
+        result = pull_pushed(
+            plan,
+            part,
+            strategy,
+            list(endpoints),
+            token,
+            integer_time_unit=integer_time_unit,
+            **options,
+        )
         if result is not None:
             early[part.relation] = pulled_relation(result, part)
-    for name in plan.whole(statement):  # read outside a clause: every row of the nodes' table / data=
+    for name in plan.whole(
+        statement
+    ):  # read outside a clause: every row of the nodes' table / data=
         if endpoints is not None:
             from dfs_cer.strategies import pull
 
             assert token is not None
-            result = pull("pull_all", whole_table_query(name, list(endpoints), token), list(endpoints), token,
-                          integer_time_unit=integer_time_unit, **options)
+            result = pull(
+                "pull_all",
+                whole_table_query(name, list(endpoints), token),
+                list(endpoints),
+                token,
+                integer_time_unit=integer_time_unit,
+                **options,
+            )
             result.trace.fallback = plan.fallback(name)
             result.trace.source = f"table {name!r}"
             traces.append(result.trace)
@@ -128,8 +200,10 @@ def recognize_statement(spark: Any, statement: Statement, *, endpoints: Sequence
         else:
             assert data is not None
             if data.startswith("s3://"):
-                raise ConfigError(f"the query reads {name!r} outside a MATCH_RECOGNIZE clause; with data='s3://...' "
-                                  "register it with tables={...} (e.g. a DataFrame you read)")
+                raise ConfigError(
+                    f"the query reads {name!r} outside a MATCH_RECOGNIZE clause; with data='s3://...' "
+                    "register it with tables={...} (e.g. a DataFrame you read)"
+                )
             register(name, spark.read.parquet(data))
     pending = list(statement.parts)
     while pending:
@@ -141,7 +215,9 @@ def recognize_statement(spark: Any, statement: Statement, *, endpoints: Sequence
                 relation = early[part.relation]
             elif part.input_sql is not None:
                 sql = _renamed(part.input_sql, views)
-                relation = match_arrow(part.query, _arrow_of(sandboxed_sql(spark, sql, views.values())))
+                relation = match_arrow(
+                    part.query, _arrow_of(sandboxed_sql(spark, sql, views.values()))
+                )
             elif part.query.table.lower() in remote:
                 relation = remote_relation(part)
             else:
@@ -150,10 +226,14 @@ def recognize_statement(spark: Any, statement: Statement, *, endpoints: Sequence
             pending.remove(part)
     missing = [t for t in statement.outer_tables if t.lower() not in views]
     if missing:
-        raise ConfigError(f"the query reads table(s) {', '.join(repr(t) for t in missing)}, which are not registered; "
-                          "pass tables={'name': DataFrame}")
+        raise ConfigError(
+            f"the query reads table(s) {', '.join(repr(t) for t in missing)}, which are not registered; "
+            "pass tables={'name': DataFrame}"
+        )
     sql = _renamed(statement.sql, views)
     from dfs_cer.strategies.statements import merged_trace
 
     trace = merged_trace(traces, strategy) if traces else None
-    return Recognition(sandboxed_sql(spark, sql, views.values()), trace, events_seen, time.perf_counter() - started)
+    return Recognition(
+        sandboxed_sql(spark, sql, views.values()), trace, events_seen, time.perf_counter() - started
+    )

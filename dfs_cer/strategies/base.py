@@ -100,12 +100,22 @@ class Trace:
         return sum(r.seconds for r in self.rounds)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"strategy": self.strategy, "rounds": [r.to_dict() for r in self.rounds],
-                "bytes_to_cn": self.bytes_to_cn, "bytes_to_sn": self.bytes_to_sn,
-                "events_received": self.events_received, "seconds": self.seconds, "fallback": self.fallback,
-                "matching": None if self.matching is None else self.matching.to_dict(), "warnings": self.warnings,
-                "navigation": self.navigation, "halo_rows": self.halo_rows,
-                "input_filter": self.input_filter, "source": self.source, "snapshot": self.snapshot}
+        return {
+            "strategy": self.strategy,
+            "rounds": [r.to_dict() for r in self.rounds],
+            "bytes_to_cn": self.bytes_to_cn,
+            "bytes_to_sn": self.bytes_to_sn,
+            "events_received": self.events_received,
+            "seconds": self.seconds,
+            "fallback": self.fallback,
+            "matching": None if self.matching is None else self.matching.to_dict(),
+            "warnings": self.warnings,
+            "navigation": self.navigation,
+            "halo_rows": self.halo_rows,
+            "input_filter": self.input_filter,
+            "source": self.source,
+            "snapshot": self.snapshot,
+        }
 
 
 @dataclass
@@ -145,18 +155,44 @@ class DeferredPull:
     their rows. :meth:`close` ends the query on every node (call it when the executors are done,
     whatever happened); :meth:`account` adds the executors' transfers to the trace."""
 
-    def __init__(self, session: Session, endpoints: list[str], token: str, kind: str, header: dict[str, Any],
-                 blobs: list[bytes], span: tuple[int, int] | None, config: StrategyConfig) -> None:
-        self.session, self.endpoints, self.kind, self.header, self.blobs = session, endpoints, kind, header, blobs
+    def __init__(
+        self,
+        session: Session,
+        endpoints: list[str],
+        token: str,
+        kind: str,
+        header: dict[str, Any],
+        blobs: list[bytes],
+        span: tuple[int, int] | None,
+        config: StrategyConfig,
+    ) -> None:
+        self.session, self.endpoints, self.kind, self.header, self.blobs = (
+            session,
+            endpoints,
+            kind,
+            header,
+            blobs,
+        )
         self.token = Secret(token)
         self.span = span
         self.query_id = session.query_id
         self.call_timeout = config.call_timeout_seconds
         self.compression = config.transfer_compression
 
-    def account(self, bytes_to_sn: int, bytes_to_cn: int, events: int, seconds: float, calls: int) -> None:
-        self.session.trace.rounds.append(Round(self.kind, bytes_to_sn, bytes_to_cn, events, seconds, None,
-                                               f"taken by executors in {calls} time-slice calls"))
+    def account(
+        self, bytes_to_sn: int, bytes_to_cn: int, events: int, seconds: float, calls: int
+    ) -> None:
+        self.session.trace.rounds.append(
+            Round(
+                self.kind,
+                bytes_to_sn,
+                bytes_to_cn,
+                events,
+                seconds,
+                None,
+                f"taken by executors in {calls} time-slice calls",
+            )
+        )
 
     def close(self) -> list[str]:
         warnings = self.session.close()
@@ -188,7 +224,9 @@ class Coordinator(Protocol):
 
     def shared(self, session: Session, key: tuple[object, ...], call: Callable[[], T]) -> T: ...
 
-    def request(self, session: Session, kind: str, header: dict[str, Any], blobs: list[bytes]) -> pa.Table: ...
+    def request(
+        self, session: Session, kind: str, header: dict[str, Any], blobs: list[bytes]
+    ) -> pa.Table: ...
 
 
 def check_limits(config: StrategyConfig, timeout: float | None) -> float:
@@ -196,11 +234,15 @@ def check_limits(config: StrategyConfig, timeout: float | None) -> float:
     halo limit: a clear error for a timeout or limit that cannot be."""
     seconds = config.query_timeout_seconds if timeout is None else timeout
     if not 0 < seconds < float("inf"):
-        raise ConfigError(f"the query timeout must be a positive, finite number of seconds, got {seconds}; "
-                          "pass e.g. --timeout 60")
+        raise ConfigError(
+            f"the query timeout must be a positive, finite number of seconds, got {seconds}; "
+            "pass e.g. --timeout 60"
+        )
     if not 0 <= config.halo_limit <= MAX_HALO:
-        raise ConfigError(f"strategy.halo_limit must be in 0..{MAX_HALO} (the protocol's halo limit), got "
-                          f"{config.halo_limit}; lower it or leave the default")
+        raise ConfigError(
+            f"strategy.halo_limit must be in 0..{MAX_HALO} (the protocol's halo limit), got "
+            f"{config.halo_limit}; lower it or leave the default"
+        )
     return seconds
 
 
@@ -211,12 +253,25 @@ class Session:
     timeout); a failing call is reported with its round, node and action; :meth:`close`
     reaches every node, concurrently and briefly, whatever happened before."""
 
-    def __init__(self, clients: Sequence[StorageClient], trace: Trace, event_key: Sequence[str] | None = None,
-                 dedup: bool = True, *, deadline: float | None = None, close_timeout: float = 2.0,
-                 admission_wait: float = 60.0, query_id: str | None = None,
-                 time_ranges: Sequence[tuple[int, int]] | None = None, input_filter: str | None = None,
-                 snapshot: int | None = None, group: Coordinator | None = None, defer: bool = False,
-                 defer_min_rows: int = 0, halo_limit: int = MAX_HALO) -> None:
+    def __init__(
+        self,
+        clients: Sequence[StorageClient],
+        trace: Trace,
+        event_key: Sequence[str] | None = None,
+        dedup: bool = True,
+        *,
+        deadline: float | None = None,
+        close_timeout: float = 2.0,
+        admission_wait: float = 60.0,
+        query_id: str | None = None,
+        time_ranges: Sequence[tuple[int, int]] | None = None,
+        input_filter: str | None = None,
+        snapshot: int | None = None,
+        group: Coordinator | None = None,
+        defer: bool = False,
+        defer_min_rows: int = 0,
+        halo_limit: int = MAX_HALO,
+    ) -> None:
         self.clients = list(clients)
         self.trace = trace
         self.deadline = deadline
@@ -229,7 +284,9 @@ class Session:
         self.event_key = None if event_key is None else tuple(event_key)
         self.dedup = dedup
         #: restrict the query to these inclusive time ranges (an incremental re-run)
-        self.time_ranges = None if time_ranges is None else [(int(a), int(b)) for a, b in time_ranges]
+        self.time_ranges = (
+            None if time_ranges is None else [(int(a), int(b)) for a, b in time_ranges]
+        )
         #: a row-local condition every node applies to its rows first (SQL text; None: none)
         self.input_filter = input_filter
         #: several queries run together (strategies.multi): the coordinator that holds the open
@@ -245,7 +302,9 @@ class Session:
         self.split_copies = False
         self.time_span: tuple[int, int] | None = None  # the nodes' rows' first and last time
         self.rows_total = 0  # rows the nodes scanned at open
-        self.defer_min_rows = defer_min_rows  # smaller inputs are pulled by the driver even when deferring
+        self.defer_min_rows = (
+            defer_min_rows  # smaller inputs are pulled by the driver even when deferring
+        )
         #: the table snapshot the query reads on every node (tables served in place): the one
         #: given, else the current one the nodes report when admitting the query
         self.snapshot = None if snapshot is None else int(snapshot)
@@ -262,21 +321,45 @@ class Session:
         return None if self.group is None else self.group.opened(self)
 
     @classmethod
-    def connect(cls, endpoints: Sequence[str], token: str, trace: Trace, config: StrategyConfig | None = None,
-                timeout: float | None = None, event_key: Sequence[str] | None = None,
-                dedup: bool = True, *, deadline: float | None = None, **state: Any) -> Session:
+    def connect(
+        cls,
+        endpoints: Sequence[str],
+        token: str,
+        trace: Trace,
+        config: StrategyConfig | None = None,
+        timeout: float | None = None,
+        event_key: Sequence[str] | None = None,
+        dedup: bool = True,
+        *,
+        deadline: float | None = None,
+        **state: Any,
+    ) -> Session:
         """A session over new connections to ``endpoints``: each call gets the config's per-call
         timeout, the whole query ``timeout`` seconds (default ``query_timeout_seconds``) unless
         a ``deadline`` is given (one shared with other sessions); ``state``: the other keywords
         of the constructor."""
         config = config or StrategyConfig()
         seconds = check_limits(config, timeout)
-        clients = [StorageClient(e, token, timeout=config.call_timeout_seconds,
-                                 compression=config.transfer_compression) for e in endpoints]
-        return cls(clients, trace, event_key, dedup,
-                   deadline=time.monotonic() + seconds if deadline is None else deadline,
-                   close_timeout=config.close_timeout_seconds, admission_wait=config.admission_wait_seconds,
-                   halo_limit=config.halo_limit, **state)
+        clients = [
+            StorageClient(
+                e,
+                token,
+                timeout=config.call_timeout_seconds,
+                compression=config.transfer_compression,
+            )
+            for e in endpoints
+        ]
+        return cls(
+            clients,
+            trace,
+            event_key,
+            dedup,
+            deadline=time.monotonic() + seconds if deadline is None else deadline,
+            close_timeout=config.close_timeout_seconds,
+            admission_wait=config.admission_wait_seconds,
+            halo_limit=config.halo_limit,
+            **state,
+        )
 
     def finish(self, work: Callable[[], R], trace: Callable[[R], Trace]) -> R:
         """Run ``work`` and close the query on every node whatever happens. A failure is
@@ -299,8 +382,14 @@ class Session:
         for c in self.clients:
             c.close()
 
-    def all(self, name: str, fn: Callable[[StorageClient], T], events: Callable[[list[T]], int] | None = None,
-            decision: dict[str, Any] | None = None, note: str | None = None) -> list[T]:
+    def all(
+        self,
+        name: str,
+        fn: Callable[[StorageClient], T],
+        events: Callable[[list[T]], int] | None = None,
+        decision: dict[str, Any] | None = None,
+        note: str | None = None,
+    ) -> list[T]:
         marks = [len(c.transfers) for c in self.clients]
         start = time.perf_counter()
 
@@ -314,28 +403,49 @@ class Session:
         try:
             results = list(self._pool.map(guarded, self.clients))
         except DfsCerError as exc:  # name the round: the node and the action are in the message
-            exc.args = (f"round {len(self.trace.rounds) + 1} ({name}): {exc.args[0] if exc.args else exc}",
-                        *exc.args[1:])
+            exc.args = (
+                f"round {len(self.trace.rounds) + 1} ({name}): {exc.args[0] if exc.args else exc}",
+                *exc.args[1:],
+            )
             raise
         seconds = time.perf_counter() - start
         new = [t for c, m in zip(self.clients, marks, strict=True) for t in c.transfers[m:]]
-        self.trace.rounds.append(Round(name, sum(t.bytes_to_sn for t in new), sum(t.bytes_to_cn for t in new),
-                                       events(results) if events else 0, seconds, decision, note))
+        self.trace.rounds.append(
+            Round(
+                name,
+                sum(t.bytes_to_sn for t in new),
+                sum(t.bytes_to_cn for t in new),
+                events(results) if events else 0,
+                seconds,
+                decision,
+                note,
+            )
+        )
         return results
 
-    def action(self, reply: type[P], header: dict[str, Any], blobs: list[bytes] | None = None,
-               per_node: Callable[[int], tuple[dict[str, Any], list[bytes]]] | None = None,
-               share: tuple[object, ...] | None = None,
-               **round_info: Any) -> list[tuple[P, list[bytes]]]:
+    def action(
+        self,
+        reply: type[P],
+        header: dict[str, Any],
+        blobs: list[bytes] | None = None,
+        per_node: Callable[[int], tuple[dict[str, Any], list[bytes]]] | None = None,
+        share: tuple[object, ...] | None = None,
+        **round_info: Any,
+    ) -> list[tuple[P, list[bytes]]]:
         """Call ``reply.ACTION`` on every node; each node's reply parsed into ``reply``.
         ``share``: a key saying the replies depend only on it (not on this query), so queries
         run together make the round trip once."""
         name = reply.ACTION
         if share is not None and self.group is not None:
-            return self.group.shared(self, (name, *share),
-                                     lambda: self.action(reply, header, blobs, per_node, **round_info))
+            return self.group.shared(
+                self,
+                (name, *share),
+                lambda: self.action(reply, header, blobs, per_node, **round_info),
+            )
         lease: dict[str, Any] = {}
-        if name == "open" and self.deadline is not None:  # the nodes drop the state by themselves after it
+        if (
+            name == "open" and self.deadline is not None
+        ):  # the nodes drop the state by themselves after it
             lease["lease_seconds"] = round(max(1.0, self.deadline - time.monotonic()), 3)
         if name == "open" and self.snapshot is not None:  # one snapshot on every node
             lease["snapshot"] = self.snapshot
@@ -350,8 +460,14 @@ class Session:
 
         return self.all(name, call, **round_info)
 
-    def pull(self, kind: str, header: dict[str, Any] | None = None, blobs: list[bytes] | None = None,
-             shared: bool = True, **round_info: Any) -> pa.Table:
+    def pull(
+        self,
+        kind: str,
+        header: dict[str, Any] | None = None,
+        blobs: list[bytes] | None = None,
+        shared: bool = True,
+        **round_info: Any,
+    ) -> pa.Table:
         """``kind`` from every node, concatenated; a final pull of a query run in a group is
         shared with the group's others unless ``shared`` is False (e.g. a pull with halo rows)."""
         if self.group is not None and kind in FINAL_PULLS and shared:
@@ -360,8 +476,12 @@ class Session:
             self.deferred = FinalPull(kind, dict(header or {}), list(blobs or []))
             return pa.table({})
         body = {"query_id": self.query_id, "kind": kind, **(header or {})}
-        tables = self.all(kind, lambda c: c.pull(body, blobs), events=lambda ts: sum(t.num_rows for t in ts),
-                          **round_info)
+        tables = self.all(
+            kind,
+            lambda c: c.pull(body, blobs),
+            events=lambda ts: sum(t.num_rows for t in ts),
+            **round_info,
+        )
         if tables and any(not t.schema.equals(tables[0].schema) for t in tables):
             self.same_schemas([t.schema for t in tables])
         return pa.concat_tables(tables) if tables else pa.table({})
@@ -371,7 +491,9 @@ class Session:
         other pulls when no halo rows must follow them (no PREV/NEXT)."""
         if "halo" in header or self.analysis is None or self.rows_total < self.defer_min_rows:
             return False
-        return kind == "pull_all" or not (self.analysis.prev_reach or self.analysis.next_reach or self.split_copies)
+        return kind == "pull_all" or not (
+            self.analysis.prev_reach or self.analysis.next_reach or self.split_copies
+        )
 
     def same_schemas(self, schemas: Sequence[pa.Schema]) -> None:
         """Every storage node must serve the same columns and types (e.g. not a time zone on one
@@ -379,13 +501,20 @@ class Session:
         first = schemas[0]
         for client, other in zip(self.clients[1:], schemas[1:], strict=True):
             if not other.equals(first):
-                diff = [f"{a.name}: {a.type} vs {b.type}" if a.name == b.name else f"column {a.name} vs {b.name}"
-                        for a, b in zip(first, other, strict=False) if not a.equals(b)]
+                diff = [
+                    f"{a.name}: {a.type} vs {b.type}"
+                    if a.name == b.name
+                    else f"column {a.name} vs {b.name}"
+                    for a, b in zip(first, other, strict=False)
+                    if not a.equals(b)
+                ]
                 if len(first) != len(other):
                     diff.append(f"{len(first)} vs {len(other)} columns")
-                raise StorageError(f"storage nodes {self.clients[0].endpoint} and {client.endpoint} serve different "
-                                   f"schemas ({'; '.join(diff[:3])}); shard every node's data with one schema "
-                                   "(dfs-cer shard writes one for all nodes)")
+                raise StorageError(
+                    f"storage nodes {self.clients[0].endpoint} and {client.endpoint} serve different "
+                    f"schemas ({'; '.join(diff[:3])}); shard every node's data with one schema "
+                    "(dfs-cer shard writes one for all nodes)"
+                )
 
     @property
     def lease_end(self) -> float:
@@ -394,7 +523,9 @@ class Session:
 
     def schemas(self) -> list[pa.Schema]:
         """Every node's exact schema (one round trip)."""
-        return [pa.ipc.read_schema(pa.py_buffer(blobs[0])) for _, blobs in self.action(SchemaReply, {})]
+        return [
+            pa.ipc.read_schema(pa.py_buffer(blobs[0])) for _, blobs in self.action(SchemaReply, {})
+        ]
 
     def reserve(self) -> None:
         """Room for the query on every storage node or on none (never one while waiting for
@@ -408,8 +539,14 @@ class Session:
             replies = self.action(ReserveReply, Reserve(self.query_id, arrival).header())
             refused = [i for i, (h, _) in enumerate(replies) if not h.granted]
             if not refused:
-                if self.snapshot is None:  # a table's current snapshot (the latest commit any node saw)
-                    pins = [(h.snapshot_ms or 0, h.snapshot) for h, _ in replies if h.snapshot is not None]
+                if (
+                    self.snapshot is None
+                ):  # a table's current snapshot (the latest commit any node saw)
+                    pins = [
+                        (h.snapshot_ms or 0, h.snapshot)
+                        for h, _ in replies
+                        if h.snapshot is not None
+                    ]
                     self.snapshot = max(pins)[1] if pins else None
                 return
             self.trace.rounds.pop()  # waiting is not a round trip of the strategy
@@ -420,29 +557,36 @@ class Session:
                 from dfs_cer.transport.client import NodeRefusedError
 
                 busy = ", ".join(self.clients[i].endpoint for i in refused)
-                raise NodeRefusedError(f"round {len(self.trace.rounds) + 1} (reserve): storage nodes {busy} had no room for the query within "
-                                       f"{self.admission_wait:.0f} s (memory budget held by other queries); retry "
-                                       "later, raise --memory-budget or strategy.admission_wait_seconds",
-                                       AdmissionError.code)
+                raise NodeRefusedError(
+                    f"round {len(self.trace.rounds) + 1} (reserve): storage nodes {busy} had no room for the query within "
+                    f"{self.admission_wait:.0f} s (memory budget held by other queries); retry "
+                    "later, raise --memory-budget or strategy.admission_wait_seconds",
+                    AdmissionError.code,
+                )
             time.sleep(pause * (0.5 + random.random()))
             pause = min(0.5, pause * 2)
 
     def close(self) -> list[str]:
         """Close the query on every node, concurrently, each within ``close_timeout`` seconds
         (even past the deadline); returns what failed (the state expires on the node's TTL)."""
+
         def one(c: StorageClient) -> str | None:
             if id(c) in self._hung:
                 CLOSER.later(c, self.query_id, self.lease_end)
-                return (f"close: storage node {c.endpoint} did not answer in time; closed in the background (it "
-                        f"drops the query's state by itself {max(0.0, self.lease_end - time.monotonic()):.0f} s "
-                        "from now at the latest)")
+                return (
+                    f"close: storage node {c.endpoint} did not answer in time; closed in the background (it "
+                    f"drops the query's state by itself {max(0.0, self.lease_end - time.monotonic()):.0f} s "
+                    "from now at the latest)"
+                )
             c.deadline, c.timeout = None, self.close_timeout
             try:
                 c.call(CloseReply, Close(self.query_id).header())
             except Exception as exc:
                 CLOSER.later(c, self.query_id, self.lease_end)
-                return (f"close: {exc} (retried in the background; the node drops the query's state by itself "
-                        f"{max(0.0, self.lease_end - time.monotonic()):.0f} s from now at the latest)")
+                return (
+                    f"close: {exc} (retried in the background; the node drops the query's state by itself "
+                    f"{max(0.0, self.lease_end - time.monotonic()):.0f} s from now at the latest)"
+                )
             return None
 
         if self._closed:
@@ -465,9 +609,13 @@ class _Closer:
 
     def later(self, client: StorageClient, query_id: str, until: float) -> None:
         with self._lock:
-            self._pending.append((client.endpoint, client.token, client.tls_root_certs, query_id, until))
+            self._pending.append(
+                (client.endpoint, client.token, client.tls_root_certs, query_id, until)
+            )
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="dfs-cer-closer", daemon=True)
+                self._thread = threading.Thread(
+                    target=self._run, name="dfs-cer-closer", daemon=True
+                )
                 self._thread.start()
 
     def _run(self) -> None:

@@ -1,6 +1,5 @@
 """The baselines: ``pull_all``, ``push_down`` and ``push_pull`` (see :mod:`.pull`)."""
 
-
 from __future__ import annotations
 
 import numpy as np
@@ -39,7 +38,9 @@ def push_down(session: Session, request: PullRequest) -> PullResult:
     unordered = no_halo_reason(session, analysis, schema)
     if unordered:
         return pull_everything(session, analysis, schema, unordered)
-    everything = every_row_a_candidate(session, analysis) or too_many_candidates(session, analysis, headers)
+    everything = every_row_a_candidate(session, analysis) or too_many_candidates(
+        session, analysis, headers
+    )
     if everything:
         return pull_everything(session, analysis, schema, f"pull_all ({everything})")
     return finish_pull(session, pushdown_events(session, analysis, headers), analysis, schema)
@@ -59,33 +60,50 @@ def push_pull(session: Session, request: PullRequest) -> PullResult:
         visited = set(order)
 
         def score(n: str, visited: set[str] = visited) -> float:
-            eq = sum(1 for e in analysis.equalities if n in (e.left_variable, e.right_variable)
-                     and e.other(n) in visited)
-            other = sum(1 for r in analysis.variable(n).residuals
-                        if {c.variable for c in walk(r) if isinstance(c, Column)} & visited)
+            eq = sum(
+                1
+                for e in analysis.equalities
+                if n in (e.left_variable, e.right_variable) and e.other(n) in visited
+            )
+            other = sum(
+                1
+                for r in analysis.variable(n).residuals
+                if {c.variable for c in walk(r) if isinstance(c, Column)} & visited
+            )
             return (1 + 10 * eq + 2.4 * other) / max(1, counts.get(n, 0))
 
-        order.append(max((n for n in names if n not in visited), key=lambda n: (score(n), -names.index(n))))
+        order.append(
+            max((n for n in names if n not in visited), key=lambda n: (score(n), -names.index(n)))
+        )
     pulled = {order[0]: _pull_variable(session, order[0])}
     for i, name in enumerate(order[1:], start=1):
         previous = order[i - 1]
         table = pulled[previous].drop([NODE, ROW_ID])
+
         def send(c: StorageClient, t: pa.Table = table, p: str = previous) -> None:
             c.upload(Upload(session.query_id, p).header(), t)
 
         session.all("upload", send)
-        replies = session.action(PushPullReply, PushPull(session.query_id, name, tuple(order[:i])).header())
-        session.trace.warnings.extend(f"push_pull: storage node {k} kept every candidate of {name} ({h.unfiltered})"
-                                      for k, (h, _) in enumerate(replies) if h.unfiltered)
+        replies = session.action(
+            PushPullReply, PushPull(session.query_id, name, tuple(order[:i])).header()
+        )
+        session.trace.warnings.extend(
+            f"push_pull: storage node {k} kept every candidate of {name} ({h.unfiltered})"
+            for k, (h, _) in enumerate(replies)
+            if h.unfiltered
+        )
         pulled[name] = _pull_variable(session, name)
     events = pa.concat_tables(list(pulled.values()))
     # an event may have been pulled for several variables: keep one copy per (node, row), in
     # (node, row) order so that tied timestamps end up in the order every other strategy uses
-    keys = np.asarray(events.column(NODE).to_numpy(), np.int64) * (1 << 40) + \
-        np.asarray(events.column(ROW_ID).to_numpy(), np.int64)
+    keys = np.asarray(events.column(NODE).to_numpy(), np.int64) * (1 << 40) + np.asarray(
+        events.column(ROW_ID).to_numpy(), np.int64
+    )
     first = np.unique(keys, return_index=True)[1]
     events = events.take(pa.array(first)).drop([NODE, ROW_ID])
-    return finish_pull(session, with_candidate_halo(session, analysis, events, shipped=True), analysis, schema)
+    return finish_pull(
+        session, with_candidate_halo(session, analysis, events, shipped=True), analysis, schema
+    )
 
 
 NODE = "__dfs_cer_node"
@@ -99,6 +117,10 @@ def _pull_variable(session: Session, name: str) -> pa.Table:
         t = c.pull(body)
         return t.append_column(NODE, pa.array(np.full(t.num_rows, index[id(c)], np.int64)))
 
-    tables = session.all("pull_variable", one, events=lambda ts: sum(t.num_rows for t in ts),
-                         note=f"events of {name}")
+    tables = session.all(
+        "pull_variable",
+        one,
+        events=lambda ts: sum(t.num_rows for t in ts),
+        note=f"events of {name}",
+    )
     return pa.concat_tables(tables)

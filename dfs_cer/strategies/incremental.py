@@ -34,11 +34,13 @@ class RunResult:
     where: Path
 
 
-def shard_files(endpoints: Sequence[str], token: str,
-                snapshot: int | None = None) -> tuple[list[list[dict[str, Any]]], int | None]:
+def shard_files(
+    endpoints: Sequence[str], token: str, snapshot: int | None = None
+) -> tuple[list[list[dict[str, Any]]], int | None]:
     """Every storage node's files (with time bounds), in endpoint order, and the table snapshot
     they are of (nodes serving a table in place; None for shard sets): ``snapshot``, else the
     table's current one, the same on every node."""
+
     def ask(pin: int | None) -> list[FilesReply]:
         out = []
         for e in endpoints:
@@ -52,7 +54,9 @@ def shard_files(endpoints: Sequence[str], token: str,
 
     headers = ask(snapshot)
     seen = [h.snapshot for h in headers]
-    if snapshot is None and len(set(seen)) > 1:  # a commit between two calls: all at the last node's
+    if (
+        snapshot is None and len(set(seen)) > 1
+    ):  # a commit between two calls: all at the last node's
         snapshot = seen[-1]
         headers = ask(snapshot)
     return [list(h.files) for h in headers], headers[0].snapshot if headers else None
@@ -67,9 +71,16 @@ def _matching_options(options: dict[str, Any]) -> dict[str, Any]:
     return {k: options[k] for k in ("selection", "kleene") if options.get(k)}
 
 
-def run_and_save(sql: str, endpoints: Sequence[str], token: str, *, strategy: str = "dfs",
-                 runs_dir: str | Path = ".dfs-cer/runs", since_run: str | None = None,
-                 **options: Any) -> RunResult:
+def run_and_save(
+    sql: str,
+    endpoints: Sequence[str],
+    token: str,
+    *,
+    strategy: str = "dfs",
+    runs_dir: str | Path = ".dfs-cer/runs",
+    since_run: str | None = None,
+    **options: Any,
+) -> RunResult:
     """Run ``sql`` (or, with ``since_run``, the saved run's query) and save the run.
 
     With ``since_run``: only the shard files added since that run (``dfs-cer shard --append``)
@@ -84,47 +95,90 @@ def run_and_save(sql: str, endpoints: Sequence[str], token: str, *, strategy: st
     if since_run is not None:
         previous, old = load_run(runs_dir, since_run)
         if sql and parse(sql).to_sql() != parse(previous.sql).to_sql():
-            raise RunError(f"the query differs from run {since_run}'s; --since-run re-runs that run's query "
-                           "(leave the query out)")
+            raise RunError(
+                f"the query differs from run {since_run}'s; --since-run re-runs that run's query "
+                "(leave the query out)"
+            )
         sql = previous.sql
         strategy = previous.strategy
         match_opts = {**_matching_options(previous.options), **match_opts}
     files, snapshot = shard_files(endpoints, token)
     names = [[_key(f) for f in node] for node in files]
-    versioned = any("version" in f for node in files for f in node)  # Hive files, rewritable in place
-    bounds = {_key(f): [f.get("min_ts"), f.get("max_ts")] for node in files for f in node} \
-        if snapshot is not None or versioned else None
+    versioned = any(
+        "version" in f for node in files for f in node
+    )  # Hive files, rewritable in place
+    bounds = (
+        {_key(f): [f.get("min_ts"), f.get("max_ts")] for node in files for f in node}
+        if snapshot is not None or versioned
+        else None
+    )
     # match ids are computed here: the events are pulled, never matched on the nodes
-    pull_opts = {**{k: v for k, v in options.items() if k not in ("selection", "kleene")}, "node_matching": "off",
-                 "snapshot": snapshot}
+    pull_opts = {
+        **{k: v for k, v in options.items() if k not in ("selection", "kleene")},
+        "node_matching": "off",
+        "snapshot": snapshot,
+    }
     if previous is not None:  # what decides the matches comes from the saved run
         pull_opts.update({k: v for k, v in previous.options.items() if k in SEMANTIC})
     if previous is None:
         pulled = pull(strategy, sql, endpoints, token, **pull_opts)
         matches = match_pulled(pulled, outer=False, match_ids=True, **match_opts)
-        kept = {k: v for k, v in {**pull_opts, **match_opts}.items() if k not in ("timeout", "config")}
+        kept = {
+            k: v for k, v in {**pull_opts, **match_opts}.items() if k not in ("timeout", "config")
+        }
         kept.pop("snapshot", None)
-        record = RunRecord(new_run_id(), sql, strategy, kept, names,
-                           pulled.analysis.window_units, snapshot=snapshot, bounds=bounds)
+        record = RunRecord(
+            new_run_id(),
+            sql,
+            strategy,
+            kept,
+            names,
+            pulled.analysis.window_units,
+            snapshot=snapshot,
+            bounds=bounds,
+        )
         where = save_run(runs_dir, record, matches)
         return RunResult(record, matches, None, pulled, where)
     assert old is not None
     if len(files) != len(previous.files):
-        raise RunError(f"run {since_run} saw {len(previous.files)} storage nodes, now {len(files)}; re-run in full "
-                       "(without --since-run)")
+        raise RunError(
+            f"run {since_run} saw {len(previous.files)} storage nodes, now {len(files)}; re-run in full "
+            "(without --since-run)"
+        )
     seen_before = {p for node in previous.files for p in node}
     new_files = [f for node in files for f in node if _key(f) not in seen_before]
     # a table's later snapshot may also remove files (an overwrite, a compaction), and a Hive
     # file rewritten in place is a removed and an added version: their time ranges change too
     now = {_key(f) for node in files for f in node}
     old_bounds = previous.bounds or {}
-    removed = [{"path": p, "min_ts": old_bounds.get(p, [None, None])[0], "max_ts": old_bounds.get(p, [None, None])[1]}
-               for seen in previous.files for p in seen if p not in now]
+    removed = [
+        {
+            "path": p,
+            "min_ts": old_bounds.get(p, [None, None])[0],
+            "max_ts": old_bounds.get(p, [None, None])[1],
+        }
+        for seen in previous.files
+        for p in seen
+        if p not in now
+    ]
     changed = [*new_files, *removed]
-    record = RunRecord(new_run_id(), sql, strategy, previous.options, names, previous.window_units,
-                       parent=previous.run_id, mode="incremental", recomputed=[], snapshot=snapshot, bounds=bounds)
+    record = RunRecord(
+        new_run_id(),
+        sql,
+        strategy,
+        previous.options,
+        names,
+        previous.window_units,
+        parent=previous.run_id,
+        mode="incremental",
+        recomputed=[],
+        snapshot=snapshot,
+        bounds=bounds,
+    )
     if not changed:
-        record.note = f"no new {'data' if snapshot is not None else 'shard'} files since the previous run"
+        record.note = (
+            f"no new {'data' if snapshot is not None else 'shard'} files since the previous run"
+        )
         changes = cl.changelog(old, old, [])
         where = save_run(runs_dir, record, old, changes)
         return RunResult(record, old, changes, None, where)

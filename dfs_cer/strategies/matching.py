@@ -14,8 +14,16 @@ from dfs_cer.options import KLEENE, SELECTIONS
 from dfs_cer.strategies.base import Matching, PullResult
 
 
-def match_pulled(result: PullResult, *, outer: bool = True, match_ids: bool = False, selection: str | None = None,
-                 kleene: str | None = None, max_matches: int | None = None, on_limit: str | None = None) -> pa.Table:
+def match_pulled(
+    result: PullResult,
+    *,
+    outer: bool = True,
+    match_ids: bool = False,
+    selection: str | None = None,
+    kleene: str | None = None,
+    max_matches: int | None = None,
+    on_limit: str | None = None,
+) -> pa.Table:
     """The query's result over the pulled events: final intervals are matched as independent
     units for contiguous patterns (no match may cross a gap of unpulled rows). Records the
     matching step (engine, matches, seconds, matcher memory) in ``result.trace.matching``.
@@ -31,10 +39,20 @@ def match_pulled(result: PullResult, *, outer: bool = True, match_ids: bool = Fa
     query = analysis.query
     began = time.perf_counter()
     if result.relation is not None:  # the storage nodes matched (whole PARTITION BY groups there)
-        if match_ids or selection or kleene is not None or max_matches is not None or on_limit is not None:
-            raise ConfigError("this result was matched on the storage nodes with the matcher settings; pull it "
-                              "with node_matching='off' to choose match ids, selections or limits here")
-        result.trace.matching = Matching("storage nodes", result.node_matches, time.perf_counter() - began, 0)
+        if (
+            match_ids
+            or selection
+            or kleene is not None
+            or max_matches is not None
+            or on_limit is not None
+        ):
+            raise ConfigError(
+                "this result was matched on the storage nodes with the matcher settings; pull it "
+                "with node_matching='off' to choose match ids, selections or limits here"
+            )
+        result.trace.matching = Matching(
+            "storage nodes", result.node_matches, time.perf_counter() - began, 0
+        )
         return run_outer(query, result.relation) if outer else result.relation
     settings = load_config().matcher
     limit = settings.max_matches if max_matches is None else max_matches
@@ -45,13 +63,30 @@ def match_pulled(result: PullResult, *, outer: bool = True, match_ids: bool = Fa
     bound = on_limit or settings.on_limit
     if query.recognize.all_matches or selection:
         engine = "cer"
-        out = run_cer(result.events, analysis, match_ids=match_ids, selection=selection or "skip_till_any_match",
-                      kleene=kleene or settings.kleene, max_matches=limit, on_limit=bound)
+        out = run_cer(
+            result.events,
+            analysis,
+            match_ids=match_ids,
+            selection=selection or "skip_till_any_match",
+            kleene=kleene or settings.kleene,
+            max_matches=limit,
+            on_limit=bound,
+        )
     else:
         if kleene is not None:
-            check_choice(kleene, KLEENE, "kleene")  # (it has no effect without ALL MATCHES or a selection)
+            check_choice(
+                kleene, KLEENE, "kleene"
+            )  # (it has no effect without ALL MATCHES or a selection)
         engine = "rowpattern"
-        out = run_row_pattern(result.events, analysis, segments=result.segments, match_ids=match_ids,
-                              max_matches=limit, on_limit=bound)
-    result.trace.matching = Matching(engine, out.matches, time.perf_counter() - began, out.work_bytes)
+        out = run_row_pattern(
+            result.events,
+            analysis,
+            segments=result.segments,
+            match_ids=match_ids,
+            max_matches=limit,
+            on_limit=bound,
+        )
+    result.trace.matching = Matching(
+        engine, out.matches, time.perf_counter() - began, out.work_bytes
+    )
     return run_outer(query, out.table) if outer else out.table

@@ -90,7 +90,9 @@ class _SharedPull:
             self.finished.add(self.index[session.query_id])
             self._maybe_run()
 
-    def request(self, session: Session, kind: str, header: dict[str, Any], blobs: list[bytes]) -> pa.Table:
+    def request(
+        self, session: Session, kind: str, header: dict[str, Any], blobs: list[bytes]
+    ) -> pa.Table:
         i = self.index[session.query_id]
         with self.cond:
             self.pending[i] = FinalPull(kind, header, blobs)
@@ -100,8 +102,16 @@ class _SharedPull:
             if self.error is not None:
                 raise self.error
             table = self.results[i]
-        session.trace.rounds.append(Round(f"{kind} (shared)", 0, 0, table.num_rows, 0.0,
-                                          note="one pull for the group: its bytes are in the group trace"))
+        session.trace.rounds.append(
+            Round(
+                f"{kind} (shared)",
+                0,
+                0,
+                table.num_rows,
+                0.0,
+                note="one pull for the group: its bytes are in the group trace",
+            )
+        )
         return table
 
     def _maybe_run(self) -> None:
@@ -128,8 +138,13 @@ class _SharedPull:
             pulls.append(entry)
         table = self.group.pull("pull_group", {"pulls": pulls}, blobs)
         out = {}
-        members = np.asarray(table.column(MEMBERS).cast(pa.uint64()).to_numpy(zero_copy_only=False), np.uint64) \
-            if table.num_rows else np.zeros(0, np.uint64)
+        members = (
+            np.asarray(
+                table.column(MEMBERS).cast(pa.uint64()).to_numpy(zero_copy_only=False), np.uint64
+            )
+            if table.num_rows
+            else np.zeros(0, np.uint64)
+        )
         rows = table.drop([MEMBERS]) if table.num_columns else table
         for j, i in enumerate(order):
             mask = (members & np.uint64(1 << j)) != 0
@@ -152,8 +167,16 @@ class _SharedPull:
             entry.ready.set()
         else:
             entry.ready.wait()
-            session.trace.rounds.append(Round(f"{key[0]} (shared)", 0, 0, 0, 0.0,
-                                              note="same request as another query of the group: made once"))
+            session.trace.rounds.append(
+                Round(
+                    f"{key[0]} (shared)",
+                    0,
+                    0,
+                    0,
+                    0.0,
+                    note="same request as another query of the group: made once",
+                )
+            )
         if entry.error is not None:
             raise entry.error
         return entry.value
@@ -162,25 +185,59 @@ class _SharedPull:
         return self.query_ids[i]
 
 
-def pull_many(name: str, queries: Sequence[Query | str], endpoints: Sequence[str], token: str, *,
-              integer_time_unit: str = "s", event_key: Sequence[str] | None = None, dedup: bool = True,
-              timeout: float | None = None, config: StrategyConfig | None = None, snapshot: int | None = None,
-              **options: Any) -> GroupResult:
+def pull_many(
+    name: str,
+    queries: Sequence[Query | str],
+    endpoints: Sequence[str],
+    token: str,
+    *,
+    integer_time_unit: str = "s",
+    event_key: Sequence[str] | None = None,
+    dedup: bool = True,
+    timeout: float | None = None,
+    config: StrategyConfig | None = None,
+    snapshot: int | None = None,
+    **options: Any,
+) -> GroupResult:
     """Run pull strategy ``name`` for every query together (see the module docstring);
     ``timeout`` bounds the whole group (default ``strategy.query_timeout_seconds``);
     ``snapshot``: the table snapshot every query reads (nodes serving an Iceberg table). A
     node busy with another snapshot of the table (SNAPSHOT_BUSY) is asked again shortly."""
     seconds = (config or StrategyConfig()).query_timeout_seconds if timeout is None else timeout
     deadline = time.monotonic() + seconds
-    return retry_on((SNAPSHOT_BUSY,), lambda: _pull_many_once(
-        name, queries, endpoints, token, integer_time_unit=integer_time_unit, event_key=event_key, dedup=dedup,
-        timeout=max(deadline - time.monotonic(), 0.001), config=config, snapshot=snapshot, **options),
-        lambda: deadline)
+    return retry_on(
+        (SNAPSHOT_BUSY,),
+        lambda: _pull_many_once(
+            name,
+            queries,
+            endpoints,
+            token,
+            integer_time_unit=integer_time_unit,
+            event_key=event_key,
+            dedup=dedup,
+            timeout=max(deadline - time.monotonic(), 0.001),
+            config=config,
+            snapshot=snapshot,
+            **options,
+        ),
+        lambda: deadline,
+    )
 
 
-def _pull_many_once(name: str, queries: Sequence[Query | str], endpoints: Sequence[str], token: str, *,
-                    integer_time_unit: str, event_key: Sequence[str] | None, dedup: bool, timeout: float,
-                    config: StrategyConfig | None, snapshot: int | None, **options: Any) -> GroupResult:
+def _pull_many_once(
+    name: str,
+    queries: Sequence[Query | str],
+    endpoints: Sequence[str],
+    token: str,
+    *,
+    integer_time_unit: str,
+    event_key: Sequence[str] | None,
+    dedup: bool,
+    timeout: float,
+    config: StrategyConfig | None,
+    snapshot: int | None,
+    **options: Any,
+) -> GroupResult:
     from dfs_cer.strategies.pull import STRATEGIES
 
     if name not in STRATEGIES:
@@ -193,35 +250,86 @@ def _pull_many_once(name: str, queries: Sequence[Query | str], endpoints: Sequen
         began = time.perf_counter()
         from dfs_cer.strategies.pull import pull
 
-        result = pull(name, parsed[0], endpoints, token, integer_time_unit=integer_time_unit, event_key=event_key,
-                      dedup=dedup, timeout=timeout, config=config, snapshot=snapshot, **options)
+        result = pull(
+            name,
+            parsed[0],
+            endpoints,
+            token,
+            integer_time_unit=integer_time_unit,
+            event_key=event_key,
+            dedup=dedup,
+            timeout=timeout,
+            config=config,
+            snapshot=snapshot,
+            **options,
+        )
         return GroupResult([result], Trace(f"{name} x1"), time.perf_counter() - began)
     # a client (connection) per query and node: each counts the bytes of its own calls while
     # the queries' round trips overlap
-    group = Session.connect(endpoints, token, Trace(f"{name} x{len(parsed)}"), config, timeout, snapshot=snapshot)
+    group = Session.connect(
+        endpoints, token, Trace(f"{name} x{len(parsed)}"), config, timeout, snapshot=snapshot
+    )
     query_ids = [uuid.uuid4().hex for _ in parsed]
     shared = _SharedPull(group, query_ids)
     sessions: list[Session] = []
-    request = PullRequest(name, parsed[0], tuple(endpoints), token, integer_time_unit,
-                          None if event_key is None else tuple(event_key), dedup, timeout=timeout, config=config,
-                          snapshot=snapshot, options=checked)
+    request = PullRequest(
+        name,
+        parsed[0],
+        tuple(endpoints),
+        token,
+        integer_time_unit,
+        None if event_key is None else tuple(event_key),
+        dedup,
+        timeout=timeout,
+        config=config,
+        snapshot=snapshot,
+        options=checked,
+    )
     began = time.perf_counter()
     try:
         # the event key and dedup decide which copy of an event is a candidate on the nodes
         keyed = {} if event_key is None else {"event_key": list(event_key)}
-        members = [{"query_id": qid, "sql": q.to_sql(), "integer_time_unit": integer_time_unit,
-                    "dedup": dedup, **keyed} for qid, q in zip(query_ids, parsed, strict=True)]
+        members = [
+            {
+                "query_id": qid,
+                "sql": q.to_sql(),
+                "integer_time_unit": integer_time_unit,
+                "dedup": dedup,
+                **keyed,
+            }
+            for qid, q in zip(query_ids, parsed, strict=True)
+        ]
         # pull_all's final pulls take every row: the group's table must hold them all (so do
         # queries reaching past this compute node's halo limit; the nodes add their own)
         limit = (config or StrategyConfig()).halo_limit
-        whole = name == "pull_all" or any(max(a.prev_reach, a.next_reach) > limit for a in map(analyze, parsed))
+        whole = name == "pull_all" or any(
+            max(a.prev_reach, a.next_reach) > limit for a in map(analyze, parsed)
+        )
         group.reserve()  # room on every node or on none (and a table's snapshot for all the queries)
         # a client (connection) per query and node; one deadline for the whole group
-        sessions.extend(Session.connect(endpoints, token, Trace(name), config, timeout, event_key, dedup,
-                                        deadline=group.deadline, query_id=qid, snapshot=group.snapshot,
-                                        group=shared) for qid in query_ids)
-        shared.receive(group.action(GroupOpenReply, {}, per_node=lambda i: (
-            {"group": members, "schema": i == 0, "whole": whole}, [])))
+        sessions.extend(
+            Session.connect(
+                endpoints,
+                token,
+                Trace(name),
+                config,
+                timeout,
+                event_key,
+                dedup,
+                deadline=group.deadline,
+                query_id=qid,
+                snapshot=group.snapshot,
+                group=shared,
+            )
+            for qid in query_ids
+        )
+        shared.receive(
+            group.action(
+                GroupOpenReply,
+                {},
+                per_node=lambda i: ({"group": members, "schema": i == 0, "whole": whole}, []),
+            )
+        )
 
         def run(k: int) -> PullResult:
             try:
@@ -242,4 +350,3 @@ def _pull_many_once(name: str, queries: Sequence[Query | str], endpoints: Sequen
         group.close_connections()
         for s in sessions:
             s.close_connections()
-

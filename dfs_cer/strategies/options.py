@@ -37,22 +37,37 @@ class PullOptions:
         names = [f.name for f in fields(cls)]
         unknown = sorted(set(options) - set(names))
         if unknown:
-            raise ConfigError(f"unknown pull option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
-                              f"the options are {', '.join(names)}")
+            raise ConfigError(
+                f"unknown pull option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
+                f"the options are {', '.join(names)}"
+            )
         out = cls(**options)
         if out.cost_model not in MODELS:
-            raise ConfigError(f"cost_model must be one of {', '.join(MODELS)}, got {out.cost_model!r}")
-        if isinstance(out.target_fpr, bool) or not (isinstance(out.target_fpr, int | float) and 0 < out.target_fpr < 1):
+            raise ConfigError(
+                f"cost_model must be one of {', '.join(MODELS)}, got {out.cost_model!r}"
+            )
+        if isinstance(out.target_fpr, bool) or not (
+            isinstance(out.target_fpr, int | float) and 0 < out.target_fpr < 1
+        ):
             raise ConfigError(f"target_fpr must be in (0, 1), got {out.target_fpr!r}")
-        if isinstance(out.passes, bool) or not isinstance(out.passes, int) or not 1 <= out.passes <= 16:
+        if (
+            isinstance(out.passes, bool)
+            or not isinstance(out.passes, int)
+            or not 1 <= out.passes <= 16
+        ):
             raise ConfigError(f"passes must be 1 to 16, got {out.passes!r}")
         if out.calibration_file is not None and not isinstance(out.calibration_file, str):
             raise ConfigError(f"calibration_file must be a path, got {out.calibration_file!r}")
-        if isinstance(out.rate_scale, bool) or not (isinstance(out.rate_scale, int | float)
-                                                    and math.isfinite(out.rate_scale) and out.rate_scale > 0):
+        if isinstance(out.rate_scale, bool) or not (
+            isinstance(out.rate_scale, int | float)
+            and math.isfinite(out.rate_scale)
+            and out.rate_scale > 0
+        ):
             raise ConfigError(f"rate_scale must be a positive number, got {out.rate_scale!r}")
         if out.node_matching not in NODE_MATCHING:
-            raise ConfigError(f"node_matching must be one of {', '.join(NODE_MATCHING)}, got {out.node_matching!r}")
+            raise ConfigError(
+                f"node_matching must be one of {', '.join(NODE_MATCHING)}, got {out.node_matching!r}"
+            )
         return out
 
 

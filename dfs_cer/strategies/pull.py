@@ -37,15 +37,36 @@ from dfs_cer.strategies.dfs import dfs, dfs_v1, dfs_v2, naive_dfs, swf_only
 from dfs_cer.strategies.request import PullRequest
 from dfs_cer.transport.retry import retry_on
 
-STRATEGIES = {"pull_all": pull_all, "push_down": push_down, "push_pull": push_pull, "naive_dfs": naive_dfs,
-              "dfs": dfs, "swf_only": swf_only, "dfs_v1": dfs_v1, "dfs_v2": dfs_v2}
+STRATEGIES = {
+    "pull_all": pull_all,
+    "push_down": push_down,
+    "push_pull": push_pull,
+    "naive_dfs": naive_dfs,
+    "dfs": dfs,
+    "swf_only": swf_only,
+    "dfs_v1": dfs_v1,
+    "dfs_v2": dfs_v2,
+}
 
 
-def pull(name: str, query: Query | str, endpoints: Sequence[str], token: str, *, integer_time_unit: str = "s",
-         event_key: Sequence[str] | None = None, dedup: bool = True,
-         time_ranges: Sequence[tuple[int, int]] | None = None, timeout: float | None = None,
-         config: StrategyConfig | None = None, input_filter: str | None = None, defer: bool = False,
-         defer_min_rows: int = 0, snapshot: int | None = None, **options: Any) -> PullResult:
+def pull(
+    name: str,
+    query: Query | str,
+    endpoints: Sequence[str],
+    token: str,
+    *,
+    integer_time_unit: str = "s",
+    event_key: Sequence[str] | None = None,
+    dedup: bool = True,
+    time_ranges: Sequence[tuple[int, int]] | None = None,
+    timeout: float | None = None,
+    config: StrategyConfig | None = None,
+    input_filter: str | None = None,
+    defer: bool = False,
+    defer_min_rows: int = 0,
+    snapshot: int | None = None,
+    **options: Any,
+) -> PullResult:
     """Run pull strategy ``name`` for ``query`` against the storage nodes at ``endpoints``.
 
     ``event_key`` (default: the shard sets' own, from ``dfs-cer shard --event-key``; else the
@@ -68,10 +89,25 @@ def pull(name: str, query: Query | str, endpoints: Sequence[str], token: str, *,
     :class:`DeferredPull`) holds it, the query stays open on the nodes for executors to take it
     in time slices, and the caller must call ``result.deferred.close()`` (inputs of fewer than
     ``defer_min_rows`` rows on the nodes are pulled here all the same)."""
-    return run(PullRequest.of(name, query, endpoints, token, integer_time_unit=integer_time_unit,
-                              event_key=event_key, dedup=dedup, time_ranges=time_ranges, timeout=timeout,
-                              config=config, input_filter=input_filter, defer=defer,
-                              defer_min_rows=defer_min_rows, snapshot=snapshot, **options))
+    return run(
+        PullRequest.of(
+            name,
+            query,
+            endpoints,
+            token,
+            integer_time_unit=integer_time_unit,
+            event_key=event_key,
+            dedup=dedup,
+            time_ranges=time_ranges,
+            timeout=timeout,
+            config=config,
+            input_filter=input_filter,
+            defer=defer,
+            defer_min_rows=defer_min_rows,
+            snapshot=snapshot,
+            **options,
+        )
+    )
 
 
 def run(request: PullRequest) -> PullResult:
@@ -81,12 +117,20 @@ def run(request: PullRequest) -> PullResult:
     def once() -> PullResult:
         nonlocal deadline
         left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
-        session = Session.connect(request.endpoints, request.token,
-                                  Trace(request.strategy, input_filter=request.input_filter), request.config,
-                                  request.timeout if left is None else left, request.event_key, request.dedup,
-                                  time_ranges=request.time_ranges, snapshot=request.snapshot,
-                                  input_filter=request.input_filter, defer=request.defer,
-                                  defer_min_rows=request.defer_min_rows)
+        session = Session.connect(
+            request.endpoints,
+            request.token,
+            Trace(request.strategy, input_filter=request.input_filter),
+            request.config,
+            request.timeout if left is None else left,
+            request.event_key,
+            request.dedup,
+            time_ranges=request.time_ranges,
+            snapshot=request.snapshot,
+            input_filter=request.input_filter,
+            defer=request.defer,
+            defer_min_rows=request.defer_min_rows,
+        )
         deadline = session.deadline
         return _pull_once(session, request)
 
@@ -110,6 +154,14 @@ def _pull_once(session: Session, request: PullRequest) -> PullResult:
         session.close_connections()
         return result
     final = session.deferred
-    result.deferred = DeferredPull(session, list(request.endpoints), request.token, final.kind,
-                                   final.header, final.blobs, session.time_span, request.settings)
+    result.deferred = DeferredPull(
+        session,
+        list(request.endpoints),
+        request.token,
+        final.kind,
+        final.header,
+        final.blobs,
+        session.time_span,
+        request.settings,
+    )
     return result

@@ -46,11 +46,25 @@ class PullRequest:
     options: PullOptions = field(default_factory=PullOptions)
 
     @classmethod
-    def of(cls, name: str, query: Query | str, endpoints: Sequence[str], token: str, *,
-           integer_time_unit: str = "s", event_key: Sequence[str] | None = None, dedup: bool = True,
-           time_ranges: Sequence[tuple[int, int]] | None = None, timeout: float | None = None,
-           config: StrategyConfig | None = None, input_filter: str | None = None, defer: bool = False,
-           defer_min_rows: int = 0, snapshot: int | None = None, **options: Any) -> PullRequest:
+    def of(
+        cls,
+        name: str,
+        query: Query | str,
+        endpoints: Sequence[str],
+        token: str,
+        *,
+        integer_time_unit: str = "s",
+        event_key: Sequence[str] | None = None,
+        dedup: bool = True,
+        time_ranges: Sequence[tuple[int, int]] | None = None,
+        timeout: float | None = None,
+        config: StrategyConfig | None = None,
+        input_filter: str | None = None,
+        defer: bool = False,
+        defer_min_rows: int = 0,
+        snapshot: int | None = None,
+        **options: Any,
+    ) -> PullRequest:
         """The request ``pull(name, query, endpoints, token, ...)`` makes, checked in the order
         ``pull`` always checked it: the strategy's name, the options, the time limits, the query."""
         from dfs_cer.strategies.base import check_limits, resolve_query
@@ -59,11 +73,23 @@ class PullRequest:
             raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)}, got {name!r}")
         checked = PullOptions.parse(options)
         check_limits(config or StrategyConfig(), timeout)
-        return cls(name, resolve_query(query), tuple(endpoints), token, integer_time_unit,
-                   None if event_key is None else tuple(event_key), dedup,
-                   None if time_ranges is None else tuple((int(a), int(b)) for a, b in time_ranges),
-                   timeout, config, input_filter, defer, defer_min_rows,
-                   None if snapshot is None else int(snapshot), checked)
+        return cls(
+            name,
+            resolve_query(query),
+            tuple(endpoints),
+            token,
+            integer_time_unit,
+            None if event_key is None else tuple(event_key),
+            dedup,
+            None if time_ranges is None else tuple((int(a), int(b)) for a, b in time_ranges),
+            timeout,
+            config,
+            input_filter,
+            defer,
+            defer_min_rows,
+            None if snapshot is None else int(snapshot),
+            checked,
+        )
 
     @property
     def settings(self) -> StrategyConfig:
@@ -75,8 +101,10 @@ class PullRequest:
         names = {f.name for f in fields(self)}
         unknown = sorted(set(changes) - names)
         if unknown:
-            raise ConfigError(f"unknown pull request field{'s' if len(unknown) > 1 else ''} "
-                              f"{', '.join(unknown)}; the fields are {', '.join(sorted(names))}")
+            raise ConfigError(
+                f"unknown pull request field{'s' if len(unknown) > 1 else ''} "
+                f"{', '.join(unknown)}; the fields are {', '.join(sorted(names))}"
+            )
         return replace(self, **changes)
 
     def with_options(self, **options: Any) -> PullRequest:
@@ -88,7 +116,9 @@ class PullRequest:
         return replace(self, query=query)
 
     def with_time_ranges(self, ranges: Sequence[tuple[int, int]] | None) -> PullRequest:
-        return replace(self, time_ranges=None if ranges is None else tuple((int(a), int(b)) for a, b in ranges))
+        return replace(
+            self, time_ranges=None if ranges is None else tuple((int(a), int(b)) for a, b in ranges)
+        )
 
     def with_snapshot(self, snapshot: int | None) -> PullRequest:
         return replace(self, snapshot=None if snapshot is None else int(snapshot))

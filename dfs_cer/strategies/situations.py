@@ -53,34 +53,55 @@ def _table(blob: bytes) -> pa.Table:
     return pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
 
 
-def pull_situations(sql: str | SituationQuery, endpoints: Sequence[str], token: str, *, strategy: str = "dfs",
-                    integer_time_unit: str = "s", event_key: Sequence[str] = (), timeout: float | None = None,
-                    config: StrategyConfig | None = None) -> SituationResult:
+def pull_situations(
+    sql: str | SituationQuery,
+    endpoints: Sequence[str],
+    token: str,
+    *,
+    strategy: str = "dfs",
+    integer_time_unit: str = "s",
+    event_key: Sequence[str] = (),
+    timeout: float | None = None,
+    config: StrategyConfig | None = None,
+) -> SituationResult:
     """The situation query's match relation over the storage nodes' data (see the module);
     ``timeout`` and ``config`` bound the calls as for :func:`dfs_cer.strategies.pull`."""
     if strategy not in STRATEGIES:
-        raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)} for situation queries, got {strategy!r}")
+        raise ConfigError(
+            f"strategy must be one of {', '.join(STRATEGIES)} for situation queries, got {strategy!r}"
+        )
     query = parse_situations(sql) if isinstance(sql, str) else sql
     text = sql if isinstance(sql, str) else ""
     session = Session.connect(endpoints, token, Trace(strategy), config, timeout)
 
     def work() -> SituationResult:
         if strategy == "dfs":
-            replies = session.action(SituationsReply, {"sql": text, "integer_time_unit": integer_time_unit})
+            replies = session.action(
+                SituationsReply, {"sql": text, "integer_time_unit": integer_time_unit}
+            )
             reasons = [h.reason for h, _ in replies if not h.derived]
             if not reasons:
-                return SituationResult(_from_fragments(session, query, replies, integer_time_unit, event_key),
-                                       session.trace)
+                return SituationResult(
+                    _from_fragments(session, query, replies, integer_time_unit, event_key),
+                    session.trace,
+                )
             session.trace.fallback = f"pull_all ({reasons[0]})"
         rows = session.pull("pull_all")
-        return SituationResult(run_situations(rows, query, integer_time_unit=integer_time_unit,
-                                              event_key=event_key), session.trace)
+        return SituationResult(
+            run_situations(rows, query, integer_time_unit=integer_time_unit, event_key=event_key),
+            session.trace,
+        )
 
     return session.finish(work, lambda r: r.trace)
 
 
-def _from_fragments(session: Session, query: SituationQuery, replies: list[tuple[SituationsReply, list[bytes]]],
-                    unit: str, event_key: Sequence[str]) -> pa.Table:
+def _from_fragments(
+    session: Session,
+    query: SituationQuery,
+    replies: list[tuple[SituationsReply, list[bytes]]],
+    unit: str,
+    event_key: Sequence[str],
+) -> pa.Table:
     fragments = pa.concat_tables([_table(b[0]) for _, b in replies], promote_options="permissive")
     blocks = pa.concat_tables([_table(b[1]) for _, b in replies], promote_options="permissive")
     partition = [c for c in blocks.column_names if c not in ("__block", "__first_ts")]
@@ -93,13 +114,22 @@ def _from_fragments(session: Session, query: SituationQuery, replies: list[tuple
     found = match(derived, query.constraints, window)
     measures: dict[str, pa.Array] = {}
     if query.measures:
-        measures = _measures(session, query, part_values, derived, found, partition, unit, event_key)
+        measures = _measures(
+            session, query, part_values, derived, found, partition, unit, event_key
+        )
     return relation(query, part_values, derived, found, measures, time_type_of(dtype))
 
 
-def _measures(session: Session, query: SituationQuery, part_values: pa.Table, derived: dict[str, Derived],
-              found: dict[str, np.ndarray], partition: list[str], unit: str,
-              event_key: Sequence[str]) -> dict[str, pa.Array]:
+def _measures(
+    session: Session,
+    query: SituationQuery,
+    part_values: pa.Table,
+    derived: dict[str, Derived],
+    found: dict[str, np.ndarray],
+    partition: list[str],
+    unit: str,
+    event_key: Sequence[str],
+) -> dict[str, pa.Array]:
     """Aggregates of the matched situations: pull the rows inside them (closing rows included)
     and derive those situations again over just these rows (they are whole: every row of the
     partition in each interval comes)."""
@@ -111,7 +141,9 @@ def _measures(session: Session, query: SituationQuery, part_values: pa.Table, de
         return {m.name: pa.nulls(0) for m in query.measures}
     # per partition, the union of the matched situations (closing rows included)
     part, lo, hi = _merge(part, starts, ends)
-    iv = keyed(part_values, partition, part, __lo=lo, __hi=hi, __k=np.arange(lo.size, dtype=np.int64))
+    iv = keyed(
+        part_values, partition, part, __lo=lo, __hi=hi, __k=np.arange(lo.size, dtype=np.int64)
+    )
     needed = _needed_columns(query, part_values.column_names, event_key)
     # rows of different intervals were not adjacent: the nodes tag each row with its interval
     # (SEGMENT), and the situations are derived within each interval only
@@ -121,28 +153,51 @@ def _measures(session: Session, query: SituationQuery, part_values: pa.Table, de
     out: dict[str, pa.Array] = {}
     for m in query.measures:
         mine, theirs = derived[m.symbol], sub[m.symbol]
-        col = sub_rows.column(column_name(sub_rows, m.column)).combine_chunks() if m.column is not None else None
+        col = (
+            sub_rows.column(column_name(sub_rows, m.column)).combine_chunks()
+            if m.column is not None
+            else None
+        )
         values = aggregate(m.function, col, theirs)
         # match the re-derived situations to the stitched ones by (partition key, start)
-        index = _pair(keyed(part_values, partition, mine.part), mine.ts,
-                      keyed(sub_rows, [column_name(sub_rows, c) for c in partition], theirs.first), theirs.ts)
-        out[m.name] = pc.if_else(pa.array(index >= 0), values.take(pa.array(np.maximum(index, 0))),
-                                 pa.scalar(None, values.type))
+        index = _pair(
+            keyed(part_values, partition, mine.part),
+            mine.ts,
+            keyed(sub_rows, [column_name(sub_rows, c) for c in partition], theirs.first),
+            theirs.ts,
+        )
+        out[m.name] = pc.if_else(
+            pa.array(index >= 0),
+            values.take(pa.array(np.maximum(index, 0))),
+            pa.scalar(None, values.type),
+        )
     return out
 
 
-def _pair(left_keys: pa.Table, left_ts: np.ndarray, right_keys: pa.Table, right_ts: np.ndarray) -> np.ndarray:
+def _pair(
+    left_keys: pa.Table, left_ts: np.ndarray, right_keys: pa.Table, right_ts: np.ndarray
+) -> np.ndarray:
     """For each left (key, start), the index of the right row with the same key and start, or -1."""
     import duckdb
 
     con = duckdb.connect()
     try:
-        con.register("l", left_keys.append_column("__t", pa.array(left_ts)).append_column(
-            "__i", pa.array(np.arange(left_ts.size, dtype=np.int64))))
-        con.register("r", right_keys.append_column("__t", pa.array(right_ts)).append_column(
-            "__j", pa.array(np.arange(right_ts.size, dtype=np.int64))))
-        on = " AND ".join([f'l."{c}" IS NOT DISTINCT FROM r."{c}"' for c in left_keys.column_names] +
-                          ["l.__t = r.__t"])
+        con.register(
+            "l",
+            left_keys.append_column("__t", pa.array(left_ts)).append_column(
+                "__i", pa.array(np.arange(left_ts.size, dtype=np.int64))
+            ),
+        )
+        con.register(
+            "r",
+            right_keys.append_column("__t", pa.array(right_ts)).append_column(
+                "__j", pa.array(np.arange(right_ts.size, dtype=np.int64))
+            ),
+        )
+        on = " AND ".join(
+            [f'l."{c}" IS NOT DISTINCT FROM r."{c}"' for c in left_keys.column_names]
+            + ["l.__t = r.__t"]
+        )
         got = con.sql(f"SELECT l.__i, r.__j FROM l JOIN r ON {on}").fetchnumpy()
     finally:
         con.close()
@@ -151,7 +206,9 @@ def _pair(left_keys: pa.Table, left_ts: np.ndarray, right_keys: pa.Table, right_
     return out
 
 
-def _merge(part: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _merge(
+    part: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Merge overlapping intervals within each partition (sorted by partition, then start)."""
     order = np.lexsort((lo, part))
     part, lo, hi = part[order], lo[order], hi[order]
@@ -161,7 +218,9 @@ def _merge(part: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray
         # partitions apart in one accumulate
         values = np.unique(hi)
         stride = values.size + 1
-        reach = values[np.maximum.accumulate(part * stride + np.searchsorted(values, hi)) - part * stride]
+        reach = values[
+            np.maximum.accumulate(part * stride + np.searchsorted(values, hi)) - part * stride
+        ]
         new[1:] = (part[1:] != part[:-1]) | (lo[1:] > reach[:-1])
     heads = np.flatnonzero(new)
     group = np.cumsum(new) - 1
@@ -170,7 +229,9 @@ def _merge(part: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray
     return part[heads], lo[heads], ends
 
 
-def _needed_columns(query: SituationQuery, partition: list[str], event_key: Sequence[str]) -> list[str] | None:
+def _needed_columns(
+    query: SituationQuery, partition: list[str], event_key: Sequence[str]
+) -> list[str] | None:
     """Columns the re-derivation needs, or None (all) when the tie order needs every column."""
     from dfs_cer.query.expr import Column, walk
 

@@ -43,19 +43,25 @@ class StatementPlan:
         subquery / CTE that is not pushed): each is pulled whole once."""
         done = {p.relation for p in self.pushed} - set(self.refused)
         read = {t.lower() for t in statement.outer_tables} | {
-            t.lower() for p in statement.parts if p.relation not in done for t in p.reads}
+            t.lower() for p in statement.parts if p.relation not in done for t in p.reads
+        }
         return sorted(self.remote & read)
 
     def fallback(self, name: str) -> str:
         reasons = "; ".join(self.refused.values())
-        return (f"pull_all (the query reads {name!r} outside a MATCH_RECOGNIZE clause: a subquery, a CTE or the "
-                "statement around them computes from every row" + (f"; {reasons}" if reasons else "") + ")")
+        return (
+            f"pull_all (the query reads {name!r} outside a MATCH_RECOGNIZE clause: a subquery, a CTE or the "
+            "statement around them computes from every row"
+            + (f"; {reasons}" if reasons else "")
+            + ")"
+        )
 
 
 def plan_statement(statement: Statement, registered: set[str]) -> StatementPlan:
     """The plan for ``statement`` when the caller registered the tables ``registered`` (lower case)."""
     remote = {p.query.table.lower() for p in statement.parts if p.input_sql is None} | {
-        t.lower() for p in statement.parts for t in p.reads}
+        t.lower() for p in statement.parts for t in p.reads
+    }
     remote -= registered
     pushed = [p for p in statement.parts if p.pushed is not None and p.pushed[0].lower() in remote]
     return StatementPlan(remote, pushed)
@@ -77,12 +83,20 @@ def whole_table_query(name: str, endpoints: Sequence[str], token: str) -> Query:
     finally:
         client.close()
     time_column = exp.to_identifier(str(header.time_column)).sql()
-    return parse(f"SELECT * FROM {exp.to_identifier(name).sql()} MATCH_RECOGNIZE (ORDER BY {time_column} "
-                 "PATTERN (A) DEFINE A AS TRUE)")
+    return parse(
+        f"SELECT * FROM {exp.to_identifier(name).sql()} MATCH_RECOGNIZE (ORDER BY {time_column} "
+        "PATTERN (A) DEFINE A AS TRUE)"
+    )
 
 
-def pull_pushed(plan: StatementPlan, part: Part, strategy: str, endpoints: Sequence[str], token: str,
-                **options: Any) -> PullResult | None:
+def pull_pushed(
+    plan: StatementPlan,
+    part: Part,
+    strategy: str,
+    endpoints: Sequence[str],
+    token: str,
+    **options: Any,
+) -> PullResult | None:
     """Pull ``part`` with its input's condition applied on the storage nodes; None when a node
     refuses the condition (the reason is kept in ``plan.refused`` and named in the trace of
     the whole-table pull that replaces it)."""
@@ -98,15 +112,25 @@ def pull_pushed(plan: StatementPlan, part: Part, strategy: str, endpoints: Seque
     try:  # bounded before it reaches a node: what a node would spend on its LIKE patterns
         check_like_size(parse_input_filter(condition))
     except QueryValidationError as exc:
-        plan.refused[part.relation] = f"the input filter {condition[:120]!r}... is not pushed: {exc}"
+        plan.refused[part.relation] = (
+            f"the input filter {condition[:120]!r}... is not pushed: {exc}"
+        )
         return None
     try:
-        return pull(strategy, dataclasses.replace(part.query, table=table), endpoints, token,
-                    input_filter=condition, **options)
+        return pull(
+            strategy,
+            dataclasses.replace(part.query, table=table),
+            endpoints,
+            token,
+            input_filter=condition,
+            **options,
+        )
     except NodeRefusedError as exc:
         if exc.code != INPUT_FILTER:
             raise
-        plan.refused[part.relation] = f"the storage nodes did not take the input filter {condition!r}: {exc}"
+        plan.refused[part.relation] = (
+            f"the storage nodes did not take the input filter {condition!r}: {exc}"
+        )
         return None
 
 
@@ -117,9 +141,16 @@ class StatementResult:
     traces: list[Trace]
 
 
-def pull_statement(strategy: str, statement: Statement, endpoints: Sequence[str], token: str, *,
-                   tables: Mapping[str, pa.Table] | None = None, matching: Mapping[str, Any] | None = None,
-                   **options: Any) -> StatementResult:
+def pull_statement(
+    strategy: str,
+    statement: Statement,
+    endpoints: Sequence[str],
+    token: str,
+    *,
+    tables: Mapping[str, pa.Table] | None = None,
+    matching: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> StatementResult:
     """Run ``statement``: MATCH_RECOGNIZE clauses over a table that is not in ``tables`` read the
     storage nodes' shard set (any name; other tables must be registered), with the pull strategy
     ``strategy`` and ``options`` of
@@ -146,8 +177,12 @@ def pull_statement(strategy: str, statement: Statement, endpoints: Sequence[str]
     # clauses matched here (over an input computed here) drop copies of an event as the nodes'
     # pulls do: with the event key asked for, else the shard sets' own, after their input
     event_key, dedup = options.get("event_key"), options.get("dedup")
-    for name in plan.whole(statement):  # a subquery / CTE / the outer SQL reads the nodes' rows themselves
-        result = pull("pull_all", whole_table_query(name, endpoints, token), endpoints, token, **options)
+    for name in plan.whole(
+        statement
+    ):  # a subquery / CTE / the outer SQL reads the nodes' rows themselves
+        result = pull(
+            "pull_all", whole_table_query(name, endpoints, token), endpoints, token, **options
+        )
         result.trace.fallback = plan.fallback(name)
         result.trace.source = f"table {name!r}"
         traces.append(result.trace)
@@ -155,17 +190,33 @@ def pull_statement(strategy: str, statement: Statement, endpoints: Sequence[str]
         if event_key is None:
             event_key = result.analysis.event_key
     if event_key is not None or dedup is not None:
-        config = dataclasses.replace(config, query=dataclasses.replace(
-            config.query, event_key=tuple(event_key) if event_key is not None else config.query.event_key,
-            dedup=config.query.dedup if dedup is None else bool(dedup)))
+        config = dataclasses.replace(
+            config,
+            query=dataclasses.replace(
+                config.query,
+                event_key=tuple(event_key) if event_key is not None else config.query.event_key,
+                dedup=config.query.dedup if dedup is None else bool(dedup),
+            ),
+        )
     settings = config.matcher
     choice = dict(matching or {})
 
     def one(query: Query, data: pa.Table) -> pa.Table:
-        return match_clause(query, data, config, choice.get("selection"), choice.get("kleene") or settings.kleene,
-                            settings.max_matches, settings.on_limit, False, "auto")
+        return match_clause(
+            query,
+            data,
+            config,
+            choice.get("selection"),
+            choice.get("kleene") or settings.kleene,
+            settings.max_matches,
+            settings.on_limit,
+            False,
+            "auto",
+        )
 
-    return StatementResult(run_statement(statement, registry, one, config.query.outer_dialect, pulled), traces)
+    return StatementResult(
+        run_statement(statement, registry, one, config.query.outer_dialect, pulled), traces
+    )
 
 
 def merged_trace(traces: Sequence[Trace], strategy: str) -> Trace:
@@ -173,11 +224,19 @@ def merged_trace(traces: Sequence[Trace], strategy: str) -> Trace:
     out = Trace(strategy)
     for i, t in enumerate(traces):
         prefix = f"{t.source or f'pull {i + 1}'}: " if len(traces) > 1 else ""
-        out.rounds.extend(dataclasses.replace(r, note=prefix + (r.note or "")) if prefix else r for r in t.rounds)
+        out.rounds.extend(
+            dataclasses.replace(r, note=prefix + (r.note or "")) if prefix else r for r in t.rounds
+        )
         if t.fallback:
-            out.fallback = f"{out.fallback}; {prefix}{t.fallback}" if out.fallback else prefix + t.fallback
+            out.fallback = (
+                f"{out.fallback}; {prefix}{t.fallback}" if out.fallback else prefix + t.fallback
+            )
         if t.navigation:
-            out.navigation = f"{out.navigation}; {prefix}{t.navigation}" if out.navigation else prefix + t.navigation
+            out.navigation = (
+                f"{out.navigation}; {prefix}{t.navigation}"
+                if out.navigation
+                else prefix + t.navigation
+            )
         out.warnings.extend(prefix + w for w in t.warnings)
         out.halo_rows += t.halo_rows
         if t.input_filter:

@@ -1,7 +1,6 @@
 """Steps the pull strategies share: open the query on every node, fall back to the nearest exact
 strategy, halo rows for PREV/NEXT, and the final pull of the rows inside an interval set."""
 
-
 from __future__ import annotations
 
 from dataclasses import replace
@@ -27,7 +26,9 @@ from dfs_cer.transport.replies import OpenReply
 ROLE_NAMES = {Role.HEAD: "head", Role.TAIL: "tail", Role.MIDDLE: "middle"}
 
 
-def open_query(session: Session, request: PullRequest) -> tuple[Analysis, list[OpenReply], pa.Schema]:
+def open_query(
+    session: Session, request: PullRequest
+) -> tuple[Analysis, list[OpenReply], pa.Schema]:
     """Open ``request``'s query on every node (or take the group's replies): the bound query,
     the nodes' replies and the schema; the session learns what the nodes reported."""
     query, unit = request.query, request.integer_time_unit
@@ -35,8 +36,11 @@ def open_query(session: Session, request: PullRequest) -> tuple[Analysis, list[O
     if session.opened is not None:  # opened together with other queries (strategies.multi)
         replies = session.opened
     else:
-        extra: dict[str, Any] = {} if session.time_ranges is None else {
-            "time_ranges": [[int(a), int(b)] for a, b in session.time_ranges]}
+        extra: dict[str, Any] = (
+            {}
+            if session.time_ranges is None
+            else {"time_ranges": [[int(a), int(b)] for a, b in session.time_ranges]}
+        )
         # the order PREV/NEXT read in, for nodes that check such conditions themselves
         extra["dedup"] = session.dedup
         if session.input_filter is not None:
@@ -44,18 +48,28 @@ def open_query(session: Session, request: PullRequest) -> tuple[Analysis, list[O
         if session.event_key is not None:
             extra["event_key"] = list(session.event_key)
         session.reserve()  # room on every node or on none (no query holds one node waiting for another)
-        replies = session.action(OpenReply, {}, per_node=lambda i: (
-            {"sql": sql, "integer_time_unit": unit, "schema": i == 0, **extra}, []))
+        replies = session.action(
+            OpenReply,
+            {},
+            per_node=lambda i: (
+                {"sql": sql, "integer_time_unit": unit, "schema": i == 0, **extra},
+                [],
+            ),
+        )
     schema = pa.ipc.read_schema(pa.py_buffer(replies[0][1][0]))
     headers = [h for h, _ in replies]
     served = {h.snapshot for h in headers}
     if len(served) > 1:
-        raise StorageError(f"the storage nodes served different snapshots of the table ({sorted(map(str, served))}); "
-                           "run the query again (a commit raced it) or pin one with ?snapshot=ID")
+        raise StorageError(
+            f"the storage nodes served different snapshots of the table ({sorted(map(str, served))}); "
+            "run the query again (a commit raced it) or pin one with ?snapshot=ID"
+        )
     session.trace.snapshot = served.pop() if served else None
     if session.snapshot is not None and session.trace.snapshot != session.snapshot:
-        raise StorageError(f"the storage nodes served snapshot {session.trace.snapshot} of the table, not {session.snapshot} "
-                           "as asked; run the query again")
+        raise StorageError(
+            f"the storage nodes served snapshot {session.trace.snapshot} of the table, not {session.snapshot} "
+            "as asked; run the query again"
+        )
     if len({h.schema_digest for h in headers}) > 1:
         session.same_schemas(session.schemas())
     key = session.event_key
@@ -64,8 +78,10 @@ def open_query(session: Session, request: PullRequest) -> tuple[Analysis, list[O
         if len(keys) > 1:
             from dfs_cer.errors import ConfigError
 
-            raise ConfigError(f"the storage nodes' shard sets name different event keys {sorted(keys)}; "
-                              "re-shard with one --event-key or pass event_key=")
+            raise ConfigError(
+                f"the storage nodes' shard sets name different event keys {sorted(keys)}; "
+                "re-shard with one --event-key or pass event_key="
+            )
         key = keys.pop() if keys else ()
     config = QueryConfig(integer_time_unit=unit, event_key=key, dedup=session.dedup)  # type: ignore[arg-type]
     session.split_copies = bool(key) and session.dedup and not all(h.copies_whole for h in headers)
@@ -77,10 +93,14 @@ def open_query(session: Session, request: PullRequest) -> tuple[Analysis, list[O
     session.time_span = (int(min(mins)), int(max(maxs))) if mins and maxs else None
     session.rows_total = sum(h.rows for h in headers)
     # the nodes' own halo limits (storage.halo_limit) bound what the query may ask of them
-    session.halo_limit = min([session.halo_limit, *(h.halo_limit for h in headers if h.halo_limit is not None)])
+    session.halo_limit = min(
+        [session.halo_limit, *(h.halo_limit for h in headers if h.halo_limit is not None)]
+    )
     if on_nodes:
         modes = sorted({str(h.navigation_on_node) for h in headers})
-        session.trace.navigation = f"PREV/NEXT conditions checked on the storage nodes ({', '.join(modes)})"
+        session.trace.navigation = (
+            f"PREV/NEXT conditions checked on the storage nodes ({', '.join(modes)})"
+        )
     return analysis, headers, schema
 
 
@@ -96,11 +116,18 @@ def candidate_counts(headers: list[OpenReply]) -> dict[str, int]:
     return out
 
 
-def finish_pull(session: Session, events: pa.Table, analysis: Analysis, schema: pa.Schema,
-            segments: np.ndarray | None = None) -> PullResult:
+def finish_pull(
+    session: Session,
+    events: pa.Table,
+    analysis: Analysis,
+    schema: pa.Schema,
+    segments: np.ndarray | None = None,
+) -> PullResult:
     if events.num_columns == 0:
         events = schema.empty_table()
-    return PullResult(sort_events(events, time_column_of(schema, analysis)), session.trace, analysis, segments)
+    return PullResult(
+        sort_events(events, time_column_of(schema, analysis)), session.trace, analysis, segments
+    )
 
 
 def every_row_a_candidate(session: Session, analysis: Analysis) -> str | None:
@@ -109,8 +136,10 @@ def every_row_a_candidate(session: Session, analysis: Analysis) -> str | None:
         return None  # a group's shared pull holds every row only when opened whole
     for v in analysis.variables:
         if not v.any_row and v.independent is None and not v.navigating:
-            return (f"every row is a candidate of {v.name}: its condition reads other rows only, so the halo "
-                    "would pull rows twice")
+            return (
+                f"every row is a candidate of {v.name}: its condition reads other rows only, so the halo "
+                "would pull rows twice"
+            )
     return None
 
 
@@ -124,23 +153,43 @@ def pushdown_events(session: Session, analysis: Analysis, headers: list[OpenRepl
 def local_halo(session: Session, analysis: Analysis, headers: list[OpenReply]) -> bool:
     """Can the final pull carry the halo rows (every node holds whole PARTITION BY groups, so a
     candidate's neighbours are on its own node)? Not for a pull shared by a group."""
-    return bool(analysis.prev_reach or analysis.next_reach) and session.opened is None and bool(headers) \
-        and all(h.local_partitions for h in headers) and not analysis.query.recognize.order_by[0].descending
+    return (
+        bool(analysis.prev_reach or analysis.next_reach)
+        and session.opened is None
+        and bool(headers)
+        and all(h.local_partitions for h in headers)
+        and not analysis.query.recognize.order_by[0].descending
+    )
 
 
-def pull_with_local_halo(session: Session, analysis: Analysis, kind: str, tis: str | None,
-                          blobs: list[bytes]) -> pa.Table:
+def pull_with_local_halo(
+    session: Session, analysis: Analysis, kind: str, tis: str | None, blobs: list[bytes]
+) -> pa.Table:
     request = replace(halo_request(session, analysis, kind), tis=tis)
-    events = session.pull(kind, request.header(), blobs, shared=False,
-                          note="candidates and their halo rows (whole partitions on every node)")
-    halo = int(np.count_nonzero(events.column(HALO).to_numpy(zero_copy_only=False))) if events.num_rows else 0
+    events = session.pull(
+        kind,
+        request.header(),
+        blobs,
+        shared=False,
+        note="candidates and their halo rows (whole partitions on every node)",
+    )
+    halo = (
+        int(np.count_nonzero(events.column(HALO).to_numpy(zero_copy_only=False)))
+        if events.num_rows
+        else 0
+    )
     session.trace.halo_rows += halo
-    say_navigation(session.trace, f"halo in the final pull (up to {analysis.prev_reach} row(s) before, "
-                    f"{analysis.next_reach} after, per variable; whole partitions on every node)")
+    say_navigation(
+        session.trace,
+        f"halo in the final pull (up to {analysis.prev_reach} row(s) before, "
+        f"{analysis.next_reach} after, per variable; whole partitions on every node)",
+    )
     return events
 
 
-def pull_everything(session: Session, analysis: Analysis, schema: pa.Schema, reason: str) -> PullResult:
+def pull_everything(
+    session: Session, analysis: Analysis, schema: pa.Schema, reason: str
+) -> PullResult:
     session.trace.fallback = reason
     if analysis.prev_reach or analysis.next_reach:
         session.trace.navigation = "every row pulled: PREV/NEXT read them in place"
@@ -148,10 +197,19 @@ def pull_everything(session: Session, analysis: Analysis, schema: pa.Schema, rea
 
 
 def halo_request(session: Session, analysis: Analysis, kind: str) -> Halo:
-    return Halo(session.query_id, kind, analysis.prev_reach, analysis.next_reach, analysis.event_key, analysis.dedup)
+    return Halo(
+        session.query_id,
+        kind,
+        analysis.prev_reach,
+        analysis.next_reach,
+        analysis.event_key,
+        analysis.dedup,
+    )
 
 
-def with_candidate_halo(session: Session, analysis: Analysis, events: pa.Table, shipped: bool = False) -> pa.Table:
+def with_candidate_halo(
+    session: Session, analysis: Analysis, events: pa.Table, shipped: bool = False
+) -> pa.Table:
     """Skip patterns that navigate physically: the rows next to every pulled candidate (in the
     matcher's order, per partition), from every node, marked as :data:`HALO` rows. One more round
     trip: the nodes learn the candidates' (partition, time) points, since a candidate's global
@@ -166,8 +224,11 @@ def with_candidate_halo(session: Session, analysis: Analysis, events: pa.Table, 
         return events
     trace = session.trace
     if navigating:
-        say_navigation(trace, f"halo around candidates (up to {analysis.prev_reach} row(s) before, "
-                        f"{analysis.next_reach} after, per variable)")
+        say_navigation(
+            trace,
+            f"halo around candidates (up to {analysis.prev_reach} row(s) before, "
+            f"{analysis.next_reach} after, per variable)",
+        )
     if events.num_rows == 0:
         return events
     partition_by = list(analysis.query.recognize.partition_by)
@@ -180,10 +241,16 @@ def with_candidate_halo(session: Session, analysis: Analysis, events: pa.Table, 
     if not wanted.any():
         return events
     times = time_values(events, analysis.order_column)
-    points = events.select(partition_by).append_column(POINT_TIME, pa.array(times)) \
-        .append_column(POINT_BEFORE, pa.array(before.astype(np.int32))) \
-        .append_column(POINT_AFTER, pa.array(after.astype(np.int32))).filter(pa.array(wanted))
-    points = sort_and_partition(points, (), [(c, False) for c in points.column_names], dedup=True)[0]
+    points = (
+        events.select(partition_by)
+        .append_column(POINT_TIME, pa.array(times))
+        .append_column(POINT_BEFORE, pa.array(before.astype(np.int32)))
+        .append_column(POINT_AFTER, pa.array(after.astype(np.int32)))
+        .filter(pa.array(wanted))
+    )
+    points = sort_and_partition(points, (), [(c, False) for c in points.column_names], dedup=True)[
+        0
+    ]
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, points.schema) as writer:
         writer.write_table(points)
@@ -194,20 +261,31 @@ def with_candidate_halo(session: Session, analysis: Analysis, events: pa.Table, 
     note = f"rows next to {points.num_rows} candidate points"
     try:
         near = session.pull("pull_halo", request.header(), blobs, shared=False, note=note)
-    except NodeRefusedError as exc:  # a node restarted since the final pull: every node sends them all
+    except (
+        NodeRefusedError
+    ) as exc:  # a node restarted since the final pull: every node sends them all
         if exc.code != CacheMissError.code or not skip:
             raise
         skip = False
-        near = session.pull("pull_halo", replace(request, skip_shipped=False).header(), blobs, shared=False,
-                            note=f"{note}, shipped rows included (a storage node restarted)")
+        near = session.pull(
+            "pull_halo",
+            replace(request, skip_shipped=False).header(),
+            blobs,
+            shared=False,
+            note=f"{note}, shipped rows included (a storage node restarted)",
+        )
     if near.num_rows == 0:
         return events
     near = near.select(events.column_names).cast(events.schema)
     # without skip_shipped the candidates come back among them
     halo = near if skip else near.filter(pa.array(subtract_rows(near, events)))
     trace.halo_rows += halo.num_rows
-    return pa.concat_tables([events.append_column(HALO, pa.array(np.zeros(events.num_rows, bool))),
-                             halo.append_column(HALO, pa.array(np.ones(halo.num_rows, bool)))])
+    return pa.concat_tables(
+        [
+            events.append_column(HALO, pa.array(np.zeros(events.num_rows, bool))),
+            halo.append_column(HALO, pa.array(np.ones(halo.num_rows, bool))),
+        ]
+    )
 
 
 def say_navigation(trace: Trace, text: str) -> None:
@@ -221,7 +299,11 @@ class Tis:
 
     def __init__(self, fmt: str, initial: IntervalSet, window: int) -> None:
         self.fmt, self.window = fmt, window
-        self.swf = ShrinkingWindowFilter.from_intervals(initial.starts, initial.ends, window) if fmt == "swf" else None
+        self.swf = (
+            ShrinkingWindowFilter.from_intervals(initial.starts, initial.ends, window)
+            if fmt == "swf"
+            else None
+        )
         self.exact = initial
 
     def to_bytes(self) -> bytes:
@@ -261,8 +343,9 @@ def no_halo_reason(session: Session, analysis: Analysis, schema: pa.Schema) -> s
     return None if reason is None else f"pull_all ({reason})"
 
 
-def exact_fallback(session: Session, analysis: Analysis, schema: pa.Schema,
-              headers: list[OpenReply] | None = None) -> PullResult | None:
+def exact_fallback(
+    session: Session, analysis: Analysis, schema: pa.Schema, headers: list[OpenReply] | None = None
+) -> PullResult | None:
     """The exact strategy to run instead of interval pruning when the query does not allow it."""
     trace = session.trace
     unordered = no_halo_reason(session, analysis, schema)
@@ -271,20 +354,30 @@ def exact_fallback(session: Session, analysis: Analysis, schema: pa.Schema,
     shard_times = {h.time_column for h in headers or [] if h.time_column}
     if analysis.interval_pruning and shard_times and shard_times != {analysis.order_column}:
         # the nodes build intervals over their own time column: they do not bound this ORDER BY
-        analysis = replace(analysis, interval_pruning=False, pruning_reason=(
-            f"the shards are kept by {', '.join(sorted(shard_times))}, the query orders by {analysis.order_column}: "
-            "time intervals of the one do not bound matches in the other"))
+        analysis = replace(
+            analysis,
+            interval_pruning=False,
+            pruning_reason=(
+                f"the shards are kept by {', '.join(sorted(shard_times))}, the query orders by {analysis.order_column}: "
+                "time intervals of the one do not bound matches in the other"
+            ),
+        )
     if not analysis.interval_pruning:
-        everything = every_row_a_candidate(session, analysis) or too_many_candidates(session, analysis, headers or [])
+        everything = every_row_a_candidate(session, analysis) or too_many_candidates(
+            session, analysis, headers or []
+        )
         if analysis.skippable and not everything:
             trace.fallback = f"push_down ({analysis.pruning_reason})"
-            return finish_pull(session, pushdown_events(session, analysis, headers or []), analysis, schema)
+            return finish_pull(
+                session, pushdown_events(session, analysis, headers or []), analysis, schema
+            )
         return pull_everything(session, analysis, schema, f"pull_all ({analysis.pruning_reason})")
     return None
 
 
-def too_many_candidates(session: Session, analysis: Analysis, headers: list[OpenReply],
-                         share: float = 1.0) -> str | None:
+def too_many_candidates(
+    session: Session, analysis: Analysis, headers: list[OpenReply], share: float = 1.0
+) -> str | None:
     """Why pulling the candidates (``share`` of them, inside the intervals) with their halo rows
     would move about as much as every row, or None. Halo rows and the points sent for them cost
     about as much again as the candidates, so half of all rows is where pulling everything wins."""
@@ -293,19 +386,28 @@ def too_many_candidates(session: Session, analysis: Analysis, headers: list[Open
     total = sum(h.total_rows or h.rows for h in headers)
     candidates = min(total, sum(candidate_counts(headers).values())) * min(1.0, share)
     if total and candidates >= 0.5 * total:
-        return (f"about {candidates:,.0f} of {total:,} rows are candidates: with their halo rows the pull would "
-                "move more than every row")
+        return (
+            f"about {candidates:,.0f} of {total:,} rows are candidates: with their halo rows the pull would "
+            "move more than every row"
+        )
     return None
 
 
-def final_pull(session: Session, tis: Tis, analysis: Analysis, schema: pa.Schema,
-                headers: list[OpenReply] | None = None) -> PullResult:
+def final_pull(
+    session: Session,
+    tis: Tis,
+    analysis: Analysis,
+    schema: pa.Schema,
+    headers: list[OpenReply] | None = None,
+) -> PullResult:
     if analysis.skippable:
         if headers:
             mins = [h.min_ts for h in headers if h.min_ts is not None]
             maxs = [h.max_ts for h in headers if h.max_ts is not None]
             span = float(max(maxs) - min(mins)) if mins else 1.0
-            broad = too_many_candidates(session, analysis, headers, tis.covered_length / max(span, 1.0))
+            broad = too_many_candidates(
+                session, analysis, headers, tis.covered_length / max(span, 1.0)
+            )
             if broad:
                 return pull_everything(session, analysis, schema, f"pull_all ({broad})")
         fmt = "intervals" if tis.swf is None else "swf"
@@ -313,16 +415,32 @@ def final_pull(session: Session, tis: Tis, analysis: Analysis, schema: pa.Schema
             events = pull_with_local_halo(session, analysis, "pull", fmt, [tis.to_bytes()])
             return finish_pull(session, events, analysis, schema)
         events = session.pull("pull", {"tis": fmt}, [tis.to_bytes()])
-        return finish_pull(session, with_candidate_halo(session, analysis, events, shipped=True), analysis, schema)
+        return finish_pull(
+            session, with_candidate_halo(session, analysis, events, shipped=True), analysis, schema
+        )
     if analysis.prev_reach or analysis.next_reach:
         # contiguous: every row inside the intervals, and each partition's neighbours of them
         closed = tis.closed()
-        events = session.pull("pull_range", halo_request(session, analysis, "pull_range").header(),
-                              [closed.to_bytes()], shared=False, note="every row inside the intervals, with halo rows")
-        halo = int(np.count_nonzero(events.column(HALO).to_numpy(zero_copy_only=False))) if events.num_rows else 0
+        events = session.pull(
+            "pull_range",
+            halo_request(session, analysis, "pull_range").header(),
+            [closed.to_bytes()],
+            shared=False,
+            note="every row inside the intervals, with halo rows",
+        )
+        halo = (
+            int(np.count_nonzero(events.column(HALO).to_numpy(zero_copy_only=False)))
+            if events.num_rows
+            else 0
+        )
         session.trace.halo_rows += halo
-        say_navigation(session.trace, f"halo around intervals ({analysis.prev_reach} row(s) before, "
-                        f"{analysis.next_reach} after)")
+        say_navigation(
+            session.trace,
+            f"halo around intervals ({analysis.prev_reach} row(s) before, "
+            f"{analysis.next_reach} after)",
+        )
         return finish_pull(session, events, analysis, schema, closed.starts)
-    events = session.pull("pull_range", {"tis": "intervals" if tis.swf is None else "swf"}, [tis.to_bytes()])
+    events = session.pull(
+        "pull_range", {"tis": "intervals" if tis.swf is None else "swf"}, [tis.to_bytes()]
+    )
     return finish_pull(session, events, analysis, schema, tis.segments())

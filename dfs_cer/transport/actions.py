@@ -60,15 +60,24 @@ class Action:
 
 
 def _lifecycle(name: str, family: str, request: type | None = None, reopens: bool = True) -> Action:
-    return Action(name, "action", family, name, request, lifecycle=True, blobs=False, reopens=reopens)
+    return Action(
+        name, "action", family, name, request, lifecycle=True, blobs=False, reopens=reopens
+    )
 
 
 def _filter(name: str, family: str, request: type | None = None) -> Action:
     return Action(name, "action", family, name, request)
 
 
-def _pull(name: str, family: str, handler: str, request: type | None = None, *, lifecycle: bool = False,
-          sliceable: bool = False) -> Action:
+def _pull(
+    name: str,
+    family: str,
+    handler: str,
+    request: type | None = None,
+    *,
+    lifecycle: bool = False,
+    sliceable: bool = False,
+) -> Action:
     return Action(name, "get", family, handler, request, lifecycle=lifecycle, sliceable=sliceable)
 
 
@@ -101,8 +110,9 @@ _CALLS: tuple[Action, ...] = (
     Action("upload", "put", "push_pull", "upload", Upload, blobs=False),
 )
 #: every call with its reply type
-PROTOCOL: tuple[Action, ...] = tuple(replace(a, reply=REPLIES.get(a.name)) if a.call == "action" else a
-                                     for a in _CALLS)
+PROTOCOL: tuple[Action, ...] = tuple(
+    replace(a, reply=REPLIES.get(a.name)) if a.call == "action" else a for a in _CALLS
+)
 
 #: the DoActions by name
 ACTIONS: dict[str, Action] = {a.name: a for a in PROTOCOL if a.call == "action"}

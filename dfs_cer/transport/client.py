@@ -97,8 +97,15 @@ class StorageClient:
         self._client = flight.FlightClient(location, **kwargs)
 
     def __getstate__(self) -> dict[str, Any]:  # picklable for Spark: reconnect lazily
-        return {"endpoint": self.endpoint, "token": self.token, "transfers": [], "timeout": self.timeout,
-                "tls_root_certs": self.tls_root_certs, "deadline": None, "compression": self.compression}
+        return {
+            "endpoint": self.endpoint,
+            "token": self.token,
+            "transfers": [],
+            "timeout": self.timeout,
+            "tls_root_certs": self.tls_root_certs,
+            "deadline": None,
+            "compression": self.compression,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -111,37 +118,57 @@ class StorageClient:
         if self.deadline is not None:
             left = self.deadline - time.monotonic()
             if left <= 0:
-                raise NodeTimeoutError(f"the query's deadline passed before {what} on storage node {self.endpoint}")
+                raise NodeTimeoutError(
+                    f"the query's deadline passed before {what} on storage node {self.endpoint}"
+                )
             timeout = min(timeout, left)
-        return flight.FlightCallOptions(headers=[(b"authorization", f"Bearer {self.token}".encode())],
-                                        timeout=timeout)
+        return flight.FlightCallOptions(
+            headers=[(b"authorization", f"Bearer {self.token}".encode())], timeout=timeout
+        )
 
-    def _call(self, what: str, fn: Callable[[flight.FlightCallOptions], T], replay: bool = True) -> T:
+    def _call(
+        self, what: str, fn: Callable[[flight.FlightCallOptions], T], replay: bool = True
+    ) -> T:
         reconnected = False
         while True:
             options = self._options(what)
             try:
                 return fn(options)
             except flight.FlightTimedOutError:
-                raise NodeTimeoutError(f"storage node {self.endpoint} did not answer {what} within "
-                                       f"{options.timeout:.1f} s") from None
+                raise NodeTimeoutError(
+                    f"storage node {self.endpoint} did not answer {what} within "
+                    f"{options.timeout:.1f} s"
+                ) from None
             except flight.FlightUnavailableError as exc:
                 if reconnected:
-                    raise NodeUnavailableError(f"storage node {self.endpoint} is unreachable during {what}: "
-                                               f"{_short(exc)}") from None
+                    raise NodeUnavailableError(
+                        f"storage node {self.endpoint} is unreachable during {what}: {_short(exc)}"
+                    ) from None
                 reconnected = True
                 self._reconnect()
             except flight.FlightError as exc:
                 code = error_code(exc)
-                if code == UnknownQueryError.code and replay and self._journal and not self._replayed:
-                    self._replayed = True  # the node restarted: rebuild the query's state there, once a query
+                if (
+                    code == UnknownQueryError.code
+                    and replay
+                    and self._journal
+                    and not self._replayed
+                ):
+                    self._replayed = (
+                        True  # the node restarted: rebuild the query's state there, once a query
+                    )
                     self._replay(what)
                     continue
                 if code == UnknownQueryError.code and replay and self._replayed:
-                    raise NodeRefusedError(f"storage node {self.endpoint} lost the query again during {what} (it "
-                                           "was re-opened there once already, after a restart); run the query "
-                                           "again", code) from None
-                raise NodeRefusedError(f"storage node {self.endpoint} refused {what}: {_short(exc)}", code) from None
+                    raise NodeRefusedError(
+                        f"storage node {self.endpoint} lost the query again during {what} (it "
+                        "was re-opened there once already, after a restart); run the query "
+                        "again",
+                        code,
+                    ) from None
+                raise NodeRefusedError(
+                    f"storage node {self.endpoint} refused {what}: {_short(exc)}", code
+                ) from None
 
     def _reconnect(self) -> None:
         with contextlib.suppress(Exception):  # the old connection is gone either way
@@ -154,13 +181,17 @@ class StorageClient:
             try:
                 step()
             except StorageError as exc:
-                raise NodeRefusedError(f"storage node {self.endpoint} lost the query before {what} and could not "
-                                       f"re-open it ({name}): {exc}", exc.code) from None
+                raise NodeRefusedError(
+                    f"storage node {self.endpoint} lost the query before {what} and could not "
+                    f"re-open it ({name}): {exc}",
+                    exc.code,
+                ) from None
 
     # ------------------------------------------------------------------ calls
 
-    def action(self, name: str, header: dict[str, Any] | None = None,
-               blobs: list[bytes] | None = None) -> tuple[dict[str, Any], list[bytes]]:
+    def action(
+        self, name: str, header: dict[str, Any] | None = None, blobs: list[bytes] | None = None
+    ) -> tuple[dict[str, Any], list[bytes]]:
         body = encode(header or {}, blobs)
         start = time.perf_counter()
 
@@ -173,12 +204,15 @@ class StorageClient:
         self.transfers.append(Transfer(name, len(body), len(raw), time.perf_counter() - start))
         reply = decode(raw)
         if name == "open":  # what rebuilds the query's state if the node restarts
-            self._journal = [("open", lambda: self._quiet_action(name, body, _fingerprint(reply[0])))]
+            self._journal = [
+                ("open", lambda: self._quiet_action(name, body, _fingerprint(reply[0])))
+            ]
             self._replayed = False
         return reply
 
-    def call(self, reply: type[R], header: dict[str, Any] | None = None,
-             blobs: list[bytes] | None = None) -> tuple[R, list[bytes]]:
+    def call(
+        self, reply: type[R], header: dict[str, Any] | None = None, blobs: list[bytes] | None = None
+    ) -> tuple[R, list[bytes]]:
         """:meth:`action` ``reply.ACTION``, its reply header parsed into ``reply`` (checked once,
         here: a missing or ill-typed field is a ProtocolError)."""
         head, out = self.action(reply.ACTION, header, blobs)
@@ -187,24 +221,33 @@ class StorageClient:
     def _quiet_action(self, name: str, body: bytes, expected: tuple[Any, ...]) -> None:
         """Repeat a journaled open (its bytes count as the round trip they belong to); the node
         must serve the data it served before (same rows and schema), else the query fails."""
-        results = self._call(name, lambda o: list(self._client.do_action(flight.Action(name, body), options=o)),
-                             replay=False)
+        results = self._call(
+            name,
+            lambda o: list(self._client.do_action(flight.Action(name, body), options=o)),
+            replay=False,
+        )
         raw = results[0].body.to_pybytes() if results else b""
         self.transfers.append(Transfer(name, len(body), len(raw), 0.0))
         got = _fingerprint(decode(raw)[0])
         if got != expected:
-            raise NodeRefusedError(f"storage node {self.endpoint} restarted serving other data (rows, schema and "
-                                   f"content digests {got}, before {expected}); run the query again")
+            raise NodeRefusedError(
+                f"storage node {self.endpoint} restarted serving other data (rows, schema and "
+                f"content digests {got}, before {expected}); run the query again"
+            )
 
     def pull(self, header: dict[str, Any], blobs: list[bytes] | None = None) -> pa.Table:
-        if header.get("kind") == "pull_all" and self._journal:  # the node must still hold the opened query
+        if (
+            header.get("kind") == "pull_all" and self._journal
+        ):  # the node must still hold the opened query
             header = {**header, "opened": True}
         if self.compression is not None:
             header = {**header, "compression": self.compression}
         ticket = encode(header, blobs)
         what = str(header.get("kind"))
         start = time.perf_counter()
-        table = self._call(what, lambda o: self._client.do_get(flight.Ticket(ticket), options=o).read_all())
+        table = self._call(
+            what, lambda o: self._client.do_get(flight.Ticket(ticket), options=o).read_all()
+        )
         size = table.nbytes
         if is_sealed(table):  # the bytes that crossed the network: the compressed stream's
             table, size = open_sealed(table, MAX_REPLY)
@@ -217,14 +260,17 @@ class StorageClient:
         start = time.perf_counter()
 
         def put(options: flight.FlightCallOptions) -> None:
-            writer, _ = self._client.do_put(flight.FlightDescriptor.for_command(command), table.schema,
-                                            options=options)
+            writer, _ = self._client.do_put(
+                flight.FlightDescriptor.for_command(command), table.schema, options=options
+            )
             writer.write_table(table)
             writer.close()
 
         self._call("upload", put)
         self._journal.append(("upload", lambda: self._call("upload", put, replay=False)))
-        self.transfers.append(Transfer("upload", len(command) + table.nbytes, 0, time.perf_counter() - start))
+        self.transfers.append(
+            Transfer("upload", len(command) + table.nbytes, 0, time.perf_counter() - start)
+        )
 
     def close(self) -> None:
         self._client.close()
@@ -234,10 +280,15 @@ def _fingerprint(reply: dict[str, Any]) -> tuple[Any, ...]:
     """What identifies the data an open saw: the shard set's rows, schema and content digest (the
     manifest and every file's footer), for each query of a group."""
     group = reply.get("group") or [reply]
-    return tuple((g.get("total_rows"), g.get("schema_digest"), g.get("data_digest")) for g in group
-                 if isinstance(g, dict))
+    return tuple(
+        (g.get("total_rows"), g.get("schema_digest"), g.get("data_digest"))
+        for g in group
+        if isinstance(g, dict)
+    )
 
 
 def _short(exc: Exception) -> str:
     text = str(exc)
-    return text.split(". Detail:")[0].replace("Flight returned unavailable error, with message: ", "")
+    return text.split(". Detail:")[0].replace(
+        "Flight returned unavailable error, with message: ", ""
+    )

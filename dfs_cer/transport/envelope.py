@@ -32,13 +32,18 @@ _SAMPLE = 65_536
 
 def _codec(compression: str) -> str | None:
     if compression not in COMPRESSIONS:
-        raise ProtocolError(f"compression must be one of {', '.join(COMPRESSIONS)}, got {compression!r}")
+        raise ProtocolError(
+            f"compression must be one of {', '.join(COMPRESSIONS)}, got {compression!r}"
+        )
     return None if compression == "none" else compression
 
 
 def _encodable(column: pa.ChunkedArray) -> bool:
     """A string column repeating its values enough that a dictionary makes it smaller."""
-    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)) or len(column) < 64:
+    if (
+        not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type))
+        or len(column) < 64
+    ):
         return False
     sample = column.slice(0, _SAMPLE)
     return pc.count_distinct(sample).as_py() <= DICTIONARY_SHARE * len(sample)
@@ -48,14 +53,25 @@ def seal(table: pa.Table, compression: str) -> pa.Table:
     """``table`` as an enveloped reply: its IPC stream (with ``compression``) in binary chunks."""
     options = pa.ipc.IpcWriteOptions(compression=_codec(compression))
     # none is the paper's comparison: the rows as they are, uncompressed and not dictionary-encoded
-    encoded = [] if compression == "none" else [
-        name for name, column in zip(table.column_names, table.columns, strict=True) if _encodable(column)]
+    encoded = (
+        []
+        if compression == "none"
+        else [
+            name
+            for name, column in zip(table.column_names, table.columns, strict=True)
+            if _encodable(column)
+        ]
+    )
     if encoded:
         for name in encoded:
             i = table.schema.get_field_index(name)
-            table = table.set_column(i, table.schema.field(i).with_type(
-                pa.dictionary(pa.int32(), table.schema.field(i).type)),
-                pc.dictionary_encode(table.column(i)).combine_chunks())
+            table = table.set_column(
+                i,
+                table.schema.field(i).with_type(
+                    pa.dictionary(pa.int32(), table.schema.field(i).type)
+                ),
+                pc.dictionary_encode(table.column(i)).combine_chunks(),
+            )
         metadata = dict(table.schema.metadata or {})
         metadata[DICTIONARY_KEY] = ",".join(encoded).encode()
         table = table.replace_schema_metadata(metadata)
@@ -63,7 +79,10 @@ def seal(table: pa.Table, compression: str) -> pa.Table:
     with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
         writer.write_table(table)
     stream = sink.getvalue()
-    chunks = [stream.slice(i, min(CHUNK, stream.size - i)).to_pybytes() for i in range(0, stream.size, CHUNK)]
+    chunks = [
+        stream.slice(i, min(CHUNK, stream.size - i)).to_pybytes()
+        for i in range(0, stream.size, CHUNK)
+    ]
     return pa.table({COLUMN: pa.array(chunks, pa.large_binary())})
 
 
@@ -88,9 +107,13 @@ def open_sealed(table: pa.Table, limit: int) -> tuple[pa.Table, int]:
         for name in names.decode().split(","):
             i = rows.schema.get_field_index(name)
             if i < 0 or not pa.types.is_dictionary(rows.schema.field(i).type):
-                raise ProtocolError(f"a compressed reply names {name!r} as dictionary-encoded, but it is not")
+                raise ProtocolError(
+                    f"a compressed reply names {name!r} as dictionary-encoded, but it is not"
+                )
             value_type = rows.schema.field(i).type.value_type
-            rows = rows.set_column(i, rows.schema.field(i).with_type(value_type), rows.column(i).cast(value_type))
+            rows = rows.set_column(
+                i, rows.schema.field(i).with_type(value_type), rows.column(i).cast(value_type)
+            )
         metadata = {k: v for k, v in (rows.schema.metadata or {}).items() if k != DICTIONARY_KEY}
         rows = rows.replace_schema_metadata(metadata or None)
     return rows, size

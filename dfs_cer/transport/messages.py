@@ -49,8 +49,11 @@ def encode(header: dict[str, Any], blobs: list[bytes] | None = None) -> bytes:
     return MAGIC + _LEN.pack(len(text)) + text + b"".join(blobs)
 
 
-def decode(buf: bytes | memoryview, limit: int = MAX_BLOB,
-           check: Callable[[dict[str, Any]], None] | None = None) -> tuple[dict[str, Any], list[bytes]]:
+def decode(
+    buf: bytes | memoryview,
+    limit: int = MAX_BLOB,
+    check: Callable[[dict[str, Any]], None] | None = None,
+) -> tuple[dict[str, Any], list[bytes]]:
     """Parse a message; raises ProtocolError (never anything else) on malformed input.
 
     ``limit`` bounds the bytes the compressed blobs declare they inflate to (all together),
@@ -59,10 +62,14 @@ def decode(buf: bytes | memoryview, limit: int = MAX_BLOB,
     for nothing (a decompression bomb)."""
     data = bytes(buf)
     if len(data) < 8 or data[:4] != MAGIC:
-        raise ProtocolError("malformed message: missing DFSM header (is the client a dfs-cer compute node?)")
+        raise ProtocolError(
+            "malformed message: missing DFSM header (is the client a dfs-cer compute node?)"
+        )
     (n,) = _LEN.unpack_from(data, 4)
     if n > MAX_HEADER or 8 + n > len(data):
-        raise ProtocolError(f"malformed message: header length {n} does not fit a {len(data)}-byte message")
+        raise ProtocolError(
+            f"malformed message: header length {n} does not fit a {len(data)}-byte message"
+        )
     try:
         header = json.loads(data[8 : 8 + n])
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -71,13 +78,17 @@ def decode(buf: bytes | memoryview, limit: int = MAX_BLOB,
         raise ProtocolError("malformed message: header is not a JSON object")
     version = header.pop("v", None)
     if version != VERSION:
-        raise ProtocolError(f"message of protocol version {version}, this side speaks version {VERSION}: run the "
-                            "same dfs-cer release on the compute node and the storage nodes")
+        raise ProtocolError(
+            f"message of protocol version {version}, this side speaks version {VERSION}: run the "
+            "same dfs-cer release on the compute node and the storage nodes"
+        )
     sizes = header.get("blobs", [])
     if not isinstance(sizes, list) or not all(isinstance(s, int) and s >= 0 for s in sizes):
         raise ProtocolError("malformed message: 'blobs' must list blob sizes")
     if 8 + n + sum(sizes) != len(data):
-        raise ProtocolError(f"malformed message: blob sizes {sizes} do not add up to the message length")
+        raise ProtocolError(
+            f"malformed message: blob sizes {sizes} do not add up to the message length"
+        )
     blobs, pos = [], 8 + n
     for size in sizes:
         blobs.append(data[pos : pos + size])
@@ -86,19 +97,32 @@ def decode(buf: bytes | memoryview, limit: int = MAX_BLOB,
     if not isinstance(compressed, dict):
         raise ProtocolError("malformed message: 'z' must map blob indexes to sizes")
     for key, size in compressed.items():
-        if not (isinstance(key, str) and key.isdigit() and int(key) < len(blobs) and isinstance(size, int)
-                and 0 <= size <= MAX_BLOB):
+        if not (
+            isinstance(key, str)
+            and key.isdigit()
+            and int(key) < len(blobs)
+            and isinstance(size, int)
+            and 0 <= size <= MAX_BLOB
+        ):
             raise ProtocolError(f"malformed message: bad compressed blob entry {key!r}: {size!r}")
-    inflated = sum(compressed.values()) + sum(len(b) for i, b in enumerate(blobs) if str(i) not in compressed)
+    inflated = sum(compressed.values()) + sum(
+        len(b) for i, b in enumerate(blobs) if str(i) not in compressed
+    )
     if inflated > limit:
-        raise ProtocolError(f"message declares {inflated} bytes once decompressed, more than the limit of {limit}")
+        raise ProtocolError(
+            f"message declares {inflated} bytes once decompressed, more than the limit of {limit}"
+        )
     if check is not None:
         check(header)
     for key, size in compressed.items():
         try:
-            blobs[int(key)] = _CODEC.decompress(blobs[int(key)], decompressed_size=size, asbytes=True)
+            blobs[int(key)] = _CODEC.decompress(
+                blobs[int(key)], decompressed_size=size, asbytes=True
+            )
         except (OSError, ValueError, pa.ArrowException) as exc:
-            raise ProtocolError(f"malformed message: blob {key} does not decompress ({exc})") from None
+            raise ProtocolError(
+                f"malformed message: blob {key} does not decompress ({exc})"
+            ) from None
     return header, blobs
 
 
@@ -108,5 +132,7 @@ def field(header: dict[str, Any], name: str, kind: type | tuple[type, ...], acti
         raise ProtocolError(f"action {action}: missing field {name!r}")
     value = header[name]
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ProtocolError(f"action {action}: field {name!r} has the wrong type ({type(value).__name__})")
+        raise ProtocolError(
+            f"action {action}: field {name!r} has the wrong type ({type(value).__name__})"
+        )
     return value

@@ -45,14 +45,23 @@ QUERY_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 def query_id(value: object, action: str) -> str:
     if not (isinstance(value, str) and QUERY_ID.fullmatch(value)):
-        raise ProtocolError(f"action {action}: query_id must be 1 to 64 letters, digits, '-' or '_', "
-                            f"got {str(value)[:80]!r}")
+        raise ProtocolError(
+            f"action {action}: query_id must be 1 to 64 letters, digits, '-' or '_', "
+            f"got {str(value)[:80]!r}"
+        )
     return value
 
 
 def _seconds(value: object, name: str, action: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-        raise ProtocolError(f"action {action}: {name} must be a positive number of seconds, got {value!r}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ProtocolError(
+            f"action {action}: {name} must be a positive number of seconds, got {value!r}"
+        )
     return float(value)
 
 
@@ -69,7 +78,10 @@ class Reserve:
 
     @classmethod
     def parse(cls, header: dict[str, Any]) -> Reserve:
-        return cls(query_id(header.get("query_id"), "reserve"), _seconds(header.get("arrival"), "arrival", "reserve"))
+        return cls(
+            query_id(header.get("query_id"), "reserve"),
+            _seconds(header.get("arrival"), "arrival", "reserve"),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +145,9 @@ def _window(header: dict[str, Any], action: str) -> int:
 
 def _one_of(value: object, choices: tuple[str, ...], name: str, action: str) -> str:
     if value not in choices:
-        raise ProtocolError(f"action {action}: {name} must be one of {', '.join(choices)}, got {value!r}")
+        raise ProtocolError(
+            f"action {action}: {name} must be one of {', '.join(choices)}, got {value!r}"
+        )
     return str(value)
 
 
@@ -152,8 +166,12 @@ class Intervals:
     @classmethod
     def parse(cls, header: dict[str, Any]) -> Intervals:
         a = "intervals"
-        return cls(query_id(header.get("query_id"), a), _get(header, "variable", str, a),
-                   _one_of(header.get("role"), ROLES, "role", a), _window(header, a))
+        return cls(
+            query_id(header.get("query_id"), a),
+            _get(header, "variable", str, a),
+            _one_of(header.get("role"), ROLES, "role", a),
+            _window(header, a),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,9 +194,16 @@ class Build:
             raise ProtocolError("action wjf: each build must be an object")
         fmt = _one_of(b.get("format", "wjf"), FILTER_FORMATS, "format", a)
         sized = fmt == "wjf"
-        return cls(_get(b, "variable", str, a), _get(b, "column", str, a), _window(b, a),
-                   _get(b, "kind", int, a), fmt, _get(b, "bits", int, a) if sized else 0,
-                   _get(b, "hashes", int, a) if sized else 0, int(_get(b, "seed", int, a)) if "seed" in b else 0)
+        return cls(
+            _get(b, "variable", str, a),
+            _get(b, "column", str, a),
+            _window(b, a),
+            _get(b, "kind", int, a),
+            fmt,
+            _get(b, "bits", int, a) if sized else 0,
+            _get(b, "hashes", int, a) if sized else 0,
+            int(_get(b, "seed", int, a)) if "seed" in b else 0,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,14 +215,20 @@ class Wjf:
     tis: str = "swf"
 
     def header(self) -> dict[str, Any]:
-        return {"query_id": self.query_id, "builds": [asdict(b) for b in self.builds], "tis": self.tis}
-
+        return {
+            "query_id": self.query_id,
+            "builds": [asdict(b) for b in self.builds],
+            "tis": self.tis,
+        }
 
     @classmethod
     def parse(cls, header: dict[str, Any]) -> Wjf:
         a = "wjf"
-        return cls(query_id(header.get("query_id"), a), tuple(Build.parse(b) for b in _get(header, "builds", list, a)),
-                   _one_of(header.get("tis", "swf"), TIS_FORMATS, "tis", a))
+        return cls(
+            query_id(header.get("query_id"), a),
+            tuple(Build.parse(b) for b in _get(header, "builds", list, a)),
+            _one_of(header.get("tis", "swf"), TIS_FORMATS, "tis", a),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,8 +245,12 @@ class Probe:
         a = "verify"
         if not isinstance(p, dict):
             raise ProtocolError("action verify: each probe must be an object")
-        return cls(_get(p, "column", str, a), _get(p, "direction", int, a), _get(p, "blob", int, a),
-                   _one_of(p.get("format", "wjf"), FILTER_FORMATS, "format", a))
+        return cls(
+            _get(p, "column", str, a),
+            _get(p, "direction", int, a),
+            _get(p, "blob", int, a),
+            _one_of(p.get("format", "wjf"), FILTER_FORMATS, "format", a),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,17 +267,28 @@ class Verify:
     cached_swf: bool = False
 
     def header(self) -> dict[str, Any]:
-        out = {"query_id": self.query_id, "variable": self.variable, "role": self.role, "window": self.window,
-               "probes": [asdict(p) for p in self.probes], "tis": self.tis}
+        out = {
+            "query_id": self.query_id,
+            "variable": self.variable,
+            "role": self.role,
+            "window": self.window,
+            "probes": [asdict(p) for p in self.probes],
+            "tis": self.tis,
+        }
         return {**out, "cached_swf": True} if self.cached_swf else out
 
     @classmethod
     def parse(cls, header: dict[str, Any]) -> Verify:
         a = "verify"
-        return cls(query_id(header.get("query_id"), a), _get(header, "variable", str, a),
-                   _one_of(header.get("role"), ROLES, "role", a), _window(header, a),
-                   tuple(Probe.parse(p) for p in _get(header, "probes", list, a)),
-                   _one_of(header.get("tis", "swf"), TIS_FORMATS, "tis", a), bool(header.get("cached_swf", False)))
+        return cls(
+            query_id(header.get("query_id"), a),
+            _get(header, "variable", str, a),
+            _one_of(header.get("role"), ROLES, "role", a),
+            _window(header, a),
+            tuple(Probe.parse(p) for p in _get(header, "probes", list, a)),
+            _one_of(header.get("tis", "swf"), TIS_FORMATS, "tis", a),
+            bool(header.get("cached_swf", False)),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +301,11 @@ class PushPull:
     processed: tuple[str, ...]
 
     def header(self) -> dict[str, Any]:
-        return {"query_id": self.query_id, "variable": self.variable, "processed": list(self.processed)}
+        return {
+            "query_id": self.query_id,
+            "variable": self.variable,
+            "processed": list(self.processed),
+        }
 
     @classmethod
     def parse(cls, header: dict[str, Any]) -> PushPull:
@@ -263,7 +313,9 @@ class PushPull:
         processed = _get(header, "processed", list, a)
         if not all(isinstance(p, str) for p in processed):
             raise ProtocolError("action push_pull: processed must list variable names")
-        return cls(query_id(header.get("query_id"), a), _get(header, "variable", str, a), tuple(processed))
+        return cls(
+            query_id(header.get("query_id"), a), _get(header, "variable", str, a), tuple(processed)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,7 +330,9 @@ class Upload:
 
     @classmethod
     def parse(cls, header: dict[str, Any]) -> Upload:
-        return cls(query_id(header.get("query_id"), "upload"), _get(header, "variable", str, "upload"))
+        return cls(
+            query_id(header.get("query_id"), "upload"), _get(header, "variable", str, "upload")
+        )
 
 
 #: the most rows PREV/NEXT may reach on either side (a query's largest physical offset)
@@ -305,32 +359,62 @@ class Halo:
     tis: str | None = None
 
     def header(self) -> dict[str, Any]:
-        tis = {"tis": "intervals"} if self.kind == "pull_range" else {"tis": self.tis} if self.tis else {}
+        tis = (
+            {"tis": "intervals"}
+            if self.kind == "pull_range"
+            else {"tis": self.tis}
+            if self.tis
+            else {}
+        )
         skip = {"skip_shipped": True} if self.skip_shipped else {}
-        return {"query_id": self.query_id, "kind": self.kind, "halo": [self.before, self.after],
-                "event_key": list(self.event_key), "dedup": self.dedup, **tis, **skip}
+        return {
+            "query_id": self.query_id,
+            "kind": self.kind,
+            "halo": [self.before, self.after],
+            "event_key": list(self.event_key),
+            "dedup": self.dedup,
+            **tis,
+            **skip,
+        }
 
     @classmethod
     def parse(cls, header: dict[str, Any], limit: int = MAX_HALO) -> Halo:
         """``limit``: the most rows this node serves on either side (at most :data:`MAX_HALO`)."""
-        kind = _one_of(header.get("kind"), ("pull_range", "pull_halo", "pull", "pull_pushdown"), "kind", "pull")
+        kind = _one_of(
+            header.get("kind"), ("pull_range", "pull_halo", "pull", "pull_pushdown"), "kind", "pull"
+        )
         reach = _get(header, "halo", list, kind)
-        if len(reach) != 2 or not all(isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= limit
-                                      for r in reach):
-            raise ProtocolError(f"action {kind}: halo must be [before, after] rows, each in 0..{limit}")
+        if len(reach) != 2 or not all(
+            isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= limit for r in reach
+        ):
+            raise ProtocolError(
+                f"action {kind}: halo must be [before, after] rows, each in 0..{limit}"
+            )
         key = _get(header, "event_key", list, kind)
         if len(key) > 64 or not all(isinstance(c, str) for c in key):
             raise ProtocolError(f"action {kind}: event_key must list column names")
         if kind == "pull_range" and header.get("tis") != "intervals":
-            raise ProtocolError("action pull_range: a halo needs the exact interval array (tis 'intervals')")
+            raise ProtocolError(
+                "action pull_range: a halo needs the exact interval array (tis 'intervals')"
+            )
         skip = header.get("skip_shipped", False)
         if not isinstance(skip, bool) or (skip and kind != "pull_halo"):
-            raise ProtocolError(f"action {kind}: skip_shipped must be true or false (pull_halo only)")
+            raise ProtocolError(
+                f"action {kind}: skip_shipped must be true or false (pull_halo only)"
+            )
         tis = None
         if kind == "pull":
             tis = _one_of(header.get("tis"), ("swf", "intervals"), "tis", kind)
-        return cls(query_id(header.get("query_id"), kind), kind, int(reach[0]), int(reach[1]), tuple(key),
-                   _get(header, "dedup", bool, kind), skip, tis)
+        return cls(
+            query_id(header.get("query_id"), kind),
+            kind,
+            int(reach[0]),
+            int(reach[1]),
+            tuple(key),
+            _get(header, "dedup", bool, kind),
+            skip,
+            tis,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,8 +429,14 @@ class NodeMatch:
     on_limit: str
 
     def header(self) -> dict[str, Any]:
-        return {"query_id": self.query_id, "kind": "pull_matches", "event_key": list(self.event_key),
-                "dedup": self.dedup, "max_matches": self.max_matches, "on_limit": self.on_limit}
+        return {
+            "query_id": self.query_id,
+            "kind": "pull_matches",
+            "event_key": list(self.event_key),
+            "dedup": self.dedup,
+            "max_matches": self.max_matches,
+            "on_limit": self.on_limit,
+        }
 
     @classmethod
     def parse(cls, header: dict[str, Any]) -> NodeMatch:
@@ -357,5 +447,10 @@ class NodeMatch:
         limit = _get(header, "max_matches", int, a)
         if not 0 < limit <= 10**9:
             raise ProtocolError(f"action {a}: max_matches must be in 1..10**9, got {limit}")
-        return cls(query_id(header.get("query_id"), a), tuple(key), _get(header, "dedup", bool, a), int(limit),
-                   _one_of(header.get("on_limit"), ("error", "truncate"), "on_limit", a))
+        return cls(
+            query_id(header.get("query_id"), a),
+            tuple(key),
+            _get(header, "dedup", bool, a),
+            int(limit),
+            _one_of(header.get("on_limit"), ("error", "truncate"), "on_limit", a),
+        )

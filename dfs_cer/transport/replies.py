@@ -314,9 +314,25 @@ class StatsReply(Reply):
 
 
 #: each control action's reply type (``open`` of a group replies :class:`GroupOpenReply`)
-REPLIES: dict[str, type[Reply]] = {t.ACTION: t for t in (
-    ReserveReply, ReleaseReply, OpenReply, CloseReply, IntervalsReply, SummariesReply, WjfReply,
-    VerifyReply, PushPullReply, SituationsReply, HealthReply, FilesReply, SchemaReply, StatsReply)}
+REPLIES: dict[str, type[Reply]] = {
+    t.ACTION: t
+    for t in (
+        ReserveReply,
+        ReleaseReply,
+        OpenReply,
+        CloseReply,
+        IntervalsReply,
+        SummariesReply,
+        WjfReply,
+        VerifyReply,
+        PushPullReply,
+        SituationsReply,
+        HealthReply,
+        FilesReply,
+        SchemaReply,
+        StatsReply,
+    )
+}
 
 
 def parse_reply(action: str, header: Mapping[str, Any]) -> Reply:

@@ -17,7 +17,9 @@ FIRST_PAUSE = 0.05
 MAX_PAUSE = 1.0
 
 
-def retry_on(codes: Collection[str], call: Callable[[], T], deadline: Callable[[], float | None]) -> T:
+def retry_on(
+    codes: Collection[str], call: Callable[[], T], deadline: Callable[[], float | None]
+) -> T:
     """``call()`` again while it fails with a :class:`DfsCerError` whose ``code`` is in ``codes``
     and the next try would start before ``deadline()`` (``time.monotonic()`` seconds, read after
     each failure; None: no deadline known, the error is raised). Any other error, or one past the

@@ -69,9 +69,17 @@ class Node:
     """One storage node's shared context: its store, query states, snapshot gate, work slots and
     limits (every family of actions holds it)."""
 
-    def __init__(self, store: ShardStore, registry: StateRegistry, max_blob: int = 256 * 1024**2,
-                 betas: dict[str, float] | None = None, cpu_budget: float = 5.0, work_threads: int = 0,
-                 filter_cost_limit: int = 2_000_000_000, halo_limit: int = MAX_HALO) -> None:
+    def __init__(
+        self,
+        store: ShardStore,
+        registry: StateRegistry,
+        max_blob: int = 256 * 1024**2,
+        betas: dict[str, float] | None = None,
+        cpu_budget: float = 5.0,
+        work_threads: int = 0,
+        filter_cost_limit: int = 2_000_000_000,
+        halo_limit: int = MAX_HALO,
+    ) -> None:
         self.store = store
         self.registry = registry
         #: opens share the loaded data; a switch to another table snapshot is alone
@@ -101,14 +109,19 @@ class Node:
             work.check()
 
     @contextlib.contextmanager
-    def working(self, query_id: str, deadline: float | None = None, slot: bool = True) -> Iterator[Work]:
+    def working(
+        self, query_id: str, deadline: float | None = None, slot: bool = True
+    ) -> Iterator[Work]:
         """One call's share of a query's work (its deadline, cancellation and memory charges,
         given back when the call ends); with ``slot``, the call waits for a work slot first,
         checking its deadline and cancellation while it waits. A call ends at the node's idle TTL
         at the latest, whatever lease the client sent (or none): its query's state is dropped then."""
         call = self.registry.work(query_id, self.where, deadline).call()
-        call.bound(self.registry.ttl, f"storage.state_ttl_seconds={self.registry.ttl:g}: one call of a query runs "
-                                      "no longer than its state stays without calls); raise the setting")
+        call.bound(
+            self.registry.ttl,
+            f"storage.state_ttl_seconds={self.registry.ttl:g}: one call of a query runs "
+            "no longer than its state stays without calls); raise the setting",
+        )
         taken = False
         try:
             while slot and not taken:
@@ -130,8 +143,11 @@ class Node:
         if manifest.get("nodes") == 1:
             return True
         column = manifest.get("type_column")
-        return manifest.get("partitioning") == "type" and column is not None and \
-            column in analysis.query.recognize.partition_by
+        return (
+            manifest.get("partitioning") == "type"
+            and column is not None
+            and column in analysis.query.recognize.partition_by
+        )
 
     @contextlib.contextmanager
     def pinned(self, snapshot: int | None) -> Iterator[None]:
@@ -161,9 +177,12 @@ class Node:
     def _busy(self, snapshot: int | None, force: bool = False) -> None:
         open_now = self.registry.open_on(self.store.generation)
         if open_now or force:
-            raise StorageError(f"this storage node serves running queries on another snapshot of the table "
-                               f"({self.store.snapshot_id()}; {open_now} running); the query asked for snapshot "
-                               f"{snapshot}: run it again when they end", code=SNAPSHOT_BUSY)
+            raise StorageError(
+                f"this storage node serves running queries on another snapshot of the table "
+                f"({self.store.snapshot_id()}; {open_now} running); the query asked for snapshot "
+                f"{snapshot}: run it again when they end",
+                code=SNAPSHOT_BUSY,
+            )
 
     def admitted(self, kind: str, read: Callable[[], T]) -> T:
         """A read outside an opened query passes admission like an open: it reserves the shard
@@ -179,15 +198,19 @@ class Node:
 
     def same_generation(self, state: QueryState, kind: str) -> None:
         if state.generation != self.store.generation:
-            raise StorageError(f"{kind}: files were appended to the shard set (or another snapshot of the table "
-                               f"was loaded) while query {state.query_id} ran; run the query again")
+            raise StorageError(
+                f"{kind}: files were appended to the shard set (or another snapshot of the table "
+                f"was loaded) while query {state.query_id} ran; run the query again"
+            )
 
     def whole(self, ranges: np.ndarray | None, where: Any = None) -> pa.Table:
         """Every row of the shard set, by time (inside ``ranges`` and passing the input filter
         ``where`` when given)."""
         table = self.store.sorted_rows()
         if where is not None:
-            table = table.take(pa.array(matching_rows(table, where, getattr(self.calls, "work", None))))
+            table = table.take(
+                pa.array(matching_rows(table, where, getattr(self.calls, "work", None)))
+            )
         if ranges is None:
             return table
         return inside(table, int_times(table.column(self.store.time_column)), ranges)[0]
@@ -195,7 +218,9 @@ class Node:
     def variable(self, state: QueryState, header: dict[str, Any] | str, action: str) -> str:
         name = header if isinstance(header, str) else field(header, "variable", str, action)
         if name not in state.candidates:
-            raise ProtocolError(f"action {action}: {name!r} is not a variable with candidates in this query")
+            raise ProtocolError(
+                f"action {action}: {name!r} is not a variable with candidates in this query"
+            )
         return name
 
 
@@ -238,12 +263,18 @@ def table_blob(blobs: list[bytes], kind: str, what: str) -> pa.Table:
 def tis_format_of(header: dict[str, Any], action: str) -> str:
     tis_format = header.get("tis", "swf")
     if tis_format not in ("swf", "intervals"):
-        raise ProtocolError(f"action {action}: tis must be 'swf' or 'intervals', got {tis_format!r}")
+        raise ProtocolError(
+            f"action {action}: tis must be 'swf' or 'intervals', got {tis_format!r}"
+        )
     return str(tis_format)
 
 
 def load_tis(tis_format: str, blob: bytes) -> ShrinkingWindowFilter | IntervalSet:
-    return IntervalSet.from_bytes(blob) if tis_format == "intervals" else ShrinkingWindowFilter.from_bytes(blob)
+    return (
+        IntervalSet.from_bytes(blob)
+        if tis_format == "intervals"
+        else ShrinkingWindowFilter.from_bytes(blob)
+    )
 
 
 def ship(state: QueryState, rows: np.ndarray) -> None:
@@ -277,6 +308,8 @@ def node_betas(calibration_file: str) -> dict[str, float]:
                 betas = json.load(fh).get("beta", {})
             out.update({str(k): float(v) for k, v in betas.items() if k in out})
         except (OSError, ValueError, AttributeError, TypeError) as exc:
-            raise StorageError(f"storage.calibration_file {calibration_file}: cannot read its beta ({exc}); "
-                               "run dfs-cer calibrate --out FILE") from None
+            raise StorageError(
+                f"storage.calibration_file {calibration_file}: cannot read its beta ({exc}); "
+                "run dfs-cer calibrate --out FILE"
+            ) from None
     return out

@@ -35,8 +35,11 @@ class FilterActions(Family):
             if not isinstance(v, dict):
                 raise ProtocolError("action summaries: each variable must be an object")
             lo, hi = eq1_offsets(field(v, "role", str, "summaries"), window)
-            out.append(IntervalSet.around(state.ts[state.candidates[self.node.variable(state, v, "summaries")]],
-                                          lo, hi).to_bytes())
+            out.append(
+                IntervalSet.around(
+                    state.ts[state.candidates[self.node.variable(state, v, "summaries")]], lo, hi
+                ).to_bytes()
+            )
         for p in field(header, "pairs", list, "summaries"):
             if not isinstance(p, dict):
                 raise ProtocolError("action summaries: each pair request must be an object")
@@ -44,7 +47,9 @@ class FilterActions(Family):
             column = field(p, "column", str, "summaries")
             if column not in state.table.column_names:
                 raise ProtocolError(f"action summaries: unknown column {column!r}")
-            pairs = pa.table({"ts": pa.array(state.ts[rows]), "value": state.table.column(column).take(rows)})
+            pairs = pa.table(
+                {"ts": pa.array(state.ts[rows]), "value": state.table.column(column).take(rows)}
+            )
             sink = pa.BufferOutputStream()
             with pa.ipc.new_stream(sink, pairs.schema) as writer:
                 writer.write_table(pairs)
@@ -54,9 +59,13 @@ class FilterActions(Family):
     def wjf(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         request = Wjf.parse(header)
         total = sum(b.bits for b in request.builds)
-        if len(request.builds) > 64 or total > 8 * self.node.max_blob:  # the reply must fit one message
-            raise ProtocolError(f"action wjf: {len(request.builds)} builds of {total} bits in all exceed the limit "
-                                f"of 64 builds and {8 * self.node.max_blob} bits (storage.max_message_bytes)")
+        if (
+            len(request.builds) > 64 or total > 8 * self.node.max_blob
+        ):  # the reply must fit one message
+            raise ProtocolError(
+                f"action wjf: {len(request.builds)} builds of {total} bits in all exceed the limit "
+                f"of 64 builds and {8 * self.node.max_blob} bits (storage.max_message_bytes)"
+            )
         state = self.node.registry.get(request.query_id)
         tis_format = request.tis
         swf = load_tis(tis_format, blobs[0]) if blobs else None
@@ -76,9 +85,13 @@ class FilterActions(Family):
             if b.format == "keyset":  # the ablations' exact (value, window) table
                 f = WindowKeySet(b.window, _key_kind(b.kind))
             else:
-                if not 0 < b.bits <= 8 * self.node.max_blob:  # its bytes could not travel back anyway
-                    raise ProtocolError(f"action wjf: bits must be in 1..{8 * self.node.max_blob} (the message limit), "
-                                        f"got {b.bits}")
+                if (
+                    not 0 < b.bits <= 8 * self.node.max_blob
+                ):  # its bytes could not travel back anyway
+                    raise ProtocolError(
+                        f"action wjf: bits must be in 1..{8 * self.node.max_blob} (the message limit), "
+                        f"got {b.bits}"
+                    )
                 f = WindowJoinFilter(b.bits, b.hashes, b.window, _key_kind(b.kind), seed=b.seed)
             f.add(state.table.column(column).take(pa.array(rows)), state.ts[rows])
             out.append(f.to_bytes())
@@ -92,8 +105,10 @@ class FilterActions(Family):
         tis_format = request.tis
         if request.cached_swf:  # the SWF sent with the preceding wjf action
             if state.tis is None or state.tis_format != tis_format:
-                raise CacheMissError(f"action verify: no cached {tis_format} interval set (the node restarted); "
-                                     "send it")
+                raise CacheMissError(
+                    f"action verify: no cached {tis_format} interval set (the node restarted); "
+                    "send it"
+                )
             blobs = [state.tis, *blobs]
         if not blobs:
             raise ProtocolError("action verify: the interval set blob is missing")
@@ -105,17 +120,23 @@ class FilterActions(Family):
             if not 0 < p.blob < len(blobs):
                 raise ProtocolError(f"action verify: probe blob {p.blob} does not exist")
             g: WindowJoinFilter | WindowKeySet
-            g = WindowKeySet.from_bytes(blobs[p.blob]) if p.format == "keyset" else \
-                WindowJoinFilter.from_bytes(blobs[p.blob])
+            g = (
+                WindowKeySet.from_bytes(blobs[p.blob])
+                if p.format == "keyset"
+                else WindowJoinFilter.from_bytes(blobs[p.blob])
+            )
             if p.column not in state.table.column_names:
                 raise ProtocolError(f"action verify: unknown column {p.column!r}")
-            keep = g.might_contain(state.table.column(p.column).take(pa.array(rows)), state.ts[rows], p.direction)
+            keep = g.might_contain(
+                state.table.column(p.column).take(pa.array(rows)), state.ts[rows], p.direction
+            )
             rows = rows[keep]
         state.candidates[name] = rows
         if isinstance(swf, IntervalSet):  # interval arrays: send the survivors' Eq. 1 intervals
             lo, hi = eq1_offsets(role, request.window)
             return {"before": int(before), "survivors": int(rows.size)}, [
-                IntervalSet.around(state.ts[rows], lo, hi).intersection(swf).to_bytes()]
+                IntervalSet.around(state.ts[rows], lo, hi).intersection(swf).to_bytes()
+            ]
         tags = swf.refresh(state.ts[rows], role)
         return {"before": int(before), "survivors": int(rows.size)}, [tags.to_bytes()]
 
@@ -125,4 +146,3 @@ def _key_kind(kind: int) -> KeyKind:
         return KeyKind(kind)
     except ValueError as e:
         raise ProtocolError(f"action wjf: unknown key kind {kind!r}") from e
-

@@ -25,8 +25,11 @@ class LifecycleActions(Opener):
     def open(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         qid = header.get("query_id")
         seconds = lease(header)  # the query's work stops when its compute node's time is up
-        with self.node.working(qid if isinstance(qid, str) else "open",
-                           None if seconds is None else time.monotonic() + seconds, slot=False):
+        with self.node.working(
+            qid if isinstance(qid, str) else "open",
+            None if seconds is None else time.monotonic() + seconds,
+            slot=False,
+        ):
             try:
                 # late files added with dfs-cer shard --append; for a table, the snapshot the query pinned
                 with self.node.pinned(snapshot_of(header)):
@@ -42,11 +45,19 @@ class LifecycleActions(Opener):
         analysis, qid = self._query(header, "open", navigation=True)
         condition, where = self._input_filter(header)
         # (an incremental re-run matches only rows inside its ranges: it keeps every candidate)
-        navigating = analysis.navigation_on_nodes and any(v.navigating for v in analysis.variables) \
+        navigating = (
+            analysis.navigation_on_nodes
+            and any(v.navigating for v in analysis.variables)
             and header.get("time_ranges") is None
+        )
         # PREV/NEXT conditions read neighbours any condition may have filtered out: every row
-        filt = None if navigating else union_filter([v.independent for v in analysis.variables if not v.any_row],
-                                                    self.node.store.schema)
+        filt = (
+            None
+            if navigating
+            else union_filter(
+                [v.independent for v in analysis.variables if not v.any_row], self.node.store.schema
+            )
+        )
         estimate = self._admit(qid)
         key, dedup = self._event_key(header, self.node.store.schema)
         copies = bool(key) and dedup  # copies of an event may differ in other columns
@@ -58,13 +69,21 @@ class LifecycleActions(Opener):
             ranges = time_ranges(header.get("time_ranges"))
             row_ids = None
             kept = None
-            if halo:  # rows keep their index in the node's rows by time: halo replies skip shipped ones
+            if (
+                halo
+            ):  # rows keep their index in the node's rows by time: halo replies skip shipped ones
                 table = self.node.whole(ranges, where)
                 if copies:
                     kept = canonical_copies(table, analysis, key)
                 if filt is not None:
-                    indexed = self._indexed_rows(analysis, filt) if ranges is None and where is None else None
-                    if indexed is not None and indexed[0] is table:  # the same rows, found through the indexes
+                    indexed = (
+                        self._indexed_rows(analysis, filt)
+                        if ranges is None and where is None
+                        else None
+                    )
+                    if (
+                        indexed is not None and indexed[0] is table
+                    ):  # the same rows, found through the indexes
                         row_ids = indexed[1]
                     else:
                         row_ids = matching_rows(table, filt)
@@ -73,24 +92,48 @@ class LifecycleActions(Opener):
                     row_ids = np.arange(table.num_rows, dtype=np.int64)
                 ts = int_times(table.column(self.node.store.time_column))
             else:
-                indexed = self._indexed_rows(analysis, filt) if filt is not None and where is None else None
-                if indexed is not None:  # the rows passing the same filter, found through the indexes
+                indexed = (
+                    self._indexed_rows(analysis, filt)
+                    if filt is not None and where is None
+                    else None
+                )
+                if (
+                    indexed is not None
+                ):  # the rows passing the same filter, found through the indexes
                     table = indexed[0].take(pa.array(indexed[1]))
                 else:
-                    table = self.node.store.scan(filt if where is None else where if filt is None else filt & where,
-                                            ranges=ranges, condition=condition).sort_by(self.node.store.time_column)
+                    table = self.node.store.scan(
+                        filt if where is None else where if filt is None else filt & where,
+                        ranges=ranges,
+                        condition=condition,
+                    ).sort_by(self.node.store.time_column)
                 ts = int_times(table.column(self.node.store.time_column))
-                if ranges is not None:  # an incremental re-run: only rows inside these closed ranges
+                if (
+                    ranges is not None
+                ):  # an incremental re-run: only rows inside these closed ranges
                     table, ts = inside(table, ts, ranges)
             candidates = self._candidates(table, analysis)
-            if kept is not None and row_ids is not None:  # only the copy the matcher keeps stands for an event
-                candidates = {name: rows[np.isin(row_ids[rows], kept)] for name, rows in candidates.items()}
+            if (
+                kept is not None and row_ids is not None
+            ):  # only the copy the matcher keeps stands for an event
+                candidates = {
+                    name: rows[np.isin(row_ids[rows], kept)] for name, rows in candidates.items()
+                }
             if navigating:
                 candidates = self._navigation_candidates(table, analysis, header, candidates)
-            state = QueryState(qid, analysis, table, ts, candidates, estimate, ranges=ranges,
-                               generation=self.node.store.generation,
-                               navigation=self._navigation_mode(analysis) if navigating else None,
-                               row_ids=row_ids, where=where)
+            state = QueryState(
+                qid,
+                analysis,
+                table,
+                ts,
+                candidates,
+                estimate,
+                ranges=ranges,
+                generation=self.node.store.generation,
+                navigation=self._navigation_mode(analysis) if navigating else None,
+                row_ids=row_ids,
+                where=where,
+            )
         except pa.ArrowException as exc:
             self.node.registry.release(estimate)
             if where is None:
@@ -98,15 +141,20 @@ class LifecycleActions(Opener):
             from dfs_cer.errors import QueryValidationError
             from dfs_cer.query.input_filter import INPUT_FILTER
 
-            raise QueryValidationError(f"the input filter failed on this node's rows ({exc})", clause="input filter",
-                                       code=INPUT_FILTER) from None
+            raise QueryValidationError(
+                f"the input filter failed on this node's rows ({exc})",
+                clause="input filter",
+                code=INPUT_FILTER,
+            ) from None
         except BaseException:
             self.node.registry.release(estimate)
             raise
         state.expires = expiry(header)
         self.node.registry.put(state)
         info = {**self._info(state), "copies_whole": self._copies_whole(analysis, key)}
-        return info, ([self.node.store.schema.serialize().to_pybytes()] if header.get("schema", True) else [])
+        return info, (
+            [self.node.store.schema.serialize().to_pybytes()] if header.get("schema", True) else []
+        )
 
     def _admit(self, query_id: str) -> int:
         """The bytes this opening holds: the reservation ``reserve`` granted it, else one made now
@@ -122,7 +170,9 @@ class LifecycleActions(Opener):
         """Room for a query about to open, granted at once or not at all (the compute node
         reserves on every node or on none; see StateRegistry.try_reserve)."""
         request = Reserve.parse(header)
-        granted = self.node.registry.try_reserve(request.query_id, self.node.store.estimate_bytes(), request.arrival)
+        granted = self.node.registry.try_reserve(
+            request.query_id, self.node.store.estimate_bytes(), request.arrival
+        )
         # a table's current snapshot: the compute node pins one for every node
         pinned = self.node.store.current_snapshot() if granted else {}
         return {"granted": granted, **pinned}, []
@@ -139,51 +189,86 @@ class LifecycleActions(Opener):
         if not group or not all(isinstance(g, dict) for g in group):
             raise ProtocolError("action open: group must be a non-empty list of query headers")
         if any("input_filter" in g for g in group):
-            raise ProtocolError("action open: queries opened in a group share one scan and take no input_filter; "
-                                "open such a query alone")
+            raise ProtocolError(
+                "action open: queries opened in a group share one scan and take no input_filter; "
+                "open such a query alone"
+            )
         queries = [self._query(g, "open") for g in group]
         if len({qid for _, qid in queries}) != len(queries):
             raise ProtocolError("action open: the queries of a group need distinct query ids")
         # the group's own id holds the reservation (StorageClient reserve with it), else the first query's
-        estimate = self._admit(header["query_id"] if isinstance(header.get("query_id"), str) else queries[0][1])
+        estimate = self._admit(
+            header["query_id"] if isinstance(header.get("query_id"), str) else queries[0][1]
+        )
         states = []
         keys = [self._event_key(g, self.node.store.schema) for g in group]
         # contiguous patterns read every row; when none of the queries has one, the scan keeps
         # only rows some variable of some query may take (and every row when a query drops
         # copies of an event: which copy stands for it is decided among all of them; and when a
         # query pulls every row because halo rows cannot serve it, as the compute node decides)
-        whole = bool(header.get("whole")) or any(not a.skippable for a, _ in queries) or \
-            any(key and dedup for key, dedup in keys) or \
-            any(no_halo(a, self.node.store.schema, self.node.halo_limit) is not None for a, _ in queries)
+        whole = (
+            bool(header.get("whole"))
+            or any(not a.skippable for a, _ in queries)
+            or any(key and dedup for key, dedup in keys)
+            or any(
+                no_halo(a, self.node.store.schema, self.node.halo_limit) is not None
+                for a, _ in queries
+            )
+        )
         try:
             if whole:
                 table = self.node.store.sorted_rows()
             else:
-                filters = [union_filter([v.independent for v in a.variables if not v.any_row], self.node.store.schema)
-                           for a, _ in queries]
-                table = self.node.store.scan(None if any(f is None for f in filters) else any_of(filters)
-                                        ).sort_by(self.node.store.time_column)
+                filters = [
+                    union_filter(
+                        [v.independent for v in a.variables if not v.any_row],
+                        self.node.store.schema,
+                    )
+                    for a, _ in queries
+                ]
+                table = self.node.store.scan(
+                    None if any(f is None for f in filters) else any_of(filters)
+                ).sort_by(self.node.store.time_column)
             ts = int_times(table.column(self.node.store.time_column))
             shared: dict[str, np.ndarray] = {}
             for i, ((analysis, qid), (key, dedup)) in enumerate(zip(queries, keys, strict=True)):
                 candidates = self._candidates(table, analysis, shared)
                 if key and dedup:  # only the copy the matcher keeps stands for an event
                     kept = canonical_copies(table, analysis, key)
-                    candidates = {name: rows[np.isin(rows, kept)] for name, rows in candidates.items()}
-                states.append(QueryState(qid, analysis, table, ts, candidates,
-                                         estimate if i == 0 else 0, owns_table=i == 0, grouped=True,
-                                         whole=whole, generation=self.node.store.generation))
+                    candidates = {
+                        name: rows[np.isin(rows, kept)] for name, rows in candidates.items()
+                    }
+                states.append(
+                    QueryState(
+                        qid,
+                        analysis,
+                        table,
+                        ts,
+                        candidates,
+                        estimate if i == 0 else 0,
+                        owns_table=i == 0,
+                        grouped=True,
+                        whole=whole,
+                        generation=self.node.store.generation,
+                    )
+                )
         except BaseException:
             self.node.registry.release(estimate)
             raise
         for state in states:
             state.expires = expiry(header)
         self.node.registry.put(*states)
-        info = {"group": [{**self._info(s), "copies_whole": self._copies_whole(s.analysis, key)}
-                          for s, (key, _) in zip(states, keys, strict=True)], "shared_conditions": len(shared),
-                "conditions": sum(len(s.candidates) for s in states)}
-        return info, ([self.node.store.schema.serialize().to_pybytes()] if header.get("schema", True) else [])
+        info = {
+            "group": [
+                {**self._info(s), "copies_whole": self._copies_whole(s.analysis, key)}
+                for s, (key, _) in zip(states, keys, strict=True)
+            ],
+            "shared_conditions": len(shared),
+            "conditions": sum(len(s.candidates) for s in states),
+        }
+        return info, (
+            [self.node.store.schema.serialize().to_pybytes()] if header.get("schema", True) else []
+        )
 
     def close(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         return {"closed": self.node.registry.close(Close.parse(header).query_id)}, []
-

@@ -25,7 +25,9 @@ from storage_node.state import QueryState
 class Opener(Family):
     """The helpers of ``open`` (the lifecycle family builds on them)."""
 
-    def _query(self, header: dict[str, Any], action: str, navigation: bool = False) -> tuple[Analysis, str]:
+    def _query(
+        self, header: dict[str, Any], action: str, navigation: bool = False
+    ) -> tuple[Analysis, str]:
         qid = field(header, "query_id", str, action)
         try:
             if "sql" in header:  # canonical SQL text: a fraction of the model's JSON on the wire
@@ -33,14 +35,20 @@ class Opener(Family):
             else:
                 query = Query.from_json(field(header, "query", str, action))
         except DfsCerError as exc:
-            raise ProtocolError(f"action {action}: the query is not a valid query ({exc})") from None
+            raise ProtocolError(
+                f"action {action}: the query is not a valid query ({exc})"
+            ) from None
         except RecursionError:
             raise ProtocolError(f"action {action}: the query is nested too deeply") from None
         except (ValueError, OverflowError) as exc:  # e.g. an integer literal of thousands of digits
-            raise ProtocolError(f"action {action}: the query is not a valid query ({exc})") from None
+            raise ProtocolError(
+                f"action {action}: the query is not a valid query ({exc})"
+            ) from None
         unit = header.get("integer_time_unit", "s")
         if unit not in ("s", "ms", "us", "ns"):
-            raise ProtocolError(f"action {action}: integer_time_unit must be s, ms, us or ns, got {unit!r}")
+            raise ProtocolError(
+                f"action {action}: integer_time_unit must be s, ms, us or ns, got {unit!r}"
+            )
         config = QueryConfig(integer_time_unit=unit)
         analysis = analyze(query, self.node.store.schema, config)
         if navigation and self._navigation_mode(analysis) is not None:
@@ -56,7 +64,10 @@ class Opener(Family):
             return None
         if self.node.local(analysis):
             return "partitions"
-        if self.node.store.manifest.get("partitioning") == "time" and analysis.order_column == self.node.store.time_column:
+        if (
+            self.node.store.manifest.get("partitioning") == "time"
+            and analysis.order_column == self.node.store.time_column
+        ):
             return "time"
         return None
 
@@ -67,18 +78,27 @@ class Opener(Family):
 
         key = header.get("event_key", self.node.store.manifest.get("event_key") or [])
         if not isinstance(key, list) or len(key) > 64 or any(not isinstance(c, str) for c in key):
-            raise ProtocolError(f"open: event_key must list columns of this node's rows, got {key!r}")
+            raise ProtocolError(
+                f"open: event_key must list columns of this node's rows, got {key!r}"
+            )
         try:  # spelled as the compute node's analysis resolves them (exact, else case-insensitive)
             key = [resolve_column(c, schema, "event key") for c in key]
         except DfsCerError as exc:
-            raise ProtocolError(f"open: event_key must list columns of this node's rows ({exc})") from None
+            raise ProtocolError(
+                f"open: event_key must list columns of this node's rows ({exc})"
+            ) from None
         dedup = header.get("dedup", True)
         if not isinstance(dedup, bool):
             raise ProtocolError(f"open: dedup must be true or false, got {dedup!r}")
         return key, dedup
 
-    def _navigation_candidates(self, table: pa.Table, analysis: Analysis, header: dict[str, Any],
-                               candidates: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def _navigation_candidates(
+        self,
+        table: pa.Table,
+        analysis: Analysis,
+        header: dict[str, Any],
+        candidates: dict[str, np.ndarray],
+    ) -> dict[str, np.ndarray]:
         """Narrow each variable's candidates by its PREV/NEXT conjuncts, checked over this node's
         rows in the matcher's order (the event key and dedup the compute node matches with)."""
         from dfs_cer.io.shard import window_units
@@ -89,13 +109,23 @@ class Opener(Family):
             return candidates
         key, dedup = self._event_key(header, table.schema)
         self.node.check()
-        masks = navigation_masks(table, analysis, key, dedup, mode,
-                                 window_units(table.schema.field(self.node.store.time_column).type))
+        masks = navigation_masks(
+            table,
+            analysis,
+            key,
+            dedup,
+            mode,
+            window_units(table.schema.field(self.node.store.time_column).type),
+        )
         self.node.check()
-        return {name: rows[masks[name][rows]] if name in masks else rows for name, rows in candidates.items()}
+        return {
+            name: rows[masks[name][rows]] if name in masks else rows
+            for name, rows in candidates.items()
+        }
 
-    def _candidates(self, table: pa.Table, analysis: Analysis,
-                    shared: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    def _candidates(
+        self, table: pa.Table, analysis: Analysis, shared: dict[str, np.ndarray] | None = None
+    ) -> dict[str, np.ndarray]:
         """Rows of ``table`` each variable's independent condition accepts; ``shared`` caches them
         by condition across the queries of a group (identical conditions are evaluated once)."""
         indexed: pa.Table | None = None
@@ -112,7 +142,9 @@ class Opener(Family):
                 rows = np.arange(table.num_rows, dtype=np.int64)
             else:
                 if indexed is None:
-                    indexed = table.append_column("__row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+                    indexed = table.append_column(
+                        "__row", pa.array(np.arange(table.num_rows, dtype=np.int64))
+                    )
                 col = ds.dataset(indexed).to_table(filter=expr, columns=["__row"]).column("__row")
                 rows = np.asarray(col.to_numpy(), np.int64)
             out[v.name] = rows
@@ -124,21 +156,33 @@ class Opener(Family):
         info = {}
         for name, rows in state.candidates.items():
             t = state.ts[rows]
-            info[name] = {"count": int(rows.size), "min_ts": int(t.min()) if t.size else None,
-                          "max_ts": int(t.max()) if t.size else None}
+            info[name] = {
+                "count": int(rows.size),
+                "min_ts": int(t.min()) if t.size else None,
+                "max_ts": int(t.max()) if t.size else None,
+            }
         table = state.table
         # a group's table holds every row; report what this query alone would have scanned
         scanned = int(union_rows(state).size) if state.grouped else table.num_rows
-        return {"rows": scanned, "variables": info, "min_ts": self.node.store.manifest.get("min_ts"),
-                "max_ts": self.node.store.manifest.get("max_ts"), "total_rows": self.node.store.manifest.get("rows"),
-                "held_bytes": state.size_in_bytes(), "event_key": list(self.node.store.manifest.get("event_key") or []),
-                "row_bytes": (table.nbytes / table.num_rows) if table.num_rows else 0.0,
-                "schema_digest": schema_digest(self.node.store.schema), "data_digest": self.node.store.data_digest,
-                "local_partitions": self.node.local(state.analysis), "beta": self.node.betas,
-                "time_column": self.node.store.time_column,
-                **self.node.store.served_snapshot(),
-                "navigation_on_node": state.navigation,
-                "match_cpu_budget": self.node.cpu_budget, "halo_limit": self.node.halo_limit}
+        return {
+            "rows": scanned,
+            "variables": info,
+            "min_ts": self.node.store.manifest.get("min_ts"),
+            "max_ts": self.node.store.manifest.get("max_ts"),
+            "total_rows": self.node.store.manifest.get("rows"),
+            "held_bytes": state.size_in_bytes(),
+            "event_key": list(self.node.store.manifest.get("event_key") or []),
+            "row_bytes": (table.nbytes / table.num_rows) if table.num_rows else 0.0,
+            "schema_digest": schema_digest(self.node.store.schema),
+            "data_digest": self.node.store.data_digest,
+            "local_partitions": self.node.local(state.analysis),
+            "beta": self.node.betas,
+            "time_column": self.node.store.time_column,
+            **self.node.store.served_snapshot(),
+            "navigation_on_node": state.navigation,
+            "match_cpu_budget": self.node.cpu_budget,
+            "halo_limit": self.node.halo_limit,
+        }
 
     def _copies_whole(self, analysis: Analysis, key: list[str]) -> bool:
         """Does this node hold every copy of each event it holds one of (rows equal in the
@@ -149,13 +193,20 @@ class Opener(Family):
         if manifest.get("nodes") == 1:
             return True
         mr = analysis.query.recognize
-        shared = {c.lower() for c in [*key, *mr.partition_by, analysis.order_column]}  # columns copies share
+        shared = {
+            c.lower() for c in [*key, *mr.partition_by, analysis.order_column]
+        }  # columns copies share
         how = manifest.get("partitioning")
-        placed_by = {"time": [self.node.store.time_column],  # by time window
-                     "random": [self.node.store.time_column, *manifest.get("event_key", [])] if manifest.get("event_key")
-                     else None,  # by a hash of time and the shard set's key, else round robin
-                     "type": [manifest.get("type_column")]}.get(str(how))
-        return placed_by is not None and all(isinstance(c, str) and c.lower() in shared for c in placed_by)
+        placed_by = {
+            "time": [self.node.store.time_column],  # by time window
+            "random": [self.node.store.time_column, *manifest.get("event_key", [])]
+            if manifest.get("event_key")
+            else None,  # by a hash of time and the shard set's key, else round robin
+            "type": [manifest.get("type_column")],
+        }.get(str(how))
+        return placed_by is not None and all(
+            isinstance(c, str) and c.lower() in shared for c in placed_by
+        )
 
     def _indexed_rows(self, analysis: Analysis, filt: Any) -> tuple[pa.Table, np.ndarray] | None:
         """The node's rows by time and the positions of those passing ``filt`` (the union of the
@@ -173,8 +224,12 @@ class Opener(Family):
             if found is None:
                 return None
             bounded = int_range(v.independent, self.node.store.schema, found[0])
-            projected = self.node.store.projection(found[0], bounded[0]) if bounded is not None else None
-            if bounded is not None and projected is not None:  # the value's rows inside the range only
+            projected = (
+                self.node.store.projection(found[0], bounded[0]) if bounded is not None else None
+            )
+            if (
+                bounded is not None and projected is not None
+            ):  # the value's rows inside the range only
                 if parts and projected[0] is not rows:
                     return None
                 rows = projected[0]
@@ -190,8 +245,16 @@ class Opener(Family):
         narrowed = np.sort(np.concatenate(parts), kind="stable")  # sorted runs: a merge
         if narrowed.size > 1:
             narrowed = narrowed[np.concatenate(([True], narrowed[1:] != narrowed[:-1]))]
-        needed = sorted({n.name for v in analysis.variables if v.independent is not None
-                         for n in walk(v.independent) if isinstance(n, Column)} & set(rows.column_names))
+        needed = sorted(
+            {
+                n.name
+                for v in analysis.variables
+                if v.independent is not None
+                for n in walk(v.independent)
+                if isinstance(n, Column)
+            }
+            & set(rows.column_names)
+        )
         probe = rows.select(needed).take(pa.array(narrowed))  # only the columns the filter reads
         return rows, narrowed[matching_rows(probe, filt)]
 
@@ -226,10 +289,15 @@ class Opener(Family):
             if name not in seen:
                 column = resolve_column(name, self.node.store.schema, "input filter")
                 values = self.node.store.scan(None, columns=[column]).column(column)
-                if pa.types.is_dictionary(values.type):  # what the filter reads: the decoded strings
+                if pa.types.is_dictionary(
+                    values.type
+                ):  # what the filter reads: the decoded strings
                     values = values.cast(values.type.value_type)
-                chars = pc.utf8_length(values) if pa.types.is_string(values.type) or \
-                    pa.types.is_large_string(values.type) else pa.array([], pa.int64())
+                chars = (
+                    pc.utf8_length(values)
+                    if pa.types.is_string(values.type) or pa.types.is_large_string(values.type)
+                    else pa.array([], pa.int64())
+                )
                 seen[name] = (int(pc.sum(chars).as_py() or 0), int(pc.max(chars).as_py() or 0))
             return seen[name]
 
@@ -238,7 +306,10 @@ class Opener(Family):
             raise QueryValidationError(
                 f"the input filter's LIKE patterns would cost this node about {cost:,} character steps over its "
                 f"rows, more than storage.filter_cost_limit={self.node.filter_cost_limit:,}",
-                clause="input filter", code=INPUT_FILTER, hint="the input is computed on the compute node instead")
+                clause="input filter",
+                code=INPUT_FILTER,
+                hint="the input is computed on the compute node instead",
+            )
 
     def _no_nan(self, condition: Any) -> None:
         """Refuse the input filter when a floating-point column it reads holds NaN here (one
@@ -247,8 +318,11 @@ class Opener(Family):
 
         from dfs_cer.query.input_filter import nan_columns
 
-        nan_columns(condition, self.node.store.schema,
-                    lambda c: self.node.store.scan(pc.is_nan(pc.field(c)), columns=[c]).num_rows > 0)
+        nan_columns(
+            condition,
+            self.node.store.schema,
+            lambda c: self.node.store.scan(pc.is_nan(pc.field(c)), columns=[c]).num_rows > 0,
+        )
 
 
 def any_of(filters: list[Any]) -> Any:
@@ -266,9 +340,14 @@ def canonical_copies(table: pa.Table, analysis: Analysis, key: list[str]) -> np.
     from dfs_cer.events.order import sort_and_partition
 
     mr = analysis.query.recognize
-    order_by = [(analysis.order_column, False)] if mr.all_matches else \
-        [(s.column, s.descending, bool(s.nulls_first)) for s in mr.order_by]
-    return np.sort(sort_and_partition(table, tuple(mr.partition_by), order_by, None, tuple(key), True)[2])
+    order_by = (
+        [(analysis.order_column, False)]
+        if mr.all_matches
+        else [(s.column, s.descending, bool(s.nulls_first)) for s in mr.order_by]
+    )
+    return np.sort(
+        sort_and_partition(table, tuple(mr.partition_by), order_by, None, tuple(key), True)[2]
+    )
 
 
 def expiry(header: dict[str, Any]) -> float | None:
@@ -280,16 +359,18 @@ def expiry(header: dict[str, Any]) -> float | None:
     return None if seconds is None else time.monotonic() + seconds + LEASE_GRACE_SECONDS
 
 
-
 def time_ranges(raw: object) -> np.ndarray | None:
     """``[[lo, hi], ...]`` (inclusive, in the time column's integer units) from an open header."""
     if raw is None:
         return None
     if not isinstance(raw, list) or not all(
-            isinstance(r, list) and len(r) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in r)
-            and r[0] <= r[1] for r in raw):
-        raise ProtocolError("action open: time_ranges must be a list of [lo, hi] integer pairs with lo <= hi")
+        isinstance(r, list)
+        and len(r) == 2
+        and all(isinstance(x, int) and not isinstance(x, bool) for x in r)
+        and r[0] <= r[1]
+        for r in raw
+    ):
+        raise ProtocolError(
+            "action open: time_ranges must be a list of [lo, hi] integer pairs with lo <= hi"
+        )
     return np.array(raw, np.int64).reshape(-1, 2)
-
-
-

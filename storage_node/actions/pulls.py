@@ -52,7 +52,9 @@ class PullActions(Family):
         """Route a DoGet ticket by its ``kind`` (a ``slice``: the rows of an inclusive time range
         of a final pull, one executor's share)."""
         kind = field(header, "kind", str, "pull")
-        if "slice" in header:  # one executor's share of a final pull: the rows of an inclusive time range
+        if (
+            "slice" in header
+        ):  # one executor's share of a final pull: the rows of an inclusive time range
             if kind not in FINAL_PULLS:
                 raise ProtocolError(f"{kind}: slice applies to {', '.join(FINAL_PULLS)} only")
             lo, hi = _slice(header["slice"], kind)
@@ -66,16 +68,24 @@ class PullActions(Family):
         if entry is not None and entry.lifecycle:
             return self.kinds[kind](header, blobs)
         state = self.node.registry.get(field(header, "query_id", str, kind))
-        with self.node.working(state.query_id) as work:  # the pulls of an opened query, bounded by its work
+        with self.node.working(
+            state.query_id
+        ) as work:  # the pulls of an opened query, bounded by its work
             if entry is None:
-                raise ProtocolError(f"unknown pull kind {kind!r}; use pull, pull_range, pull_halo, pull_variable, "
-                                    "pull_pushdown or pull_all")
+                raise ProtocolError(
+                    f"unknown pull kind {kind!r}; use pull, pull_range, pull_halo, pull_variable, "
+                    "pull_pushdown or pull_all"
+                )
             return self.kinds[kind](state, header, blobs, work)
 
     def pull_all(self, header: dict[str, Any], blobs: list[bytes]) -> pa.Table:
         """Every row of the shard set (of the opened query's rows when it is open here)."""
         kind = "pull_all"
-        opened = self.node.registry.find(header["query_id"]) if isinstance(header.get("query_id"), str) else None
+        opened = (
+            self.node.registry.find(header["query_id"])
+            if isinstance(header.get("query_id"), str)
+            else None
+        )
         if opened is not None:  # the open reserved the memory
             self.node.same_generation(opened, kind)
             return self.node.whole(opened.ranges, opened.where)
@@ -83,7 +93,9 @@ class PullActions(Family):
             self.node.registry.get(field(header, "query_id", str, kind))  # raises UnknownQueryError
         return self.node.admitted(kind, lambda: self.node.whole(None))
 
-    def pull_pushdown(self, state: QueryState, header: dict[str, Any], blobs: list[bytes], work: Work) -> pa.Table:
+    def pull_pushdown(
+        self, state: QueryState, header: dict[str, Any], blobs: list[bytes], work: Work
+    ) -> pa.Table:
         """Every candidate row of the query (with their halo when this node holds whole groups)."""
         rows = union_rows(state)
         ship(state, rows)
@@ -91,7 +103,9 @@ class PullActions(Family):
             return self._with_local_halo(state, Halo.parse(header, self.node.halo_limit), rows)
         return state.table.take(pa.array(rows))
 
-    def pull_final(self, state: QueryState, header: dict[str, Any], blobs: list[bytes], work: Work) -> pa.Table:
+    def pull_final(
+        self, state: QueryState, header: dict[str, Any], blobs: list[bytes], work: Work
+    ) -> pa.Table:
         """``pull``: candidate rows inside the final interval set (blob 0)."""
         kind = "pull"
         if not blobs:
@@ -104,7 +118,9 @@ class PullActions(Family):
             return self._with_local_halo(state, Halo.parse(header, self.node.halo_limit), rows)
         return state.table.take(pa.array(rows))
 
-    def pull_range(self, state: QueryState, header: dict[str, Any], blobs: list[bytes], work: Work) -> pa.Table:
+    def pull_range(
+        self, state: QueryState, header: dict[str, Any], blobs: list[bytes], work: Work
+    ) -> pa.Table:
         """Every row inside the final intervals (contiguous patterns), from the shards."""
         kind = "pull_range"
         if "halo" in header:
@@ -117,12 +133,15 @@ class PullActions(Family):
         ts = int_times(table.column(self.node.store.time_column))
         return table.filter(pa.array(swf.contains(ts)))
 
-    def pull_halo(self, state: QueryState, header: dict[str, Any], blobs: list[bytes], work: Work) -> pa.Table:
+    def pull_halo(
+        self, state: QueryState, header: dict[str, Any], blobs: list[bytes], work: Work
+    ) -> pa.Table:
         """Rows next to the pulled candidates' (partition, time) points."""
         return self._pull_halo(state, Halo.parse(header, self.node.halo_limit), blobs)
 
-    def _canonical(self, state: QueryState, request: Halo, kind: str) -> tuple[pa.Table, np.ndarray, np.ndarray,
-                                                                               np.ndarray, np.ndarray]:
+    def _canonical(
+        self, state: QueryState, request: Halo, kind: str
+    ) -> tuple[pa.Table, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """This node's rows of the query (inside its time ranges) in the matcher's order."""
         from dfs_cer.plan.halo import canonical
 
@@ -131,7 +150,9 @@ class PullActions(Family):
         self.node.check()
         unknown = [c for c in request.event_key if c not in table.column_names]
         if unknown:
-            raise ProtocolError(f"{kind}: event key column(s) {unknown} are not columns of this node's rows")
+            raise ProtocolError(
+                f"{kind}: event key column(s) {unknown} are not columns of this node's rows"
+            )
         mr = state.analysis.query.recognize
         if mr.order_by[0].descending:
             raise ProtocolError(f"{kind}: a halo needs an ascending first ORDER BY column")
@@ -146,7 +167,9 @@ class PullActions(Family):
             raise ProtocolError("pull_range: the final interval set blob is missing")
         intervals = IntervalSet.from_bytes(blobs[0])
         ordered, pid, t, _, _ = self._canonical(state, request, "pull_range")
-        inside, halo = around_intervals(pid, t, intervals.starts, intervals.ends, request.before, request.after)
+        inside, halo = around_intervals(
+            pid, t, intervals.starts, intervals.ends, request.before, request.after
+        )
         keep = inside | halo
         return ordered.filter(pa.array(keep)).append_column(HALO, pa.array(halo[keep]))
 
@@ -160,27 +183,51 @@ class PullActions(Family):
         columns = [*partition_by, POINT_TIME]
         reach = points.column_names == [*columns, POINT_BEFORE, POINT_AFTER]
         if not (points.column_names == columns or reach) or not all(
-                pa.types.is_integer(points.schema.field(c).type) for c in points.column_names[len(partition_by):]):
-            raise ProtocolError(f"pull_halo: the points table needs the columns {columns} (integer times), "
-                                f"optionally followed by {POINT_BEFORE} and {POINT_AFTER} (integer row counts)")
+            pa.types.is_integer(points.schema.field(c).type)
+            for c in points.column_names[len(partition_by) :]
+        ):
+            raise ProtocolError(
+                f"pull_halo: the points table needs the columns {columns} (integer times), "
+                f"optionally followed by {POINT_BEFORE} and {POINT_AFTER} (integer row counts)"
+            )
         before: int | np.ndarray = request.before
         after: int | np.ndarray = request.after
         if reach:  # rows per point, each within the request's halo
-            before = np.asarray(points.column(POINT_BEFORE).to_numpy(zero_copy_only=False), np.int64)
+            before = np.asarray(
+                points.column(POINT_BEFORE).to_numpy(zero_copy_only=False), np.int64
+            )
             after = np.asarray(points.column(POINT_AFTER).to_numpy(zero_copy_only=False), np.int64)
-            if points.column(POINT_BEFORE).null_count or points.column(POINT_AFTER).null_count or \
-                    (before.size and (before.min() < 0 or before.max() > request.before or after.min() < 0
-                                      or after.max() > request.after)):
-                raise ProtocolError(f"pull_halo: {POINT_BEFORE}/{POINT_AFTER} must lie in 0..halo "
-                                    f"({request.before}, {request.after})")
-        if request.skip_shipped and state.shipped is None:  # re-opened after a restart: the client asks again
-            raise CacheMissError("pull_halo: skip_shipped, but this node holds no record of rows it shipped for the "
-                                 "query (it restarted and the query was re-opened); ask without skip_shipped")
+            if (
+                points.column(POINT_BEFORE).null_count
+                or points.column(POINT_AFTER).null_count
+                or (
+                    before.size
+                    and (
+                        before.min() < 0
+                        or before.max() > request.before
+                        or after.min() < 0
+                        or after.max() > request.after
+                    )
+                )
+            ):
+                raise ProtocolError(
+                    f"pull_halo: {POINT_BEFORE}/{POINT_AFTER} must lie in 0..halo "
+                    f"({request.before}, {request.after})"
+                )
+        if (
+            request.skip_shipped and state.shipped is None
+        ):  # re-opened after a restart: the client asks again
+            raise CacheMissError(
+                "pull_halo: skip_shipped, but this node holds no record of rows it shipped for the "
+                "query (it restarted and the query was re-opened); ask without skip_shipped"
+            )
         ordered, pid, t, bounds, order = self._canonical(state, request, "pull_halo")
         try:
             point_pid = point_partitions(ordered, bounds, partition_by, points.select(partition_by))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            raise ProtocolError(f"pull_halo: the points' partition columns do not match this node's ({exc})") from None
+            raise ProtocolError(
+                f"pull_halo: the points' partition columns do not match this node's ({exc})"
+            ) from None
         point_t = np.asarray(points.column(POINT_TIME).to_numpy(zero_copy_only=False), np.int64)
         by_point = np.lexsort((point_t, point_pid))
         if isinstance(before, np.ndarray):
@@ -202,8 +249,10 @@ class PullActions(Family):
         from dfs_cer.plan.halo import around_points
 
         if not self.node.local(state.analysis):
-            raise ProtocolError(f"{request.kind}: a halo in the final pull needs whole PARTITION BY groups on this "
-                                "node; use pull_halo")
+            raise ProtocolError(
+                f"{request.kind}: a halo in the final pull needs whole PARTITION BY groups on this "
+                "node; use pull_halo"
+            )
         if state.row_ids is None:
             raise ProtocolError(f"{request.kind}: the query reads no neighbours (no PREV/NEXT)")
         ordered, pid, t, bounds, order = self._canonical(state, request, request.kind)
@@ -224,14 +273,26 @@ class PullActions(Family):
             point_pid = point_partitions(ordered, bounds, partition_by, points.select(partition_by))
             point_t = time_values(points, state.analysis.order_column)
             by_point = np.lexsort((point_t, point_pid))
-            halo = around_points(pid, t, point_pid[by_point], point_t[by_point], before[wanted][by_point],
-                                 after[wanted][by_point])
+            halo = around_points(
+                pid,
+                t,
+                point_pid[by_point],
+                point_t[by_point],
+                before[wanted][by_point],
+                after[wanted][by_point],
+            )
             halo &= ~np.isin(order, state.row_ids[rows])  # those rows are in the reply already
         near = ordered.filter(pa.array(halo))
-        return pa.concat_tables([taken.append_column(HALO, pa.array(np.zeros(rows.size, bool))),
-                                 near.append_column(HALO, pa.array(np.ones(near.num_rows, bool)))])
+        return pa.concat_tables(
+            [
+                taken.append_column(HALO, pa.array(np.zeros(rows.size, bool))),
+                near.append_column(HALO, pa.array(np.ones(near.num_rows, bool))),
+            ]
+        )
 
-    def pull_matches(self, state: QueryState, header: dict[str, Any], blobs: list[bytes], work: Work) -> pa.Table:
+    def pull_matches(
+        self, state: QueryState, header: dict[str, Any], blobs: list[bytes], work: Work
+    ) -> pa.Table:
         """Run the query's MATCH_RECOGNIZE over this node's rows (its partitions are whole here)
         and return the relation (the outer SELECT stays on the compute node); the schema's
         metadata says how many matches and the seconds spent."""
@@ -242,27 +303,48 @@ class PullActions(Family):
 
         request = NodeMatch.parse(header)
         if not self.node.local(state.analysis):
-            raise ProtocolError("pull_matches: this node does not hold whole PARTITION BY groups of the query "
-                                "(shard with --partitioning type --type-column <a PARTITION BY column>)")
+            raise ProtocolError(
+                "pull_matches: this node does not hold whole PARTITION BY groups of the query "
+                "(shard with --partitioning type --type-column <a PARTITION BY column>)"
+            )
         self.node.same_generation(state, "pull_matches")
         table = self.node.whole(state.ranges, state.where)
         unknown = [c for c in request.event_key if c not in table.column_names]
         if unknown:
-            raise ProtocolError(f"pull_matches: event key column(s) {unknown} are not columns of this node's rows")
+            raise ProtocolError(
+                f"pull_matches: event key column(s) {unknown} are not columns of this node's rows"
+            )
         import dataclasses
 
         query = state.analysis.query
-        analysis = dataclasses.replace(state.analysis, event_key=request.event_key, dedup=request.dedup)
+        analysis = dataclasses.replace(
+            state.analysis, event_key=request.event_key, dedup=request.dedup
+        )
         began = time.process_time()
         if query.recognize.all_matches:
-            out = run_cer(table, analysis, max_matches=request.max_matches, on_limit=request.on_limit, work=work)
+            out = run_cer(
+                table,
+                analysis,
+                max_matches=request.max_matches,
+                on_limit=request.on_limit,
+                work=work,
+            )
         else:
-            out = run_row_pattern(table, analysis, max_matches=request.max_matches, on_limit=request.on_limit,
-                                  work=work)
+            out = run_row_pattern(
+                table,
+                analysis,
+                max_matches=request.max_matches,
+                on_limit=request.on_limit,
+                work=work,
+            )
         seconds = time.process_time() - began
-        return out.table.replace_schema_metadata({"dfs_cer_matches": str(out.matches),
-                                                  "dfs_cer_truncated": str(out.truncated).lower(),
-                                                  "dfs_cer_seconds": f"{seconds:.6f}"})
+        return out.table.replace_schema_metadata(
+            {
+                "dfs_cer_matches": str(out.matches),
+                "dfs_cer_truncated": str(out.truncated).lower(),
+                "dfs_cer_seconds": f"{seconds:.6f}",
+            }
+        )
 
     def pull_group(self, header: dict[str, Any], blobs: list[bytes]) -> pa.Table:
         """The final pulls of queries opened together, in one stream: the union of their rows
@@ -273,7 +355,9 @@ class PullActions(Family):
         states = [self.node.registry.get(field(p, "query_id", str, "pull_group")) for p in pulls]
         base = states[0].table
         if not all(s.grouped and s.table is base for s in states):
-            raise ProtocolError("pull_group: the queries were not opened together (open with a group)")
+            raise ProtocolError(
+                "pull_group: the queries were not opened together (open with a group)"
+            )
         chosen = []
         for p, state in zip(pulls, states, strict=True):
             kind = field(p, "kind", str, "pull_group")
@@ -285,7 +369,9 @@ class PullActions(Family):
                 rows = union_rows(state)
             elif kind in ("pull", "pull_range"):
                 if kind == "pull_range" and not state.whole:
-                    raise ProtocolError("pull_group: pull_range needs a group opened over every row")
+                    raise ProtocolError(
+                        "pull_group: pull_range needs a group opened over every row"
+                    )
                 index = field(p, "blob", int, "pull_group")
                 if not 0 <= index < len(blobs):
                     raise ProtocolError(f"pull_group: blob {index} is missing")
@@ -310,8 +396,11 @@ class PullActions(Family):
 
 
 def _slice(raw: object, kind: str) -> tuple[int, int]:
-    if (not isinstance(raw, list) or len(raw) != 2 or not all(isinstance(x, int) and not isinstance(x, bool)
-                                                               for x in raw) or raw[0] > raw[1]):
+    if (
+        not isinstance(raw, list)
+        or len(raw) != 2
+        or not all(isinstance(x, int) and not isinstance(x, bool) for x in raw)
+        or raw[0] > raw[1]
+    ):
         raise ProtocolError(f"{kind}: slice must be [lo, hi], two integers with lo <= hi")
     return int(raw[0]), int(raw[1])
-

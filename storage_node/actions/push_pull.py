@@ -25,8 +25,10 @@ class PushPullActions(Family):
         state = self.node.registry.get(request.query_id)
         name = self.node.variable(state, request.variable, "upload")
         if table.schema.names != state.table.schema.names:
-            raise ProtocolError(f"upload: columns {table.schema.names} differ from the shards' "
-                                f"{state.table.schema.names}")
+            raise ProtocolError(
+                f"upload: columns {table.schema.names} differ from the shards' "
+                f"{state.table.schema.names}"
+            )
         previous = state.uploads.get(name)
         state.uploads[name] = table if previous is None else pa.concat_tables([previous, table])
         self.node.registry.account(state)  # the uploads count against the memory budget
@@ -48,15 +50,24 @@ class PushPullActions(Family):
         unfiltered: dict[str, str] = {}
         with self.node.working(state.query_id) as work:
             try:
-                keep = filter_by_projection(state.analysis.query, name, state.table.take(pa.array(rows)),
-                                            {p: state.uploads[p] for p in processed}, work)
-            except WorkMemoryError as exc:  # the filter only narrows: every candidate kept is still exact
+                keep = filter_by_projection(
+                    state.analysis.query,
+                    name,
+                    state.table.take(pa.array(rows)),
+                    {p: state.uploads[p] for p in processed},
+                    work,
+                )
+            except (
+                WorkMemoryError
+            ) as exc:  # the filter only narrows: every candidate kept is still exact
                 keep = np.ones(rows.size, bool)
                 unfiltered["unfiltered"] = str(exc)
         state.candidates[name] = rows[keep]
         return {"before": int(before), "survivors": int(keep.sum()), **unfiltered}, []
 
-    def pull_variable(self, state: QueryState, header: dict[str, Any], blobs: list[bytes], work: Work) -> pa.Table:
+    def pull_variable(
+        self, state: QueryState, header: dict[str, Any], blobs: list[bytes], work: Work
+    ) -> pa.Table:
         """One variable's current candidates, with their row ids (:data:`ROW_ID`)."""
         name = self.node.variable(state, header, "pull_variable")
         rows = state.candidates[name]

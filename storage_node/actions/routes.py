@@ -28,9 +28,15 @@ class Routes:
         kinds: dict[str, Callable[..., pa.Table]] = {}
         self.pulls = PullActions(node, kinds)
         self.families: dict[str, object] = {
-            "server": server, "lifecycle": LifecycleActions(node), "filters": FilterActions(node),
-            "pulls": self.pulls, "push_pull": PushPullActions(node), "situations": SituationActions(node),
-            "tables": TableActions(node)}
+            "server": server,
+            "lifecycle": LifecycleActions(node),
+            "filters": FilterActions(node),
+            "pulls": self.pulls,
+            "push_pull": PushPullActions(node),
+            "situations": SituationActions(node),
+            "tables": TableActions(node),
+        }
         self.handlers: dict[str, Callable[..., Any]] = {
-            a.name: getattr(self.families[a.family], a.handler) for a in PROTOCOL}
+            a.name: getattr(self.families[a.family], a.handler) for a in PROTOCOL
+        }
         kinds.update({name: self.handlers[name] for name in PULLS})

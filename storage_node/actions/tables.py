@@ -17,8 +17,11 @@ class TableActions(Family):
         request pins."""
         store = self.node.store
         with self.node.pinned(snapshot_of(header)):
-            return {"files": store.manifest.get("files", []), "time_column": store.time_column,
-                    **store.served_snapshot()}, []
+            return {
+                "files": store.manifest.get("files", []),
+                "time_column": store.time_column,
+                **store.served_snapshot(),
+            }, []
 
     def schema(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         """The shard set's exact Arrow schema (and its digest)."""

@@ -24,12 +24,30 @@ NET = {"DFS_NET_PREFIX": "dfstst", "DFS_NET_SUBNET": "10.79"}  # apart from a be
 
 
 def test_run_quick_writes_tables_plots_and_headline(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "bench/run.py", "--quick", "--sections", "main,memory", "--json",
-                          "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "bench/run.py",
+            "--quick",
+            "--sections",
+            "main,memory",
+            "--json",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
-    head = json.loads(out.stdout[out.stdout.index("{"):])
-    for key in ("transmission_vs_pushdown", "transmission_vs_pushpull", "latency_vs_best_baseline",
-                "sn_memory_vs_pushdown"):
+    head = json.loads(out.stdout[out.stdout.index("{") :])
+    for key in (
+        "transmission_vs_pushdown",
+        "transmission_vs_pushpull",
+        "latency_vs_best_baseline",
+        "sn_memory_vs_pushdown",
+    ):
         assert head[key] > 0 and key in head["targets_met"]
     assert head["transmission_vs_pushdown"] < 1  # DFS moves fewer bytes than push-down even at 200k
     results = json.loads((tmp_path / "run-loopback.json").read_text())
@@ -39,14 +57,24 @@ def test_run_quick_writes_tables_plots_and_headline(tmp_path: Path) -> None:
     assert "| strategy | MB (both ways)" in (tmp_path / "run-loopback.md").read_text()
     for fig in ("fig_transmission", "fig_latency", "fig_memory"):
         assert (tmp_path / f"{fig}-loopback.png").stat().st_size > 10_000
-    bad = subprocess.run([sys.executable, "bench/run.py", "--sections", "main,charts"], capture_output=True,
-                         text=True, cwd=ROOT, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, "bench/run.py", "--sections", "main,charts"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert bad.returncode != 0 and "unknown section 'charts'" in bad.stderr
 
 
 def _net(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(ROOT / "bench" / "net.sh"), *args], capture_output=True, text=True,
-                          env={**os.environ, **NET}, timeout=60)
+    return subprocess.run(
+        ["bash", str(ROOT / "bench" / "net.sh"), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **NET},
+        timeout=60,
+    )
 
 
 @pytest.fixture
@@ -59,11 +87,16 @@ def namespaces() -> Iterator[dict[str, object]]:
         assert _net("down").returncode == 0
 
 
-def test_net_sh_shapes_links_to_storage_nodes_in_namespaces(namespaces: dict[str, object], tmp_path: Path) -> None:
+def test_net_sh_shapes_links_to_storage_nodes_in_namespaces(
+    namespaces: dict[str, object], tmp_path: Path
+) -> None:
     from bench.harness import NetConfig, wire_bytes
 
     net = NetConfig.load(Path("/run/dfstst-cer-net.json"))
-    assert net.namespaces == ["dfstst-sn0", "dfstst-sn1"] and net.hosts == ["10.79.0.2", "10.79.1.2"]
+    assert net.namespaces == ["dfstst-sn0", "dfstst-sn1"] and net.hosts == [
+        "10.79.0.2",
+        "10.79.1.2",
+    ]
     pq.write_table(synthetic_events(60_000), tmp_path / "e.parquet")
     shard(str(tmp_path / "e.parquet"), 2, str(tmp_path / "n"))
     dirs = [str(tmp_path / "n" / f"node-{i:02d}") for i in range(2)]
@@ -71,9 +104,14 @@ def test_net_sh_shapes_links_to_storage_nodes_in_namespaces(namespaces: dict[str
         assert cluster.endpoints[0].startswith("grpc+tcp://10.79.0.2:")
         before = wire_bytes(net.devices)
         started = time.perf_counter()
-        result = pull("pull_all", "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ALL MATCHES "
-                      "PATTERN (A B) WITHIN INTERVAL '1' MINUTE DEFINE A AS A.type = 'T_01', "
-                      "B AS B.type = 'T_02')", cluster.endpoints, cluster.token)
+        result = pull(
+            "pull_all",
+            "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ALL MATCHES "
+            "PATTERN (A B) WITHIN INTERVAL '1' MINUTE DEFINE A AS A.type = 'T_01', "
+            "B AS B.type = 'T_02')",
+            cluster.endpoints,
+            cluster.token,
+        )
         seconds = time.perf_counter() - started
         wire = wire_bytes(net.devices) - before
     payload = result.trace.bytes_to_cn + result.trace.bytes_to_sn
@@ -87,8 +125,22 @@ def test_net_sh_shapes_links_to_storage_nodes_in_namespaces(namespaces: dict[str
 def test_chaos_smoke_every_fault_once(tmp_path: Path) -> None:
     """bench/chaos.py: one query per fault kind; nothing wrong, unclear or left behind."""
     out = tmp_path / "chaos.json"
-    proc = subprocess.run([sys.executable, "bench/chaos.py", "--queries", "7", "--events", "6000", "--json", str(out)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "bench/chaos.py",
+            "--queries",
+            "7",
+            "--events",
+            "6000",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = json.loads(out.read_text())["summary"]["all"]
     assert summary["queries"] == 7
@@ -105,8 +157,18 @@ def test_navigation_workload_smoke() -> None:
     assert {"a", "b", "c", "d"} <= set(figures)
     assert figures["a"]["dfs"]["rows"] == figures["a"]["pull_all"]["rows"]
     d = figures["d"]
-    assert any("checked on the storage nodes (partitions)" in p for p in d["ticks by key"]["dfs_path"])
-    assert any("checked on the storage nodes (time)" in p for p in d["synthetic by time"]["dfs_path"])
+    assert any(
+        "checked on the storage nodes (partitions)" in p for p in d["ticks by key"]["dfs_path"]
+    )
+    assert any(
+        "checked on the storage nodes (time)" in p for p in d["synthetic by time"]["dfs_path"]
+    )
     assert any("no variable in every match" in f for f in d["ticks random"]["dfs_fallback"])
-    for layout in ("ticks by key", "ticks by time", "ticks random", "synthetic by time", "synthetic random"):
+    for layout in (
+        "ticks by key",
+        "ticks by time",
+        "ticks random",
+        "synthetic by time",
+        "synthetic random",
+    ):
         assert d[layout]["dfs"]["rows"] == d[layout]["pull_all"]["rows"]

@@ -21,22 +21,35 @@ def summary(n: int, e: int) -> dict[str, object]:
     bsn, bcn = 100.0 * n + 1e-4 * n * e, 50.0 * n + 0.02 * e
     events = 1e-3 * e
     par = min(n, 2)
-    phases = {"open": 0.01 + 2e-8 * e / par,
-              "filter": 0.02 + 0.003 * n + costsim.transfer_seconds(bsn, n, 1.0, None),
-              "pull": 0.001 + 1e-9 * bcn + costsim.transfer_seconds(bcn, n, 1.0, None),
-              "match": 1e-6 * events}
-    return {"bytes_to_sn": bsn, "bytes_to_cn": bcn, "bytes": bsn + bcn, "events": events, "rounds": 5,
-            "phases": phases, "latency": sum(phases.values())}
+    phases = {
+        "open": 0.01 + 2e-8 * e / par,
+        "filter": 0.02 + 0.003 * n + costsim.transfer_seconds(bsn, n, 1.0, None),
+        "pull": 0.001 + 1e-9 * bcn + costsim.transfer_seconds(bcn, n, 1.0, None),
+        "match": 1e-6 * events,
+    }
+    return {
+        "bytes_to_sn": bsn,
+        "bytes_to_cn": bcn,
+        "bytes": bsn + bcn,
+        "events": events,
+        "rounds": 5,
+        "phases": phases,
+        "latency": sum(phases.values()),
+    }
 
 
 def test_the_fit_recovers_a_model_it_can_express() -> None:
-    points = [costsim.Point(n, e, summary(n, e)) for n in (1, 2, 3, 4, 6) for e in (3_000_000, 10_000_000)]
+    points = [
+        costsim.Point(n, e, summary(n, e)) for n in (1, 2, 3, 4, 6) for e in (3_000_000, 10_000_000)
+    ]
     model = costsim.Model(points, cores=2, node_gbit=1.0)
     assert np.allclose(model.coef["bytes_to_sn"], [100.0, 1e-4, 0.0], rtol=1e-6, atol=1e-9)
     assert np.allclose(model.coef["open"], [0.01, 2e-8], rtol=1e-6)
     for p in points:
         got = model.predict(p.nodes, p.events, min(p.nodes, 2), 1.0, None)
-        assert abs(got["latency"] - p.s["latency"]) < 1e-9 and abs(got["bytes"] - p.s["bytes"]) < 1e-3
+        assert (
+            abs(got["latency"] - p.s["latency"]) < 1e-9 and abs(got["bytes"] - p.s["bytes"]) < 1e-3
+        )
     # more nodes on their own machines: the scan shrinks with them, the broadcast grows
     small, big = (model.predict(n, 1e9, n, 1.0, 10.0) for n in (10, 1000))
     assert big["open"] < small["open"] and big["bytes_to_sn"] > 50 * small["bytes_to_sn"]
@@ -49,13 +62,28 @@ def test_nnls_keeps_coefficients_non_negative() -> None:
 
 
 def test_the_script_projects_the_recorded_runs(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "bench/costsim.py", "--node-counts", "10,100", "--event-counts",
-                          "1000000000", "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT,
-                         timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "bench/costsim.py",
+            "--node-counts",
+            "10,100",
+            "--event-counts",
+            "1000000000",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     figures = json.loads((tmp_path / "costsim.json").read_text())
     assert {r["strategy"] for r in figures["projection"]} == {"push_down", "push_pull", "dfs"}
     assert all(r["cost"] > 0 and r["latency"] > 0 for r in figures["projection"])
     assert all(0 <= figures["holdout_error"][s]["latency_mean"] < 1 for s in costsim.STRATEGIES)
-    assert (tmp_path / "fig_costsim.png").stat().st_size > 0 and (tmp_path / "fig_costsim_fit.png").exists()
+    assert (tmp_path / "fig_costsim.png").stat().st_size > 0 and (
+        tmp_path / "fig_costsim_fit.png"
+    ).exists()
     assert "$ per query" in out.stdout

@@ -16,8 +16,24 @@ import spark_scale
 
 def test_spark_scale_small(tmp_path: Path) -> None:
     out = tmp_path / "scale.json"
-    assert spark_scale.main(["--events", "300000", "--cores", "1", "--sources", "data", "--work", str(tmp_path),
-                             "--json", "--out", str(out)]) == 0
+    assert (
+        spark_scale.main(
+            [
+                "--events",
+                "300000",
+                "--cores",
+                "1",
+                "--sources",
+                "data",
+                "--work",
+                str(tmp_path),
+                "--json",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     (run,) = json.loads(out.read_text())["results"]
     assert run["mode"] == "time" and run["chunks"] >= 2 and run["matches"] > 1000
     assert run["driver_rows"] <= 4 * run["chunks"] and run["driver_peak_rss_mb"] > 0

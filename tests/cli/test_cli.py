@@ -17,10 +17,19 @@ ROOT = Path(__file__).resolve().parents[2]
 EXE = Path(sys.executable).parent / "dfs-cer"
 
 
-def run(*args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([str(EXE), *args], capture_output=True, text=True, input=stdin, env=full_env, cwd=ROOT,
-                          timeout=120)
+    return subprocess.run(
+        [str(EXE), *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        env=full_env,
+        cwd=ROOT,
+        timeout=120,
+    )
 
 
 def test_help() -> None:
@@ -52,30 +61,52 @@ def test_explain_json_from_stdin() -> None:
 
 def test_explain_binds_a_parquet_schema(tmp_path: Path) -> None:
     path = tmp_path / "crimes.parquet"
-    pq.write_table(pa.table({"primary_type": ["ROBBERY"], "district": [1],
-                             "date": pa.array([0], pa.timestamp("ms"))}), path)
+    pq.write_table(
+        pa.table(
+            {
+                "primary_type": ["ROBBERY"],
+                "district": [1],
+                "date": pa.array([0], pa.timestamp("ms")),
+            }
+        ),
+        path,
+    )
     out = run("--output", "json", "explain", "--schema-from", str(path), Q1)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["window_units"] == 1_800_000
-    out = run("explain", "--schema-from", str(path), Q1.replace("M.district = B.district", "M.distrct = B.district"))
+    out = run(
+        "explain",
+        "--schema-from",
+        str(path),
+        Q1.replace("M.district = B.district", "M.distrct = B.district"),
+    )
     assert out.returncode == 2
-    assert out.stderr.strip() == ("error: column distrct does not exist (in DEFINE M); did you mean district?")
+    assert out.stderr.strip() == (
+        "error: column distrct does not exist (in DEFINE M); did you mean district?"
+    )
 
 
 def test_bad_query_is_one_line_exit_2() -> None:
-    out = run("explain", "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A B) DEFINE C AS C.x > 1)")
+    out = run(
+        "explain", "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A B) DEFINE C AS C.x > 1)"
+    )
     assert out.returncode == 2
     assert out.stdout == ""
-    assert out.stderr == ("error: DEFINE defines C, which does not appear in PATTERN (in DEFINE); "
-                          "pattern variables: A, B\n")
+    assert out.stderr == (
+        "error: DEFINE defines C, which does not appear in PATTERN (in DEFINE); "
+        "pattern variables: A, B\n"
+    )
     assert "Traceback" not in out.stderr
 
 
 def test_syntax_error_points_at_the_position() -> None:
     out = run("explain", "SELECT * FROM t MATCH_RECOGNIZE (\nORDER BY ts\nPATTERN (A B #))")
     assert out.returncode == 2
-    assert out.stderr == "error: unexpected character '#' (in PATTERN, line 3, column 14); PATTERN allows " \
+    assert (
+        out.stderr
+        == "error: unexpected character '#' (in PATTERN, line 3, column 14); PATTERN allows "
         "variable names, ( ) | , ^ $ {- -} PERMUTE and quantifiers * + ? {n,m}\n"
+    )
 
 
 def test_format_round_trips() -> None:
@@ -105,23 +136,32 @@ def test_missing_query_is_a_usage_error() -> None:
 def test_demo_refuses_bad_options_before_starting_anything(tmp_path: Path) -> None:
     out = run("demo", "--strategies", "dfs,fastest", "--data-dir", str(tmp_path / "d"))
     assert out.returncode == 2
-    assert out.stderr == "error: unknown strategy 'fastest'; choose from pull_all, push_down, push_pull, " \
-                         "naive_dfs, dfs, swf_only, dfs_v1, dfs_v2\n"
+    assert (
+        out.stderr
+        == "error: unknown strategy 'fastest'; choose from pull_all, push_down, push_pull, "
+        "naive_dfs, dfs, swf_only, dfs_v1, dfs_v2\n"
+    )
     assert not (tmp_path / "d").exists()
     assert run("demo", "--events", "10").returncode == 2  # at least 1000 events
-
-
 
 
 def test_query_text_and_files_never_crash(tmp_path: Path) -> None:
     """A --file name longer than the system allows, or a file that cannot be read, is a clear
     error; query text of any length stays query text (spark_jobs/run_query.py --sql)."""
     too_long = run("explain", "--file", "q" * 300 + ".sql")
-    assert too_long.returncode == 2 and "is not a file" in too_long.stderr and "Traceback" not in too_long.stderr
+    assert (
+        too_long.returncode == 2
+        and "is not a file" in too_long.stderr
+        and "Traceback" not in too_long.stderr
+    )
     binary = tmp_path / "q.sql"
     binary.write_bytes(b"\xff\xfe\x00SELECT")
     unreadable = run("explain", "--file", str(binary))
-    assert unreadable.returncode != 0 and "--file" in unreadable.stderr and "Traceback" not in unreadable.stderr
+    assert (
+        unreadable.returncode != 0
+        and "--file" in unreadable.stderr
+        and "Traceback" not in unreadable.stderr
+    )
     sys.path.insert(0, str(ROOT / "spark_jobs"))
     try:
         from run_query import main as run_query_main
@@ -134,28 +174,79 @@ def test_query_text_and_files_never_crash(tmp_path: Path) -> None:
     query.write_text(Q1)
     assert sql_text(str(query)) == Q1
     # a missing token file is one error line (exit 2) before Spark starts, not a traceback
-    assert run_query_main(["--sql", str(query), "--endpoints", "127.0.0.1:1", "--token-file",
-                           str(tmp_path / "missing"), "--output", str(tmp_path / "out")]) == 2
+    assert (
+        run_query_main(
+            [
+                "--sql",
+                str(query),
+                "--endpoints",
+                "127.0.0.1:1",
+                "--token-file",
+                str(tmp_path / "missing"),
+                "--output",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 2
+    )
 
 
 def test_shard_refuses_a_stray_text_in_a_numeric_csv_column(tmp_path: Path) -> None:
     csv = tmp_path / "flights.csv"
-    csv.write_text("ts,dep_time\n" + "".join(f"{i},{'abc' if i == 7 else '' if i == 3 else 600 + i}\n"
-                                              for i in range(12)))
+    csv.write_text(
+        "ts,dep_time\n"
+        + "".join(f"{i},{'abc' if i == 7 else '' if i == 3 else 600 + i}\n" for i in range(12))
+    )
     out = run("shard", "--input", str(csv), "--nodes", "2", "--to", str(tmp_path / "out"))
     assert out.returncode == 2
-    assert out.stderr.strip() == (f"error: {csv}, row 8, column dep_time: 'abc' is not int64 like the column's "
-                                  "other 10 values; fix the value, or read the column as text with --schema "
-                                  "dep_time=string")
+    assert out.stderr.strip() == (
+        f"error: {csv}, row 8, column dep_time: 'abc' is not int64 like the column's "
+        "other 10 values; fix the value, or read the column as text with --schema "
+        "dep_time=string"
+    )
     (tmp_path / "types").write_text("# flights\ndep_time=string\n")
     for schema in ("dep_time=string", str(tmp_path / "types")):
-        out = run("--output", "json", "shard", "--input", str(csv), "--nodes", "2", "--to", str(tmp_path / "out"),
-                  "--schema", schema)
+        out = run(
+            "--output",
+            "json",
+            "shard",
+            "--input",
+            str(csv),
+            "--nodes",
+            "2",
+            "--to",
+            str(tmp_path / "out"),
+            "--schema",
+            schema,
+        )
         assert out.returncode == 0, out.stderr
         doc = json.loads((tmp_path / "out" / "node-00" / "manifest.json").read_text())
         assert {"name": "dep_time", "type": "string"} in doc["schema"]
-    out = run("shard", "--input", str(csv), "--nodes", "2", "--to", str(tmp_path / "out"), "--schema", "dep_time")
-    assert out.returncode == 2 and out.stderr.startswith("error: --schema: 'dep_time' is not COLUMN=TYPE")
-    out = run("shard", "--input", str(csv), "--nodes", "2", "--to", str(tmp_path / "out"),
-              "--schema", "dep_time=decimal128(99, 2)")
-    assert out.returncode == 2 and out.stderr.startswith("error: --schema: 'decimal128(99, 2)': a decimal128"), out.stderr
+    out = run(
+        "shard",
+        "--input",
+        str(csv),
+        "--nodes",
+        "2",
+        "--to",
+        str(tmp_path / "out"),
+        "--schema",
+        "dep_time",
+    )
+    assert out.returncode == 2 and out.stderr.startswith(
+        "error: --schema: 'dep_time' is not COLUMN=TYPE"
+    )
+    out = run(
+        "shard",
+        "--input",
+        str(csv),
+        "--nodes",
+        "2",
+        "--to",
+        str(tmp_path / "out"),
+        "--schema",
+        "dep_time=decimal128(99, 2)",
+    )
+    assert out.returncode == 2 and out.stderr.startswith(
+        "error: --schema: 'decimal128(99, 2)': a decimal128"
+    ), out.stderr

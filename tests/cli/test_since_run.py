@@ -20,38 +20,81 @@ from storage_node.launcher import LocalCluster
 pytestmark = pytest.mark.flight
 
 EXE = str(Path(sys.executable).parent / "dfs-cer")
-SQL = ("SELECT * FROM events MATCH_RECOGNIZE (PARTITION BY g ORDER BY ts "
-       "MEASURES A.id AS a, C.id AS c ONE ROW PER MATCH "
-       "AFTER MATCH SKIP TO NEXT ROW PATTERN (A {- N* -} B {- N* -} C) WITHIN 12 "
-       "DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.v > 4, C AS C.type = 'C')")
+SQL = (
+    "SELECT * FROM events MATCH_RECOGNIZE (PARTITION BY g ORDER BY ts "
+    "MEASURES A.id AS a, C.id AS c ONE ROW PER MATCH "
+    "AFTER MATCH SKIP TO NEXT ROW PATTERN (A {- N* -} B {- N* -} C) WITHIN 12 "
+    "DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.v > 4, C AS C.type = 'C')"
+)
 
 
-def test_saved_runs_share_match_ids_and_a_duplicate_delivery_changes_nothing(tmp_path: Path) -> None:
+def test_saved_runs_share_match_ids_and_a_duplicate_delivery_changes_nothing(
+    tmp_path: Path,
+) -> None:
     rng = np.random.default_rng(9)
     n = 600
-    log = pa.table({"id": np.arange(n), "g": rng.choice(["x", "y"], n),
-                    "type": rng.choice(["A", "B", "C", "N", "N", "N"], n), "v": rng.integers(0, 9, n),
-                    "ts": np.cumsum(rng.integers(0, 3, n)).astype(np.int64)})
+    log = pa.table(
+        {
+            "id": np.arange(n),
+            "g": rng.choice(["x", "y"], n),
+            "type": rng.choice(["A", "B", "C", "N", "N", "N"], n),
+            "v": rng.integers(0, 9, n),
+            "ts": np.cumsum(rng.integers(0, 3, n)).astype(np.int64),
+        }
+    )
     pq.write_table(log, tmp_path / "log.parquet")
-    pq.write_table(log.slice(200, 200), tmp_path / "again.parquet")  # part of the log, delivered twice
+    pq.write_table(
+        log.slice(200, 200), tmp_path / "again.parquet"
+    )  # part of the log, delivered twice
     shard(str(tmp_path / "log.parquet"), 2, str(tmp_path / "shards"), event_key=("id",))
     with LocalCluster([str(tmp_path / "shards" / f"node-{i:02d}") for i in range(2)]) as cluster:
-        base = [EXE, "query", "--endpoints", ",".join(cluster.endpoints), "--token-file", str(cluster.token_file),
-                "--runs-dir", str(tmp_path / "runs"), "--format", "json"]
+        base = [
+            EXE,
+            "query",
+            "--endpoints",
+            ",".join(cluster.endpoints),
+            "--token-file",
+            str(cluster.token_file),
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--format",
+            "json",
+        ]
         saved = {}
         for strategy in ("pull_all", "dfs"):
-            done = subprocess.run([*base, "--strategy", strategy, "--save-run", SQL], capture_output=True, text=True,
-                                  timeout=120)
+            done = subprocess.run(
+                [*base, "--strategy", strategy, "--save-run", SQL],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             assert done.returncode == 0, done.stderr
             saved[strategy] = json.loads(done.stdout)
         ids = {s: sorted(m["__match_id"] for m in run["matches"]) for s, run in saved.items()}
         assert len(ids["dfs"]) > 10 and ids["dfs"] == ids["pull_all"]
-        append = subprocess.run([EXE, "shard", "--input", str(tmp_path / "again.parquet"), "--nodes", "2", "--to",
-                                 str(tmp_path / "shards"), "--event-key", "id", "--append"], capture_output=True,
-                                text=True, timeout=120)
+        append = subprocess.run(
+            [
+                EXE,
+                "shard",
+                "--input",
+                str(tmp_path / "again.parquet"),
+                "--nodes",
+                "2",
+                "--to",
+                str(tmp_path / "shards"),
+                "--event-key",
+                "id",
+                "--append",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert append.returncode == 0, append.stderr
         for strategy, run in saved.items():
-            again = subprocess.run([*base, "--since-run", run["run_id"]], capture_output=True, text=True, timeout=120)
+            again = subprocess.run(
+                [*base, "--since-run", run["run_id"]], capture_output=True, text=True, timeout=120
+            )
             assert again.returncode == 0, again.stderr
             rerun = json.loads(again.stdout)
             assert rerun["changes"] == [], strategy

@@ -37,7 +37,9 @@ def test_synthetic_interarrivals_have_mean_one_second(interarrival: str) -> None
         assert gaps.max() <= 2.0
     share = t.column("type").to_pylist().count("T_00") / t.num_rows
     assert 0.33 < share < 0.37  # Zipf(1.2) over 20 types
-    assert not np.all(np.diff(t.column("ts").cast(pa.int64()).to_numpy()) >= 0)  # shuffled: out of order
+    assert not np.all(
+        np.diff(t.column("ts").cast(pa.int64()).to_numpy()) >= 0
+    )  # shuffled: out of order
 
 
 def test_generated_parquet_streams_in_batches(tmp_path: Path) -> None:
@@ -50,8 +52,14 @@ def test_generated_parquet_streams_in_batches(tmp_path: Path) -> None:
         list(batches("weather", 10))
 
 
-@pytest.mark.parametrize(("kind", "queries", "n"), [
-    ("crimes", crimes_queries, 60_000), ("citibike", citibike_queries, 300_000), ("cluster", cluster_queries, 60_000)])
+@pytest.mark.parametrize(
+    ("kind", "queries", "n"),
+    [
+        ("crimes", crimes_queries, 60_000),
+        ("citibike", citibike_queries, 300_000),
+        ("cluster", cluster_queries, 60_000),
+    ],
+)
 def test_shaped_generators_and_workloads(kind: str, queries: object, n: int) -> None:
     table = pa.concat_tables(batches(kind, n, batch=n // 3 + 1))
     assert table.num_rows == n
@@ -87,8 +95,13 @@ def test_load_chicago_crimes(tmp_path: Path) -> None:
     result = load_chicago_crimes([str(src)], str(tmp_path / "c.parquet"))
     assert (result.rows, result.dropped) == (2, 1)  # the battery has no coordinates
     rows = pq.read_table(tmp_path / "c.parquet").to_pylist()
-    assert rows[0]["primary_type"] == "ROBBERY" and rows[0]["beat"] == 111 and rows[0]["district"] == 1
-    assert str(rows[0]["date"]) == "2024-01-05 18:45:00" and str(rows[1]["date"]) == "2024-01-05 06:50:30"
+    assert (
+        rows[0]["primary_type"] == "ROBBERY" and rows[0]["beat"] == 111 and rows[0]["district"] == 1
+    )
+    assert (
+        str(rows[0]["date"]) == "2024-01-05 18:45:00"
+        and str(rows[1]["date"]) == "2024-01-05 06:50:30"
+    )
     bad = tmp_path / "bad.csv"
     bad.write_text(CRIMES_CSV.replace("01/05/2024 06:45:00 PM", "2024-01-05T18:45"))
     with pytest.raises(LoadError, match="Date values are not MM/DD/YYYY"):
@@ -115,7 +128,10 @@ def test_load_citibike(tmp_path: Path) -> None:
     src = tmp_path / "trips.csv"
     src.write_text(CITIBIKE_CSV)
     result = load_citibike([str(src)], str(tmp_path / "b.parquet"))
-    assert (result.rows, result.dropped) == (2, 0)  # the trip without a start station was dropped early
+    assert (result.rows, result.dropped) == (
+        2,
+        0,
+    )  # the trip without a start station was dropped early
     rows = pq.read_table(tmp_path / "b.parquet").to_pylist()
     assert [r["type"] for r in rows] == ["A", "L"]  # 3 min classic member; 12 min electric casual
     assert rows[0]["start_station_id"] == 614005 and rows[0]["end_station_id"] == 617308
@@ -131,7 +147,9 @@ def test_loaders_read_only_their_columns_each_of_its_type(tmp_path: Path) -> Non
     src.write_text(CITIBIKE_CSV.replace(second, "abc" + second[5:]))
     with pytest.raises(LoadError, match=r"trips.csv, row 2, column start_lat: 'abc' is not double"):
         load_citibike([str(src)], str(tmp_path / "b.parquet"))
-    src.write_text(CITIBIKE_CSV.replace(",A,6140.05,", ",7,6140.05,"))  # an unused column, number then text
+    src.write_text(
+        CITIBIKE_CSV.replace(",A,6140.05,", ",7,6140.05,")
+    )  # an unused column, number then text
     assert load_citibike([str(src)], str(tmp_path / "b.parquet")).rows == 2
     partial = tmp_path / "partial.csv"
     partial.write_text("ride_id,started_at\nX,2023-06-01 08:00:00\n")
@@ -141,9 +159,11 @@ def test_loaders_read_only_their_columns_each_of_its_type(tmp_path: Path) -> Non
 
 def test_load_google_cluster(tmp_path: Path) -> None:
     src = tmp_path / "part-00000-of-00500.csv"
-    src.write_text("600000000,,3418309,0,,0,user,3,9,0.125,0.07446,0.0004244,\n"
-                   "600000100,,3418309,0,1,1,user,3,9,0.125,0.07446,0.0004244,0\n"
-                   "600000200,,3418309,1,1,4,user,3,9,,0.07446,0.0004244,0\n")
+    src.write_text(
+        "600000000,,3418309,0,,0,user,3,9,0.125,0.07446,0.0004244,\n"
+        "600000100,,3418309,0,1,1,user,3,9,0.125,0.07446,0.0004244,0\n"
+        "600000200,,3418309,1,1,4,user,3,9,,0.07446,0.0004244,0\n"
+    )
     result = load_google_cluster([str(src)], str(tmp_path / "g.parquet"))
     assert (result.rows, result.dropped) == (2, 1)
     rows = pq.read_table(tmp_path / "g.parquet").to_pylist()
@@ -153,15 +173,47 @@ def test_load_google_cluster(tmp_path: Path) -> None:
 
 def test_cli_generate_and_load(tmp_path: Path) -> None:
     exe = str(Path(sys.executable).parent / "dfs-cer")
-    out = subprocess.run([exe, "--output", "json", "generate", "cluster", "--events", "5000", "--out",
-                          str(tmp_path / "c.parquet")], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            exe,
+            "--output",
+            "json",
+            "generate",
+            "cluster",
+            "--events",
+            "5000",
+            "--out",
+            str(tmp_path / "c.parquet"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert pq.ParquetFile(tmp_path / "c.parquet").metadata.num_rows == 5000
-    bad = subprocess.run([exe, "generate", "crimes", "--events", "10", "--interarrival", "uniform", "--out",
-                          str(tmp_path / "x.parquet")], capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [
+            exe,
+            "generate",
+            "crimes",
+            "--events",
+            "10",
+            "--interarrival",
+            "uniform",
+            "--out",
+            str(tmp_path / "x.parquet"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "--interarrival applies to synthetic data only" in bad.stderr
     src = tmp_path / "crimes.csv"
     src.write_text(CRIMES_CSV)
-    loaded = subprocess.run([exe, "--output", "json", "load", "crimes", str(src), "--out", str(tmp_path / "l.parquet")],
-                            capture_output=True, text=True, timeout=120)
+    loaded = subprocess.run(
+        [exe, "--output", "json", "load", "crimes", str(src), "--out", str(tmp_path / "l.parquet")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert loaded.returncode == 0 and '"rows": 2' in loaded.stdout

@@ -53,9 +53,32 @@ from dfs_cer.strategies.multi import pull_many
 from dfs_cer.strategies.statements import pull_statement
 from storage_node.launcher import LocalCluster
 
-NUMERIC_TYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64",
-                 "decimal_small", "decimal_wide", "bool", "time_ms", "time_us", "date"]
-TIME_TYPES = ["int64", "timestamp_ms", "timestamp_us_utc", "timestamp_s", "timestamp_ns_tz", "date32"]
+NUMERIC_TYPES = [
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float32",
+    "float64",
+    "decimal_small",
+    "decimal_wide",
+    "bool",
+    "time_ms",
+    "time_us",
+    "date",
+]
+TIME_TYPES = [
+    "int64",
+    "timestamp_ms",
+    "timestamp_us_utc",
+    "timestamp_s",
+    "timestamp_ns_tz",
+    "date32",
+]
 STRING_TYPES = ["string", "large_string", "dictionary"]
 LAYOUTS = ["random", "time", "type"]
 COST_MODELS = ["adaptive", "always_on", "naive"]
@@ -94,16 +117,22 @@ class World:
 
     def options(self) -> dict[str, Any]:
         """The event key and dedup, for the local engine and the strategies alike."""
-        return {} if self.copies == "none" else {"event_key": ["id"], "dedup": self.copies == "dedup on"}
+        return (
+            {}
+            if self.copies == "none"
+            else {"event_key": ["id"], "dedup": self.copies == "dedup on"}
+        )
 
     def describe(self) -> str:
-        return (f"world seed={self.seed} rows={self.table.num_rows} time={self.time_type} "
-                f"v,w={self.value_types} type={self.string_type} "
-                f"layout={self.partitioning}x{self.nodes} "
-                f"late={0 if self.late is None else self.late.num_rows} budget={self.budget} "
-                f"names={self.names} halo_limit={self.halo_limit} copies={self.copies} "
-                f"({self.copies_across} across partitions, shards keyed: "
-                f"{not self.copies_split})")
+        return (
+            f"world seed={self.seed} rows={self.table.num_rows} time={self.time_type} "
+            f"v,w={self.value_types} type={self.string_type} "
+            f"layout={self.partitioning}x{self.nodes} "
+            f"late={0 if self.late is None else self.late.num_rows} budget={self.budget} "
+            f"names={self.names} halo_limit={self.halo_limit} copies={self.copies} "
+            f"({self.copies_across} across partitions, shards keyed: "
+            f"{not self.copies_split})"
+        )
 
 
 @dataclass
@@ -118,8 +147,10 @@ class Report:
         self.dimensions[(dimension, str(value))] += 1
 
     def summary(self) -> str:
-        lines = [f"{self.cases} comparisons ({self.agreed_refusals} agreed refusals), "
-                 f"{len(self.findings)} findings, {self.seconds:.0f} s"]
+        lines = [
+            f"{self.cases} comparisons ({self.agreed_refusals} agreed refusals), "
+            f"{len(self.findings)} findings, {self.seconds:.0f} s"
+        ]
         by_dim: dict[str, list[str]] = {}
         for (dim, value), n in sorted(self.dimensions.items()):
             by_dim.setdefault(dim, []).append(f"{value} {n}")
@@ -128,6 +159,7 @@ class Report:
 
 
 # ------------------------------------------------------------------ data
+
 
 def _values(rng: np.random.Generator, kind: str, n: int) -> pa.Array:
     small = rng.integers(0, 5, n)
@@ -145,8 +177,13 @@ def _values(rng: np.random.Generator, kind: str, n: int) -> pa.Array:
         values = [decimal.Decimal(int(x)) / 2 for x in small]
         if kind == "decimal_wide":  # beyond 15 digits: exact comparisons need more than a double
             values = [v + decimal.Decimal(10**20) if rng.random() < 0.3 else v for v in values]
-        return pa.array([None if m else v.quantize(decimal.Decimal(1).scaleb(-scale))
-                         for v, m in zip(values, nulls, strict=True)], pa.decimal128(precision, scale))
+        return pa.array(
+            [
+                None if m else v.quantize(decimal.Decimal(1).scaleb(-scale))
+                for v, m in zip(values, nulls, strict=True)
+            ],
+            pa.decimal128(precision, scale),
+        )
     if kind.startswith("float"):
         values = small.astype(np.float64) / rng.choice([1, 2], n)
         specials = np.array([np.nan, -0.0, 0.0, np.inf, float(2**53)])
@@ -155,7 +192,10 @@ def _values(rng: np.random.Generator, kind: str, n: int) -> pa.Array:
         return pa.array(values, pa.float32() if kind == "float32" else pa.float64(), mask=nulls)
     dtype = getattr(pa, kind)()
     values = [int(x) for x in small]
-    big = {"int64": [2**53 + 1, 2**53, -(2**63), 2**63 - 1], "uint64": [2**63, 2**64 - 1, 2**53 + 1]}.get(kind)
+    big = {
+        "int64": [2**53 + 1, 2**53, -(2**63), 2**63 - 1],
+        "uint64": [2**63, 2**64 - 1, 2**53 + 1],
+    }.get(kind)
     if big is not None:
         for i in np.nonzero(rng.random(n) < 0.15)[0]:
             values[int(i)] = big[int(rng.integers(len(big)))]
@@ -168,8 +208,12 @@ def _time(rng: np.random.Generator, kind: str, n: int) -> pa.Array:
         return pa.array(ticks)
     if kind == "date32":
         return pa.array(ticks.astype(np.int32) + 19000, pa.date32())
-    unit, tz = {"timestamp_ms": ("ms", None), "timestamp_us_utc": ("us", "UTC"), "timestamp_s": ("s", None),
-                "timestamp_ns_tz": ("ns", "Europe/Paris")}[kind]
+    unit, tz = {
+        "timestamp_ms": ("ms", None),
+        "timestamp_us_utc": ("us", "UTC"),
+        "timestamp_s": ("s", None),
+        "timestamp_ns_tz": ("ns", "Europe/Paris"),
+    }[kind]
     scale = {"s": 1, "ms": 1000, "us": 10**6, "ns": 10**9}[unit]
     return pa.array(ticks * scale + 1_767_225_600 * scale, pa.timestamp(unit, tz))
 
@@ -186,14 +230,20 @@ def draw_world(seed: int) -> World:
     string_type = str(rng.choice(STRING_TYPES))
     names = {k: _case(rng, k) for k in ("ts", "type", "v", "w", "g")}
     types = rng.choice(["A", "B", "C", "D", "N"], n, p=[0.2, 0.2, 0.15, 0.1, 0.35])
-    type_col = pa.array(types.tolist(), pa.large_string() if string_type == "large_string" else pa.string())
+    type_col = pa.array(
+        types.tolist(), pa.large_string() if string_type == "large_string" else pa.string()
+    )
     if string_type == "dictionary":
         type_col = type_col.dictionary_encode()
-    table = pa.table({
-        names["ts"]: _time(rng, time_type, n), names["type"]: type_col,
-        names["v"]: _values(rng, value_types[0], n), names["w"]: _values(rng, value_types[1], n),
-        names["g"]: pa.array(rng.choice(["x", "y"], n).tolist(), pa.string()),
-    })
+    table = pa.table(
+        {
+            names["ts"]: _time(rng, time_type, n),
+            names["type"]: type_col,
+            names["v"]: _values(rng, value_types[0], n),
+            names["w"]: _values(rng, value_types[1], n),
+            names["g"]: pa.array(rng.choice(["x", "y"], n).tolist(), pa.string()),
+        }
+    )
     order = rng.permutation(n)  # files need not be sorted
     table = table.take(pa.array(order)) if n else table
     late = None
@@ -203,7 +253,9 @@ def draw_world(seed: int) -> World:
         table = table.filter(pa.array(~cut))
     partitioning = str(rng.choice(LAYOUTS))
     nodes = int(rng.choice([1, 2, 3, 4, 6], p=[0.2, 0.25, 0.3, 0.15, 0.1]))
-    world = World(seed, table, names, time_type, value_types, string_type, partitioning, nodes, late)
+    world = World(
+        seed, table, names, time_type, value_types, string_type, partitioning, nodes, late
+    )
     _add_copies(world)
     return world
 
@@ -223,19 +275,32 @@ def _add_copies(world: World) -> None:
     pick = np.nonzero(rng.random(n) < 0.3)[0]
     copies = table.take(pa.array(pick))
     v = copies.schema.get_field_index(nm["v"])
-    copies = copies.set_column(v, nm["v"], copies.column(v).take(pa.array(rng.permutation(pick.size))))
-    retyped = rng.random(pick.size) < 0.3  # a copy delivered with another type (on another node by type)
+    copies = copies.set_column(
+        v, nm["v"], copies.column(v).take(pa.array(rng.permutation(pick.size)))
+    )
+    retyped = (
+        rng.random(pick.size) < 0.3
+    )  # a copy delivered with another type (on another node by type)
     t = copies.schema.get_field_index(nm["type"])
     types = np.asarray(copies.column(t).to_pylist(), object)
     types[retyped] = rng.choice(["A", "B", "C", "N"], int(retyped.sum()))
-    typed = pa.array(types.tolist(), copies.schema.field(t).type.value_type
-                     if pa.types.is_dictionary(copies.schema.field(t).type) else copies.schema.field(t).type)
-    copies = copies.set_column(t, nm["type"], typed.dictionary_encode() if pa.types.is_dictionary(
-        copies.schema.field(t).type) else typed)
+    typed = pa.array(
+        types.tolist(),
+        copies.schema.field(t).type.value_type
+        if pa.types.is_dictionary(copies.schema.field(t).type)
+        else copies.schema.field(t).type,
+    )
+    copies = copies.set_column(
+        t,
+        nm["type"],
+        typed.dictionary_encode() if pa.types.is_dictionary(copies.schema.field(t).type) else typed,
+    )
     across = rng.random(pick.size) < 0.5
     g = np.asarray(copies.column(nm["g"]).to_pylist(), object)
     g[across] = np.where(g[across] == "x", "y", "x")
-    copies = copies.set_column(copies.schema.get_field_index(nm["g"]), nm["g"], pa.array(g.tolist(), pa.string()))
+    copies = copies.set_column(
+        copies.schema.get_field_index(nm["g"]), nm["g"], pa.array(g.tolist(), pa.string())
+    )
     both = pa.concat_tables([table, copies])
     world.table = both.take(pa.array(rng.permutation(both.num_rows)))
     if world.late is not None:
@@ -259,19 +324,30 @@ def over_copies(world: World, d: Drawn, rng: np.random.Generator) -> Drawn:
     if world.copies == "none":
         return d
     if "partition_by" not in d.features and rng.random() < 0.5:
-        d = Drawn(d.sql.replace("MATCH_RECOGNIZE (ORDER BY", f"MATCH_RECOGNIZE (PARTITION BY {world.names['g']} ORDER BY",
-                                1), d.shape, [*d.features, "partition_by"])
+        d = Drawn(
+            d.sql.replace(
+                "MATCH_RECOGNIZE (ORDER BY",
+                f"MATCH_RECOGNIZE (PARTITION BY {world.names['g']} ORDER BY",
+                1,
+            ),
+            d.shape,
+            [*d.features, "partition_by"],
+        )
     if rng.random() >= 0.3:
         return d
     kind = world.value_types[0]
     v = world.names["v"]
     condition = f"{v} > {_literal(kind, rng)}" if _family(kind) == "number" else f"{v} IS NOT NULL"
-    sql = d.sql.replace("SELECT * FROM events MATCH_RECOGNIZE",
-                        f"SELECT * FROM (SELECT * FROM events WHERE {condition}) MATCH_RECOGNIZE", 1)
+    sql = d.sql.replace(
+        "SELECT * FROM events MATCH_RECOGNIZE",
+        f"SELECT * FROM (SELECT * FROM events WHERE {condition}) MATCH_RECOGNIZE",
+        1,
+    )
     return Drawn(sql, d.shape, [*d.features, "input_filter_over_copies"])
 
 
 # ------------------------------------------------------------------ queries
+
 
 @dataclass
 class Drawn:
@@ -285,7 +361,9 @@ class Drawn:
 
 
 def _family(kind: str) -> str:
-    return "bool" if kind == "bool" else "time" if kind in ("time_ms", "time_us", "date") else "number"
+    return (
+        "bool" if kind == "bool" else "time" if kind in ("time_ms", "time_us", "date") else "number"
+    )
 
 
 def _literal(kind: str, rng: np.random.Generator) -> str:
@@ -305,39 +383,66 @@ FORMS = ["none", "filter", "null_define", "match_number_aggregate", "alias_list"
 
 SHAPES = {
     # (pattern template over A B C D and any-row N, ALL MATCHES?)
-    "skip": ("A N*? B", False), "skip3": ("A N*? B N*? C", False), "exclusion": ("A {- N* -} B {- N* -} C", False),
-    "greedy_skip": ("A N* B", False), "repeated": ("A N*? B N*? A", False), "alternation": ("A N*? (B | C)", False),
-    "alternation_same": ("A {- N* -} (B | B)", False), "alternation_mid": ("A N*? (B | C) N*? D", False),
-    "group": ("A (N*? B) N*? C", False), "contiguous": ("A B+ C", False), "reluctant": ("A B*? C", False),
-    "exact_n": ("A B{2} C", False), "one_n": ("A N*? B{1} N*? C", False), "plus_any_row": ("A N+? B", False),
-    "permute": ("PERMUTE(A, B) C", False), "nested_group": ("(A B)+ C", False),
-    "cer_seq": ("A B C", True), "cer_kleene": ("A B+ C", True), "cer_any_row": ("A N+? B", True),
-    "cer_any_single": ("A N B", True), "cer_skip": ("A N* B C", True), "cer_alternation": ("A (B | C) D", True),
-    "cer_permute": ("A PERMUTE(B, C)", True), "cer_negation": ("A ~D B", True), "cer_one_n": ("A B{1} C", True),
-    "cer_group": ("A (B) C+", True), "cer_alt_first": ("(A | B) C", True),
+    "skip": ("A N*? B", False),
+    "skip3": ("A N*? B N*? C", False),
+    "exclusion": ("A {- N* -} B {- N* -} C", False),
+    "greedy_skip": ("A N* B", False),
+    "repeated": ("A N*? B N*? A", False),
+    "alternation": ("A N*? (B | C)", False),
+    "alternation_same": ("A {- N* -} (B | B)", False),
+    "alternation_mid": ("A N*? (B | C) N*? D", False),
+    "group": ("A (N*? B) N*? C", False),
+    "contiguous": ("A B+ C", False),
+    "reluctant": ("A B*? C", False),
+    "exact_n": ("A B{2} C", False),
+    "one_n": ("A N*? B{1} N*? C", False),
+    "plus_any_row": ("A N+? B", False),
+    "permute": ("PERMUTE(A, B) C", False),
+    "nested_group": ("(A B)+ C", False),
+    "cer_seq": ("A B C", True),
+    "cer_kleene": ("A B+ C", True),
+    "cer_any_row": ("A N+? B", True),
+    "cer_any_single": ("A N B", True),
+    "cer_skip": ("A N* B C", True),
+    "cer_alternation": ("A (B | C) D", True),
+    "cer_permute": ("A PERMUTE(B, C)", True),
+    "cer_negation": ("A ~D B", True),
+    "cer_one_n": ("A B{1} C", True),
+    "cer_group": ("A (B) C+", True),
+    "cer_alt_first": ("(A | B) C", True),
 }
 
 
-def _far(world: World, far: np.random.Generator, var: str, first: str, v: str, all_matches: bool) -> tuple[str, str]:
+def _far(
+    world: World, far: np.random.Generator, var: str, first: str, v: str, all_matches: bool
+) -> tuple[str, str]:
     """A DEFINE conjunct the strategies once refused (drawn from its own generator, so the other
     draws of a seed stay as they were): PREV/NEXT beyond the halo limit, FIRST/LAST with an
     offset, MATCH_NUMBER(); ("", "") when none is drawn."""
     if all_matches or world.value_types[0] == "bool" or far.random() >= 0.3:
         return "", ""
-    kind = str(far.choice(["prev", "next", "last_offset", "first_offset", "match_number"],
-                          p=[0.3, 0.3, 0.15, 0.1, 0.15]))
+    kind = str(
+        far.choice(
+            ["prev", "next", "last_offset", "first_offset", "match_number"],
+            p=[0.3, 0.3, 0.15, 0.1, 0.15],
+        )
+    )
     k = int(far.choice([1, 2, 3, 5]))
     if kind in ("prev", "next"):
         nav, op = ("PREV", ">=") if kind == "prev" else ("NEXT", "<=")
-        return f"({nav}({var}.{v}, {k}) IS NULL OR {var}.{v} {op} {nav}({var}.{v}, {k}))", \
-            f"{kind} {'beyond' if k > world.halo_limit else 'within'} the halo limit"
+        return (
+            f"({nav}({var}.{v}, {k}) IS NULL OR {var}.{v} {op} {nav}({var}.{v}, {k}))",
+            f"{kind} {'beyond' if k > world.halo_limit else 'within'} the halo limit",
+        )
     if kind == "match_number":
         return f"MATCH_NUMBER() <= {k}", "MATCH_NUMBER() in DEFINE"
     nav, of = ("LAST", var) if kind == "last_offset" else ("FIRST", first)
     return f"{nav}({of}.{v}, {k}) IS NULL", f"{nav}(x, n) in DEFINE"
 
 
-def draw_query(world: World, rng: np.random.Generator, far: np.random.Generator | None = None) -> Drawn:
+def draw_query(
+    world: World, rng: np.random.Generator, far: np.random.Generator | None = None
+) -> Drawn:
     shape = str(rng.choice(list(SHAPES)))
     pattern, all_matches = SHAPES[shape]
     variables = [v for v in "ABCD" if v in pattern.replace("PERMUTE", "")]
@@ -364,23 +469,40 @@ def draw_query(world: World, rng: np.random.Generator, far: np.random.Generator 
         if rng.random() < 0.35:
             logical = str(rng.choice(["v", "w"]))
             kind = world.value_types[0 if logical == "v" else 1]
-            op = str(rng.choice(["=", "<>", "<", ">=", "IS NULL", "IS NOT NULL"] if _family(kind) == "number"
-                                else ["IS NULL", "IS NOT NULL"] if _family(kind) == "time" else ["=", "IS NULL"]))
-            parts.append(f"{col(logical, var)} {op}" if "NULL" in op else f"{col(logical, var)} {op} {_literal(kind, rng)}")
+            op = str(
+                rng.choice(
+                    ["=", "<>", "<", ">=", "IS NULL", "IS NOT NULL"]
+                    if _family(kind) == "number"
+                    else ["IS NULL", "IS NOT NULL"]
+                    if _family(kind) == "time"
+                    else ["=", "IS NULL"]
+                )
+            )
+            parts.append(
+                f"{col(logical, var)} {op}"
+                if "NULL" in op
+                else f"{col(logical, var)} {op} {_literal(kind, rng)}"
+            )
             features.append("literal")
         if i and rng.random() < 0.4:
             other = variables[int(rng.integers(0, i))]
             a, b = str(rng.choice(["v", "w"])), str(rng.choice(["v", "w"]))
             ka, kb = (world.value_types[0 if x == "v" else 1] for x in (a, b))
-            if _family(ka) != _family(kb):  # mostly comparable pairs (a few refusals are drawn elsewhere)
+            if _family(ka) != _family(
+                kb
+            ):  # mostly comparable pairs (a few refusals are drawn elsewhere)
                 b = a
             parts.append(f"{col(a, var)} = {col(b, other)}")
             features.append("equality")
-        if "|" in pattern and var in ("B", "C") and rng.random() < 0.3:  # an alternative reading the other
+        if (
+            "|" in pattern and var in ("B", "C") and rng.random() < 0.3
+        ):  # an alternative reading the other
             other = "C" if var == "B" else "B"
             parts.append(f"({col('v', var)} = {col('v', other)} OR {col('v', other)} IS NULL)")
             features.append("alternative_reads_alternative")
-        if i and rng.random() < 0.15 and world.value_types[0] != "bool":  # numbers and times both order
+        if (
+            i and rng.random() < 0.15 and world.value_types[0] != "bool"
+        ):  # numbers and times both order
             other = variables[int(rng.integers(0, i))]
             parts.append(f"{col('v', var)} > {col('v', other)}")
             features.append("cross_inequality")
@@ -420,19 +542,40 @@ def draw_query(world: World, rng: np.random.Generator, far: np.random.Generator 
         head = "ALL MATCHES"
     else:
         rows = "ALL ROWS PER MATCH" if rng.random() < 0.15 else "ONE ROW PER MATCH"
-        skip = str(rng.choice(["PAST LAST ROW", "TO NEXT ROW", f"TO LAST {variables[-1]}", f"TO FIRST {variables[-1]}"]))
+        skip = str(
+            rng.choice(
+                [
+                    "PAST LAST ROW",
+                    "TO NEXT ROW",
+                    f"TO LAST {variables[-1]}",
+                    f"TO FIRST {variables[-1]}",
+                ]
+            )
+        )
         head = f"{rows} AFTER MATCH SKIP {skip}"
         features.append(rows.split()[0].lower() + "_rows")
     if not all_matches and rows == "ALL ROWS PER MATCH":
         measures = [m for m in measures if "count(*)" not in m]
     form, alias = str(rng.choice(FORMS, p=[0.55, 0.1, 0.1, 0.1, 0.1, 0.05])), ""
-    base = (f"SELECT * FROM events MATCH_RECOGNIZE ({partition}ORDER BY {ts} MEASURES "
-            f"{', '.join(measures)} {head} PATTERN ({pattern}) {within} {subset}DEFINE "
-            f"{', '.join(defines)})")
-    if form == "filter":  # the arguments choose the rows; FILTER reads a variable (or the row itself)
+    base = (
+        f"SELECT * FROM events MATCH_RECOGNIZE ({partition}ORDER BY {ts} MEASURES "
+        f"{', '.join(measures)} {head} PATTERN ({pattern}) {within} {subset}DEFINE "
+        f"{', '.join(defines)})"
+    )
+    if (
+        form == "filter"
+    ):  # the arguments choose the rows; FILTER reads a variable (or the row itself)
         last = variables[-1]
-        measures.append(str(rng.choice([f"count(*) FILTER (WHERE {col('v', last)} IS NOT NULL) AS n_f",
-                                        f"count({last}.*) FILTER (WHERE {col('w')} IS NULL) AS n_f"])))
+        measures.append(
+            str(
+                rng.choice(
+                    [
+                        f"count(*) FILTER (WHERE {col('v', last)} IS NOT NULL) AS n_f",
+                        f"count({last}.*) FILTER (WHERE {col('w')} IS NULL) AS n_f",
+                    ]
+                )
+            )
+        )
     elif form == "null_define":  # (c OR NULL) is true exactly where c is
         defines[-1] = f"{variables[-1]} AS ({defines[-1].split(' AS ', 1)[1]}) OR NULL"
     elif form == "match_number_aggregate":
@@ -448,13 +591,16 @@ def draw_query(world: World, rng: np.random.Generator, far: np.random.Generator 
         else:
             head = head.replace(rows, "ALL ROWS PER MATCH WITH UNMATCHED ROWS")
             measures = [m for m in measures if "count(*)" not in m]
-    sql = (f"SELECT * FROM events MATCH_RECOGNIZE ({partition}ORDER BY {ts} MEASURES "
-           f"{', '.join(measures)} {head} PATTERN ({pattern}) {within} {subset}DEFINE "
-           f"{', '.join(defines)}){alias}")
+    sql = (
+        f"SELECT * FROM events MATCH_RECOGNIZE ({partition}ORDER BY {ts} MEASURES "
+        f"{', '.join(measures)} {head} PATTERN ({pattern}) {within} {subset}DEFINE "
+        f"{', '.join(defines)}){alias}"
+    )
     return Drawn(sql, shape, features, form, base)
 
 
 # ------------------------------------------------------------------ comparing
+
 
 def _norm(value: object) -> object:
     if isinstance(value, float):
@@ -491,19 +637,28 @@ def _same(expected: Outcome, got: Outcome) -> bool:
 class Runner:
     """Runs worlds and their queries, collecting a :class:`Report`."""
 
-    def __init__(self, report: Report, queries_per_world: int = 6, strategies: list[str] | None = None,
-                 log: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        report: Report,
+        queries_per_world: int = 6,
+        strategies: list[str] | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
         self.report = report
         self.queries_per_world = queries_per_world
         self.strategies = strategies or list(STRATEGIES)
         self.log = log or (lambda _: None)
 
     def _finding(self, world: World, what: str, sql: str, expected: Outcome, got: object) -> None:
-        self.report.findings.append(f"{what}\n  {world.describe()}\n  sql: {sql}\n  expected: "
-                                    f"{str(expected)[:600]}\n  got: {str(got)[:600]}")
+        self.report.findings.append(
+            f"{what}\n  {world.describe()}\n  sql: {sql}\n  expected: "
+            f"{str(expected)[:600]}\n  got: {str(got)[:600]}"
+        )
         self.log(f"FINDING {what}: {sql}")
 
-    def _compare(self, world: World, what: str, sql: str, expected: Outcome, fn: Callable[[], pa.Table]) -> None:
+    def _compare(
+        self, world: World, what: str, sql: str, expected: Outcome, fn: Callable[[], pa.Table]
+    ) -> None:
         self.report.cases += 1
         try:
             got: object = outcome(fn)
@@ -526,28 +681,47 @@ class Runner:
         with tempfile.TemporaryDirectory(prefix="dfs-cer-fuzz-") as tmp:
             root = Path(tmp)
             pq.write_table(world.table, root / "events.parquet")
-            manifests = shard(str(root / "events.parquet"), world.nodes, str(root / "nodes"),
-                              partitioning=world.partitioning, time_column=world.names["ts"],
-                              type_column=world.names["type"], batch_rows=64, event_key=world.event_key)
+            manifests = shard(
+                str(root / "events.parquet"),
+                world.nodes,
+                str(root / "nodes"),
+                partitioning=world.partitioning,
+                time_column=world.names["ts"],
+                type_column=world.names["type"],
+                batch_rows=64,
+                event_key=world.event_key,
+            )
             world.empty_nodes = sum(1 for m in manifests if m.rows == 0)
             self._csv_input(world, root)
             self._duplicate_input(world)
             # its own generator: the other draws of the world stay what they were
-            world.budget = "tight" if np.random.default_rng(world.seed + 77).random() < 0.4 else "default"
+            world.budget = (
+                "tight" if np.random.default_rng(world.seed + 77).random() < 0.4 else "default"
+            )
             # the nodes' halo limit, lowered: the compute node learns it at open
             env = {"DFS_CER__STORAGE__HALO_LIMIT": str(world.halo_limit)}
             if world.budget == "tight":
                 env["DFS_CER__STORAGE__QUERY_WORK_BYTES"] = "256"
-            cluster = LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(world.nodes)],
-                                   env=env).start()
+            cluster = LocalCluster(
+                [str(root / "nodes" / f"node-{i:02d}") for i in range(world.nodes)], env=env
+            ).start()
             try:
-                saved = self._before_late(world, drawn, cluster, root) if world.late is not None else {}
+                saved = (
+                    self._before_late(world, drawn, cluster, root) if world.late is not None else {}
+                )
                 if world.late is not None:
                     pq.write_table(world.late, root / "late.parquet")
-                    shard(str(root / "late.parquet"), world.nodes, str(root / "nodes"),
-                          partitioning=world.partitioning, time_column=world.names["ts"],
-                          type_column=world.names["type"], batch_rows=64, append=True,
-                          event_key=world.event_key)
+                    shard(
+                        str(root / "late.parquet"),
+                        world.nodes,
+                        str(root / "nodes"),
+                        partitioning=world.partitioning,
+                        time_column=world.names["ts"],
+                        type_column=world.names["type"],
+                        batch_rows=64,
+                        append=True,
+                        event_key=world.event_key,
+                    )
                 self._queries(world, drawn, full, cluster, rng, saved, root)
                 self._node_work(world, cluster)
             finally:
@@ -579,11 +753,15 @@ class Runner:
         w_nulls = nulls[::-1].copy()
         w_nulls[-1] = False
         g = np.array(rng.choice(["x", "", "y"], n), object)
-        typed = pa.table({names["ts"]: pa.array(np.cumsum(rng.integers(0, 3, n))),
-                          names["type"]: world.table.column(names["type"]).cast(pa.string()),
-                          names["v"]: pa.array(rng.integers(-5, 5, n), mask=nulls),
-                          names["w"]: pa.array(w, mask=w_nulls),
-                          names["g"]: pa.array(g, mask=rng.random(n) < 0.1)})
+        typed = pa.table(
+            {
+                names["ts"]: pa.array(np.cumsum(rng.integers(0, 3, n))),
+                names["type"]: world.table.column(names["type"]).cast(pa.string()),
+                names["v"]: pa.array(rng.integers(-5, 5, n), mask=nulls),
+                names["w"]: pa.array(w, mask=w_nulls),
+                names["g"]: pa.array(g, mask=rng.random(n) < 0.1),
+            }
+        )
         pq.write_table(typed, root / "typed.parquet")
         stray = int(rng.integers(n)) if rng.random() < 0.5 else None
         # text that pyarrow's cast alone reads as a number: integers past int64 (a rounded float
@@ -592,7 +770,9 @@ class Runner:
         self.report.count("csv number-like text", spelled)
         if spelled != "none":
             digits = rng.integers(0, 10**6, n)
-            like = [f"12345678901234{d:06d}" if spelled == "past int64" else f"0x{d:x}" for d in digits]
+            like = [
+                f"12345678901234{d:06d}" if spelled == "past int64" else f"0x{d:x}" for d in digits
+            ]
             typed = typed.append_column("csv_like", pa.array(like, pa.string()))
             pq.write_table(typed, root / "typed.parquet")
         text = typed
@@ -601,8 +781,12 @@ class Runner:
             v[stray] = "abc"
             text = typed.set_column(2, names["v"], pa.array(v, pa.string()))
         pacsv.write_csv(text, root / "typed.csv")
-        options: dict[str, Any] = {"partitioning": world.partitioning, "time_column": names["ts"],
-                                   "type_column": names["type"], "batch_rows": 64}
+        options: dict[str, Any] = {
+            "partitioning": world.partitioning,
+            "time_column": names["ts"],
+            "type_column": names["type"],
+            "batch_rows": 64,
+        }
 
         def stored(where: str) -> Outcome:
             schema = read_manifest(filesystem_for(str(root / where / "node-00")))["schema"]
@@ -616,14 +800,29 @@ class Runner:
                 self.report.count("csv input", "stray value refused")
                 try:
                     shard(str(root / "typed.csv"), world.nodes, str(root / "csv-bad"), **options)
-                    self._finding(world, "csv input: a stray 'abc' was accepted", "shard typed.csv", ("refused", ""),
-                                  "shard sets written")
+                    self._finding(
+                        world,
+                        "csv input: a stray 'abc' was accepted",
+                        "shard typed.csv",
+                        ("refused", ""),
+                        "shard sets written",
+                    )
                 except CsvError as exc:
                     if f"row {stray + 1:,}, column {names['v']}: 'abc'" not in str(exc):
-                        self._finding(world, "csv input: the error does not name row, column and value",
-                                      "shard typed.csv", ("refused", f"row {stray + 1}"), str(exc))
-                shard(str(root / "typed.csv"), world.nodes, str(root / "csv"), column_types={names["v"]: pa.string()},
-                      **options)
+                        self._finding(
+                            world,
+                            "csv input: the error does not name row, column and value",
+                            "shard typed.csv",
+                            ("refused", f"row {stray + 1}"),
+                            str(exc),
+                        )
+                shard(
+                    str(root / "typed.csv"),
+                    world.nodes,
+                    str(root / "csv"),
+                    column_types={names["v"]: pa.string()},
+                    **options,
+                )
                 typed = typed.set_column(2, names["v"], text.column(2))
                 pq.write_table(typed, root / "typed.parquet")
             else:
@@ -632,9 +831,21 @@ class Runner:
             shard(str(root / "typed.parquet"), world.nodes, str(root / "parquet"), **options)
             expected, got = stored("parquet"), stored("csv")
             if expected != got:
-                self._finding(world, "csv input differs from the parquet world", "shard typed.csv", expected, got)
+                self._finding(
+                    world,
+                    "csv input differs from the parquet world",
+                    "shard typed.csv",
+                    expected,
+                    got,
+                )
         except Exception:
-            self._finding(world, "csv input crash", "shard typed.csv", ("rows", "?"), traceback.format_exc(limit=-4))
+            self._finding(
+                world,
+                "csv input crash",
+                "shard typed.csv",
+                ("rows", "?"),
+                traceback.format_exc(limit=-4),
+            )
         finally:
             csvfiles.BLOCK = block
 
@@ -648,10 +859,14 @@ class Runner:
                 stats = client.action("stats")[0]
             finally:
                 client.close()
-            self.report.count("node work", "stopped or fell back" if stats.get("stopped") else "within bounds")
+            self.report.count(
+                "node work", "stopped or fell back" if stats.get("stopped") else "within bounds"
+            )
             if stats.get("work_bytes"):
                 self.report.cases += 1
-                self._finding(world, "node work not given back", "", ("rows", "work_bytes 0"), stats)
+                self._finding(
+                    world, "node work not given back", "", ("rows", "work_bytes 0"), stats
+                )
 
     def _duplicate_input(self, world: World) -> None:
         """A clause input joining a table that shares the type column: refused naming it whatever
@@ -659,24 +874,42 @@ class Runner:
         CTE or a wrapper around the input once hid it)."""
         rng = np.random.default_rng(world.seed + 3_000_017)
         ts, kind = (f'"{world.names[k]}"' for k in ("ts", "type"))
-        form, keyed = str(rng.choice(["subquery", "cte", "subquery over a cte"])), bool(rng.random() < 0.5)
+        form, keyed = (
+            str(rng.choice(["subquery", "cte", "subquery over a cte"])),
+            bool(rng.random() < 0.5),
+        )
         self.report.count("duplicate input form", f"{form}{', computed key' if keyed else ''}")
-        join = (f"SELECT * FROM t JOIN {'v AS u' if form == 'subquery over a cte' else 'u'} ON "
-                f"t.{kind} = u.{kind}")
-        clause = (f"MATCH_RECOGNIZE ({f'PARTITION BY {ts} IS NULL ' if keyed else ''}ORDER BY {ts} "
-                  f"MEASURES A.{ts} AS at ONE ROW PER MATCH PATTERN (A) DEFINE A AS TRUE)")
-        sql = {"subquery": f"SELECT * FROM ({join}) {clause}",
-               "cte": f"WITH j AS ({join}) SELECT * FROM j {clause}",
-               "subquery over a cte": f"WITH v AS (SELECT * FROM u) SELECT * FROM ({join}) {clause}"}[form]
+        join = (
+            f"SELECT * FROM t JOIN {'v AS u' if form == 'subquery over a cte' else 'u'} ON "
+            f"t.{kind} = u.{kind}"
+        )
+        clause = (
+            f"MATCH_RECOGNIZE ({f'PARTITION BY {ts} IS NULL ' if keyed else ''}ORDER BY {ts} "
+            f"MEASURES A.{ts} AS at ONE ROW PER MATCH PATTERN (A) DEFINE A AS TRUE)"
+        )
+        sql = {
+            "subquery": f"SELECT * FROM ({join}) {clause}",
+            "cte": f"WITH j AS ({join}) SELECT * FROM j {clause}",
+            "subquery over a cte": f"WITH v AS (SELECT * FROM u) SELECT * FROM ({join}) {clause}",
+        }[form]
         other = world.table.select([world.names["type"]])
         self.report.cases += 1
         try:
-            got: object = outcome(lambda: match_recognize(None, sql, tables={"t": world.table, "u": other}))
+            got: object = outcome(
+                lambda: match_recognize(None, sql, tables={"t": world.table, "u": other})
+            )
         except Exception:
             got = "crash: " + traceback.format_exc(limit=-4)
-        if not isinstance(got, tuple) or f"two columns named {world.names['type']}" not in str(got[1]):
-            self._finding(world, "an input with a column twice was not refused naming it", sql,
-                          ("refused", f"two columns named {world.names['type']}"), got)
+        if not isinstance(got, tuple) or f"two columns named {world.names['type']}" not in str(
+            got[1]
+        ):
+            self._finding(
+                world,
+                "an input with a column twice was not refused naming it",
+                sql,
+                ("refused", f"two columns named {world.names['type']}"),
+                got,
+            )
 
     def _dimensions(self, world: World, d: Drawn) -> None:
         r = self.report
@@ -686,7 +919,9 @@ class Runner:
         r.count("string type", world.string_type)
         r.count("layout", f"{world.partitioning}x{world.nodes}")
         r.count("empty storage nodes", world.empty_nodes)
-        r.count("column case", "as data" if all(n.islower() for n in world.names.values()) else "mixed")
+        r.count(
+            "column case", "as data" if all(n.islower() for n in world.names.values()) else "mixed"
+        )
         r.count("late files", "yes" if world.late is not None else "no")
         r.count("node work bound", world.budget)
         r.count("halo limit", world.halo_limit)
@@ -702,8 +937,16 @@ class Runner:
                 r.count("query feature" if f != d.shape else "pattern shape", f)
         r.count("conformance form", d.form)
 
-    def _queries(self, world: World, drawn: list[Drawn], full: pa.Table, cluster: LocalCluster,
-                 rng: np.random.Generator, saved: dict[int, Any], root: Path) -> None:
+    def _queries(
+        self,
+        world: World,
+        drawn: list[Drawn],
+        full: pa.Table,
+        cluster: LocalCluster,
+        rng: np.random.Generator,
+        saved: dict[int, Any],
+        root: Path,
+    ) -> None:
         expected = {}
         opts = world.options()
         for i, d in enumerate(drawn):
@@ -712,25 +955,52 @@ class Runner:
                 expected[i] = outcome(lambda d=d: match_recognize(full, d.sql, **opts))
             except Exception:
                 self.report.cases += 1
-                self._finding(world, "local engine crash", d.sql, ("rows", "?"), traceback.format_exc(limit=-4))
+                self._finding(
+                    world,
+                    "local engine crash",
+                    d.sql,
+                    ("rows", "?"),
+                    traceback.format_exc(limit=-4),
+                )
                 continue
-            if d.form not in ("none", "unmatched_rows") and expected[i][0] == "refused" and \
-                    outcome(lambda d=d: match_recognize(full, d.base, **opts))[0] == "rows":
+            if (
+                d.form not in ("none", "unmatched_rows")
+                and expected[i][0] == "refused"
+                and outcome(lambda d=d: match_recognize(full, d.base, **opts))[0] == "rows"
+            ):
                 self.report.cases += 1
-                self._finding(world, f"the local engine refuses the {d.form} form", d.sql, ("rows", "?"),
-                              expected[i])
+                self._finding(
+                    world,
+                    f"the local engine refuses the {d.form} form",
+                    d.sql,
+                    ("rows", "?"),
+                    expected[i],
+                )
             filtered = "input_filter_over_copies" in d.features
             got_ids: dict[str, list[int | None]] = {}
             for name in self.strategies:
                 model = str(rng.choice(COST_MODELS))
                 self.report.count("strategy", name)
 
-                def run(name: str = name, model: str = model, sql: str = d.sql, filtered: bool = filtered,
-                        ids: dict[str, list[int | None]] = got_ids) -> pa.Table:
+                def run(
+                    name: str = name,
+                    model: str = model,
+                    sql: str = d.sql,
+                    filtered: bool = filtered,
+                    ids: dict[str, list[int | None]] = got_ids,
+                ) -> pa.Table:
                     if filtered:  # the clause's input filter goes to the nodes
-                        return pull_statement(name, parse_statement(sql), cluster.endpoints, cluster.token,
-                                              cost_model=model, **opts).table
-                    result = pull(name, sql, cluster.endpoints, cluster.token, cost_model=model, **opts)
+                        return pull_statement(
+                            name,
+                            parse_statement(sql),
+                            cluster.endpoints,
+                            cluster.token,
+                            cost_model=model,
+                            **opts,
+                        ).table
+                    result = pull(
+                        name, sql, cluster.endpoints, cluster.token, cost_model=model, **opts
+                    )
                     if result.relation is None:  # (node-side matching gives no match ids)
                         ids[name] = sorted_ids(match_pulled(result, outer=False, match_ids=True))
                     return match_pulled(result)
@@ -740,11 +1010,16 @@ class Runner:
                 self._match_ids(world, d, full, got_ids)
             if i in saved:
                 self._since_run(world, d, expected[i], saved[i], cluster, root)
-            if "input_filter_over_copies" not in d.features:  # (the split takes a clause, not a statement)
+            if (
+                "input_filter_over_copies" not in d.features
+            ):  # (the split takes a clause, not a statement)
                 self._spark_split(world, d, full, np.random.default_rng((world.seed, i, 71)))
             self._closed_while_matching(world, d, full, np.random.default_rng((world.seed, i, 73)))
-        answered = [i for i in expected if expected[i][0] == "rows"
-                    and "input_filter_over_copies" not in drawn[i].features]
+        answered = [
+            i
+            for i in expected
+            if expected[i][0] == "rows" and "input_filter_over_copies" not in drawn[i].features
+        ]
         if len(answered) >= 2:  # several queries in one scan
             group = [int(x) for x in rng.choice(answered, min(3, len(answered)), replace=False)]
             name = str(rng.choice(["pull_all", "push_down", "dfs", "naive_dfs"]))
@@ -753,19 +1028,34 @@ class Runner:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    result = pull_many(name, sqls, cluster.endpoints, cluster.token, **world.options())
+                    result = pull_many(
+                        name, sqls, cluster.endpoints, cluster.token, **world.options()
+                    )
                 tables: list[pa.Table] | None = [match_pulled(r) for r in result.results]
             except Exception:
                 tables = None
                 self.report.cases += 1
-                self._finding(world, f"pull_many {name} crash", " ; ".join(sqls), ("rows", "?"),
-                              traceback.format_exc(limit=-4))
+                self._finding(
+                    world,
+                    f"pull_many {name} crash",
+                    " ; ".join(sqls),
+                    ("rows", "?"),
+                    traceback.format_exc(limit=-4),
+                )
             for k, i in enumerate(group):
                 if tables is not None:
                     got = tables[k]
-                    self._compare(world, f"pull_many {name} query {k}", drawn[i].sql, expected[i], lambda t=got: t)
+                    self._compare(
+                        world,
+                        f"pull_many {name} query {k}",
+                        drawn[i].sql,
+                        expected[i],
+                        lambda t=got: t,
+                    )
 
-    def _match_ids(self, world: World, d: Drawn, full: pa.Table, got: dict[str, list[int | None]]) -> None:
+    def _match_ids(
+        self, world: World, d: Drawn, full: pa.Table, got: dict[str, list[int | None]]
+    ) -> None:
         """Every strategy's match ids equal the local engine's (they name the match, not the
         rows a strategy happened to pull)."""
         from dfs_cer.config import QueryConfig
@@ -775,7 +1065,9 @@ class Runner:
 
         opts = world.options()
         try:
-            config = QueryConfig(event_key=tuple(opts.get("event_key", ())), dedup=opts.get("dedup", True))
+            config = QueryConfig(
+                event_key=tuple(opts.get("event_key", ())), dedup=opts.get("dedup", True)
+            )
             analysis = analyze(parse(d.sql), full.schema, config)
             engine = run_cer if analysis.query.recognize.all_matches else run_row_pattern
             want = sorted_ids(engine(full, analysis, match_ids=True).table)
@@ -785,10 +1077,17 @@ class Runner:
             self.report.cases += 1
             self.report.count("match ids", "compared")
             if ids != want:
-                self._finding(world, f"{name}: match ids differ from the local engine's", d.sql,
-                              ("ids", want[:8]), ids[:8])
+                self._finding(
+                    world,
+                    f"{name}: match ids differ from the local engine's",
+                    d.sql,
+                    ("ids", want[:8]),
+                    ids[:8],
+                )
 
-    def _closed_while_matching(self, world: World, d: Drawn, full: pa.Table, rng: np.random.Generator) -> None:
+    def _closed_while_matching(
+        self, world: World, d: Drawn, full: pa.Table, rng: np.random.Generator
+    ) -> None:
         """The row-pattern VM (a node's node-side matching) under a query work closed at a random
         moment: the local engine's rows exactly, or a stop soon after the close."""
         import threading
@@ -814,17 +1113,32 @@ class Runner:
         try:
             got = run_row_pattern(full, analysis, work=work).table
             self.report.count("closed while matching", "finished exactly")
-            if rows_of(got) != rows_of(plain):  # (as every comparison: NaN equals NaN, Table.equals says not)
-                self._finding(world, "row-pattern VM under a work", d.sql, ("rows", plain.num_rows), got.num_rows)
+            if rows_of(got) != rows_of(
+                plain
+            ):  # (as every comparison: NaN equals NaN, Table.equals says not)
+                self._finding(
+                    world,
+                    "row-pattern VM under a work",
+                    d.sql,
+                    ("rows", plain.num_rows),
+                    got.num_rows,
+                )
         except WorkCancelledError:
             self.report.count("closed while matching", "stopped")
             if time.monotonic() - began > delay + 2.0:
-                self._finding(world, "row-pattern VM ran on after its query was closed", d.sql,
-                              ("stop", f"{delay + 2.0:.3f}s"), f"{time.monotonic() - began:.3f}s")
+                self._finding(
+                    world,
+                    "row-pattern VM ran on after its query was closed",
+                    d.sql,
+                    ("stop", f"{delay + 2.0:.3f}s"),
+                    f"{time.monotonic() - began:.3f}s",
+                )
         finally:
             timer.cancel()
 
-    def _before_late(self, world: World, drawn: list[Drawn], cluster: LocalCluster, root: Path) -> dict[int, Any]:
+    def _before_late(
+        self, world: World, drawn: list[Drawn], cluster: LocalCluster, root: Path
+    ) -> dict[int, Any]:
         """Saved runs of the first queries before the late files arrive (``--save-run``)."""
         from dfs_cer.strategies.incremental import run_and_save
 
@@ -833,14 +1147,27 @@ class Runner:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    saved[i] = run_and_save(d.sql, cluster.endpoints, cluster.token, strategy="dfs",
-                                            runs_dir=root / "runs", **world.options()).record.run_id
+                    saved[i] = run_and_save(
+                        d.sql,
+                        cluster.endpoints,
+                        cluster.token,
+                        strategy="dfs",
+                        runs_dir=root / "runs",
+                        **world.options(),
+                    ).record.run_id
             except DfsCerError:
                 continue
         return saved
 
-    def _since_run(self, world: World, d: Drawn, expected: Outcome, run_id: str, cluster: LocalCluster,
-                   root: Path) -> None:
+    def _since_run(
+        self,
+        world: World,
+        d: Drawn,
+        expected: Outcome,
+        run_id: str,
+        cluster: LocalCluster,
+        root: Path,
+    ) -> None:
         from dfs_cer.local import run_outer
         from dfs_cer.query import parse
         from dfs_cer.strategies.incremental import run_and_save
@@ -848,27 +1175,37 @@ class Runner:
         self.report.count("late files", "since_run")
 
         def again() -> pa.Table:
-            result = run_and_save("", cluster.endpoints, cluster.token, runs_dir=root / "runs", since_run=run_id)
+            result = run_and_save(
+                "", cluster.endpoints, cluster.token, runs_dir=root / "runs", since_run=run_id
+            )
             return run_outer(parse(d.sql), result.matches)
 
         self._compare(world, "incremental re-run (--since-run)", d.sql, expected, again)
 
-
-    def _spark_split(self, world: World, d: Drawn, full: pa.Table, rng: np.random.Generator) -> None:
+    def _spark_split(
+        self, world: World, d: Drawn, full: pa.Table, rng: np.random.Generator
+    ) -> None:
         """The query (or a variant with ``^``/``$``, an optional whole pattern, WITH UNMATCHED ROWS)
         on the Spark split: the executors' chunk planner over a few time chunks at drawn cuts (or
         groups of partitions, or one chunk), matched as :func:`dfs_cer.match.chunked.run_split`
         matches them in one process, against the local engine."""
         variant, sql = "as drawn", d.sql
         if "ALL MATCHES" not in sql and rng.random() < 0.6:
-            variant = str(rng.choice(["anchor_start", "anchor_end", "anchor_both", "optional", "unmatched"]))
+            variant = str(
+                rng.choice(["anchor_start", "anchor_end", "anchor_both", "optional", "unmatched"])
+            )
             head, rest = sql.split("PATTERN (", 1)
             body, tail = rest.rsplit(") WITHIN", 1)
-            body = {"anchor_start": f"^ {body}", "anchor_end": f"{body} $", "anchor_both": f"^ {body} $",
-                    "optional": f"({body})?"}.get(variant, body)
+            body = {
+                "anchor_start": f"^ {body}",
+                "anchor_end": f"{body} $",
+                "anchor_both": f"^ {body} $",
+                "optional": f"({body})?",
+            }.get(variant, body)
             if variant == "unmatched":
                 head = head.replace("ONE ROW PER MATCH", "ALL ROWS PER MATCH").replace(
-                    "ALL ROWS PER MATCH", "ALL ROWS PER MATCH WITH UNMATCHED ROWS")
+                    "ALL ROWS PER MATCH", "ALL ROWS PER MATCH WITH UNMATCHED ROWS"
+                )
                 head = ", ".join(m for m in head.split(", ") if "count(*)" not in m)
             sql = f"{head}PATTERN ({body}) WITHIN{tail}"
         self.report.count("spark split query", variant)
@@ -891,28 +1228,48 @@ class Runner:
             valid = full.filter(full.column(ts_col).is_valid())
             ts = time_values(valid, ts_col) if valid.num_rows else np.zeros(0, np.int64)
             first, last = (int(ts.min()), int(ts.max())) if ts.size else (0, 0)
-            plan = plan_chunks(analysis, mins=[first], maxs=[last], rows=[max(1, ts.size)], chunks=4,
-                               nulls=full.num_rows - valid.num_rows)
+            plan = plan_chunks(
+                analysis,
+                mins=[first],
+                maxs=[last],
+                rows=[max(1, ts.size)],
+                chunks=4,
+                nulls=full.num_rows - valid.num_rows,
+            )
             mode.append(plan.mode)
             if plan.mode == "time":
-                cuts = np.unique(rng.choice(ts, int(rng.integers(1, 16)))) if ts.size else ts  # edges at rows
+                cuts = (
+                    np.unique(rng.choice(ts, int(rng.integers(1, 16)))) if ts.size else ts
+                )  # edges at rows
                 plan = dataclasses.replace(plan, starts=np.array([NEG, *cuts], np.int64))
                 relation = run_split(full, analysis, plan)[0]
             else:  # groups of whole partitions (by hash), or one chunk
                 parts = analysis.query.recognize.partition_by
-                group = (row_hashes(full, list(parts)) % np.uint64(3)).astype(np.int64) if parts and \
-                    plan.mode == "partition" else np.zeros(full.num_rows, np.int64)
-                relation = pa.concat_tables([engine_output(full.filter(pa.array(group == k)), analysis, None)
-                                             for k in range(3)])
+                group = (
+                    (row_hashes(full, list(parts)) % np.uint64(3)).astype(np.int64)
+                    if parts and plan.mode == "partition"
+                    else np.zeros(full.num_rows, np.int64)
+                )
+                relation = pa.concat_tables(
+                    [
+                        engine_output(full.filter(pa.array(group == k)), analysis, None)
+                        for k in range(3)
+                    ]
+                )
             return run_outer(query, relation)
 
         self._compare(world, "spark split (time chunks)", sql, expected, split)
-        self.report.count("spark split", f"{mode[0] if mode else 'refused'}"
-                          f"{' + anchors' if variant.startswith('anchor') else ''}"
-                          f"{' + match_number' if 'MATCH_NUMBER' in sql else ''}")
+        self.report.count(
+            "spark split",
+            f"{mode[0] if mode else 'refused'}"
+            f"{' + anchors' if variant.startswith('anchor') else ''}"
+            f"{' + match_number' if 'MATCH_NUMBER' in sql else ''}",
+        )
 
 
-def run(seeds: range, queries_per_world: int = 6, log: Callable[[str], None] | None = None) -> Report:
+def run(
+    seeds: range, queries_per_world: int = 6, log: Callable[[str], None] | None = None
+) -> Report:
     """Fuzz the worlds of ``seeds``; never raises for a finding (they are in the report)."""
     report = Report()
     began = time.perf_counter()
@@ -923,7 +1280,9 @@ def run(seeds: range, queries_per_world: int = 6, log: Callable[[str], None] | N
             runner.run_world(world)
         except Exception:
             report.cases += 1
-            report.findings.append(f"world failed\n  {world.describe()}\n  {traceback.format_exc(limit=-4)}")
+            report.findings.append(
+                f"world failed\n  {world.describe()}\n  {traceback.format_exc(limit=-4)}"
+            )
         if log:
             log(f"seed {seed}: {report.cases} comparisons, {len(report.findings)} findings")
     report.seconds = time.perf_counter() - began

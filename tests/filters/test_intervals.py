@@ -18,7 +18,9 @@ def make(pairs_: list[tuple[int, int]]) -> IntervalSet:
 
 
 @given(pairs, pairs)
-def test_set_algebra_matches_python_sets(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> None:
+def test_set_algebra_matches_python_sets(
+    a: list[tuple[int, int]], b: list[tuple[int, int]]
+) -> None:
     x, y = make(a), make(b)
     universe = np.arange(-150, 200)
     assert set(universe[x.contains(universe)]) == points(a)

@@ -13,11 +13,15 @@ from dfs_cer.filters import JoinSet, KeyKind, WindowKeySet
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(-50, 50), st.integers(0, 10_000)), min_size=1, max_size=200),
-       st.lists(st.tuples(st.integers(-50, 50), st.integers(0, 10_000)), min_size=1, max_size=200),
-       st.integers(1, 500), st.sampled_from([-1, 0, 1]))
-def test_agrees_with_the_exact_join_set(built: list[tuple[int, int]], probed: list[tuple[int, int]], window: int,
-                                        direction: int) -> None:
+@given(
+    st.lists(st.tuples(st.integers(-50, 50), st.integers(0, 10_000)), min_size=1, max_size=200),
+    st.lists(st.tuples(st.integers(-50, 50), st.integers(0, 10_000)), min_size=1, max_size=200),
+    st.integers(1, 500),
+    st.sampled_from([-1, 0, 1]),
+)
+def test_agrees_with_the_exact_join_set(
+    built: list[tuple[int, int]], probed: list[tuple[int, int]], window: int, direction: int
+) -> None:
     values, ts = (np.array(x, np.int64) for x in zip(*built, strict=True))
     pv, pt = (np.array(x, np.int64) for x in zip(*probed, strict=True))
     exact = JoinSet(window, KeyKind.INT)
@@ -28,7 +32,9 @@ def test_agrees_with_the_exact_join_set(built: list[tuple[int, int]], probed: li
     parts[0].add(values[:half], ts[:half])
     parts[1].add(values[half:], ts[half:])
     merged = WindowKeySet.from_bytes(WindowKeySet.union(parts).to_bytes())
-    assert np.array_equal(merged.might_contain(pv, pt, direction), exact.contains(pv, pt, direction))
+    assert np.array_equal(
+        merged.might_contain(pv, pt, direction), exact.contains(pv, pt, direction)
+    )
 
 
 def test_strings_and_nulls() -> None:

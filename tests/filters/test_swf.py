@@ -20,7 +20,18 @@ def T(h: int, m: int) -> int:
 
 
 # paper Table I: e1..e10
-TS = [T(18, 45), T(18, 50), T(18, 50), T(18, 53), T(19, 0), T(20, 15), T(20, 43), T(21, 43), T(21, 50), T(22, 0)]
+TS = [
+    T(18, 45),
+    T(18, 50),
+    T(18, 50),
+    T(18, 53),
+    T(19, 0),
+    T(20, 15),
+    T(20, 43),
+    T(21, 43),
+    T(21, 50),
+    T(22, 0),
+]
 W = 1800
 
 
@@ -31,14 +42,24 @@ def test_quickhash_vectors() -> None:
     assert h >> np.uint64(52) == 2662
 
 
-@pytest.mark.parametrize(("offset", "left", "right"), [(0, 0xFFFFF, 0x1), (89, 0xFFFFF, 0x1), (90, 0xFFFFE, 0x3),
-                                                       (900, 0xFFC00, 0x7FF), (1799, 0x80000, 0xFFFFF)])
+@pytest.mark.parametrize(
+    ("offset", "left", "right"),
+    [
+        (0, 0xFFFFF, 0x1),
+        (89, 0xFFFFF, 0x1),
+        (90, 0xFFFFE, 0x3),
+        (900, 0xFFC00, 0x7FF),
+        (1799, 0x80000, 0xFFFFF),
+    ],
+)
 def test_slice_masks(offset: int, left: int, right: int) -> None:
     j = k.slice_of(np.int64(offset), np.int64(0), np.int64(1800))
     assert k.left_mask(j) == left and k.right_mask(j) == right
 
 
-@pytest.mark.parametrize(("n", "m"), [(0, 1), (1, 1), (6, 2), (16, 8), (100, 32), (1000, 512), (123456, 32768)])
+@pytest.mark.parametrize(
+    ("n", "m"), [(0, 1), (1, 1), (6, 2), (16, 8), (100, 32), (1000, 512), (123456, 32768)]
+)
 def test_bucket_sizing(n: int, m: int) -> None:
     assert swf_buckets(n) == m
 
@@ -50,7 +71,16 @@ def test_table1_round_trips() -> None:
     swf = ShrinkingWindowFilter.from_intervals(r_ts, [t + W for t in r_ts], W)
     # reference bytes: 280007ff89dffc00 0000000002b007ff 3f2fff00647ffc00 00000000dd5001ff
     # (slot0 = low half)
-    assert swf.table.tolist() == [0x89DFFC00, 0x280007FF, 0x02B007FF, 0, 0x647FFC00, 0x3F2FFF00, 0xDD5001FF, 0]
+    assert swf.table.tolist() == [
+        0x89DFFC00,
+        0x280007FF,
+        0x02B007FF,
+        0,
+        0x647FFC00,
+        0x3F2FFF00,
+        0xDD5001FF,
+        0,
+    ]
     assert (swf.buckets, swf.entry_count, swf.slice_count) == (2, 6, 63)
     assert swf.contains(TS).all()
     sn = ShrinkingWindowFilter.from_bytes(swf.to_bytes())
@@ -76,7 +106,9 @@ def test_compaction_reference_example() -> None:
 
 
 def test_compaction_has_a_floor_and_empty_is_valid() -> None:
-    swf = ShrinkingWindowFilter.from_intervals(np.arange(0, 10**6, 1000), np.arange(0, 10**6, 1000) + 50, 100)
+    swf = ShrinkingWindowFilter.from_intervals(
+        np.arange(0, 10**6, 1000), np.arange(0, 10**6, 1000) + 50, 100
+    )
     assert swf.buckets > 16
     swf.apply_refresh([swf.refresh([], "head")])
     assert swf.is_empty and swf.entry_count == 0 and swf.covered_length == 0
@@ -95,7 +127,9 @@ def test_full_table_grows_instead_of_dropping() -> None:
 
 
 def test_received_filter_is_read_only() -> None:
-    sn = ShrinkingWindowFilter.from_bytes(ShrinkingWindowFilter.from_intervals([0], [10], 5).to_bytes())
+    sn = ShrinkingWindowFilter.from_bytes(
+        ShrinkingWindowFilter.from_intervals([0], [10], 5).to_bytes()
+    )
     with pytest.raises(ValueError, match="received over the wire"):
         sn.insert_intervals([0], [1])
 
@@ -129,7 +163,9 @@ roles = st.sampled_from(["head", "tail", "middle"])
 
 
 @st.composite
-def scenario(draw: st.DrawFn) -> tuple[int, np.ndarray, list[tuple[str, list[np.ndarray]]], np.ndarray]:
+def scenario(
+    draw: st.DrawFn,
+) -> tuple[int, np.ndarray, list[tuple[str, list[np.ndarray]]], np.ndarray]:
     w = draw(st.integers(1, 500))
     span = draw(st.integers(w, 60 * w))
     first = np.array(draw(st.lists(st.integers(-span, span), min_size=0, max_size=40)), np.int64)
@@ -137,15 +173,23 @@ def scenario(draw: st.DrawFn) -> tuple[int, np.ndarray, list[tuple[str, list[np.
     for _ in range(draw(st.integers(0, 3))):
         role = draw(roles)
         n_sn = draw(st.integers(1, 4))
-        per_sn = [np.array(draw(st.lists(st.integers(-span, span), max_size=25)), np.int64) for _ in range(n_sn)]
+        per_sn = [
+            np.array(draw(st.lists(st.integers(-span, span), max_size=25)), np.int64)
+            for _ in range(n_sn)
+        ]
         rounds.append((role, per_sn))
-    probes = np.array(draw(st.lists(st.integers(-2 * span, 2 * span), min_size=1, max_size=200)), np.int64)
+    probes = np.array(
+        draw(st.lists(st.integers(-2 * span, 2 * span), min_size=1, max_size=200)), np.int64
+    )
     return w, first, rounds, probes
 
 
 @given(scenario(), roles, st.integers(0, 2**64 - 1))
-def test_never_a_false_negative(case: tuple[int, np.ndarray, list[tuple[str, list[np.ndarray]]], np.ndarray],
-                                first_role: str, seed: int) -> None:
+def test_never_a_false_negative(
+    case: tuple[int, np.ndarray, list[tuple[str, list[np.ndarray]]], np.ndarray],
+    first_role: str,
+    seed: int,
+) -> None:
     """Against the exact interval set, through build, wire transfer, refresh on several SNs,
     merges and compactions: every timestamp in the exact set stays in the SWF."""
     w, first, rounds, probes = case
@@ -159,7 +203,10 @@ def test_never_a_false_negative(case: tuple[int, np.ndarray, list[tuple[str, lis
         lo, hi = eq1_offsets(role, w)
         sent = ShrinkingWindowFilter.from_bytes(swf.to_bytes())
         # SNs refresh only from events that pass phase 1 (timestamp in the current SWF)
-        tags = [RefreshTags.from_bytes(sent.refresh(ts[sent.contains(ts)], role).to_bytes()) for ts in per_sn]
+        tags = [
+            RefreshTags.from_bytes(sent.refresh(ts[sent.contains(ts)], role).to_bytes())
+            for ts in per_sn
+        ]
         survivors = np.concatenate([ts[swf.contains(ts)] for ts in per_sn])
         exact = exact.intersection(IntervalSet.around(survivors, lo, hi))
         swf.apply_refresh(tags, min_buckets=1)
@@ -185,7 +232,9 @@ def test_table1_final_pull_is_exactly_e1_e2_e5() -> None:
     wjf = WindowJoinFilter.with_estimates(3, W, KeyKind.INT)
     wjf.add(np.array([district[i] for i in candidates["B"]]), ts[candidates["B"]])
     m = np.array(candidates["M"])
-    keep = swf.contains(ts[m]) & wjf.might_contain(np.array([district[i] for i in m]), ts[m], direction=-1)
+    keep = swf.contains(ts[m]) & wjf.might_contain(
+        np.array([district[i] for i in m]), ts[m], direction=-1
+    )
     candidates["M"] = m[keep].tolist()
     assert candidates["M"] == [4]
     swf.apply_refresh([swf.refresh(ts[m[keep]], "tail")])

@@ -30,7 +30,10 @@ def golden_objects() -> dict[str, bytes]:
     swf = ShrinkingWindowFilter.from_intervals(TABLE1, [t + 1800 for t in TABLE1], 1800)
     refresh = ShrinkingWindowFilter.from_bytes(swf.to_bytes()).refresh([BASE + 19 * 3600], "tail")
     wjf = WindowJoinFilter.with_estimates(3, 1800, KeyKind.INT)
-    wjf.add(np.array([19, 7, 14]), [BASE + 18 * 3600 + 50 * 60, BASE + 20 * 3600 + 43 * 60, BASE + 21 * 3600 + 50 * 60])
+    wjf.add(
+        np.array([19, 7, 14]),
+        [BASE + 18 * 3600 + 50 * 60, BASE + 20 * 3600 + 43 * 60, BASE + 21 * 3600 + 50 * 60],
+    )
     wjf_str = WindowJoinFilter.with_estimates(2, 60, KeyKind.STRING, seed=9)
     wjf_str.add(np.array(["ATTR3_12_PADDING", "ROBBERY"]), [0, 120])
     return {
@@ -76,8 +79,14 @@ def test_golden_decodes_to_working_filters() -> None:
     assert (wjf.bits, wjf.hashes) == (64, 7)
     assert wjf.might_contain(np.array([19]), [BASE + 19 * 3600], -1).tolist() == [True]
     strings = WindowJoinFilter.from_bytes((GOLDEN / "wjf_strings.bin").read_bytes())
-    assert strings.might_contain(np.array(["ROBBERY", "ATTR3_12_PADDING"]), [150, 30], -1).tolist() == [True, True]
-    assert IntervalSet.from_bytes((GOLDEN / "intervals.bin").read_bytes()).starts.tolist() == [1, 10, 40]
+    assert strings.might_contain(
+        np.array(["ROBBERY", "ATTR3_12_PADDING"]), [150, 30], -1
+    ).tolist() == [True, True]
+    assert IntervalSet.from_bytes((GOLDEN / "intervals.bin").read_bytes()).starts.tolist() == [
+        1,
+        10,
+        40,
+    ]
 
 
 @pytest.mark.parametrize(
@@ -112,10 +121,14 @@ def test_reserved_flags_and_bad_headers_are_rejected() -> None:
         ShrinkingWindowFilter.from_bytes(body + struct.pack("<I", zlib.crc32(body)))
 
 
-@given(st.sampled_from(sorted(golden_objects())), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)),
-                                                           min_size=1, max_size=4),
-       st.one_of(st.none(), st.integers(0, 10**6)))
-def test_random_corruption_never_crashes(name: str, flips: list[tuple[int, int]], cut: int | None) -> None:
+@given(
+    st.sampled_from(sorted(golden_objects())),
+    st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=4),
+    st.one_of(st.none(), st.integers(0, 10**6)),
+)
+def test_random_corruption_never_crashes(
+    name: str, flips: list[tuple[int, int]], cut: int | None
+) -> None:
     original = golden_objects()[name]
     data = bytearray(original)
     for pos, value in flips:

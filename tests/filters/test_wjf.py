@@ -43,7 +43,9 @@ def test_sizing() -> None:
 def test_key_kinds() -> None:
     assert join_kind(pa.int32(), pa.int64()) == KeyKind.INT
     assert join_kind(pa.int64(), pa.float64()) == KeyKind.FLOAT
-    assert join_kind(pa.int64(), pa.float32()) == KeyKind.REAL  # SQL compares REAL with an exact number as REAL
+    assert (
+        join_kind(pa.int64(), pa.float32()) == KeyKind.REAL
+    )  # SQL compares REAL with an exact number as REAL
     assert join_kind(pa.float64(), pa.float32()) == KeyKind.FLOAT
     assert join_kind(pa.string(), pa.large_string()) == KeyKind.STRING
     assert join_kind(pa.timestamp("ms"), pa.timestamp("ms")) == KeyKind.INT
@@ -54,7 +56,9 @@ def test_key_kinds() -> None:
 def test_int_equals_float_and_nulls_never_match() -> None:
     f = WindowJoinFilter.with_estimates(10, 100, KeyKind.FLOAT)
     f.add(pa.array([19, None, 0], pa.int64()), [5, 5, 5])
-    got = f.might_contain(pa.array([19.0, None, -0.0, float("nan")], pa.float64()), [6, 6, 6, 6], direction=0)
+    got = f.might_contain(
+        pa.array([19.0, None, -0.0, float("nan")], pa.float64()), [6, 6, 6, 6], direction=0
+    )
     assert got.tolist() == [True, False, True, False]
 
 
@@ -76,29 +80,58 @@ def test_merge_requires_same_parameters() -> None:
 
 
 keys = st.one_of(
-    st.tuples(st.just(KeyKind.INT), st.lists(st.one_of(st.none(), st.integers(-50, 50)), max_size=60)),
-    st.tuples(st.just(KeyKind.FLOAT), st.lists(st.one_of(st.none(), st.integers(-20, 20).map(lambda x: x / 2)),
-                                               max_size=60)),
-    st.tuples(st.just(KeyKind.STRING), st.lists(st.one_of(st.none(), st.sampled_from(["a", "b", "ROBBERY", "é", ""])),
-                                                max_size=60)),
+    st.tuples(
+        st.just(KeyKind.INT), st.lists(st.one_of(st.none(), st.integers(-50, 50)), max_size=60)
+    ),
+    st.tuples(
+        st.just(KeyKind.FLOAT),
+        st.lists(st.one_of(st.none(), st.integers(-20, 20).map(lambda x: x / 2)), max_size=60),
+    ),
+    st.tuples(
+        st.just(KeyKind.STRING),
+        st.lists(
+            st.one_of(st.none(), st.sampled_from(["a", "b", "ROBBERY", "é", ""])), max_size=60
+        ),
+    ),
 )
 
 
 def _array(kind: KeyKind, values: list[object]) -> pa.Array:
-    return pa.array(values, {KeyKind.INT: pa.int64(), KeyKind.FLOAT: pa.float64(), KeyKind.STRING: pa.string()}[kind])
+    return pa.array(
+        values,
+        {KeyKind.INT: pa.int64(), KeyKind.FLOAT: pa.float64(), KeyKind.STRING: pa.string()}[kind],
+    )
 
 
 @given(keys, keys, st.integers(1, 1000), st.integers(1, 4), st.sampled_from([-1, 0, 1]), st.data())
-def test_never_a_false_negative(build: tuple[KeyKind, list[object]], probe: tuple[KeyKind, list[object]],
-                                window: int, n_sn: int, direction: int, data: st.DataObject) -> None:
+def test_never_a_false_negative(
+    build: tuple[KeyKind, list[object]],
+    probe: tuple[KeyKind, list[object]],
+    window: int,
+    n_sn: int,
+    direction: int,
+    data: st.DataObject,
+) -> None:
     kind = build[0]
     build_values = build[1]
     probe_values = probe[1] if probe[0] == kind else build_values
     span = window * 5
-    ts_build = np.array(data.draw(st.lists(st.integers(-span, span), min_size=len(build_values),
-                                           max_size=len(build_values))), np.int64)
-    ts_probe = np.array(data.draw(st.lists(st.integers(-span, span), min_size=len(probe_values),
-                                           max_size=len(probe_values))), np.int64)
+    ts_build = np.array(
+        data.draw(
+            st.lists(
+                st.integers(-span, span), min_size=len(build_values), max_size=len(build_values)
+            )
+        ),
+        np.int64,
+    )
+    ts_probe = np.array(
+        data.draw(
+            st.lists(
+                st.integers(-span, span), min_size=len(probe_values), max_size=len(probe_values)
+            )
+        ),
+        np.int64,
+    )
     exact = JoinSet(window, kind)
     exact.add(_array(kind, build_values), ts_build)
     # each SN builds a filter over its share; the CN ORs them; the result travels as bytes
@@ -107,7 +140,9 @@ def test_never_a_false_negative(build: tuple[KeyKind, list[object]], probe: tupl
     for sn in range(n_sn):
         f = WindowJoinFilter.with_estimates(max(1, len(build_values)), window, kind, seed=7)
         mine = share == sn
-        f.add(_array(kind, [v for v, m in zip(build_values, mine, strict=True) if m]), ts_build[mine])
+        f.add(
+            _array(kind, [v for v, m in zip(build_values, mine, strict=True) if m]), ts_build[mine]
+        )
         parts.append(WindowJoinFilter.from_bytes(f.to_bytes()))
     merged = WindowJoinFilter.from_bytes(WindowJoinFilter.union(parts).to_bytes())
     truth = exact.contains(_array(kind, probe_values), ts_probe, direction)
@@ -118,8 +153,10 @@ def test_never_a_false_negative(build: tuple[KeyKind, list[object]], probe: tupl
     for i, (v, t) in enumerate(zip(probe_values, ts_probe, strict=True)):
         wp = t // window
         ok = {wp, wp + direction} if direction else {wp - 1, wp, wp + 1}
-        brute = v is not None and any(bv is not None and bv == v and wb in ok
-                                      for bv, wb in zip(build_values, windows_b, strict=True))
+        brute = v is not None and any(
+            bv is not None and bv == v and wb in ok
+            for bv, wb in zip(build_values, windows_b, strict=True)
+        )
         assert truth[i] == brute
 
 

@@ -15,7 +15,9 @@ def test_retrying_backs_off_then_names_the_object() -> None:
     def flaky() -> str:
         calls.append(1)
         if len(calls) < 3:
-            raise OSError("AWS Error SLOW_DOWN during GetObject operation: please reduce your request rate")
+            raise OSError(
+                "AWS Error SLOW_DOWN during GetObject operation: please reduce your request rate"
+            )
         return "ok"
 
     assert retrying("s3://b/k", flaky, budget=5, base=0.001) == "ok" and len(calls) == 3
@@ -24,7 +26,10 @@ def test_retrying_backs_off_then_names_the_object() -> None:
         raise OSError("Service Unavailable")
 
     began = time.monotonic()
-    with pytest.raises(StorageError, match=r"cannot read s3://b/k after \d+ attempts in 0\.\d s: Service Unavailable"):
+    with pytest.raises(
+        StorageError,
+        match=r"cannot read s3://b/k after \d+ attempts in 0\.\d s: Service Unavailable",
+    ):
         retrying("s3://b/k", always, budget=0.3, base=0.01)
     assert time.monotonic() - began < 0.6  # the budget bounds the retries
 
@@ -35,16 +40,23 @@ def test_retrying_backs_off_then_names_the_object() -> None:
         retrying("s3://b/missing", missing)
 
 
-@pytest.mark.parametrize(("code", "why"), [("ACCESS_DENIED", "access denied"),
-                                           ("INVALID_ACCESS_KEY_ID", "access key id is not known"),
-                                           ("NO_SUCH_BUCKET", "no such bucket")])
+@pytest.mark.parametrize(
+    ("code", "why"),
+    [
+        ("ACCESS_DENIED", "access denied"),
+        ("INVALID_ACCESS_KEY_ID", "access key id is not known"),
+        ("NO_SUCH_BUCKET", "no such bucket"),
+    ],
+)
 def test_permanent_s3_errors_fail_at_once(code: str, why: str) -> None:
     calls = []
 
     def denied() -> str:
         calls.append(1)
-        raise OSError(f"When reading information for key 'k' in bucket 'b': AWS Error {code} during "
-                      "HeadObject operation: No response body.")
+        raise OSError(
+            f"When reading information for key 'k' in bucket 'b': AWS Error {code} during "
+            "HeadObject operation: No response body."
+        )
 
     with pytest.raises(StorageError, match=f"cannot read s3://b/k: .*{why}"):
         retrying("s3://b/k", denied, budget=30)

@@ -17,12 +17,20 @@ from storage_node.store import ShardStore
 
 
 def test_every_node_and_file_agrees_on_the_storage_schema(tmp_path: Path) -> None:
-    t = pa.table({"ts": pa.array([1, 2, 3], pa.timestamp("s")), "type": ["A", "B", "A"],
-                  "z": pa.array([1, 2, 3], pa.timestamp("us", tz="Europe/Paris")),
-                  "d": pa.array([Decimal(1), Decimal(2), Decimal(3)], pa.decimal128(30, 2)),
-                  "l": pa.array([[1], [], None]), "s": pa.array(["x", "y", "x"]).dictionary_encode()})
+    t = pa.table(
+        {
+            "ts": pa.array([1, 2, 3], pa.timestamp("s")),
+            "type": ["A", "B", "A"],
+            "z": pa.array([1, 2, 3], pa.timestamp("us", tz="Europe/Paris")),
+            "d": pa.array([Decimal(1), Decimal(2), Decimal(3)], pa.decimal128(30, 2)),
+            "l": pa.array([[1], [], None]),
+            "s": pa.array(["x", "y", "x"]).dictionary_encode(),
+        }
+    )
     pq.write_table(t, tmp_path / "in.parquet")
-    shard(str(tmp_path / "in.parquet"), 4, str(tmp_path / "out"))  # three rows, four nodes: one is empty
+    shard(
+        str(tmp_path / "in.parquet"), 4, str(tmp_path / "out")
+    )  # three rows, four nodes: one is empty
     expected = storage_schema(t.schema)
     assert expected.field("ts").type == pa.timestamp("ms")  # parquet has no second timestamps
     for k in range(4):
@@ -33,13 +41,21 @@ def test_every_node_and_file_agrees_on_the_storage_schema(tmp_path: Path) -> Non
             assert pq.read_schema(node / f["path"]).remove_metadata() == expected
         store = ShardStore(str(node))  # the start-up check passes, empty nodes included
         assert store.schema.remove_metadata() == expected
-    assert sum(json.loads((tmp_path / "out" / f"node-{k:02d}" / "manifest.json").read_text())["rows"]
-               for k in range(4)) == 3
+    assert (
+        sum(
+            json.loads((tmp_path / "out" / f"node-{k:02d}" / "manifest.json").read_text())["rows"]
+            for k in range(4)
+        )
+        == 3
+    )
 
 
 # CSV input: column types from every value, empty fields NULL, misfits named
 
-def _flights(path: Path, rows: int, odd: dict[int, str] | None = None, cancelled_every: int = 0) -> None:
+
+def _flights(
+    path: Path, rows: int, odd: dict[int, str] | None = None, cancelled_every: int = 0
+) -> None:
     """``rows`` flights, one a minute; ``dep_time`` empty for every ``cancelled_every``-th one, and
     the text of ``odd`` (0-based row -> text) in place of some values."""
     with path.open("w") as f:
@@ -50,21 +66,44 @@ def _flights(path: Path, rows: int, odd: dict[int, str] | None = None, cancelled
 
 
 def _stored(out: Path, nodes: int) -> pa.Table:
-    return pa.concat_tables(pq.read_table(out / f"node-{k:02d}" / f["path"]) for k in range(nodes)
-                            for f in json.loads((out / f"node-{k:02d}" / "manifest.json").read_text())["files"])
+    return pa.concat_tables(
+        pq.read_table(out / f"node-{k:02d}" / f["path"])
+        for k in range(nodes)
+        for f in json.loads((out / f"node-{k:02d}" / "manifest.json").read_text())["files"]
+    )
 
 
-def test_a_stray_text_in_a_numeric_csv_column_is_an_error_naming_row_column_and_value(tmp_path: Path) -> None:
+def test_a_stray_text_in_a_numeric_csv_column_is_an_error_naming_row_column_and_value(
+    tmp_path: Path,
+) -> None:
     _flights(tmp_path / "flights.csv", 40, odd={20: "abc"})
-    with pytest.raises(CsvError, match=r"flights.csv, row 21, column dep_time: 'abc' is not int64 .*"
-                                       r"--schema dep_time=string"):
+    with pytest.raises(
+        CsvError,
+        match=r"flights.csv, row 21, column dep_time: 'abc' is not int64 .*"
+        r"--schema dep_time=string",
+    ):
         shard(str(tmp_path / "flights.csv"), 2, str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()  # refused before anything is written
-    shard(str(tmp_path / "flights.csv"), 2, str(tmp_path / "out"), column_types={"dep_time": pa.string()})
+    shard(
+        str(tmp_path / "flights.csv"),
+        2,
+        str(tmp_path / "out"),
+        column_types={"dep_time": pa.string()},
+    )
     stored = _stored(tmp_path / "out", 2)
-    assert stored.schema.field("dep_time").type == pa.string() and "abc" in stored.column("dep_time").to_pylist()
-    with pytest.raises(CsvError, match=r"row 21, column dep_time: 'abc' is not int64 \(declared with --schema"):
-        shard(str(tmp_path / "flights.csv"), 2, str(tmp_path / "out2"), column_types={"dep_time": pa.int64()})
+    assert (
+        stored.schema.field("dep_time").type == pa.string()
+        and "abc" in stored.column("dep_time").to_pylist()
+    )
+    with pytest.raises(
+        CsvError, match=r"row 21, column dep_time: 'abc' is not int64 \(declared with --schema"
+    ):
+        shard(
+            str(tmp_path / "flights.csv"),
+            2,
+            str(tmp_path / "out2"),
+            column_types={"dep_time": pa.int64()},
+        )
 
 
 def test_empty_csv_fields_are_null_and_is_null_finds_them(tmp_path: Path) -> None:
@@ -73,15 +112,23 @@ def test_empty_csv_fields_are_null_and_is_null_finds_them(tmp_path: Path) -> Non
     shard(str(tmp_path / "flights.csv"), 3, str(tmp_path / "out"))
     stored = _stored(tmp_path / "out", 3)
     assert stored.schema.field("dep_time").type == pa.int64()
-    assert stored.column("dep_time").null_count == 13  # a quoted empty field is NULL in a numeric column
-    assert stored.column("origin").to_pylist().count("") == 1  # and the empty string in a text column
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES C.ts AS at ONE ROW PER MATCH "
-           "PATTERN (C) DEFINE C AS C.dep_time IS NULL)")
+    assert (
+        stored.column("dep_time").null_count == 13
+    )  # a quoted empty field is NULL in a numeric column
+    assert (
+        stored.column("origin").to_pylist().count("") == 1
+    )  # and the empty string in a text column
+    sql = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES C.ts AS at ONE ROW PER MATCH "
+        "PATTERN (C) DEFINE C AS C.dep_time IS NULL)"
+    )
     assert match_recognize(stored, sql).num_rows == 13
 
 
 def test_a_csv_event_without_a_time_is_refused(tmp_path: Path) -> None:
-    (tmp_path / "f.csv").write_text('ts,type\n1,A\n"",B\n,C\n')  # quoted or not, an empty time is NULL
+    (tmp_path / "f.csv").write_text(
+        'ts,type\n1,A\n"",B\n,C\n'
+    )  # quoted or not, an empty time is NULL
     with pytest.raises(ShardError, match="2 rows of the input have no ts"):
         shard(str(tmp_path / "f.csv"), 1, str(tmp_path / "out"))
 
@@ -94,8 +141,10 @@ def test_csv_column_types_come_from_the_whole_file(tmp_path: Path) -> None:
     assert stored.schema.field("dep_time").type == pa.float64()
     assert 612.5 in stored.column("dep_time").to_pylist()
     # one parquet file per node for the whole CSV, not one per read block
-    assert [len(json.loads((tmp_path / "out" / f"node-{k:02d}" / "manifest.json").read_text())["files"])
-            for k in range(2)] == [1, 1]
+    assert [
+        len(json.loads((tmp_path / "out" / f"node-{k:02d}" / "manifest.json").read_text())["files"])
+        for k in range(2)
+    ] == [1, 1]
     _flights(tmp_path / "stray.csv", late + 10, odd={late: "abc"})
     with pytest.raises(CsvError, match=r"row 200,001, column dep_time: 'abc' is not int64"):
         shard(str(tmp_path / "stray.csv"), 2, str(tmp_path / "out2"))
@@ -115,7 +164,9 @@ def test_csv_inference_on_mixed_columns() -> None:
     assert decide(["true", "False"]) == pa.bool_()
     assert decide(["A12", "B7", "9"]) == pa.string()  # mostly text: text
     assert decide([None, ""]) == pa.string()
-    with pytest.raises(CsvError, match=r"row 3, column c: '2026-02-30' is not date32"):  # looks like one, is not
+    with pytest.raises(
+        CsvError, match=r"row 3, column c: '2026-02-30' is not date32"
+    ):  # looks like one, is not
         decide(["2026-01-05", "2026-01-06", "2026-02-30", "2026-01-07", "x"])
     with pytest.raises(CsvError, match=r"x.csv, row 3, column c: 'true' is not double"):
         decide(["1", "2.5", "true", "4"])
@@ -124,6 +175,7 @@ def test_csv_inference_on_mixed_columns() -> None:
 def test_csv_inference_counts_a_value_only_in_the_spelling_of_its_kind(tmp_path: Path) -> None:
     """pyarrow's cast reads more than the kinds' spellings ('0x10' as 16, '0' as false, an integer
     past int64 as a rounded double): a whole batch cast at once must not type a column by it."""
+
     def decide(values: list[str | None]) -> pa.DataType:
         kinds = ColumnKinds("c")
         kinds.observe(pa.array(values, pa.string()), "x.csv", 0)
@@ -135,12 +187,19 @@ def test_csv_inference_counts_a_value_only_in_the_spelling_of_its_kind(tmp_path:
         decide(["true", "false", "0"])
     with pytest.raises(CsvError, match=r"row 3, column c: '12345678901234567890' is not int64"):
         decide(["1", "2", "12345678901234567890"])
-    assert decide(["12345678901234567890", "98765432109876543210"]) == pa.string()  # kept exactly, as text
-    assert decide(["1234567890123456789", "-9223372036854775808", "1"]) == pa.int64()  # 19 digits still fit
+    assert (
+        decide(["12345678901234567890", "98765432109876543210"]) == pa.string()
+    )  # kept exactly, as text
+    assert (
+        decide(["1234567890123456789", "-9223372036854775808", "1"]) == pa.int64()
+    )  # 19 digits still fit
     assert decide(["1", "1e3", "-0", "NaN", "inf", ".5"]) == pa.float64()
     (tmp_path / "ids.csv").write_text("ts,id\n1,12345678901234567890\n2,12345678901234567891\n")
     shard(str(tmp_path / "ids.csv"), 1, str(tmp_path / "out"))
-    assert _stored(tmp_path / "out", 1).column("id").to_pylist() == ["12345678901234567890", "12345678901234567891"]
+    assert _stored(tmp_path / "out", 1).column("id").to_pylist() == [
+        "12345678901234567890",
+        "12345678901234567891",
+    ]
 
 
 def test_a_csv_header_without_a_name_is_an_error(tmp_path: Path) -> None:
@@ -150,21 +209,35 @@ def test_a_csv_header_without_a_name_is_an_error(tmp_path: Path) -> None:
 
 
 def test_schema_option_parses_types(tmp_path: Path) -> None:
-    assert parse_column_types("a=int64, b=string\n# a comment\nc=timestamp[us, tz=Europe/Paris],d=decimal128(10, 2)"
-                              ) == {"a": pa.int64(), "b": pa.string(), "c": pa.timestamp("us", "Europe/Paris"),
-                                    "d": pa.decimal128(10, 2)}
+    assert parse_column_types(
+        "a=int64, b=string\n# a comment\nc=timestamp[us, tz=Europe/Paris],d=decimal128(10, 2)"
+    ) == {
+        "a": pa.int64(),
+        "b": pa.string(),
+        "c": pa.timestamp("us", "Europe/Paris"),
+        "d": pa.decimal128(10, 2),
+    }
     with pytest.raises(CsvError, match="unknown type 'integer'"):
         parse_column_types("a=integer")
     with pytest.raises(CsvError, match="'a' is not COLUMN=TYPE"):
         parse_column_types("a")
-    with pytest.raises(CsvError, match=r"'decimal128\(99, 2\)': a decimal128 has a precision of 1 to 38"):
+    with pytest.raises(
+        CsvError, match=r"'decimal128\(99, 2\)': a decimal128 has a precision of 1 to 38"
+    ):
         parse_column_types("a=decimal128(99, 2)")
-    with pytest.raises(CsvError, match=r"unknown time zone 'Mars/Base' in 'timestamp\[s, tz=Mars/Base\]'.*Europe/Paris"):
+    with pytest.raises(
+        CsvError,
+        match=r"unknown time zone 'Mars/Base' in 'timestamp\[s, tz=Mars/Base\]'.*Europe/Paris",
+    ):
         parse_column_types("a=timestamp[s, tz=Mars/Base]")
     assert parse_column_types("a=timestamp[s, tz=+01:00]") == {"a": pa.timestamp("s", "+01:00")}
     _flights(tmp_path / "f.csv", 4)
-    with pytest.raises(CsvError, match=r"--schema names dep, not a column of .*columns: ts, origin, dep_time"):
+    with pytest.raises(
+        CsvError, match=r"--schema names dep, not a column of .*columns: ts, origin, dep_time"
+    ):
         shard(str(tmp_path / "f.csv"), 1, str(tmp_path / "out"), column_types={"dep": pa.int64()})
     pq.write_table(pa.table({"ts": [1]}), tmp_path / "p.parquet")
     with pytest.raises(ShardError, match="--schema applies to CSV input"):
-        shard(str(tmp_path / "p.parquet"), 1, str(tmp_path / "out"), column_types={"ts": pa.int64()})
+        shard(
+            str(tmp_path / "p.parquet"), 1, str(tmp_path / "out"), column_types={"ts": pa.int64()}
+        )

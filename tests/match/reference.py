@@ -74,13 +74,23 @@ def _binary(op: str, a: Any, b: Any) -> Any:
         return True if a is True or b is True else None if a is None or b is None else False
     if a is None or b is None:
         return None
-    return {"=": lambda: a == b, "<>": lambda: a != b, "<": lambda: a < b, "<=": lambda: a <= b,
-            ">": lambda: a > b, ">=": lambda: a >= b, "+": lambda: a + b, "-": lambda: a - b,
-            "*": lambda: a * b}[op]()
+    return {
+        "=": lambda: a == b,
+        "<>": lambda: a != b,
+        "<": lambda: a < b,
+        "<=": lambda: a <= b,
+        ">": lambda: a > b,
+        ">=": lambda: a >= b,
+        "+": lambda: a + b,
+        "-": lambda: a - b,
+        "*": lambda: a * b,
+    }[op]()
 
 
 class Reference:
-    def __init__(self, query: Query, rows: list[Row], window: int | None = None, time: str = "ts") -> None:
+    def __init__(
+        self, query: Query, rows: list[Row], window: int | None = None, time: str = "ts"
+    ) -> None:
         self.q = query
         self.mr = query.recognize
         self.rows = rows
@@ -116,7 +126,9 @@ class Reference:
 
     # ------------------------------------------------------------------ conditions
 
-    def _positions(self, name: str | None, path: Path, cur: int, cur_label: str, start: int) -> list[int]:
+    def _positions(
+        self, name: str | None, path: Path, cur: int, cur_label: str, start: int
+    ) -> list[int]:
         rows = [r for r, _, _ in path] + [cur]
         labels = [lab for _, lab, _ in path] + [cur_label]
         if name is None:
@@ -129,7 +141,9 @@ class Reference:
             return label
         return next((lab for row, lab, _ in path if row == r), None)
 
-    def _value(self, e: Expr, path: Path, cur: int, label: str, start: int, p0: int, p1: int) -> Any:
+    def _value(
+        self, e: Expr, path: Path, cur: int, label: str, start: int, p0: int, p1: int
+    ) -> Any:
         if isinstance(e, Literal):
             return e.value
         if isinstance(e, MatchNumber):
@@ -151,16 +165,28 @@ class Reference:
                 return sum(1 for v in values if v is True)
             if not values:
                 return None
-            return {"sum": sum, "min": min, "max": max, "avg": lambda v: sum(v) / len(v), "bool_and": all,
-                    "bool_or": any}[e.name](values)
-        if isinstance(e, Classifier | Navigation) and isinstance(getattr(e, "operand", e), Classifier):
+            return {
+                "sum": sum,
+                "min": min,
+                "max": max,
+                "avg": lambda v: sum(v) / len(v),
+                "bool_and": all,
+                "bool_or": any,
+            }[e.name](values)
+        if isinstance(e, Classifier | Navigation) and isinstance(
+            getattr(e, "operand", e), Classifier
+        ):
             cls = e if isinstance(e, Classifier) else e.operand
             assert isinstance(cls, Classifier)
             pos = self._positions(cls.variable, path, cur, label, start)
             if not pos:
                 return None
             row = _navigated(e, pos) if isinstance(e, Navigation) else pos[-1]
-            return self._label_of(row, path, cur, label) if row is not None and start <= row <= cur else None
+            return (
+                self._label_of(row, path, cur, label)
+                if row is not None and start <= row <= cur
+                else None
+            )
         if isinstance(e, Function):  # of values, each evaluated as the rest of the condition
             return _function(e, [self._value(a, path, cur, label, start, p0, p1) for a in e.args])
         if isinstance(e, Navigation) and not isinstance(e.operand, Column | Navigation):
@@ -189,8 +215,11 @@ class Reference:
                 return None
             return self.rows[r][col.name]
         if isinstance(e, BinaryOp):
-            return _binary(e.op, self._value(e.left, path, cur, label, start, p0, p1),
-                           self._value(e.right, path, cur, label, start, p0, p1))
+            return _binary(
+                e.op,
+                self._value(e.left, path, cur, label, start, p0, p1),
+                self._value(e.right, path, cur, label, start, p0, p1),
+            )
         if isinstance(e, UnaryOp):
             v = self._value(e.operand, path, cur, label, start, p0, p1)
             if v is None:
@@ -200,8 +229,17 @@ class Reference:
             v = self._value(e.operand, path, cur, label, start, p0, p1)
             return (v is not None) if e.negated else (v is None)
         if isinstance(e, Between):
-            return self._value(BinaryOp("AND", BinaryOp(">=", e.operand, e.low), BinaryOp("<=", e.operand, e.high)),
-                               path, cur, label, start, p0, p1)
+            return self._value(
+                BinaryOp(
+                    "AND", BinaryOp(">=", e.operand, e.low), BinaryOp("<=", e.operand, e.high)
+                ),
+                path,
+                cur,
+                label,
+                start,
+                p0,
+                p1,
+            )
         if isinstance(e, InList):
             v = self._value(e.operand, path, cur, label, start, p0, p1)
             if v is None:
@@ -212,7 +250,10 @@ class Reference:
     def _can_label(self, label: str, path: Path, cur: int, start: int, p0: int, p1: int) -> bool:
         if cur >= p1:
             return False
-        if self.window is not None and self.rows[cur][self.time] - self.rows[start][self.time] > self.window:
+        if (
+            self.window is not None
+            and self.rows[cur][self.time] - self.rows[start][self.time] > self.window
+        ):
             return False
         d = self.mr.definition(label)
         if d is None:
@@ -221,15 +262,18 @@ class Reference:
 
     # ------------------------------------------------------------------ backtracking
 
-    def _match(self, p: RowPattern, pos: int, path: Path, excl: bool, start: int, p0: int,
-               p1: int) -> Iterator[tuple[int, Path]]:
+    def _match(
+        self, p: RowPattern, pos: int, path: Path, excl: bool, start: int, p0: int, p1: int
+    ) -> Iterator[tuple[int, Path]]:
         if isinstance(p, Label):
             if self._can_label(p.name, path, pos, start, p0, p1):
                 yield pos + 1, (*path, (pos, p.name, excl))
         elif isinstance(p, EmptyPattern):
             yield pos, path
         elif isinstance(p, Anchor):
-            if (p.kind is AnchorKind.PARTITION_START and pos == p0) or (p.kind is AnchorKind.PARTITION_END and pos == p1):
+            if (p.kind is AnchorKind.PARTITION_START and pos == p0) or (
+                p.kind is AnchorKind.PARTITION_END and pos == p1
+            ):
                 yield pos, path
         elif isinstance(p, Concatenation):
             yield from self._seq(list(p.items), pos, path, excl, start, p0, p1)
@@ -244,16 +288,34 @@ class Reference:
         elif isinstance(p, Quantified):
             yield from self._rep(p, 0, pos, path, excl, start, p0, p1)
 
-    def _seq(self, items: list[RowPattern], pos: int, path: Path, excl: bool, start: int, p0: int,
-             p1: int) -> Iterator[tuple[int, Path]]:
+    def _seq(
+        self,
+        items: list[RowPattern],
+        pos: int,
+        path: Path,
+        excl: bool,
+        start: int,
+        p0: int,
+        p1: int,
+    ) -> Iterator[tuple[int, Path]]:
         if not items:
             yield pos, path
             return
         for mid, mid_path in self._match(items[0], pos, path, excl, start, p0, p1):
             yield from self._seq(items[1:], mid, mid_path, excl, start, p0, p1)
 
-    def _rep(self, q: Quantified, count: int, pos: int, path: Path, excl: bool, start: int, p0: int,
-             p1: int, last_empty: bool = False) -> Iterator[tuple[int, Path]]:
+    def _rep(
+        self,
+        q: Quantified,
+        count: int,
+        pos: int,
+        path: Path,
+        excl: bool,
+        start: int,
+        p0: int,
+        p1: int,
+        last_empty: bool = False,
+    ) -> Iterator[tuple[int, Path]]:
         # Loops (*, +, {n,}) as Trino compiles them: the body n times (once for *), then a split
         # S back to the last copy's start; its matcher drops a thread that reaches an instruction
         # twice at one row. So with T = max(min, 1): an empty iteration k < T is fine; an empty
@@ -345,8 +407,14 @@ def trino_program(p: RowPattern) -> list[Instruction]:
             for item in x.items:
                 go(item)
         elif isinstance(x, Alternation | Permutation):
-            items = list(x.items) if isinstance(x, Alternation) else [
-                Concatenation(tuple(x.items[i] for i in o)) for o in itertools.permutations(range(len(x.items)))]
+            items = (
+                list(x.items)
+                if isinstance(x, Alternation)
+                else [
+                    Concatenation(tuple(x.items[i] for i in o))
+                    for o in itertools.permutations(range(len(x.items)))
+                ]
+            )
             jumps = []
             for item in items[:-1]:
                 split = emit("split")
@@ -383,6 +451,7 @@ def trino_program(p: RowPattern) -> list[Instruction]:
                     code[sp][1:] = order(x.greedy, sp + 1, len(code))
         else:
             assert isinstance(x, EmptyPattern), type(x).__name__
+
     go(p)
     emit("done")
     return [(op, a, b) for op, a, b in code]
@@ -395,7 +464,9 @@ class ProgramReference(Reference):
     quantified sub-patterns do; so this reference covers patterns whose quantified bodies can
     match empty, where the standard's text leaves the answer open and Trino's matcher gives it."""
 
-    def __init__(self, query: Query, rows: list[Row], window: int | None = None, time: str = "ts") -> None:
+    def __init__(
+        self, query: Query, rows: list[Row], window: int | None = None, time: str = "ts"
+    ) -> None:
         super().__init__(query, rows, window, time)
         self.program = trino_program(self.mr.pattern)
 

@@ -17,14 +17,17 @@ from dfs_cer.match.rowpattern.engine import match_starts, pattern_labels
 from dfs_cer.work import Work
 
 
-def vm_run(text: str, pattern: str, skip_mode: int = vm.SKIP_PAST_LAST,
-           max_matches: int = 1000) -> tuple[int, list[tuple[int, int]], str]:
+def vm_run(
+    text: str, pattern: str, skip_mode: int = vm.SKIP_PAST_LAST, max_matches: int = 1000
+) -> tuple[int, list[tuple[int, int]], str]:
     """Run the VM over one partition whose row i is labelled ``text[i]`` (label X matches rows
     written X): status, matches (start, exclusive end) and the labels of their rows."""
     variables = sorted({c for c in pattern if c.isupper()})
     define = ", ".join(f"{v} AS lab = '{v}'" for v in variables)
-    mr = parse(f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES 1 AS one ONE ROW PER MATCH "
-               f"PATTERN ({pattern}) DEFINE {define})").recognize
+    mr = parse(
+        f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES 1 AS one ONE ROW PER MATCH "
+        f"PATTERN ({pattern}) DEFINE {define})"
+    ).recognize
     n = len(text)
     table = pa.table({"ts": np.arange(n, dtype=np.int64), "lab": list(text)})
     labels = pattern_labels(mr.pattern)
@@ -35,30 +38,53 @@ def vm_run(text: str, pattern: str, skip_mode: int = vm.SKIP_PAST_LAST,
     free = np.zeros(len(labels), bool)
     next_true = np.full((len(labels), n + 1), n, np.int64)
     out = vm.run(
-        vm_state.Instructions(program.op.astype(np.int64), program.a.astype(np.int64),
-                              program.b.astype(np.int64)),
-        vm_state.Labels(c.masks, c.dependent, free, next_true,
-                        match_starts(mr.pattern, labels, c.masks, n, bounds)),
-        vm_state.Predicates(c.code, c.code_start, c.const_i, c.const_f, c.const_kind, c.members,
-                            c.relevant, c.deep_navigation),
+        vm_state.Instructions(
+            program.op.astype(np.int64), program.a.astype(np.int64), program.b.astype(np.int64)
+        ),
+        vm_state.Labels(
+            c.masks,
+            c.dependent,
+            free,
+            next_true,
+            match_starts(mr.pattern, labels, c.masks, n, bounds),
+        ),
+        vm_state.Predicates(
+            c.code,
+            c.code_start,
+            c.const_i,
+            c.const_f,
+            c.const_kind,
+            c.members,
+            c.relevant,
+            c.deep_navigation,
+        ),
         vm_state.Columns(c.icols, c.inull, c.fcols, c.fnull, np.zeros(n, np.int64)),
         vm_state.Units(bounds, np.array([[0, n]], np.int64), False, False),
         vm_state.Options(-1, skip_mode, -1, max_matches),
-        np.zeros(2, np.int64))
+        np.zeros(2, np.int64),
+    )
     status, m_start, m_end, _, _, _, r_label, _, _ = out
-    return status, list(zip(m_start.tolist(), m_end.tolist(), strict=True)), \
-        "".join(labels[v] for v in r_label.tolist())
+    return (
+        status,
+        list(zip(m_start.tolist(), m_end.tolist(), strict=True)),
+        "".join(labels[v] for v in r_label.tolist()),
+    )
 
 
-@pytest.mark.parametrize(("text", "pattern", "spans", "rows"), [
-    ("ABBBCD", "A B+ C", [(0, 5)], "ABBBC"),
-    ("ABBBCD", "A B+? C", [(0, 5)], "ABBBC"),
-    ("ABCABC", "A B C", [(0, 3), (3, 6)], "ABCABC"),
-    ("AAAB", "(A | A A)* B", [(0, 4)], "AAAB"),
-    ("AAAA", "(A+)+ $", [(0, 4)], "AAAA"),
-    ("AAAA", "(A+)+ B", [], ""),
-])
-def test_vm_over_label_strings(text: str, pattern: str, spans: list[tuple[int, int]], rows: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "pattern", "spans", "rows"),
+    [
+        ("ABBBCD", "A B+ C", [(0, 5)], "ABBBC"),
+        ("ABBBCD", "A B+? C", [(0, 5)], "ABBBC"),
+        ("ABCABC", "A B C", [(0, 3), (3, 6)], "ABCABC"),
+        ("AAAB", "(A | A A)* B", [(0, 4)], "AAAB"),
+        ("AAAA", "(A+)+ $", [(0, 4)], "AAAA"),
+        ("AAAA", "(A+)+ B", [], ""),
+    ],
+)
+def test_vm_over_label_strings(
+    text: str, pattern: str, spans: list[tuple[int, int]], rows: str
+) -> None:
     status, matches, labels = vm_run(text, pattern)
     assert status == vm.OK and matches == spans and labels == rows
 
@@ -70,8 +96,17 @@ def test_vm_status_codes() -> None:
 
 def test_cer_context_charges_the_partial_matches_it_holds() -> None:
     work = Work("q")
-    ctx = Context(pa.table({}), np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64),
-                  [Item("A", False), Item("B", True)], None, 1, False, work)
+    ctx = Context(
+        pa.table({}),
+        np.zeros(0, np.int64),
+        np.zeros(1, np.int64),
+        np.zeros(0, np.int64),
+        [Item("A", False), Item("B", True)],
+        None,
+        1,
+        False,
+        work,
+    )
     assert ctx.kleene == {"B"} and ctx.index == {"A": 0, "B": 1} and not ctx.negated
     ctx.hold(1000)
     assert work.charged == 1000

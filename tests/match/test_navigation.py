@@ -15,17 +15,29 @@ from dfs_cer.match.rowpattern.navigation import candidate_reach, navigation_mask
 from dfs_cer.query import Analysis
 from dfs_cer.query.arrow_filter import to_arrow_filter
 
-CONDITIONS = ["x < PREV(x, {o})", "NEXT(x, {o}) >= x", "PREV(y, {o}) = y", "coalesce(PREV(x, {o}), -1) <> x",
-              "x > PREV(x) AND NEXT(x, {o}) > x", "y = 1 AND PREV(x, {o}) IS NULL"]
+CONDITIONS = [
+    "x < PREV(x, {o})",
+    "NEXT(x, {o}) >= x",
+    "PREV(y, {o}) = y",
+    "coalesce(PREV(x, {o}), -1) <> x",
+    "x > PREV(x) AND NEXT(x, {o}) > x",
+    "y = 1 AND PREV(x, {o}) IS NULL",
+]
 
 
 def log(seed: int, n: int) -> pa.Table:
     rng = np.random.default_rng(seed)
     x = rng.integers(0, 6, n).astype(float)
     x[rng.random(n) < 0.1] = np.nan
-    return pa.table({"id": pa.array(np.arange(n)), "k": pa.array(rng.choice(["a", "b", "c"], n)),
-                     "x": pa.array(x, mask=np.isnan(x)), "y": pa.array(rng.integers(0, 3, n)),
-                     "ts": pa.array(np.cumsum(rng.choice([0, 0, 1, 3, 25], n)).astype(np.int64))})
+    return pa.table(
+        {
+            "id": pa.array(np.arange(n)),
+            "k": pa.array(rng.choice(["a", "b", "c"], n)),
+            "x": pa.array(x, mask=np.isnan(x)),
+            "y": pa.array(rng.integers(0, 3, n)),
+            "ts": pa.array(np.cumsum(rng.choice([0, 0, 1, 3, 25], n)).astype(np.int64)),
+        }
+    )
 
 
 def node_rows(part: pa.Table, analysis: Analysis, mode: str, window: int = 0) -> set[int]:
@@ -44,14 +56,23 @@ def engine_rows(table: pa.Table, sql: str) -> set[int]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(0, 10_000), st.sampled_from(CONDITIONS), st.integers(1, 3), st.booleans(), st.integers(2, 4),
-       st.sampled_from([5, 20]))
-def test_node_masks_keep_exactly_or_at_least_the_engines_rows(seed: int, condition: str, offset: int,
-                                                             partitioned: bool, nodes: int, window: int) -> None:
+@given(
+    st.integers(0, 10_000),
+    st.sampled_from(CONDITIONS),
+    st.integers(1, 3),
+    st.booleans(),
+    st.integers(2, 4),
+    st.sampled_from([5, 20]),
+)
+def test_node_masks_keep_exactly_or_at_least_the_engines_rows(
+    seed: int, condition: str, offset: int, partitioned: bool, nodes: int, window: int
+) -> None:
     table = log(seed, 300)
     partition = "PARTITION BY k " if partitioned else ""
-    sql = (f"SELECT * FROM t MATCH_RECOGNIZE ({partition}ORDER BY ts MEASURES B.id AS rid ONE "
-           f"ROW PER MATCH PATTERN (B) DEFINE B AS {condition.format(o=offset)})")
+    sql = (
+        f"SELECT * FROM t MATCH_RECOGNIZE ({partition}ORDER BY ts MEASURES B.id AS rid ONE "
+        f"ROW PER MATCH PATTERN (B) DEFINE B AS {condition.format(o=offset)})"
+    )
     truth = engine_rows(table, sql)
     analysis = analyze(parse(sql), table.schema, navigation_on_nodes=True)
     assert analysis.variable("B").navigating
@@ -71,9 +92,13 @@ def test_node_masks_keep_exactly_or_at_least_the_engines_rows(seed: int, conditi
 
 
 def test_time_windows_decide_rows_inside_a_run_of_windows() -> None:
-    table = pa.table({"id": list(range(8)), "x": [5, 4, 3, 2, 1, 0, 9, 9], "ts": [0, 1, 2, 3, 4, 5, 6, 7]})
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES B.id AS rid ONE ROW PER "
-           "MATCH PATTERN (B) DEFINE B AS x > PREV(x))")
+    table = pa.table(
+        {"id": list(range(8)), "x": [5, 4, 3, 2, 1, 0, 9, 9], "ts": [0, 1, 2, 3, 4, 5, 6, 7]}
+    )
+    sql = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES B.id AS rid ONE ROW PER "
+        "MATCH PATTERN (B) DEFINE B AS x > PREV(x))"
+    )
     analysis = analyze(parse(sql), table.schema, navigation_on_nodes=True)
     mask = navigation_masks(table, analysis, ("id",), True, "time", 100)["B"]
     # row 0 is the run's first row (its PREV may be on another node); rows 1-5 fall; 6 rises; 7 ties
@@ -81,9 +106,11 @@ def test_time_windows_decide_rows_inside_a_run_of_windows() -> None:
 
 
 def test_candidate_reach_follows_each_variables_condition_and_direction() -> None:
-    q = parse("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ONE ROW PER MATCH "
-              "PATTERN (A N*? B N*? C) WITHIN 10 DEFINE A AS A.type = 'a', "
-              "B AS B.type = 'b' AND B.x < PREV(B.x, 2), C AS C.type = 'c' AND NEXT(C.x) > C.x)")
+    q = parse(
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ONE ROW PER MATCH "
+        "PATTERN (A N*? B N*? C) WITHIN 10 DEFINE A AS A.type = 'a', "
+        "B AS B.type = 'b' AND B.x < PREV(B.x, 2), C AS C.type = 'c' AND NEXT(C.x) > C.x)"
+    )
     analysis = analyze(q)
     assert analysis.variable_reach == (("B", 2, 0), ("C", 0, 1))
     events = pa.table({"type": ["a", "b", "c", "z"], "x": [1, 2, 3, 4], "ts": [1, 2, 3, 4]})

@@ -16,8 +16,14 @@ from tests.fixtures.tables import TABLE1
 from tests.match.reference import ProgramReference, Reference
 
 
-def labelled(text: str, pattern: str, extra: str = "", variables: str = "ABCDE", rows: str = "ONE ROW PER MATCH",
-             skip: str = "") -> list[tuple[int, int]]:
+def labelled(
+    text: str,
+    pattern: str,
+    extra: str = "",
+    variables: str = "ABCDE",
+    rows: str = "ONE ROW PER MATCH",
+    skip: str = "",
+) -> list[tuple[int, int]]:
     """Match spans for rows labelled by the letters of ``text``
     (row i can be X iff text[i] == X)."""
     table = pa.table({"ts": list(range(len(text))), "l": list(text)})
@@ -26,11 +32,17 @@ def labelled(text: str, pattern: str, extra: str = "", variables: str = "ABCDE",
 
     used = labels(parse_pattern(pattern))
     defines = ", ".join(f"{v} AS {v}.l = '{v}'" for v in variables if v in used)
-    sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(ts) AS s, LAST(ts) AS e, "
-           f"count(*) AS n {rows} {skip} PATTERN ({pattern}) {extra} DEFINE {defines})")
+    sql = (
+        f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(ts) AS s, LAST(ts) AS e, "
+        f"count(*) AS n {rows} {skip} PATTERN ({pattern}) {extra} DEFINE {defines})"
+    )
     out = match_recognize(table, sql)
-    return [(s, e) if n else (s, -1) for s, e, n in zip(out["s"].to_pylist(), out["e"].to_pylist(),
-                                                          out["n"].to_pylist(), strict=True)]
+    return [
+        (s, e) if n else (s, -1)
+        for s, e, n in zip(
+            out["s"].to_pylist(), out["e"].to_pylist(), out["n"].to_pylist(), strict=True
+        )
+    ]
 
 
 @pytest.mark.parametrize(
@@ -70,16 +82,28 @@ def test_skip_modes() -> None:
 
 def test_empty_matches() -> None:
     # A* can match empty: every row without an A starts an empty match (ONE ROW PER MATCH shows it)
-    assert labelled("BAB", "A*") == [(None, -1), (1, 1), (None, -1)]  # measures of an empty match are NULL
+    assert labelled("BAB", "A*") == [
+        (None, -1),
+        (1, 1),
+        (None, -1),
+    ]  # measures of an empty match are NULL
     t = pa.table({"ts": [0, 1, 2], "l": ["B", "A", "B"]})
-    base = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES CLASSIFIER() AS c {} PATTERN "
-            "(A*) DEFINE A AS l = 'A')")
+    base = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES CLASSIFIER() AS c {} PATTERN "
+        "(A*) DEFINE A AS l = 'A')"
+    )
     show = match_recognize(t, base.format("ALL ROWS PER MATCH"))
     assert show["ts"].to_pylist() == [0, 1, 2] and show["c"].to_pylist() == [None, "A", None]
     omit = match_recognize(t, base.format("ALL ROWS PER MATCH OMIT EMPTY MATCHES"))
     assert omit["ts"].to_pylist() == [1]
-    unmatched = match_recognize(t, base.format("ALL ROWS PER MATCH WITH UNMATCHED ROWS").replace("A*", "A+"))
-    assert unmatched["ts"].to_pylist() == [0, 1, 2] and unmatched["c"].to_pylist() == [None, "A", None]
+    unmatched = match_recognize(
+        t, base.format("ALL ROWS PER MATCH WITH UNMATCHED ROWS").replace("A*", "A+")
+    )
+    assert unmatched["ts"].to_pylist() == [0, 1, 2] and unmatched["c"].to_pylist() == [
+        None,
+        "A",
+        None,
+    ]
 
 
 def test_q1_on_table1() -> None:
@@ -92,7 +116,9 @@ def test_q1_on_table1() -> None:
 
 def test_measures_running_and_final() -> None:
     t = pa.table({"ts": [1, 2, 3, 4, 5, 6], "p": [5, 4, 3, 4, 5, 1]})
-    out = match_recognize(t, """SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts
+    out = match_recognize(
+        t,
+        """SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts
         MEASURES RUNNING LAST(D.p) AS last_d, FINAL LAST(D.p) AS final_d, RUNNING count(D.*) AS nd,
                  FIRST(U.p) AS first_u, LAST(U.p, 1) AS prev_u, PREV(LAST(D.p), 2) AS back2,
                  MATCH_NUMBER() AS mn, CLASSIFIER() AS cls, CLASSIFIER(D) AS cd, sum(D.p) AS sd,
@@ -100,7 +126,8 @@ def test_measures_running_and_final() -> None:
         ALL ROWS PER MATCH
         PATTERN (S D+ U+)
         SUBSET X = (D, U)
-        DEFINE D AS p < PREV(p), U AS p > PREV(p))""")
+        DEFINE D AS p < PREV(p), U AS p > PREV(p))""",
+    )
     assert out["ts"].to_pylist() == [1, 2, 3, 4, 5]
     assert out["last_d"].to_pylist() == [None, 4, 3, 3, 3]
     assert out["final_d"].to_pylist() == [3] * 5
@@ -117,9 +144,12 @@ def test_measures_running_and_final() -> None:
 
 def test_partitions_and_outer_query() -> None:
     t = pa.table({"k": ["b", "a", "a", "b", "a"], "ts": [1, 1, 2, 2, 3], "x": [1, 1, 2, 2, 3]})
-    out = match_recognize(t, """SELECT m.k, m.n FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts
+    out = match_recognize(
+        t,
+        """SELECT m.k, m.n FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts
         MEASURES count(*) AS n, MATCH_NUMBER() AS mn ONE ROW PER MATCH PATTERN (A B*)
-        DEFINE B AS B.x > PREV(B.x)) AS m WHERE m.n >= 2 ORDER BY m.k DESC""")
+        DEFINE B AS B.x > PREV(B.x)) AS m WHERE m.n >= 2 ORDER BY m.k DESC""",
+    )
     assert out.to_pylist() == [{"k": "b", "n": 2}, {"k": "a", "n": 3}]
 
 
@@ -135,8 +165,10 @@ def test_dependent_conditions_and_window() -> None:
 
 def test_max_matches() -> None:
     t = pa.table({"ts": list(range(10)), "l": ["A"] * 10})
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts "
-           "MEASURES A.ts AS a PATTERN (A) DEFINE A AS l = 'A')")
+    sql = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts "
+        "MEASURES A.ts AS a PATTERN (A) DEFINE A AS l = 'A')"
+    )
     with pytest.raises(MatchLimitError, match="max_matches=3"):
         match_recognize(t, sql, max_matches=3)
     assert match_recognize(t, sql, max_matches=3, on_limit="truncate").num_rows == 3
@@ -145,8 +177,11 @@ def test_max_matches() -> None:
 
 def test_pathological_pattern_stays_linear() -> None:
     t = pa.table({"ts": list(range(10_000)), "l": ["A"] * 10_000})
-    out = match_recognize(t, "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES count(*) AS n "
-                             "PATTERN ((A+)+ $) DEFINE A AS l = 'A')")
+    out = match_recognize(
+        t,
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES count(*) AS n "
+        "PATTERN ((A+)+ $) DEFINE A AS l = 'A')",
+    )
     assert out["n"].to_pylist() == [10_000]
 
 
@@ -164,10 +199,16 @@ def patterns(draw: st.DrawFn, depth: int = 0) -> str:
     else:
         kind = draw(st.sampled_from(["seq", "alt", "group", "perm"]))
         parts = [draw(patterns(depth + 1)) for _ in range(draw(st.integers(2, 3)))]
-        base = {"seq": " ".join(parts), "alt": " | ".join(parts), "group": "(" + " ".join(parts) + ")",
-                "perm": "PERMUTE(" + ", ".join(parts[:2]) + ")"}[kind]
+        base = {
+            "seq": " ".join(parts),
+            "alt": " | ".join(parts),
+            "group": "(" + " ".join(parts) + ")",
+            "perm": "PERMUTE(" + ", ".join(parts[:2]) + ")",
+        }[kind]
         base = f"({base})"
-    q = draw(st.sampled_from(["", "", "*", "+", "?", "*?", "+?", "??", "{1,2}", "{2}", "{0,2}?", "{2,}"]))
+    q = draw(
+        st.sampled_from(["", "", "*", "+", "?", "*?", "+?", "??", "{1,2}", "{2}", "{0,2}?", "{2,}"])
+    )
     return base + q
 
 
@@ -178,40 +219,96 @@ def nullable_quantified(pattern: str) -> bool:
     from dfs_cer.pattern.parser import parse_pattern
     from dfs_cer.pattern.properties import nullable
 
-    return any(isinstance(x, Quantified) and nullable(x.pattern) for x in walk(parse_pattern(pattern)))
+    return any(
+        isinstance(x, Quantified) and nullable(x.pattern) for x in walk(parse_pattern(pattern))
+    )
 
 
-conditions = st.sampled_from([
-    "{v}.x > 2", "{v}.x <= 2", "{v}.x > PREV({v}.x)", "{v}.x < PREV({v}.x, 2)", "{v}.x = A.x",
-    "{v}.x > FIRST(A.x)", "{v}.x <> LAST(B.x)", "{v}.y = 1", "{v}.x + {v}.y > 3", "TRUE", "{v}.x IS NOT NULL",
-    "{v}.x < NEXT({v}.x)", "{v}.y IN (0, 2)",
-    # running aggregates, SUBSET U (every pattern variable among A, B, C) and CLASSIFIER
-    "sum({v}.x) <= 5", "count(U.*) < 3", "{v}.x >= avg(U.x)", "max(A.x) > {v}.x", "count(*) <= 4",
-    "min(x) = 0 OR sum(U.y) > 2", "{v}.x > LAST(U.x, 1)", "FIRST(U.y) = {v}.y", "CLASSIFIER(U) = 'A'",
-    "PREV(CLASSIFIER()) <> 'B'", "PREV(LAST(U.x), 1) < {v}.x",
-    # expressions: aggregates over expressions and with FILTER, count_if / bool_or,
-    # MATCH_NUMBER(), navigation over COALESCE / CASE, functions in conditions across variables
-    "sum({v}.x * 2 + {v}.y) <= 9", "count(*) FILTER (WHERE x > 1) < 2", "sum(U.x) FILTER (WHERE U.y = 1) < 4",
-    "count_if({v}.x > 2) <= 1", "bool_or(U.y = 2) OR {v}.x = 0", "MATCH_NUMBER() <= 2 AND {v}.x > 0",
-    "{v}.x >= MATCH_NUMBER()", "PREV(coalesce({v}.x, 5)) > {v}.y", "abs({v}.x - 3) <= abs(FIRST(A.x) - 1)",
-    "FIRST(coalesce(U.x, 0)) < {v}.y + 2", "coalesce({v}.x, 0) > coalesce(LAST(U.x, 1), 1)",
-    "max(CASE WHEN U.y = 0 THEN U.x END) FILTER (WHERE U.x IS NOT NULL) >= {v}.x",
-])
+conditions = st.sampled_from(
+    [
+        "{v}.x > 2",
+        "{v}.x <= 2",
+        "{v}.x > PREV({v}.x)",
+        "{v}.x < PREV({v}.x, 2)",
+        "{v}.x = A.x",
+        "{v}.x > FIRST(A.x)",
+        "{v}.x <> LAST(B.x)",
+        "{v}.y = 1",
+        "{v}.x + {v}.y > 3",
+        "TRUE",
+        "{v}.x IS NOT NULL",
+        "{v}.x < NEXT({v}.x)",
+        "{v}.y IN (0, 2)",
+        # running aggregates, SUBSET U (every pattern variable among A, B, C) and CLASSIFIER
+        "sum({v}.x) <= 5",
+        "count(U.*) < 3",
+        "{v}.x >= avg(U.x)",
+        "max(A.x) > {v}.x",
+        "count(*) <= 4",
+        "min(x) = 0 OR sum(U.y) > 2",
+        "{v}.x > LAST(U.x, 1)",
+        "FIRST(U.y) = {v}.y",
+        "CLASSIFIER(U) = 'A'",
+        "PREV(CLASSIFIER()) <> 'B'",
+        "PREV(LAST(U.x), 1) < {v}.x",
+        # expressions: aggregates over expressions and with FILTER, count_if / bool_or,
+        # MATCH_NUMBER(), navigation over COALESCE / CASE, functions in conditions across variables
+        "sum({v}.x * 2 + {v}.y) <= 9",
+        "count(*) FILTER (WHERE x > 1) < 2",
+        "sum(U.x) FILTER (WHERE U.y = 1) < 4",
+        "count_if({v}.x > 2) <= 1",
+        "bool_or(U.y = 2) OR {v}.x = 0",
+        "MATCH_NUMBER() <= 2 AND {v}.x > 0",
+        "{v}.x >= MATCH_NUMBER()",
+        "PREV(coalesce({v}.x, 5)) > {v}.y",
+        "abs({v}.x - 3) <= abs(FIRST(A.x) - 1)",
+        "FIRST(coalesce(U.x, 0)) < {v}.y + 2",
+        "coalesce({v}.x, 0) > coalesce(LAST(U.x, 1), 1)",
+        "max(CASE WHEN U.y = 0 THEN U.x END) FILTER (WHERE U.x IS NOT NULL) >= {v}.x",
+    ]
+)
 
 
 @settings(max_examples=int(__import__("os").environ.get("DFS_CER_EXAMPLES", 150)), deadline=None)
-@given(patterns(), st.lists(st.tuples(st.one_of(st.integers(0, 4), st.integers(0, 4), st.none()), st.integers(0, 2),
-                                      st.booleans()), min_size=0, max_size=9),
-       conditions, conditions, conditions,
-       st.sampled_from(["PAST LAST ROW", "TO NEXT ROW"]), st.sampled_from([None, 2, 5]), st.booleans())
-def test_matches_the_brute_force_reference(pattern: str, data: list[tuple[int | None, int, bool]], ca: str, cb: str,
-                                           cc: str,
-                                           skip: str, window: int | None, partitioned: bool) -> None:
-    rows = [{"ts": i, "x": x, "y": y, "k": int(k and partitioned)} for i, (x, y, k) in enumerate(data)]
+@given(
+    patterns(),
+    st.lists(
+        st.tuples(
+            st.one_of(st.integers(0, 4), st.integers(0, 4), st.none()),
+            st.integers(0, 2),
+            st.booleans(),
+        ),
+        min_size=0,
+        max_size=9,
+    ),
+    conditions,
+    conditions,
+    conditions,
+    st.sampled_from(["PAST LAST ROW", "TO NEXT ROW"]),
+    st.sampled_from([None, 2, 5]),
+    st.booleans(),
+)
+def test_matches_the_brute_force_reference(
+    pattern: str,
+    data: list[tuple[int | None, int, bool]],
+    ca: str,
+    cb: str,
+    cc: str,
+    skip: str,
+    window: int | None,
+    partitioned: bool,
+) -> None:
+    rows = [
+        {"ts": i, "x": x, "y": y, "k": int(k and partitioned)} for i, (x, y, k) in enumerate(data)
+    ]
     # partition rows keep their order within each key; the engine sorts by (k, ts)
     rows.sort(key=lambda r: (r["k"], r["ts"]))
-    table = pa.table({c: [r[c] for r in rows] for c in ("ts", "x", "y", "k")}, schema=pa.schema(
-        [("ts", pa.int64()), ("x", pa.int64()), ("y", pa.int64()), ("k", pa.int64())]))
+    table = pa.table(
+        {c: [r[c] for r in rows] for c in ("ts", "x", "y", "k")},
+        schema=pa.schema(
+            [("ts", pa.int64()), ("x", pa.int64()), ("y", pa.int64()), ("k", pa.int64())]
+        ),
+    )
     within = f"WITHIN {window}" if window is not None else ""
     from dfs_cer.pattern.ir import labels
     from dfs_cer.pattern.parser import parse_pattern
@@ -227,8 +324,10 @@ def test_matches_the_brute_force_reference(pattern: str, data: list[tuple[int | 
     define = f"DEFINE {', '.join(defines)}" if defines else ""
     members = [v for v in "ABC" if v in used]
     subset = f"SUBSET U = ({', '.join(members)})" if members else ""
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts ALL ROWS PER MATCH "
-           f"AFTER MATCH SKIP {skip} PATTERN ({pattern}) {within} {subset} {define})")
+    sql = (
+        "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts ALL ROWS PER MATCH "
+        f"AFTER MATCH SKIP {skip} PATTERN ({pattern}) {within} {subset} {define})"
+    )
     query = parse(sql)
     analysis = analyze(query, table.schema)
     out = run_row_pattern(table, analysis)
@@ -245,12 +344,16 @@ def test_matches_the_brute_force_reference(pattern: str, data: list[tuple[int | 
     # compare (start row, end row, labels) per match through the engine's flattened output
     got_rows = out.table
     got = [(r["ts"], r["k"]) for r in got_rows.to_pylist()]
-    want = [(rows[r]["ts"], rows[r]["k"]) for s, e, path in expected for r, _, excl in path if not excl]
+    want = [
+        (rows[r]["ts"], rows[r]["k"]) for s, e, path in expected for r, _, excl in path if not excl
+    ]
     want += [(rows[s]["ts"], rows[s]["k"]) for s, e, path in expected if e == s]
     assert sorted(got) == sorted(want), (sql, rows)
     assert out.matches == len(expected)
-    event(f"nullable quantified body: {nullable_quantified(pattern)}, matches: "
-          f"{min(len(expected), 2)}")
+    event(
+        f"nullable quantified body: {nullable_quantified(pattern)}, matches: "
+        f"{min(len(expected), 2)}"
+    )
 
 
 @pytest.mark.parametrize("sql_index", [0, 1, 2])
@@ -262,7 +365,9 @@ def test_q1_style_on_synthetic_data_matches_the_reference(sql_index: int) -> Non
     events = synthetic_events(3000, seed=3).sort_by("ts")
     table = events.set_column(4, "ts", events.column("ts").cast(pa.int64()))
     sql = synthetic_queries(3, variables=3, cer=False, selectivity=400)[sql_index]
-    sql = sql.replace("WITHIN INTERVAL '3' MINUTE", "WITHIN 180000").replace("ONE ROW PER MATCH", "ALL ROWS PER MATCH")
+    sql = sql.replace("WITHIN INTERVAL '3' MINUTE", "WITHIN 180000").replace(
+        "ONE ROW PER MATCH", "ALL ROWS PER MATCH"
+    )
     # common types, so that there are matches to compare
     for i, common in enumerate(["T_00", "T_01", "T_00"]):
         sql = sql.replace(f"{'ABC'[i]}.type = 'T_", f"{'ABC'[i]}.type = '{common}' AND '' <> 'T_")
@@ -275,21 +380,29 @@ def test_q1_style_on_synthetic_data_matches_the_reference(sql_index: int) -> Non
     assert out.matches == len(expected) > 0 and got == want
 
 
-@pytest.mark.parametrize(("pattern", "b_alone"), [("(A | A A)* B", True), ("(A+)+ B", False), ("(A*)* B", True),
-                                                  ("A (A | A A)* B+", False)])
-def test_pathological_patterns_skip_starts_that_cannot_reach_a_mandatory_label(pattern: str, b_alone: bool) -> None:
+@pytest.mark.parametrize(
+    ("pattern", "b_alone"),
+    [("(A | A A)* B", True), ("(A+)+ B", False), ("(A*)* B", True), ("A (A | A A)* B+", False)],
+)
+def test_pathological_patterns_skip_starts_that_cannot_reach_a_mandatory_label(
+    pattern: str, b_alone: bool
+) -> None:
     """10k rows and no row can be B: every start is skipped (the scan from each start would be
     quadratic); with a B at the end every earlier start matches, as the standard says."""
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS a, count(*) "
-           f"AS c ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN ({pattern}) DEFINE A "
-           "AS A.v = 1, B AS B.v = 2)")
+    sql = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS a, count(*) "
+        f"AS c ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN ({pattern}) DEFINE A "
+        "AS A.v = 1, B AS B.v = 2)"
+    )
     n = 10_000
     none = pa.table({"ts": np.arange(n), "v": np.ones(n, dtype=np.int64)})
     assert match_recognize(none, sql).num_rows == 0
     m = 1_500
     tail = pa.table({"ts": np.arange(m), "v": np.append(np.ones(m - 1, dtype=np.int64), 2)})
     got = match_recognize(tail, sql)
-    starts = m if b_alone else m - 1  # every row starts a match that runs to the B (the B alone too)
+    starts = (
+        m if b_alone else m - 1
+    )  # every row starts a match that runs to the B (the B alone too)
     assert got.column("c").to_pylist() == [m - s for s in range(starts)]
 
 
@@ -297,13 +410,33 @@ def test_starts_after_the_last_row_a_mandatory_label_accepts_are_skipped() -> No
     from dfs_cer.match.rowpattern.engine import match_starts
     from dfs_cer.query import parse
 
-    pattern = parse("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN ((A | A A)* B) "
-                    "DEFINE A AS A.v = 1, B AS B.v = 2)").recognize.pattern
-    masks = np.array([[1, 1, 1, 1, 1, 1], [0, 1, 0, 0, 0, 0]], bool)  # A everywhere; B only at row 1
+    pattern = parse(
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN ((A | A A)* B) "
+        "DEFINE A AS A.v = 1, B AS B.v = 2)"
+    ).recognize.pattern
+    masks = np.array(
+        [[1, 1, 1, 1, 1, 1], [0, 1, 0, 0, 0, 0]], bool
+    )  # A everywhere; B only at row 1
     bounds = np.array([0, 3, 6])  # two partitions: rows 0-2 and 3-5
     got = match_starts(pattern, ("A", "B"), masks, 6, bounds)
-    assert got.tolist() == [0, 1, 3, 6, 6, 6, 6]  # row 2 and the whole second partition cannot start a match
-    assert match_starts(pattern, ("A", "B"), masks, 6).tolist() == [0, 1, 2, 3, 4, 5, 6]  # without bounds: no pruning
+    assert got.tolist() == [
+        0,
+        1,
+        3,
+        6,
+        6,
+        6,
+        6,
+    ]  # row 2 and the whole second partition cannot start a match
+    assert match_starts(pattern, ("A", "B"), masks, 6).tolist() == [
+        0,
+        1,
+        2,
+        3,
+        4,
+        5,
+        6,
+    ]  # without bounds: no pruning
 
 
 def test_matcher_memory_is_bounded_by_the_partition_and_the_pattern() -> None:
@@ -313,9 +446,17 @@ def test_matcher_memory_is_bounded_by_the_partition_and_the_pattern() -> None:
 
     def work(rows: int, parts: int, pattern: str) -> int:
         labels = np.resize(np.array(["A", "B"]), rows * parts)
-        t = pa.table({"k": np.repeat(np.arange(parts), rows), "ts": np.tile(np.arange(rows), parts), "l": labels})
-        q = parse(f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES count(*) AS c "
-                  f"PATTERN ({pattern}) DEFINE A AS l = 'A', B AS l = 'B')")
+        t = pa.table(
+            {
+                "k": np.repeat(np.arange(parts), rows),
+                "ts": np.tile(np.arange(rows), parts),
+                "l": labels,
+            }
+        )
+        q = parse(
+            f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES count(*) AS c "
+            f"PATTERN ({pattern}) DEFINE A AS l = 'A', B AS l = 'B')"
+        )
         out = run_row_pattern(t, analyze(q, t.schema))
         assert out.matches == parts
         return out.work_bytes
@@ -327,12 +468,16 @@ def test_matcher_memory_is_bounded_by_the_partition_and_the_pattern() -> None:
 
 
 #: A+ B+ C where C never holds: every start tries every split of the rows into A's and B's
-CUBIC = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES A.ts AS a ONE ROW "
-         "PER MATCH PATTERN (A+ B+ C) DEFINE C AS v > LAST(B.v) + 100)")
+CUBIC = (
+    "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES A.ts AS a ONE ROW "
+    "PER MATCH PATTERN (A+ B+ C) DEFINE C AS v > LAST(B.v) + 100)"
+)
 
 
 def cubic_table(n: int) -> pa.Table:
-    return pa.table({"ts": np.arange(n, dtype=np.int64), "v": np.zeros(n, np.int64), "p": np.zeros(n, np.int64)})
+    return pa.table(
+        {"ts": np.arange(n, dtype=np.int64), "v": np.zeros(n, np.int64), "p": np.zeros(n, np.int64)}
+    )
 
 
 @pytest.mark.parametrize("how", ["deadline", "cancel"])
@@ -359,12 +504,16 @@ def test_the_vm_stops_within_a_step_at_the_work_s_deadline_or_cancel(how: str) -
     # without a work nothing stops it, and a small input still matches exactly
     small = cubic_table(30).set_column(1, "v", pa.array(np.r_[np.zeros(29, np.int64), [500]]))
     analysis = analyze(parse(CUBIC), small.schema)
-    assert run_row_pattern(small, analysis, work=Work("q")).table.equals(run_row_pattern(small, analysis).table)
+    assert run_row_pattern(small, analysis, work=Work("q")).table.equals(
+        run_row_pattern(small, analysis).table
+    )
 
 
 #: every row starts a match running to the end: n (n + 1) / 2 output rows
-TRIANGLE = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS c ALL ROWS PER MATCH "
-            "AFTER MATCH SKIP TO NEXT ROW PATTERN (A+) DEFINE A AS v = 0)")
+TRIANGLE = (
+    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS c ALL ROWS PER MATCH "
+    "AFTER MATCH SKIP TO NEXT ROW PATTERN (A+) DEFINE A AS v = 0)"
+)
 
 
 def test_the_vm_keeps_no_more_matches_than_the_work_is_granted() -> None:
@@ -389,12 +538,16 @@ try:
 except WorkMemoryError:
     print("refused", (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
 """
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=True
+    )
     refused, grew_mb = out.stdout.split()
     assert refused == "refused" and int(grew_mb) < 200, out.stdout
 
 
-def test_a_run_granted_more_bytes_again_returns_the_same_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_granted_more_bytes_again_returns_the_same_rows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from dfs_cer.match.rowpattern import engine as rowpattern
     from dfs_cer.work import Work
 
@@ -403,5 +556,8 @@ def test_a_run_granted_more_bytes_again_returns_the_same_rows(monkeypatch: pytes
     plain = run_row_pattern(table, analysis).table
     monkeypatch.setattr(rowpattern, "VM_BYTES", 4096)  # many runs, each granted twice the last
     work = Work("q")
-    assert run_row_pattern(table, analysis, work=work).table.equals(plain) and plain.num_rows == 300 * 301 // 2
+    assert (
+        run_row_pattern(table, analysis, work=work).table.equals(plain)
+        and plain.num_rows == 300 * 301 // 2
+    )
     assert work.charged > 0

@@ -47,7 +47,12 @@ A, B, C, N = Label("A"), Label("B"), Label("C"), Label("N")
         ("A{,4}", Quantified(A, 0, 4)),
         ("A{2,4}?", Quantified(A, 2, 4, greedy=False)),
         ("(A B)+", Quantified(Concatenation((A, B)), 1, None)),
-        ("(A+)+ $", Concatenation((Quantified(Quantified(A, 1, None), 1, None), Anchor(AnchorKind.PARTITION_END)))),
+        (
+            "(A+)+ $",
+            Concatenation(
+                (Quantified(Quantified(A, 1, None), 1, None), Anchor(AnchorKind.PARTITION_END))
+            ),
+        ),
         ("^ A", Concatenation((Anchor(AnchorKind.PARTITION_START), A))),
         ("R {- N* -} B", Concatenation((Label("R"), Exclusion(Quantified(N, 0, None)), B))),
         ("R {-N*-} B", Concatenation((Label("R"), Exclusion(Quantified(N, 0, None)), B))),
@@ -83,8 +88,15 @@ def test_parse(text: str, expected: RowPattern) -> None:
     ],
 )
 def test_errors(text: str, message: str) -> None:
-    with pytest.raises(QuerySyntaxError, match=message.replace("(", r"\(").replace(")", r"\)")
-                       .replace("*", r"\*").replace("|", r"\|").replace("{", r"\{").replace("}", r"\}")) as info:
+    with pytest.raises(
+        QuerySyntaxError,
+        match=message.replace("(", r"\(")
+        .replace(")", r"\)")
+        .replace("*", r"\*")
+        .replace("|", r"\|")
+        .replace("{", r"\{")
+        .replace("}", r"\}"),
+    ) as info:
         parse_pattern(text)
     assert info.value.clause == "PATTERN"
 
@@ -132,8 +144,13 @@ patterns = st.recursive(
         st.lists(inner, min_size=2, max_size=3).map(lambda xs: Alternation(tuple(xs))),
         st.lists(inner, min_size=1, max_size=3).map(lambda xs: Permutation(tuple(xs))),
         inner.map(Exclusion),
-        st.builds(_quantify, inner, st.integers(0, 3), st.one_of(st.none(), st.integers(0, 3)), st.booleans())
-        .filter(lambda q: not (isinstance(q, Quantified) and q.max == 0)),
+        st.builds(
+            _quantify,
+            inner,
+            st.integers(0, 3),
+            st.one_of(st.none(), st.integers(0, 3)),
+            st.booleans(),
+        ).filter(lambda q: not (isinstance(q, Quantified) and q.max == 0)),
     ),
     max_leaves=12,
 )

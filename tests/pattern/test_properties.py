@@ -29,7 +29,9 @@ from dfs_cer.pattern.properties import (
         ("A{0,3} B{2}", False, {"A", "B"}, {"B"}, {"B"}),
     ],
 )
-def test_properties(text: str, is_nullable: bool, first: set[str], last: set[str], mandatory: set[str]) -> None:
+def test_properties(
+    text: str, is_nullable: bool, first: set[str], last: set[str], mandatory: set[str]
+) -> None:
     p = parse_pattern(text)
     assert nullable(p) is is_nullable
     assert first_labels(p) == first
@@ -44,10 +46,17 @@ def test_positions_and_anchors() -> None:
     assert has_anchor(parse_pattern("A $"))
 
 
-@pytest.mark.parametrize(("text", "rows"), [
-    ("A B+ A", {"A": 2, "B": None}), ("A (B | C) D", {"A": 1, "B": 1, "C": 1, "D": 1}),
-    ("A N*? B N*? A", {"A": 2, "N": None, "B": 1}), ("(A B){3}", {"A": 3, "B": 3}), ("A{0,2} (A | B)", {"A": 3, "B": 1}),
-    ("PERMUTE(A, B) A?", {"A": 2, "B": 1}), ("A ~B C", {"A": 1, "B": 0, "C": 1}),
-])
+@pytest.mark.parametrize(
+    ("text", "rows"),
+    [
+        ("A B+ A", {"A": 2, "B": None}),
+        ("A (B | C) D", {"A": 1, "B": 1, "C": 1, "D": 1}),
+        ("A N*? B N*? A", {"A": 2, "N": None, "B": 1}),
+        ("(A B){3}", {"A": 3, "B": 3}),
+        ("A{0,2} (A | B)", {"A": 3, "B": 1}),
+        ("PERMUTE(A, B) A?", {"A": 2, "B": 1}),
+        ("A ~B C", {"A": 1, "B": 0, "C": 1}),
+    ],
+)
 def test_max_rows(text: str, rows: dict[str, int | None]) -> None:
     assert max_rows(parse_pattern(text)) == rows

@@ -19,33 +19,48 @@ from dfs_cer.match.rowpattern.engine import run_row_pattern
 from dfs_cer.plan.chunks import NEG, ChunkPlan, assign, plan_chunks, split_reason, time_quantiles
 from dfs_cer.query import analyze, parse
 
-SKIPS = ["", "AFTER MATCH SKIP TO NEXT ROW", "AFTER MATCH SKIP TO FIRST B", "AFTER MATCH SKIP TO LAST B",
-         "AFTER MATCH SKIP PAST LAST ROW"]
-ROWS = ["ONE ROW PER MATCH", "ALL ROWS PER MATCH", "ALL ROWS PER MATCH WITH UNMATCHED ROWS",
-        "ALL ROWS PER MATCH SHOW EMPTY MATCHES"]
-PATTERNS = [("A B+ C", "A.v < 3", "B.v >= A.v", "C.v > 5"),
-            ("A B* C?", "A.v < 5", "B.v > 2", "C.v = 0"),
-            ("A+ B", "A.v < 6", "B.v >= 6", "TRUE"),
-            ("A B C", "A.v < PREV(A.v)", "B.v > PREV(B.v, 2)", "C.v < NEXT(C.v)"),
+SKIPS = [
+    "",
+    "AFTER MATCH SKIP TO NEXT ROW",
+    "AFTER MATCH SKIP TO FIRST B",
+    "AFTER MATCH SKIP TO LAST B",
+    "AFTER MATCH SKIP PAST LAST ROW",
+]
+ROWS = [
+    "ONE ROW PER MATCH",
+    "ALL ROWS PER MATCH",
+    "ALL ROWS PER MATCH WITH UNMATCHED ROWS",
+    "ALL ROWS PER MATCH SHOW EMPTY MATCHES",
+]
+PATTERNS = [
+    ("A B+ C", "A.v < 3", "B.v >= A.v", "C.v > 5"),
+    ("A B* C?", "A.v < 5", "B.v > 2", "C.v = 0"),
+    ("A+ B", "A.v < 6", "B.v >= 6", "TRUE"),
+    ("A B C", "A.v < PREV(A.v)", "B.v > PREV(B.v, 2)", "C.v < NEXT(C.v)"),
     ("A B+", "A.v > NEXT(A.v, 2)", "B.v <> PREV(B.v)", ""),
-            ("(A | B)+ C", "A.v % 2 = 0", "B.v > 6", "C.v < 2"),
-            ("A* B", "A.v > 3", "B.v < 4", "TRUE"),
-            # anchors hold only at the input's edges, never at a chunk's; empty matches at every row
-            ("^ A B*", "A.v < 5", "B.v > 2", ""),
-            ("A+ B $", "A.v > 1", "B.v < 7", ""),
-            ("(^ A | B) C*", "A.v < 4", "B.v > 6", "C.v < 5"),
-            ("A* B?", "A.v < 5", "B.v > 7", "")]
+    ("(A | B)+ C", "A.v % 2 = 0", "B.v > 6", "C.v < 2"),
+    ("A* B", "A.v > 3", "B.v < 4", "TRUE"),
+    # anchors hold only at the input's edges, never at a chunk's; empty matches at every row
+    ("^ A B*", "A.v < 5", "B.v > 2", ""),
+    ("A+ B $", "A.v > 1", "B.v < 7", ""),
+    ("(^ A | B) C*", "A.v < 4", "B.v > 6", "C.v < 5"),
+    ("A* B?", "A.v < 5", "B.v > 7", ""),
+]
 
 
-def _sql(pattern: tuple[str, str, str, str], skip: str, rows: str, partition: bool, window: int) -> str:
+def _sql(
+    pattern: tuple[str, str, str, str], skip: str, rows: str, partition: bool, window: int
+) -> str:
     p, a, b, c = pattern
     part = "PARTITION BY g" if partition else ""
     measures = "FIRST(ts) AS first_ts, LAST(ts) AS last_ts, COUNT(*) AS n, MATCH_NUMBER() AS mn"
     if rows != "ONE ROW PER MATCH":
         measures += ", CLASSIFIER() AS cls"
-    return (f"SELECT * FROM t MATCH_RECOGNIZE ({part} ORDER BY ts MEASURES {measures} {rows} "
-            f"{skip} PATTERN ({p}) WITHIN {window} SECONDS DEFINE A AS {a}, B AS "
-            f"{b}{f', C AS {c}' if 'C' in p else ''})")
+    return (
+        f"SELECT * FROM t MATCH_RECOGNIZE ({part} ORDER BY ts MEASURES {measures} {rows} "
+        f"{skip} PATTERN ({p}) WITHIN {window} SECONDS DEFINE A AS {a}, B AS "
+        f"{b}{f', C AS {c}' if 'C' in p else ''})"
+    )
 
 
 def _canonical(t: pa.Table) -> list[tuple[Any, ...]]:
@@ -56,19 +71,33 @@ def _canonical(t: pa.Table) -> list[tuple[Any, ...]]:
 def cases(draw: st.DrawFn) -> tuple[Any, ...]:
     n = draw(st.integers(0, 120))
     step = draw(st.sampled_from([0, 1, 2]))
-    ts = np.cumsum(np.array(draw(st.lists(st.integers(0, 3 if step else 1), min_size=n, max_size=n)), np.int64)) \
-        if n else np.zeros(0, np.int64)
+    ts = (
+        np.cumsum(
+            np.array(
+                draw(st.lists(st.integers(0, 3 if step else 1), min_size=n, max_size=n)), np.int64
+            )
+        )
+        if n
+        else np.zeros(0, np.int64)
+    )
     v = draw(st.lists(st.integers(0, 9), min_size=n, max_size=n))
     g = draw(st.lists(st.integers(0, 2), min_size=n, max_size=n))
     perm = draw(st.permutations(list(range(n))))
-    table = pa.table({"ts": pa.array(ts[perm] if n else ts, pa.int64()), "v": pa.array([v[i] for i in perm], pa.int64()),
-                      "g": pa.array([g[i] for i in perm], pa.int64())})
+    table = pa.table(
+        {
+            "ts": pa.array(ts[perm] if n else ts, pa.int64()),
+            "v": pa.array([v[i] for i in perm], pa.int64()),
+            "g": pa.array([g[i] for i in perm], pa.int64()),
+        }
+    )
     if n and draw(st.booleans()):  # duplicates
         table = pa.concat_tables([table, table.slice(0, draw(st.integers(0, n)))])
     pattern = draw(st.sampled_from(PATTERNS))
     skip = draw(st.sampled_from(SKIPS))
     rows = draw(st.sampled_from(ROWS))
-    partition = draw(st.booleans()) and not any(nav in "".join(pattern) for nav in ("PREV", "NEXT", "^", "$"))
+    partition = draw(st.booleans()) and not any(
+        nav in "".join(pattern) for nav in ("PREV", "NEXT", "^", "$")
+    )
     window = draw(st.integers(1, 12))
     cuts = sorted(set(draw(st.lists(st.integers(0, int(ts.max()) + 2 if n else 2), max_size=12))))
     return table, _sql(pattern, skip, rows, partition, window), cuts
@@ -91,19 +120,41 @@ def _run(table: pa.Table, sql: str, cuts: list[int]) -> None:
 
 def _plan(analysis, table: pa.Table, cuts: list[int]) -> ChunkPlan:
     ts = np.asarray(table.column("ts").to_numpy(), np.int64)
-    base = plan_chunks(analysis, mins=[int(ts.min()) if ts.size else 0], maxs=[int(ts.max()) if ts.size else 0],
-                       rows=[ts.size], chunks=4)
+    base = plan_chunks(
+        analysis,
+        mins=[int(ts.min()) if ts.size else 0],
+        maxs=[int(ts.max()) if ts.size else 0],
+        rows=[ts.size],
+        chunks=4,
+    )
     assert base.mode == "time"
     starts = np.array([NEG, *cuts], np.int64)
     # a tight lead/tail: the fix-up (widening) must cope when PREV/NEXT reach past it
-    return ChunkPlan("time", starts, lead=min(base.lead, 1), tail=base.tail - (1 if base.tail > (
-        analysis.window_units or 0) else 0), first=base.first, last=base.last)
+    return ChunkPlan(
+        "time",
+        starts,
+        lead=min(base.lead, 1),
+        tail=base.tail - (1 if base.tail > (analysis.window_units or 0) else 0),
+        first=base.first,
+        last=base.last,
+    )
 
 
 @settings(max_examples=300, deadline=None)
 @given(cases())
-@example((pa.table({"ts": pa.array([0, 1, 2, 3, 4, 5], pa.int64()), "v": pa.array([1, 4, 6, 2, 7, 8], pa.int64()),
-                    "g": pa.array([0] * 6, pa.int64())}), _sql(PATTERNS[0], "", ROWS[0], False, 10), [2, 3, 4]))
+@example(
+    (
+        pa.table(
+            {
+                "ts": pa.array([0, 1, 2, 3, 4, 5], pa.int64()),
+                "v": pa.array([1, 4, 6, 2, 7, 8], pa.int64()),
+                "g": pa.array([0] * 6, pa.int64()),
+            }
+        ),
+        _sql(PATTERNS[0], "", ROWS[0], False, 10),
+        [2, 3, 4],
+    )
+)
 def test_split_equals_single_run(case: tuple[Any, ...]) -> None:
     table, sql, cuts = case
     _run(table, sql, cuts)
@@ -113,11 +164,18 @@ def test_chain_across_many_chunks() -> None:
     """Back-to-back long matches: each chunk's fresh run is wrong,
     the fix-up chain crosses them all."""
     n = 400
-    table = pa.table({"ts": pa.array(np.arange(n), pa.int64()), "v": pa.array(np.arange(n) % 7, pa.int64()),
-                      "g": pa.array(np.zeros(n, np.int64))})
+    table = pa.table(
+        {
+            "ts": pa.array(np.arange(n), pa.int64()),
+            "v": pa.array(np.arange(n) % 7, pa.int64()),
+            "g": pa.array(np.zeros(n, np.int64)),
+        }
+    )
     sql = _sql(("A+ B", "A.v < 6", "B.v >= 6", "TRUE"), "", "ONE ROW PER MATCH", False, 30)
     analysis = analyze(parse(sql), table.schema, QueryConfig(integer_time_unit="s"))
-    plan = ChunkPlan("time", np.array([NEG, *range(3, n, 3)], np.int64), tail=30, first=0, last=n - 1)
+    plan = ChunkPlan(
+        "time", np.array([NEG, *range(3, n, 3)], np.int64), tail=30, first=0, last=n - 1
+    )
     split, reruns = run_split(table, analysis, plan)
     assert _canonical(split) == _canonical(run_row_pattern(table, analysis).table)
     assert reruns > 0
@@ -126,10 +184,16 @@ def test_chain_across_many_chunks() -> None:
 def test_all_matches_split() -> None:
     rng = np.random.default_rng(3)
     n = 300
-    table = pa.table({"ts": pa.array(np.sort(rng.integers(0, 200, n)), pa.int64()),
-                      "v": pa.array(rng.integers(0, 10, n), pa.int64())})
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b ALL MATCHES "
-           "PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2)")
+    table = pa.table(
+        {
+            "ts": pa.array(np.sort(rng.integers(0, 200, n)), pa.int64()),
+            "v": pa.array(rng.integers(0, 10, n), pa.int64()),
+        }
+    )
+    sql = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b ALL MATCHES "
+        "PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2)"
+    )
     analysis = analyze(parse(sql), table.schema, QueryConfig(integer_time_unit="s"))
     plan = ChunkPlan("time", np.array([NEG, 30, 31, 90, 150], np.int64), tail=5, first=0, last=199)
     split, _ = run_split(table, analysis, plan)
@@ -139,22 +203,44 @@ def test_all_matches_split() -> None:
 def test_unsplittable_patterns_say_why() -> None:
     schema = pa.schema([("ts", pa.int64()), ("v", pa.int64()), ("g", pa.int64())])
     cfg = QueryConfig(integer_time_unit="s")
-    no_window = analyze(parse("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.v AS a PATTERN (A B) "
-                              "DEFINE A AS A.v = 1, B AS B.v = 2)"), schema, cfg)
+    no_window = analyze(
+        parse(
+            "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.v AS a PATTERN (A B) "
+            "DEFINE A AS A.v = 1, B AS B.v = 2)"
+        ),
+        schema,
+        cfg,
+    )
     assert "WITHIN" in (split_reason(no_window) or "")
     plan = plan_chunks(no_window, mins=[0], maxs=[100], rows=[100], chunks=4)
     assert plan.mode == "single" and plan.chunks == 1
-    numbered = analyze(parse("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES MATCH_NUMBER() AS m "
-                             "PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2)"), schema, cfg)
-    assert split_reason(numbered) is None, "a measure MATCH_NUMBER() alone is renumbered after the chunks"
-    for other in ("MEASURES MATCH_NUMBER() + 1 AS m PATTERN (A B) "
-                  "WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2",
-                  "MEASURES A.v AS m PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS "
-                  "MATCH_NUMBER() > 2"):
+    numbered = analyze(
+        parse(
+            "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES MATCH_NUMBER() AS m "
+            "PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2)"
+        ),
+        schema,
+        cfg,
+    )
+    assert split_reason(numbered) is None, (
+        "a measure MATCH_NUMBER() alone is renumbered after the chunks"
+    )
+    for other in (
+        "MEASURES MATCH_NUMBER() + 1 AS m PATTERN (A B) "
+        "WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2",
+        "MEASURES A.v AS m PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS "
+        "MATCH_NUMBER() > 2",
+    ):
         expr = analyze(parse(f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts {other})"), schema, cfg)
         assert "MATCH_NUMBER" in (split_reason(expr) or ""), other
-    nav = analyze(parse("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY g ORDER BY ts MEASURES A.v AS a "
-                        "PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v > PREV(A.v), B AS B.v = 2)"), schema, cfg)
+    nav = analyze(
+        parse(
+            "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY g ORDER BY ts MEASURES A.v AS a "
+            "PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v > PREV(A.v), B AS B.v = 2)"
+        ),
+        schema,
+        cfg,
+    )
     plan = plan_chunks(nav, mins=[0], maxs=[100], rows=[100], chunks=4)
     assert plan.mode == "partition" and "PREV" in (plan.reason or "")
 
@@ -164,8 +250,25 @@ def test_assign_covers_read_ranges() -> None:
     rows, chunk = assign(np.array([0, 8, 9, 10, 12, 13, 14, 22, 23, 30]), plan)
     got = {(int(r), int(c)) for r, c in zip(rows, chunk, strict=True)}
     # chunk 0 reads (-inf, 13], chunk 1 reads [8, 23], chunk 2 reads [18, inf)
-    want = {(0, 0), (1, 0), (1, 1), (2, 0), (2, 1), (3, 0), (3, 1), (4, 0), (4, 1), (5, 0), (5, 1), (6, 1),
-            (7, 1), (7, 2), (8, 1), (8, 2), (9, 2)}
+    want = {
+        (0, 0),
+        (1, 0),
+        (1, 1),
+        (2, 0),
+        (2, 1),
+        (3, 0),
+        (3, 1),
+        (4, 0),
+        (4, 1),
+        (5, 0),
+        (5, 1),
+        (6, 1),
+        (7, 1),
+        (7, 2),
+        (8, 1),
+        (8, 2),
+        (9, 2),
+    }
     assert got == want
 
 
@@ -191,12 +294,19 @@ def test_reruns_stop_where_the_runs_meet(skip: str, monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(chunked, "rerun_chunk", spy)
     rng = np.random.default_rng(5)
     n = 3000
-    table = pa.table({"ts": pa.array(np.arange(n), pa.int64()), "v": pa.array(rng.integers(0, 10, n), pa.int64()),
-                      "g": pa.array(np.zeros(n, np.int64))})
+    table = pa.table(
+        {
+            "ts": pa.array(np.arange(n), pa.int64()),
+            "v": pa.array(rng.integers(0, 10, n), pa.int64()),
+            "g": pa.array(np.zeros(n, np.int64)),
+        }
+    )
     pattern = ("A B+ C", "A.v < 5", "B.v > 1", "C.v > 6")
     sql = _sql(pattern, skip, "ONE ROW PER MATCH", False, 25)
     analysis = analyze(parse(sql), table.schema, QueryConfig(integer_time_unit="s"))
-    plan = ChunkPlan("time", np.array([NEG, *range(300, n, 300)], np.int64), tail=25, first=0, last=n - 1)
+    plan = ChunkPlan(
+        "time", np.array([NEG, *range(300, n, 300)], np.int64), tail=25, first=0, last=n - 1
+    )
     split, reruns = run_split(table, analysis, plan)
     assert _canonical(split) == _canonical(run_row_pattern(table, analysis).table)
     assert reruns > 0 and any(met), "some re-run met the fresh run before the chunk's end"
@@ -215,54 +325,102 @@ def test_a_prefix_rerun_keeps_the_rows_next_reads() -> None:
     ts = list(range(9, 22)) + [40, 41] + [-100 + i % 20 for i in range(dense)]
     v = [1] * 11 + [0, 0] + [5, 5] + [9] * dense
     w = [0] + [1] * 10 + [0, 0] + [0, 0] + list(range(dense))
-    table = pa.table({"ts": pa.array(ts, pa.int64()), "v": pa.array(v, pa.int64()), "w": pa.array(w, pa.int64())})
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(ts) AS f, LAST(ts) AS "
-           "l ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A B) WITHIN 2 SECONDS "
-           "DEFINE A AS A.v = 1, B AS B.v < NEXT(B.v, 3) OR B.w = 1)")
-    _same(table, sql, ChunkPlan("time", np.array([NEG, -90, 10], np.int64), tail=5, first=-100, last=41))
+    table = pa.table(
+        {"ts": pa.array(ts, pa.int64()), "v": pa.array(v, pa.int64()), "w": pa.array(w, pa.int64())}
+    )
+    sql = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(ts) AS f, LAST(ts) AS "
+        "l ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A B) WITHIN 2 SECONDS "
+        "DEFINE A AS A.v = 1, B AS B.v < NEXT(B.v, 3) OR B.w = 1)"
+    )
+    _same(
+        table,
+        sql,
+        ChunkPlan("time", np.array([NEG, -90, 10], np.int64), tail=5, first=-100, last=41),
+    )
 
 
 def test_nanosecond_windows_and_far_prev_rows() -> None:
     """Found by review: widening a nanosecond plan overflowed int64."""
     s = 10**9
     ts = [0, 86400 * s, 86400 * s + s, 86400 * s + 2 * s]
-    table = pa.table({"ts": pa.array(ts, pa.timestamp("ns")), "v": pa.array([1, 2, 3, 4], pa.int64())})
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(ts) AS f, "
-           "LAST(ts) AS l ONE ROW PER MATCH PATTERN (A B) WITHIN 1 HOUR "
-           "DEFINE A AS A.v > PREV(A.v, 2), B AS TRUE)")
-    _same(table, sql, ChunkPlan("time", np.array([NEG, 86400 * s + s // 2], np.int64), lead=1, tail=3600 * s,
-                                first=ts[0], last=ts[-1]), QueryConfig())
+    table = pa.table(
+        {"ts": pa.array(ts, pa.timestamp("ns")), "v": pa.array([1, 2, 3, 4], pa.int64())}
+    )
+    sql = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(ts) AS f, "
+        "LAST(ts) AS l ONE ROW PER MATCH PATTERN (A B) WITHIN 1 HOUR "
+        "DEFINE A AS A.v > PREV(A.v, 2), B AS TRUE)"
+    )
+    _same(
+        table,
+        sql,
+        ChunkPlan(
+            "time",
+            np.array([NEG, 86400 * s + s // 2], np.int64),
+            lead=1,
+            tail=3600 * s,
+            first=ts[0],
+            last=ts[-1],
+        ),
+        QueryConfig(),
+    )
 
 
 def test_list_partition_values() -> None:
     """Found by review: PARTITION BY a list column made the reports' keys unhashable."""
-    table = pa.table({"ts": pa.array([0, 1, 2, 3], pa.int64()), "v": pa.array([1, 2, 1, 2], pa.int64()),
-                      "g": pa.array([[1], [1], [1], [1]], pa.list_(pa.int64()))})
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY g ORDER BY ts MEASURES FIRST(ts) AS "
-           "f, LAST(ts) AS l ONE ROW PER MATCH PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v "
-           "= 1, B AS B.v = 2)")
+    table = pa.table(
+        {
+            "ts": pa.array([0, 1, 2, 3], pa.int64()),
+            "v": pa.array([1, 2, 1, 2], pa.int64()),
+            "g": pa.array([[1], [1], [1], [1]], pa.list_(pa.int64())),
+        }
+    )
+    sql = (
+        "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY g ORDER BY ts MEASURES FIRST(ts) AS "
+        "f, LAST(ts) AS l ONE ROW PER MATCH PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v "
+        "= 1, B AS B.v = 2)"
+    )
     _same(table, sql, ChunkPlan("time", np.array([NEG, 1], np.int64), tail=5, first=0, last=3))
 
 
-ANCHORED = ("SELECT * FROM t MATCH_RECOGNIZE ({part} ORDER BY ts MEASURES FIRST(ts) AS f, LAST(ts) AS l, "
-            "MATCH_NUMBER() AS m {rows} PATTERN ({pattern}) WITHIN 5 SECONDS DEFINE A AS A.v < 5{more})")
+ANCHORED = (
+    "SELECT * FROM t MATCH_RECOGNIZE ({part} ORDER BY ts MEASURES FIRST(ts) AS f, LAST(ts) AS l, "
+    "MATCH_NUMBER() AS m {rows} PATTERN ({pattern}) WITHIN 5 SECONDS DEFINE A AS A.v < 5{more})"
+)
 
 
-@pytest.mark.parametrize(("pattern", "rows"), [("^ A", "ONE ROW PER MATCH"), ("A $", "ONE ROW PER MATCH"),
-                                               ("(^ A | B)", "ONE ROW PER MATCH"),
-                                               ("A B* $", "ALL ROWS PER MATCH WITH UNMATCHED ROWS"),
-                                               ("A*", "ALL ROWS PER MATCH SHOW EMPTY MATCHES")])
+@pytest.mark.parametrize(
+    ("pattern", "rows"),
+    [
+        ("^ A", "ONE ROW PER MATCH"),
+        ("A $", "ONE ROW PER MATCH"),
+        ("(^ A | B)", "ONE ROW PER MATCH"),
+        ("A B* $", "ALL ROWS PER MATCH WITH UNMATCHED ROWS"),
+        ("A*", "ALL ROWS PER MATCH SHOW EMPTY MATCHES"),
+    ],
+)
 def test_anchors_hold_at_the_input_edges_not_at_chunk_edges(pattern: str, rows: str) -> None:
     """A chunk that leaves out rows before (after) its own holds no ``^`` (``$``) at its edge: one
     match at the input's first row for ``^ A``, not one per chunk."""
     n = 60
-    v = np.where(np.isin(np.arange(n), [0, 14, 15, 20, 29, 30, 35, 44, 45, 50, 59]), 1,
-                 np.random.default_rng(0).integers(5, 10, n))
+    v = np.where(
+        np.isin(np.arange(n), [0, 14, 15, 20, 29, 30, 35, 44, 45, 50, 59]),
+        1,
+        np.random.default_rng(0).integers(5, 10, n),
+    )
     table = pa.table({"ts": pa.array(np.arange(n), pa.int64()), "v": pa.array(v, pa.int64())})
-    sql = ANCHORED.format(part="", rows=rows, pattern=pattern, more=", B AS B.v = 9" if "B" in pattern else "")
+    sql = ANCHORED.format(
+        part="", rows=rows, pattern=pattern, more=", B AS B.v = 9" if "B" in pattern else ""
+    )
     analysis = analyze(parse(sql), table.schema, QueryConfig(integer_time_unit="s"))
     plan = ChunkPlan("time", np.array([NEG, 15, 30, 45], np.int64), tail=5, first=0, last=n - 1)
-    assert [plan.cut(k) for k in range(4)] == [(False, True), (True, True), (True, True), (True, False)]
+    assert [plan.cut(k) for k in range(4)] == [
+        (False, True),
+        (True, True),
+        (True, True),
+        (True, False),
+    ]
     split, _ = run_split(table, analysis, plan)
     single = run_row_pattern(table, analysis).table
     assert _canonical(split) == _canonical(single)
@@ -273,12 +431,28 @@ def test_anchors_hold_at_the_input_edges_not_at_chunk_edges(pattern: str, rows: 
 def test_anchor_plans_need_exact_edges_and_whole_partitions() -> None:
     schema = pa.schema([("ts", pa.int64()), ("v", pa.int64()), ("g", pa.int64())])
     cfg = QueryConfig(integer_time_unit="s")
-    anchored = analyze(parse(ANCHORED.format(part="", rows="", pattern="^ A", more="").replace(
-        "MATCH_NUMBER() AS m", "COUNT(*) AS c")), schema, cfg)
+    anchored = analyze(
+        parse(
+            ANCHORED.format(part="", rows="", pattern="^ A", more="").replace(
+                "MATCH_NUMBER() AS m", "COUNT(*) AS c"
+            )
+        ),
+        schema,
+        cfg,
+    )
     assert plan_chunks(anchored, mins=[0], maxs=[1000], rows=[1000], chunks=4).mode == "time"
     bounds_only = plan_chunks(anchored, mins=[0], maxs=[1000], rows=[1000], chunks=4, exact=False)
-    assert bounds_only.mode == "single" and "exact first and last time" in (bounds_only.reason or "")
-    partitioned = analyze(parse(ANCHORED.format(part="PARTITION BY g", rows="", pattern="A $", more="").replace(
-        "MATCH_NUMBER() AS m", "COUNT(*) AS c")), schema, cfg)
+    assert bounds_only.mode == "single" and "exact first and last time" in (
+        bounds_only.reason or ""
+    )
+    partitioned = analyze(
+        parse(
+            ANCHORED.format(part="PARTITION BY g", rows="", pattern="A $", more="").replace(
+                "MATCH_NUMBER() AS m", "COUNT(*) AS c"
+            )
+        ),
+        schema,
+        cfg,
+    )
     plan = plan_chunks(partitioned, mins=[0], maxs=[1000], rows=[1000], chunks=4)
     assert plan.mode == "partition" and "^ or $ under PARTITION BY" in (plan.reason or "")

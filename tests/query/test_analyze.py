@@ -26,7 +26,9 @@ def test_q1_classified_as_the_paper_says() -> None:
     r, n, b, m = (a.variable(x) for x in "RNBM")
     assert r.independent == BinaryOp("=", Column("primary_type", "R"), Literal("ROBBERY"))
     assert b.independent == BinaryOp("=", Column("primary_type", "B"), Literal("BATTERY"))
-    assert m.independent == BinaryOp("=", Column("primary_type", "M"), Literal("MOTOR VEHICLE THEFT"))
+    assert m.independent == BinaryOp(
+        "=", Column("primary_type", "M"), Literal("MOTOR VEHICLE THEFT")
+    )
     assert m.equalities == (Equality("M", "district", "B", "district", "M"),)
     assert a.equalities == m.equalities
     assert not (r.residuals or b.residuals or m.residuals)
@@ -44,8 +46,14 @@ def test_reference_workloads() -> None:
     assert a.skippable  # N1*? / N2*? between the variables
     c = a.variable("C")
     assert c.equalities == (Equality("C", "district", "B", "district", "C"),)
-    assert [to_sql(r) for r in c.residuals] == ["C.latitude <= B.latitude + 0.1", "C.latitude >= B.latitude - 0.1"]
-    assert to_sql(a.variable("A").independent) == "A.type = 'ROBBERY' AND A.beat >= 1000 AND A.beat <= 1600"  # type: ignore[arg-type]
+    assert [to_sql(r) for r in c.residuals] == [
+        "C.latitude <= B.latitude + 0.1",
+        "C.latitude >= B.latitude - 0.1",
+    ]
+    assert (
+        to_sql(a.variable("A").independent)
+        == "A.type = 'ROBBERY' AND A.beat >= 1000 AND A.beat <= 1600"
+    )  # type: ignore[arg-type]
 
     a = analyze(parse(CLUSTER_REFERENCE))
     b = a.variable("B")
@@ -70,32 +78,84 @@ def test_all_matches_with_navigation() -> None:
         ("ORDER BY ts PATTERN (A N*? B) DEFINE A AS A.x = 1, B AS B.x = 2", True, None),
         ("ORDER BY ts PATTERN (A N* B) DEFINE A AS A.x = 1, B AS B.x = 2", True, None),
         # under ALL MATCHES undefined B+ and C take every combination of rows: none may be dropped
-        ("ORDER BY ts ALL MATCHES PATTERN (A B+ C) DEFINE A AS A.x = 1", False, "B in B+ takes rows of its own"),
-        ("ORDER BY ts ALL MATCHES PATTERN (A N+? B) DEFINE A AS A.x = 1, B AS B.x = 2", False, "N in N+?"),
-        ("ORDER BY ts ALL MATCHES PATTERN (A N* B C+) "
-         "DEFINE A AS A.x = 1, B AS B.x = 2, C AS C.x = 3", True, None),
-        ("ORDER BY ts PATTERN (A B) DEFINE A AS A.x = 1, B AS B.x = 2", False, "B follow(s) another variable"),
+        (
+            "ORDER BY ts ALL MATCHES PATTERN (A B+ C) DEFINE A AS A.x = 1",
+            False,
+            "B in B+ takes rows of its own",
+        ),
+        (
+            "ORDER BY ts ALL MATCHES PATTERN (A N+? B) DEFINE A AS A.x = 1, B AS B.x = 2",
+            False,
+            "N in N+?",
+        ),
+        (
+            "ORDER BY ts ALL MATCHES PATTERN (A N* B C+) "
+            "DEFINE A AS A.x = 1, B AS B.x = 2, C AS C.x = 3",
+            True,
+            None,
+        ),
+        (
+            "ORDER BY ts PATTERN (A B) DEFINE A AS A.x = 1, B AS B.x = 2",
+            False,
+            "B follow(s) another variable",
+        ),
         ("ORDER BY ts PATTERN (A) DEFINE A AS A.x = 1", False, "the pattern is contiguous"),
-        ("ORDER BY ts PATTERN (A N*? B C) DEFINE A AS A.x = 1, B AS B.x = 2, C AS C.x = 3", False,
-         "follow(s) another variable"),
-        ("ORDER BY ts PATTERN (A N*? B+ N*? C) DEFINE A AS A.x = 1, B AS B.x = 2", False, "consecutive rows"),
-        ("ORDER BY ts PATTERN (N* A N* B) DEFINE A AS A.x = 1, B AS B.x = 2", False, "leading or trailing"),
-        ("ORDER BY ts ALL ROWS PER MATCH PATTERN (A N* B) DEFINE A AS A.x = 1, B AS B.x = 2", False,
-         "ALL ROWS PER MATCH outputs the rows N absorbs"),
-        ("ORDER BY ts ALL ROWS PER MATCH PATTERN (A {- N* -} B) "
-         "DEFINE A AS A.x = 1, B AS B.x = 2", True, None),
-        ("ORDER BY ts MEASURES count(N.*) AS c "
-         "PATTERN (A N* B) DEFINE A AS A.x = 1, B AS B.x = 2", False,
-         "N is referenced"),
-        ("ORDER BY ts MEASURES count(*) AS c PATTERN (A N* B) DEFINE A AS A.x = 1", False, "aggregate over all rows"),
+        (
+            "ORDER BY ts PATTERN (A N*? B C) DEFINE A AS A.x = 1, B AS B.x = 2, C AS C.x = 3",
+            False,
+            "follow(s) another variable",
+        ),
+        (
+            "ORDER BY ts PATTERN (A N*? B+ N*? C) DEFINE A AS A.x = 1, B AS B.x = 2",
+            False,
+            "consecutive rows",
+        ),
+        (
+            "ORDER BY ts PATTERN (N* A N* B) DEFINE A AS A.x = 1, B AS B.x = 2",
+            False,
+            "leading or trailing",
+        ),
+        (
+            "ORDER BY ts ALL ROWS PER MATCH PATTERN (A N* B) DEFINE A AS A.x = 1, B AS B.x = 2",
+            False,
+            "ALL ROWS PER MATCH outputs the rows N absorbs",
+        ),
+        (
+            "ORDER BY ts ALL ROWS PER MATCH PATTERN (A {- N* -} B) "
+            "DEFINE A AS A.x = 1, B AS B.x = 2",
+            True,
+            None,
+        ),
+        (
+            "ORDER BY ts MEASURES count(N.*) AS c "
+            "PATTERN (A N* B) DEFINE A AS A.x = 1, B AS B.x = 2",
+            False,
+            "N is referenced",
+        ),
+        (
+            "ORDER BY ts MEASURES count(*) AS c PATTERN (A N* B) DEFINE A AS A.x = 1",
+            False,
+            "aggregate over all rows",
+        ),
         # PREV/NEXT read rows between variables: they are pulled as halo rows,
         # the pattern still skips
         ("ORDER BY ts PATTERN (A N*? B) DEFINE A AS A.x = 1, B AS B.x > PREV(B.x)", True, None),
-        ("ORDER BY ts AFTER MATCH SKIP TO LAST N "
-         "PATTERN (A N* B) DEFINE A AS A.x = 1, B AS B.x = 2", False,
-         "N is referenced"),
-        ("ORDER BY ts PATTERN (A N B) DEFINE A AS A.x = 1, B AS B.x = 2", False, "consecutive rows"),
-        ("ORDER BY ts PATTERN (A N* (B | C)) DEFINE A AS A.x = 1, B AS B.x = 2, C AS C.x = 3", True, None),
+        (
+            "ORDER BY ts AFTER MATCH SKIP TO LAST N "
+            "PATTERN (A N* B) DEFINE A AS A.x = 1, B AS B.x = 2",
+            False,
+            "N is referenced",
+        ),
+        (
+            "ORDER BY ts PATTERN (A N B) DEFINE A AS A.x = 1, B AS B.x = 2",
+            False,
+            "consecutive rows",
+        ),
+        (
+            "ORDER BY ts PATTERN (A N* (B | C)) DEFINE A AS A.x = 1, B AS B.x = 2, C AS C.x = 3",
+            True,
+            None,
+        ),
     ],
 )
 def test_skippable(body: str, skippable: bool, reason: str | None) -> None:
@@ -111,14 +171,24 @@ def test_skippable(body: str, skippable: bool, reason: str | None) -> None:
         ("ORDER BY ts PATTERN (A B) WITHIN 10 DEFINE A AS A.x = 1", True, None),
         ("ORDER BY ts PATTERN (A B) DEFINE A AS A.x = 1", False, "no WITHIN window"),
         ("ORDER BY ts PATTERN (^ A B) WITHIN 10 DEFINE A AS A.x = 1", False, "anchors"),
-        ("ORDER BY ts ALL ROWS PER MATCH WITH UNMATCHED ROWS PATTERN (A B) WITHIN 10 "
-         "DEFINE A AS A.x = 1", False,
-         "WITH UNMATCHED ROWS"),
+        (
+            "ORDER BY ts ALL ROWS PER MATCH WITH UNMATCHED ROWS PATTERN (A B) WITHIN 10 "
+            "DEFINE A AS A.x = 1",
+            False,
+            "WITH UNMATCHED ROWS",
+        ),
         ("ORDER BY ts PATTERN (A*) WITHIN 10 DEFINE A AS A.x = 1", False, "can match empty"),
-        ("ORDER BY ts PATTERN (A? B) WITHIN 10 DEFINE A AS A.x = 1", False, "no variable with a condition"),
-        ("ORDER BY ts PATTERN (A B+ C+) WITHIN 10 "
-         "DEFINE B AS B.x < PREV(B.x), C AS C.x > PREV(C.x)", False,
-         "no variable in every match has a condition the storage nodes can check alone"),
+        (
+            "ORDER BY ts PATTERN (A? B) WITHIN 10 DEFINE A AS A.x = 1",
+            False,
+            "no variable with a condition",
+        ),
+        (
+            "ORDER BY ts PATTERN (A B+ C+) WITHIN 10 "
+            "DEFINE B AS B.x < PREV(B.x), C AS C.x > PREV(C.x)",
+            False,
+            "no variable in every match has a condition the storage nodes can check alone",
+        ),
     ],
 )
 def test_interval_pruning(body: str, pruning: bool, reason: str | None) -> None:
@@ -146,16 +216,23 @@ def test_roles(pattern: str, roles: dict[str, Role]) -> None:
 
 
 def test_conditions_split_into_independent_equality_residual() -> None:
-    a = analyze(parse(mr(
-        "ORDER BY ts PATTERN (A B C) WITHIN 5 DEFINE A AS x > 1 AND A.y = A.z AND "
-        "TRUE, B AS B.k = A.k AND A.j = C.j AND B.v > A.v AND B.w = PREV(B.w) AND "
-        "B.s IN ('a', 'b'), C AS k = B.k + 1 OR C.z = 1")))
+    a = analyze(
+        parse(
+            mr(
+                "ORDER BY ts PATTERN (A B C) WITHIN 5 DEFINE A AS x > 1 AND A.y = A.z AND "
+                "TRUE, B AS B.k = A.k AND A.j = C.j AND B.v > A.v AND B.w = PREV(B.w) AND "
+                "B.s IN ('a', 'b'), C AS k = B.k + 1 OR C.z = 1"
+            )
+        )
+    )
     av, bv, cv = (a.variable(x) for x in "ABC")
     assert to_sql(av.independent) == "x > 1 AND A.y = A.z"  # type: ignore[arg-type]
     assert to_sql(bv.independent) == "B.s IN ('a', 'b')"  # type: ignore[arg-type]
     assert bv.equalities == (Equality("B", "k", "A", "k", "B"), Equality("A", "j", "C", "j", "B"))
     assert [to_sql(r) for r in bv.residuals] == ["B.v > A.v", "B.w = PREV(B.w)"]
-    assert cv.independent is None and [to_sql(r) for r in cv.residuals] == ["k = B.k + 1 OR C.z = 1"]
+    assert cv.independent is None and [to_sql(r) for r in cv.residuals] == [
+        "k = B.k + 1 OR C.z = 1"
+    ]
 
 
 def test_equality_with_unqualified_column_is_oriented() -> None:
@@ -182,7 +259,9 @@ def test_variable_without_define_is_any_row() -> None:
         (pa.float64(), "WITHIN 2.5", 2, "raw"),
     ],
 )
-def test_window_in_order_column_units(dtype: pa.DataType, window: str, units: int, unit: str) -> None:
+def test_window_in_order_column_units(
+    dtype: pa.DataType, window: str, units: int, unit: str
+) -> None:
     schema = pa.schema([("ts", dtype), ("x", pa.int64())])
     a = analyze(parse(mr(f"ORDER BY ts PATTERN (A B) {window} DEFINE A AS A.x = 1")), schema)
     assert (a.window_units, a.window_unit) == (units, unit)
@@ -197,7 +276,9 @@ def test_integer_time_unit_from_config() -> None:
 
 def test_columns_resolve_case_insensitively() -> None:
     schema = pa.schema([("TS", pa.timestamp("s")), ("Price", pa.float64())])
-    a = analyze(parse(mr("ORDER BY ts PATTERN (A) WITHIN '1' MINUTE DEFINE A AS A.price > 1")), schema)
+    a = analyze(
+        parse(mr("ORDER BY ts PATTERN (A) WITHIN '1' MINUTE DEFINE A AS A.price > 1")), schema
+    )
     assert a.window_units == 60
 
 
@@ -206,13 +287,16 @@ def test_without_schema_the_window_is_not_bound() -> None:
     assert a.window_units is None and not a.bound
 
 
-@pytest.mark.parametrize(("body", "constrained"), [
-    # B's DEFINE reads the last A before B: the first A; the second A is free
-    ("PATTERN (A N*? B N*? A) DEFINE A AS A.t = 1, B AS B.k = A.k", {"B": True, "A": False}),
-    ("PATTERN (A N*? B) DEFINE A AS A.t = 1, B AS B.k = A.k", {"B": True, "A": True}),
-    ("PATTERN (A+ B) DEFINE A AS A.t = 1, B AS B.k = A.k", {"B": True, "A": False}),
-    ("ALL MATCHES PATTERN (A+ B) DEFINE A AS A.t = 1, B AS B.k = A.k", {"B": True, "A": True}),
-])
+@pytest.mark.parametrize(
+    ("body", "constrained"),
+    [
+        # B's DEFINE reads the last A before B: the first A; the second A is free
+        ("PATTERN (A N*? B N*? A) DEFINE A AS A.t = 1, B AS B.k = A.k", {"B": True, "A": False}),
+        ("PATTERN (A N*? B) DEFINE A AS A.t = 1, B AS B.k = A.k", {"B": True, "A": True}),
+        ("PATTERN (A+ B) DEFINE A AS A.t = 1, B AS B.k = A.k", {"B": True, "A": False}),
+        ("ALL MATCHES PATTERN (A+ B) DEFINE A AS A.t = 1, B AS B.k = A.k", {"B": True, "A": True}),
+    ],
+)
 def test_which_side_an_equality_constrains(body: str, constrained: dict[str, bool]) -> None:
     a = analyze(parse(mr(f"ORDER BY ts {body}")))
     (e,) = a.equalities
@@ -221,10 +305,19 @@ def test_which_side_an_equality_constrains(body: str, constrained: dict[str, boo
 
 def test_column_names_bind_to_the_data_once() -> None:
     schema = pa.schema([("ts", pa.int64()), ("type", pa.string()), ("Val", pa.int64())])
-    a = analyze(parse(mr("PARTITION BY TYPE ORDER BY TS MEASURES A.VAL AS v PATTERN (A N*? B) "
-                         "DEFINE A AS A.TYPE = 'A', B AS B.val > A.Val")), schema)
+    a = analyze(
+        parse(
+            mr(
+                "PARTITION BY TYPE ORDER BY TS MEASURES A.VAL AS v PATTERN (A N*? B) "
+                "DEFINE A AS A.TYPE = 'A', B AS B.val > A.Val"
+            )
+        ),
+        schema,
+    )
     text = " ".join(a.query.to_sql().split())
-    assert "PARTITION BY type ORDER BY ts MEASURES A.Val AS v" in text and "B AS B.Val > A.Val" in text
+    assert (
+        "PARTITION BY type ORDER BY ts MEASURES A.Val AS v" in text and "B AS B.Val > A.Val" in text
+    )
     independent = a.variable("A").independent
     assert independent is not None and to_sql(independent) == "A.type = 'A'"
     assert a.order_column == "ts"
@@ -236,32 +329,70 @@ def test_column_names_bind_to_the_data_once() -> None:
 
 
 def test_an_optional_definer_constrains_nothing_else() -> None:
-    a = analyze(parse(mr("ORDER BY ts ALL MATCHES PATTERN (A (B | C) D) DEFINE A AS A.t = 1, B AS "
-                         "B.k = A.k, C AS C.t = 2, D AS D.t = 3")))
+    a = analyze(
+        parse(
+            mr(
+                "ORDER BY ts ALL MATCHES PATTERN (A (B | C) D) DEFINE A AS A.t = 1, B AS "
+                "B.k = A.k, C AS C.t = 2, D AS D.t = 3"
+            )
+        )
+    )
     (e,) = a.equalities
     assert a.constrains(e, "B") and not a.constrains(e, "A")
 
 
-@pytest.mark.parametrize(("condition", "message"), [
-    ("B.i = A.s", "cannot compare B.i (number) with A.s (string)"),
-    ("B.b = 1", "cannot compare B.b (boolean) with 1 (number)"),
-    ("B.z = A.t", "cannot compare B.z (timestamptz) with A.t (timestamp)"),
-    ("B.l = A.l", "(nested)"),
-])
-def test_comparisons_of_incompatible_types_are_one_clear_error(condition: str, message: str) -> None:
+@pytest.mark.parametrize(
+    ("condition", "message"),
+    [
+        ("B.i = A.s", "cannot compare B.i (number) with A.s (string)"),
+        ("B.b = 1", "cannot compare B.b (boolean) with 1 (number)"),
+        ("B.z = A.t", "cannot compare B.z (timestamptz) with A.t (timestamp)"),
+        ("B.l = A.l", "(nested)"),
+    ],
+)
+def test_comparisons_of_incompatible_types_are_one_clear_error(
+    condition: str, message: str
+) -> None:
     from dfs_cer.errors import QueryValidationError
 
-    schema = pa.schema([("ts", pa.int64()), ("i", pa.int64()), ("s", pa.string()), ("b", pa.bool_()),
-                        ("t", pa.timestamp("ms")), ("z", pa.timestamp("us", tz="UTC")), ("l", pa.list_(pa.int64()))])
+    schema = pa.schema(
+        [
+            ("ts", pa.int64()),
+            ("i", pa.int64()),
+            ("s", pa.string()),
+            ("b", pa.bool_()),
+            ("t", pa.timestamp("ms")),
+            ("z", pa.timestamp("us", tz="UTC")),
+            ("l", pa.list_(pa.int64())),
+        ]
+    )
     q = parse(mr(f"ORDER BY ts PATTERN (A B) DEFINE A AS A.i > 0, B AS {condition}"))
     with pytest.raises(QueryValidationError, match=re.escape(message)):
         analyze(q, schema)
     # dates compare with timestamps (as midnight), times of every unit with each other
-    ok = pa.schema([("ts", pa.int64()), ("d", pa.date32()), ("t", pa.timestamp("ms")), ("u", pa.timestamp("ns"))])
-    analyze(parse(mr("ORDER BY ts PATTERN (A B) DEFINE A AS A.d IS NULL, B AS B.t = A.d AND B.u > A.t")), ok)
+    ok = pa.schema(
+        [
+            ("ts", pa.int64()),
+            ("d", pa.date32()),
+            ("t", pa.timestamp("ms")),
+            ("u", pa.timestamp("ns")),
+        ]
+    )
+    analyze(
+        parse(
+            mr("ORDER BY ts PATTERN (A B) DEFINE A AS A.d IS NULL, B AS B.t = A.d AND B.u > A.t")
+        ),
+        ok,
+    )
 
 
 def test_navigation_reach_sums_nested_offsets() -> None:
-    a = analyze(parse(mr("ORDER BY ts MEASURES PREV(A.x, 2) AS p PATTERN (A B) WITHIN 10 "
-                         "DEFINE A AS A.x = 1, B AS B.x > PREV(LAST(A.x), 3) AND NEXT(FIRST(B.x), 2) > 0")))
+    a = analyze(
+        parse(
+            mr(
+                "ORDER BY ts MEASURES PREV(A.x, 2) AS p PATTERN (A B) WITHIN 10 "
+                "DEFINE A AS A.x = 1, B AS B.x > PREV(LAST(A.x), 3) AND NEXT(FIRST(B.x), 2) > 0"
+            )
+        )
+    )
     assert (a.prev_reach, a.next_reach) == (3, 2)

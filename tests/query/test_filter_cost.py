@@ -16,9 +16,13 @@ def like_filter(ors: int) -> str:
 
 
 def test_a_costly_like_is_not_pushed_by_the_compute_node() -> None:
-    with pytest.raises(QueryValidationError, match=f"LIKE patterns of .* characters in all are not pushed.*"
-                                                   f"at most {MAX_LIKE_CHARS}") as info:
+    with pytest.raises(
+        QueryValidationError,
+        match=f"LIKE patterns of .* characters in all are not pushed.*at most {MAX_LIKE_CHARS}",
+    ) as info:
         check_like_size(parse_input_filter(like_filter(5)))
     assert info.value.code == INPUT_FILTER
     check_like_size(parse_input_filter(like_filter(4)))  # 1,024 characters: pushed
-    assert filter_cost(parse_input_filter("s LIKE 'a%' OR s = 'x'"), lambda c: (1000, 10)) == 2 * 1000
+    assert (
+        filter_cost(parse_input_filter("s LIKE 'a%' OR s = 'x'"), lambda c: (1000, 10)) == 2 * 1000
+    )

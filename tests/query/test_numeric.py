@@ -29,8 +29,24 @@ TYPES = {
     "dec_30_3": pa.decimal128(30, 3), "dec_38_0": pa.decimal128(38, 0),
 }  # fmt: skip
 # values near the places where conversions lose information
-INTERESTING = [0, 1, -1, 2**53, 2**53 + 1, 2**63 - 1, -(2**63), 2**63, 2**64 - 1, 10**20 + 1,
-               decimal.Decimal("1.5"), decimal.Decimal("0.1"), decimal.Decimal("-2.25"), 0.5, -0.0, 1e300]
+INTERESTING = [
+    0,
+    1,
+    -1,
+    2**53,
+    2**53 + 1,
+    2**63 - 1,
+    -(2**63),
+    2**63,
+    2**64 - 1,
+    10**20 + 1,
+    decimal.Decimal("1.5"),
+    decimal.Decimal("0.1"),
+    decimal.Decimal("-2.25"),
+    0.5,
+    -0.0,
+    1e300,
+]
 
 
 def _fits(value: object, dtype: pa.DataType) -> bool:
@@ -39,7 +55,9 @@ def _fits(value: object, dtype: pa.DataType) -> bool:
     except (pa.ArrowInvalid, OverflowError, TypeError, decimal.InvalidOperation):
         return False
     if pa.types.is_integer(dtype) or pa.types.is_decimal(dtype):  # no silent rounding
-        return decimal.Decimal(str(pa.array([value], dtype)[0].as_py())) == decimal.Decimal(str(value))
+        return decimal.Decimal(str(pa.array([value], dtype)[0].as_py())) == decimal.Decimal(
+            str(value)
+        )
     return True
 
 
@@ -67,11 +85,18 @@ def test_pyarrow_comparisons_follow_sql_for_every_pair_of_types(ta: str) -> None
     con = duckdb.connect()
     for tb in TYPES:
         pairs = [(a, b) for x, y, a, b in PAIRS if x == ta and y == tb]
-        t = pa.table({"a": pa.array([a for a, _ in pairs], TYPES[ta]), "b": pa.array([b for _, b in pairs], TYPES[tb])})
+        t = pa.table(
+            {
+                "a": pa.array([a for a, _ in pairs], TYPES[ta]),
+                "b": pa.array([b for _, b in pairs], TYPES[tb]),
+            }
+        )
         con.register("t", t)
         want = con.execute("SELECT a = b, a < b FROM t").fetchall()
         left, right = comparable(t.column("a").combine_chunks(), t.column("b").combine_chunks())
-        got = list(zip(pc.equal(left, right).to_pylist(), pc.less(left, right).to_pylist(), strict=True))
+        got = list(
+            zip(pc.equal(left, right).to_pylist(), pc.less(left, right).to_pylist(), strict=True)
+        )
         bad = [(p, w, g) for p, w, g in zip(pairs, want, got, strict=True) if tuple(w) != g]
         assert not bad, (ta, tb, bad[:5])
 
@@ -88,18 +113,35 @@ def test_equal_values_hash_alike_in_join_filters(pair: tuple[str, str, object, o
     if _duckdb_compare(ta, tb, a, b)[0]:
         windows = np.zeros(1, np.int64)
         assert ok_a[0] and ok_b[0]
-        assert hash_keys(va, kind, windows, 7)[0] == hash_keys(vb, kind, windows, 7)[0], (ta, tb, a, b)
+        assert hash_keys(va, kind, windows, 7)[0] == hash_keys(vb, kind, windows, 7)[0], (
+            ta,
+            tb,
+            a,
+            b,
+        )
 
 
 def _events(ta: str, tb: str, a: list[object], b: list[object]) -> pa.Table:
-    return pa.table({"ts": pa.array(range(len(a) + len(b))), "type": pa.array(["A"] * len(a) + ["B"] * len(b)),
-                     "x": pa.array(a + [None] * len(b), TYPES[ta]), "y": pa.array([None] * len(a) + b, TYPES[tb])})
+    return pa.table(
+        {
+            "ts": pa.array(range(len(a) + len(b))),
+            "type": pa.array(["A"] * len(a) + ["B"] * len(b)),
+            "x": pa.array(a + [None] * len(b), TYPES[ta]),
+            "y": pa.array([None] * len(a) + b, TYPES[tb]),
+        }
+    )
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from(list(TYPES)), st.sampled_from(list(TYPES)), st.sampled_from(["=", "<", ">=", "<>"]),
-       st.data())
-def test_cross_variable_comparisons_are_exact_in_both_engines(ta: str, tb: str, op: str, data: st.DataObject) -> None:
+@given(
+    st.sampled_from(list(TYPES)),
+    st.sampled_from(list(TYPES)),
+    st.sampled_from(["=", "<", ">=", "<>"]),
+    st.data(),
+)
+def test_cross_variable_comparisons_are_exact_in_both_engines(
+    ta: str, tb: str, op: str, data: st.DataObject
+) -> None:
     """``B.y <op> A.x`` compares a row against an earlier row: the row-pattern VM's programs
     (rank codes for uint64 above 2**63 and wide decimals) and the CER engine agree with DuckDB."""
     fit_a = [v for v in INTERESTING if _fits(v, TYPES[ta])]
@@ -109,57 +151,97 @@ def test_cross_variable_comparisons_are_exact_in_both_engines(ta: str, tb: str, 
     t = _events(ta, tb, a, b)
     con = duckdb.connect()
     con.register("t", t)
-    want = sorted(con.execute(f"SELECT p.ts, q.ts FROM t p, t q WHERE p.type = 'A' AND q.type = 'B' "
-                              f"AND q.y {op} p.x").fetchall())
-    body = (f"ORDER BY ts MEASURES A.ts AS a, B.ts AS b {{}} PATTERN (A N*? B) "
-            f"DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.y {op} A.x)")
-    sql = "SELECT * FROM t MATCH_RECOGNIZE (" + body.format("ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW")
+    want = sorted(
+        con.execute(
+            f"SELECT p.ts, q.ts FROM t p, t q WHERE p.type = 'A' AND q.type = 'B' AND q.y {op} p.x"
+        ).fetchall()
+    )
+    body = (
+        f"ORDER BY ts MEASURES A.ts AS a, B.ts AS b {{}} PATTERN (A N*? B) "
+        f"DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.y {op} A.x)"
+    )
+    sql = "SELECT * FROM t MATCH_RECOGNIZE (" + body.format(
+        "ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW"
+    )
     cer = "SELECT * FROM t MATCH_RECOGNIZE (" + body.format("ALL MATCHES")
     assert sorted((r["a"], r["b"]) for r in match_recognize(t, cer).to_pylist()) == want
     # SQL semantics: each A row starts one attempt and takes its first B
     first = {}
     for pa_ts, qb_ts in want:
         first.setdefault(pa_ts, qb_ts)
-    assert sorted((r["a"], r["b"]) for r in match_recognize(t, sql).to_pylist()) == sorted(first.items())
+    assert sorted((r["a"], r["b"]) for r in match_recognize(t, sql).to_pylist()) == sorted(
+        first.items()
+    )
 
 
 def test_pyarrow_evaluator_uses_the_rules() -> None:
     t = pa.table({"i": pa.array([2**53 + 1], pa.int64()), "f": pa.array([float(2**53)])})
-    out = evaluate(BinaryOp("=", Column("i"), Column("f")), lambda c: t.column(c.name).combine_chunks(), 1)
+    out = evaluate(
+        BinaryOp("=", Column("i"), Column("f")), lambda c: t.column(c.name).combine_chunks(), 1
+    )
     assert out[0].as_py() is True
 
 
-WIDE = [decimal.Decimal("100000000000000000001.5"), decimal.Decimal("100000000000000000001.0"), decimal.Decimal("0.1")]
+WIDE = [
+    decimal.Decimal("100000000000000000001.5"),
+    decimal.Decimal("100000000000000000001.0"),
+    decimal.Decimal("0.1"),
+]
 
 
-@pytest.mark.parametrize(("column", "values", "dtype", "literal"), [
-    ("d", WIDE, pa.decimal128(38, 10), "100000000000000000001.5"), ("i", [2**53, 2**53 + 1, 2], pa.int64(),
-                                                                      "9007199254740993.0"),
-    ("f", [0.1, 0.30000000000000004, 2.5], pa.float64(), "0.1"),
-    ("d", [decimal.Decimal("0.1"), decimal.Decimal("0.2"), decimal.Decimal("1")], pa.decimal128(10, 2), "0.10"),
-    ("i", [2, 3, 5], pa.int64(), "2.5e0"), ("i", [2, 3, 5], pa.int64(), "3.0"),
-])
-def test_literals_with_a_point_are_exact_decimals_as_in_sql(column: str, values: list[object], dtype: pa.DataType,
-                                                            literal: str) -> None:
+@pytest.mark.parametrize(
+    ("column", "values", "dtype", "literal"),
+    [
+        ("d", WIDE, pa.decimal128(38, 10), "100000000000000000001.5"),
+        ("i", [2**53, 2**53 + 1, 2], pa.int64(), "9007199254740993.0"),
+        ("f", [0.1, 0.30000000000000004, 2.5], pa.float64(), "0.1"),
+        (
+            "d",
+            [decimal.Decimal("0.1"), decimal.Decimal("0.2"), decimal.Decimal("1")],
+            pa.decimal128(10, 2),
+            "0.10",
+        ),
+        ("i", [2, 3, 5], pa.int64(), "2.5e0"),
+        ("i", [2, 3, 5], pa.int64(), "3.0"),
+    ],
+)
+def test_literals_with_a_point_are_exact_decimals_as_in_sql(
+    column: str, values: list[object], dtype: pa.DataType, literal: str
+) -> None:
     t = pa.table({"ts": [1, 2, 3], column: pa.array(values, dtype)})
     con = duckdb.connect()
     con.register("t", t)
-    want = sorted(r[0] for r in con.execute(f"SELECT ts FROM t WHERE {column} = {literal}").fetchall())
-    sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ALL MATCHES PATTERN (A) "
-           f"DEFINE A AS A.{column} = {literal})")
+    want = sorted(
+        r[0] for r in con.execute(f"SELECT ts FROM t WHERE {column} = {literal}").fetchall()
+    )
+    sql = (
+        f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ALL MATCHES PATTERN (A) "
+        f"DEFINE A AS A.{column} = {literal})"
+    )
     assert sorted(r["a"] for r in match_recognize(t, sql).to_pylist()) == want
 
 
 def test_decimal_arithmetic_past_38_digits_and_time_units_in_the_vm() -> None:
-    t = pa.table({"ts": [1, 2], "type": ["A", "B"], "v": pa.array([decimal.Decimal(1), decimal.Decimal(2)],
-                                                                   pa.decimal128(38, 2)),
-                  "k_ms": pa.array([1000, None], pa.timestamp("ms")), "k_us": pa.array([None, 1_500_000], pa.timestamp("us"))})
+    t = pa.table(
+        {
+            "ts": [1, 2],
+            "type": ["A", "B"],
+            "v": pa.array([decimal.Decimal(1), decimal.Decimal(2)], pa.decimal128(38, 2)),
+            "k_ms": pa.array([1000, None], pa.timestamp("ms")),
+            "k_us": pa.array([None, 1_500_000], pa.timestamp("us")),
+        }
+    )
     for cond in ("B.v = A.v + 1", "B.k_us - A.k_ms <= INTERVAL '1' SECOND", "B.k_us > A.k_ms"):
         for head in ("ALL MATCHES", "ONE ROW PER MATCH"):
-            sql = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a {head} "
-                   f"PATTERN (A B) DEFINE A AS A.type = 'A', B AS B.type = 'B' AND {cond})")
+            sql = (
+                f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a {head} "
+                f"PATTERN (A B) DEFINE A AS A.type = 'A', B AS B.type = 'B' AND {cond})"
+            )
             assert match_recognize(t, sql).to_pylist() == [{"a": 1}], (cond, head)
     big = pa.table({"ts": [1, 2], "x": pa.array([2**62, 2**62], pa.int64())})
-    avg = match_recognize(big, "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES avg(A.x) AS m "
-                               "PATTERN (A+) DEFINE A AS x > 0)")
+    avg = match_recognize(
+        big,
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES avg(A.x) AS m "
+        "PATTERN (A+) DEFINE A AS x > 0)",
+    )
     assert avg.column("m").to_pylist() == [float(2**62)]

@@ -77,7 +77,9 @@ def test_full_clause() -> None:
     assert measures["cnt"] == Aggregate("count", (Star("U"),))
     assert measures["total"] == Aggregate("count", (Star(None),))
     assert measures["av"] == Aggregate("avg", (Column("price", "B"),), semantics=Semantics.FINAL)
-    assert measures["pp"] == Navigation(NavKind.PREV, Navigation(NavKind.LAST, Column("price", "B"), 1), 2)
+    assert measures["pp"] == Navigation(
+        NavKind.PREV, Navigation(NavKind.LAST, Column("price", "B"), 1), 2
+    )
     assert measures["nx"] == Navigation(NavKind.NEXT, Column("price", "A"), 1)
     assert measures["cls"] == Classifier()
     assert q.outer.select == ("m.sym", "m.n")
@@ -98,7 +100,9 @@ def test_full_clause() -> None:
     ],
 )
 def test_after_match_skip(clause: str, skip: AfterMatchSkip) -> None:
-    q = parse(f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts {clause} PATTERN (A B) DEFINE A AS A.x > 0)")
+    q = parse(
+        f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts {clause} PATTERN (A B) DEFINE A AS A.x > 0)"
+    )
     assert q.recognize.after_match_skip == skip
 
 
@@ -116,7 +120,9 @@ def test_after_match_skip(clause: str, skip: AfterMatchSkip) -> None:
     ],
 )
 def test_rows_per_match(clause: str, rows: RowsPerMatch, all_matches: bool) -> None:
-    q = parse(f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts {clause} PATTERN (A B) DEFINE A AS A.x > 0)")
+    q = parse(
+        f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts {clause} PATTERN (A B) DEFINE A AS A.x > 0)"
+    )
     assert q.recognize.rows_per_match is rows
     assert q.recognize.all_matches is all_matches
 
@@ -137,13 +143,17 @@ def test_rows_per_match(clause: str, rows: RowsPerMatch, all_matches: bool) -> N
     ],
 )
 def test_within(within: str, window: Window | None) -> None:
-    q = parse(f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A B) {within} DEFINE A AS A.x > 0)")
+    q = parse(
+        f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A B) {within} DEFINE A AS A.x > 0)"
+    )
     assert q.recognize.window == window
 
 
 def test_case_and_quoting() -> None:
-    q = parse('select * from "My Table" match_recognize (order by "Time" pattern (a "b") '
-              'define a as a."Price" > 1, "b" as "b".price < a.price) as "M"')
+    q = parse(
+        'select * from "My Table" match_recognize (order by "Time" pattern (a "b") '
+        'define a as a."Price" > 1, "b" as "b".price < a.price) as "M"'
+    )
     assert q.table == "My Table"
     assert q.alias == "M"
     assert q.recognize.order_by[0].column == "Time"
@@ -153,7 +163,9 @@ def test_case_and_quoting() -> None:
 
 
 def test_table_alias_before_match_recognize_is_accepted() -> None:
-    q = parse("SELECT * FROM db.events e MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS A.x > 0) m")
+    q = parse(
+        "SELECT * FROM db.events e MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS A.x > 0) m"
+    )
     assert q.table == "db.events"
     assert q.alias == "m"
 

@@ -84,17 +84,35 @@ SPARK_FORMS = [
 
 #: session and engine values, in every spelling: with and without parentheses, any case
 SESSION_FORMS = [
-    "SELECT version() FROM m", "SELECT VERSION() FROM m", "SELECT a, version() AS v FROM m",
-    "SELECT current_catalog() FROM m", "SELECT CURRENT_CATALOG FROM m", "SELECT current_catalog FROM m",
-    "SELECT current_query() FROM m", "SELECT current_schemas(true) FROM m", "SELECT current_database() FROM m",
-    "SELECT current_database FROM m", "SELECT current_schema() FROM m", "SELECT current_schema FROM m",
-    "SELECT current_user FROM m", "SELECT current_user() FROM m", "SELECT CURRENT_USER FROM m",
-    "SELECT user FROM m", "SELECT session_user FROM m", "SELECT session_user() FROM m",
-    "SELECT current_role FROM m", "SELECT a FROM m WHERE current_user = 'root'",
-    "SELECT getenv('HOME') FROM m", "SELECT current_setting('threads') FROM m",
-    "SELECT input_file_name() FROM m", "SELECT uuid() FROM m", "SELECT pg_backend_pid() FROM m",
-    "SELECT spark_partition_id() FROM m", "SELECT monotonically_increasing_id() FROM m",
-    "SELECT getvariable('x') FROM m", "SELECT typeof(a) FROM m",
+    "SELECT version() FROM m",
+    "SELECT VERSION() FROM m",
+    "SELECT a, version() AS v FROM m",
+    "SELECT current_catalog() FROM m",
+    "SELECT CURRENT_CATALOG FROM m",
+    "SELECT current_catalog FROM m",
+    "SELECT current_query() FROM m",
+    "SELECT current_schemas(true) FROM m",
+    "SELECT current_database() FROM m",
+    "SELECT current_database FROM m",
+    "SELECT current_schema() FROM m",
+    "SELECT current_schema FROM m",
+    "SELECT current_user FROM m",
+    "SELECT current_user() FROM m",
+    "SELECT CURRENT_USER FROM m",
+    "SELECT user FROM m",
+    "SELECT session_user FROM m",
+    "SELECT session_user() FROM m",
+    "SELECT current_role FROM m",
+    "SELECT a FROM m WHERE current_user = 'root'",
+    "SELECT getenv('HOME') FROM m",
+    "SELECT current_setting('threads') FROM m",
+    "SELECT input_file_name() FROM m",
+    "SELECT uuid() FROM m",
+    "SELECT pg_backend_pid() FROM m",
+    "SELECT spark_partition_id() FROM m",
+    "SELECT monotonically_increasing_id() FROM m",
+    "SELECT getvariable('x') FROM m",
+    "SELECT typeof(a) FROM m",
 ]
 
 #: what analysts write around matches: must keep passing on both dialects
@@ -152,17 +170,19 @@ def test_spark_hints_are_refused_on_spark() -> None:
 
 
 def test_refusals_name_the_node_kind_or_function() -> None:
-    for sql, message in (("SELECT TRANSFORM(a) USING 'cat' AS (x) FROM m", "QueryTransform"),
-                         ("SELECT * FROM m LATERAL VIEW explode(array(1)) t AS c", "Lateral"),
-                         ("SELECT `reflect`('a', 'b') FROM m", r"function reflect\(\)"),
-                         ("SELECT default.reflect('a', 'b') FROM m", "qualified name"),
-                         ("SELECT version() FROM m", r"function version\(\)"),
-                         ("SELECT CURRENT_CATALOG FROM m", "CURRENT_CATALOG .*qualify it"),
-                         ("ADD JAR /tmp/evil.jar", "Command statement"),
-                         ("SET a = b", "Set statement"),
-                         ("CREATE TEMPORARY FUNCTION f AS 'x'", "Create statement"),
-                         ("SELECT * FROM parquet.`/etc/passwd`", "qualified table"),
-                         ("SELECT /*+ REPARTITION(100000) */ a FROM m", "Hint")):
+    for sql, message in (
+        ("SELECT TRANSFORM(a) USING 'cat' AS (x) FROM m", "QueryTransform"),
+        ("SELECT * FROM m LATERAL VIEW explode(array(1)) t AS c", "Lateral"),
+        ("SELECT `reflect`('a', 'b') FROM m", r"function reflect\(\)"),
+        ("SELECT default.reflect('a', 'b') FROM m", "qualified name"),
+        ("SELECT version() FROM m", r"function version\(\)"),
+        ("SELECT CURRENT_CATALOG FROM m", "CURRENT_CATALOG .*qualify it"),
+        ("ADD JAR /tmp/evil.jar", "Command statement"),
+        ("SET a = b", "Set statement"),
+        ("CREATE TEMPORARY FUNCTION f AS 'x'", "Create statement"),
+        ("SELECT * FROM parquet.`/etc/passwd`", "qualified table"),
+        ("SELECT /*+ REPARTITION(100000) */ a FROM m", "Hint"),
+    ):
         with pytest.raises(QueryValidationError, match=message):
             check_outer(sql, ["m"], "spark")
 
@@ -181,8 +201,11 @@ def test_what_analysts_write_still_passes(sql: str, dialect: str) -> None:
 
 
 def _known_spellings() -> list[tuple[str, str]]:
-    return [(d, name) for d, parser in (("duckdb", DuckDB.Parser), ("spark", Spark.Parser))
-            for name in sorted(parser.FUNCTIONS)]
+    return [
+        (d, name)
+        for d, parser in (("duckdb", DuckDB.Parser), ("spark", Spark.Parser))
+        for name in sorted(parser.FUNCTIONS)
+    ]
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
@@ -242,17 +265,26 @@ def test_only_listed_node_kinds_pass(kind: type[exp.Expr], dialect: str) -> None
         try:
             check_tree(tree, ["m"], dialect)
         except QueryValidationError as exc:  # an empty node may fail another rule, never its kind's
-            assert f"use a {kind.__name__} " not in str(exc) and f"function {name}()" not in str(exc)
+            assert f"use a {kind.__name__} " not in str(exc) and f"function {name}()" not in str(
+                exc
+            )
     else:
         with pytest.raises(QueryValidationError, match=f"(a|function) {name or kind.__name__}"):
             check_tree(tree, ["m"], dialect)
 
 
-@given(name=st.one_of(st.sampled_from([n for _, n in _known_spellings()]),
-                      st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,20}", fullmatch=True),
-                      st.sampled_from(sorted(ALLOWED_FUNCTIONS))),
-       quote=st.booleans(), dialect=st.sampled_from(DIALECTS))
-def test_a_function_passes_only_if_its_spelling_is_listed(name: str, quote: bool, dialect: str) -> None:
+@given(
+    name=st.one_of(
+        st.sampled_from([n for _, n in _known_spellings()]),
+        st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,20}", fullmatch=True),
+        st.sampled_from(sorted(ALLOWED_FUNCTIONS)),
+    ),
+    quote=st.booleans(),
+    dialect=st.sampled_from(DIALECTS),
+)
+def test_a_function_passes_only_if_its_spelling_is_listed(
+    name: str, quote: bool, dialect: str
+) -> None:
     called = f"`{name}`" if quote and dialect == "spark" else f'"{name}"' if quote else name
     sql = f"SELECT {called}(a) FROM m"
     try:
@@ -282,9 +314,18 @@ def test_every_unlisted_node_kind_is_refused(dialect: str) -> None:
     assert refused > len(KINDS) * 3 // 4
 
 
-@pytest.mark.parametrize("select", ["version() AS v", "current_catalog AS c", "CURRENT_CATALOG() AS c",
-                                    "current_database() AS d", "current_user AS u", "current_schemas(true) AS s",
-                                    "current_query() AS q"])
+@pytest.mark.parametrize(
+    "select",
+    [
+        "version() AS v",
+        "current_catalog AS c",
+        "CURRENT_CATALOG() AS c",
+        "current_database() AS d",
+        "current_user AS u",
+        "current_schemas(true) AS s",
+        "current_query() AS q",
+    ],
+)
 def test_engine_values_never_run_on_the_embedded_engine(select: str) -> None:
     """Through match_recognize: DuckDB answered version() (sqlglot names it current_version,
     which a deny-list of spellings missed)."""
@@ -293,7 +334,9 @@ def test_engine_values_never_run_on_the_embedded_engine(select: str) -> None:
     from dfs_cer import match_recognize
 
     events = pa.table({"ts": [1, 2, 3], "v": [1, 0, 2]})
-    sql = (f"SELECT t, {select} FROM events MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS t "
-           "ONE ROW PER MATCH PATTERN (A) DEFINE A AS A.v > 0)")
+    sql = (
+        f"SELECT t, {select} FROM events MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS t "
+        "ONE ROW PER MATCH PATTERN (A) DEFINE A AS A.v > 0)"
+    )
     with pytest.raises(QueryValidationError, match="may not use"):
         match_recognize(events, sql)

@@ -16,9 +16,11 @@ NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 
 def boto_credentials() -> dict[str, str]:
-    return {"aws_access_key_id": CREDENTIALS["AWS_ACCESS_KEY_ID"],
-            "aws_secret_access_key": CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-            "region_name": CREDENTIALS["AWS_DEFAULT_REGION"]}
+    return {
+        "aws_access_key_id": CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        "aws_secret_access_key": CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        "region_name": CREDENTIALS["AWS_DEFAULT_REGION"],
+    }
 
 
 @contextlib.contextmanager
@@ -38,19 +40,26 @@ def s3_bucket(bucket: str) -> Iterator[str]:
         server.stop()
 
 
-def execute(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> list[Any]:
+def execute(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str]
+) -> list[Any]:
     """Run notebook ``name`` with ``env`` (plus the test S3 credentials);
     its code cells' outputs."""
     import nbformat
     from ipykernel.kernelspec import install
     from nbclient import NotebookClient
 
-    for key, value in {**CREDENTIALS, "MPLBACKEND": "module://matplotlib_inline.backend_inline", **env}.items():
+    for key, value in {
+        **CREDENTIALS,
+        "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+        **env,
+    }.items():
         monkeypatch.setenv(key, value)
     # a kernel running this interpreter (whatever other kernels the machine has registered)
     install(prefix=str(tmp_path / "jupyter"), kernel_name="dfs-cer-test")
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter" / "share" / "jupyter"))
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
-    NotebookClient(nb, timeout=240, kernel_name="dfs-cer-test",
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(
+        nb, timeout=240, kernel_name="dfs-cer-test", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
     return [o for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]

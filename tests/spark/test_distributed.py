@@ -31,33 +31,48 @@ def dense_events(n: int = N, seed: int = 7) -> pa.Table:
     """A dense log: one event per second or two (with ties), a skewed ``g`` (most rows in g=0)."""
     rng = np.random.default_rng(seed)
     ts = np.cumsum(rng.integers(0, 3, n)).astype(np.int64)
-    return pa.table({"ts": pa.array(ts, pa.int64()), "v": pa.array(rng.integers(0, 10, n), pa.int64()),
-                     "g": pa.array(np.where(rng.random(n) < 0.8, 0, rng.integers(1, 4, n)), pa.int64()),
-                     "name": pa.array([f"e{i % 13}" for i in range(n)])})
+    return pa.table(
+        {
+            "ts": pa.array(ts, pa.int64()),
+            "v": pa.array(rng.integers(0, 10, n), pa.int64()),
+            "g": pa.array(np.where(rng.random(n) < 0.8, 0, rng.integers(1, 4, n)), pa.int64()),
+            "name": pa.array([f"e{i % 13}" for i in range(n)]),
+        }
+    )
 
 
 def q(body: str, rows: str = "ONE ROW PER MATCH", skip: str = "", part: str = "") -> str:
-    return (f"SELECT * FROM t MATCH_RECOGNIZE ({part} ORDER BY ts MEASURES FIRST(ts) AS f, "
-            "LAST(ts) AS l, "
-            f"COUNT(*) AS n {', CLASSIFIER() AS c' if rows != 'ONE ROW PER MATCH' else ''} "
-            f"{rows} {skip} {body})")
+    return (
+        f"SELECT * FROM t MATCH_RECOGNIZE ({part} ORDER BY ts MEASURES FIRST(ts) AS f, "
+        "LAST(ts) AS l, "
+        f"COUNT(*) AS n {', CLASSIFIER() AS c' if rows != 'ONE ROW PER MATCH' else ''} "
+        f"{rows} {skip} {body})"
+    )
 
 
 CHAIN = "PATTERN (A+ B) WITHIN 40 SECONDS DEFINE A AS A.v < 8, B AS B.v >= 8"
 QUERIES = {
     "past-last-chain": q(CHAIN),
     "next-row": q(CHAIN, skip="AFTER MATCH SKIP TO NEXT ROW"),
-    "to-first": q("PATTERN (A B+ C) WITHIN 20 SECONDS DEFINE A AS A.v < 3, B AS B.v > 2, C AS C.v = 9",
-                  skip="AFTER MATCH SKIP TO FIRST C"),
-    "to-last": q("PATTERN (A B+ C) WITHIN 20 SECONDS DEFINE A AS A.v < 3, B AS B.v > 2, C AS C.v = 9",
-                 skip="AFTER MATCH SKIP TO LAST B"),
+    "to-first": q(
+        "PATTERN (A B+ C) WITHIN 20 SECONDS DEFINE A AS A.v < 3, B AS B.v > 2, C AS C.v = 9",
+        skip="AFTER MATCH SKIP TO FIRST C",
+    ),
+    "to-last": q(
+        "PATTERN (A B+ C) WITHIN 20 SECONDS DEFINE A AS A.v < 3, B AS B.v > 2, C AS C.v = 9",
+        skip="AFTER MATCH SKIP TO LAST B",
+    ),
     "all-rows": q(CHAIN, rows="ALL ROWS PER MATCH"),
     "with-unmatched": q(CHAIN, rows="ALL ROWS PER MATCH WITH UNMATCHED ROWS"),
-    "prev-next": q("PATTERN (A B C) WITHIN 10 SECONDS DEFINE A AS A.v < PREV(A.v), B AS B.v > PREV(B.v, 2), "
-                   "C AS C.v < NEXT(C.v)"),
+    "prev-next": q(
+        "PATTERN (A B C) WITHIN 10 SECONDS DEFINE A AS A.v < PREV(A.v), B AS B.v > PREV(B.v, 2), "
+        "C AS C.v < NEXT(C.v)"
+    ),
     "partitioned-skewed": q(CHAIN, part="PARTITION BY g"),
-    "all-matches": ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b ALL MATCHES "
-                    "PATTERN (A B) WITHIN 6 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2)"),
+    "all-matches": (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b ALL MATCHES "
+        "PATTERN (A B) WITHIN 6 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2)"
+    ),
 }
 
 
@@ -77,14 +92,19 @@ def dense(tmp_path_factory: pytest.TempPathFactory) -> tuple[pa.Table, Path]:
     events = dense_events()
     root = tmp_path_factory.mktemp("dense")
     shuffled = events.take(pa.array(np.random.default_rng(1).permutation(events.num_rows)))
-    for i in range(4):  # four files, rows out of time order (each row group spans all times): shuffled
-        pq.write_table(shuffled.slice(i * N // 4, N // 4), root / f"part-{i}.parquet", row_group_size=2_000)
+    for i in range(
+        4
+    ):  # four files, rows out of time order (each row group spans all times): shuffled
+        pq.write_table(
+            shuffled.slice(i * N // 4, N // 4), root / f"part-{i}.parquet", row_group_size=2_000
+        )
     return events, root
 
 
 @pytest.mark.parametrize("name", list(QUERIES))
-def test_executors_equal_the_local_engine(spark: Any, dense: tuple[pa.Table, Path], name: str,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_executors_equal_the_local_engine(
+    spark: Any, dense: tuple[pa.Table, Path], name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from dfs_cer.io import rowgroups
     from dfs_cer.spark import recognize
 
@@ -103,29 +123,50 @@ def test_executors_equal_the_local_engine(spark: Any, dense: tuple[pa.Table, Pat
     assert split is not None
     assert split.mode == "time" and split.chunks >= 4, (split.mode, split.reason)
     assert split.driver_rows <= 4 * split.chunks  # reports only, never rows of the input
-    if name == "past-last-chain":  # contiguous: every row reaches some chunk (boundary rows reach two)
+    if (
+        name == "past-last-chain"
+    ):  # contiguous: every row reaches some chunk (boundary rows reach two)
         assert split.events >= N
         assert split.reruns > 0, "back-to-back matches cross chunk ends: some chunk must be re-run"
 
 
-def test_unsplittable_patterns_run_as_one_chunk_and_say_why(spark: Any, dense: tuple[pa.Table, Path]) -> None:
+def test_unsplittable_patterns_run_as_one_chunk_and_say_why(
+    spark: Any, dense: tuple[pa.Table, Path]
+) -> None:
     from dfs_cer.spark import recognize
 
     events, root = dense
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES MATCH_NUMBER() * 2 AS m, "
-           "COUNT(*) AS n PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2)")
+    sql = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES MATCH_NUMBER() * 2 AS m, "
+        "COUNT(*) AS n PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2)"
+    )
     run = recognize(spark, sql, data=str(root), driver_threshold=0, tasks=2)
-    assert rows(run.matches.toArrow().cast(local_match_recognize(events, sql).schema)) == \
-        rows(local_match_recognize(events, sql))
-    assert run.split is not None and run.split.mode == "single" and "MATCH_NUMBER" in (run.split.reason or "")
-    part = q("PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v < PREV(A.v), B AS B.v = 2", part="PARTITION BY g")
+    assert rows(run.matches.toArrow().cast(local_match_recognize(events, sql).schema)) == rows(
+        local_match_recognize(events, sql)
+    )
+    assert (
+        run.split is not None
+        and run.split.mode == "single"
+        and "MATCH_NUMBER" in (run.split.reason or "")
+    )
+    part = q(
+        "PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v < PREV(A.v), B AS B.v = 2",
+        part="PARTITION BY g",
+    )
     run = recognize(spark, part, data=str(root), driver_threshold=0, tasks=2)
-    assert rows(run.matches.toArrow().cast(local_match_recognize(events, part).schema)) == \
-        rows(local_match_recognize(events, part))
-    assert run.split is not None and run.split.mode == "partition" and "PREV" in (run.split.reason or "")
+    assert rows(run.matches.toArrow().cast(local_match_recognize(events, part).schema)) == rows(
+        local_match_recognize(events, part)
+    )
+    assert (
+        run.split is not None
+        and run.split.mode == "partition"
+        and "PREV" in (run.split.reason or "")
+    )
 
 
-def test_dense_data_in_s3(spark: Any, dense: tuple[pa.Table, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dense_data_in_s3(
+    spark: Any, dense: tuple[pa.Table, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     import pyarrow.fs as pafs
 
     from dfs_cer.spark import recognize
@@ -133,8 +174,12 @@ def test_dense_data_in_s3(spark: Any, dense: tuple[pa.Table, Path], monkeypatch:
 
     events, root = dense
     with moto_s3(monkeypatch) as (host, port):
-        fs = pafs.S3FileSystem(endpoint_override=f"{host}:{port}", scheme="http", region="us-east-1",
-                               allow_bucket_creation=True)
+        fs = pafs.S3FileSystem(
+            endpoint_override=f"{host}:{port}",
+            scheme="http",
+            region="us-east-1",
+            allow_bucket_creation=True,
+        )
         fs.create_dir("dense")
         for f in sorted(root.glob("*.parquet")):
             with fs.open_output_stream(f"dense/log/{f.name}") as out:
@@ -147,8 +192,9 @@ def test_dense_data_in_s3(spark: Any, dense: tuple[pa.Table, Path], monkeypatch:
             assert run.split is not None and run.split.mode == "time"
 
 
-def test_dense_iceberg_and_hive_tables_read_in_place(spark: Any, tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dense_iceberg_and_hive_tables_read_in_place(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """data= names an Iceberg table (planned on the driver by pyiceberg, files read by the
     executors through pyarrow) whose column was renamed between appends, or a Hive prefix."""
     from dfs_cer.config import TablesConfig
@@ -156,7 +202,9 @@ def test_dense_iceberg_and_hive_tables_read_in_place(spark: Any, tmp_path: Path,
     from dfs_cer.spark import recognize
 
     events = dense_events(12_000)
-    tables = TablesConfig(catalog_uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=str(tmp_path / "wh"))
+    tables = TablesConfig(
+        catalog_uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=str(tmp_path / "wh")
+    )
     for key, value in (("CATALOG_URI", tables.catalog_uri), ("WAREHOUSE", tables.warehouse)):
         monkeypatch.setenv(f"DFS_CER__TABLES__{key}", value)
     catalog = load_catalog("local", tables)
@@ -170,8 +218,13 @@ def test_dense_iceberg_and_hive_tables_read_in_place(spark: Any, tmp_path: Path,
     for i in range(3):  # a Hive prefix of the same rows
         folder = tmp_path / "hive" / f"part={i}"
         folder.mkdir(parents=True)
-        pq.write_table(events.slice(i * 4_000, 4_000).drop_columns(["g"]).append_column(
-            "g", events.column("g").slice(i * 4_000, 4_000)), folder / "data.parquet", row_group_size=1_000)
+        pq.write_table(
+            events.slice(i * 4_000, 4_000)
+            .drop_columns(["g"])
+            .append_column("g", events.column("g").slice(i * 4_000, 4_000)),
+            folder / "data.parquet",
+            row_group_size=1_000,
+        )
     for name in ("past-last-chain", "prev-next"):
         sql = QUERIES[name]
         expected = local_match_recognize(events, sql)
@@ -210,13 +263,23 @@ def test_local_cluster_executors(dense: tuple[pa.Table, Path], nodes: Any) -> No
     """A real cluster in one machine: a master, two workers, executor JVMs with their own Python;
     the executors read the parquet, and pull from the storage nodes themselves."""
     _, root = dense
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "DFS_CER_TEST_TOKEN": nodes.token}  # not on a command line
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "DFS_CER_TEST_TOKEN": nodes.token,
+    }  # not on a command line
     names = ["past-last-chain", "with-unmatched", "partitioned-skewed"]
-    run = subprocess.run([sys.executable, "-c", CLUSTER, str(root), ",".join(nodes.endpoints), *names],
-                         capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    run = subprocess.run(
+        [sys.executable, "-c", CLUSTER, str(root), ",".join(nodes.endpoints), *names],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=600,
+    )
     line = [x for x in run.stdout.splitlines() if x.startswith("RESULT ")]
     assert run.returncode == 0 and line, (run.stdout + run.stderr)[-4000:]
-    out = json.loads(line[0][len("RESULT "):])
+    out = json.loads(line[0][len("RESULT ") :])
     assert out.pop("executor_pids") >= 2
     for name in names:
         for source in ("data", "nodes"):
@@ -239,11 +302,19 @@ def nodes(dense: tuple[pa.Table, Path], tmp_path_factory: pytest.TempPathFactory
         yield cluster
 
 
-@pytest.mark.parametrize(("name", "strategy"), [("past-last-chain", "dfs"), ("with-unmatched", "pull_all"),
-                                                ("all-matches", "dfs"), ("all-matches", "push_down"),
-                                                ("partitioned-skewed", "push_down")])
-def test_executors_pull_from_storage_nodes(spark: Any, dense: tuple[pa.Table, Path], nodes: Any, name: str,
-                                           strategy: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "strategy"),
+    [
+        ("past-last-chain", "dfs"),
+        ("with-unmatched", "pull_all"),
+        ("all-matches", "dfs"),
+        ("all-matches", "push_down"),
+        ("partitioned-skewed", "push_down"),
+    ],
+)
+def test_executors_pull_from_storage_nodes(
+    spark: Any, dense: tuple[pa.Table, Path], nodes: Any, name: str, strategy: str
+) -> None:
     """The driver runs the filter rounds; executors pull their time slices of the final pull from
     every node, match, and the trace sums their transfers; the query is closed on every node."""
     from dfs_cer.spark import recognize
@@ -252,8 +323,15 @@ def test_executors_pull_from_storage_nodes(spark: Any, dense: tuple[pa.Table, Pa
     events, _ = dense
     sql = QUERIES[name]
     expected = local_match_recognize(events, sql)
-    run = recognize(spark, sql, endpoints=nodes.endpoints, token=nodes.token, strategy=strategy,
-                    driver_threshold=0, tasks=2)
+    run = recognize(
+        spark,
+        sql,
+        endpoints=nodes.endpoints,
+        token=nodes.token,
+        strategy=strategy,
+        driver_threshold=0,
+        tasks=2,
+    )
     assert rows(run.matches.toArrow().cast(expected.schema)) == rows(expected), (name, strategy)
     assert run.split is not None and run.split.transfers, "the executors took the final pull"
     assert run.trace is not None
@@ -279,30 +357,45 @@ def test_an_executor_pull_failure_is_one_clear_error(spark: Any, nodes: Any) -> 
 
     distributed.SlicePuller.__init__ = wrong_token  # type: ignore[method-assign]
     try:
-        with pytest.raises(StorageError, match=r"round \d+ \(pull_range taken by executors.*storage node "
-                                               r"grpc\+tcp://127.0.0.1:\d+ refused"):
-            recognize(spark, QUERIES["past-last-chain"], endpoints=nodes.endpoints, token=nodes.token,
-                      strategy="dfs", driver_threshold=0, tasks=2)
+        with pytest.raises(
+            StorageError,
+            match=r"round \d+ \(pull_range taken by executors.*storage node "
+            r"grpc\+tcp://127.0.0.1:\d+ refused",
+        ):
+            recognize(
+                spark,
+                QUERIES["past-last-chain"],
+                endpoints=nodes.endpoints,
+                token=nodes.token,
+                strategy="dfs",
+                driver_threshold=0,
+                tasks=2,
+            )
     finally:
         distributed.SlicePuller.__init__ = real  # type: ignore[method-assign]
     assert held(nodes, range(3)) == [NOTHING] * 3
 
 
-def test_files_in_time_order_are_read_by_their_chunks(spark: Any, dense: tuple[pa.Table, Path],
-                                                      tmp_path: Path) -> None:
+def test_files_in_time_order_are_read_by_their_chunks(
+    spark: Any, dense: tuple[pa.Table, Path], tmp_path: Path
+) -> None:
     """A log written in time order: each task reads its own chunk's row groups (no shuffle); the
     fixture's log, whose row groups each span all times, is read once and shuffled."""
     from dfs_cer.spark import recognize
 
     events, shuffled = dense
     for i in range(4):
-        pq.write_table(events.slice(i * N // 4, N // 4), tmp_path / f"part-{i}.parquet", row_group_size=1_500)
+        pq.write_table(
+            events.slice(i * N // 4, N // 4), tmp_path / f"part-{i}.parquet", row_group_size=1_500
+        )
     for name in ("past-last-chain", "to-last", "prev-next"):
         expected = local_match_recognize(events, QUERIES[name])
         ordered = recognize(spark, QUERIES[name], data=str(tmp_path), driver_threshold=0, tasks=2)
         assert rows(ordered.matches.toArrow().cast(expected.schema)) == rows(expected), name
         assert ordered.split is not None and ordered.split.direct
-    mixed = recognize(spark, QUERIES["past-last-chain"], data=str(shuffled), driver_threshold=0, tasks=2)
+    mixed = recognize(
+        spark, QUERIES["past-last-chain"], data=str(shuffled), driver_threshold=0, tasks=2
+    )
     assert mixed.split is not None and not mixed.split.direct
 
 
@@ -312,18 +405,26 @@ EDGES = {
     "start-anchor": q("PATTERN (^ A B*) WITHIN 40 SECONDS DEFINE A AS A.v < 10, B AS B.v < 8"),
     "end-anchor": q("PATTERN (A B* $) WITHIN 40 SECONDS DEFINE A AS A.v < 10, B AS B.v < 10"),
     "start-or-row": q("PATTERN (^ A | B) WITHIN 5 SECONDS DEFINE A AS A.v < 10, B AS B.v = 9"),
-    "end-with-unmatched": q("PATTERN (A B* $) WITHIN 40 SECONDS DEFINE A AS A.v = 1, B AS B.v < 10",
-                            rows="ALL ROWS PER MATCH WITH UNMATCHED ROWS"),
-    "empty-matches": q("PATTERN (A*) WITHIN 5 SECONDS DEFINE A AS A.v < 3", rows="ALL ROWS PER MATCH SHOW EMPTY MATCHES"),
+    "end-with-unmatched": q(
+        "PATTERN (A B* $) WITHIN 40 SECONDS DEFINE A AS A.v = 1, B AS B.v < 10",
+        rows="ALL ROWS PER MATCH WITH UNMATCHED ROWS",
+    ),
+    "empty-matches": q(
+        "PATTERN (A*) WITHIN 5 SECONDS DEFINE A AS A.v < 3",
+        rows="ALL ROWS PER MATCH SHOW EMPTY MATCHES",
+    ),
     # chunks number their own matches from 1; the merge renumbers them over the whole partition
     "match-number": q(CHAIN).replace("COUNT(*) AS n", "MATCH_NUMBER() AS m"),
-    "match-number-partitioned-all-rows": q(CHAIN, rows="ALL ROWS PER MATCH WITH UNMATCHED ROWS",
-                                           part="PARTITION BY g").replace("COUNT(*) AS n", "MATCH_NUMBER() AS m"),
+    "match-number-partitioned-all-rows": q(
+        CHAIN, rows="ALL ROWS PER MATCH WITH UNMATCHED ROWS", part="PARTITION BY g"
+    ).replace("COUNT(*) AS n", "MATCH_NUMBER() AS m"),
 }
 
 
 @pytest.mark.parametrize("name", list(EDGES))
-def test_partition_edges_over_time_chunks(spark: Any, dense: tuple[pa.Table, Path], name: str) -> None:
+def test_partition_edges_over_time_chunks(
+    spark: Any, dense: tuple[pa.Table, Path], name: str
+) -> None:
     """``^`` holds at the log's first row only (not at every chunk's), ``$`` at its last row,
     empty matches and unmatched rows come once each, MATCH_NUMBER() counts the whole
     partition's matches."""
@@ -339,14 +440,30 @@ def test_partition_edges_over_time_chunks(spark: Any, dense: tuple[pa.Table, Pat
         assert expected.num_rows == 1, name
 
 
-@pytest.mark.parametrize(("sql", "mode", "why"), [
-    (q("PATTERN (^ A B*) WITHIN 40 SECONDS DEFINE A AS A.v < 10, B AS B.v < 8", part="PARTITION BY g"), "partition",
-     "^ or $ under PARTITION BY"),
-    (q("PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2 AND "
-       "MATCH_NUMBER() > 3"),
-     "single", "MATCH_NUMBER")])
-def test_partition_edges_keep_partitions_whole(spark: Any, dense: tuple[pa.Table, Path], sql: str, mode: str,
-                                               why: str) -> None:
+@pytest.mark.parametrize(
+    ("sql", "mode", "why"),
+    [
+        (
+            q(
+                "PATTERN (^ A B*) WITHIN 40 SECONDS DEFINE A AS A.v < 10, B AS B.v < 8",
+                part="PARTITION BY g",
+            ),
+            "partition",
+            "^ or $ under PARTITION BY",
+        ),
+        (
+            q(
+                "PATTERN (A B) WITHIN 5 SECONDS DEFINE A AS A.v = 1, B AS B.v = 2 AND "
+                "MATCH_NUMBER() > 3"
+            ),
+            "single",
+            "MATCH_NUMBER",
+        ),
+    ],
+)
+def test_partition_edges_keep_partitions_whole(
+    spark: Any, dense: tuple[pa.Table, Path], sql: str, mode: str, why: str
+) -> None:
     """Anchors under PARTITION BY, and MATCH_NUMBER() in DEFINE,
     keep partitions whole and say why."""
     from dfs_cer.spark import recognize
@@ -355,10 +472,14 @@ def test_partition_edges_keep_partitions_whole(spark: Any, dense: tuple[pa.Table
     expected = local_match_recognize(events, sql)
     run = recognize(spark, sql, data=str(root), driver_threshold=0, tasks=2)
     assert rows(run.matches.toArrow().cast(expected.schema)) == rows(expected), sql
-    assert run.split is not None and run.split.mode == mode and why in (run.split.reason or ""), run.split
+    assert run.split is not None and run.split.mode == mode and why in (run.split.reason or ""), (
+        run.split
+    )
 
 
-def test_anchors_on_executor_pulls_match_in_one_chunk(spark: Any, dense: tuple[pa.Table, Path], nodes: Any) -> None:
+def test_anchors_on_executor_pulls_match_in_one_chunk(
+    spark: Any, dense: tuple[pa.Table, Path], nodes: Any
+) -> None:
     """Executors pulling from storage nodes know only the nodes' time bounds, not the first and
     last row they will pull: an anchored pattern is matched as one chunk (and says why)."""
     from dfs_cer.spark import recognize
@@ -366,7 +487,18 @@ def test_anchors_on_executor_pulls_match_in_one_chunk(spark: Any, dense: tuple[p
     events, _ = dense
     sql = EDGES["start-anchor"]
     expected = local_match_recognize(events, sql)
-    run = recognize(spark, sql, endpoints=nodes.endpoints, token=nodes.token, strategy="pull_all",
-                    driver_threshold=0, tasks=2)
+    run = recognize(
+        spark,
+        sql,
+        endpoints=nodes.endpoints,
+        token=nodes.token,
+        strategy="pull_all",
+        driver_threshold=0,
+        tasks=2,
+    )
     assert rows(run.matches.toArrow().cast(expected.schema)) == rows(expected)
-    assert run.split is not None and run.split.mode == "single" and "exact first and last" in (run.split.reason or "")
+    assert (
+        run.split is not None
+        and run.split.mode == "single"
+        and "exact first and last" in (run.split.reason or "")
+    )

@@ -44,8 +44,11 @@ def test_registry_charges_work_to_the_budget_and_close_cancels_it() -> None:
     call = registry.work("q", " on the storage node serving /d").call()
     call.charge(600)
     assert registry.held == 600
-    with pytest.raises(WorkMemoryError, match=r"query q on the storage node serving /d needs 500 more bytes.*"
-                                              r"storage.memory_budget, --memory-budget"):
+    with pytest.raises(
+        WorkMemoryError,
+        match=r"query q on the storage node serving /d needs 500 more bytes.*"
+        r"storage.memory_budget, --memory-budget",
+    ):
         call.charge(500)
     call.settle()
     assert registry.held == 0 and registry.stats()["work_peak_bytes"] == 600
@@ -61,18 +64,23 @@ def test_one_query_s_work_is_capped_by_storage_query_work_bytes() -> None:
     registry = StateRegistry(10_000, 600, 1, query_work=1000)
     first, second = registry.work("q", "").call(), registry.work("q", "").call()
     first.charge(600)
-    with pytest.raises(WorkMemoryError, match=r"needs 1,100 bytes .* storage\.query_work_bytes=1,000"):
+    with pytest.raises(
+        WorkMemoryError, match=r"needs 1,100 bytes .* storage\.query_work_bytes=1,000"
+    ):
         second.charge(500)
     registry.work("other", "").call().charge(900)  # another query has its own share
     first.settle()
     second.charge(900)
 
 
-def test_bounded_cer_runs_return_exactly_the_unbounded_matches(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bounded_cer_runs_return_exactly_the_unbounded_matches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Chunked joins (tiny chunks here) under a work give the same matches, in the same order."""
     table = attack_table(30)
     sql = ALL2.replace("ALL MATCHES PATTERN (A B)", "ALL MATCHES PATTERN (A B C)").replace(
-        "B AS type = 'B'", "B AS type = 'B', C AS type = 'C' AND C.ts > A.ts")
+        "B AS type = 'B'", "B AS type = 'B', C AS type = 'C' AND C.ts > A.ts"
+    )
     analysis = analyze(parse(sql), table.schema)
     plain = run_cer(table, analysis)
     monkeypatch.setattr(cer_join, "CHUNK_PAIRS", 7)
@@ -83,8 +91,9 @@ def test_bounded_cer_runs_return_exactly_the_unbounded_matches(monkeypatch: pyte
 def test_kleene_matches_are_charged_as_they_are_kept() -> None:
     """ALL MATCHES (A B+ C) enumerates every subset of B: the sets kept are charged too."""
     table = attack_table(12)
-    sql = ALL2.replace("PATTERN (A B)", "PATTERN (A B+ C)").replace("B AS type = 'B'",
-                                                                    "B AS type = 'B', C AS type = 'C'")
+    sql = ALL2.replace("PATTERN (A B)", "PATTERN (A B+ C)").replace(
+        "B AS type = 'B'", "B AS type = 'B', C AS type = 'C'"
+    )
     analysis = analyze(parse(sql), table.schema)
     assert run_cer(table, analysis, work=Work("q")).matches > 4096
     with pytest.raises(WorkMemoryError, match="query q"):
@@ -117,10 +126,12 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     root = tmp_path_factory.mktemp("bounded")
     pq.write_table(attack_table(N), root / "events.parquet")
     shard(str(root / "events.parquet"), 1, str(root / "nodes"), time_column="ts")
-    env = {"DFS_CER__STORAGE__FILTER_COST_LIMIT": "100000000", "DFS_CER__STORAGE__WORK_THREADS": "1"}
+    env = {
+        "DFS_CER__STORAGE__FILTER_COST_LIMIT": "100000000",
+        "DFS_CER__STORAGE__WORK_THREADS": "1",
+    }
     with LocalCluster([str(root / "nodes" / "node-00")], memory_budget="1GiB", env=env) as cluster:
         yield cluster
-
 
 
 @pytest.mark.flight
@@ -133,10 +144,18 @@ def test_an_attack_stops_and_leaves_the_node_as_it_was(node: LocalCluster, attac
     print(out)
     if attack == "node_matches":  # (A B) over 400 x 400 events: 80,200 matches, within every bound
         assert out.error == "", out
-    elif attack == "push_pull" and out.error == "":  # its filter reached the memory bound first: every
-        assert out.call_seconds < 6.0, out  # candidate kept, an exact success (whichever bound a loaded machine hits)
+    elif (
+        attack == "push_pull" and out.error == ""
+    ):  # its filter reached the memory bound first: every
+        assert out.call_seconds < 6.0, (
+            out
+        )  # candidate kept, an exact success (whichever bound a loaded machine hits)
     else:
-        assert "WorkCancelledError" in out.error or "WorkMemoryError" in out.error or "did not answer" in out.error, out
+        assert (
+            "WorkCancelledError" in out.error
+            or "WorkMemoryError" in out.error
+            or "did not answer" in out.error
+        ), out
         assert "WorkMemoryError" in out.error or out.past_deadline_seconds < 4.0, out
     assert out.cpu_after_seconds < 0.5, out
     assert out.reserve_ms_max < 2000, out
@@ -156,24 +175,45 @@ def test_node_side_matching_and_push_pull_are_charged_to_the_budget(tmp_path: Pa
         client = StorageClient(cluster.endpoints[0], cluster.token, timeout=120)
         qid = uuid.uuid4().hex
         client.action("open", {"query_id": qid, "sql": ALL2, "lease_seconds": 60})
-        with pytest.raises(Exception, match=f"WorkMemoryError: query {qid} on the storage node serving .*"
-                                            "storage.memory_budget"):
-            client.pull({"query_id": qid, "kind": "pull_matches", "event_key": [], "dedup": False,
-                         "max_matches": 10_000_000, "on_limit": "error"})
+        with pytest.raises(
+            Exception,
+            match=f"WorkMemoryError: query {qid} on the storage node serving .*"
+            "storage.memory_budget",
+        ):
+            client.pull(
+                {
+                    "query_id": qid,
+                    "kind": "pull_matches",
+                    "event_key": [],
+                    "dedup": False,
+                    "max_matches": 10_000_000,
+                    "on_limit": "error",
+                }
+            )
         stats = client.action("stats")[0]
         assert stats["work_bytes"] == 0 and stats["stopped"] >= 1
         client.action("close", {"query_id": qid})
         client.close()
         # push-pull's filter past the budget keeps every candidate: exact, named in the trace
         result = pull("push_pull", SKIP4, cluster.endpoints, cluster.token)
-        assert match_pulled(result).to_pylist() == match_recognize(attack_table(1500, text=1), SKIP4).to_pylist()
-        assert any("kept every candidate" in w and "storage.memory_budget" in w for w in result.trace.warnings)
+        assert (
+            match_pulled(result).to_pylist()
+            == match_recognize(attack_table(1500, text=1), SKIP4).to_pylist()
+        )
+        assert any(
+            "kept every candidate" in w and "storage.memory_budget" in w
+            for w in result.trace.warnings
+        )
         # node-side matching past the budget: the events are pulled and matched here, exactly
         result = pull("dfs", ALL2, cluster.endpoints, cluster.token, node_matching="on")
         got = match_pulled(result)
-        assert got.num_rows == 1500 * 1501 // 2 and rows_sorted(got) == rows_sorted(match_recognize(
-            attack_table(1500, text=1), ALL2))
-        assert any("node-side matching stopped, events pulled" in (r.note or "") for r in result.trace.rounds)
+        assert got.num_rows == 1500 * 1501 // 2 and rows_sorted(got) == rows_sorted(
+            match_recognize(attack_table(1500, text=1), ALL2)
+        )
+        assert any(
+            "node-side matching stopped, events pulled" in (r.note or "")
+            for r in result.trace.rounds
+        )
 
 
 @pytest.mark.flight
@@ -184,10 +224,14 @@ def test_a_costly_input_filter_is_refused_by_the_node(node: LocalCluster) -> Non
     try:
         began = time.monotonic()
         with pytest.raises(NodeRefusedError, match=r"storage\.filter_cost_limit") as info:
-            client.action("open", {"query_id": uuid.uuid4().hex, "sql": SKIP4, "input_filter": like_filter(3)})
+            client.action(
+                "open", {"query_id": uuid.uuid4().hex, "sql": SKIP4, "input_filter": like_filter(3)}
+            )
         assert info.value.code == INPUT_FILTER and time.monotonic() - began < 10
         qid = uuid.uuid4().hex
-        header, _ = client.action("open", {"query_id": qid, "sql": SKIP4, "input_filter": "s LIKE 'a%'"})
+        header, _ = client.action(
+            "open", {"query_id": qid, "sql": SKIP4, "input_filter": "s LIKE 'a%'"}
+        )
         assert header["rows"] == 4 * N
         client.action("close", {"query_id": qid})
     finally:
@@ -208,7 +252,8 @@ def test_close_stops_a_running_push_pull_and_reserve_answers_meanwhile(node: Loc
     def attack() -> None:
         try:
             StorageClient(node.endpoints[0], node.token, timeout=120).action(
-                "push_pull", {"query_id": qid, "variable": "D", "processed": list("ABC")})
+                "push_pull", {"query_id": qid, "variable": "D", "processed": list("ABC")}
+            )
         except Exception as exc:
             errors.append(str(exc))
 
@@ -217,7 +262,10 @@ def test_close_stops_a_running_push_pull_and_reserve_answers_meanwhile(node: Loc
     time.sleep(1.0)
     asked = time.monotonic()
     probe = uuid.uuid4().hex
-    assert other.action("reserve", {"query_id": probe, "arrival": time.time()})[0]["granted"] in (True, False)
+    assert other.action("reserve", {"query_id": probe, "arrival": time.time()})[0]["granted"] in (
+        True,
+        False,
+    )
     assert time.monotonic() - asked < 2.0
     other.action("close", {"query_id": probe})
     closed = time.monotonic()
@@ -233,7 +281,9 @@ def test_attack_data_is_what_the_attacks_assume() -> None:
     table = attack_table(3)
     assert table.column("type").to_pylist()[:5] == ["A", "B", "C", "D", "A"]
     got = match_recognize(table, ALL2)
-    assert got.num_rows == 6 and np.all(np.diff(table.column("ts").cast(pa.int64()).to_numpy()) == 1)
+    assert got.num_rows == 6 and np.all(
+        np.diff(table.column("ts").cast(pa.int64()).to_numpy()) == 1
+    )
 
 
 @pytest.mark.flight
@@ -245,12 +295,18 @@ def test_a_like_the_node_refuses_runs_on_the_compute_node_exactly(node: LocalClu
     from dfs_cer.query.parser import parse_statement
     from dfs_cer.strategies.statements import merged_trace, pull_statement
 
-    clause = ("MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, C.ts AS c ALL MATCHES PATTERN (A C) "
-              "WITHIN INTERVAL '3' SECOND DEFINE A AS type = 'A', C AS type = 'C')")
-    sql = (f"SELECT * FROM (SELECT * FROM t WHERE {like_filter(3)} "
-           f"OR type <> 'B') {clause} ORDER BY a, c")
+    clause = (
+        "MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, C.ts AS c ALL MATCHES PATTERN (A C) "
+        "WITHIN INTERVAL '3' SECOND DEFINE A AS type = 'A', C AS type = 'C')"
+    )
+    sql = (
+        f"SELECT * FROM (SELECT * FROM t WHERE {like_filter(3)} "
+        f"OR type <> 'B') {clause} ORDER BY a, c"
+    )
     statement = parse_statement(sql)
-    assert statement.parts[0].pushed is not None  # 768 pattern characters: the compute node pushes it
+    assert (
+        statement.parts[0].pushed is not None
+    )  # 768 pattern characters: the compute node pushes it
     expected = match_recognize(attack_table(N), sql)
     assert expected.num_rows > 0
     with warnings.catch_warnings():
@@ -259,17 +315,23 @@ def test_a_like_the_node_refuses_runs_on_the_compute_node_exactly(node: LocalClu
     assert got.table.to_pylist() == expected.to_pylist()
     assert "storage.filter_cost_limit" in (merged_trace(got.traces, "push_down").fallback or "")
     # 180 such LIKEs: not pushed at all, computed on the compute node, named in the trace
-    sql = (f"SELECT * FROM (SELECT * FROM t WHERE {like_filter(180)} "
-           f"OR type <> 'B') {clause} ORDER BY a, c")
+    sql = (
+        f"SELECT * FROM (SELECT * FROM t WHERE {like_filter(180)} "
+        f"OR type <> 'B') {clause} ORDER BY a, c"
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         got = pull_statement("push_down", parse_statement(sql), node.endpoints, node.token)
     assert got.table.to_pylist() == expected.to_pylist()
-    assert "characters in all are not pushed" in (merged_trace(got.traces, "push_down").fallback or "")
+    assert "characters in all are not pushed" in (
+        merged_trace(got.traces, "push_down").fallback or ""
+    )
 
 
 @pytest.mark.flight
-def test_many_heavy_calls_wait_for_a_work_slot_while_control_calls_answer(node: LocalCluster) -> None:
+def test_many_heavy_calls_wait_for_a_work_slot_while_control_calls_answer(
+    node: LocalCluster,
+) -> None:
     """Eight push-pull calls at once on a node with one work slot: they take turns (each
     checking its deadline while it waits) and all end by the deadline plus a step; health and
     stats answer meanwhile."""
@@ -311,30 +373,55 @@ def test_many_heavy_calls_wait_for_a_work_slot_while_control_calls_answer(node: 
 
 #: A+ B+ C where C never holds, over one partition: node-side matching whose VM work grows with
 #: the cube of the rows (minutes at 800 rows)
-CUBIC = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES A.ts AS a ONE ROW "
-         "PER MATCH PATTERN (A+ B+ C) DEFINE C AS v > LAST(B.v) + 100)")
+CUBIC = (
+    "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES A.ts AS a ONE ROW "
+    "PER MATCH PATTERN (A+ B+ C) DEFINE C AS v > LAST(B.v) + 100)"
+)
 
 
 @pytest.mark.flight
 @pytest.mark.parametrize("lease", [2.0, 1e12, None])
 def test_node_side_row_pattern_matching_stops_at_the_deadline_or_the_idle_ttl(
-        tmp_path: Path, lease: float | None) -> None:
+    tmp_path: Path, lease: float | None
+) -> None:
     """The compiled VM stops at the query's deadline; a lease the client makes huge, or none,
     still ends a call at the node's idle TTL (the state would be dropped then anyway)."""
     n = 800
-    pq.write_table(pa.table({"ts": np.arange(n, dtype=np.int64), "v": np.zeros(n, np.int64),
-                             "p": np.zeros(n, np.int64)}), tmp_path / "e.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "ts": np.arange(n, dtype=np.int64),
+                "v": np.zeros(n, np.int64),
+                "p": np.zeros(n, np.int64),
+            }
+        ),
+        tmp_path / "e.parquet",
+    )
     shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), time_column="ts")
     env = {"DFS_CER__STORAGE__STATE_TTL_SECONDS": "3"}
     with LocalCluster([str(tmp_path / "nodes" / "node-00")], env=env) as cluster:
         client = StorageClient(cluster.endpoints[0], cluster.token, timeout=120)
         qid = uuid.uuid4().hex
-        client.action("open", {"query_id": qid, "sql": CUBIC, **({} if lease is None else {"lease_seconds": lease})})
+        client.action(
+            "open",
+            {"query_id": qid, "sql": CUBIC, **({} if lease is None else {"lease_seconds": lease})},
+        )
         began = time.monotonic()
-        with pytest.raises(Exception, match="WorkCancelledError.*" + (
-                "lease_seconds" if lease == 2.0 else r"storage\.state_ttl_seconds")):
-            client.pull({"query_id": qid, "kind": "pull_matches", "event_key": [], "dedup": False,
-                         "max_matches": 10_000_000, "on_limit": "error"})
+        with pytest.raises(
+            Exception,
+            match="WorkCancelledError.*"
+            + ("lease_seconds" if lease == 2.0 else r"storage\.state_ttl_seconds"),
+        ):
+            client.pull(
+                {
+                    "query_id": qid,
+                    "kind": "pull_matches",
+                    "event_key": [],
+                    "dedup": False,
+                    "max_matches": 10_000_000,
+                    "on_limit": "error",
+                }
+            )
         assert time.monotonic() - began < 15
         assert client.action("stats")[0]["work_bytes"] == 0
         client.close()

@@ -23,17 +23,32 @@ from storage_node.launcher import LocalCluster
 
 def events(n: int = 20_000) -> pa.Table:
     rng = np.random.default_rng(5)
-    return pa.table({"type": pa.array(rng.choice([f"T_{i:02d}" for i in range(20)], n)),
-                     "a1": pa.array(rng.integers(0, 1000, n)), "ts": pa.array(np.cumsum(rng.integers(0, 3, n))),
-                     "note": pa.array([f"n{i}" for i in range(n)])})
+    return pa.table(
+        {
+            "type": pa.array(rng.choice([f"T_{i:02d}" for i in range(20)], n)),
+            "a1": pa.array(rng.integers(0, 1000, n)),
+            "ts": pa.array(np.cumsum(rng.integers(0, 3, n))),
+            "note": pa.array([f"n{i}" for i in range(n)]),
+        }
+    )
 
 
 @settings(max_examples=60, deadline=None)
-@given(values=st.lists(st.one_of(st.none(), st.sampled_from(["a", "b", "é", ""]), st.text(max_size=5)), max_size=300),
-       compression=st.sampled_from(["zstd", "lz4", "none"]))
+@given(
+    values=st.lists(
+        st.one_of(st.none(), st.sampled_from(["a", "b", "é", ""]), st.text(max_size=5)),
+        max_size=300,
+    ),
+    compression=st.sampled_from(["zstd", "lz4", "none"]),
+)
 def test_a_sealed_table_opens_to_the_same_rows(values: list[str | None], compression: str) -> None:
-    table = pa.table({"s": pa.array(values, pa.string()), "i": pa.array(range(len(values)), pa.int64()),
-                      "l": pa.array(values, pa.large_string())}).replace_schema_metadata({"k": "v"})
+    table = pa.table(
+        {
+            "s": pa.array(values, pa.string()),
+            "i": pa.array(range(len(values)), pa.int64()),
+            "l": pa.array(values, pa.large_string()),
+        }
+    ).replace_schema_metadata({"k": "v"})
     sealed = seal(table, compression)
     assert sealed.column_names == [COLUMN]
     rows, size = open_sealed(sealed, 1 << 30)
@@ -44,7 +59,9 @@ def test_a_sealed_table_opens_to_the_same_rows(values: list[str | None], compres
 def test_compression_shrinks_repetitive_rows_and_bad_replies_are_refused() -> None:
     table = events()
     sizes = {c: open_sealed(seal(table, c), 1 << 30)[1] for c in ("zstd", "lz4", "none")}
-    assert sizes["zstd"] < sizes["lz4"] < sizes["none"] and sizes["zstd"] < 0.5 * table.nbytes, sizes
+    assert sizes["zstd"] < sizes["lz4"] < sizes["none"] and sizes["zstd"] < 0.5 * table.nbytes, (
+        sizes
+    )
     with pytest.raises(ProtocolError, match="compression must be one of"):
         seal(table, "gzip")
     with pytest.raises(ProtocolError, match="exceeds the limit"):
@@ -62,22 +79,31 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         yield c
 
 
-SQL = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b ONE ROW PER "
-       "MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B) WITHIN 30 DEFINE A AS A.type = "
-       "'T_03' AND A.a1 < 300, B AS B.type = 'T_07' AND B.a1 > A.a1)")
+SQL = (
+    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b ONE ROW PER "
+    "MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B) WITHIN 30 DEFINE A AS A.type = "
+    "'T_03' AND A.a1 < 300, B AS B.type = 'T_07' AND B.a1 > A.a1)"
+)
 
 
 @pytest.mark.flight
 @pytest.mark.parametrize("strategy", ["pull_all", "push_down", "push_pull", "dfs"])
-def test_every_strategy_returns_the_same_rows_compressed(cluster: LocalCluster, strategy: str) -> None:
+def test_every_strategy_returns_the_same_rows_compressed(
+    cluster: LocalCluster, strategy: str
+) -> None:
     from dfs_cer.strategies import pull
 
     runs = {}
     for compression in ("none", "zstd", "lz4"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            runs[compression] = pull(strategy, SQL, cluster.endpoints, cluster.token,
-                                     config=StrategyConfig(transfer_compression=compression))
+            runs[compression] = pull(
+                strategy,
+                SQL,
+                cluster.endpoints,
+                cluster.token,
+                config=StrategyConfig(transfer_compression=compression),
+            )
     plain = runs["none"].events
     for compression in ("zstd", "lz4"):
         assert runs[compression].events.equals(plain), compression

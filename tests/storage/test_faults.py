@@ -30,6 +30,7 @@ from tests.queries import Q1
 
 pytestmark = pytest.mark.flight
 
+
 def rows(table: Any) -> list[tuple[object, ...]]:
     return sorted(tuple(r.values()) for r in table.to_pylist())
 
@@ -38,7 +39,13 @@ def rows(table: Any) -> list[tuple[object, ...]]:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     root = tmp_path_factory.mktemp("faults")
     pq.write_table(TABLE1, root / "crimes.parquet")
-    shard(str(root / "crimes.parquet"), 3, str(root / "nodes"), time_column="date", type_column="primary_type")
+    shard(
+        str(root / "crimes.parquet"),
+        3,
+        str(root / "nodes"),
+        time_column="date",
+        type_column="primary_type",
+    )
     with LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(3)]) as c:
         yield c
 
@@ -55,7 +62,9 @@ def clean(cluster: LocalCluster, nodes: range | list[int], within: float = 6.0) 
 
 
 def rounds_of(cluster: LocalCluster, strategy: str) -> list[str]:
-    result = pull(strategy, Q1, cluster.endpoints, cluster.token, cost_model="always_on", config=FAST)
+    result = pull(
+        strategy, Q1, cluster.endpoints, cluster.token, cost_model="always_on", config=FAST
+    )
     assert rows(match_pulled(result)) == rows(match_recognize(TABLE1, Q1))
     return [r.action for r in result.trace.rounds]
 
@@ -68,11 +77,20 @@ def test_a_node_failing_before_any_round(cluster: LocalCluster, strategy: str, f
     port = cluster.endpoints[victim].rsplit(":", 1)[1]
     for k, name in enumerate(names, 1):
         with pytest.MonkeyPatch.context() as mp:
-            before_round(mp, k, lambda: cluster.kill(victim) if fault == "kill" else cluster.pause(victim))
+            before_round(
+                mp, k, lambda: cluster.kill(victim) if fault == "kill" else cluster.pause(victim)
+            )
             began = time.monotonic()
             try:
                 with pytest.raises(DfsCerError) as info:
-                    pull(strategy, Q1, cluster.endpoints, cluster.token, cost_model="always_on", config=FAST)
+                    pull(
+                        strategy,
+                        Q1,
+                        cluster.endpoints,
+                        cluster.token,
+                        cost_model="always_on",
+                        config=FAST,
+                    )
             finally:
                 if fault == "kill":
                     cluster.restart(victim)
@@ -91,19 +109,25 @@ def test_a_node_failing_before_any_round(cluster: LocalCluster, strategy: str, f
 
 
 @pytest.mark.parametrize("strategy", ["dfs", "push_pull", "pull_all"])
-def test_a_node_restarted_before_any_round_is_reopened_once(cluster: LocalCluster, strategy: str) -> None:
+def test_a_node_restarted_before_any_round_is_reopened_once(
+    cluster: LocalCluster, strategy: str
+) -> None:
     """Whatever round a node restarts before, the query re-opens it there once (uploads and the
     cached interval set sent again) and returns exactly the matches."""
     names = rounds_of(cluster, strategy)
     for k in range(1, len(names) + 1):
         with pytest.MonkeyPatch.context() as mp:
             before_round(mp, k, lambda: cluster.restart(1))
-            result = pull(strategy, Q1, cluster.endpoints, cluster.token, cost_model="always_on", config=FAST)
+            result = pull(
+                strategy, Q1, cluster.endpoints, cluster.token, cost_model="always_on", config=FAST
+            )
         assert rows(match_pulled(result)) == rows(match_recognize(TABLE1, Q1)), (k, names[k - 1])
         assert clean(cluster, range(3), within=0)
 
 
-def test_a_node_restarted_twice_fails_clearly(cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_node_restarted_twice_fails_clearly(
+    cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     names = rounds_of(cluster, "dfs")
     assert len(names) >= 4
     restarts = iter([3, 4])
@@ -124,7 +148,9 @@ def test_a_node_restarted_twice_fails_clearly(cluster: LocalCluster, monkeypatch
     assert clean(cluster, range(3), within=0)
 
 
-def test_a_failing_close_keeps_the_complete_result(cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failing_close_keeps_the_complete_result(
+    cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     original = Session.close
 
     def close(self: Session) -> list[str]:
@@ -143,7 +169,9 @@ def test_a_failing_close_keeps_the_complete_result(cluster: LocalCluster, monkey
     assert clean(cluster, range(3))
 
 
-def test_the_real_error_is_reported_not_close(cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_real_error_is_reported_not_close(
+    cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A round fails on one node and close fails on another: the round's error is raised."""
     names = rounds_of(cluster, "dfs")
     k = names.index("open") + 2
@@ -165,19 +193,33 @@ def test_the_real_error_is_reported_not_close(cluster: LocalCluster, monkeypatch
 
 def test_whole_query_timeout(cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch) -> None:
     """``timeout`` bounds the query even when every call stays under the per-call timeout."""
-    config = StrategyConfig(call_timeout_seconds=30, query_timeout_seconds=300, close_timeout_seconds=0.5)
+    config = StrategyConfig(
+        call_timeout_seconds=30, query_timeout_seconds=300, close_timeout_seconds=0.5
+    )
     before_round(monkeypatch, 3, lambda: cluster.pause(0))
     began = time.monotonic()
     try:
-        with pytest.raises(DfsCerError, match=r"round 3 .*storage node .* (did not answer|deadline)"):
-            pull("dfs", Q1, cluster.endpoints, cluster.token, cost_model="always_on", config=config, timeout=1.5)
+        with pytest.raises(
+            DfsCerError, match=r"round 3 .*storage node .* (did not answer|deadline)"
+        ):
+            pull(
+                "dfs",
+                Q1,
+                cluster.endpoints,
+                cluster.token,
+                cost_model="always_on",
+                config=config,
+                timeout=1.5,
+            )
     finally:
         cluster.resume(0)
     assert time.monotonic() - began < 1.5 + 0.5 + 3
     assert clean(cluster, range(3))
 
 
-def test_ten_concurrent_queries_with_room_for_one_all_complete(tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_ten_concurrent_queries_with_room_for_one_all_complete(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
     """All-or-none, first-come reservations: with each node's budget about one query, ten queries
     at once complete one after another (none holds one node while waiting for another)."""
     from concurrent.futures import ThreadPoolExecutor
@@ -188,9 +230,11 @@ def test_ten_concurrent_queries_with_room_for_one_all_complete(tmp_path_factory:
     events = synthetic_events(30_000, seed=4)
     pq.write_table(events, root / "e.parquet")
     shard(str(root / "e.parquet"), 3, str(root / "nodes"))
-    sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, B.ts AS b_ts "
-           "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B) WITHIN INTERVAL "
-           "'20' SECOND DEFINE A AS A.type = 'T_03', B AS B.type = 'T_07' AND B.a1 > A.a1)")
+    sql = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, B.ts AS b_ts "
+        "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B) WITHIN INTERVAL "
+        "'20' SECOND DEFINE A AS A.type = 'T_03', B AS B.type = 'T_07' AND B.a1 > A.a1)"
+    )
     expected = rows(match_recognize(events, sql))
     dirs = [str(root / "nodes" / f"node-{i:02d}") for i in range(3)]
     with LocalCluster(dirs) as probe:  # one query's reservation on a node
@@ -201,13 +245,19 @@ def test_ten_concurrent_queries_with_room_for_one_all_complete(tmp_path_factory:
     config = StrategyConfig(admission_wait_seconds=60, query_timeout_seconds=120)
     with LocalCluster(dirs, memory_budget=str(int(one * 1.5))) as cluster:
         with ThreadPoolExecutor(10) as pool:
-            results = list(pool.map(lambda s: pull(s, sql, cluster.endpoints, cluster.token, config=config),
-                                    ["dfs", "push_down", "pull_all", "naive_dfs", "push_pull"] * 2))
+            results = list(
+                pool.map(
+                    lambda s: pull(s, sql, cluster.endpoints, cluster.token, config=config),
+                    ["dfs", "push_down", "pull_all", "naive_dfs", "push_pull"] * 2,
+                )
+            )
         assert [rows(match_pulled(r)) for r in results] == [expected] * 10
         assert clean(cluster, range(3), within=0)
 
 
-def test_a_node_restarted_onto_other_data_fails_the_query(cluster: LocalCluster, tmp_path: Path) -> None:
+def test_a_node_restarted_onto_other_data_fails_the_query(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
     """Same rows, times and manifest, other values: the re-open sees another content digest and the
     query fails instead of mixing the two snapshots."""
     import shutil
@@ -218,7 +268,9 @@ def test_a_node_restarted_onto_other_data_fails_the_query(cluster: LocalCluster,
     for f in sorted(other.glob("*.parquet")):
         t = pq.read_table(f)
         i = t.schema.get_field_index("id")
-        pq.write_table(t.set_column(i, "id", pa.array([f"x{v}" for v in t.column(i).to_pylist()])), f)
+        pq.write_table(
+            t.set_column(i, "id", pa.array([f"x{v}" for v in t.column(i).to_pylist()])), f
+        )
     names = rounds_of(cluster, "dfs")
     k = names.index("verify") + 1
 
@@ -230,7 +282,9 @@ def test_a_node_restarted_onto_other_data_fails_the_query(cluster: LocalCluster,
         with pytest.MonkeyPatch.context() as mp:
             before_round(mp, k, swap)
             with pytest.raises(DfsCerError, match="restarted serving other data"):
-                pull("dfs", Q1, cluster.endpoints, cluster.token, cost_model="always_on", config=FAST)
+                pull(
+                    "dfs", Q1, cluster.endpoints, cluster.token, cost_model="always_on", config=FAST
+                )
     finally:
         cluster.data_dirs[1] = original
         cluster.restart(1)

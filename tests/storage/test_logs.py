@@ -65,13 +65,17 @@ class _Node:
         return "ok"
 
 
-@pytest.mark.parametrize(("kind", "level", "traceback"), [
-    ("routine", "INFO", False),
-    ("bad", "WARNING", False),
-    ("bug", "ERROR", True),
-])
-def test_a_failed_call_is_logged_once(capsys: pytest.CaptureFixture[str], debug_logs: None, kind: str,
-                                      level: str, traceback: bool) -> None:
+@pytest.mark.parametrize(
+    ("kind", "level", "traceback"),
+    [
+        ("routine", "INFO", False),
+        ("bad", "WARNING", False),
+        ("bug", "ERROR", True),
+    ],
+)
+def test_a_failed_call_is_logged_once(
+    capsys: pytest.CaptureFixture[str], debug_logs: None, kind: str, level: str, traceback: bool
+) -> None:
     with pytest.raises(flight.FlightError):
         _Node().do_action(None, SimpleNamespace(type=kind))
     err = capsys.readouterr().err
@@ -80,7 +84,9 @@ def test_a_failed_call_is_logged_once(capsys: pytest.CaptureFixture[str], debug_
     assert ("Traceback" in err) is traceback
 
 
-def test_a_call_logs_start_and_end_at_debug(capsys: pytest.CaptureFixture[str], debug_logs: None) -> None:
+def test_a_call_logs_start_and_end_at_debug(
+    capsys: pytest.CaptureFixture[str], debug_logs: None
+) -> None:
     assert _Node().do_action(None, SimpleNamespace(type="health")) == "ok"
     lines = capsys.readouterr().err.splitlines()
     assert "[query -] health from ?" in lines[0]

@@ -21,7 +21,10 @@ def test_filters_travel_compressed_and_round_trip() -> None:
     blob = IntervalSet(starts, starts + 500).to_bytes()
     small = b"x" * 10
     message = encode({"action": "verify"}, [blob, small])
-    assert len(message) < 0.6 * len(blob), (len(message), len(blob))  # sorted interval bounds compress well
+    assert len(message) < 0.6 * len(blob), (
+        len(message),
+        len(blob),
+    )  # sorted interval bounds compress well
     header, blobs = decode(message)
     assert header["action"] == "verify" and "z" not in header and header["blobs"][1] == 10
     assert blobs == [blob, small]
@@ -49,29 +52,72 @@ def test_malformed_compression_is_refused(z: object) -> None:
 def test_another_protocol_version_is_refused_clearly(version: object) -> None:
     header = {"blobs": []} if version is None else {"blobs": [], "v": version}
     text = json.dumps(header).encode()
-    with pytest.raises(ProtocolError, match=f"protocol version {version}, this side speaks version {VERSION}"):
+    with pytest.raises(
+        ProtocolError, match=f"protocol version {version}, this side speaks version {VERSION}"
+    ):
         decode(MAGIC + len(text).to_bytes(4, "little") + text)
 
 
 def test_typed_requests_round_trip_and_refuse_bad_fields() -> None:
     from dfs_cer.transport import protocol as p
 
-    requests = [p.Reserve("q-1", 12.5), p.Release("q-1"), p.Close("q-1"), p.Intervals("q-1", "A", "head", 60),
-                p.Wjf("q-1", (p.Build("B", "a2", 60, 1, "wjf", 4096, 3),), "swf"),
-                p.Verify("q-1", "C", "tail", 60, (p.Probe("a2", -1, 1, "keyset"),), "intervals", True),
-                p.PushPull("q-1", "B", ("A",)), p.Upload("q-1", "A")]
+    requests = [
+        p.Reserve("q-1", 12.5),
+        p.Release("q-1"),
+        p.Close("q-1"),
+        p.Intervals("q-1", "A", "head", 60),
+        p.Wjf("q-1", (p.Build("B", "a2", 60, 1, "wjf", 4096, 3),), "swf"),
+        p.Verify("q-1", "C", "tail", 60, (p.Probe("a2", -1, 1, "keyset"),), "intervals", True),
+        p.PushPull("q-1", "B", ("A",)),
+        p.Upload("q-1", "A"),
+    ]
     for r in requests:
         header = decode(encode(r.header()))[0]
         assert type(r).parse(header) == r
-    bad = [(p.Intervals, {"query_id": "q", "variable": "A", "role": "first", "window": 1}, "role must be one of"),
-           (p.Intervals, {"query_id": "q", "variable": "A", "role": "head", "window": True}, "'window' is missing"),
-           (p.Verify, {"query_id": "q", "variable": "C", "role": "tail", "window": 1, "probes": [{"column": "a"}]},
-            "'direction' is missing"),
-           (p.PushPull, {"query_id": "q", "variable": "B", "processed": [{}]}, "processed must list variable names"),
-           (p.Wjf, {"query_id": "q", "builds": [{"variable": "B", "column": "x", "window": 1, "kind": 1,
-                                                   "format": "bloom"}]}, "format must be one of wjf, keyset"),
-           (p.Reserve, {"query_id": "q", "arrival": float("nan")}, "arrival must be a positive number"),
-           (p.Close, {"query_id": "../x"}, "query_id must be 1 to 64")]
+    bad = [
+        (
+            p.Intervals,
+            {"query_id": "q", "variable": "A", "role": "first", "window": 1},
+            "role must be one of",
+        ),
+        (
+            p.Intervals,
+            {"query_id": "q", "variable": "A", "role": "head", "window": True},
+            "'window' is missing",
+        ),
+        (
+            p.Verify,
+            {
+                "query_id": "q",
+                "variable": "C",
+                "role": "tail",
+                "window": 1,
+                "probes": [{"column": "a"}],
+            },
+            "'direction' is missing",
+        ),
+        (
+            p.PushPull,
+            {"query_id": "q", "variable": "B", "processed": [{}]},
+            "processed must list variable names",
+        ),
+        (
+            p.Wjf,
+            {
+                "query_id": "q",
+                "builds": [
+                    {"variable": "B", "column": "x", "window": 1, "kind": 1, "format": "bloom"}
+                ],
+            },
+            "format must be one of wjf, keyset",
+        ),
+        (
+            p.Reserve,
+            {"query_id": "q", "arrival": float("nan")},
+            "arrival must be a positive number",
+        ),
+        (p.Close, {"query_id": "../x"}, "query_id must be 1 to 64"),
+    ]
     for cls, header, message in bad:
         with pytest.raises(ProtocolError, match=re.escape(message)):
             cls.parse(header)  # type: ignore[attr-defined]

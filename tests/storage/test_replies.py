@@ -38,8 +38,10 @@ from dfs_cer.transport.replies import (
 )
 from storage_node.launcher import LocalCluster
 
-QUERY = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts ALL MATCHES PATTERN (A B) WITHIN INTERVAL '3' MINUTE "
-         "DEFINE A AS A.type = 'T_01', B AS B.type = 'T_02' AND B.a2 = A.a2)")
+QUERY = (
+    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts ALL MATCHES PATTERN (A B) WITHIN INTERVAL '3' MINUTE "
+    "DEFINE A AS A.type = 'T_01', B AS B.type = 'T_02' AND B.a2 = A.a2)"
+)
 WINDOW = 180_000
 
 
@@ -73,7 +75,9 @@ def test_replies_parse_what_a_live_node_sends(client: StorageClient) -> None:
     reserved, _ = client.call(ReserveReply, {"query_id": qid, "arrival": time.time()})
     assert reserved.granted
     assert client.call(ReleaseReply, {"query_id": qid})[0].released
-    opened, blobs = client.call(OpenReply, {"query_id": qid, "sql": QUERY, "integer_time_unit": "ms"})
+    opened, blobs = client.call(
+        OpenReply, {"query_id": qid, "sql": QUERY, "integer_time_unit": "ms"}
+    )
     assert opened.rows > 0 and set(opened.variables) == {"A", "B"} and blobs
     assert opened.variables["A"].count > 0 and opened.time_column == "ts"
     intervals, blobs = client.call(IntervalsReply, Intervals(qid, "A", "head", WINDOW).header())
@@ -85,36 +89,83 @@ def test_replies_parse_what_a_live_node_sends(client: StorageClient) -> None:
     assert wjf.filters == len(blobs) == 1
     verified, _ = client.call(VerifyReply, Verify(qid, "B", "tail", WINDOW).header(), [swf])
     assert 0 <= verified.survivors <= verified.before
-    summaries, blobs = client.call(SummariesReply, {"query_id": qid, "window": WINDOW, "variables": [
-        {"variable": "A", "role": "head"}], "pairs": [{"variable": "A", "column": "a2"}]})
+    summaries, blobs = client.call(
+        SummariesReply,
+        {
+            "query_id": qid,
+            "window": WINDOW,
+            "variables": [{"variable": "A", "role": "head"}],
+            "pairs": [{"variable": "A", "column": "a2"}],
+        },
+    )
     assert summaries == SummariesReply() and len(blobs) == 2
     stats, _ = client.call(StatsReply)
     assert stats.queries >= 1 and stats.calls > 0
     assert client.call(CloseReply, {"query_id": qid})[0].closed
-    group, _ = client.call(GroupOpenReply, {"query_id": f"{qid}g", "group": [
-        {"query_id": f"{qid}g0", "sql": QUERY, "integer_time_unit": "ms"}]})
+    group, _ = client.call(
+        GroupOpenReply,
+        {
+            "query_id": f"{qid}g",
+            "group": [{"query_id": f"{qid}g0", "sql": QUERY, "integer_time_unit": "ms"}],
+        },
+    )
     assert len(group.group) == 1 and group.group[0].variables["B"].count >= 0
     client.call(CloseReply, {"query_id": f"{qid}g0"})
-    situated, _ = client.call(SituationsReply, {"query_id": f"{qid}s", "integer_time_unit": "ms", "sql": (
-        "SELECT * FROM t SITUATIONS (ORDER BY ts DEFINE A AS a1 > 100, B AS a1 < 50 "
-        "PATTERN A before B)")})
+    situated, _ = client.call(
+        SituationsReply,
+        {
+            "query_id": f"{qid}s",
+            "integer_time_unit": "ms",
+            "sql": (
+                "SELECT * FROM t SITUATIONS (ORDER BY ts DEFINE A AS a1 > 100, B AS a1 < 50 "
+                "PATTERN A before B)"
+            ),
+        },
+    )
     assert situated.derived or situated.reason
 
 
 def test_push_pull_reply_keeps_its_optional_field() -> None:
     assert PushPullReply.parse({"before": 3, "survivors": 1}).unfiltered is None
-    assert PushPullReply.parse({"before": 3, "survivors": 3, "unfiltered": "no memory"}).unfiltered == "no memory"
+    assert (
+        PushPullReply.parse({"before": 3, "survivors": 3, "unfiltered": "no memory"}).unfiltered
+        == "no memory"
+    )
 
 
 SAMPLES: dict[type[Reply], dict[str, Any]] = {
-    ReserveReply: {"granted": True}, ReleaseReply: {"released": True}, CloseReply: {"closed": False},
-    OpenReply: {"rows": 1, "variables": {"A": {"count": 1}}}, IntervalsReply: {"intervals": 1},
-    SummariesReply: {}, WjfReply: {"filters": 1}, VerifyReply: {"before": 2, "survivors": 1},
-    PushPullReply: {"before": 2, "survivors": 1}, SituationsReply: {"derived": False},
-    HealthReply: {"status": "ok"}, FilesReply: {"files": []}, SchemaReply: {"digest": "x"},
-    StatsReply: {k: 0 for k in ("queries", "held_bytes", "budget_bytes", "reservations", "waiting", "evicted",
-                                "refused", "work_bytes", "work_peak_bytes", "stopped", "calls", "bytes_in",
-                                "bytes_out")} | {"per_query_bytes": []},
+    ReserveReply: {"granted": True},
+    ReleaseReply: {"released": True},
+    CloseReply: {"closed": False},
+    OpenReply: {"rows": 1, "variables": {"A": {"count": 1}}},
+    IntervalsReply: {"intervals": 1},
+    SummariesReply: {},
+    WjfReply: {"filters": 1},
+    VerifyReply: {"before": 2, "survivors": 1},
+    PushPullReply: {"before": 2, "survivors": 1},
+    SituationsReply: {"derived": False},
+    HealthReply: {"status": "ok"},
+    FilesReply: {"files": []},
+    SchemaReply: {"digest": "x"},
+    StatsReply: {
+        k: 0
+        for k in (
+            "queries",
+            "held_bytes",
+            "budget_bytes",
+            "reservations",
+            "waiting",
+            "evicted",
+            "refused",
+            "work_bytes",
+            "work_peak_bytes",
+            "stopped",
+            "calls",
+            "bytes_in",
+            "bytes_out",
+        )
+    }
+    | {"per_query_bytes": []},
 }
 
 
@@ -124,7 +175,9 @@ def test_a_missing_or_ill_typed_field_is_a_protocol_error(kind: type[Reply]) -> 
     assert kind.parse(sample) == parse_reply(kind.ACTION, sample)
     assert kind.parse(kind.parse(sample).to_wire()) == kind.parse(sample)
     for name in sample:
-        with pytest.raises(ProtocolError, match=f"reply to {kind.ACTION}: field '{name}' is missing"):
+        with pytest.raises(
+            ProtocolError, match=f"reply to {kind.ACTION}: field '{name}' is missing"
+        ):
             kind.parse({k: v for k, v in sample.items() if k != name})
         with pytest.raises(ProtocolError, match=f"reply to {kind.ACTION}: field '{name}"):
             kind.parse({**sample, name: object()})
@@ -139,8 +192,12 @@ def test_nested_fields_and_optional_types_are_checked() -> None:
         ReserveReply.parse({"granted": 1})  # not a bool
     with pytest.raises(ProtocolError, match="expected an object"):
         HealthReply.parse([])  # type: ignore[arg-type]
-    assert isinstance(parse_reply("open", {"group": [{"rows": 0, "variables": {}}]}), GroupOpenReply)
-    reply = OpenReply.parse({"rows": 1, "variables": {}, "event_key": None, "navigation_on_node": None})
+    assert isinstance(
+        parse_reply("open", {"group": [{"rows": 0, "variables": {}}]}), GroupOpenReply
+    )
+    reply = OpenReply.parse(
+        {"rows": 1, "variables": {}, "event_key": None, "navigation_on_node": None}
+    )
     assert reply.event_key == () and reply.navigation_on_node is None and reply.beta == {}
 
 

@@ -21,6 +21,7 @@ from tests.storage.test_service import dual_filtering_round_trip
 
 pytestmark = pytest.mark.s3
 
+
 @pytest.fixture(scope="module")
 def s3() -> Iterator[str]:
     import boto3
@@ -47,8 +48,13 @@ def s3() -> Iterator[str]:
 def test_shard_to_s3_and_serve_from_s3(s3: str, tmp_path: Path) -> None:
     events = synthetic_events(30_000, seed=9)
     pq.write_table(events, tmp_path / "events.parquet")
-    manifests = shard(str(tmp_path / "events.parquet"), 3, "s3://events/crimes", batch_rows=10_000,
-                      config=StorageConfig(s3_endpoint=s3))
+    manifests = shard(
+        str(tmp_path / "events.parquet"),
+        3,
+        "s3://events/crimes",
+        batch_rows=10_000,
+        config=StorageConfig(s3_endpoint=s3),
+    )
     assert sum(m.rows for m in manifests) == events.num_rows
     env = {**CREDENTIALS, "DFS_CER__STORAGE__S3_ENDPOINT": s3}
     with LocalCluster([f"s3://events/crimes/node-{i:02d}" for i in range(3)], env=env) as cluster:
@@ -59,6 +65,8 @@ def test_shard_to_s3_and_serve_from_s3(s3: str, tmp_path: Path) -> None:
 
 def test_missing_objects_are_reported_by_name(s3: str) -> None:
     env = {**CREDENTIALS, "DFS_CER__STORAGE__S3_ENDPOINT": s3}
-    with pytest.raises(StorageError, match=re.escape("s3://events/nothing-here/manifest.json")), \
-            LocalCluster(["s3://events/nothing-here"], env=env):
+    with (
+        pytest.raises(StorageError, match=re.escape("s3://events/nothing-here/manifest.json")),
+        LocalCluster(["s3://events/nothing-here"], env=env),
+    ):
         pass

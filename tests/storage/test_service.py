@@ -32,10 +32,12 @@ from storage_node.launcher import LocalCluster
 
 pytestmark = pytest.mark.flight
 
-QUERY = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b, C.ts AS c "
-         "ALL MATCHES PATTERN (A B C) WITHIN INTERVAL '3' MINUTE DEFINE A AS A.type = 'T_01' AND "
-         "A.a1 <= 200, B AS B.type = 'T_02' AND B.a1 <= 200, C AS C.type = 'T_03' AND C.a1 <= "
-         "200 AND C.a2 = B.a2)")
+QUERY = (
+    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b, C.ts AS c "
+    "ALL MATCHES PATTERN (A B C) WITHIN INTERVAL '3' MINUTE DEFINE A AS A.type = 'T_01' AND "
+    "A.a1 <= 200, B AS B.type = 'T_02' AND B.a1 <= 200, C AS C.type = 'T_03' AND C.a1 <= "
+    "200 AND C.a2 = B.a2)"
+)
 WINDOW = 180_000
 
 
@@ -76,16 +78,32 @@ def dual_filtering_round_trip(nodes: list[StorageClient], events: pa.Table) -> N
     counts = {v: sum(o["variables"][v]["count"] for o in opened) for v in "ABC"}
     assert counts["A"] > 0 and counts["C"] > 0
     # 1. Eq. 1 intervals of A (head), merged on the compute node
-    parts = [IntervalSet.from_bytes(c.action("intervals", {"query_id": "q1", "variable": "A", "role": "head",
-                                                           "window": WINDOW})[1][0]) for c in nodes]
+    parts = [
+        IntervalSet.from_bytes(
+            c.action(
+                "intervals", {"query_id": "q1", "variable": "A", "role": "head", "window": WINDOW}
+            )[1][0]
+        )
+        for c in nodes
+    ]
     tis = parts[0].union(*parts[1:])
     swf = ShrinkingWindowFilter.from_intervals(tis.starts, tis.ends, WINDOW)
     # 2. B's join filter over B.a2, ORed across nodes
     f0 = WindowJoinFilter.with_estimates(counts["B"], WINDOW, KeyKind.STRING)
-    build = {"variable": "B", "column": "a2", "bits": f0.bits, "hashes": f0.hashes, "window": WINDOW,
-             "kind": int(KeyKind.STRING)}
-    filters = [WindowJoinFilter.from_bytes(c.action("wjf", {"query_id": "q1", "builds": [build]},
-                                                    [swf.to_bytes()])[1][0]) for c in nodes]
+    build = {
+        "variable": "B",
+        "column": "a2",
+        "bits": f0.bits,
+        "hashes": f0.hashes,
+        "window": WINDOW,
+        "kind": int(KeyKind.STRING),
+    }
+    filters = [
+        WindowJoinFilter.from_bytes(
+            c.action("wjf", {"query_id": "q1", "builds": [build]}, [swf.to_bytes()])[1][0]
+        )
+        for c in nodes
+    ]
     wjf = WindowJoinFilter.union(filters)
     # 3. C verifies against the SWF and the WJF (B precedes C: windows W and W-1), refresh tags back
     probe = Verify("q1", "C", "tail", WINDOW, (Probe("a2", -1, 1),)).header()  # the typed request
@@ -93,10 +111,16 @@ def dual_filtering_round_trip(nodes: list[StorageClient], events: pa.Table) -> N
     assert sum(h["survivors"] for h, _ in replies) <= sum(h["before"] for h, _ in replies)
     swf.apply_refresh([RefreshTags.from_bytes(b[0]) for _, b in replies])
     # 4. final pull of candidate rows inside the final interval set
-    pulled = pa.concat_tables([c.pull({"query_id": "q1", "kind": "pull"}, [swf.to_bytes()]) for c in nodes])
-    pushdown = pa.concat_tables([c.pull({"query_id": "q1", "kind": "pull_pushdown"}) for c in nodes])
+    pulled = pa.concat_tables(
+        [c.pull({"query_id": "q1", "kind": "pull"}, [swf.to_bytes()]) for c in nodes]
+    )
+    pushdown = pa.concat_tables(
+        [c.pull({"query_id": "q1", "kind": "pull_pushdown"}) for c in nodes]
+    )
     everything = pa.concat_tables([c.pull({"query_id": "q1", "kind": "pull_all"}) for c in nodes])
-    ranged = pa.concat_tables([c.pull({"query_id": "q1", "kind": "pull_range"}, [swf.to_bytes()]) for c in nodes])
+    ranged = pa.concat_tables(
+        [c.pull({"query_id": "q1", "kind": "pull_range"}, [swf.to_bytes()]) for c in nodes]
+    )
     assert everything.num_rows == events.num_rows
     assert pulled.num_rows < pushdown.num_rows < everything.num_rows
     # pull_range: every row inside the final intervals (what a contiguous pattern needs)
@@ -112,7 +136,9 @@ def dual_filtering_round_trip(nodes: list[StorageClient], events: pa.Table) -> N
         assert all(s > 0 for s in sizes)
 
 
-def test_dual_filtering_round_trips_pull_exactly_what_matches_need(cluster: LocalCluster, events: pa.Table) -> None:
+def test_dual_filtering_round_trips_pull_exactly_what_matches_need(
+    cluster: LocalCluster, events: pa.Table
+) -> None:
     dual_filtering_round_trip(clients(cluster), events)
 
 
@@ -123,13 +149,21 @@ def test_bad_requests_get_clear_errors_and_the_node_keeps_serving(cluster: Local
         ("open", b"garbage", "malformed message"),
         ("open", encode({"query_id": "x"}), "missing field 'query'"),
         ("open", encode({"query_id": "x", "query": "{}"}), "not a valid query"),
-        ("intervals", encode({"query_id": "never-opened", "variable": "A", "role": "head", "window": 1}),
-         "unknown query id 'never-opened'"),
+        (
+            "intervals",
+            encode({"query_id": "never-opened", "variable": "A", "role": "head", "window": 1}),
+            "unknown query id 'never-opened'",
+        ),
         ("verify", encode({"query_id": 5}), "query_id must be 1 to 64 letters"),
-        ("summaries", encode({"query_id": "never-opened", "window": 1, "variables": [], "pairs": []}),
-         "unknown query id 'never-opened'"),
+        (
+            "summaries",
+            encode({"query_id": "never-opened", "window": 1, "variables": [], "pairs": []}),
+            "unknown query id 'never-opened'",
+        ),
     ]
-    options = flight.FlightCallOptions(headers=[(b"authorization", f"Bearer {cluster.token}".encode())])
+    options = flight.FlightCallOptions(
+        headers=[(b"authorization", f"Bearer {cluster.token}".encode())]
+    )
     raw = flight.FlightClient(cluster.endpoints[0])
     for name, body, message in cases:
         with pytest.raises(flight.FlightError, match=message):
@@ -139,14 +173,25 @@ def test_bad_requests_get_clear_errors_and_the_node_keeps_serving(cluster: Local
 
 def test_random_bytes_fuzzing(cluster: LocalCluster) -> None:
     rng = np.random.default_rng(0)
-    options = flight.FlightCallOptions(headers=[(b"authorization", f"Bearer {cluster.token}".encode())])
+    options = flight.FlightCallOptions(
+        headers=[(b"authorization", f"Bearer {cluster.token}".encode())]
+    )
     raw = flight.FlightClient(cluster.endpoints[1])
     for i in range(120):
         name = ["open", "intervals", "wjf", "verify", "close"][i % 5]
         body = rng.integers(0, 256, int(rng.integers(0, 300))).astype(np.uint8).tobytes()
         if i % 3 == 0:  # well-framed messages with random contents
-            body = encode({"query_id": "f", "variable": "A", "role": "head", "window": 3, "builds": [{}],
-                           "probes": [{}]}, [body])
+            body = encode(
+                {
+                    "query_id": "f",
+                    "variable": "A",
+                    "role": "head",
+                    "window": 3,
+                    "builds": [{}],
+                    "probes": [{}],
+                },
+                [body],
+            )
         # either a clean answer or a Flight error, never a crash
         try:
             list(raw.do_action(flight.Action(name, body), options=options))
@@ -168,7 +213,11 @@ def test_concurrent_queries_are_isolated(cluster: LocalCluster) -> None:
         results[qid] = c.pull({"query_id": qid, "kind": "pull_pushdown"}).num_rows
         c.action("close", {"query_id": qid})
 
-    threads = [threading.Thread(target=run, args=(f"{k}-{i}", q)) for i in range(3) for k, q in (("a", qa), ("b", qb))]
+    threads = [
+        threading.Thread(target=run, args=(f"{k}-{i}", q))
+        for i in range(3)
+        for k, q in (("a", qa), ("b", qb))
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -196,7 +245,10 @@ def test_schema_mismatch_is_refused_at_start_up(tmp_path: Path, events: pa.Table
     node = tmp_path / "nodes" / "node-00"
     bad = events.slice(0, 10).drop(["a3"])
     pq.write_table(bad, node / "part-00000.parquet")
-    with pytest.raises(StorageError, match="does not match the manifest schema"), LocalCluster([str(node)]):
+    with (
+        pytest.raises(StorageError, match="does not match the manifest schema"),
+        LocalCluster([str(node)]),
+    ):
         pass
 
 
@@ -216,8 +268,11 @@ def test_push_pull_rounds(cluster: LocalCluster, events: pa.Table) -> None:
     nodes = clients(cluster)
     qjson = parse(QUERY).to_json()
     pushdown = sum(c.action("open", {"query_id": "pp", "query": qjson})[0]["rows"] for c in nodes)
+
     def pull_variable(var: str) -> pa.Table:
-        tables = [c.pull({"query_id": "pp", "kind": "pull_variable", "variable": var}) for c in nodes]
+        tables = [
+            c.pull({"query_id": "pp", "kind": "pull_variable", "variable": var}) for c in nodes
+        ]
         return pa.concat_tables(tables).drop(["__dfs_cer_row_id"])
 
     pulled = {"A": pull_variable("A")}
@@ -250,16 +305,30 @@ def _self_signed(tmp: Path) -> tuple[str, str]:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
     now = dt.datetime.now(dt.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(days=1))
-            .not_valid_after(now + dt.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
-                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False)
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=1))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
     (tmp / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (tmp / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                    serialization.NoEncryption()))
+    (tmp / "key.pem").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     return str(tmp / "cert.pem"), str(tmp / "key.pem")
 
 
@@ -285,7 +354,10 @@ def test_shard_cache_serves_later_scans_from_memory(tmp_path: Path, events: pa.T
     for cache in ("1GiB", "0"):
         with LocalCluster(node, env={"DFS_CER__STORAGE__CACHE_BYTES": cache}) as one:
             c = StorageClient(one.endpoints[0], one.token)
-            opened = [c.action("open", {"query_id": f"q{i}", "query": parse(QUERY).to_json()})[0] for i in range(3)]
+            opened = [
+                c.action("open", {"query_id": f"q{i}", "query": parse(QUERY).to_json()})[0]
+                for i in range(3)
+            ]
             assert opened[0]["variables"] == opened[2]["variables"]
             pulled = c.pull({"query_id": "q2", "kind": "pull_pushdown"})
             stats = c.action("stats")[0]
@@ -294,11 +366,15 @@ def test_shard_cache_serves_later_scans_from_memory(tmp_path: Path, events: pa.T
             assert stats["cached_bytes"] == 0 and stats["cache_hits"] == 0
         else:
             # later opens read the cached rows (through the value index of the type column)
-            assert stats["cached_bytes"] > 0 and stats["cache_hits"] >= 2 and stats["index_bytes"] > 0
+            assert (
+                stats["cached_bytes"] > 0 and stats["cache_hits"] >= 2 and stats["index_bytes"] > 0
+            )
     assert replies["1GiB"][0] == replies["0"][0] and replies["1GiB"][1].equals(replies["0"][1])
 
 
-def test_nodes_load_and_index_their_rows_before_reporting_ready(tmp_path: Path, events: pa.Table) -> None:
+def test_nodes_load_and_index_their_rows_before_reporting_ready(
+    tmp_path: Path, events: pa.Table
+) -> None:
     """storage.preload: the rows are cached and the event-type column indexed before the first
     query (which then pays for neither); with preload off, the first query loads them."""
     pq.write_table(events, tmp_path / "e.parquet")

@@ -29,16 +29,21 @@ WINDOW = "WITHIN INTERVAL '5' MINUTE"
 QUERIES = {
     "null condition": HEAD.format("") + f"PATTERN (A X? N*? B) {WINDOW} "
     "DEFINE A AS type = 'A', X AS NULL, B AS type = 'B' OR NULL)",
-    "filter in measures": HEAD.format(", count(*) FILTER (WHERE B.w > 50) AS nb, sum(w) FILTER (WHERE A.w > 10) "
-                                      "AS sa, count(N.*) FILTER (WHERE w < 20) AS small_n") +
-    f"PATTERN (A N*? B) {WINDOW} DEFINE A AS type = 'A', B AS type = 'B')",
-    "filter in define": HEAD.format("") + f"PATTERN (A N*? B) {WINDOW} DEFINE A AS type = 'A', B AS type = 'B' AND count(*) "
-                                          "FILTER (WHERE N.w > 50) >= 1 AND sum(w) FILTER (WHERE A.w > 20) > 0)",
-    "match number in a define aggregate": HEAD.format(", MATCH_NUMBER() AS m") + f"PATTERN (A N*? B) {WINDOW} DEFINE A AS type = 'A', B AS type = 'B' AND "
-                                                                                 "sum(MATCH_NUMBER()) FILTER (WHERE N.w > 90) IS NULL)",
+    "filter in measures": HEAD.format(
+        ", count(*) FILTER (WHERE B.w > 50) AS nb, sum(w) FILTER (WHERE A.w > 10) "
+        "AS sa, count(N.*) FILTER (WHERE w < 20) AS small_n"
+    )
+    + f"PATTERN (A N*? B) {WINDOW} DEFINE A AS type = 'A', B AS type = 'B')",
+    "filter in define": HEAD.format("")
+    + f"PATTERN (A N*? B) {WINDOW} DEFINE A AS type = 'A', B AS type = 'B' AND count(*) "
+    "FILTER (WHERE N.w > 50) >= 1 AND sum(w) FILTER (WHERE A.w > 20) > 0)",
+    "match number in a define aggregate": HEAD.format(", MATCH_NUMBER() AS m")
+    + f"PATTERN (A N*? B) {WINDOW} DEFINE A AS type = 'A', B AS type = 'B' AND "
+    "sum(MATCH_NUMBER()) FILTER (WHERE N.w > 90) IS NULL)",
     "alias list": HEAD.format(", MATCH_NUMBER() AS m") + f"PATTERN (A N*? B) {WINDOW} "
     "DEFINE A AS type = 'A', B AS type = 'B') AS mr(first_a, last_b, k)",
-    "navigation of a subset's classifier": HEAD.format(", CLASSIFIER() AS c") + "ALL ROWS PER MATCH "
+    "navigation of a subset's classifier": HEAD.format(", CLASSIFIER() AS c")
+    + "ALL ROWS PER MATCH "
     f"PATTERN (A B+ C) {WINDOW} SUBSET U = (A, B) DEFINE A AS type = 'A', B AS B.v >= PREV(B.v), "
     "C AS NEXT(FIRST(CLASSIFIER(U)), 2) = 'C' OR PREV(LAST(CLASSIFIER(U), 1)) = 'A')",
 }
@@ -71,13 +76,19 @@ def test_accepted_forms_agree_with_the_local_engine(cluster: LocalCluster, name:
 
 
 def test_exclusion_with_unmatched_rows_is_refused_by_every_strategy(cluster: LocalCluster) -> None:
-    sql = ("SELECT * FROM events MATCH_RECOGNIZE (ORDER BY ts MEASURES CLASSIFIER() AS c ALL "
-           f"ROWS PER MATCH WITH UNMATCHED ROWS PATTERN (A {{- N* -}} B) {WINDOW} DEFINE A AS "
-           "type = 'A', B AS type = 'B')")
-    with pytest.raises(QueryValidationError, match="cannot be used with ALL ROWS PER MATCH WITH UNMATCHED ROWS"):
+    sql = (
+        "SELECT * FROM events MATCH_RECOGNIZE (ORDER BY ts MEASURES CLASSIFIER() AS c ALL "
+        f"ROWS PER MATCH WITH UNMATCHED ROWS PATTERN (A {{- N* -}} B) {WINDOW} DEFINE A AS "
+        "type = 'A', B AS type = 'B')"
+    )
+    with pytest.raises(
+        QueryValidationError, match="cannot be used with ALL ROWS PER MATCH WITH UNMATCHED ROWS"
+    ):
         match_recognize(EVENTS, sql)
     for strategy in STRATEGIES:
-        with pytest.raises(QueryValidationError, match="neither output as matched nor as unmatched rows"):
+        with pytest.raises(
+            QueryValidationError, match="neither output as matched nor as unmatched rows"
+        ):
             _pulled(strategy, sql, cluster)
 
 
@@ -85,12 +96,16 @@ def test_exclusion_with_unmatched_rows_is_refused_by_every_strategy(cluster: Loc
 def test_match_recognize_over_a_match_recognize(cluster: LocalCluster, strategy: str) -> None:
     # the inner clause is pulled with the strategy; the outer one reads its relation on the
     # compute node (it never touches the nodes' rows)
-    inner = ("SELECT * FROM events MATCH_RECOGNIZE (ORDER BY ts MEASURES MATCH_NUMBER() AS m, "
-             f"CLASSIFIER() AS c ALL ROWS PER MATCH PATTERN (A {{- N* -}} B) {WINDOW} DEFINE A "
-             "AS type = 'A', B AS type = 'B')")
-    sql = (f"SELECT * FROM ({inner}) AS inner_rows MATCH_RECOGNIZE (ORDER BY ts MEASURES "
-           "count(*) AS n, sum(Y.w) AS s ONE ROW PER MATCH PATTERN (X Y) DEFINE X AS c = 'A', "
-           "Y AS Y.m = X.m) AS mr(pairs, total)")
+    inner = (
+        "SELECT * FROM events MATCH_RECOGNIZE (ORDER BY ts MEASURES MATCH_NUMBER() AS m, "
+        f"CLASSIFIER() AS c ALL ROWS PER MATCH PATTERN (A {{- N* -}} B) {WINDOW} DEFINE A "
+        "AS type = 'A', B AS type = 'B')"
+    )
+    sql = (
+        f"SELECT * FROM ({inner}) AS inner_rows MATCH_RECOGNIZE (ORDER BY ts MEASURES "
+        "count(*) AS n, sum(Y.w) AS s ONE ROW PER MATCH PATTERN (X Y) DEFINE X AS c = 'A', "
+        "Y AS Y.m = X.m) AS mr(pairs, total)"
+    )
     expected = match_recognize(EVENTS, sql)
     assert expected.num_rows > 0
     with warnings.catch_warnings():

@@ -15,8 +15,21 @@ from dfs_cer.plan.cost import FIXED, CostInputs, CostModel
 
 
 def inputs(**changes: float) -> CostInputs:
-    base = dict(variable="B", middle=False, count=1000, span=1_000_000.0, window=100, covered=200_000.0,
-                event_rate=1.0, equalities=0, join_keys=0, swf_bytes=4096, wjf_bytes=0, nodes=3, event_bytes=64.0)
+    base = dict(
+        variable="B",
+        middle=False,
+        count=1000,
+        span=1_000_000.0,
+        window=100,
+        covered=200_000.0,
+        event_rate=1.0,
+        equalities=0,
+        join_keys=0,
+        swf_bytes=4096,
+        wjf_bytes=0,
+        nodes=3,
+        event_bytes=64.0,
+    )
     base.update(changes)
     return CostInputs(**base)  # type: ignore[arg-type]
 
@@ -42,7 +55,10 @@ def test_adaptive_weighs_benefit_against_harm() -> None:
 
 
 def test_calibration_tables_are_interpolated(tmp_path: Path) -> None:
-    doc = {"tables": {"c_p1": [[1000, 20e-9], [100_000, 10e-9]]}, "beta": {"cer": 1e-6, "rowpattern": 3e-6}}
+    doc = {
+        "tables": {"c_p1": [[1000, 20e-9], [100_000, 10e-9]]},
+        "beta": {"cer": 1e-6, "rowpattern": 3e-6},
+    }
     path = tmp_path / "cal.json"
     path.write_text(json.dumps(doc))
     model = CostModel.load("adaptive", str(path), engine="rowpattern")
@@ -53,9 +69,14 @@ def test_calibration_tables_are_interpolated(tmp_path: Path) -> None:
     assert CostModel.load("fixed", str(path)).per_event("c_p1", 50_500) == FIXED["c_p1"]
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("{not json", "unreadable"), ('{"tables": {"c_zz": [[1, 1]]}}', "unknown"),
-    ('{"tables": {"c_p1": [[0, 1e-9]]}}', "positive sizes")])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{not json", "unreadable"),
+        ('{"tables": {"c_zz": [[1, 1]]}}', "unknown"),
+        ('{"tables": {"c_p1": [[0, 1e-9]]}}', "positive sizes"),
+    ],
+)
 def test_bad_calibration_files(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "cal.json"
     path.write_text(text)
@@ -66,8 +87,12 @@ def test_bad_calibration_files(tmp_path: Path, text: str, message: str) -> None:
 def test_cost_model_reads_what_calibrate_writes(tmp_path: Path) -> None:
     out = tmp_path / "conf" / "calibration.json"
     exe = str(Path(sys.executable).parent / "dfs-cer")
-    run = subprocess.run([exe, "calibrate", "--quick", "--out", str(out)], capture_output=True, text=True,
-                         timeout=300)
+    run = subprocess.run(
+        [exe, "calibrate", "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     assert "calibrating" in run.stderr and "beta, cer" in run.stdout
     doc = json.loads(out.read_text())

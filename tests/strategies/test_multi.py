@@ -54,8 +54,13 @@ def test_queries_together_match_each_alone(cluster: LocalCluster, strategy: str)
     events = random_events(seed=5, n=3000)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        group = pull_many(strategy, QUERIES, cluster.endpoints, cluster.token, cost_model="always_on")
-        alone = [pull(strategy, q, cluster.endpoints, cluster.token, cost_model="always_on") for q in QUERIES]
+        group = pull_many(
+            strategy, QUERIES, cluster.endpoints, cluster.token, cost_model="always_on"
+        )
+        alone = [
+            pull(strategy, q, cluster.endpoints, cluster.token, cost_model="always_on")
+            for q in QUERIES
+        ]
     for q, together, single in zip(QUERIES, group.results, alone, strict=True):
         want = rows(match_recognize(events, q))
         assert rows(match_pulled(together)) == want == rows(match_pulled(single)), q
@@ -67,7 +72,10 @@ def test_queries_together_match_each_alone(cluster: LocalCluster, strategy: str)
         shared_events = group.trace.rounds[2].events
         assert shared_events <= sum(r.events.num_rows for r in group.results)
     if strategy == "dfs":
-        assert sum(r.action == "intervals (shared)" for res in group.results for r in res.trace.rounds) == 1
+        assert (
+            sum(r.action == "intervals (shared)" for res in group.results for r in res.trace.rounds)
+            == 1
+        )
     if strategy == "pull_all":  # the same rows for every query: sent once instead of five times
         assert group.bytes_to_cn < 0.5 * sum(r.trace.bytes_to_cn for r in alone)
 
@@ -80,16 +88,29 @@ def test_a_failing_query_fails_the_group_with_its_error(cluster: LocalCluster) -
         pull_many("dfs", [QUERIES[1], bad], cluster.endpoints, cluster.token)
 
 
-def test_cli_runs_several_queries_together(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_cli_runs_several_queries_together(
+    cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     import json
     import subprocess
     import sys
     from pathlib import Path
 
     exe = str(Path(sys.executable).parent / "dfs-cer")
-    base = [exe, "query", "--endpoints", ",".join(cluster.endpoints), "--token-file", str(cluster.token_file)]
-    out = subprocess.run([*base, "--format", "json", QUERIES[0], QUERIES[3]], capture_output=True, text=True,
-                         timeout=120)
+    base = [
+        exe,
+        "query",
+        "--endpoints",
+        ",".join(cluster.endpoints),
+        "--token-file",
+        str(cluster.token_file),
+    ]
+    out = subprocess.run(
+        [*base, "--format", "json", QUERIES[0], QUERIES[3]],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     events = random_events(seed=5, n=3000)
@@ -98,7 +119,9 @@ def test_cli_runs_several_queries_together(cluster: LocalCluster, tmp_path_facto
     assert [r["action"] for r in doc["group"]["rounds"][:2]] == ["reserve", "open"]
     script = tmp_path_factory.mktemp("sql") / "queries.sql"
     script.write_text(";\n".join(QUERIES) + ";\n")
-    text = subprocess.run([*base, "--file", str(script)], capture_output=True, text=True, timeout=120)
+    text = subprocess.run(
+        [*base, "--file", str(script)], capture_output=True, text=True, timeout=120
+    )
     assert text.returncode == 0, text.stderr
     assert "5 queries together (dfs): one scan per storage node" in text.stdout
     assert text.stdout.count("query ") >= 5
@@ -116,7 +139,10 @@ def test_skip_patterns_share_a_filtered_scan(cluster: LocalCluster) -> None:
 
 def test_pull_all_groups_read_every_row_without_a_contiguous_pattern(cluster: LocalCluster) -> None:
     events = random_events(seed=5, n=3000)
-    chosen = [QUERIES[0], QUERIES[3]]  # both skip rows: the group would otherwise scan only candidates
+    chosen = [
+        QUERIES[0],
+        QUERIES[3],
+    ]  # both skip rows: the group would otherwise scan only candidates
     group = pull_many("pull_all", chosen, cluster.endpoints, cluster.token)
     for q, result in zip(chosen, group.results, strict=True):
         assert result.events.num_rows == events.num_rows

@@ -34,9 +34,22 @@ from tests.transport.conftest import TOKEN
 
 #: every error class a storage node may raise, each with its own code
 WIRE_ERRORS: tuple[type[DfsCerError], ...] = (
-    DfsCerError, ConfigError, QueryError, FilterFormatError, StorageError, ProtocolError, MatchError,
-    MatchLimitError, WorkCancelledError, WorkMemoryError, AdmissionError, UnknownQueryError, CacheMissError,
-    ShardError, TableError)
+    DfsCerError,
+    ConfigError,
+    QueryError,
+    FilterFormatError,
+    StorageError,
+    ProtocolError,
+    MatchError,
+    MatchLimitError,
+    WorkCancelledError,
+    WorkMemoryError,
+    AdmissionError,
+    UnknownQueryError,
+    CacheMissError,
+    ShardError,
+    TableError,
+)
 
 
 def test_every_wire_error_class_has_its_own_code() -> None:
@@ -44,12 +57,17 @@ def test_every_wire_error_class_has_its_own_code() -> None:
     assert len(set(codes)) == len(codes)
     assert SNAPSHOT_BUSY not in codes and NodeRefusedError.code not in codes
     # the codes the compute node has always acted on keep their values
-    assert (UnknownQueryError.code, AdmissionError.code, CacheMissError.code, WorkMemoryError.code) == \
-        ("unknown-query", "admission", "cache-miss", "work-memory")
+    assert (
+        UnknownQueryError.code,
+        AdmissionError.code,
+        CacheMissError.code,
+        WorkMemoryError.code,
+    ) == ("unknown-query", "admission", "cache-miss", "work-memory")
 
 
 def refused(node: StorageNode, exc: Exception) -> NodeRefusedError:
     """What the client raises when the node's ``health`` handler raises ``exc``."""
+
     def fail(header: object, blobs: object) -> None:
         raise exc
 
@@ -66,8 +84,9 @@ def refused(node: StorageNode, exc: Exception) -> NodeRefusedError:
 
 
 @pytest.mark.parametrize("cls", WIRE_ERRORS, ids=lambda c: c.__name__)
-def test_a_node_error_reaches_the_client_with_its_class_message_and_code(node: StorageNode,
-                                                                          cls: type[DfsCerError]) -> None:
+def test_a_node_error_reaches_the_client_with_its_class_message_and_code(
+    node: StorageNode, cls: type[DfsCerError]
+) -> None:
     got = refused(node, cls("the reason, with its value 42"))
     assert got.code == cls.code
     assert f"refused health: {cls.__name__}: the reason, with its value 42" in str(got), str(got)
@@ -76,7 +95,12 @@ def test_a_node_error_reaches_the_client_with_its_class_message_and_code(node: S
 def test_codes_of_instances_travel_too(node: StorageNode) -> None:
     got = refused(node, QueryError("input filter refused", code="input-filter"))
     assert got.code == "input-filter" and "QueryError: input filter refused" in str(got)
-    got = refused(node, StorageError("this storage node serves running queries on another snapshot", code=SNAPSHOT_BUSY))
+    got = refused(
+        node,
+        StorageError(
+            "this storage node serves running queries on another snapshot", code=SNAPSHOT_BUSY
+        ),
+    )
     assert got.code == SNAPSHOT_BUSY and "StorageError: this storage node serves" in str(got)
 
 
@@ -88,9 +112,12 @@ def test_an_unexpected_error_is_an_internal_error_without_a_code(node: StorageNo
 def test_the_node_refuses_an_unknown_action_as_before(node: StorageNode) -> None:
     client = StorageClient(f"127.0.0.1:{node.port}", TOKEN, timeout=10.0)
     try:
-        with pytest.raises(NodeRefusedError, match="ProtocolError: unknown action 'nope'; actions: reserve, release, "
-                                                   "open, intervals, summaries, wjf, verify, push_pull, close, "
-                                                   "health, stats, files, situations, schema") as info:
+        with pytest.raises(
+            NodeRefusedError,
+            match="ProtocolError: unknown action 'nope'; actions: reserve, release, "
+            "open, intervals, summaries, wjf, verify, push_pull, close, "
+            "health, stats, files, situations, schema",
+        ) as info:
             client.action("nope")
         assert info.value.code == ProtocolError.code
         with pytest.raises(NodeRefusedError, match="unknown action 'upload'"):
@@ -130,13 +157,24 @@ def test_retry_on_tries_again_only_on_its_codes_within_the_deadline() -> None:
     assert len(tries) == 1
     tries.clear()
     began = time.monotonic()
-    with pytest.raises(NodeRefusedError, match="busy"):  # tried until the next try would pass the deadline
+    with pytest.raises(
+        NodeRefusedError, match="busy"
+    ):  # tried until the next try would pass the deadline
         retry_on((SNAPSHOT_BUSY,), always_busy, lambda: began + 0.5)
     assert len(tries) > 1 and time.monotonic() - began < 1.5
 
 
-@pytest.mark.parametrize("exc", [StorageError("busy", code=SNAPSHOT_BUSY), NodeRefusedError("lost", "cache-miss"),
-                                 NodeRefusedError("refused")], ids=str)
-def test_codes_survive_pickling(exc: DfsCerError) -> None:  # errors cross to and from Spark executors
+@pytest.mark.parametrize(
+    "exc",
+    [
+        StorageError("busy", code=SNAPSHOT_BUSY),
+        NodeRefusedError("lost", "cache-miss"),
+        NodeRefusedError("refused"),
+    ],
+    ids=str,
+)
+def test_codes_survive_pickling(
+    exc: DfsCerError,
+) -> None:  # errors cross to and from Spark executors
     back = pickle.loads(pickle.dumps(exc))
     assert type(back) is type(exc) and str(back) == str(exc) and back.code == exc.code

@@ -32,10 +32,20 @@ SAMPLES: dict[type, Any] = {
     Release: Release("q1"),
     Close: Close("q1"),
     Intervals: Intervals("q1", "A", "head", 180),
-    Wjf: Wjf("q1", (Build("A", "a2", 180, 1, "wjf", 4096, 3, 7), Build("B", "a1", 60, 2, "keyset")),
-             "intervals"),
-    Verify: Verify("q1", "B", "tail", 180, (Probe("a2", -1, 1), Probe("a1", 0, 2, "keyset")), "intervals",
-                   cached_swf=True),
+    Wjf: Wjf(
+        "q1",
+        (Build("A", "a2", 180, 1, "wjf", 4096, 3, 7), Build("B", "a1", 60, 2, "keyset")),
+        "intervals",
+    ),
+    Verify: Verify(
+        "q1",
+        "B",
+        "tail",
+        180,
+        (Probe("a2", -1, 1), Probe("a1", 0, 2, "keyset")),
+        "intervals",
+        cached_swf=True,
+    ),
     PushPull: PushPull("q1", "C", ("A", "B")),
     Upload: Upload("q1", "A"),
     Halo: Halo("q1", "pull_halo", 2, 3, ("id",), True, skip_shipped=True),
@@ -50,18 +60,44 @@ def test_every_call_is_named_once() -> None:
 
 
 def test_the_node_lists_its_actions_in_the_order_it_always_did() -> None:
-    assert tuple(ACTIONS) == ("reserve", "release", "open", "intervals", "summaries", "wjf", "verify", "push_pull",
-                              "close", "health", "stats", "files", "situations", "schema")
+    assert tuple(ACTIONS) == (
+        "reserve",
+        "release",
+        "open",
+        "intervals",
+        "summaries",
+        "wjf",
+        "verify",
+        "push_pull",
+        "close",
+        "health",
+        "stats",
+        "files",
+        "situations",
+        "schema",
+    )
 
 
 def test_derived_sets() -> None:
     # the final pulls a group shares are exactly those an executor may slice, in the order errors list them
-    assert FINAL_PULLS == tuple(a.name for a in PROTOCOL if a.sliceable) == \
-        ("pull", "pull_range", "pull_all", "pull_pushdown")
+    assert (
+        FINAL_PULLS
+        == tuple(a.name for a in PROTOCOL if a.sliceable)
+        == ("pull", "pull_range", "pull_all", "pull_pushdown")
+    )
     assert all(PULLS[k].call == "get" for k in FINAL_PULLS)
     assert set(STATELESS_PULLS) == {"pull_all", "pull_times", "pull_group"}
-    assert {n for n, a in ACTIONS.items() if a.lifecycle} == \
-        {"reserve", "release", "open", "close", "situations", "files", "schema", "health", "stats"}
+    assert {n for n, a in ACTIONS.items() if a.lifecycle} == {
+        "reserve",
+        "release",
+        "open",
+        "close",
+        "situations",
+        "files",
+        "schema",
+        "health",
+        "stats",
+    }
     # lifecycle actions take no blobs; health and stats ignore their body
     assert not any(a.blobs for a in ACTIONS.values() if a.lifecycle)
     assert {n for n, a in ACTIONS.items() if not a.decoded} == {"health", "stats"}
@@ -86,7 +122,9 @@ def test_a_missing_handler_fails_when_the_node_starts() -> None:
         Routes(cast(Node, SimpleNamespace()), SimpleNamespace(stats=None))
 
 
-@pytest.mark.parametrize("request_type", sorted({a.request for a in PROTOCOL if a.request}, key=str))
+@pytest.mark.parametrize(
+    "request_type", sorted({a.request for a in PROTOCOL if a.request}, key=str)
+)
 def test_every_request_type_parses_its_own_header(request_type: type) -> None:
     sample = SAMPLES[request_type]
     assert request_type.parse(sample.header()) == sample  # type: ignore[attr-defined]

@@ -21,10 +21,14 @@ def test_an_executor_takes_a_time_slice_of_a_final_pull(node: StorageNode) -> No
         lo, hi = int(ts[len(ts) // 4]), int(ts[len(ts) // 2])
         part = client.pull({"kind": "pull_all", "slice": [lo, hi]})
         assert part.equals(everything.filter(pa.array((ts >= lo) & (ts <= hi))))
-        with pytest.raises(NodeRefusedError, match="pull_times: slice applies to pull, pull_range, pull_all, "
-                                                   "pull_pushdown only"):
+        with pytest.raises(
+            NodeRefusedError,
+            match="pull_times: slice applies to pull, pull_range, pull_all, pull_pushdown only",
+        ):
             client.pull({"kind": "pull_times", "slice": [lo, hi]})
-        with pytest.raises(NodeRefusedError, match="unknown query id 'q1'"):  # the query first, then the kind
+        with pytest.raises(
+            NodeRefusedError, match="unknown query id 'q1'"
+        ):  # the query first, then the kind
             client.pull({"kind": "nope", "query_id": "q1"})
     finally:
         client.close()

@@ -22,9 +22,15 @@ def variables_of(e: Expr) -> set[str]:
 class Gathered:
     """Column values of bound variables for a batch of partial matches (the expression resolver)."""
 
-    def __init__(self, table: pa.Table, rows: dict[str, np.ndarray], owner: str, kleene: set[str],
-                 kleene_rows: dict[str, dict[tuple[NavKind, int], np.ndarray]] | None = None,
-                 columns: dict[str, pa.Array] | None = None) -> None:
+    def __init__(
+        self,
+        table: pa.Table,
+        rows: dict[str, np.ndarray],
+        owner: str,
+        kleene: set[str],
+        kleene_rows: dict[str, dict[tuple[NavKind, int], np.ndarray]] | None = None,
+        columns: dict[str, pa.Array] | None = None,
+    ) -> None:
         self.table = table
         self.rows = rows
         self.owner = owner
@@ -45,15 +51,21 @@ class Gathered:
         if isinstance(x, Navigation) and isinstance(x.operand, Column):
             var = x.operand.variable or self.owner
             key = (x.kind, x.offset)
-            if key in ((NavKind.FIRST, 0), (NavKind.LAST, 0), (NavKind.NEXT, 1), (NavKind.PREV, 1)) \
-                    and var in self.kleene_rows:
+            if (
+                key in ((NavKind.FIRST, 0), (NavKind.LAST, 0), (NavKind.NEXT, 1), (NavKind.PREV, 1))
+                and var in self.kleene_rows
+            ):
                 # per-element views prepared by the Kleene enumeration
                 return self.column(x.operand.name).take(pa.array(self.kleene_rows[var][key]))
             if x.kind in (NavKind.FIRST, NavKind.LAST) and x.offset == 0 and var not in self.kleene:
                 return self.column(x.operand.name).take(pa.array(self.rows[var]))
-        raise UnsupportedFeatureError(f"{to_sql(x)} in a CER condition", clause="DEFINE",
-                                      hint="CER conditions use columns, FIRST/LAST, and NEXT/PREV of a Kleene "
-                                           "variable inside its own condition", code="unsupported")
+        raise UnsupportedFeatureError(
+            f"{to_sql(x)} in a CER condition",
+            clause="DEFINE",
+            hint="CER conditions use columns, FIRST/LAST, and NEXT/PREV of a Kleene "
+            "variable inside its own condition",
+            code="unsupported",
+        )
 
 
 def check_condition(e: Expr, resolve: Gathered, n: int) -> np.ndarray:

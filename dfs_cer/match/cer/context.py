@@ -17,9 +17,18 @@ class Context:
     """The events (sorted by partition and time: ``ts``, partition ``bounds`` and each row's
     partition ``row_part``) and the pattern's ``items`` one engine matches."""
 
-    def __init__(self, table: pa.Table, ts: np.ndarray, bounds: np.ndarray, row_part: np.ndarray,
-                 items: list[Item], window: int | None, tie: int, unordered: bool,
-                 work: Work | None) -> None:
+    def __init__(
+        self,
+        table: pa.Table,
+        ts: np.ndarray,
+        bounds: np.ndarray,
+        row_part: np.ndarray,
+        items: list[Item],
+        window: int | None,
+        tie: int,
+        unordered: bool,
+        work: Work | None,
+    ) -> None:
         self.table, self.ts, self.bounds, self.row_part = table, ts, bounds, row_part
         self.items = items
         self.window = window
@@ -46,8 +55,15 @@ class Context:
             self.work.uncharge(self._held - nbytes)
         self._held = nbytes
 
-    def expand(self, lo_row: np.ndarray, hi_row: np.ndarray, t_lo: np.ndarray, t_hi: np.ndarray,
-               cand: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    def expand(
+        self,
+        lo_row: np.ndarray,
+        hi_row: np.ndarray,
+        t_lo: np.ndarray,
+        t_hi: np.ndarray,
+        cand: np.ndarray,
+        width: int,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The band join of partial matches (``width`` bound variables) with ``cand``, its pairs
         counted and charged before they are made."""
         first, last = expand_ranges(lo_row, hi_row, t_lo, t_hi, cand, self.ts[cand])

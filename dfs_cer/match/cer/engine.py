@@ -67,10 +67,20 @@ from dfs_cer.work import CHECK_EVERY, Work
 KLEENE_MATCH_BYTES = 256
 
 
-def run_cer(table: pa.Table, analysis: Analysis, *, selection: str = "skip_till_any_match", kleene: str = "all",
-            max_matches: int = 10_000_000, on_limit: str = "error", count_only: bool = False,
-            join_order: tuple[str, ...] | None = None, time_order: str = "strict",
-            match_ids: bool = False, work: Work | None = None) -> MatchOutput:
+def run_cer(
+    table: pa.Table,
+    analysis: Analysis,
+    *,
+    selection: str = "skip_till_any_match",
+    kleene: str = "all",
+    max_matches: int = 10_000_000,
+    on_limit: str = "error",
+    count_only: bool = False,
+    join_order: tuple[str, ...] | None = None,
+    time_order: str = "strict",
+    match_ids: bool = False,
+    work: Work | None = None,
+) -> MatchOutput:
     """Evaluate a CER query (``ALL MATCHES`` or a selection strategy) over ``table``.
 
     ``match_ids`` adds ``__match_id``, ``__match_start`` and ``__match_end`` to the relation
@@ -96,42 +106,75 @@ def run_cer(table: pa.Table, analysis: Analysis, *, selection: str = "skip_till_
     table, halo = split_halo(table)
     query = analysis.query
     mr = query.recognize
-    if halo is not None and halo.any():  # CER's NEXT/PREV read selected events: halo rows are not events
+    if (
+        halo is not None and halo.any()
+    ):  # CER's NEXT/PREV read selected events: halo rows are not events
         table = _events_of(table, halo, analysis)
     any_row = {v.name for v in analysis.variables if v.any_row}
     expanded, unordered = branches(mr, any_row)
     for d in mr.definitions:
         for node in walk(d.condition):
             if isinstance(node, Aggregate | Classifier | MatchNumber):
-                raise UnsupportedFeatureError(f"{to_sql(node)} in a CER condition", clause=f"DEFINE {d.variable}",
-                                              code="unsupported")
+                raise UnsupportedFeatureError(
+                    f"{to_sql(node)} in a CER condition",
+                    clause=f"DEFINE {d.variable}",
+                    code="unsupported",
+                )
     partition_by = tuple(column_of(table, c) for c in mr.partition_by)
     order_col = column_of(table, mr.order_by[0].column)
     original = table
-    table, bounds, order = sort_and_partition(table, partition_by, [(order_col, False)],
-                                              _referenced_columns(mr, table), analysis.event_key, analysis.dedup)
+    table, bounds, order = sort_and_partition(
+        table,
+        partition_by,
+        [(order_col, False)],
+        _referenced_columns(mr, table),
+        analysis.event_key,
+        analysis.dedup,
+    )
     n = len(table)
     ts = time_values(table, order_col)
     window = analysis.window_units if mr.window is not None else None
     if mr.window is not None and window is None:
         raise ValueError("the analysis is not bound to the table's schema")
-    row_part = np.repeat(np.arange(bounds.size - 1), np.diff(bounds)) if n else np.zeros(0, np.int64)
+    row_part = (
+        np.repeat(np.arange(bounds.size - 1), np.diff(bounds)) if n else np.zeros(0, np.int64)
+    )
     row_hash = None
     if match_ids:
         from dfs_cer.events import identity
 
-        cols = identity.identity_columns(original.schema, partition_by, [order_col], analysis.event_key)
+        cols = identity.identity_columns(
+            original.schema, partition_by, [order_col], analysis.event_key
+        )
         row_hash = identity.event_hashes(original.take(pa.array(order)), cols)
     engines = []
     for branch in expanded:
-        engine = _Engine(table, ts, bounds, row_part, list(branch.items), branch.recognize, window, selection,
-                         kleene, max_matches, on_limit, count_only, unordered, join_order=join_order,
-                         tie=1 if time_order == "strict" else 0, row_hash=row_hash, work=work)
+        engine = _Engine(
+            table,
+            ts,
+            bounds,
+            row_part,
+            list(branch.items),
+            branch.recognize,
+            window,
+            selection,
+            kleene,
+            max_matches,
+            on_limit,
+            count_only,
+            unordered,
+            join_order=join_order,
+            tie=1 if time_order == "strict" else 0,
+            row_hash=row_hash,
+            work=work,
+        )
         engines.append((engine, _for_branch(analysis, branch)))
     if len(engines) == 1:
         engine, branch_analysis = engines[0]
         return engine.run(branch_analysis)
-    return _run_branches(engines, count_only, max_matches, on_limit, bool(mr.partition_by), row_part)
+    return _run_branches(
+        engines, count_only, max_matches, on_limit, bool(mr.partition_by), row_part
+    )
 
 
 def _events_of(table: pa.Table, halo: np.ndarray, analysis: Analysis) -> pa.Table:
@@ -142,7 +185,9 @@ def _events_of(table: pa.Table, halo: np.ndarray, analysis: Analysis) -> pa.Tabl
     mr = analysis.query.recognize
     partition_by = tuple(column_of(table, c) for c in mr.partition_by)
     order = [(column_of(table, mr.order_by[0].column), False)]
-    _, _, kept, flags = sort_partition_flags(table, partition_by, order, set(), analysis.event_key, True, halo)
+    _, _, kept, flags = sort_partition_flags(
+        table, partition_by, order, set(), analysis.event_key, True, halo
+    )
     return table.take(pa.array(np.sort(kept[~flags])))
 
 
@@ -151,11 +196,19 @@ def _for_branch(analysis: Analysis, branch: Branch) -> Analysis:
 
     if branch.recognize == analysis.query.recognize:
         return analysis
-    return dataclasses.replace(analysis, query=dataclasses.replace(analysis.query, recognize=branch.recognize))
+    return dataclasses.replace(
+        analysis, query=dataclasses.replace(analysis.query, recognize=branch.recognize)
+    )
 
 
-def _run_branches(engines: list[tuple[_Engine, Analysis]], count_only: bool, max_matches: int, on_limit: str,
-                  partitioned: bool, row_part: np.ndarray) -> MatchOutput:
+def _run_branches(
+    engines: list[tuple[_Engine, Analysis]],
+    count_only: bool,
+    max_matches: int,
+    on_limit: str,
+    partitioned: bool,
+    row_part: np.ndarray,
+) -> MatchOutput:
     """Matches of every branch of an expanded pattern, numbered in one canonical order (by each
     position's first event, then branch)."""
     collected = [engine.collect(analysis) for engine, analysis in engines]
@@ -163,7 +216,9 @@ def _run_branches(engines: list[tuple[_Engine, Analysis]], count_only: bool, max
     if count_only and all(c.counted for c in collected):
         return MatchOutput(pa.table({}), total, False)
     if total > max_matches and on_limit != "truncate":
-        raise MatchLimitError(f"the query produced {total} matches, more than max_matches={max_matches}")
+        raise MatchLimitError(
+            f"the query produced {total} matches, more than max_matches={max_matches}"
+        )
     keys, branch_ids, sorted_parts = [], [], []
     for b, ((engine, _), c) in enumerate(zip(engines, collected, strict=True)):
         bound, kleene = engine.assembler.sorted(c.bound, c.kleene)
@@ -187,7 +242,7 @@ def _run_branches(engines: list[tuple[_Engine, Analysis]], count_only: bool, max
         numbers = np.arange(order.size) - base + 1
     relations, offset = [], 0
     for (engine, _), (bound, kleene), k in zip(engines, sorted_parts, keys, strict=True):
-        mine = position[offset:offset + k.shape[1]]
+        mine = position[offset : offset + k.shape[1]]
         offset += k.shape[1]
         relations.append(engine.assembler.relation(bound, kleene, numbers[mine]))
     combined = pa.concat_tables(relations, promote_options="permissive")
@@ -213,10 +268,27 @@ class _Engine:
     """One branch of a pattern: candidates per variable, then the selection strategy's bindings
     (band joins and Kleene sets, or skip-till-next-match), then the relation."""
 
-    def __init__(self, table: pa.Table, ts: np.ndarray, bounds: np.ndarray, row_part: np.ndarray, items: list[Item],
-                 mr: object, window: int | None, selection: str, kleene: str, max_matches: int, on_limit: str,
-                 count_only: bool, unordered: bool = False, *, join_order: tuple[str, ...] | None = None,
-                 tie: int = 1, row_hash: np.ndarray | None = None, work: Work | None = None) -> None:
+    def __init__(
+        self,
+        table: pa.Table,
+        ts: np.ndarray,
+        bounds: np.ndarray,
+        row_part: np.ndarray,
+        items: list[Item],
+        mr: object,
+        window: int | None,
+        selection: str,
+        kleene: str,
+        max_matches: int,
+        on_limit: str,
+        count_only: bool,
+        unordered: bool = False,
+        *,
+        join_order: tuple[str, ...] | None = None,
+        tie: int = 1,
+        row_hash: np.ndarray | None = None,
+        work: Work | None = None,
+    ) -> None:
         self.ctx = Context(table, ts, bounds, row_part, items, window, tie, unordered, work)
         self.items = items
         self.selection = selection
@@ -229,20 +301,32 @@ class _Engine:
         self.next_match = NextMatch(self.ctx, self.sets, kleene)
         self.assembler = Assembler(self.ctx, mr, row_hash)
 
-    def _candidates(self, analysis: Analysis) -> tuple[dict[str, np.ndarray], dict[str, list[Expr]]]:
+    def _candidates(
+        self, analysis: Analysis
+    ) -> tuple[dict[str, np.ndarray], dict[str, list[Expr]]]:
         from dfs_cer.match.rowpattern.conditions import ConditionCompiler
 
         mr = analysis.query.recognize
-        part_start = self.ctx.bounds[self.ctx.row_part] if len(self.ctx.table) else np.zeros(0, np.int64)
-        part_end = self.ctx.bounds[self.ctx.row_part + 1] if len(self.ctx.table) else np.zeros(0, np.int64)
-        compiler = ConditionCompiler(mr, tuple(i.name for i in self.items), self.ctx.table, part_start, part_end, None)
+        part_start = (
+            self.ctx.bounds[self.ctx.row_part] if len(self.ctx.table) else np.zeros(0, np.int64)
+        )
+        part_end = (
+            self.ctx.bounds[self.ctx.row_part + 1] if len(self.ctx.table) else np.zeros(0, np.int64)
+        )
+        compiler = ConditionCompiler(
+            mr, tuple(i.name for i in self.items), self.ctx.table, part_start, part_end, None
+        )
         cands: dict[str, np.ndarray] = {}
         dependent: dict[str, list[Expr]] = {}
         for it in self.items:
             d = mr.definition(it.name)
             parts = [] if d is None else conjuncts(d.condition)
-            local = [p for p in parts if not any(isinstance(x, Navigation) for x in walk(p))
-                     and variables_of(p) <= {it.name}]
+            local = [
+                p
+                for p in parts
+                if not any(isinstance(x, Navigation) for x in walk(p))
+                and variables_of(p) <= {it.name}
+            ]
             dependent[it.name] = [p for p in parts if p not in local]
             cands[it.name] = np.nonzero(compiler.mask(it.name, local))[0].astype(np.int64)
         return cands, dependent
@@ -260,9 +344,11 @@ class _Engine:
         """Every match's bound rows (and Kleene sets), bounded by ``max_matches``."""
         cands, dependent = self._candidates(analysis)
         if self.selection == "strict_contiguity":
-            raise UnsupportedFeatureError("strict_contiguity is evaluated by the row-pattern engine",
-                                          hint="omit selection= and ALL MATCHES: SQL PATTERN (A B C) is strictly "
-                                               "contiguous", code="unsupported")
+            raise UnsupportedFeatureError(
+                "strict_contiguity is evaluated by the row-pattern engine",
+                hint="omit selection= and ALL MATCHES: SQL PATTERN (A B C) is strictly contiguous",
+                code="unsupported",
+            )
         stnm_sets: list[dict[str, list[int]]] | None = None
         if self.selection == "skip_till_next_match":
             bound, stnm_sets = self.next_match.run(cands, dependent)
@@ -275,8 +361,10 @@ class _Engine:
             total = count
             if total > self.max_matches:
                 if self.on_limit != "truncate":
-                    raise MatchLimitError(f"the query produced {total} matches, more than "
-                                          f"max_matches={self.max_matches}")
+                    raise MatchLimitError(
+                        f"the query produced {total} matches, more than "
+                        f"max_matches={self.max_matches}"
+                    )
                 truncated = True
                 bound = {k: r[: self.max_matches] for k, r in bound.items()}
                 total = self.max_matches
@@ -293,20 +381,29 @@ class _Engine:
                 if self.count_only:
                     return Collected({}, {}, exact, False, counted=True)
                 if exact > self.max_matches and self.on_limit != "truncate":
-                    raise MatchLimitError(f"the query produced {exact} matches, more than "
-                                          f"max_matches={self.max_matches}")
+                    raise MatchLimitError(
+                        f"the query produced {exact} matches, more than "
+                        f"max_matches={self.max_matches}"
+                    )
         for i in range(count):
             self.ctx.check(i)
-            sets: Iterable[dict[str, list[int]]] = [stnm_sets[i]] if stnm_sets is not None else \
-                self.sets.choices(bound, cands, dependent, i)
+            sets: Iterable[dict[str, list[int]]] = (
+                [stnm_sets[i]]
+                if stnm_sets is not None
+                else self.sets.choices(bound, cands, dependent, i)
+            )
             for one in sets:
                 total += 1
-                if self.ctx.work is not None and total % CHECK_EVERY == 0:  # the Kleene sets kept so far
+                if (
+                    self.ctx.work is not None and total % CHECK_EVERY == 0
+                ):  # the Kleene sets kept so far
                     self.ctx.work.charge(CHECK_EVERY * KLEENE_MATCH_BYTES)
                 if total > self.max_matches:
                     if self.on_limit != "truncate":
-                        raise MatchLimitError(f"the query produced more than max_matches={self.max_matches} matches"
-                                              " (count_only=True counts them exactly)")
+                        raise MatchLimitError(
+                            f"the query produced more than max_matches={self.max_matches} matches"
+                            " (count_only=True counts them exactly)"
+                        )
                     truncated = True
                     break
                 keep_idx.append(i)

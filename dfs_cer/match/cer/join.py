@@ -27,7 +27,9 @@ class BandJoin:
         #: overrides the lazy order (any order gives the same matches)
         self.join_order = join_order
 
-    def run(self, cands: dict[str, np.ndarray], dependent: dict[str, list[Expr]]) -> dict[str, np.ndarray]:
+    def run(
+        self, cands: dict[str, np.ndarray], dependent: dict[str, list[Expr]]
+    ) -> dict[str, np.ndarray]:
         singles = [it.name for it in self.ctx.items if not it.kleene and not it.negated]
         order = sorted(singles, key=lambda v: (cands[v].size, self.ctx.index[v]))
         if self.join_order is not None:
@@ -52,8 +54,10 @@ class BandJoin:
             block = count if self.ctx.work is None else CHUNK_PAIRS
             for start in range(0, count, block):
                 self.ctx.check()
-                some = {k: r[start:start + block] for k, r in bound.items()}
-                lo_row, hi_row, t_lo, t_hi = self._bounds_for(v, some, next(iter(some.values())).size)
+                some = {k: r[start : start + block] for k, r in bound.items()}
+                lo_row, hi_row, t_lo, t_hi = self._bounds_for(
+                    v, some, next(iter(some.values())).size
+                )
                 first, last = expand_ranges(lo_row, hi_row, t_lo, t_hi, cand, self.ctx.ts[cand])
                 for a, b in self._chunks(last - first):
                     idx, rows = expand_pairs(first[a:b], last[a:b], cand)
@@ -69,11 +73,17 @@ class BandJoin:
                     part[v] = rows
                     pieces.append(self._apply(part, done, v, dependent))
                     kept += pieces[-1][v].size * width
-            bound = pieces[0] if len(pieces) == 1 else {k: np.concatenate([p[k] for p in pieces]) for k in pieces[0]}
+            bound = (
+                pieces[0]
+                if len(pieces) == 1
+                else {k: np.concatenate([p[k] for p in pieces]) for k in pieces[0]}
+            )
             self.ctx.hold(kept)
         return self._negations(bound, cands, dependent)
 
-    def _bounds_for(self, v: str, bound: dict[str, np.ndarray], count: int) -> tuple[np.ndarray, ...]:
+    def _bounds_for(
+        self, v: str, bound: dict[str, np.ndarray], count: int
+    ) -> tuple[np.ndarray, ...]:
         pos = self.ctx.index[v]
         t_lo = np.full(count, np.iinfo(np.int64).min // 4, np.int64)
         t_hi = np.full(count, np.iinfo(np.int64).max // 4, np.int64)
@@ -105,8 +115,12 @@ class BandJoin:
             yield a, b
             a = b
 
-    def _negations(self, bound: dict[str, np.ndarray], cands: dict[str, np.ndarray],
-                   dependent: dict[str, list[Expr]]) -> dict[str, np.ndarray]:
+    def _negations(
+        self,
+        bound: dict[str, np.ndarray],
+        cands: dict[str, np.ndarray],
+        dependent: dict[str, list[Expr]],
+    ) -> dict[str, np.ndarray]:
         """Drop partial matches with a qualifying negated event between their neighbours."""
         for it in self.ctx.items:
             count = next(iter(bound.values())).size
@@ -114,31 +128,51 @@ class BandJoin:
                 continue
             pos = self.ctx.index[it.name]
             prev = next((o.name for o in reversed(self.ctx.items[:pos]) if not o.negated), None)
-            nxt = next((o.name for o in self.ctx.items[pos + 1:] if not o.negated), None)
+            nxt = next((o.name for o in self.ctx.items[pos + 1 :] if not o.negated), None)
             times = np.stack([self.ctx.ts[r] for r in bound.values()])
-            t_lo = self.ctx.ts[bound[prev]] + self.ctx.tie if prev else times.max(axis=0) - (self.ctx.window or 0)
-            t_hi = self.ctx.ts[bound[nxt]] - self.ctx.tie if nxt else times.min(axis=0) + (self.ctx.window or 0)
+            t_lo = (
+                self.ctx.ts[bound[prev]] + self.ctx.tie
+                if prev
+                else times.max(axis=0) - (self.ctx.window or 0)
+            )
+            t_hi = (
+                self.ctx.ts[bound[nxt]] - self.ctx.tie
+                if nxt
+                else times.min(axis=0) + (self.ctx.window or 0)
+            )
             if self.ctx.window is None and (prev is None or nxt is None):
-                raise UnsupportedFeatureError("a leading or trailing negation needs a WITHIN window",
-                                              clause="PATTERN", code="unsupported")
+                raise UnsupportedFeatureError(
+                    "a leading or trailing negation needs a WITHIN window",
+                    clause="PATTERN",
+                    code="unsupported",
+                )
             anchor = next(iter(bound.values()))
             part = self.ctx.row_part[anchor]
             cand = cands[it.name]
-            idx, rows = self.ctx.expand(self.ctx.bounds[part], self.ctx.bounds[part + 1], t_lo, t_hi, cand, len(bound))
+            idx, rows = self.ctx.expand(
+                self.ctx.bounds[part], self.ctx.bounds[part + 1], t_lo, t_hi, cand, len(bound)
+            )
             if rows.size == 0:
                 continue
             view = {k: r[idx] for k, r in bound.items()}
             view[it.name] = rows
             hit = np.ones(rows.size, bool)
             for p in dependent[it.name]:
-                hit &= check_condition(p, Gathered(self.ctx.table, view, it.name, self.ctx.kleene), rows.size)
+                hit &= check_condition(
+                    p, Gathered(self.ctx.table, view, it.name, self.ctx.kleene), rows.size
+                )
             killed = np.zeros(count, bool)
             killed[idx[hit]] = True
             bound = {k: r[~killed] for k, r in bound.items()}
         return bound
 
-    def _apply(self, bound: dict[str, np.ndarray], done: set[str], newest: str,
-               dependent: dict[str, list[Expr]]) -> dict[str, np.ndarray]:
+    def _apply(
+        self,
+        bound: dict[str, np.ndarray],
+        done: set[str],
+        newest: str,
+        dependent: dict[str, list[Expr]],
+    ) -> dict[str, np.ndarray]:
         count = next(iter(bound.values())).size
         if count == 0:
             return bound
@@ -149,15 +183,23 @@ class BandJoin:
             for p in parts:
                 refs = variables_of(p) | {owner}
                 if refs & self.ctx.negated:
-                    raise UnsupportedFeatureError(f"{to_sql(p)} refers to a negated variable", clause=f"DEFINE {owner}",
-                                                  hint="put conditions on the negated variable in its own DEFINE",
-                                                  code="unsupported")
+                    raise UnsupportedFeatureError(
+                        f"{to_sql(p)} refers to a negated variable",
+                        clause=f"DEFINE {owner}",
+                        hint="put conditions on the negated variable in its own DEFINE",
+                        code="unsupported",
+                    )
                 if refs & self.ctx.kleene or not refs <= done or newest not in refs:
                     continue
                 if any(isinstance(x, Navigation) and x.kind.physical for x in walk(p)):
-                    raise UnsupportedFeatureError(f"{to_sql(p)}: PREV/NEXT of a single-event variable in a CER "
-                                                  "condition", clause=f"DEFINE {owner}", code="unsupported")
-                keep &= check_condition(p, Gathered(self.ctx.table, bound, owner, self.ctx.kleene), count)
+                    raise UnsupportedFeatureError(
+                        f"{to_sql(p)}: PREV/NEXT of a single-event variable in a CER condition",
+                        clause=f"DEFINE {owner}",
+                        code="unsupported",
+                    )
+                keep &= check_condition(
+                    p, Gathered(self.ctx.table, bound, owner, self.ctx.kleene), count
+                )
         if not keep.all():
             bound = {k: r[keep] for k, r in bound.items()}
         return bound

@@ -10,8 +10,14 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def expand_ranges(lo_row: np.ndarray, hi_row: np.ndarray, t_lo: np.ndarray, t_hi: np.ndarray,
-                  cand: np.ndarray, cand_ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def expand_ranges(
+    lo_row: np.ndarray,
+    hi_row: np.ndarray,
+    t_lo: np.ndarray,
+    t_hi: np.ndarray,
+    cand: np.ndarray,
+    cand_ts: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
     """For every partial match i, the slice ``[first[i], last[i])`` of ``cand`` with row in
     ``[lo_row[i], hi_row[i])`` and time in ``[t_lo[i], t_hi[i]]`` (the pairs' count is known
     before any pair is made)."""
@@ -32,7 +38,9 @@ def expand_ranges(lo_row: np.ndarray, hi_row: np.ndarray, t_lo: np.ndarray, t_hi
 
 
 @njit(cache=True, nogil=True)
-def expand_pairs(first: np.ndarray, last: np.ndarray, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def expand_pairs(
+    first: np.ndarray, last: np.ndarray, cand: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """(partial match index, candidate row) for every pair of :func:`expand_ranges`' slices."""
     n = first.shape[0]
     total = 0
@@ -49,8 +57,14 @@ def expand_pairs(first: np.ndarray, last: np.ndarray, cand: np.ndarray) -> tuple
     return out_i, out_r
 
 
-def expand(lo_row: np.ndarray, hi_row: np.ndarray, t_lo: np.ndarray, t_hi: np.ndarray,
-           cand: np.ndarray, cand_ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def expand(
+    lo_row: np.ndarray,
+    hi_row: np.ndarray,
+    t_lo: np.ndarray,
+    t_hi: np.ndarray,
+    cand: np.ndarray,
+    cand_ts: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
     """For every partial match i, the candidates c with row in [lo_row[i], hi_row[i]) and time in
     [t_lo[i], t_hi[i]]; returns (partial match index, candidate row) pairs.
 

@@ -25,8 +25,13 @@ class KleeneSets:
         self.selection = selection
         self.kleene_mode = kleene_mode
 
-    def choices(self, bound: dict[str, np.ndarray], cands: dict[str, np.ndarray],
-                     dependent: dict[str, list[Expr]], i: int) -> Iterator[dict[str, list[int]]]:
+    def choices(
+        self,
+        bound: dict[str, np.ndarray],
+        cands: dict[str, np.ndarray],
+        dependent: dict[str, list[Expr]],
+        i: int,
+    ) -> Iterator[dict[str, list[int]]]:
         """Every choice of Kleene sets for partial match ``i`` (lazily)."""
         set_conds = self.set_conditions(dependent)
         if set_conds:
@@ -36,8 +41,13 @@ class KleeneSets:
         singles, eligible, p0, p1 = self._eligible(bound, cands, dependent, i)
         return self._combine(eligible, singles, dependent, p0, p1)
 
-    def count(self, bound: dict[str, np.ndarray], cands: dict[str, np.ndarray],
-                    dependent: dict[str, list[Expr]], i: int) -> int | None:
+    def count(
+        self,
+        bound: dict[str, np.ndarray],
+        cands: dict[str, np.ndarray],
+        dependent: dict[str, list[Expr]],
+        i: int,
+    ) -> int | None:
         """Exact number of Kleene choices for partial match ``i`` without enumerating, or None
         when the shape needs enumeration (conditions over the set, Kleene variables at both ends)."""
         set_conds = self.set_conditions(dependent)
@@ -79,8 +89,13 @@ class KleeneSets:
             idx += len(run)
         return total
 
-    def _eligible(self, bound: dict[str, np.ndarray], cands: dict[str, np.ndarray], dependent: dict[str, list[Expr]],
-                  i: int) -> tuple[dict[str, int], dict[str, list[int]], int, int]:
+    def _eligible(
+        self,
+        bound: dict[str, np.ndarray],
+        cands: dict[str, np.ndarray],
+        dependent: dict[str, list[Expr]],
+        i: int,
+    ) -> tuple[dict[str, int], dict[str, list[int]], int, int]:
         singles = {k: int(r[i]) for k, r in bound.items()}
         any_row = next(iter(singles.values()))
         p = self.ctx.row_part[any_row]
@@ -93,9 +108,18 @@ class KleeneSets:
             if not it.kleene:
                 continue
             pos = self.ctx.index[it.name]
-            lo = max([self.ctx.ts[singles[o.name]] for o in self.ctx.items[:pos] if o.name in singles], default=None)
-            hi = min([self.ctx.ts[singles[o.name]] for o in self.ctx.items[pos + 1:] if o.name in singles],
-                     default=None)
+            lo = max(
+                [self.ctx.ts[singles[o.name]] for o in self.ctx.items[:pos] if o.name in singles],
+                default=None,
+            )
+            hi = min(
+                [
+                    self.ctx.ts[singles[o.name]]
+                    for o in self.ctx.items[pos + 1 :]
+                    if o.name in singles
+                ],
+                default=None,
+            )
             c = cands[it.name]
             c = c[(c >= p0) & (c < p1)]
             t = self.ctx.ts[c]
@@ -113,8 +137,9 @@ class KleeneSets:
             eligible[it.name] = rows.tolist()
         return singles, eligible, int(p0), int(p1)
 
-    def element_filter(self, name: str, rows: np.ndarray, singles: dict[str, int],
-                        dependent: dict[str, list[Expr]]) -> np.ndarray:
+    def element_filter(
+        self, name: str, rows: np.ndarray, singles: dict[str, int], dependent: dict[str, list[Expr]]
+    ) -> np.ndarray:
         keep = np.ones(rows.size, bool)
         for owner, parts in dependent.items():
             for p in parts:
@@ -139,8 +164,14 @@ class KleeneSets:
                     out.append((owner, p))
         return out
 
-    def _dag(self, bound: dict[str, np.ndarray], cands: dict[str, np.ndarray], dependent: dict[str, list[Expr]],
-             i: int, set_conds: list[tuple[str, Expr]]) -> KleeneDag | None:
+    def _dag(
+        self,
+        bound: dict[str, np.ndarray],
+        cands: dict[str, np.ndarray],
+        dependent: dict[str, list[Expr]],
+        i: int,
+        set_conds: list[tuple[str, Expr]],
+    ) -> KleeneDag | None:
         """The "next" DAG of the only Kleene variable, when every condition over its set is a
         consecutive-pair (NEXT/PREV), first-element (FIRST) or last-element (LAST) condition."""
         kleene_items = [it.name for it in self.ctx.items if it.kleene]
@@ -150,9 +181,17 @@ class KleeneSets:
         kinds = []
         for owner, p in set_conds:
             navs = [x for x in walk(p) if isinstance(x, Navigation)]
-            targets = {(x.operand.variable or owner) if isinstance(x.operand, Column) else None for x in navs}
-            bare = [x for x in walk(p) if isinstance(x, Column) and (x.variable or owner) == name
-                    and not any(x is nv.operand for nv in navs)]
+            targets = {
+                (x.operand.variable or owner) if isinstance(x.operand, Column) else None
+                for x in navs
+            }
+            bare = [
+                x
+                for x in walk(p)
+                if isinstance(x, Column)
+                and (x.variable or owner) == name
+                and not any(x is nv.operand for nv in navs)
+            ]
             if targets != {name} or not navs:
                 return None
             nav_kinds = {(x.kind, x.offset) for x in navs}
@@ -178,13 +217,19 @@ class KleeneSets:
                 views = {k: np.full(m, v) for k, v in singles.items()}
                 views[name] = rows
                 key = (NavKind.FIRST, 0) if kind == "first" else (NavKind.LAST, 0)
-                ok = check_condition(p, Gathered(self.ctx.table, views, owner, self.ctx.kleene, {name: {key: rows}}), m)
+                ok = check_condition(
+                    p,
+                    Gathered(self.ctx.table, views, owner, self.ctx.kleene, {name: {key: rows}}),
+                    m,
+                )
                 if kind == "first":
                     first_ok &= ok
                 else:
                     last_ok &= ok
             elif pair_i.size:
-                cur, other = (rows[pair_i], rows[pair_j]) if kind == "next" else (rows[pair_j], rows[pair_i])
+                cur, other = (
+                    (rows[pair_i], rows[pair_j]) if kind == "next" else (rows[pair_j], rows[pair_i])
+                )
                 views = {k: np.full(pair_i.size, v) for k, v in singles.items()}
                 views[name] = cur
                 nav = {(NavKind.NEXT, 1) if kind == "next" else (NavKind.PREV, 1): other}
@@ -195,13 +240,23 @@ class KleeneSets:
             pair_ok &= self.ctx.ts[rows[pair_j]] >= self.ctx.ts[rows[pair_i]] + self.ctx.tie
         return KleeneDag(name, rows, first_ok, last_ok, pair_i[pair_ok], pair_j[pair_ok])
 
-    def _combine(self, eligible: dict[str, list[int]], singles: dict[str, int], dependent: dict[str, list[Expr]],
-                 p0: int, p1: int) -> Iterator[dict[str, list[int]]]:
+    def _combine(
+        self,
+        eligible: dict[str, list[int]],
+        singles: dict[str, int],
+        dependent: dict[str, list[Expr]],
+        p0: int,
+        p1: int,
+    ) -> Iterator[dict[str, list[int]]]:
         kleene_items = [it.name for it in self.ctx.items if it.kleene]
         set_conds = self.set_conditions(dependent)
 
         def subsets(rows: list[int]) -> Iterable[list[int]]:
-            return (list(c) for size in range(1, len(rows) + 1) for c in itertools.combinations(rows, size))
+            return (
+                list(c)
+                for size in range(1, len(rows) + 1)
+                for c in itertools.combinations(rows, size)
+            )
 
         adjacent = any(a.kleene and b.kleene for a, b in itertools.pairwise(self.ctx.items))
         per_var: list[Iterable[list[int]]] = []
@@ -210,7 +265,11 @@ class KleeneSets:
             if not rows:
                 return
             if self.selection == "skip_till_next_match":
-                per_var.append([rows[:k] for k in range(1, len(rows) + 1)] if self.kleene_mode == "all" else [rows])
+                per_var.append(
+                    [rows[:k] for k in range(1, len(rows) + 1)]
+                    if self.kleene_mode == "all"
+                    else [rows]
+                )
             elif self.kleene_mode == "maximal" and not set_conds and not adjacent:
                 per_var.append([rows])  # independent elements: the maximal set is all of them
             else:
@@ -221,8 +280,13 @@ class KleeneSets:
         else:
             combos = itertools.product(*[list(v) for v in per_var])
         valid = (dict(zip(kleene_items, combo, strict=True)) for combo in combos)
-        valid = (s for s in valid if self._ordered(s, singles) and self._within(s, singles)
-                 and (not set_conds or self.sets_hold(s, singles, set_conds)))
+        valid = (
+            s
+            for s in valid
+            if self._ordered(s, singles)
+            and self._within(s, singles)
+            and (not set_conds or self.sets_hold(s, singles, set_conds))
+        )
         if maximal:
             yield from _maximal(list(valid))
         else:
@@ -244,8 +308,9 @@ class KleeneSets:
             last_t = t1
         return True
 
-    def sets_hold(self, sets: dict[str, list[int]], singles: dict[str, int],
-                   conds: list[tuple[str, Expr]]) -> bool:
+    def sets_hold(
+        self, sets: dict[str, list[int]], singles: dict[str, int], conds: list[tuple[str, Expr]]
+    ) -> bool:
         for owner, p in conds:
             kleene_refs = (variables_of(p) | {owner}) & self.ctx.kleene
             # element-wise over the owner's set (or the referenced set) with NEXT/PREV neighbours
@@ -260,9 +325,12 @@ class KleeneSets:
             nav_rows = {}
             for k in kleene_refs:
                 s = np.array(sets[k])
-                nav_rows[k] = {(NavKind.FIRST, 0): np.full(m, s[0]), (NavKind.LAST, 0): np.full(m, s[-1]),
-                               (NavKind.NEXT, 1): nexts if k == name else np.full(m, -1),
-                               (NavKind.PREV, 1): prevs if k == name else np.full(m, -1)}
+                nav_rows[k] = {
+                    (NavKind.FIRST, 0): np.full(m, s[0]),
+                    (NavKind.LAST, 0): np.full(m, s[-1]),
+                    (NavKind.NEXT, 1): nexts if k == name else np.full(m, -1),
+                    (NavKind.PREV, 1): prevs if k == name else np.full(m, -1),
+                }
             has_next = any(isinstance(x, Navigation) and x.kind == NavKind.NEXT for x in walk(p))
             has_prev = any(isinstance(x, Navigation) and x.kind == NavKind.PREV for x in walk(p))
             check_rows = np.ones(m, bool)
@@ -272,8 +340,13 @@ class KleeneSets:
                 check_rows &= prevs >= 0
             if not check_rows.any():
                 continue
-            safe = {k: {kk: np.where(vv >= 0, vv, 0) for kk, vv in d.items()} for k, d in nav_rows.items()}
-            ok = check_condition(p, Gathered(self.ctx.table, views, owner, self.ctx.kleene, safe), m)
+            safe = {
+                k: {kk: np.where(vv >= 0, vv, 0) for kk, vv in d.items()}
+                for k, d in nav_rows.items()
+            }
+            ok = check_condition(
+                p, Gathered(self.ctx.table, views, owner, self.ctx.kleene, safe), m
+            )
             if not ok[check_rows].all():
                 return False
         return True
@@ -327,8 +400,10 @@ def _maximal(choices: list[dict[str, list[int]]]) -> list[dict[str, list[int]]]:
     sets = [{k: set(v) for k, v in c.items()} for c in choices]
     out = []
     for i, c in enumerate(sets):
-        contained = any(j != i and all(c[k] <= d[k] for k in c) and any(c[k] < d[k] for k in c)
-                        for j, d in enumerate(sets))
+        contained = any(
+            j != i and all(c[k] <= d[k] for k in c) and any(c[k] < d[k] for k in c)
+            for j, d in enumerate(sets)
+        )
         if not contained:
             out.append(choices[i])
     return out

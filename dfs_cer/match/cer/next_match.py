@@ -22,15 +22,20 @@ class NextMatch:
         self.sets = sets  # the element and set conditions of Kleene variables
         self.kleene_mode = kleene_mode
 
-    def run(self, cands: dict[str, np.ndarray],
-                    dependent: dict[str, list[Expr]]) -> tuple[dict[str, np.ndarray], list[dict[str, list[int]]]]:
+    def run(
+        self, cands: dict[str, np.ndarray], dependent: dict[str, list[Expr]]
+    ) -> tuple[dict[str, np.ndarray], list[dict[str, list[int]]]]:
         """Skip-till-next-match: per start event, each later variable takes the first qualifying
         event after the previous one; a Kleene variable starts at its first qualifying event and
         collects every qualifying event before the next variable's (all mode: each prefix)."""
         first = self.ctx.items[0]
         if first.kleene:
-            raise UnsupportedFeatureError("skip_till_next_match with a Kleene first variable", clause="PATTERN",
-                                          hint="use skip_till_any_match with kleene='maximal'", code="unsupported")
+            raise UnsupportedFeatureError(
+                "skip_till_next_match with a Kleene first variable",
+                clause="PATTERN",
+                hint="use skip_till_any_match with kleene='maximal'",
+                code="unsupported",
+            )
         if not self.ctx.kleene and not self.ctx.negated:
             return self._singles(cands, dependent)
         singles_out: dict[str, list[int]] = {it.name: [] for it in self.ctx.items if not it.kleene}
@@ -48,7 +53,10 @@ class NextMatch:
                 c = c[self.ctx.ts[c] > cur_t]
                 found = None
                 for r in c.tolist():
-                    if self.ctx.window is not None and self.ctx.ts[r] - self.ctx.ts[start] > self.ctx.window:
+                    if (
+                        self.ctx.window is not None
+                        and self.ctx.ts[r] - self.ctx.ts[start] > self.ctx.window
+                    ):
                         break
                     if it.kleene:
                         if self.sets.element_filter(it.name, np.array([r]), chosen, dependent).size:
@@ -76,7 +84,9 @@ class NextMatch:
                     continue
                 k1 = runs[it.name]
                 pos = self.ctx.index[it.name]
-                nxt = next((chosen[o.name] for o in self.ctx.items[pos + 1:] if not o.kleene), None)
+                nxt = next(
+                    (chosen[o.name] for o in self.ctx.items[pos + 1 :] if not o.kleene), None
+                )
                 c = cands[it.name]
                 c = c[(c >= k1) & (c < (nxt if nxt is not None else p1))]
                 if self.ctx.window is not None:
@@ -88,8 +98,10 @@ class NextMatch:
             prefixes = [sets]
             if sets and self.kleene_mode == "all":
                 if len(sets) != 1:
-                    raise UnsupportedFeatureError("skip_till_next_match with several Kleene variables in all mode",
-                                                  code="unsupported")
+                    raise UnsupportedFeatureError(
+                        "skip_till_next_match with several Kleene variables in all mode",
+                        code="unsupported",
+                    )
                 name, rows = next(iter(sets.items()))
                 prefixes = [{name: rows[:k]} for k in range(1, len(rows) + 1)]
             for pre in prefixes:
@@ -98,8 +110,9 @@ class NextMatch:
                 sets_out.append(pre)
         return {k: np.array(v, np.int64) for k, v in singles_out.items()}, sets_out
 
-    def _singles(self, cands: dict[str, np.ndarray], dependent: dict[str, list[Expr]]
-                            ) -> tuple[dict[str, np.ndarray], list[dict[str, list[int]]]]:
+    def _singles(
+        self, cands: dict[str, np.ndarray], dependent: dict[str, list[Expr]]
+    ) -> tuple[dict[str, np.ndarray], list[dict[str, list[int]]]]:
         """Skip-till-next-match without Kleene variables, for every start event at once: each
         variable takes, per partial match, the first candidate after the previous variable's
         time (same partition, inside the window) for which every condition whose variables are
@@ -111,7 +124,9 @@ class NextMatch:
         # the first row after each row's run of equal (partition, time): a later time or partition
         change = np.ones(n, bool)
         if n > 1:
-            change[1:] = (self.ctx.row_part[1:] != self.ctx.row_part[:-1]) | (self.ctx.ts[1:] != self.ctx.ts[:-1])
+            change[1:] = (self.ctx.row_part[1:] != self.ctx.row_part[:-1]) | (
+                self.ctx.ts[1:] != self.ctx.ts[:-1]
+            )
         run_starts = np.flatnonzero(change)
         after = np.append(run_starts[1:], n)[np.cumsum(change) - 1]
         ends = self.ctx.bounds[self.ctx.row_part[starts] + 1] if size else np.zeros(0, np.int64)
@@ -119,14 +134,21 @@ class NextMatch:
         bound = {first: starts.astype(np.int64)}
         last = bound[first].copy()
         alive = np.arange(size)
-        conditions = [(owner, p, variables_of(p) | {owner}) for owner, parts in dependent.items()
-                      if owner not in self.ctx.kleene for p in parts]
+        conditions = [
+            (owner, p, variables_of(p) | {owner})
+            for owner, parts in dependent.items()
+            if owner not in self.ctx.kleene
+            for p in parts
+        ]
         done = {first}
         columns: dict[str, pa.Array] = {}
         for step, it in enumerate(self.ctx.items[1:]):
             now = done | {it.name}
-            checks = [(owner, p) for owner, p, refs in conditions
-                      if refs <= now and (not refs <= done or step == 0)]
+            checks = [
+                (owner, p)
+                for owner, p, refs in conditions
+                if refs <= now and (not refs <= done or step == 0)
+            ]
             c = cands[it.name]
             found = np.full(alive.size, -1, np.int64)
             pos = np.searchsorted(c, after[last[alive]]) if alive.size else np.zeros(0, np.int64)
@@ -135,7 +157,11 @@ class NextMatch:
                 self.ctx.check()
                 j = pos[pending]
                 ok = j < c.size
-                r = c[np.minimum(j, max(c.size - 1, 0))] if c.size else np.zeros(pending.size, np.int64)
+                r = (
+                    c[np.minimum(j, max(c.size - 1, 0))]
+                    if c.size
+                    else np.zeros(pending.size, np.int64)
+                )
                 who = alive[pending]
                 ok &= r < ends[who]
                 if self.ctx.window is not None:
@@ -148,7 +174,9 @@ class NextMatch:
                     rows = {k: v[who] for k, v in bound.items()}
                     rows[it.name] = r
                     for owner, p in checks:
-                        resolve = Gathered(self.ctx.table, rows, owner, self.ctx.kleene, columns=columns)
+                        resolve = Gathered(
+                            self.ctx.table, rows, owner, self.ctx.kleene, columns=columns
+                        )
                         hold &= check_condition(p, resolve, pending.size)
                 found[pending[hold]] = r[hold]
                 pending = pending[~hold]
@@ -161,7 +189,9 @@ class NextMatch:
             done = now
         return {k: v[alive] for k, v in bound.items()}, [{} for _ in range(alive.size)]
 
-    def _conditions_hold(self, bound: dict[str, np.ndarray], done: set[str], dependent: dict[str, list[Expr]]) -> bool:
+    def _conditions_hold(
+        self, bound: dict[str, np.ndarray], done: set[str], dependent: dict[str, list[Expr]]
+    ) -> bool:
         for owner, parts in dependent.items():
             if owner in self.ctx.kleene:
                 continue
@@ -169,6 +199,8 @@ class NextMatch:
                 refs = variables_of(p) | {owner}
                 if refs & self.ctx.kleene or not refs <= done:
                     continue
-                if not check_condition(p, Gathered(self.ctx.table, bound, owner, self.ctx.kleene), 1)[0]:
+                if not check_condition(
+                    p, Gathered(self.ctx.table, bound, owner, self.ctx.kleene), 1
+                )[0]:
                     return False
         return True

@@ -90,8 +90,11 @@ def normalise(p: RowPattern) -> RowPattern:
 def _unsupported(item: RowPattern) -> UnsupportedFeatureError:
     return UnsupportedFeatureError(
         f"the CER engine evaluates sequences of variables, Kleene+ (A B+ C), alternations of single variables "
-        f"(A (B | C)) and PERMUTE of single variables, not {to_text(item)}", clause="PATTERN",
-        hint="drop ALL MATCHES / selection= to use SQL row pattern semantics", code="unsupported")
+        f"(A (B | C)) and PERMUTE of single variables, not {to_text(item)}",
+        clause="PATTERN",
+        hint="drop ALL MATCHES / selection= to use SQL row pattern semantics",
+        code="unsupported",
+    )
 
 
 Choice = tuple[tuple[Item, tuple[str, ...]], ...]  # items of one alternative, each with its guards
@@ -102,19 +105,33 @@ def _slot(item: RowPattern, any_row: set[str]) -> list[Choice] | None:
     if isinstance(item, Negation) and isinstance(item.pattern, Label):
         return [((Item(item.pattern.name, False, True), ()),)]
     inner = item.pattern if isinstance(item, Exclusion) else item
-    if isinstance(inner, Quantified) and isinstance(inner.pattern, Label) and inner.min == 0 \
-            and inner.max is None and inner.pattern.name in any_row:
+    if (
+        isinstance(inner, Quantified)
+        and isinstance(inner.pattern, Label)
+        and inner.min == 0
+        and inner.max is None
+        and inner.pattern.name in any_row
+    ):
         return None
     if isinstance(inner, Label):
         return [((Item(inner.name, False), ()),)]
-    if isinstance(inner, Quantified) and isinstance(inner.pattern, Label) and inner.min == 1 and inner.max is None:
+    if (
+        isinstance(inner, Quantified)
+        and isinstance(inner.pattern, Label)
+        and inner.min == 1
+        and inner.max is None
+    ):
         return [((Item(inner.pattern.name, True), ()),)]
     if isinstance(inner, Alternation) and all(isinstance(i, Label) for i in inner.items):
         names = [i.name for i in inner.items if isinstance(i, Label)]
-        return [((Item(n, False), tuple(names[:k])),) for k, n in enumerate(names) if n not in names[:k]]
+        return [
+            ((Item(n, False), tuple(names[:k])),) for k, n in enumerate(names) if n not in names[:k]
+        ]
     if isinstance(inner, Permutation) and all(isinstance(i, Label) for i in inner.items):
         names = [i.name for i in inner.items if isinstance(i, Label)]
-        return [tuple((Item(n, False), ()) for n in order) for order in itertools.permutations(names)]
+        return [
+            tuple((Item(n, False), ()) for n in order) for order in itertools.permutations(names)
+        ]
     raise _unsupported(item)
 
 
@@ -122,17 +139,26 @@ def _sequences(pattern: RowPattern, any_row: set[str]) -> tuple[list[Choice], bo
     pattern = normalise(pattern)
     if isinstance(pattern, Permutation):  # the whole pattern: an unordered conjunction
         if not all(isinstance(i, Label) for i in pattern.items):
-            raise UnsupportedFeatureError("the CER engine evaluates PERMUTE (conjunction) of single variables",
-                                          clause="PATTERN", code="unsupported")
-        return [tuple((Item(i.name, False), ()) for i in pattern.items if isinstance(i, Label))], True
+            raise UnsupportedFeatureError(
+                "the CER engine evaluates PERMUTE (conjunction) of single variables",
+                clause="PATTERN",
+                code="unsupported",
+            )
+        return [
+            tuple((Item(i.name, False), ()) for i in pattern.items if isinstance(i, Label))
+        ], True
     slots = [s for s in (_slot(i, any_row) for i in top_level_items(pattern)) if s is not None]
     total = 1
     for s in slots:
         total *= len(s)
     if total > MAX_BRANCHES:
-        raise UnsupportedFeatureError(f"the pattern expands into {total} sequences (alternations and PERMUTE "
-                                      f"multiply), more than {MAX_BRANCHES}", clause="PATTERN",
-                                      hint="split the query or use fewer alternatives", code="unsupported")
+        raise UnsupportedFeatureError(
+            f"the pattern expands into {total} sequences (alternations and PERMUTE "
+            f"multiply), more than {MAX_BRANCHES}",
+            clause="PATTERN",
+            hint="split the query or use fewer alternatives",
+            code="unsupported",
+        )
     out = [tuple(x for choice in combo for x in choice) for combo in itertools.product(*slots)]
     for seq in out:
         _check(seq)
@@ -143,15 +169,21 @@ def _check(seq: Choice) -> None:
     items = [i for i, _ in seq]
     names = [i.name for i in items]
     if len(set(names)) != len(names):
-        raise UnsupportedFeatureError("a variable appears twice in the CER pattern", clause="PATTERN",
-                                      code="unsupported")
+        raise UnsupportedFeatureError(
+            "a variable appears twice in the CER pattern", clause="PATTERN", code="unsupported"
+        )
     if not any(not i.negated for i in items):
-        raise UnsupportedFeatureError("the CER pattern has no positive variable", clause="PATTERN",
-                                      code="unsupported")
+        raise UnsupportedFeatureError(
+            "the CER pattern has no positive variable", clause="PATTERN", code="unsupported"
+        )
     for a, b in itertools.pairwise(items):
         if (a.negated and b.kleene) or (a.kleene and b.negated):
-            raise UnsupportedFeatureError("a negated variable next to a Kleene variable", clause="PATTERN",
-                                          hint="put a single-event variable between them", code="unsupported")
+            raise UnsupportedFeatureError(
+                "a negated variable next to a Kleene variable",
+                clause="PATTERN",
+                hint="put a single-event variable between them",
+                code="unsupported",
+            )
 
 
 def pattern_items(pattern: RowPattern, any_row: set[str]) -> tuple[list[Item], bool]:
@@ -159,8 +191,11 @@ def pattern_items(pattern: RowPattern, any_row: set[str]) -> tuple[list[Item], b
     it is an unordered conjunction (``PERMUTE(A, B, C)``)."""
     sequences, unordered = _sequences(pattern, any_row)
     if len(sequences) != 1:
-        raise UnsupportedFeatureError("an alternation or PERMUTE inside the sequence is not supported here",
-                                      clause="PATTERN", code="unsupported")
+        raise UnsupportedFeatureError(
+            "an alternation or PERMUTE inside the sequence is not supported here",
+            clause="PATTERN",
+            code="unsupported",
+        )
     return [i for i, _ in sequences[0]], unordered
 
 
@@ -175,8 +210,11 @@ def without(e: Expr, absent: set[str]) -> Expr:
             return Literal(None)
         if isinstance(x, Navigation) and isinstance(x.operand, Literal) and x.operand.value is None:
             return Literal(None)
-        if isinstance(x, Aggregate) and any((isinstance(a, Star) and a.variable in absent)
-                                            or (isinstance(a, Literal) and a.value is None) for a in x.args):
+        if isinstance(x, Aggregate) and any(
+            (isinstance(a, Star) and a.variable in absent)
+            or (isinstance(a, Literal) and a.value is None)
+            for a in x.args
+        ):
             return Literal(0) if x.name == "count" else Literal(None)
         return None
 
@@ -194,14 +232,18 @@ def _renamed(e: Expr, old: str, new: str) -> Expr:
     return transform(e, fn)
 
 
-def branches(mr: MatchRecognize, any_row: set[str], guards: bool = True) -> tuple[list[Branch], bool]:
+def branches(
+    mr: MatchRecognize, any_row: set[str], guards: bool = True
+) -> tuple[list[Branch], bool]:
     """The pattern's sequences with their rewritten clauses, and whether it is an unordered
     conjunction (module docstring). ``guards=False`` leaves out the preference guards of
     alternatives: a superset of the matches (storage-side filters over weakened conditions,
     where a guard could wrongly reject)."""
     use_guards = guards
     sequences, unordered = _sequences(mr.pattern, any_row)
-    everything = {d.variable for d in mr.definitions} | {i.name for seq in sequences for i, _ in seq}
+    everything = {d.variable for d in mr.definitions} | {
+        i.name for seq in sequences for i, _ in seq
+    }
     out = []
     for seq in sequences:
         items = tuple(i for i, _ in seq)
@@ -213,11 +255,16 @@ def branches(mr: MatchRecognize, any_row: set[str], guards: bool = True) -> tupl
         for item, earlier in seq:
             d = mr.definition(item.name)
             parts: list[Expr] = [] if d is None else [without(d.condition, absent)]
-            for g in earlier if use_guards else ():  # an earlier alternative takes the event when it holds
+            for g in (
+                earlier if use_guards else ()
+            ):  # an earlier alternative takes the event when it holds
                 gd = mr.definition(g)
                 # tried first, the alternative sees this variable unmatched (NULL), then takes the row
-                held: Expr = Literal(True) if gd is None else \
-                    _renamed(without(gd.condition, (absent - {g}) | {item.name}), g, item.name)
+                held: Expr = (
+                    Literal(True)
+                    if gd is None
+                    else _renamed(without(gd.condition, (absent - {g}) | {item.name}), g, item.name)
+                )
                 parts.append(UnaryOp("NOT", Function("coalesce", (held, Literal(False)))))
             if parts:
                 cond = parts[0]
@@ -226,12 +273,22 @@ def branches(mr: MatchRecognize, any_row: set[str], guards: bool = True) -> tupl
                 definitions.append(Definition(item.name, cond))
         pattern: RowPattern = _as_pattern(items, unordered)
         recognize = dataclasses.replace(
-            mr, pattern=pattern, definitions=tuple(definitions),
+            mr,
+            pattern=pattern,
+            definitions=tuple(definitions),
             # a negated variable labels no row of a match: MEASURES read it as NULL
-            measures=tuple(dataclasses.replace(m, expr=without(m.expr, absent | {i.name for i in items if i.negated}))
-                           for m in mr.measures),
-            subsets=tuple(dataclasses.replace(sub, variables=tuple(v for v in sub.variables if v in present))
-                          for sub in mr.subsets if set(sub.variables) & present))
+            measures=tuple(
+                dataclasses.replace(
+                    m, expr=without(m.expr, absent | {i.name for i in items if i.negated})
+                )
+                for m in mr.measures
+            ),
+            subsets=tuple(
+                dataclasses.replace(sub, variables=tuple(v for v in sub.variables if v in present))
+                for sub in mr.subsets
+                if set(sub.variables) & present
+            ),
+        )
         out.append(Branch(items, recognize))
     return out, unordered
 

@@ -20,8 +20,9 @@ from dfs_cer.query.numeric import to_double
 
 
 @njit(cache=True)
-def running_moments(values: np.ndarray, valid: np.ndarray, seg_first: np.ndarray) -> tuple[np.ndarray, np.ndarray,
-                                                                                           np.ndarray]:
+def running_moments(
+    values: np.ndarray, valid: np.ndarray, seg_first: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per flattened row: count, mean and sum of squared deviations (Welford) so far in its match."""
     n = values.shape[0]
     cnt = np.zeros(n, np.int64)
@@ -41,7 +42,9 @@ def running_moments(values: np.ndarray, valid: np.ndarray, seg_first: np.ndarray
 
 
 @njit(cache=True)
-def running_pick(keys: np.ndarray, valid: np.ndarray, seg_first: np.ndarray, mode: int) -> np.ndarray:
+def running_pick(
+    keys: np.ndarray, valid: np.ndarray, seg_first: np.ndarray, mode: int
+) -> np.ndarray:
     """Per flattened row: the flattened index of the row picked so far in its match (-1: none).
     ``mode`` 0: the first valid row; 1: the smallest key (first on ties); 2: the largest key."""
     out = np.empty(keys.shape[0], np.int64)
@@ -49,7 +52,9 @@ def running_pick(keys: np.ndarray, valid: np.ndarray, seg_first: np.ndarray, mod
     for i in range(keys.shape[0]):
         if seg_first[i]:
             best = -1
-        if valid[i] and (best < 0 or (mode == 1 and keys[i] < keys[best]) or (mode == 2 and keys[i] > keys[best])):
+        if valid[i] and (
+            best < 0 or (mode == 1 and keys[i] < keys[best]) or (mode == 2 and keys[i] > keys[best])
+        ):
             best = i
         out[i] = best
     return out
@@ -63,34 +68,61 @@ def first_occurrences(match: np.ndarray, values: pa.Array, rows: np.ndarray) -> 
     taken = values.take(pa.array(rows))
     if pa.types.is_dictionary(taken.type):
         taken = taken.dictionary_decode()
-    codes = np.asarray(pc.fill_null(pc.cast(pc.dictionary_encode(taken).indices, pa.int64()), -1)
-                       .to_numpy(zero_copy_only=False), np.int64)
+    codes = np.asarray(
+        pc.fill_null(pc.cast(pc.dictionary_encode(taken).indices, pa.int64()), -1).to_numpy(
+            zero_copy_only=False
+        ),
+        np.int64,
+    )
     if pa.types.is_floating(taken.type):  # NaN equals NaN, -0.0 equals 0.0 (as GROUP BY)
-        doubles = np.asarray(to_double(taken).fill_null(0.0).to_numpy(zero_copy_only=False), np.float64)
-        _, codes_f = np.unique(np.where(np.isnan(doubles), np.inf, doubles) + 0.0, return_inverse=True)
+        doubles = np.asarray(
+            to_double(taken).fill_null(0.0).to_numpy(zero_copy_only=False), np.float64
+        )
+        _, codes_f = np.unique(
+            np.where(np.isnan(doubles), np.inf, doubles) + 0.0, return_inverse=True
+        )
         codes = np.where(codes < 0, -1, codes_f)
     key = np.stack([match[rows], codes], axis=1)
     _, first = np.unique(key, axis=0, return_index=True)
     return np.sort(rows[first])
 
 
-def prefix_lists(values: pa.Array, flagged: np.ndarray, match_of_out: np.ndarray, at: np.ndarray,
-                 flat_start: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+def prefix_lists(
+    values: pa.Array,
+    flagged: np.ndarray,
+    match_of_out: np.ndarray,
+    at: np.ndarray,
+    flat_start: np.ndarray,
+) -> tuple[pa.Array, np.ndarray]:
     """For each output row, the list of ``values`` at the ``flagged`` flattened rows (ascending)
     of its match up to flattened row ``at``; returns the list array (NULL where empty) and the
     number of elements per output row."""
     valid_at = at >= 0
-    begin = np.searchsorted(flagged, flat_start[match_of_out]) if match_of_out.size else np.zeros(0, np.int64)
-    end = np.where(valid_at, np.searchsorted(flagged, np.where(valid_at, at, 0), side="right"), begin)
+    begin = (
+        np.searchsorted(flagged, flat_start[match_of_out])
+        if match_of_out.size
+        else np.zeros(0, np.int64)
+    )
+    end = np.where(
+        valid_at, np.searchsorted(flagged, np.where(valid_at, at, 0), side="right"), begin
+    )
     counts = np.maximum(end - begin, 0).astype(np.int64)
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     total = int(offsets[-1])
     if total >= 2**31:
         from dfs_cer.errors import MatchError
 
-        raise MatchError(f"array_agg / string_agg would hold {total:,} elements over all output rows; use FINAL or "
-                         "ONE ROW PER MATCH")
-    idx = np.arange(total, dtype=np.int64) - np.repeat(offsets[:-1], counts) + np.repeat(begin, counts)
+        raise MatchError(
+            f"array_agg / string_agg would hold {total:,} elements over all output rows; use FINAL or "
+            "ONE ROW PER MATCH"
+        )
+    idx = (
+        np.arange(total, dtype=np.int64)
+        - np.repeat(offsets[:-1], counts)
+        + np.repeat(begin, counts)
+    )
     items = values.take(pa.array(flagged[idx] if total else np.zeros(0, np.int64)))
-    lists = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), items, mask=pa.array(counts == 0))
+    lists = pa.ListArray.from_arrays(
+        pa.array(offsets, pa.int32()), items, mask=pa.array(counts == 0)
+    )
     return lists, counts

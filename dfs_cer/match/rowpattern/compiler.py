@@ -51,8 +51,11 @@ class _Builder:
             from dfs_cer.errors import UnsupportedFeatureError
 
             raise UnsupportedFeatureError(
-                f"the pattern compiles to more than {MAX_PROGRAM} instructions", clause="PATTERN",
-                hint="use smaller bounded quantifiers such as {n,m}", code="pattern-too-large")
+                f"the pattern compiles to more than {MAX_PROGRAM} instructions",
+                clause="PATTERN",
+                hint="use smaller bounded quantifiers such as {n,m}",
+                code="pattern-too-large",
+            )
         self.code.append([op, a, b])
         return len(self.code) - 1
 
@@ -70,7 +73,9 @@ class _Builder:
             self._alternatives(list(p.items))
         elif isinstance(p, Permutation):
             orders = itertools.permutations(range(len(p.items)))
-            self._alternatives([Concatenation(tuple(p.items[i] for i in order)) for order in orders])
+            self._alternatives(
+                [Concatenation(tuple(p.items[i] for i in order)) for order in orders]
+            )
         elif isinstance(p, Exclusion):
             self.emit(EXCL_IN)
             self.compile(p.pattern)
@@ -81,8 +86,11 @@ class _Builder:
             from dfs_cer.errors import UnsupportedFeatureError
 
             raise UnsupportedFeatureError(
-                f"negation {to_text(p)} is a CER construct", clause="PATTERN",
-                hint="add ALL MATCHES (or pass selection=) to evaluate it with the CER engine", code="unsupported")
+                f"negation {to_text(p)} is a CER construct",
+                clause="PATTERN",
+                hint="add ALL MATCHES (or pass selection=) to evaluate it with the CER engine",
+                code="unsupported",
+            )
         else:  # pragma: no cover
             raise TypeError(type(p).__name__)
 

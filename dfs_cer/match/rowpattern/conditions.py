@@ -52,8 +52,27 @@ from dfs_cer.query.model import MatchRecognize, WindowUnit
 from dfs_cer.query.numeric import convert, is_exact, to_double
 
 # condition program opcodes
-(C_CONST, C_COL, C_ADD, C_SUB, C_MUL, C_DIV, C_MOD, C_NEG, C_CMP, C_AND, C_OR, C_NOT, C_ISNULL, C_AGG, C_CLS, C_MNUM,
- C_COALESCE, C_CASE, C_FUNC) = range(19)
+(
+    C_CONST,
+    C_COL,
+    C_ADD,
+    C_SUB,
+    C_MUL,
+    C_DIV,
+    C_MOD,
+    C_NEG,
+    C_CMP,
+    C_AND,
+    C_OR,
+    C_NOT,
+    C_ISNULL,
+    C_AGG,
+    C_CLS,
+    C_MNUM,
+    C_COALESCE,
+    C_CASE,
+    C_FUNC,
+) = range(19)
 #: numeric functions the VM evaluates over navigated values (others are hoisted into columns)
 VM_FUNCTIONS = {"abs": 0, "sign": 1, "floor": 2, "ceil": 3}
 _AGGREGATES = {"count": 0, "sum": 1, "avg": 2, "min": 3, "max": 4}
@@ -132,8 +151,15 @@ def shifted(arr: pa.Array, offset: int, part_start: np.ndarray, part_end: np.nda
 
 
 class ConditionCompiler:
-    def __init__(self, mr: MatchRecognize, labels: tuple[str, ...], table: pa.Table, part_start: np.ndarray,
-                 part_end: np.ndarray, time_unit: str | None) -> None:
+    def __init__(
+        self,
+        mr: MatchRecognize,
+        labels: tuple[str, ...],
+        table: pa.Table,
+        part_start: np.ndarray,
+        part_end: np.ndarray,
+        time_unit: str | None,
+    ) -> None:
         self.mr = mr
         self.labels = labels
         self.table = table
@@ -164,8 +190,11 @@ class ConditionCompiler:
                 return _column_array(self.table, x.name)
             if isinstance(x, Navigation):
                 if x.kind == NavKind.LAST:
-                    return resolve(x.operand) if isinstance(x.operand, Column | Navigation) else \
-                        evaluate_any(x.operand, resolve, len(self.table))
+                    return (
+                        resolve(x.operand)
+                        if isinstance(x.operand, Column | Navigation)
+                        else evaluate_any(x.operand, resolve, len(self.table))
+                    )
                 step = -x.offset if x.kind == NavKind.PREV else x.offset
                 inner = evaluate_any(x.operand, resolve, len(self.table))
                 return shifted(inner, step, self.part_start, self.part_end)
@@ -192,7 +221,9 @@ class ConditionCompiler:
             self.const_kind.append(K_BOOL)
             self.const_i.append(int(value))
             self.const_f.append(float(value))
-        elif isinstance(value, Decimal) or (isinstance(value, int) and not -(2**63) <= value < 2**63):  # exact for comparisons up to 15 digits (wider ones are ranked)
+        elif isinstance(value, Decimal) or (
+            isinstance(value, int) and not -(2**63) <= value < 2**63
+        ):  # exact for comparisons up to 15 digits (wider ones are ranked)
             self.const_kind.append(K_FLOAT)
             self.const_i.append(0)
             self.const_f.append(float(value))
@@ -220,8 +251,11 @@ class ConditionCompiler:
             for x in walk(e):
                 if isinstance(x, Column):
                     arr = _column_array(self.table, x.name)
-                    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type) or \
-                            pa.types.is_dictionary(arr.type):
+                    if (
+                        pa.types.is_string(arr.type)
+                        or pa.types.is_large_string(arr.type)
+                        or pa.types.is_dictionary(arr.type)
+                    ):
                         values.append(pc.cast(arr, pa.string()))
                 elif isinstance(x, Literal) and isinstance(x.value, str):
                     values.append(pa.array([x.value], pa.string()))
@@ -244,14 +278,20 @@ class ConditionCompiler:
         types = [_column_array(self.table, c).type for c in columns]
         literals = [x.value for side in (left, right) for x in walk(side) if isinstance(x, Literal)]
         simple = all(_simple_operand(side) for side in (left, right))
-        if simple and any(pa.types.is_float32(t) for t in types) and not any(pa.types.is_float64(t) for t in types) \
-                and not any(isinstance(v, float) for v in literals) \
-                and any(_exact_literal(v) for v in literals) | any(is_exact(t) for t in types):
+        if (
+            simple
+            and any(pa.types.is_float32(t) for t in types)
+            and not any(pa.types.is_float64(t) for t in types)
+            and not any(isinstance(v, float) for v in literals)
+            and any(_exact_literal(v) for v in literals) | any(is_exact(t) for t in types)
+        ):
             return "real"  # REAL next to an exact number compares as REAL (Trino, DuckDB)
         huge = any(_wide_literal(v) for v in literals)
         if not huge and not any(self._wide(c) for c in columns):
             return None
-        approximate = any(pa.types.is_floating(t) for t in types) or any(isinstance(v, float) for v in literals)
+        approximate = any(pa.types.is_floating(t) for t in types) or any(
+            isinstance(v, float) for v in literals
+        )
         if approximate:
             return "double"  # SQL compares exact with approximate numbers as doubles
         if all(_simple_operand(side) for side in (left, right)):
@@ -278,18 +318,29 @@ class ConditionCompiler:
 
     def _column_slot(self, name: str, mode: str | None = None) -> tuple[int, int]:
         wide = self._wide(name)
-        key = name if mode is None or (mode == "double" and not wide) or (mode == "real" and not is_exact(
-            _column_array(self.table, name).type)) else f"{name}\x00{mode}"
+        key = (
+            name
+            if mode is None
+            or (mode == "double" and not wide)
+            or (mode == "real" and not is_exact(_column_array(self.table, name).type))
+            else f"{name}\x00{mode}"
+        )
         if key in self.store.index:
             return self.store.index[key]
         arr = _column_array(self.table, name)
         if pa.types.is_dictionary(arr.type):
             arr = arr.dictionary_decode()
         nulls = np.asarray(arr.is_null().to_numpy(zero_copy_only=False), bool)
-        if mode == "real" and is_exact(arr.type):  # as the REAL it is compared as, held exactly in a double
+        if mode == "real" and is_exact(
+            arr.type
+        ):  # as the REAL it is compared as, held exactly in a double
             real = convert(arr, arr.type, pa.float32())
-            self.store.fcols.append(np.asarray(pc.cast(real, pa.float64()).fill_null(0.0).to_numpy(
-                zero_copy_only=False), np.float64))
+            self.store.fcols.append(
+                np.asarray(
+                    pc.cast(real, pa.float64()).fill_null(0.0).to_numpy(zero_copy_only=False),
+                    np.float64,
+                )
+            )
             self.store.fnull.append(nulls)
             self.store.index[key] = (K_FLOAT, len(self.store.fcols) - 1)
             return self.store.index[key]
@@ -310,7 +361,11 @@ class ConditionCompiler:
             self.store.fcols.append(np.asarray(vals, np.float64))
             self.store.fnull.append(nulls)
             slot = (K_FLOAT, len(self.store.fcols) - 1)
-        elif pa.types.is_integer(arr.type) or pa.types.is_boolean(arr.type) or pa.types.is_temporal(arr.type):
+        elif (
+            pa.types.is_integer(arr.type)
+            or pa.types.is_boolean(arr.type)
+            or pa.types.is_temporal(arr.type)
+        ):
             if pa.types.is_timestamp(arr.type) or pa.types.is_date(arr.type):
                 # every time value in one unit, so columns of different units compare (and
                 # INTERVALs add) as the instants they are
@@ -321,36 +376,56 @@ class ConditionCompiler:
             self.store.inull.append(nulls)
             slot = (K_INT, len(self.store.icols) - 1)
         else:
-            raise UnsupportedFeatureError(f"column {name} of type {arr.type} cannot be compared across variables",
-                                          clause="DEFINE", code="unsupported")
+            raise UnsupportedFeatureError(
+                f"column {name} of type {arr.type} cannot be compared across variables",
+                clause="DEFINE",
+                code="unsupported",
+            )
         self.store.index[key] = slot
         return slot
 
     def prepare_time_unit(self, dependent: list[Expr]) -> None:
         """The unit time values take in the programs: the finest of the timestamp columns they
         read, else the ORDER BY column's."""
-        units = [_column_array(self.table, x.name).type.unit for e in dependent for x in walk(e)
-                 if isinstance(x, Column) and pa.types.is_timestamp(_column_array(self.table, x.name).type)]
+        units = [
+            _column_array(self.table, x.name).type.unit
+            for e in dependent
+            for x in walk(e)
+            if isinstance(x, Column)
+            and pa.types.is_timestamp(_column_array(self.table, x.name).type)
+        ]
         if units:
             self.time_unit = max(units, key=lambda u: _PER_SECOND[u])
 
     def _in_time_unit(self, arr: pa.Array, name: str) -> np.ndarray:
         unit = self.time_unit or "s"
         values = time_ints(arr.fill_null(0) if arr.null_count else arr)
-        factor = _PER_SECOND[unit] * 86400 if pa.types.is_date(arr.type) else _PER_SECOND[unit] // _PER_SECOND[
-            arr.type.unit]
-        if factor == 0:  # a finer column than the program's unit cannot happen (the finest is chosen)
+        factor = (
+            _PER_SECOND[unit] * 86400
+            if pa.types.is_date(arr.type)
+            else _PER_SECOND[unit] // _PER_SECOND[arr.type.unit]
+        )
+        if (
+            factor == 0
+        ):  # a finer column than the program's unit cannot happen (the finest is chosen)
             raise AssertionError(f"{name}: {arr.type} in {unit}")
         limit = np.iinfo(np.int64).max // factor
         if values.size and (values.max() > limit or values.min() < -limit):
-            raise MatchError(f"time values of {name} do not fit 64 bits in {unit}; compare it with columns of its "
-                             "own unit")
+            raise MatchError(
+                f"time values of {name} do not fit 64 bits in {unit}; compare it with columns of its "
+                "own unit"
+            )
         self.store.units[name] = unit
         return np.asarray(values, np.int64) * factor
 
     def _interval(self, x: IntervalLiteral) -> int:
         unit = self.time_unit or "s"
-        per_second = {"s": Decimal(1), "ms": Decimal(1000), "us": Decimal(10**6), "ns": Decimal(10**9)}[unit]
+        per_second = {
+            "s": Decimal(1),
+            "ms": Decimal(1000),
+            "us": Decimal(10**6),
+            "ns": Decimal(10**9),
+        }[unit]
         amount = Decimal(x.value) * WindowUnit(x.unit).seconds * per_second
         return self._const(int(amount))
 
@@ -360,10 +435,18 @@ class ConditionCompiler:
         if isinstance(e, Literal):
             if isinstance(e.value, str):
                 self.code.append([C_CONST, self._const(self._string_code(e.value)), 0, 0, 0, 0, 0])
-            elif self.mode == "real" and isinstance(e.value, int | Decimal) and not isinstance(e.value, bool):
+            elif (
+                self.mode == "real"
+                and isinstance(e.value, int | Decimal)
+                and not isinstance(e.value, bool)
+            ):
                 real = pc.cast(pa.scalar(str(e.value)), pa.float32())  # correctly rounded to REAL
                 self.code.append([C_CONST, self._const(float(real.as_py())), 0, 0, 0, 0, 0])
-            elif self.mode == "rank" and isinstance(e.value, int | Decimal) and not isinstance(e.value, bool):
+            elif (
+                self.mode == "rank"
+                and isinstance(e.value, int | Decimal)
+                and not isinstance(e.value, bool)
+            ):
                 assert self.ranks is not None
                 self.code.append([C_CONST, self._const(self.ranks.code(e.value)), 0, 0, 0, 0, 0])
             else:
@@ -376,7 +459,12 @@ class ConditionCompiler:
                 name_id = UNIVERSAL if e.variable is None else self.names[e.variable]
                 nav = (name_id, 0, 0, 0)
             elif nav[0] == -2:  # inside navigation without a qualifier yet
-                nav = (UNIVERSAL if e.variable is None else self.names[e.variable], nav[1], nav[2], nav[3])
+                nav = (
+                    UNIVERSAL if e.variable is None else self.names[e.variable],
+                    nav[1],
+                    nav[2],
+                    nav[3],
+                )
             if nav[0] >= 0:
                 self.relevant[nav[0]] = True
             self.code.append([C_COL, slot, kind, nav[0], nav[1], nav[2], nav[3]])
@@ -393,7 +481,10 @@ class ConditionCompiler:
             self.code.append([C_FUNC, VM_FUNCTIONS[e.name], 0, 0, 0, 0, 0])
         elif isinstance(e, Case):
             for w in e.whens:
-                self.emit(w.condition if e.operand is None else BinaryOp("=", e.operand, w.condition), variable)
+                self.emit(
+                    w.condition if e.operand is None else BinaryOp("=", e.operand, w.condition),
+                    variable,
+                )
                 self.emit(w.result, variable)
             self.emit(e.default if e.default is not None else Literal(None), variable)
             self.code.append([C_CASE, len(e.whens), 0, 0, 0, 0, 0])
@@ -419,7 +510,10 @@ class ConditionCompiler:
             else:
                 raise UnsupportedFeatureError(
                     f"navigation over an expression ({to_sql(e)}) in a condition that refers to other variables",
-                    clause=clause, hint="navigate a single column, e.g. PREV(B.price)", code="unsupported")
+                    clause=clause,
+                    hint="navigate a single column, e.g. PREV(B.price)",
+                    code="unsupported",
+                )
         elif isinstance(e, BinaryOp):
             if e.op in ("AND", "OR"):
                 self.emit(e.left, variable)
@@ -438,8 +532,11 @@ class ConditionCompiler:
                 self.emit(e.right, variable)
                 self.code.append([_ARITH[e.op], 0, 0, 0, 0, 0, 0])
             else:
-                raise UnsupportedFeatureError(f"operator {e.op} in a condition that refers to other variables",
-                                              clause=clause, code="unsupported")
+                raise UnsupportedFeatureError(
+                    f"operator {e.op} in a condition that refers to other variables",
+                    clause=clause,
+                    code="unsupported",
+                )
         elif isinstance(e, UnaryOp):
             self.emit(e.operand, variable)
             self.code.append([C_NOT if e.op == "NOT" else C_NEG, 0, 0, 0, 0, 0, 0])
@@ -447,7 +544,12 @@ class ConditionCompiler:
             self.emit(e.operand, variable)
             self.code.append([C_ISNULL, int(e.negated), 0, 0, 0, 0, 0])
         elif isinstance(e, Between):
-            self.emit(BinaryOp("AND", BinaryOp(">=", e.operand, e.low), BinaryOp("<=", e.operand, e.high)), variable)
+            self.emit(
+                BinaryOp(
+                    "AND", BinaryOp(">=", e.operand, e.low), BinaryOp("<=", e.operand, e.high)
+                ),
+                variable,
+            )
             if e.negated:
                 self.code.append([C_NOT, 0, 0, 0, 0, 0, 0])
         elif isinstance(e, InList):
@@ -462,32 +564,49 @@ class ConditionCompiler:
         else:
             raise UnsupportedFeatureError(
                 f"{to_sql(e)} in a condition that refers to other pattern variables is not supported yet",
-                clause=clause, hint="conditions across variables support columns, FIRST/LAST/PREV/NEXT, "
-                "arithmetic, comparisons, AND/OR/NOT, IS NULL, IN and BETWEEN", code="unsupported")
-
+                clause=clause,
+                hint="conditions across variables support columns, FIRST/LAST/PREV/NEXT, "
+                "arithmetic, comparisons, AND/OR/NOT, IS NULL, IN and BETWEEN",
+                code="unsupported",
+            )
 
     def _aggregate(self, e: Aggregate, clause: str) -> None:
         """Running aggregate over the thread's matched rows (the current row included)."""
         func = _AGGREGATES.get(e.name)
         if func is None or e.distinct:
-            raise UnsupportedFeatureError(f"aggregate {to_sql(e)} in DEFINE", clause=clause, code="unsupported",
-                                          hint="supported: count, sum, avg, min, max without DISTINCT")
+            raise UnsupportedFeatureError(
+                f"aggregate {to_sql(e)} in DEFINE",
+                clause=clause,
+                code="unsupported",
+                hint="supported: count, sum, avg, min, max without DISTINCT",
+            )
         if e.name == "count" and (not e.args or isinstance(e.args[0], Star)):
             target = e.args[0].variable if e.args and isinstance(e.args[0], Star) else None
             slot, kind = 0, -1
         elif len(e.args) == 1 and isinstance(e.args[0], Column):
             column = e.args[0]
             arr = _column_array(self.table, column.name)
-            numeric = pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type) or pa.types.is_decimal(arr.type)
+            numeric = (
+                pa.types.is_integer(arr.type)
+                or pa.types.is_floating(arr.type)
+                or pa.types.is_decimal(arr.type)
+            )
             if e.name != "count" and not numeric:
-                raise UnsupportedFeatureError(f"aggregate {to_sql(e)} over a {arr.type} column", clause=clause,
-                                              hint="sum, avg, min and max take numeric columns", code="unsupported")
+                raise UnsupportedFeatureError(
+                    f"aggregate {to_sql(e)} over a {arr.type} column",
+                    clause=clause,
+                    hint="sum, avg, min and max take numeric columns",
+                    code="unsupported",
+                )
             kind, slot = self._column_slot(column.name)
             target = column.variable
         else:
-            raise UnsupportedFeatureError(f"aggregate {to_sql(e)}: only one column argument is supported",
-                                          clause=clause, hint="write e.g. sum(B.price) or count(B.*)",
-                                          code="unsupported")
+            raise UnsupportedFeatureError(
+                f"aggregate {to_sql(e)}: only one column argument is supported",
+                clause=clause,
+                hint="write e.g. sum(B.price) or count(B.*)",
+                code="unsupported",
+            )
         self.deep = True  # the value depends on every matched row: threads are kept apart
         name_id = UNIVERSAL if target is None else self.names[target]
         self.code.append([C_AGG, slot, kind, name_id, func, 0, 0])
@@ -521,7 +640,9 @@ def _simple_operand(e: Expr) -> bool:
     """A column (possibly navigated) or an exact / NULL literal: rank codes can stand for it."""
     while isinstance(e, Navigation):
         e = e.operand
-    return isinstance(e, Column) or (isinstance(e, Literal) and (e.value is None or _exact_literal(e.value)))
+    return isinstance(e, Column) or (
+        isinstance(e, Literal) and (e.value is None or _exact_literal(e.value))
+    )
 
 
 def _comparisons(e: Expr) -> list[tuple[Expr, Expr]]:
@@ -543,8 +664,14 @@ def evaluate_any(e: Expr, resolve: Callable[[Expr], pa.Array], length: int) -> p
     return _broadcast(evaluate(e, resolve, length), length)
 
 
-def compile_conditions(mr: MatchRecognize, labels: tuple[str, ...], table: pa.Table, part_start: np.ndarray,
-                       part_end: np.ndarray, time_unit: str | None) -> Conditions:
+def compile_conditions(
+    mr: MatchRecognize,
+    labels: tuple[str, ...],
+    table: pa.Table,
+    part_start: np.ndarray,
+    part_end: np.ndarray,
+    time_unit: str | None,
+) -> Conditions:
     """Masks and dependent programs for every pattern variable over the (sorted) table."""
     comp = ConditionCompiler(mr, labels, table, part_start, part_end, time_unit)
     n = len(table)
@@ -596,8 +723,14 @@ def compile_conditions(mr: MatchRecognize, labels: tuple[str, ...], table: pa.Ta
     )
 
 
-def row_masks(mr: MatchRecognize, parts: dict[str, tuple[Expr, ...]], table: pa.Table, part_start: np.ndarray,
-              part_end: np.ndarray, time_unit: str | None) -> dict[str, np.ndarray]:
+def row_masks(
+    mr: MatchRecognize,
+    parts: dict[str, tuple[Expr, ...]],
+    table: pa.Table,
+    part_start: np.ndarray,
+    part_end: np.ndarray,
+    time_unit: str | None,
+) -> dict[str, np.ndarray]:
     """One mask per variable: its row-local conjuncts ``parts`` (physical navigation allowed)
     over the sorted ``table``, navigation bounded by ``part_start``/``part_end`` per row, exactly
     as :func:`compile_conditions` evaluates them (NULL is false)."""

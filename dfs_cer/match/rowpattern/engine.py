@@ -65,8 +65,14 @@ class MatchSpans:
     part: np.ndarray
 
 
-def match_starts(pattern: object, labels: tuple[str, ...], masks: np.ndarray, n: int,
-                bounds: np.ndarray | None = None, allowed: np.ndarray | None = None) -> np.ndarray:
+def match_starts(
+    pattern: object,
+    labels: tuple[str, ...],
+    masks: np.ndarray,
+    n: int,
+    bounds: np.ndarray | None = None,
+    allowed: np.ndarray | None = None,
+) -> np.ndarray:
     """For every row, the first row at or after it where a match can start: some label that can
     begin a match accepts it (every row when the pattern can match empty).
 
@@ -101,15 +107,21 @@ def match_starts(pattern: object, labels: tuple[str, ...], masks: np.ndarray, n:
     positions = np.arange(1, n + 1, dtype=np.int64)
     limit = np.full(starts.size, np.iinfo(np.int64).max)
     for v in required:
-        last = np.maximum.reduceat(np.where(masks[v], positions, 0), starts)  # last accepted row + 1, or 0
+        last = np.maximum.reduceat(
+            np.where(masks[v], positions, 0), starts
+        )  # last accepted row + 1, or 0
         limit = np.minimum(limit, np.where(last > 0, last - 1, -1))
     part = np.repeat(np.arange(starts.size), ends - starts)
-    dead = out[:n] > limit[part]  # the first possible start lies after the last row some mandatory label accepts
+    dead = (
+        out[:n] > limit[part]
+    )  # the first possible start lies after the last row some mandatory label accepts
     out[:n][dead] = ends[part][dead]
     return out
 
 
-def _idle_skipping(masks: np.ndarray, dependent: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _idle_skipping(
+    masks: np.ndarray, dependent: np.ndarray, n: int
+) -> tuple[np.ndarray, np.ndarray]:
     """``free``: variables that accept every row unconditionally; ``next_true[v, i]``: the first
     row >= i variable v's mask accepts (n when none)."""
     free = masks.all(axis=1) & ~dependent if n else ~dependent
@@ -122,12 +134,19 @@ def _idle_skipping(masks: np.ndarray, dependent: np.ndarray, n: int) -> tuple[np
     return free, next_true
 
 
-
-def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = MAX_MATCHES,
-                    on_limit: str = "error", segments: np.ndarray | None = None,
-                    match_ids: bool | str = False, may_start: np.ndarray | None = None,
-                    spans: bool = False, cut_off: tuple[bool, bool] = (False, False),
-                    work: Work | None = None) -> MatchOutput:
+def run_row_pattern(
+    table: pa.Table,
+    analysis: Analysis,
+    *,
+    max_matches: int = MAX_MATCHES,
+    on_limit: str = "error",
+    segments: np.ndarray | None = None,
+    match_ids: bool | str = False,
+    may_start: np.ndarray | None = None,
+    spans: bool = False,
+    cut_off: tuple[bool, bool] = (False, False),
+    work: Work | None = None,
+) -> MatchOutput:
     """Evaluate the MATCH_RECOGNIZE clause of a bound analysis over ``table``.
 
     ``match_ids`` adds ``__match_id`` (stable: from the match's events and labels),
@@ -156,30 +175,55 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
     query = analysis.query
     mr = query.recognize
     partition_by = tuple(column_of(table, c) for c in mr.partition_by)
-    order_by = [(column_of(table, s.column), s.descending, bool(s.nulls_first)) for s in mr.order_by]
+    order_by = [
+        (column_of(table, s.column), s.descending, bool(s.nulls_first)) for s in mr.order_by
+    ]
     table, halo_in = split_halo(table)
     original = table
-    table, bounds, order, halo = sort_partition_flags(table, partition_by, order_by, _referenced_columns(mr, table),
-                                                      analysis.event_key, analysis.dedup, halo_in)
+    table, bounds, order, halo = sort_partition_flags(
+        table,
+        partition_by,
+        order_by,
+        _referenced_columns(mr, table),
+        analysis.event_key,
+        analysis.dedup,
+        halo_in,
+    )
     n = len(table)
     # navigation reads the whole PARTITION BY group (halo rows included); matches stay inside
     # final-interval segments
     real_bounds = bounds
     if (segments is not None or match_ids) and not order_by:
-        raise UnsupportedFeatureError("this run needs ORDER BY <time column> (final intervals or match ids are "
-                                      "placed in time)", clause="MATCH_RECOGNIZE", code="no-order-by",
-                                      hint="add ORDER BY ts")
+        raise UnsupportedFeatureError(
+            "this run needs ORDER BY <time column> (final intervals or match ids are "
+            "placed in time)",
+            clause="MATCH_RECOGNIZE",
+            code="no-order-by",
+            hint="add ORDER BY ts",
+        )
     if segments is not None and n:
-        seg = np.searchsorted(np.asarray(segments, np.int64), time_values(table, order_by[0][0]), side="right")
+        seg = np.searchsorted(
+            np.asarray(segments, np.int64), time_values(table, order_by[0][0]), side="right"
+        )
         cut = np.zeros(n, bool)
         cut[1:] = seg[1:] != seg[:-1]
         bounds = np.unique(np.concatenate([bounds, np.nonzero(cut)[0]])).astype(np.int64)
-    row_part = np.repeat(np.arange(real_bounds.size - 1), np.diff(real_bounds)) if n else np.zeros(0, np.int64)
+    row_part = (
+        np.repeat(np.arange(real_bounds.size - 1), np.diff(real_bounds))
+        if n
+        else np.zeros(0, np.int64)
+    )
     part_start = real_bounds[row_part] if n else np.zeros(0, np.int64)
     part_end = real_bounds[row_part + 1] if n else np.zeros(0, np.int64)
     unit_real = np.searchsorted(real_bounds, bounds[:-1], side="right") - 1
-    nav_parts = np.stack([real_bounds[unit_real], real_bounds[np.minimum(unit_real + 1, real_bounds.size - 1)]],
-                         axis=1).astype(np.int64) if bounds.size > 1 else np.zeros((0, 2), np.int64)
+    nav_parts = (
+        np.stack(
+            [real_bounds[unit_real], real_bounds[np.minimum(unit_real + 1, real_bounds.size - 1)]],
+            axis=1,
+        ).astype(np.int64)
+        if bounds.size > 1
+        else np.zeros((0, 2), np.int64)
+    )
 
     labels = pattern_labels(mr.pattern)
     program = compile_pattern(mr.pattern, labels)
@@ -200,13 +244,19 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
     ts = np.zeros(n, np.int64)
     if mr.window is not None:
         if analysis.window_units is None:
-            raise ValueError("the analysis is not bound to the table's schema (call analyze(query, table.schema))")
+            raise ValueError(
+                "the analysis is not bound to the table's schema (call analyze(query, table.schema))"
+            )
         window = analysis.window_units
         ts = time_values(table, order_by[0][0])
 
     skip = mr.after_match_skip
-    skip_mode = {SkipTo.PAST_LAST_ROW: vm.SKIP_PAST_LAST, SkipTo.NEXT_ROW: vm.SKIP_NEXT_ROW,
-                 SkipTo.FIRST: vm.SKIP_TO_FIRST, SkipTo.LAST: vm.SKIP_TO_LAST}[skip.to]
+    skip_mode = {
+        SkipTo.PAST_LAST_ROW: vm.SKIP_PAST_LAST,
+        SkipTo.NEXT_ROW: vm.SKIP_NEXT_ROW,
+        SkipTo.FIRST: vm.SKIP_TO_FIRST,
+        SkipTo.LAST: vm.SKIP_TO_LAST,
+    }[skip.to]
     names = {name: i for i, name in enumerate(labels)}
     for i, s in enumerate(mr.subsets):
         names[s.name] = len(labels) + i
@@ -224,18 +274,28 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
     stop[1] = VM_BYTES if work is not None else 0
     charged = 0
     free, next_true = _idle_skipping(c.masks, c.dependent, n)
-    instructions = vm_state.Instructions(program.op.astype(np.int64), program.a.astype(np.int64),
-                                         program.b.astype(np.int64))
+    instructions = vm_state.Instructions(
+        program.op.astype(np.int64), program.a.astype(np.int64), program.b.astype(np.int64)
+    )
     labels_in = vm_state.Labels(c.masks, c.dependent, free, next_true, starts)
-    predicates = vm_state.Predicates(c.code, c.code_start, c.const_i, c.const_f, c.const_kind,
-                                     c.members, c.relevant, c.deep_navigation)
+    predicates = vm_state.Predicates(
+        c.code,
+        c.code_start,
+        c.const_i,
+        c.const_f,
+        c.const_kind,
+        c.members,
+        c.relevant,
+        c.deep_navigation,
+    )
     columns = vm_state.Columns(c.icols, c.inull, c.fcols, c.fnull, ts)
     units = vm_state.Units(bounds, nav_parts, bool(cut_off[0]), bool(cut_off[1]))
     options = vm_state.Options(window, skip_mode, skip_target, max_matches)
     while True:
         with watch(work, stop):
             status, m_start, m_end, m_part, r_match, r_row, r_label, r_excl, work_bytes = vm.run(
-                instructions, labels_in, predicates, columns, units, options, stop)
+                instructions, labels_in, predicates, columns, units, options, stop
+            )
         if status == vm.STOPPED:
             check(work)  # raises: the watch stopped the run
         if status != vm.OVER_BYTES or work is None:
@@ -250,51 +310,99 @@ def run_row_pattern(table: pa.Table, analysis: Analysis, *, max_matches: int = M
     truncated = False
     if status == vm.LIMIT_REACHED:
         if on_limit != "truncate":
-            raise MatchLimitError(f"the query produced more than max_matches={max_matches} matches",
-                                  )
+            raise MatchLimitError(
+                f"the query produced more than max_matches={max_matches} matches",
+            )
         truncated = True
     elif status in (vm.SKIP_TO_FIRST_ROW, vm.SKIP_NO_ROW):
         row = int(m_start[-1])
-        what = ("would skip to the first row of the match, so matching would not move forward"
-                if status == vm.SKIP_TO_FIRST_ROW else f"found no row labelled {skip.variable} in the match")
-        raise MatchError(f"AFTER MATCH SKIP {skip.to.value} {skip.variable} failed at the match starting at sorted "
-                         f"row {row}: it {what}",)
+        what = (
+            "would skip to the first row of the match, so matching would not move forward"
+            if status == vm.SKIP_TO_FIRST_ROW
+            else f"found no row labelled {skip.variable} in the match"
+        )
+        raise MatchError(
+            f"AFTER MATCH SKIP {skip.to.value} {skip.variable} failed at the match starting at sorted "
+            f"row {row}: it {what}",
+        )
     if real_bounds is not bounds and m_part.size:  # number matches within the real partitions
         m_part = np.searchsorted(real_bounds, bounds[m_part], side="right") - 1
-    rows = MatchRows(table, labels, c.members, names, real_bounds, row_part, m_start, m_end, m_part, r_match, r_row,
-                     r_label, r_excl)
+    rows = MatchRows(
+        table,
+        labels,
+        c.members,
+        names,
+        real_bounds,
+        row_part,
+        m_start,
+        m_end,
+        m_part,
+        r_match,
+        r_row,
+        r_label,
+        r_excl,
+    )
     ids = None
     if match_ids:
         from dfs_cer.events import identity
 
         counts = (m_end - m_start).astype(np.int64)
-        if match_ids == "times":  # where matches start (their first row's sorted place) and end: no hashing
+        if (
+            match_ids == "times"
+        ):  # where matches start (their first row's sorted place) and end: no hashing
             mid = m_start.astype(np.uint64)
         else:
-            cols = identity.identity_columns(original.schema, partition_by, [o[0] for o in order_by],
-                                             analysis.event_key)
-            row_hash = identity.event_hashes(original.take(pa.array(order)) if n else original.slice(0, 0), cols)
-            empty_at = row_hash[np.minimum(m_start, max(n - 1, 0))] if n else np.zeros(m_start.size, np.uint64)
+            cols = identity.identity_columns(
+                original.schema, partition_by, [o[0] for o in order_by], analysis.event_key
+            )
+            row_hash = identity.event_hashes(
+                original.take(pa.array(order)) if n else original.slice(0, 0), cols
+            )
+            empty_at = (
+                row_hash[np.minimum(m_start, max(n - 1, 0))]
+                if n
+                else np.zeros(m_start.size, np.uint64)
+            )
             # rows a skip variable absorbs ({- N* -}, N*? between variables) are not part of the
             # id: a strategy may leave them unpulled, and the other rows determine them
             skippers = _skip_variables(analysis) if analysis.skippable else set()
             real = ~np.isin(r_label, [labels.index(v) for v in skippers if v in labels])
-            mid = identity.match_ids(row_hash[r_row[real]], identity.label_hashes(labels)[r_label[real]],
-                                     np.bincount(r_match[real], minlength=m_start.size).astype(np.int64), empty_at)
+            mid = identity.match_ids(
+                row_hash[r_row[real]],
+                identity.label_hashes(labels)[r_label[real]],
+                np.bincount(r_match[real], minlength=m_start.size).astype(np.int64),
+                empty_at,
+            )
         tv = time_values(table, order_by[0][0]) if n else np.zeros(0, np.int64)
         last = np.where(counts > 0, m_end - 1, m_start)
-        ids = (mid, tv[np.minimum(m_start, max(n - 1, 0))] if n else mid.astype(np.int64),
-               tv[np.minimum(last, max(n - 1, 0))] if n else mid.astype(np.int64))
+        ids = (
+            mid,
+            tv[np.minimum(m_start, max(n - 1, 0))] if n else mid.astype(np.int64),
+            tv[np.minimum(last, max(n - 1, 0))] if n else mid.astype(np.int64),
+        )
     relation = _assemble(rows, mr, partition_by, [o[0] for o in order_by], original, order, ids)
     where = None
     if spans:
-        where = MatchSpans(order, m_start, m_end, _resume(skip_mode, skip_target, c.members, m_start, m_end, r_match,
-                                                           r_row, r_label), m_part)
+        where = MatchSpans(
+            order,
+            m_start,
+            m_end,
+            _resume(skip_mode, skip_target, c.members, m_start, m_end, r_match, r_row, r_label),
+            m_part,
+        )
     return MatchOutput(relation, int(m_start.size), truncated, int(work_bytes), where)
 
 
-def _resume(skip_mode: int, target: int, members: np.ndarray, m_start: np.ndarray, m_end: np.ndarray,
-            r_match: np.ndarray, r_row: np.ndarray, r_label: np.ndarray) -> np.ndarray:
+def _resume(
+    skip_mode: int,
+    target: int,
+    members: np.ndarray,
+    m_start: np.ndarray,
+    m_end: np.ndarray,
+    r_match: np.ndarray,
+    r_row: np.ndarray,
+    r_label: np.ndarray,
+) -> np.ndarray:
     """Where matching resumes after each match (the VM's AFTER MATCH SKIP, in sorted rows)."""
     resume = m_start + 1 if skip_mode == vm.SKIP_NEXT_ROW else m_end.copy()
     if skip_mode in (vm.SKIP_TO_FIRST, vm.SKIP_TO_LAST) and m_start.size:
@@ -328,23 +436,35 @@ def _referenced_columns(mr: MatchRecognize, table: pa.Table) -> set[str]:
     return names
 
 
-def _with_ids(table: pa.Table, ids: tuple[np.ndarray, np.ndarray, np.ndarray] | None, out_match: np.ndarray,
-              unmatched: int = 0) -> pa.Table:
+def _with_ids(
+    table: pa.Table,
+    ids: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+    out_match: np.ndarray,
+    unmatched: int = 0,
+) -> pa.Table:
     if ids is None:
         return table
     from dfs_cer.events.identity import ID_COLUMNS
 
     for name, values in zip(ID_COLUMNS, ids, strict=True):
         taken = values[out_match] if out_match.size else values[:0]
-        arr = pa.array(np.concatenate([taken, np.zeros(unmatched, taken.dtype)]),
-                       mask=np.concatenate([np.zeros(taken.size, bool), np.ones(unmatched, bool)]))
+        arr = pa.array(
+            np.concatenate([taken, np.zeros(unmatched, taken.dtype)]),
+            mask=np.concatenate([np.zeros(taken.size, bool), np.ones(unmatched, bool)]),
+        )
         table = table.append_column(name, arr)
     return table
 
 
-def _assemble(rows: MatchRows, mr: MatchRecognize, partition_by: tuple[str, ...], order_cols: list[str],
-              original: pa.Table, order: np.ndarray,
-              ids: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> pa.Table:
+def _assemble(
+    rows: MatchRows,
+    mr: MatchRecognize,
+    partition_by: tuple[str, ...],
+    order_cols: list[str],
+    original: pa.Table,
+    order: np.ndarray,
+    ids: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+) -> pa.Table:
     table = rows.table
     mode = mr.rows_per_match
     nonempty = rows.m_end > rows.m_start
@@ -354,11 +474,16 @@ def _assemble(rows: MatchRows, mr: MatchRecognize, partition_by: tuple[str, ...]
         out_flat = np.where(nonempty, np.cumsum(rows.m_end - rows.m_start) - 1, -1)
         anchor_row = rows.m_start
         evaluator = MeasureEvaluator(rows, out_match, out_flat)
-        one: dict[str, pa.Array] = {c: table.column(c).combine_chunks().take(pa.array(anchor_row))
-                                    for c in partition_by}
+        one: dict[str, pa.Array] = {
+            c: table.column(c).combine_chunks().take(pa.array(anchor_row)) for c in partition_by
+        }
         for m in mr.measures:
             one[m.name] = evaluator.evaluate(m.expr)
-        result = pa.table(one) if one else pa.table({"match": pa.array(np.ones(len(keep), np.int8))}).select([])
+        result = (
+            pa.table(one)
+            if one
+            else pa.table({"match": pa.array(np.ones(len(keep), np.int8))}).select([])
+        )
         return _with_ids(result, ids, out_match)
     # ALL ROWS PER MATCH: one output row per matched row that is not excluded
     flat = np.arange(rows.r_row.size)
@@ -382,7 +507,9 @@ def _assemble(rows: MatchRows, mr: MatchRecognize, partition_by: tuple[str, ...]
     measures = {m.name: evaluator.evaluate(m.expr) for m in mr.measures}
     all_rows = np.concatenate([out_rows, unmatched])
     # matches in order; an unmatched row goes where it stands in the sorted table
-    key_row = np.concatenate([rows.m_start[out_match] if out_match.size else np.zeros(0, np.int64), unmatched])
+    key_row = np.concatenate(
+        [rows.m_start[out_match] if out_match.size else np.zeros(0, np.int64), unmatched]
+    )
     key_seq = np.concatenate([np.arange(out_rows.size), np.zeros(unmatched.size, np.int64)])
     seq = np.lexsort((key_seq, key_row)) if all_rows.size else np.zeros(0, np.int64)
     source = order[all_rows[seq]] if all_rows.size else np.zeros(0, np.int64)
@@ -394,7 +521,11 @@ def _assemble(rows: MatchRows, mr: MatchRecognize, partition_by: tuple[str, ...]
         if c not in columns:
             columns[c] = taken.column(c)
     for name, values in measures.items():
-        padded = pa.concat_arrays([values, pa.nulls(unmatched.size, values.type)]) if unmatched.size else values
+        padded = (
+            pa.concat_arrays([values, pa.nulls(unmatched.size, values.type)])
+            if unmatched.size
+            else values
+        )
         columns[name] = padded.take(pa.array(seq)) if seq.size else padded
     for c in original.column_names:
         if c not in columns:
@@ -403,9 +534,11 @@ def _assemble(rows: MatchRows, mr: MatchRecognize, partition_by: tuple[str, ...]
     if ids is None:
         return relation
     # ids follow the output order: matched rows (by match) and unmatched rows interleaved by seq
-    with_ids = _with_ids(pa.table({"_": pa.array(np.zeros(all_rows.size, np.int8))}), ids, out_match,
-                         unmatched.size).drop(["_"])
+    with_ids = _with_ids(
+        pa.table({"_": pa.array(np.zeros(all_rows.size, np.int8))}), ids, out_match, unmatched.size
+    ).drop(["_"])
     for name in with_ids.column_names:
-        relation = relation.append_column(name, with_ids.column(name).take(pa.array(seq)) if seq.size
-                                          else with_ids.column(name))
+        relation = relation.append_column(
+            name, with_ids.column(name).take(pa.array(seq)) if seq.size else with_ids.column(name)
+        )
     return relation

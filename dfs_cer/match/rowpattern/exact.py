@@ -28,7 +28,10 @@ def is_wide(dtype: pa.DataType) -> bool:
     by the type alone, so every strategy (whatever rows it pulled) reads a column the same way."""
     if pa.types.is_dictionary(dtype):
         dtype = dtype.value_type
-    return bool(pa.types.is_uint64(dtype) or (pa.types.is_decimal(dtype) and dtype.precision > DOUBLE_EXACT_DIGITS))
+    return bool(
+        pa.types.is_uint64(dtype)
+        or (pa.types.is_decimal(dtype) and dtype.precision > DOUBLE_EXACT_DIGITS)
+    )
 
 
 def common_exact_type(types: list[pa.DataType]) -> pa.DataType:
@@ -43,7 +46,11 @@ def common_exact_type(types: list[pa.DataType]) -> pa.DataType:
         else:
             raise TypeError(f"{t} is not an exact number")
     precision = digits + scale
-    return pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(min(precision, 76), scale)
+    return (
+        pa.decimal128(precision, scale)
+        if precision <= 38
+        else pa.decimal256(min(precision, 76), scale)
+    )
 
 
 class RankSpace:
@@ -52,10 +59,16 @@ class RankSpace:
     def __init__(self, columns: list[pa.Array], literals: list[int | decimal.Decimal]) -> None:
         from dfs_cer.query.numeric import literal
 
-        self.type = common_exact_type([c.type for c in columns] + [literal(v).type for v in literals])
+        self.type = common_exact_type(
+            [c.type for c in columns] + [literal(v).type for v in literals]
+        )
         parts = [pc.cast(c.drop_null(), self.type) for c in columns]
         parts += [pa.array([decimal.Decimal(v) for v in literals], self.type)] if literals else []
-        merged = pa.chunked_array(parts, self.type).combine_chunks() if parts else pa.array([], self.type)
+        merged = (
+            pa.chunked_array(parts, self.type).combine_chunks()
+            if parts
+            else pa.array([], self.type)
+        )
         self.dictionary = pc.unique(merged).sort()
 
     def codes(self, arr: pa.Array) -> np.ndarray:
@@ -64,6 +77,8 @@ class RankSpace:
         return np.asarray(index.to_numpy(zero_copy_only=False), np.int64)
 
     def code(self, value: int | decimal.Decimal) -> int:
-        found = pc.index_in(pa.scalar(decimal.Decimal(value), self.type), value_set=self.dictionary).as_py()
+        found = pc.index_in(
+            pa.scalar(decimal.Decimal(value), self.type), value_set=self.dictionary
+        ).as_py()
         assert found is not None, f"{value} was not registered in the rank space"
         return int(found)

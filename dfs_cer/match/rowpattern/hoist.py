@@ -56,7 +56,9 @@ class _Hoister:
 
     def column(self, e: Expr) -> Column | None:
         """A derived column standing for ``e`` (a row expression of at most one variable), or None."""
-        if any(isinstance(n, Navigation | Aggregate | Classifier | MatchNumber | Star) for n in walk(e)):
+        if any(
+            isinstance(n, Navigation | Aggregate | Classifier | MatchNumber | Star) for n in walk(e)
+        ):
             return None
         variables = {n.variable for n in walk(e) if isinstance(n, Column)}
         if len(variables) > 1:
@@ -68,7 +70,9 @@ class _Hoister:
         return Column(name, next(iter(variables)) if variables else None)
 
     def navigation(self, x: Expr) -> Expr | None:
-        if isinstance(x, Navigation) and not isinstance(x.operand, Column | Classifier | Navigation):
+        if isinstance(x, Navigation) and not isinstance(
+            x.operand, Column | Classifier | Navigation
+        ):
             derived = self.column(x.operand)
             if derived is not None:
                 return dataclasses.replace(x, operand=derived)
@@ -81,12 +85,18 @@ class _Hoister:
             return nav
         if isinstance(x, Aggregate):
             return self.aggregate(x)
-        if isinstance(x, Function | Cast | Case | Like) or (isinstance(x, BinaryOp) and x.op == "||"):
-            return self.column(x)  # None (left to the VM: COALESCE, CASE, abs, ...) when it navigates
+        if isinstance(x, Function | Cast | Case | Like) or (
+            isinstance(x, BinaryOp) and x.op == "||"
+        ):
+            return self.column(
+                x
+            )  # None (left to the VM: COALESCE, CASE, abs, ...) when it navigates
         return None
 
     def aggregate(self, agg: Aggregate) -> Expr | None:
-        if agg.args and not any(isinstance(n, Column | Star | Classifier) for a in agg.args for n in walk(a)):
+        if agg.args and not any(
+            isinstance(n, Column | Star | Classifier) for a in agg.args for n in walk(a)
+        ):
             return self.constant(agg)
         arg = agg.args[0] if agg.args else Star()
         star = isinstance(arg, Star)
@@ -106,13 +116,19 @@ class _Hoister:
             # inside an aggregate every column reads the aggregated row: the derived column is
             # the unqualified expression over the rows of the one variable arguments or FILTER
             # name (validated: unqualified arguments take the FILTER's variable)
-            qualified = {n.variable for n in walk(arg) if isinstance(n, Column | Star) and n.variable is not None}
+            qualified = {
+                n.variable
+                for n in walk(arg)
+                if isinstance(n, Column | Star) and n.variable is not None
+            }
             first = agg.args[0] if agg.args else None
             if isinstance(first, Star) and first.variable is not None:
                 qualified.add(first.variable)
             if len(qualified) > 1:
                 return None
-            derived = self.column(transform(arg, lambda x: Column(x.name) if isinstance(x, Column) else None))
+            derived = self.column(
+                transform(arg, lambda x: Column(x.name) if isinstance(x, Column) else None)
+            )
             if derived is None:
                 return None
             derived = Column(derived.name, next(iter(qualified)) if qualified else None)
@@ -120,7 +136,6 @@ class _Hoister:
         if out == agg:
             return None
         return out if compare_to is None else BinaryOp("=", out, Literal(compare_to))
-
 
     def constant(self, agg: Aggregate) -> Expr | None:
         """An aggregate of a value the same on every row of the match (``sum(MATCH_NUMBER())``):
@@ -144,7 +159,9 @@ class _Hoister:
 def hoist(mr: MatchRecognize) -> tuple[MatchRecognize, dict[Expr, str]]:
     """``mr`` reading derived columns, and the row expressions to compute for them (in order)."""
     h = _Hoister()
-    definitions = tuple(Definition(d.variable, transform(d.condition, h.condition)) for d in mr.definitions)
+    definitions = tuple(
+        Definition(d.variable, transform(d.condition, h.condition)) for d in mr.definitions
+    )
     measures = tuple(Measure(transform(m.expr, h.navigation), m.name) for m in mr.measures)
     if not h.derived and definitions == mr.definitions:
         return mr, {}

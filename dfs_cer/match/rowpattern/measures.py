@@ -66,7 +66,9 @@ def _running_count(flags: np.ndarray, seg_first: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True)
-def _running_agg(values: np.ndarray, valid: np.ndarray, seg_first: np.ndarray, kind: int) -> tuple[np.ndarray, np.ndarray]:
+def _running_agg(
+    values: np.ndarray, valid: np.ndarray, seg_first: np.ndarray, kind: int
+) -> tuple[np.ndarray, np.ndarray]:
     """kind 0 sum, 1 min, 2 max, 3 count of valid; returns (value, has_value)."""
     out = np.empty(values.shape[0], np.float64)
     has = np.zeros(values.shape[0], np.bool_)
@@ -92,8 +94,9 @@ def _running_agg(values: np.ndarray, valid: np.ndarray, seg_first: np.ndarray, k
 
 
 @njit(cache=True)
-def _running_int(values: np.ndarray, valid: np.ndarray, seg_first: np.ndarray,
-                 kind: int) -> tuple[np.ndarray, np.ndarray, bool]:
+def _running_int(
+    values: np.ndarray, valid: np.ndarray, seg_first: np.ndarray, kind: int
+) -> tuple[np.ndarray, np.ndarray, bool]:
     """Exact running sum (kind 0), min (1) or max (2) of int64 values; the flag says a sum
     overflowed int64 (SQL raises an error there)."""
     out = np.zeros(values.shape[0], np.int64)
@@ -167,7 +170,9 @@ class MeasureEvaluator:
         m = rows.m_start.size
         # flattened-row index range of every match
         counts = rows.m_end - rows.m_start
-        self.flat_start = np.concatenate([[0], np.cumsum(counts)[:-1]]) if m else np.zeros(0, np.int64)
+        self.flat_start = (
+            np.concatenate([[0], np.cumsum(counts)[:-1]]) if m else np.zeros(0, np.int64)
+        )
         self.flat_last = self.flat_start + counts - 1  # -1 relative for empty matches
         self.seg_first = np.zeros(rows.r_row.size, bool)
         nonempty = counts > 0
@@ -215,7 +220,9 @@ class MeasureEvaluator:
             self._cache[("rows_start", name)] = start
         return self._cache[key], self._cache[("rows_start", name)]
 
-    def position(self, name: str | None, logical: NavKind, offset: int, semantics: Semantics | None) -> np.ndarray:
+    def position(
+        self, name: str | None, logical: NavKind, offset: int, semantics: Semantics | None
+    ) -> np.ndarray:
         """Row (index into the sorted table) a logical navigation points at, -1 for none."""
         at = self._at(semantics)
         valid = at >= 0
@@ -256,8 +263,11 @@ class MeasureEvaluator:
 
     def _labels(self, lab: np.ndarray) -> pa.Array:
         names = pa.array(list(self.rows.labels), pa.string())
-        return pc.if_else(pa.array(lab >= 0), names.take(pa.array(np.where(lab >= 0, lab, 0))),
-                          pa.scalar(None, pa.string()))
+        return pc.if_else(
+            pa.array(lab >= 0),
+            names.take(pa.array(np.where(lab >= 0, lab, 0))),
+            pa.scalar(None, pa.string()),
+        )
 
     # ---------------------------------------------------------------- leaves
 
@@ -281,17 +291,25 @@ class MeasureEvaluator:
                 pos = self._physical(self.position(col.variable, logical, loff, semantics), step)
                 return self._labels(self._label_at(pos, semantics))
             if not isinstance(col, Column):
-                raise UnsupportedFeatureError(f"navigation over an expression ({to_sql(x)}) in MEASURES",
-                                              clause="MEASURES", hint="navigate a single column or CLASSIFIER()",
-                                              code="unsupported")
+                raise UnsupportedFeatureError(
+                    f"navigation over an expression ({to_sql(x)}) in MEASURES",
+                    clause="MEASURES",
+                    hint="navigate a single column or CLASSIFIER()",
+                    code="unsupported",
+                )
             pos = self._physical(self.position(col.variable, logical, loff, semantics), step)
             return self._take(col.name, pos)
         if isinstance(x, Classifier):
             pos_flat = self._at(x.semantics)
             if x.variable is None:
                 valid = pos_flat >= 0
-                lab = np.where(valid, self.rows.r_label[np.where(valid, pos_flat, 0)] if self.rows.r_label.size
-                               else 0, -1)
+                lab = np.where(
+                    valid,
+                    self.rows.r_label[np.where(valid, pos_flat, 0)]
+                    if self.rows.r_label.size
+                    else 0,
+                    -1,
+                )
             else:
                 row = self.position(x.variable, NavKind.LAST, 0, x.semantics)
                 valid = row >= 0
@@ -302,10 +320,14 @@ class MeasureEvaluator:
                     lab[valid] = self.rows.r_label[flat]
             return self._labels(lab)
         if isinstance(x, MatchNumber):
-            return pa.array(self.rows.match_number[self.out_match] if self.n else np.zeros(0, np.int64))
+            return pa.array(
+                self.rows.match_number[self.out_match] if self.n else np.zeros(0, np.int64)
+            )
         if isinstance(x, Aggregate):
             return self._aggregate(x)
-        raise UnsupportedFeatureError(f"{to_sql(x)} in MEASURES", clause="MEASURES", code="unsupported")
+        raise UnsupportedFeatureError(
+            f"{to_sql(x)} in MEASURES", clause="MEASURES", code="unsupported"
+        )
 
     def _flat_of(self, rows: np.ndarray, matches: np.ndarray) -> np.ndarray:
         return self.flat_start[matches] + (rows - self.rows.m_start[matches])
@@ -321,27 +343,45 @@ class MeasureEvaluator:
                 # X.col / CLASSIFIER(X) read the row where it is mapped to X, NULL elsewhere (the
                 # arguments run over X's rows anyway; a FILTER may name X over all rows)
                 if isinstance(x, Column):
-                    at = rows.r_row if x.variable is None else np.where(self._flags(x.variable), rows.r_row, -1)
+                    at = (
+                        rows.r_row
+                        if x.variable is None
+                        else np.where(self._flags(x.variable), rows.r_row, -1)
+                    )
                     return self._take(x.name, at)
                 if isinstance(x, Classifier):
-                    lab = rows.r_label if x.variable is None else np.where(self._flags(x.variable), rows.r_label, -1)
+                    lab = (
+                        rows.r_label
+                        if x.variable is None
+                        else np.where(self._flags(x.variable), rows.r_label, -1)
+                    )
                     return self._labels(lab) if size else pa.array([], pa.string())
                 if isinstance(x, MatchNumber):
-                    return pa.array(rows.match_number[rows.r_match] if size else np.zeros(0, np.int64))
-                raise UnsupportedFeatureError(f"{to_sql(x)} inside an aggregate", clause="MEASURES",
-                                              code="unsupported")
+                    return pa.array(
+                        rows.match_number[rows.r_match] if size else np.zeros(0, np.int64)
+                    )
+                raise UnsupportedFeatureError(
+                    f"{to_sql(x)} inside an aggregate", clause="MEASURES", code="unsupported"
+                )
 
             self._cache[key] = _broadcast(evaluate(e, leaf, size), size)
         return self._cache[key]
 
     def _aggregate(self, agg: Aggregate) -> pa.Array:
         # the rows of the one variable the arguments name (validated); FILTER only tests them
-        names = {n.variable for a in agg.args for n in walk(a) if isinstance(n, Column | Star | Classifier)}
+        names = {
+            n.variable
+            for a in agg.args
+            for n in walk(a)
+            if isinstance(n, Column | Star | Classifier)
+        }
         name = next(iter(names)) if names else None
         flags = self._flags(name)
         if agg.filter is not None:
             test = self._flat_values(agg.filter)
-            flags = flags & np.asarray(pc.fill_null(test, False).to_numpy(zero_copy_only=False), bool)
+            flags = flags & np.asarray(
+                pc.fill_null(test, False).to_numpy(zero_copy_only=False), bool
+            )
         at = self._at(agg.semantics)
         valid_at = at >= 0
         safe = np.where(valid_at, at, 0)
@@ -360,7 +400,9 @@ class MeasureEvaluator:
         if agg.name in ("array_agg", "string_agg"):
             included = flags if agg.name == "array_agg" else flags & not_null
             items = values if agg.name == "array_agg" else pc.cast(values, pa.string())
-            lists, _ = aggregates.prefix_lists(items, np.nonzero(included)[0], self.out_match, at, self.flat_start)
+            lists, _ = aggregates.prefix_lists(
+                items, np.nonzero(included)[0], self.out_match, at, self.flat_start
+            )
             if agg.name == "array_agg":
                 return lists
             separator = agg.args[1].value if len(agg.args) > 1 else ","  # type: ignore[attr-defined]
@@ -369,8 +411,12 @@ class MeasureEvaluator:
         if agg.name in ("count", "count_if"):
             if agg.name == "count_if":
                 if values.type != pa.bool_():
-                    raise MatchError(f"count_if takes a condition, got {values.type}: {to_sql(agg)}")
-                valid = valid & np.asarray(values.fill_null(False).to_numpy(zero_copy_only=False), bool)
+                    raise MatchError(
+                        f"count_if takes a condition, got {values.type}: {to_sql(agg)}"
+                    )
+                valid = valid & np.asarray(
+                    values.fill_null(False).to_numpy(zero_copy_only=False), bool
+                )
             counts = _running_count(valid, self.seg_first)
             return pa.array(np.where(valid_at, counts[safe] if counts.size else 0, 0), pa.int64())
         if agg.name in ("any_value", "min_by", "max_by", "bool_and", "bool_or"):
@@ -381,10 +427,15 @@ class MeasureEvaluator:
         if exact is not None:
             return exact
         if not (pa.types.is_integer(values.type) or pa.types.is_floating(values.type)):
-            raise UnsupportedFeatureError(f"aggregate {agg.name} over {values.type}: {to_sql(agg)}",
-                                          clause="MEASURES", code="unsupported",
-                                          hint="sum and avg take integers or doubles (CAST decimals AS DOUBLE)")
-        numbers = np.asarray(to_double(values).fill_null(0.0).to_numpy(zero_copy_only=False), np.float64)
+            raise UnsupportedFeatureError(
+                f"aggregate {agg.name} over {values.type}: {to_sql(agg)}",
+                clause="MEASURES",
+                code="unsupported",
+                hint="sum and avg take integers or doubles (CAST decimals AS DOUBLE)",
+            )
+        numbers = np.asarray(
+            to_double(values).fill_null(0.0).to_numpy(zero_copy_only=False), np.float64
+        )
         kinds = {"sum": 0, "min": 1, "max": 2, "avg": 0}
         acc, has = _running_agg(numbers, valid, self.seg_first, kinds[agg.name])
         got = np.where(valid_at, acc[safe] if acc.size else 0.0, 0.0)
@@ -395,8 +446,9 @@ class MeasureEvaluator:
             got = np.where(c > 0, got / np.where(c > 0, c, 1), 0.0)
         return pa.array(got, mask=~present)
 
-    def _picked(self, agg: Aggregate, values: pa.Array, flags: np.ndarray, valid: np.ndarray,
-                at: np.ndarray) -> pa.Array:
+    def _picked(
+        self, agg: Aggregate, values: pa.Array, flags: np.ndarray, valid: np.ndarray, at: np.ndarray
+    ) -> pa.Array:
         """any_value, min_by / max_by (the first row on ties), bool_and / bool_or."""
         valid_at = at >= 0
         safe = np.where(valid_at, at, 0)
@@ -404,7 +456,9 @@ class MeasureEvaluator:
             if values.type != pa.bool_():
                 raise MatchError(f"{agg.name} takes a condition, got {values.type}: {to_sql(agg)}")
             keys = np.asarray(values.fill_null(False).to_numpy(zero_copy_only=False), np.int64)
-            pick = aggregates.running_pick(keys, valid, self.seg_first, 1 if agg.name == "bool_and" else 2)
+            pick = aggregates.running_pick(
+                keys, valid, self.seg_first, 1 if agg.name == "bool_and" else 2
+            )
         elif agg.name == "any_value":
             pick = aggregates.running_pick(np.zeros(valid.size, np.int64), valid, self.seg_first, 0)
         else:
@@ -412,21 +466,45 @@ class MeasureEvaluator:
             if pa.types.is_dictionary(by.type):
                 by = by.dictionary_decode()
             by_valid = flags & np.asarray(by.is_valid().to_numpy(zero_copy_only=False), bool)
-            ranks = np.asarray(pc.rank(by, sort_keys="ascending", tiebreaker="dense").to_numpy(
-                zero_copy_only=False), np.int64) if len(by) else np.zeros(0, np.int64)
-            pick = aggregates.running_pick(ranks, by_valid, self.seg_first, 1 if agg.name == "min_by" else 2)
+            ranks = (
+                np.asarray(
+                    pc.rank(by, sort_keys="ascending", tiebreaker="dense").to_numpy(
+                        zero_copy_only=False
+                    ),
+                    np.int64,
+                )
+                if len(by)
+                else np.zeros(0, np.int64)
+            )
+            pick = aggregates.running_pick(
+                ranks, by_valid, self.seg_first, 1 if agg.name == "min_by" else 2
+            )
         chosen = np.where(valid_at, pick[safe] if pick.size else -1, -1)
-        taken = values.take(pa.array(np.where(chosen >= 0, chosen, 0))) if len(values) else \
-            pa.nulls(chosen.size, values.type)
+        taken = (
+            values.take(pa.array(np.where(chosen >= 0, chosen, 0)))
+            if len(values)
+            else pa.nulls(chosen.size, values.type)
+        )
         return pc.if_else(pa.array(chosen >= 0), taken, pa.scalar(None, values.type))
 
-    def _spread(self, agg: Aggregate, values: pa.Array, valid: np.ndarray, valid_at: np.ndarray,
-                safe: np.ndarray) -> pa.Array:
+    def _spread(
+        self,
+        agg: Aggregate,
+        values: pa.Array,
+        valid: np.ndarray,
+        valid_at: np.ndarray,
+        safe: np.ndarray,
+    ) -> pa.Array:
         """stddev / variance (samples) and stddev_pop / var_pop, as DOUBLE."""
-        if not (pa.types.is_integer(values.type) or pa.types.is_floating(values.type)
-                or pa.types.is_decimal(values.type)):
+        if not (
+            pa.types.is_integer(values.type)
+            or pa.types.is_floating(values.type)
+            or pa.types.is_decimal(values.type)
+        ):
             raise MatchError(f"{agg.name} takes numbers, got {values.type}: {to_sql(agg)}")
-        numbers = np.asarray(to_double(values).fill_null(0.0).to_numpy(zero_copy_only=False), np.float64)
+        numbers = np.asarray(
+            to_double(values).fill_null(0.0).to_numpy(zero_copy_only=False), np.float64
+        )
         cnt, _, m2 = aggregates.running_moments(numbers, valid, self.seg_first)
         c = np.where(valid_at, cnt[safe] if cnt.size else 0, 0)
         s = np.where(valid_at, m2[safe] if m2.size else 0.0, 0.0)
@@ -437,30 +515,52 @@ class MeasureEvaluator:
         out = np.sqrt(np.maximum(var, 0.0)) if agg.name.startswith("stddev") else var
         return pa.array(out, pa.float64(), mask=~present)
 
-    def _exact_aggregate(self, agg: Aggregate, values: pa.Array, valid: np.ndarray, valid_at: np.ndarray,
-                         safe: np.ndarray) -> pa.Array | None:
+    def _exact_aggregate(
+        self,
+        agg: Aggregate,
+        values: pa.Array,
+        valid: np.ndarray,
+        valid_at: np.ndarray,
+        safe: np.ndarray,
+    ) -> pa.Array | None:
         """min / max of any orderable column (in its own type) and sum of integers, exactly;
         None for the aggregates the float path computes."""
         if agg.name in ("min", "max") and not pa.types.is_floating(values.type):
             # running min/max of dense ranks, mapped back to the values: exact for uint64,
             # decimals, strings and timestamps alike
-            ranks = np.asarray(pc.rank(values, sort_keys="ascending", tiebreaker="dense").to_numpy(
-                zero_copy_only=False), np.int64) - 1
+            ranks = (
+                np.asarray(
+                    pc.rank(values, sort_keys="ascending", tiebreaker="dense").to_numpy(
+                        zero_copy_only=False
+                    ),
+                    np.int64,
+                )
+                - 1
+            )
             acc, has, _ = _running_int(ranks, valid, self.seg_first, 1 if agg.name == "min" else 2)
             present = valid_at & (has[safe] if has.size else False)
             distinct = pc.unique(values.filter(pc.is_valid(values))).sort()
-            picked = distinct.take(pa.array(np.where(present, acc[safe] if acc.size else 0, 0))) \
-                if len(distinct) else pa.nulls(len(present), values.type)
+            picked = (
+                distinct.take(pa.array(np.where(present, acc[safe] if acc.size else 0, 0)))
+                if len(distinct)
+                else pa.nulls(len(present), values.type)
+            )
             return pc.if_else(pa.array(present), picked, pa.scalar(None, values.type))
         if agg.name == "sum" and pa.types.is_integer(values.type):
             if pa.types.is_uint64(values.type) and (pc.max(values).as_py() or 0) >= 2**63:
-                raise MatchError(f"sum({to_sql(agg.args[0])}) over uint64 values above 2**63 overflows BIGINT")
-            ints = np.asarray(pc.cast(values, pa.int64()).fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+                raise MatchError(
+                    f"sum({to_sql(agg.args[0])}) over uint64 values above 2**63 overflows BIGINT"
+                )
+            ints = np.asarray(
+                pc.cast(values, pa.int64()).fill_null(0).to_numpy(zero_copy_only=False), np.int64
+            )
             acc, has, overflow = _running_int(ints, valid, self.seg_first, 0)
             if overflow:
                 raise MatchError(f"{to_sql(agg)} overflows BIGINT (more than 2**63 - 1 in a match)")
             present = valid_at & (has[safe] if has.size else False)
-            return pa.array(np.where(present, acc[safe] if acc.size else 0, 0), pa.int64(), mask=~present)
+            return pa.array(
+                np.where(present, acc[safe] if acc.size else 0, 0), pa.int64(), mask=~present
+            )
         return None
 
     def evaluate(self, e: Expr) -> pa.Array:

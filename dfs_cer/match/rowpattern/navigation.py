@@ -32,8 +32,14 @@ from dfs_cer.query.expr import conjuncts
 MODES = ("partitions", "time")
 
 
-def navigation_masks(table: pa.Table, analysis: Analysis, event_key: Sequence[str], dedup: bool, mode: str,
-                     window_units: int = 0) -> dict[str, np.ndarray]:
+def navigation_masks(
+    table: pa.Table,
+    analysis: Analysis,
+    event_key: Sequence[str],
+    dedup: bool,
+    mode: str,
+    window_units: int = 0,
+) -> dict[str, np.ndarray]:
     """For every variable with ``navigating`` conjuncts, a mask over ``table``'s rows (input
     order): False where the conjuncts are false (or the row is a duplicate the matcher drops).
     ``mode`` is ``partitions`` or ``time`` (windows of ``window_units`` in the ORDER BY column)."""
@@ -44,7 +50,9 @@ def navigation_masks(table: pa.Table, analysis: Analysis, event_key: Sequence[st
         return {name: np.ones(table.num_rows, bool) for name in parts}
     mr = analysis.query.recognize
     order_by = [(s.column, s.descending, bool(s.nulls_first)) for s in mr.order_by]
-    ordered, bounds, order = sort_and_partition(table, tuple(mr.partition_by), order_by, None, tuple(event_key), dedup)
+    ordered, bounds, order = sort_and_partition(
+        table, tuple(mr.partition_by), order_by, None, tuple(event_key), dedup
+    )
     n = ordered.num_rows
     starts = np.zeros(n, bool)
     starts[bounds[:-1][bounds[:-1] < n]] = True
@@ -88,10 +96,15 @@ def candidate_reach(events: pa.Table, analysis: Analysis) -> tuple[np.ndarray, n
     reaching = [v for v in analysis.variables if not v.any_row and any(analysis.reach_of(v.name))]
     parts = {v.name: tuple(conjuncts(v.independent)) for v in reaching if v.independent is not None}
     bound = np.zeros(n, np.int64)  # the conditions are row-local: no navigation bounds needed
-    order_type = events.schema.field(analysis.order_column).type if analysis.order_column in events.column_names \
+    order_type = (
+        events.schema.field(analysis.order_column).type
+        if analysis.order_column in events.column_names
         else None
+    )
     unit = order_type.unit if order_type is not None and pa.types.is_timestamp(order_type) else None
-    masks = row_masks(analysis.query.recognize, parts, events, bound, bound + n, unit) if parts else {}
+    masks = (
+        row_masks(analysis.query.recognize, parts, events, bound, bound + n, unit) if parts else {}
+    )
     for v in reaching:
         b, a = analysis.reach_of(v.name)
         mask = masks.get(v.name, np.ones(n, bool))

@@ -43,7 +43,9 @@ class Program:
     def lines(self) -> list[str]:
         """Readable listing, one instruction per line: ``3: SPLIT 4, 6``."""
         out = []
-        for i, (op, a, b) in enumerate(zip(self.op.tolist(), self.a.tolist(), self.b.tolist(), strict=True)):
+        for i, (op, a, b) in enumerate(
+            zip(self.op.tolist(), self.a.tolist(), self.b.tolist(), strict=True)
+        ):
             if op == LABEL:
                 out.append(f"{i}: LABEL {self.labels[a]}")
             elif op == JUMP:

@@ -94,9 +94,22 @@ def _grow_pair3(a: np.ndarray, size: int) -> np.ndarray:
 
 
 @njit(cache=True)
-def _position(name: int, logical: int, loffset: int, row: int, var: int,
-              start: int, first: np.ndarray, last: np.ndarray, members: np.ndarray, node: int,
-              n_parent: np.ndarray, n_row: np.ndarray, n_label: np.ndarray, n_lo: np.ndarray) -> int:
+def _position(
+    name: int,
+    logical: int,
+    loffset: int,
+    row: int,
+    var: int,
+    start: int,
+    first: np.ndarray,
+    last: np.ndarray,
+    members: np.ndarray,
+    node: int,
+    n_parent: np.ndarray,
+    n_row: np.ndarray,
+    n_label: np.ndarray,
+    n_lo: np.ndarray,
+) -> int:
     """Row a (possibly navigated) variable reference points at, for the thread about to label
     ``row`` with ``var``; -1 when there is none."""
     if name == UNIVERSAL:
@@ -149,8 +162,16 @@ def _position(name: int, logical: int, loffset: int, row: int, var: int,
 
 
 @njit(cache=True)
-def _label_at(pos: int, row: int, var: int, node: int, n_parent: np.ndarray, n_row: np.ndarray,
-              n_label: np.ndarray, n_lo: np.ndarray) -> int:
+def _label_at(
+    pos: int,
+    row: int,
+    var: int,
+    node: int,
+    n_parent: np.ndarray,
+    n_row: np.ndarray,
+    n_label: np.ndarray,
+    n_lo: np.ndarray,
+) -> int:
     """Label of matched row ``pos`` (``row`` is being labelled ``var``); -1 when not matched."""
     if pos == row:
         return var
@@ -165,9 +186,25 @@ def _label_at(pos: int, row: int, var: int, node: int, n_parent: np.ndarray, n_r
 
 
 @njit(cache=True)
-def _aggregate(func: int, slot: int, kind: int, name: int, row: int, var: int, start: int, members: np.ndarray,
-               node: int, n_parent: np.ndarray, n_row: np.ndarray, n_label: np.ndarray, n_lo: np.ndarray,
-               icols: np.ndarray, inull: np.ndarray, fcols: np.ndarray, fnull: np.ndarray) -> tuple[int, int, float]:
+def _aggregate(
+    func: int,
+    slot: int,
+    kind: int,
+    name: int,
+    row: int,
+    var: int,
+    start: int,
+    members: np.ndarray,
+    node: int,
+    n_parent: np.ndarray,
+    n_row: np.ndarray,
+    n_label: np.ndarray,
+    n_lo: np.ndarray,
+    icols: np.ndarray,
+    inull: np.ndarray,
+    fcols: np.ndarray,
+    fnull: np.ndarray,
+) -> tuple[int, int, float]:
     """Running aggregate over the rows matched so far (``row`` labelled ``var`` included) that
     belong to ``name`` (every row when UNIVERSAL): (kind, int value, float value).
 
@@ -235,12 +272,35 @@ def _aggregate(func: int, slot: int, kind: int, name: int, row: int, var: int, s
 
 
 @njit(cache=True)
-def _evaluate(code: np.ndarray, lo: int, hi: int, const_i: np.ndarray, const_f: np.ndarray,
-              const_kind: np.ndarray, icols: np.ndarray, inull: np.ndarray, fcols: np.ndarray, fnull: np.ndarray,
-              members: np.ndarray, row: int, var: int, start: int, p0: int, p1: int,
-              first: np.ndarray, last: np.ndarray, node: int, n_parent: np.ndarray, n_row: np.ndarray,
-              n_label: np.ndarray, n_lo: np.ndarray, si: np.ndarray, sf: np.ndarray, sk: np.ndarray,
-              match_number: int) -> bool:
+def _evaluate(
+    code: np.ndarray,
+    lo: int,
+    hi: int,
+    const_i: np.ndarray,
+    const_f: np.ndarray,
+    const_kind: np.ndarray,
+    icols: np.ndarray,
+    inull: np.ndarray,
+    fcols: np.ndarray,
+    fnull: np.ndarray,
+    members: np.ndarray,
+    row: int,
+    var: int,
+    start: int,
+    p0: int,
+    p1: int,
+    first: np.ndarray,
+    last: np.ndarray,
+    node: int,
+    n_parent: np.ndarray,
+    n_row: np.ndarray,
+    n_label: np.ndarray,
+    n_lo: np.ndarray,
+    si: np.ndarray,
+    sf: np.ndarray,
+    sk: np.ndarray,
+    match_number: int,
+) -> bool:
     """Run a dependent condition program; True only when it evaluates to TRUE (not NULL)."""
     sp = 0
     for pc in range(lo, hi):
@@ -252,8 +312,22 @@ def _evaluate(code: np.ndarray, lo: int, hi: int, const_i: np.ndarray, const_f: 
             sk[sp] = const_kind[c]
             sp += 1
         elif op == C_COL:
-            pos = _position(code[pc, 3], code[pc, 4], code[pc, 5], row, var, start, first, last, members, node,
-                            n_parent, n_row, n_label, n_lo)
+            pos = _position(
+                code[pc, 3],
+                code[pc, 4],
+                code[pc, 5],
+                row,
+                var,
+                start,
+                first,
+                last,
+                members,
+                node,
+                n_parent,
+                n_row,
+                n_label,
+                n_lo,
+            )
             if pos >= 0:
                 pos += code[pc, 6]
             if pos < p0 or pos >= p1:
@@ -273,8 +347,25 @@ def _evaluate(code: np.ndarray, lo: int, hi: int, const_i: np.ndarray, const_f: 
                     sk[sp] = K_FLOAT
             sp += 1
         elif op == C_AGG:
-            kd, iv, fv = _aggregate(code[pc, 4], code[pc, 1], code[pc, 2], code[pc, 3], row, var, start, members,
-                                    node, n_parent, n_row, n_label, n_lo, icols, inull, fcols, fnull)
+            kd, iv, fv = _aggregate(
+                code[pc, 4],
+                code[pc, 1],
+                code[pc, 2],
+                code[pc, 3],
+                row,
+                var,
+                start,
+                members,
+                node,
+                n_parent,
+                n_row,
+                n_label,
+                n_lo,
+                icols,
+                inull,
+                fcols,
+                fnull,
+            )
             sk[sp] = kd
             si[sp] = iv
             sf[sp] = fv
@@ -309,19 +400,44 @@ def _evaluate(code: np.ndarray, lo: int, hi: int, const_i: np.ndarray, const_f: 
                     sf[sp - 1] = np.float64(r)
                 else:
                     fx = sf[sp - 1]
-                    sf[sp - 1] = abs(fx) if f == 0 else np.sign(fx) if f == 1 else np.floor(fx) if f == 2 \
+                    sf[sp - 1] = (
+                        abs(fx)
+                        if f == 0
+                        else np.sign(fx)
+                        if f == 1
+                        else np.floor(fx)
+                        if f == 2
                         else np.ceil(fx)
+                    )
         elif op == C_MNUM:
             si[sp] = match_number
             sf[sp] = np.float64(match_number)
             sk[sp] = K_INT
             sp += 1
         elif op == C_CLS:
-            pos = _position(code[pc, 1], code[pc, 2], code[pc, 3], row, var, start, first, last, members, node,
-                            n_parent, n_row, n_label, n_lo)
+            pos = _position(
+                code[pc, 1],
+                code[pc, 2],
+                code[pc, 3],
+                row,
+                var,
+                start,
+                first,
+                last,
+                members,
+                node,
+                n_parent,
+                n_row,
+                n_label,
+                n_lo,
+            )
             if pos >= 0:
                 pos += code[pc, 4]
-            lab = _label_at(pos, row, var, node, n_parent, n_row, n_label, n_lo) if start <= pos <= row else -1
+            lab = (
+                _label_at(pos, row, var, node, n_parent, n_row, n_label, n_lo)
+                if start <= pos <= row
+                else -1
+            )
             if lab < 0:
                 sk[sp] = K_NULL
             else:
@@ -369,12 +485,34 @@ def _evaluate(code: np.ndarray, lo: int, hi: int, const_i: np.ndarray, const_f: 
                 cmp = code[pc, 1]
                 if both_int:
                     x, y = si[sp - 1], si[sp]
-                    res = (x == y if cmp == 0 else x != y if cmp == 1 else x < y if cmp == 2 else x <= y if cmp == 3
-                           else x > y if cmp == 4 else x >= y)
+                    res = (
+                        x == y
+                        if cmp == 0
+                        else x != y
+                        if cmp == 1
+                        else x < y
+                        if cmp == 2
+                        else x <= y
+                        if cmp == 3
+                        else x > y
+                        if cmp == 4
+                        else x >= y
+                    )
                 else:
                     fx, fy = sf[sp - 1], sf[sp]
-                    res = (fx == fy if cmp == 0 else fx != fy if cmp == 1 else fx < fy if cmp == 2 else fx <= fy
-                           if cmp == 3 else fx > fy if cmp == 4 else fx >= fy)
+                    res = (
+                        fx == fy
+                        if cmp == 0
+                        else fx != fy
+                        if cmp == 1
+                        else fx < fy
+                        if cmp == 2
+                        else fx <= fy
+                        if cmp == 3
+                        else fx > fy
+                        if cmp == 4
+                        else fx >= fy
+                    )
                 si[sp - 1] = 1 if res else 0
                 sk[sp - 1] = K_BOOL
             elif both_int:
@@ -416,8 +554,19 @@ def _evaluate(code: np.ndarray, lo: int, hi: int, const_i: np.ndarray, const_f: 
 
 
 @njit(cache=True, inline="always")
-def _follow(q: int, depth: int, row: int, p0: int, p1: int, op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray,
-            s_pc: np.ndarray, s_depth: np.ndarray, sp: int) -> int:
+def _follow(
+    q: int,
+    depth: int,
+    row: int,
+    p0: int,
+    p1: int,
+    op: np.ndarray,
+    arg_a: np.ndarray,
+    arg_b: np.ndarray,
+    s_pc: np.ndarray,
+    s_depth: np.ndarray,
+    sp: int,
+) -> int:
     """One step of an epsilon closure at ``row``: push the successors of instruction ``q`` (in
     preference order, the preferred one on top) and return the new stack size, or -1 when ``q``
     consumes a row or ends the match (LABEL, DONE: a thread). START and END pass only at the
@@ -449,19 +598,39 @@ def _follow(q: int, depth: int, row: int, p0: int, p1: int, op: np.ndarray, arg_
 
 @njit(cache=True)
 def _grow_threads(th: Threads, cap: int) -> Threads:
-    return Threads(_grow_pair(th.pc, cap), _grow_pair(th.node, cap), _grow_pair(th.depth, cap),
-                   _grow_pair(th.src, cap), _grow_pair3(th.first, cap), _grow_pair3(th.last, cap))
+    return Threads(
+        _grow_pair(th.pc, cap),
+        _grow_pair(th.node, cap),
+        _grow_pair(th.depth, cap),
+        _grow_pair(th.src, cap),
+        _grow_pair3(th.first, cap),
+        _grow_pair3(th.last, cap),
+    )
 
 
 @njit(cache=True)
 def _grow_arena(ar: Arena, cap: int) -> Arena:
-    return Arena(_grow1(ar.parent, cap), _grow1(ar.row, cap), _grow1(ar.label, cap),
-                 _grow1(ar.excl, cap), _grow1(ar.lo, cap))
+    return Arena(
+        _grow1(ar.parent, cap),
+        _grow1(ar.row, cap),
+        _grow1(ar.label, cap),
+        _grow1(ar.excl, cap),
+        _grow1(ar.lo, cap),
+    )
 
 
 @njit(cache=True, inline="always")
-def _seed(i: int, a0: int, a1: int, stamp: int, n_vars: int, ins: Instructions, th: Threads,
-          cur: int, sc: Scratch) -> tuple[Threads, int]:
+def _seed(
+    i: int,
+    a0: int,
+    a1: int,
+    stamp: int,
+    n_vars: int,
+    ins: Instructions,
+    th: Threads,
+    cur: int,
+    sc: Scratch,
+) -> tuple[Threads, int]:
     """The first thread list of an attempt at row ``i``: the closure of pc 0; one history here,
     so pc alone decides the future. Returns the lists and the number of threads."""
     s_pc, s_depth, visited = sc.s_pc, sc.s_depth, sc.visited
@@ -525,11 +694,34 @@ def _seen(dd: Dedup, key: np.ndarray, stamp: int, h_used: int) -> tuple[bool, De
 
 
 @njit(cache=True, inline="always")
-def _advance(t: int, i: int, start: int, p1: int, q0: int, q1: int, a0: int, a1: int,
-             window: int, match_number: int, stamp: int, cstamp: int, cur: int, nxt: int, nt: int,
-             a_n: int, h_used: int, any_dependent: bool, ins: Instructions, lab: Labels,
-             pr: Predicates, cols: Columns, th: Threads, ar: Arena, dd: Dedup,
-             sc: Scratch) -> tuple[int, Threads, Arena, Dedup, int, int, int, int]:
+def _advance(
+    t: int,
+    i: int,
+    start: int,
+    p1: int,
+    q0: int,
+    q1: int,
+    a0: int,
+    a1: int,
+    window: int,
+    match_number: int,
+    stamp: int,
+    cstamp: int,
+    cur: int,
+    nxt: int,
+    nt: int,
+    a_n: int,
+    h_used: int,
+    any_dependent: bool,
+    ins: Instructions,
+    lab: Labels,
+    pr: Predicates,
+    cols: Columns,
+    th: Threads,
+    ar: Arena,
+    dd: Dedup,
+    sc: Scratch,
+) -> tuple[int, Threads, Arena, Dedup, int, int, int, int]:
     """Advance thread ``t`` of the current list over row ``i`` (Trino's ``advanceAndSchedule``):
     the thread consumes the row (a new path node) or dies; a consuming thread's successors, the
     closure of its next instruction at row ``i + 1``, join the next list unless an equivalent,
@@ -544,11 +736,35 @@ def _advance(t: int, i: int, start: int, p1: int, q0: int, q1: int, a0: int, a1:
     if window >= 0 and cols.ts[i] - cols.ts[start] > window:
         return 0, th, ar, dd, cstamp, nt, a_n, h_used
     if lab.dependent[v]:
-        if not _evaluate(pr.code, pr.code_start[v], pr.code_start[v + 1], pr.const_i,
-                         pr.const_f, pr.const_kind, cols.icols, cols.inull, cols.fcols, cols.fnull,
-                         pr.members, i, v, start, q0, q1, th.first[cur, t], th.last[cur, t],
-                         th.node[cur, t], ar.parent, ar.row, ar.label, ar.lo, sc.si, sc.sf, sc.sk,
-                         match_number):
+        if not _evaluate(
+            pr.code,
+            pr.code_start[v],
+            pr.code_start[v + 1],
+            pr.const_i,
+            pr.const_f,
+            pr.const_kind,
+            cols.icols,
+            cols.inull,
+            cols.fcols,
+            cols.fnull,
+            pr.members,
+            i,
+            v,
+            start,
+            q0,
+            q1,
+            th.first[cur, t],
+            th.last[cur, t],
+            th.node[cur, t],
+            ar.parent,
+            ar.row,
+            ar.label,
+            ar.lo,
+            sc.si,
+            sc.sf,
+            sc.sk,
+            match_number,
+        ):
             return 0, th, ar, dd, cstamp, nt, a_n, h_used
     # consume row i: new path node
     if a_n >= ar.parent.shape[0]:
@@ -634,15 +850,29 @@ def _advance(t: int, i: int, start: int, p1: int, q0: int, q1: int, a0: int, a1:
 
 
 @njit(cache=True, inline="always")
-def _idle_end(i: int, start: int, p1: int, window: int, nt: int, cur: int, nxt: int,
-              ins: Instructions, lab: Labels, ts: np.ndarray, th: Threads) -> int:
+def _idle_end(
+    i: int,
+    start: int,
+    p1: int,
+    window: int,
+    nt: int,
+    cur: int,
+    nxt: int,
+    ins: Instructions,
+    lab: Labels,
+    ts: np.ndarray,
+    th: Threads,
+) -> int:
     """The row the next list may jump to from row ``i``: when it repeats the current one and
     only free threads consumed, every row up to the next one some blocked label accepts (or the
     end of the window or unit); ``i + 1`` otherwise."""
     op, arg_a, free, next_true = ins.op, ins.arg_a, lab.free, lab.next_true
     for k2 in range(nt):
-        if th.pc[nxt, k2] != th.pc[cur, k2] or th.depth[nxt, k2] != th.depth[cur, k2] \
-                or op[th.pc[nxt, k2]] == DONE:
+        if (
+            th.pc[nxt, k2] != th.pc[cur, k2]
+            or th.depth[nxt, k2] != th.depth[cur, k2]
+            or op[th.pc[nxt, k2]] == DONE
+        ):
             return i + 1
         src = th.src[nxt, k2]
         if not free[arg_a[th.pc[cur, src]]]:
@@ -670,8 +900,19 @@ def _idle_end(i: int, start: int, p1: int, window: int, nt: int, cur: int, nxt: 
 
 
 @njit(cache=True, inline="always")
-def _jump(i: int, jump: int, c_n: int, cur: int, nxt: int, a_n: int, any_dependent: bool,
-          ins: Instructions, lab: Labels, th: Threads, ar: Arena) -> tuple[Arena, int]:
+def _jump(
+    i: int,
+    jump: int,
+    c_n: int,
+    cur: int,
+    nxt: int,
+    a_n: int,
+    any_dependent: bool,
+    ins: Instructions,
+    lab: Labels,
+    th: Threads,
+    ar: Arena,
+) -> tuple[Arena, int]:
     """Free threads (of the current list, already swapped in) consume rows ``i + 1 .. jump - 1``
     as one run node each; every thread follows the run of the free thread it came from."""
     for k2 in range(c_n):
@@ -699,9 +940,19 @@ def _jump(i: int, jump: int, c_n: int, cur: int, nxt: int, a_n: int, any_depende
 
 
 @njit(cache=True, inline="always")
-def _record(start: int, best_node: int, best_end: int, p: int, n_matches: int, n_rows_out: int,
-            skip_target: int, members: np.ndarray, stop: np.ndarray, ar: Arena,
-            fo: Found) -> tuple[int, Found, int, int]:
+def _record(
+    start: int,
+    best_node: int,
+    best_end: int,
+    p: int,
+    n_matches: int,
+    n_rows_out: int,
+    skip_target: int,
+    members: np.ndarray,
+    stop: np.ndarray,
+    ar: Arena,
+    fo: Found,
+) -> tuple[int, Found, int, int]:
     """Record the preferred match of an attempt (its rows from the path, oldest first).
 
     Returns ``(status, found, first_target, last_target)``: OVER_BYTES when the matches would
@@ -713,8 +964,15 @@ def _record(start: int, best_node: int, best_end: int, p: int, n_matches: int, n
         if stop[1] > 0 and 24 * 2 * m_cap + 25 * r_cap > stop[1]:
             return OVER_BYTES, fo, -1, -1
         m_cap *= 2
-        fo = Found(_grow1(fo.m_start, m_cap), _grow1(fo.m_end, m_cap), _grow1(fo.m_part, m_cap),
-                   fo.r_match, fo.r_row, fo.r_label, fo.r_excl)
+        fo = Found(
+            _grow1(fo.m_start, m_cap),
+            _grow1(fo.m_end, m_cap),
+            _grow1(fo.m_part, m_cap),
+            fo.r_match,
+            fo.r_row,
+            fo.r_label,
+            fo.r_excl,
+        )
     fo.m_start[n_matches] = start
     fo.m_end[n_matches] = best_end
     fo.m_part[n_matches] = p
@@ -723,8 +981,15 @@ def _record(start: int, best_node: int, best_end: int, p: int, n_matches: int, n
         if stop[1] > 0 and 24 * m_cap + 25 * max(2 * r_cap, n_rows_out + length) > stop[1]:
             return OVER_BYTES, fo, -1, -1
         r_cap = max(2 * r_cap, n_rows_out + length)
-        fo = Found(fo.m_start, fo.m_end, fo.m_part, _grow1(fo.r_match, r_cap),
-                   _grow1(fo.r_row, r_cap), _grow1(fo.r_label, r_cap), _grow1(fo.r_excl, r_cap))
+        fo = Found(
+            fo.m_start,
+            fo.m_end,
+            fo.m_part,
+            _grow1(fo.r_match, r_cap),
+            _grow1(fo.r_row, r_cap),
+            _grow1(fo.r_label, r_cap),
+            _grow1(fo.r_excl, r_cap),
+        )
     k = best_node
     j = n_rows_out + length - 1
     first_target = -1
@@ -745,8 +1010,15 @@ def _record(start: int, best_node: int, best_end: int, p: int, n_matches: int, n
 
 
 @njit(cache=True, nogil=True)  # a storage node's control calls run beside a long match
-def run(ins: Instructions, lab: Labels, pr: Predicates, cols: Columns, units: Units, opts: Options,
-        stop: np.ndarray) -> tuple[Any, ...]:
+def run(
+    ins: Instructions,
+    lab: Labels,
+    pr: Predicates,
+    cols: Columns,
+    units: Units,
+    opts: Options,
+    stop: np.ndarray,
+) -> tuple[Any, ...]:
     """Match every unit ``[units.parts[p], units.parts[p + 1])``.
 
     ``units.nav_parts[p]`` = ``(lo, hi)``: the rows navigation (PREV/NEXT) from unit p may read.
@@ -790,9 +1062,14 @@ def run(ins: Instructions, lab: Labels, pr: Predicates, cols: Columns, units: Un
     # equivalence key width: pc + first/last per relevant name (+ node when deep)
     key_w = 1 + 2 * n_names + 1
     cap_t = max(16, 2 * n_prog)
-    th = Threads(np.empty((2, cap_t), np.int64), np.empty((2, cap_t), np.int64),
-                 np.empty((2, cap_t), np.int64), np.empty((2, cap_t), np.int64),
-                 np.empty((2, cap_t, n_vars), np.int64), np.empty((2, cap_t, n_vars), np.int64))
+    th = Threads(
+        np.empty((2, cap_t), np.int64),
+        np.empty((2, cap_t), np.int64),
+        np.empty((2, cap_t), np.int64),
+        np.empty((2, cap_t), np.int64),
+        np.empty((2, cap_t, n_vars), np.int64),
+        np.empty((2, cap_t, n_vars), np.int64),
+    )
     cur = 0
     nxt = 1
     cstamp = 0
@@ -800,20 +1077,39 @@ def run(ins: Instructions, lab: Labels, pr: Predicates, cols: Columns, units: Un
     dd = Dedup(np.full(h_cap, -1, np.int64), np.empty((h_cap, key_w), np.int64))
     stamp = 0
     a_cap = 1024  # path arena
-    ar = Arena(np.empty(a_cap, np.int64), np.empty(a_cap, np.int64), np.empty(a_cap, np.int64),
-               np.empty(a_cap, np.bool_), np.empty(a_cap, np.int64))
+    ar = Arena(
+        np.empty(a_cap, np.int64),
+        np.empty(a_cap, np.int64),
+        np.empty(a_cap, np.int64),
+        np.empty(a_cap, np.bool_),
+        np.empty(a_cap, np.int64),
+    )
     # closure stack: pc and exclusion depth (see _follow for its size); evaluation stacks
     s_cap = 2 * n_prog + 2
     ev_n = max(4, pr.code.shape[0] + 1)
-    sc = Scratch(np.full(n_prog, -1, np.int64), np.full(n_prog, -1, np.int64),
-                 np.empty(key_w, np.int64), np.empty(s_cap, np.int64), np.empty(s_cap, np.int64),
-                 np.empty(ev_n, np.int64), np.empty(ev_n, np.float64), np.empty(ev_n, np.int64),
-                 np.empty(n_vars, np.int64), np.empty(n_vars, np.int64))
+    sc = Scratch(
+        np.full(n_prog, -1, np.int64),
+        np.full(n_prog, -1, np.int64),
+        np.empty(key_w, np.int64),
+        np.empty(s_cap, np.int64),
+        np.empty(s_cap, np.int64),
+        np.empty(ev_n, np.int64),
+        np.empty(ev_n, np.float64),
+        np.empty(ev_n, np.int64),
+        np.empty(n_vars, np.int64),
+        np.empty(n_vars, np.int64),
+    )
     m_cap = 1024  # outputs
     r_cap = 4096
-    fo = Found(np.empty(m_cap, np.int64), np.empty(m_cap, np.int64), np.empty(m_cap, np.int64),
-               np.empty(r_cap, np.int64), np.empty(r_cap, np.int64), np.empty(r_cap, np.int64),
-               np.empty(r_cap, np.bool_))
+    fo = Found(
+        np.empty(m_cap, np.int64),
+        np.empty(m_cap, np.int64),
+        np.empty(m_cap, np.int64),
+        np.empty(r_cap, np.int64),
+        np.empty(r_cap, np.int64),
+        np.empty(r_cap, np.int64),
+        np.empty(r_cap, np.bool_),
+    )
     n_matches = 0
     n_rows_out = 0
     status = OK
@@ -859,9 +1155,33 @@ def run(ins: Instructions, lab: Labels, pr: Predicates, cols: Columns, units: Un
                         saw_done = True
                         break
                     consumed, th, ar, dd, cstamp, nt, a_n, h_used = _advance(
-                        t, i, start, p1, q0, q1, a0, a1, window, n_matches - part_matches + 1,
-                        stamp, cstamp, cur, nxt, nt, a_n, h_used, any_dependent, ins, lab, pr, cols,
-                        th, ar, dd, sc)
+                        t,
+                        i,
+                        start,
+                        p1,
+                        q0,
+                        q1,
+                        a0,
+                        a1,
+                        window,
+                        n_matches - part_matches + 1,
+                        stamp,
+                        cstamp,
+                        cur,
+                        nxt,
+                        nt,
+                        a_n,
+                        h_used,
+                        any_dependent,
+                        ins,
+                        lab,
+                        pr,
+                        cols,
+                        th,
+                        ar,
+                        dd,
+                        sc,
+                    )
                     if consumed == 2:
                         consumed_nonfree = True
                 # fixed point? the new list repeats the current one and only free threads consumed
@@ -884,8 +1204,18 @@ def run(ins: Instructions, lab: Labels, pr: Predicates, cols: Columns, units: Un
                 status = LIMIT_REACHED
                 break
             status, fo, first_target, last_target = _record(
-                start, best_node, best_end, p, n_matches, n_rows_out, opts.skip_target, pr.members,
-                stop, ar, fo)
+                start,
+                best_node,
+                best_end,
+                p,
+                n_matches,
+                n_rows_out,
+                opts.skip_target,
+                pr.members,
+                stop,
+                ar,
+                fo,
+            )
             if status != OK:
                 break
             length = best_end - start
@@ -907,10 +1237,39 @@ def run(ins: Instructions, lab: Labels, pr: Predicates, cols: Columns, units: Un
         if status != OK:
             break
     # working memory at its peak (arrays only grow): thread lists, dedup tables, path arena, stacks
-    work = 8 * (th.pc.size + th.node.size + th.depth.size + th.src.size + th.first.size
-                + th.last.size + sc.visited.size + sc.cvisited.size + dd.stamp.size + dd.key.size
-                + ar.parent.size + ar.row.size + ar.label.size + ar.lo.size + sc.s_pc.size
-                + sc.s_depth.size + sc.si.size + sc.sf.size + sc.sk.size) + ar.excl.size
-    return (status, fo.m_start[:n_matches], fo.m_end[:n_matches], fo.m_part[:n_matches],
-            fo.r_match[:n_rows_out], fo.r_row[:n_rows_out], fo.r_label[:n_rows_out],
-            fo.r_excl[:n_rows_out], work)
+    work = (
+        8
+        * (
+            th.pc.size
+            + th.node.size
+            + th.depth.size
+            + th.src.size
+            + th.first.size
+            + th.last.size
+            + sc.visited.size
+            + sc.cvisited.size
+            + dd.stamp.size
+            + dd.key.size
+            + ar.parent.size
+            + ar.row.size
+            + ar.label.size
+            + ar.lo.size
+            + sc.s_pc.size
+            + sc.s_depth.size
+            + sc.si.size
+            + sc.sf.size
+            + sc.sk.size
+        )
+        + ar.excl.size
+    )
+    return (
+        status,
+        fo.m_start[:n_matches],
+        fo.m_end[:n_matches],
+        fo.m_part[:n_matches],
+        fo.r_match[:n_rows_out],
+        fo.r_row[:n_rows_out],
+        fo.r_label[:n_rows_out],
+        fo.r_excl[:n_rows_out],
+        work,
+    )
