@@ -146,8 +146,8 @@ def main() -> None:
                                 cluster.token,
                                 cost_model=args.cost_model,
                                 calibration_file=args.calibration,
-                                config=StrategyConfig(transfer_compression=codec),
-                            )  # type: ignore[arg-type]
+                                config=StrategyConfig(transfer_compression=codec),  # type: ignore[arg-type]
+                            )
                         if codec != first:
                             sums[f"{s}_bytes_{codec}"].append(
                                 r.trace.bytes_to_cn + r.trace.bytes_to_sn

@@ -86,9 +86,9 @@ def show(state: State, table: str, nodes: int | None) -> None:
                     "files": len(share.files),
                     "rows": share.rows,
                     "first time": moment(min((f.min_ts for f in times), default=None)),  # type: ignore[type-var]
-                    "last time": moment(max((f.max_ts for f in times), default=None)),
+                    "last time": moment(max((f.max_ts for f in times), default=None)),  # type: ignore[type-var]
                 }
-            )  # type: ignore[type-var]
+            )
         state.output.table(f"shares of {nodes} storage nodes (by {ref.by})", rows)
 
 

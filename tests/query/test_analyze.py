@@ -51,9 +51,9 @@ def test_reference_workloads() -> None:
         "C.latitude >= B.latitude - 0.1",
     ]
     assert (
-        to_sql(a.variable("A").independent)
+        to_sql(a.variable("A").independent)  # type: ignore[arg-type]
         == "A.type = 'ROBBERY' AND A.beat >= 1000 AND A.beat <= 1600"
-    )  # type: ignore[arg-type]
+    )
 
     a = analyze(parse(CLUSTER_REFERENCE))
     b = a.variable("B")
