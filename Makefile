@@ -35,8 +35,9 @@ $(STAMP): pyproject.toml | $(BIN)/python
 java: ## make sure a Java runtime for Spark is there
 	@scripts/ensure-java.sh
 
-lint: install ## ruff, mypy and the import-linter contracts (layers, no cycles)
+lint: install ## ruff (lint and format), mypy and the import-linter contracts (layers, no cycles)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
