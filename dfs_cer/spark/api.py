@@ -113,7 +113,8 @@ def recognize(
         if unknown:
             raise ConfigError(
                 f"option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} appl"
-                f"{'y' if len(unknown) > 1 else 'ies'} to storage nodes (endpoints=...); with data= "
+                f"{'y' if len(unknown) > 1 else 'ies'} to storage nodes (endpoints=...); with "
+                "data= "
                 "the options are event_key and dedup"
             )
         relation, analysis, read, rows = match_data(

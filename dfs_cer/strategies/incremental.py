@@ -142,7 +142,8 @@ def run_and_save(
     assert old is not None
     if len(files) != len(previous.files):
         raise RunError(
-            f"run {since_run} saw {len(previous.files)} storage nodes, now {len(files)}; re-run in full "
+            f"run {since_run} saw {len(previous.files)} storage nodes, now {len(files)}; re-run in "
+            "full "
             "(without --since-run)"
         )
     seen_before = {p for node in previous.files for p in node}

@@ -76,7 +76,8 @@ def pull(
     (incremental re-runs). ``input_filter`` (one SQL condition over the table's columns, of the
     subset in :mod:`dfs_cer.query.input_filter`) keeps only the rows passing it: the nodes drop
     the others before anything else, so the query runs as over ``SELECT * FROM t WHERE
-    input_filter``; a node that cannot evaluate it exactly refuses (code ``input-filter``). ``timeout`` bounds the whole query in seconds (default
+    input_filter``; a node that cannot evaluate it exactly refuses (code ``input-filter``).
+    ``timeout`` bounds the whole query in seconds (default
     ``strategy.query_timeout_seconds``; each call also gets ``strategy.call_timeout_seconds``).
     ``snapshot``: the table snapshot every node reads, for nodes serving an Iceberg table in
     place (default: the table's current snapshot when the query starts; ``trace.snapshot``).

@@ -304,7 +304,8 @@ class Opener(Family):
         cost = filter_cost(condition, lengths)
         if cost > self.node.filter_cost_limit:
             raise QueryValidationError(
-                f"the input filter's LIKE patterns would cost this node about {cost:,} character steps over its "
+                f"the input filter's LIKE patterns would cost this node about {cost:,} character "
+                "steps over its "
                 f"rows, more than storage.filter_cost_limit={self.node.filter_cost_limit:,}",
                 clause="input filter",
                 code=INPUT_FILTER,
