@@ -310,9 +310,8 @@ def _validate(config: Config) -> None:
         or config.storage.query_work_bytes < 0
     ):
         raise ConfigError(
-            "conf keys storage.work_threads (0: one per CPU core), storage.filter_cost_limit (> 0) "
-            "and "
-            f"storage.query_work_bytes (0: no limit) got {config.storage.work_threads}, "
+            "conf keys storage.work_threads (0: one per CPU core), storage.filter_cost_limit (> "
+            f"0) and storage.query_work_bytes (0: no limit) got {config.storage.work_threads}, "
             f"{config.storage.filter_cost_limit} and {config.storage.query_work_bytes}"
         )
     for section in ("strategy", "storage"):
@@ -325,9 +324,8 @@ def _validate(config: Config) -> None:
                 )
     if config.storage.max_message_bytes <= 0 or config.storage.cache_bytes < 0:
         raise ConfigError(
-            "conf keys storage.max_message_bytes must be positive and storage.cache_bytes at least "
-            "0, "
-            f"got {config.storage.max_message_bytes} and {config.storage.cache_bytes}"
+            "conf keys storage.max_message_bytes must be positive and storage.cache_bytes at "
+            f"least 0, got {config.storage.max_message_bytes} and {config.storage.cache_bytes}"
         )
     for section in ("strategy", "storage"):
         limit = getattr(config, section).halo_limit

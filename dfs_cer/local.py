@@ -138,10 +138,9 @@ def run_statement(
     if missing:
         raise ConfigError(
             f"the query reads table(s) {', '.join(repr(t) for t in missing)}, which are not "
-            "registered; "
-            "pass them (registered: "
-            f"{', '.join(sorted(n for n, _ in registered.values())) or 'none'}; "
-            "Python: tables={'name': table}, CLI: --table name=path)"
+            "registered; pass them (registered: "
+            f"{', '.join(sorted(n for n, _ in registered.values())) or 'none'}; Python: "
+            "tables={'name': table}, CLI: --table name=path)"
         )
     allowed = [*(n for n, _ in registered.values()), *(p.relation for p in statement.parts)]
     con = sandboxed_duckdb()

@@ -288,8 +288,7 @@ def serve(
             if indexed:
                 print(
                     f"storage node: {store.cache_stats()['cached_bytes']:,} bytes cached, value "
-                    "indexes on "
-                    f"{', '.join(indexed)} ({time.perf_counter() - started:.1f} s)",
+                    f"indexes on {', '.join(indexed)} ({time.perf_counter() - started:.1f} s)",
                     flush=True,
                 )
     tls = None

@@ -99,9 +99,8 @@ class ShardStore:
         if nulls:
             raise StorageError(
                 f"shard file {path} has {nulls} row{'s' if nulls > 1 else ''} without a "
-                f"{time_column} "
-                "(NULL): every event needs a time; re-shard the data (dfs-cer shard refuses such "
-                "rows)"
+                f"{time_column} (NULL): every event needs a time; re-shard the data (dfs-cer shard "
+                "refuses such rows)"
             )
         if isinstance(rows, int) and meta.num_rows != rows:
             raise StorageError(

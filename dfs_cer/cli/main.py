@@ -259,8 +259,7 @@ def _split_statements(text: str) -> list[str]:
     default="auto",
     show_default=True,
     help="Where storage nodes hold whole PARTITION BY groups, match on them and pull only the "
-    "result: "
-    "when the cost model says so (auto), whenever possible (on), or never (off).",
+    "result: when the cost model says so (auto), whenever possible (on), or never (off).",
 )
 @click.option(
     "--table",
@@ -453,8 +452,7 @@ def query_command(
             elif d:
                 note = (
                     f"{d['variable']}: {'run' if d['run'] else 'skip'} (benefit "
-                    f"{d['benefit_s'] * 1e3:.3f} ms, "
-                    f"harm {d['harm_s'] * 1e3:.3f} ms)"
+                    f"{d['benefit_s'] * 1e3:.3f} ms, harm {d['harm_s'] * 1e3:.3f} ms)"
                 )
             elif r.get("note"):
                 note = r["note"]
@@ -676,8 +674,7 @@ def _saved_run(
     "input_path",
     required=True,
     help="Parquet or CSV file or directory (local or s3://), or a table: "
-    "iceberg://CATALOG/NS.TABLE, "
-    "hive:PATH.",
+    "iceberg://CATALOG/NS.TABLE, hive:PATH.",
 )
 @click.option("--nodes", type=int, required=True, help="Number of storage nodes.")
 @click.option("--to", "to", required=True, help="Output directory or s3://bucket/prefix.")

@@ -146,9 +146,8 @@ class ColumnKinds:
         )
         raise CsvError(
             f"{odd.uri}, row {odd.row:,}, column {self.name}: {odd.value!r} is not {dtype} like "
-            "the "
-            f"column's other {families[best]:,} values; fix the value, or read the column as text "
-            f"with --schema {self.name}=string"
+            f"the column's other {families[best]:,} values; fix the value, or read the column as "
+            f"text with --schema {self.name}=string"
         )
 
 
@@ -241,8 +240,7 @@ def parse_type(text: str) -> pa.DataType:
         except pa.ArrowInvalid:
             raise CsvError(
                 f"--schema: unknown time zone {dtype.tz!r} in {text.strip()!r}; use a zone of the "
-                "tz "
-                "database (UTC, Europe/Paris) or an offset (+01:00)"
+                "tz database (UTC, Europe/Paris) or an offset (+01:00)"
             ) from None
         return dtype
     name = text.strip().lower().replace("boolean", "bool")
@@ -252,8 +250,7 @@ def parse_type(text: str) -> pa.DataType:
         except ValueError:
             raise CsvError(
                 f"--schema: {text.strip()!r}: a decimal128 has a precision of 1 to 38 digits; use "
-                "e.g. "
-                "decimal128(38, 2), or string"
+                "e.g. decimal128(38, 2), or string"
             ) from None
     try:
         return pa.type_for_alias(name)

@@ -111,8 +111,7 @@ def _input_dataset(
     if column_types and not csv:
         raise ShardError(
             f"--schema applies to CSV input (a path ending in .csv), not {path}; parquet and "
-            "tables "
-            "carry their types"
+            "tables carry their types"
         )
     if is_table(path):  # an Iceberg table or a Hive-style prefix, read in place
         return TableInput(plan_table(path, tables=tables, storage=config))
@@ -310,15 +309,14 @@ def _existing(
     if partitioning == "type" and doc.get("type_column") not in (None, type_column):
         raise ShardError(
             f"--append: the shard set at {location.uri} is partitioned by "
-            f"{doc.get('type_column')!r}, "
-            f"not {type_column!r}; append with --type-column {doc.get('type_column')}"
+            f"{doc.get('type_column')!r}, not {type_column!r}; append with --type-column "
+            f"{doc.get('type_column')}"
         )
     for key, value in expected.items():
         if doc.get(key) != value:
             raise ShardError(
                 f"--append: the shard set at {location.uri} has {key} {doc.get(key)!r}, the new "
-                "input "
-                f"{value!r}; append with the same options and schema"
+                f"input {value!r}; append with the same options and schema"
             )
     return NodeManifest(
         node,

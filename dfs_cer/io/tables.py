@@ -502,11 +502,10 @@ def _plan_iceberg(
     if deleting:
         raise TableError(
             f"Iceberg table {ref.name} at snapshot {snap.snapshot_id} has row-level delete files "
-            "on "
-            f"{len(deleting)} data file{'s' if len(deleting) > 1 else ''} (e.g. "
+            f"on {len(deleting)} data file{'s' if len(deleting) > 1 else ''} (e.g. "
             f"{deleting[0].file.file_path}); dfs-cer serves tables without deletes: compact the "
-            "table "
-            "(rewrite its data files) or query a snapshot from before the deletes with ?snapshot=ID"
+            "table (rewrite its data files) or query a snapshot from before the deletes with "
+            "?snapshot=ID"
         )
 
     def bound(raw: dict[int, bytes] | None) -> int | None:
@@ -645,10 +644,8 @@ def _plan_hive(
         ):
             raise TableError(
                 f"the files of {ref.name} store {ref.time_column} as {time_type} ({paths[0]}) and "
-                "as "
-                f"{file_schema.field(ref.time_column).type} ({p}); rewrite them with one type "
-                "(their "
-                "time bounds and date partitions must share a unit)"
+                f"as {file_schema.field(ref.time_column).type} ({p}); rewrite them with one type "
+                "(their time bounds and date partitions must share a unit)"
             )
         schemas.append(file_schema)
         size = int(sizes.get(p) or 0)

@@ -219,13 +219,12 @@ def no_halo(analysis: Analysis, schema: pa.Schema, limit: int) -> str | None:
     if max(analysis.prev_reach, analysis.next_reach) > limit:
         return (
             f"PREV/NEXT reach {analysis.prev_reach} row(s) before and {analysis.next_reach} after "
-            "a match, "
-            f"beyond the halo limit of {limit} rows: every row pulled"
+            f"a match, beyond the halo limit of {limit} rows: every row pulled"
         )
     if analysis.query.recognize.order_by[0].descending:
         return (
-            "PREV/NEXT under a descending first ORDER BY column: halo rows are found in "
-            "ascending time"
+            "PREV/NEXT under a descending first ORDER BY column: halo rows are found in ascending "
+            "time"
         )
     kind = (
         schema.field(analysis.order_column).type if analysis.order_column in schema.names else None
@@ -235,7 +234,6 @@ def no_halo(analysis: Analysis, schema: pa.Schema, limit: int) -> str | None:
     ):
         return (
             f"PREV/NEXT with ORDER BY {analysis.order_column}, a {kind} column: halo rows are "
-            "found by an "
-            "integer, date or timestamp order"
+            "found by an integer, date or timestamp order"
         )
     return None

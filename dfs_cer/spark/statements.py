@@ -202,8 +202,7 @@ def recognize_statement(
             if data.startswith("s3://"):
                 raise ConfigError(
                     f"the query reads {name!r} outside a MATCH_RECOGNIZE clause; with "
-                    "data='s3://...' "
-                    "register it with tables={...} (e.g. a DataFrame you read)"
+                    "data='s3://...' register it with tables={...} (e.g. a DataFrame you read)"
                 )
             register(name, spark.read.parquet(data))
     pending = list(statement.parts)
@@ -229,8 +228,7 @@ def recognize_statement(
     if missing:
         raise ConfigError(
             f"the query reads table(s) {', '.join(repr(t) for t in missing)}, which are not "
-            "registered; "
-            "pass tables={'name': DataFrame}"
+            "registered; pass tables={'name': DataFrame}"
         )
     sql = _renamed(statement.sql, views)
     from dfs_cer.strategies.statements import merged_trace

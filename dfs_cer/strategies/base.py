@@ -513,9 +513,8 @@ class Session:
                     diff.append(f"{len(first)} vs {len(other)} columns")
                 raise StorageError(
                     f"storage nodes {self.clients[0].endpoint} and {client.endpoint} serve "
-                    "different "
-                    f"schemas ({'; '.join(diff[:3])}); shard every node's data with one schema "
-                    "(dfs-cer shard writes one for all nodes)"
+                    f"different schemas ({'; '.join(diff[:3])}); shard every node's data with one "
+                    "schema (dfs-cer shard writes one for all nodes)"
                 )
 
     @property
@@ -561,9 +560,9 @@ class Session:
                 busy = ", ".join(self.clients[i].endpoint for i in refused)
                 raise NodeRefusedError(
                     f"round {len(self.trace.rounds) + 1} (reserve): storage nodes {busy} had no "
-                    "room for the query within "
-                    f"{self.admission_wait:.0f} s (memory budget held by other queries); retry "
-                    "later, raise --memory-budget or strategy.admission_wait_seconds",
+                    f"room for the query within {self.admission_wait:.0f} s (memory budget held by "
+                    "other queries); retry later, raise --memory-budget or "
+                    "strategy.admission_wait_seconds",
                     AdmissionError.code,
                 )
             time.sleep(pause * (0.5 + random.random()))
@@ -578,10 +577,8 @@ class Session:
                 CLOSER.later(c, self.query_id, self.lease_end)
                 return (
                     f"close: storage node {c.endpoint} did not answer in time; closed in the "
-                    "background (it "
-                    "drops the query's state by itself "
-                    f"{max(0.0, self.lease_end - time.monotonic()):.0f} s "
-                    "from now at the latest)"
+                    "background (it drops the query's state by itself "
+                    f"{max(0.0, self.lease_end - time.monotonic()):.0f} s from now at the latest)"
                 )
             c.deadline, c.timeout = None, self.close_timeout
             try:

@@ -175,8 +175,7 @@ def dfs(
 
         raise ConfigError(
             "tis_format must be swf or intervals and join_filter one of "
-            f"{', '.join(JOIN_FILTERS)}; "
-            f"got {tis_format!r}, {join_filter!r}"
+            f"{', '.join(JOIN_FILTERS)}; got {tis_format!r}, {join_filter!r}"
         )
     analysis, headers, schema = open_query(session, request)
     trace = session.trace

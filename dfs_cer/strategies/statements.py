@@ -51,8 +51,7 @@ class StatementPlan:
         reasons = "; ".join(self.refused.values())
         return (
             f"pull_all (the query reads {name!r} outside a MATCH_RECOGNIZE clause: a subquery, a "
-            "CTE or the "
-            "statement around them computes from every row"
+            "CTE or the statement around them computes from every row"
             + (f"; {reasons}" if reasons else "")
             + ")"
         )

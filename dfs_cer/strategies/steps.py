@@ -63,15 +63,14 @@ def open_query(
     if len(served) > 1:
         raise StorageError(
             "the storage nodes served different snapshots of the table "
-            f"({sorted(map(str, served))}); "
-            "run the query again (a commit raced it) or pin one with ?snapshot=ID"
+            f"({sorted(map(str, served))}); run the query again (a commit raced it) or pin one "
+            "with ?snapshot=ID"
         )
     session.trace.snapshot = served.pop() if served else None
     if session.snapshot is not None and session.trace.snapshot != session.snapshot:
         raise StorageError(
             f"the storage nodes served snapshot {session.trace.snapshot} of the table, not "
-            f"{session.snapshot} "
-            "as asked; run the query again"
+            f"{session.snapshot} as asked; run the query again"
         )
     if len({h.schema_digest for h in headers}) > 1:
         session.same_schemas(session.schemas())
@@ -141,8 +140,7 @@ def every_row_a_candidate(session: Session, analysis: Analysis) -> str | None:
         if not v.any_row and v.independent is None and not v.navigating:
             return (
                 f"every row is a candidate of {v.name}: its condition reads other rows only, so "
-                "the halo "
-                "would pull rows twice"
+                "the halo would pull rows twice"
             )
     return None
 
@@ -363,8 +361,8 @@ def exact_fallback(
             interval_pruning=False,
             pruning_reason=(
                 f"the shards are kept by {', '.join(sorted(shard_times))}, the query orders by "
-                f"{analysis.order_column}: "
-                "time intervals of the one do not bound matches in the other"
+                f"{analysis.order_column}: time intervals of the one do not bound matches in the "
+                "other"
             ),
         )
     if not analysis.interval_pruning:
@@ -393,8 +391,7 @@ def too_many_candidates(
     if total and candidates >= 0.5 * total:
         return (
             f"about {candidates:,.0f} of {total:,} rows are candidates: with their halo rows the "
-            "pull would "
-            "move more than every row"
+            "pull would move more than every row"
         )
     return None
 

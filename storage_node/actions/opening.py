@@ -305,8 +305,8 @@ class Opener(Family):
         if cost > self.node.filter_cost_limit:
             raise QueryValidationError(
                 f"the input filter's LIKE patterns would cost this node about {cost:,} character "
-                "steps over its "
-                f"rows, more than storage.filter_cost_limit={self.node.filter_cost_limit:,}",
+                "steps over its rows, more than "
+                f"storage.filter_cost_limit={self.node.filter_cost_limit:,}",
                 clause="input filter",
                 code=INPUT_FILTER,
                 hint="the input is computed on the compute node instead",

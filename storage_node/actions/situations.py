@@ -43,8 +43,7 @@ class SituationActions(Family):
                 "derived": False,
                 "reason": f"the shard set is partitioned by {manifest.get('partitioning')}, "
                 "not time: a node does not hold whole time blocks (re-shard with --partitioning "
-                "time to "
-                "derive situations on the storage nodes)",
+                "time to derive situations on the storage nodes)",
             }, []
         if any(isinstance(n, Navigation) for sit in query.situations for n in walk(sit.condition)):
             return {
@@ -117,8 +116,7 @@ class SituationActions(Family):
             by = ", ".join(f'"{k}"' for k in keys) or "NULL"
             overlaps = con.execute(
                 f"SELECT count(*) FROM (SELECT __lo, lag(__hi) OVER (PARTITION BY {by} ORDER BY "
-                "__lo) "
-                "AS prev FROM iv) WHERE prev >= __lo"
+                "__lo) AS prev FROM iv) WHERE prev >= __lo"
             ).fetchall()[0][0]
             if overlaps:
                 raise ProtocolError(

@@ -17,8 +17,7 @@ from dfs_cer.strategies.request import PullRequest
 
 SQL = (
     "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts ALL MATCHES PATTERN (A B) WITHIN INTERVAL '1' "
-    "MINUTE "
-    "DEFINE A AS A.x > 1, B AS B.x < 0)"
+    "MINUTE DEFINE A AS A.x > 1, B AS B.x < 0)"
 )
 
 

@@ -90,8 +90,7 @@ def normalise(p: RowPattern) -> RowPattern:
 def _unsupported(item: RowPattern) -> UnsupportedFeatureError:
     return UnsupportedFeatureError(
         "the CER engine evaluates sequences of variables, Kleene+ (A B+ C), alternations of "
-        "single variables "
-        f"(A (B | C)) and PERMUTE of single variables, not {to_text(item)}",
+        f"single variables (A (B | C)) and PERMUTE of single variables, not {to_text(item)}",
         clause="PATTERN",
         hint="drop ALL MATCHES / selection= to use SQL row pattern semantics",
         code="unsupported",

@@ -115,8 +115,7 @@ def prefix_lists(
 
         raise MatchError(
             f"array_agg / string_agg would hold {total:,} elements over all output rows; use FINAL "
-            "or "
-            "ONE ROW PER MATCH"
+            "or ONE ROW PER MATCH"
         )
     idx = (
         np.arange(total, dtype=np.int64)

@@ -415,8 +415,7 @@ class ConditionCompiler:
         if values.size and (values.max() > limit or values.min() < -limit):
             raise MatchError(
                 f"time values of {name} do not fit 64 bits in {unit}; compare it with columns of "
-                "its "
-                "own unit"
+                "its own unit"
             )
         self.store.units[name] = unit
         return np.asarray(values, np.int64) * factor

@@ -325,8 +325,7 @@ def run_row_pattern(
         )
         raise MatchError(
             f"AFTER MATCH SKIP {skip.to.value} {skip.variable} failed at the match starting at "
-            "sorted "
-            f"row {row}: it {what}",
+            f"sorted row {row}: it {what}",
         )
     if real_bounds is not bounds and m_part.size:  # number matches within the real partitions
         m_part = np.searchsorted(real_bounds, bounds[m_part], side="right") - 1
