@@ -6,7 +6,7 @@ Sources, later ones winning:
 2. TOML files given explicitly (``load_config(paths=...)``, the CLI's ``--config``) or named by
    the ``DFS_CER_CONFIG`` environment variable;
 3. environment variables ``DFS_CER__SECTION__KEY=value``, e.g.
-``DFS_CER__STORAGE__MEMORY_BUDGET=1GiB``.
+   ``DFS_CER__STORAGE__MEMORY_BUDGET=1GiB``.
 
 The merged result is validated once and frozen; deep code receives a :class:`Config` (or one of
 its sections) as an argument and never reads ``os.environ`` itself.

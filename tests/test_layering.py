@@ -3,11 +3,11 @@
 The layer order, "storage_node and spark_jobs above the core", "pure logic imports no pyspark or
 boto3" and "no import cycles inside a package" are import-linter contracts in pyproject.toml
 ([tool.importlinter]); :func:`test_contracts` runs them, and
-:func:`test_back_arrow_breaks_a_contract`
-shows that an upward import in a copy of the tree fails them. import-linter sees external packages
-only by their top-level name, so "no pyarrow.fs / pyarrow.dataset in pure logic" is checked here,
-statically over every import statement (including imports inside functions) and at run time in a
-fresh interpreter; so is "no private names imported across packages".
+:func:`test_back_arrow_breaks_a_contract` shows that an upward import in a copy of the tree fails
+them. import-linter sees external packages only by their top-level name, so "no pyarrow.fs /
+pyarrow.dataset in pure logic" is checked here, statically over every import statement (including
+imports inside functions) and at run time in a fresh interpreter; so is "no private names imported
+across packages".
 """
 
 from __future__ import annotations

@@ -782,8 +782,7 @@ def generate_command(
     state: State, kind: str, events: int, out: str, seed: int, interarrival: str | None
 ) -> None:
     """Generate a data set (the paper's synthetic data, CRIMES-, CITIBIKE-, CLUSTER-shaped, or stock
-    ticks) as
-    parquet."""
+    ticks) as parquet."""
     from rich.progress import Progress
 
     from dfs_cer.datasets.generate import write_parquet

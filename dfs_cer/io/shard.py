@@ -1,10 +1,10 @@
 """``dfs-cer shard``: split an event log into one shard set per storage node.
 
-The input (parquet or CSV, a file or a directory) is streamed in batches of ``batch_rows`` rows
-(a CSV's column types are decided from every value first); each batch is routed row by row to a
-node, sorted by time and written as a parquet file of that node (row groups of
-64k rows, so time predicates prune). Each node gets ``manifest.json``: schema, files with row
-counts and time bounds, per-type counts. Nothing holds the whole input in memory.
+The input (parquet or CSV, a file or a directory) is streamed in batches of ``batch_rows`` rows (a
+CSV's column types are decided from every value first); each batch is routed row by row to a node,
+sorted by time and written as a parquet file of that node (row groups of 64k rows, so time
+predicates prune). Each node gets ``manifest.json``: schema, files with row counts and time bounds,
+per-type counts. Nothing holds the whole input in memory.
 
 Partitionings (paper §VI-C2): ``random`` (round-robin, the default; by a hash of the time and
 event key when one is given, so copies of an event share a node), ``time`` (30-minute windows to
