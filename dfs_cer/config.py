@@ -5,7 +5,8 @@ Sources, later ones winning:
 1. the defaults of the dataclasses below (``conf/default.toml`` documents the same values);
 2. TOML files given explicitly (``load_config(paths=...)``, the CLI's ``--config``) or named by
    the ``DFS_CER_CONFIG`` environment variable;
-3. environment variables ``DFS_CER__SECTION__KEY=value``, e.g. ``DFS_CER__STORAGE__MEMORY_BUDGET=1GiB``.
+3. environment variables ``DFS_CER__SECTION__KEY=value``, e.g.
+   ``DFS_CER__STORAGE__MEMORY_BUDGET=1GiB``.
 
 The merged result is validated once and frozen; deep code receives a :class:`Config` (or one of
 its sections) as an argument and never reads ``os.environ`` itself.
@@ -309,8 +310,8 @@ def _validate(config: Config) -> None:
         or config.storage.query_work_bytes < 0
     ):
         raise ConfigError(
-            "conf keys storage.work_threads (0: one per CPU core), storage.filter_cost_limit (> 0) and "
-            f"storage.query_work_bytes (0: no limit) got {config.storage.work_threads}, "
+            "conf keys storage.work_threads (0: one per CPU core), storage.filter_cost_limit (> "
+            f"0) and storage.query_work_bytes (0: no limit) got {config.storage.work_threads}, "
             f"{config.storage.filter_cost_limit} and {config.storage.query_work_bytes}"
         )
     for section in ("strategy", "storage"):
@@ -323,8 +324,8 @@ def _validate(config: Config) -> None:
                 )
     if config.storage.max_message_bytes <= 0 or config.storage.cache_bytes < 0:
         raise ConfigError(
-            "conf keys storage.max_message_bytes must be positive and storage.cache_bytes at least 0, "
-            f"got {config.storage.max_message_bytes} and {config.storage.cache_bytes}"
+            "conf keys storage.max_message_bytes must be positive and storage.cache_bytes at "
+            f"least 0, got {config.storage.max_message_bytes} and {config.storage.cache_bytes}"
         )
     for section in ("strategy", "storage"):
         limit = getattr(config, section).halo_limit

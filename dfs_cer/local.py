@@ -137,9 +137,10 @@ def run_statement(
     missing = list(dict.fromkeys(t for t in needed if t.lower() not in registered))
     if missing:
         raise ConfigError(
-            f"the query reads table(s) {', '.join(repr(t) for t in missing)}, which are not registered; "
-            f"pass them (registered: {', '.join(sorted(n for n, _ in registered.values())) or 'none'}; "
-            "Python: tables={'name': table}, CLI: --table name=path)"
+            f"the query reads table(s) {', '.join(repr(t) for t in missing)}, which are not "
+            "registered; pass them (registered: "
+            f"{', '.join(sorted(n for n, _ in registered.values())) or 'none'}; Python: "
+            "tables={'name': table}, CLI: --table name=path)"
         )
     allowed = [*(n for n, _ in registered.values()), *(p.relation for p in statement.parts)]
     con = sandboxed_duckdb()
@@ -262,7 +263,8 @@ def match_recognize(
     if not statement.simple or tables:
         if count_only:
             raise ConfigError(
-                "count_only counts one MATCH_RECOGNIZE clause's matches; write count(*) in the query"
+                "count_only counts one MATCH_RECOGNIZE clause's matches; write count(*) in the "
+                "query"
             )
         registry = {name: as_arrow(name, data) for name, data in (tables or {}).items()}
         if table is not None:
@@ -278,7 +280,8 @@ def match_recognize(
         return run_statement(statement, registry, one, config.query.outer_dialect)
     if table is None:
         raise ConfigError(
-            f"pass the events: match_recognize(table, sql) (the query reads {statement.tables[0]!r})"
+            "pass the events: match_recognize(table, sql) (the query reads "
+            f"{statement.tables[0]!r})"
         )
     query = parse(sql)
     table = as_arrow(query.table, table)

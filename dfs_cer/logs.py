@@ -40,7 +40,8 @@ def current_query_id() -> str:
 
 
 def set_query_id(query_id: str) -> None:
-    """The query the current call works for, once its request names it (inside :func:`query_scope`)."""
+    """The query the current call works for, once its request names it (inside
+    :func:`query_scope`)."""
     _query_id.set(query_id)
 
 

@@ -83,7 +83,8 @@ class Work:
         return self._cancelled.is_set()
 
     def _wait(self, done: threading.Event, flag: Any) -> None:
-        """Set ``flag[0]`` once the work is cancelled or past its deadline, unless ``done`` first."""
+        """Set ``flag[0]`` once the work is cancelled or past its deadline, unless ``done``
+        first."""
         while not done.is_set():
             left = None if self.deadline is None else self.deadline - time.monotonic()
             if self._cancelled.wait(

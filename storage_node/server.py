@@ -280,14 +280,15 @@ def serve(
             pa.ArrowException,
         ) as exc:  # served anyway: each query names the error
             print(
-                f"storage node: preloading {store.location.uri} failed ({exc}); rows load on the first query",
+                f"storage node: preloading {store.location.uri} failed ({exc}); rows load on the "
+                "first query",
                 flush=True,
             )
         else:
             if indexed:
                 print(
-                    f"storage node: {store.cache_stats()['cached_bytes']:,} bytes cached, value indexes on "
-                    f"{', '.join(indexed)} ({time.perf_counter() - started:.1f} s)",
+                    f"storage node: {store.cache_stats()['cached_bytes']:,} bytes cached, value "
+                    f"indexes on {', '.join(indexed)} ({time.perf_counter() - started:.1f} s)",
                     flush=True,
                 )
     tls = None
@@ -302,7 +303,8 @@ def serve(
         tmp.write_text(json.dumps({"port": server.port, "pid": os.getpid()}))
         os.replace(tmp, ready_file)
     print(
-        f"storage node serving {store.location.uri} ({store.manifest.get('rows')} rows) on {location}",
+        f"storage node serving {store.location.uri} ({store.manifest.get('rows')} rows) on "
+        f"{location}",
         flush=True,
     )
     server.serve()

@@ -268,8 +268,9 @@ class StateRegistry:
                 if left <= 0:
                     self.refused += 1
                     raise AdmissionError(
-                        f"storage node memory budget exceeded: query {query_id} needs about {estimate} bytes, "
-                        f"{self._reserved} of {self.budget} are held by other queries; retry later"
+                        f"storage node memory budget exceeded: query {query_id} needs about "
+                        f"{estimate} bytes, {self._reserved} of {self.budget} are held by other "
+                        "queries; retry later"
                     )
                 self._lock.wait(min(left, 0.1))
             self._reserved += estimate
@@ -390,18 +391,20 @@ class StateRegistry:
                 self.stopped += 1
                 where = self._works[query_id][0].where if query_id in self._works else ""
                 raise WorkMemoryError(
-                    f"query {query_id}{where} needs {mine:,} bytes for its work (partial matches, matches or "
-                    f"filter results), more than storage.query_work_bytes={self.query_work:,} allows one query: "
-                    "bound the query (a WITHIN window, a lower max_matches) or raise the setting"
+                    f"query {query_id}{where} needs {mine:,} bytes for its work (partial matches, "
+                    "matches or filter results), more than "
+                    f"storage.query_work_bytes={self.query_work:,} allows one query: bound the "
+                    "query (a WITHIN window, a lower max_matches) or raise the setting"
                 )
             if self._reserved + nbytes > self.budget:
                 self.stopped += 1
                 where = self._works[query_id][0].where if query_id in self._works else ""
                 raise WorkMemoryError(
-                    f"query {query_id}{where} needs {nbytes:,} more bytes for its work (partial matches, matches or "
-                    f"filter results) but only {max(0, self.budget - self._reserved):,} of the node's memory budget "
-                    f"of {self.budget:,} are free (storage.memory_budget, --memory-budget): bound the query (a "
-                    "WITHIN window, a lower max_matches) or raise the budget"
+                    f"query {query_id}{where} needs {nbytes:,} more bytes for its work (partial "
+                    "matches, matches or filter results) but only "
+                    f"{max(0, self.budget - self._reserved):,} of the node's memory budget of "
+                    f"{self.budget:,} are free (storage.memory_budget, --memory-budget): bound the "
+                    "query (a WITHIN window, a lower max_matches) or raise the budget"
                 )
             self._reserved += nbytes
             self._work_of[query_id] = mine

@@ -37,7 +37,8 @@ class ShardStore:
         missing = [f for f in files if f not in present]
         if missing:
             raise StorageError(
-                f"shard files listed in {self.location.uri}/manifest.json are missing: {missing[:3]}"
+                f"shard files listed in {self.location.uri}/manifest.json are missing: "
+                f"{missing[:3]}"
             )
         rows = {
             self.location.join(str(f["path"])): f.get("rows") for f in manifest.get("files", [])
@@ -97,8 +98,9 @@ class ShardStore:
         nulls = self._null_times(path, meta, time_column)
         if nulls:
             raise StorageError(
-                f"shard file {path} has {nulls} row{'s' if nulls > 1 else ''} without a {time_column} "
-                "(NULL): every event needs a time; re-shard the data (dfs-cer shard refuses such rows)"
+                f"shard file {path} has {nulls} row{'s' if nulls > 1 else ''} without a "
+                f"{time_column} (NULL): every event needs a time; re-shard the data (dfs-cer shard "
+                "refuses such rows)"
             )
         if isinstance(rows, int) and meta.num_rows != rows:
             raise StorageError(

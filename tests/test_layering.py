@@ -2,11 +2,12 @@
 
 The layer order, "storage_node and spark_jobs above the core", "pure logic imports no pyspark or
 boto3" and "no import cycles inside a package" are import-linter contracts in pyproject.toml
-([tool.importlinter]); :func:`test_contracts` runs them, and :func:`test_back_arrow_breaks_a_contract`
-shows that an upward import in a copy of the tree fails them. import-linter sees external packages
-only by their top-level name, so "no pyarrow.fs / pyarrow.dataset in pure logic" is checked here,
-statically over every import statement (including imports inside functions) and at run time in a
-fresh interpreter; so is "no private names imported across packages".
+([tool.importlinter]); :func:`test_contracts` runs them, and
+:func:`test_back_arrow_breaks_a_contract` shows that an upward import in a copy of the tree fails
+them. import-linter sees external packages only by their top-level name, so "no pyarrow.fs /
+pyarrow.dataset in pure logic" is checked here, statically over every import statement (including
+imports inside functions) and at run time in a fresh interpreter; so is "no private names imported
+across packages".
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ ROOT = Path(__file__).resolve().parents[1]
 PURE = ["events", "query", "pattern", "match", "filters", "plan"]
 #: submodules import-linter cannot tell from pyarrow itself (pyspark, boto3: contract "pure-no-io")
 FORBIDDEN = ("pyarrow.fs", "pyarrow._fs", "pyarrow.dataset", "pyarrow._s3fs")
-LINT = "import sys; from importlinter.cli import lint_imports_command; lint_imports_command(sys.argv[1:])"
+LINT = (
+    "import sys; from importlinter.cli import lint_imports_command; "
+    "lint_imports_command(sys.argv[1:])"
+)
 
 
 def _modules(package: str) -> list[Path]:
@@ -50,7 +54,8 @@ def test_static_imports(package: str) -> None:
     for path in files:
         bad = [n for n in _imports(path) if n.startswith(FORBIDDEN)]
         assert not bad, (
-            f"{path.relative_to(ROOT)} imports {bad}: keep I/O in dfs_cer/io, storage_node, spark_jobs"
+            f"{path.relative_to(ROOT)} imports {bad}: keep I/O in dfs_cer/io, storage_node, "
+            "spark_jobs"
         )
 
 
@@ -104,7 +109,8 @@ def test_no_private_names_across_packages() -> None:
 
 
 def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
-    """lint-imports over the tree at ``root`` (its pyproject.toml, its packages first on the path)."""
+    """lint-imports over the tree at ``root`` (its pyproject.toml, its packages first on the
+    path)."""
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])
     )

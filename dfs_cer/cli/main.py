@@ -258,8 +258,8 @@ def _split_statements(text: str) -> list[str]:
     type=click.Choice(["auto", "on", "off"]),
     default="auto",
     show_default=True,
-    help="Where storage nodes hold whole PARTITION BY groups, match on them and pull only the result: "
-    "when the cost model says so (auto), whenever possible (on), or never (off).",
+    help="Where storage nodes hold whole PARTITION BY groups, match on them and pull only the "
+    "result: when the cost model says so (auto), whenever possible (on), or never (off).",
 )
 @click.option(
     "--table",
@@ -446,12 +446,13 @@ def query_command(
             if d and "node_seconds" in d:  # node-side matching against pulling
                 note = (
                     f"node-side matching: nodes {d['node_seconds'] * 1e3:.1f} ms (budget "
-                    f"{d['cpu_budget'] * 1e3:,.0f} ms) vs pull ~{d['pull_seconds_estimate'] * 1e3:.1f} ms"
+                    f"{d['cpu_budget'] * 1e3:,.0f} ms) vs pull "
+                    f"~{d['pull_seconds_estimate'] * 1e3:.1f} ms"
                 )
             elif d:
                 note = (
-                    f"{d['variable']}: {'run' if d['run'] else 'skip'} (benefit {d['benefit_s'] * 1e3:.3f} ms, "
-                    f"harm {d['harm_s'] * 1e3:.3f} ms)"
+                    f"{d['variable']}: {'run' if d['run'] else 'skip'} (benefit "
+                    f"{d['benefit_s'] * 1e3:.3f} ms, harm {d['harm_s'] * 1e3:.3f} ms)"
                 )
             elif r.get("note"):
                 note = r["note"]
@@ -474,7 +475,8 @@ def query_command(
         m = trace.get("matching")
         if m and m["engine"] == "storage nodes":
             click.echo(
-                f"matching: on the storage nodes, {m['matches']:,} match{'' if m['matches'] == 1 else 'es'}"
+                f"matching: on the storage nodes, {m['matches']:,} "
+                f"match{'' if m['matches'] == 1 else 'es'}"
             )
         elif m:
             memory = (
@@ -492,7 +494,8 @@ def query_command(
 
 
 def _warn(trace: dict[str, Any]) -> None:
-    """What went wrong without spoiling the result (e.g. a node that did not confirm close), on stderr."""
+    """What went wrong without spoiling the result (e.g. a node that did not confirm close), on
+    stderr."""
     for w in trace.get("warnings") or ():
         click.echo(f"warning: {w}", err=True)
 
@@ -670,8 +673,8 @@ def _saved_run(
     "--input",
     "input_path",
     required=True,
-    help="Parquet or CSV file or directory (local or s3://), or a table: iceberg://CATALOG/NS.TABLE, "
-    "hive:PATH.",
+    help="Parquet or CSV file or directory (local or s3://), or a table: "
+    "iceberg://CATALOG/NS.TABLE, hive:PATH.",
 )
 @click.option("--nodes", type=int, required=True, help="Number of storage nodes.")
 @click.option("--to", "to", required=True, help="Output directory or s3://bucket/prefix.")
@@ -698,7 +701,8 @@ def _saved_run(
     "--schema",
     "schema",
     default=None,
-    help="CSV input: column types, COLUMN=TYPE separated by commas (e.g. dep_time=int64,origin=string), "
+    help="CSV input: column types, COLUMN=TYPE separated by commas (e.g. "
+    "dep_time=int64,origin=string), "
     "or a file of such lines; other columns' types are decided from every value.",
 )
 @pass_state
@@ -777,8 +781,8 @@ def shard_command(
 def generate_command(
     state: State, kind: str, events: int, out: str, seed: int, interarrival: str | None
 ) -> None:
-    """Generate a data set (the paper's synthetic data, CRIMES-, CITIBIKE-, CLUSTER-shaped, or stock ticks) as
-    parquet."""
+    """Generate a data set (the paper's synthetic data, CRIMES-, CITIBIKE-, CLUSTER-shaped, or stock
+    ticks) as parquet."""
     from rich.progress import Progress
 
     from dfs_cer.datasets.generate import write_parquet
@@ -872,7 +876,8 @@ def calibrate_command(state: State, out_file: str | None, quick: bool) -> None:
 @storage_node_group.command("serve", context_settings={"ignore_unknown_options": True})
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def storage_node_serve(args: tuple[str, ...]) -> None:
-    """dfs-cer storage-node serve --data <dir|s3://...> --port P --token-file F [--memory-budget 2GiB]"""
+    """dfs-cer storage-node serve --data <dir|s3://...> --port P --token-file F [--memory-budget
+    2GiB]"""
     from storage_node.server import main as serve_main
 
     serve_main(list(args))

@@ -30,12 +30,14 @@ def _when(ms: int | None) -> str:
     "--nodes",
     type=click.IntRange(min=1),
     default=None,
-    help="Also show which files each of this many storage nodes serves (writes the assignment once).",
+    help="Also show which files each of this many storage nodes serves (writes the assignment "
+    "once).",
 )
 @pass_state
 @handle_errors
 def show(state: State, table: str, nodes: int | None) -> None:
-    """The table's snapshot, files (rows, bytes, time range) and, with --nodes, each node's share."""
+    """The table's snapshot, files (rows, bytes, time range) and, with --nodes, each node's
+    share."""
     from dfs_cer.io.tables import node_share, parse_table, plan_table
 
     ref = parse_table(table)

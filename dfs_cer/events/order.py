@@ -72,7 +72,8 @@ def same_as_previous(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return out
 
 
-#: an ORDER BY key: (column, descending) or (column, descending, nulls first); NULLs sort last by default
+#: an ORDER BY key: (column, descending) or (column, descending, nulls first); NULLs sort last by
+#: default
 OrderKey = tuple[str, bool] | tuple[str, bool, bool]
 
 

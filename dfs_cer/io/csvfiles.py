@@ -89,24 +89,28 @@ class CsvInput:
                 raise CsvError(f"cannot read input {self._uri(path)}: {exc}") from None
         if "" in names:  # no query could name it
             raise CsvError(
-                f"{self._uri(path)}: column {names.index('') + 1} of its header has no name; name it"
+                f"{self._uri(path)}: column {names.index('') + 1} of its header has no name; name "
+                "it"
             )
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             raise CsvError(
-                f"{self._uri(path)} names column(s) {', '.join(twice)} twice in its header; rename them"
+                f"{self._uri(path)} names column(s) {', '.join(twice)} twice in its header; rename "
+                "them"
             )
         return names
 
     def _text_batches(self) -> Iterator[tuple[str, int, pa.RecordBatch]]:
-        """Every row as text (an unquoted empty field NULL), with its file and the rows before it."""
+        """Every row as text (an unquoted empty field NULL), with its file and the rows before
+        it."""
         text = as_text(self.names)
         for path in self.files:
             uri = self._uri(path)
             if path != self.files[0] and self._header(path) != self.names:
                 raise CsvError(
                     f"{uri} has columns {', '.join(self._header(path))}, not those of "
-                    f"{self._uri(self.files[0])} ({', '.join(self.names)}); give files of one header"
+                    f"{self._uri(self.files[0])} ({', '.join(self.names)}); give files of one "
+                    "header"
                 )
             offset = 0
             with self.location.fs.open_input_stream(path) as fh:
@@ -145,7 +149,8 @@ class CsvInput:
         )
 
     def to_batches(self, batch_size: int = 1_000_000) -> Iterator[pa.RecordBatch]:
-        """The rows in batches of ``batch_size`` (the last one shorter), whatever the read blocks."""
+        """The rows in batches of ``batch_size`` (the last one shorter), whatever the read
+        blocks."""
         pending: list[pa.RecordBatch] = []
         rows = 0
         for batch in self._converted():

@@ -145,9 +145,9 @@ class ColumnKinds:
             key=lambda w: w.row,
         )
         raise CsvError(
-            f"{odd.uri}, row {odd.row:,}, column {self.name}: {odd.value!r} is not {dtype} like the "
-            f"column's other {families[best]:,} values; fix the value, or read the column as text "
-            f"with --schema {self.name}=string"
+            f"{odd.uri}, row {odd.row:,}, column {self.name}: {odd.value!r} is not {dtype} like "
+            f"the column's other {families[best]:,} values; fix the value, or read the column as "
+            f"text with --schema {self.name}=string"
         )
 
 
@@ -239,8 +239,8 @@ def parse_type(text: str) -> pa.DataType:
             pa.scalar(0, dtype).cast(pa.string())
         except pa.ArrowInvalid:
             raise CsvError(
-                f"--schema: unknown time zone {dtype.tz!r} in {text.strip()!r}; use a zone of the tz "
-                "database (UTC, Europe/Paris) or an offset (+01:00)"
+                f"--schema: unknown time zone {dtype.tz!r} in {text.strip()!r}; use a zone of the "
+                "tz database (UTC, Europe/Paris) or an offset (+01:00)"
             ) from None
         return dtype
     name = text.strip().lower().replace("boolean", "bool")
@@ -249,8 +249,8 @@ def parse_type(text: str) -> pa.DataType:
             return pa.decimal128(int(m.group(1)), int(m.group(2)))
         except ValueError:
             raise CsvError(
-                f"--schema: {text.strip()!r}: a decimal128 has a precision of 1 to 38 digits; use e.g. "
-                "decimal128(38, 2), or string"
+                f"--schema: {text.strip()!r}: a decimal128 has a precision of 1 to 38 digits; use "
+                "e.g. decimal128(38, 2), or string"
             ) from None
     try:
         return pa.type_for_alias(name)
@@ -272,7 +272,8 @@ def parse_column_types(spec: str) -> dict[str, pa.DataType]:
         name, sep, type_name = entry.partition("=")
         if not sep or not name.strip():
             raise CsvError(
-                f"--schema: {entry!r} is not COLUMN=TYPE; write e.g. --schema dep_time=int64,origin=string"
+                f"--schema: {entry!r} is not COLUMN=TYPE; write e.g. --schema "
+                "dep_time=int64,origin=string"
             )
         if name.strip() in out:
             raise CsvError(f"--schema: column {name.strip()} is given twice")
@@ -284,5 +285,6 @@ def check_declared(declared: Mapping[str, pa.DataType], names: list[str], uri: s
     unknown = [n for n in declared if n not in names]
     if unknown:
         raise CsvError(
-            f"--schema names {', '.join(unknown)}, not a column of {uri}; columns: {', '.join(names)}"
+            f"--schema names {', '.join(unknown)}, not a column of {uri}; columns: "
+            f"{', '.join(names)}"
         )

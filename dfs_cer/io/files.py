@@ -19,8 +19,10 @@ T = TypeVar("T")
 #: S3 error codes (as pyarrow's AWS SDK spells them) that no retry can fix: fail at once
 PERMANENT = {
     "ACCESS_DENIED": "access denied (check the credentials and the bucket policy)",
-    "INVALID_ACCESS_KEY_ID": "access denied: the access key id is not known (check AWS_ACCESS_KEY_ID)",
-    "SIGNATURE_DOES_NOT_MATCH": "access denied: the secret key does not match (check AWS_SECRET_ACCESS_KEY)",
+    "INVALID_ACCESS_KEY_ID": "access denied: the access key id is not known (check "
+    "AWS_ACCESS_KEY_ID)",
+    "SIGNATURE_DOES_NOT_MATCH": "access denied: the secret key does not match (check "
+    "AWS_SECRET_ACCESS_KEY)",
     "INVALID_SIGNATURE": "access denied: the request signature is invalid (check the credentials)",
     "MISSING_AUTHENTICATION_TOKEN": "access denied: no credentials were found",
     "EXPIRED_TOKEN": "access denied: the session token has expired",

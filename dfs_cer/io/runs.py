@@ -71,8 +71,8 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 def load_run(runs_dir: str | Path, run_id: str) -> tuple[RunRecord, pa.Table]:
     if not _RUN_ID.match(run_id) or run_id in (".", ".."):
         raise RunError(
-            f"{run_id!r} is not a run id (letters, digits, '-', '_' and '.'; e.g. 20261123T101500-1a2b3c); "
-            "--since-run names a run under --runs-dir, not a path"
+            f"{run_id!r} is not a run id (letters, digits, '-', '_' and '.'; e.g. "
+            "20261123T101500-1a2b3c); --since-run names a run under --runs-dir, not a path"
         )
     root = Path(runs_dir).resolve()
     where = (root / run_id).resolve()
@@ -86,8 +86,8 @@ def load_run(runs_dir: str | Path, run_id: str) -> tuple[RunRecord, pa.Table]:
             else []
         )
         raise RunError(
-            f"no saved run {run_id!r} under {runs_dir}; saved runs: {', '.join(known[-5:]) or 'none'} "
-            "(save one with dfs-cer query --save-run)"
+            f"no saved run {run_id!r} under {runs_dir}; saved runs: "
+            f"{', '.join(known[-5:]) or 'none'} (save one with dfs-cer query --save-run)"
         )
     try:
         record = RunRecord(**json.loads(meta.read_text()))

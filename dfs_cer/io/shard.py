@@ -1,9 +1,10 @@
 """``dfs-cer shard``: split an event log into one shard set per storage node.
 
-The input (parquet or CSV, a file or a directory) is streamed in batches of ``batch_rows`` rows
-(a CSV's column types are decided from every value first); each batch is routed row by row to a node, sorted by time and written as a parquet file of that node (row groups of
-64k rows, so time predicates prune). Each node gets ``manifest.json``: schema, files with row
-counts and time bounds, per-type counts. Nothing holds the whole input in memory.
+The input (parquet or CSV, a file or a directory) is streamed in batches of ``batch_rows`` rows (a
+CSV's column types are decided from every value first); each batch is routed row by row to a node,
+sorted by time and written as a parquet file of that node (row groups of 64k rows, so time
+predicates prune). Each node gets ``manifest.json``: schema, files with row counts and time bounds,
+per-type counts. Nothing holds the whole input in memory.
 
 Partitionings (paper §VI-C2): ``random`` (round-robin, the default; by a hash of the time and
 event key when one is given, so copies of an event share a node), ``time`` (30-minute windows to
@@ -109,8 +110,8 @@ def _input_dataset(
     csv = path.endswith(".csv")
     if column_types and not csv:
         raise ShardError(
-            f"--schema applies to CSV input (a path ending in .csv), not {path}; parquet and tables "
-            "carry their types"
+            f"--schema applies to CSV input (a path ending in .csv), not {path}; parquet and "
+            "tables carry their types"
         )
     if is_table(path):  # an Iceberg table or a Hive-style prefix, read in place
         return TableInput(plan_table(path, tables=tables, storage=config))
@@ -144,7 +145,10 @@ def _deduplicated(
     if event_key:
         identity = ", ".join(quoted(c) for c in (time_column, *event_key))
         rest = ", ".join(quoted(n) for n in dataset.schema.names)
-        sql = f"SELECT * FROM events QUALIFY row_number() OVER (PARTITION BY {identity} ORDER BY {rest}) = 1"
+        sql = (
+            f"SELECT * FROM events QUALIFY row_number() OVER (PARTITION BY {identity} ORDER BY "
+            f"{rest}) = 1"
+        )
     else:
         sql = "SELECT DISTINCT * FROM events"
     reader = con.sql(sql).to_arrow_reader(batch_rows)
@@ -196,7 +200,8 @@ def shard(
     for column, option in ((time_column, "--time-column"),):
         if column not in schema.names:
             raise ShardError(
-                f"{option} {column} is not a column of the input; columns: {', '.join(schema.names)}"
+                f"{option} {column} is not a column of the input; columns: "
+                f"{', '.join(schema.names)}"
             )
     nulls = (
         dataset.null_count(time_column)
@@ -284,7 +289,8 @@ def _existing(
     event_key: tuple[str, ...],
     type_column: str = "",
 ) -> NodeManifest:
-    """The manifest of an existing shard set that ``--append`` adds to, checked against the input."""
+    """The manifest of an existing shard set that ``--append`` adds to, checked against the
+    input."""
     location = FileLocation(out.fs, out.join(f"node-{node:02d}"), f"{out.uri}/node-{node:02d}")
     try:
         doc = read_manifest(location)
@@ -302,14 +308,15 @@ def _existing(
     }
     if partitioning == "type" and doc.get("type_column") not in (None, type_column):
         raise ShardError(
-            f"--append: the shard set at {location.uri} is partitioned by {doc.get('type_column')!r}, "
-            f"not {type_column!r}; append with --type-column {doc.get('type_column')}"
+            f"--append: the shard set at {location.uri} is partitioned by "
+            f"{doc.get('type_column')!r}, not {type_column!r}; append with --type-column "
+            f"{doc.get('type_column')}"
         )
     for key, value in expected.items():
         if doc.get(key) != value:
             raise ShardError(
-                f"--append: the shard set at {location.uri} has {key} {doc.get(key)!r}, the new input "
-                f"{value!r}; append with the same options and schema"
+                f"--append: the shard set at {location.uri} has {key} {doc.get(key)!r}, the new "
+                f"input {value!r}; append with the same options and schema"
             )
     return NodeManifest(
         node,
@@ -362,7 +369,8 @@ def schema_fields(schema: pa.Schema) -> list[dict[str, str]]:
 
 
 def schema_digest(schema: pa.Schema) -> str:
-    """A short fingerprint of the column names and types (storage nodes serving one table agree on it)."""
+    """A short fingerprint of the column names and types (storage nodes serving one table agree on
+    it)."""
     import hashlib
 
     return hashlib.sha256(json.dumps(schema_fields(schema)).encode()).hexdigest()[:16]

@@ -501,10 +501,11 @@ def _plan_iceberg(
     deleting = [t for t in every if t.delete_files]
     if deleting:
         raise TableError(
-            f"Iceberg table {ref.name} at snapshot {snap.snapshot_id} has row-level delete files on "
-            f"{len(deleting)} data file{'s' if len(deleting) > 1 else ''} (e.g. "
-            f"{deleting[0].file.file_path}); dfs-cer serves tables without deletes: compact the table "
-            "(rewrite its data files) or query a snapshot from before the deletes with ?snapshot=ID"
+            f"Iceberg table {ref.name} at snapshot {snap.snapshot_id} has row-level delete files "
+            f"on {len(deleting)} data file{'s' if len(deleting) > 1 else ''} (e.g. "
+            f"{deleting[0].file.file_path}); dfs-cer serves tables without deletes: compact the "
+            "table (rewrite its data files) or query a snapshot from before the deletes with "
+            "?snapshot=ID"
         )
 
     def bound(raw: dict[int, bytes] | None) -> int | None:
@@ -575,7 +576,8 @@ def _overlaps(lo: int | None, hi: int | None, ranges: Sequence[tuple[int, int]] 
     return any(lo <= b and a <= hi for a, b in ranges)
 
 
-#: Hive footers already read: (location, path, size, mtime, time column) -> (schema, rows, first, last)
+#: Hive footers already read: (location, path, size, mtime, time column) -> (schema, rows, first,
+#: last)
 _FOOTERS: dict[tuple[Any, ...], tuple[pa.Schema, int, int | None, int | None]] = {}
 
 
@@ -641,9 +643,9 @@ def _plan_hive(
             and file_schema.field(ref.time_column).type != time_type
         ):
             raise TableError(
-                f"the files of {ref.name} store {ref.time_column} as {time_type} ({paths[0]}) and as "
-                f"{file_schema.field(ref.time_column).type} ({p}); rewrite them with one type (their "
-                "time bounds and date partitions must share a unit)"
+                f"the files of {ref.name} store {ref.time_column} as {time_type} ({paths[0]}) and "
+                f"as {file_schema.field(ref.time_column).type} ({p}); rewrite them with one type "
+                "(their time bounds and date partitions must share a unit)"
             )
         schemas.append(file_schema)
         size = int(sizes.get(p) or 0)
@@ -978,7 +980,8 @@ def node_assignment(plan: TablePlan, tables: TablesConfig | None = None) -> Assi
         got = Assignment.from_dict(doc)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise TableError(
-            f"the assignment file {path} of {plan.ref.name} is unreadable ({exc}); delete it to have "
+            f"the assignment file {path} of {plan.ref.name} is unreadable ({exc}); delete it to "
+            "have "
             "it written again"
         ) from None
     if (
@@ -988,7 +991,8 @@ def node_assignment(plan: TablePlan, tables: TablesConfig | None = None) -> Assi
     ):
         raise TableError(
             f"the assignment file {path} was written for {doc.get('table')} ({got.nodes} nodes, by "
-            f"{got.mode}), not {plan.ref.name} ({plan.ref.nodes} nodes, by {plan.ref.by}); give each "
+            f"{got.mode}), not {plan.ref.name} ({plan.ref.nodes} nodes, by {plan.ref.by}); give "
+            "each "
             "table and node count its own assignment= file"
         )
     return got

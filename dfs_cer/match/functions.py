@@ -71,7 +71,8 @@ def _strpos(name: str, args: list[Value]) -> Value:
 
 
 def _chars_before(text: Value, byte_pos: Value) -> Value:
-    """Characters in the first ``byte_pos`` bytes of each string (UTF-8 continuation bytes skipped)."""
+    """Characters in the first ``byte_pos`` bytes of each string (UTF-8 continuation bytes
+    skipped)."""
     import numpy as np
 
     if isinstance(text, pa.Scalar):
@@ -195,9 +196,12 @@ _IMPLEMENTATIONS: dict[str, Callable[[str, list[Value]], Value]] = {
     **{name: _unary(kernel) for name, kernel in FUNCTIONS.items()},
     "reverse": _unary("utf8_reverse"), "truncate": _unary("trunc"),
     "substr": _substr, "strpos": _strpos, "replace": _replace, "concat": _concat,
-    "starts_with": _pattern_test("starts_with"), "regexp_like": _pattern_test("match_substring_regex"),
-    "round": _round, "log": _log, "power": lambda n, a: pc.power(to_double(plain(a[0])), to_double(plain(a[1]))),
-    "greatest": _extreme("max_element_wise"), "least": _extreme("min_element_wise"), "nullif": _nullif,
+    "starts_with": _pattern_test("starts_with"),
+    "regexp_like": _pattern_test("match_substring_regex"),
+    "round": _round, "log": _log,
+    "power": lambda n, a: pc.power(to_double(plain(a[0])), to_double(plain(a[1]))),
+    "greatest": _extreme("max_element_wise"), "least": _extreme("min_element_wise"),
+    "nullif": _nullif,
     "coalesce": lambda n, a: pc.coalesce(*a),
     "year": _temporal("year"), "quarter": _temporal("quarter"), "month": _temporal("month"),
     "week": _temporal("iso_week"), "day": _temporal("day"), "day_of_year": _temporal("day_of_year"),

@@ -105,7 +105,8 @@ def _projectable(
     if any(isinstance(n, Aggregate | Classifier | MatchNumber) for n in walk(e)):
         return False
     if any(isinstance(n, Navigation) and not n.kind.physical and n.offset for n in walk(e)):
-        return False  # FIRST/LAST(x, k) read the k-th row of a variable, which the projection may not hold
+        # FIRST/LAST(x, k) read the k-th row of a variable, which the projection may not hold
+        return False
     if before is not None and any(isinstance(n, Navigation) and n.kind.physical for n in walk(e)):
         return (
             False  # SQL's PREV/NEXT read rows next to the row, which the projection does not hold
@@ -211,7 +212,8 @@ def filter_by_projection(
             analysis = analyze(
                 one, combined.schema, QueryConfig(dedup=False)
             )  # a superset filter: keep all
-            # SQL semantics orders tied rows by row (here: by storage node, unknown to this node), so
+            # SQL semantics orders tied rows by row (here: by storage node, unknown to this node),
+            # so
             # consecutive variables may share a timestamp; skip-till-any-match never chains them
             check(work)
             result = run_cer(

@@ -45,7 +45,10 @@ def incremental_reason(
     ):
         return "MATCH_NUMBER() numbers every match of a partition"
     if any(isinstance(n, Anchor) for n in walk_pattern(mr.pattern)):
-        return "^ or $ anchor the pattern to the partition's first or last row, which a time range cuts"
+        return (
+            "^ or $ anchor the pattern to the partition's first or last row, which a time range "
+            "cuts"
+        )
     if mr.rows_per_match is RowsPerMatch.ALL_ROWS_WITH_UNMATCHED:
         return "WITH UNMATCHED ROWS outputs every row, matched or not"
     if mr.all_matches or cer_selection:
@@ -54,8 +57,8 @@ def incremental_reason(
         return "PREV/NEXT read rows outside a match"
     if mr.after_match_skip.to is not SkipTo.NEXT_ROW:
         return (
-            f"AFTER MATCH SKIP {mr.after_match_skip.to.value} chains matches (a new event can move every later "
-            "match); SKIP TO NEXT ROW makes each start's match independent"
+            f"AFTER MATCH SKIP {mr.after_match_skip.to.value} chains matches (a new event can move "
+            "every later match); SKIP TO NEXT ROW makes each start's match independent"
         )
     return None
 

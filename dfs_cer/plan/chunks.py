@@ -133,8 +133,9 @@ def split_reason(analysis: Analysis) -> str | None:
     ]
     if any(isinstance(n, MatchNumber) for e in exprs for n in walk(e)):
         return (
-            "MATCH_NUMBER() in DEFINE, ALL MATCHES or an expression depends on the earlier matches of the whole "
-            "partition (a measure MATCH_NUMBER() alone is renumbered after the chunks)"
+            "MATCH_NUMBER() in DEFINE, ALL MATCHES or an expression depends on the earlier "
+            "matches of the whole partition (a measure MATCH_NUMBER() alone is renumbered after "
+            "the chunks)"
         )
     if analysis.window_units is None:
         return "no WITHIN: a match may span the whole input"

@@ -42,7 +42,8 @@ def canonical(
 
 
 def _keys(pid: np.ndarray, values: np.ndarray, universe: np.ndarray) -> np.ndarray:
-    """(partition, time) pairs as one int64 that sorts like the pair (times ranked in ``universe``)."""
+    """(partition, time) pairs as one int64 that sorts like the pair (times ranked in
+    ``universe``)."""
     return pid * np.int64(universe.size + 1) + np.searchsorted(universe, values).astype(np.int64)
 
 
@@ -217,11 +218,14 @@ def no_halo(analysis: Analysis, schema: pa.Schema, limit: int) -> str | None:
         return None
     if max(analysis.prev_reach, analysis.next_reach) > limit:
         return (
-            f"PREV/NEXT reach {analysis.prev_reach} row(s) before and {analysis.next_reach} after a match, "
-            f"beyond the halo limit of {limit} rows: every row pulled"
+            f"PREV/NEXT reach {analysis.prev_reach} row(s) before and {analysis.next_reach} after "
+            f"a match, beyond the halo limit of {limit} rows: every row pulled"
         )
     if analysis.query.recognize.order_by[0].descending:
-        return "PREV/NEXT under a descending first ORDER BY column: halo rows are found in ascending time"
+        return (
+            "PREV/NEXT under a descending first ORDER BY column: halo rows are found in ascending "
+            "time"
+        )
     kind = (
         schema.field(analysis.order_column).type if analysis.order_column in schema.names else None
     )
@@ -229,7 +233,7 @@ def no_halo(analysis: Analysis, schema: pa.Schema, limit: int) -> str | None:
         pa.types.is_integer(kind) or pa.types.is_timestamp(kind) or pa.types.is_date(kind)
     ):
         return (
-            f"PREV/NEXT with ORDER BY {analysis.order_column}, a {kind} column: halo rows are found by an "
-            "integer, date or timestamp order"
+            f"PREV/NEXT with ORDER BY {analysis.order_column}, a {kind} column: halo rows are "
+            "found by an integer, date or timestamp order"
         )
     return None

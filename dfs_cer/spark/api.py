@@ -112,9 +112,9 @@ def recognize(
         unknown = sorted(set(options) - {"event_key", "dedup"})
         if unknown:
             raise ConfigError(
-                f"option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} appl"
-                f"{'y' if len(unknown) > 1 else 'ies'} to storage nodes (endpoints=...); with data= "
-                "the options are event_key and dedup"
+                f"option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
+                f"appl{'y' if len(unknown) > 1 else 'ies'} to storage nodes (endpoints=...); with "
+                "data= the options are event_key and dedup"
             )
         relation, analysis, read, rows = match_data(
             spark,

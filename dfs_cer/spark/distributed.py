@@ -25,7 +25,8 @@ from dfs_cer.plan.chunks import ChunkPlan, Part, Report, State, assign, pick_rep
 from dfs_cer.query import Analysis, analyze, parse
 
 TASK = "__dfs_cer_task"
-SLOT = "__dfs_cer_slot"  # the Spark partition a chunk goes to: one chunk per partition, no hash collisions
+# the Spark partition a chunk goes to: one chunk per partition, no hash collisions
+SLOT = "__dfs_cer_slot"
 PAYLOAD = "__dfs_cer_payload"
 CHUNK = "__dfs_cer_chunk"
 REPORT = "__dfs_cer_report"
@@ -150,7 +151,8 @@ EMIT_SCHEMA = pa.schema([(TASK, pa.int64()), (PAYLOAD, pa.binary())])
 
 
 class Match:
-    """``applyInArrow`` per chunk: unpack its rows, match, return the relation plus one report row."""
+    """``applyInArrow`` per chunk: unpack its rows, match, return the relation plus one report
+    row."""
 
     def __init__(
         self,
@@ -314,7 +316,8 @@ class DirectMatch:
 
 def _spread(spark: Any, emitted: Any, width: int, chunks: Sequence[int], total: int) -> Any:
     """``emitted`` hash-partitioned so that the i-th of ``chunks`` lands in partition ``i % width``
-    (a plain ``repartition(width, chunk)`` lets two chunks collide in one task while another idles)."""
+    (a plain ``repartition(width, chunk)`` lets two chunks collide in one task while another
+    idles)."""
     from pyspark.sql import functions as F
 
     found = (
@@ -354,7 +357,8 @@ def _collect(frame: Any) -> list[Any]:
 
 
 def _applied(matcher: Match) -> Callable[[pa.Table], pa.Table]:
-    """A one-argument function (applyInArrow reads its type hints; two arguments mean key, table)."""
+    """A one-argument function (applyInArrow reads its type hints; two arguments mean key,
+    table)."""
 
     def match(group: pa.Table) -> pa.Table:
         return matcher(group)
@@ -493,7 +497,8 @@ def run_chunks(
 def renumber_frame(frame: Any, analysis: Analysis) -> Any:
     """MATCH_NUMBER() measures numbered over the whole partition (each chunk numbered its own
     matches from 1): a dense rank of the matches' first rows, as
-    :func:`dfs_cer.match.chunked.renumber` does in one process. Only the matches move to compute it."""
+    :func:`dfs_cer.match.chunked.renumber` does in one process. Only the matches move to compute
+    it."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -633,7 +638,8 @@ class SlicePuller:
         return out
 
     def chunk(self, plan: ChunkPlan, k: int) -> pa.Table:
-        """Chunk ``k``'s rows: a pull of its read range (boundary rows cross twice, once per side)."""
+        """Chunk ``k``'s rows: a pull of its read range (boundary rows cross twice, once per
+        side)."""
         lo, hi = plan.reads(k)
         first, last = self.span
         lo, hi = max(lo, first), min(hi, last)

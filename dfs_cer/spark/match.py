@@ -305,7 +305,8 @@ class RowGroupLoader:
 
 
 def overlapping(groups: Sequence[Any], ranges: Sequence[tuple[int, int]]) -> list[int]:
-    """Indexes of the row groups whose time range meets one of ``ranges`` (or that have no statistics)."""
+    """Indexes of the row groups whose time range meets one of ``ranges`` (or that have no
+    statistics)."""
     return [
         i
         for i, g in enumerate(groups)

@@ -201,8 +201,8 @@ def recognize_statement(
             assert data is not None
             if data.startswith("s3://"):
                 raise ConfigError(
-                    f"the query reads {name!r} outside a MATCH_RECOGNIZE clause; with data='s3://...' "
-                    "register it with tables={...} (e.g. a DataFrame you read)"
+                    f"the query reads {name!r} outside a MATCH_RECOGNIZE clause; with "
+                    "data='s3://...' register it with tables={...} (e.g. a DataFrame you read)"
                 )
             register(name, spark.read.parquet(data))
     pending = list(statement.parts)
@@ -227,8 +227,8 @@ def recognize_statement(
     missing = [t for t in statement.outer_tables if t.lower() not in views]
     if missing:
         raise ConfigError(
-            f"the query reads table(s) {', '.join(repr(t) for t in missing)}, which are not registered; "
-            "pass tables={'name': DataFrame}"
+            f"the query reads table(s) {', '.join(repr(t) for t in missing)}, which are not "
+            "registered; pass tables={'name': DataFrame}"
         )
     sql = _renamed(statement.sql, views)
     from dfs_cer.strategies.statements import merged_trace

@@ -497,7 +497,8 @@ class Session:
 
     def same_schemas(self, schemas: Sequence[pa.Schema]) -> None:
         """Every storage node must serve the same columns and types (e.g. not a time zone on one
-        node and plain timestamps on another): else a clear error naming two nodes and the columns."""
+        node and plain timestamps on another): else a clear error naming two nodes and the
+        columns."""
         first = schemas[0]
         for client, other in zip(self.clients[1:], schemas[1:], strict=True):
             if not other.equals(first):
@@ -511,9 +512,9 @@ class Session:
                 if len(first) != len(other):
                     diff.append(f"{len(first)} vs {len(other)} columns")
                 raise StorageError(
-                    f"storage nodes {self.clients[0].endpoint} and {client.endpoint} serve different "
-                    f"schemas ({'; '.join(diff[:3])}); shard every node's data with one schema "
-                    "(dfs-cer shard writes one for all nodes)"
+                    f"storage nodes {self.clients[0].endpoint} and {client.endpoint} serve "
+                    f"different schemas ({'; '.join(diff[:3])}); shard every node's data with one "
+                    "schema (dfs-cer shard writes one for all nodes)"
                 )
 
     @property
@@ -558,9 +559,10 @@ class Session:
 
                 busy = ", ".join(self.clients[i].endpoint for i in refused)
                 raise NodeRefusedError(
-                    f"round {len(self.trace.rounds) + 1} (reserve): storage nodes {busy} had no room for the query within "
-                    f"{self.admission_wait:.0f} s (memory budget held by other queries); retry "
-                    "later, raise --memory-budget or strategy.admission_wait_seconds",
+                    f"round {len(self.trace.rounds) + 1} (reserve): storage nodes {busy} had no "
+                    f"room for the query within {self.admission_wait:.0f} s (memory budget held by "
+                    "other queries); retry later, raise --memory-budget or "
+                    "strategy.admission_wait_seconds",
                     AdmissionError.code,
                 )
             time.sleep(pause * (0.5 + random.random()))
@@ -574,9 +576,9 @@ class Session:
             if id(c) in self._hung:
                 CLOSER.later(c, self.query_id, self.lease_end)
                 return (
-                    f"close: storage node {c.endpoint} did not answer in time; closed in the background (it "
-                    f"drops the query's state by itself {max(0.0, self.lease_end - time.monotonic()):.0f} s "
-                    "from now at the latest)"
+                    f"close: storage node {c.endpoint} did not answer in time; closed in the "
+                    "background (it drops the query's state by itself "
+                    f"{max(0.0, self.lease_end - time.monotonic()):.0f} s from now at the latest)"
                 )
             c.deadline, c.timeout = None, self.close_timeout
             try:
@@ -584,7 +586,8 @@ class Session:
             except Exception as exc:
                 CLOSER.later(c, self.query_id, self.lease_end)
                 return (
-                    f"close: {exc} (retried in the background; the node drops the query's state by itself "
+                    f"close: {exc} (retried in the background; the node drops the query's state by "
+                    "itself "
                     f"{max(0.0, self.lease_end - time.monotonic()):.0f} s from now at the latest)"
                 )
             return None

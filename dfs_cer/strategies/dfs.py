@@ -174,8 +174,8 @@ def dfs(
         from dfs_cer.errors import ConfigError
 
         raise ConfigError(
-            f"tis_format must be swf or intervals and join_filter one of {', '.join(JOIN_FILTERS)}; "
-            f"got {tis_format!r}, {join_filter!r}"
+            "tis_format must be swf or intervals and join_filter one of "
+            f"{', '.join(JOIN_FILTERS)}; got {tis_format!r}, {join_filter!r}"
         )
     analysis, headers, schema = open_query(session, request)
     trace = session.trace

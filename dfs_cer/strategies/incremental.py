@@ -142,8 +142,8 @@ def run_and_save(
     assert old is not None
     if len(files) != len(previous.files):
         raise RunError(
-            f"run {since_run} saw {len(previous.files)} storage nodes, now {len(files)}; re-run in full "
-            "(without --since-run)"
+            f"run {since_run} saw {len(previous.files)} storage nodes, now {len(files)}; re-run in "
+            "full (without --since-run)"
         )
     seen_before = {p for node in previous.files for p in node}
     new_files = [f for node in files for f in node if _key(f) not in seen_before]

@@ -152,7 +152,8 @@ class _SharedPull:
         return out
 
     def shared(self, session: Session, key: tuple[object, ...], call: Callable[[], T]) -> T:
-        """The first query with ``key`` makes the call; the others wait for and reuse its replies."""
+        """The first query with ``key`` makes the call; the others wait for and reuse its
+        replies."""
         with self.cond:
             entry = self.calls.get(key)
             mine = entry is None
@@ -305,7 +306,8 @@ def _pull_many_once(
         whole = name == "pull_all" or any(
             max(a.prev_reach, a.next_reach) > limit for a in map(analyze, parsed)
         )
-        group.reserve()  # room on every node or on none (and a table's snapshot for all the queries)
+        # room on every node or on none (and a table's snapshot for all the queries)
+        group.reserve()
         # a client (connection) per query and node; one deadline for the whole group
         sessions.extend(
             Session.connect(

@@ -66,7 +66,8 @@ class PullOptions:
             raise ConfigError(f"rate_scale must be a positive number, got {out.rate_scale!r}")
         if out.node_matching not in NODE_MATCHING:
             raise ConfigError(
-                f"node_matching must be one of {', '.join(NODE_MATCHING)}, got {out.node_matching!r}"
+                f"node_matching must be one of {', '.join(NODE_MATCHING)}, got "
+                f"{out.node_matching!r}"
             )
         return out
 

@@ -69,17 +69,18 @@ def pull(
 ) -> PullResult:
     """Run pull strategy ``name`` for ``query`` against the storage nodes at ``endpoints``.
 
-    ``event_key`` (default: the shard sets' own, from ``dfs-cer shard --event-key``; else the
-    whole row) identifies an event; with ``dedup`` the matcher drops duplicates that several
-    nodes (or one) returned, and ties on time are matched in event key order. ``time_ranges``
-    (inclusive, in the time column's integer units) restricts the query to the rows inside them
-    (incremental re-runs). ``input_filter`` (one SQL condition over the table's columns, of the
-    subset in :mod:`dfs_cer.query.input_filter`) keeps only the rows passing it: the nodes drop
-    the others before anything else, so the query runs as over ``SELECT * FROM t WHERE
-    input_filter``; a node that cannot evaluate it exactly refuses (code ``input-filter``). ``timeout`` bounds the whole query in seconds (default
-    ``strategy.query_timeout_seconds``; each call also gets ``strategy.call_timeout_seconds``).
-    ``snapshot``: the table snapshot every node reads, for nodes serving an Iceberg table in
-    place (default: the table's current snapshot when the query starts; ``trace.snapshot``).
+    ``event_key`` (default: the shard sets' own, from ``dfs-cer shard --event-key``; else the whole
+    row) identifies an event; with ``dedup`` the matcher drops duplicates that several nodes (or
+    one) returned, and ties on time are matched in event key order. ``time_ranges`` (inclusive, in
+    the time column's integer units) restricts the query to the rows inside them (incremental
+    re-runs). ``input_filter`` (one SQL condition over the table's columns, of the subset in
+    :mod:`dfs_cer.query.input_filter`) keeps only the rows passing it: the nodes drop the others
+    before anything else, so the query runs as over ``SELECT * FROM t WHERE input_filter``; a node
+    that cannot evaluate it exactly refuses (code ``input-filter``). ``timeout`` bounds the whole
+    query in seconds (default ``strategy.query_timeout_seconds``; each call also gets
+    ``strategy.call_timeout_seconds``). ``snapshot``: the table snapshot every node reads, for nodes
+    serving an Iceberg table in place (default: the table's current snapshot when the query starts;
+    ``trace.snapshot``).
 
     Whatever happens, the query is closed on every node; a failure names its round and node.
     When the pull completed but some node did not confirm ``close``, the result is kept and the

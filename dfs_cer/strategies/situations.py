@@ -68,7 +68,8 @@ def pull_situations(
     ``timeout`` and ``config`` bound the calls as for :func:`dfs_cer.strategies.pull`."""
     if strategy not in STRATEGIES:
         raise ConfigError(
-            f"strategy must be one of {', '.join(STRATEGIES)} for situation queries, got {strategy!r}"
+            f"strategy must be one of {', '.join(STRATEGIES)} for situation queries, got "
+            f"{strategy!r}"
         )
     query = parse_situations(sql) if isinstance(sql, str) else sql
     text = sql if isinstance(sql, str) else ""

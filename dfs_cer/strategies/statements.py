@@ -50,15 +50,16 @@ class StatementPlan:
     def fallback(self, name: str) -> str:
         reasons = "; ".join(self.refused.values())
         return (
-            f"pull_all (the query reads {name!r} outside a MATCH_RECOGNIZE clause: a subquery, a CTE or the "
-            "statement around them computes from every row"
+            f"pull_all (the query reads {name!r} outside a MATCH_RECOGNIZE clause: a subquery, a "
+            "CTE or the statement around them computes from every row"
             + (f"; {reasons}" if reasons else "")
             + ")"
         )
 
 
 def plan_statement(statement: Statement, registered: set[str]) -> StatementPlan:
-    """The plan for ``statement`` when the caller registered the tables ``registered`` (lower case)."""
+    """The plan for ``statement`` when the caller registered the tables ``registered`` (lower
+    case)."""
     remote = {p.query.table.lower() for p in statement.parts if p.input_sql is None} | {
         t.lower() for p in statement.parts for t in p.reads
     }

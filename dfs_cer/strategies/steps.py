@@ -47,7 +47,8 @@ def open_query(
             extra["input_filter"] = session.input_filter
         if session.event_key is not None:
             extra["event_key"] = list(session.event_key)
-        session.reserve()  # room on every node or on none (no query holds one node waiting for another)
+        # room on every node or on none (no query holds one node waiting for another)
+        session.reserve()
         replies = session.action(
             OpenReply,
             {},
@@ -61,14 +62,15 @@ def open_query(
     served = {h.snapshot for h in headers}
     if len(served) > 1:
         raise StorageError(
-            f"the storage nodes served different snapshots of the table ({sorted(map(str, served))}); "
-            "run the query again (a commit raced it) or pin one with ?snapshot=ID"
+            "the storage nodes served different snapshots of the table "
+            f"({sorted(map(str, served))}); run the query again (a commit raced it) or pin one "
+            "with ?snapshot=ID"
         )
     session.trace.snapshot = served.pop() if served else None
     if session.snapshot is not None and session.trace.snapshot != session.snapshot:
         raise StorageError(
-            f"the storage nodes served snapshot {session.trace.snapshot} of the table, not {session.snapshot} "
-            "as asked; run the query again"
+            f"the storage nodes served snapshot {session.trace.snapshot} of the table, not "
+            f"{session.snapshot} as asked; run the query again"
         )
     if len({h.schema_digest for h in headers}) > 1:
         session.same_schemas(session.schemas())
@@ -137,8 +139,8 @@ def every_row_a_candidate(session: Session, analysis: Analysis) -> str | None:
     for v in analysis.variables:
         if not v.any_row and v.independent is None and not v.navigating:
             return (
-                f"every row is a candidate of {v.name}: its condition reads other rows only, so the halo "
-                "would pull rows twice"
+                f"every row is a candidate of {v.name}: its condition reads other rows only, so "
+                "the halo would pull rows twice"
             )
     return None
 
@@ -358,8 +360,9 @@ def exact_fallback(
             analysis,
             interval_pruning=False,
             pruning_reason=(
-                f"the shards are kept by {', '.join(sorted(shard_times))}, the query orders by {analysis.order_column}: "
-                "time intervals of the one do not bound matches in the other"
+                f"the shards are kept by {', '.join(sorted(shard_times))}, the query orders by "
+                f"{analysis.order_column}: time intervals of the one do not bound matches in the "
+                "other"
             ),
         )
     if not analysis.interval_pruning:
@@ -387,8 +390,8 @@ def too_many_candidates(
     candidates = min(total, sum(candidate_counts(headers).values())) * min(1.0, share)
     if total and candidates >= 0.5 * total:
         return (
-            f"about {candidates:,.0f} of {total:,} rows are candidates: with their halo rows the pull would "
-            "move more than every row"
+            f"about {candidates:,.0f} of {total:,} rows are candidates: with their halo rows the "
+            "pull would move more than every row"
         )
     return None
 

@@ -18,7 +18,8 @@ def code_info(code: str) -> bytes:
 
 
 def error_code(exc: Any) -> str | None:
-    """The node's error code carried in a Flight error's ``extra_info`` (None when there is none)."""
+    """The node's error code carried in a Flight error's ``extra_info`` (None when there is
+    none)."""
     info = getattr(exc, "extra_info", None)
     if not info:
         return None

@@ -1,11 +1,11 @@
 """Compressed event transfers: an Arrow IPC stream with buffer compression, carried in chunks.
 
-A pull that names a ``compression`` (``zstd``, ``lz4`` or ``none``) gets its rows as one Arrow
-IPC stream written with that buffer compression (with zstd and lz4, string columns of few
-distinct values dictionary-encoded too), cut into chunks of :data:`CHUNK` bytes and sent as the rows of a
-one-column binary table (:data:`COLUMN`). The receiver counts exactly the bytes that crossed
-the network (the chunks), then reads the stream back, decoding dictionaries to the columns'
-own types: the rows are the same as an uncompressed transfer's, in the same order.
+A pull that names a ``compression`` (``zstd``, ``lz4`` or ``none``) gets its rows as one Arrow IPC
+stream written with that buffer compression (with zstd and lz4, string columns of few distinct
+values dictionary-encoded too), cut into chunks of :data:`CHUNK` bytes and sent as the rows of a
+one-column binary table (:data:`COLUMN`). The receiver counts exactly the bytes that crossed the
+network (the chunks), then reads the stream back, decoding dictionaries to the columns' own types:
+the rows are the same as an uncompressed transfer's, in the same order.
 
 A pull without ``compression`` gets plain Arrow record batches (any Flight client can read
 them); their in-memory size is what is counted.

@@ -1,7 +1,8 @@
 """Message framing for Flight actions and tickets: a JSON header plus binary blobs.
 
 ``b"DFSM" | u32 header length | header (UTF-8 JSON) | blob 0 | blob 1 | ...``; the header's
-``"blobs"`` lists the blob lengths and ``"v"`` the protocol version (:mod:`.protocol`). Filters travel as blobs in their own framed formats.
+``"blobs"`` lists the blob lengths and ``"v"`` the protocol version (:mod:`.protocol`). Filters
+travel as blobs in their own framed formats.
 
 Blobs of 256 bytes or more are zstd-compressed (level 1) when that makes them smaller; the
 header's ``"z"`` maps the index of each compressed blob to its original length. Cuckoo tables,

@@ -115,7 +115,8 @@ class Node:
         """One call's share of a query's work (its deadline, cancellation and memory charges,
         given back when the call ends); with ``slot``, the call waits for a work slot first,
         checking its deadline and cancellation while it waits. A call ends at the node's idle TTL
-        at the latest, whatever lease the client sent (or none): its query's state is dropped then."""
+        at the latest, whatever lease the client sent (or none): its query's state is dropped
+        then."""
         call = self.registry.work(query_id, self.where, deadline).call()
         call.bound(
             self.registry.ttl,

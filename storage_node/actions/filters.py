@@ -89,8 +89,8 @@ class FilterActions(Family):
                     not 0 < b.bits <= 8 * self.node.max_blob
                 ):  # its bytes could not travel back anyway
                     raise ProtocolError(
-                        f"action wjf: bits must be in 1..{8 * self.node.max_blob} (the message limit), "
-                        f"got {b.bits}"
+                        f"action wjf: bits must be in 1..{8 * self.node.max_blob} (the message "
+                        f"limit), got {b.bits}"
                     )
                 f = WindowJoinFilter(b.bits, b.hashes, b.window, _key_kind(b.kind), seed=b.seed)
             f.add(state.table.column(column).take(pa.array(rows)), state.ts[rows])

@@ -31,7 +31,8 @@ class LifecycleActions(Opener):
             slot=False,
         ):
             try:
-                # late files added with dfs-cer shard --append; for a table, the snapshot the query pinned
+                # late files added with dfs-cer shard --append; for a table, the snapshot the query
+                # pinned
                 with self.node.pinned(snapshot_of(header)):
                     return self._open(header)
             except BaseException:
@@ -196,7 +197,8 @@ class LifecycleActions(Opener):
         queries = [self._query(g, "open") for g in group]
         if len({qid for _, qid in queries}) != len(queries):
             raise ProtocolError("action open: the queries of a group need distinct query ids")
-        # the group's own id holds the reservation (StorageClient reserve with it), else the first query's
+        # the group's own id holds the reservation (StorageClient reserve with it), else the first
+        # query's
         estimate = self._admit(
             header["query_id"] if isinstance(header.get("query_id"), str) else queries[0][1]
         )

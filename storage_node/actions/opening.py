@@ -304,8 +304,9 @@ class Opener(Family):
         cost = filter_cost(condition, lengths)
         if cost > self.node.filter_cost_limit:
             raise QueryValidationError(
-                f"the input filter's LIKE patterns would cost this node about {cost:,} character steps over its "
-                f"rows, more than storage.filter_cost_limit={self.node.filter_cost_limit:,}",
+                f"the input filter's LIKE patterns would cost this node about {cost:,} character "
+                "steps over its rows, more than "
+                f"storage.filter_cost_limit={self.node.filter_cost_limit:,}",
                 clause="input filter",
                 code=INPUT_FILTER,
                 hint="the input is computed on the compute node instead",

@@ -42,8 +42,8 @@ class SituationActions(Family):
             return {
                 "derived": False,
                 "reason": f"the shard set is partitioned by {manifest.get('partitioning')}, "
-                "not time: a node does not hold whole time blocks (re-shard with --partitioning time to "
-                "derive situations on the storage nodes)",
+                "not time: a node does not hold whole time blocks (re-shard with --partitioning "
+                "time to derive situations on the storage nodes)",
             }, []
         if any(isinstance(n, Navigation) for sit in query.situations for n in walk(sit.condition)):
             return {
@@ -111,11 +111,12 @@ class SituationActions(Family):
         con = sandboxed_duckdb()
         try:
             con.register("iv", intervals)
-            # disjoint per partition: each row comes back at most once (no output of rows x intervals)
+            # disjoint per partition: each row comes back at most once (no output of rows x
+            # intervals)
             by = ", ".join(f'"{k}"' for k in keys) or "NULL"
             overlaps = con.execute(
-                f"SELECT count(*) FROM (SELECT __lo, lag(__hi) OVER (PARTITION BY {by} ORDER BY __lo) "
-                "AS prev FROM iv) WHERE prev >= __lo"
+                f"SELECT count(*) FROM (SELECT __lo, lag(__hi) OVER (PARTITION BY {by} ORDER BY "
+                "__lo) AS prev FROM iv) WHERE prev >= __lo"
             ).fetchall()[0][0]
             if overlaps:
                 raise ProtocolError(

@@ -39,8 +39,8 @@ from dfs_cer.transport.replies import (
 from storage_node.launcher import LocalCluster
 
 QUERY = (
-    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts ALL MATCHES PATTERN (A B) WITHIN INTERVAL '3' MINUTE "
-    "DEFINE A AS A.type = 'T_01', B AS B.type = 'T_02' AND B.a2 = A.a2)"
+    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts ALL MATCHES PATTERN (A B) WITHIN INTERVAL '3' "
+    "MINUTE DEFINE A AS A.type = 'T_01', B AS B.type = 'T_02' AND B.a2 = A.a2)"
 )
 WINDOW = 180_000
 

@@ -16,8 +16,8 @@ from dfs_cer.strategies.pull import STRATEGIES, pull
 from dfs_cer.strategies.request import PullRequest
 
 SQL = (
-    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts ALL MATCHES PATTERN (A B) WITHIN INTERVAL '1' MINUTE "
-    "DEFINE A AS A.x > 1, B AS B.x < 0)"
+    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts ALL MATCHES PATTERN (A B) WITHIN INTERVAL '1' "
+    "MINUTE DEFINE A AS A.x > 1, B AS B.x < 0)"
 )
 
 

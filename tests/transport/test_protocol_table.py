@@ -79,7 +79,8 @@ def test_the_node_lists_its_actions_in_the_order_it_always_did() -> None:
 
 
 def test_derived_sets() -> None:
-    # the final pulls a group shares are exactly those an executor may slice, in the order errors list them
+    # the final pulls a group shares are exactly those an executor may slice, in the order errors
+    # list them
     assert (
         FINAL_PULLS
         == tuple(a.name for a in PROTOCOL if a.sliceable)

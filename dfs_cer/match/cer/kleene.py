@@ -49,7 +49,8 @@ class KleeneSets:
         i: int,
     ) -> int | None:
         """Exact number of Kleene choices for partial match ``i`` without enumerating, or None
-        when the shape needs enumeration (conditions over the set, Kleene variables at both ends)."""
+        when the shape needs enumeration (conditions over the set, Kleene variables at both
+        ends)."""
         set_conds = self.set_conditions(dependent)
         if set_conds:
             dag = self._dag(bound, cands, dependent, i, set_conds)

@@ -89,8 +89,8 @@ def normalise(p: RowPattern) -> RowPattern:
 
 def _unsupported(item: RowPattern) -> UnsupportedFeatureError:
     return UnsupportedFeatureError(
-        f"the CER engine evaluates sequences of variables, Kleene+ (A B+ C), alternations of single variables "
-        f"(A (B | C)) and PERMUTE of single variables, not {to_text(item)}",
+        "the CER engine evaluates sequences of variables, Kleene+ (A B+ C), alternations of "
+        f"single variables (A (B | C)) and PERMUTE of single variables, not {to_text(item)}",
         clause="PATTERN",
         hint="drop ALL MATCHES / selection= to use SQL row pattern semantics",
         code="unsupported",
@@ -259,7 +259,8 @@ def branches(
                 earlier if use_guards else ()
             ):  # an earlier alternative takes the event when it holds
                 gd = mr.definition(g)
-                # tried first, the alternative sees this variable unmatched (NULL), then takes the row
+                # tried first, the alternative sees this variable unmatched (NULL), then takes the
+                # row
                 held: Expr = (
                     Literal(True)
                     if gd is None

@@ -24,7 +24,8 @@ class Assembler:
         self.row_hash = row_hash
 
     def keys(self, bound: dict[str, np.ndarray], kleene: dict[str, list[list[int]]]) -> np.ndarray:
-        """(positions, matches): each positive item's row (a Kleene set's first), in pattern order."""
+        """(positions, matches): each positive item's row (a Kleene set's first), in pattern
+        order."""
         count = next(iter(bound.values())).size if bound else len(next(iter(kleene.values()), []))
         rows = [
             bound[i.name] if i.name in bound else np.array([s[0] for s in kleene[i.name]], np.int64)

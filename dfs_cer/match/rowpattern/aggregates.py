@@ -23,7 +23,8 @@ from dfs_cer.query.numeric import to_double
 def running_moments(
     values: np.ndarray, valid: np.ndarray, seg_first: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per flattened row: count, mean and sum of squared deviations (Welford) so far in its match."""
+    """Per flattened row: count, mean and sum of squared deviations (Welford) so far in its
+    match."""
     n = values.shape[0]
     cnt = np.zeros(n, np.int64)
     mean = np.zeros(n, np.float64)
@@ -113,8 +114,8 @@ def prefix_lists(
         from dfs_cer.errors import MatchError
 
         raise MatchError(
-            f"array_agg / string_agg would hold {total:,} elements over all output rows; use FINAL or "
-            "ONE ROW PER MATCH"
+            f"array_agg / string_agg would hold {total:,} elements over all output rows; use FINAL "
+            "or ONE ROW PER MATCH"
         )
     idx = (
         np.arange(total, dtype=np.int64)

@@ -106,7 +106,8 @@ def _row_local(e: Expr, variable: str) -> bool:
 
 @dataclass
 class ColumnStore:
-    """Numeric copies of the columns dependent conditions read (strings as order-preserving codes)."""
+    """Numeric copies of the columns dependent conditions read (strings as order-preserving
+    codes)."""
 
     icols: list[np.ndarray] = field(default_factory=list)
     inull: list[np.ndarray] = field(default_factory=list)
@@ -142,7 +143,8 @@ def _column_array(table: pa.Table, name: str) -> pa.Array:
 
 
 def shifted(arr: pa.Array, offset: int, part_start: np.ndarray, part_end: np.ndarray) -> pa.Array:
-    """``arr`` moved by ``offset`` rows within each partition (NULL where it leaves the partition)."""
+    """``arr`` moved by ``offset`` rows within each partition (NULL where it leaves the
+    partition)."""
     n = len(arr)
     idx = np.arange(n) + offset
     valid = (idx >= part_start) & (idx < part_end)
@@ -412,8 +414,8 @@ class ConditionCompiler:
         limit = np.iinfo(np.int64).max // factor
         if values.size and (values.max() > limit or values.min() < -limit):
             raise MatchError(
-                f"time values of {name} do not fit 64 bits in {unit}; compare it with columns of its "
-                "own unit"
+                f"time values of {name} do not fit 64 bits in {unit}; compare it with columns of "
+                "its own unit"
             )
         self.store.units[name] = unit
         return np.asarray(values, np.int64) * factor
@@ -430,7 +432,8 @@ class ConditionCompiler:
         return self._const(int(amount))
 
     def emit(self, e: Expr, variable: str, nav: tuple[int, int, int, int] | None = None) -> None:
-        """Postfix code for ``e``; ``nav`` = (name id, logical kind, logical offset, physical offset)."""
+        """Postfix code for ``e``; ``nav`` = (name id, logical kind, logical offset, physical
+        offset)."""
         clause = f"DEFINE {variable}"
         if isinstance(e, Literal):
             if isinstance(e.value, str):
@@ -509,7 +512,8 @@ class ConditionCompiler:
                 self.emit(inner, variable, (-2, logical, loffset, physical))
             else:
                 raise UnsupportedFeatureError(
-                    f"navigation over an expression ({to_sql(e)}) in a condition that refers to other variables",
+                    f"navigation over an expression ({to_sql(e)}) in a condition that refers to "
+                    "other variables",
                     clause=clause,
                     hint="navigate a single column, e.g. PREV(B.price)",
                     code="unsupported",
@@ -563,7 +567,8 @@ class ConditionCompiler:
                 self.code.append([C_NOT, 0, 0, 0, 0, 0, 0])
         else:
             raise UnsupportedFeatureError(
-                f"{to_sql(e)} in a condition that refers to other pattern variables is not supported yet",
+                f"{to_sql(e)} in a condition that refers to other pattern variables is not "
+                "supported yet",
                 clause=clause,
                 hint="conditions across variables support columns, FIRST/LAST/PREV/NEXT, "
                 "arithmetic, comparisons, AND/OR/NOT, IS NULL, IN and BETWEEN",

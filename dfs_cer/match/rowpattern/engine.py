@@ -48,7 +48,8 @@ class MatchOutput:
     #: it grows with the longest partition (or final-interval segment) and the pattern, not
     #: with the number of partitions or rows overall; 0 for the CER engine
     work_bytes: int = 0
-    #: with ``spans=True``: where each match lies in the engine's sorted rows (see :class:`MatchSpans`)
+    #: with ``spans=True``: where each match lies in the engine's sorted rows (see
+    #: :class:`MatchSpans`)
     spans: MatchSpans | None = None
 
 
@@ -245,7 +246,8 @@ def run_row_pattern(
     if mr.window is not None:
         if analysis.window_units is None:
             raise ValueError(
-                "the analysis is not bound to the table's schema (call analyze(query, table.schema))"
+                "the analysis is not bound to the table's schema (call analyze(query, "
+                "table.schema))"
             )
         window = analysis.window_units
         ts = time_values(table, order_by[0][0])
@@ -322,8 +324,8 @@ def run_row_pattern(
             else f"found no row labelled {skip.variable} in the match"
         )
         raise MatchError(
-            f"AFTER MATCH SKIP {skip.to.value} {skip.variable} failed at the match starting at sorted "
-            f"row {row}: it {what}",
+            f"AFTER MATCH SKIP {skip.to.value} {skip.variable} failed at the match starting at "
+            f"sorted row {row}: it {what}",
         )
     if real_bounds is not bounds and m_part.size:  # number matches within the real partitions
         m_part = np.searchsorted(real_bounds, bounds[m_part], side="right") - 1

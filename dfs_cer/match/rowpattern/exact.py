@@ -1,14 +1,13 @@
 """Exact comparisons of numbers the row-pattern VM cannot hold as int64 or double.
 
-The VM's condition programs keep each value as an int64 or a double. That is exact for every
-integer that fits int64 and, when compared, for decimals of at most 15 digits (any such decimal
-round-trips through a double, and SQL compares exact with approximate numbers as doubles). Two
-kinds of values do not fit: uint64 values of 2**63 and above, and decimals of more than 15
-digits. Such columns (decided by their type: every uint64, decimals of more than 15 digits) are compared
-exactly through *rank codes*: every value the comparison may
-meet (the columns involved and the literals) is converted to one decimal type that holds them
-all, and replaced by its index in their sorted distinct values, which orders and equals
-exactly as the numbers do.
+The VM's condition programs keep each value as an int64 or a double. That is exact for every integer
+that fits int64 and, when compared, for decimals of at most 15 digits (any such decimal round-trips
+through a double, and SQL compares exact with approximate numbers as doubles). Two kinds of values
+do not fit: uint64 values of 2**63 and above, and decimals of more than 15 digits. Such columns
+(decided by their type: every uint64, decimals of more than 15 digits) are compared exactly through
+*rank codes*: every value the comparison may meet (the columns involved and the literals) is
+converted to one decimal type that holds them all, and replaced by its index in their sorted
+distinct values, which orders and equals exactly as the numbers do.
 """
 
 from __future__ import annotations

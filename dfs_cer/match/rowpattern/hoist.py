@@ -55,7 +55,8 @@ class _Hoister:
         self.derived: dict[Expr, str] = {}  # unqualified expression -> column name
 
     def column(self, e: Expr) -> Column | None:
-        """A derived column standing for ``e`` (a row expression of at most one variable), or None."""
+        """A derived column standing for ``e`` (a row expression of at most one variable), or
+        None."""
         if any(
             isinstance(n, Navigation | Aggregate | Classifier | MatchNumber | Star) for n in walk(e)
         ):

@@ -40,7 +40,8 @@ from dfs_cer.query.numeric import to_double
 
 @njit(cache=True)
 def _running_last(flags: np.ndarray, rows: np.ndarray, seg_first: np.ndarray) -> np.ndarray:
-    """Per flattened row: the latest row at or before it in its match with ``flags`` set (-1: none)."""
+    """Per flattened row: the latest row at or before it in its match with ``flags`` set (-1:
+    none)."""
     out = np.empty(rows.shape[0], np.int64)
     cur = -1
     for i in range(rows.shape[0]):
