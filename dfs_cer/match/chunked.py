@@ -14,12 +14,13 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dfs_cer.events.identity import ID_COLUMNS
 from dfs_cer.events.order import sort_partition_flags
 from dfs_cer.events.time import time_values
 from dfs_cer.match.columns import HALO, split_halo
-from dfs_cer.match.numbering import hashable, renumber
+from dfs_cer.match.numbering import EMPTY, hashable, renumber, stands_in, with_stand_ins
 from dfs_cer.match.rowpattern.engine import run_row_pattern
 from dfs_cer.plan.chunks import POS, ChunkPlan, Key, Part, Report, State, pick_reports
 from dfs_cer.query import Analysis
@@ -139,8 +140,9 @@ def _match(
     cut: tuple[bool, bool],
     upto: int | None = None,
 ) -> tuple[pa.Table, Any]:
-    """The engine over the sorted rows (the first ``upto`` only): the relation with :data:`START`
-    (unmatched rows only where owned and not covered) and the spans. ``cut``: the chunk leaves
+    """The engine over the sorted rows (the first ``upto`` only): the relation with :data:`START`,
+    :data:`START_RANK` and :data:`EMPTY` (unmatched rows only where owned and not covered;
+    stand-in rows for empty matches it shows no row of) and the spans. ``cut``: the chunk leaves
     out rows before / after the ones it read (:meth:`ChunkPlan.cut`); a prefix leaves out more."""
     mr = analysis.query.recognize
     n = rows.ts.size if upto is None else upto
@@ -194,7 +196,18 @@ def _match(
         if not isinstance(start, pa.ChunkedArray)
         else start.cast(pa.int64()),
     )
-    return relation.append_column(START_RANK, start_rank), out.spans
+    # an empty match the relation shows no row of still has a MATCH_NUMBER(): a stand-in row
+    empty = order[out.spans.start[out.spans.end == out.spans.start]] if stands_in(analysis) else []
+    heads = np.asarray(empty, np.int64)
+    relation = with_stand_ins(
+        relation.append_column(START_RANK, start_rank),
+        analysis,
+        table.take(pa.array(heads)),
+        ts[heads],
+        rows.rank[heads],
+        (START, START_RANK),
+    )
+    return relation, out.spans
 
 
 def run_chunk(
@@ -216,12 +229,9 @@ def run_chunk(
         start = np.asarray(out.column(ID_COLUMNS[1]).to_numpy(zero_copy_only=False), np.int64)
         owned = (start >= lo) & (start < hi)
         out = out.filter(pa.array(owned)).drop(list(ID_COLUMNS))
-        return ChunkResult(
-            out.append_column(START, pa.array(start[owned])).append_column(
-                START_RANK, pa.nulls(out.num_rows, pa.int64())
-            ),
-            [],
-        )
+        out = out.append_column(START, pa.array(start[owned]))
+        out = out.append_column(START_RANK, pa.nulls(out.num_rows, pa.int64()))
+        return ChunkResult(out.append_column(EMPTY, pa.array(np.zeros(out.num_rows, bool))), [])
     rows = _sorted(table, analysis)
     may_start, cover = _masks(rows, lo, hi, entering or {})
     short = _short(rows.ts, plan, analysis, lo, hi) if not mr.partition_by else None
@@ -431,7 +441,8 @@ def run_split(
 ) -> tuple[pa.Table, int]:
     """Every chunk of ``plan`` over ``table``, re-run until consistent, in one process: the
     reference for the distributed run (same chunks, same reports, same fix-up). Returns the
-    relation (without :data:`START`) and the number of chunk re-runs."""
+    relation (without :data:`START`, :data:`START_RANK` and stand-in rows) and the number of chunk
+    re-runs."""
     from dfs_cer.plan.chunks import assign, settle
 
     mr = analysis.query.recognize
@@ -480,9 +491,10 @@ def run_split(
     for k in range(plan.chunks):
         for piece in final_pieces(fresh[k], latest.get(k)):
             parts.append(piece)
-    return renumber(pa.concat_tables(parts), analysis, START, START_RANK).drop(
-        [START, START_RANK]
-    ), reruns
+    relation = renumber(pa.concat_tables(parts), analysis, START, START_RANK)
+    if stands_in(analysis):  # stand-in rows of empty matches count in the numbers, then go
+        relation = relation.filter(pc.invert(relation.column(EMPTY)))
+    return relation.drop([START, START_RANK, EMPTY]), reruns
 
 
 def effective_reports(fresh: ChunkResult, rerun: ChunkResult | None) -> list[Report]:

@@ -1,6 +1,8 @@
 """MATCH_NUMBER() over a split input (see :mod:`dfs_cer.plan.chunks`): each time chunk numbers
 its own matches from 1; after the merge a match's number is its place among its partition's
-matches, in the order of their first rows."""
+matches, in the order of their first rows. An empty match the relation shows no row of (ALL ROWS
+PER MATCH OMIT EMPTY MATCHES, WITH UNMATCHED ROWS) still has a number: a chunk adds a stand-in row
+for it (:data:`EMPTY`), counted by the renumbering and dropped after it."""
 
 from __future__ import annotations
 
@@ -12,6 +14,10 @@ import pyarrow.compute as pc
 
 from dfs_cer.plan.chunks import renumbered
 from dfs_cer.query import Analysis
+from dfs_cer.query.model import RowsPerMatch
+
+#: True on a row that only stands in for an empty match (see :func:`with_stand_ins`)
+EMPTY = "__dfs_cer_empty"
 
 
 def hashable(value: Any) -> Any:
@@ -72,3 +78,44 @@ def renumber(
         )
         relation = relation.set_column(relation.column_names.index(name), name, numbered)
     return relation
+
+
+def stands_in(analysis: Analysis) -> bool:
+    """Do a split run's empty matches need stand-in rows? Where MATCH_NUMBER() is renumbered and
+    the relation shows no row of an empty match, though the match has a number."""
+    mode = analysis.query.recognize.rows_per_match
+    hidden = (RowsPerMatch.ALL_ROWS_OMIT_EMPTY, RowsPerMatch.ALL_ROWS_WITH_UNMATCHED)
+    return mode in hidden and bool(renumbered(analysis))
+
+
+def with_stand_ins(
+    relation: pa.Table,
+    analysis: Analysis,
+    heads: pa.Table,
+    start: np.ndarray,
+    rank: np.ndarray,
+    columns: tuple[str, str],
+) -> pa.Table:
+    """``relation`` (with its start and rank ``columns``, see :func:`renumber`) with the
+    :data:`EMPTY` column (False), and a stand-in row (True) for each empty match the relation shows
+    no row of: its first row is in ``heads``, its time in ``start``, its rank in ``rank``; it has
+    its partition's values and NULL in every other column."""
+    n = heads.num_rows
+    marked = relation.append_column(EMPTY, pa.array(np.zeros(relation.num_rows, bool)))
+    if not n:
+        return marked
+    partition_by = set(analysis.query.recognize.partition_by)
+    values = {
+        columns[0]: pa.array(np.asarray(start, np.int64)),
+        columns[1]: pa.array(np.asarray(rank, np.int64)),
+        EMPTY: pa.array(np.ones(n, bool)),
+    }
+    arrays = [
+        values[f.name]
+        if f.name in values
+        else heads.column(f.name).combine_chunks().cast(f.type)
+        if f.name in partition_by
+        else pa.nulls(n, f.type)
+        for f in marked.schema
+    ]
+    return pa.concat_tables([marked, pa.Table.from_arrays(arrays, schema=marked.schema)])

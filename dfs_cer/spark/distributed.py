@@ -182,6 +182,7 @@ class Match:
     def rows(self, k: int, table: pa.Table) -> pa.Table:
         """Chunk ``k``'s relation rows and its report row, from its rows."""
         from dfs_cer.match.chunked import START, START_RANK, rerun_chunk, run_chunk
+        from dfs_cer.match.numbering import EMPTY
 
         began = time.perf_counter()
         analysis = self.bound.analysis
@@ -199,6 +200,7 @@ class Match:
             relation = relation.append_column(
                 START, pa.nulls(relation.num_rows, pa.int64())
             ).append_column(START_RANK, pa.nulls(relation.num_rows, pa.int64()))
+            relation = relation.append_column(EMPTY, pa.array(np.zeros(relation.num_rows, bool)))
         body = _fit(relation, self.out_schema)
         n = body.num_rows
         body = body.append_column(CHUNK, pa.array(np.full(n, k, np.int64))).append_column(
@@ -384,6 +386,7 @@ def run_chunks(
     from pyspark.storagelevel import StorageLevel
 
     from dfs_cer.match.chunked import START, START_RANK
+    from dfs_cer.match.numbering import EMPTY, stands_in
 
     analysis = bound.analysis
     relation_schema = sparkable(
@@ -394,6 +397,7 @@ def run_chunks(
             *relation_schema,
             pa.field(START, pa.int64()),
             pa.field(START_RANK, pa.int64()),
+            pa.field(EMPTY, pa.bool_()),
             pa.field(CHUNK, pa.int64()),
             pa.field(REPORT, pa.binary()),
         ]
@@ -491,13 +495,16 @@ def run_chunks(
     final = _final(fresh, latest, plan.chunks)
     if plan.mode == "time":
         final = renumber_frame(final, analysis)
-    return final.drop(CHUNK, REPORT, START, START_RANK), split
+        if stands_in(analysis):  # stand-in rows of empty matches count in the numbers, then go
+            final = final.where(~F.col(EMPTY))
+    return final.drop(CHUNK, REPORT, START, START_RANK, EMPTY), split
 
 
 def renumber_frame(frame: Any, analysis: Analysis) -> Any:
     """MATCH_NUMBER() measures numbered over the whole partition (each chunk numbered its own
-    matches from 1): a dense rank of the matches' first rows, as
-    :func:`dfs_cer.match.chunked.renumber` does in one process. Only the matches move to compute
+    matches from 1): a dense rank of the matches' first rows (stand-in rows of empty matches
+    included, see :func:`dfs_cer.match.numbering.with_stand_ins`), as
+    :func:`dfs_cer.match.numbering.renumber` does in one process. Only the matches move to compute
     it."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F

@@ -456,3 +456,59 @@ def test_anchor_plans_need_exact_edges_and_whole_partitions() -> None:
     )
     plan = plan_chunks(partitioned, mins=[0], maxs=[1000], rows=[1000], chunks=4)
     assert plan.mode == "partition" and "^ or $ under PARTITION BY" in (plan.reason or "")
+
+
+EMPTY_MATCH_ROWS = [
+    "ALL ROWS PER MATCH WITH UNMATCHED ROWS",
+    "ALL ROWS PER MATCH OMIT EMPTY MATCHES",
+    "ALL ROWS PER MATCH SHOW EMPTY MATCHES",
+    "ONE ROW PER MATCH",
+]
+
+
+@pytest.mark.parametrize("rows", EMPTY_MATCH_ROWS)
+@pytest.mark.parametrize("cuts", [[], [1], [1, 2]])
+@pytest.mark.parametrize("partition", [False, True])
+def test_empty_matches_keep_their_match_numbers(
+    rows: str, cuts: list[int], partition: bool
+) -> None:
+    """Found by hypothesis: an empty match is a match (it has a MATCH_NUMBER()) even where the
+    relation shows no row of it (OMIT EMPTY MATCHES, WITH UNMATCHED ROWS); the split run numbered
+    the next match as if it were not there."""
+    v = [0, 5, 8, 0, 0, 5, 0, 8, 5, 8]
+    table = pa.table(
+        {
+            "ts": pa.array([0, 0, 0, 1, 1, 1, 2, 2, 3, 3], pa.int64()),
+            "v": pa.array(v, pa.int64()),
+            "g": pa.array([0, 0, 0, 0, 1, 1, 1, 0, 1, 1], pa.int64()),
+        }
+    )
+    sql = _sql(PATTERNS[-1], "", rows, partition, 1)
+    analysis = analyze(parse(sql), table.schema, QueryConfig(integer_time_unit="s"))
+    single = run_row_pattern(table, analysis).table
+    split, _ = run_split(table, analysis, _plan(analysis, table, cuts))
+    assert _canonical(split) == _canonical(single), sql
+    numbers = set(split.column("mn").drop_null().to_pylist())
+    if rows == "ONE ROW PER MATCH" or "SHOW" in rows:
+        assert numbers == set(range(1, max(numbers) + 1))  # a row per match, empty ones too
+    else:  # the empty match at v = 5 (row 1) has no row, but its number is taken
+        assert 2 not in numbers and 3 in numbers
+
+
+def test_the_example_empty_match_is_match_two() -> None:
+    """The hypothesis example: ts all 0, no cuts; row 1 (v = 5) is match 2, the next is 3."""
+    table = pa.table(
+        {
+            "ts": pa.array([0] * 5, pa.int64()),
+            "v": pa.array([0, 5, 8, 0, 0], pa.int64()),
+            "g": pa.array([0] * 5, pa.int64()),
+        }
+    )
+    sql = _sql(PATTERNS[-1], "", "ALL ROWS PER MATCH WITH UNMATCHED ROWS", False, 1)
+    analysis = analyze(parse(sql), table.schema, QueryConfig(integer_time_unit="s"))
+    split, _ = run_split(table, analysis, _plan(analysis, table, []))
+    assert [(r["v"], r["mn"], r["cls"]) for r in split.to_pylist()] == [
+        (0, 1, "A"),
+        (5, None, None),
+        (8, 3, "B"),
+    ]  # (the last two rows repeat the first: the engine drops duplicate events)

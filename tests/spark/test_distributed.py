@@ -399,6 +399,7 @@ def test_files_in_time_order_are_read_by_their_chunks(
     assert mixed.split is not None and not mixed.split.direct
 
 
+EMPTIES = "PATTERN (A* B?) WITHIN 5 SECONDS DEFINE A AS A.v < 5, B AS B.v > 7"
 #: queries whose answer depends on where the partition starts or ends (the dense log has no
 #: PARTITION BY: the partition is the whole log, cut into time chunks)
 EDGES = {
@@ -417,6 +418,13 @@ EDGES = {
     "match-number": q(CHAIN).replace("COUNT(*) AS n", "MATCH_NUMBER() AS m"),
     "match-number-partitioned-all-rows": q(
         CHAIN, rows="ALL ROWS PER MATCH WITH UNMATCHED ROWS", part="PARTITION BY g"
+    ).replace("COUNT(*) AS n", "MATCH_NUMBER() AS m"),
+    # an empty match has a number even where it has no row (rows with 5 <= v <= 7 start one)
+    "match-number-empty-unmatched": q(
+        EMPTIES, rows="ALL ROWS PER MATCH WITH UNMATCHED ROWS"
+    ).replace("COUNT(*) AS n", "MATCH_NUMBER() AS m"),
+    "match-number-empty-omitted-partitioned": q(
+        EMPTIES, rows="ALL ROWS PER MATCH OMIT EMPTY MATCHES", part="PARTITION BY g"
     ).replace("COUNT(*) AS n", "MATCH_NUMBER() AS m"),
 }
 
