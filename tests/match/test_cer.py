@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from dfs_cer import match_recognize
 from dfs_cer.errors import MatchLimitError, UnsupportedFeatureError
-from tests.queries import ALL_MATCHES
+from tests.fixtures.queries import ALL_MATCHES
 
 V1 = [("e1", 0, 10), ("e2", 2, 9), ("e3", 5, 12), ("e4", 8, 14), ("e5", 11, 11)]
 V2 = [*V1, ("e6", 20, 13), ("e7", 33, 12.5), ("e8", 35, 8)]

@@ -107,7 +107,7 @@ def test_empty_matches() -> None:
 
 
 def test_q1_on_table1() -> None:
-    from tests.queries import Q1
+    from tests.fixtures.queries import Q1
 
     out = match_recognize(TABLE1, Q1)
     assert out["id"].to_pylist() == ["e1", "e2", "e5"]
