@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import decimal
+import functools
 import math
 import tempfile
 import time
@@ -191,15 +192,15 @@ def _values(rng: np.random.Generator, kind: str, n: int) -> pa.Array:
         values[pick] = rng.choice(specials, int(pick.sum()))
         return pa.array(values, pa.float32() if kind == "float32" else pa.float64(), mask=nulls)
     dtype = getattr(pa, kind)()
-    values = [int(x) for x in small]
+    ints = [int(x) for x in small]
     big = {
         "int64": [2**53 + 1, 2**53, -(2**63), 2**63 - 1],
         "uint64": [2**63, 2**64 - 1, 2**53 + 1],
     }.get(kind)
     if big is not None:
         for i in np.nonzero(rng.random(n) < 0.15)[0]:
-            values[int(i)] = big[int(rng.integers(len(big)))]
-    return pa.array(values, dtype, mask=nulls)
+            ints[int(i)] = big[int(rng.integers(len(big)))]
+    return pa.array(ints, dtype, mask=nulls)
 
 
 def _time(rng: np.random.Generator, kind: str, n: int) -> pa.Array:
@@ -952,7 +953,7 @@ class Runner:
         for i, d in enumerate(drawn):
             self._dimensions(world, d)
             try:
-                expected[i] = outcome(lambda d=d: match_recognize(full, d.sql, **opts))
+                expected[i] = outcome(functools.partial(match_recognize, full, d.sql, **opts))
             except Exception:
                 self.report.cases += 1
                 self._finding(
@@ -966,7 +967,7 @@ class Runner:
             if (
                 d.form not in ("none", "unmatched_rows")
                 and expected[i][0] == "refused"
-                and outcome(lambda d=d: match_recognize(full, d.base, **opts))[0] == "rows"
+                and outcome(functools.partial(match_recognize, full, d.base, **opts))[0] == "rows"
             ):
                 self.report.cases += 1
                 self._finding(
@@ -1044,13 +1045,12 @@ class Runner:
                 )
             for k, i in enumerate(group):
                 if tables is not None:
-                    got = tables[k]
                     self._compare(
                         world,
                         f"pull_many {name} query {k}",
                         drawn[i].sql,
                         expected[i],
-                        lambda t=got: t,
+                        functools.partial(tables.__getitem__, k),
                     )
 
     def _match_ids(

@@ -7,7 +7,7 @@ Slow and simple on purpose: it shares no code with the VM beyond the parsed quer
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from dfs_cer.pattern.ir import (
@@ -165,14 +165,15 @@ class Reference:
                 return sum(1 for v in values if v is True)
             if not values:
                 return None
-            return {
+            aggregates: dict[str, Callable[[list[Any]], Any]] = {
                 "sum": sum,
                 "min": min,
                 "max": max,
                 "avg": lambda v: sum(v) / len(v),
                 "bool_and": all,
                 "bool_or": any,
-            }[e.name](values)
+            }
+            return aggregates[e.name](values)
         if isinstance(e, Classifier | Navigation) and isinstance(
             getattr(e, "operand", e), Classifier
         ):
@@ -199,7 +200,8 @@ class Reference:
                 return None
             return self._row(e.operand, target, None)
         if isinstance(e, Column | Navigation):
-            phys, logical, off, col = 0, NavKind.LAST, 0, e
+            phys, logical, off = 0, NavKind.LAST, 0
+            col: Expr = e
             if isinstance(col, Navigation) and col.kind.physical:
                 phys = -col.offset if col.kind == NavKind.PREV else col.offset
                 col = col.operand
