@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from dfs_cer import analyze, match_recognize, parse
 from dfs_cer.errors import MatchError, MatchLimitError
 from dfs_cer.match.rowpattern.engine import run_row_pattern
+from tests.fixtures.reference import ProgramReference, Reference
 from tests.fixtures.tables import TABLE1
-from tests.match.reference import ProgramReference, Reference
 
 
 def labelled(
