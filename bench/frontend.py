@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dfs_cer import analyze, parse
-from tests.queries import CORPUS
+from tests.fixtures.queries import CORPUS
 
 
 def rate(fn: object, seconds: float) -> float:

@@ -1,5 +1,5 @@
 """Differential fuzzing, long profile: every pull strategy (through real storage node processes)
-against the local engine over random worlds and queries (``tests/differential/fuzz.py``).
+against the local engine over random worlds and queries (``tests/fixtures/fuzz.py``).
 
 Command:  .venv/bin/python bench/fuzz.py [--seeds 0:400] [--queries 6] [--json out.json]
           (``make fuzz`` runs the default)
@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.differential import fuzz
+from tests.fixtures import fuzz
 
 
 def main() -> int:

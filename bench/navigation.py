@@ -261,7 +261,7 @@ def run(events: int, queries: int, nodes: int, cost_model: str, say: Any) -> dic
                             _run(cluster, sql, s, cost_model=cost_model, node_matching="off")
                         )
                     say(f"  (d) PREV-only conditions, shards {layout}: query {i + 1}/{queries}")
-                row = {
+                row: dict[str, Any] = {
                     s: {k: _mean(v, k) for k in ("bytes", "events", "halo", "seconds", "rows")}
                     for s, v in runs.items()
                 }

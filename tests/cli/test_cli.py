@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tests.queries import Q1
+from tests.fixtures.queries import Q1
 
 ROOT = Path(__file__).resolve().parents[2]
 EXE = Path(sys.executable).parent / "dfs-cer"

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tests.differential import fuzz
+from tests.fixtures import fuzz
 
 pytestmark = pytest.mark.flight
 

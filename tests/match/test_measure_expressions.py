@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -98,7 +99,7 @@ def _aggregate(kind: str, values: list[Any]) -> Any:
         return next(v for v, k in keyed if k == best)
     if not present:
         return None
-    return {
+    aggregates: dict[str, Callable[[list[Any]], Any]] = {
         "sum": sum,
         "max": max,
         "array_agg": list,
@@ -107,7 +108,8 @@ def _aggregate(kind: str, values: list[Any]) -> Any:
         "string_agg": "".join,
         "var_pop": statistics.pvariance,
         "avg": lambda v: sum(v) / len(v),
-    }[kind](present)
+    }
+    return aggregates[kind](present)
 
 
 @settings(max_examples=int(os.environ.get("DFS_CER_EXAMPLES", 150)), deadline=None)

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from dfs_cer import analyze, match_recognize, parse
 from dfs_cer.errors import MatchError, MatchLimitError
 from dfs_cer.match.rowpattern.engine import run_row_pattern
+from tests.fixtures.reference import ProgramReference, Reference
 from tests.fixtures.tables import TABLE1
-from tests.match.reference import ProgramReference, Reference
 
 
 def labelled(
@@ -107,7 +107,7 @@ def test_empty_matches() -> None:
 
 
 def test_q1_on_table1() -> None:
-    from tests.queries import Q1
+    from tests.fixtures.queries import Q1
 
     out = match_recognize(TABLE1, Q1)
     assert out["id"].to_pylist() == ["e1", "e2", "e5"]

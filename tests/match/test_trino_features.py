@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pickle
 import re
+from typing import cast
 
 import pyarrow as pa
 import pytest
@@ -101,7 +102,7 @@ def test_array_agg_of_a_subset_classifier() -> None:
         'ROWS PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (M A X X T C H "!") '
         'SUBSET U = (M, A, T, C, H, "!") DEFINE M AS true)'
     )
-    got = ["".join(labels) for _, labels in rows(EIGHT, sql, ["id", "labels"])]
+    got = ["".join(cast(list[str], labels)) for _, labels in rows(EIGHT, sql, ["id", "labels"])]
     assert got == ["m", "ma", "ma", "ma", "mat", "matc", "match", "match!"]
 
 

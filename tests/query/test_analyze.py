@@ -12,7 +12,7 @@ from dfs_cer.config import QueryConfig
 from dfs_cer.query.analyze import Equality, Role
 from dfs_cer.query.expr import BinaryOp, Column, Literal, to_sql
 from dfs_cer.serde import from_json, to_json
-from tests.queries import ALL_MATCHES, CLUSTER_REFERENCE, CRIMES_REFERENCE, Q1
+from tests.fixtures.queries import ALL_MATCHES, CLUSTER_REFERENCE, CRIMES_REFERENCE, Q1
 
 
 def mr(body: str) -> str:

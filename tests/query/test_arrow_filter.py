@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import cast
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from dfs_cer import analyze, parse
 from dfs_cer.match.arrow_eval import evaluate_mask
 from dfs_cer.query.arrow_filter import is_fully_pushable, to_arrow_filter, union_filter
+from dfs_cer.query.expr import Column
 
 TABLE = pa.table(
     {
@@ -163,8 +165,9 @@ def test_numeric_filters_keep_exactly_the_engines_rows(column: str, op: str, lit
         .column("ts")
         .to_pylist()
     )
+    assert condition is not None
     mask = evaluate_mask(
-        condition, lambda c: NUMBERS.column(c.name).combine_chunks(), NUMBERS.num_rows
+        condition, lambda c: NUMBERS.column(cast(Column, c).name).combine_chunks(), NUMBERS.num_rows
     )
     engine = NUMBERS.filter(mask).column("ts").to_pylist()
     assert set(engine) <= set(pushed), cond
@@ -198,5 +201,8 @@ def test_string_functions_on_dictionaries_and_casts_round_as_sql() -> None:
         assert (
             f is not None and ds.dataset(t).to_table(filter=f).column("ts").to_pylist() == expected
         ), condition
-        mask = evaluate_mask(cond, lambda c: t.column(c.name).combine_chunks(), t.num_rows)
+        assert cond is not None
+        mask = evaluate_mask(
+            cond, lambda c: t.column(cast(Column, c).name).combine_chunks(), t.num_rows
+        )
         assert t.filter(mask).column("ts").to_pylist() == expected, condition

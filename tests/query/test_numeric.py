@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import decimal
 import itertools
+from typing import cast
 
 import duckdb
 import numpy as np
@@ -166,7 +167,7 @@ def test_cross_variable_comparisons_are_exact_in_both_engines(
     cer = "SELECT * FROM t MATCH_RECOGNIZE (" + body.format("ALL MATCHES")
     assert sorted((r["a"], r["b"]) for r in match_recognize(t, cer).to_pylist()) == want
     # SQL semantics: each A row starts one attempt and takes its first B
-    first = {}
+    first: dict[object, object] = {}
     for pa_ts, qb_ts in want:
         first.setdefault(pa_ts, qb_ts)
     assert sorted((r["a"], r["b"]) for r in match_recognize(t, sql).to_pylist()) == sorted(
@@ -177,7 +178,9 @@ def test_cross_variable_comparisons_are_exact_in_both_engines(
 def test_pyarrow_evaluator_uses_the_rules() -> None:
     t = pa.table({"i": pa.array([2**53 + 1], pa.int64()), "f": pa.array([float(2**53)])})
     out = evaluate(
-        BinaryOp("=", Column("i"), Column("f")), lambda c: t.column(c.name).combine_chunks(), 1
+        BinaryOp("=", Column("i"), Column("f")),
+        lambda c: t.column(cast(Column, c).name).combine_chunks(),
+        1,
     )
     assert out[0].as_py() is True
 

@@ -32,7 +32,7 @@ from dfs_cer.query.model import (
     WindowUnit,
 )
 from dfs_cer.query.root import Query
-from tests.queries import CORPUS, FULL, Q1
+from tests.fixtures.queries import CORPUS, FULL, Q1
 
 GOLDEN = Path(__file__).parent / "golden"
 

@@ -5,6 +5,7 @@ encoding (situations by ``X+`` runs, relations by a join) on generated data."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -74,7 +75,12 @@ def test_t1_derivation_is_the_longest_run_half_open() -> None:
     assert list(zip(got.part, got.ts, got.te, strict=True)) == [(0, 0, 2), (1, 3, 5)]
 
 
-DEFINITIONS = {  # Table 1 of the paper (standard names; finishes is standard Allen's)
+Interval = tuple[int, int]
+Relation = Callable[[Interval, Interval], bool]
+
+DEFINITIONS: dict[
+    str, Relation
+] = {  # Table 1 of the paper (standard names; finishes is standard Allen's)
     "before": lambda a, b: a[1] < b[0],
     "meets": lambda a, b: a[1] == b[0],
     "overlaps": lambda a, b: a[0] < b[0] < a[1] < b[1],
@@ -83,9 +89,15 @@ DEFINITIONS = {  # Table 1 of the paper (standard names; finishes is standard Al
     "finishes": lambda a, b: b[0] < a[0] < a[1] == b[1],
     "equals": lambda a, b: a[0] == b[0] < a[1] == b[1],
 }
+
+
+def _inverse(f: Relation) -> Relation:
+    return lambda a, b: f(b, a)
+
+
 for _name in list(DEFINITIONS):
     if INVERSE[_name] != _name:
-        DEFINITIONS[INVERSE[_name]] = lambda a, b, f=DEFINITIONS[_name]: f(b, a)
+        DEFINITIONS[INVERSE[_name]] = _inverse(DEFINITIONS[_name])
 
 
 @given(
@@ -305,7 +317,7 @@ def test_same_matches_as_the_match_recognize_encoding(
     )
     defines = {"A": "x > 0.2", "B": "x > -0.1 AND y > 0", "C": "x < -0.3 OR y = 0"}
     pairs = {"A": ("A", "B"), "B": ("B", "C"), "C": ("A", "C")}
-    constraints = []
+    constraints: list[tuple[str, list[str], str]] = []
     for which, r1, r2 in raw:
         a, b = pairs[which]
         if any((a, b) == (x, y) for x, _, y in constraints):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.spark.notebooks import boto_credentials, execute, s3_bucket
+from tests.fixtures.notebooks import boto_credentials, execute, s3_bucket
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]
 

@@ -25,8 +25,8 @@ from dfs_cer.strategies.matching import match_pulled
 from dfs_cer.transport.client import StorageClient
 from storage_node.launcher import LocalCluster
 from tests.fixtures.faults import CALL, FAST, NOTHING, before_round, held
+from tests.fixtures.queries import Q1
 from tests.fixtures.tables import TABLE1
-from tests.queries import Q1
 
 pytestmark = pytest.mark.flight
 

@@ -16,8 +16,8 @@ from dfs_cer.errors import StorageError
 from dfs_cer.io.shard import shard
 from dfs_cer.transport.client import StorageClient
 from storage_node.launcher import LocalCluster
+from tests.fixtures.round_trip import dual_filtering_round_trip
 from tests.fixtures.s3 import CREDENTIALS
-from tests.storage.test_service import dual_filtering_round_trip
 
 pytestmark = pytest.mark.s3
 

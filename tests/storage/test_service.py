@@ -17,28 +17,13 @@ import pytest
 from dfs_cer import match_recognize, parse
 from dfs_cer.datasets import synthetic_events
 from dfs_cer.errors import StorageError
-from dfs_cer.filters import (
-    IntervalSet,
-    KeyKind,
-    RefreshTags,
-    ShrinkingWindowFilter,
-    WindowJoinFilter,
-)
 from dfs_cer.io.shard import shard
 from dfs_cer.transport.client import StorageClient
 from dfs_cer.transport.messages import encode
-from dfs_cer.transport.protocol import Probe, Verify
 from storage_node.launcher import LocalCluster
+from tests.fixtures.round_trip import QUERY, dual_filtering_round_trip
 
 pytestmark = pytest.mark.flight
-
-QUERY = (
-    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b, C.ts AS c "
-    "ALL MATCHES PATTERN (A B C) WITHIN INTERVAL '3' MINUTE DEFINE A AS A.type = 'T_01' AND "
-    "A.a1 <= 200, B AS B.type = 'T_02' AND B.a1 <= 200, C AS C.type = 'T_03' AND C.a1 <= "
-    "200 AND C.a2 = B.a2)"
-)
-WINDOW = 180_000
 
 
 @pytest.fixture(scope="module")
@@ -67,73 +52,6 @@ def test_health_and_auth(cluster: LocalCluster) -> None:
     bad = StorageClient(cluster.endpoints[0], "x" * 32)
     with pytest.raises(StorageError, match="token"):
         bad.action("health")
-
-
-def dual_filtering_round_trip(nodes: list[StorageClient], events: pa.Table) -> None:
-    """A hand-driven DFS: intervals of A, WJF of B, verify C, final pull; the pulled events give
-    the same matches as all events, and far fewer of them."""
-    query = parse(QUERY)
-    qjson = query.to_json()
-    opened = [c.action("open", {"query_id": "q1", "query": qjson})[0] for c in nodes]
-    counts = {v: sum(o["variables"][v]["count"] for o in opened) for v in "ABC"}
-    assert counts["A"] > 0 and counts["C"] > 0
-    # 1. Eq. 1 intervals of A (head), merged on the compute node
-    parts = [
-        IntervalSet.from_bytes(
-            c.action(
-                "intervals", {"query_id": "q1", "variable": "A", "role": "head", "window": WINDOW}
-            )[1][0]
-        )
-        for c in nodes
-    ]
-    tis = parts[0].union(*parts[1:])
-    swf = ShrinkingWindowFilter.from_intervals(tis.starts, tis.ends, WINDOW)
-    # 2. B's join filter over B.a2, ORed across nodes
-    f0 = WindowJoinFilter.with_estimates(counts["B"], WINDOW, KeyKind.STRING)
-    build = {
-        "variable": "B",
-        "column": "a2",
-        "bits": f0.bits,
-        "hashes": f0.hashes,
-        "window": WINDOW,
-        "kind": int(KeyKind.STRING),
-    }
-    filters = [
-        WindowJoinFilter.from_bytes(
-            c.action("wjf", {"query_id": "q1", "builds": [build]}, [swf.to_bytes()])[1][0]
-        )
-        for c in nodes
-    ]
-    wjf = WindowJoinFilter.union(filters)
-    # 3. C verifies against the SWF and the WJF (B precedes C: windows W and W-1), refresh tags back
-    probe = Verify("q1", "C", "tail", WINDOW, (Probe("a2", -1, 1),)).header()  # the typed request
-    replies = [c.action("verify", probe, [swf.to_bytes(), wjf.to_bytes()]) for c in nodes]
-    assert sum(h["survivors"] for h, _ in replies) <= sum(h["before"] for h, _ in replies)
-    swf.apply_refresh([RefreshTags.from_bytes(b[0]) for _, b in replies])
-    # 4. final pull of candidate rows inside the final interval set
-    pulled = pa.concat_tables(
-        [c.pull({"query_id": "q1", "kind": "pull"}, [swf.to_bytes()]) for c in nodes]
-    )
-    pushdown = pa.concat_tables(
-        [c.pull({"query_id": "q1", "kind": "pull_pushdown"}) for c in nodes]
-    )
-    everything = pa.concat_tables([c.pull({"query_id": "q1", "kind": "pull_all"}) for c in nodes])
-    ranged = pa.concat_tables(
-        [c.pull({"query_id": "q1", "kind": "pull_range"}, [swf.to_bytes()]) for c in nodes]
-    )
-    assert everything.num_rows == events.num_rows
-    assert pulled.num_rows < pushdown.num_rows < everything.num_rows
-    # pull_range: every row inside the final intervals (what a contiguous pattern needs)
-    assert pulled.num_rows <= ranged.num_rows < everything.num_rows
-    ts = ranged.column("ts").cast(pa.int64()).to_numpy()
-    assert swf.contains(ts).all()
-    expected = match_recognize(events, QUERY).sort_by("a")
-    assert match_recognize(pulled, QUERY).sort_by("a").equals(expected)
-    assert match_recognize(pushdown, QUERY).sort_by("a").equals(expected)
-    for c in nodes:
-        assert c.action("close", {"query_id": "q1"})[0]["closed"] is True
-        sizes = [t.bytes_to_cn for t in c.transfers]
-        assert all(s > 0 for s in sizes)
 
 
 def test_dual_filtering_round_trips_pull_exactly_what_matches_need(

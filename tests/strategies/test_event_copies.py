@@ -182,17 +182,12 @@ def test_copies_are_dropped_after_an_input_filter_the_nodes_refuse(
         type_column="g",
         event_key=("id",) if keyed else (),
     )
+    options: dict[str, Any] = {} if keyed else {"event_key": ["id"]}
     c = LocalCluster([str(tmp_path / "s" / f"node-{i:02d}") for i in range(2)]).start()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            got = pull_statement(
-                strategy,
-                parse_statement(sql),
-                c.endpoints,
-                c.token,
-                **({} if keyed else {"event_key": ["id"]}),
-            )
+            got = pull_statement(strategy, parse_statement(sql), c.endpoints, c.token, **options)
     finally:
         c.stop()
         c.tmp.cleanup()

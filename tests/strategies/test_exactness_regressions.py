@@ -6,9 +6,10 @@ from __future__ import annotations
 import subprocess
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from decimal import Decimal
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -60,8 +61,14 @@ class Served:
         self.cluster.tmp.cleanup()
 
 
+class Serve(Protocol):
+    """The ``serve`` fixture: serves ``table`` over ``nodes`` storage nodes."""
+
+    def __call__(self, table: pa.Table, nodes: int = 1, partitioning: str = "random") -> Served: ...
+
+
 @pytest.fixture
-def serve(tmp_path: Path) -> Iterator[type[Served]]:
+def serve(tmp_path: Path) -> Iterator[Serve]:
     started: list[Served] = []
 
     class Tracked(Served):
@@ -77,7 +84,7 @@ def serve(tmp_path: Path) -> Iterator[type[Served]]:
 
 
 def assert_all_equal(
-    served: Served, sql: str, expected: list[tuple[object, ...]], model: str = "adaptive"
+    served: Served, sql: str, expected: Sequence[tuple[object, ...]], model: str = "adaptive"
 ) -> None:
     assert rows(match_recognize(served.table, sql)) == expected
     for name, (got, fallback) in served.results(sql, model).items():
@@ -85,9 +92,7 @@ def assert_all_equal(
 
 
 @pytest.mark.parametrize("pattern", ["A N+? B", "A N+ B"])
-def test_all_matches_with_an_undefined_variable_taking_rows(
-    serve: type[Served], pattern: str
-) -> None:
+def test_all_matches_with_an_undefined_variable_taking_rows(serve: Serve, pattern: str) -> None:
     sql = (
         f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b ALL MATCHES "
         f"PATTERN ({pattern}) WITHIN 10 DEFINE A AS A.type = 'A', B AS B.type = 'B')"
@@ -106,7 +111,7 @@ def test_all_matches_with_an_undefined_variable_taking_rows(
 
 @pytest.mark.parametrize("model", ["always_on", "naive"])
 def test_join_filter_leaves_an_unconstrained_repeated_variable_alone(
-    serve: type[Served], model: str
+    serve: Serve, model: str
 ) -> None:
     sql = (
         "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS a1, B.ts AS "
@@ -117,7 +122,7 @@ def test_join_filter_leaves_an_unconstrained_repeated_variable_alone(
     assert_all_equal(served, sql, [(1, 2, 3)], model)
 
 
-def test_equality_on_big_integers_follows_sql(serve: type[Served]) -> None:
+def test_equality_on_big_integers_follows_sql(serve: Serve) -> None:
     t = pa.table(
         {
             "ts": [1, 2, 3],
@@ -153,7 +158,7 @@ def test_equality_on_big_integers_follows_sql(serve: type[Served]) -> None:
             assert_all_equal(served, sql(cond), expected, model)
 
 
-def test_column_names_in_another_case_bind_on_storage_nodes(serve: type[Served]) -> None:
+def test_column_names_in_another_case_bind_on_storage_nodes(serve: Serve) -> None:
     served = serve(
         pa.table({"ts": [1, 2, 3, 4], "type": ["A", "X", "B", "A"], "Val": [1, 2, 3, 4]}), nodes=2
     )
@@ -165,7 +170,7 @@ def test_column_names_in_another_case_bind_on_storage_nodes(serve: type[Served])
     assert_all_equal(served, sql, [(1, 3)])
 
 
-def test_empty_storage_nodes_with_every_column_type(serve: type[Served]) -> None:
+def test_empty_storage_nodes_with_every_column_type(serve: Serve) -> None:
     t = pa.table(
         {
             "ts": pa.array([1000, 2000], pa.timestamp("ms", tz="UTC")),
@@ -188,7 +193,7 @@ def test_empty_storage_nodes_with_every_column_type(serve: type[Served]) -> None
 @pytest.mark.parametrize(
     "pattern", ["A {- N* -} (B | C)", "A N*? (B | C) N*? D", "A {- N* -} (B | B)", "A N*? B N*? A"]
 )
-def test_push_pull_runs_every_skippable_pattern(serve: type[Served], pattern: str) -> None:
+def test_push_pull_runs_every_skippable_pattern(serve: Serve, pattern: str) -> None:
     rng = np.random.default_rng(3)
     t = pa.table(
         {
@@ -284,7 +289,7 @@ def test_cancelled_flights_of_a_csv_are_null_on_every_strategy(tmp_path: Path) -
             ), name
 
 
-def test_time_columns_of_different_units_join_as_instants(serve: type[Served]) -> None:
+def test_time_columns_of_different_units_join_as_instants(serve: Serve) -> None:
     """Join filters hash times as instants: a timestamp[us] equals a timestamp[ms] (and a date
     its midnight) whatever the units."""
     t = pa.table(
@@ -309,7 +314,7 @@ def test_time_columns_of_different_units_join_as_instants(serve: type[Served]) -
             assert_all_equal(served, sql, [(1, 2), (3, 4)], "always_on")
 
 
-def test_push_pull_keeps_rows_a_condition_on_a_later_variable_accepts(serve: type[Served]) -> None:
+def test_push_pull_keeps_rows_a_condition_on_a_later_variable_accepts(serve: Serve) -> None:
     """SQL reads a variable not matched yet as NULL: A's condition ``B.v IS NULL`` holds for every
     A row, so push-pull's projection (which binds B) must not evaluate it."""
     served = serve(

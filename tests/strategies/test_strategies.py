@@ -18,8 +18,8 @@ from dfs_cer.io.shard import shard
 from dfs_cer.strategies import STRATEGIES, pull
 from dfs_cer.strategies.matching import match_pulled
 from storage_node.launcher import LocalCluster
+from tests.fixtures.queries import Q1
 from tests.fixtures.tables import TABLE1, random_events, rows
-from tests.queries import Q1
 
 pytestmark = pytest.mark.flight
 

@@ -13,8 +13,7 @@ from dfs_cer.datasets import synthetic_events
 from dfs_cer.io.shard import shard
 from storage_node.server import StorageNode
 from storage_node.store import ShardStore
-
-TOKEN = "a-test-token-of-some-length"
+from tests.fixtures.tokens import TOKEN
 
 
 @pytest.fixture(scope="module")

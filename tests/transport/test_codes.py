@@ -30,7 +30,7 @@ from dfs_cer.io.tables import TableError
 from dfs_cer.transport.client import NodeRefusedError, StorageClient
 from dfs_cer.transport.retry import retry_on
 from storage_node.server import StorageNode
-from tests.transport.conftest import TOKEN
+from tests.fixtures.tokens import TOKEN
 
 #: every error class a storage node may raise, each with its own code
 WIRE_ERRORS: tuple[type[DfsCerError], ...] = (

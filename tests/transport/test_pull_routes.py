@@ -10,7 +10,7 @@ import pytest
 from dfs_cer.events.time import time_ints
 from dfs_cer.transport.client import NodeRefusedError, StorageClient
 from storage_node.server import StorageNode
-from tests.transport.conftest import TOKEN
+from tests.fixtures.tokens import TOKEN
 
 
 def test_an_executor_takes_a_time_slice_of_a_final_pull(node: StorageNode) -> None:
