@@ -1,5 +1,5 @@
 """The engines' parts driven on their own: the row-pattern VM over label strings (its state
-grouped in :mod:`dfs_cer.match.vm_state`) and the CER engine's shared context."""
+positional, as the engine calls it) and the CER engine's shared context."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from dfs_cer import parse
 from dfs_cer.match.cer.context import Context
 from dfs_cer.match.cer.pattern import Item
-from dfs_cer.match.rowpattern import vm, vm_state
+from dfs_cer.match.rowpattern import vm
 from dfs_cer.match.rowpattern.compiler import compile_pattern
 from dfs_cer.match.rowpattern.conditions import compile_conditions
 from dfs_cer.match.rowpattern.engine import match_starts, pattern_labels
@@ -38,30 +38,36 @@ def vm_run(
     free = np.zeros(len(labels), bool)
     next_true = np.full((len(labels), n + 1), n, np.int64)
     out = vm.run(
-        vm_state.Instructions(
-            program.op.astype(np.int64), program.a.astype(np.int64), program.b.astype(np.int64)
-        ),
-        vm_state.Labels(
-            c.masks,
-            c.dependent,
-            free,
-            next_true,
-            match_starts(mr.pattern, labels, c.masks, n, bounds),
-        ),
-        vm_state.Predicates(
-            c.code,
-            c.code_start,
-            c.const_i,
-            c.const_f,
-            c.const_kind,
-            c.members,
-            c.relevant,
-            c.deep_navigation,
-        ),
-        vm_state.Columns(c.icols, c.inull, c.fcols, c.fnull, np.zeros(n, np.int64)),
-        vm_state.Units(bounds, np.array([[0, n]], np.int64), False, False),
-        vm_state.Options(-1, skip_mode, -1, max_matches),
+        program.op.astype(np.int64),
+        program.a.astype(np.int64),
+        program.b.astype(np.int64),
+        c.masks,
+        c.dependent,
+        c.code,
+        c.code_start,
+        c.const_i,
+        c.const_f,
+        c.const_kind,
+        c.icols,
+        c.inull,
+        c.fcols,
+        c.fnull,
+        c.members,
+        c.relevant,
+        c.deep_navigation,
+        np.zeros(n, np.int64),
+        -1,
+        bounds,
+        np.array([[0, n]], np.int64),
+        skip_mode,
+        -1,
+        max_matches,
+        match_starts(mr.pattern, labels, c.masks, n, bounds),
+        free,
+        next_true,
         np.zeros(2, np.int64),
+        False,
+        False,
     )
     status, m_start, m_end, _, _, _, r_label, _, _ = out
     return (

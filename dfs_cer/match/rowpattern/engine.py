@@ -19,7 +19,7 @@ from dfs_cer.errors import MatchError, MatchLimitError, UnsupportedFeatureError
 from dfs_cer.events.order import sort_partition_flags
 from dfs_cer.events.time import time_values
 from dfs_cer.match.columns import check_choice, column_of, split_halo
-from dfs_cer.match.rowpattern import vm, vm_state
+from dfs_cer.match.rowpattern import vm
 from dfs_cer.match.rowpattern.compiler import compile_pattern
 from dfs_cer.match.rowpattern.conditions import compile_conditions
 from dfs_cer.match.rowpattern.hoist import hoist, with_derived
@@ -275,28 +275,39 @@ def run_row_pattern(
     stop = np.zeros(2, np.int64)
     stop[1] = VM_BYTES if work is not None else 0
     charged = 0
-    free, next_true = _idle_skipping(c.masks, c.dependent, n)
-    instructions = vm_state.Instructions(
-        program.op.astype(np.int64), program.a.astype(np.int64), program.b.astype(np.int64)
-    )
-    labels_in = vm_state.Labels(c.masks, c.dependent, free, next_true, starts)
-    predicates = vm_state.Predicates(
-        c.code,
-        c.code_start,
-        c.const_i,
-        c.const_f,
-        c.const_kind,
-        c.members,
-        c.relevant,
-        c.deep_navigation,
-    )
-    columns = vm_state.Columns(c.icols, c.inull, c.fcols, c.fnull, ts)
-    units = vm_state.Units(bounds, nav_parts, bool(cut_off[0]), bool(cut_off[1]))
-    options = vm_state.Options(window, skip_mode, skip_target, max_matches)
+    idle = _idle_skipping(c.masks, c.dependent, n)
     while True:
         with watch(work, stop):
             status, m_start, m_end, m_part, r_match, r_row, r_label, r_excl, work_bytes = vm.run(
-                instructions, labels_in, predicates, columns, units, options, stop
+                program.op.astype(np.int64),
+                program.a.astype(np.int64),
+                program.b.astype(np.int64),
+                c.masks,
+                c.dependent,
+                c.code,
+                c.code_start,
+                c.const_i,
+                c.const_f,
+                c.const_kind,
+                c.icols,
+                c.inull,
+                c.fcols,
+                c.fnull,
+                c.members,
+                c.relevant,
+                c.deep_navigation,
+                ts,
+                window,
+                bounds,
+                nav_parts,
+                skip_mode,
+                skip_target,
+                max_matches,
+                starts,
+                *idle,
+                stop,
+                bool(cut_off[0]),
+                bool(cut_off[1]),
             )
         if status == vm.STOPPED:
             check(work)  # raises: the watch stopped the run

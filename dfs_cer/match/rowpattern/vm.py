@@ -44,19 +44,6 @@ from dfs_cer.match.rowpattern.conditions import (
     UNIVERSAL,
 )
 from dfs_cer.match.rowpattern.program import DONE, END, EXCL_IN, EXCL_OUT, JUMP, SPLIT, START
-from dfs_cer.match.rowpattern.vm_state import (
-    Arena,
-    Columns,
-    Dedup,
-    Found,
-    Instructions,
-    Labels,
-    Options,
-    Predicates,
-    Scratch,
-    Threads,
-    Units,
-)
 
 SKIP_PAST_LAST, SKIP_NEXT_ROW, SKIP_TO_FIRST, SKIP_TO_LAST = range(4)
 # status codes
@@ -596,434 +583,44 @@ def _follow(
     return -1
 
 
-@njit(cache=True)
-def _grow_threads(th: Threads, cap: int) -> Threads:
-    return Threads(
-        _grow_pair(th.pc, cap),
-        _grow_pair(th.node, cap),
-        _grow_pair(th.depth, cap),
-        _grow_pair(th.src, cap),
-        _grow_pair3(th.first, cap),
-        _grow_pair3(th.last, cap),
-    )
-
-
-@njit(cache=True)
-def _grow_arena(ar: Arena, cap: int) -> Arena:
-    return Arena(
-        _grow1(ar.parent, cap),
-        _grow1(ar.row, cap),
-        _grow1(ar.label, cap),
-        _grow1(ar.excl, cap),
-        _grow1(ar.lo, cap),
-    )
-
-
-@njit(cache=True, inline="always")
-def _seed(
-    i: int,
-    a0: int,
-    a1: int,
-    stamp: int,
-    n_vars: int,
-    ins: Instructions,
-    th: Threads,
-    cur: int,
-    sc: Scratch,
-) -> tuple[Threads, int]:
-    """The first thread list of an attempt at row ``i``: the closure of pc 0; one history here,
-    so pc alone decides the future. Returns the lists and the number of threads."""
-    s_pc, s_depth, visited = sc.s_pc, sc.s_depth, sc.visited
-    t_n = 0
-    s_pc[0] = 0
-    s_depth[0] = 0
-    sp = 1
-    while sp > 0:
-        sp -= 1
-        pc = s_pc[sp]
-        depth = s_depth[sp]
-        if visited[pc] == stamp:
-            continue
-        visited[pc] = stamp
-        pushed = _follow(pc, depth, i, a0, a1, ins.op, ins.arg_a, ins.arg_b, s_pc, s_depth, sp)
-        if pushed >= 0:
-            sp = pushed
-            continue
-        # LABEL or DONE: a thread
-        if t_n >= th.pc.shape[1]:
-            th = _grow_threads(th, 2 * th.pc.shape[1])
-        th.pc[cur, t_n] = pc
-        th.node[cur, t_n] = -1
-        th.depth[cur, t_n] = depth
-        for v in range(n_vars):
-            th.first[cur, t_n, v] = -1
-            th.last[cur, t_n, v] = -1
-        t_n += 1
-    return th, t_n
-
-
-@njit(cache=True, inline="always")
-def _seen(dd: Dedup, key: np.ndarray, stamp: int, h_used: int) -> tuple[bool, Dedup, int]:
-    """Whether ``key`` was seen in step ``stamp`` (else it is added): (seen, table, used)."""
-    key_w = key.shape[0]
-    h_cap = dd.stamp.shape[0]
-    if 2 * (h_used + 1) > h_cap:
-        # grow; keys seen earlier in this step are forgotten, which can only keep an
-        # equivalent, less preferred thread alive (harmless)
-        h_cap *= 4
-        dd = Dedup(np.full(h_cap, -1, np.int64), np.empty((h_cap, key_w), np.int64))
-        h_used = 0
-    h_stamp, h_key = dd.stamp, dd.key
-    hh = np.uint64(1469598103934665603)
-    for z in range(key_w):
-        hh = (hh ^ np.uint64(key[z])) * np.uint64(1099511628211)
-    slot = np.int64(hh % np.uint64(h_cap))
-    while h_stamp[slot] == stamp:
-        same = True
-        for z in range(key_w):
-            if h_key[slot, z] != key[z]:
-                same = False
-                break
-        if same:
-            return True, dd, h_used
-        slot = (slot + 1) % h_cap
-    h_stamp[slot] = stamp
-    for z in range(key_w):
-        h_key[slot, z] = key[z]
-    return False, dd, h_used + 1
-
-
-@njit(cache=True, inline="always")
-def _advance(
-    t: int,
-    i: int,
-    start: int,
-    p1: int,
-    q0: int,
-    q1: int,
-    a0: int,
-    a1: int,
-    window: int,
-    match_number: int,
-    stamp: int,
-    cstamp: int,
-    cur: int,
-    nxt: int,
-    nt: int,
-    a_n: int,
-    h_used: int,
-    any_dependent: bool,
-    ins: Instructions,
-    lab: Labels,
-    pr: Predicates,
-    cols: Columns,
-    th: Threads,
-    ar: Arena,
-    dd: Dedup,
-    sc: Scratch,
-) -> tuple[int, Threads, Arena, Dedup, int, int, int, int]:
-    """Advance thread ``t`` of the current list over row ``i`` (Trino's ``advanceAndSchedule``):
-    the thread consumes the row (a new path node) or dies; a consuming thread's successors, the
-    closure of its next instruction at row ``i + 1``, join the next list unless an equivalent,
-    preferred thread is already there.
-
-    Returns ``(consumed, threads, arena, dedup, cstamp, nt, a_n, h_used)``: consumed is 0 (the
-    thread died), 1 (a free label consumed the row) or 2 (another label did)."""
-    pc = th.pc[cur, t]
-    v = ins.arg_a[pc]
-    if i >= p1 or not lab.masks[v, i]:
-        return 0, th, ar, dd, cstamp, nt, a_n, h_used
-    if window >= 0 and cols.ts[i] - cols.ts[start] > window:
-        return 0, th, ar, dd, cstamp, nt, a_n, h_used
-    if lab.dependent[v]:
-        if not _evaluate(
-            pr.code,
-            pr.code_start[v],
-            pr.code_start[v + 1],
-            pr.const_i,
-            pr.const_f,
-            pr.const_kind,
-            cols.icols,
-            cols.inull,
-            cols.fcols,
-            cols.fnull,
-            pr.members,
-            i,
-            v,
-            start,
-            q0,
-            q1,
-            th.first[cur, t],
-            th.last[cur, t],
-            th.node[cur, t],
-            ar.parent,
-            ar.row,
-            ar.label,
-            ar.lo,
-            sc.si,
-            sc.sf,
-            sc.sk,
-            match_number,
-        ):
-            return 0, th, ar, dd, cstamp, nt, a_n, h_used
-    # consume row i: new path node
-    if a_n >= ar.parent.shape[0]:
-        ar = _grow_arena(ar, 2 * ar.parent.shape[0])
-    consumed = 1 if lab.free[v] else 2
-    ar.parent[a_n] = th.node[cur, t]
-    ar.row[a_n] = i
-    ar.lo[a_n] = i
-    ar.label[a_n] = v
-    ar.excl[a_n] = th.depth[cur, t] > 0
-    new_node = a_n
-    a_n += 1
-    n_vars = lab.masks.shape[0]
-    first_tmp, last_tmp = sc.first_tmp, sc.last_tmp
-    if any_dependent:  # histories matter only to dependent conditions
-        for u in range(n_vars):
-            first_tmp[u] = th.first[cur, t, u]
-            last_tmp[u] = th.last[cur, t, u]
-        if first_tmp[v] < 0:
-            first_tmp[v] = i
-        last_tmp[v] = i
-    # closure of pc + 1 at row i + 1 into the n-list; inside one closure every path shares this
-    # thread's history, so pc alone prunes (this also breaks epsilon cycles such as (A*)*)
-    members, relevant, key = pr.members, pr.relevant, sc.key
-    s_pc, s_depth, visited, cvisited = sc.s_pc, sc.s_depth, sc.visited, sc.cvisited
-    cstamp += 1
-    s_pc[0] = pc + 1
-    s_depth[0] = th.depth[cur, t]
-    sp = 1
-    while sp > 0:
-        sp -= 1
-        q = s_pc[sp]
-        depth = s_depth[sp]
-        if cvisited[q] == cstamp:
-            continue
-        cvisited[q] = cstamp
-        if not any_dependent:
-            # across threads too: a thread already here is preferred and equivalent
-            if visited[q] == stamp:
-                continue
-            visited[q] = stamp
-        pushed = _follow(q, depth, i + 1, a0, a1, ins.op, ins.arg_a, ins.arg_b, s_pc, s_depth, sp)
-        if pushed >= 0:
-            sp = pushed
-            continue
-        # equivalence: same instruction and, when conditions read other variables, the same
-        # relevant history
-        if any_dependent:
-            key[0] = q
-            kk = 1
-            for nm in range(members.shape[0]):
-                if relevant[nm]:
-                    lo_pos = -1
-                    hi_pos = -1
-                    for m in range(n_vars):
-                        if members[nm, m]:
-                            if last_tmp[m] > hi_pos:
-                                hi_pos = last_tmp[m]
-                            if first_tmp[m] >= 0 and (lo_pos < 0 or first_tmp[m] < lo_pos):
-                                lo_pos = first_tmp[m]
-                    key[kk] = lo_pos
-                    key[kk + 1] = hi_pos
-                else:
-                    key[kk] = 0
-                    key[kk + 1] = 0
-                kk += 2
-            key[kk] = new_node if pr.deep else 0
-            dup, dd, h_used = _seen(dd, key, stamp, h_used)
-            if dup:
-                continue
-        if nt >= th.pc.shape[1]:
-            th = _grow_threads(th, 2 * th.pc.shape[1])
-        th.pc[nxt, nt] = q
-        th.node[nxt, nt] = new_node
-        th.depth[nxt, nt] = depth
-        th.src[nxt, nt] = t
-        if any_dependent:
-            for u in range(n_vars):
-                th.first[nxt, nt, u] = first_tmp[u]
-                th.last[nxt, nt, u] = last_tmp[u]
-        nt += 1
-    return consumed, th, ar, dd, cstamp, nt, a_n, h_used
-
-
-@njit(cache=True, inline="always")
-def _idle_end(
-    i: int,
-    start: int,
-    p1: int,
-    window: int,
-    nt: int,
-    cur: int,
-    nxt: int,
-    ins: Instructions,
-    lab: Labels,
-    ts: np.ndarray,
-    th: Threads,
-) -> int:
-    """The row the next list may jump to from row ``i``: when it repeats the current one and
-    only free threads consumed, every row up to the next one some blocked label accepts (or the
-    end of the window or unit); ``i + 1`` otherwise."""
-    op, arg_a, free, next_true = ins.op, ins.arg_a, lab.free, lab.next_true
-    for k2 in range(nt):
-        if (
-            th.pc[nxt, k2] != th.pc[cur, k2]
-            or th.depth[nxt, k2] != th.depth[cur, k2]
-            or op[th.pc[nxt, k2]] == DONE
-        ):
-            return i + 1
-        src = th.src[nxt, k2]
-        if not free[arg_a[th.pc[cur, src]]]:
-            return i + 1
-        if free[arg_a[th.pc[nxt, k2]]] and src != k2:
-            return i + 1
-    limit = p1 - 1
-    if window >= 0:
-        lo_w = i + 1
-        hi_w = p1
-        bound_t = ts[start] + window
-        while lo_w < hi_w:  # first row beyond the window
-            mid = (lo_w + hi_w) // 2
-            if ts[mid] > bound_t:
-                hi_w = mid
-            else:
-                lo_w = mid + 1
-        if lo_w < limit:
-            limit = lo_w
-    for k2 in range(nt):
-        v2 = arg_a[th.pc[nxt, k2]]
-        if not free[v2] and next_true[v2, i + 1] < limit:
-            limit = next_true[v2, i + 1]
-    return limit if limit > i + 1 else i + 1
-
-
-@njit(cache=True, inline="always")
-def _jump(
-    i: int,
-    jump: int,
-    c_n: int,
-    cur: int,
-    nxt: int,
-    a_n: int,
-    any_dependent: bool,
-    ins: Instructions,
-    lab: Labels,
-    th: Threads,
-    ar: Arena,
-) -> tuple[Arena, int]:
-    """Free threads (of the current list, already swapped in) consume rows ``i + 1 .. jump - 1``
-    as one run node each; every thread follows the run of the free thread it came from."""
-    for k2 in range(c_n):
-        v2 = ins.arg_a[th.pc[cur, k2]]
-        if lab.free[v2]:
-            if a_n >= ar.parent.shape[0]:
-                ar = _grow_arena(ar, 2 * ar.parent.shape[0])
-            ar.parent[a_n] = th.node[cur, k2]
-            ar.lo[a_n] = i + 1
-            ar.row[a_n] = jump - 1
-            ar.label[a_n] = v2
-            ar.excl[a_n] = th.depth[cur, k2] > 0
-            th.node[nxt, k2] = a_n  # remember the run of free thread k2
-            a_n += 1
-    for k2 in range(c_n):
-        f = th.src[cur, k2]
-        run_node = th.node[nxt, f]
-        vf = ar.label[run_node]
-        th.node[cur, k2] = run_node
-        if any_dependent:
-            if th.first[cur, k2, vf] < 0:
-                th.first[cur, k2, vf] = i + 1
-            th.last[cur, k2, vf] = jump - 1
-    return ar, a_n
-
-
-@njit(cache=True, inline="always")
-def _record(
-    start: int,
-    best_node: int,
-    best_end: int,
-    p: int,
-    n_matches: int,
-    n_rows_out: int,
-    skip_target: int,
-    members: np.ndarray,
-    stop: np.ndarray,
-    ar: Arena,
-    fo: Found,
-) -> tuple[int, Found, int, int]:
-    """Record the preferred match of an attempt (its rows from the path, oldest first).
-
-    Returns ``(status, found, first_target, last_target)``: OVER_BYTES when the matches would
-    need more than ``stop[1]`` bytes (nothing recorded), else OK and the first / last row of the
-    skip target in the match (-1: none)."""
-    m_cap = fo.m_start.shape[0]
-    r_cap = fo.r_match.shape[0]
-    if n_matches >= m_cap:
-        if stop[1] > 0 and 24 * 2 * m_cap + 25 * r_cap > stop[1]:
-            return OVER_BYTES, fo, -1, -1
-        m_cap *= 2
-        fo = Found(
-            _grow1(fo.m_start, m_cap),
-            _grow1(fo.m_end, m_cap),
-            _grow1(fo.m_part, m_cap),
-            fo.r_match,
-            fo.r_row,
-            fo.r_label,
-            fo.r_excl,
-        )
-    fo.m_start[n_matches] = start
-    fo.m_end[n_matches] = best_end
-    fo.m_part[n_matches] = p
-    length = best_end - start
-    if n_rows_out + length > r_cap:
-        if stop[1] > 0 and 24 * m_cap + 25 * max(2 * r_cap, n_rows_out + length) > stop[1]:
-            return OVER_BYTES, fo, -1, -1
-        r_cap = max(2 * r_cap, n_rows_out + length)
-        fo = Found(
-            fo.m_start,
-            fo.m_end,
-            fo.m_part,
-            _grow1(fo.r_match, r_cap),
-            _grow1(fo.r_row, r_cap),
-            _grow1(fo.r_label, r_cap),
-            _grow1(fo.r_excl, r_cap),
-        )
-    k = best_node
-    j = n_rows_out + length - 1
-    first_target = -1
-    last_target = -1
-    while k >= 0:
-        for row in range(ar.row[k], ar.lo[k] - 1, -1):
-            fo.r_match[j] = n_matches
-            fo.r_row[j] = row
-            fo.r_label[j] = ar.label[k]
-            fo.r_excl[j] = ar.excl[k]
-            j -= 1
-        if skip_target >= 0 and members[skip_target, ar.label[k]]:
-            if last_target < 0:
-                last_target = ar.row[k]
-            first_target = ar.lo[k]
-        k = ar.parent[k]
-    return OK, fo, first_target, last_target
-
-
 @njit(cache=True, nogil=True)  # a storage node's control calls run beside a long match
 def run(
-    ins: Instructions,
-    lab: Labels,
-    pr: Predicates,
-    cols: Columns,
-    units: Units,
-    opts: Options,
+    op: np.ndarray,
+    arg_a: np.ndarray,
+    arg_b: np.ndarray,
+    masks: np.ndarray,
+    dependent: np.ndarray,
+    code: np.ndarray,
+    code_start: np.ndarray,
+    const_i: np.ndarray,
+    const_f: np.ndarray,
+    const_kind: np.ndarray,
+    icols: np.ndarray,
+    inull: np.ndarray,
+    fcols: np.ndarray,
+    fnull: np.ndarray,
+    members: np.ndarray,
+    relevant: np.ndarray,
+    deep: bool,
+    ts: np.ndarray,
+    window: int,
+    parts: np.ndarray,
+    nav_parts: np.ndarray,
+    skip_mode: int,
+    skip_target: int,
+    max_matches: int,
+    next_start: np.ndarray,
+    free: np.ndarray,
+    next_true: np.ndarray,
     stop: np.ndarray,
+    cut_start: bool = False,
+    cut_end: bool = False,
 ) -> tuple[Any, ...]:
-    """Match every unit ``[units.parts[p], units.parts[p + 1])``.
+    """Match every partition ``[parts[p], parts[p + 1])``.
 
-    ``units.nav_parts[p]`` = ``(lo, hi)``: the rows navigation (PREV/NEXT) from unit p may read.
-    It holds the unit and may be wider: a final-interval segment reads the rest of its PARTITION
-    BY group, including halo rows that no match may contain.
+    ``nav_parts[p]`` = ``(lo, hi)``: the rows navigation (PREV/NEXT) from unit p may read. It
+    holds the unit and may be wider: a final-interval segment reads the rest of its PARTITION BY
+    group, including halo rows that no match may contain.
 
     ``stop[0]`` is read every :data:`STOP_EVERY` thread steps: once it is non-zero (a storage
     node's query was closed or passed its deadline, see :func:`dfs_cer.work.watch`) the run ends
@@ -1031,85 +628,79 @@ def run(
     whose matches would need more ends with status OVER_BYTES (the caller may grant more and run
     again).
 
-    ``units.cut_start`` / ``units.cut_end``: the rows are cut out of longer partitions (a time
-    chunk), so a partition's first row here is not its real first row (``^`` never passes) / its
-    last row not its real last row (``$`` never passes).
+    ``cut_start`` / ``cut_end``: the rows are cut out of longer partitions (a time chunk), so a
+    partition's first row here is not its real first row (``^`` never passes) / its last row
+    not its real last row (``$`` never passes).
 
-    ``lab.next_start[i]`` is the first row >= i where a match can start (a row some first
-    label's mask accepts); attempts at other rows are skipped without running the program.
+    ``next_start[i]`` is the first row >= i where a match can start (a row some first label's
+    mask accepts); attempts at other rows are skipped without running the program.
 
     Idle rows are skipped in bulk: when the thread list reaches a fixed point where only
-    unconditioned variables (``lab.free``, e.g. ``N`` in ``N*?``) consume rows and every other
-    label is blocked by its mask, the free threads consume every row up to the next row some
-    blocked label accepts (``lab.next_true[v, i]``) as one run node. Results are those of
-    stepping row by row.
+    unconditioned variables (``free``, e.g. ``N`` in ``N*?``) consume rows and every other label
+    is blocked by its mask, the free threads consume every row up to the next row some blocked
+    label accepts (``next_true[v, i]``) as one run node. Results are those of stepping row by row.
 
     Returns ``(status, m_start, m_end, m_part, r_match, r_row, r_label, r_excl, work_bytes)``:
     matches (start, exclusive end, partition) and their rows with labels and exclusion flags;
     ``status`` is OK, LIMIT_REACHED, or a runtime AFTER MATCH SKIP error with the offending match
     recorded last; ``work_bytes`` is the matcher's peak working memory.
     """
-    n_prog = ins.op.shape[0]
-    n_vars = lab.masks.shape[0]
-    n_names = pr.members.shape[0]
-    parts, nav_parts = units.parts, units.nav_parts
-    window, skip_mode = opts.window, opts.skip_mode
-    op = ins.op
+    n_prog = op.shape[0]
+    n_vars = masks.shape[0]
+    n_names = members.shape[0]
     any_dependent = False
     for v in range(n_vars):
-        if lab.dependent[v]:
+        if dependent[v]:
             any_dependent = True
     # equivalence key width: pc + first/last per relevant name (+ node when deep)
     key_w = 1 + 2 * n_names + 1
     cap_t = max(16, 2 * n_prog)
-    th = Threads(
-        np.empty((2, cap_t), np.int64),
-        np.empty((2, cap_t), np.int64),
-        np.empty((2, cap_t), np.int64),
-        np.empty((2, cap_t), np.int64),
-        np.empty((2, cap_t, n_vars), np.int64),
-        np.empty((2, cap_t, n_vars), np.int64),
-    )
+    # thread lists: index [cur] is the current list, [nxt] the next one; swapping two ints
+    # instead of array references keeps reference counting out of the inner loop
+    l_pc = np.empty((2, cap_t), np.int64)
+    l_node = np.empty((2, cap_t), np.int64)
+    l_depth = np.empty((2, cap_t), np.int64)
+    l_src = np.empty((2, cap_t), np.int64)
+    l_first = np.empty((2, cap_t, n_vars), np.int64)
+    l_last = np.empty((2, cap_t, n_vars), np.int64)
     cur = 0
     nxt = 1
+    visited = np.full(n_prog, -1, np.int64)
+    cvisited = np.full(n_prog, -1, np.int64)
     cstamp = 0
     h_cap = 64
-    dd = Dedup(np.full(h_cap, -1, np.int64), np.empty((h_cap, key_w), np.int64))
+    h_stamp = np.full(h_cap, -1, np.int64)
+    h_key = np.empty((h_cap, key_w), np.int64)
+    key = np.empty(key_w, np.int64)
     stamp = 0
-    a_cap = 1024  # path arena
-    ar = Arena(
-        np.empty(a_cap, np.int64),
-        np.empty(a_cap, np.int64),
-        np.empty(a_cap, np.int64),
-        np.empty(a_cap, np.bool_),
-        np.empty(a_cap, np.int64),
-    )
-    # closure stack: pc and exclusion depth (see _follow for its size); evaluation stacks
+    # path arena
+    a_cap = 1024
+    a_parent = np.empty(a_cap, np.int64)
+    a_row = np.empty(a_cap, np.int64)
+    a_label = np.empty(a_cap, np.int64)
+    a_excl = np.empty(a_cap, np.bool_)
+    a_lo = np.empty(a_cap, np.int64)
+    # closure stack: pc and exclusion depth (see _follow for its size)
     s_cap = 2 * n_prog + 2
-    ev_n = max(4, pr.code.shape[0] + 1)
-    sc = Scratch(
-        np.full(n_prog, -1, np.int64),
-        np.full(n_prog, -1, np.int64),
-        np.empty(key_w, np.int64),
-        np.empty(s_cap, np.int64),
-        np.empty(s_cap, np.int64),
-        np.empty(ev_n, np.int64),
-        np.empty(ev_n, np.float64),
-        np.empty(ev_n, np.int64),
-        np.empty(n_vars, np.int64),
-        np.empty(n_vars, np.int64),
-    )
-    m_cap = 1024  # outputs
+    s_pc = np.empty(s_cap, np.int64)
+    s_depth = np.empty(s_cap, np.int64)
+    # evaluation stacks
+    ev_n = max(4, code.shape[0] + 1)
+    si = np.empty(ev_n, np.int64)
+    sf = np.empty(ev_n, np.float64)
+    sk = np.empty(ev_n, np.int64)
+    first_tmp = np.empty(n_vars, np.int64)
+    last_tmp = np.empty(n_vars, np.int64)
+    # outputs
+    m_cap = 1024
+    m_start = np.empty(m_cap, np.int64)
+    m_end = np.empty(m_cap, np.int64)
+    m_part = np.empty(m_cap, np.int64)
     r_cap = 4096
-    fo = Found(
-        np.empty(m_cap, np.int64),
-        np.empty(m_cap, np.int64),
-        np.empty(m_cap, np.int64),
-        np.empty(r_cap, np.int64),
-        np.empty(r_cap, np.int64),
-        np.empty(r_cap, np.int64),
-        np.empty(r_cap, np.bool_),
-    )
+    r_match = np.empty(r_cap, np.int64)
+    r_row = np.empty(r_cap, np.int64)
+    r_label = np.empty(r_cap, np.int64)
+    r_excl = np.empty(r_cap, np.bool_)
     n_matches = 0
     n_rows_out = 0
     status = OK
@@ -1119,22 +710,56 @@ def run(
     for p in range(parts.shape[0] - 1):
         p0, p1 = parts[p], parts[p + 1]
         q0, q1 = nav_parts[p, 0], nav_parts[p, 1]
-        a0 = -1 if units.cut_start else p0  # where ^ and $ pass (-1: nowhere)
-        a1 = -1 if units.cut_end else p1
+        a0 = -1 if cut_start else p0  # where ^ and $ pass (-1: nowhere)
+        a1 = -1 if cut_end else p1
         if p == 0 or q0 != nav_parts[p - 1, 0]:
             part_matches = n_matches
         pos = p0
         while pos < p1:
-            if lab.next_start[pos] != pos:
-                pos = lab.next_start[pos]
+            if next_start[pos] != pos:
+                pos = next_start[pos]
                 continue
             start = pos
             a_n = 0
             best_node = -2  # -2: no match; -1: empty match
             best_end = -1
+            # initial closure
+            c_n = 0
             stamp += 1
             i = start
-            th, c_n = _seed(i, a0, a1, stamp, n_vars, ins, th, cur, sc)
+            # seed: the closure of pc 0 at the start row is the first thread list
+            t_n = 0
+            s_pc[0] = 0
+            s_depth[0] = 0
+            sp = 1
+            while sp > 0:
+                sp -= 1
+                pc = s_pc[sp]
+                depth = s_depth[sp]
+                if visited[pc] == stamp:  # one history here: pc alone decides the future
+                    continue
+                visited[pc] = stamp
+                pushed = _follow(pc, depth, i, a0, a1, op, arg_a, arg_b, s_pc, s_depth, sp)
+                if pushed >= 0:
+                    sp = pushed
+                    continue
+                # LABEL or DONE: a thread
+                if t_n >= cap_t:
+                    cap_t *= 2
+                    l_pc = _grow_pair(l_pc, cap_t)
+                    l_node = _grow_pair(l_node, cap_t)
+                    l_depth = _grow_pair(l_depth, cap_t)
+                    l_src = _grow_pair(l_src, cap_t)
+                    l_first = _grow_pair3(l_first, cap_t)
+                    l_last = _grow_pair3(l_last, cap_t)
+                l_pc[cur, t_n] = pc
+                l_node[cur, t_n] = -1
+                l_depth[cur, t_n] = depth
+                for v in range(n_vars):
+                    l_first[cur, t_n, v] = -1
+                    l_last[cur, t_n, v] = -1
+                t_n += 1
+            c_n = t_n
             # --- step through rows ---
             while c_n > 0:
                 until_check -= c_n + 1
@@ -1149,50 +774,237 @@ def run(
                 consumed_nonfree = False
                 saw_done = False
                 for t in range(c_n):
-                    if op[th.pc[cur, t]] == DONE:
-                        best_node = th.node[cur, t]
+                    pc = l_pc[cur, t]
+                    if op[pc] == DONE:
+                        best_node = l_node[cur, t]
                         best_end = i
                         saw_done = True
                         break
-                    consumed, th, ar, dd, cstamp, nt, a_n, h_used = _advance(
-                        t,
-                        i,
-                        start,
-                        p1,
-                        q0,
-                        q1,
-                        a0,
-                        a1,
-                        window,
-                        n_matches - part_matches + 1,
-                        stamp,
-                        cstamp,
-                        cur,
-                        nxt,
-                        nt,
-                        a_n,
-                        h_used,
-                        any_dependent,
-                        ins,
-                        lab,
-                        pr,
-                        cols,
-                        th,
-                        ar,
-                        dd,
-                        sc,
-                    )
-                    if consumed == 2:
+                    v = arg_a[pc]
+                    if i >= p1 or not masks[v, i]:
+                        continue
+                    if window >= 0 and ts[i] - ts[start] > window:
+                        continue
+                    if dependent[v]:
+                        if not _evaluate(
+                            code,
+                            code_start[v],
+                            code_start[v + 1],
+                            const_i,
+                            const_f,
+                            const_kind,
+                            icols,
+                            inull,
+                            fcols,
+                            fnull,
+                            members,
+                            i,
+                            v,
+                            start,
+                            q0,
+                            q1,
+                            l_first[cur, t],
+                            l_last[cur, t],
+                            l_node[cur, t],
+                            a_parent,
+                            a_row,
+                            a_label,
+                            a_lo,
+                            si,
+                            sf,
+                            sk,
+                            n_matches - part_matches + 1,
+                        ):
+                            continue
+                    # consume row i: new path node
+                    if a_n >= a_cap:
+                        a_cap *= 2
+                        a_parent = _grow1(a_parent, a_cap)
+                        a_row = _grow1(a_row, a_cap)
+                        a_label = _grow1(a_label, a_cap)
+                        a_excl = _grow1(a_excl, a_cap)
+                        a_lo = _grow1(a_lo, a_cap)
+                    if not free[v]:
                         consumed_nonfree = True
+                    a_parent[a_n] = l_node[cur, t]
+                    a_row[a_n] = i
+                    a_lo[a_n] = i
+                    a_label[a_n] = v
+                    a_excl[a_n] = l_depth[cur, t] > 0
+                    new_node = a_n
+                    a_n += 1
+                    if any_dependent:  # histories matter only to dependent conditions
+                        for u in range(n_vars):
+                            first_tmp[u] = l_first[cur, t, u]
+                            last_tmp[u] = l_last[cur, t, u]
+                        if first_tmp[v] < 0:
+                            first_tmp[v] = i
+                        last_tmp[v] = i
+                    # closure of pc + 1 at row i + 1 into the n-list; inside one closure every
+                    # path shares this thread's history, so pc alone prunes (this also breaks
+                    # epsilon cycles such as (A*)*)
+                    cstamp += 1
+                    s_pc[0] = pc + 1
+                    s_depth[0] = l_depth[cur, t]
+                    sp = 1
+                    while sp > 0:
+                        sp -= 1
+                        q = s_pc[sp]
+                        depth = s_depth[sp]
+                        if cvisited[q] == cstamp:
+                            continue
+                        cvisited[q] = cstamp
+                        if not any_dependent:
+                            # across threads too: a thread already here is preferred and equivalent
+                            if visited[q] == stamp:
+                                continue
+                            visited[q] = stamp
+                        pushed = _follow(
+                            q, depth, i + 1, a0, a1, op, arg_a, arg_b, s_pc, s_depth, sp
+                        )
+                        if pushed >= 0:
+                            sp = pushed
+                            continue
+                        # equivalence: same instruction and, when conditions read other
+                        # variables, the same relevant history
+                        if any_dependent:
+                            key[0] = q
+                            kk = 1
+                            for nm in range(n_names):
+                                if relevant[nm]:
+                                    lo_pos = -1
+                                    hi_pos = -1
+                                    for m in range(n_vars):
+                                        if members[nm, m]:
+                                            if last_tmp[m] > hi_pos:
+                                                hi_pos = last_tmp[m]
+                                            if first_tmp[m] >= 0 and (
+                                                lo_pos < 0 or first_tmp[m] < lo_pos
+                                            ):
+                                                lo_pos = first_tmp[m]
+                                    key[kk] = lo_pos
+                                    key[kk + 1] = hi_pos
+                                else:
+                                    key[kk] = 0
+                                    key[kk + 1] = 0
+                                kk += 2
+                            key[kk] = new_node if deep else 0
+                            # open addressing on the key
+                            if 2 * (h_used + 1) > h_cap:
+                                # grow; keys seen earlier in this step are forgotten, which can
+                                # only keep an equivalent, less preferred thread alive (harmless)
+                                h_cap *= 4
+                                h_stamp = np.full(h_cap, -1, np.int64)
+                                h_key = np.empty((h_cap, key_w), np.int64)
+                                h_used = 0
+                            hh = np.uint64(1469598103934665603)
+                            for z in range(key_w):
+                                hh = (hh ^ np.uint64(key[z])) * np.uint64(1099511628211)
+                            slot = np.int64(hh % np.uint64(h_cap))
+                            dup = False
+                            while h_stamp[slot] == stamp:
+                                same = True
+                                for z in range(key_w):
+                                    if h_key[slot, z] != key[z]:
+                                        same = False
+                                        break
+                                if same:
+                                    dup = True
+                                    break
+                                slot = (slot + 1) % h_cap
+                            if dup:
+                                continue
+                            h_stamp[slot] = stamp
+                            for z in range(key_w):
+                                h_key[slot, z] = key[z]
+                            h_used += 1
+                        if nt >= cap_t:
+                            cap_t *= 2
+                            l_pc = _grow_pair(l_pc, cap_t)
+                            l_node = _grow_pair(l_node, cap_t)
+                            l_depth = _grow_pair(l_depth, cap_t)
+                            l_src = _grow_pair(l_src, cap_t)
+                            l_first = _grow_pair3(l_first, cap_t)
+                            l_last = _grow_pair3(l_last, cap_t)
+                        l_pc[nxt, nt] = q
+                        l_node[nxt, nt] = new_node
+                        l_depth[nxt, nt] = depth
+                        l_src[nxt, nt] = t
+                        if any_dependent:
+                            for u in range(n_vars):
+                                l_first[nxt, nt, u] = first_tmp[u]
+                                l_last[nxt, nt, u] = last_tmp[u]
+                        nt += 1
                 # fixed point? the new list repeats the current one and only free threads consumed
                 jump = i + 1
                 if not saw_done and not consumed_nonfree and nt == c_n and nt > 0:
-                    jump = _idle_end(i, start, p1, window, nt, cur, nxt, ins, lab, cols.ts, th)
+                    same = True
+                    for k2 in range(nt):
+                        if (
+                            l_pc[nxt, k2] != l_pc[cur, k2]
+                            or l_depth[nxt, k2] != l_depth[cur, k2]
+                            or op[l_pc[nxt, k2]] == DONE
+                        ):
+                            same = False
+                            break
+                        src = l_src[nxt, k2]
+                        if not free[arg_a[l_pc[cur, src]]]:
+                            same = False
+                            break
+                        if free[arg_a[l_pc[nxt, k2]]] and src != k2:
+                            same = False
+                            break
+                    if same:
+                        limit = p1 - 1
+                        if window >= 0:
+                            lo_w = i + 1
+                            hi_w = p1
+                            bound_t = ts[start] + window
+                            while lo_w < hi_w:  # first row beyond the window
+                                mid = (lo_w + hi_w) // 2
+                                if ts[mid] > bound_t:
+                                    hi_w = mid
+                                else:
+                                    lo_w = mid + 1
+                            if lo_w < limit:
+                                limit = lo_w
+                        for k2 in range(nt):
+                            v2 = arg_a[l_pc[nxt, k2]]
+                            if not free[v2] and next_true[v2, i + 1] < limit:
+                                limit = next_true[v2, i + 1]
+                        if limit > i + 1:
+                            jump = limit
                 # swap lists
                 cur, nxt = nxt, cur
                 c_n = nt
                 if jump > i + 1:
-                    ar, a_n = _jump(i, jump, c_n, cur, nxt, a_n, any_dependent, ins, lab, th, ar)
+                    # free threads consume rows i + 1 .. jump - 1 as one run node each
+                    for k2 in range(c_n):
+                        v2 = arg_a[l_pc[cur, k2]]
+                        if free[v2]:
+                            if a_n >= a_cap:
+                                a_cap *= 2
+                                a_parent = _grow1(a_parent, a_cap)
+                                a_row = _grow1(a_row, a_cap)
+                                a_label = _grow1(a_label, a_cap)
+                                a_excl = _grow1(a_excl, a_cap)
+                                a_lo = _grow1(a_lo, a_cap)
+                            a_parent[a_n] = l_node[cur, k2]
+                            a_lo[a_n] = i + 1
+                            a_row[a_n] = jump - 1
+                            a_label[a_n] = v2
+                            a_excl[a_n] = l_depth[cur, k2] > 0
+                            l_node[nxt, k2] = a_n  # remember the run of free thread k2
+                            a_n += 1
+                    for k2 in range(c_n):
+                        f = l_src[cur, k2]
+                        run = l_node[nxt, f]
+                        vf = a_label[run]
+                        l_node[cur, k2] = run
+                        if any_dependent:
+                            if l_first[cur, k2, vf] < 0:
+                                l_first[cur, k2, vf] = i + 1
+                            l_last[cur, k2, vf] = jump - 1
                 i = jump
             # --- record the preferred match of this attempt ---
             if status == STOPPED:
@@ -1200,25 +1012,46 @@ def run(
             if best_node == -2:
                 pos = start + 1
                 continue
-            if n_matches >= opts.max_matches:
+            if n_matches >= max_matches:
                 status = LIMIT_REACHED
                 break
-            status, fo, first_target, last_target = _record(
-                start,
-                best_node,
-                best_end,
-                p,
-                n_matches,
-                n_rows_out,
-                opts.skip_target,
-                pr.members,
-                stop,
-                ar,
-                fo,
-            )
-            if status != OK:
-                break
+            if n_matches >= m_cap:
+                if stop[1] > 0 and 24 * 2 * m_cap + 25 * r_cap > stop[1]:
+                    status = OVER_BYTES
+                    break
+                m_cap *= 2
+                m_start = _grow1(m_start, m_cap)
+                m_end = _grow1(m_end, m_cap)
+                m_part = _grow1(m_part, m_cap)
+            m_start[n_matches] = start
+            m_end[n_matches] = best_end
+            m_part[n_matches] = p
             length = best_end - start
+            if n_rows_out + length > r_cap:
+                if stop[1] > 0 and 24 * m_cap + 25 * max(2 * r_cap, n_rows_out + length) > stop[1]:
+                    status = OVER_BYTES
+                    break
+                r_cap = max(2 * r_cap, n_rows_out + length)
+                r_match = _grow1(r_match, r_cap)
+                r_row = _grow1(r_row, r_cap)
+                r_label = _grow1(r_label, r_cap)
+                r_excl = _grow1(r_excl, r_cap)
+            k = best_node
+            j = n_rows_out + length - 1
+            first_target = -1
+            last_target = -1
+            while k >= 0:
+                for row in range(a_row[k], a_lo[k] - 1, -1):
+                    r_match[j] = n_matches
+                    r_row[j] = row
+                    r_label[j] = a_label[k]
+                    r_excl[j] = a_excl[k]
+                    j -= 1
+                if skip_target >= 0 and members[skip_target, a_label[k]]:
+                    if last_target < 0:
+                        last_target = a_row[k]
+                    first_target = a_lo[k]
+                k = a_parent[k]
             n_rows_out += length
             n_matches += 1
             if length == 0 or skip_mode == SKIP_NEXT_ROW:
@@ -1240,36 +1073,36 @@ def run(
     work = (
         8
         * (
-            th.pc.size
-            + th.node.size
-            + th.depth.size
-            + th.src.size
-            + th.first.size
-            + th.last.size
-            + sc.visited.size
-            + sc.cvisited.size
-            + dd.stamp.size
-            + dd.key.size
-            + ar.parent.size
-            + ar.row.size
-            + ar.label.size
-            + ar.lo.size
-            + sc.s_pc.size
-            + sc.s_depth.size
-            + sc.si.size
-            + sc.sf.size
-            + sc.sk.size
+            l_pc.size
+            + l_node.size
+            + l_depth.size
+            + l_src.size
+            + l_first.size
+            + l_last.size
+            + visited.size
+            + cvisited.size
+            + h_stamp.size
+            + h_key.size
+            + a_parent.size
+            + a_row.size
+            + a_label.size
+            + a_lo.size
+            + s_pc.size
+            + s_depth.size
+            + si.size
+            + sf.size
+            + sk.size
         )
-        + ar.excl.size
+        + a_excl.size
     )
     return (
         status,
-        fo.m_start[:n_matches],
-        fo.m_end[:n_matches],
-        fo.m_part[:n_matches],
-        fo.r_match[:n_rows_out],
-        fo.r_row[:n_rows_out],
-        fo.r_label[:n_rows_out],
-        fo.r_excl[:n_rows_out],
+        m_start[:n_matches],
+        m_end[:n_matches],
+        m_part[:n_matches],
+        r_match[:n_rows_out],
+        r_row[:n_rows_out],
+        r_label[:n_rows_out],
+        r_excl[:n_rows_out],
         work,
     )
