@@ -13,7 +13,15 @@ from typing import Literal, get_args
 TimeUnit = Literal["ns", "us", "ms", "s"]
 #: compute-node pull strategies (``dfs_v1``, ``dfs_v2``, ``swf_only``: the paper's ablations)
 Strategy = Literal[
-    "pull_all", "push_down", "push_pull", "naive_dfs", "dfs", "swf_only", "dfs_v1", "dfs_v2"
+    "pull_all",
+    "push_down",
+    "push_pull",
+    "naive_dfs",
+    "dfs",
+    "dfs_paper",
+    "swf_only",
+    "dfs_v1",
+    "dfs_v2",
 ]
 #: when a DFS round trip runs
 CostModel = Literal["adaptive", "always_on", "always_off", "naive", "fixed"]

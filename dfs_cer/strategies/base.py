@@ -389,8 +389,11 @@ class Session:
         events: Callable[[list[T]], int] | None = None,
         decision: dict[str, Any] | None = None,
         note: str | None = None,
+        only: Sequence[int] | None = None,
     ) -> list[T]:
-        marks = [len(c.transfers) for c in self.clients]
+        """``fn`` on every node (``only``: on those nodes, by index), in parallel, as one round."""
+        clients = self.clients if only is None else [self.clients[i] for i in only]
+        marks = [len(c.transfers) for c in clients]
         start = time.perf_counter()
 
         def guarded(c: StorageClient) -> T:
@@ -401,7 +404,7 @@ class Session:
                 raise
 
         try:
-            results = list(self._pool.map(guarded, self.clients))
+            results = list(self._pool.map(guarded, clients))
         except DfsCerError as exc:  # name the round: the node and the action are in the message
             exc.args = (
                 f"round {len(self.trace.rounds) + 1} ({name}): {exc.args[0] if exc.args else exc}",
@@ -409,7 +412,7 @@ class Session:
             )
             raise
         seconds = time.perf_counter() - start
-        new = [t for c, m in zip(self.clients, marks, strict=True) for t in c.transfers[m:]]
+        new = [t for c, m in zip(clients, marks, strict=True) for t in c.transfers[m:]]
         self.trace.rounds.append(
             Round(
                 name,
@@ -485,6 +488,27 @@ class Session:
         if tables and any(not t.schema.equals(tables[0].schema) for t in tables):
             self.same_schemas([t.schema for t in tables])
         return pa.concat_tables(tables) if tables else pa.table({})
+
+    def pull_each(
+        self, kind: str, requests: dict[int, tuple[dict[str, Any], list[bytes]]], **round_info: Any
+    ) -> pa.Table:
+        """``kind`` from the nodes in ``requests`` (node index -> its own header and blobs),
+        concatenated in node order; the other nodes are not called."""
+        nodes = sorted(requests)
+        if not nodes:
+            return pa.table({})
+
+        def one(c: StorageClient) -> pa.Table:
+            header, blobs = requests[index[id(c)]]
+            return c.pull({"query_id": self.query_id, "kind": kind, **header}, blobs)
+
+        index = {id(c): i for i, c in enumerate(self.clients)}
+        tables = self.all(
+            kind, one, events=lambda ts: sum(t.num_rows for t in ts), only=nodes, **round_info
+        )
+        if any(not t.schema.equals(tables[0].schema) for t in tables):
+            self.same_schemas(self.schemas())  # names two nodes that differ
+        return pa.concat_tables(tables)
 
     def deferrable(self, kind: str, header: dict[str, Any]) -> bool:
         """May executors take this final pull in time slices? Every row (``pull_all``) always;

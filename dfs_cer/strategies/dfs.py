@@ -1,5 +1,7 @@
-"""Dual filtering (``dfs``), its ablations (``swf_only``, ``dfs_v1``, ``dfs_v2``) and
-``naive_dfs`` (see :mod:`.pull`), with node-side matching where nodes hold whole partitions."""
+"""The paper's dual filtering (``dfs_paper``: shrinking window filter and window-wise join filters
+broadcast to every node), its ablations (``swf_only``, ``dfs_v1``, ``dfs_v2``) and ``naive_dfs``
+(see :mod:`.pull`), with node-side matching where nodes hold whole partitions. The product's
+``dfs`` (per-node rounds) is :mod:`.sliced`."""
 
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ from dfs_cer.transport.replies import (
 JOIN_FILTERS = ("wjf", "keyset", "none")
 
 
-def _node_matching(
+def node_matching(
     session: Session,
     analysis: Analysis,
     headers: list[OpenReply],
@@ -155,10 +157,10 @@ def _node_matching(
     return PullResult(schema.empty_table(), trace, analysis, None, relation, matches)
 
 
-def dfs(
+def paper_dfs(
     session: Session, request: PullRequest, tis_format: str = "swf", join_filter: str = "wjf"
 ) -> PullResult:
-    """Dual filtering; ``tis_format`` ("swf" or "intervals") and ``join_filter`` ("wjf",
+    """The paper's dual filtering; ``tis_format`` ("swf" or "intervals") and ``join_filter`` ("wjf",
     "keyset" or "none") select the paper's ablations. ``passes`` > 1 verifies every variable
     again against the interval set the others shrank (the first variable's events are checked
     only against its own intervals in pass 1); the cost model gates each of these round trips.
@@ -179,7 +181,7 @@ def dfs(
         )
     analysis, headers, schema = open_query(session, request)
     trace = session.trace
-    on_nodes = _node_matching(session, analysis, headers, schema, request.options)
+    on_nodes = node_matching(session, analysis, headers, schema, request.options)
     if on_nodes is not None:
         return on_nodes
     fallback = exact_fallback(session, analysis, schema, headers)
@@ -335,17 +337,17 @@ def dfs(
 
 def swf_only(session: Session, request: PullRequest) -> PullResult:
     """Ablation: DFS without join filters (equalities are checked only on the compute node)."""
-    return dfs(session, request, join_filter="none")
+    return paper_dfs(session, request, join_filter="none")
 
 
 def dfs_v1(session: Session, request: PullRequest) -> PullResult:
     """Ablation: DFS with exact (value, window) tables in place of window-wise join filters."""
-    return dfs(session, request, join_filter="keyset")
+    return paper_dfs(session, request, join_filter="keyset")
 
 
 def dfs_v2(session: Session, request: PullRequest) -> PullResult:
     """Ablation: interval arrays in place of the SWF and exact tables in place of join filters."""
-    return dfs(session, request, tis_format="intervals", join_filter="keyset")
+    return paper_dfs(session, request, tis_format="intervals", join_filter="keyset")
 
 
 def naive_dfs(session: Session, request: PullRequest) -> PullResult:
@@ -353,7 +355,7 @@ def naive_dfs(session: Session, request: PullRequest) -> PullResult:
     (timestamp, value) pairs of every equality column; the compute node intersects the arrays and
     applies the equalities on window ids; a second trip pulls the rows inside the result."""
     analysis, headers, schema = open_query(session, request)
-    on_nodes = _node_matching(session, analysis, headers, schema, request.options)
+    on_nodes = node_matching(session, analysis, headers, schema, request.options)
     if on_nodes is not None:
         return on_nodes
     fallback = exact_fallback(session, analysis, schema, headers)

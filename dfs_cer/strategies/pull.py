@@ -5,12 +5,16 @@
   when rows between variables may be skipped; otherwise it falls back to pull_all).
 - ``push_pull``: variables one by one; each node keeps the next variable's events that complete
   a match of the pattern projected on the variables pulled so far (uploaded to it).
-- ``dfs``: dual filtering — Eq. 1 intervals of the first variable in a shrinking window filter,
-  shrunk by each later variable's verification (SWF, then window-wise join filters for
-  equalities) when the cost model says the round trip pays, in two passes over the variables;
-  one final pull of the rows inside the final interval set.
+- ``dfs``: dual filtering with per-node rounds — the nodes send where their rare variables'
+  candidates lie (slice points with value hashes), the compute node checks every pair of
+  variables on them, sends each node only its part of the interval set for the others when
+  that pays in wire bytes, and pulls from each node only its own surviving slices.
+- ``dfs_paper``: the paper's dual filtering — Eq. 1 intervals of the first variable in a
+  shrinking window filter, shrunk by each later variable's verification (SWF, then window-wise
+  join filters for equalities), every filter broadcast to every node, when the cost model says
+  the round trip pays; one final pull of the rows inside the final interval set.
 - ``naive_dfs``: interval arrays of every variable and exact join pairs in one trip, then a pull.
-- ablations of ``dfs``: ``swf_only`` (no join filters), ``dfs_v1`` (exact (value, window) tables
+- ablations of ``dfs_paper``: ``swf_only`` (no join filters), ``dfs_v1`` (exact (value, window) tables
   for join filters), ``dfs_v2`` (interval arrays for the SWF as well).
 
 Every strategy returns events whose matches equal pull_all's; one that cannot be exact for a
@@ -19,7 +23,7 @@ query runs the nearest exact one and says so in the trace.
 This module is the API: :func:`pull` (the keywords users pass), :func:`run` (a
 :class:`~dfs_cer.strategies.request.PullRequest`) and :data:`STRATEGIES`. Each strategy is a
 function of the session and the request: the baselines in :mod:`.baselines`, DFS, its ablations
-and naive DFS in :mod:`.dfs`, the steps they share in :mod:`.steps`.
+and naive DFS in :mod:`.dfs`, the per-node DFS in :mod:`.sliced`, the steps they share in :mod:`.steps`.
 """
 
 from __future__ import annotations
@@ -33,8 +37,9 @@ from dfs_cer.errors import SNAPSHOT_BUSY
 from dfs_cer.query import Query
 from dfs_cer.strategies.base import DeferredPull, PullResult, Session, Trace
 from dfs_cer.strategies.baselines import pull_all, push_down, push_pull
-from dfs_cer.strategies.dfs import dfs, dfs_v1, dfs_v2, naive_dfs, swf_only
+from dfs_cer.strategies.dfs import dfs_v1, dfs_v2, naive_dfs, paper_dfs, swf_only
 from dfs_cer.strategies.request import PullRequest
+from dfs_cer.strategies.sliced import dfs
 from dfs_cer.transport.retry import retry_on
 
 STRATEGIES = {
@@ -43,6 +48,7 @@ STRATEGIES = {
     "push_pull": push_pull,
     "naive_dfs": naive_dfs,
     "dfs": dfs,
+    "dfs_paper": paper_dfs,
     "swf_only": swf_only,
     "dfs_v1": dfs_v1,
     "dfs_v2": dfs_v2,

@@ -14,6 +14,7 @@ from dfs_cer.errors import CacheMissError, StorageError
 from dfs_cer.events.order import sort_and_partition
 from dfs_cer.events.time import time_values
 from dfs_cer.filters import IntervalSet, RefreshTags, ShrinkingWindowFilter
+from dfs_cer.filters.points import SliceRuns
 from dfs_cer.match.rowpattern.navigation import candidate_reach
 from dfs_cer.plan.halo import no_halo, subtract_rows
 from dfs_cer.query import Analysis, Role, analyze
@@ -296,10 +297,13 @@ def say_navigation(trace: Trace, text: str) -> None:
 
 
 class Tis:
-    """The compute node's time interval set: a shrinking window filter (DFS) or an exact
-    interval array (the DFS-V2 ablation and Naive-DFS)."""
+    """The compute node's time interval set: a shrinking window filter (the paper's DFS), an
+    exact interval array (the DFS-V2 ablation and Naive-DFS) or slice runs (DFS: exact on its
+    slice grid, and the smallest on the wire)."""
 
-    def __init__(self, fmt: str, initial: IntervalSet, window: int) -> None:
+    def __init__(
+        self, fmt: str, initial: IntervalSet, window: int, runs: SliceRuns | None = None
+    ) -> None:
         self.fmt, self.window = fmt, window
         self.swf = (
             ShrinkingWindowFilter.from_intervals(initial.starts, initial.ends, window)
@@ -307,8 +311,15 @@ class Tis:
             else None
         )
         self.exact = initial
+        self.runs = runs
+
+    @classmethod
+    def of_slices(cls, runs: SliceRuns, window: int) -> Tis:
+        return cls("slices", runs.to_time(), window, runs)
 
     def to_bytes(self) -> bytes:
+        if self.runs is not None:
+            return self.runs.to_bytes()
         return self.swf.to_bytes() if self.swf is not None else self.exact.to_bytes()
 
     @property
@@ -413,7 +424,7 @@ def final_pull(
             )
             if broad:
                 return pull_everything(session, analysis, schema, f"pull_all ({broad})")
-        fmt = "intervals" if tis.swf is None else "swf"
+        fmt = tis.fmt
         if local_halo(session, analysis, headers or []):
             events = pull_with_local_halo(session, analysis, "pull", fmt, [tis.to_bytes()])
             return finish_pull(session, events, analysis, schema)
@@ -443,7 +454,5 @@ def final_pull(
             f"{analysis.next_reach} after)",
         )
         return finish_pull(session, events, analysis, schema, closed.starts)
-    events = session.pull(
-        "pull_range", {"tis": "intervals" if tis.swf is None else "swf"}, [tis.to_bytes()]
-    )
+    events = session.pull("pull_range", {"tis": tis.fmt}, [tis.to_bytes()])
     return finish_pull(session, events, analysis, schema, tis.segments())

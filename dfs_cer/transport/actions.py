@@ -16,6 +16,7 @@ from typing import Literal
 
 from dfs_cer.transport.protocol import (
     Close,
+    Collect,
     Halo,
     Intervals,
     NodeMatch,
@@ -90,6 +91,7 @@ _CALLS: tuple[Action, ...] = (
     _filter("summaries", "filters"),
     _filter("wjf", "filters", Wjf),
     _filter("verify", "filters", Verify),
+    _filter("collect", "filters", Collect),
     _filter("push_pull", "push_pull", PushPull),
     _lifecycle("close", "lifecycle", Close, reopens=False),
     Action("health", "action", "server", "health", lifecycle=True, blobs=False, decoded=False),

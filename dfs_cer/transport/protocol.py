@@ -121,7 +121,7 @@ def lease(header: dict[str, Any]) -> float | None:
 # ---------------------------------------------------------------- the filter round trips
 
 ROLES = ("head", "tail", "middle")
-TIS_FORMATS = ("swf", "intervals")
+TIS_FORMATS = ("swf", "intervals", "slices")
 FILTER_FORMATS = ("wjf", "keyset")
 
 
@@ -288,6 +288,89 @@ class Verify:
             tuple(Probe.parse(p) for p in _get(header, "probes", list, a)),
             _one_of(header.get("tis", "swf"), TIS_FORMATS, "tis", a),
             bool(header.get("cached_swf", False)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Gather:
+    """One variable whose candidate points a ``collect`` asks for, with the columns to hash
+    (each with the :class:`~dfs_cer.filters.KeyKind` it is compared as)."""
+
+    variable: str
+    hashed: tuple[tuple[str, int], ...] = ()
+
+    def wire(self) -> list[Any]:
+        return [self.variable, [list(h) for h in self.hashed]] if self.hashed else [self.variable]
+
+    @classmethod
+    def parse(cls, g: object) -> Gather:
+        a = "collect"
+        if not isinstance(g, list) or not 1 <= len(g) <= 2 or not isinstance(g[0], str):
+            raise ProtocolError(f"action {a}: each variable must be [name, [[column, kind]...]]")
+        hashed = g[1] if len(g) == 2 else []
+        if not isinstance(hashed, list) or len(hashed) > 16:
+            raise ProtocolError(f"action {a}: at most 16 hashed columns per variable")
+        pairs = []
+        for h in hashed:
+            if (
+                not isinstance(h, list)
+                or len(h) != 2
+                or not isinstance(h[0], str)
+                or isinstance(h[1], bool)
+                or not isinstance(h[1], int)
+            ):
+                raise ProtocolError(f"action {a}: a hashed column must be [column, kind]")
+            pairs.append((h[0], h[1]))
+        return cls(g[0], tuple(pairs))
+
+
+@dataclass(frozen=True, slots=True)
+class Collect:
+    """Reply with the candidate points (:class:`~dfs_cer.filters.points.Points`) of each
+    variable in ``gather``, on the grid ``base`` + k * ``quantum``, value hashes ``bits`` wide.
+    With ``runs`` (blob 0: :class:`~dfs_cer.filters.points.SliceRuns`) the node first keeps
+    only the candidates of those variables inside them (and remembers that)."""
+
+    query_id: str
+    base: int
+    quantum: int
+    gather: tuple[Gather, ...]
+    bits: int = 8
+    runs: bool = False
+
+    def header(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "query_id": self.query_id,
+            "base": self.base,
+            "q": self.quantum,
+            "vars": [g.wire() for g in self.gather],
+        }
+        if self.bits != 8:
+            out["bits"] = self.bits
+        if self.runs:
+            out["runs"] = 1
+        return out
+
+    @classmethod
+    def parse(cls, header: dict[str, Any]) -> Collect:
+        a = "collect"
+        gather = _get(header, "vars", list, a)
+        if not 1 <= len(gather) <= 64:
+            raise ProtocolError(f"action {a}: 1 to 64 variables, got {len(gather)}")
+        quantum = _get(header, "q", int, a)
+        base = _get(header, "base", int, a)
+        if not 0 < quantum < 2**62 or not -(2**62) < base < 2**62:
+            raise ProtocolError(f"action {a}: quantum {quantum} or base {base} out of range")
+        bits = header.get("bits", 8)
+        if bits not in (8, 16) or isinstance(bits, bool):
+            raise ProtocolError(f"action {a}: bits must be 8 or 16, got {bits!r}")
+        return cls(
+            query_id(header.get("query_id"), a),
+            base,
+            quantum,
+            tuple(Gather.parse(g) for g in gather),
+            bits,
+            bool(header.get("runs", 0)),
         )
 
 

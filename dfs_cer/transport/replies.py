@@ -228,6 +228,15 @@ class WjfReply(Reply):
 
 
 @dataclass(frozen=True, slots=True)
+class CollectReply(Reply):
+    """Blob k: the candidate points of the k-th variable asked for; ``n``: their candidates
+    before the dedup of equal points (the node's own count, for the cost model)."""
+
+    ACTION: ClassVar[str] = "collect"
+    n: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class VerifyReply(Reply):
     """Blob 0: the refresh tags (SWF) or the surviving intervals (interval arrays)."""
 
@@ -325,6 +334,7 @@ REPLIES: dict[str, type[Reply]] = {
         SummariesReply,
         WjfReply,
         VerifyReply,
+        CollectReply,
         PushPullReply,
         SituationsReply,
         HealthReply,

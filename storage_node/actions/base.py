@@ -22,9 +22,10 @@ import pyarrow.dataset as ds
 from dfs_cer.errors import SNAPSHOT_BUSY, ProtocolError, StorageError
 from dfs_cer.events.time import time_ints
 from dfs_cer.filters import IntervalSet, ShrinkingWindowFilter
+from dfs_cer.filters.points import SliceRuns
 from dfs_cer.query import Analysis
 from dfs_cer.transport.messages import field
-from dfs_cer.transport.protocol import MAX_HALO
+from dfs_cer.transport.protocol import MAX_HALO, TIS_FORMATS
 from dfs_cer.work import Work
 from storage_node.state import QueryState, SnapshotGate, StateRegistry
 from storage_node.store import ShardStore
@@ -263,14 +264,18 @@ def table_blob(blobs: list[bytes], kind: str, what: str) -> pa.Table:
 
 def tis_format_of(header: dict[str, Any], action: str) -> str:
     tis_format = header.get("tis", "swf")
-    if tis_format not in ("swf", "intervals"):
+    if tis_format not in TIS_FORMATS:
         raise ProtocolError(
-            f"action {action}: tis must be 'swf' or 'intervals', got {tis_format!r}"
+            f"action {action}: tis must be one of {', '.join(TIS_FORMATS)}, got {tis_format!r}"
         )
     return str(tis_format)
 
 
 def load_tis(tis_format: str, blob: bytes) -> ShrinkingWindowFilter | IntervalSet:
+    """The interval set a request sends: an SWF, exact intervals, or slice runs (as the exact
+    time intervals they cover)."""
+    if tis_format == "slices":
+        return SliceRuns.from_bytes(blob).to_time()
     return (
         IntervalSet.from_bytes(blob)
         if tis_format == "intervals"

@@ -1,21 +1,23 @@
 """The filter round trips on a node: Eq. 1 ``intervals``, naive-DFS ``summaries``, join filter
-builds (``wjf``) and two-phase ``verify``."""
+builds (``wjf``), two-phase ``verify`` and DFS's per-node ``collect``."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from dfs_cer.errors import CacheMissError, ProtocolError
 from dfs_cer.filters import IntervalSet, KeyKind, WindowJoinFilter, WindowKeySet, eq1_offsets
+from dfs_cer.filters.points import Points, SliceRuns, value_hashes
 from dfs_cer.transport.messages import field
-from dfs_cer.transport.protocol import Intervals, Verify, Wjf
+from dfs_cer.transport.protocol import Collect, Intervals, Verify, Wjf
 from storage_node.actions.base import Family, Reply, load_tis
 
 
 class FilterActions(Family):
-    """``intervals``, ``summaries``, ``wjf`` and ``verify``."""
+    """``intervals``, ``summaries``, ``wjf``, ``verify`` and ``collect``."""
 
     def intervals(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         request = Intervals.parse(header)
@@ -139,6 +141,41 @@ class FilterActions(Family):
             ]
         tags = swf.refresh(state.ts[rows], role)
         return {"before": int(before), "survivors": int(rows.size)}, [tags.to_bytes()]
+
+
+    def collect(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
+        """Where each asked variable's candidates lie: their slices on the request's grid and
+        the hashes of the asked columns (one blob of points per variable). With ``runs`` the
+        candidates outside the slice runs in blob 0 are dropped first, for good."""
+        request = Collect.parse(header)
+        state = self.node.registry.get(request.query_id)
+        inside = None
+        if request.runs:
+            if not blobs:
+                raise ProtocolError("action collect: the slice runs blob is missing")
+            runs = SliceRuns.from_bytes(blobs[0])
+            if (runs.base, runs.quantum) != (request.base, request.quantum):
+                raise ProtocolError("action collect: the slice runs are on another grid")
+            inside = runs.to_time()
+        out, counts = [], []
+        for g in request.gather:
+            name = self.node.variable(state, g.variable, "collect")
+            rows = state.candidates[name]
+            if inside is not None:
+                rows = rows[inside.contains(state.ts[rows])]
+                state.candidates[name] = rows
+            self.node.check()
+            slices = (state.ts[rows] - request.base) // request.quantum
+            hashes = []
+            for column, kind in g.hashed:
+                if column not in state.table.column_names:
+                    raise ProtocolError(f"action collect: unknown column {column!r}")
+                values = state.table.column(column).take(pa.array(rows))
+                hashes.append(value_hashes(values, _key_kind(kind), request.bits))
+            stacked = np.vstack(hashes) if hashes else None
+            out.append(Points(slices, stacked).to_bytes())
+            counts.append(int(rows.size))
+        return {"n": counts}, out
 
 
 def _key_kind(kind: int) -> KeyKind:

@@ -1,0 +1,191 @@
+"""Compact, exact wire encodings for the per-node rounds of dual filtering.
+
+Time is cut into *slices* of ``quantum`` units from a ``base`` the compute node picks (about a
+sixteenth of the pattern's window). A storage node describes where a variable's candidates lie
+as :class:`Points`: their slice ids, sorted and delta-encoded as LEB128 varints, with an optional
+short hash of each equality column's value (the compute node checks equalities on them; a
+collision only keeps a candidate, never drops one). The compute node sends a node the part of
+the interval set that can touch its candidates as :class:`SliceRuns`: runs of slices, also
+varint-encoded. Both compress further with the messages' zstd, and both are far smaller than a
+cuckoo table or a Bloom filter of the same set, whose bits look random to a compressor.
+
+Pure numpy: arrays in, bytes out, no I/O.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from dfs_cer.filters import wire
+from dfs_cer.filters.intervals import IntervalSet
+from dfs_cer.filters.keys import KeyKind, hash_keys, normalize
+
+POINTS_MAGIC = b"DPTS"
+RUNS_MAGIC = b"DSLR"
+_POINTS_HEADER = struct.Struct("<IqBBH")  # count, first slice, hash columns, hash bytes, reserved
+_RUNS_HEADER = struct.Struct("<qqI")  # base, quantum, runs
+#: slices per pattern window (finer: tighter intervals, more bits per point)
+SLICES_PER_WINDOW = 16
+#: hash widths a node may be asked for (bits); 0 in a hash marks a NULL (never equal)
+HASH_BITS = (8, 16)
+MAX_POINTS = 1 << 31
+
+
+def varint_encode(values: np.ndarray) -> bytes:
+    """LEB128 varints of non-negative integers (7 bits per byte, high bit: more follows)."""
+    x = np.ascontiguousarray(values, dtype=np.uint64)
+    if x.size == 0:
+        return b""
+    lengths = np.ones(x.size, np.int64)
+    rest = x >> np.uint64(7)
+    while rest.any():
+        lengths += rest > 0
+        rest >>= np.uint64(7)
+    starts = np.cumsum(lengths) - lengths
+    out = np.empty(int(lengths.sum()), np.uint8)
+    for k in range(int(lengths.max())):
+        live = lengths > k
+        byte = ((x[live] >> np.uint64(7 * k)) & np.uint64(0x7F)).astype(np.uint8)
+        more = (lengths[live] > k + 1).astype(np.uint8) << 7
+        out[starts[live] + k] = byte | more
+    return out.tobytes()
+
+
+def varint_decode(buf: bytes | memoryview, count: int, what: str) -> tuple[np.ndarray, int]:
+    """``count`` varints from the start of ``buf``: the values and the bytes they took."""
+    if count == 0:
+        return np.empty(0, np.uint64), 0
+    raw = np.frombuffer(buf, np.uint8)
+    ends = np.flatnonzero(raw < 0x80)
+    wire.expect(ends.size >= count, what, f"{ends.size} varints where {count} are listed")
+    used = int(ends[count - 1]) + 1
+    raw = raw[:used]
+    ends = ends[:count]
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    wire.expect(bool(np.all(ends - starts < 10)), what, "a varint is longer than 64 bits")
+    position = np.arange(used) - np.repeat(starts, ends - starts + 1)
+    parts = (raw & 0x7F).astype(np.uint64) << (7 * position).astype(np.uint64)
+    return np.add.reduceat(parts, starts), used
+
+
+def value_hashes(values: object, kind: KeyKind, bits: int) -> np.ndarray:
+    """A ``bits``-wide hash of each value, equal for values SQL finds equal (the join filters'
+    normalization), 1.. for a value and 0 for NULL (or NaN), which equals nothing."""
+    if bits not in HASH_BITS:
+        raise ValueError(f"hash bits must be one of {HASH_BITS}, got {bits}")
+    normal, valid = normalize(values, kind)  # type: ignore[arg-type]
+    full = hash_keys(normal, kind, np.zeros(valid.size, np.int64), 0)
+    span = np.uint64((1 << bits) - 1)
+    out = (full % span + np.uint64(1)).astype(np.uint16 if bits > 8 else np.uint8)
+    out[~valid] = 0
+    return out
+
+
+class Points:
+    """Where one variable's candidates lie on one node: slice ids (ascending) and, per hashed
+    column, each candidate's value hash (a row of ``hashes``); duplicates dropped."""
+
+    __slots__ = ("hashes", "slices")
+
+    def __init__(self, slices: np.ndarray, hashes: np.ndarray | None = None) -> None:
+        s = np.asarray(slices, np.int64)
+        h = np.zeros((0, s.size), np.uint16) if hashes is None else np.asarray(hashes)
+        if h.ndim != 2 or h.shape[1] != s.size:
+            raise ValueError(f"hashes must be (columns, {s.size}), got {h.shape}")
+        if s.size:
+            table = np.vstack([s[None, :].astype(np.int64), h.astype(np.int64)])
+            table = np.unique(table, axis=1)  # sorts by slice, then by the hashes
+            s, h = table[0], table[1:].astype(h.dtype)
+        self.slices, self.hashes = s, h
+
+    def __len__(self) -> int:
+        return int(self.slices.size)
+
+    def to_bytes(self) -> bytes:
+        n, columns = len(self), self.hashes.shape[0]
+        width = 1 if self.hashes.dtype == np.uint8 else 2
+        first = int(self.slices[0]) if n else 0
+        deltas = np.diff(self.slices) if n else np.empty(0, np.int64)
+        payload = varint_encode(deltas) + self.hashes.astype(f"<u{width}").tobytes()
+        return wire.pack(POINTS_MAGIC, _POINTS_HEADER, (n, first, columns, width, 0), payload)
+
+    @classmethod
+    def from_bytes(cls, buf: bytes | bytearray | memoryview) -> Points:
+        what = "candidate points"
+        _, values, payload = wire.unpack(buf, POINTS_MAGIC, _POINTS_HEADER, what)
+        n, first, columns, width, reserved = (int(v) for v in values)
+        wire.expect(width in (1, 2) and reserved == 0, what, f"hash width {width}")
+        wire.expect(n <= MAX_POINTS and columns <= 64, what, f"{n} points of {columns} hashes")
+        deltas, used = varint_decode(payload, max(0, n - 1), what)
+        body = len(payload) - used
+        wire.expect(body == n * columns * width, what, f"{body} bytes of hashes for {n} points")
+        wire.expect(bool(np.all(deltas < (1 << 62))), what, "a slice step out of range")
+        slices = first + np.concatenate([[0], np.cumsum(deltas.astype(np.int64))])[:n]
+        hashes = np.frombuffer(payload[used:], f"<u{width}").reshape(columns, n)
+        out = cls.__new__(cls)
+        out.slices = slices.astype(np.int64)
+        out.hashes = hashes.astype(np.uint8 if width == 1 else np.uint16)
+        return out
+
+
+class SliceRuns:
+    """A set of slices as sorted, merged runs ``[start, end]`` (in slice ids), with the grid
+    that maps them to time: slice ``s`` covers ``[base + s*quantum, base + (s+1)*quantum - 1]``."""
+
+    __slots__ = ("base", "quantum", "runs")
+
+    def __init__(self, base: int, quantum: int, runs: IntervalSet) -> None:
+        if quantum <= 0:
+            raise ValueError(f"quantum must be positive, got {quantum}")
+        self.base, self.quantum, self.runs = int(base), int(quantum), runs
+
+    def to_time(self) -> IntervalSet:
+        """The covered time as closed intervals."""
+        q = np.int64(self.quantum)
+        return IntervalSet(
+            self.base + self.runs.starts * q, self.base + (self.runs.ends + 1) * q - 1
+        )
+
+    def contains(self, ts: np.ndarray) -> np.ndarray:
+        return self.to_time().contains(ts)
+
+    @property
+    def is_empty(self) -> bool:
+        return self.runs.is_empty
+
+    def to_bytes(self) -> bytes:
+        s, e = self.runs.starts, self.runs.ends
+        n = int(s.size)
+        gaps = np.empty(2 * n, np.int64)
+        if n:
+            gaps[0::2] = np.concatenate([[0], s[1:] - e[:-1]])  # from the previous run's end
+            gaps[1::2] = e - s
+        first = int(s[0]) if n else 0
+        payload = struct.pack("<q", first) + varint_encode(gaps)
+        return wire.pack(RUNS_MAGIC, _RUNS_HEADER, (self.base, self.quantum, n), payload)
+
+    @classmethod
+    def from_bytes(cls, buf: bytes | bytearray | memoryview) -> SliceRuns:
+        what = "slice runs"
+        _, values, payload = wire.unpack(buf, RUNS_MAGIC, _RUNS_HEADER, what)
+        base, quantum, n = (int(v) for v in values)
+        wire.expect(quantum > 0 and n <= MAX_POINTS, what, f"quantum {quantum}, {n} runs")
+        wire.expect(len(payload) >= 8, what, "the first slice is missing")
+        (first,) = struct.unpack_from("<q", payload, 0)
+        gaps, used = varint_decode(payload[8:], 2 * n, what)
+        wire.expect(used == len(payload) - 8, what, "trailing bytes after the runs")
+        wire.expect(bool(np.all(gaps < (1 << 40))), what, "a run out of range")
+        g = gaps.astype(np.int64)
+        lengths, steps = g[1::2], g[0::2]
+        # start_k = start_{k-1} + length_{k-1} + step_k (steps[0] is 0)
+        starts = first + np.cumsum(steps + np.concatenate([[0], lengths[:-1]]))
+        ends = starts + lengths
+        wire.expect(
+            n == 0 or bool(np.all(starts[1:] > ends[:-1] + 1)), what, "runs overlap or touch"
+        )
+        return cls(base, quantum, IntervalSet(starts, ends))
+
+
+__all__ = ["HASH_BITS", "SLICES_PER_WINDOW", "Points", "SliceRuns", "value_hashes"]

@@ -1,0 +1,235 @@
+"""Dual filtering at cloud scale (``dfs``): every node gets only what can touch its own rows.
+
+1. ``open`` tells the compute node each node's candidates per variable and time range.
+2. Round 1 (``collect``): the nodes send where the rare variables' candidates lie, as points
+   on a slice grid (about a sixteenth of the window) with short hashes of their equality
+   columns; no filter travels to the nodes. The compute node checks every pair of variables
+   on them (window, order, equalities) until nothing changes (:mod:`dfs_cer.plan.narrow`).
+3. Round 2 (``collect``, when it pays in wire bytes): the other variables. Each node gets
+   the interval set only where its own time range meets it, and only when that costs less
+   than the points it saves; a node with no candidates left there is not called.
+4. The final pull asks each node only for its own surviving slices (nodes with none are not
+   called), or, where a pull cannot be cut per node (rows the nodes' halo brings, every row
+   of a contiguous pattern, executors' slices), for the interval set.
+
+Every step only drops candidates that cannot be in a match, so the result is pull_all's. The
+paper's rounds (shrinking window filter, window-wise join filters) are ``dfs_paper`` and the
+ablations in :mod:`.dfs`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from dfs_cer.filters import IntervalSet
+from dfs_cer.filters.points import Points
+from dfs_cer.plan.narrow import Grid, Narrow
+from dfs_cer.plan.order import variable_order
+from dfs_cer.query import Analysis, Role
+from dfs_cer.strategies.base import PullResult, Round, Session
+from dfs_cer.strategies.dfs import node_matching, paper_dfs
+from dfs_cer.strategies.request import PullRequest
+from dfs_cer.strategies.steps import (
+    Tis,
+    candidate_counts,
+    exact_fallback,
+    final_pull,
+    finish_pull,
+    open_query,
+    with_candidate_halo,
+)
+from dfs_cer.transport.protocol import Collect, Gather
+from dfs_cer.transport.replies import CollectReply, OpenReply
+
+#: a variable joins the first round when it has at most this many times the rarest's candidates
+RARE_FACTOR = 3.0
+#: wire bytes of a point before its hashes (a varint step, after zstd), and of a request's and a
+#: reply's framing and header per node
+POINT_BYTES = 1.1
+ROUND_BYTES = 160
+#: compressed bytes of a pulled row against its Arrow size, with zstd or lz4 on the wire
+COMPRESSED_SHARE = 0.35
+
+
+def dfs(session: Session, request: PullRequest) -> PullResult:
+    """DFS with per-node rounds (see the module docstring)."""
+    if session.group is not None:  # queries run together share the paper's rounds
+        return paper_dfs(session, request)
+    analysis, headers, schema = open_query(session, request)
+    on_nodes = node_matching(session, analysis, headers, schema, request.options)
+    if on_nodes is not None:
+        return on_nodes
+    fallback = exact_fallback(session, analysis, schema, headers)
+    if fallback is not None:
+        return fallback
+    window = analysis.window_units
+    assert window is not None
+    trace = session.trace
+    counts = candidate_counts(headers)
+    names = [v.name for v in analysis.filter_variables]
+    empty = next((n for n in names if counts.get(n, 0) == 0), None)
+    if empty is not None:
+        trace.fallback = f"no match possible: {empty} has no candidate event"
+        return finish_pull(session, pa.table({}), analysis, schema)
+    mins = [int(h.min_ts) for h in headers if h.min_ts is not None]
+    grid = Grid.of(min(mins), window)
+    narrow = Narrow(analysis, grid, schema)
+    order = variable_order(analysis, counts)
+    optional = [
+        v.name for v in analysis.variables if v.role is Role.OPTIONAL and counts.get(v.name, 0)
+    ]
+    first = [order[0]] + [v for v in order[1:] if counts[v] <= RARE_FACTOR * counts[order[0]]]
+    _collect(session, narrow, headers, first, None, None)
+    narrow.prune()
+    runs = narrow.runs()
+    rest = [v for v in order if v not in first] + optional
+    if rest and not runs.is_empty:
+        planned = _second_round(session, narrow, headers, rest, runs, request)
+        if planned is not None:
+            _collect(session, narrow, headers, rest, *planned)
+            narrow.prune()
+            runs = narrow.runs()
+    narrow.keep_inside(runs)
+    if runs.is_empty:
+        trace.fallback = "no match possible: the interval set is empty after the pairwise checks"
+        return finish_pull(session, pa.table({}), analysis, schema)
+    complete = all(n in narrow.variables for n in names + optional)
+    tis = Tis.of_slices(grid.wire(runs), window)
+    if complete and _per_node(session, analysis):
+        return _pull_per_node(session, narrow, tis, analysis, schema)
+    return final_pull(session, tis, analysis, schema, headers)
+
+
+def _per_node(session: Session, analysis: Analysis) -> bool:
+    """Can the final pull ask each node for its own slices? Candidates only (a pattern that may
+    skip rows), no halo rows to bring for PREV/NEXT, and no executors taking it in slices."""
+    return (
+        analysis.skippable
+        and not (analysis.prev_reach or analysis.next_reach)
+        and not session.defer
+    )
+
+
+def _pull_per_node(
+    session: Session, narrow: Narrow, tis: Tis, analysis: Analysis, schema: pa.Schema
+) -> PullResult:
+    assert tis.runs is not None
+    requests: dict[int, tuple[dict[str, Any], list[bytes]]] = {}
+    for i in range(len(session.clients)):
+        mine = narrow.node_runs(i, tis.runs.runs)
+        if not mine.is_empty:
+            requests[i] = ({"tis": "slices"}, [narrow.grid.wire(mine).to_bytes()])
+    silent = len(session.clients) - len(requests)
+    note = "each node's own surviving slices" + (
+        f" ({silent} node(s) with none not called)" if silent else ""
+    )
+    events = session.pull_each("pull", requests, note=note)
+    if events.num_columns == 0:
+        events = schema.empty_table()
+    events = with_candidate_halo(session, analysis, events, shipped=True)
+    return finish_pull(session, events, analysis, schema)
+
+
+def _point_bytes(narrow: Narrow, name: str) -> float:
+    return POINT_BYTES + len(narrow.hashed_columns(name))
+
+
+def _second_round(
+    session: Session,
+    narrow: Narrow,
+    headers: list[OpenReply],
+    rest: list[str],
+    runs: IntervalSet,
+    request: PullRequest,
+) -> tuple[dict[int, bytes | None], dict[str, Any]] | None:
+    """Per node: the interval set it gets (its part of it, where that saves more points than it
+    costs) or None (it sends every point), nodes with nothing to send left out; None when the
+    round is not worth its wire bytes against pulling those variables' candidates inside the
+    interval set."""
+    grid = narrow.grid
+    plan: dict[int, bytes | None] = {}
+    estimate = skip = 0.0
+    compressed = session.clients[0].compression not in (None, "none")
+    row_share = COMPRESSED_SHARE if compressed else 1.0
+    for i, h in enumerate(headers):
+        if h.min_ts is None or h.max_ts is None:
+            continue
+        n = {v: h.variables[v].count if v in h.variables else 0 for v in rest}
+        if not any(n.values()):
+            continue
+        lo, hi = grid.slices(np.array([int(h.min_ts), int(h.max_ts)]))
+        mine = runs.intersection(IntervalSet([lo], [hi]))
+        if mine.is_empty:
+            continue  # every candidate it has of them lies outside the interval set
+        cover = mine.total_length() / max(1, hi - lo + 1)
+        every = sum(n[v] * _point_bytes(narrow, v) for v in rest)
+        blob = grid.wire(mine).to_bytes()
+        sent = len(blob) + cover * every
+        plan[i] = blob if sent < every else None
+        estimate += ROUND_BYTES + min(sent, every)
+        skip += cover * sum(n.values()) * h.row_bytes * row_share
+    decision = {
+        "variables": rest,
+        "estimated_bytes": round(estimate),
+        "pull_instead_bytes": round(skip),
+        "nodes": len(plan),
+        "interval_set_sent_to": sum(1 for b in plan.values() if b is not None),
+    }
+    model = request.options.cost_model
+    run = model == "always_on" or (model != "always_off" and estimate < skip)
+    if not run:
+        session.trace.rounds.append(
+            Round("skip", 0, 0, 0, 0.0, decision, f"cost model skipped {', '.join(rest)}")
+        )
+        return None
+    return plan, decision
+
+
+def _collect(
+    session: Session,
+    narrow: Narrow,
+    headers: list[OpenReply],
+    names: list[str],
+    plan: dict[int, bytes | None] | None,
+    decision: dict[str, Any] | None,
+) -> None:
+    """One ``collect`` round over ``names``: each node's points added to ``narrow``."""
+    gather = tuple(Gather(v, narrow.hashed_columns(v)) for v in names)
+    nodes = (
+        [i for i, h in enumerate(headers) if any(_count(h, v) for v in names)]
+        if plan is None
+        else sorted(plan)
+    )
+    base, quantum = narrow.grid.base, narrow.grid.quantum
+
+    def one(i: int) -> tuple[dict[str, Any], list[bytes]]:
+        blob = None if plan is None else plan[i]
+        request = Collect(session.query_id, base, quantum, gather, runs=blob is not None)
+        return request.header(), [] if blob is None else [blob]
+
+    replies = session.action(
+        CollectReply,
+        {},
+        per_node=one,
+        only=nodes,
+        decision=decision,
+        note=f"points of {', '.join(names)} from {len(nodes)} node(s)",
+    )
+    for i, (_, blobs) in zip(nodes, replies, strict=True):
+        for v, blob in zip(names, blobs, strict=True):
+            narrow.add(v, i, Points.from_bytes(blob))
+    for v in names:  # a node not called holds none of them
+        for i in range(len(headers)):
+            if i not in narrow.variables[v].points:
+                narrow.add(v, i, Points(np.empty(0, np.int64), _no_hashes(narrow, v)))
+
+
+def _count(h: OpenReply, v: str) -> int:
+    return h.variables[v].count if v in h.variables else 0
+
+
+def _no_hashes(narrow: Narrow, v: str) -> np.ndarray:
+    return np.zeros((len(narrow.hashed_columns(v)), 0), np.uint8)
