@@ -449,6 +449,12 @@ def query_command(
                     f"{d['cpu_budget'] * 1e3:,.0f} ms) vs pull "
                     f"~{d['pull_seconds_estimate'] * 1e3:.1f} ms"
                 )
+            elif d and "estimated_bytes" in d:  # a per-node round against pulling instead
+                note = (
+                    f"{', '.join(d['variables'])}: {'run' if d['run'] else 'skip'} (round "
+                    f"~{d['estimated_bytes']:,} B vs pulling ~{d['pull_instead_bytes']:,} B; "
+                    f"interval set sent to {d['interval_set_sent_to']} of {d['nodes']} node(s))"
+                )
             elif d:
                 note = (
                     f"{d['variable']}: {'run' if d['run'] else 'skip'} (benefit "

@@ -24,7 +24,7 @@ from dfs_cer.filters.keys import KeyKind, hash_keys, normalize
 
 POINTS_MAGIC = b"DPTS"
 RUNS_MAGIC = b"DSLR"
-_POINTS_HEADER = struct.Struct("<IqBBH")  # count, first slice, hash columns, hash bytes, reserved
+_POINTS_HEADER = struct.Struct("<H")  # variables
 _RUNS_HEADER = struct.Struct("<qqI")  # base, quantum, runs
 #: slices per pattern window (finer: tighter intervals, more bits per point)
 SLICES_PER_WINDOW = 16
@@ -75,7 +75,7 @@ def value_hashes(values: object, kind: KeyKind, bits: int) -> np.ndarray:
     normalization), 1.. for a value and 0 for NULL (or NaN), which equals nothing."""
     if bits not in HASH_BITS:
         raise ValueError(f"hash bits must be one of {HASH_BITS}, got {bits}")
-    normal, valid = normalize(values, kind)  # type: ignore[arg-type]
+    normal, valid = normalize(values, kind)
     full = hash_keys(normal, kind, np.zeros(valid.size, np.int64), 0)
     span = np.uint64((1 << bits) - 1)
     out = (full % span + np.uint64(1)).astype(np.uint16 if bits > 8 else np.uint8)
@@ -103,31 +103,51 @@ class Points:
     def __len__(self) -> int:
         return int(self.slices.size)
 
-    def to_bytes(self) -> bytes:
-        n, columns = len(self), self.hashes.shape[0]
-        width = 1 if self.hashes.dtype == np.uint8 else 2
-        first = int(self.slices[0]) if n else 0
-        deltas = np.diff(self.slices) if n else np.empty(0, np.int64)
-        payload = varint_encode(deltas) + self.hashes.astype(f"<u{width}").tobytes()
-        return wire.pack(POINTS_MAGIC, _POINTS_HEADER, (n, first, columns, width, 0), payload)
 
-    @classmethod
-    def from_bytes(cls, buf: bytes | bytearray | memoryview) -> Points:
-        what = "candidate points"
-        _, values, payload = wire.unpack(buf, POINTS_MAGIC, _POINTS_HEADER, what)
-        n, first, columns, width, reserved = (int(v) for v in values)
-        wire.expect(width in (1, 2) and reserved == 0, what, f"hash width {width}")
-        wire.expect(n <= MAX_POINTS and columns <= 64, what, f"{n} points of {columns} hashes")
-        deltas, used = varint_decode(payload, max(0, n - 1), what)
-        body = len(payload) - used
-        wire.expect(body == n * columns * width, what, f"{body} bytes of hashes for {n} points")
-        wire.expect(bool(np.all(deltas < (1 << 62))), what, "a slice step out of range")
-        slices = first + np.concatenate([[0], np.cumsum(deltas.astype(np.int64))])[:n]
-        hashes = np.frombuffer(payload[used:], f"<u{width}").reshape(columns, n)
-        out = cls.__new__(cls)
-        out.slices = slices.astype(np.int64)
-        out.hashes = hashes.astype(np.uint8 if width == 1 else np.uint16)
-        return out
+def pack_points(parts: list[Points]) -> bytes:
+    """Several variables' points in one framed blob: per variable its count, first slice
+    (zigzag) and slice steps as varints, then its hashes. The reader knows each variable's
+    hashed columns and width (it asked for them)."""
+    body = []
+    for p in parts:
+        n = len(p)
+        first = int(p.slices[0]) if n else 0
+        head = varint_encode(np.array([n, (first << 1) ^ (first >> 63)], np.int64).view(np.uint64))
+        steps = varint_encode(np.diff(p.slices)) if n > 1 else b""
+        body += [head, steps, p.hashes.astype(f"<u{p.hashes.dtype.itemsize}").tobytes()]
+    return wire.pack(POINTS_MAGIC, _POINTS_HEADER, (len(parts),), b"".join(body))
+
+
+def unpack_points(
+    buf: bytes | bytearray | memoryview, shapes: list[tuple[int, int]]
+) -> list[Points]:
+    """The points of :func:`pack_points`; ``shapes``: each variable's (hashed columns, bytes
+    per hash), as asked."""
+    what = "candidate points"
+    _, (count,), payload = wire.unpack(buf, POINTS_MAGIC, _POINTS_HEADER, what)
+    wire.expect(
+        int(count) == len(shapes), what, f"{count} variables where {len(shapes)} were asked"
+    )
+    out, at = [], 0
+    for columns, width in shapes:
+        head, used = varint_decode(payload[at:], 2, what)
+        at += used
+        n, zig = int(head[0]), int(head[1])
+        wire.expect(n <= MAX_POINTS, what, f"{n} points")
+        first = (zig >> 1) ^ -(zig & 1)
+        steps, used = varint_decode(payload[at:], max(0, n - 1), what)
+        at += used
+        wire.expect(bool(np.all(steps < (1 << 62))), what, "a slice step out of range")
+        size = n * columns * width
+        wire.expect(len(payload) - at >= size, what, f"{len(payload) - at} bytes of hashes")
+        hashes = np.frombuffer(payload[at : at + size], f"<u{width}").reshape(columns, n)
+        at += size
+        p = Points.__new__(Points)
+        p.slices = first + np.concatenate([[0], np.cumsum(steps.astype(np.int64))])[:n]
+        p.hashes = hashes.astype(np.uint8 if width == 1 else np.uint16)
+        out.append(p)
+    wire.expect(at == len(payload), what, "trailing bytes after the points")
+    return out
 
 
 class SliceRuns:
@@ -188,4 +208,12 @@ class SliceRuns:
         return cls(base, quantum, IntervalSet(starts, ends))
 
 
-__all__ = ["HASH_BITS", "SLICES_PER_WINDOW", "Points", "SliceRuns", "value_hashes"]
+__all__ = [
+    "HASH_BITS",
+    "SLICES_PER_WINDOW",
+    "Points",
+    "SliceRuns",
+    "pack_points",
+    "unpack_points",
+    "value_hashes",
+]

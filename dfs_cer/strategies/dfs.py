@@ -165,13 +165,6 @@ def paper_dfs(
     again against the interval set the others shrank (the first variable's events are checked
     only against its own intervals in pass 1); the cost model gates each of these round trips.
     ``rate_scale`` misestimates the network rate R by that factor (an ablation)."""
-    options = request.options
-    cost_model, calibration_file, target_fpr = (
-        options.cost_model,
-        options.calibration_file,
-        options.target_fpr,
-    )
-    passes, rate_scale = options.passes, options.rate_scale
     if tis_format not in ("swf", "intervals") or join_filter not in JOIN_FILTERS:
         from dfs_cer.errors import ConfigError
 
@@ -180,13 +173,33 @@ def paper_dfs(
             f"{', '.join(JOIN_FILTERS)}; got {tis_format!r}, {join_filter!r}"
         )
     analysis, headers, schema = open_query(session, request)
-    trace = session.trace
     on_nodes = node_matching(session, analysis, headers, schema, request.options)
     if on_nodes is not None:
         return on_nodes
     fallback = exact_fallback(session, analysis, schema, headers)
     if fallback is not None:
         return fallback
+    return paper_rounds(session, request, analysis, headers, schema, tis_format, join_filter)
+
+
+def paper_rounds(
+    session: Session,
+    request: PullRequest,
+    analysis: Analysis,
+    headers: list[OpenReply],
+    schema: pa.Schema,
+    tis_format: str = "swf",
+    join_filter: str = "wjf",
+) -> PullResult:
+    """The paper's round trips and final pull, on a query opened on every node."""
+    options = request.options
+    cost_model, calibration_file, target_fpr = (
+        options.cost_model,
+        options.calibration_file,
+        options.target_fpr,
+    )
+    passes, rate_scale = options.passes, options.rate_scale
+    trace = session.trace
     window = analysis.window_units
     assert window is not None
     counts = candidate_counts(headers)

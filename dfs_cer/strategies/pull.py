@@ -14,16 +14,17 @@
   join filters for equalities), every filter broadcast to every node, when the cost model says
   the round trip pays; one final pull of the rows inside the final interval set.
 - ``naive_dfs``: interval arrays of every variable and exact join pairs in one trip, then a pull.
-- ablations of ``dfs_paper``: ``swf_only`` (no join filters), ``dfs_v1`` (exact (value, window) tables
-  for join filters), ``dfs_v2`` (interval arrays for the SWF as well).
+- ablations of ``dfs_paper``: ``swf_only`` (no join filters), ``dfs_v1`` (exact (value,
+  window) tables for join filters), ``dfs_v2`` (interval arrays for the SWF as well).
 
 Every strategy returns events whose matches equal pull_all's; one that cannot be exact for a
 query runs the nearest exact one and says so in the trace.
 
 This module is the API: :func:`pull` (the keywords users pass), :func:`run` (a
 :class:`~dfs_cer.strategies.request.PullRequest`) and :data:`STRATEGIES`. Each strategy is a
-function of the session and the request: the baselines in :mod:`.baselines`, DFS, its ablations
-and naive DFS in :mod:`.dfs`, the per-node DFS in :mod:`.sliced`, the steps they share in :mod:`.steps`.
+function of the session and the request: the baselines in :mod:`.baselines`, the paper's DFS,
+its ablations and naive DFS in :mod:`.dfs`, DFS in :mod:`.sliced`, the steps they share in
+:mod:`.steps`.
 """
 
 from __future__ import annotations

@@ -24,13 +24,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from dfs_cer.errors import ProtocolError
 from dfs_cer.filters import IntervalSet
-from dfs_cer.filters.points import Points
+from dfs_cer.filters.points import Points, unpack_points
 from dfs_cer.plan.narrow import Grid, Narrow
 from dfs_cer.plan.order import variable_order
 from dfs_cer.query import Analysis, Role
 from dfs_cer.strategies.base import PullResult, Round, Session
-from dfs_cer.strategies.dfs import node_matching, paper_dfs
+from dfs_cer.strategies.dfs import node_matching, paper_dfs, paper_rounds
 from dfs_cer.strategies.request import PullRequest
 from dfs_cer.strategies.steps import (
     Tis,
@@ -50,6 +51,8 @@ RARE_FACTOR = 3.0
 #: reply's framing and header per node
 POINT_BYTES = 1.1
 ROUND_BYTES = 160
+#: the most time units the rows may span (slice arithmetic stays far inside int64)
+MAX_SPAN = 2**61
 #: compressed bytes of a pulled row against its Arrow size, with zstd or lz4 on the wire
 COMPRESSED_SHARE = 0.35
 
@@ -75,6 +78,10 @@ def dfs(session: Session, request: PullRequest) -> PullResult:
         trace.fallback = f"no match possible: {empty} has no candidate event"
         return finish_pull(session, pa.table({}), analysis, schema)
     mins = [int(h.min_ts) for h in headers if h.min_ts is not None]
+    maxs = [int(h.max_ts) for h in headers if h.max_ts is not None]
+    if max(maxs) - min(mins) > MAX_SPAN:  # slice ids would not fit: the paper's rounds
+        trace.fallback = "dfs_paper (the rows span more time than the slice grid holds)"
+        return paper_rounds(session, request, analysis, headers, schema)
     grid = Grid.of(min(mins), window)
     narrow = Narrow(analysis, grid, schema)
     order = variable_order(analysis, counts)
@@ -180,6 +187,7 @@ def _second_round(
     }
     model = request.options.cost_model
     run = model == "always_on" or (model != "always_off" and estimate < skip)
+    decision["run"] = run
     if not run:
         session.trace.rounds.append(
             Round("skip", 0, 0, 0, 0.0, decision, f"cost model skipped {', '.join(rest)}")
@@ -218,9 +226,12 @@ def _collect(
         decision=decision,
         note=f"points of {', '.join(names)} from {len(nodes)} node(s)",
     )
+    shapes = [(len(g.hashed), 1) for g in gather]
     for i, (_, blobs) in zip(nodes, replies, strict=True):
-        for v, blob in zip(names, blobs, strict=True):
-            narrow.add(v, i, Points.from_bytes(blob))
+        if len(blobs) != 1:
+            raise ProtocolError(f"collect: a node sent {len(blobs)} blobs, expected one")
+        for v, points in zip(names, unpack_points(blobs[0], shapes), strict=True):
+            narrow.add(v, i, points)
     for v in names:  # a node not called holds none of them
         for i in range(len(headers)):
             if i not in narrow.variables[v].points:

@@ -229,11 +229,10 @@ class WjfReply(Reply):
 
 @dataclass(frozen=True, slots=True)
 class CollectReply(Reply):
-    """Blob k: the candidate points of the k-th variable asked for; ``n``: their candidates
-    before the dedup of equal points (the node's own count, for the cost model)."""
+    """Blob 0: the candidate points of the variables asked for
+    (:func:`~dfs_cer.filters.points.pack_points`)."""
 
     ACTION: ClassVar[str] = "collect"
-    n: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from dfs_cer.errors import CacheMissError, ProtocolError
 from dfs_cer.filters import IntervalSet, KeyKind, WindowJoinFilter, WindowKeySet, eq1_offsets
-from dfs_cer.filters.points import Points, SliceRuns, value_hashes
+from dfs_cer.filters.points import Points, SliceRuns, pack_points, value_hashes
 from dfs_cer.transport.messages import field
 from dfs_cer.transport.protocol import Collect, Intervals, Verify, Wjf
 from storage_node.actions.base import Family, Reply, load_tis
@@ -142,11 +142,11 @@ class FilterActions(Family):
         tags = swf.refresh(state.ts[rows], role)
         return {"before": int(before), "survivors": int(rows.size)}, [tags.to_bytes()]
 
-
     def collect(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         """Where each asked variable's candidates lie: their slices on the request's grid and
-        the hashes of the asked columns (one blob of points per variable). With ``runs`` the
-        candidates outside the slice runs in blob 0 are dropped first, for good."""
+        the hashes of the asked columns, in one blob (:func:`dfs_cer.filters.points.pack_points`).
+        With ``runs`` the candidates outside the slice runs in blob 0 are dropped first, for
+        good."""
         request = Collect.parse(header)
         state = self.node.registry.get(request.query_id)
         inside = None
@@ -157,7 +157,7 @@ class FilterActions(Family):
             if (runs.base, runs.quantum) != (request.base, request.quantum):
                 raise ProtocolError("action collect: the slice runs are on another grid")
             inside = runs.to_time()
-        out, counts = [], []
+        out = []
         for g in request.gather:
             name = self.node.variable(state, g.variable, "collect")
             rows = state.candidates[name]
@@ -165,7 +165,12 @@ class FilterActions(Family):
                 rows = rows[inside.contains(state.ts[rows])]
                 state.candidates[name] = rows
             self.node.check()
-            slices = (state.ts[rows] - request.base) // request.quantum
+            ts = state.ts[rows]
+            if ts.size and not (
+                int(ts.min()) - request.base > -(2**62) and int(ts.max()) - request.base < 2**62
+            ):
+                raise ProtocolError("action collect: the grid's base is too far from the rows")
+            slices = (ts - request.base) // request.quantum
             hashes = []
             for column, kind in g.hashed:
                 if column not in state.table.column_names:
@@ -173,9 +178,8 @@ class FilterActions(Family):
                 values = state.table.column(column).take(pa.array(rows))
                 hashes.append(value_hashes(values, _key_kind(kind), request.bits))
             stacked = np.vstack(hashes) if hashes else None
-            out.append(Points(slices, stacked).to_bytes())
-            counts.append(int(rows.size))
-        return {"n": counts}, out
+            out.append(Points(slices, stacked))
+        return {}, [pack_points(out)]
 
 
 def _key_kind(kind: int) -> KeyKind:
