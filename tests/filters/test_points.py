@@ -1,0 +1,99 @@
+"""The per-node round encodings: varints, candidate points and slice runs decode to what was
+encoded, refuse what is not theirs, and hash SQL-equal values alike."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dfs_cer.errors import FilterFormatError
+from dfs_cer.filters import IntervalSet, KeyKind
+from dfs_cer.filters.points import (
+    Points,
+    SliceRuns,
+    pack_points,
+    unpack_points,
+    value_hashes,
+    varint_decode,
+    varint_encode,
+)
+
+
+@given(st.lists(st.integers(0, 2**63 - 1), max_size=200))
+def test_varints_round_trip(values: list[int]) -> None:
+    raw = varint_encode(np.array(values, np.uint64))
+    back, used = varint_decode(raw, len(values), "test")
+    assert back.tolist() == values and used == len(raw)
+
+
+points_st = st.lists(
+    st.tuples(st.integers(-(2**40), 2**40), st.integers(0, 255)), max_size=300
+).map(
+    lambda pairs: Points(
+        np.array([p[0] for p in pairs], np.int64),
+        np.array([[p[1] for p in pairs]], np.uint8).reshape(1, len(pairs)),
+    )
+)
+
+
+@settings(max_examples=60)
+@given(st.lists(points_st, min_size=1, max_size=4))
+def test_points_round_trip(parts: list[Points]) -> None:
+    back = unpack_points(pack_points(parts), [(1, 1)] * len(parts))
+    for a, b in zip(parts, back, strict=True):
+        assert a.slices.tolist() == b.slices.tolist()
+        assert a.hashes.tolist() == b.hashes.tolist()
+        assert b.slices.tolist() == sorted(b.slices.tolist())
+
+
+def test_points_drop_duplicates_and_take_few_bytes() -> None:
+    rng = np.random.default_rng(1)
+    slices = np.sort(rng.integers(0, 30_000, 1000))
+    p = Points(np.concatenate([slices, slices]))
+    assert len(p) == np.unique(slices).size
+    assert len(pack_points([p])) < 1.2 * len(p) + 32  # about a byte per point
+
+
+def test_points_refuse_a_wrong_shape_and_trailing_bytes() -> None:
+    blob = pack_points([Points(np.array([1, 5, 9]))])
+    with pytest.raises(FilterFormatError, match="variables"):
+        unpack_points(blob, [(0, 1), (0, 1)])
+    with pytest.raises(FilterFormatError):
+        unpack_points(blob, [(1, 1)])  # hashes the blob does not hold
+    with pytest.raises(FilterFormatError, match="corrupted"):
+        unpack_points(blob[:-5] + b"\x00" + blob[-4:], [(0, 1)])
+
+
+@settings(max_examples=60)
+@given(st.lists(st.tuples(st.integers(-(10**6), 10**6), st.integers(0, 500)), max_size=100))
+def test_slice_runs_round_trip_and_map_to_time(pairs: list[tuple[int, int]]) -> None:
+    runs = IntervalSet([a for a, _ in pairs], [a + n for a, n in pairs])
+    wire = SliceRuns(-17, 250, runs)
+    back = SliceRuns.from_bytes(wire.to_bytes())
+    assert back.runs == runs and (back.base, back.quantum) == (-17, 250)
+    time = back.to_time()
+    for s, e in zip(runs.starts, runs.ends, strict=True):
+        lo, hi = -17 + s * 250, -17 + (e + 1) * 250 - 1
+        assert time.contains(np.array([lo, hi])).all()
+        assert not time.contains(np.array([lo - 1])).any() or runs.contains(np.array([s - 1]))
+
+
+def test_slice_runs_refuse_overlaps() -> None:
+    good = SliceRuns(0, 10, IntervalSet([0, 10], [2, 12])).to_bytes()
+    assert SliceRuns.from_bytes(good).runs == IntervalSet([0, 10], [2, 12])
+    with pytest.raises(FilterFormatError):
+        SliceRuns.from_bytes(good[:-6] + good[-4:])
+
+
+def test_value_hashes_equal_values_alike_and_null_equals_nothing() -> None:
+    ints = value_hashes(pa.array([1, 2, None, 1], pa.int64()), KeyKind.FLOAT, 16)
+    floats = value_hashes(pa.array([1.0, 2.0, 3.0, float("nan")]), KeyKind.FLOAT, 16)
+    assert ints[0] == ints[3] == floats[0] and ints[1] == floats[1]
+    assert ints[2] == 0 and floats[3] == 0 and (ints[[0, 1, 3]] != 0).all()
+    words = value_hashes(pa.array(["x", "y", None, "x"]), KeyKind.STRING, 8)
+    assert words.dtype == np.uint8 and words[0] == words[3] and words[2] == 0
+    with pytest.raises(ValueError, match="hash bits"):
+        value_hashes(pa.array([1]), KeyKind.INT, 12)
