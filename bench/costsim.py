@@ -25,6 +25,10 @@ each node has its own machine (P = N) and its own link, and the compute node's l
 byte: transfer = max(bytes / cn_rate, bytes / N / node_rate).
 Cost per query = bytes across the network x $/GB + (N + 1) instances x latency x $/hour
 + S3 GETs of the cold load (range reads of the shard files) amortised over --queries-per-load.
+
+--calibrate scale.json[,...] instead fits bench/scale.py's runs (3 to 96 nodes; see
+bench/scalefit.py) and projects bytes and seconds per query of dfs, push_down and push_pull
+(--scale-workload, --scale-layout, --scale-compression pick the runs; output costsim-scale.*).
 """
 
 from __future__ import annotations
@@ -387,7 +391,14 @@ def main() -> None:
             "--" + f.name.replace("_", "-"), type=type(f.default), default=f.default
         )
     parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--calibrate", default="", help="bench/scale.py --json outputs")
+    parser.add_argument("--scale-workload", default="default")
+    parser.add_argument("--scale-layout", default="random")
+    parser.add_argument("--scale-compression", default="zstd")
     args = parser.parse_args()
+    if args.calibrate:
+        scale_projection(args)
+        return
     if args.transfer not in ("inter-az", "egress"):
         raise SystemExit("error: --transfer must be inter-az or egress")
     cloud = Cloud(**{k: getattr(args, k) for k in Cloud.__dataclass_fields__})
@@ -432,6 +443,32 @@ def main() -> None:
     text = markdown(figures)
     (out / "costsim.md").write_text(text)
     plot(figures, out / "fig_costsim.png")
+    sys.stdout.write(text)
+
+
+def scale_projection(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench import scalefit
+
+    paths = [Path(p) for p in args.calibrate.split(",") if p]
+    for p in paths:
+        if not p.exists():
+            raise SystemExit(f"error: {p} does not exist; record it with bench/scale.py --json")
+    figures = scalefit.calibrate(
+        paths,
+        workload=args.scale_workload,
+        layout=args.scale_layout,
+        codec=args.scale_compression,
+        cores=args.calibration_cores,
+        node_counts=[int(n) for n in args.node_counts.split(",")],
+        event_counts=[int(float(e)) for e in args.event_counts.split(",")],
+        gbit=(args.node_gbit, args.cn_gbit),
+    )
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "costsim-scale.json").write_text(json.dumps(figures, indent=2))
+    text = scalefit.markdown(figures)
+    (out / "costsim-scale.md").write_text(text)
     sys.stdout.write(text)
 
 
