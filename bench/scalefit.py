@@ -3,18 +3,20 @@ measured node counts, its error on held-out node counts, and a projection to man
 billions of events.
 
 Per strategy, per query (N storage nodes, C candidate events: rows passing some variable's own
-condition, which grow with the events E as C = (C/E) x E):
-  bytes to the storage nodes = s0 * N + s1 * C (+ s2 * N * C: filters broadcast to every node,
-                                                 fitted only when the runs cover 2+ event counts)
-  bytes to the compute node  = c0 * N + c1 * C
-  seconds (loopback)         = t0 + t1 * N + t2 * C / P   P: nodes working at once (the
-                               calibration's cores; the cloud's N)
-Fitted by non-negative least squares. With runs at one event count the candidate terms stand in
-for a constant (nothing separates them from one), so the projection to more events assumes the
-fixed bytes per query grow with the candidates; give runs at two event counts to fit s2 and check
-that. The projected seconds add the link transfer time (costsim's transfer_seconds: every byte
-crosses the compute node's link, each node's share its own); loopback latency on a few shared
-cores is CPU-bound, so seconds are the weaker projection.
+condition, which grow with the events E as C = (C/E) x E), from the bytes per action:
+  fixed bytes (the actions in FIXED: open, reserve) = f0 * N            (one reply per node)
+  the other actions' bytes (filters, uploads, pulls) = v1 * N * C + v2 * C (+ v0 * N)
+                  (per node and candidate: filters sent to every node; per candidate: events
+                   pulled; v0, a per-node part that does not grow with the events, is fitted only
+                   when the runs cover 2+ event counts: at one event count nothing separates it
+                   from v1, so the projection gives both readings, every per-node byte growing
+                   with the candidates ("bytes", the conservative one) and none of them
+                   ("bytes_low": v0 * N + v2 * C))
+  seconds (loopback)  = t0 + t1 * N + t2 * C / P   P: nodes working at once (the calibration's
+                                                    cores; the cloud's N)
+Fitted by non-negative least squares. The projected seconds add the link transfer time (costsim's
+transfer_seconds: every byte crosses the compute node's link, each node's share its own);
+loopback latency on a few shared cores is CPU-bound, so seconds are the weaker projection.
 Error: fit on every node count but the largest and check on the largest (e.g. fit 3/12/48, check
 96), and leave-one-out over the node counts (fit on the others, check the one left out).
 """
@@ -31,6 +33,8 @@ import numpy as np
 from bench.costsim import nnls, transfer_seconds
 
 STRATEGIES = ("push_down", "push_pull", "dfs")
+#: actions whose bytes are one fixed-size exchange per node, whatever the events
+FIXED = ("open", "reserve")
 
 
 @dataclass
@@ -38,13 +42,13 @@ class ScalePoint:
     nodes: int
     events: int
     candidates: float
-    bytes_to_sn: float
-    bytes_to_cn: float
+    fixed: float  # bytes of the FIXED actions
+    variable: float  # bytes of every other action
     seconds: float
 
     @property
     def bytes(self) -> float:
-        return self.bytes_to_sn + self.bytes_to_cn
+        return self.fixed + self.variable
 
 
 def load(
@@ -63,13 +67,14 @@ def load(
             if (p["workload"], p["layout"], p["compression"]) != (workload, layout, codec):
                 continue
             if p["strategy"] in points and cands is not None:
+                fixed = sum(float(b) for a, b in p["bytes_by_action"].items() if a in FIXED)
                 points[p["strategy"]].append(
                     ScalePoint(
                         int(p["nodes"]),
                         int(doc["events"]),
                         float(cands),
-                        float(p["bytes_to_sn"]),
-                        float(p["bytes_to_cn"]),
+                        fixed,
+                        float(p["bytes"]) - fixed,
                         float(p["latency_s"]),
                     )
                 )
@@ -84,35 +89,43 @@ def load(
 
 
 class ScaleModel:
-    def __init__(self, points: list[ScalePoint], cores: int) -> None:
+    def __init__(self, points: list[ScalePoint], cores: int, low: bool = False) -> None:
+        """``low``: at one event count, the reading where the per-node bytes of the filter rounds
+        do not grow with the candidates."""
         self.cores = cores
         self.by_events = len({p.events for p in points}) > 1
+        self.low = low and not self.by_events
         n = np.array([p.nodes for p in points], float)
         c = np.array([p.candidates for p in points], float)
         par = np.minimum(n, cores)
         self.per_event = float(np.mean([p.candidates / p.events for p in points]))
         self.coef = {
-            "bytes_to_sn": nnls(self.sn_columns(n, c), np.array([p.bytes_to_sn for p in points])),
-            "bytes_to_cn": nnls([n, c], np.array([p.bytes_to_cn for p in points])),
+            "fixed": nnls([n], np.array([p.fixed for p in points])),
+            "variable": nnls(self.columns(n, c), np.array([p.variable for p in points])),
             "seconds": nnls([np.ones_like(n), n, c / par], np.array([p.seconds for p in points])),
         }
 
-    def sn_columns(self, n: np.ndarray, c: np.ndarray) -> list[np.ndarray]:
-        return [n, c, n * c] if self.by_events else [n, c]
+    def columns(self, n: np.ndarray, c: np.ndarray) -> list[np.ndarray]:
+        if self.low:
+            return [n, c]
+        return [n * c, c, n] if self.by_events else [n * c, c]
 
     def predict(
         self, nodes: int, candidates: float, parallel: float, gbit: tuple[float, float] | None
     ) -> dict[str, float]:
         n, c = np.array([float(nodes)]), np.array([float(candidates)])
         k = self.coef
-        bsn = float(np.stack(self.sn_columns(n, c), axis=1)[0] @ k["bytes_to_sn"])
-        bcn = float(k["bytes_to_cn"] @ [nodes, candidates])
+        fixed = float(k["fixed"][0] * nodes)
+        variable = float(np.stack(self.columns(n, c), axis=1)[0] @ k["variable"])
         seconds = float(k["seconds"] @ [1.0, nodes, candidates / parallel])
         if gbit is not None:
-            node_gbit, cn_gbit = gbit
-            seconds += transfer_seconds(bsn, nodes, node_gbit, cn_gbit)
-            seconds += transfer_seconds(bcn, nodes, node_gbit, cn_gbit)
-        return {"bytes_to_sn": bsn, "bytes_to_cn": bcn, "bytes": bsn + bcn, "seconds": seconds}
+            seconds += transfer_seconds(fixed + variable, nodes, gbit[0], gbit[1])
+        return {
+            "bytes_fixed": fixed,
+            "bytes_variable": variable,
+            "bytes": fixed + variable,
+            "seconds": seconds,
+        }
 
 
 def errors(train: list[ScalePoint], test: list[ScalePoint], cores: int) -> list[dict[str, Any]]:
@@ -188,12 +201,13 @@ def calibrate(
                     [p for p in pts if p.nodes != k], [p for p in pts if p.nodes == k], cores
                 )
             out["leave_one_out"][s] = summary(loo)
-        model = ScaleModel(pts, cores)
+        model, low = ScaleModel(pts, cores), ScaleModel(pts, cores, low=True)
         out["coefficients"][s] = {k: v.tolist() for k, v in model.coef.items()}
         out["coefficients"][s]["candidates_per_event"] = model.per_event
         for e in event_counts:
             for n in node_counts:
                 got = model.predict(n, model.per_event * e, n, gbit)
+                got["bytes_low"] = low.predict(n, low.per_event * e, n, gbit)["bytes"]
                 out["projection"].append({"strategy": s, "nodes": n, "events": e, **got})
     return out
 
@@ -222,16 +236,18 @@ def markdown(f: dict[str, Any]) -> str:
     lines += [
         "",
         f"Projection ({f['node_gbit']:g} Gbit/s per storage node, {f['cn_gbit']:g} Gbit/s "
-        "compute node):",
+        "compute node; MB, per-node bytes fixed: the reading where the filter rounds' per-node "
+        "bytes do not grow with the events, the same as MB when the runs cover 2+ event counts):",
         "",
-        "| events | storage nodes | strategy | MB per query | seconds per query |",
-        "|---:|---:|---|---:|---:|",
+        "| events | storage nodes | strategy | MB per query | MB, per-node bytes fixed | "
+        "seconds per query |",
+        "|---:|---:|---|---:|---:|---:|",
     ]
     for r in sorted(
         f["projection"], key=lambda r: (r["events"], r["nodes"], STRATEGIES.index(r["strategy"]))
     ):
         lines.append(
             f"| {r['events'] / 1e9:g}B | {r['nodes']:,} | {r['strategy']} | "
-            f"{r['bytes'] / 1e6:,.2f} | {r['seconds']:,.2f} |"
+            f"{r['bytes'] / 1e6:,.2f} | {r['bytes_low'] / 1e6:,.2f} | {r['seconds']:,.2f} |"
         )
     return "\n".join(lines) + "\n"

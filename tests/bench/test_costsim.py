@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -95,11 +96,11 @@ def scale_json(path: Path, events: int, codec: str = "zstd") -> Path:
     points = []
     for s, k in (("push_down", 3.0), ("push_pull", 2.0), ("dfs", 1.0)):
         for n in (3, 12, 48, 96):
-            bsn, bcn = 400.0 * n + 1e-3 * k * n * cands, 300.0 * n + k * 5.0 * cands
+            actions = {"open": 700.0 * n, "wjf": 1e-3 * k * n * cands, "pull": k * 5.0 * cands}
             points.append(
                 {"workload": "default", "layout": "random", "compression": codec,
-                 "strategy": s, "nodes": n, "bytes_to_sn": bsn, "bytes_to_cn": bcn,
-                 "bytes": bsn + bcn, "latency_s": 0.05 + 0.002 * n + 1e-6 * cands / 2}
+                 "strategy": s, "nodes": n, "bytes_by_action": actions,
+                 "bytes": sum(actions.values()), "latency_s": 0.05 + 0.002 * n + 1e-6 * cands / 2}
             )  # fmt: skip
     doc = {
         "events": events,
@@ -141,7 +142,11 @@ def test_calibrate_fits_scale_runs_and_checks_held_out_node_counts(tmp_path: Pat
     # dfs's broadcast terms are the smallest here; the projection keeps the fitted order
     assert rows[("dfs", 1000, 10**10)]["bytes"] < rows[("push_down", 1000, 10**10)]["bytes"]
     big, small = rows[("dfs", 1000, 10**10)], rows[("dfs", 10, 10**10)]
-    assert big["bytes_to_sn"] > small["bytes_to_sn"] and big["seconds"] > 0
+    # the filters' bytes per node and candidate, at 2e-3 candidates per event
+    assert big["bytes_variable"] == pytest.approx(1e-3 * 1000 * 2e7 + 5.0 * 2e7)
+    assert big["bytes_variable"] > small["bytes_variable"] and big["seconds"] > 0
+    assert big["bytes_low"] == big["bytes"]  # two event counts: one reading
+    assert big["bytes_fixed"] == pytest.approx(700.0 * 1000)  # one open reply per node
     assert "| strategy | fit on nodes | checked on |" in out.stdout
 
 
