@@ -9,8 +9,10 @@ Command:  .venv/bin/python bench/scale.py [--events 1000000] [--queries 8] [--no
           by time, and an Iceberg table served in place with files assigned to nodes by time)
 Hardware: every storage node process and the compute node on one machine, over loopback; one
           generated log for the whole run.
-Runtime:  about a minute at --events 200000 --nodes 3,6 --queries 3 on 2 cores; the defaults
-          start 96 node processes (memory: 96 x a node's idle size).
+Runtime:  on 2 cores, 4.5 minutes at --events 200000 --nodes 3,6 --queries 3 (every layout and
+          workload), 2.5 minutes at --events 600000 --nodes 3,6,9,12 --queries 3 --layouts random
+          --workloads default; the defaults start up to 96 node processes at once (memory: 96 x a
+          node's idle size).
 Output:   per workload, layout, node count, codec and strategy: mean bytes per query (both
           directions; zstd is what users pay for, none the paper's comparison), bytes per action,
           bytes per storage node (mean and max over nodes), round trips, events received, the
@@ -348,9 +350,10 @@ def markdown(f: dict[str, Any]) -> str:
     for p in f["points"]:
         if p["strategy"] == "dfs" and p["layout"] == f["layouts"][0]:
             for a, b in sorted(p["bytes_by_action"].items(), key=lambda x: -x[1]):
-                lines.append(
-                    f"| {p['workload']} | {a} | {p['compression']} | {p['nodes']} | {b:,.0f} |"
-                )
+                if b:
+                    lines.append(
+                        f"| {p['workload']} | {a} | {p['compression']} | {p['nodes']} | {b:,.0f} |"
+                    )
     return "\n".join(lines) + "\n"
 
 
