@@ -396,8 +396,11 @@ def main() -> None:
     parser.add_argument("--scale-layout", default="random")
     parser.add_argument("--scale-compression", default="zstd")
     args = parser.parse_args()
-    if args.calibrate:
-        scale_projection(args)
+    if args.calibrate:  # bench/scale.py's runs instead of bench/run.py's
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from bench.scalefit import main as scale_main
+
+        scale_main(args)
         return
     if args.transfer not in ("inter-az", "egress"):
         raise SystemExit("error: --transfer must be inter-az or egress")
@@ -443,32 +446,6 @@ def main() -> None:
     text = markdown(figures)
     (out / "costsim.md").write_text(text)
     plot(figures, out / "fig_costsim.png")
-    sys.stdout.write(text)
-
-
-def scale_projection(args: argparse.Namespace) -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from bench import scalefit
-
-    paths = [Path(p) for p in args.calibrate.split(",") if p]
-    for p in paths:
-        if not p.exists():
-            raise SystemExit(f"error: {p} does not exist; record it with bench/scale.py --json")
-    figures = scalefit.calibrate(
-        paths,
-        workload=args.scale_workload,
-        layout=args.scale_layout,
-        codec=args.scale_compression,
-        cores=args.calibration_cores,
-        node_counts=[int(n) for n in args.node_counts.split(",")],
-        event_counts=[int(float(e)) for e in args.event_counts.split(",")],
-        gbit=(args.node_gbit, args.cn_gbit),
-    )
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "costsim-scale.json").write_text(json.dumps(figures, indent=2))
-    text = scalefit.markdown(figures)
-    (out / "costsim-scale.md").write_text(text)
     sys.stdout.write(text)
 
 

@@ -23,7 +23,9 @@ Error: fit on every node count but the largest and check on the largest (e.g. fi
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -251,3 +253,27 @@ def markdown(f: dict[str, Any]) -> str:
             f"{r['bytes'] / 1e6:,.2f} | {r['bytes_low'] / 1e6:,.2f} | {r['seconds']:,.2f} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def main(args: argparse.Namespace) -> None:
+    """costsim --calibrate: fit, check, project; writes costsim-scale.{json,md} under --out."""
+    paths = [Path(p) for p in args.calibrate.split(",") if p]
+    for p in paths:
+        if not p.exists():
+            raise SystemExit(f"error: {p} does not exist; record it with bench/scale.py --json")
+    figures = calibrate(
+        paths,
+        workload=args.scale_workload,
+        layout=args.scale_layout,
+        codec=args.scale_compression,
+        cores=args.calibration_cores,
+        node_counts=[int(n) for n in args.node_counts.split(",")],
+        event_counts=[int(float(e)) for e in args.event_counts.split(",")],
+        gbit=(args.node_gbit, args.cn_gbit),
+    )
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "costsim-scale.json").write_text(json.dumps(figures, indent=2))
+    text = markdown(figures)
+    (out / "costsim-scale.md").write_text(text)
+    sys.stdout.write(text)
