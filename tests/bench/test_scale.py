@@ -5,6 +5,7 @@ storage node add up to the trace's totals."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -76,3 +77,24 @@ def test_scale_smoke_json_is_complete_and_exact(capsys: pytest.CaptureFixture[st
 def test_scale_names_a_bad_option() -> None:
     with pytest.raises(SystemExit, match="--layouts 'hash'"):
         scale.main(["--layouts", "hash"])
+
+
+def test_strategies_reports_zstd_first_and_uncompressed_beside_it() -> None:
+    """bench/strategies.py's default: every figure under zstd (the product's codec), each
+    strategy's bytes uncompressed (the paper's comparison) beside them, the old keys kept."""
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "bench/strategies.py", "--events", "20000", "--queries", "1",
+         "--strategies", "dfs", "--json"],
+        capture_output=True, text=True, cwd=root, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    f = json.loads(out.stdout)
+    assert f["compression"] == "zstd" and f["codecs"] == ["zstd", "none"]
+    for s in ("push_down", "push_pull", "dfs", "lower_bound"):
+        assert f[f"mean_{s}_bytes"] == f[f"mean_{s}_bytes_zstd"] or s == "lower_bound"
+        assert f"mean_{s}_bytes_none" in f
+    assert f["mean_push_down_bytes_zstd"] < f["mean_push_down_bytes_none"]
+    for key in ("dfs_over_pushdown_bytes", "dfs_over_pushpull_bytes", "dfs_over_lower_bound_bytes"):
+        assert f[f"{key}_zstd"] > 0 and f[f"{key}_none"] > 0 and key in f
+    assert f["dfs_over_pushdown_bytes"] == f["dfs_over_pushdown_bytes_zstd"]
