@@ -48,6 +48,7 @@ import pyarrow.parquet as pq
 
 from bench.harness import Exact, exact, node_bytes, recording_clients
 from bench.navigation import skip_queries
+from bench.scalereport import markdown
 from dfs_cer.config import StrategyConfig, TablesConfig
 from dfs_cer.datasets import synthetic_events, synthetic_queries
 from dfs_cer.io.shard import shard
@@ -59,6 +60,7 @@ STRATEGIES = ("push_down", "push_pull", "dfs")
 LAYOUTS = ("random", "time", "iceberg")
 WORKLOADS = ("default", "navigation")
 CODECS = ("zstd", "none", "lz4")
+__all__ = ["main", "markdown", "run"]
 
 
 def say(line: str) -> None:
@@ -79,8 +81,8 @@ class Layouts:
     """The log as each layout serves it, per node count: shard sets written once (random, time)
     or an Iceberg table written once and assigned to the nodes by time."""
 
-    def __init__(self, root: Path, events: pa.Table, files: int) -> None:
-        self.root, self.files = root, files
+    def __init__(self, root: Path, events: pa.Table, files: int, start_timeout: float) -> None:
+        self.root, self.files, self.start_timeout = root, files, start_timeout
         self.log = root / "events.parquet"
         pq.write_table(events, self.log)
         self.tables: TablesConfig | None = None
@@ -108,14 +110,20 @@ class Layouts:
         if layout == "iceberg":
             env = self.iceberg_env()
             refs = [f"iceberg://local/bench.events?node={i}/{nodes}" for i in range(nodes)]
-            with LocalCluster(refs, env=env) as c:
-                yield c
-            return
-        out = self.root / f"{layout}-{nodes}"
-        if not out.exists():
-            shard(str(self.log), nodes, str(out), partitioning=layout)
-        with LocalCluster([str(out / f"node-{i:02d}") for i in range(nodes)]) as c:
+            c = LocalCluster(refs, env=env)
+        else:
+            out = self.root / f"{layout}-{nodes}"
+            if not out.exists():
+                shard(str(self.log), nodes, str(out), partitioning=layout)
+            c = LocalCluster([str(out / f"node-{i:02d}") for i in range(nodes)])
+        began = time.perf_counter()
+        try:  # many node processes sharing few cores start slowly: a longer start-up limit
+            c.start(timeout=self.start_timeout)
+            say(f"  {nodes} storage nodes ready in {time.perf_counter() - began:.0f} s")
             yield c
+        finally:
+            c.stop()
+            c.tmp.cleanup()
 
 
 def measure(cluster: LocalCluster, strategy: str, sql: str, codec: str) -> dict[str, Any]:
@@ -213,7 +221,7 @@ def run(args: argparse.Namespace, progress: Callable[[str], None] = say) -> dict
         }
     files = args.files or max(20, 2 * nodes[-1])
     with tempfile.TemporaryDirectory(prefix="dfs-cer-scale-") as tmp:
-        layout_data = Layouts(Path(tmp), events, files)
+        layout_data = Layouts(Path(tmp), events, files, args.start_timeout)
         for layout in layouts:
             for n in nodes:
                 progress(f"{layout} layout, {n} storage nodes: starting ...")
@@ -297,66 +305,6 @@ def summarize(figures: dict[str, Any]) -> dict[str, Any]:
     return figures
 
 
-def markdown(f: dict[str, Any]) -> str:
-    lines = [
-        f"{f['events']:,} synthetic events, {f['queries']} queries per workload, storage nodes "
-        f"{', '.join(map(str, f['nodes']))}, loopback ({f['machine']}, {f['date']}); every "
-        f"strategy exact: {'yes' if f['exact'] else 'NO'}",
-        "",
-        "| workload | layout | nodes | codec | strategy | bytes / query | bytes / node, mean | "
-        "max | round trips | events received | latency s | exact |",
-        "|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|",
-    ]
-    for p in f["points"]:
-        lines.append(
-            f"| {p['workload']} | {p['layout']} | {p['nodes']} | {p['compression']} | "
-            f"{p['strategy']} | {p['bytes']:,.0f} | {p['node_bytes_mean']:,.0f} | "
-            f"{p['node_bytes_max']:,.0f} | {p['rounds']:.1f} | {p['events']:,.0f} | "
-            f"{p['latency_s']:.3f} | {'yes' if p['exact'] else 'NO'} |"
-        )
-    lines += [
-        "",
-        "| workload | layout | nodes | codec | DFS / push-down | DFS / push-pull | "
-        "DFS / lower bound |",
-        "|---|---|---:|---|---:|---:|---:|",
-    ]
-    for r in f["ratios"]:
-        cells = [r.get(k) for k in ("dfs_over_push_down", "dfs_over_push_pull")]
-        text = " | ".join("-" if v is None else f"{v:.3f}" for v in cells)
-        lb = r["dfs_over_lower_bound"]
-        lines.append(
-            f"| {r['workload']} | {r['layout']} | {r['nodes']} | {r['compression']} | {text} | "
-            + ("-" if lb is None else f"{lb:.2f}")
-            + " |"
-        )
-    if f["growth"]:
-        g0 = f["growth"][0]
-        lines += [
-            "",
-            f"| workload | layout | codec | strategy | bytes growth, {g0['from_nodes']} -> "
-            f"{g0['to_nodes']} nodes |",
-            "|---|---|---|---|---:|",
-        ]
-        lines += [
-            f"| {g['workload']} | {g['layout']} | {g['compression']} | {g['strategy']} | "
-            f"{g['growth']:.2f}x |"
-            for g in f["growth"]
-        ]
-    lines += [
-        "",
-        "| workload | DFS action | codec | nodes | mean bytes / query |",
-        "|---|---|---|---:|---:|",
-    ]
-    for p in f["points"]:
-        if p["strategy"] == "dfs" and p["layout"] == f["layouts"][0]:
-            for a, b in sorted(p["bytes_by_action"].items(), key=lambda x: -x[1]):
-                if b:
-                    lines.append(
-                        f"| {p['workload']} | {a} | {p['compression']} | {p['nodes']} | {b:,.0f} |"
-                    )
-    return "\n".join(lines) + "\n"
-
-
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=1_000_000)
@@ -368,6 +316,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument(
         "--files", type=int, default=0, help="Iceberg data files (default: 2 per node, >= 20)"
+    )
+    ap.add_argument(
+        "--start-timeout",
+        type=float,
+        default=1800.0,
+        help="seconds every node of a cluster may take to start",
     )
     ap.add_argument(
         "--no-warm",
