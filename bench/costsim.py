@@ -25,6 +25,10 @@ each node has its own machine (P = N) and its own link, and the compute node's l
 byte: transfer = max(bytes / cn_rate, bytes / N / node_rate).
 Cost per query = bytes across the network x $/GB + (N + 1) instances x latency x $/hour
 + S3 GETs of the cold load (range reads of the shard files) amortised over --queries-per-load.
+
+--calibrate scale.json[,...] instead fits bench/scale.py's runs (3 to 96 nodes; see
+bench/scalefit.py) and projects bytes and seconds per query of dfs, push_down and push_pull
+(--scale-workload, --scale-layout, --scale-compression pick the runs; output costsim-scale.*).
 """
 
 from __future__ import annotations
@@ -387,7 +391,17 @@ def main() -> None:
             "--" + f.name.replace("_", "-"), type=type(f.default), default=f.default
         )
     parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--calibrate", default="", help="bench/scale.py --json outputs")
+    parser.add_argument("--scale-workload", default="default")
+    parser.add_argument("--scale-layout", default="random")
+    parser.add_argument("--scale-compression", default="zstd")
     args = parser.parse_args()
+    if args.calibrate:  # bench/scale.py's runs instead of bench/run.py's
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from bench.scalefit import main as scale_main
+
+        scale_main(args)
+        return
     if args.transfer not in ("inter-az", "egress"):
         raise SystemExit("error: --transfer must be inter-az or egress")
     cloud = Cloud(**{k: getattr(args, k) for k in Cloud.__dataclass_fields__})

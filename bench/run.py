@@ -11,7 +11,11 @@ Output:   bench/results/run-<mode>.json, bench/results/run-<mode>.md (tables for
           bench/results/fig_*-<mode>.png, and with --json the headline ratios on stdout:
           transmission_vs_pushdown, transmission_vs_pushpull (DFS bytes / baseline bytes, both
           directions), latency_vs_best_baseline (best baseline latency / DFS latency) and
-          sn_memory_vs_pushdown (storage nodes' peak memory under DFS / under push-down).
+          sn_memory_vs_pushdown (storage nodes' peak memory under DFS / under push-down); with
+          several codecs (--compression zstd,none, the default) every figure is of the first
+          (zstd: the product's), and the main section also moves each query's bytes under the
+          others (none: the paper's uncompressed comparison), reported beside it
+          (transmission_vs_pushdown_none, ..., bytes_by_codec).
 
 Sections (paper figures): main (Fig. 11/12 transmission and events, Table II latency by phase,
 Fig. 25 filter ablations), sweeps (Fig. 18-20 window, selectivity, variables), nodes (Fig. 23),
@@ -58,8 +62,10 @@ class Bench:
     def __init__(self, args: argparse.Namespace, root: Path, net: NetConfig | None) -> None:
         self.args, self.root, self.net = args, root, net
         self.calibration = args.calibration
-        #: how pulled events travel (strategy.transfer_compression); none: the paper's comparison
-        self.config = StrategyConfig(transfer_compression=args.compression)
+        #: how pulled events travel (strategy.transfer_compression): the first codec of the run
+        #: (zstd: the product's default); the main section's bytes under the others beside it
+        self.codecs: list[str] = args.codecs
+        self.config = StrategyConfig(transfer_compression=args.codecs[0])
         self.shards: dict[int, list[str]] = {}
         #: every query of the run, opened once untimed on each cluster started (see cluster)
         self.warm_queries: list[str] = []
@@ -146,6 +152,8 @@ def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out["wire_bytes"] = statistics.median(wires) if wires else None
     out["phases"] = {p: statistics.median(r["phases"][p] for r in runs) for p in runs[0]["phases"]}
     out["fallback"] = runs[0]["fallback"]
+    if "bytes_by_codec" in runs[0]:
+        out["bytes_by_codec"] = runs[0]["bytes_by_codec"]
     return out
 
 
@@ -160,6 +168,11 @@ def summarize(per_query: list[dict[str, Any]]) -> dict[str, Any]:
     out["phases"] = {
         p: statistics.mean(q["phases"][p] for q in per_query) for p in per_query[0]["phases"]
     }
+    if "bytes_by_codec" in per_query[0]:
+        out["bytes_by_codec"] = {
+            c: statistics.mean(q["bytes_by_codec"][c] for q in per_query)
+            for c in per_query[0]["bytes_by_codec"]
+        }
     return out
 
 
@@ -191,10 +204,10 @@ def main() -> None:
     parser.add_argument("--calibration", default="conf/calibration.json")
     parser.add_argument(
         "--compression",
-        choices=["none", "zstd", "lz4"],
-        default="none",
-        help="how pulled events travel; none (default) is the paper's uncompressed comparison, "
-        "the results' mode names any other codec",
+        default="zstd,none",
+        help="how pulled events travel, comma-separated: every figure under the first (zstd, the "
+        "product's default), the main section's bytes also under the others (none: the paper's "
+        "uncompressed comparison); the results' mode names the first unless it is none",
     )
     parser.add_argument("--out", default=str(RESULTS))
     parser.add_argument("--json", action="store_true", help="print the headline ratios as JSON")
@@ -204,6 +217,12 @@ def main() -> None:
     if args.quick:
         args.events, args.queries, args.sweep_queries, args.repeat = 200_000, 3, 2, 1
         args.node_counts = "1,3"
+    args.codecs = [c for c in args.compression.split(",") if c]
+    if not args.codecs or any(c not in ("zstd", "none", "lz4") for c in args.codecs):
+        raise SystemExit(
+            f"error: --compression {args.compression!r}: give some of zstd,none,lz4 (first: the "
+            "codec of every figure)"
+        )
     sections = [s for s in args.sections.split(",") if s]
     unknown = [s for s in sections if s not in SECTIONS]
     if unknown:
@@ -212,7 +231,7 @@ def main() -> None:
         )
     net = NetConfig.load(Path(args.net_state)) if args.net else None
     mode = (f"net-{net.rate}" if net else "loopback") + (
-        "" if args.compression == "none" else f"-{args.compression}"
+        "" if args.codecs[0] == "none" else f"-{args.codecs[0]}"
     )
     node_counts = [int(n) for n in args.node_counts.split(",")]
     queries = synthetic_queries(args.queries)
@@ -233,7 +252,11 @@ def main() -> None:
     rates = (0.01, 0.1, 1.0, 10.0, 100.0)
     models = ("adaptive", "always_on", "always_off", "naive", "fixed")
     total = (
-        (len(MAIN) * len(queries) * args.repeat if "main" in sections else 0)
+        (
+            len(MAIN) * len(queries) * (args.repeat + len(args.codecs) - 1)
+            if "main" in sections
+            else 0
+        )
         + sum(3 * len(q) for _, _, q in sweep_points)
         + (len(node_counts) * 3 * args.sweep_queries if "nodes" in sections else 0)
         + ((len(models) + len(rates)) * len(queries) if "costmodel" in sections else 0)
@@ -246,6 +269,7 @@ def main() -> None:
         "storage_nodes": args.nodes,
         "queries": len(queries),
         "repeat": args.repeat,
+        "compression": args.codecs,
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     columns = (
@@ -287,6 +311,13 @@ def main() -> None:
                         for _ in range(args.repeat):
                             runs.append(bench.run(c, s, sql))
                             tick(f"main q{qi + 1} {s}")
+                        runs[0]["bytes_by_codec"] = {bench.codecs[0]: runs[0]["bytes"]}
+                        for codec in bench.codecs[1:]:  # bytes only: one run per other codec
+                            other = StrategyConfig(transfer_compression=codec)  # type: ignore[arg-type]
+                            runs[0]["bytes_by_codec"][codec] = bench.run(c, s, sql, config=other)[
+                                "bytes"
+                            ]
+                            tick(f"main q{qi + 1} {s} {codec}")
                         per[s].append(median_run(runs))
             results["main"] = {s: {"summary": summarize(v), "per_query": v} for s, v in per.items()}
         if sweep_points:

@@ -2,8 +2,9 @@
 and events received, per strategy, on the paper's synthetic data and default workload.
 
 Command:  .venv/bin/python bench/strategies.py [--events 1000000] [--queries 20] [--json] [--big]
-              [--compression none|zstd|lz4|all]   (how pulled events travel; default none, the
-              paper's comparison; all: every codec, bytes side by side)
+              [--compression zstd,none]   (how pulled events travel, comma-separated; the
+              first codec gets every figure, the others their bytes beside it; default zstd,
+              the product's, then none, the paper's uncompressed comparison; all: every codec)
           .venv/bin/python bench/strategies.py --workload navigation [--events 1000000]
               [--queries 10]
           (queries with PREV/NEXT: see bench/navigation.py)
@@ -11,7 +12,9 @@ Hardware: 3 storage node processes and the compute node on one machine, over loo
 Runtime:  about 2-3 minutes for 1M events (--big: 10M events).
 Output:   mean payload bytes (both directions) and mean events received per strategy, the lower
           bound (candidate events inside the exact union of match intervals), and the ratios
-          dfs_over_pushdown_bytes, dfs_over_pushpull_bytes, dfs_over_lower_bound_bytes (--json).
+          dfs_over_pushdown_bytes, dfs_over_pushpull_bytes, dfs_over_lower_bound_bytes (--json;
+          of the first codec, and with a _<codec> suffix for each codec, e.g.
+          dfs_over_pushdown_bytes_none; mean_<strategy>_bytes_<codec> likewise).
 
 Targets: DFS <= 0.2x push-down bytes, <= 0.5x push-pull, <= 2x the lower bound.
 With --json (and in the table) DFS's bytes per action show where they go.
@@ -30,39 +33,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dfs_cer import analyze, parse
+from bench.harness import exact, lower_bound
 from dfs_cer.config import StrategyConfig
 from dfs_cer.datasets import synthetic_events, synthetic_queries
-from dfs_cer.filters import IntervalSet
 from dfs_cer.io.shard import shard
-from dfs_cer.match.cer.engine import run_cer
-from dfs_cer.query.arrow_filter import union_filter
 from dfs_cer.strategies import pull
 from storage_node.launcher import LocalCluster
 
 STRATEGIES = ("push_down", "push_pull", "naive_dfs", "dfs", "swf_only", "dfs_v1", "dfs_v2")
-
-
-def lower_bound(events: pa.Table, sql: str) -> tuple[int, float]:
-    """Candidate events inside the union of the exact match intervals, and their payload bytes."""
-    import pyarrow.dataset as ds
-
-    analysis = analyze(parse(sql), events.schema)
-    out = run_cer(events, analysis).table
-    ts_cols = [c for c in out.column_names if c.endswith("_ts")]
-    if out.num_rows == 0:
-        return 0, 0.0
-    times = np.stack([out.column(c).cast(pa.int64()).to_numpy() for c in ts_cols])
-    spans = IntervalSet(times.min(axis=0), times.max(axis=0))
-    filt = union_filter([v.independent for v in analysis.variables if not v.any_row])
-    cands = ds.dataset(events).to_table(filter=filt) if filt is not None else events
-    inside = spans.contains(cands.column("ts").cast(pa.int64()).to_numpy())
-    n = int(inside.sum())
-    return n, n * cands.nbytes / max(1, cands.num_rows)
+CODECS = ("zstd", "none", "lz4")
+__all__ = ["lower_bound", "main"]  # lower_bound lives in bench/harness.py now
 
 
 def main() -> None:
@@ -89,9 +71,9 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
         "--compression",
-        choices=["none", "zstd", "lz4", "all"],
-        default="none",
-        help="how pulled events travel (strategy.transfer_compression); all: each codec",
+        default="zstd,none",
+        help="how pulled events travel (strategy.transfer_compression), comma-separated: zstd "
+        "(the product's default), none (the paper's comparison), lz4; all: each codec",
     )
     parser.add_argument(
         "--workload",
@@ -100,6 +82,9 @@ def main() -> None:
         help="navigation: queries with PREV/NEXT (bench/navigation.py)",
     )
     args = parser.parse_args()
+    codecs = list(CODECS) if args.compression == "all" else args.compression.split(",")
+    if not codecs or any(c not in CODECS for c in codecs):
+        parser.error(f"--compression {args.compression!r}: give some of zstd,none,lz4 or all")
     if args.workload == "navigation":
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         import navigation
@@ -124,10 +109,9 @@ def main() -> None:
         f"{s}_{k}": [] for s in (*chosen, "lower_bound") for k in ("bytes", "events", "seconds")
     }
     by_action: dict[str, list[float]] = {}
-    codecs = ["none", "zstd", "lz4"] if args.compression == "all" else [args.compression]
     first = codecs[0]
-    for c in codecs[1:]:
-        sums.update({f"{s}_bytes_{c}": [] for s in chosen})
+    for c in codecs:
+        sums.update({f"{s}_bytes_{c}": [] for s in (*chosen, "lower_bound")})
     with tempfile.TemporaryDirectory(prefix="dfs-cer-strategies-") as tmp:
         pq.write_table(events, Path(tmp) / "events.parquet")
         shard(str(Path(tmp) / "events.parquet"), args.nodes, str(Path(tmp) / "nodes"))
@@ -148,10 +132,8 @@ def main() -> None:
                                 calibration_file=args.calibration,
                                 config=StrategyConfig(transfer_compression=codec),  # type: ignore[arg-type]
                             )
+                        sums[f"{s}_bytes_{codec}"].append(r.trace.bytes_to_cn + r.trace.bytes_to_sn)
                         if codec != first:
-                            sums[f"{s}_bytes_{codec}"].append(
-                                r.trace.bytes_to_cn + r.trace.bytes_to_sn
-                            )
                             continue
                         if s == "dfs":  # where DFS's bytes go: per action, both directions
                             for rd in r.trace.rounds:
@@ -161,10 +143,12 @@ def main() -> None:
                         sums[f"{s}_seconds"].append(time.perf_counter() - start)
                         sums[f"{s}_bytes"].append(r.trace.bytes_to_cn + r.trace.bytes_to_sn)
                         sums[f"{s}_events"].append(r.trace.events_received)
-                lb_events, lb_bytes = lower_bound(events, sql)
-                sums["lower_bound_events"].append(lb_events)
-                sums["lower_bound_bytes"].append(lb_bytes)
+                lb = exact(events, sql, tuple(codecs))
+                sums["lower_bound_events"].append(lb.lb_events)
+                sums["lower_bound_bytes"].append(lb.lb_bytes)
                 sums["lower_bound_seconds"].append(0.0)
+                for c in codecs:  # the rows inside the intervals as that codec's stream
+                    sums[f"lower_bound_bytes_{c}"].append(lb.lb_stream_bytes[c])
                 print(f"  query {i + 1}/{len(sqls)}", file=sys.stderr, flush=True)
     means = {k: statistics.mean(v) for k, v in sums.items()}
     figures = {
@@ -177,13 +161,24 @@ def main() -> None:
         "dfs_over_pushpull_bytes": means["dfs_bytes"] / means["push_pull_bytes"],
         "dfs_over_lower_bound_bytes": means["dfs_bytes"] / max(1.0, means["lower_bound_bytes"]),
         "dfs_bytes_by_action": {a: statistics.mean(v) for a, v in by_action.items() if any(v)},
+        "codecs": codecs,
     }
+    for c in codecs:
+        figures[f"dfs_over_pushdown_bytes_{c}"] = (
+            means[f"dfs_bytes_{c}"] / means[f"push_down_bytes_{c}"]
+        )
+        figures[f"dfs_over_pushpull_bytes_{c}"] = (
+            means[f"dfs_bytes_{c}"] / means[f"push_pull_bytes_{c}"]
+        )
+        figures[f"dfs_over_lower_bound_bytes_{c}"] = means[f"dfs_bytes_{c}"] / max(
+            1.0, means[f"lower_bound_bytes_{c}"]
+        )
     if args.json:
         print(json.dumps(figures, indent=2))
         return
     print(
         f"{n:,} synthetic events, {args.nodes} storage nodes, {len(sqls)} default "
-        f"4-variable queries, cost model {args.cost_model}"
+        f"4-variable queries, cost model {args.cost_model}; pulled events travel {first}"
     )
     print(
         "| strategy | mean bytes (both ways) | mean events received | mean pull seconds "
@@ -198,20 +193,26 @@ def main() -> None:
         print(
             "\n| strategy | "
             + " | ".join(f"mean bytes, {c}" for c in codecs)
-            + " | zstd / none |\n|---|"
+            + f" | {codecs[1]} / {first} |\n|---|"
             + "---:|" * (len(codecs) + 1)
         )
-        for s in chosen:
-            row = [means[f"{s}_bytes"]] + [means[f"{s}_bytes_{c}"] for c in codecs[1:]]
+        for s in (*chosen, "lower_bound"):
+            row = [means[f"{s}_bytes_{c}"] for c in codecs]
             print(
-                f"| {s} | " + " | ".join(f"{b:,.0f}" for b in row) + f" | {row[1] / row[0]:.3f} |"
+                f"| {s} | "
+                + " | ".join(f"{b:,.0f}" for b in row)
+                + f" | {row[1] / max(1.0, row[0]):.3f} |"
             )
+        print("(lower_bound: the rows inside the exact intervals as one stream of that codec)")
     print("\n| DFS action | mean bytes per query (both ways) | share |\n|---|---:|---:|")
     for a, b in sorted(figures["dfs_bytes_by_action"].items(), key=lambda x: -x[1]):
         print(f"| {a} | {b:,.0f} | {b / means['dfs_bytes']:.0%} |")
-    print(f"DFS / push-down bytes: {figures['dfs_over_pushdown_bytes']:.3f} (target <= 0.2)")
-    print(f"DFS / push-pull bytes: {figures['dfs_over_pushpull_bytes']:.3f} (target <= 0.5)")
-    print(f"DFS / lower bound bytes: {figures['dfs_over_lower_bound_bytes']:.3f} (target <= 2)")
+    for c in codecs:
+        print(
+            f"{c}: DFS / push-down bytes {figures[f'dfs_over_pushdown_bytes_{c}']:.3f} (target "
+            f"<= 0.2), DFS / push-pull {figures[f'dfs_over_pushpull_bytes_{c}']:.3f} (<= 0.5), "
+            f"DFS / lower bound {figures[f'dfs_over_lower_bound_bytes_{c}']:.3f} (<= 2)"
+        )
 
 
 if __name__ == "__main__":

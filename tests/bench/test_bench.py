@@ -50,13 +50,24 @@ def test_run_quick_writes_tables_plots_and_headline(tmp_path: Path) -> None:
     ):
         assert head[key] > 0 and key in head["targets_met"]
     assert head["transmission_vs_pushdown"] < 1  # DFS moves fewer bytes than push-down even at 200k
-    results = json.loads((tmp_path / "run-loopback.json").read_text())
+    # the product's codec first (every figure), the paper's uncompressed bytes beside it
+    assert head["mode"] == "loopback-zstd"
+    for codec in ("zstd", "none"):
+        assert f"transmission_vs_pushdown_{codec}" in head["targets_met"]
+    assert head["transmission_vs_pushdown_zstd"] == head["transmission_vs_pushdown"]
+    results = json.loads((tmp_path / "run-loopback-zstd.json").read_text())
+    assert results["compression"] == ["zstd", "none"]
     dfs = results["main"]["dfs"]["summary"]
     assert set(dfs["phases"]) == {"open", "filter", "pull", "match"}
     assert all(s["summary"]["matches"] == dfs["matches"] for s in results["main"].values())  # exact
-    assert "| strategy | MB (both ways)" in (tmp_path / "run-loopback.md").read_text()
+    for s in results["main"].values():  # pushed-down rows shrink under zstd, none are lost
+        assert set(s["summary"]["bytes_by_codec"]) == {"zstd", "none"}
+    pd = results["main"]["push_down"]["summary"]["bytes_by_codec"]
+    assert pd["zstd"] < pd["none"]
+    text = (tmp_path / "run-loopback-zstd.md").read_text()
+    assert "| strategy | MB (both ways)" in text and "| MB, zstd | vs push-down, zstd |" in text
     for fig in ("fig_transmission", "fig_latency", "fig_memory"):
-        assert (tmp_path / f"{fig}-loopback.png").stat().st_size > 10_000
+        assert (tmp_path / f"{fig}-loopback-zstd.png").stat().st_size > 10_000
     bad = subprocess.run(
         [sys.executable, "bench/run.py", "--sections", "main,charts"],
         capture_output=True,
