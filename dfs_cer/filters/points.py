@@ -18,6 +18,7 @@ import struct
 
 import numpy as np
 
+from dfs_cer.filters import rice_kernels as rice
 from dfs_cer.filters import wire
 from dfs_cer.filters.intervals import IntervalSet
 from dfs_cer.filters.keys import KeyKind, hash_keys, normalize
@@ -29,7 +30,7 @@ _RUNS_HEADER = struct.Struct("<qqI")  # base, quantum, runs
 #: slices per pattern window (finer: tighter intervals, more bits per point)
 SLICES_PER_WINDOW = 16
 #: hash widths a node may be asked for (bits); 0 in a hash marks a NULL (never equal)
-HASH_BITS = (8, 16)
+HASH_BITS = range(4, 17)
 MAX_POINTS = 1 << 31
 
 
@@ -78,7 +79,7 @@ def value_hashes(values: object, kind: KeyKind, bits: int) -> np.ndarray:
     normal, valid = normalize(values, kind)
     full = hash_keys(normal, kind, np.zeros(valid.size, np.int64), 0)
     span = np.uint64((1 << bits) - 1)
-    out = (full % span + np.uint64(1)).astype(np.uint16 if bits > 8 else np.uint8)
+    out = (full % span + np.uint64(1)).astype(np.uint16)
     out[~valid] = 0
     return out
 
@@ -104,47 +105,71 @@ class Points:
         return int(self.slices.size)
 
 
-def pack_points(parts: list[Points]) -> bytes:
+def rice_parameter(steps: np.ndarray) -> int:
+    """The Golomb-Rice ``k`` for steps about geometrically distributed around their mean."""
+    if steps.size == 0:
+        return 0
+    mean = float(steps.mean())
+    return int(max(0, min(40, np.floor(np.log2(max(1.0, mean * 0.69))))))
+
+
+def pack_points(parts: list[Points], width: int) -> bytes:
     """Several variables' points in one framed blob: per variable its count, first slice
-    (zigzag) and slice steps as varints, then its hashes. The reader knows each variable's
-    hashed columns and width (it asked for them)."""
+    (zigzag), Rice parameter and bitstream length as varints, the Golomb-Rice coded slice steps,
+    then the hashes as bytes (one byte each up to 8 bits, else two), which the messages' zstd
+    entropy-codes (a column of few distinct values hashes to few distinct bytes). The reader
+    knows each variable's hashed columns and the width (it asked for them)."""
     body = []
+    hash_type = "<u1" if width <= 8 else "<u2"
     for p in parts:
         n = len(p)
         first = int(p.slices[0]) if n else 0
-        head = varint_encode(np.array([n, (first << 1) ^ (first >> 63)], np.int64).view(np.uint64))
-        steps = varint_encode(np.diff(p.slices)) if n > 1 else b""
-        body += [head, steps, p.hashes.astype(f"<u{p.hashes.dtype.itemsize}").tobytes()]
+        steps = np.diff(p.slices).astype(np.uint64)
+        k = rice_parameter(steps)
+        stream = np.zeros((int(rice.encoded_bits(steps, np.int64(k))) + 7) // 8, np.uint8)
+        rice.encode(steps, np.int64(k), _NO_HASHES, np.int64(0), stream)
+        zig = (first << 1) ^ (first >> 63)
+        head = varint_encode(np.array([n, zig, k, stream.size], np.uint64))
+        body += [head, stream.tobytes(), p.hashes.astype(hash_type).tobytes()]
     return wire.pack(POINTS_MAGIC, _POINTS_HEADER, (len(parts),), b"".join(body))
 
 
+_NO_HASHES = np.zeros((0, 0), np.uint16)
+
+
 def unpack_points(
-    buf: bytes | bytearray | memoryview, shapes: list[tuple[int, int]]
+    buf: bytes | bytearray | memoryview, columns: list[int], width: int
 ) -> list[Points]:
-    """The points of :func:`pack_points`; ``shapes``: each variable's (hashed columns, bytes
-    per hash), as asked."""
+    """The points of :func:`pack_points`; ``columns``: each variable's hashed columns, as asked,
+    and the hashes' ``width`` in bits."""
     what = "candidate points"
     _, (count,), payload = wire.unpack(buf, POINTS_MAGIC, _POINTS_HEADER, what)
-    wire.expect(
-        int(count) == len(shapes), what, f"{count} variables where {len(shapes)} were asked"
-    )
+    wire.expect(int(count) == len(columns), what, f"{count} variables, {len(columns)} asked")
+    wire.expect(width in HASH_BITS, what, f"hash width {width}")
+    size_of = 1 if width <= 8 else 2
     out, at = [], 0
-    for columns, width in shapes:
-        head, used = varint_decode(payload[at:], 2, what)
+    for c in columns:
+        head, used = varint_decode(payload[at:], 4, what)
         at += used
-        n, zig = int(head[0]), int(head[1])
-        wire.expect(n <= MAX_POINTS, what, f"{n} points")
+        n, zig, k, size = (int(x) for x in head)
+        wire.expect(n <= MAX_POINTS and k <= 63, what, f"{n} points, Rice parameter {k}")
+        wire.expect(size <= len(payload) - at, what, f"a bitstream of {size} bytes")
         first = (zig >> 1) ^ -(zig & 1)
-        steps, used = varint_decode(payload[at:], max(0, n - 1), what)
-        at += used
-        wire.expect(bool(np.all(steps < (1 << 62))), what, "a slice step out of range")
-        size = n * columns * width
-        wire.expect(len(payload) - at >= size, what, f"{len(payload) - at} bytes of hashes")
-        hashes = np.frombuffer(payload[at : at + size], f"<u{width}").reshape(columns, n)
+        stream = np.frombuffer(payload[at : at + size], np.uint8)
         at += size
+        steps, _, read = rice.decode(
+            stream, np.int64(max(0, n - 1)), np.int64(k), np.int64(0), np.int64(0), np.int64(0)
+        )
+        wire.expect(read >= 0 and (read + 7) // 8 == size, what, "the bitstream does not fit")
+        wire.expect(bool(np.all(steps < (1 << 62))), what, "a slice step out of range")
+        hashes_size = n * c * size_of
+        wire.expect(len(payload) - at >= hashes_size, what, "the hashes are cut short")
+        hashes = np.frombuffer(payload[at : at + hashes_size], f"<u{size_of}").reshape(c, n)
+        at += hashes_size
+        wire.expect(bool(np.all(hashes < (1 << width))), what, "a hash wider than asked")
         p = Points.__new__(Points)
         p.slices = first + np.concatenate([[0], np.cumsum(steps.astype(np.int64))])[:n]
-        p.hashes = hashes.astype(np.uint8 if width == 1 else np.uint16)
+        p.hashes = hashes.astype(np.uint16)
         out.append(p)
     wire.expect(at == len(payload), what, "trailing bytes after the points")
     return out

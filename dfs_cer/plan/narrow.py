@@ -89,6 +89,8 @@ class Narrow:
     def __init__(self, analysis: Analysis, grid: Grid, schema: pa.Schema) -> None:
         self.analysis, self.grid, self.schema = analysis, grid, schema
         self.variables: dict[str, Variable] = {}
+        #: width of the value hashes the nodes send (bits)
+        self.bits = 8
         descending = analysis.query.recognize.order_by[0].descending
         self._ordered = not descending
 

@@ -84,6 +84,7 @@ def dfs(session: Session, request: PullRequest) -> PullResult:
         return paper_rounds(session, request, analysis, headers, schema)
     grid = Grid.of(min(mins), window)
     narrow = Narrow(analysis, grid, schema)
+    narrow.bits = hash_bits(narrow, counts, max(maxs) - min(mins))
     order = variable_order(analysis, counts)
     optional = [
         v.name for v in analysis.variables if v.role is Role.OPTIONAL and counts.get(v.name, 0)
@@ -108,6 +109,17 @@ def dfs(session: Session, request: PullRequest) -> PullResult:
     if complete and _per_node(session, analysis):
         return _pull_per_node(session, narrow, tis, analysis, schema)
     return final_pull(session, tis, analysis, schema, headers)
+
+
+def hash_bits(narrow: Narrow, counts: dict[str, int], span: int) -> int:
+    """Bits of the value hashes: enough that a candidate's partners within the window (their
+    expected number, over every equality) match its hash by chance about once in 64."""
+    grid, partners = narrow.grid, 1.0
+    slices = max(1.0, (span + 1) / grid.quantum)
+    for e in narrow.analysis.equalities:
+        for u in (e.left_variable, e.right_variable):
+            partners = max(partners, counts.get(u, 0) * (2 * grid.reach + 1) / slices)
+    return int(min(16, max(4, np.ceil(np.log2(partners * 64)))))
 
 
 def _per_node(session: Session, analysis: Analysis) -> bool:
@@ -141,7 +153,7 @@ def _pull_per_node(
 
 
 def _point_bytes(narrow: Narrow, name: str) -> float:
-    return POINT_BYTES + len(narrow.hashed_columns(name))
+    return POINT_BYTES + len(narrow.hashed_columns(name)) * narrow.bits / 8
 
 
 def _second_round(
@@ -180,13 +192,13 @@ def _second_round(
         skip += cover * sum(n.values()) * h.row_bytes * row_share
     decision = {
         "variables": rest,
-        "estimated_bytes": round(estimate),
-        "pull_instead_bytes": round(skip),
+        "estimated_bytes": round(float(estimate)),
+        "pull_instead_bytes": round(float(skip)),
         "nodes": len(plan),
         "interval_set_sent_to": sum(1 for b in plan.values() if b is not None),
     }
     model = request.options.cost_model
-    run = model == "always_on" or (model != "always_off" and estimate < skip)
+    run = bool(model == "always_on" or (model != "always_off" and estimate < skip))
     decision["run"] = run
     if not run:
         session.trace.rounds.append(
@@ -211,11 +223,11 @@ def _collect(
         if plan is None
         else sorted(plan)
     )
-    base, quantum = narrow.grid.base, narrow.grid.quantum
+    base, quantum, bits = narrow.grid.base, narrow.grid.quantum, narrow.bits
 
     def one(i: int) -> tuple[dict[str, Any], list[bytes]]:
         blob = None if plan is None else plan[i]
-        request = Collect(session.query_id, base, quantum, gather, runs=blob is not None)
+        request = Collect(session.query_id, base, quantum, gather, bits, blob is not None)
         return request.header(), [] if blob is None else [blob]
 
     replies = session.action(
@@ -226,11 +238,11 @@ def _collect(
         decision=decision,
         note=f"points of {', '.join(names)} from {len(nodes)} node(s)",
     )
-    shapes = [(len(g.hashed), 1) for g in gather]
+    columns = [len(g.hashed) for g in gather]
     for i, (_, blobs) in zip(nodes, replies, strict=True):
         if len(blobs) != 1:
             raise ProtocolError(f"collect: a node sent {len(blobs)} blobs, expected one")
-        for v, points in zip(names, unpack_points(blobs[0], shapes), strict=True):
+        for v, points in zip(names, unpack_points(blobs[0], columns, bits), strict=True):
             narrow.add(v, i, points)
     for v in names:  # a node not called holds none of them
         for i in range(len(headers)):

@@ -362,8 +362,8 @@ class Collect:
         if not 0 < quantum < 2**62 or not -(2**62) < base < 2**62:
             raise ProtocolError(f"action {a}: quantum {quantum} or base {base} out of range")
         bits = header.get("bits", 8)
-        if bits not in (8, 16) or isinstance(bits, bool):
-            raise ProtocolError(f"action {a}: bits must be 8 or 16, got {bits!r}")
+        if isinstance(bits, bool) or not isinstance(bits, int) or not 4 <= bits <= 16:
+            raise ProtocolError(f"action {a}: bits must be 4 to 16, got {bits!r}")
         return cls(
             query_id(header.get("query_id"), a),
             base,

@@ -179,7 +179,7 @@ class FilterActions(Family):
                 hashes.append(value_hashes(values, _key_kind(kind), request.bits))
             stacked = np.vstack(hashes) if hashes else None
             out.append(Points(slices, stacked))
-        return {}, [pack_points(out)]
+        return {}, [pack_points(out, request.bits)]
 
 
 def _key_kind(kind: int) -> KeyKind:

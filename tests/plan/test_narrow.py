@@ -84,7 +84,7 @@ def pulled_rows(table: pa.Table, sql: str, nodes: np.ndarray, window: int) -> np
         for i in range(int(nodes.max()) + 1 if nodes.size else 1):
             mine = rows[nodes[rows] == i]
             hashes = [
-                value_hashes(table.column(c).take(pa.array(mine, pa.int64())), KeyKind(kind), 8)
+                value_hashes(table.column(c).take(pa.array(mine, pa.int64())), KeyKind(kind), 5)
                 for c, kind in narrow.hashed_columns(name)
             ]
             stacked = np.vstack(hashes) if hashes else None
