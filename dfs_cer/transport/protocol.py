@@ -487,7 +487,7 @@ class Halo:
             )
         tis = None
         if kind == "pull":
-            tis = _one_of(header.get("tis"), ("swf", "intervals"), "tis", kind)
+            tis = _one_of(header.get("tis"), TIS_FORMATS, "tis", kind)
         return cls(
             query_id(header.get("query_id"), kind),
             kind,
