@@ -19,6 +19,7 @@ from dfs_cer.config import StrategyConfig
 from dfs_cer.datasets import synthetic_events
 from dfs_cer.io.shard import shard
 from dfs_cer.strategies import PullRequest, Trace, pull
+from dfs_cer.strategies.admission import open_everywhere
 from dfs_cer.strategies.base import Session
 from dfs_cer.strategies.matching import match_pulled
 from dfs_cer.strategies.steps import open_query
@@ -169,3 +170,44 @@ def test_a_node_without_room_refuses_inside_open_and_keeps_the_line(
         finally:
             for c in clients:
                 c.close()
+
+
+def test_a_commit_racing_the_opens_opens_every_node_on_the_latest(tmp_path: Path) -> None:
+    """Nodes serving an Iceberg table open their current snapshot when none is pinned: a commit
+    landing between two nodes' opens is seen as different snapshots, and the query is released
+    and opened again on the latest commit on every node."""
+    from tests.storage.test_tables_served import QUERIES, config, events_us, new_table, refs
+
+    tables, env = config(tmp_path)
+    ev = events_us()
+    table: Any = new_table(tables, ev.schema)
+    table.append(ev.slice(0, 1500))
+    first = table.current_snapshot().snapshot_id
+    with LocalCluster(refs("logs.events", 2), env=env) as cluster:
+        session = Session.connect(cluster.endpoints, cluster.token, Trace("dfs"))
+        watch = StorageClient(cluster.endpoints[0], cluster.token)
+        sql = PullRequest.of("dfs", QUERIES[0], cluster.endpoints, cluster.token).query.to_sql()
+        committed: list[int] = []
+
+        def per_node(i: int) -> tuple[dict[str, Any], list[bytes]]:
+            if i == 1 and not committed:  # once node 0 holds the query: a commit
+                for _ in range(3000):
+                    if StatsReply.parse(watch.action("stats")[0]).queries:
+                        break
+                    time.sleep(0.01)
+                table.append(ev.slice(1500))
+                committed.append(table.current_snapshot().snapshot_id)
+            return {"sql": sql, **({"schema": False} if i else {})}, []
+
+        try:
+            replies = open_everywhere(session, per_node)
+            assert committed and committed[0] != first
+            assert [h.snapshot for h, _ in replies] == [committed[0]] * 2
+            assert session.snapshot == committed[0]
+            assert [r.action for r in session.trace.rounds] == ["open"]
+            for c in session.clients:  # opened on both snapshots, released, opened on the latest
+                assert [t.action for t in c.transfers] == ["open", "release", "open"]
+            assert session.close() == []
+        finally:
+            session.close_connections()
+            watch.close()
