@@ -64,7 +64,8 @@ class LifecycleActions(Opener):
                 [v.independent for v in analysis.variables if not v.any_row], self.node.store.schema
             )
         )
-        estimate = self._admit(qid, arrival(header))
+        when = arrival(header)
+        estimate = self._admit(qid) if when is None else self._admit_now(qid, when)
         if estimate is None:  # no room now: the compute node asks again (its place kept)
             return {"refused": True}, []
         key, dedup = self._event_key(header, self.node.store.schema)
@@ -169,21 +170,26 @@ class LifecycleActions(Opener):
             [self.node.store.schema.serialize().to_pybytes()] if header.get("schema", True) else []
         )
 
-    def _admit(self, query_id: str, arrival: float | None = None) -> int | None:
-        """The bytes this opening holds: the reservation ``reserve`` granted it; else, with an
-        ``arrival`` (the compute node opens on every node or on none), room granted at once in
-        arrival order or None (refused: the query keeps its place in line); else room made now,
-        waiting for it up to the admission wait."""
+    def _admit(self, query_id: str) -> int:
+        """The bytes this opening holds: the reservation ``reserve`` granted it, else one made now
+        (waiting for room up to the admission wait)."""
         held = self.node.registry.take_reservation(query_id)
         if held is not None:
             return held
         estimate = self.node.store.estimate_bytes()
-        if arrival is not None:
-            if not self.node.registry.try_reserve(query_id, estimate, arrival):
-                return None
-            return self.node.registry.take_reservation(query_id)
         self.node.registry.reserve(query_id, estimate)
         return estimate
+
+    def _admit_now(self, query_id: str, arrival: float) -> int | None:
+        """The bytes an opening with an ``arrival`` holds (the compute node opens on every node or
+        on none): the reservation ``reserve`` granted it, else room granted at once in arrival
+        order, else None (refused: the query keeps its place in line)."""
+        held = self.node.registry.take_reservation(query_id)
+        if held is not None:
+            return held
+        if not self.node.registry.try_reserve(query_id, self.node.store.estimate_bytes(), arrival):
+            return None
+        return self.node.registry.take_reservation(query_id)
 
     def reserve(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         """Room for a query about to open, granted at once or not at all (the compute node
