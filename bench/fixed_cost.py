@@ -25,7 +25,9 @@ import pyarrow.parquet as pq
 
 from dfs_cer.datasets import synthetic_events, synthetic_queries
 from dfs_cer.io.shard import shard
-from dfs_cer.strategies import pull
+from dfs_cer.query import parse
+from dfs_cer.strategies import Trace, pull
+from dfs_cer.strategies.base import Session
 from dfs_cer.strategies.matching import match_pulled
 from dfs_cer.transport.actions import PULLS
 from dfs_cer.transport.client import StorageClient
@@ -46,7 +48,9 @@ def measure(events: int, nodes: int) -> dict[str, Any]:
         pq.write_table(table, root / "e.parquet")
         shard(str(root / "e.parquet"), nodes, str(root / "nodes"))
         dirs = [str(root / "nodes" / f"node-{i:02d}") for i in range(nodes)]
-        out: dict[str, Any] = {"events": events, "nodes": nodes, "strategies": {}}
+        # the query's text in open's request (JSON-escaped), inside the open figures
+        text = len(encode({"sql": parse(sql).to_sql()})) - len(encode({}))
+        out: dict[str, Any] = {"events": events, "nodes": nodes, "sql": text, "strategies": {}}
         with LocalCluster(dirs) as cluster:
             client = StorageClient(cluster.endpoints[0], cluster.token)
             blob = client.action("schema")[1][0]
@@ -54,7 +58,9 @@ def measure(events: int, nodes: int) -> dict[str, Any]:
             # the schema blob's wire bytes (open sends it to node 0 only)
             schema = len(encode({}, [blob])) - len(encode({}))
             # close is not a round of the trace: its request and reply, as framed
-            close = len(encode(Close("0" * 16).header())) + len(encode({"closed": True}))
+            probe = Session([], Trace("probe"))  # a query id as long as the sessions'
+            probe.close_connections()
+            close = len(encode(Close(probe.query_id).header())) + len(encode({"closed": True}))
             expected = None
             for name in STRATEGIES:
                 result = pull(name, sql, cluster.endpoints, cluster.token)
@@ -85,7 +91,10 @@ def main() -> None:
     if a.json:
         print(json.dumps(out, indent=2))
         return
-    print(f"{a.events} events, {a.nodes} nodes: bytes per node per query")
+    print(
+        f"{a.events} events, {a.nodes} nodes: bytes per node per query "
+        f"(open includes the query text, {out['sql']} B)"
+    )
     for name, per in out["strategies"].items():
         print(f"  {name:10s} " + "  ".join(f"{k} {v}" for k, v in per.items()))
 
