@@ -50,6 +50,8 @@ def open_everywhere(
         pins = [(h.snapshot_ms or 0, h.snapshot) for h, _ in replies if h.snapshot is not None]
         raced = not refused and session.snapshot is None and len({p[1] for p in pins}) > 1
         if not refused and not raced:
+            if session.snapshot is None and pins:  # the one snapshot every node serves
+                session.snapshot = pins[0][1]
             return replies
         session.trace.rounds.pop()  # waiting is not a round trip of the strategy
         for i, c in enumerate(session.clients):

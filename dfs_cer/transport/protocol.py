@@ -4,8 +4,10 @@ Every message carries :data:`VERSION` in its framing (:mod:`dfs_cer.transport.me
 node and a client of different versions refuse each other's messages with a clear error
 instead of misreading them. The query lifecycle (``reserve``, ``release``, ``open``, ``close``)
 travels as the frozen request types below, built by the client and parsed, with every field
-checked, by the node; columns the node adds to pulled tables are named here only (the error
-codes a node attaches to Flight errors are its errors' own: :mod:`dfs_cer.transport.codes`).
+checked, by the node (``open`` with an :func:`arrival` is admitted or refused at once, as
+``reserve`` would: one round trip); columns the node adds to pulled tables are named here
+only (the error codes a node attaches to Flight errors are its errors' own:
+:mod:`dfs_cer.transport.codes`).
 """
 
 from __future__ import annotations
