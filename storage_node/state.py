@@ -237,12 +237,27 @@ class StateRegistry:
             self._held[query_id] = (estimate, now + RESERVATION_TTL)
             return True
 
-    def release_reservation(self, query_id: str) -> None:
-        """Give back a reservation a query will not use now (it keeps its place in line)."""
+    def withdraw(self, query_id: str, arrival: float | None) -> None:
+        """Give back all a query holds here without closing it (an ``open`` admitted on this
+        node while another refused it): its reservation, or its opened state and work; with
+        ``arrival``, it keeps its place in line, and may open again."""
         with self._lock:
             held = self._held.pop(query_id, None)
             if held is not None:
                 self._reserved -= held[0]
+            if query_id in self._states:
+                self._drop(query_id)
+                work = self._works.pop(query_id, None)
+                if work is not None:
+                    work[0].cancel("its compute node released it to wait for room elsewhere")
+            if (
+                arrival is not None
+                and query_id not in self._closed
+                and (query_id in self._waiting or len(self._waiting) < MAX_WAITING)
+            ):
+                now = time.monotonic()
+                first = max(arrival, time.time() - WAITER_AGE)
+                self._waiting[query_id] = (self._waiting.get(query_id, (first, now))[0], now)
             self._lock.notify_all()
 
     def take_reservation(self, query_id: str) -> int | None:

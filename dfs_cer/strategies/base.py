@@ -279,7 +279,8 @@ class Session:
         self.admission_wait = admission_wait
         for c in self.clients:
             c.deadline = deadline
-        self.query_id = query_id or uuid.uuid4().hex
+        # 64 random bits: unique among the queries a node sees, in 16 bytes of every message
+        self.query_id = query_id or uuid.uuid4().hex[:16]
         #: columns identifying an event; None: the storage nodes' manifests say (--event-key)
         self.event_key = None if event_key is None else tuple(event_key)
         self.dedup = dedup

@@ -18,6 +18,7 @@ from dfs_cer.filters.points import SliceRuns
 from dfs_cer.match.rowpattern.navigation import candidate_reach
 from dfs_cer.plan.halo import no_halo, subtract_rows
 from dfs_cer.query import Analysis, Role, analyze
+from dfs_cer.strategies.admission import open_everywhere
 from dfs_cer.strategies.base import PullResult, Session, Trace, sort_events
 from dfs_cer.strategies.request import PullRequest
 from dfs_cer.transport.client import NodeRefusedError
@@ -42,19 +43,22 @@ def open_query(
             if session.time_ranges is None
             else {"time_ranges": [[int(a), int(b)] for a, b in session.time_ranges]}
         )
-        # the order PREV/NEXT read in, for nodes that check such conditions themselves
-        extra["dedup"] = session.dedup
+        # the order PREV/NEXT read in, for nodes that check such conditions themselves (the
+        # nodes' defaults, dedup on and integer times in seconds, travel as nothing)
+        if not session.dedup:
+            extra["dedup"] = False
+        if unit != "s":
+            extra["integer_time_unit"] = unit
         if session.input_filter is not None:
             extra["input_filter"] = session.input_filter
         if session.event_key is not None:
             extra["event_key"] = list(session.event_key)
-        # room on every node or on none (no query holds one node waiting for another)
-        session.reserve()
-        replies = session.action(
-            OpenReply,
-            {},
-            per_node=lambda i: (
-                {"sql": sql, "integer_time_unit": unit, "schema": i == 0, **extra},
+        # admitted on every node or on none, inside open (no query holds one node waiting for
+        # another); the schema from node 0 only
+        replies = open_everywhere(
+            session,
+            lambda i: (
+                {"sql": sql, **extra} if i == 0 else {"sql": sql, "schema": False, **extra},
                 [],
             ),
         )

@@ -203,9 +203,15 @@ class StorageClient:
         raw = results[0].body.to_pybytes() if results else b""
         self.transfers.append(Transfer(name, len(body), len(raw), time.perf_counter() - start))
         reply = decode(raw)
-        if name == "open":  # what rebuilds the query's state if the node restarts
+        if name == "open" and not reply[0].get("refused"):
+            # what rebuilds the query's state if the node restarts: the same open, waiting for
+            # room there (no arrival), on the snapshot the node served
+            again = {k: v for k, v in (header or {}).items() if k != "arrival"}
+            if reply[0].get("snapshot") is not None:
+                again["snapshot"] = reply[0]["snapshot"]
+            replay = encode(again, blobs)
             self._journal = [
-                ("open", lambda: self._quiet_action(name, body, _fingerprint(reply[0])))
+                ("open", lambda: self._quiet_action(name, replay, _fingerprint(reply[0])))
             ]
             self._replayed = False
         return reply

@@ -1,8 +1,8 @@
 """Message framing for Flight actions and tickets: a JSON header plus binary blobs.
 
 ``b"DFSM" | u32 header length | header (UTF-8 JSON) | blob 0 | blob 1 | ...``; the header's
-``"blobs"`` lists the blob lengths and ``"v"`` the protocol version (:mod:`.protocol`). Filters
-travel as blobs in their own framed formats.
+``"blobs"`` lists the blob lengths (left out when there are none) and ``"v"`` the protocol
+version (:mod:`.protocol`). Filters travel as blobs in their own framed formats.
 
 Blobs of 256 bytes or more are zstd-compressed (level 1) when that makes them smaller; the
 header's ``"z"`` maps the index of each compressed blob to its original length. Cuckoo tables,
@@ -44,7 +44,8 @@ def encode(header: dict[str, Any], blobs: list[bytes] | None = None) -> bytes:
     blobs = packed
     if originals:
         head["z"] = originals
-    head["blobs"] = [len(b) for b in blobs]
+    if blobs:  # no blobs: no list (the receiver reads none)
+        head["blobs"] = [len(b) for b in blobs]
     head["v"] = VERSION
     text = json.dumps(head, separators=(",", ":")).encode()
     return MAGIC + _LEN.pack(len(text)) + text + b"".join(blobs)

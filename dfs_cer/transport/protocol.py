@@ -4,8 +4,10 @@ Every message carries :data:`VERSION` in its framing (:mod:`dfs_cer.transport.me
 node and a client of different versions refuse each other's messages with a clear error
 instead of misreading them. The query lifecycle (``reserve``, ``release``, ``open``, ``close``)
 travels as the frozen request types below, built by the client and parsed, with every field
-checked, by the node; columns the node adds to pulled tables are named here only (the error
-codes a node attaches to Flight errors are its errors' own: :mod:`dfs_cer.transport.codes`).
+checked, by the node (``open`` with an :func:`arrival` is admitted or refused at once, as
+``reserve`` would: one round trip); columns the node adds to pulled tables are named here
+only (the error codes a node attaches to Flight errors are its errors' own:
+:mod:`dfs_cer.transport.codes`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 from dfs_cer.errors import ProtocolError
 
 #: bumped whenever a message changes shape
-VERSION = 2
+VERSION = 3
 
 # ---------------------------------------------------------------- wire column names
 #: ``pull_variable``: the node's row number of each pulled row (push-pull uploads refer to it)
@@ -86,16 +88,24 @@ class Reserve:
 
 @dataclass(frozen=True, slots=True)
 class Release:
-    """Give back a reservation the query will not use now (it keeps its place in line)."""
+    """Give back what a query holds on the node without closing it: a reservation, or the state
+    of an ``open`` admitted there while another node refused it. With ``arrival`` (the one its
+    ``open`` carried) the query keeps its place in the node's line; it opens again later."""
 
     query_id: str
+    arrival: float | None = None
 
     def header(self) -> dict[str, Any]:
-        return asdict(self)
+        out: dict[str, Any] = {"query_id": self.query_id}
+        return out if self.arrival is None else {**out, "arrival": self.arrival}
 
     @classmethod
     def parse(cls, header: dict[str, Any]) -> Release:
-        return cls(query_id(header.get("query_id"), "release"))
+        raw = header.get("arrival")
+        return cls(
+            query_id(header.get("query_id"), "release"),
+            None if raw is None else _seconds(raw, "arrival", "release"),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +120,13 @@ class Close:
     @classmethod
     def parse(cls, header: dict[str, Any]) -> Close:
         return cls(query_id(header.get("query_id"), "close"))
+
+
+def arrival(header: dict[str, Any]) -> float | None:
+    """``open``'s arrival: with one, the node admits the query at once or refuses it (``reserve``
+    merged into ``open``, ordered by arrival as :class:`Reserve`); None: it waits for room."""
+    value = header.get("arrival")
+    return None if value is None else _seconds(value, "arrival", "open")
 
 
 def lease(header: dict[str, Any]) -> float | None:

@@ -48,6 +48,18 @@ class Reply:
         """The header this reply parses from (lists for tuples, objects for nested replies)."""
         return {f.name: _wire(getattr(self, f.name)) for f, _ in _fields(type(self))}
 
+    @classmethod
+    def lean(cls, header: Mapping[str, Any]) -> dict[str, Any]:
+        """``header`` without the fields at this type's defaults, which :meth:`parse` fills
+        back in: what a node sends. A default matches by type too (``0`` for a ``0.0`` default
+        is sent)."""
+        defaults = _defaults(cls)
+        return {
+            k: v
+            for k, v in header.items()
+            if not (k in defaults and type(v) is type(defaults[k]) and v == defaults[k])
+        }
+
 
 _HINTS: dict[type, list[tuple[dataclasses.Field[Any], Any]]] = {}
 
@@ -57,6 +69,17 @@ def _fields(cls: type) -> list[tuple[dataclasses.Field[Any], Any]]:
     if out is None:
         hints = get_type_hints(cls)
         out = _HINTS[cls] = [(f, hints[f.name]) for f in dataclasses.fields(cls)]
+    return out
+
+
+def _defaults(cls: type) -> dict[str, Any]:
+    """Each optional field's default as it travels (lists for tuples)."""
+    out = {}
+    for f, _ in _fields(cls):
+        if f.default is not MISSING:
+            out[f.name] = _wire(f.default)
+        elif f.default_factory is not MISSING:
+            out[f.name] = _wire(f.default_factory())
     return out
 
 
@@ -136,7 +159,8 @@ class ReleaseReply(Reply):
 
 @dataclass(frozen=True, slots=True)
 class VariableCounts(Reply):
-    """One variable's candidates on a node: how many, and their first and last time."""
+    """One variable's candidates on a node: how many, and (when ``open`` asked for
+    ``variable_bounds``) their first and last time."""
 
     ACTION: ClassVar[str] = "open"
     count: int
@@ -152,9 +176,12 @@ class OpenReply(Reply):
     shard set's Arrow schema."""
 
     ACTION: ClassVar[str] = "open"
+    #: the node had no room for the query now (an ``open`` with an arrival): it holds nothing of
+    #: it and keeps its place in line; the compute node releases the others and asks again
+    refused: bool = False
     #: rows the node scanned for the query (those passing some variable's independent condition)
-    rows: int
-    variables: dict[str, VariableCounts]
+    rows: int = 0
+    variables: dict[str, VariableCounts] = field(default_factory=dict)
     min_ts: int | float | None = None
     max_ts: int | float | None = None
     #: every row of the node's shard set
@@ -170,8 +197,10 @@ class OpenReply(Reply):
     #: the node's calibrated matching seconds per row, per engine
     beta: dict[str, float] = field(default_factory=dict)
     time_column: str | None = None
-    #: the table snapshot served (tables in place; None: a shard set)
+    #: the table snapshot served (tables in place; None: a shard set) and, when the compute node
+    #: pinned none, its commit time (the compute node pins the latest when nodes differ)
     snapshot: int | None = None
+    snapshot_ms: int | None = None
     #: how the node checks PREV/NEXT conditions itself (None: it does not)
     navigation_on_node: str | None = None
     match_cpu_budget: float = 0.0

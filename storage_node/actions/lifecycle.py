@@ -1,5 +1,6 @@
 """The query lifecycle on a node: ``reserve``, ``release``, ``open`` (alone or as a group) and
-``close``."""
+``close``. An ``open`` with an ``arrival`` admits the query at once or refuses it, as ``reserve``
+would (one round trip instead of two); ``release`` then gives back what an admitted one holds."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from dfs_cer.errors import ProtocolError
 from dfs_cer.plan.halo import no_halo
 from dfs_cer.query.arrow_filter import union_filter
 from dfs_cer.transport.messages import field
-from dfs_cer.transport.protocol import Close, Release, Reserve, lease
+from dfs_cer.transport.protocol import Close, Release, Reserve, arrival, lease
+from dfs_cer.transport.replies import OpenReply
 from storage_node.actions.base import Reply, inside, int_times, matching_rows, snapshot_of
 from storage_node.actions.opening import Opener, any_of, canonical_copies, expiry, time_ranges
 from storage_node.state import QueryState
@@ -34,11 +36,14 @@ class LifecycleActions(Opener):
                 # late files added with dfs-cer shard --append; for a table, the snapshot the query
                 # pinned
                 with self.node.pinned(snapshot_of(header)):
-                    return self._open(header)
+                    reply = self._open(header)
             except BaseException:
                 if isinstance(qid, str):
                     self.node.registry.end_work(qid)
                 raise
+            if reply[0].get("refused") and isinstance(qid, str):
+                self.node.registry.end_work(qid)  # no room now: nothing of it is kept
+            return reply
 
     def _open(self, header: dict[str, Any]) -> Reply:
         if "group" in header:
@@ -59,7 +64,10 @@ class LifecycleActions(Opener):
                 [v.independent for v in analysis.variables if not v.any_row], self.node.store.schema
             )
         )
-        estimate = self._admit(qid)
+        when = arrival(header)
+        estimate = self._admit(qid) if when is None else self._admit_now(qid, when)
+        if estimate is None:  # no room now: the compute node asks again (its place kept)
+            return {"refused": True}, []
         key, dedup = self._event_key(header, self.node.store.schema)
         copies = bool(key) and dedup  # copies of an event may differ in other columns
         halo = bool(analysis.prev_reach or analysis.next_reach) or copies
@@ -152,8 +160,13 @@ class LifecycleActions(Opener):
             raise
         state.expires = expiry(header)
         self.node.registry.put(state)
-        info = {**self._info(state), "copies_whole": self._copies_whole(analysis, key)}
-        return info, (
+        bounds = header.get("variable_bounds", False)
+        if not isinstance(bounds, bool):
+            raise ProtocolError(f"open: variable_bounds must be true or false, got {bounds!r}")
+        info = {**self._info(state, bounds), "copies_whole": self._copies_whole(analysis, key)}
+        if "snapshot" in info and snapshot_of(header) is None:  # the latest commit wins a race
+            info["snapshot_ms"] = self.node.store.manifest.get("snapshot_ms")
+        return OpenReply.lean(info), (
             [self.node.store.schema.serialize().to_pybytes()] if header.get("schema", True) else []
         )
 
@@ -167,6 +180,17 @@ class LifecycleActions(Opener):
         self.node.registry.reserve(query_id, estimate)
         return estimate
 
+    def _admit_now(self, query_id: str, arrival: float) -> int | None:
+        """The bytes an opening with an ``arrival`` holds (the compute node opens on every node or
+        on none): the reservation ``reserve`` granted it, else room granted at once in arrival
+        order, else None (refused: the query keeps its place in line)."""
+        held = self.node.registry.take_reservation(query_id)
+        if held is not None:
+            return held
+        if not self.node.registry.try_reserve(query_id, self.node.store.estimate_bytes(), arrival):
+            return None
+        return self.node.registry.take_reservation(query_id)
+
     def reserve(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         """Room for a query about to open, granted at once or not at all (the compute node
         reserves on every node or on none; see StateRegistry.try_reserve)."""
@@ -179,7 +203,8 @@ class LifecycleActions(Opener):
         return {"granted": granted, **pinned}, []
 
     def release(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
-        self.node.registry.release_reservation(Release.parse(header).query_id)
+        request = Release.parse(header)
+        self.node.registry.withdraw(request.query_id, request.arrival)
         return {"released": True}, []
 
     def _open_group(self, header: dict[str, Any]) -> Reply:
@@ -262,7 +287,9 @@ class LifecycleActions(Opener):
         self.node.registry.put(*states)
         info = {
             "group": [
-                {**self._info(s), "copies_whole": self._copies_whole(s.analysis, key)}
+                OpenReply.lean(
+                    {**self._info(s), "copies_whole": self._copies_whole(s.analysis, key)}
+                )
                 for s, (key, _) in zip(states, keys, strict=True)
             ],
             "shared_conditions": len(shared),

@@ -17,7 +17,7 @@ from dfs_cer.query import Analysis, Query, analyze, parse
 from dfs_cer.query.arrow_filter import to_arrow_filter
 from dfs_cer.query.expr import Column, walk
 from dfs_cer.transport.messages import field
-from dfs_cer.transport.protocol import LEASE_GRACE_SECONDS, lease
+from dfs_cer.transport.protocol import LEASE_GRACE_SECONDS, MAX_HALO, lease
 from storage_node.actions.base import Family, matching_rows, union_rows
 from storage_node.state import QueryState
 
@@ -152,18 +152,24 @@ class Opener(Family):
                 shared[key] = rows
         return out
 
-    def _info(self, state: QueryState) -> dict[str, Any]:
+    def _info(self, state: QueryState, bounds: bool = False) -> dict[str, Any]:
+        """``open``'s reply for one query, before :meth:`OpenReply.lean` drops its defaults:
+        each variable's candidates' first and last time only when asked (``bounds``), the
+        matching calibration only where the nodes may match (whole partitions), the halo limit
+        only below the protocol's, the row width to a tenth of a byte."""
         info = {}
         for name, rows in state.candidates.items():
             t = state.ts[rows]
-            info[name] = {
-                "count": int(rows.size),
-                "min_ts": int(t.min()) if t.size else None,
-                "max_ts": int(t.max()) if t.size else None,
-            }
+            counts = {"count": int(rows.size)}
+            info[name] = (
+                {**counts, "min_ts": int(t.min()), "max_ts": int(t.max())}
+                if bounds and t.size
+                else counts
+            )
         table = state.table
         # a group's table holds every row; report what this query alone would have scanned
         scanned = int(union_rows(state).size) if state.grouped else table.num_rows
+        local = self.node.local(state.analysis)
         return {
             "rows": scanned,
             "variables": info,
@@ -172,16 +178,17 @@ class Opener(Family):
             "total_rows": self.node.store.manifest.get("rows"),
             "held_bytes": state.size_in_bytes(),
             "event_key": list(self.node.store.manifest.get("event_key") or []),
-            "row_bytes": (table.nbytes / table.num_rows) if table.num_rows else 0.0,
+            "row_bytes": round(table.nbytes / table.num_rows, 1) if table.num_rows else 0.0,
             "schema_digest": schema_digest(self.node.store.schema),
             "data_digest": self.node.store.data_digest,
-            "local_partitions": self.node.local(state.analysis),
-            "beta": self.node.betas,
+            "local_partitions": local,
+            **(
+                {"beta": self.node.betas, "match_cpu_budget": self.node.cpu_budget} if local else {}
+            ),
             "time_column": self.node.store.time_column,
             **self.node.store.served_snapshot(),
             "navigation_on_node": state.navigation,
-            "match_cpu_budget": self.node.cpu_budget,
-            "halo_limit": self.node.halo_limit,
+            "halo_limit": self.node.halo_limit if self.node.halo_limit < MAX_HALO else None,
         }
 
     def _copies_whole(self, analysis: Analysis, key: list[str]) -> bool:
