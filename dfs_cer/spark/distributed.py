@@ -593,6 +593,8 @@ class SlicePuller:
             dict(deferred.header),
             list(deferred.blobs),
         )
+        #: the pull's interval set (exact closed intervals): each call sends its slice's part
+        self.cover = deferred.cover
         self.call_timeout, self.compression = deferred.call_timeout, deferred.compression
         self.slices, self.schema = list(slices), schema
         self.span = deferred.span or (0, -1)
@@ -611,6 +613,12 @@ class SlicePuller:
         from dfs_cer.transport.client import StorageClient
 
         lo, hi = self.slices[unit]
+        blobs = self.blobs
+        if self.cover is not None:
+            part = self.cover.clip(int(lo), int(hi))
+            if part.is_empty:  # no time of the slice is inside the intervals: no row to pull
+                return self.schema.empty_table()
+            blobs = [part.to_bytes()]
         tables = []
         for endpoint in self.endpoints:
             client = StorageClient(
@@ -626,7 +634,7 @@ class SlicePuller:
                     **self.header,
                     "slice": [int(lo), int(hi)],
                 }
-                tables.append(client.pull(body, self.blobs))
+                tables.append(client.pull(body, blobs))
                 for t in client.transfers:
                     self._stats += [t.bytes_to_sn, t.bytes_to_cn, 0, t.seconds, 1]
                 self._stats[2] += tables[-1].num_rows
