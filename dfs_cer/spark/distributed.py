@@ -610,15 +610,14 @@ class SlicePuller:
 
     def __call__(self, unit: int) -> pa.Table:
         from dfs_cer.errors import DfsCerError, StorageError
+        from dfs_cer.strategies.slices import slice_request
         from dfs_cer.transport.client import StorageClient
 
         lo, hi = self.slices[unit]
-        blobs = self.blobs
-        if self.cover is not None:
-            part = self.cover.clip(int(lo), int(hi))
-            if part.is_empty:  # no time of the slice is inside the intervals: no row to pull
-                return self.schema.empty_table()
-            blobs = [part.to_bytes()]
+        request = slice_request(self.kind, self.header, self.blobs, self.cover, int(lo), int(hi))
+        if request is None:  # no time of the slice is inside the intervals: no row to pull
+            return self.schema.empty_table()
+        header, blobs = request
         tables = []
         for endpoint in self.endpoints:
             client = StorageClient(
@@ -631,7 +630,7 @@ class SlicePuller:
                 body = {
                     "query_id": self.query_id,
                     "kind": self.kind,
-                    **self.header,
+                    **header,
                     "slice": [int(lo), int(hi)],
                 }
                 tables.append(client.pull(body, blobs))

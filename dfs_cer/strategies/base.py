@@ -160,8 +160,8 @@ class DeferredPull:
     whatever happened); :meth:`account` adds the executors' transfers to the trace.
 
     ``cover``: the pull's interval set as exact closed intervals (given, or read from an
-    ``intervals`` blob); with it the blobs are dropped and each executor sends only the part
-    inside its slice (``tis`` ``intervals``). Pulls of every row or every candidate send none."""
+    ``intervals`` blob): each executor's request carries only its slice's part of it (see
+    :func:`dfs_cer.strategies.slices.slice_request`)."""
 
     def __init__(
         self,
@@ -175,12 +175,8 @@ class DeferredPull:
         config: StrategyConfig,
         cover: IntervalSet | None = None,
     ) -> None:
-        if kind not in ("pull", "pull_range"):  # every row or every candidate: no interval set
-            blobs = []
-        elif cover is None and header.get("tis") == "intervals" and blobs:
+        if cover is None and header.get("tis") == "intervals" and blobs:
             cover = IntervalSet.from_bytes(blobs[0])
-        if cover is not None:
-            header, blobs = {**header, "tis": "intervals"}, []
         self.session, self.endpoints, self.kind, self.header, self.blobs = (
             session,
             endpoints,

@@ -14,9 +14,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from dfs_cer.filters import IntervalSet
 from dfs_cer.io.shard import shard
 from dfs_cer.spark.distributed import SlicePuller
 from dfs_cer.strategies.pull import pull
+from dfs_cer.strategies.slices import slice_request
 from dfs_cer.transport.client import StorageClient
 from storage_node.launcher import LocalCluster
 
@@ -70,15 +72,14 @@ def slice_rows(nodes: LocalCluster) -> int:
     return total
 
 
-def undivided(deferred: Any) -> tuple[pa.Table, int]:
-    """The deferred pull taken whole from every node, with the interval set the slices cut, and
-    the fewest bytes one of its requests sent (what every slice's request sent before)."""
-    blobs = [deferred.cover.to_bytes()] if deferred.cover is not None else []
+def undivided(deferred: Any, header: dict[str, Any], blobs: list[bytes]) -> tuple[pa.Table, int]:
+    """The deferred pull taken whole from every node with ``header`` and ``blobs``, and the
+    fewest bytes one of its requests sent."""
     tables, sent = [], []
     for endpoint in deferred.endpoints:
         client = StorageClient(endpoint, deferred.token.reveal(), timeout=10.0)
         try:
-            body = {"query_id": deferred.query_id, "kind": deferred.kind, **deferred.header}
+            body = {"query_id": deferred.query_id, "kind": deferred.kind, **header}
             tables.append(client.pull(body, blobs))
             sent.append(sum(t.bytes_to_sn for t in client.transfers))
         finally:
@@ -99,11 +100,11 @@ def test_each_executor_call_sends_and_reads_only_its_slice(
     deferred = result.deferred
     assert deferred is not None and deferred.kind == kind
     try:
-        # the interval set goes as exact intervals, cut per slice; every row or candidate: none
-        assert deferred.blobs == []
+        # the interval set is known as exact intervals, to cut per slice
         assert (deferred.cover is not None) == (kind in ("pull", "pull_range"))
         if deferred.cover is not None:
-            assert deferred.header["tis"] == "intervals" and len(deferred.cover) > 2 * SLICES
+            assert len(deferred.cover) > 2 * SLICES
+        assert deferred.span is not None
         lo, hi = deferred.span
         edges = np.linspace(lo, hi + 1, SLICES + 1).astype(np.int64)
         slices = [(int(a), int(b) - 1) for a, b in itertools.pairwise(edges)]
@@ -119,6 +120,9 @@ def test_each_executor_call_sends_and_reads_only_its_slice(
             if inside is not None and inside.is_empty:
                 assert calls == 0  # nothing of the slice is inside the intervals: no call
                 continue
+            sent = slice_request(kind, deferred.header, deferred.blobs, deferred.cover, a, b)
+            assert sent is not None  # here: the slice's part, smaller than the whole set
+            assert sent[1] == ([inside.to_bytes()] if inside is not None else [])
             assert calls == len(nodes.endpoints)
             # the request carries the intervals inside its slice, never the whole set
             assert to_sn <= calls * (OVERHEAD + blob), (i, to_sn, blob)
@@ -126,11 +130,29 @@ def test_each_executor_call_sends_and_reads_only_its_slice(
             # each node looked at (at most) the rows of the slice's time range
             in_range = int(np.count_nonzero((ts >= a) & (ts <= b)))
             assert 0 < slice_rows(nodes) - before <= in_range, (i, in_range)
-        whole, whole_sent = undivided(deferred)
-        if deferred.cover is not None:  # one slice's request: a fraction of the whole set's
-            assert 3 * most < whole_sent, (most, whole_sent)
+        # what each slice's request sent before: the undivided pull's interval set
+        _, undivided_request = undivided(deferred, deferred.header, deferred.blobs)
+        if deferred.cover is not None:  # one slice's request: a fraction of that
+            assert 3 * most < undivided_request, (most, undivided_request)
+        exact = {**deferred.header, "tis": "intervals"}
+        cover = [deferred.cover.to_bytes()] if deferred.cover is not None else []
+        whole, _ = undivided(deferred, exact if cover else deferred.header, cover)
         # the slices together are the undivided pull, row for row
         got = pa.concat_tables([p for p in parts if p.num_rows] or [table.schema.empty_table()])
         assert rows(got) == rows(whole) and got.num_rows > 0
     finally:
         deferred.close()
+
+
+def test_a_slice_request_carries_the_smaller_of_its_part_and_the_whole_set() -> None:
+    cover = IntervalSet([0, 100, 200, 300], [10, 110, 210, 310])
+    whole = cover.to_bytes()
+    header = {"tis": "swf"}
+    assert slice_request("pull_all", {}, [b"x"], None, 0, 9) == ({}, [])
+    assert slice_request("pull_pushdown", {}, [], None, 0, 9) == ({}, [])
+    assert slice_request("pull", header, [b"swf"], None, 0, 9) == (header, [b"swf"])  # no cover
+    assert slice_request("pull", header, [whole], cover, 20, 90) is None  # nothing inside
+    part = slice_request("pull_range", header, [whole * 4], cover, 105, 205)
+    assert part == ({"tis": "intervals"}, [IntervalSet([105, 200], [110, 205]).to_bytes()])
+    small = b"\x00" * 20  # a whole set that encodes smaller than the part: sent as it is
+    assert slice_request("pull", header, [small], cover, 0, 400) == (header, [small])
