@@ -2,9 +2,10 @@
 
 The pull's interval set is known on the compute node as exact closed intervals (``cover``: an
 SWF's covered time, or the intervals themselves). Each executor's request carries only the part
-of them inside its slice, as exact ``intervals``, unless that part encodes larger than the
-pull's own interval set blob (then the blob goes as it is): a request never carries more than
-the undivided pull's, and a slice with no time inside the intervals is not requested at all.
+of them inside its slice, as exact ``intervals``, unless that part takes more wire bytes (zstd)
+than the pull's own interval set blob (then the blob goes as it is): a request never carries
+more than the undivided pull's, and a slice with no time inside the intervals is not requested
+at all.
 Pulls of every row or every candidate carry no interval set."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from dfs_cer.filters import IntervalSet
+from dfs_cer.transport.messages import encode
 
 #: the final pulls whose request carries an interval set (blob 0)
 WITH_INTERVALS = ("pull", "pull_range")
@@ -35,6 +37,6 @@ def slice_request(
     if part.is_empty:
         return None
     clipped = part.to_bytes()
-    if blobs and len(blobs[0]) < len(clipped):
+    if blobs and len(encode({}, blobs[:1])) < len(encode({}, [clipped])):  # as they travel
         return dict(header), list(blobs)
     return {**header, "tis": "intervals"}, [clipped]
