@@ -23,10 +23,14 @@ def time_slice(header: dict[str, Any], kind: str) -> tuple[int, int] | None:
     if (
         not isinstance(raw, list)
         or len(raw) != 2
-        or not all(isinstance(x, int) and not isinstance(x, bool) for x in raw)
+        or not all(
+            isinstance(x, int) and not isinstance(x, bool) and -(2**63) <= x < 2**63 for x in raw
+        )
         or raw[0] > raw[1]
     ):
-        raise ProtocolError(f"{kind}: slice must be [lo, hi], two integers with lo <= hi")
+        raise ProtocolError(
+            f"{kind}: slice must be [lo, hi], two 64-bit integers (times) with lo <= hi"
+        )
     return int(raw[0]), int(raw[1])
 
 

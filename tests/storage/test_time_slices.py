@@ -14,7 +14,7 @@ import pytest
 from dfs_cer.config import StorageConfig
 from dfs_cer.events.time import time_ints
 from dfs_cer.io.shard import shard
-from dfs_cer.transport.client import StorageClient
+from dfs_cer.transport.client import NodeRefusedError, StorageClient
 from storage_node.server import StorageNode
 from storage_node.store import ShardStore
 from tests.fixtures.tokens import TOKEN
@@ -66,6 +66,9 @@ def test_a_slice_pull_reads_only_its_range_on_a_node_that_keeps_no_rows(tmp_path
         assert part.equals(everything.filter(pa.array((ts >= lo) & (ts <= hi))))
         assert client.action("stats")[0]["slice_rows"] == part.num_rows < ts.size // 10
         assert node.store.cached is None
+        for bad in ([2**70, 2**71], [5, 1], [1.5, 2], [1]):
+            with pytest.raises(NodeRefusedError, match=r"slice must be \[lo, hi\], two 64-bit"):
+                client.pull({"kind": "pull_all", "slice": bad})
     finally:
         client.close()
         node.shutdown()
