@@ -1,7 +1,8 @@
 """Spark at scale: a dense log without PARTITION BY, matched by executors in exact time chunks.
 
 Command:  .venv/bin/python bench/spark_scale.py [--events 10000000,50000000] [--cores 1,2]
-              [--sources data,nodes] [--repeat 2] [--json --out FILE]
+              [--sources data,nodes] [--repeat 2] [--strategy pull_all] [--query chain]
+              [--json --out FILE]
 Hardware: this machine's cores (Spark local[1] and local[2]); storage nodes on loopback.
 Runtime:  about 3 minutes at 10M events; about 12 at 50M (two runs per configuration, the
           fastest kept: this VM's timings vary by up to 20% between runs).
@@ -14,7 +15,11 @@ The query is matching-bound: a contiguous pattern (no row may be skipped, every 
 matched) with a Kleene plus, WITHIN a minute, AFTER MATCH SKIP PAST LAST ROW (matches chain
 across chunk ends, so some chunks are re-run). ``data``: the executors read the parquet row
 groups; ``nodes``: three storage nodes serve the log, the driver opens the query, the executors
-pull it in time slices (strategy pull_all: every row crosses).
+pull it in time slices (strategy pull_all: every row crosses). ``--strategy dfs --query pair``:
+a selective query (a rare pair within 10 seconds) the driver prunes with DFS's filter rounds;
+the executors pull the rows inside the final intervals, each slice's request carrying the
+intervals inside its time range; ``executor_bytes_to_sn`` / ``executor_calls``: the bytes those
+requests sent to the nodes and their number.
 """
 
 from __future__ import annotations
@@ -40,26 +45,35 @@ QUERY = (
     "COUNT(B.*) AS nb, AVG(B.v) AS mean ONE ROW PER MATCH PATTERN (A B+ C) WITHIN 60 SECONDS "
     "DEFINE A AS A.v < 20, B AS B.v >= 20 AND B.v < 95, C AS C.v >= 95)"
 )
+PAIR = (
+    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b ONE ROW PER MATCH "
+    "PATTERN (A B) WITHIN 10 SECONDS DEFINE A AS A.v < 1, B AS B.v >= 99)"
+)
+QUERIES = {"chain": QUERY, "pair": PAIR}
 
 CHILD = r"""
 import json, sys, time
 from dfs_cer.spark import local_session, recognize
-cores, source, target = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+cores, source, target, strategy = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[5]
 spark = local_session(cores, **{"spark.log.level": "ERROR", "spark.driver.memory": "4g"})
 sql = sys.stdin.read()
 kw = ({"data": target} if source == "data"
-      else {"endpoints": target.split(","), "token": sys.argv[4], "strategy": "pull_all"})
+      else {"endpoints": target.split(","), "token": sys.argv[4], "strategy": strategy})
 began = time.perf_counter()
 run = recognize(spark, sql, driver_threshold=0, tasks=cores, **kw)
 matches = run.matches.count()
 seconds = time.perf_counter() - began
 s = run.split
+rounds = run.trace.rounds if run.trace else []
+taken = [r for r in rounds if "taken by executors" in (r.note or "")]
+calls = int(taken[0].note.split(" in ")[1].split()[0]) if taken else 0
 peak_kb = int([l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1])
 print("RESULT " + json.dumps({"seconds": seconds, "matches": matches, "chunks": s.chunks,
       "reruns": s.reruns, "rounds": s.rounds, "driver_rows": s.driver_rows,
       "chunk_rows": s.events, "mode": s.mode, "driver_peak_rss_mb": peak_kb / 1024,
       "round_seconds": s.round_seconds, "chunk_seconds": s.chunk_seconds, "direct": s.direct,
-      "bytes_to_cn": run.trace.bytes_to_cn if run.trace else None}))
+      "bytes_to_cn": run.trace.bytes_to_cn if run.trace else None,
+      "executor_bytes_to_sn": taken[0].bytes_to_sn if taken else None, "executor_calls": calls}))
 """
 
 
@@ -86,11 +100,18 @@ def dense_log(n: int, root: Path) -> Path:
     return path
 
 
-def run_child(cores: int, source: str, target: str, token: str = "") -> dict[str, Any]:
+def run_child(
+    cores: int,
+    source: str,
+    target: str,
+    token: str = "",
+    strategy: str = "pull_all",
+    query: str = QUERY,
+) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(cores), source, target, token],
-        input=QUERY,
+        [sys.executable, "-c", CHILD, str(cores), source, target, token, strategy],
+        input=query,
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -111,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--repeat", type=int, default=2, help="runs per configuration; the fastest is kept"
     )
+    p.add_argument("--strategy", default="pull_all", help="the strategy of the nodes source")
+    p.add_argument("--query", default="chain", choices=sorted(QUERIES))
     p.add_argument("--work", default="/tmp/dfs-cer-spark-scale")
     p.add_argument("--json", action="store_true")
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "spark-scale.json"))
@@ -137,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 for cores in [int(c) for c in args.cores.split(",")]:
                     runs = [
-                        run_child(cores, source, target, token) for _ in range(max(1, args.repeat))
+                        run_child(cores, source, target, token, args.strategy, QUERIES[args.query])
+                        for _ in range(max(1, args.repeat))
                     ]
                     r = min(runs, key=lambda x: x["seconds"])
                     r.update(
@@ -154,6 +178,13 @@ def main(argv: list[str] | None = None) -> int:
                         f"RSS {r['driver_peak_rss_mb']:.0f} MB",
                         flush=True,
                     )
+                    if r.get("executor_calls"):
+                        print(
+                            f"      executors: {r['executor_calls']} calls, "
+                            f"{r['executor_bytes_to_sn']:,} bytes to the nodes "
+                            f"({r['executor_bytes_to_sn'] / r['executor_calls']:,.0f} per call)",
+                            flush=True,
+                        )
             finally:
                 if cluster is not None:
                     cluster.stop()
@@ -173,7 +204,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.out).write_text(
             json.dumps(
-                {"date": time.strftime("%Y-%m-%d"), "query": QUERY, "results": results}, indent=1
+                {
+                    "date": time.strftime("%Y-%m-%d"),
+                    "query": QUERIES[args.query],
+                    "strategy": args.strategy,
+                    "results": results,
+                },
+                indent=1,
             )
         )
         print(f"wrote {args.out}")

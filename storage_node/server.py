@@ -156,6 +156,7 @@ class StorageNode(flight.FlightServerBase):
                 "calls": self.calls,
                 "bytes_in": self.bytes_in,
                 "bytes_out": self.bytes_out,
+                "slice_rows": self.node.slice_rows,
                 **self.store.cache_stats(),
             }
         )

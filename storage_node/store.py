@@ -7,6 +7,7 @@ import json
 import threading
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -14,6 +15,7 @@ import pyarrow.parquet as pq
 
 from dfs_cer.config import StorageConfig
 from dfs_cer.errors import StorageError
+from dfs_cer.events.time import time_ints
 from dfs_cer.io.files import FileLocation, filesystem_for, list_files
 from dfs_cer.io.shard import decode_schema, read_manifest, schema_fields
 from storage_node.index import SortedProjection, ValueIndex, build, indexable, project
@@ -75,6 +77,8 @@ class ShardStore:
         #: per (indexed column, integer column): the index's rows ordered by that column
         self._projections: dict[tuple[str, str], SortedProjection] = {}
         self._size: int | None = None
+        #: ``_sorted`` and its times as integers (binary searches of time slices)
+        self._sorted_times: tuple[pa.Table, np.ndarray] | None = None
 
     def _check_file(self, path: str, schema: object, rows: object, time_column: str) -> str:
         def footer() -> pq.FileMetaData:
@@ -266,6 +270,35 @@ class ShardStore:
                 self._sorted = table
         return table
 
+    def rows_between(self, lo: int, hi: int) -> pa.Table:
+        """The rows with a time in ``[lo, hi]`` (integers in the time column's units, see
+        :func:`dfs_cer.events.time.time_ints`), ordered as :meth:`sorted_rows` orders them: a
+        binary search of the rows kept in memory, else a scan pruned by the row groups' time
+        statistics and sorted; never the whole shard set read and sorted."""
+        rows = self._sorted
+        column = self.time_column
+        if rows is None and (
+            self.cached is not None or 0 < self.estimate_bytes() <= self.config.cache_bytes
+        ):
+            rows = self.sorted_rows()  # loads the cache: kept sorted by time
+        if rows is None:  # not kept in memory
+            kind = self.schema.field(column).type
+            if pa.types.is_integer(kind) or pa.types.is_temporal(kind):
+                bounds = time_bounds(kind, lo, hi)
+                if bounds is None:
+                    return self.schema.empty_table()
+                where = (ds.field(column) >= bounds[0]) & (ds.field(column) <= bounds[1])
+                return self.scan(where).sort_by(column)
+        table: pa.Table = self.sorted_rows() if rows is None else rows
+        known = self._sorted_times
+        if known is None or known[0] is not table:
+            known = (table, time_ints(table.column(column)))
+            if table is self._sorted:
+                self._sorted_times = known
+        ts = known[1]
+        first = int(np.searchsorted(ts, lo, side="left"))
+        return table.slice(first, max(0, int(np.searchsorted(ts, hi, side="right")) - first))
+
     def preload(self) -> list[str]:
         """Load the cached rows (when the shard set fits the cache) and build the value index of
         every string column with few values (a sample decides); the columns indexed."""
@@ -341,3 +374,17 @@ def by_time(table: pa.Table, time_column: str) -> pa.Table:
         out.append(column.take(order))
         columns[i] = None
     return pa.Table.from_arrays(out, schema=schema)
+
+
+def time_bounds(kind: pa.DataType, lo: int, hi: int) -> tuple[pa.Scalar, pa.Scalar] | None:
+    """``[lo, hi]`` (integer times) as scalars of an integer or temporal time column's type
+    ``kind`` for a scan filter, clamped to what the type holds; None when no value of the type
+    lies inside."""
+    storage = (
+        kind if pa.types.is_integer(kind) else pa.int64() if kind.bit_width == 64 else pa.int32()
+    )
+    info = np.iinfo(storage.to_pandas_dtype())
+    lo, hi = max(lo, int(info.min)), min(hi, int(info.max))
+    if lo > hi:
+        return None
+    return pa.scalar(lo, storage).cast(kind), pa.scalar(hi, storage).cast(kind)

@@ -111,6 +111,18 @@ class IntervalSet:
         enter = np.nonzero(depth == 2)[0]
         return IntervalSet(pos[enter], pos[enter + 1] - 1)
 
+    def clip(self, lo: int, hi: int) -> IntervalSet:
+        """The part of the set inside the closed range ``[lo, hi]``: binary searches and a copy
+        of the intervals that overlap it, O(log n + k)."""
+        first = int(np.searchsorted(self.ends, lo, side="left"))  # the first ending at or past lo
+        end = max(first, int(np.searchsorted(self.starts, hi, side="right")))
+        out = IntervalSet.__new__(IntervalSet)
+        out.starts, out.ends = self.starts[first:end].copy(), self.ends[first:end].copy()
+        if out.starts.size:
+            out.starts[0] = max(int(out.starts[0]), lo)
+            out.ends[-1] = min(int(out.ends[-1]), hi)
+        return out
+
     def windows(self, window: int) -> np.ndarray:
         """Distinct window ids ``floor(t / w)`` the set touches (sizes the initial SWF)."""
         ws, we = np.floor_divide(self.starts, window), np.floor_divide(self.ends, window)

@@ -593,6 +593,8 @@ class SlicePuller:
             dict(deferred.header),
             list(deferred.blobs),
         )
+        #: the pull's interval set (exact closed intervals): each call sends its slice's part
+        self.cover = deferred.cover
         self.call_timeout, self.compression = deferred.call_timeout, deferred.compression
         self.slices, self.schema = list(slices), schema
         self.span = deferred.span or (0, -1)
@@ -608,9 +610,14 @@ class SlicePuller:
 
     def __call__(self, unit: int) -> pa.Table:
         from dfs_cer.errors import DfsCerError, StorageError
+        from dfs_cer.strategies.slices import slice_request
         from dfs_cer.transport.client import StorageClient
 
         lo, hi = self.slices[unit]
+        request = slice_request(self.kind, self.header, self.blobs, self.cover, int(lo), int(hi))
+        if request is None:  # no time of the slice is inside the intervals: no row to pull
+            return self.schema.empty_table()
+        header, blobs = request
         tables = []
         for endpoint in self.endpoints:
             client = StorageClient(
@@ -623,10 +630,10 @@ class SlicePuller:
                 body = {
                     "query_id": self.query_id,
                     "kind": self.kind,
-                    **self.header,
+                    **header,
                     "slice": [int(lo), int(hi)],
                 }
-                tables.append(client.pull(body, self.blobs))
+                tables.append(client.pull(body, blobs))
                 for t in client.transfers:
                     self._stats += [t.bytes_to_sn, t.bytes_to_cn, 0, t.seconds, 1]
                 self._stats[2] += tables[-1].num_rows

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from dfs_cer.config import StrategyConfig
 from dfs_cer.errors import AdmissionError, ConfigError, DfsCerError, StorageError
+from dfs_cer.filters import IntervalSet
 from dfs_cer.query import Analysis, Query
 from dfs_cer.transport.actions import FINAL_PULLS
 from dfs_cer.transport.client import NodeTimeoutError, StorageClient
@@ -142,18 +143,25 @@ class PullResult:
 @dataclass(frozen=True, slots=True)
 class FinalPull:
     """A final pull not made yet: its kind, ticket header and blobs (one left for executors to
-    take, or one a group of queries makes together)."""
+    take, or one a group of queries makes together); ``cover``: the exact closed intervals of its
+    interval set when the compute node knows them (each executor's slice then carries only
+    their part inside its time range)."""
 
     kind: str
     header: dict[str, Any]
     blobs: list[bytes]
+    cover: IntervalSet | None = None
 
 
 class DeferredPull:
     """A final pull left open on the storage nodes for executors to take in time slices: the
     query's id, the pull's kind, header and blobs, where to reach the nodes, and the time span of
     their rows. :meth:`close` ends the query on every node (call it when the executors are done,
-    whatever happened); :meth:`account` adds the executors' transfers to the trace."""
+    whatever happened); :meth:`account` adds the executors' transfers to the trace.
+
+    ``cover``: the pull's interval set as exact closed intervals (given, or read from an
+    ``intervals`` blob): each executor's request carries only its slice's part of it (see
+    :func:`dfs_cer.strategies.slices.slice_request`)."""
 
     def __init__(
         self,
@@ -165,7 +173,10 @@ class DeferredPull:
         blobs: list[bytes],
         span: tuple[int, int] | None,
         config: StrategyConfig,
+        cover: IntervalSet | None = None,
     ) -> None:
+        if cover is None and header.get("tis") == "intervals" and blobs:
+            cover = IntervalSet.from_bytes(blobs[0])
         self.session, self.endpoints, self.kind, self.header, self.blobs = (
             session,
             endpoints,
@@ -173,6 +184,7 @@ class DeferredPull:
             header,
             blobs,
         )
+        self.cover = cover
         self.token = Secret(token)
         self.span = span
         self.query_id = session.query_id
@@ -470,14 +482,18 @@ class Session:
         header: dict[str, Any] | None = None,
         blobs: list[bytes] | None = None,
         shared: bool = True,
+        cover: Callable[[], IntervalSet] | None = None,
         **round_info: Any,
     ) -> pa.Table:
         """``kind`` from every node, concatenated; a final pull of a query run in a group is
-        shared with the group's others unless ``shared`` is False (e.g. a pull with halo rows)."""
+        shared with the group's others unless ``shared`` is False (e.g. a pull with halo rows).
+        ``cover``: the pull's interval set as exact closed intervals, asked for only when the
+        pull is left to executors (see :class:`DeferredPull`)."""
         if self.group is not None and kind in FINAL_PULLS and shared:
             return self.group.request(self, kind, header or {}, blobs or [])
         if self.defer and kind in FINAL_PULLS and self.deferrable(kind, header or {}):
-            self.deferred = FinalPull(kind, dict(header or {}), list(blobs or []))
+            exact = cover() if cover is not None else None
+            self.deferred = FinalPull(kind, dict(header or {}), list(blobs or []), exact)
             return pa.table({})
         body = {"query_id": self.query_id, "kind": kind, **(header or {})}
         tables = self.all(

@@ -171,5 +171,6 @@ def _pull_once(session: Session, request: PullRequest) -> PullResult:
         final.blobs,
         session.time_span,
         request.settings,
+        final.cover,
     )
     return result

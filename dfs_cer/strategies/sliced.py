@@ -189,7 +189,9 @@ def _second_round(
         sent = len(blob) + cover * every
         plan[i] = blob if sent < every else None
         estimate += ROUND_BYTES + min(sent, every)
-        skip += cover * sum(n.values()) * h.row_bytes * row_share
+        # skipped, the final pull asks the node for its candidates of them inside its part of
+        # the interval set (sent to it); run, only for its own few surviving slices
+        skip += cover * sum(n.values()) * h.row_bytes * row_share + len(blob)
     decision = {
         "variables": rest,
         "estimated_bytes": round(float(estimate)),

@@ -432,7 +432,7 @@ def final_pull(
         if local_halo(session, analysis, headers or []):
             events = pull_with_local_halo(session, analysis, "pull", fmt, [tis.to_bytes()])
             return finish_pull(session, events, analysis, schema)
-        events = session.pull("pull", {"tis": fmt}, [tis.to_bytes()])
+        events = session.pull("pull", {"tis": fmt}, [tis.to_bytes()], cover=tis.closed)
         return finish_pull(
             session, with_candidate_halo(session, analysis, events, shipped=True), analysis, schema
         )
@@ -458,5 +458,7 @@ def final_pull(
             f"{analysis.next_reach} after)",
         )
         return finish_pull(session, events, analysis, schema, closed.starts)
-    events = session.pull("pull_range", {"tis": tis.fmt}, [tis.to_bytes()])
+    events = session.pull(
+        "pull_range", {"tis": tis.fmt}, [tis.to_bytes()], cover=tis.closed
+    )
     return finish_pull(session, events, analysis, schema, tis.segments())

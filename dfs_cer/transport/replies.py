@@ -345,6 +345,8 @@ class StatsReply(Reply):
     cached_bytes: int = 0
     cache_hits: int = 0
     index_bytes: int = 0
+    #: rows executors' time-slice pulls looked at (the rows of their time ranges)
+    slice_rows: int = 0
     #: tables served in place: files and bytes read from the object store
     files_read: int | None = None
     bytes_read: int | None = None

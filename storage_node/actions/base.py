@@ -102,6 +102,14 @@ class Node:
         self.calls = threading.local()
         #: the most rows a halo request may reach (reported at open)
         self.halo_limit = halo_limit
+        #: rows executors' slice pulls looked at (``stats``: ``slice_rows``)
+        self.slice_rows = 0
+        self._slice_lock = threading.Lock()
+
+    def sliced(self, rows: int) -> None:
+        """Count the rows a slice pull looked at: the rows of its time range."""
+        with self._slice_lock:
+            self.slice_rows += int(rows)
 
     def check(self) -> None:
         """Stop here when the query of this thread's call is past its deadline or closed."""
@@ -205,10 +213,17 @@ class Node:
                 f"was loaded) while query {state.query_id} ran; run the query again"
             )
 
-    def whole(self, ranges: np.ndarray | None, where: Any = None) -> pa.Table:
+    def whole(
+        self, ranges: np.ndarray | None, where: Any = None, window: tuple[int, int] | None = None
+    ) -> pa.Table:
         """Every row of the shard set, by time (inside ``ranges`` and passing the input filter
-        ``where`` when given)."""
-        table = self.store.sorted_rows()
+        ``where`` when given; with ``window``, an executor's slice ``(lo, hi)``: only the rows
+        of that inclusive time range, selected before anything else looks at a row)."""
+        if window is None:
+            table = self.store.sorted_rows()
+        else:
+            table = self.store.rows_between(*window)
+            self.sliced(table.num_rows)
         if where is not None:
             table = table.take(
                 pa.array(matching_rows(table, where, getattr(self.calls, "work", None)))

@@ -1,7 +1,8 @@
 """The pulls (DoGet tickets) on a node: ``pull`` routes a ticket by its ``kind`` through the
 protocol table (:data:`dfs_cer.transport.actions.PULLS`); the final pulls (``pull``,
-``pull_range``, ``pull_all``, ``pull_pushdown``, an executor's time ``slice`` of each), halo rows,
-node-side matches and a group's shared pull live here."""
+``pull_range``, ``pull_all``, ``pull_pushdown``, an executor's time ``slice`` of each: see
+:mod:`storage_node.actions.slices`), halo rows, node-side matches and a group's shared pull live
+here."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from storage_node.actions.base import (
     tis_format_of,
     union_rows,
 )
+from storage_node.actions.slices import candidates_within, cut, time_slice
 from storage_node.state import QueryState
 
 
@@ -52,18 +54,10 @@ class PullActions(Family):
         """Route a DoGet ticket by its ``kind`` (a ``slice``: the rows of an inclusive time range
         of a final pull, one executor's share)."""
         kind = field(header, "kind", str, "pull")
-        if (
-            "slice" in header
-        ):  # one executor's share of a final pull: the rows of an inclusive time range
+        if "slice" in header:  # one executor's share of a final pull (each handler reads it)
             if kind not in FINAL_PULLS:
                 raise ProtocolError(f"{kind}: slice applies to {', '.join(FINAL_PULLS)} only")
-            lo, hi = _slice(header["slice"], kind)
-            table = self.pull({k: v for k, v in header.items() if k != "slice"}, blobs)
-            if table.num_rows == 0:
-                return table
-            column = self.node.store.time_column
-            ts = int_times(table.column(column))
-            return table.filter(pa.array((ts >= lo) & (ts <= hi)))
+            time_slice(header, kind)
         entry = PULLS.get(kind)
         if entry is not None and entry.lifecycle:
             return self.kinds[kind](header, blobs)
@@ -81,6 +75,7 @@ class PullActions(Family):
     def pull_all(self, header: dict[str, Any], blobs: list[bytes]) -> pa.Table:
         """Every row of the shard set (of the opened query's rows when it is open here)."""
         kind = "pull_all"
+        window = time_slice(header, kind)
         opened = (
             self.node.registry.find(header["query_id"])
             if isinstance(header.get("query_id"), str)
@@ -88,19 +83,26 @@ class PullActions(Family):
         )
         if opened is not None:  # the open reserved the memory
             self.node.same_generation(opened, kind)
-            return self.node.whole(opened.ranges, opened.where)
+            return self.node.whole(opened.ranges, opened.where, window)
         if header.get("opened"):  # the compute node opened it here: this node restarted since
             self.node.registry.get(field(header, "query_id", str, kind))  # raises UnknownQueryError
-        return self.node.admitted(kind, lambda: self.node.whole(None))
+        return self.node.admitted(kind, lambda: self.node.whole(None, window=window))
 
     def pull_pushdown(
         self, state: QueryState, header: dict[str, Any], blobs: list[bytes], work: Work
     ) -> pa.Table:
         """Every candidate row of the query (with their halo when this node holds whole groups)."""
+        window = time_slice(header, "pull_pushdown")
+        if window is not None and "halo" not in header:
+            rows, looked = candidates_within(state, window)
+            self.node.sliced(looked)
+            ship(state, rows)
+            return state.table.take(pa.array(rows))
         rows = union_rows(state)
         ship(state, rows)
         if "halo" in header:
-            return self._with_local_halo(state, Halo.parse(header, self.node.halo_limit), rows)
+            table = self._with_local_halo(state, Halo.parse(header, self.node.halo_limit), rows)
+            return cut(table, window, self.node.store.time_column)
         return state.table.take(pa.array(rows))
 
     def pull_final(
@@ -111,11 +113,17 @@ class PullActions(Family):
         if not blobs:
             raise ProtocolError(f"{kind}: the final interval set blob is missing")
         swf = load_tis(tis_format_of(header, kind), blobs[0])
-        rows = union_rows(state)
+        window = time_slice(header, kind)
+        if window is not None and "halo" not in header:
+            rows, looked = candidates_within(state, window)
+            self.node.sliced(looked)
+        else:
+            rows = union_rows(state)
         rows = rows[swf.contains(state.ts[rows])]
         ship(state, rows)
         if "halo" in header:
-            return self._with_local_halo(state, Halo.parse(header, self.node.halo_limit), rows)
+            table = self._with_local_halo(state, Halo.parse(header, self.node.halo_limit), rows)
+            return cut(table, window, self.node.store.time_column)
         return state.table.take(pa.array(rows))
 
     def pull_range(
@@ -123,13 +131,15 @@ class PullActions(Family):
     ) -> pa.Table:
         """Every row inside the final intervals (contiguous patterns), from the shards."""
         kind = "pull_range"
+        window = time_slice(header, kind)
         if "halo" in header:
-            return self._pull_range_halo(state, Halo.parse(header, self.node.halo_limit), blobs)
+            table = self._pull_range_halo(state, Halo.parse(header, self.node.halo_limit), blobs)
+            return cut(table, window, self.node.store.time_column)
         if not blobs:
             raise ProtocolError(f"{kind}: the final interval set blob is missing")
         swf = load_tis(tis_format_of(header, kind), blobs[0])
         self.node.same_generation(state, kind)
-        table = self.node.whole(state.ranges, state.where)
+        table = self.node.whole(state.ranges, state.where, window)
         ts = int_times(table.column(self.node.store.time_column))
         return table.filter(pa.array(swf.contains(ts)))
 
@@ -393,14 +403,3 @@ class PullActions(Family):
         union = np.flatnonzero(bits)
         members = bits[union]
         return base.take(pa.array(union)).append_column(MEMBERS, pa.array(members))
-
-
-def _slice(raw: object, kind: str) -> tuple[int, int]:
-    if (
-        not isinstance(raw, list)
-        or len(raw) != 2
-        or not all(isinstance(x, int) and not isinstance(x, bool) for x in raw)
-        or raw[0] > raw[1]
-    ):
-        raise ProtocolError(f"{kind}: slice must be [lo, hi], two integers with lo <= hi")
-    return int(raw[0]), int(raw[1])

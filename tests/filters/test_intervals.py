@@ -37,3 +37,17 @@ def test_eq1_around() -> None:
     s = IntervalSet.around([10, 15, 100], 0, 5)
     assert s.starts.tolist() == [10, 100] and s.ends.tolist() == [20, 105]
     assert IntervalSet().intersection(s).is_empty
+
+
+@given(pairs, st.integers(-150, 150), st.integers(0, 120))
+def test_clip_keeps_the_points_inside_a_range(a: list[tuple[int, int]], lo: int, n: int) -> None:
+    x, hi = make(a), lo + n
+    part = x.clip(lo, hi)
+    assert part == x.intersection(IntervalSet([lo], [hi]))  # canonical: equal as arrays
+    assert set(range(lo, hi + 1)) & points(a) == points([(s, e - s) for s, e in part_pairs(part)])
+    assert IntervalSet.from_bytes(part.to_bytes()) == part
+    assert len(part) <= len(x)
+
+
+def part_pairs(x: IntervalSet) -> list[tuple[int, int]]:
+    return list(zip(x.starts.tolist(), x.ends.tolist(), strict=True))

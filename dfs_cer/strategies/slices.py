@@ -1,0 +1,42 @@
+"""An executor's request for its time slice of a deferred final pull.
+
+The pull's interval set is known on the compute node as exact closed intervals (``cover``: an
+SWF's covered time, or the intervals themselves). Each executor's request carries only the part
+of them inside its slice, as exact ``intervals``, unless that part takes more wire bytes (zstd)
+than the pull's own interval set blob (then the blob goes as it is): a request never carries
+more than the undivided pull's, and a slice with no time inside the intervals is not requested
+at all.
+Pulls of every row or every candidate carry no interval set."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dfs_cer.filters import IntervalSet
+from dfs_cer.transport.messages import encode
+
+#: the final pulls whose request carries an interval set (blob 0)
+WITH_INTERVALS = ("pull", "pull_range")
+
+
+def slice_request(
+    kind: str,
+    header: dict[str, Any],
+    blobs: list[bytes],
+    cover: IntervalSet | None,
+    lo: int,
+    hi: int,
+) -> tuple[dict[str, Any], list[bytes]] | None:
+    """The header and blobs of the request for the inclusive time slice ``[lo, hi]`` (without
+    the slice itself), or None when no time of the slice lies inside the interval set."""
+    if kind not in WITH_INTERVALS:
+        return dict(header), []
+    if cover is None:  # an interval set the compute node cannot cut: the whole of it
+        return dict(header), list(blobs)
+    part = cover.clip(lo, hi)
+    if part.is_empty:
+        return None
+    clipped = part.to_bytes()
+    if blobs and len(encode({}, blobs[:1])) < len(encode({}, [clipped])):  # as they travel
+        return dict(header), list(blobs)
+    return {**header, "tis": "intervals"}, [clipped]
