@@ -157,10 +157,10 @@ def unpack_points(
         first = (zig >> 1) ^ -(zig & 1)
         stream = np.frombuffer(payload[at : at + size], np.uint8)
         at += size
-        steps, _, read = rice.decode(
+        steps, _, bits_read = rice.decode(
             stream, np.int64(max(0, n - 1)), np.int64(k), np.int64(0), np.int64(0), np.int64(0)
         )
-        read = int(read)
+        read = int(bits_read)
         wire.expect(read >= 0 and (read + 7) // 8 == size, what, "the bitstream does not fit")
         wire.expect(bool(np.all(steps < (1 << 62))), what, "a slice step out of range")
         hashes_size = n * c * size_of

@@ -458,7 +458,5 @@ def final_pull(
             f"{analysis.next_reach} after)",
         )
         return finish_pull(session, events, analysis, schema, closed.starts)
-    events = session.pull(
-        "pull_range", {"tis": tis.fmt}, [tis.to_bytes()], cover=tis.closed
-    )
+    events = session.pull("pull_range", {"tis": tis.fmt}, [tis.to_bytes()], cover=tis.closed)
     return finish_pull(session, events, analysis, schema, tis.segments())
