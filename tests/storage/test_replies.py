@@ -19,6 +19,7 @@ from dfs_cer.transport.protocol import Build, Intervals, Verify, Wjf
 from dfs_cer.transport.replies import (
     REPLIES,
     CloseReply,
+    CollectReply,
     FilesReply,
     GroupOpenReply,
     HealthReply,
@@ -144,6 +145,7 @@ SAMPLES: dict[type[Reply], dict[str, Any]] = {
     SummariesReply: {},
     WjfReply: {"filters": 1},
     VerifyReply: {"before": 2, "survivors": 1},
+    CollectReply: {},
     PushPullReply: {"before": 2, "survivors": 1},
     SituationsReply: {"derived": False},
     HealthReply: {"status": "ok"},
