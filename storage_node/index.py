@@ -16,13 +16,14 @@ indexed column (int32 positions; int64 beyond 2**31 rows).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dfs_cer.query.arrow_filter import to_arrow_filter
-from dfs_cer.query.expr import Between, BinaryOp, Column, Expr, InList, Literal, conjuncts
+if TYPE_CHECKING:  # the query model loads with the first query, not with the node
+    from dfs_cer.query.expr import Expr
 
 #: a column is indexed only when it has at most this share of distinct values (an event type,
 #: a category; not a measurement)
@@ -108,6 +109,9 @@ def equality(condition: Expr | None, schema: pa.Schema) -> tuple[str, list[objec
     """``(column, values)`` of a conjunct of ``condition`` that says ``column = value`` or
     ``column IN (values)`` for a string or integer column and literals of its kind, converted
     exactly to the storage nodes' filter (so a full scan's filter implies it); else None."""
+    from dfs_cer.query.arrow_filter import to_arrow_filter
+    from dfs_cer.query.expr import BinaryOp, Column, InList, Literal, conjuncts
+
     if condition is None:
         return None
     for c in conjuncts(condition):
@@ -194,6 +198,9 @@ def int_range(condition: Expr | None, schema: pa.Schema, skip: str) -> tuple[str
     """``(column, (low, high))`` of a conjunct of ``condition`` bounding an integer column
     other than ``skip`` by integer literals (``x <= 200``, ``x BETWEEN 1 AND 9``), converted
     exactly to the nodes' filter; else None."""
+    from dfs_cer.query.arrow_filter import to_arrow_filter
+    from dfs_cer.query.expr import Between, BinaryOp, Column, Literal, conjuncts
+
     if condition is None:
         return None
     flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
