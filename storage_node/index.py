@@ -84,11 +84,16 @@ def build(column: pa.ChunkedArray | pa.Array) -> ValueIndex | None:
     n = len(encoded)
     if n == 0 or len(dictionary) > max(1, MAX_DISTINCT_SHARE * n):
         return None
-    codes = (
-        encoded.indices.fill_null(len(dictionary)).to_numpy(zero_copy_only=False).astype(np.int64)
-    )
+    # the narrowest codes (a node building its indexes at start-up peaks here): 2 bytes per row
+    # up to 65,535 values, which numpy's stable sort orders in one radix pass
+    indices = encoded.indices
+    del encoded
+    codes = np.asarray(indices.fill_null(len(dictionary)).to_numpy(zero_copy_only=False))
+    del indices
+    codes = codes.astype(np.uint16 if len(dictionary) < 2**16 - 1 else np.int64)
     order = np.argsort(codes, kind="stable")  # each value's rows stay in time order
     counts = np.bincount(codes, minlength=len(dictionary) + 1)[: len(dictionary)]
+    del codes
     starts = np.zeros(len(dictionary) + 1, np.int64)
     np.cumsum(counts, out=starts[1:])
     positions = order[: starts[-1]].astype(np.int32 if n < 2**31 else np.int64)

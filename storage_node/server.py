@@ -33,7 +33,7 @@ from dfs_cer.transport.codes import code_info
 from dfs_cer.transport.envelope import seal
 from dfs_cer.transport.messages import decode, encode
 from dfs_cer.transport.protocol import query_id
-from storage_node.lean import hide, loaded_heavy, resident_bytes
+from storage_node.lean import hide, loaded_heavy, resident_bytes, tune_memory
 from storage_node.logs import logged_call
 from storage_node.state import StateRegistry
 
@@ -357,6 +357,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     hide()  # before the store loads pyarrow.dataset (see storage_node.lean)
+    tune_memory()
     configure(args.log_level)
     try:
         serve(

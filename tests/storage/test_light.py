@@ -8,6 +8,7 @@ import sys
 import textwrap
 from collections.abc import Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -17,6 +18,7 @@ from dfs_cer.io.shard import shard
 from dfs_cer.transport.client import StorageClient
 from dfs_cer.transport.replies import HealthReply, StatsReply
 from storage_node.launcher import LocalCluster
+from storage_node.store import by_time, in_time_order
 from tests.fixtures.round_trip import dual_filtering_round_trip
 
 pytestmark = pytest.mark.flight
@@ -95,3 +97,19 @@ def test_hidden_modules_fail_like_missing_ones_and_pyarrow_works_without_them() 
     )
     assert run.returncode == 0, run.stderr
     assert "pandas is not loaded in a storage node process" in run.stdout
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_rows_by_time_are_sorted_stably_one_chunk_per_column(shuffle: bool) -> None:
+    n = 5000
+    ts = pa.array(np.arange(n) // 3, pa.timestamp("ms"))  # ties: their order must stay
+    table = pa.table({"ts": ts, "i": pa.array(np.arange(n)), "s": [f"v{k % 7}" for k in range(n)]})
+    if shuffle:  # two sorted runs that overlap in time, as two shard files may
+        table = pa.concat_tables([table.slice(n // 2), table.slice(0, n // 2)])
+    chunked = pa.Table.from_batches(table.to_batches(max_chunksize=512))
+    assert in_time_order(chunked.column("ts")) is not shuffle
+    out = by_time(lambda: chunked, "ts")
+    assert all(c.num_chunks == 1 for c in out.columns)
+    assert out.equals(chunked.sort_by([("ts", "ascending")]))  # pyarrow's sort is stable
+    with_null = pa.chunked_array([pa.array([1, None, 2], pa.timestamp("ms"))])
+    assert not in_time_order(with_null)
