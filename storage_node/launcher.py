@@ -103,7 +103,8 @@ class LocalCluster:
                 text = (Path(self.tmp.name) / f"node-{i}.log").read_text(errors="replace")
                 self.tmp.cleanup()
                 raise StorageError(
-                    f"storage node {i} exited at start-up: {text.strip().splitlines()[-1:]}"
+                    f"storage node {i} exited at start-up (exit status "
+                    f"{self.procs[i].returncode}): {text.strip().splitlines()[-1:]}"
                 )
             if time.monotonic() > deadline:
                 self.stop()
