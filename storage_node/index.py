@@ -29,6 +29,10 @@ if TYPE_CHECKING:  # the query model loads with the first query, not with the no
 #: a category; not a measurement)
 MAX_DISTINCT_SHARE = 0.05
 
+#: up to this many values an index is built a value at a time (a pass per value over 2-byte
+#: codes); more take one stable sort of every row
+FEW_VALUES = 64
+
 
 @dataclass(frozen=True, slots=True)
 class ValueIndex:
@@ -91,12 +95,18 @@ def build(column: pa.ChunkedArray | pa.Array) -> ValueIndex | None:
     codes = np.asarray(indices.fill_null(len(dictionary)).to_numpy(zero_copy_only=False))
     del indices
     codes = codes.astype(np.uint16 if len(dictionary) < 2**16 - 1 else np.int64)
-    order = np.argsort(codes, kind="stable")  # each value's rows stay in time order
     counts = np.bincount(codes, minlength=len(dictionary) + 1)[: len(dictionary)]
-    del codes
     starts = np.zeros(len(dictionary) + 1, np.int64)
     np.cumsum(counts, out=starts[1:])
-    positions = order[: starts[-1]].astype(np.int32 if n < 2**31 else np.int64)
+    dtype = np.int32 if n < 2**31 else np.int64
+    if len(dictionary) <= FEW_VALUES:  # value by value: no 8-byte order over every row
+        positions = np.empty(int(starts[-1]), dtype)
+        for k in range(len(dictionary)):
+            positions[starts[k] : starts[k + 1]] = np.flatnonzero(codes == k)
+    else:
+        order = np.argsort(codes, kind="stable")  # each value's rows stay in time order
+        positions = order[: starts[-1]].astype(dtype)
+    del codes
     return ValueIndex({v: k for k, v in enumerate(dictionary.to_pylist())}, starts, positions)
 
 

@@ -348,7 +348,8 @@ def by_time(load: Callable[[], pa.Table], time_column: str) -> pa.Table:
     columns: list[pa.ChunkedArray | None] = list(table.columns)
     del table
     out = []
-    for i, column in enumerate(columns):
+    for i in range(len(columns)):  # not enumerate: its cached tuple would keep the input alive
+        column = columns[i]
         assert column is not None
         whole = column.combine_chunks()
         columns[i] = None
