@@ -84,7 +84,7 @@ class StorageConfig:
     #: the first query, which then pays for them)
     preload: bool = True
     #: load the query handlers, the SQL parser and the compiled filter kernels before the node
-    #: reports ready (the first query then runs at full speed; about 110 MB more per node at
+    #: reports ready (the first query then runs at full speed; about 150 MB more per node at
     #: rest); else the first query call loads them
     warm_up: bool = False
     admission_wait_seconds: float = 30.0
