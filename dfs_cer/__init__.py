@@ -10,10 +10,25 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
 from dfs_cer.errors import DfsCerError, QueryError
-from dfs_cer.query import Analysis, Query, analyze, parse
 
 if TYPE_CHECKING:
     import pyarrow
+
+    from dfs_cer.query import Analysis, Query, analyze, parse
+
+#: names this package exports from :mod:`dfs_cer.query`, imported on first use: ``import
+#: dfs_cer.config`` (a storage node, a Spark executor) does not load the SQL parser
+_QUERY_NAMES = frozenset({"Analysis", "Query", "analyze", "parse"})
+
+
+def __getattr__(name: str) -> object:
+    if name in _QUERY_NAMES:
+        import dfs_cer.query
+
+        value = getattr(dfs_cer.query, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'dfs_cer' has no attribute {name!r}")
 
 
 def match_recognize(table: pyarrow.Table, sql: str, **options: object) -> pyarrow.Table:

@@ -16,17 +16,22 @@ indexed column (int32 positions; int64 beyond 2**31 rows).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dfs_cer.query.arrow_filter import to_arrow_filter
-from dfs_cer.query.expr import Between, BinaryOp, Column, Expr, InList, Literal, conjuncts
+if TYPE_CHECKING:  # the query model loads with the first query, not with the node
+    from dfs_cer.query.expr import Expr
 
 #: a column is indexed only when it has at most this share of distinct values (an event type,
 #: a category; not a measurement)
 MAX_DISTINCT_SHARE = 0.05
+
+#: up to this many values an index is built a value at a time (a pass per value over 2-byte
+#: codes); more take one stable sort of every row
+FEW_VALUES = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,14 +88,25 @@ def build(column: pa.ChunkedArray | pa.Array) -> ValueIndex | None:
     n = len(encoded)
     if n == 0 or len(dictionary) > max(1, MAX_DISTINCT_SHARE * n):
         return None
-    codes = (
-        encoded.indices.fill_null(len(dictionary)).to_numpy(zero_copy_only=False).astype(np.int64)
-    )
-    order = np.argsort(codes, kind="stable")  # each value's rows stay in time order
+    # the narrowest codes (a node building its indexes at start-up peaks here): 2 bytes per row
+    # up to 65,535 values, which numpy's stable sort orders in one radix pass
+    indices = encoded.indices
+    del encoded
+    codes = np.asarray(indices.fill_null(len(dictionary)).to_numpy(zero_copy_only=False))
+    del indices
+    codes = codes.astype(np.uint16 if len(dictionary) < 2**16 - 1 else np.int64)
     counts = np.bincount(codes, minlength=len(dictionary) + 1)[: len(dictionary)]
     starts = np.zeros(len(dictionary) + 1, np.int64)
     np.cumsum(counts, out=starts[1:])
-    positions = order[: starts[-1]].astype(np.int32 if n < 2**31 else np.int64)
+    dtype = np.int32 if n < 2**31 else np.int64
+    if len(dictionary) <= FEW_VALUES:  # value by value: no 8-byte order over every row
+        positions = np.empty(int(starts[-1]), dtype)
+        for k in range(len(dictionary)):
+            positions[starts[k] : starts[k + 1]] = np.flatnonzero(codes == k)
+    else:
+        order = np.argsort(codes, kind="stable")  # each value's rows stay in time order
+        positions = order[: starts[-1]].astype(dtype)
+    del codes
     return ValueIndex({v: k for k, v in enumerate(dictionary.to_pylist())}, starts, positions)
 
 
@@ -108,6 +124,9 @@ def equality(condition: Expr | None, schema: pa.Schema) -> tuple[str, list[objec
     """``(column, values)`` of a conjunct of ``condition`` that says ``column = value`` or
     ``column IN (values)`` for a string or integer column and literals of its kind, converted
     exactly to the storage nodes' filter (so a full scan's filter implies it); else None."""
+    from dfs_cer.query.arrow_filter import to_arrow_filter
+    from dfs_cer.query.expr import BinaryOp, Column, InList, Literal, conjuncts
+
     if condition is None:
         return None
     for c in conjuncts(condition):
@@ -194,6 +213,9 @@ def int_range(condition: Expr | None, schema: pa.Schema, skip: str) -> tuple[str
     """``(column, (low, high))`` of a conjunct of ``condition`` bounding an integer column
     other than ``skip`` by integer literals (``x <= 200``, ``x BETWEEN 1 AND 9``), converted
     exactly to the nodes' filter; else None."""
+    from dfs_cer.query.arrow_filter import to_arrow_filter
+    from dfs_cer.query.expr import Between, BinaryOp, Column, Literal, conjuncts
+
     if condition is None:
         return None
     flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}

@@ -98,12 +98,14 @@ class LocalCluster:
 
     def _wait_ready(self, i: int, path: Path, deadline: float, timeout: float) -> int:
         while not path.exists():
-            if self.procs[i].poll() is not None:
+            status = self.procs[i].poll()
+            if status is not None:
                 self.stop()
                 text = (Path(self.tmp.name) / f"node-{i}.log").read_text(errors="replace")
                 self.tmp.cleanup()
                 raise StorageError(
-                    f"storage node {i} exited at start-up: {text.strip().splitlines()[-1:]}"
+                    f"storage node {i} exited at start-up (exit status {status}): "
+                    f"{text.strip().splitlines()[-1:]}"
                 )
             if time.monotonic() > deadline:
                 self.stop()

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -33,11 +33,13 @@ from dfs_cer.transport.codes import code_info
 from dfs_cer.transport.envelope import seal
 from dfs_cer.transport.messages import decode, encode
 from dfs_cer.transport.protocol import query_id
-from storage_node.actions.base import Node, node_betas
-from storage_node.actions.routes import Routes
+from storage_node.lean import hide, loaded_heavy, resident_bytes, tune_memory
 from storage_node.logs import logged_call
 from storage_node.state import StateRegistry
-from storage_node.store import ShardStore
+
+if TYPE_CHECKING:  # the store and the query handlers load when the node needs them
+    from storage_node.actions.routes import Routes
+    from storage_node.store import ShardStore
 
 log = logging.getLogger(__name__)
 
@@ -76,23 +78,40 @@ class StorageNode(flight.FlightServerBase):
             config.admission_wait_seconds,
             config.query_work_bytes,
         )
-        self.node = Node(
-            store,
-            self.registry,
-            self.config.max_message_bytes,
-            node_betas(config.calibration_file),
-            config.match_cpu_budget_seconds,
-            config.work_threads,
-            config.filter_cost_limit,
-            config.halo_limit,
-        )
-        #: every protocol entry bound to its handler (``server``: this object's health and stats)
-        self.routes = Routes(self.node, self)
+        self._routes: Routes | None = None
+        self._routes_lock = threading.Lock()
         self.started = time.time()
         self.calls = 0
         self.bytes_in = 0
         self.bytes_out = 0
         self._lock = threading.Lock()
+
+    @property
+    def routes(self) -> Routes:
+        """Every protocol entry bound to its handler (``server``: this object's health and
+        stats), built on the first call that needs one: the handlers, the SQL parser and the
+        compiled filter kernels load then (or at start with ``storage.warm_up``), so a node at
+        rest holds none of them and every strategy's first query loads the same."""
+        with self._routes_lock:
+            if self._routes is None:
+                from storage_node.actions.base import Node, node_betas
+                from storage_node.actions.routes import Routes
+                from storage_node.warmup import warm_up
+
+                node = Node(
+                    self.store,
+                    self.registry,
+                    self.config.max_message_bytes,
+                    node_betas(self.config.calibration_file),
+                    self.config.match_cpu_budget_seconds,
+                    self.config.work_threads,
+                    self.config.filter_cost_limit,
+                    self.config.halo_limit,
+                )
+                routes = Routes(node, self)
+                warm_up()
+                self._routes = routes
+            return self._routes
 
     def _count(self, bytes_in: int, bytes_out: int) -> None:
         with self._lock:
@@ -158,6 +177,8 @@ class StorageNode(flight.FlightServerBase):
                 "bytes_out": self.bytes_out,
                 "slice_rows": self.node.slice_rows,
                 **self.store.cache_stats(),
+                "resident_bytes": resident_bytes(),
+                "heavy_modules": loaded_heavy(),
             }
         )
         return stats, []
@@ -175,7 +196,11 @@ class StorageNode(flight.FlightServerBase):
             blobs: list[bytes] = []
             if entry.decoded:
                 header, blobs = self._guard(body, opens=entry.lifecycle, blobs=entry.blobs)
-            reply = self.routes.handlers[entry.name](header, blobs)
+            routes = self._routes
+            if routes is None and entry.family == "server":  # health, stats: load no handlers
+                reply = getattr(self, entry.handler)(header, blobs)
+            else:
+                reply = (routes or self.routes).handlers[entry.name](header, blobs)
             out = encode(*reply)
         except flight.FlightError:
             raise
@@ -248,6 +273,8 @@ def open_store(data: str, storage: StorageConfig, tables: TablesConfig) -> Shard
         from storage_node.tables import TableStore
 
         return TableStore(parse_table(data), storage, tables)
+    from storage_node.store import ShardStore
+
     return ShardStore(data, storage)
 
 
@@ -268,9 +295,6 @@ def serve(
     if memory_budget is not None:
         cfg = dataclasses.replace(cfg, memory_budget=parse_size(memory_budget, "--memory-budget"))
     store = open_store(data, cfg, config.tables)
-    from storage_node.warmup import warm_up
-
-    warm_up()
     if cfg.preload:
         started = time.perf_counter()
         try:
@@ -299,6 +323,8 @@ def serve(
         scheme = "grpc+tls"
     location = f"{scheme}://{host or cfg.host}:{cfg.port if port is None else port}"
     server = StorageNode(location, store, read_token(token_file), cfg, tls)
+    if cfg.warm_up:
+        server.routes  # noqa: B018 - loads the query handlers and kernels before ready
     if ready_file:  # written whole, then renamed: a launcher polling for it never reads half a file
         tmp = Path(f"{ready_file}.tmp")
         tmp.write_text(json.dumps({"port": server.port, "pid": os.getpid()}))
@@ -331,6 +357,8 @@ def main(argv: list[str] | None = None) -> None:
         help=f"log calls and errors at this level and above on stderr (default: {DEFAULT_LEVEL})",
     )
     args = parser.parse_args(argv)
+    hide()  # before the store loads pyarrow.dataset (see storage_node.lean)
+    tune_memory()
     configure(args.log_level)
     try:
         serve(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -246,7 +247,8 @@ class ShardStore:
             with self._cache_lock:
                 if self.cached is None:  # concurrent first scans load once
                     # kept sorted by time: the rows by time are the cache itself (one copy)
-                    self.cached = self._sorted = by_time(self.dataset.to_table(), self.time_column)
+                    dataset = self.dataset
+                    self.cached = self._sorted = by_time(dataset.to_table, self.time_column)
         elif self.cached is not None:
             self.cache_hits += 1
         # every row, copies of an event included: which copy stands for an event depends on the
@@ -361,18 +363,31 @@ class ShardStore:
         }
 
 
-def by_time(table: pa.Table, time_column: str) -> pa.Table:
-    """``table`` sorted by ``time_column`` (stable: ties keep their order), built a column at a
-    time so that no more than one column is held twice while sorting a whole shard set."""
-    order = pc.sort_indices(table, [(time_column, "ascending")])
+def by_time(load: Callable[[], pa.Table], time_column: str) -> pa.Table:
+    """The table ``load()`` returns sorted by ``time_column`` (stable: ties keep their order),
+    one chunk per column (a take from a chunked column concatenates it first: every later take
+    of a query would copy the whole column). Built a column at a time, each input column
+    released once concatenated, so that no more than one column is held twice; rows already in
+    time order (shard files are written sorted) are only concatenated. ``load`` hands the table
+    over: a caller's reference would keep every input column alive."""
+    table = load()
+    order = None
+    if not in_time_order(table.column(time_column)):
+        order = pc.sort_indices(table, [(time_column, "ascending")])
+        if len(order) < 2**31:
+            order = order.cast(pa.int32())  # 4 bytes per row instead of 8
     schema = table.schema
     columns: list[pa.ChunkedArray | None] = list(table.columns)
     del table
     out = []
-    for i, column in enumerate(columns):
+    for i in range(len(columns)):  # not enumerate: its cached tuple would keep the input alive
+        column = columns[i]
         assert column is not None
-        out.append(column.take(order))
+        whole = column.combine_chunks()
         columns[i] = None
+        del column
+        out.append(whole if order is None else whole.take(order))
+        del whole
     return pa.Table.from_arrays(out, schema=schema)
 
 
@@ -388,3 +403,23 @@ def time_bounds(kind: pa.DataType, lo: int, hi: int) -> tuple[pa.Scalar, pa.Scal
     if lo > hi:
         return None
     return pa.scalar(lo, storage).cast(kind), pa.scalar(hi, storage).cast(kind)
+
+
+def in_time_order(column: pa.ChunkedArray) -> bool:
+    """Whether ``column`` (a time column) has no NULL and never decreases (checked a chunk at a
+    time: 8 bytes per row of the largest chunk at most, for timestamp columns none)."""
+    if column.null_count or not (
+        pa.types.is_timestamp(column.type)
+        or pa.types.is_integer(column.type)
+        or pa.types.is_date(column.type)
+    ):
+        return False
+    last = None
+    for chunk in column.chunks:
+        if len(chunk) == 0:
+            continue
+        values = np.asarray(chunk.view(pa.int64()) if chunk.type.bit_width == 64 else chunk)
+        if (last is not None and values[0] < last) or bool(np.any(values[1:] < values[:-1])):
+            return False
+        last = values[-1]
+    return True

@@ -221,8 +221,9 @@ class TableStore(ShardStore):
         if self.cached is None and 0 < self.estimate_bytes() <= self.config.cache_bytes:
             with self._cache_lock:
                 if self.cached is None:
+                    files = self.plan.files
                     self.cached = self._sorted = by_time(
-                        self._read(self.plan.files), self.time_column
+                        lambda: self._read(files), self.time_column
                     )
         elif self.cached is not None:
             self.cache_hits += 1

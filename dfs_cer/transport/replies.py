@@ -350,6 +350,10 @@ class StatsReply(Reply):
     #: tables served in place: files and bytes read from the object store
     files_read: int | None = None
     bytes_read: int | None = None
+    #: the node process's resident memory (None where it cannot tell)
+    resident_bytes: int | None = None
+    #: the heavy modules it has loaded (none at rest: they load with the first query)
+    heavy_modules: tuple[str, ...] = ()
 
 
 #: each control action's reply type (``open`` of a group replies :class:`GroupOpenReply`)

@@ -129,6 +129,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     env = {
         "DFS_CER__STORAGE__FILTER_COST_LIMIT": "100000000",
         "DFS_CER__STORAGE__WORK_THREADS": "1",
+        "DFS_CER__STORAGE__WARM_UP": "true",  # timed attacks: handlers loaded before ready
     }
     with LocalCluster([str(root / "nodes" / "node-00")], memory_budget="1GiB", env=env) as cluster:
         yield cluster
@@ -398,7 +399,7 @@ def test_node_side_row_pattern_matching_stops_at_the_deadline_or_the_idle_ttl(
         tmp_path / "e.parquet",
     )
     shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), time_column="ts")
-    env = {"DFS_CER__STORAGE__STATE_TTL_SECONDS": "3"}
+    env = {"DFS_CER__STORAGE__STATE_TTL_SECONDS": "3", "DFS_CER__STORAGE__WARM_UP": "true"}
     with LocalCluster([str(tmp_path / "nodes" / "node-00")], env=env) as cluster:
         client = StorageClient(cluster.endpoints[0], cluster.token, timeout=120)
         qid = uuid.uuid4().hex

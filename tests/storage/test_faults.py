@@ -24,7 +24,7 @@ from dfs_cer.strategies.base import Session
 from dfs_cer.strategies.matching import match_pulled
 from dfs_cer.transport.client import StorageClient
 from storage_node.launcher import LocalCluster
-from tests.fixtures.faults import CALL, FAST, NOTHING, before_round, held
+from tests.fixtures.faults import CALL, FAST, NOTHING, WARM, before_round, held
 from tests.fixtures.queries import Q1
 from tests.fixtures.tables import TABLE1
 
@@ -46,7 +46,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         time_column="date",
         type_column="primary_type",
     )
-    with LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(3)]) as c:
+    with LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(3)], env=WARM) as c:
         yield c
 
 

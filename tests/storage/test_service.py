@@ -37,7 +37,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, events: pa.Table) -> Itera
     pq.write_table(events, root / "events.parquet")
     shard(str(root / "events.parquet"), 3, str(root / "nodes"), batch_rows=20_000)
     dirs = [str(root / "nodes" / f"node-{i:02d}") for i in range(3)]
-    with LocalCluster(dirs, env={"DFS_CER__STORAGE__STATE_TTL_SECONDS": "2"}) as c:
+    # a 2-second TTL: the nodes load their query handlers before ready, not on the first open
+    env = {"DFS_CER__STORAGE__STATE_TTL_SECONDS": "2", "DFS_CER__STORAGE__WARM_UP": "true"}
+    with LocalCluster(dirs, env=env) as c:
         yield c
 
 

@@ -21,7 +21,7 @@ from dfs_cer.strategies import pull
 from dfs_cer.strategies.matching import match_pulled
 from dfs_cer.strategies.multi import pull_many
 from storage_node.launcher import LocalCluster
-from tests.fixtures.faults import FAST, before_round
+from tests.fixtures.faults import FAST, WARM, before_round
 
 pytestmark = pytest.mark.flight
 
@@ -52,7 +52,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     root = tmp_path_factory.mktemp("fallbacks")
     pq.write_table(TABLE, root / "events.parquet")
     shard(str(root / "events.parquet"), 2, str(root / "nodes"))
-    with LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(2)]) as c:
+    with LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(2)], env=WARM) as c:
         yield c
 
 
@@ -135,7 +135,7 @@ def low_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster
     shard(str(root / "events.parquet"), 2, str(root / "nodes"))
     with LocalCluster(
         [str(root / "nodes" / f"node-{i:02d}") for i in range(2)],
-        env={"DFS_CER__STORAGE__HALO_LIMIT": "2"},
+        env={"DFS_CER__STORAGE__HALO_LIMIT": "2", **WARM},
     ) as c:
         yield c
 
