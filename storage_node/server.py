@@ -175,7 +175,7 @@ class StorageNode(flight.FlightServerBase):
                 "calls": self.calls,
                 "bytes_in": self.bytes_in,
                 "bytes_out": self.bytes_out,
-                "slice_rows": self.node.slice_rows,
+                "slice_rows": 0 if self._routes is None else self._routes.node.slice_rows,
                 **self.store.cache_stats(),
                 "resident_bytes": resident_bytes(),
                 "heavy_modules": loaded_heavy(),

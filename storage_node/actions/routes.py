@@ -25,6 +25,7 @@ class Routes:
     ``pulls``: the family that routes every DoGet ticket by its kind."""
 
     def __init__(self, node: Node, server: object) -> None:
+        self.node = node
         kinds: dict[str, Callable[..., pa.Table]] = {}
         self.pulls = PullActions(node, kinds)
         self.families: dict[str, object] = {
