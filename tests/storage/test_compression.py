@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from dfs_cer.config import StrategyConfig
 from dfs_cer.errors import ProtocolError
 from dfs_cer.io.shard import shard
-from dfs_cer.transport.envelope import COLUMN, open_sealed, seal
+from dfs_cer.transport.envelope import COLUMN, COLUMN_WHOLE, open_sealed, seal
 from storage_node.launcher import LocalCluster
 
 
@@ -50,10 +50,30 @@ def test_a_sealed_table_opens_to_the_same_rows(values: list[str | None], compres
         }
     ).replace_schema_metadata({"k": "v"})
     sealed = seal(table, compression)
-    assert sealed.column_names == [COLUMN]
+    # zstd: small streams may travel compressed whole (when that is smaller)
+    assert sealed.column_names in ([COLUMN], [COLUMN_WHOLE] if compression == "zstd" else [])
     rows, size = open_sealed(sealed, 1 << 30)
     assert rows.equals(table) and rows.schema.metadata == table.schema.metadata
-    assert size == sum(len(b) for b in sealed.column(COLUMN).to_pylist())
+    assert size == sum(len(b) for b in sealed.column(0).to_pylist())
+
+
+def test_a_few_rows_travel_compressed_whole_and_a_bad_length_is_refused() -> None:
+    table = events().slice(0, 3)
+    sealed = seal(table, "zstd")
+    assert sealed.column_names == [COLUMN_WHOLE]
+    rows, size = open_sealed(sealed, 1 << 30)
+    per_buffer = pa.ipc.IpcWriteOptions(compression="zstd")
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema, options=per_buffer) as writer:
+        writer.write_table(table)
+    assert rows.equals(table) and size < 0.6 * sink.getvalue().size
+    blob = sealed.column(0)[0].as_py()
+    forged = (10**12).to_bytes(8, "little") + blob[8:]
+    with pytest.raises(ProtocolError, match="declares a stream"):
+        open_sealed(pa.table({COLUMN_WHOLE: pa.array([forged], pa.large_binary())}), 1 << 30)
+    with pytest.raises(ProtocolError, match="does not decode"):
+        bad = blob[:8] + b"garbage"
+        open_sealed(pa.table({COLUMN_WHOLE: pa.array([bad], pa.large_binary())}), 1 << 30)
 
 
 def test_compression_shrinks_repetitive_rows_and_bad_replies_are_refused() -> None:

@@ -115,7 +115,7 @@ def test_the_node_refuses_an_unknown_action_as_before(node: StorageNode) -> None
         with pytest.raises(
             NodeRefusedError,
             match="ProtocolError: unknown action 'nope'; actions: reserve, release, "
-            "open, intervals, summaries, wjf, verify, push_pull, close, "
+            "open, intervals, summaries, wjf, verify, collect, push_pull, close, "
             "health, stats, files, situations, schema",
         ) as info:
             client.action("nope")
