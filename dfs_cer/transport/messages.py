@@ -4,6 +4,10 @@
 ``"blobs"`` lists the blob lengths (left out when there are none) and ``"v"`` the protocol
 version (:mod:`.protocol`). Filters travel as blobs in their own framed formats.
 
+A header of :data:`HEADER_COMPRESS_MIN` bytes or more (open's query text) travels
+zstd-compressed when that is smaller: ``b"DFSZ" | u32 length | u32 inflated length | header |
+blobs``, its inflated length bounded before it is inflated.
+
 Blobs of 256 bytes or more are zstd-compressed (level 1) when that makes them smaller; the
 header's ``"z"`` maps the index of each compressed blob to its original length. Cuckoo tables,
 Bloom filters and interval sets are far from random (empty slots, sparse bits, sorted
@@ -23,6 +27,10 @@ from dfs_cer.errors import ProtocolError
 from dfs_cer.transport.protocol import VERSION
 
 MAGIC = b"DFSM"
+#: a message whose header is zstd-compressed: ``DFSZ | u32 length | u32 inflated length | ...``
+MAGIC_Z = b"DFSZ"
+#: headers from this size on are compressed when that makes them smaller
+HEADER_COMPRESS_MIN = 384
 _LEN = struct.Struct("<I")
 MAX_HEADER = 16 * 1024 * 1024
 MAX_BLOB = 1024**3  # a decompressed blob larger than this is refused (a decompression bomb)
@@ -48,6 +56,10 @@ def encode(header: dict[str, Any], blobs: list[bytes] | None = None) -> bytes:
         head["blobs"] = [len(b) for b in blobs]
     head["v"] = VERSION
     text = json.dumps(head, separators=(",", ":")).encode()
+    if len(text) >= HEADER_COMPRESS_MIN:  # e.g. open's query text: zstd when that is smaller
+        z = _CODEC.compress(text, asbytes=True)
+        if len(z) + _LEN.size < len(text):
+            return MAGIC_Z + _LEN.pack(len(z)) + _LEN.pack(len(text)) + z + b"".join(blobs)
     return MAGIC + _LEN.pack(len(text)) + text + b"".join(blobs)
 
 
@@ -63,7 +75,7 @@ def decode(
     unknown query there), so a small message cannot make the receiver allocate a large buffer
     for nothing (a decompression bomb)."""
     data = bytes(buf)
-    if len(data) < 8 or data[:4] != MAGIC:
+    if len(data) < 8 or data[:4] not in (MAGIC, MAGIC_Z):
         raise ProtocolError(
             "malformed message: missing DFSM header (is the client a dfs-cer compute node?)"
         )
@@ -72,8 +84,23 @@ def decode(
         raise ProtocolError(
             f"malformed message: header length {n} does not fit a {len(data)}-byte message"
         )
+    text, start = data[8 : 8 + n], 8
+    if data[:4] == MAGIC_Z:  # a compressed header: its size is checked before it is inflated
+        if len(data) < 12:
+            raise ProtocolError("malformed message: a compressed header without its size")
+        (raw,) = _LEN.unpack_from(data, 8)
+        if raw > MAX_HEADER or 12 + n > len(data):
+            raise ProtocolError(f"malformed message: a compressed header of {raw} bytes")
+        try:
+            text = _CODEC.decompress(data[12 : 12 + n], raw, asbytes=True)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise ProtocolError(
+                f"malformed message: the header does not decompress ({exc})"
+            ) from None
+        start = 12
+    n_end = start + n
     try:
-        header = json.loads(data[8 : 8 + n])
+        header = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ProtocolError(f"malformed message: header is not JSON ({exc})") from None
     if not isinstance(header, dict):
@@ -87,11 +114,11 @@ def decode(
     sizes = header.get("blobs", [])
     if not isinstance(sizes, list) or not all(isinstance(s, int) and s >= 0 for s in sizes):
         raise ProtocolError("malformed message: 'blobs' must list blob sizes")
-    if 8 + n + sum(sizes) != len(data):
+    if n_end + sum(sizes) != len(data):
         raise ProtocolError(
             f"malformed message: blob sizes {sizes} do not add up to the message length"
         )
-    blobs, pos = [], 8 + n
+    blobs, pos = [], n_end
     for size in sizes:
         blobs.append(data[pos : pos + size])
         pos += size

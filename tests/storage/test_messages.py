@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from dfs_cer.errors import ProtocolError
 from dfs_cer.filters import IntervalSet
-from dfs_cer.transport.messages import MAGIC, decode, encode
+from dfs_cer.transport.messages import MAGIC, MAGIC_Z, MAX_HEADER, decode, encode
 from dfs_cer.transport.protocol import VERSION
 
 
@@ -123,3 +123,22 @@ def test_typed_requests_round_trip_and_refuse_bad_fields() -> None:
     for cls, header, message in bad:
         with pytest.raises(ProtocolError, match=re.escape(message)):
             cls.parse(header)
+
+
+@settings(max_examples=60)
+@given(st.text(max_size=3000), st.lists(st.binary(max_size=600), max_size=3))
+def test_large_headers_travel_compressed_and_round_trip(sql: str, blobs: list[bytes]) -> None:
+    message = encode({"sql": sql, "query_id": "q"}, blobs)
+    header, back = decode(message)
+    assert header == {"sql": sql, "query_id": "q", **({"blobs": header["blobs"]} if blobs else {})}
+    assert back == blobs
+
+
+def test_a_query_text_header_shrinks_and_a_bomb_is_refused() -> None:
+    sql = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A B C) " * 8
+    message = encode({"sql": sql})
+    assert message[:4] == MAGIC_Z and len(message) < 0.5 * len(sql)
+    for raw, z in [(MAX_HEADER + 1, b"x"), (100, b"garbage-not-zstd")]:
+        forged = MAGIC_Z + len(z).to_bytes(4, "little") + raw.to_bytes(4, "little") + z
+        with pytest.raises(ProtocolError, match="malformed message"):
+            decode(forged)
