@@ -29,7 +29,7 @@ from dfs_cer.options import COMPRESSIONS
 COLUMN = "__dfs_cer_ipc"
 #: the one column of a reply whose whole stream is one zstd frame (8 bytes of length first)
 COLUMN_WHOLE = "__dfs_cer_ipc_zstd"
-#: streams up to this size with zstd are also tried compressed whole
+#: streams up to this size (uncompressed) with zstd are also tried compressed whole
 WHOLE_MAX = 1024 * 1024
 _WHOLE = pa.Codec("zstd", compression_level=3)
 #: bytes per chunk of the stream
@@ -90,11 +90,12 @@ def seal(table: pa.Table, compression: str) -> pa.Table:
     column = COLUMN
     if compression == "zstd" and stream.size <= WHOLE_MAX:
         plain = _stream(table, pa.ipc.IpcWriteOptions())
-        whole = pa.py_buffer(
-            plain.size.to_bytes(8, "little") + _WHOLE.compress(plain, asbytes=True)
-        )
-        if whole.size < stream.size:
-            stream, column = whole, COLUMN_WHOLE
+        if plain.size <= WHOLE_MAX:  # the receiver inflates at most that much
+            whole = pa.py_buffer(
+                plain.size.to_bytes(8, "little") + _WHOLE.compress(plain, asbytes=True)
+            )
+            if whole.size < stream.size:
+                stream, column = whole, COLUMN_WHOLE
     chunks = [
         stream.slice(i, min(CHUNK, stream.size - i)).to_pybytes()
         for i in range(0, stream.size, CHUNK)

@@ -57,6 +57,13 @@ def test_a_sealed_table_opens_to_the_same_rows(values: list[str | None], compres
     assert size == sum(len(b) for b in sealed.column(0).to_pylist())
 
 
+def test_a_large_stream_never_travels_whole() -> None:
+    table = pa.table({"i": pa.array(np.zeros(300_000, np.int64))})  # 2.4 MB, compresses to little
+    sealed = seal(table, "zstd")
+    assert sealed.column_names == [COLUMN]
+    assert open_sealed(sealed, 1 << 30)[0].equals(table)
+
+
 def test_a_few_rows_travel_compressed_whole_and_a_bad_length_is_refused() -> None:
     table = events().slice(0, 3)
     sealed = seal(table, "zstd")
