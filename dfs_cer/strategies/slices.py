@@ -2,8 +2,8 @@
 
 The pull's interval set is known on the compute node as exact closed intervals (``cover``: an
 SWF's covered time, or the intervals themselves). Each executor's request carries only the part
-of them inside its slice, as exact ``intervals``, unless that part takes more wire bytes (zstd)
-than the pull's own interval set blob (then the blob goes as it is): a request never carries
+of them inside its slice, as exact ``intervals`` or (DFS's slice runs) the runs inside it,
+whichever takes the fewest wire bytes (zstd), the pull's own blob included: a request never carries
 more than the undivided pull's, and a slice with no time inside the intervals is not requested
 at all.
 Pulls of every row or every candidate carry no interval set."""
@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from dfs_cer.filters import IntervalSet
+from dfs_cer.filters.points import SliceRuns
 from dfs_cer.transport.messages import encode
 
 #: the final pulls whose request carries an interval set (blob 0)
@@ -36,7 +39,14 @@ def slice_request(
     part = cover.clip(lo, hi)
     if part.is_empty:
         return None
-    clipped = part.to_bytes()
-    if blobs and len(encode({}, blobs[:1])) < len(encode({}, [clipped])):  # as they travel
-        return dict(header), list(blobs)
-    return {**header, "tis": "intervals"}, [clipped]
+    options: list[tuple[dict[str, Any], list[bytes]]] = [
+        ({**header, "tis": "intervals"}, [part.to_bytes()])
+    ]
+    if blobs:
+        options.append((dict(header), list(blobs[:1])))
+        if header.get("tis") == "slices":  # DFS's slice runs, cut to the slices of [lo, hi]
+            runs = SliceRuns.from_bytes(blobs[0])
+            first, last = (np.array([lo, hi], np.int64) - runs.base) // runs.quantum
+            mine = runs.runs.intersection(IntervalSet([first], [last]))
+            options.append((dict(header), [SliceRuns(runs.base, runs.quantum, mine).to_bytes()]))
+    return min(options, key=lambda o: len(encode({}, o[1])))  # as they travel

@@ -15,11 +15,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from dfs_cer.filters import IntervalSet
+from dfs_cer.filters.points import SliceRuns
 from dfs_cer.io.shard import shard
 from dfs_cer.spark.distributed import SlicePuller
 from dfs_cer.strategies.pull import pull
 from dfs_cer.strategies.slices import slice_request
 from dfs_cer.transport.client import StorageClient
+from dfs_cer.transport.messages import encode
 from storage_node.launcher import LocalCluster
 
 N = 40_000
@@ -157,3 +159,23 @@ def test_a_slice_request_carries_the_smaller_of_its_part_and_the_whole_set() -> 
     assert part == ({"tis": "intervals"}, [IntervalSet([105, 200], [110, 205]).to_bytes()])
     small = b"\x00" * 20  # a whole set that encodes smaller than the part: sent as it is
     assert slice_request("pull", header, [small], cover, 0, 400) == (header, [small])
+
+
+def test_dfs_slice_runs_are_cut_to_the_slice() -> None:
+    base, q = 1_000, 10
+    starts = np.cumsum(np.random.default_rng(4).integers(4, 40, 5_000))
+    runs = SliceRuns(base, q, IntervalSet(starts, starts + 2))
+    header, blob = {"tis": "slices"}, [runs.to_bytes()]
+    lo, hi = base + 700 * q, base + 1_400 * q - 1
+    got = slice_request("pull", header, blob, runs.to_time(), lo, hi)
+    assert got is not None
+    sent_header, sent = got
+    assert len(encode({}, sent)) < len(encode({}, blob)) / 20  # as they travel
+    inside = runs.to_time().clip(lo, hi)
+    decoded = (
+        SliceRuns.from_bytes(sent[0]).to_time()
+        if sent_header["tis"] == "slices"
+        else IntervalSet.from_bytes(sent[0])
+    )
+    ts = np.arange(lo, hi + 1)
+    assert (decoded.contains(ts) == inside.contains(ts)).all()
