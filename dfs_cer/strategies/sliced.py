@@ -40,6 +40,7 @@ from dfs_cer.strategies.steps import (
     final_pull,
     finish_pull,
     open_query,
+    pushdown_events,
     with_candidate_halo,
 )
 from dfs_cer.transport.protocol import Collect, Gather
@@ -51,6 +52,8 @@ RARE_FACTOR = 3.0
 #: reply's framing and header per node
 POINT_BYTES = 1.1
 ROUND_BYTES = 160
+#: a final pull's slice runs, beyond push-down's ticket
+SLICES_BYTES = 60
 #: the most time units the rows may span (slice arithmetic stays far inside int64)
 MAX_SPAN = 2**61
 #: compressed bytes of a pulled row against its Arrow size, with zstd or lz4 on the wire
@@ -90,6 +93,11 @@ def dfs(session: Session, request: PullRequest) -> PullResult:
         v.name for v in analysis.variables if v.role is Role.OPTIONAL and counts.get(v.name, 0)
     ]
     first = [order[0]] + [v for v in order[1:] if counts[v] <= RARE_FACTOR * counts[order[0]]]
+    cheaper = _pushdown_is_cheaper(session, narrow, headers, first)
+    navigating = analysis.prev_reach or analysis.next_reach
+    if cheaper is not None and analysis.skippable and not navigating:
+        trace.fallback = f"push_down ({cheaper})"
+        return finish_pull(session, pushdown_events(session, analysis, headers), analysis, schema)
     _collect(session, narrow, headers, first, None, None)
     narrow.prune()
     runs = narrow.runs()
@@ -104,10 +112,10 @@ def dfs(session: Session, request: PullRequest) -> PullResult:
     if runs.is_empty:
         trace.fallback = "no match possible: the interval set is empty after the pairwise checks"
         return finish_pull(session, pa.table({}), analysis, schema)
-    complete = all(n in narrow.variables for n in names + optional)
+    uncollected = [n for n in names + optional if n not in narrow.variables]
     tis = Tis.of_slices(grid.wire(runs), window)
-    if complete and _per_node(session, analysis):
-        return _pull_per_node(session, narrow, tis, analysis, schema)
+    if _per_node(session, analysis):
+        return _pull_per_node(session, narrow, tis, analysis, schema, headers, uncollected)
     return final_pull(session, tis, analysis, schema, headers)
 
 
@@ -122,6 +130,29 @@ def hash_bits(narrow: Narrow, counts: dict[str, int], span: int) -> int:
     return int(min(16, max(4, np.ceil(np.log2(partners * 64)))))
 
 
+def _pushdown_is_cheaper(
+    session: Session, narrow: Narrow, headers: list[OpenReply], first: list[str]
+) -> str | None:
+    """Why pulling every candidate costs fewer wire bytes than what DFS adds at least (the first
+    round's framing on every node that holds any, the points, the slices in each final pull's
+    request), or None: with a handful of candidates per node DFS cannot pay."""
+    compressed = session.clients[0].compression not in (None, "none")
+    share = COMPRESSED_SHARE if compressed else 1.0
+    rows = points = 0.0
+    for h in headers:
+        if any(_count(h, v) for v in first):
+            points += ROUND_BYTES + sum(_count(h, v) * _point_bytes(narrow, v) for v in first)
+        if h.rows:  # its final pull's request carries its slices
+            points += SLICES_BYTES
+        rows += h.rows * h.row_bytes * share
+    if points < rows:
+        return None
+    return (
+        f"pulling the {sum(h.rows for h in headers):,} candidates, ~{rows:,.0f} B, costs less "
+        f"than DFS's first round, ~{points:,.0f} B"
+    )
+
+
 def _per_node(session: Session, analysis: Analysis) -> bool:
     """Can the final pull ask each node for its own slices? Candidates only (a pattern that may
     skip rows), no halo rows to bring for PREV/NEXT, and no executors taking it in slices."""
@@ -133,14 +164,26 @@ def _per_node(session: Session, analysis: Analysis) -> bool:
 
 
 def _pull_per_node(
-    session: Session, narrow: Narrow, tis: Tis, analysis: Analysis, schema: pa.Schema
+    session: Session,
+    narrow: Narrow,
+    tis: Tis,
+    analysis: Analysis,
+    schema: pa.Schema,
+    headers: list[OpenReply],
+    uncollected: list[str],
 ) -> PullResult:
+    """Each node's own slices: those of its surviving points, and, where it holds candidates of
+    a variable never collected, the interval set within its time range."""
     assert tis.runs is not None
+    grid = narrow.grid
     requests: dict[int, tuple[dict[str, Any], list[bytes]]] = {}
-    for i in range(len(session.clients)):
+    for i, h in enumerate(headers):
         mine = narrow.node_runs(i, tis.runs.runs)
+        if h.min_ts is not None and h.max_ts is not None and any(_count(h, v) for v in uncollected):
+            lo, hi = grid.slices(np.array([int(h.min_ts), int(h.max_ts)]))
+            mine = mine.union(tis.runs.runs.intersection(IntervalSet([lo], [hi])))
         if not mine.is_empty:
-            requests[i] = ({"tis": "slices"}, [narrow.grid.wire(mine).to_bytes()])
+            requests[i] = ({"tis": "slices"}, [grid.wire(mine).to_bytes()])
     silent = len(session.clients) - len(requests)
     note = "each node's own surviving slices" + (
         f" ({silent} node(s) with none not called)" if silent else ""

@@ -1,0 +1,102 @@
+"""DFS's per-node rounds on real storage nodes: exact on 1 to 12 nodes and random or time
+layouts, each node asked only about its own rows (nodes without candidates or survivors are
+not called), and push-down instead where a round could not pay."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dfs_cer.datasets import synthetic_events, synthetic_queries
+from dfs_cer.io.shard import shard
+from dfs_cer.strategies import pull
+from dfs_cer.strategies.base import PullResult
+from dfs_cer.strategies.matching import match_pulled
+from storage_node.launcher import LocalCluster
+
+QUERIES = synthetic_queries(3, seed=5)
+#: nodes load their handlers at start: a loaded machine would spend a call's deadline on it
+WARM = {"DFS_CER__STORAGE__WARM_UP": "true"}
+
+
+def rows(table: pa.Table) -> list[tuple[object, ...]]:
+    return sorted(tuple(r.values()) for r in table.to_pylist())
+
+
+def run(cluster: LocalCluster, strategy: str, sql: str, **kw: object) -> PullResult:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return pull(strategy, sql, cluster.endpoints, cluster.token, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module", params=[(1, "random"), (5, "time"), (12, "random")])
+def cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalCluster]:
+    nodes, layout = request.param
+    root = tmp_path_factory.mktemp(f"sliced-{nodes}-{layout}")
+    pq.write_table(synthetic_events(60_000, seed=3), root / "events.parquet")
+    shard(str(root / "events.parquet"), nodes, str(root / "nodes"), partitioning=layout)
+    with LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(nodes)], env=WARM) as c:
+        yield c
+
+
+@pytest.mark.parametrize("model", ["adaptive", "always_on", "always_off"])
+def test_dfs_is_exact_and_asks_each_node_about_its_own_rows(
+    cluster: LocalCluster, model: str
+) -> None:
+    for sql in QUERIES:
+        expected = rows(match_pulled(run(cluster, "pull_all", sql)))
+        result = run(cluster, "dfs", sql, cost_model=model)
+        assert rows(match_pulled(result)) == expected, (sql, model)
+        names = [r.action for r in result.trace.rounds]
+        if result.trace.fallback is None:
+            assert "collect" in names and "verify" not in names and "wjf" not in names
+            assert names.count("collect") <= 2
+
+
+def test_the_final_pull_skips_nodes_without_survivors(tmp_path: Path) -> None:
+    """Time layout, a query whose candidates lie in the first hours only: nodes holding none of
+    the survivors get no final pull."""
+    events = synthetic_events(40_000, seed=8)
+    ts = events.column("ts").cast(pa.int64())
+    early = pa.compute.less(ts, pa.compute.add(pa.compute.min(ts), 3_600_000 * 3))
+    events = events.set_column(
+        events.schema.get_field_index("type"),
+        "type",
+        pa.compute.if_else(early, events.column("type"), pa.scalar("T_00")),
+    )
+    pq.write_table(events, tmp_path / "events.parquet")
+    shard(str(tmp_path / "events.parquet"), 4, str(tmp_path / "nodes"), partitioning="time")
+    sql = synthetic_queries(1, seed=2)[0].replace("T_00", "T_99")
+    nodes = [str(tmp_path / "nodes" / f"node-{i:02d}") for i in range(4)]
+    with LocalCluster(nodes, env=WARM) as cluster:
+        expected = rows(match_pulled(run(cluster, "pull_all", sql)))
+        result = run(cluster, "dfs", sql, cost_model="always_on")
+    assert rows(match_pulled(result)) == expected
+    pulls = [r for r in result.trace.rounds if r.action == "pull"]
+    collects = [r for r in result.trace.rounds if r.action == "collect"]
+    assert collects and len(pulls) == 1, result.trace.rounds
+    assert "with none not called" in (pulls[0].note or ""), result.trace.rounds
+
+
+def test_push_down_instead_when_a_round_cannot_pay(tmp_path: Path) -> None:
+    """Eight nodes holding a handful of candidates each: the first round's framing alone costs
+    more than pulling them, so DFS pulls them (exactly) and the trace says why."""
+    pq.write_table(synthetic_events(400, seed=4), tmp_path / "events.parquet")
+    shard(str(tmp_path / "events.parquet"), 8, str(tmp_path / "nodes"))
+    sql = QUERIES[0]  # 2, 2, 17 and 2 candidates of its four variables
+    nodes = [str(tmp_path / "nodes" / f"node-{i:02d}") for i in range(8)]
+    with LocalCluster(nodes, env=WARM) as cluster:
+        expected = rows(match_pulled(run(cluster, "pull_all", sql)))
+        result = run(cluster, "dfs", sql)
+        down = run(cluster, "push_down", sql)
+    assert rows(match_pulled(result)) == expected
+    assert (result.trace.fallback or "").startswith("push_down (pulling the"), result.trace
+    assert "collect" not in [r.action for r in result.trace.rounds]
+    assert result.trace.events_received == down.trace.events_received
