@@ -95,7 +95,8 @@ def dfs(session: Session, request: PullRequest) -> PullResult:
     first = [order[0]] + [v for v in order[1:] if counts[v] <= RARE_FACTOR * counts[order[0]]]
     cheaper = _pushdown_is_cheaper(session, narrow, headers, first)
     navigating = analysis.prev_reach or analysis.next_reach
-    if cheaper is not None and analysis.skippable and not navigating:
+    adaptive = request.options.cost_model == "adaptive"
+    if cheaper is not None and adaptive and analysis.skippable and not navigating:
         trace.fallback = f"push_down ({cheaper})"
         return finish_pull(session, pushdown_events(session, analysis, headers), analysis, schema)
     _collect(session, narrow, headers, first, None, None)
