@@ -17,6 +17,8 @@ from __future__ import annotations
 import struct
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from dfs_cer.filters import rice_kernels as rice
 from dfs_cer.filters import wire
@@ -76,6 +78,20 @@ def value_hashes(values: object, kind: KeyKind, bits: int) -> np.ndarray:
     normalization), 1.. for a value and 0 for NULL (or NaN), which equals nothing."""
     if bits not in HASH_BITS:
         raise ValueError(f"hash bits must be one of {HASH_BITS}, got {bits}")
+    if kind == KeyKind.STRING and isinstance(values, pa.Array | pa.ChunkedArray):
+        # each distinct string hashed once (a log's text columns repeat few values)
+        array = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+        if not pa.types.is_dictionary(array.type):
+            array = pc.dictionary_encode(array)
+        distinct = _hashes(array.dictionary, kind, bits)
+        codes = array.indices.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        out = distinct[codes] if distinct.size else np.zeros(codes.size, np.uint16)
+        out[~np.asarray(array.is_valid().to_numpy(zero_copy_only=False), bool)] = 0
+        return out
+    return _hashes(values, kind, bits)
+
+
+def _hashes(values: object, kind: KeyKind, bits: int) -> np.ndarray:
     normal, valid = normalize(values, kind)
     full = hash_keys(normal, kind, np.zeros(valid.size, np.int64), 0)
     span = np.uint64((1 << bits) - 1)

@@ -149,13 +149,18 @@ class Narrow:
         ok_v = np.all(hv != 0, axis=0)  # NULL equals nothing
         ok_u = np.all(hu != 0, axis=0)
         hu, su = hu[:, ok_u], su[ok_u]
-        keys, inverse = np.unique(np.hstack([hu, hv]), axis=1, return_inverse=True)
+        # one key per combination of hashes (each under 2**16): ranked, so the keys stay small
+        both = np.hstack([hu, hv]).astype(np.int64)
+        combined = both[0].copy()
+        for row in both[1:]:
+            combined = combined * 65_536 + row if len(pairs) <= 3 else combined * 31 + row
+        keys, inverse = np.unique(combined, return_inverse=True)
         inverse = inverse.ravel()
         ru, rv = inverse[: su.size], inverse[su.size :]
         smin = int(min(su.min(initial=0), sv.min(initial=0)))
         smax = int(max(su.max(initial=0), sv.max(initial=0)))
         stride = smax - smin + 2 * self.grid.reach + 1
-        if keys.shape[1] * stride >= 2**62:  # cannot key them: keep every point (exact)
+        if keys.size * stride >= 2**62:  # cannot key them: keep every point (exact)
             return np.ones(sv.size, bool)
         off = self.grid.reach - smin
         ku = np.sort(ru.astype(np.int64) * stride + su + off)
