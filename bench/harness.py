@@ -31,6 +31,7 @@ PHASES = {
     "summaries": "filter",
     "wjf": "filter",
     "verify": "filter",
+    "collect": "filter",
     "push_pull": "filter",
     "upload": "filter",
     "skip": "filter",
