@@ -157,6 +157,21 @@ def node_matching(
     return PullResult(schema.empty_table(), trace, analysis, None, relation, matches)
 
 
+def open_for_pruning(
+    session: Session, request: PullRequest
+) -> PullResult | tuple[Analysis, list[OpenReply], pa.Schema]:
+    """Open the query on every node; the result at once where the nodes match it themselves or
+    the query cannot be pruned by time (its exact fallback), else what interval pruning needs."""
+    analysis, headers, schema = open_query(session, request)
+    on_nodes = node_matching(session, analysis, headers, schema, request.options)
+    if on_nodes is not None:
+        return on_nodes
+    fallback = exact_fallback(session, analysis, schema, headers)
+    if fallback is not None:
+        return fallback
+    return analysis, headers, schema
+
+
 def paper_dfs(
     session: Session, request: PullRequest, tis_format: str = "swf", join_filter: str = "wjf"
 ) -> PullResult:
@@ -172,13 +187,10 @@ def paper_dfs(
             "tis_format must be swf or intervals and join_filter one of "
             f"{', '.join(JOIN_FILTERS)}; got {tis_format!r}, {join_filter!r}"
         )
-    analysis, headers, schema = open_query(session, request)
-    on_nodes = node_matching(session, analysis, headers, schema, request.options)
-    if on_nodes is not None:
-        return on_nodes
-    fallback = exact_fallback(session, analysis, schema, headers)
-    if fallback is not None:
-        return fallback
+    opened = open_for_pruning(session, request)
+    if isinstance(opened, PullResult):
+        return opened
+    analysis, headers, schema = opened
     return paper_rounds(session, request, analysis, headers, schema, tis_format, join_filter)
 
 
@@ -367,13 +379,10 @@ def naive_dfs(session: Session, request: PullRequest) -> PullResult:
     """Naive-DFS (reference notes §6): one trip for every variable's Eq. 1 interval arrays and the
     (timestamp, value) pairs of every equality column; the compute node intersects the arrays and
     applies the equalities on window ids; a second trip pulls the rows inside the result."""
-    analysis, headers, schema = open_query(session, request)
-    on_nodes = node_matching(session, analysis, headers, schema, request.options)
-    if on_nodes is not None:
-        return on_nodes
-    fallback = exact_fallback(session, analysis, schema, headers)
-    if fallback is not None:
-        return fallback
+    opened = open_for_pruning(session, request)
+    if isinstance(opened, PullResult):
+        return opened
+    analysis, headers, schema = opened
     window = analysis.window_units
     assert window is not None
     names = [v.name for v in analysis.filter_variables]

@@ -31,15 +31,13 @@ from dfs_cer.plan.narrow import Grid, Narrow
 from dfs_cer.plan.order import variable_order
 from dfs_cer.query import Analysis, Role
 from dfs_cer.strategies.base import PullResult, Round, Session
-from dfs_cer.strategies.dfs import node_matching, paper_dfs, paper_rounds
+from dfs_cer.strategies.dfs import open_for_pruning, paper_dfs, paper_rounds
 from dfs_cer.strategies.request import PullRequest
 from dfs_cer.strategies.steps import (
     Tis,
     candidate_counts,
-    exact_fallback,
     final_pull,
     finish_pull,
-    open_query,
     pushdown_events,
     with_candidate_halo,
 )
@@ -64,13 +62,10 @@ def dfs(session: Session, request: PullRequest) -> PullResult:
     """DFS with per-node rounds (see the module docstring)."""
     if session.group is not None:  # queries run together share the paper's rounds
         return paper_dfs(session, request)
-    analysis, headers, schema = open_query(session, request)
-    on_nodes = node_matching(session, analysis, headers, schema, request.options)
-    if on_nodes is not None:
-        return on_nodes
-    fallback = exact_fallback(session, analysis, schema, headers)
-    if fallback is not None:
-        return fallback
+    opened = open_for_pruning(session, request)
+    if isinstance(opened, PullResult):
+        return opened
+    analysis, headers, schema = opened
     window = analysis.window_units
     assert window is not None
     trace = session.trace
