@@ -143,7 +143,8 @@ class StorageNode(flight.FlightServerBase):
             if stateful and isinstance(qid, str) and self.registry.find(qid) is None:
                 self.registry.get(qid)  # raises UnknownQueryError
 
-        return decode(body, self.config.max_message_bytes if blobs else 0, known)
+        cap = self.config.max_message_bytes
+        return decode(body, cap if blobs else 0, known, header_limit=cap)
 
     def _translate(self, exc: Exception) -> Exception:
         """A node's error as the client sees it: every DfsCerError by its class name, message and

@@ -67,11 +67,13 @@ def decode(
     buf: bytes | memoryview,
     limit: int = MAX_BLOB,
     check: Callable[[dict[str, Any]], None] | None = None,
+    header_limit: int = MAX_HEADER,
 ) -> tuple[dict[str, Any], list[bytes]]:
     """Parse a message; raises ProtocolError (never anything else) on malformed input.
 
     ``limit`` bounds the bytes the compressed blobs declare they inflate to (all together),
-    checked before any is inflated; ``check`` sees the header first (a storage node refuses an
+    checked before any is inflated, as ``header_limit`` bounds a compressed header's; ``check``
+    sees the header first (a storage node refuses an
     unknown query there), so a small message cannot make the receiver allocate a large buffer
     for nothing (a decompression bomb)."""
     data = bytes(buf)
@@ -89,7 +91,12 @@ def decode(
         if len(data) < 12:
             raise ProtocolError("malformed message: a compressed header without its size")
         (raw,) = _LEN.unpack_from(data, 8)
-        if raw > MAX_HEADER or 12 + n > len(data):
+        if raw > min(MAX_HEADER, header_limit):
+            raise ProtocolError(
+                f"message header of {raw} bytes once decompressed exceeds the limit of "
+                f"{min(MAX_HEADER, header_limit)}"
+            )
+        if 12 + n > len(data):
             raise ProtocolError(f"malformed message: a compressed header of {raw} bytes")
         try:
             text = _CODEC.decompress(data[12 : 12 + n], raw, asbytes=True)

@@ -139,7 +139,7 @@ def test_demo_refuses_bad_options_before_starting_anything(tmp_path: Path) -> No
     assert (
         out.stderr
         == "error: unknown strategy 'fastest'; choose from pull_all, push_down, push_pull, "
-        "naive_dfs, dfs, swf_only, dfs_v1, dfs_v2\n"
+        "naive_dfs, dfs, dfs_paper, swf_only, dfs_v1, dfs_v2\n"
     )
     assert not (tmp_path / "d").exists()
     assert run("demo", "--events", "10").returncode == 2  # at least 1000 events

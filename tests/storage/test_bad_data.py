@@ -78,7 +78,7 @@ def test_a_corrupt_page_fails_the_query_naming_the_file(tmp_path: Path) -> None:
     with LocalCluster(dirs) as cluster:  # the footer is fine: the node starts
         for name in ("dfs", "pull_all"):
             with pytest.raises(
-                DfsCerError, match=f"round 2 \\(open\\).*shard file {victim} cannot be read"
+                DfsCerError, match=f"round 1 \\(open\\).*shard file {victim} cannot be read"
             ):
                 pull(name, SQL, cluster.endpoints, cluster.token)
 

@@ -128,7 +128,7 @@ def test_a_node_restarted_before_any_round_is_reopened_once(
 def test_a_node_restarted_twice_fails_clearly(
     cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    names = rounds_of(cluster, "dfs")
+    names = rounds_of(cluster, "dfs_paper")  # the paper's rounds: enough of them to restart twice
     assert len(names) >= 4
     restarts = iter([3, 4])
     target = [next(restarts)]
@@ -144,7 +144,7 @@ def test_a_node_restarted_twice_fails_clearly(
 
     monkeypatch.setattr(Session, "all", all_)
     with pytest.raises(DfsCerError, match=r"round 4 .*lost the query"):
-        pull("dfs", Q1, cluster.endpoints, cluster.token, cost_model="always_on", config=FAST)
+        pull("dfs_paper", Q1, cluster.endpoints, cluster.token, cost_model="always_on", config=FAST)
     assert clean(cluster, range(3), within=0)
 
 

@@ -138,7 +138,12 @@ def test_a_query_text_header_shrinks_and_a_bomb_is_refused() -> None:
     sql = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A B C) " * 8
     message = encode({"sql": sql})
     assert message[:4] == MAGIC_Z and len(message) < 0.5 * len(sql)
-    for raw, z in [(MAX_HEADER + 1, b"x"), (100, b"garbage-not-zstd")]:
+    for raw, z, why in [
+        (MAX_HEADER + 1, b"x", "once decompressed exceeds the limit"),
+        (100, b"garbage-not-zstd", "malformed message"),
+    ]:
         forged = MAGIC_Z + len(z).to_bytes(4, "little") + raw.to_bytes(4, "little") + z
-        with pytest.raises(ProtocolError, match="malformed message"):
+        with pytest.raises(ProtocolError, match=why):
             decode(forged)
+    with pytest.raises(ProtocolError, match="exceeds the limit of 100"):
+        decode(message, header_limit=100)

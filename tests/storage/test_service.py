@@ -262,6 +262,10 @@ def test_tls_and_message_cap(tmp_path: Path, events: pa.Table) -> None:
         c = StorageClient(secure.endpoints[0], secure.token, tls_root_certs=Path(cert).read_bytes())
         assert c.action("health")[0]["rows"] == 2000
         with pytest.raises(StorageError, match="exceeds the storage node's limit of 4096"):
+            text = np.random.default_rng(0).bytes(10_000).hex()  # does not compress under it
+            c.action("open", {"query_id": "x", "query": text})
+        # a header compressed under the cap is bounded once inflated too
+        with pytest.raises(StorageError, match="once decompressed exceeds the limit of 4096"):
             c.action("open", {"query_id": "x", "query": "y" * 5000})
         assert c.action("health")[0]["status"] == "ok"
 
