@@ -431,12 +431,15 @@ def test_demo_runs_q1_and_variants_with_every_strategy(spark: Any, tmp_path: Pat
         d for d in docs if d.get("title", "").strip().startswith("bytes, events and seconds")
     )
     runs = summary["rows"]
-    assert {r["strategy"] for r in runs} == {"push_down", "push_pull", "dfs"}
+    # "dfs (fallback)": on 40,000 events DFS may pull the candidates as push-down does (the
+    # adaptive model finds a round costs more than they do), and the table says so
+    name = {r["strategy"]: r["strategy"].split(" ")[0] for r in runs}
+    assert set(name.values()) == {"push_down", "push_pull", "dfs"}
     assert len({r["query"] for r in runs}) == 4
     for query in {r["query"] for r in runs}:
-        by = {r["strategy"]: r for r in runs if r["query"] == query}
+        by = {name[r["strategy"]]: r for r in runs if r["query"] == query}
         assert len({r["matches"] for r in by.values()}) == 1  # the demo itself compares the rows
-        assert by["dfs"]["events pulled"] < by["push_down"]["events pulled"]
+        assert by["dfs"]["events pulled"] <= by["push_down"]["events pulled"]
     assert sum(r["matches"] for r in runs) > 0
     assert "generated 40,000 CRIMES-shaped events" in result.stderr
     assert "DFS moves" in docs[-1]["message"]
