@@ -19,9 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from dfs_cer.errors import AdmissionError
 from dfs_cer.strategies.base import Session
-from dfs_cer.transport.client import NodeRefusedError
 from dfs_cer.transport.protocol import Release
 from dfs_cer.transport.replies import OpenReply, ReleaseReply
 
@@ -61,13 +59,6 @@ def open_everywhere(
             session.snapshot = max(pins)[1]
             continue
         if time.monotonic() > give_up:
-            busy = ", ".join(session.clients[i].endpoint for i in refused)
-            raise NodeRefusedError(
-                f"round {len(session.trace.rounds) + 1} (open): storage nodes {busy} had no "
-                f"room for the query within {session.admission_wait:.0f} s (memory budget held "
-                "by other queries); retry later, raise --memory-budget or "
-                "strategy.admission_wait_seconds",
-                AdmissionError.code,
-            )
+            raise session.no_room("open", refused)
         time.sleep(pause * (0.5 + random.random()))
         pause = min(MAX_PAUSE, pause * 2)

@@ -596,18 +596,22 @@ class Session:
                 if i not in refused:
                     c.call(ReleaseReply, Release(self.query_id).header())
             if time.monotonic() > give_up:
-                from dfs_cer.transport.client import NodeRefusedError
-
-                busy = ", ".join(self.clients[i].endpoint for i in refused)
-                raise NodeRefusedError(
-                    f"round {len(self.trace.rounds) + 1} (reserve): storage nodes {busy} had no "
-                    f"room for the query within {self.admission_wait:.0f} s (memory budget held by "
-                    "other queries); retry later, raise --memory-budget or "
-                    "strategy.admission_wait_seconds",
-                    AdmissionError.code,
-                )
+                raise self.no_room("reserve", refused)
             time.sleep(pause * (0.5 + random.random()))
             pause = min(0.5, pause * 2)
+
+    def no_room(self, action: str, refused: Sequence[int]) -> DfsCerError:
+        """The error of a query that found no room on nodes ``refused`` within its admission
+        wait (``action``: the round that asked, reserve or open)."""
+        from dfs_cer.transport.client import NodeRefusedError
+
+        busy = ", ".join(self.clients[i].endpoint for i in refused)
+        return NodeRefusedError(
+            f"round {len(self.trace.rounds) + 1} ({action}): storage nodes {busy} had no room "
+            f"for the query within {self.admission_wait:.0f} s (memory budget held by other "
+            "queries); retry later, raise --memory-budget or strategy.admission_wait_seconds",
+            AdmissionError.code,
+        )
 
     def close(self) -> list[str]:
         """Close the query on every node, concurrently, each within ``close_timeout`` seconds
