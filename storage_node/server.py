@@ -244,7 +244,10 @@ class StorageNode(flight.FlightServerBase):
             ):  # one compressed IPC stream in chunks: the client counts its bytes
                 if not isinstance(compression, str):
                     raise ProtocolError(f"compression must be one of {', '.join(COMPRESSIONS)}")
-                table = seal(table, compression)
+                primed = header.get("primed")
+                if primed is not None and not (isinstance(primed, str) and len(primed) <= 64):
+                    raise ProtocolError("primed must name a primer's digest (<= 64 characters)")
+                table = seal(table, compression, primed)
         except flight.FlightError:
             raise
         except Exception as exc:

@@ -111,6 +111,17 @@ class IntervalSet:
         enter = np.nonzero(depth == 2)[0]
         return IntervalSet(pos[enter], pos[enter + 1] - 1)
 
+    def bridged(self, gap: int) -> IntervalSet:
+        """The set with every hole of at most ``gap`` points filled: a superset in fewer
+        intervals (cheaper to send, a little less selective)."""
+        if len(self) < 2 or gap <= 0:
+            return self
+        split = np.flatnonzero(self.starts[1:] - self.ends[:-1] - 1 > gap) + 1
+        out = IntervalSet.__new__(IntervalSet)
+        out.starts = self.starts[np.concatenate([[0], split])]
+        out.ends = self.ends[np.concatenate([split - 1, [len(self) - 1]])]
+        return out
+
     def clip(self, lo: int, hi: int) -> IntervalSet:
         """The part of the set inside the closed range ``[lo, hi]``: binary searches and a copy
         of the intervals that overlap it, O(log n + k)."""

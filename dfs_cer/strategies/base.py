@@ -20,6 +20,7 @@ from dfs_cer.filters import IntervalSet
 from dfs_cer.query import Analysis, Query
 from dfs_cer.transport.actions import FINAL_PULLS
 from dfs_cer.transport.client import NodeTimeoutError, StorageClient
+from dfs_cer.transport.envelope import primer
 from dfs_cer.transport.protocol import LEASE_GRACE_SECONDS, MAX_HALO, Close, Release, Reserve
 from dfs_cer.transport.replies import (
     CloseReply,
@@ -535,6 +536,12 @@ class Session:
         return kind == "pull_all" or not (
             self.analysis.prev_reach or self.analysis.next_reach or self.split_copies
         )
+
+    def prime(self, schema: pa.Schema) -> None:
+        """The rows' schema is known: small compressed pulls of it travel primed with it."""
+        primed = primer(schema)
+        for c in self.clients:
+            c.primer = primed
 
     def same_schemas(self, schemas: Sequence[pa.Schema]) -> None:
         """Every storage node must serve the same columns and types (e.g. not a time zone on one

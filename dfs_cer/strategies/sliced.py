@@ -222,15 +222,15 @@ def _second_round(
         mine = runs.intersection(IntervalSet([lo], [hi]))
         if mine.is_empty:
             continue  # every candidate it has of them lies outside the interval set
-        cover = mine.total_length() / max(1, hi - lo + 1)
         every = sum(n[v] * _point_bytes(narrow, v) for v in rest)
-        blob = grid.wire(mine).to_bytes()
-        sent = len(blob) + cover * every
-        plan[i] = blob if sent < every else None
-        estimate += ROUND_BYTES + min(sent, every)
+        sent, blob = _cheapest_part(grid, mine, lo, hi, every)
+        plan[i] = blob
+        estimate += ROUND_BYTES + sent
         # skipped, the final pull asks the node for its candidates of them inside its part of
         # the interval set (sent to it); run, only for its own few surviving slices
-        skip += cover * sum(n.values()) * h.row_bytes * row_share + len(blob)
+        exact = grid.wire(mine).to_bytes()
+        cover = mine.total_length() / max(1, hi - lo + 1)
+        skip += cover * sum(n.values()) * h.row_bytes * row_share + len(exact)
     decision = {
         "variables": rest,
         "estimated_bytes": round(float(estimate)),
@@ -247,6 +247,25 @@ def _second_round(
         )
         return None
     return plan, decision
+
+
+def _cheapest_part(
+    grid: Grid, mine: IntervalSet, lo: int, hi: int, every: float
+) -> tuple[float, bytes | None]:
+    """What a node's round-2 request costs at least, with what it carries: nothing (the node
+    sends every point, ``every`` bytes), or its part of the interval set with holes of up to
+    2^k - 1 slices filled (a coarser set is smaller, and lets more points through)."""
+    best: tuple[float, bytes | None] = (every, None)
+    span = max(1, hi - lo + 1)
+    for k in range(0, 12):
+        part = mine.bridged((1 << k) - 1)
+        blob = grid.wire(part).to_bytes()
+        sent = len(blob) + part.total_length() / span * every
+        if sent < best[0]:
+            best = (sent, blob)
+        if len(part) <= 1:
+            break
+    return best
 
 
 def _collect(

@@ -63,6 +63,7 @@ def open_query(
             ),
         )
     schema = pa.ipc.read_schema(pa.py_buffer(replies[0][1][0]))
+    session.prime(schema)
     headers = [h for h, _ in replies]
     served = {h.snapshot for h in headers}
     if len(served) > 1:

@@ -29,7 +29,7 @@ import pyarrow.flight as flight
 from dfs_cer.errors import StorageError, UnknownQueryError
 from dfs_cer.transport.actions import ACTIONS
 from dfs_cer.transport.codes import error_code
-from dfs_cer.transport.envelope import is_sealed, open_sealed
+from dfs_cer.transport.envelope import is_sealed, open_sealed, primer_digest
 from dfs_cer.transport.messages import decode, encode
 from dfs_cer.transport.replies import Reply
 
@@ -80,6 +80,9 @@ class StorageClient:
     #: how pulled rows travel (:mod:`dfs_cer.transport.envelope`): "zstd", "lz4", "none"
     #: (an uncompressed stream), or None (plain record batches, counted by their Arrow size)
     compression: str | None = "zstd"
+    #: the :func:`~dfs_cer.transport.envelope.primer` of the schema the query's rows have
+    #: (known after open): small zstd pulls of that schema travel primed with it
+    primer: bytes | None = None
 
     def __post_init__(self) -> None:
         self._journal: list[tuple[str, Callable[[], None]]] = []
@@ -105,6 +108,7 @@ class StorageClient:
             "tls_root_certs": self.tls_root_certs,
             "deadline": None,
             "compression": self.compression,
+            "primer": self.primer,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -248,6 +252,8 @@ class StorageClient:
             header = {**header, "opened": True}
         if self.compression is not None:
             header = {**header, "compression": self.compression}
+        if self.compression == "zstd" and self.primer is not None:
+            header["primed"] = primer_digest(self.primer)
         ticket = encode(header, blobs)
         what = str(header.get("kind"))
         start = time.perf_counter()
@@ -256,7 +262,7 @@ class StorageClient:
         )
         size = table.nbytes
         if is_sealed(table):  # the bytes that crossed the network: the compressed stream's
-            table, size = open_sealed(table, MAX_REPLY)
+            table, size = open_sealed(table, MAX_REPLY, self.primer)
         self.transfers.append(Transfer(what, len(ticket), size, time.perf_counter() - start))
         return table
 

@@ -11,7 +11,10 @@ A small reply (up to :data:`WHOLE_MAX` bytes of stream) with ``zstd`` also tries
 the stream written without buffer compression, compressed whole as one zstd frame (its schema,
 its few buffers and their framing compress together), sent in :data:`COLUMN_WHOLE` with the
 stream's length first; the smaller of the two travels. A handful of rows then costs a few
-hundred bytes, not the kilobyte of per-buffer frames and schema.
+hundred bytes, not the kilobyte of per-buffer frames and schema. When the compute node already
+knows the schema (it names its :func:`primer`'s digest in the pull), the frame is primed with
+that schema's own stream (:data:`COLUMN_PRIMED`): the schema and the batch's framing then cost
+next to nothing, and one row travels in about 30 bytes instead of 380.
 
 A pull without ``compression`` gets plain Arrow record batches (any Flight client can read
 them); their in-memory size is what is counted.
@@ -19,8 +22,11 @@ them); their in-memory size is what is counted.
 
 from __future__ import annotations
 
+import hashlib
+
 import pyarrow as pa
 import pyarrow.compute as pc
+import zstandard
 
 from dfs_cer.errors import ProtocolError
 from dfs_cer.options import COMPRESSIONS
@@ -29,8 +35,12 @@ from dfs_cer.options import COMPRESSIONS
 COLUMN = "__dfs_cer_ipc"
 #: the one column of a reply whose whole stream is one zstd frame (8 bytes of length first)
 COLUMN_WHOLE = "__dfs_cer_ipc_zstd"
+#: the one column of a reply compressed whole with the schema's :func:`primer` as dictionary
+COLUMN_PRIMED = "__dfs_cer_ipc_zstd_primed"
 #: streams up to this size (uncompressed) with zstd are also tried compressed whole
 WHOLE_MAX = 1024 * 1024
+#: primed streams up to this size are compressed at zstd's highest level (a few ms at most)
+PRIMED_STRONG_MAX = 64 * 1024
 _WHOLE = pa.Codec("zstd", compression_level=3)
 #: bytes per chunk of the stream
 CHUNK = 4 * 1024 * 1024
@@ -60,8 +70,43 @@ def _encodable(column: pa.ChunkedArray) -> bool:
     return pc.count_distinct(sample).as_py() <= DICTIONARY_SHARE * len(sample)
 
 
-def seal(table: pa.Table, compression: str) -> pa.Table:
-    """``table`` as an enveloped reply: its IPC stream (with ``compression``) in binary chunks."""
+def primer(schema: pa.Schema) -> bytes:
+    """What primes a whole-compressed reply of ``schema``: the IPC stream of one row of zeros
+    (the schema's message and a batch's framing), the same bytes on both sides."""
+    try:
+        one = pa.table({f.name: _zero(f.type) for f in schema}, schema=schema)
+    except (pa.ArrowException, ValueError, TypeError):
+        one = schema.empty_table()
+    return _stream(one, pa.ipc.IpcWriteOptions()).to_pybytes()
+
+
+def _zero(kind: pa.DataType) -> pa.Array:
+    """One value of ``kind`` with no validity buffer, as most columns of a pull have none."""
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return pa.array([""], kind)
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        return pa.array([b""], kind)
+    if pa.types.is_boolean(kind):
+        return pa.array([False], kind)
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind):
+        return pa.array([0], kind)
+    if pa.types.is_temporal(kind):
+        return pa.array([0], pa.int64()).cast(kind)
+    return pa.nulls(1, kind)
+
+
+def primer_digest(primed: bytes) -> str:
+    """What a pull names its primer by (both sides compute it from the schema they hold)."""
+    return hashlib.sha256(primed).hexdigest()[:8]
+
+
+def _primed(primed: bytes) -> zstandard.ZstdCompressionDict:
+    return zstandard.ZstdCompressionDict(primed, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+
+
+def seal(table: pa.Table, compression: str, primed: str | None = None) -> pa.Table:
+    """``table`` as an enveloped reply: its IPC stream (with ``compression``) in binary chunks.
+    ``primed``: the digest of the compute node's :func:`primer` (used when it is this table's)."""
     options = pa.ipc.IpcWriteOptions(compression=_codec(compression))
     # none is the paper's comparison: the rows as they are, uncompressed and not dictionary-encoded
     encoded = (
@@ -96,6 +141,19 @@ def seal(table: pa.Table, compression: str) -> pa.Table:
             )
             if whole.size < stream.size:
                 stream, column = whole, COLUMN_WHOLE
+            mine = primer(table.schema) if primed is not None else b""
+            if mine and primer_digest(mine) == primed:
+                level = 19 if plain.size <= PRIMED_STRONG_MAX else 3
+                z = zstandard.ZstdCompressor(
+                    level=level,
+                    dict_data=_primed(mine),
+                    write_content_size=False,
+                    write_dict_id=False,
+                    write_checksum=True,  # a primer that differs fails, never misreads
+                ).compress(plain.to_pybytes())
+                if 8 + len(z) < stream.size:
+                    stream = pa.py_buffer(plain.size.to_bytes(8, "little") + z)
+                    column = COLUMN_PRIMED
     chunks = [
         stream.slice(i, min(CHUNK, stream.size - i)).to_pybytes()
         for i in range(0, stream.size, CHUNK)
@@ -111,13 +169,17 @@ def _stream(table: pa.Table, options: pa.ipc.IpcWriteOptions) -> pa.Buffer:
 
 
 def is_sealed(table: pa.Table) -> bool:
-    return table.column_names in ([COLUMN], [COLUMN_WHOLE])
+    return table.column_names in ([COLUMN], [COLUMN_WHOLE], [COLUMN_PRIMED])
 
 
-def open_sealed(table: pa.Table, limit: int) -> tuple[pa.Table, int]:
+def open_sealed(table: pa.Table, limit: int, primed: bytes | None = None) -> tuple[pa.Table, int]:
     """The rows of an enveloped reply and the bytes its chunks held; ``limit`` bounds the
-    stream's size (a reply larger than that is refused before it is read)."""
-    whole = table.column_names == [COLUMN_WHOLE]
+    stream's size (a reply larger than that is refused before it is read); ``primed``: the
+    :func:`primer` the pull named."""
+    whole = table.column_names in ([COLUMN_WHOLE], [COLUMN_PRIMED])
+    is_primed = table.column_names == [COLUMN_PRIMED]
+    if is_primed and primed is None:
+        raise ProtocolError("a reply compressed with a primer the pull did not name")
     blobs = [b for b in table.column(0).to_pylist() if b is not None]
     size = sum(len(b) for b in blobs)
     if size > limit:
@@ -130,8 +192,16 @@ def open_sealed(table: pa.Table, limit: int) -> tuple[pa.Table, int]:
                 f"a compressed reply declares a stream of {length} bytes (at most {WHOLE_MAX})"
             )
         try:
-            stream = _WHOLE.decompress(stream[8:], length, asbytes=True)
-        except (pa.ArrowInvalid, OSError) as exc:
+            if is_primed:
+                assert primed is not None
+                stream = zstandard.ZstdDecompressor(dict_data=_primed(primed)).decompress(
+                    stream[8:], max_output_size=length
+                )
+                if len(stream) != length:
+                    raise ValueError(f"{len(stream)} bytes where {length} are declared")
+            else:
+                stream = _WHOLE.decompress(stream[8:], length, asbytes=True)
+        except (pa.ArrowInvalid, OSError, zstandard.ZstdError, ValueError) as exc:
             raise ProtocolError(f"a compressed reply does not decode ({exc})") from None
     try:
         rows = pa.ipc.open_stream(pa.py_buffer(stream)).read_all()

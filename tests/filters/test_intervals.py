@@ -51,3 +51,20 @@ def test_clip_keeps_the_points_inside_a_range(a: list[tuple[int, int]], lo: int,
 
 def part_pairs(x: IntervalSet) -> list[tuple[int, int]]:
     return list(zip(x.starts.tolist(), x.ends.tolist(), strict=True))
+
+
+@given(pairs, st.integers(0, 40))
+def test_bridging_fills_exactly_the_holes_up_to_the_gap(a: list[tuple[int, int]], gap: int) -> None:
+    x = make(a)
+    wide = x.bridged(gap)
+    covered = points(a)
+    holes = {
+        t
+        for s, e in zip(x.ends[:-1].tolist(), x.starts[1:].tolist(), strict=True)
+        if e - s - 1 <= gap
+        for t in range(s + 1, e)
+    }
+    universe = np.arange(-150, 250)
+    assert set(universe[wide.contains(universe)]) == covered | holes
+    assert IntervalSet(wide.starts, wide.ends) == wide  # canonical: sorted, merged
+    assert len(wide) <= len(x)

@@ -17,7 +17,15 @@ from hypothesis import strategies as st
 from dfs_cer.config import StrategyConfig
 from dfs_cer.errors import ProtocolError
 from dfs_cer.io.shard import shard
-from dfs_cer.transport.envelope import COLUMN, COLUMN_WHOLE, open_sealed, seal
+from dfs_cer.transport.envelope import (
+    COLUMN,
+    COLUMN_PRIMED,
+    COLUMN_WHOLE,
+    open_sealed,
+    primer,
+    primer_digest,
+    seal,
+)
 from storage_node.launcher import LocalCluster
 
 
@@ -81,6 +89,28 @@ def test_a_few_rows_travel_compressed_whole_and_a_bad_length_is_refused() -> Non
     with pytest.raises(ProtocolError, match="does not decode"):
         bad = blob[:8] + b"garbage"
         open_sealed(pa.table({COLUMN_WHOLE: pa.array([bad], pa.large_binary())}), 1 << 30)
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 40])
+def test_a_few_rows_primed_with_their_schema_cost_a_fraction_and_a_wrong_primer_fails(
+    n: int,
+) -> None:
+    table = events().slice(0, n)
+    primed = primer(table.schema)
+    sealed = seal(table, "zstd", primer_digest(primed))
+    assert sealed.column_names == [COLUMN_PRIMED]
+    rows, size = open_sealed(sealed, 1 << 30, primed)
+    assert rows.equals(table)
+    unprimed = open_sealed(seal(table, "zstd"), 1 << 30)[1]
+    assert size < (0.5 if n <= 3 else 0.9) * unprimed, (size, unprimed)
+    # a node with another schema does not prime (the digests differ) ...
+    other = primer(pa.schema([("x", pa.int8())]))
+    assert seal(table, "zstd", primer_digest(other)).column_names == [COLUMN_WHOLE]
+    # ... and a reply read with another primer, or none, fails rather than misreads
+    with pytest.raises(ProtocolError, match="does not decode"):
+        open_sealed(sealed, 1 << 30, other)
+    with pytest.raises(ProtocolError, match="did not name"):
+        open_sealed(sealed, 1 << 30)
 
 
 def test_compression_shrinks_repetitive_rows_and_bad_replies_are_refused() -> None:
@@ -150,3 +180,28 @@ def test_a_node_refuses_an_unknown_codec(cluster: LocalCluster) -> None:
             client.pull({"kind": "pull_all"})
     finally:
         client.close()
+
+
+@pytest.mark.flight
+def test_a_nodes_small_pull_travels_primed_with_the_schema_open_sent(cluster: LocalCluster) -> None:
+    from dfs_cer.strategies.base import Session, Trace
+    from dfs_cer.strategies.request import PullRequest
+    from dfs_cer.strategies.steps import open_query
+
+    sql = SQL.replace("'T_03' AND A.a1 < 300", "'T_03' AND A.a1 < 20").replace(
+        "B.a1 > A.a1", "B.a1 < 20"
+    )
+    session = Session.connect(cluster.endpoints, cluster.token, Trace("push_down"))
+    try:
+        _, _, schema = open_query(session, PullRequest.of("push_down", sql, cluster.endpoints, ""))
+        assert all(c.primer == primer(schema) for c in session.clients)
+        rows = session.clients[0].pull({"query_id": session.query_id, "kind": "pull_pushdown"})
+        primed = session.clients[0].transfers[-1].bytes_to_cn
+        session.clients[0].primer = None
+        again = session.clients[0].pull({"query_id": session.query_id, "kind": "pull_pushdown"})
+        plain = session.clients[0].transfers[-1].bytes_to_cn
+        assert rows.equals(again) and 0 < rows.num_rows < 200
+        assert primed < plain - 150, (primed, plain)
+    finally:
+        session.close()
+        session.close_connections()

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from dfs_cer.errors import ProtocolError
 from dfs_cer.filters import IntervalSet
+from dfs_cer.transport.dictionary import DICTIONARY_ID
 from dfs_cer.transport.messages import MAGIC, MAGIC_Z, MAX_HEADER, decode, encode
 from dfs_cer.transport.protocol import VERSION
 
@@ -138,12 +139,43 @@ def test_a_query_text_header_shrinks_and_a_bomb_is_refused() -> None:
     sql = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A B C) " * 8
     message = encode({"sql": sql})
     assert message[:4] == MAGIC_Z and len(message) < 0.5 * len(sql)
-    for raw, z, why in [
-        (MAX_HEADER + 1, b"x", "once decompressed exceeds the limit"),
-        (100, b"garbage-not-zstd", "malformed message"),
+    for raw, z, ident, why in [
+        (MAX_HEADER + 1, b"x", DICTIONARY_ID, "once decompressed exceeds the limit"),
+        (100, b"garbage-not-zstd", DICTIONARY_ID, "malformed message"),
+        (len(sql), message[13:], (DICTIONARY_ID + 1) % 256, "run the same dfs-cer release"),
     ]:
-        forged = MAGIC_Z + len(z).to_bytes(4, "little") + raw.to_bytes(4, "little") + z
+        forged = (
+            MAGIC_Z + len(z).to_bytes(4, "little") + raw.to_bytes(4, "little") + bytes([ident]) + z
+        )
         with pytest.raises(ProtocolError, match=why):
             decode(forged)
     with pytest.raises(ProtocolError, match="exceeds the limit of 100"):
         decode(message, header_limit=100)
+
+
+SQL_OF_A_USER = (
+    "SELECT * FROM flights MATCH_RECOGNIZE (PARTITION BY tailnum ORDER BY dep_ts MEASURES "
+    "A.origin AS from_airport, LAST(B.dest) AS to_airport, count(B.*) AS legs ONE ROW PER "
+    "MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A B+) WITHIN INTERVAL '1' DAY DEFINE A AS "
+    "A.dep_delay > 60, B AS B.dep_delay > A.dep_delay)"
+)
+
+
+@pytest.mark.parametrize(
+    ("header", "most"),
+    [
+        ({"query_id": "2cf11e42cc2a45ba", "sql": SQL_OF_A_USER, "lease_seconds": 300.0}, 0.45),
+        ({"rows": 2825, "variables": {"A": {"count": 1831}, "B": {"count": 228}},
+          "min_ts": 2041927911707, "max_ts": 2042127839492, "total_rows": 100000,
+          "schema_digest": "2a0786f253febf24", "time_column": "ts"}, 0.6),
+        ({"query_id": "2cf11e42cc2a45ba", "kind": "pull", "tis": "slices",
+          "compression": "zstd"}, 0.6),
+    ],
+)  # fmt: skip
+def test_the_protocol_dictionary_shrinks_the_headers_every_query_sends(
+    header: dict[str, object], most: float
+) -> None:
+    plain = len(json.dumps({**header, "v": 3}, separators=(",", ":"))) + 8
+    message = encode(header)
+    assert message[:4] == MAGIC_Z and len(message) <= most * plain, (len(message), plain)
+    assert decode(message)[0] == header
