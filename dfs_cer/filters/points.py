@@ -131,26 +131,64 @@ def rice_parameter(steps: np.ndarray) -> int:
 
 def pack_points(parts: list[Points], width: int) -> bytes:
     """Several variables' points in one framed blob: per variable its count, first slice
-    (zigzag), Rice parameter and bitstream length as varints, the Golomb-Rice coded slice steps,
-    then the hashes as bytes (one byte each up to 8 bits, else two), which the messages' zstd
-    entropy-codes (a column of few distinct values hashes to few distinct bytes). The reader
-    knows each variable's hashed columns and the width (it asked for them)."""
+    (zigzag), Rice parameter, bitstream length and, per hashed column, the number of distinct
+    hashes it is coded with (0: none, each hash in ``width`` bits) as varints; then the
+    Golomb-Rice coded slice steps; then each column's hashes, bit-packed: ``width`` bits each,
+    or, where fewer bits, its ``d`` distinct hashes (``width`` bits each) and every point's
+    index among them (``ceil(log2 d)`` bits). Hashes are near-random bits: packed, they cost
+    what they carry, even in the few hundred bytes a node among many sends (a byte-aligned form
+    would need a compressor, which a small message does not pay for). The reader knows each
+    variable's hashed columns and the width (it asked for them)."""
     body = []
-    hash_type = "<u1" if width <= 8 else "<u2"
     for p in parts:
         n = len(p)
         first = int(p.slices[0]) if n else 0
         steps = np.diff(p.slices).astype(np.uint64)
         k = rice_parameter(steps)
-        stream = np.zeros((int(rice.encoded_bits(steps, np.int64(k))) + 7) // 8, np.uint8)
-        rice.encode(steps, np.int64(k), _NO_HASHES, np.int64(0), stream)
+        stream = _packed(steps, k, _NO_HASHES, 0)
         zig = (first << 1) ^ (first >> 63)
-        head = varint_encode(np.array([n, zig, k, stream.size], np.uint64))
-        body += [head, stream.tobytes(), p.hashes.astype(hash_type).tobytes()]
+        modes, blocks = [], []
+        for column in p.hashes:
+            distinct, index = np.unique(column, return_inverse=True)
+            d, b = int(distinct.size), _index_bits(int(distinct.size))
+            if n and (d * width + 7) // 8 + (n * b + 7) // 8 < (n * width + 7) // 8:
+                modes.append(d)
+                blocks.append(_bits(distinct, width) + _bits(index, b))
+            else:
+                modes.append(0)
+                blocks.append(_bits(column, width))
+        head = varint_encode(np.array([n, zig, k, len(stream), *modes], np.uint64))
+        body += [head, stream, *blocks]
     return wire.pack(POINTS_MAGIC, _POINTS_HEADER, (len(parts),), b"".join(body))
 
 
 _NO_HASHES = np.zeros((0, 0), np.uint16)
+_NO_STEPS = np.zeros(0, np.uint64)
+
+
+def _packed(steps: np.ndarray, k: int, hashes: np.ndarray, width: int) -> bytes:
+    out = np.zeros(
+        (int(rice.encoded_bits(steps, np.int64(k))) + hashes.size * width + 7) // 8, np.uint8
+    )
+    rice.encode(steps, np.int64(k), hashes, np.int64(width), out)
+    return out.tobytes()
+
+
+def _bits(values: np.ndarray, width: int) -> bytes:
+    """``values`` in ``width`` bits each, little-endian, padded to a byte."""
+    return _packed(_NO_STEPS, 0, np.asarray(values, np.uint16).reshape(1, -1), width)
+
+
+def _index_bits(d: int) -> int:
+    return max(1, int(d - 1).bit_length())
+
+
+def _unbits(buf: np.ndarray, count: int, width: int, what: str) -> np.ndarray:
+    _, values, read = rice.decode(
+        buf, np.int64(0), np.int64(0), np.int64(1), np.int64(width), np.int64(count)
+    )
+    wire.expect(int(read) >= 0, what, "the hashes are cut short")
+    return values[0]
 
 
 def unpack_points(
@@ -162,12 +200,12 @@ def unpack_points(
     _, (count,), payload = wire.unpack(buf, POINTS_MAGIC, _POINTS_HEADER, what)
     wire.expect(int(count) == len(columns), what, f"{count} variables, {len(columns)} asked")
     wire.expect(width in HASH_BITS, what, f"hash width {width}")
-    size_of = 1 if width <= 8 else 2
     out, at = [], 0
     for c in columns:
-        head, used = varint_decode(payload[at:], 4, what)
+        head, used = varint_decode(payload[at:], 4 + c, what)
         at += used
-        n, zig, k, size = (int(x) for x in head)
+        n, zig, k, size = (int(x) for x in head[:4])
+        modes = [int(x) for x in head[4:]]
         wire.expect(n <= MAX_POINTS and k <= 63, what, f"{n} points, Rice parameter {k}")
         wire.expect(size <= len(payload) - at, what, f"a bitstream of {size} bytes")
         first = (zig >> 1) ^ -(zig & 1)
@@ -179,14 +217,26 @@ def unpack_points(
         read = int(bits_read)
         wire.expect(read >= 0 and (read + 7) // 8 == size, what, "the bitstream does not fit")
         wire.expect(bool(np.all(steps < (1 << 62))), what, "a slice step out of range")
-        hashes_size = n * c * size_of
-        wire.expect(len(payload) - at >= hashes_size, what, "the hashes are cut short")
-        hashes = np.frombuffer(payload[at : at + hashes_size], f"<u{size_of}").reshape(c, n)
-        at += hashes_size
-        wire.expect(bool(np.all(hashes < (1 << width))), what, "a hash wider than asked")
+        hashes = np.zeros((c, n), np.uint16)
+        for j, d in enumerate(modes):
+            wire.expect(d <= n, what, f"{d} distinct hashes of {n} points")
+            sizes = [(d * width + 7) // 8, (n * _index_bits(d) + 7) // 8] if d else [0, 0]
+            if not d:
+                sizes[0] = (n * width + 7) // 8
+            wire.expect(sum(sizes) <= len(payload) - at, what, "the hashes are cut short")
+            values_block = np.frombuffer(payload[at : at + sizes[0]], np.uint8)
+            second = np.frombuffer(payload[at + sizes[0] : at + sum(sizes)], np.uint8)
+            at += sum(sizes)
+            if d:
+                distinct = _unbits(values_block, d, width, what)
+                index = _unbits(second, n, _index_bits(d), what).astype(np.int64)
+                wire.expect(bool(np.all(index < d)), what, "a hash index out of range")
+                hashes[j] = distinct[index]
+            else:
+                hashes[j] = _unbits(values_block, n, width, what)
         p = Points.__new__(Points)
         p.slices = first + np.concatenate([[0], np.cumsum(steps.astype(np.int64))])[:n]
-        p.hashes = hashes.astype(np.uint16)
+        p.hashes = hashes
         out.append(p)
     wire.expect(at == len(payload), what, "trailing bytes after the points")
     return out

@@ -111,3 +111,21 @@ def test_value_hashes_equal_values_alike_and_null_equals_nothing() -> None:
     assert words.max() < 256 and words[0] == words[3] and words[2] == 0
     with pytest.raises(ValueError, match="hash bits"):
         value_hashes(pa.array([1]), KeyKind.INT, 17)
+
+
+@pytest.mark.parametrize("distinct", [1, 3, 40, 400])
+def test_hashes_cost_their_bits_even_in_a_small_blob(distinct: int) -> None:
+    """A node among many sends a few hundred points: packed hashes cost their width (or the
+    index among few distinct values), without a compressor's help."""
+    rng = np.random.default_rng(distinct)
+    n, width = 300, 9
+    slices = np.sort(rng.choice(20_000, n, replace=False))
+    values = rng.choice(rng.choice(np.arange(1, 512), distinct, replace=False), n)
+    p = Points(slices, values.reshape(1, n).astype(np.uint16))
+    blob = pack_points([p], width)
+    (back,) = unpack_points(blob, [1], width)
+    assert back.slices.tolist() == p.slices.tolist() and back.hashes.tolist() == p.hashes.tolist()
+    index_bits = max(1, (distinct - 1).bit_length())
+    hash_bits = min(width, index_bits + distinct * width / n)
+    step_bits = np.log2(20_000 / n) + 2  # Rice: log2 of the mean step, plus about 2
+    assert len(blob) <= n * (hash_bits + step_bits) / 8 + 24, (len(blob), hash_bits)
