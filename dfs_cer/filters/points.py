@@ -28,7 +28,7 @@ from dfs_cer.filters.keys import KeyKind, hash_keys, normalize
 POINTS_MAGIC = b"DPTS"
 RUNS_MAGIC = b"DSLR"
 _POINTS_HEADER = struct.Struct("<H")  # variables
-_RUNS_HEADER = struct.Struct("<qqI")  # base, quantum, runs
+_RUNS_HEADER = struct.Struct("<")  # base, quantum, runs and the first slice: varints
 #: slices per pattern window (finer: tighter intervals, more bits per point)
 SLICES_PER_WINDOW = 16
 #: hash widths a node may be asked for (bits); 0 in a hash marks a NULL (never equal)
@@ -122,11 +122,17 @@ class Points:
 
 
 def rice_parameter(steps: np.ndarray) -> int:
-    """The Golomb-Rice ``k`` for steps about geometrically distributed around their mean."""
+    """The Golomb-Rice ``k`` that codes ``steps`` in the fewest bits: the one their mean suggests
+    (right for steps about geometric) or a smaller one, which wins when a few long jumps (a
+    node's data in a few time windows far apart) inflate the mean; each is counted exactly."""
     if steps.size == 0:
         return 0
     mean = float(steps.mean())
-    return int(max(0, min(40, np.floor(np.log2(max(1.0, mean * 0.69))))))
+    guess = int(max(0, min(40, np.floor(np.log2(max(1.0, mean * 0.69))))))
+    costs = {
+        k: int(rice.encoded_bits(steps, np.int64(k))) for k in range(max(0, guess - 6), guess + 2)
+    }
+    return min(costs, key=lambda k: (costs[k], k))
 
 
 def pack_points(parts: list[Points], width: int) -> bytes:
@@ -146,7 +152,7 @@ def pack_points(parts: list[Points], width: int) -> bytes:
         steps = np.diff(p.slices).astype(np.uint64)
         k = rice_parameter(steps)
         stream = _packed(steps, k, _NO_HASHES, 0)
-        zig = (first << 1) ^ (first >> 63)
+        zig = _zigzag(first)
         modes, blocks = [], []
         for column in p.hashes:
             distinct, index = np.unique(column, return_inverse=True)
@@ -208,7 +214,7 @@ def unpack_points(
         modes = [int(x) for x in head[4:]]
         wire.expect(n <= MAX_POINTS and k <= 63, what, f"{n} points, Rice parameter {k}")
         wire.expect(size <= len(payload) - at, what, f"a bitstream of {size} bytes")
-        first = (zig >> 1) ^ -(zig & 1)
+        first = _unzigzag(zig)
         stream = np.frombuffer(payload[at : at + size], np.uint8)
         at += size
         steps, _, bits_read = rice.decode(
@@ -240,6 +246,14 @@ def unpack_points(
         out.append(p)
     wire.expect(at == len(payload), what, "trailing bytes after the points")
     return out
+
+
+def _zigzag(v: int) -> int:
+    return ((v << 1) ^ (v >> 63)) & ((1 << 64) - 1)
+
+
+def _unzigzag(z: int) -> int:
+    return (z >> 1) ^ -(z & 1)
 
 
 class SliceRuns:
@@ -275,19 +289,20 @@ class SliceRuns:
             gaps[0::2] = np.concatenate([[0], s[1:] - e[:-1]])  # from the previous run's end
             gaps[1::2] = e - s
         first = int(s[0]) if n else 0
-        payload = struct.pack("<q", first) + varint_encode(gaps)
-        return wire.pack(RUNS_MAGIC, _RUNS_HEADER, (self.base, self.quantum, n), payload)
+        head = np.array([_zigzag(self.base), self.quantum, n, _zigzag(first)], np.uint64)
+        payload = varint_encode(head) + varint_encode(gaps)
+        return wire.pack(RUNS_MAGIC, _RUNS_HEADER, (), payload)
 
     @classmethod
     def from_bytes(cls, buf: bytes | bytearray | memoryview) -> SliceRuns:
         what = "slice runs"
-        _, values, payload = wire.unpack(buf, RUNS_MAGIC, _RUNS_HEADER, what)
-        base, quantum, n = (int(v) for v in values)
+        _, _, payload = wire.unpack(buf, RUNS_MAGIC, _RUNS_HEADER, what)
+        head, at = varint_decode(payload, 4, what)
+        base, quantum, n, first = (int(v) for v in head)
+        base, first = _unzigzag(base), _unzigzag(first)
         wire.expect(quantum > 0 and n <= MAX_POINTS, what, f"quantum {quantum}, {n} runs")
-        wire.expect(len(payload) >= 8, what, "the first slice is missing")
-        (first,) = struct.unpack_from("<q", payload, 0)
-        gaps, used = varint_decode(payload[8:], 2 * n, what)
-        wire.expect(used == len(payload) - 8, what, "trailing bytes after the runs")
+        gaps, used = varint_decode(payload[at:], 2 * n, what)
+        wire.expect(used == len(payload) - at, what, "trailing bytes after the runs")
         wire.expect(bool(np.all(gaps < (1 << 40))), what, "a run out of range")
         g = gaps.astype(np.int64)
         lengths, steps = g[1::2], g[0::2]
