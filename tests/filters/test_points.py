@@ -129,3 +129,27 @@ def test_hashes_cost_their_bits_even_in_a_small_blob(distinct: int) -> None:
     hash_bits = min(width, index_bits + distinct * width / n)
     step_bits = np.log2(20_000 / n) + 2  # Rice: log2 of the mean step, plus about 2
     assert len(blob) <= n * (hash_bits + step_bits) / 8 + 24, (len(blob), hash_bits)
+
+
+@settings(max_examples=60)
+@given(st.lists(st.integers(0, 1 << 20), min_size=1, max_size=200))
+def test_the_rice_parameter_is_the_cheapest_near_the_means(steps: list[int]) -> None:
+    from dfs_cer.filters import rice_kernels as rice
+    from dfs_cer.filters.points import rice_parameter
+
+    s = np.array(steps, np.uint64)
+    k = rice_parameter(s)
+    guess = int(max(0, min(40, np.floor(np.log2(max(1.0, float(s.mean()) * 0.69))))))
+    assert rice.encoded_bits(s, np.int64(k)) <= rice.encoded_bits(s, np.int64(guess))
+
+
+def test_a_few_long_jumps_do_not_inflate_every_step() -> None:
+    """A node holding two time windows far apart: short steps inside them, one long jump."""
+    from dfs_cer.filters.points import rice_parameter
+
+    rng = np.random.default_rng(3)
+    inside = rng.geometric(1 / 8, 60)
+    slices = np.cumsum(np.concatenate([inside[:30], [50_000], inside[30:]]))
+    blob = pack_points([Points(slices)], 8)
+    assert rice_parameter(np.diff(slices).astype(np.uint64)) <= 4
+    assert len(blob) < 60 * 5.5 / 8 + 11 + 24  # ~5 bits a short step, the jump escaped once
