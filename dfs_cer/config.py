@@ -140,6 +140,9 @@ class MatcherConfig:
     max_matches: int = 10_000_000
     on_limit: OnLimit = "error"
     kleene: Kleene = "all"
+    #: the most thread steps (a live match attempt at a row) the row-pattern engine takes in one
+    #: run before it ends the query with an error naming the partition (about a minute of work)
+    max_steps: int = 5_000_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,6 +341,10 @@ def _validate(config: Config) -> None:
                 f"conf key {section}.halo_limit must be in 0..10000 (the protocol's halo limit), "
                 f"got {limit}"
             )
+    if config.matcher.max_steps <= 0:
+        raise ConfigError(
+            f"conf key matcher.max_steps must be positive, got {config.matcher.max_steps}"
+        )
     if config.matcher.max_matches <= 0:
         raise ConfigError(
             f"conf key matcher.max_matches must be positive, got {config.matcher.max_matches}"

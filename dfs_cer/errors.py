@@ -144,6 +144,13 @@ class MatchError(DfsCerError):
     code = "match"
 
 
+class MatchBudgetError(MatchError):
+    """Matching one partition took more thread steps than ``matcher.max_steps`` allows (a
+    pattern whose work grows faster than its rows, over a long partition)."""
+
+    code = "match-budget"
+
+
 class MatchLimitError(DfsCerError):
     """Matching produced more results than ``max_matches`` allows."""
 

@@ -323,7 +323,13 @@ def match_clause(
     analysis = analyze(query, table.schema, config.query)
     if selection == "strict_contiguity":
         analysis = _strict_contiguity(query, table, config)
-        result = run_row_pattern(table, analysis, max_matches=limit, on_limit=on_limit)
+        result = run_row_pattern(
+            table,
+            analysis,
+            max_matches=limit,
+            on_limit=on_limit,
+            max_steps=config.matcher.max_steps,
+        )
         return _count_table(result.matches) if count_only else result.table
     use_cer = engine == "cer" or (
         engine == "auto" and (selection is not None or query.recognize.all_matches)
@@ -341,7 +347,13 @@ def match_clause(
             count_only=count_only,
         )
     else:
-        result = run_row_pattern(table, analysis, max_matches=limit, on_limit=on_limit)
+        result = run_row_pattern(
+            table,
+            analysis,
+            max_matches=limit,
+            on_limit=on_limit,
+            max_steps=config.matcher.max_steps,
+        )
     return _count_table(result.matches) if count_only else result.table
 
 

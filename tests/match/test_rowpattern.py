@@ -298,6 +298,67 @@ def test_matches_the_brute_force_reference(
     window: int | None,
     partitioned: bool,
 ) -> None:
+    check_against_reference(pattern, data, ca, cb, cc, skip, window, partitioned)
+
+
+#: conditions whose threads the VM prunes across attempts (no aggregate, MATCH_NUMBER(),
+#: CLASSIFIER() or logical offset): what they read is the first or last row of a variable
+pruned_conditions = st.sampled_from(
+    [
+        "{v}.x > 2",
+        "{v}.x <= 2",
+        "{v}.x > PREV({v}.x)",
+        "{v}.x = A.x",
+        "{v}.x > FIRST(A.x)",
+        "{v}.x <> LAST(B.x)",
+        "{v}.x > LAST(B.x) + 1",
+        "{v}.x >= FIRST(B.x) AND {v}.y <> LAST(A.x)",
+        "FIRST(U.y) = {v}.y",
+        "{v}.x < NEXT({v}.x)",
+        "TRUE",
+    ]
+)
+
+
+@settings(max_examples=int(__import__("os").environ.get("DFS_CER_EXAMPLES", 150)), deadline=None)
+@given(
+    patterns(),
+    st.lists(
+        st.tuples(st.one_of(st.integers(0, 4), st.none()), st.integers(0, 2), st.booleans()),
+        min_size=8,
+        max_size=16,
+    ),
+    pruned_conditions,
+    pruned_conditions,
+    pruned_conditions,
+    st.sampled_from(["PAST LAST ROW", "TO NEXT ROW"]),
+    st.booleans(),
+)
+def test_pruned_threads_and_remembered_failures_never_change_a_result(
+    pattern: str,
+    data: list[tuple[int | None, int, bool]],
+    ca: str,
+    cb: str,
+    cc: str,
+    skip: str,
+    partitioned: bool,
+) -> None:
+    """Longer partitions without WITHIN: many attempts fail, and later attempts stop at the
+    states earlier ones failed from; threads that differ only where a variable began are one
+    when conditions read its last row. The matches stay the brute-force reference's."""
+    check_against_reference(pattern, data, ca, cb, cc, skip, None, partitioned)
+
+
+def check_against_reference(
+    pattern: str,
+    data: list[tuple[int | None, int, bool]],
+    ca: str,
+    cb: str,
+    cc: str,
+    skip: str,
+    window: int | None,
+    partitioned: bool,
+) -> None:
     rows = [
         {"ts": i, "x": x, "y": y, "k": int(k and partitioned)} for i, (x, y, k) in enumerate(data)
     ]
@@ -467,11 +528,15 @@ def test_matcher_memory_is_bounded_by_the_partition_and_the_pattern() -> None:
     assert work(8_000, 1, "(A | B)+ $") < 1_000_000
 
 
-#: A+ B+ C where C never holds: every start tries every split of the rows into A's and B's
+#: A+ B+ C where C never holds: every start tries every split of the rows into A's and B's, and
+#: C reads a running sum over B, so no two splits are alike (no pruning applies: cubic work)
 CUBIC = (
     "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES A.ts AS a ONE ROW "
-    "PER MATCH PATTERN (A+ B+ C) DEFINE C AS v > LAST(B.v) + 100)"
+    "PER MATCH PATTERN (A+ B+ C) DEFINE C AS v > sum(B.v) + 100)"
 )
+#: the same when C reads only B's last row: splits that differ only where B began are one
+#: thread, and a start whose states an earlier start failed from stops there: linear work
+PRUNED = CUBIC.replace("sum(B.v)", "LAST(B.v)")
 
 
 def cubic_table(n: int) -> pa.Table:
@@ -561,3 +626,60 @@ def test_a_run_granted_more_bytes_again_returns_the_same_rows(
         and plain.num_rows == 300 * 301 // 2
     )
     assert work.charged > 0
+
+
+def test_threads_that_differ_in_a_row_a_later_condition_reads_are_kept_apart() -> None:
+    """A B N C and A N B C both reach C at row 3; C reads LAST(B.x), rows 2 and 1 there: the
+    preferred thread (B first) fails, the other matches, so they are not one thread."""
+    t = pa.table({"ts": [0, 1, 2, 3], "x": [0, 1, 5, 3]})
+    out = match_recognize(
+        t,
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES CLASSIFIER(C) AS c, "
+        "LAST(B.ts) AS b ONE ROW PER MATCH PATTERN (A (B | N) (B | N) C) "
+        "DEFINE A AS x = 0, B AS x >= 0, C AS C.x > LAST(B.x))",
+    )
+    assert out.to_pylist() == [{"c": "C", "b": 1}]
+
+
+def test_a_state_an_earlier_attempt_matched_from_is_not_a_failure() -> None:
+    """Overlapping matches (SKIP TO NEXT ROW): the second attempt reaches the states the first
+    matched through; only an attempt that found no match marks its states as failed."""
+    t = pa.table({"ts": np.arange(6, dtype=np.int64), "x": [0, 0, 9, 0, 0, 9]})
+    out = match_recognize(
+        t,
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS a, B.ts AS b "
+        "ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN (A+ B) "
+        "DEFINE A AS x = 0, B AS B.x > LAST(A.x))",
+    )
+    assert out.to_pylist() == [
+        {"a": 0, "b": 2}, {"a": 1, "b": 2}, {"a": 3, "b": 5}, {"a": 4, "b": 5}
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("n", [2_000, 8_000])
+def test_work_grows_linearly_where_threads_prune_and_the_budget_stops_the_rest(n: int) -> None:
+    """With a step budget of 40 per row, A+ B+ C reading LAST(B) finishes (it never matches: each
+    start stops at the states the first start failed from), and reading sum(B) (every split
+    differs) ends with the budget's error naming the partition, its rows, the pattern and the
+    setting."""
+    from dfs_cer.errors import MatchBudgetError
+
+    table = cubic_table(n)
+    pruned = run_row_pattern(table, analyze(parse(PRUNED), table.schema), max_steps=40 * n)
+    assert pruned.matches == 0
+    with pytest.raises(MatchBudgetError) as info:
+        run_row_pattern(table, analyze(parse(CUBIC), table.schema), max_steps=40 * n)
+    text = str(info.value)
+    for part in ("partition p = 0", f"({n:,} rows)", "PATTERN (A+ B+ C)", "MAX_STEPS"):
+        assert part in text, text
+
+
+def test_the_local_api_takes_the_step_budget_from_its_config() -> None:
+    from dfs_cer.config import Config, MatcherConfig
+    from dfs_cer.errors import MatchBudgetError
+
+    table = cubic_table(3_000)
+    config = Config(matcher=MatcherConfig(max_steps=100_000))
+    with pytest.raises(MatchBudgetError, match="matcher.max_steps = 100,000"):
+        match_recognize(table, CUBIC, config=config)
+    assert match_recognize(table, PRUNED, config=config).num_rows == 0

@@ -134,7 +134,9 @@ class Conditions:
     fnull: np.ndarray
     members: np.ndarray  # (V + S, V) bool: rows labelled which variables count for a name
     deep_navigation: bool  # logical offsets > 0: the VM keeps full paths distinct
-    relevant: np.ndarray  # (V + S,) bool: names whose first/last positions dependent code reads
+    #: (2, V + S) bool: names whose first (row 0) / last (row 1) matched position dependent code
+    #: reads (FIRST(x.c) / x.c or LAST(x.c)); the VM keys thread equivalence on only those
+    relevant: np.ndarray
 
 
 def _column_array(table: pa.Table, name: str) -> pa.Array:
@@ -177,7 +179,7 @@ class ConditionCompiler:
         self.const_f: list[float] = []
         self.const_kind: list[int] = []
         self.deep = False
-        self.relevant = np.zeros(len(self.names), bool)
+        self.relevant = np.zeros((2, len(self.names)), bool)
         self.label_base = -1  # const index of the first label's string code (CLASSIFIER)
         #: how the comparison being emitted reads numbers: None (int64 / double), "double"
         #: (wide numbers as doubles, next to an approximate operand) or "rank" (exact codes)
@@ -468,8 +470,8 @@ class ConditionCompiler:
                     nav[2],
                     nav[3],
                 )
-            if nav[0] >= 0:
-                self.relevant[nav[0]] = True
+            if nav[0] >= 0:  # FIRST reads the first position, x.c and LAST(x.c) the last
+                self.relevant[0 if nav[1] == 1 else 1, nav[0]] = True
             self.code.append([C_COL, slot, kind, nav[0], nav[1], nav[2], nav[3]])
         elif isinstance(e, Aggregate):
             self._aggregate(e, clause)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from dfs_cer.errors import MatchError, MatchLimitError, UnsupportedFeatureError
+from dfs_cer.errors import MatchBudgetError, MatchError, MatchLimitError, UnsupportedFeatureError
 from dfs_cer.events.order import sort_partition_flags
 from dfs_cer.events.time import time_values
 from dfs_cer.match.columns import check_choice, column_of, split_halo
@@ -26,6 +26,7 @@ from dfs_cer.match.rowpattern.hoist import hoist, with_derived
 from dfs_cer.match.rowpattern.measures import MatchRows, MeasureEvaluator
 from dfs_cer.options import ON_LIMIT
 from dfs_cer.pattern.ir import labels as pattern_labels
+from dfs_cer.pattern.ir import to_text as to_sql_pattern
 from dfs_cer.query.analyze import Analysis
 from dfs_cer.query.expr import Column, walk
 from dfs_cer.query.model import MatchRecognize, RowsPerMatch, SkipTo
@@ -135,6 +136,34 @@ def _idle_skipping(
     return free, next_true
 
 
+#: thread steps one run may take unless told (``matcher.max_steps``)
+MAX_STEPS = 5_000_000_000
+
+
+def _over_budget(
+    table: pa.Table,
+    bounds: np.ndarray,
+    partition_by: tuple[str, ...],
+    mr: MatchRecognize,
+    p: int,
+    stop: np.ndarray,
+) -> MatchBudgetError:
+    """A run past its step budget: the partition, its rows, the pattern and the setting."""
+    lo, hi = int(bounds[p]), int(bounds[p + 1])
+    where = (
+        "partition " + ", ".join(f"{c} = {table.column(c)[lo].as_py()!r}" for c in partition_by)
+        if partition_by
+        else "the single partition"
+    )
+    return MatchBudgetError(
+        f"matching stopped after {int(stop[vm.STOP_STEPS]):,} thread steps (matcher.max_steps = "
+        f"{int(stop[vm.STOP_MAX_STEPS]):,}) in {where} ({hi - lo:,} rows) of PATTERN "
+        f"({to_sql_pattern(mr.pattern)}): its work grows faster than its rows there. Bound the "
+        "match with WITHIN or a finer PARTITION BY, or raise the budget "
+        "(DFS_CER__MATCHER__MAX_STEPS, or max_steps under [matcher] in the config file)"
+    )
+
+
 def run_row_pattern(
     table: pa.Table,
     analysis: Analysis,
@@ -147,6 +176,7 @@ def run_row_pattern(
     spans: bool = False,
     cut_off: tuple[bool, bool] = (False, False),
     work: Work | None = None,
+    max_steps: int = MAX_STEPS,
 ) -> MatchOutput:
     """Evaluate the MATCH_RECOGNIZE clause of a bound analysis over ``table``.
 
@@ -272,8 +302,9 @@ def run_row_pattern(
     # stop[0]: set by the watch when the query is closed or past its deadline; stop[1]: the bytes
     # the matches kept may take: VM_BYTES, doubled (charged to the work first) and the run made
     # again while they need more: at most about twice the work, never memory that was not granted
-    stop = np.zeros(2, np.int64)
-    stop[1] = VM_BYTES if work is not None else 0
+    stop = np.zeros(5, np.int64)
+    stop[vm.STOP_BYTES] = VM_BYTES if work is not None else 0
+    stop[vm.STOP_MAX_STEPS] = max_steps
     charged = 0
     idle = _idle_skipping(c.masks, c.dependent, n)
     while True:
@@ -311,6 +342,8 @@ def run_row_pattern(
             )
         if status == vm.STOPPED:
             check(work)  # raises: the watch stopped the run
+        if status == vm.OVER_STEPS:
+            raise _over_budget(table, bounds, partition_by, mr, int(stop[vm.STOP_PARTITION]), stop)
         if status != vm.OVER_BYTES or work is None:
             break
         work.charge(int(stop[1]))  # raises past the query's share or the node's budget

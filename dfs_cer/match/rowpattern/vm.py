@@ -47,7 +47,10 @@ from dfs_cer.match.rowpattern.program import DONE, END, EXCL_IN, EXCL_OUT, JUMP,
 
 SKIP_PAST_LAST, SKIP_NEXT_ROW, SKIP_TO_FIRST, SKIP_TO_LAST = range(4)
 # status codes
-OK, LIMIT_REACHED, SKIP_TO_FIRST_ROW, SKIP_NO_ROW, STOPPED, OVER_BYTES = range(6)
+OK, LIMIT_REACHED, SKIP_TO_FIRST_ROW, SKIP_NO_ROW, STOPPED, OVER_BYTES, OVER_STEPS = range(7)
+#: the ``stop`` array's entries: the stop flag, the bytes the matches may take, the thread steps
+#: taken (written by the VM) and the most it may take (0: no bound), and the partition it was in
+STOP_FLAG, STOP_BYTES, STOP_STEPS, STOP_MAX_STEPS, STOP_PARTITION = range(5)
 #: thread steps the VM takes between two reads of its stop flag
 STOP_EVERY = 65536
 
@@ -78,6 +81,35 @@ def _grow_pair3(a: np.ndarray, size: int) -> np.ndarray:
     out = np.empty((2, size, a.shape[2]), a.dtype)
     out[:, : a.shape[1]] = a
     return out
+
+
+#: the most slots of the failed-states table (a row, an instruction and the positions later
+#: conditions read per slot), and the most states one attempt records
+FAILED_MAX_SLOTS = 1 << 21
+PENDING_MAX = 1 << 16
+
+
+@njit(cache=True)
+def _f_slot(f_stamp: np.ndarray, f_key: np.ndarray, gen: int, row: int, key: np.ndarray) -> int:
+    """The slot of ``(row, key)`` in the failed-states table, or of the free slot where it goes
+    (``-1 - slot``)."""
+    cap = f_stamp.shape[0]
+    hh = np.uint64(1469598103934665603) ^ np.uint64(row)
+    hh *= np.uint64(1099511628211)
+    for z in range(key.shape[0]):
+        hh = (hh ^ np.uint64(key[z])) * np.uint64(1099511628211)
+    slot = np.int64(hh % np.uint64(cap))
+    while f_stamp[slot] == gen:
+        if f_key[slot, 0] == row:
+            same = True
+            for z in range(key.shape[0]):
+                if f_key[slot, z + 1] != key[z]:
+                    same = False
+                    break
+            if same:
+                return int(slot)
+        slot = (slot + 1) % cap
+    return int(-1 - slot)
 
 
 @njit(cache=True)
@@ -624,9 +656,11 @@ def run(
 
     ``stop[0]`` is read every :data:`STOP_EVERY` thread steps: once it is non-zero (a storage
     node's query was closed or passed its deadline, see :func:`dfs_cer.work.watch`) the run ends
-    with status STOPPED. ``stop[1]`` (when positive) bounds the bytes of the matches kept: a run
-    whose matches would need more ends with status OVER_BYTES (the caller may grant more and run
-    again).
+    with status STOPPED. ``stop[2]`` receives the thread steps taken (a thread at a row is one
+    step); past ``stop[3]`` (when positive) the run ends with status OVER_STEPS, ``stop[4]``
+    naming the partition it was in. ``stop[1]`` (when positive) bounds the bytes of the matches
+    kept: a run whose matches would need more ends with status OVER_BYTES (the caller may grant
+    more and run again).
 
     ``cut_start`` / ``cut_end``: the rows are cut out of longer partitions (a time chunk), so a
     partition's first row here is not its real first row (``^`` never passes) / its last row
@@ -673,6 +707,34 @@ def run(
     h_key = np.empty((h_cap, key_w), np.int64)
     key = np.empty(key_w, np.int64)
     stamp = 0
+    # failed states: with no WITHIN, no MATCH_NUMBER() and no condition reading the match's
+    # first row, a thread's future depends only on its row, its instruction and the positions
+    # its key holds (what later conditions read). An attempt that ends without a match failed
+    # from every state it reached, so a later attempt reaching one stops there: Trino's
+    # memoised failures, which make A+ B+ C over a partition that never matches linear
+    memo = window < 0 and not deep
+    for c in range(code.shape[0]):
+        o = code[c, 0]
+        if (
+            o == C_MNUM
+            or o == C_AGG
+            or o == C_CLS
+            or (o == C_COL and code[c, 3] == UNIVERSAL and code[c, 4] == 1)
+        ):
+            memo = False
+    # a failed state: its row, instruction and the positions later conditions read
+    f_w = 1
+    for nm in range(n_names):
+        f_w += (1 if relevant[0, nm] else 0) + (1 if relevant[1, nm] else 0)
+    f_key1 = np.empty(f_w, np.int64)
+    f_cap = 1024 if memo else 1
+    f_stamp = np.full(f_cap, -1, np.int64)
+    f_key = np.empty((f_cap, f_w + 1), np.int64)
+    f_used = 0
+    f_gen = 0
+    pend_cap = 1024 if memo else 1
+    pend = np.empty((pend_cap, f_w + 1), np.int64)
+    pend_n = 0
     # path arena
     a_cap = 1024
     a_parent = np.empty(a_cap, np.int64)
@@ -705,6 +767,7 @@ def run(
     n_rows_out = 0
     status = OK
     until_check = STOP_EVERY
+    steps = 0
 
     part_matches = 0  # matches before the current PARTITION BY group (MATCH_NUMBER() in DEFINE)
     for p in range(parts.shape[0] - 1):
@@ -714,6 +777,8 @@ def run(
         a1 = -1 if cut_end else p1
         if p == 0 or q0 != nav_parts[p - 1, 0]:
             part_matches = n_matches
+        f_gen += 1  # failures are per partition
+        f_used = 0
         pos = p0
         while pos < p1:
             if next_start[pos] != pos:
@@ -721,6 +786,7 @@ def run(
                 continue
             start = pos
             a_n = 0
+            pend_n = 0
             best_node = -2  # -2: no match; -1: empty match
             best_end = -1
             # initial closure
@@ -763,10 +829,16 @@ def run(
             # --- step through rows ---
             while c_n > 0:
                 until_check -= c_n + 1
+                steps += c_n + 1
                 if until_check <= 0:
                     until_check = STOP_EVERY
-                    if stop[0] != 0:
+                    stop[STOP_STEPS] = steps
+                    if stop[STOP_FLAG] != 0:
                         status = STOPPED
+                        break
+                    if stop[STOP_MAX_STEPS] > 0 and steps > stop[STOP_MAX_STEPS]:
+                        status = OVER_STEPS
+                        stop[STOP_PARTITION] = p
                         break
                 stamp += 1
                 h_used = 0
@@ -871,9 +943,9 @@ def run(
                             key[0] = q
                             kk = 1
                             for nm in range(n_names):
-                                if relevant[nm]:
-                                    lo_pos = -1
-                                    hi_pos = -1
+                                lo_pos = -1
+                                hi_pos = -1
+                                if relevant[0, nm] or relevant[1, nm]:
                                     for m in range(n_vars):
                                         if members[nm, m]:
                                             if last_tmp[m] > hi_pos:
@@ -882,11 +954,10 @@ def run(
                                                 lo_pos < 0 or first_tmp[m] < lo_pos
                                             ):
                                                 lo_pos = first_tmp[m]
-                                    key[kk] = lo_pos
-                                    key[kk + 1] = hi_pos
-                                else:
-                                    key[kk] = 0
-                                    key[kk + 1] = 0
+                                # only what later conditions read: threads that differ in
+                                # where B began are one when conditions read only LAST(B)
+                                key[kk] = lo_pos if relevant[0, nm] else 0
+                                key[kk + 1] = hi_pos if relevant[1, nm] else 0
                                 kk += 2
                             key[kk] = new_node if deep else 0
                             # open addressing on the key
@@ -918,6 +989,27 @@ def run(
                             for z in range(key_w):
                                 h_key[slot, z] = key[z]
                             h_used += 1
+                        if memo:
+                            f_key1[0] = q
+                            if any_dependent:
+                                zz = 1
+                                for nm in range(n_names):
+                                    if relevant[0, nm]:
+                                        f_key1[zz] = key[1 + 2 * nm]
+                                        zz += 1
+                                    if relevant[1, nm]:
+                                        f_key1[zz] = key[2 + 2 * nm]
+                                        zz += 1
+                            if f_used > 0 and _f_slot(f_stamp, f_key, f_gen, i + 1, f_key1) >= 0:
+                                continue  # an earlier attempt failed from here
+                            if pend_n < PENDING_MAX:  # past it, later attempts search more
+                                if pend_n >= pend_cap:
+                                    pend_cap *= 2
+                                    pend = _grow2(pend, pend_cap)
+                                pend[pend_n, 0] = i + 1
+                                for z in range(f_w):
+                                    pend[pend_n, z + 1] = f_key1[z]
+                                pend_n += 1
                         if nt >= cap_t:
                             cap_t *= 2
                             l_pc = _grow_pair(l_pc, cap_t)
@@ -1007,9 +1099,38 @@ def run(
                             l_last[cur, k2, vf] = jump - 1
                 i = jump
             # --- record the preferred match of this attempt ---
-            if status == STOPPED:
+            if status == STOPPED or status == OVER_STEPS:
                 break
             if best_node == -2:
+                if memo and pend_n > 0:
+                    if 2 * (f_used + pend_n) > f_cap and f_cap < FAILED_MAX_SLOTS:
+                        # grow, keeping the failures a later attempt can still reach (rows
+                        # past this start; attempts only move forward)
+                        old_stamp, old_key = f_stamp, f_key
+                        while 2 * (f_used + pend_n) > f_cap and f_cap < FAILED_MAX_SLOTS:
+                            f_cap *= 4
+                        f_stamp = np.full(f_cap, -1, np.int64)
+                        f_key = np.empty((f_cap, f_w + 1), np.int64)
+                        f_used = 0
+                        for o_slot in range(old_stamp.shape[0]):
+                            if old_stamp[o_slot] == f_gen and old_key[o_slot, 0] > start:
+                                at = _f_slot(
+                                    f_stamp, f_key, f_gen, old_key[o_slot, 0], old_key[o_slot, 1:]
+                                )
+                                if at < 0:
+                                    at = -1 - at
+                                    f_stamp[at] = f_gen
+                                    f_key[at] = old_key[o_slot]
+                                    f_used += 1
+                    for e in range(pend_n):
+                        if 2 * (f_used + 1) > f_cap:
+                            break  # the table is full: later attempts only search more
+                        at = _f_slot(f_stamp, f_key, f_gen, pend[e, 0], pend[e, 1:])
+                        if at < 0:
+                            at = -1 - at
+                            f_stamp[at] = f_gen
+                            f_key[at] = pend[e]
+                            f_used += 1
                 pos = start + 1
                 continue
             if n_matches >= max_matches:
@@ -1069,6 +1190,7 @@ def run(
                 pos = target
         if status != OK:
             break
+    stop[STOP_STEPS] = steps
     # working memory at its peak (arrays only grow): thread lists, dedup tables, path arena, stacks
     work = (
         8
@@ -1083,6 +1205,9 @@ def run(
             + cvisited.size
             + h_stamp.size
             + h_key.size
+            + f_stamp.size
+            + f_key.size
+            + pend.size
             + a_parent.size
             + a_row.size
             + a_label.size
