@@ -142,7 +142,7 @@ class MatcherConfig:
     kleene: Kleene = "all"
     #: the most thread steps (a live match attempt at a row) the row-pattern engine takes in one
     #: run before it ends the query with an error naming the partition (about a minute of work)
-    max_steps: int = 5_000_000_000
+    max_steps: int = 1_000_000_000
 
 
 @dataclass(frozen=True, slots=True)

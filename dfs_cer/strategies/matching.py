@@ -85,6 +85,7 @@ def match_pulled(
             match_ids=match_ids,
             max_matches=limit,
             on_limit=bound,
+            max_steps=settings.max_steps,
         )
     result.trace.matching = Matching(
         engine, out.matches, time.perf_counter() - began, out.work_bytes

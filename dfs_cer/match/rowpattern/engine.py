@@ -137,7 +137,7 @@ def _idle_skipping(
 
 
 #: thread steps one run may take unless told (``matcher.max_steps``)
-MAX_STEPS = 5_000_000_000
+MAX_STEPS = 1_000_000_000
 
 
 def _over_budget(

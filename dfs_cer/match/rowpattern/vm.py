@@ -657,7 +657,8 @@ def run(
     ``stop[0]`` is read every :data:`STOP_EVERY` thread steps: once it is non-zero (a storage
     node's query was closed or passed its deadline, see :func:`dfs_cer.work.watch`) the run ends
     with status STOPPED. ``stop[2]`` receives the thread steps taken (a thread at a row is one
-    step); past ``stop[3]`` (when positive) the run ends with status OVER_STEPS, ``stop[4]``
+    step, plus the rows of its path when its condition walks them); past ``stop[3]`` (when
+    positive) the run ends with status OVER_STEPS, ``stop[4]``
     naming the partition it was in. ``stop[1]`` (when positive) bounds the bytes of the matches
     kept: a run whose matches would need more ends with status OVER_BYTES (the caller may grant
     more and run again).
@@ -858,6 +859,9 @@ def run(
                     if window >= 0 and ts[i] - ts[start] > window:
                         continue
                     if dependent[v]:
+                        if deep:  # an aggregate or a far FIRST/LAST walks the thread's path
+                            until_check -= i - start + 1
+                            steps += i - start + 1
                         if not _evaluate(
                             code,
                             code_start[v],
