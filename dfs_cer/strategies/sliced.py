@@ -290,13 +290,17 @@ def _collect(
         request = Collect(session.query_id, base, quantum, gather, bits, blob is not None)
         return request.header(), [] if blob is None else [blob]
 
-    replies = session.action(
-        CollectReply,
-        {},
-        per_node=one,
-        only=nodes,
-        decision=decision,
-        note=f"points of {', '.join(names)} from {len(nodes)} node(s)",
+    replies = (
+        session.action(
+            CollectReply,
+            {},
+            per_node=one,
+            only=nodes,
+            decision=decision,
+            note=f"points of {', '.join(names)} from {len(nodes)} node(s)",
+        )
+        if nodes  # none: no node holds a candidate of them inside the interval set
+        else []
     )
     columns = [len(g.hashed) for g in gather]
     for i, (_, blobs) in zip(nodes, replies, strict=True):
@@ -306,7 +310,7 @@ def _collect(
             narrow.add(v, i, points)
     for v in names:  # a node not called holds none of them
         for i in range(len(headers)):
-            if i not in narrow.variables[v].points:
+            if v not in narrow.variables or i not in narrow.variables[v].points:
                 narrow.add(v, i, Points(np.empty(0, np.int64), _no_hashes(narrow, v)))
 
 

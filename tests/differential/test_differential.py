@@ -23,3 +23,15 @@ def test_every_strategy_agrees_with_the_local_engine(block: int) -> None:
     print(report.summary())
     assert report.cases > 100 * len(seeds) // 4
     assert not report.findings, "\n\n".join(report.findings[:10])
+
+
+#: worlds the long profile found something in, kept as regressions: 303 (dfs under always_on with
+#: a second round that no node had a candidate for: the round asked nobody and crashed)
+FOUND = (303,)
+
+
+@pytest.mark.parametrize("seed", FOUND)
+def test_worlds_the_long_profile_found_something_in_agree_now(seed: int) -> None:
+    report = fuzz.run(range(seed, seed + 1), queries_per_world=6)
+    assert report.cases > 0
+    assert not report.findings, "\n\n".join(report.findings[:10])

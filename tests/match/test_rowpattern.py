@@ -680,6 +680,6 @@ def test_the_local_api_takes_the_step_budget_from_its_config() -> None:
 
     table = cubic_table(3_000)
     config = Config(matcher=MatcherConfig(max_steps=100_000))
-    with pytest.raises(MatchBudgetError, match="matcher.max_steps = 100,000"):
+    with pytest.raises(MatchBudgetError, match=r"matcher\.max_steps = 100,000"):
         match_recognize(table, CUBIC, config=config)
     assert match_recognize(table, PRUNED, config=config).num_rows == 0

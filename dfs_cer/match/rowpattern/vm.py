@@ -87,6 +87,9 @@ def _grow_pair3(a: np.ndarray, size: int) -> np.ndarray:
 #: conditions read per slot), and the most states one attempt records
 FAILED_MAX_SLOTS = 1 << 21
 PENDING_MAX = 1 << 16
+#: failed states remembered with no later attempt reaching one: past this the VM stops
+#: remembering for the run (starts do not share states, e.g. a condition reads the first row)
+MEMO_TRIAL = 1 << 16
 
 
 @njit(cache=True)
@@ -98,6 +101,13 @@ def _f_slot(f_stamp: np.ndarray, f_key: np.ndarray, gen: int, row: int, key: np.
     hh *= np.uint64(1099511628211)
     for z in range(key.shape[0]):
         hh = (hh ^ np.uint64(key[z])) * np.uint64(1099511628211)
+    # murmur3's finalizer: FNV's low bits depend only on the inputs' low bits, and rows and
+    # positions differ mostly there, so without it a large table's probes cluster
+    hh ^= hh >> np.uint64(33)
+    hh *= np.uint64(0xFF51AFD7ED558CCD)
+    hh ^= hh >> np.uint64(33)
+    hh *= np.uint64(0xC4CEB9FE1A85EC53)
+    hh ^= hh >> np.uint64(33)
     slot = np.int64(hh % np.uint64(cap))
     while f_stamp[slot] == gen:
         if f_key[slot, 0] == row:
@@ -733,6 +743,7 @@ def run(
     f_key = np.empty((f_cap, f_w + 1), np.int64)
     f_used = 0
     f_gen = 0
+    f_hits = 0
     pend_cap = 1024 if memo else 1
     pend = np.empty((pend_cap, f_w + 1), np.int64)
     pend_n = 0
@@ -1005,6 +1016,7 @@ def run(
                                         f_key1[zz] = key[2 + 2 * nm]
                                         zz += 1
                             if f_used > 0 and _f_slot(f_stamp, f_key, f_gen, i + 1, f_key1) >= 0:
+                                f_hits += 1
                                 continue  # an earlier attempt failed from here
                             if pend_n < PENDING_MAX:  # past it, later attempts search more
                                 if pend_n >= pend_cap:
@@ -1106,6 +1118,8 @@ def run(
             if status == STOPPED or status == OVER_STEPS:
                 break
             if best_node == -2:
+                if memo and f_hits == 0 and f_used >= MEMO_TRIAL:
+                    memo = False  # states never repeat across starts here: stop paying for it
                 if memo and pend_n > 0:
                     if 2 * (f_used + pend_n) > f_cap and f_cap < FAILED_MAX_SLOTS:
                         # grow, keeping the failures a later attempt can still reach (rows
