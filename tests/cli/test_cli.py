@@ -250,3 +250,42 @@ def test_shard_refuses_a_stray_text_in_a_numeric_csv_column(tmp_path: Path) -> N
     assert out.returncode == 2 and out.stderr.startswith(
         "error: --schema: 'decimal128(99, 2)': a decimal128"
     ), out.stderr
+
+
+def test_a_query_past_the_step_budget_is_one_line_naming_the_partition(tmp_path: Path) -> None:
+    """A pattern whose matching work grows with the cube of a partition's rows (C reads a
+    running sum, so no thread pruning applies) ends at ``matcher.max_steps`` with one error line
+    naming the partition, its rows and the setting, not a hang or a traceback."""
+    import numpy as np
+
+    from dfs_cer.io.shard import shard
+    from storage_node.launcher import LocalCluster
+
+    n = 2_000
+    i = np.arange(n, dtype=np.int64)
+    pq.write_table(
+        pa.table({"k": np.zeros(n, np.int64), "ts": i, "v": i % 7}), tmp_path / "t.parquet"
+    )
+    shard(str(tmp_path / "t.parquet"), 1, str(tmp_path / "nodes"))
+    sql = (
+        "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES count(*) AS c "
+        "PATTERN (A+ B+ C) DEFINE B AS v >= 0, C AS v > sum(B.v) + 100)"
+    )
+    with LocalCluster([str(tmp_path / "nodes" / "node-00")]) as cluster:
+        token = tmp_path / "token"
+        token.write_text(cluster.token)
+        got = run(
+            "query",
+            "--endpoints",
+            ",".join(cluster.endpoints),
+            "--token-file",
+            str(token),
+            "--strategy",
+            "pull_all",
+            sql,
+            env={"DFS_CER__MATCHER__MAX_STEPS": "200000"},
+        )
+    assert got.returncode != 0 and "Traceback" not in got.stderr, got.stderr
+    line = got.stderr.strip().splitlines()[-1]
+    for part in ("matcher.max_steps = 200,000", "partition k = 0", "(2,000 rows)", "MAX_STEPS"):
+        assert part in line, line
