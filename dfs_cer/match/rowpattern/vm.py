@@ -85,8 +85,8 @@ def _grow_pair3(a: np.ndarray, size: int) -> np.ndarray:
 
 #: the most slots of the failed-states table (a row, an instruction and the positions later
 #: conditions read per slot), and the most states one attempt records
-FAILED_MAX_SLOTS = 1 << 21
-PENDING_MAX = 1 << 16
+FAILED_MAX_SLOTS = 1 << 22
+PENDING_MAX = 1 << 20
 #: failed states remembered with no later attempt reaching one: past this the VM stops
 #: remembering for the run (starts do not share states, e.g. a condition reads the first row)
 MEMO_TRIAL = 1 << 16
