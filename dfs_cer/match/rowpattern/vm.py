@@ -744,6 +744,7 @@ def run(
     f_used = 0
     f_gen = 0
     f_hits = 0
+    f_rebuilt = 0
     pend_cap = 1024 if memo else 1
     pend = np.empty((pend_cap, f_w + 1), np.int64)
     pend_n = 0
@@ -1121,9 +1122,13 @@ def run(
                 if memo and f_hits == 0 and f_used >= MEMO_TRIAL:
                     memo = False  # states never repeat across starts here: stop paying for it
                 if memo and pend_n > 0:
-                    if 2 * (f_used + pend_n) > f_cap and f_cap < FAILED_MAX_SLOTS:
-                        # grow, keeping the failures a later attempt can still reach (rows
-                        # past this start; attempts only move forward)
+                    if 2 * (f_used + pend_n) > f_cap and (
+                        f_cap < FAILED_MAX_SLOTS or start - f_rebuilt >= f_cap // 8
+                    ):
+                        # grow (up to the cap) and drop the failures no later attempt can reach
+                        # (rows up to this start; attempts only move forward); at the cap, at
+                        # most once per f_cap / 8 starts, so rebuilding stays O(1) a start
+                        f_rebuilt = start
                         old_stamp, old_key = f_stamp, f_key
                         while 2 * (f_used + pend_n) > f_cap and f_cap < FAILED_MAX_SLOTS:
                             f_cap *= 4
