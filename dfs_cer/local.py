@@ -321,18 +321,12 @@ def match_clause(
     if (twice := duplicate_in_names(table.column_names)) is not None:  # names would be ambiguous
         raise twice
     analysis = analyze(query, table.schema, config.query)
-    if selection == "strict_contiguity":
+    strict = selection == "strict_contiguity"  # the row-pattern engine over a rewritten query
+    if strict:
         analysis = _strict_contiguity(query, table, config)
-        result = run_row_pattern(
-            table,
-            analysis,
-            max_matches=limit,
-            on_limit=on_limit,
-            max_steps=config.matcher.max_steps,
-        )
-        return _count_table(result.matches) if count_only else result.table
-    use_cer = engine == "cer" or (
-        engine == "auto" and (selection is not None or query.recognize.all_matches)
+    use_cer = not strict and (
+        engine == "cer"
+        or (engine == "auto" and (selection is not None or query.recognize.all_matches))
     )
     if use_cer:
         from dfs_cer.match.cer.engine import run_cer
