@@ -83,46 +83,62 @@ def _grow_pair3(a: np.ndarray, size: int) -> np.ndarray:
     return out
 
 
-#: the most slots of the failed-states table (a row, an instruction and the positions later
-#: conditions read per slot), and the most states one attempt records
-FAILED_MAX_SLOTS = 1 << 22
-PENDING_MAX = 1 << 20
-#: failed states remembered with no later attempt reaching one: past this the VM stops
-#: remembering for the run (starts do not share states, e.g. a condition reads the first row)
+#: failed states are interned (an instruction and the values later conditions read: one id)
+#: and remembered as one bit per (id, row) of the partition: at most MEMO_BYTES of bits and
+#: MEMO_IDS ids a partition, past which new states are not remembered (later attempts search)
+MEMO_BYTES = 1 << 25
+MEMO_IDS = 1 << 16
+#: failed states remembered with no later attempt reaching one, over at least MEMO_TRIES failed
+#: attempts: past both the VM stops remembering for the run (starts do not share states, e.g. a
+#: condition reads a high-cardinality value of the first row)
 MEMO_TRIAL = 1 << 16
+MEMO_TRIES = 256
 
 
-@njit(cache=True)
-def _f_slot(f_stamp: np.ndarray, f_key: np.ndarray, gen: int, row: int, key: np.ndarray) -> int:
-    """The slot of ``(row, key)`` in the failed-states table, or of the free slot where it goes
+@njit(cache=True, _nrt=False)
+def _intern_slot(i_stamp: np.ndarray, i_key: np.ndarray, gen: int, key: np.ndarray, n: int) -> int:
+    """The slot of ``key[:n]`` in the interning table, or of the free slot where it goes
     (``-1 - slot``)."""
-    cap = f_stamp.shape[0]
-    hh = np.uint64(1469598103934665603) ^ np.uint64(row)
-    hh *= np.uint64(1099511628211)
-    for z in range(key.shape[0]):
+    cap = i_stamp.shape[0]
+    hh = np.uint64(1469598103934665603)
+    for z in range(n):
         hh = (hh ^ np.uint64(key[z])) * np.uint64(1099511628211)
-    # murmur3's finalizer: FNV's low bits depend only on the inputs' low bits, and rows and
-    # positions differ mostly there, so without it a large table's probes cluster
+    # murmur3's finalizer: FNV's low bits depend only on the inputs' low bits
     hh ^= hh >> np.uint64(33)
     hh *= np.uint64(0xFF51AFD7ED558CCD)
     hh ^= hh >> np.uint64(33)
-    hh *= np.uint64(0xC4CEB9FE1A85EC53)
-    hh ^= hh >> np.uint64(33)
     slot = np.int64(hh % np.uint64(cap))
-    while f_stamp[slot] == gen:
-        if f_key[slot, 0] == row:
-            same = True
-            for z in range(key.shape[0]):
-                if f_key[slot, z + 1] != key[z]:
-                    same = False
-                    break
-            if same:
-                return int(slot)
+    while i_stamp[slot] == gen:
+        same = True
+        for z in range(n):
+            if i_key[slot, z] != key[z]:
+                same = False
+                break
+        if same:
+            return int(slot)
         slot = (slot + 1) % cap
     return int(-1 - slot)
 
 
 @njit(cache=True)
+def _regrow(
+    i_stamp: np.ndarray, i_key: np.ndarray, i_id: np.ndarray, gen: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The interning table at four times its slots, this partition's entries moved over."""
+    cap = i_stamp.shape[0] * 4
+    n_stamp = np.full(cap, -1, np.int64)
+    n_key = np.empty((cap, i_key.shape[1]), np.int64)
+    n_id = np.empty(cap, np.int64)
+    for o in range(i_stamp.shape[0]):
+        if i_stamp[o] == gen:
+            at = -1 - _intern_slot(n_stamp, n_key, gen, i_key[o], i_key.shape[1])
+            n_stamp[at] = gen
+            n_key[at] = i_key[o]
+            n_id[at] = i_id[o]
+    return n_stamp, n_key, n_id, cap
+
+
+@njit(cache=True, _nrt=False)
 def _position(
     name: int,
     logical: int,
@@ -130,8 +146,10 @@ def _position(
     row: int,
     var: int,
     start: int,
-    first: np.ndarray,
-    last: np.ndarray,
+    lf: np.ndarray,
+    ll: np.ndarray,
+    lc: int,
+    lt: int,
     members: np.ndarray,
     node: int,
     n_parent: np.ndarray,
@@ -140,7 +158,8 @@ def _position(
     n_lo: np.ndarray,
 ) -> int:
     """Row a (possibly navigated) variable reference points at, for the thread about to label
-    ``row`` with ``var``; -1 when there is none."""
+    ``row`` with ``var`` (thread ``lt`` of list ``lc``, whose labels began at ``lf[lc, lt]`` and
+    ended at ``ll[lc, lt]``); -1 when there is none."""
     if name == UNIVERSAL:
         if logical == 0:
             p = row - loffset
@@ -154,13 +173,13 @@ def _position(
                 return row
             best = -1
             for m in range(members.shape[1]):
-                if members[name, m] and last[m] > best:
-                    best = last[m]
+                if members[name, m] and ll[lc, lt, m] > best:
+                    best = ll[lc, lt, m]
             return best
         best = -1
         for m in range(members.shape[1]):
-            if members[name, m] and first[m] >= 0 and (best < 0 or first[m] < best):
-                best = first[m]
+            if members[name, m] and lf[lc, lt, m] >= 0 and (best < 0 or lf[lc, lt, m] < best):
+                best = lf[lc, lt, m]
         if best < 0 and cur_in:
             best = row
         return best
@@ -190,7 +209,7 @@ def _position(
     return -1
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _label_at(
     pos: int,
     row: int,
@@ -214,7 +233,7 @@ def _label_at(
     return -1
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _aggregate(
     func: int,
     slot: int,
@@ -300,7 +319,7 @@ def _aggregate(
     return K_FLOAT, 0, fv
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _evaluate(
     code: np.ndarray,
     lo: int,
@@ -318,8 +337,10 @@ def _evaluate(
     start: int,
     p0: int,
     p1: int,
-    first: np.ndarray,
-    last: np.ndarray,
+    lf: np.ndarray,
+    ll: np.ndarray,
+    lc: int,
+    lt: int,
     node: int,
     n_parent: np.ndarray,
     n_row: np.ndarray,
@@ -348,8 +369,10 @@ def _evaluate(
                 row,
                 var,
                 start,
-                first,
-                last,
+                lf,
+                ll,
+                lc,
+                lt,
                 members,
                 node,
                 n_parent,
@@ -451,8 +474,10 @@ def _evaluate(
                 row,
                 var,
                 start,
-                first,
-                last,
+                lf,
+                ll,
+                lc,
+                lt,
                 members,
                 node,
                 n_parent,
@@ -583,6 +608,89 @@ def _evaluate(
 
 
 @njit(cache=True, inline="always")
+def _value_key(
+    key: np.ndarray,
+    q: int,
+    rd: np.ndarray,
+    n_rd: int,
+    members: np.ndarray,
+    first: np.ndarray,
+    last: np.ndarray,
+    q0: int,
+    q1: int,
+    icols: np.ndarray,
+    inull: np.ndarray,
+    fcols: np.ndarray,
+    fnull: np.ndarray,
+    fbox: np.ndarray,
+    fbits: np.ndarray,
+) -> None:
+    """Fill ``key``: instruction ``q``, then (state, value) per read of ``rd`` for a thread
+    whose labels began at ``first`` and ended at ``last``; state 0 is no row yet, 1 NULL (or a
+    step off the rows navigation may read), 2 a value (a double's bits)."""
+    key[0] = q
+    kk = 1
+    for r in range(n_rd):
+        nm = rd[r, 0]
+        at = -1
+        for m in range(members.shape[1]):
+            if members[nm, m]:
+                if rd[r, 1] == 1:
+                    if first[m] >= 0 and (at < 0 or first[m] < at):
+                        at = first[m]
+                elif last[m] > at:
+                    at = last[m]
+        key[kk] = 0
+        key[kk + 1] = 0
+        if at >= 0:
+            at += rd[r, 2]
+            key[kk] = 1
+            if q0 <= at < q1:
+                if rd[r, 3] == K_INT:
+                    if not inull[rd[r, 4], at]:
+                        key[kk] = 2
+                        key[kk + 1] = icols[rd[r, 4], at]
+                elif not fnull[rd[r, 4], at]:
+                    key[kk] = 2
+                    fbox[0] = fcols[rd[r, 4], at]
+                    key[kk + 1] = fbits[0]
+        kk += 2
+    key[kk] = 0
+
+
+@njit(cache=True, inline="always")
+def _position_key(
+    key: np.ndarray,
+    q: int,
+    relevant: np.ndarray,
+    members: np.ndarray,
+    first: np.ndarray,
+    last: np.ndarray,
+    node: int,
+) -> None:
+    """Fill ``key``: instruction ``q``, then the first and last positions of every name whose
+    first / last position later conditions read (0 where none reads it), then ``node``."""
+    key[0] = q
+    kk = 1
+    for nm in range(members.shape[0]):
+        lo_pos = -1
+        hi_pos = -1
+        if relevant[0, nm] or relevant[1, nm]:
+            for m in range(members.shape[1]):
+                if members[nm, m]:
+                    if last[m] > hi_pos:
+                        hi_pos = last[m]
+                    if first[m] >= 0 and (lo_pos < 0 or first[m] < lo_pos):
+                        lo_pos = first[m]
+        # only what later conditions read: threads that differ in where B began are one when
+        # conditions read only LAST(B)
+        key[kk] = lo_pos if relevant[0, nm] else 0
+        key[kk + 1] = hi_pos if relevant[1, nm] else 0
+        kk += 2
+    key[kk] = node
+
+
+@njit(cache=True, inline="always")
 def _follow(
     q: int,
     depth: int,
@@ -623,6 +731,634 @@ def _follow(
         s_depth[sp] = depth + (1 if o == EXCL_IN else -1)
         return sp + 1
     return -1
+
+
+@njit(cache=True, _nrt=False)
+def _h_seen(h_stamp: np.ndarray, h_key: np.ndarray, stamp: int, key: np.ndarray, n: int) -> bool:
+    """Whether ``key[:n]`` was seen at this row (``stamp``); records it when not. The table has
+    room for every thread of the row (:func:`_scan` asks for it first)."""
+    cap = h_stamp.shape[0]
+    hh = np.uint64(1469598103934665603)
+    for z in range(n):
+        hh = (hh ^ np.uint64(key[z])) * np.uint64(1099511628211)
+    hh ^= hh >> np.uint64(33)
+    slot = np.int64(hh % np.uint64(cap))
+    while h_stamp[slot] == stamp:
+        same = True
+        for z in range(n):
+            if h_key[slot, z] != key[z]:
+                same = False
+                break
+        if same:
+            return True
+        slot = (slot + 1) % cap
+    h_stamp[slot] = stamp
+    for z in range(n):
+        h_key[slot, z] = key[z]
+    return False
+
+
+@njit(cache=True, _nrt=False)
+def _idle_until(
+    i: int,
+    nt: int,
+    cur: int,
+    nxt: int,
+    l_pc: np.ndarray,
+    l_depth: np.ndarray,
+    l_src: np.ndarray,
+    op: np.ndarray,
+    arg_a: np.ndarray,
+    free: np.ndarray,
+    next_true: np.ndarray,
+    ts: np.ndarray,
+    window: int,
+    start: int,
+    p1: int,
+) -> int:
+    """The row the next thread list (``nxt``, ``nt`` threads) may jump to from row ``i + 1``:
+    when it repeats the current one (``cur``) and only free threads consumed, every row up to
+    the next one some blocked label accepts (or the window's or partition's end); else
+    ``i + 1``."""
+    for k2 in range(nt):
+        if (
+            l_pc[nxt, k2] != l_pc[cur, k2]
+            or l_depth[nxt, k2] != l_depth[cur, k2]
+            or op[l_pc[nxt, k2]] == DONE
+        ):
+            return i + 1
+        src = l_src[nxt, k2]
+        if not free[arg_a[l_pc[cur, src]]]:
+            return i + 1
+        if free[arg_a[l_pc[nxt, k2]]] and src != k2:
+            return i + 1
+    limit = p1 - 1
+    if window >= 0:
+        lo_w = i + 1
+        hi_w = p1
+        bound_t = ts[start] + window
+        while lo_w < hi_w:  # first row beyond the window
+            mid = (lo_w + hi_w) // 2
+            if ts[mid] > bound_t:
+                hi_w = mid
+            else:
+                lo_w = mid + 1
+        if lo_w < limit:
+            limit = lo_w
+    for k2 in range(nt):
+        v2 = arg_a[l_pc[nxt, k2]]
+        if not free[v2] and next_true[v2, i + 1] < limit:
+            limit = next_true[v2, i + 1]
+    return limit if limit > i + 1 else i + 1
+
+
+#: what :func:`_scan` asks of :func:`run` before it can go on (room in one of its arrays, at
+#: least ``st[S_NEED]`` entries), or that it is done
+DONE_SCAN, NEED_THREADS, NEED_ARENA, NEED_PEND, NEED_HASH, NEED_IDS, NEED_BITS = range(7)
+NEED_MATCHES, NEED_ROWS = 7, 8
+#: the scan's state between two calls (``st``)
+(
+    S_P,
+    S_POS,
+    S_START,
+    S_I,
+    S_CN,
+    S_CUR,
+    S_AN,
+    S_PENDN,
+    S_BEST_NODE,
+    S_BEST_END,
+    S_STAMP,
+    S_CSTAMP,
+    S_NMATCH,
+    S_NROWS,
+    S_STATUS,
+    S_UNTIL,
+    S_STEPS,
+    S_PARTM,
+    S_FUSED,
+    S_FGEN,
+    S_FHITS,
+    S_FTRIES,
+    S_MEMO,
+    S_NIDS,
+    S_WORDS,
+    S_IDROOM,
+    S_RESUME,
+    S_NEED,
+) = range(28)
+S_SIZE = 28
+#: where a scan resumes: a fresh attempt, the thread list at row ``st[S_I]``, the match found
+R_FRESH, R_ROW, R_RECORD = range(3)
+#: the most failed states one attempt records (past it, later attempts search more)
+PENDING_MAX = 1 << 21
+
+
+@njit(cache=True, nogil=True)
+def _scan(
+    op: np.ndarray,
+    arg_a: np.ndarray,
+    arg_b: np.ndarray,
+    masks: np.ndarray,
+    dependent: np.ndarray,
+    code: np.ndarray,
+    code_start: np.ndarray,
+    const_i: np.ndarray,
+    const_f: np.ndarray,
+    const_kind: np.ndarray,
+    icols: np.ndarray,
+    inull: np.ndarray,
+    fcols: np.ndarray,
+    fnull: np.ndarray,
+    members: np.ndarray,
+    relevant: np.ndarray,
+    deep: bool,
+    ts: np.ndarray,
+    window: int,
+    parts: np.ndarray,
+    nav_parts: np.ndarray,
+    skip_mode: int,
+    skip_target: int,
+    max_matches: int,
+    next_start: np.ndarray,
+    free: np.ndarray,
+    next_true: np.ndarray,
+    stop: np.ndarray,
+    cut_start: bool,
+    cut_end: bool,
+    any_dependent: bool,
+    vals: bool,
+    rd: np.ndarray,
+    n_rd: int,
+    f_w: int,
+    l_pc: np.ndarray,
+    l_node: np.ndarray,
+    l_depth: np.ndarray,
+    l_src: np.ndarray,
+    l_first: np.ndarray,
+    l_last: np.ndarray,
+    visited: np.ndarray,
+    cvisited: np.ndarray,
+    h_stamp: np.ndarray,
+    h_key: np.ndarray,
+    key: np.ndarray,
+    i_stamp: np.ndarray,
+    i_key: np.ndarray,
+    i_id: np.ndarray,
+    bits: np.ndarray,
+    pend: np.ndarray,
+    a_parent: np.ndarray,
+    a_row: np.ndarray,
+    a_label: np.ndarray,
+    a_excl: np.ndarray,
+    a_lo: np.ndarray,
+    s_pc: np.ndarray,
+    s_depth: np.ndarray,
+    si: np.ndarray,
+    sf: np.ndarray,
+    sk: np.ndarray,
+    first_tmp: np.ndarray,
+    last_tmp: np.ndarray,
+    fbox: np.ndarray,
+    fbits: np.ndarray,
+    m_start: np.ndarray,
+    m_end: np.ndarray,
+    m_part: np.ndarray,
+    r_match: np.ndarray,
+    r_row: np.ndarray,
+    r_label: np.ndarray,
+    r_excl: np.ndarray,
+    st: np.ndarray,
+) -> int:
+    """The matcher's loops (see :func:`run`), from the state ``st`` on, until done
+    (:data:`DONE_SCAN`) or until one of its arrays is too small for the next row or match (a
+    ``NEED_*`` code; ``st`` holds where to resume). No array is reassigned here: numba copies
+    an array variable reassigned in a loop at every turn (two atomic reference counts each),
+    which cost most of the time of every step when the arrays grew inside the loops."""
+    n_prog = op.shape[0]
+    n_vars = masks.shape[0]
+    key_w = key.shape[0]
+    h_cap = h_stamp.shape[0]
+    i_cap = i_stamp.shape[0]
+    cap_t = l_pc.shape[1]
+    p = st[S_P]
+    pos = st[S_POS]
+    start = st[S_START]
+    i = st[S_I]
+    c_n = st[S_CN]
+    cur = st[S_CUR]
+    nxt = 1 - cur
+    a_n = st[S_AN]
+    pend_n = st[S_PENDN]
+    best_node = st[S_BEST_NODE]
+    best_end = st[S_BEST_END]
+    stamp = st[S_STAMP]
+    cstamp = st[S_CSTAMP]
+    n_matches = st[S_NMATCH]
+    n_rows_out = st[S_NROWS]
+    status = st[S_STATUS]
+    until_check = st[S_UNTIL]
+    steps = st[S_STEPS]
+    part_matches = st[S_PARTM]
+    f_used = st[S_FUSED]
+    f_gen = st[S_FGEN]
+    f_hits = st[S_FHITS]
+    f_tries = st[S_FTRIES]
+    memo = st[S_MEMO] != 0
+    n_ids = st[S_NIDS]
+    words = st[S_WORDS]
+    id_room = st[S_IDROOM]
+    resume = st[S_RESUME]
+    need = DONE_SCAN
+    while p < parts.shape[0] - 1:
+        p0, p1 = parts[p], parts[p + 1]
+        q0, q1 = nav_parts[p, 0], nav_parts[p, 1]
+        a0 = -1 if cut_start else p0  # where ^ and $ pass (-1: nowhere)
+        a1 = -1 if cut_end else p1
+        if resume == R_FRESH and pos < 0:  # a new partition
+            if p == 0 or q0 != nav_parts[p - 1, 0]:
+                part_matches = n_matches
+            f_gen += 1  # failures are per partition
+            f_used = 0
+            n_ids = 0
+            words = (p1 - p0) // 64 + 1
+            id_room = min(MEMO_IDS, max(1, MEMO_BYTES // (8 * words)))
+            pos = p0
+        while pos < p1:
+            if resume == R_FRESH:
+                if next_start[pos] != pos:
+                    pos = next_start[pos]
+                    continue
+                start = pos
+                a_n = 0
+                pend_n = 0
+                best_node = -2  # -2: no match; -1: empty match
+                best_end = -1
+                stamp += 1
+                i = start
+                # seed: the closure of pc 0 at the start row is the first thread list (at most
+                # one thread per instruction: the lists hold 2 * len(program) from the start)
+                t_n = 0
+                s_pc[0] = 0
+                s_depth[0] = 0
+                sp = 1
+                while sp > 0:
+                    sp -= 1
+                    pc = s_pc[sp]
+                    depth = s_depth[sp]
+                    if visited[pc] == stamp:  # one history here: pc alone decides the future
+                        continue
+                    visited[pc] = stamp
+                    pushed = _follow(pc, depth, i, a0, a1, op, arg_a, arg_b, s_pc, s_depth, sp)
+                    if pushed >= 0:
+                        sp = pushed
+                        continue
+                    # LABEL or DONE: a thread
+                    l_pc[cur, t_n] = pc
+                    l_node[cur, t_n] = -1
+                    l_depth[cur, t_n] = depth
+                    for v in range(n_vars):
+                        l_first[cur, t_n, v] = -1
+                        l_last[cur, t_n, v] = -1
+                    t_n += 1
+                c_n = t_n
+            if resume != R_RECORD:
+                resume = R_FRESH
+                # --- step through rows ---
+                while c_n > 0:
+                    # room for this row: every thread's closure adds at most one thread per
+                    # instruction, one path node (two with a run of free rows), one pending
+                    # failed state and one interned state per thread it adds
+                    most = c_n * n_prog
+                    if most > cap_t:
+                        need, st[S_NEED] = NEED_THREADS, most
+                    elif a_n + 2 * c_n > a_parent.shape[0]:
+                        need, st[S_NEED] = NEED_ARENA, a_n + 2 * c_n
+                    elif memo and pend_n + most > pend.shape[0] and pend.shape[0] < PENDING_MAX:
+                        need, st[S_NEED] = NEED_PEND, min(PENDING_MAX, pend_n + most)
+                    elif any_dependent and 2 * (most + 1) > h_cap:
+                        need, st[S_NEED] = NEED_HASH, 2 * (most + 1)
+                    elif memo and n_ids < id_room and 2 * (min(id_room, n_ids + most) + 1) > i_cap:
+                        need, st[S_NEED] = NEED_IDS, 2 * (min(id_room, n_ids + most) + 1)
+                    elif memo and min(id_room, n_ids + most) * words > bits.shape[0]:
+                        need, st[S_NEED] = NEED_BITS, min(id_room, n_ids + most) * words
+                    if need != DONE_SCAN:
+                        resume = R_ROW
+                        break
+                    until_check -= c_n + 1
+                    steps += c_n + 1
+                    if until_check <= 0:
+                        until_check = STOP_EVERY
+                        stop[STOP_STEPS] = steps
+                        if stop[STOP_FLAG] != 0:
+                            status = STOPPED
+                            break
+                        if stop[STOP_MAX_STEPS] > 0 and steps > stop[STOP_MAX_STEPS]:
+                            status = OVER_STEPS
+                            stop[STOP_PARTITION] = p
+                            break
+                    stamp += 1
+                    nt = 0
+                    consumed_nonfree = False
+                    saw_done = False
+                    for t in range(c_n):
+                        pc = l_pc[cur, t]
+                        if op[pc] == DONE:
+                            best_node = l_node[cur, t]
+                            best_end = i
+                            saw_done = True
+                            break
+                        v = arg_a[pc]
+                        if i >= p1 or not masks[v, i]:
+                            continue
+                        if window >= 0 and ts[i] - ts[start] > window:
+                            continue
+                        if dependent[v]:
+                            if deep:  # an aggregate or a far FIRST/LAST walks the thread's path
+                                until_check -= i - start + 1
+                                steps += i - start + 1
+                            if not _evaluate(
+                                code,
+                                code_start[v],
+                                code_start[v + 1],
+                                const_i,
+                                const_f,
+                                const_kind,
+                                icols,
+                                inull,
+                                fcols,
+                                fnull,
+                                members,
+                                i,
+                                v,
+                                start,
+                                q0,
+                                q1,
+                                l_first,
+                                l_last,
+                                cur,
+                                t,
+                                l_node[cur, t],
+                                a_parent,
+                                a_row,
+                                a_label,
+                                a_lo,
+                                si,
+                                sf,
+                                sk,
+                                n_matches - part_matches + 1,
+                            ):
+                                continue
+                        # consume row i: new path node
+                        if not free[v]:
+                            consumed_nonfree = True
+                        a_parent[a_n] = l_node[cur, t]
+                        a_row[a_n] = i
+                        a_lo[a_n] = i
+                        a_label[a_n] = v
+                        a_excl[a_n] = l_depth[cur, t] > 0
+                        new_node = a_n
+                        a_n += 1
+                        if any_dependent:  # histories matter only to dependent conditions
+                            for u in range(n_vars):
+                                first_tmp[u] = l_first[cur, t, u]
+                                last_tmp[u] = l_last[cur, t, u]
+                            if first_tmp[v] < 0:
+                                first_tmp[v] = i
+                            last_tmp[v] = i
+                        # closure of pc + 1 at row i + 1 into the n-list; inside one closure
+                        # every path shares this thread's history, so pc alone prunes (this also
+                        # breaks epsilon cycles such as (A*)*)
+                        cstamp += 1
+                        s_pc[0] = pc + 1
+                        s_depth[0] = l_depth[cur, t]
+                        sp = 1
+                        while sp > 0:
+                            sp -= 1
+                            q = s_pc[sp]
+                            depth = s_depth[sp]
+                            if cvisited[q] == cstamp:
+                                continue
+                            cvisited[q] = cstamp
+                            if not any_dependent:
+                                # across threads too: a thread already here is preferred and
+                                # equivalent
+                                if visited[q] == stamp:
+                                    continue
+                                visited[q] = stamp
+                            pushed = _follow(
+                                q, depth, i + 1, a0, a1, op, arg_a, arg_b, s_pc, s_depth, sp
+                            )
+                            if pushed >= 0:
+                                sp = pushed
+                                continue
+                            # equivalence: same instruction and, when conditions read other
+                            # variables, the same values (or positions) later conditions read
+                            if any_dependent:
+                                if vals:
+                                    _value_key(
+                                        key,
+                                        q,
+                                        rd,
+                                        n_rd,
+                                        members,
+                                        first_tmp,
+                                        last_tmp,
+                                        q0,
+                                        q1,
+                                        icols,
+                                        inull,
+                                        fcols,
+                                        fnull,
+                                        fbox,
+                                        fbits,
+                                    )
+                                else:
+                                    _position_key(
+                                        key,
+                                        q,
+                                        relevant,
+                                        members,
+                                        first_tmp,
+                                        last_tmp,
+                                        new_node if deep else 0,
+                                    )
+                                if _h_seen(h_stamp, h_key, stamp, key, key_w):
+                                    continue
+                            if memo:
+                                at = _intern_slot(i_stamp, i_key, f_gen, key, f_w)
+                                sid = i_id[at] if at >= 0 else -1
+                                rel = i + 1 - p0
+                                if sid >= 0 and (
+                                    bits[sid * words + (rel >> 6)] >> np.uint64(rel & 63)
+                                ) & np.uint64(1):
+                                    f_hits += 1
+                                    continue  # an earlier attempt failed from here
+                                if sid < 0 and n_ids < id_room:  # past the room: not remembered
+                                    at = -1 - at
+                                    i_stamp[at] = f_gen
+                                    for z in range(f_w):
+                                        i_key[at, z] = key[z]
+                                    i_id[at] = n_ids
+                                    sid = n_ids
+                                    n_ids += 1
+                                    for z in range(sid * words, (sid + 1) * words):
+                                        bits[z] = 0
+                                if sid >= 0 and pend_n < pend.shape[0]:
+                                    pend[pend_n, 0] = rel
+                                    pend[pend_n, 1] = sid
+                                    pend_n += 1
+                            l_pc[nxt, nt] = q
+                            l_node[nxt, nt] = new_node
+                            l_depth[nxt, nt] = depth
+                            l_src[nxt, nt] = t
+                            if any_dependent:
+                                for u in range(n_vars):
+                                    l_first[nxt, nt, u] = first_tmp[u]
+                                    l_last[nxt, nt, u] = last_tmp[u]
+                            nt += 1
+                    # fixed point? the new list repeats the current one and only free threads
+                    # consumed
+                    jump = i + 1
+                    if not saw_done and not consumed_nonfree and nt == c_n and nt > 0:
+                        jump = _idle_until(
+                            i,
+                            nt,
+                            cur,
+                            nxt,
+                            l_pc,
+                            l_depth,
+                            l_src,
+                            op,
+                            arg_a,
+                            free,
+                            next_true,
+                            ts,
+                            window,
+                            start,
+                            p1,
+                        )
+                    # swap lists
+                    cur, nxt = nxt, cur
+                    c_n = nt
+                    if jump > i + 1:
+                        # free threads consume rows i + 1 .. jump - 1 as one run node each
+                        for k2 in range(c_n):
+                            v2 = arg_a[l_pc[cur, k2]]
+                            if free[v2]:
+                                a_parent[a_n] = l_node[cur, k2]
+                                a_lo[a_n] = i + 1
+                                a_row[a_n] = jump - 1
+                                a_label[a_n] = v2
+                                a_excl[a_n] = l_depth[cur, k2] > 0
+                                l_node[nxt, k2] = a_n  # remember the run of free thread k2
+                                a_n += 1
+                        for k2 in range(c_n):
+                            f = l_src[cur, k2]
+                            node_f = l_node[nxt, f]
+                            vf = a_label[node_f]
+                            l_node[cur, k2] = node_f
+                            if any_dependent:
+                                if l_first[cur, k2, vf] < 0:
+                                    l_first[cur, k2, vf] = i + 1
+                                l_last[cur, k2, vf] = jump - 1
+                    i = jump
+                if need != DONE_SCAN:
+                    break
+                # --- record the preferred match of this attempt ---
+                if status == STOPPED or status == OVER_STEPS:
+                    break
+                if best_node == -2:
+                    f_tries += 1
+                    if memo and f_hits == 0 and f_used >= MEMO_TRIAL and f_tries >= MEMO_TRIES:
+                        memo = False  # states never repeat across starts here: stop paying
+                    if memo:
+                        for e in range(pend_n):
+                            w = pend[e, 1] * words + (pend[e, 0] >> 6)
+                            bit = np.uint64(1) << np.uint64(pend[e, 0] & 63)
+                            if not bits[w] & bit:
+                                bits[w] |= bit
+                                f_used += 1
+                    pos = start + 1
+                    continue
+                if n_matches >= max_matches:
+                    status = LIMIT_REACHED
+                    break
+            resume = R_FRESH
+            length = best_end - start
+            if n_matches >= m_start.shape[0]:
+                need, st[S_NEED] = NEED_MATCHES, n_matches + 1
+            elif n_rows_out + length > r_row.shape[0]:
+                need, st[S_NEED] = NEED_ROWS, n_rows_out + length
+            if need != DONE_SCAN:
+                resume = R_RECORD
+                break
+            m_start[n_matches] = start
+            m_end[n_matches] = best_end
+            m_part[n_matches] = p
+            k = best_node
+            j = n_rows_out + length - 1
+            first_target = -1
+            last_target = -1
+            while k >= 0:
+                for row in range(a_row[k], a_lo[k] - 1, -1):
+                    r_match[j] = n_matches
+                    r_row[j] = row
+                    r_label[j] = a_label[k]
+                    r_excl[j] = a_excl[k]
+                    j -= 1
+                if skip_target >= 0 and members[skip_target, a_label[k]]:
+                    if last_target < 0:
+                        last_target = a_row[k]
+                    first_target = a_lo[k]
+                k = a_parent[k]
+            n_rows_out += length
+            n_matches += 1
+            if length == 0 or skip_mode == SKIP_NEXT_ROW:
+                pos = start + 1
+            elif skip_mode == SKIP_PAST_LAST:
+                pos = best_end
+            else:
+                target = first_target if skip_mode == SKIP_TO_FIRST else last_target
+                if target < 0:
+                    status = SKIP_NO_ROW
+                    break
+                if target == start:
+                    status = SKIP_TO_FIRST_ROW
+                    break
+                pos = target
+        if need != DONE_SCAN or status != OK:
+            break
+        p += 1
+        pos = -1
+    st[S_P] = p
+    st[S_POS] = pos
+    st[S_START] = start
+    st[S_I] = i
+    st[S_CN] = c_n
+    st[S_CUR] = cur
+    st[S_AN] = a_n
+    st[S_PENDN] = pend_n
+    st[S_BEST_NODE] = best_node
+    st[S_BEST_END] = best_end
+    st[S_STAMP] = stamp
+    st[S_CSTAMP] = cstamp
+    st[S_NMATCH] = n_matches
+    st[S_NROWS] = n_rows_out
+    st[S_STATUS] = status
+    st[S_UNTIL] = until_check
+    st[S_STEPS] = steps
+    st[S_PARTM] = part_matches
+    st[S_FUSED] = f_used
+    st[S_FGEN] = f_gen
+    st[S_FHITS] = f_hits
+    st[S_FTRIES] = f_tries
+    st[S_MEMO] = 1 if memo else 0
+    st[S_NIDS] = n_ids
+    st[S_WORDS] = words
+    st[S_IDROOM] = id_room
+    st[S_RESUME] = resume
+    return need
 
 
 @njit(cache=True, nogil=True)  # a storage node's control calls run beside a long match
@@ -697,57 +1433,76 @@ def run(
     for v in range(n_vars):
         if dependent[v]:
             any_dependent = True
-    # equivalence key width: pc + first/last per relevant name (+ node when deep)
-    key_w = 1 + 2 * n_names + 1
+    # what later conditions read: (name, FIRST (1) or LAST (0), physical step, kind, column)
+    # per distinct column reference through a variable. With no path walks (deep) and no
+    # CLASSIFIER, a thread's future depends on the values those references read, not on where
+    # they were read, so threads (and failed states) are keyed on the values: A+? B+ C reading
+    # LAST(A.v) keeps one thread per distinct value instead of one per split of the rows
+    vals = not deep
+    n_rd = 0
+    rd = np.empty((max(1, code.shape[0]), 5), np.int64)
+    for c in range(code.shape[0]):
+        if code[c, 0] == C_CLS:
+            vals = False
+        if code[c, 0] == C_COL and code[c, 3] >= 0:
+            seen = False
+            for r in range(n_rd):
+                if (
+                    rd[r, 0] == code[c, 3]
+                    and rd[r, 1] == code[c, 4]
+                    and rd[r, 2] == code[c, 6]
+                    and rd[r, 3] == code[c, 2]
+                    and rd[r, 4] == code[c, 1]
+                ):
+                    seen = True
+            if not seen:
+                rd[n_rd, 0] = code[c, 3]
+                rd[n_rd, 1] = code[c, 4]
+                rd[n_rd, 2] = code[c, 6]
+                rd[n_rd, 3] = code[c, 2]
+                rd[n_rd, 4] = code[c, 1]
+                n_rd += 1
+    fbox = np.empty(1, np.float64)  # a double's bits, as a key entry
+    fbits = fbox.view(np.int64)
+    # equivalence key width: pc + (state, value) per read, or first/last per relevant name in
+    # positions (+ node when deep)
+    key_w = 1 + 2 * (n_rd if vals else n_names) + 1
+    # failed states: with no WITHIN, no MATCH_NUMBER() and no condition reading the match's
+    # first row, a thread's future depends only on its row, its instruction and the values its
+    # key holds (what later conditions read). An attempt that ends without a match failed from
+    # every state it reached, so a later attempt reaching one stops there: Trino's memoised
+    # failures, which make A+ B+ C over a partition that never matches linear. A failed state
+    # is its row and its key less the node, interned as one id (memo implies vals: no
+    # CLASSIFIER, not deep)
+    memo = window < 0 and vals
+    for c in range(code.shape[0]):
+        o = code[c, 0]
+        if (
+            o == C_MNUM
+            or o == C_AGG
+            or (o == C_COL and code[c, 3] == UNIVERSAL and code[c, 4] == 1)
+        ):
+            memo = False
+    f_w = key_w - 1
+    # thread lists: index [cur] is the current list, [nxt] the next one
     cap_t = max(16, 2 * n_prog)
-    # thread lists: index [cur] is the current list, [nxt] the next one; swapping two ints
-    # instead of array references keeps reference counting out of the inner loop
     l_pc = np.empty((2, cap_t), np.int64)
     l_node = np.empty((2, cap_t), np.int64)
     l_depth = np.empty((2, cap_t), np.int64)
     l_src = np.empty((2, cap_t), np.int64)
     l_first = np.empty((2, cap_t, n_vars), np.int64)
     l_last = np.empty((2, cap_t, n_vars), np.int64)
-    cur = 0
-    nxt = 1
     visited = np.full(n_prog, -1, np.int64)
     cvisited = np.full(n_prog, -1, np.int64)
-    cstamp = 0
     h_cap = 64
     h_stamp = np.full(h_cap, -1, np.int64)
     h_key = np.empty((h_cap, key_w), np.int64)
     key = np.empty(key_w, np.int64)
-    stamp = 0
-    # failed states: with no WITHIN, no MATCH_NUMBER() and no condition reading the match's
-    # first row, a thread's future depends only on its row, its instruction and the positions
-    # its key holds (what later conditions read). An attempt that ends without a match failed
-    # from every state it reached, so a later attempt reaching one stops there: Trino's
-    # memoised failures, which make A+ B+ C over a partition that never matches linear
-    memo = window < 0 and not deep
-    for c in range(code.shape[0]):
-        o = code[c, 0]
-        if (
-            o == C_MNUM
-            or o == C_AGG
-            or o == C_CLS
-            or (o == C_COL and code[c, 3] == UNIVERSAL and code[c, 4] == 1)
-        ):
-            memo = False
-    # a failed state: its row, instruction and the positions later conditions read
-    f_w = 1
-    for nm in range(n_names):
-        f_w += (1 if relevant[0, nm] else 0) + (1 if relevant[1, nm] else 0)
-    f_key1 = np.empty(f_w, np.int64)
-    f_cap = 1024 if memo else 1
-    f_stamp = np.full(f_cap, -1, np.int64)
-    f_key = np.empty((f_cap, f_w + 1), np.int64)
-    f_used = 0
-    f_gen = 0
-    f_hits = 0
-    f_rebuilt = 0
-    pend_cap = 1024 if memo else 1
-    pend = np.empty((pend_cap, f_w + 1), np.int64)
-    pend_n = 0
+    i_stamp = np.full(64 if memo else 1, -1, np.int64)
+    i_key = np.empty((i_stamp.shape[0], f_w), np.int64)
+    i_id = np.empty(i_stamp.shape[0], np.int64)
+    bits = np.zeros(64 if memo else 1, np.uint64)
+    pend = np.empty((1024 if memo else 1, 2), np.int64)  # (row, id)
     # path arena
     a_cap = 1024
     a_parent = np.empty(a_cap, np.int64)
@@ -776,444 +1531,140 @@ def run(
     r_row = np.empty(r_cap, np.int64)
     r_label = np.empty(r_cap, np.int64)
     r_excl = np.empty(r_cap, np.bool_)
-    n_matches = 0
-    n_rows_out = 0
-    status = OK
-    until_check = STOP_EVERY
-    steps = 0
-
-    part_matches = 0  # matches before the current PARTITION BY group (MATCH_NUMBER() in DEFINE)
-    for p in range(parts.shape[0] - 1):
-        p0, p1 = parts[p], parts[p + 1]
-        q0, q1 = nav_parts[p, 0], nav_parts[p, 1]
-        a0 = -1 if cut_start else p0  # where ^ and $ pass (-1: nowhere)
-        a1 = -1 if cut_end else p1
-        if p == 0 or q0 != nav_parts[p - 1, 0]:
-            part_matches = n_matches
-        f_gen += 1  # failures are per partition
-        f_used = 0
-        pos = p0
-        while pos < p1:
-            if next_start[pos] != pos:
-                pos = next_start[pos]
-                continue
-            start = pos
-            a_n = 0
-            pend_n = 0
-            best_node = -2  # -2: no match; -1: empty match
-            best_end = -1
-            # initial closure
-            c_n = 0
-            stamp += 1
-            i = start
-            # seed: the closure of pc 0 at the start row is the first thread list
-            t_n = 0
-            s_pc[0] = 0
-            s_depth[0] = 0
-            sp = 1
-            while sp > 0:
-                sp -= 1
-                pc = s_pc[sp]
-                depth = s_depth[sp]
-                if visited[pc] == stamp:  # one history here: pc alone decides the future
-                    continue
-                visited[pc] = stamp
-                pushed = _follow(pc, depth, i, a0, a1, op, arg_a, arg_b, s_pc, s_depth, sp)
-                if pushed >= 0:
-                    sp = pushed
-                    continue
-                # LABEL or DONE: a thread
-                if t_n >= cap_t:
-                    cap_t *= 2
-                    l_pc = _grow_pair(l_pc, cap_t)
-                    l_node = _grow_pair(l_node, cap_t)
-                    l_depth = _grow_pair(l_depth, cap_t)
-                    l_src = _grow_pair(l_src, cap_t)
-                    l_first = _grow_pair3(l_first, cap_t)
-                    l_last = _grow_pair3(l_last, cap_t)
-                l_pc[cur, t_n] = pc
-                l_node[cur, t_n] = -1
-                l_depth[cur, t_n] = depth
-                for v in range(n_vars):
-                    l_first[cur, t_n, v] = -1
-                    l_last[cur, t_n, v] = -1
-                t_n += 1
-            c_n = t_n
-            # --- step through rows ---
-            while c_n > 0:
-                until_check -= c_n + 1
-                steps += c_n + 1
-                if until_check <= 0:
-                    until_check = STOP_EVERY
-                    stop[STOP_STEPS] = steps
-                    if stop[STOP_FLAG] != 0:
-                        status = STOPPED
-                        break
-                    if stop[STOP_MAX_STEPS] > 0 and steps > stop[STOP_MAX_STEPS]:
-                        status = OVER_STEPS
-                        stop[STOP_PARTITION] = p
-                        break
-                stamp += 1
-                h_used = 0
-                nt = 0
-                consumed_nonfree = False
-                saw_done = False
-                for t in range(c_n):
-                    pc = l_pc[cur, t]
-                    if op[pc] == DONE:
-                        best_node = l_node[cur, t]
-                        best_end = i
-                        saw_done = True
-                        break
-                    v = arg_a[pc]
-                    if i >= p1 or not masks[v, i]:
-                        continue
-                    if window >= 0 and ts[i] - ts[start] > window:
-                        continue
-                    if dependent[v]:
-                        if deep:  # an aggregate or a far FIRST/LAST walks the thread's path
-                            until_check -= i - start + 1
-                            steps += i - start + 1
-                        if not _evaluate(
-                            code,
-                            code_start[v],
-                            code_start[v + 1],
-                            const_i,
-                            const_f,
-                            const_kind,
-                            icols,
-                            inull,
-                            fcols,
-                            fnull,
-                            members,
-                            i,
-                            v,
-                            start,
-                            q0,
-                            q1,
-                            l_first[cur, t],
-                            l_last[cur, t],
-                            l_node[cur, t],
-                            a_parent,
-                            a_row,
-                            a_label,
-                            a_lo,
-                            si,
-                            sf,
-                            sk,
-                            n_matches - part_matches + 1,
-                        ):
-                            continue
-                    # consume row i: new path node
-                    if a_n >= a_cap:
-                        a_cap *= 2
-                        a_parent = _grow1(a_parent, a_cap)
-                        a_row = _grow1(a_row, a_cap)
-                        a_label = _grow1(a_label, a_cap)
-                        a_excl = _grow1(a_excl, a_cap)
-                        a_lo = _grow1(a_lo, a_cap)
-                    if not free[v]:
-                        consumed_nonfree = True
-                    a_parent[a_n] = l_node[cur, t]
-                    a_row[a_n] = i
-                    a_lo[a_n] = i
-                    a_label[a_n] = v
-                    a_excl[a_n] = l_depth[cur, t] > 0
-                    new_node = a_n
-                    a_n += 1
-                    if any_dependent:  # histories matter only to dependent conditions
-                        for u in range(n_vars):
-                            first_tmp[u] = l_first[cur, t, u]
-                            last_tmp[u] = l_last[cur, t, u]
-                        if first_tmp[v] < 0:
-                            first_tmp[v] = i
-                        last_tmp[v] = i
-                    # closure of pc + 1 at row i + 1 into the n-list; inside one closure every
-                    # path shares this thread's history, so pc alone prunes (this also breaks
-                    # epsilon cycles such as (A*)*)
-                    cstamp += 1
-                    s_pc[0] = pc + 1
-                    s_depth[0] = l_depth[cur, t]
-                    sp = 1
-                    while sp > 0:
-                        sp -= 1
-                        q = s_pc[sp]
-                        depth = s_depth[sp]
-                        if cvisited[q] == cstamp:
-                            continue
-                        cvisited[q] = cstamp
-                        if not any_dependent:
-                            # across threads too: a thread already here is preferred and equivalent
-                            if visited[q] == stamp:
-                                continue
-                            visited[q] = stamp
-                        pushed = _follow(
-                            q, depth, i + 1, a0, a1, op, arg_a, arg_b, s_pc, s_depth, sp
-                        )
-                        if pushed >= 0:
-                            sp = pushed
-                            continue
-                        # equivalence: same instruction and, when conditions read other
-                        # variables, the same relevant history
-                        if any_dependent:
-                            key[0] = q
-                            kk = 1
-                            for nm in range(n_names):
-                                lo_pos = -1
-                                hi_pos = -1
-                                if relevant[0, nm] or relevant[1, nm]:
-                                    for m in range(n_vars):
-                                        if members[nm, m]:
-                                            if last_tmp[m] > hi_pos:
-                                                hi_pos = last_tmp[m]
-                                            if first_tmp[m] >= 0 and (
-                                                lo_pos < 0 or first_tmp[m] < lo_pos
-                                            ):
-                                                lo_pos = first_tmp[m]
-                                # only what later conditions read: threads that differ in
-                                # where B began are one when conditions read only LAST(B)
-                                key[kk] = lo_pos if relevant[0, nm] else 0
-                                key[kk + 1] = hi_pos if relevant[1, nm] else 0
-                                kk += 2
-                            key[kk] = new_node if deep else 0
-                            # open addressing on the key
-                            if 2 * (h_used + 1) > h_cap:
-                                # grow; keys seen earlier in this step are forgotten, which can
-                                # only keep an equivalent, less preferred thread alive (harmless)
-                                h_cap *= 4
-                                h_stamp = np.full(h_cap, -1, np.int64)
-                                h_key = np.empty((h_cap, key_w), np.int64)
-                                h_used = 0
-                            hh = np.uint64(1469598103934665603)
-                            for z in range(key_w):
-                                hh = (hh ^ np.uint64(key[z])) * np.uint64(1099511628211)
-                            slot = np.int64(hh % np.uint64(h_cap))
-                            dup = False
-                            while h_stamp[slot] == stamp:
-                                same = True
-                                for z in range(key_w):
-                                    if h_key[slot, z] != key[z]:
-                                        same = False
-                                        break
-                                if same:
-                                    dup = True
-                                    break
-                                slot = (slot + 1) % h_cap
-                            if dup:
-                                continue
-                            h_stamp[slot] = stamp
-                            for z in range(key_w):
-                                h_key[slot, z] = key[z]
-                            h_used += 1
-                        if memo:
-                            f_key1[0] = q
-                            if any_dependent:
-                                zz = 1
-                                for nm in range(n_names):
-                                    if relevant[0, nm]:
-                                        f_key1[zz] = key[1 + 2 * nm]
-                                        zz += 1
-                                    if relevant[1, nm]:
-                                        f_key1[zz] = key[2 + 2 * nm]
-                                        zz += 1
-                            if f_used > 0 and _f_slot(f_stamp, f_key, f_gen, i + 1, f_key1) >= 0:
-                                f_hits += 1
-                                continue  # an earlier attempt failed from here
-                            if pend_n < PENDING_MAX:  # past it, later attempts search more
-                                if pend_n >= pend_cap:
-                                    pend_cap *= 2
-                                    pend = _grow2(pend, pend_cap)
-                                pend[pend_n, 0] = i + 1
-                                for z in range(f_w):
-                                    pend[pend_n, z + 1] = f_key1[z]
-                                pend_n += 1
-                        if nt >= cap_t:
-                            cap_t *= 2
-                            l_pc = _grow_pair(l_pc, cap_t)
-                            l_node = _grow_pair(l_node, cap_t)
-                            l_depth = _grow_pair(l_depth, cap_t)
-                            l_src = _grow_pair(l_src, cap_t)
-                            l_first = _grow_pair3(l_first, cap_t)
-                            l_last = _grow_pair3(l_last, cap_t)
-                        l_pc[nxt, nt] = q
-                        l_node[nxt, nt] = new_node
-                        l_depth[nxt, nt] = depth
-                        l_src[nxt, nt] = t
-                        if any_dependent:
-                            for u in range(n_vars):
-                                l_first[nxt, nt, u] = first_tmp[u]
-                                l_last[nxt, nt, u] = last_tmp[u]
-                        nt += 1
-                # fixed point? the new list repeats the current one and only free threads consumed
-                jump = i + 1
-                if not saw_done and not consumed_nonfree and nt == c_n and nt > 0:
-                    same = True
-                    for k2 in range(nt):
-                        if (
-                            l_pc[nxt, k2] != l_pc[cur, k2]
-                            or l_depth[nxt, k2] != l_depth[cur, k2]
-                            or op[l_pc[nxt, k2]] == DONE
-                        ):
-                            same = False
-                            break
-                        src = l_src[nxt, k2]
-                        if not free[arg_a[l_pc[cur, src]]]:
-                            same = False
-                            break
-                        if free[arg_a[l_pc[nxt, k2]]] and src != k2:
-                            same = False
-                            break
-                    if same:
-                        limit = p1 - 1
-                        if window >= 0:
-                            lo_w = i + 1
-                            hi_w = p1
-                            bound_t = ts[start] + window
-                            while lo_w < hi_w:  # first row beyond the window
-                                mid = (lo_w + hi_w) // 2
-                                if ts[mid] > bound_t:
-                                    hi_w = mid
-                                else:
-                                    lo_w = mid + 1
-                            if lo_w < limit:
-                                limit = lo_w
-                        for k2 in range(nt):
-                            v2 = arg_a[l_pc[nxt, k2]]
-                            if not free[v2] and next_true[v2, i + 1] < limit:
-                                limit = next_true[v2, i + 1]
-                        if limit > i + 1:
-                            jump = limit
-                # swap lists
-                cur, nxt = nxt, cur
-                c_n = nt
-                if jump > i + 1:
-                    # free threads consume rows i + 1 .. jump - 1 as one run node each
-                    for k2 in range(c_n):
-                        v2 = arg_a[l_pc[cur, k2]]
-                        if free[v2]:
-                            if a_n >= a_cap:
-                                a_cap *= 2
-                                a_parent = _grow1(a_parent, a_cap)
-                                a_row = _grow1(a_row, a_cap)
-                                a_label = _grow1(a_label, a_cap)
-                                a_excl = _grow1(a_excl, a_cap)
-                                a_lo = _grow1(a_lo, a_cap)
-                            a_parent[a_n] = l_node[cur, k2]
-                            a_lo[a_n] = i + 1
-                            a_row[a_n] = jump - 1
-                            a_label[a_n] = v2
-                            a_excl[a_n] = l_depth[cur, k2] > 0
-                            l_node[nxt, k2] = a_n  # remember the run of free thread k2
-                            a_n += 1
-                    for k2 in range(c_n):
-                        f = l_src[cur, k2]
-                        run = l_node[nxt, f]
-                        vf = a_label[run]
-                        l_node[cur, k2] = run
-                        if any_dependent:
-                            if l_first[cur, k2, vf] < 0:
-                                l_first[cur, k2, vf] = i + 1
-                            l_last[cur, k2, vf] = jump - 1
-                i = jump
-            # --- record the preferred match of this attempt ---
-            if status == STOPPED or status == OVER_STEPS:
-                break
-            if best_node == -2:
-                if memo and f_hits == 0 and f_used >= MEMO_TRIAL:
-                    memo = False  # states never repeat across starts here: stop paying for it
-                if memo and pend_n > 0:
-                    if 2 * (f_used + pend_n) > f_cap and (
-                        f_cap < FAILED_MAX_SLOTS or start - f_rebuilt >= f_cap // 8
-                    ):
-                        # grow (up to the cap) and drop the failures no later attempt can reach
-                        # (rows up to this start; attempts only move forward); at the cap, at
-                        # most once per f_cap / 8 starts, so rebuilding stays O(1) a start
-                        f_rebuilt = start
-                        old_stamp, old_key = f_stamp, f_key
-                        while 2 * (f_used + pend_n) > f_cap and f_cap < FAILED_MAX_SLOTS:
-                            f_cap *= 4
-                        f_stamp = np.full(f_cap, -1, np.int64)
-                        f_key = np.empty((f_cap, f_w + 1), np.int64)
-                        f_used = 0
-                        for o_slot in range(old_stamp.shape[0]):
-                            if old_stamp[o_slot] == f_gen and old_key[o_slot, 0] > start:
-                                at = _f_slot(
-                                    f_stamp, f_key, f_gen, old_key[o_slot, 0], old_key[o_slot, 1:]
-                                )
-                                if at < 0:
-                                    at = -1 - at
-                                    f_stamp[at] = f_gen
-                                    f_key[at] = old_key[o_slot]
-                                    f_used += 1
-                    for e in range(pend_n):
-                        if 2 * (f_used + 1) > f_cap:
-                            break  # the table is full: later attempts only search more
-                        at = _f_slot(f_stamp, f_key, f_gen, pend[e, 0], pend[e, 1:])
-                        if at < 0:
-                            at = -1 - at
-                            f_stamp[at] = f_gen
-                            f_key[at] = pend[e]
-                            f_used += 1
-                pos = start + 1
-                continue
-            if n_matches >= max_matches:
-                status = LIMIT_REACHED
-                break
-            if n_matches >= m_cap:
-                if stop[1] > 0 and 24 * 2 * m_cap + 25 * r_cap > stop[1]:
-                    status = OVER_BYTES
-                    break
-                m_cap *= 2
-                m_start = _grow1(m_start, m_cap)
-                m_end = _grow1(m_end, m_cap)
-                m_part = _grow1(m_part, m_cap)
-            m_start[n_matches] = start
-            m_end[n_matches] = best_end
-            m_part[n_matches] = p
-            length = best_end - start
-            if n_rows_out + length > r_cap:
-                if stop[1] > 0 and 24 * m_cap + 25 * max(2 * r_cap, n_rows_out + length) > stop[1]:
-                    status = OVER_BYTES
-                    break
-                r_cap = max(2 * r_cap, n_rows_out + length)
-                r_match = _grow1(r_match, r_cap)
-                r_row = _grow1(r_row, r_cap)
-                r_label = _grow1(r_label, r_cap)
-                r_excl = _grow1(r_excl, r_cap)
-            k = best_node
-            j = n_rows_out + length - 1
-            first_target = -1
-            last_target = -1
-            while k >= 0:
-                for row in range(a_row[k], a_lo[k] - 1, -1):
-                    r_match[j] = n_matches
-                    r_row[j] = row
-                    r_label[j] = a_label[k]
-                    r_excl[j] = a_excl[k]
-                    j -= 1
-                if skip_target >= 0 and members[skip_target, a_label[k]]:
-                    if last_target < 0:
-                        last_target = a_row[k]
-                    first_target = a_lo[k]
-                k = a_parent[k]
-            n_rows_out += length
-            n_matches += 1
-            if length == 0 or skip_mode == SKIP_NEXT_ROW:
-                pos = start + 1
-            elif skip_mode == SKIP_PAST_LAST:
-                pos = best_end
-            else:
-                target = first_target if skip_mode == SKIP_TO_FIRST else last_target
-                if target < 0:
-                    status = SKIP_NO_ROW
-                    break
-                if target == start:
-                    status = SKIP_TO_FIRST_ROW
-                    break
-                pos = target
-        if status != OK:
+    st = np.zeros(S_SIZE, np.int64)
+    st[S_POS] = -1
+    st[S_BEST_NODE] = -2
+    st[S_BEST_END] = -1
+    st[S_UNTIL] = STOP_EVERY
+    st[S_MEMO] = 1 if memo else 0
+    st[S_WORDS] = 1
+    st[S_STATUS] = OK
+    while True:
+        need = _scan(
+            op,
+            arg_a,
+            arg_b,
+            masks,
+            dependent,
+            code,
+            code_start,
+            const_i,
+            const_f,
+            const_kind,
+            icols,
+            inull,
+            fcols,
+            fnull,
+            members,
+            relevant,
+            deep,
+            ts,
+            window,
+            parts,
+            nav_parts,
+            skip_mode,
+            skip_target,
+            max_matches,
+            next_start,
+            free,
+            next_true,
+            stop,
+            cut_start,
+            cut_end,
+            any_dependent,
+            vals,
+            rd,
+            n_rd,
+            f_w,
+            l_pc,
+            l_node,
+            l_depth,
+            l_src,
+            l_first,
+            l_last,
+            visited,
+            cvisited,
+            h_stamp,
+            h_key,
+            key,
+            i_stamp,
+            i_key,
+            i_id,
+            bits,
+            pend,
+            a_parent,
+            a_row,
+            a_label,
+            a_excl,
+            a_lo,
+            s_pc,
+            s_depth,
+            si,
+            sf,
+            sk,
+            first_tmp,
+            last_tmp,
+            fbox,
+            fbits,
+            m_start,
+            m_end,
+            m_part,
+            r_match,
+            r_row,
+            r_label,
+            r_excl,
+            st,
+        )
+        size = st[S_NEED]
+        if need == DONE_SCAN:
             break
-    stop[STOP_STEPS] = steps
+        if need == NEED_THREADS:
+            cap_t = max(2 * cap_t, size)
+            l_pc = _grow_pair(l_pc, cap_t)
+            l_node = _grow_pair(l_node, cap_t)
+            l_depth = _grow_pair(l_depth, cap_t)
+            l_src = _grow_pair(l_src, cap_t)
+            l_first = _grow_pair3(l_first, cap_t)
+            l_last = _grow_pair3(l_last, cap_t)
+        elif need == NEED_ARENA:
+            a_cap = max(2 * a_cap, size)
+            a_parent = _grow1(a_parent, a_cap)
+            a_row = _grow1(a_row, a_cap)
+            a_label = _grow1(a_label, a_cap)
+            a_excl = _grow1(a_excl, a_cap)
+            a_lo = _grow1(a_lo, a_cap)
+        elif need == NEED_PEND:
+            pend = _grow2(pend, min(PENDING_MAX, max(2 * pend.shape[0], size)))
+        elif need == NEED_HASH:  # the row starts again: what the table held is not needed
+            while h_cap < size:
+                h_cap *= 4
+            h_stamp = np.full(h_cap, -1, np.int64)
+            h_key = np.empty((h_cap, key_w), np.int64)
+        elif need == NEED_IDS:
+            while i_stamp.shape[0] < size:
+                i_stamp, i_key, i_id, _ = _regrow(i_stamp, i_key, i_id, st[S_FGEN])
+        elif need == NEED_BITS:
+            bits = _grow1(bits, size)
+        elif need == NEED_MATCHES:
+            if stop[STOP_BYTES] > 0 and 24 * 2 * m_cap + 25 * r_cap > stop[STOP_BYTES]:
+                st[S_STATUS] = OVER_BYTES
+                break
+            m_cap *= 2
+            m_start = _grow1(m_start, m_cap)
+            m_end = _grow1(m_end, m_cap)
+            m_part = _grow1(m_part, m_cap)
+        else:  # NEED_ROWS
+            if stop[STOP_BYTES] > 0 and 24 * m_cap + 25 * max(2 * r_cap, size) > stop[STOP_BYTES]:
+                st[S_STATUS] = OVER_BYTES
+                break
+            r_cap = max(2 * r_cap, size)
+            r_match = _grow1(r_match, r_cap)
+            r_row = _grow1(r_row, r_cap)
+            r_label = _grow1(r_label, r_cap)
+            r_excl = _grow1(r_excl, r_cap)
+    stop[STOP_STEPS] = st[S_STEPS]
+    n_matches = st[S_NMATCH]
+    n_rows_out = st[S_NROWS]
     # working memory at its peak (arrays only grow): thread lists, dedup tables, path arena, stacks
     work = (
         8
@@ -1228,8 +1679,10 @@ def run(
             + cvisited.size
             + h_stamp.size
             + h_key.size
-            + f_stamp.size
-            + f_key.size
+            + i_stamp.size
+            + i_key.size
+            + i_id.size
+            + bits.size
             + pend.size
             + a_parent.size
             + a_row.size
@@ -1244,7 +1697,7 @@ def run(
         + a_excl.size
     )
     return (
-        status,
+        st[S_STATUS],
         m_start[:n_matches],
         m_end[:n_matches],
         m_part[:n_matches],
