@@ -45,6 +45,10 @@ from dfs_cer.match.rowpattern.conditions import (
 )
 from dfs_cer.match.rowpattern.program import DONE, END, EXCL_IN, EXCL_OUT, JUMP, SPLIT, START
 
+#: numba without reference counting, for functions that allocate nothing: every array they
+#: are passed outlives them, and each counted reference is an atomic add on the hot path
+leaf = njit(cache=True, _nrt=False)  # type: ignore[call-overload]
+
 SKIP_PAST_LAST, SKIP_NEXT_ROW, SKIP_TO_FIRST, SKIP_TO_LAST = range(4)
 # status codes
 OK, LIMIT_REACHED, SKIP_TO_FIRST_ROW, SKIP_NO_ROW, STOPPED, OVER_BYTES, OVER_STEPS = range(7)
@@ -95,7 +99,7 @@ MEMO_TRIAL = 1 << 16
 MEMO_TRIES = 256
 
 
-@njit(cache=True, _nrt=False)
+@leaf
 def _intern_slot(i_stamp: np.ndarray, i_key: np.ndarray, gen: int, key: np.ndarray, n: int) -> int:
     """The slot of ``key[:n]`` in the interning table, or of the free slot where it goes
     (``-1 - slot``)."""
@@ -138,7 +142,7 @@ def _regrow(
     return n_stamp, n_key, n_id, cap
 
 
-@njit(cache=True, _nrt=False)
+@leaf
 def _position(
     name: int,
     logical: int,
@@ -209,7 +213,7 @@ def _position(
     return -1
 
 
-@njit(cache=True, _nrt=False)
+@leaf
 def _label_at(
     pos: int,
     row: int,
@@ -233,7 +237,7 @@ def _label_at(
     return -1
 
 
-@njit(cache=True, _nrt=False)
+@leaf
 def _aggregate(
     func: int,
     slot: int,
@@ -319,7 +323,7 @@ def _aggregate(
     return K_FLOAT, 0, fv
 
 
-@njit(cache=True, _nrt=False)
+@leaf
 def _evaluate(
     code: np.ndarray,
     lo: int,
@@ -733,7 +737,7 @@ def _follow(
     return -1
 
 
-@njit(cache=True, _nrt=False)
+@leaf
 def _h_seen(h_stamp: np.ndarray, h_key: np.ndarray, stamp: int, key: np.ndarray, n: int) -> bool:
     """Whether ``key[:n]`` was seen at this row (``stamp``); records it when not. The table has
     room for every thread of the row (:func:`_scan` asks for it first)."""
@@ -758,7 +762,7 @@ def _h_seen(h_stamp: np.ndarray, h_key: np.ndarray, stamp: int, key: np.ndarray,
     return False
 
 
-@njit(cache=True, _nrt=False)
+@leaf
 def _idle_until(
     i: int,
     nt: int,
