@@ -161,6 +161,7 @@ def run_attack(
                         "dedup": False,
                         "max_matches": 10_000_000,
                         "on_limit": "error",
+                        "max_steps": 10**15,
                     }
                 )
         elif attack in ("like", "like_node"):

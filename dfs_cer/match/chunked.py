@@ -21,7 +21,7 @@ from dfs_cer.events.order import sort_partition_flags
 from dfs_cer.events.time import time_values
 from dfs_cer.match.columns import HALO, split_halo
 from dfs_cer.match.numbering import EMPTY, hashable, renumber, stands_in, with_stand_ins
-from dfs_cer.match.rowpattern.engine import run_row_pattern
+from dfs_cer.match.rowpattern.engine import MAX_STEPS, run_row_pattern
 from dfs_cer.plan.chunks import POS, ChunkPlan, Key, Part, Report, State, pick_reports
 from dfs_cer.query import Analysis
 from dfs_cer.query.model import RowsPerMatch
@@ -139,6 +139,7 @@ def _match(
     segments: np.ndarray | None,
     cut: tuple[bool, bool],
     upto: int | None = None,
+    max_steps: int = MAX_STEPS,
 ) -> tuple[pa.Table, Any]:
     """The engine over the sorted rows (the first ``upto`` only): the relation with :data:`START`,
     :data:`START_RANK` and :data:`EMPTY` (unmatched rows only where owned and not covered;
@@ -160,6 +161,7 @@ def _match(
         match_ids="times",
         segments=segments,
         cut_off=cut,
+        max_steps=max_steps,
     )
     relation = out.table
     start = relation.column(ID_COLUMNS[1])
@@ -217,6 +219,7 @@ def run_chunk(
     k: int,
     entering: Mapping[Part, State] | None = None,
     segments: np.ndarray | None = None,
+    max_steps: int = MAX_STEPS,
 ) -> ChunkResult:
     """The matches chunk ``k`` owns, from the rows it reads (any order), with :data:`START`.
     ``segments`` and halo rows (:data:`HALO`) mean what they mean to :func:`run_row_pattern`."""
@@ -235,7 +238,9 @@ def run_chunk(
     rows = _sorted(table, analysis)
     may_start, cover = _masks(rows, lo, hi, entering or {})
     short = _short(rows.ts, plan, analysis, lo, hi) if not mr.partition_by else None
-    relation, spans = _match(rows, analysis, may_start, cover, lo, hi, segments, plan.cut(k))
+    relation, spans = _match(
+        rows, analysis, may_start, cover, lo, hi, segments, plan.cut(k), max_steps=max_steps
+    )
     result = ChunkResult(relation, _chunk_reports(rows, spans, plan, k, mr), short)
     result.last_start = _last_start(rows, spans)
     return result
@@ -287,6 +292,7 @@ def rerun_chunk(
     k: int,
     entering: Mapping[Part, State],
     segments: np.ndarray | None = None,
+    max_steps: int = MAX_STEPS,
 ) -> ChunkResult:
     """Chunk ``k`` again from the state the chunks before it leave, only until its run coincides
     with the chunk's first (fresh) run: both runs try a match at the same row, so everything
@@ -298,7 +304,7 @@ def rerun_chunk(
     if not _meets(analysis) or set(entering) - {()}:
         if plan.limit(k) is not None:
             return ChunkResult(pa.table({}), [], unmet=True)
-        return run_chunk(table, analysis, plan, k, entering, segments)
+        return run_chunk(table, analysis, plan, k, entering, segments, max_steps)
     rows = _sorted(table, analysis)
     may_start, cover = _masks(rows, lo, hi, entering)
     state = entering.get((), State())
@@ -321,8 +327,9 @@ def rerun_chunk(
             upto = ts.size
         f_start = fresh & (ts < stop)
         r_start = may_start & (ts < stop)
-        _, f_spans = _match(rows, analysis, f_start, cover, lo, hi, segments, plan.cut(k), upto)
-        _, r_spans = _match(rows, analysis, r_start, cover, lo, hi, segments, plan.cut(k), upto)
+        cut = plan.cut(k)
+        _, f_spans = _match(rows, analysis, f_start, cover, lo, hi, segments, cut, upto, max_steps)
+        _, r_spans = _match(rows, analysis, r_start, cover, lo, hi, segments, cut, upto, max_steps)
         both = _attempted(f_spans, upto) & _attempted(r_spans, upto)
         after = (
             ~_before(ts[:upto], rank[:upto], state.cursor)
@@ -349,6 +356,7 @@ def rerun_chunk(
                 segments,
                 plan.cut(k),
                 upto,
+                max_steps,
             )
             result = ChunkResult(relation, _chunk_reports(rows, spans, plan, k, mr))
             result.since = since
@@ -357,7 +365,7 @@ def rerun_chunk(
         span *= 2
     if until is not None and until < hi + plan.tail:
         return ChunkResult(pa.table({}), [], unmet=True)
-    return run_chunk(table, analysis, plan, k, entering, segments)
+    return run_chunk(table, analysis, plan, k, entering, segments, max_steps)
 
 
 #: a re-run reads this many windows past its chunk's start first (it usually meets the fresh run

@@ -82,14 +82,26 @@ def unpack(blobs: Sequence[bytes], schema: pa.Schema) -> pa.Table:
 
 
 class Bound:
-    """A query re-bound on an executor (the analysis is not pickled, only its SQL and config)."""
+    """A query re-bound on an executor (the analysis is not pickled, only its SQL and config),
+    with the driver's step budget for each engine run (``matcher.max_steps``: executors do not
+    read the driver's configuration)."""
 
-    def __init__(self, sql: str, schema: pa.Schema, config: Any) -> None:
+    def __init__(
+        self, sql: str, schema: pa.Schema, config: Any, max_steps: int | None = None
+    ) -> None:
+        from dfs_cer.config import load_config
+
         self.sql, self.schema, self.config = sql, schema, config
+        self.max_steps = max_steps if max_steps is not None else load_config().matcher.max_steps
         self._analysis: Analysis | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"sql": self.sql, "schema": self.schema, "config": self.config}
+        return {
+            "sql": self.sql,
+            "schema": self.schema,
+            "config": self.config,
+            "max_steps": self.max_steps,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -192,11 +204,11 @@ class Match:
         if self.plan.mode == "time":
             state = self.states.get(k, {})
             run = run_chunk if k in self.fresh or not state else rerun_chunk
-            result = run(table, analysis, self.plan, k, state, self.segments)
+            result = run(table, analysis, self.plan, k, state, self.segments, self.bound.max_steps)
             relation, reports, short = result.relation, result.reports, result.short
             since, last, unmet = result.since, result.last_start, result.unmet
         else:
-            relation = engine_output(table, analysis, self.segments)
+            relation = engine_output(table, analysis, self.segments, self.bound.max_steps)
             relation = relation.append_column(
                 START, pa.nulls(relation.num_rows, pa.int64())
             ).append_column(START_RANK, pa.nulls(relation.num_rows, pa.int64()))
@@ -237,13 +249,21 @@ def _fit(relation: pa.Table, out_schema: pa.Schema) -> pa.Table:
     return relation.cast(pa.schema(fields))
 
 
-def engine_output(events: pa.Table, analysis: Analysis, segments: np.ndarray | None) -> pa.Table:
+def engine_output(
+    events: pa.Table, analysis: Analysis, segments: np.ndarray | None, max_steps: int | None = None
+) -> pa.Table:
+    """The engine's relation over ``events``; the row-pattern engine stops past ``max_steps``
+    thread steps (``matcher.max_steps`` when None)."""
     from dfs_cer.match.cer.engine import run_cer
     from dfs_cer.match.rowpattern.engine import run_row_pattern
 
     if analysis.query.recognize.all_matches:
         return run_cer(events, analysis).table
-    return run_row_pattern(events, analysis, segments=segments).table
+    if max_steps is None:
+        from dfs_cer.config import load_config
+
+        max_steps = load_config().matcher.max_steps
+    return run_row_pattern(events, analysis, segments=segments, max_steps=max_steps).table
 
 
 def sparkable(schema: pa.Schema) -> pa.Schema:

@@ -114,6 +114,7 @@ def node_matching(
         analysis.dedup,
         settings.max_matches,
         settings.on_limit,
+        settings.max_steps,
     )
     from dfs_cer.transport.client import NodeRefusedError
 

@@ -520,13 +520,15 @@ class Halo:
 @dataclass(frozen=True, slots=True)
 class NodeMatch:
     """``pull_matches``: match on the node (it holds whole PARTITION BY groups) and return the
-    MATCH_RECOGNIZE relation, with the compute node's event key, dedup and match limit."""
+    MATCH_RECOGNIZE relation, with the compute node's event key, dedup, match limit and step
+    budget (``matcher.max_steps``: past it the node ends the query with ``match-budget``)."""
 
     query_id: str
     event_key: tuple[str, ...]
     dedup: bool
     max_matches: int
     on_limit: str
+    max_steps: int
 
     def header(self) -> dict[str, Any]:
         return {
@@ -536,6 +538,7 @@ class NodeMatch:
             "dedup": self.dedup,
             "max_matches": self.max_matches,
             "on_limit": self.on_limit,
+            "max_steps": self.max_steps,
         }
 
     @classmethod
@@ -547,10 +550,14 @@ class NodeMatch:
         limit = _get(header, "max_matches", int, a)
         if not 0 < limit <= 10**9:
             raise ProtocolError(f"action {a}: max_matches must be in 1..10**9, got {limit}")
+        steps = _get(header, "max_steps", int, a)
+        if not 0 < steps <= 10**15:
+            raise ProtocolError(f"action {a}: max_steps must be in 1..10**15, got {steps}")
         return cls(
             query_id(header.get("query_id"), a),
             tuple(key),
             _get(header, "dedup", bool, a),
             int(limit),
             _one_of(header.get("on_limit"), ("error", "truncate"), "on_limit", a),
+            int(steps),
         )

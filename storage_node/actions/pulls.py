@@ -346,6 +346,7 @@ class PullActions(Family):
                 max_matches=request.max_matches,
                 on_limit=request.on_limit,
                 work=work,
+                max_steps=request.max_steps,
             )
         seconds = time.process_time() - began
         return out.table.replace_schema_metadata(

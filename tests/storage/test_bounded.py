@@ -189,6 +189,7 @@ def test_node_side_matching_and_push_pull_are_charged_to_the_budget(tmp_path: Pa
                     "dedup": False,
                     "max_matches": 10_000_000,
                     "on_limit": "error",
+                    "max_steps": 10**15,
                 }
             )
         stats = client.action("stats")[0]
@@ -422,8 +423,44 @@ def test_node_side_row_pattern_matching_stops_at_the_deadline_or_the_idle_ttl(
                     "dedup": False,
                     "max_matches": 10_000_000,
                     "on_limit": "error",
+                    "max_steps": 10**15,
                 }
             )
         assert time.monotonic() - began < 15
+        assert client.action("stats")[0]["work_bytes"] == 0
+        client.close()
+
+
+@pytest.mark.flight
+def test_node_side_matching_past_the_step_budget_ends_the_query_with_the_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compute node's ``matcher.max_steps`` travels with ``pull_matches``: a pathological
+    pattern (no thread pruning applies to a running sum) ends on the node with one error naming
+    the partition, its rows, the pattern and the setting, and the node holds nothing after."""
+    n = 600
+    pq.write_table(
+        pa.table(
+            {
+                "ts": np.arange(n, dtype=np.int64),
+                "v": np.zeros(n, np.int64),
+                "p": np.full(n, 7, np.int64),
+            }
+        ),
+        tmp_path / "e.parquet",
+    )
+    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), time_column="ts")
+    monkeypatch.setenv("DFS_CER__MATCHER__MAX_STEPS", "200000")
+    env = {"DFS_CER__STORAGE__WARM_UP": "true"}  # the VM compiled before the first call
+    with LocalCluster([str(tmp_path / "nodes" / "node-00")], env=env) as cluster:
+        began = time.monotonic()
+        with pytest.raises(NodeRefusedError) as info:
+            pull("dfs", CUBIC, cluster.endpoints, cluster.token, node_matching="on")
+        assert time.monotonic() - began < 60
+        text = str(info.value)
+        assert info.value.code == "match-budget"
+        for part in ("p = 7", "600 rows", "PATTERN (A+ B+ C)", "DFS_CER__MATCHER__MAX_STEPS"):
+            assert part in text, (part, text)
+        client = StorageClient(cluster.endpoints[0], cluster.token, timeout=30)
         assert client.action("stats")[0]["work_bytes"] == 0
         client.close()

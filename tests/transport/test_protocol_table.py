@@ -52,7 +52,7 @@ SAMPLES: dict[type, Any] = {
     PushPull: PushPull("q1", "C", ("A", "B")),
     Upload: Upload("q1", "A"),
     Halo: Halo("q1", "pull_halo", 2, 3, ("id",), True, skip_shipped=True),
-    NodeMatch: NodeMatch("q1", ("id",), False, 1000, "truncate"),
+    NodeMatch: NodeMatch("q1", ("id",), False, 1000, "truncate", 10**9),
 }
 
 
