@@ -67,6 +67,11 @@ class MatchSpans:
     part: np.ndarray
 
 
+def next_rows(mask: np.ndarray) -> np.ndarray:
+    """``out[i]``: the first row >= i that ``mask`` accepts (``n`` when none), for i in 0..n."""
+    return vm.next_rows(np.ascontiguousarray(mask, np.bool_))
+
+
 def match_starts(
     pattern: object,
     labels: tuple[str, ...],
@@ -97,9 +102,7 @@ def match_starts(
             can |= masks[labels.index(name)]
     if allowed is not None:
         can &= allowed
-    rows = np.nonzero(can)[0]
-    idx = np.searchsorted(rows, np.arange(n + 1))
-    out = np.append(rows, n)[idx].astype(np.int64)
+    out = next_rows(can)
     required = [labels.index(name) for name in mandatory_labels(pattern) if name in labels]
     if bounds is None or not required or n == 0:
         return out
@@ -131,8 +134,7 @@ def _idle_skipping(
     for v in range(masks.shape[0]):
         if free[v]:
             continue
-        rows = np.nonzero(masks[v])[0]
-        next_true[v, :n] = np.append(rows, n)[np.searchsorted(rows, np.arange(n))]
+        next_true[v] = next_rows(masks[v])
     return free, next_true
 
 

@@ -87,6 +87,20 @@ def _grow_pair3(a: np.ndarray, size: int) -> np.ndarray:
     return out
 
 
+@njit(cache=True)
+def next_rows(mask: np.ndarray) -> np.ndarray:
+    """``out[i]``: the first row >= i that ``mask`` accepts (``n`` when none), for i in 0..n."""
+    n = mask.shape[0]
+    out = np.empty(n + 1, np.int64)
+    at = n
+    out[n] = n
+    for i in range(n - 1, -1, -1):
+        if mask[i]:
+            at = i
+        out[i] = at
+    return out
+
+
 #: failed states are interned (an instruction and the values later conditions read: one id)
 #: and remembered as one bit per (id, row) of the partition: at most MEMO_BYTES of bits and
 #: MEMO_IDS ids a partition, past which new states are not remembered (later attempts search)
