@@ -27,6 +27,8 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(PIP) install --upgrade pip 2>&1 | { grep -v '^WARNING: Location' || true; }
 	$(PIP) install -e ".[all]" 2>&1 | { grep -v '^WARNING: Location' || true; }
 	$(BIN)/python -c "import dfs_cer, pyspark, pyarrow, sqlglot"
+	@# compile the engines into numba's cache now: a first query would wait for it
+	$(BIN)/python -m dfs_cer.warm
 	@# spark-submit from this venv logs errors only (its --verbose / --conf spark.log.level=INFO bring the log back)
 	d=$$($(BIN)/python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/conf && mkdir -p $$d \
 	  && cp dfs_cer/spark/log4j2.properties $$d/log4j2.properties

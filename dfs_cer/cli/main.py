@@ -843,6 +843,21 @@ def storage_node_group() -> None:
     """Run a storage node (an Arrow Flight server over one shard set)."""
 
 
+@cli.command("warm")
+@pass_state
+@handle_errors
+def warm_command(state: State) -> None:
+    """Compile the engines' kernels into the cache now (make install does it; a first query
+    otherwise waits for it)."""
+    from dfs_cer.warm import warm
+
+    took = warm(lambda text: click.echo(f"{text} ...", err=True))
+    state.output.mapping(
+        "compiled (later runs load them from numba's cache)",
+        {step: f"{seconds:.1f} s" for step, seconds in took},
+    )
+
+
 @cli.command("calibrate")
 @click.option(
     "--out",
