@@ -14,8 +14,20 @@ from dfs_cer.cli.output import Output, make_output
 from dfs_cer.config import Config, load_config
 from dfs_cer.errors import DfsCerError
 from dfs_cer.logs import DEFAULT_LEVEL, LEVELS, configure
+from dfs_cer.match.progress import MatchProgress, listening
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _show_progress(progress: MatchProgress) -> None:
+    """A long match's progress on stderr: one line, rewritten on a terminal (and cleared when
+    the run ends); elsewhere a line per report."""
+    if sys.stderr.isatty():
+        click.echo(
+            "\r\x1b[K" if progress.finished else f"\r{progress.line()}\x1b[K", err=True, nl=False
+        )
+    elif not progress.finished:
+        click.echo(progress.line(), err=True)
 
 
 def handle_errors(func: F) -> F:
@@ -26,7 +38,8 @@ def handle_errors(func: F) -> F:
         ctx = click.get_current_context()
         debug = bool(ctx.find_root().params.get("debug"))
         try:
-            return func(*args, **kwargs)
+            with listening(_show_progress):
+                return func(*args, **kwargs)
         except DfsCerError as exc:
             if debug:
                 raise

@@ -285,7 +285,23 @@ def test_a_query_past_the_step_budget_is_one_line_naming_the_partition(tmp_path:
             sql,
             env={"DFS_CER__MATCHER__MAX_STEPS": "200000"},
         )
+        # a longer budget: the match runs for seconds, and says how far it is meanwhile
+        longer = run(
+            "query",
+            "--endpoints",
+            ",".join(cluster.endpoints),
+            "--token-file",
+            str(token),
+            "--strategy",
+            "pull_all",
+            sql,
+            env={"DFS_CER__MATCHER__MAX_STEPS": "300000000"},
+        )
     assert got.returncode != 0 and "Traceback" not in got.stderr, got.stderr
     line = got.stderr.strip().splitlines()[-1]
     for part in ("matcher.max_steps = 200,000", "partition k = 0", "(2,000 rows)", "MAX_STEPS"):
         assert part in line, line
+    lines = longer.stderr.strip().splitlines()
+    assert longer.returncode != 0 and "matcher.max_steps = 300,000,000" in lines[-1], lines
+    progress = [x for x in lines if x.startswith("matching: 0 of 2,000 rows, 1 of 1 partitions")]
+    assert progress and "thread steps" in progress[-1], lines

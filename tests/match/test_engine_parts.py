@@ -65,7 +65,7 @@ def vm_run(
         match_starts(mr.pattern, labels, c.masks, n, bounds),
         free,
         next_true,
-        np.zeros(5, np.int64),
+        np.zeros(vm.STOP_SIZE, np.int64),
         False,
         False,
     )

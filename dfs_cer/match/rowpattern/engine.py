@@ -19,6 +19,7 @@ from dfs_cer.errors import MatchBudgetError, MatchError, MatchLimitError, Unsupp
 from dfs_cer.events.order import sort_partition_flags
 from dfs_cer.events.time import time_values
 from dfs_cer.match.columns import check_choice, column_of, split_halo
+from dfs_cer.match.progress import reporting
 from dfs_cer.match.rowpattern import vm
 from dfs_cer.match.rowpattern.compiler import compile_pattern
 from dfs_cer.match.rowpattern.conditions import compile_conditions
@@ -304,13 +305,13 @@ def run_row_pattern(
     # stop[0]: set by the watch when the query is closed or past its deadline; stop[1]: the bytes
     # the matches kept may take: VM_BYTES, doubled (charged to the work first) and the run made
     # again while they need more: at most about twice the work, never memory that was not granted
-    stop = np.zeros(5, np.int64)
+    stop = np.zeros(vm.STOP_SIZE, np.int64)
     stop[vm.STOP_BYTES] = VM_BYTES if work is not None else 0
     stop[vm.STOP_MAX_STEPS] = max_steps
     charged = 0
     idle = _idle_skipping(c.masks, c.dependent, n)
     while True:
-        with watch(work, stop):
+        with watch(work, stop), reporting(stop, bounds, vm.STOP_AT, vm.STOP_FOUND, vm.STOP_STEPS):
             status, m_start, m_end, m_part, r_match, r_row, r_label, r_excl, work_bytes = vm.run(
                 program.op.astype(np.int64),
                 program.a.astype(np.int64),

@@ -53,8 +53,10 @@ SKIP_PAST_LAST, SKIP_NEXT_ROW, SKIP_TO_FIRST, SKIP_TO_LAST = range(4)
 # status codes
 OK, LIMIT_REACHED, SKIP_TO_FIRST_ROW, SKIP_NO_ROW, STOPPED, OVER_BYTES, OVER_STEPS = range(7)
 #: the ``stop`` array's entries: the stop flag, the bytes the matches may take, the thread steps
-#: taken (written by the VM) and the most it may take (0: no bound), and the partition it was in
-STOP_FLAG, STOP_BYTES, STOP_STEPS, STOP_MAX_STEPS, STOP_PARTITION = range(5)
+#: taken (written by the VM) and the most it may take (0: no bound), the partition it was in
+#: past it, and (for progress) the partition it is at and the matches found before it
+STOP_FLAG, STOP_BYTES, STOP_STEPS, STOP_MAX_STEPS, STOP_PARTITION, STOP_AT, STOP_FOUND = range(7)
+STOP_SIZE = 7
 #: thread steps the VM takes between two reads of its stop flag
 STOP_EVERY = 65536
 
@@ -1002,6 +1004,8 @@ def _scan(
             words = (p1 - p0) // 64 + 1
             id_room = min(MEMO_IDS, max(1, MEMO_BYTES // (8 * words)))
             pos = p0
+            stop[STOP_AT] = p  # read by a progress display
+            stop[STOP_FOUND] = n_matches
         while pos < p1:
             if resume == R_FRESH:
                 if next_start[pos] != pos:
