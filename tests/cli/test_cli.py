@@ -305,3 +305,13 @@ def test_a_query_past_the_step_budget_is_one_line_naming_the_partition(tmp_path:
     assert longer.returncode != 0 and "matcher.max_steps = 300,000,000" in lines[-1], lines
     progress = [x for x in lines if x.startswith("matching: 0 of 2,000 rows, 1 of 1 partitions")]
     assert progress and "thread steps" in progress[-1], lines
+
+
+def test_warm_compiles_every_engine_into_the_cache() -> None:
+    """``dfs-cer warm`` (make install runs it) names each engine it compiled and its time; a
+    query right after it loads the kernels from the cache."""
+    got = run("warm")
+    assert got.returncode == 0, got.stderr
+    for step in ("row-pattern matcher", "row-pattern matcher with WITHIN", "CER engine", "filters"):
+        assert f"compiling the {step} ..." in got.stderr, got.stderr
+        assert f"{step} = " in got.stdout, got.stdout
