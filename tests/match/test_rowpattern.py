@@ -641,6 +641,20 @@ def test_threads_that_differ_in_a_row_a_later_condition_reads_are_kept_apart() -
     assert out.to_pylist() == [{"c": "C", "b": 1}]
 
 
+def test_threads_are_kept_apart_on_a_value_read_two_variables_later() -> None:
+    """A B Y Z C and A A Y Z C both reach Y at row 2 with LAST(A.v) 1 and 100. Y and Z read
+    nothing, but C, two labels on, reads LAST(A.v): the value is live at Y, so the preferred
+    thread (A A, which fails at C) does not absorb the one that matches."""
+    t = pa.table({"ts": [0, 1, 2, 3, 4], "v": [1, 100, 0, 0, 50]})
+    out = match_recognize(
+        t,
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES LAST(A.ts) AS a, LAST(B.ts) AS b "
+        "ONE ROW PER MATCH PATTERN ((A | B) (A | B) Y Z C) "
+        "DEFINE A AS v >= 0, B AS v >= 0, C AS C.v > LAST(A.v))",
+    )
+    assert out.to_pylist() == [{"a": 0, "b": 1}]
+
+
 def test_a_state_an_earlier_attempt_matched_from_is_not_a_failure() -> None:
     """Overlapping matches (SKIP TO NEXT ROW): the second attempt reaches the states the first
     matched through; only an attempt that found no match marks its states as failed."""

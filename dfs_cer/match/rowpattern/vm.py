@@ -43,7 +43,7 @@ from dfs_cer.match.rowpattern.conditions import (
     K_NULL,
     UNIVERSAL,
 )
-from dfs_cer.match.rowpattern.program import DONE, END, EXCL_IN, EXCL_OUT, JUMP, SPLIT, START
+from dfs_cer.match.rowpattern.program import DONE, END, EXCL_IN, EXCL_OUT, JUMP, LABEL, SPLIT, START
 
 #: numba without reference counting, for functions that allocate nothing: every array they
 #: are passed outlives them, and each counted reference is an atomic add on the hot path
@@ -64,13 +64,6 @@ STOP_EVERY = 65536
 @njit(cache=True)
 def _grow1(a: np.ndarray, size: int) -> np.ndarray:
     out = np.empty(max(size, a.shape[0] * 2), a.dtype)
-    out[: a.shape[0]] = a
-    return out
-
-
-@njit(cache=True)
-def _grow2(a: np.ndarray, size: int) -> np.ndarray:
-    out = np.empty((max(size, a.shape[0] * 2), a.shape[1]), a.dtype)
     out[: a.shape[0]] = a
     return out
 
@@ -627,12 +620,74 @@ def _evaluate(
     return sp == 1 and sk[0] == K_BOOL and si[0] == 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
+def _live_reads(
+    op: np.ndarray,
+    arg_a: np.ndarray,
+    arg_b: np.ndarray,
+    code: np.ndarray,
+    code_start: np.ndarray,
+    rd: np.ndarray,
+    n_rd: int,
+) -> np.ndarray:
+    """``live[q, r]``: a condition of some variable a thread at instruction ``q`` may still label
+    reads ``rd[r]`` (its LABEL is reachable from ``q``). A thread's future depends only on its
+    live reads: at ``C`` in ``A+ B+ C`` where C reads only ``LAST(B.v)``, not on ``LAST(A.v)``."""
+    n_prog = op.shape[0]
+    n_vars = code_start.shape[0] - 1
+    reads = np.zeros((max(1, n_vars), max(1, n_rd)), np.bool_)
+    for v in range(n_vars):
+        for c in range(code_start[v], code_start[v + 1]):
+            if code[c, 0] == C_COL and code[c, 3] >= 0:
+                for r in range(n_rd):
+                    if (
+                        rd[r, 0] == code[c, 3]
+                        and rd[r, 1] == code[c, 4]
+                        and rd[r, 2] == code[c, 6]
+                        and rd[r, 3] == code[c, 2]
+                        and rd[r, 4] == code[c, 1]
+                    ):
+                        reads[v, r] = True
+    live = np.zeros((n_prog, max(1, n_rd)), np.bool_)
+    seen = np.zeros(n_prog, np.bool_)
+    stack = np.empty(2 * n_prog + 2, np.int64)
+    for q in range(n_prog):
+        seen[:] = False
+        stack[0] = q
+        sp = 1
+        while sp > 0:
+            sp -= 1
+            x = stack[sp]
+            if x < 0 or x >= n_prog or seen[x]:
+                continue
+            seen[x] = True
+            o = op[x]
+            if o == LABEL:
+                for r in range(n_rd):
+                    if reads[arg_a[x], r]:
+                        live[q, r] = True
+                stack[sp] = x + 1
+                sp += 1
+            elif o == JUMP:
+                stack[sp] = arg_a[x]
+                sp += 1
+            elif o == SPLIT:
+                stack[sp] = arg_a[x]
+                stack[sp + 1] = arg_b[x]
+                sp += 2
+            elif o != DONE:
+                stack[sp] = x + 1
+                sp += 1
+    return live
+
+
+@leaf
 def _value_key(
     key: np.ndarray,
     q: int,
     rd: np.ndarray,
     n_rd: int,
+    live: np.ndarray,
     members: np.ndarray,
     first: np.ndarray,
     last: np.ndarray,
@@ -651,6 +706,11 @@ def _value_key(
     key[0] = q
     kk = 1
     for r in range(n_rd):
+        key[kk] = 0
+        key[kk + 1] = 0
+        if not live[q, r]:  # no condition a thread here may still evaluate reads it
+            kk += 2
+            continue
         nm = rd[r, 0]
         at = -1
         for m in range(members.shape[1]):
@@ -678,7 +738,7 @@ def _value_key(
     key[kk] = 0
 
 
-@njit(cache=True, inline="always")
+@leaf
 def _position_key(
     key: np.ndarray,
     q: int,
@@ -710,7 +770,7 @@ def _position_key(
     key[kk] = node
 
 
-@njit(cache=True, inline="always")
+@leaf
 def _follow(
     q: int,
     depth: int,
@@ -870,8 +930,8 @@ NEED_MATCHES, NEED_ROWS = 7, 8
 S_SIZE = 28
 #: where a scan resumes: a fresh attempt, the thread list at row ``st[S_I]``, the match found
 R_FRESH, R_ROW, R_RECORD = range(3)
-#: the most failed states one attempt records (past it, later attempts search more)
-PENDING_MAX = 1 << 21
+#: the most failed states one attempt records, 8 bytes each (past it, later attempts search more)
+PENDING_MAX = 1 << 22
 
 
 @njit(cache=True, nogil=True)
@@ -910,6 +970,7 @@ def _scan(
     vals: bool,
     rd: np.ndarray,
     n_rd: int,
+    live: np.ndarray,
     f_w: int,
     l_pc: np.ndarray,
     l_node: np.ndarray,
@@ -1183,6 +1244,7 @@ def _scan(
                                         q,
                                         rd,
                                         n_rd,
+                                        live,
                                         members,
                                         first_tmp,
                                         last_tmp,
@@ -1227,8 +1289,7 @@ def _scan(
                                     for z in range(sid * words, (sid + 1) * words):
                                         bits[z] = 0
                                 if sid >= 0 and pend_n < pend.shape[0]:
-                                    pend[pend_n, 0] = rel
-                                    pend[pend_n, 1] = sid
+                                    pend[pend_n] = rel * MEMO_IDS + sid
                                     pend_n += 1
                             l_pc[nxt, nt] = q
                             l_node[nxt, nt] = new_node
@@ -1296,8 +1357,9 @@ def _scan(
                         memo = False  # states never repeat across starts here: stop paying
                     if memo:
                         for e in range(pend_n):
-                            w = pend[e, 1] * words + (pend[e, 0] >> 6)
-                            bit = np.uint64(1) << np.uint64(pend[e, 0] & 63)
+                            rel = pend[e] // MEMO_IDS
+                            w = (pend[e] % MEMO_IDS) * words + (rel >> 6)
+                            bit = np.uint64(1) << np.uint64(rel & 63)
                             if not bits[w] & bit:
                                 bits[w] |= bit
                                 f_used += 1
@@ -1484,6 +1546,7 @@ def run(
                 rd[n_rd, 3] = code[c, 2]
                 rd[n_rd, 4] = code[c, 1]
                 n_rd += 1
+    live = _live_reads(op, arg_a, arg_b, code, code_start, rd, n_rd)
     fbox = np.empty(1, np.float64)  # a double's bits, as a key entry
     fbits = fbox.view(np.int64)
     # equivalence key width: pc + (state, value) per read, or first/last per relevant name in
@@ -1524,7 +1587,7 @@ def run(
     i_key = np.empty((i_stamp.shape[0], f_w), np.int64)
     i_id = np.empty(i_stamp.shape[0], np.int64)
     bits = np.zeros(64 if memo else 1, np.uint64)
-    pend = np.empty((1024 if memo else 1, 2), np.int64)  # (row, id)
+    pend = np.empty(1024 if memo else 1, np.int64)  # row * MEMO_IDS + id
     # path arena
     a_cap = 1024
     a_parent = np.empty(a_cap, np.int64)
@@ -1597,6 +1660,7 @@ def run(
             vals,
             rd,
             n_rd,
+            live,
             f_w,
             l_pc,
             l_node,
@@ -1656,7 +1720,7 @@ def run(
             a_excl = _grow1(a_excl, a_cap)
             a_lo = _grow1(a_lo, a_cap)
         elif need == NEED_PEND:
-            pend = _grow2(pend, min(PENDING_MAX, max(2 * pend.shape[0], size)))
+            pend = _grow1(pend, min(PENDING_MAX, max(2 * pend.shape[0], size)))
         elif need == NEED_HASH:  # the row starts again: what the table held is not needed
             while h_cap < size:
                 h_cap *= 4
