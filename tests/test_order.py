@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 from dfs_cer.events.order import sort_partition_flags
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(
     n=st.integers(0, 60),
     keys=st.integers(1, 5),
-    span=st.sampled_from([3, 50, 10**6, 10**12]),
+    span=st.sampled_from([3, 50, 400, 10**6, 10**12]),
     nulls=st.booleans(),
     seed=st.integers(0, 2**31),
 )
@@ -29,6 +29,7 @@ def test_integer_keys_sort_exactly_as_every_key_sorts(
             "k": rng.integers(0, keys, n),
             "ts": pa.array(ts, mask=rng.random(n) < 0.2 if nulls else None),
             "x": rng.integers(0, 3, n),
+            "s": pa.array(rng.choice(["b", "a", "c"], n).tolist(), pa.string()),
         }
     )
     got, bounds, order, _ = sort_partition_flags(table, ("k",), [("ts", False)])
@@ -38,6 +39,7 @@ def test_integer_keys_sort_exactly_as_every_key_sorts(
             ("k", "ascending", "at_end"),
             ("ts", "ascending", "at_end"),
             ("x", "ascending", "at_end"),
+            ("s", "ascending", "at_end"),
         ],
     ).to_numpy()
     assert order.tolist() == expected.tolist()
