@@ -368,13 +368,15 @@ def _collect(frame: Any) -> list[Any]:
     except Exception as exc:
         if not type(exc).__module__.startswith(("pyspark", "py4j")):
             raise
-        from dfs_cer.errors import MatchError, StorageError
+        from dfs_cer.errors import MatchBudgetError, MatchError, StorageError
 
         text = str(exc)
         lines = [x.strip() for x in text.splitlines() if "Error:" in x and "dfs_cer.errors." in x]
         why = lines[-1].split("Error:", 1)[1].strip() if lines else text.splitlines()[0][:500]
         if "storage node" in why or "StorageError" in text:
             raise StorageError(f"an executor failed: {why}") from exc
+        if lines and "MatchBudgetError" in lines[-1]:  # the step budget: its own code and fix
+            raise MatchBudgetError(f"an executor failed: {why}") from exc
         raise MatchError(f"an executor failed: {why}") from exc
 
 

@@ -510,3 +510,27 @@ def test_anchors_on_executor_pulls_match_in_one_chunk(
         and run.split.mode == "single"
         and "exact first and last" in (run.split.reason or "")
     )
+
+
+def test_a_pathological_query_ends_at_the_driver_s_step_budget_on_the_executors(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Executors do not read the driver's configuration: ``matcher.max_steps`` travels with the
+    query, and an executor past it ends the query with the budget's error (partition, rows,
+    pattern, setting), not a JVM trace or a task that runs for hours."""
+    from dfs_cer.errors import MatchBudgetError
+    from dfs_cer.spark import recognize
+
+    n = 2_000
+    i = np.arange(n, dtype=np.int64)
+    pq.write_table(pa.table({"k": i % 2, "ts": i, "v": i % 7}), tmp_path / "t.parquet")
+    sql = (
+        "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES count(*) AS c "
+        "PATTERN (A+ B+ C) DEFINE B AS v >= 0, C AS v > sum(B.v) + 100)"
+    )
+    monkeypatch.setenv("DFS_CER__MATCHER__MAX_STEPS", "300000")
+    with pytest.raises(MatchBudgetError) as info:
+        recognize(spark, sql, data=str(tmp_path), driver_threshold=0, tasks=2)
+    text = str(info.value)
+    for part in ("an executor failed", "matcher.max_steps = 300,000", "(1,000 rows)", "MAX_STEPS"):
+        assert part in text, text
