@@ -339,6 +339,7 @@ def match_clause(
             max_matches=limit,
             on_limit=on_limit,
             count_only=count_only,
+            max_steps=config.matcher.max_steps,
         )
     else:
         result = run_row_pattern(

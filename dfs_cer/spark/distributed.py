@@ -257,12 +257,12 @@ def engine_output(
     from dfs_cer.match.cer.engine import run_cer
     from dfs_cer.match.rowpattern.engine import run_row_pattern
 
-    if analysis.query.recognize.all_matches:
-        return run_cer(events, analysis).table
     if max_steps is None:
         from dfs_cer.config import load_config
 
         max_steps = load_config().matcher.max_steps
+    if analysis.query.recognize.all_matches:
+        return run_cer(events, analysis, max_steps=max_steps).table
     return run_row_pattern(events, analysis, segments=segments, max_steps=max_steps).table
 
 

@@ -71,6 +71,7 @@ def match_pulled(
             kleene=kleene or settings.kleene,
             max_matches=limit,
             on_limit=bound,
+            max_steps=settings.max_steps,
         )
     else:
         if kleene is not None:

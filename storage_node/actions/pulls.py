@@ -338,6 +338,7 @@ class PullActions(Family):
                 max_matches=request.max_matches,
                 on_limit=request.on_limit,
                 work=work,
+                max_steps=request.max_steps,
             )
         else:
             out = run_row_pattern(

@@ -696,3 +696,41 @@ def test_skip_till_next_match_equals_a_greedy_reference(
         else:
             expected.append((start[0], *(chosen[v][3] for v in ("A", "B", "C") if v in chosen)))
     assert got == sorted(expected)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 4), min_size=1, max_size=14), st.sampled_from(["FIRST", "LAST"]))
+def test_first_or_last_of_a_single_event_filters_a_kleene_set_event_by_event(
+    values: list[int], nav: str
+) -> None:
+    """``B.v > FIRST(A.v)`` with A a single event is ``B.v > A.v``: each B event is kept or not
+    on its own (not a condition over the set, whose every subset would be tried)."""
+    t = pa.table({"ts": list(range(len(values))), "v": values})
+    head = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, FIRST(B.ts) AS b0, "
+        "LAST(B.ts) AS b1, count(B.*) AS nb, C.ts AS c ALL MATCHES PATTERN (A B+ C) DEFINE "
+    )
+    navigated = match_recognize(t, head + f"B AS B.v > {nav}(A.v), C AS C.v < {nav}(A.v))")
+    plain = match_recognize(t, head + "B AS B.v > A.v, C AS C.v < A.v)")
+    assert sorted(map(str, navigated.to_pylist())) == sorted(map(str, plain.to_pylist()))
+
+
+def test_a_kleene_run_past_the_step_budget_ends_with_its_error() -> None:
+    """A B+ C with no WITHIN and no condition on A or C: every (A, C) pair's B set is evaluated
+    in Python. The step budget ends it with the partition, its rows, the pattern and the
+    setting instead of running for minutes."""
+    from dfs_cer.config import Config, MatcherConfig
+    from dfs_cer.errors import MatchBudgetError
+
+    n = 400
+    t = pa.table({"k": [0] * n, "ts": list(range(n)), "v": [i % 7 for i in range(n)]})
+    sql = (
+        "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES count(*) AS c "
+        "ALL MATCHES PATTERN (A B+ C) DEFINE B AS B.v > FIRST(A.v) + 100)"
+    )
+    with pytest.raises(MatchBudgetError) as info:
+        match_recognize(
+            t, sql, count_only=True, config=Config(matcher=MatcherConfig(max_steps=1_000_000))
+        )
+    for part in ("matcher.max_steps = 1,000,000", "partition k = 0", "PATTERN (A B+ C)"):
+        assert part in str(info.value), str(info.value)

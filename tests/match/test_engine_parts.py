@@ -3,6 +3,8 @@ positional, as the engine calls it) and the CER engine's shared context."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -120,3 +122,36 @@ def test_cer_context_charges_the_partial_matches_it_holds() -> None:
     assert work.charged == 400
     ctx.hold(0)
     assert work.charged == 0
+
+
+def test_first_of_a_single_event_is_no_condition_over_a_kleene_set() -> None:
+    """``B.v > FIRST(A.v)`` (A one event) filters B's events one by one; ``B.v > PREV(B.v)`` and
+    ``B.v > FIRST(B.v)`` relate B's events (a condition over the set)."""
+    from dfs_cer.match.cer.kleene import KleeneSets
+    from dfs_cer.query.expr import conjuncts
+
+    def parse_expression(text: str) -> Any:
+        sql = (
+            "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ALL MATCHES "
+            f"PATTERN (A B+ C) DEFINE B AS {text})"
+        )
+        d = parse(sql).recognize.definition("B")
+        assert d is not None
+        return conjuncts(d.condition)[0]
+
+    ctx = Context(
+        pa.table({}),
+        np.zeros(0, np.int64),
+        np.zeros(1, np.int64),
+        np.zeros(0, np.int64),
+        [Item("A", False), Item("B", True), Item("C", False)],
+        None,
+        1,
+        False,
+        None,
+    )
+    sets = KleeneSets(ctx, "skip_till_any_match", "all")
+    single = [parse_expression(x) for x in ("B.v > FIRST(A.v) + 1", "B.v < LAST(A.v)")]
+    over_set = [parse_expression(x) for x in ("B.v > PREV(B.v)", "B.v > FIRST(B.v)")]
+    assert sets.set_conditions({"B": single}) == []
+    assert [p for _, p in sets.set_conditions({"B": over_set})] == over_set

@@ -48,7 +48,7 @@ from dfs_cer.match.cer.next_match import NextMatch
 from dfs_cer.match.cer.pattern import Branch, Item, branches
 from dfs_cer.match.cer.relation import Assembler
 from dfs_cer.match.columns import check_choice, column_of, split_halo
-from dfs_cer.match.rowpattern.engine import MatchOutput, _referenced_columns
+from dfs_cer.match.rowpattern.engine import MAX_STEPS, MatchOutput, _referenced_columns, over_budget
 from dfs_cer.options import KLEENE, ON_LIMIT, SELECTIONS
 from dfs_cer.query.analyze import Analysis
 from dfs_cer.query.expr import (
@@ -66,6 +66,9 @@ from dfs_cer.work import CHECK_EVERY, Work
 
 #: what one match with Kleene sets holds (Python lists of rows), charged to a node's work
 KLEENE_MATCH_BYTES = 256
+#: steps of the matcher's budget (``matcher.max_steps``) one partial match's Kleene sets count
+#: for: their Python evaluation costs about what as many compiled thread steps do
+KLEENE_STEPS = 10_000
 
 
 def run_cer(
@@ -81,6 +84,7 @@ def run_cer(
     time_order: str = "strict",
     match_ids: bool = False,
     work: Work | None = None,
+    max_steps: int = MAX_STEPS,
 ) -> MatchOutput:
     """Evaluate a CER query (``ALL MATCHES`` or a selection strategy) over ``table``.
 
@@ -97,6 +101,10 @@ def run_cer(
     ``work`` (a storage node's query work, :mod:`dfs_cer.work`) is checked between steps and
     charged for the partial matches before they are made: past its deadline, once cancelled or
     beyond the node's memory the run stops with a clear error instead of running on.
+
+    ``max_steps`` bounds the work (``matcher.max_steps``; each partial match whose Kleene sets
+    are evaluated counts :data:`KLEENE_STEPS`): past it the run ends with
+    :class:`~dfs_cer.errors.MatchBudgetError` naming the partition, its rows and the pattern.
     """
     if time_order not in ("strict", "relaxed"):
         raise UnsupportedFeatureError(f"time_order {time_order!r}", code="unsupported")
@@ -172,6 +180,8 @@ def run_cer(
             tie=1 if time_order == "strict" else 0,
             row_hash=row_hash,
             work=work,
+            max_steps=max_steps,
+            partition_by=partition_by,
         )
         engines.append((engine, _for_branch(analysis, branch)))
     if len(engines) == 1:
@@ -328,8 +338,14 @@ class _Engine:
         tie: int = 1,
         row_hash: np.ndarray | None = None,
         work: Work | None = None,
+        max_steps: int = MAX_STEPS,
+        partition_by: tuple[str, ...] = (),
     ) -> None:
         self.ctx = Context(table, ts, bounds, row_part, items, window, tie, unordered, work)
+        self.mr = mr
+        self.partition_by = partition_by
+        self.max_steps = max_steps
+        self.steps = 0
         self.items = items
         self.selection = selection
         self.max_matches = max_matches
@@ -340,6 +356,24 @@ class _Engine:
         self.sets = KleeneSets(self.ctx, selection, kleene)
         self.next_match = NextMatch(self.ctx, self.sets, kleene)
         self.assembler = Assembler(self.ctx, mr, row_hash)
+
+    def _spend(self, steps: int, bound: dict[str, np.ndarray], i: int) -> None:
+        """Count ``steps`` of work for partial match ``i``; past ``max_steps`` the run ends with
+        the budget's error naming that partial match's partition."""
+        self.steps += steps
+        if self.steps <= self.max_steps:
+            return
+        row = int(next(iter(bound.values()))[i]) if bound else 0
+        assert isinstance(self.mr, MatchRecognize)
+        raise over_budget(
+            self.ctx.table,
+            self.ctx.bounds,
+            self.partition_by,
+            self.mr,
+            int(self.ctx.row_part[row]) if self.ctx.row_part.size else 0,
+            self.steps,
+            self.max_steps,
+        )
 
     def _candidates(
         self, analysis: Analysis
@@ -407,6 +441,7 @@ class _Engine:
             counted = []
             for i in range(count):
                 self.ctx.check(i)
+                self._spend(KLEENE_STEPS, bound, i)
                 counted.append(self.sets.count(bound, cands, dependent, i))
             if all(c is not None for c in counted):
                 exact = sum(c for c in counted if c is not None)
@@ -419,6 +454,7 @@ class _Engine:
                     )
         for i in range(count):
             self.ctx.check(i)
+            self._spend(KLEENE_STEPS, bound, i)
             sets: Iterable[dict[str, list[int]]] = (
                 [stnm_sets[i]]
                 if stnm_sets is not None

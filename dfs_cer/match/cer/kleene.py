@@ -145,7 +145,7 @@ class KleeneSets:
         for owner, parts in dependent.items():
             for p in parts:
                 refs = variables_of(p) | {owner}
-                navs = [x for x in walk(p) if isinstance(x, Navigation)]
+                navs = self.set_navigations(p, owner)
                 if name not in refs or refs & self.ctx.kleene != {name} or navs:
                     continue
                 if not refs - {name} <= set(singles):
@@ -155,12 +155,28 @@ class KleeneSets:
                 keep &= check_condition(p, Gathered(self.ctx.table, view, owner, set()), rows.size)
         return rows[keep]
 
+    def set_navigations(self, p: Expr, owner: str) -> list[Navigation]:
+        """The navigations in ``p`` (a condition of ``owner``) that read a Kleene set: all but
+        FIRST/LAST of a single-event variable, which is that event's value (``B.v >
+        FIRST(A.v)`` filters B's events one by one, like ``B.v > A.v``)."""
+        return [
+            x
+            for x in walk(p)
+            if isinstance(x, Navigation)
+            and not (
+                x.kind in (NavKind.FIRST, NavKind.LAST)
+                and x.offset == 0
+                and isinstance(x.operand, Column)
+                and (x.operand.variable or owner) not in self.ctx.kleene
+            )
+        ]
+
     def set_conditions(self, dependent: dict[str, list[Expr]]) -> list[tuple[str, Expr]]:
         out = []
         for owner, parts in dependent.items():
             for p in parts:
                 refs = variables_of(p) | {owner}
-                navs = [x for x in walk(p) if isinstance(x, Navigation)]
+                navs = self.set_navigations(p, owner)
                 if refs & self.ctx.kleene and (navs or len(refs & self.ctx.kleene) > 1):
                     out.append((owner, p))
         return out
@@ -181,7 +197,7 @@ class KleeneSets:
         name = kleene_items[0]
         kinds = []
         for owner, p in set_conds:
-            navs = [x for x in walk(p) if isinstance(x, Navigation)]
+            navs = self.set_navigations(p, owner)
             targets = {
                 (x.operand.variable or owner) if isinstance(x.operand, Column) else None
                 for x in navs

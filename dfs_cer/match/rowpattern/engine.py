@@ -143,15 +143,17 @@ def _idle_skipping(
 MAX_STEPS = 1_000_000_000
 
 
-def _over_budget(
+def over_budget(
     table: pa.Table,
     bounds: np.ndarray,
     partition_by: tuple[str, ...],
     mr: MatchRecognize,
     p: int,
-    stop: np.ndarray,
+    steps: int,
+    max_steps: int,
 ) -> MatchBudgetError:
-    """A run past its step budget: the partition, its rows, the pattern and the setting."""
+    """A run past its step budget (either engine): the partition, its rows, the pattern and the
+    setting."""
     lo, hi = int(bounds[p]), int(bounds[p + 1])
     where = (
         "partition " + ", ".join(f"{c} = {table.column(c)[lo].as_py()!r}" for c in partition_by)
@@ -159,8 +161,8 @@ def _over_budget(
         else "the single partition"
     )
     return MatchBudgetError(
-        f"matching stopped after {int(stop[vm.STOP_STEPS]):,} thread steps (matcher.max_steps = "
-        f"{int(stop[vm.STOP_MAX_STEPS]):,}) in {where} ({hi - lo:,} rows) of PATTERN "
+        f"matching stopped after {steps:,} thread steps (matcher.max_steps = "
+        f"{max_steps:,}) in {where} ({hi - lo:,} rows) of PATTERN "
         f"({to_sql_pattern(mr.pattern)}): its work grows faster than its rows there. Bound the "
         "match with WITHIN or a finer PARTITION BY, or raise the budget "
         "(DFS_CER__MATCHER__MAX_STEPS, or max_steps under [matcher] in the config file)"
@@ -346,7 +348,15 @@ def run_row_pattern(
         if status == vm.STOPPED:
             check(work)  # raises: the watch stopped the run
         if status == vm.OVER_STEPS:
-            raise _over_budget(table, bounds, partition_by, mr, int(stop[vm.STOP_PARTITION]), stop)
+            raise over_budget(
+                table,
+                bounds,
+                partition_by,
+                mr,
+                int(stop[vm.STOP_PARTITION]),
+                int(stop[vm.STOP_STEPS]),
+                int(stop[vm.STOP_MAX_STEPS]),
+            )
         if status != vm.OVER_BYTES or work is None:
             break
         work.charge(int(stop[1]))  # raises past the query's share or the node's budget
