@@ -46,3 +46,30 @@ def test_integer_keys_sort_exactly_as_every_key_sorts(
     assert got.equals(table.take(pa.array(expected, pa.int64())))
     k = got.column("k").to_numpy()
     assert bounds.tolist() == [0, *np.flatnonzero(k[1:] != k[:-1]) + 1, n] if n else [0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n=st.integers(0, 60),
+    span=st.sampled_from([3, 50, 400, 10**6]),
+    nulls=st.booleans(),
+    seed=st.integers(0, 2**31),
+)
+def test_duplicates_dropped_are_the_full_sort_s(n: int, span: int, nulls: bool, seed: int) -> None:
+    """With dedup, a row equal to the previous one in every column is dropped, the first kept."""
+    rng = np.random.default_rng(seed)
+    table = pa.table(
+        {
+            "k": rng.integers(0, 2, n),
+            "ts": pa.array(rng.integers(0, span, n), mask=rng.random(n) < 0.2 if nulls else None),
+            "x": pa.array(rng.integers(0, 2, n), mask=rng.random(n) < 0.3 if nulls else None),
+            "s": pa.array(rng.choice(["a", "b"], n).tolist(), pa.string()),
+        }
+    )
+    _, _, order, _ = sort_partition_flags(table, ("k",), [("ts", False)], dedup=True)
+    full = pc.sort_indices(
+        table, sort_keys=[(c, "ascending", "at_end") for c in ("k", "ts", "x", "s")]
+    ).to_numpy()
+    rows = table.take(pa.array(full, pa.int64())).to_pylist()
+    expected = [int(full[i]) for i in range(n) if i == 0 or rows[i] != rows[i - 1]]
+    assert order.tolist() == expected

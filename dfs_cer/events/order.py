@@ -96,12 +96,13 @@ def _stable_argsort(values: np.ndarray) -> np.ndarray:
 
 def _integer_order(
     sortable: pa.Table, keys: list[tuple[str, str, str]], named: int
-) -> np.ndarray | None:
+) -> tuple[np.ndarray, np.ndarray] | None:
     """The order of a sort by every key of ``keys`` when its first ``named`` keys (partition and
     ORDER BY) are ascending integers or times without NULLs: stable argsorts from the last of
     them to the first (linear on rows already in time order), then the rows that tie on all of
     them (few, in an event log) sorted by the remaining keys, run by run. None when that does not
-    hold or ties are many (the caller sorts by every key)."""
+    hold or ties are many (the caller sorts by every key); else the order and ``tie``
+    (``tie[i]``: sorted row i + 1 equals row i on those keys)."""
     cols = []
     for name, direction, _ in keys[:named]:
         col = sortable.column(name)
@@ -128,19 +129,41 @@ def _integer_order(
         ranked = values[order]
         tie &= ranked[1:] == ranked[:-1]
     if not tie.any():
-        return order
+        return order, tie
     in_run = np.zeros(order.size, bool)
     in_run[1:] |= tie
     in_run[:-1] |= tie
     at = np.flatnonzero(in_run)
     if at.size > order.size // 4 or len(keys) == named:
-        return None if len(keys) > named else order
+        return None if len(keys) > named else (order, tie)
     run = np.cumsum(np.concatenate([[True], ~tie]))[at]  # which run of tied rows
     tied = sortable.select([k[0] for k in keys[named:]]).take(pa.array(order[at]))
     tied = tied.append_column("\x00run", pa.array(run))
     within = pc.sort_indices(tied, sort_keys=[("\x00run", "ascending"), *keys[named:]])
     order[at] = order[at][np.asarray(within.to_numpy(), np.int64)]
-    return order
+    return order, tie
+
+
+def _tied_duplicates(
+    sortable: pa.Table, order: np.ndarray, tie: np.ndarray, others: list[str]
+) -> np.ndarray:
+    """``out[i]``: sorted row i equals row i - 1 in every column of ``others``, given ``tie``
+    (where it already equals it on the partition and time keys)."""
+    out = np.zeros(order.size, bool)
+    at = np.flatnonzero(tie) + 1
+    if not at.size:
+        return out
+    same = np.ones(at.size, bool)
+    if others:
+        now = sortable.select(others).take(pa.array(order[at]))
+        before = sortable.select(others).take(pa.array(order[at - 1]))
+        for name in others:
+            a, b = now.column(name), before.column(name)
+            equal = pc.fill_null(pc.equal(a, b), False)
+            both_null = pc.and_(pc.is_null(a), pc.is_null(b))
+            same &= np.asarray(pc.or_(equal, both_null).to_numpy(zero_copy_only=False), bool)
+    out[at[same]] = True
+    return out
 
 
 def sort_and_partition(
@@ -202,10 +225,11 @@ def sort_partition_flags(
         keys += [(c, "ascending", "at_end") for c in key_cols + rest]
     order = np.arange(len(table), dtype=np.int64)
     sortable = _sort_keys(table, [k[0] for k in keys]) if keys and len(table) > 1 else None
+    fast = None
     if sortable is not None:
         fast = _integer_order(sortable, keys, len(named)) if order_by else None
         order = (
-            fast
+            fast[0]
             if fast is not None
             else np.asarray(
                 pc.sort_indices(sortable, sort_keys=keys).to_numpy(zero_copy_only=False), np.int64
@@ -213,11 +237,14 @@ def sort_partition_flags(
         )
     if dedup and sortable is not None and order_by:
         identity = [k[0] for k in keys[: len(named)]] + (key_cols if event_key else rest)
-        ordered = sortable.select(identity).take(pa.array(order))
-        duplicate = np.ones(len(table), bool)
-        duplicate[0] = False
-        for name in identity:
-            duplicate &= same_as_previous(ordered.column(name))
+        if fast is not None:  # a duplicate ties on the partition and time keys: look only there
+            duplicate = _tied_duplicates(sortable, order, fast[1], identity[len(named) :])
+        else:
+            ordered = sortable.select(identity).take(pa.array(order))
+            duplicate = np.ones(len(table), bool)
+            duplicate[0] = False
+            for name in identity:
+                duplicate &= same_as_previous(ordered.column(name))
         if duplicate.any():
             run_starts = np.nonzero(~duplicate)[0]
             kept = np.minimum.reduceat(flags[order].astype(np.int8), run_starts).astype(bool)
