@@ -86,8 +86,9 @@ def table(shape: str, rows: int) -> pa.Table:
     return pa.table({"p": i // 100, "i": i, "v": v})
 
 
-def run_shape(shape: str) -> dict[str, Any]:
+def run_shape(shape: str, scale: float = 1.0) -> dict[str, Any]:
     rows, sql, duck, trino = SHAPES[shape]
+    rows = max(10, int(rows * scale))
     t = table(shape, rows)
     analysis = analyze(parse(sql), t.schema)
     out = run_row_pattern(t, analysis)  # warm-up (and compile)
@@ -125,8 +126,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", default=",".join(SHAPES))
     ap.add_argument("--json", default=None, help="write the figures to this file")
+    ap.add_argument("--scale", type=float, default=1.0, help="rows times this (tests: 0.01)")
     args = ap.parse_args(argv)
-    runs = [run_shape(s) for s in args.shapes.split(",") if s]
+    runs = [run_shape(s, args.scale) for s in args.shapes.split(",") if s]
     doc = {
         "machine": f"{platform.node()} ({os.cpu_count()} cores, {platform.machine()})",
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
