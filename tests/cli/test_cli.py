@@ -274,29 +274,11 @@ def test_a_query_past_the_step_budget_is_one_line_naming_the_partition(tmp_path:
     with LocalCluster([str(tmp_path / "nodes" / "node-00")]) as cluster:
         token = tmp_path / "token"
         token.write_text(cluster.token)
-        got = run(
-            "query",
-            "--endpoints",
-            ",".join(cluster.endpoints),
-            "--token-file",
-            str(token),
-            "--strategy",
-            "pull_all",
-            sql,
-            env={"DFS_CER__MATCHER__MAX_STEPS": "200000"},
-        )
+        args = ["query", "--endpoints", ",".join(cluster.endpoints), "--token-file", str(token)]
+        args += ["--strategy", "pull_all", sql]
+        got = run(*args, env={"DFS_CER__MATCHER__MAX_STEPS": "200000"})
         # a longer budget: the match runs for seconds, and says how far it is meanwhile
-        longer = run(
-            "query",
-            "--endpoints",
-            ",".join(cluster.endpoints),
-            "--token-file",
-            str(token),
-            "--strategy",
-            "pull_all",
-            sql,
-            env={"DFS_CER__MATCHER__MAX_STEPS": "300000000"},
-        )
+        longer = run(*args, env={"DFS_CER__MATCHER__MAX_STEPS": "300000000"})
     assert got.returncode != 0 and "Traceback" not in got.stderr, got.stderr
     line = got.stderr.strip().splitlines()[-1]
     for part in ("matcher.max_steps = 200,000", "partition k = 0", "(2,000 rows)", "MAX_STEPS"):
