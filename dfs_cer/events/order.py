@@ -260,6 +260,8 @@ def sort_partition_flags(
         table = table.select(keep)
     if not np.array_equal(order, np.arange(len(table))):
         table = table.take(pa.array(order))
+    if any(c.num_chunks > 1 for c in table.columns):  # once here, not per column read
+        table = table.combine_chunks()
     n = len(table)
     change = np.zeros(n, bool)
     if n:

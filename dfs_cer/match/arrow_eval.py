@@ -156,7 +156,7 @@ def _logical(v: pa.Array | pa.Scalar) -> pa.Array | pa.Scalar:
 
 def _broadcast(v: pa.Array | pa.Scalar, length: int) -> pa.Array:
     if isinstance(v, pa.Scalar):
-        return pa.array([v.as_py()] * length, type=v.type if v.type != pa.null() else None)
+        return pa.nulls(length) if v.type == pa.null() else pa.repeat(v, length)
     return v
 
 

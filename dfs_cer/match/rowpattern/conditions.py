@@ -141,7 +141,9 @@ class Conditions:
 
 def _column_array(table: pa.Table, name: str) -> pa.Array:
     col = table.column(column_of(table, name))
-    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if isinstance(col, pa.ChunkedArray):  # one chunk: itself (combining it would copy it)
+        return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+    return col
 
 
 def shifted(arr: pa.Array, offset: int, part_start: np.ndarray, part_end: np.ndarray) -> pa.Array:
