@@ -133,6 +133,18 @@ def run_cer(
     order_col = column_of(table, mr.order_by[0].column)
     if selection != "strict_contiguity" and len(table):
         keep = _candidate_rows(table, list(expanded))
+        if keep is not None and analysis.dedup and analysis.event_key:
+            # copies of an event (same partition, time and key) may differ in other columns,
+            # and dedup keeps the first in the canonical order, which may be one that no
+            # condition accepts: keep every copy of an event any copy of which is a candidate
+            # (hashes of the identity; a collision keeps more rows, never fewer)
+            from dfs_cer.events import identity
+
+            cols = identity.identity_columns(
+                table.schema, partition_by, [order_col], analysis.event_key
+            )
+            hashes = identity.row_hashes(table, cols)
+            keep = np.isin(hashes, hashes[keep])
         if keep is not None:
             table = table.filter(pa.array(keep))
     original = table
