@@ -655,6 +655,20 @@ def test_threads_are_kept_apart_on_a_value_read_two_variables_later() -> None:
     assert out.to_pylist() == [{"a": 0, "b": 1}]
 
 
+def test_a_failed_state_is_its_instruction_when_no_condition_reads_another_row() -> None:
+    """Conditions that read only their own row: the attempt at row 0 (A C, then nothing at row
+    2) fails inside the second group at row 3; the attempt at row 1 (C A) starts the second
+    group at row 3, a different instruction, and matches. Failed states keyed on anything but
+    the instruction would make the second attempt stop there."""
+    t = pa.table({"ts": np.arange(5, dtype=np.int64), "x": [3, 0, 3, 3, 0]})
+    out = match_recognize(
+        t,
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(ts) AS s, LAST(ts) AS e "
+        "ONE ROW PER MATCH PATTERN ((A C | C A) (A C | C A)) DEFINE A AS x > 2, C AS x <= 2)",
+    )
+    assert out.to_pylist() == [{"s": 1, "e": 4}]
+
+
 def test_a_state_an_earlier_attempt_matched_from_is_not_a_failure() -> None:
     """Overlapping matches (SKIP TO NEXT ROW): the second attempt reaches the states the first
     matched through; only an attempt that found no match marks its states as failed."""

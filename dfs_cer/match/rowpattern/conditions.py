@@ -115,6 +115,8 @@ class ColumnStore:
     fnull: list[np.ndarray] = field(default_factory=list)
     index: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (kind, slot)
     dictionary: pa.Array | None = None
+    # string column -> its codes in ``dictionary`` (encoded once by prepare_strings)
+    string_codes: dict[str, np.ndarray] = field(default_factory=dict)
     units: dict[str, str] = field(default_factory=dict)
     wide: dict[str, bool] = field(default_factory=dict)  # columns beyond int64 / 15 digits
 
@@ -251,25 +253,37 @@ class ConditionCompiler:
 
     def prepare_strings(self, dependent: list[Expr]) -> None:
         """One sorted dictionary for every string column and constant the dependent code reads,
-        so codes compare like the strings."""
+        so codes compare like the strings. Each column is hashed once (dictionary-encoded); its
+        codes are its dictionary's places in the merged sorted dictionary."""
+        encoded: dict[str, pa.DictionaryArray] = {}
         values = []
         for e in dependent:
             for x in walk(e):
-                if isinstance(x, Column):
+                if isinstance(x, Column) and x.name not in encoded:
                     arr = _column_array(self.table, x.name)
-                    if (
-                        pa.types.is_string(arr.type)
-                        or pa.types.is_large_string(arr.type)
-                        or pa.types.is_dictionary(arr.type)
-                    ):
-                        values.append(pc.cast(arr, pa.string()))
+                    value_type = (
+                        arr.type.value_type if pa.types.is_dictionary(arr.type) else arr.type
+                    )
+                    if not (pa.types.is_string(value_type) or pa.types.is_large_string(value_type)):
+                        continue
+                    if not pa.types.is_dictionary(arr.type):
+                        arr = pc.dictionary_encode(arr)
+                    encoded[x.name] = arr
+                    values.append(pc.cast(arr.dictionary, pa.string()))
                 elif isinstance(x, Literal) and isinstance(x.value, str):
                     values.append(pa.array([x.value], pa.string()))
         if any(isinstance(x, Classifier) for e in dependent for x in walk(e)):
             values.append(pa.array(list(self.labels), pa.string()))
-        if values:
-            merged = pa.chunked_array(values).combine_chunks()
-            self.store.dictionary = pc.unique(merged).sort()
+        if not values:
+            return
+        merged = pa.chunked_array(values).combine_chunks()
+        self.store.dictionary = pc.unique(merged).sort()
+        for name, arr in encoded.items():
+            places = pc.index_in(arr.dictionary, value_set=self.store.dictionary)
+            remap = np.append(np.asarray(places.fill_null(0).to_numpy(zero_copy_only=False)), 0)
+            indices = arr.indices.fill_null(-1) if arr.indices.null_count else arr.indices
+            # a NULL row reads code 0 (its null flag is what the program tests)
+            self.store.string_codes[name] = remap[np.asarray(indices.to_numpy(), np.int64)]
 
     # ---------------------------------------------------------------- exact numbers
 
@@ -356,10 +370,17 @@ class ConditionCompiler:
             self.store.inull.append(nulls)
             self.store.index[key] = (K_INT, len(self.store.icols) - 1)
             return self.store.index[key]
-        if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
-            assert self.store.dictionary is not None
-            codes = pc.index_in(arr, value_set=self.store.dictionary).fill_null(0)
-            self.store.icols.append(np.asarray(codes.to_numpy(zero_copy_only=False), np.int64))
+        if (
+            name in self.store.string_codes
+            or pa.types.is_string(arr.type)
+            or pa.types.is_large_string(arr.type)
+        ):
+            codes = self.store.string_codes.get(name)
+            if codes is None:
+                assert self.store.dictionary is not None
+                found = pc.index_in(arr, value_set=self.store.dictionary).fill_null(0)
+                codes = np.asarray(found.to_numpy(zero_copy_only=False), np.int64)
+            self.store.icols.append(codes)
             self.store.inull.append(nulls)
             slot = (K_INT, len(self.store.icols) - 1)
         elif pa.types.is_floating(arr.type) or pa.types.is_decimal(arr.type) or wide:

@@ -1270,6 +1270,8 @@ def _scan(
                                 if _h_seen(h_stamp, h_key, stamp, key, key_w):
                                     continue
                             if memo:
+                                if not any_dependent:  # no values matter: the state is q
+                                    key[0] = q
                                 at = _intern_slot(i_stamp, i_key, f_gen, key, f_w)
                                 sid = i_id[at] if at >= 0 else -1
                                 rel = i + 1 - p0
