@@ -64,7 +64,10 @@ def same_as_previous(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
     col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     n = len(col)
     out = np.zeros(n, bool)
-    if n > 1:
+    if n > 1 and not col.null_count and pa.types.is_integer(col.type):
+        values = col.to_numpy()
+        out[1:] = values[1:] == values[:-1]
+    elif n > 1:
         a, b = col.slice(1), col.slice(0, n - 1)
         same = pc.fill_null(pc.equal(a, b), False)
         both_null = pc.and_(pc.is_null(a), pc.is_null(b))
@@ -84,6 +87,8 @@ def _stable_argsort(values: np.ndarray) -> np.ndarray:
     n = values.size
     if not n:
         return np.zeros(0, np.int64)
+    if bool((values[1:] >= values[:-1]).all()):  # already in order (a log in time order)
+        return np.arange(n, dtype=np.int64)
     low, span = int(values.min()), int(values.max()) - int(values.min())
     if span < 1 << 16:
         return np.argsort((values - low).astype(np.uint16), kind="stable")
@@ -121,9 +126,15 @@ def _integer_order(
         if not pa.types.is_integer(kind):
             col = col.cast(pa.int64() if not pa.types.is_date32(kind) else pa.int32())
         cols.append(np.asarray(col.to_numpy(), np.int64))
-    order = np.arange(len(sortable), dtype=np.int64)
+    order: np.ndarray | None = None  # None: the input order
     for values in reversed(cols):
-        order = order[_stable_argsort(values[order])]
+        moved = values if order is None else values[order]
+        if bool((moved[1:] >= moved[:-1]).all()):  # already in order (a log in time order)
+            continue
+        by = _stable_argsort(moved)
+        order = by if order is None else order[by]
+    if order is None:
+        order = np.arange(len(sortable), dtype=np.int64)
     tie = np.ones(order.size - 1, bool)
     for values in cols:
         ranked = values[order]

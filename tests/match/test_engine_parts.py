@@ -8,13 +8,15 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dfs_cer import parse
 from dfs_cer.match.cer.context import Context
 from dfs_cer.match.cer.pattern import Item
 from dfs_cer.match.rowpattern import vm
 from dfs_cer.match.rowpattern.compiler import compile_pattern
-from dfs_cer.match.rowpattern.conditions import compile_conditions
+from dfs_cer.match.rowpattern.conditions import compile_conditions, shifted
 from dfs_cer.match.rowpattern.engine import match_starts, pattern_labels
 from dfs_cer.work import Work
 
@@ -155,3 +157,31 @@ def test_first_of_a_single_event_is_no_condition_over_a_kleene_set() -> None:
     over_set = [parse_expression(x) for x in ("B.v > PREV(B.v)", "B.v > FIRST(B.v)")]
     assert sets.set_conditions({"B": single}) == []
     assert [p for _, p in sets.set_conditions({"B": over_set})] == over_set
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)), min_size=1, max_size=30),
+    st.lists(st.integers(1, 6), min_size=1, max_size=8),
+    st.integers(-8, 8),
+    st.sampled_from([pa.int64(), pa.int8(), pa.float64(), pa.string()]),
+)
+def test_a_column_shifted_within_partitions_is_the_row_offset_rows_away(
+    values: list[int | None], sizes: list[int], offset: int, kind: pa.DataType
+) -> None:
+    """PREV/NEXT columns: NULL where the row offset rows away leaves the partition or is NULL,
+    for numbers (moved in numpy) and other types alike; int64 values stay exact."""
+    n = len(values)
+    if pa.types.is_int8(kind):
+        values = [None if v is None else v % 100 for v in values]
+    elif pa.types.is_floating(kind):
+        values = [None if v is None else float(v % 1000) / 8 for v in values]
+    elif pa.types.is_string(kind):
+        values = [None if v is None else str(v) for v in values]
+    bounds = np.minimum(np.cumsum([0, *sizes]), n)
+    bounds[-1] = n
+    part = np.searchsorted(bounds, np.arange(n), side="right") - 1
+    start, end = bounds[part], bounds[part + 1]
+    got = shifted(pa.array(values, kind), offset, start, end)
+    want = [values[i + offset] if start[i] <= i + offset < end[i] else None for i in range(n)]
+    assert got.type == kind and got.to_pylist() == want

@@ -154,6 +154,26 @@ def shifted(arr: pa.Array, offset: int, part_start: np.ndarray, part_end: np.nda
     n = len(arr)
     idx = np.arange(n) + offset
     valid = (idx >= part_start) & (idx < part_end)
+    kind = arr.type
+    numeric = pa.types.is_integer(kind) or pa.types.is_float32(kind) or pa.types.is_float64(kind)
+    if numeric and n and abs(offset) < n:  # the values moved in numpy, NULLs as a mask
+        values = (arr.fill_null(0) if arr.null_count else arr).to_numpy(zero_copy_only=False)
+        out = np.empty(n, values.dtype)
+        nulls = ~valid
+        if offset >= 0:
+            out[: n - offset] = values[offset:]
+        else:
+            out[-offset:] = values[: n + offset]
+        if arr.null_count:
+            was = np.asarray(arr.is_null().to_numpy(zero_copy_only=False), bool)
+            moved = np.zeros(n, bool)
+            if offset >= 0:
+                moved[: n - offset] = was[offset:]
+            else:
+                moved[-offset:] = was[: n + offset]
+            nulls |= moved
+        out[nulls] = 0
+        return pa.array(out, type=kind, mask=nulls)
     taken = arr.take(pa.array(np.where(valid, idx, 0)))
     return pc.if_else(pa.array(valid), taken, pa.scalar(None, arr.type))
 

@@ -107,21 +107,9 @@ def match_starts(
     required = [labels.index(name) for name in mandatory_labels(pattern) if name in labels]
     if bounds is None or not required or n == 0:
         return out
-    starts, ends = bounds[:-1], bounds[1:]
-    keep = ends > starts
-    starts, ends = starts[keep], ends[keep]
-    positions = np.arange(1, n + 1, dtype=np.int64)
-    limit = np.full(starts.size, np.iinfo(np.int64).max)
-    for v in required:
-        last = np.maximum.reduceat(
-            np.where(masks[v], positions, 0), starts
-        )  # last accepted row + 1, or 0
-        limit = np.minimum(limit, np.where(last > 0, last - 1, -1))
-    part = np.repeat(np.arange(starts.size), ends - starts)
-    dead = (
-        out[:n] > limit[part]
-    )  # the first possible start lies after the last row some mandatory label accepts
-    out[:n][dead] = ends[part][dead]
+    vm.skip_unreachable_starts(
+        out, np.ascontiguousarray(masks), np.asarray(required, np.int64), bounds.astype(np.int64)
+    )
     return out
 
 
@@ -131,11 +119,9 @@ def _idle_skipping(
     """``free``: variables that accept every row unconditionally; ``next_true[v, i]``: the first
     row >= i variable v's mask accepts (n when none)."""
     free = masks.all(axis=1) & ~dependent if n else ~dependent
-    next_true = np.full((masks.shape[0], n + 1), n, np.int64)
+    next_true = np.empty((masks.shape[0], n + 1), np.int64)
     for v in range(masks.shape[0]):
-        if free[v]:
-            continue
-        next_true[v] = next_rows(masks[v])
+        next_true[v] = n if free[v] else next_rows(masks[v])
     return free, next_true
 
 

@@ -96,6 +96,31 @@ def next_rows(mask: np.ndarray) -> np.ndarray:
     return out
 
 
+@leaf
+def skip_unreachable_starts(
+    out: np.ndarray, masks: np.ndarray, required: np.ndarray, bounds: np.ndarray
+) -> None:
+    """In ``out`` (the first possible start at or after each row), send rows past the last row
+    of their partition that some ``required`` label accepts to the partition's end."""
+    for p in range(bounds.shape[0] - 1):
+        lo, hi = bounds[p], bounds[p + 1]
+        if hi <= lo:
+            continue
+        limit = hi
+        for k in range(required.shape[0]):
+            v = required[k]
+            last = -1
+            for r in range(hi - 1, lo - 1, -1):
+                if masks[v, r]:
+                    last = r
+                    break
+            if last < limit:
+                limit = last
+        for i in range(lo, hi):
+            if out[i] > limit:
+                out[i] = hi
+
+
 #: failed states are interned (an instruction and the values later conditions read: one id)
 #: and remembered as one bit per (id, row) of the partition: at most MEMO_BYTES of bits and
 #: MEMO_IDS ids a partition, past which new states are not remembered (later attempts search)
