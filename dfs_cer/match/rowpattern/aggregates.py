@@ -83,8 +83,12 @@ def first_occurrences(match: np.ndarray, values: pa.Array, rows: np.ndarray) -> 
             np.where(np.isnan(doubles), np.inf, doubles) + 0.0, return_inverse=True
         )
         codes = np.where(codes < 0, -1, codes_f)
-    key = np.stack([match[rows], codes], axis=1)
-    _, first = np.unique(key, axis=0, return_index=True)
+    matches = match[rows]
+    width = int(codes.max()) + 2 if codes.size else 1
+    if matches.size and int(matches.max()) < (1 << 62) // width:  # one integer per (match, value)
+        _, first = np.unique(matches * width + (codes + 1), return_index=True)
+    else:
+        _, first = np.unique(np.stack([matches, codes], axis=1), axis=0, return_index=True)
     return np.sort(rows[first])
 
 
