@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from dfs_cer.config import StorageConfig, TablesConfig, load_config, parse_size
-from dfs_cer.errors import DfsCerError, ProtocolError
+from dfs_cer.errors import ConfigError, DfsCerError, ProtocolError
 from dfs_cer.logs import DEFAULT_LEVEL, LEVELS, configure, set_query_id
 from dfs_cer.options import COMPRESSIONS
 from dfs_cer.transport.actions import ACTIONS, STATELESS_PULLS
@@ -260,10 +260,14 @@ def read_token(path: str) -> str:
     try:
         token = Path(path).read_text().strip()
     except OSError as exc:
-        raise DfsCerError(f"cannot read the token file {path}: {exc}") from exc
+        raise ConfigError(
+            f"cannot read the token file {path} ({exc.strerror or exc}): make one with dfs-cer "
+            f"storage-node token {path}"
+        ) from exc
     if len(token) < 16:
-        raise DfsCerError(
-            f"the token in {path} is too short ({len(token)} characters); use at least 16"
+        raise ConfigError(
+            f"the token in {path} is too short ({len(token)} characters): use at least 16, e.g. "
+            "a new file from dfs-cer storage-node token FILE"
         )
     return token
 
@@ -292,6 +296,7 @@ def serve(
     tls_key: str | None = None,
     ready_file: str | None = None,
 ) -> None:
+    token = read_token(token_file)  # before loading any rows: a missing token fails at once
     config = load_config()
     cfg = config.storage
     import dataclasses
@@ -326,7 +331,7 @@ def serve(
         tls = [flight.CertKeyPair(Path(tls_cert).read_bytes(), Path(tls_key).read_bytes())]
         scheme = "grpc+tls"
     location = f"{scheme}://{host or cfg.host}:{cfg.port if port is None else port}"
-    server = StorageNode(location, store, read_token(token_file), cfg, tls)
+    server = StorageNode(location, store, token, cfg, tls)
     if cfg.warm_up:
         server.routes  # noqa: B018 - loads the query handlers and kernels before ready
     if ready_file:  # written whole, then renamed: a launcher polling for it never reads half a file

@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+import dfs_cer.cli.nodes  # registers ``dfs-cer storage-node``
 import dfs_cer.cli.tables  # noqa: F401  (registers ``dfs-cer table``)
 from dfs_cer.cli.app import State, cli, handle_errors, pass_state
+from dfs_cer.errors import ConfigError
 from dfs_cer.io.files import names_a_file, read_text_file
 from dfs_cer.options import COST_MODELS, KLEENE, SELECTIONS, STRATEGIES
 
@@ -195,13 +197,49 @@ def _split_statements(text: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
+def _nodes(endpoints: str | None, token_file: str | None, nodes_dir: str) -> tuple[str, str]:
+    """The endpoints and token file given, else those of the nodes file ``storage-node up``
+    wrote."""
+    if endpoints is not None and token_file is not None:
+        return endpoints, token_file
+    from storage_node.daemons import nodes_path, read_nodes
+
+    nodes = read_nodes(nodes_dir)
+    if nodes is None:
+        missing = " and ".join(
+            name
+            for name, given in (("--endpoints", endpoints), ("--token-file", token_file))
+            if given is None
+        )
+        raise ConfigError(
+            f"no storage nodes to ask: give {missing}, or start nodes with dfs-cer storage-node "
+            f"up --shards DIR (no nodes file at {nodes_path(nodes_dir)})"
+        )
+    return endpoints or ",".join(nodes.endpoints), token_file or nodes.token_file
+
+
 @cli.command("query")
 @click.argument("sql", nargs=-1)
 @click.option("--file", "-f", "file", help="Read the query from a file ('-' for stdin).")
 @click.option(
-    "--endpoints", required=True, help="Comma-separated storage node endpoints (host:port)."
+    "--endpoints",
+    default=None,
+    help="Comma-separated storage node endpoints (host:port) [default: the nodes dfs-cer "
+    "storage-node up started, from --nodes-dir].",
 )
-@click.option("--token-file", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--token-file",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False),
+    help="The nodes' token [default: the one dfs-cer storage-node up wrote].",
+)
+@click.option(
+    "--nodes-dir",
+    default=".dfs-cer/nodes",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Where dfs-cer storage-node up wrote its nodes file.",
+)
 @click.option(
     "--strategy",
     type=click.Choice(STRATEGIES),
@@ -292,8 +330,9 @@ def query_command(
     state: State,
     sql: tuple[str, ...],
     file: str | None,
-    endpoints: str,
-    token_file: str,
+    endpoints: str | None,
+    token_file: str | None,
+    nodes_dir: str,
     strategy: str | None,
     cost_model: str | None,
     explain_analyze: bool,
@@ -316,6 +355,7 @@ def query_command(
     each storage node scans once for all of them and the final pulls are shared."""
     import json as json_lib
 
+    endpoints, token_file = _nodes(endpoints, token_file, nodes_dir)
     token = Path(token_file).read_text().strip()
     strategy = strategy or state.config.strategy.default
     nodes = [e.strip() for e in endpoints.split(",") if e.strip()]
@@ -838,11 +878,6 @@ def load_command(state: State, kind: str, files: tuple[str, ...], out: str) -> N
     )
 
 
-@cli.group("storage-node")
-def storage_node_group() -> None:
-    """Run a storage node (an Arrow Flight server over one shard set)."""
-
-
 @cli.command("warm")
 @pass_state
 @handle_errors
@@ -892,16 +927,6 @@ def calibrate_command(state: State, out_file: str | None, quick: bool) -> None:
         {f"beta, {engine} (ns/event)": round(cost * 1e9, 1) for engine, cost in doc["beta"].items()}
     )
     state.output.mapping(f"calibration written to {target}", rows)
-
-
-@storage_node_group.command("serve", context_settings={"ignore_unknown_options": True})
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def storage_node_serve(args: tuple[str, ...]) -> None:
-    """dfs-cer storage-node serve --data <dir|s3://...> --port P --token-file F [--memory-budget
-    2GiB]"""
-    from storage_node.server import main as serve_main
-
-    serve_main(list(args))
 
 
 def main() -> None:

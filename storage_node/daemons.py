@@ -1,0 +1,261 @@
+"""Storage nodes in the background on this machine (``dfs-cer storage-node up`` / ``down``).
+
+``up`` starts one detached node process per shard set (or per share of a table), writes a
+random token (when there is none) and a nodes file naming the endpoints, the token file, the
+processes and their logs; ``dfs-cer query`` reads that file when no ``--endpoints`` are given.
+``down`` stops the processes the file names (only processes that are still storage nodes: a
+recycled process id is left alone) and removes the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from dfs_cer.errors import ConfigError, StorageError
+
+#: where ``up`` keeps its files unless told (beside ``.dfs-cer/runs``)
+DEFAULT_DIR = ".dfs-cer/nodes"
+NODES_FILE = "nodes.json"
+TOKEN_FILE = "token"
+
+
+@dataclass(frozen=True)
+class Nodes:
+    """What ``up`` started: read back by ``query``, ``status`` and ``down``."""
+
+    endpoints: list[str]
+    token_file: str
+    pids: list[int]
+    data: list[str]
+    logs: list[str]
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__, indent=2) + "\n"
+
+
+def write_token(path: Path) -> bool:
+    """A random 32-character token at ``path``, readable by its owner only, unless one is there
+    (returns whether it wrote one)."""
+    if path.exists():
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(secrets.token_hex(16) + "\n")
+    return True
+
+
+def shard_sets(shards: str) -> list[str]:
+    """The shard sets under ``shards`` (the ``node-XX`` directories ``dfs-cer shard`` writes, in
+    order), or ``shards`` itself when it is one."""
+    root = Path(shards)
+    if not root.is_dir():
+        raise ConfigError(
+            f"--shards {shards} is not a directory: give the output directory of dfs-cer shard "
+            "(its node-XX directories), or --table for a table served in place"
+        )
+    sets = sorted(str(p) for p in root.iterdir() if p.is_dir() and (p / "manifest.json").is_file())
+    if sets:
+        return sets
+    if (root / "manifest.json").is_file():
+        return [str(root)]
+    raise ConfigError(
+        f"--shards {shards} holds no shard set (no manifest.json in it or its directories): "
+        "write one with dfs-cer shard --input LOG --nodes N --out DIR"
+    )
+
+
+def table_shares(table: str, nodes: int) -> list[str]:
+    """One data reference per node for a table served in place: its share ``node=i/N``."""
+    joiner = "&" if "?" in table else "?"
+    return [f"{table}{joiner}node={i}/{nodes}" for i in range(nodes)]
+
+
+def nodes_path(state_dir: str) -> Path:
+    return Path(state_dir) / NODES_FILE
+
+
+def read_nodes(state_dir: str) -> Nodes | None:
+    """The nodes file under ``state_dir``, or None when there is none."""
+    path = nodes_path(state_dir)
+    if not path.exists():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+        return Nodes(
+            endpoints=[str(e) for e in doc["endpoints"]],
+            token_file=str(doc["token_file"]),
+            pids=[int(p) for p in doc["pids"]],
+            data=[str(d) for d in doc["data"]],
+            logs=[str(x) for x in doc["logs"]],
+        )
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(
+            f"the nodes file {path} is unreadable ({exc}); remove it or run dfs-cer "
+            "storage-node down"
+        ) from exc
+
+
+def is_node(pid: int) -> bool:
+    """Whether process ``pid`` runs and is a storage node (not a process that took its id)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return False
+        return True  # no /proc here: trust the id
+    return b"storage_node.server" in cmdline
+
+
+def up(
+    data: list[str],
+    state_dir: str = DEFAULT_DIR,
+    *,
+    memory_budget: str | None = None,
+    host: str | None = None,
+    timeout: float = 300.0,
+    progress: Callable[[str], None] | None = None,
+) -> Nodes:
+    """Start one node per entry of ``data`` in the background and write the nodes file."""
+    root = Path(state_dir).resolve()
+    current = read_nodes(state_dir)
+    if current is not None and any(is_node(p) for p in current.pids):
+        raise StorageError(
+            f"storage nodes from {nodes_path(state_dir)} are running "
+            f"({', '.join(current.endpoints)}): stop them with dfs-cer storage-node down first"
+        )
+    root.mkdir(parents=True, exist_ok=True)
+    token_file = root / TOKEN_FILE
+    write_token(token_file)
+    procs: list[subprocess.Popen[bytes]] = []
+    ready: list[Path] = []
+    logs: list[str] = []
+    for i, where in enumerate(data):
+        ready_file = root / f"ready-{i}.json"
+        ready_file.unlink(missing_ok=True)
+        log_path = root / f"node-{i}.log"
+        cmd = [
+            sys.executable,
+            "-m",
+            "storage_node.server",
+            "--data",
+            where,
+            "--port",
+            "0",
+            "--token-file",
+            str(token_file),
+            "--ready-file",
+            str(ready_file),
+        ]
+        if host:
+            cmd += ["--host", host]
+        if memory_budget:
+            cmd += ["--memory-budget", memory_budget]
+        with open(log_path, "ab") as log:
+            procs.append(
+                subprocess.Popen(
+                    cmd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # lives on after this command, apart from its signals
+                )
+            )
+        ready.append(ready_file)
+        logs.append(str(log_path))
+    endpoints: list[str] = []
+    deadline = time.monotonic() + timeout
+    try:
+        for i, path in enumerate(ready):
+            if progress:
+                progress(f"starting storage node {i + 1} of {len(data)} ({data[i]})")
+            endpoints.append(_wait(procs[i], path, Path(logs[i]), deadline, host, data[i]))
+    except BaseException:
+        for proc in procs:
+            _stop(proc.pid)
+        raise
+    nodes = Nodes(endpoints, str(token_file), [p.pid for p in procs], data, logs)
+    tmp = nodes_path(state_dir).with_suffix(".tmp")
+    tmp.write_text(nodes.to_json())
+    os.replace(tmp, nodes_path(state_dir))
+    for path in ready:
+        path.unlink(missing_ok=True)
+    return nodes
+
+
+def _wait(
+    proc: subprocess.Popen[bytes],
+    ready: Path,
+    log: Path,
+    deadline: float,
+    host: str | None,
+    data: str,
+) -> str:
+    while not ready.exists():
+        status = proc.poll()
+        if status is not None:
+            lines = log.read_text(errors="replace").strip().splitlines()
+            raise StorageError(
+                f"the storage node for {data} exited at start-up (exit status {status}): "
+                f"{lines[-1] if lines else 'no output'} (its log: {log})"
+            )
+        if time.monotonic() > deadline:
+            raise StorageError(
+                f"the storage node for {data} did not start in time (its log: {log}); a large "
+                "shard set preloads its rows first: give --timeout more seconds"
+            )
+        time.sleep(0.05)
+    for _ in range(100):
+        with contextlib.suppress(ValueError, KeyError):
+            port = int(json.loads(ready.read_text())["port"])
+            return f"{host or '127.0.0.1'}:{port}"
+        time.sleep(0.02)
+    raise StorageError(f"the storage node for {data} wrote an unreadable ready file {ready}")
+
+
+def _stop(pid: int, wait: float = 10.0) -> bool:
+    """SIGTERM a storage node, SIGKILL it after ``wait`` seconds; whether it was running."""
+    if not is_node(pid):
+        return False
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGTERM)
+    give_up = time.monotonic() + wait
+    while time.monotonic() < give_up:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)  # reap it when this process started it
+        if not is_node(pid) or _zombie(pid):
+            return True
+        time.sleep(0.05)
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+    return True
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def down(state_dir: str = DEFAULT_DIR) -> tuple[Nodes | None, int]:
+    """Stop the nodes the nodes file names and remove the file (the token stays for the next
+    ``up``): the file's nodes (None when there was none) and how many were running."""
+    nodes = read_nodes(state_dir)
+    if nodes is None:
+        return None, 0
+    stopped = sum(_stop(pid) for pid in nodes.pids)
+    nodes_path(state_dir).unlink(missing_ok=True)
+    return nodes, stopped

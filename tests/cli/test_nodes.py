@@ -1,0 +1,140 @@
+"""Your own log to a first query: a CSV sharded, storage nodes started in the background with
+``dfs-cer storage-node up``, ``dfs-cer query`` with no flags, ``down`` leaving no process."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.csv as pcsv
+import pytest
+
+from dfs_cer import match_recognize
+from dfs_cer.datasets.stocks import stock_events
+
+pytestmark = pytest.mark.flight
+
+EXE = Path(sys.executable).parent / "dfs-cer"
+QUERY = (
+    "SELECT * FROM ticks MATCH_RECOGNIZE (PARTITION BY sym ORDER BY ts MEASURES "
+    "FIRST(A.price) AS p0, LAST(B.price) AS p1, count(B.*) AS nb ONE ROW PER MATCH "
+    "PATTERN (A B+) WITHIN INTERVAL '1' MINUTE DEFINE B AS B.price > PREV(B.price))"
+)
+
+
+def dfs_cer(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(EXE), *args], capture_output=True, text=True, cwd=cwd, timeout=180, env=os.environ
+    )
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_csv_log_to_a_first_query_with_nodes_in_the_background(tmp_path: Path) -> None:
+    table = stock_events(6_000, keys=50, seed=3)
+    pcsv.write_csv(table, tmp_path / "ticks.csv")
+    shard = dfs_cer(tmp_path, "shard", "--input", "ticks.csv", "--nodes", "3", "--to", "shards")
+    assert shard.returncode == 0, shard.stderr
+
+    up = dfs_cer(tmp_path, "--output", "json", "storage-node", "up", "--shards", "shards")
+    assert up.returncode == 0, up.stderr
+    assert "starting storage node 3 of 3" in up.stderr
+    nodes = json.loads((tmp_path / ".dfs-cer/nodes/nodes.json").read_text())
+    try:
+        assert json.loads(up.stdout)["endpoints"] == ",".join(nodes["endpoints"])
+        token = Path(nodes["token_file"])
+        assert stat.S_IMODE(token.stat().st_mode) == 0o600 and len(token.read_text().strip()) == 32
+        assert all(alive(pid) for pid in nodes["pids"])
+
+        again = dfs_cer(tmp_path, "storage-node", "up", "--shards", "shards")
+        assert again.returncode == 1 and "storage-node down first" in again.stderr
+
+        # no --endpoints, no --token-file: the nodes file; from another directory with --nodes-dir
+        out = dfs_cer(tmp_path, "query", "--format", "json", "--limit", "100000", QUERY)
+        assert out.returncode == 0, out.stderr
+        got = json.loads(out.stdout)["matches"]
+        want = match_recognize(table, QUERY).to_pylist()
+        key = lambda r: (r["sym"], r["p0"], r["p1"], r["nb"])  # noqa: E731
+        assert len(want) > 20 and sorted(map(key, got)) == sorted(map(key, want))
+        elsewhere = dfs_cer(
+            tmp_path / "shards",
+            "query",
+            "--nodes-dir",
+            str(tmp_path / ".dfs-cer/nodes"),
+            "--format",
+            "json",
+            "--limit",
+            "100000",
+            QUERY,
+        )
+        assert elsewhere.returncode == 0, elsewhere.stderr
+        assert json.loads(elsewhere.stdout)["matches"] == got
+
+        status = dfs_cer(tmp_path, "--output", "json", "storage-node", "status")
+        assert status.returncode == 0 and status.stdout.count('"running": "yes"') == 3
+    finally:
+        down = dfs_cer(tmp_path, "storage-node", "down")
+    assert down.returncode == 0, down.stderr
+    assert "stopped 3 of 3 storage nodes" in down.stdout
+    give_up = time.monotonic() + 10
+    while any(alive(pid) for pid in nodes["pids"]) and time.monotonic() < give_up:
+        time.sleep(0.05)
+    assert not any(alive(pid) for pid in nodes["pids"])
+    assert not (tmp_path / ".dfs-cer/nodes/nodes.json").exists()
+    assert token.exists()  # kept for the next up
+
+    gone = dfs_cer(tmp_path, "query", QUERY)
+    assert gone.returncode == 2
+    assert gone.stderr.startswith("error: no storage nodes to ask: give --endpoints and")
+    assert "dfs-cer storage-node up --shards DIR" in gone.stderr
+
+
+def test_up_refuses_what_it_cannot_start(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    cases = {
+        ("--shards", "missing"): "--shards missing is not a directory",
+        ("--shards", "empty"): "holds no shard set",
+        (): "give --shards DIR (the output of dfs-cer shard) or --table REF",
+    }
+    for args, message in cases.items():
+        out = dfs_cer(tmp_path, "storage-node", "up", *args)
+        assert out.returncode == 2 and message in out.stderr, (args, out.stderr)
+        assert "Traceback" not in out.stderr
+    table = stock_events(500, keys=20, seed=1)
+    pcsv.write_csv(table, tmp_path / "t.csv")
+    assert (
+        dfs_cer(tmp_path, "shard", "--input", "t.csv", "--nodes", "2", "--to", "s").returncode == 0
+    )
+    out = dfs_cer(tmp_path, "storage-node", "up", "--shards", "s", "--nodes", "3")
+    assert (
+        out.returncode == 2 and "holds 2 shard sets, one per node, but --nodes is 3" in out.stderr
+    )
+
+
+def test_a_node_without_its_token_fails_before_loading_rows(tmp_path: Path) -> None:
+    out = dfs_cer(
+        tmp_path, "storage-node", "serve", "--data", "nowhere", "--port", "0", "--token-file", "tok"
+    )
+    assert out.returncode == 2
+    assert out.stderr.strip() == (
+        "error: cannot read the token file tok (No such file or directory): make one with "
+        "dfs-cer storage-node token tok"
+    )
+    made = dfs_cer(tmp_path, "storage-node", "token", "tok")
+    assert made.returncode == 0 and made.stdout.strip() == "wrote a new token in tok"
+    before = (tmp_path / "tok").read_text()
+    assert (
+        dfs_cer(tmp_path, "storage-node", "token", "tok").stdout.strip() == "kept the token in tok"
+    )
+    assert (tmp_path / "tok").read_text() == before
