@@ -238,7 +238,11 @@ def shard(
         out.fs.create_dir(out.join(f"node-{k:02d}"), recursive=True)
     offset = 0
     part = 0
-    source: Iterable[pa.RecordBatch] = dataset.to_batches(batch_size=batch_rows)
+    # CSV readers yield one batch per read block (a few thousand rows): gathered into batches of
+    # batch_rows, each node's file of a batch holds row groups of ROW_GROUP rows whatever the input
+    source: Iterable[pa.RecordBatch] = rebatched(
+        dataset.to_batches(batch_size=batch_rows), batch_rows
+    )
     done: Callable[[], None] = lambda: None  # noqa: E731
     dropped = 0
     if dedup:
@@ -277,6 +281,28 @@ def shard(
             type_column if partitioning == "type" else None,
         )
     return manifests
+
+
+def rebatched(batches: Iterable[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:
+    """``batches`` gathered into batches of at least ``rows`` rows (the last may hold fewer)."""
+    held: list[pa.RecordBatch] = []
+    count = 0
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        held.append(batch)
+        count += batch.num_rows
+        if count >= rows:
+            yield _one_batch(held)
+            held, count = [], 0
+    if held:
+        yield _one_batch(held)
+
+
+def _one_batch(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(batches) == 1:
+        return batches[0]
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
 def _existing(

@@ -241,3 +241,28 @@ def test_schema_option_parses_types(tmp_path: Path) -> None:
         shard(
             str(tmp_path / "p.parquet"), 1, str(tmp_path / "out"), column_types={"ts": pa.int64()}
         )
+
+
+@pytest.mark.parametrize("kind", ["csv", "parquet"])
+def test_an_input_read_in_small_pieces_is_sharded_into_row_groups_of_64k_rows(
+    tmp_path: Path, kind: str
+) -> None:
+    """A CSV read block by block, a parquet file of small row groups: the shards are still one
+    file per node, in row groups of 65,536 rows, not a file per piece of the input."""
+    import pyarrow.csv as pcsv
+
+    from dfs_cer.datasets.stocks import stock_events
+
+    table = stock_events(300_000, keys=100, seed=2)
+    source = tmp_path / f"ticks.{kind}"
+    if kind == "csv":
+        pcsv.write_csv(table, source)
+    else:
+        pq.write_table(table, source, row_group_size=3_000)
+    manifests = shard(str(source), 2, str(tmp_path / "out"))
+    for m in manifests:
+        assert len(m.files) == 1
+        meta = pq.ParquetFile(tmp_path / "out" / f"node-{m.node:02d}" / m.files[0]["path"]).metadata
+        sizes = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+        assert sizes[:-1] == [65_536] * (len(sizes) - 1) and sum(sizes) == m.rows
+    assert sum(m.rows for m in manifests) == 300_000
