@@ -376,6 +376,17 @@ def query_command(
         for text in ([_read_sql(None, file)] if file else list(sql))
         for q in _split_statements(text)
     ]
+    checked = [q for q in statements if not _is_situations(q)]
+    if checked:  # a misspelled column: one line (exit 2) before any query round
+        from dfs_cer.strategies.statements import check_against_nodes
+
+        check_against_nodes(
+            checked,
+            nodes,
+            token,
+            state.config.query.integer_time_unit,
+            [spec.split("=", 1)[0].strip() for spec in table_specs],
+        )
     if snapshot is not None:
         if save_run or since_run:
             raise click.UsageError(
@@ -544,6 +555,32 @@ def _warn(trace: dict[str, Any]) -> None:
     stderr."""
     for w in trace.get("warnings") or ():
         click.echo(f"warning: {w}", err=True)
+    fallback = trace.get("fallback")
+    if fallback and not str(fallback).startswith("no match possible"):
+        click.echo(f"note: {fallback_note(trace['strategy'], str(fallback))}", err=True)
+
+
+#: what to change when a strategy falls back, by words of its reason
+_FALLBACK_FIXES = (
+    ("no WITHIN window", "add WITHIN INTERVAL 'n' <unit> after PATTERN to bound a match in time"),
+    ("PREV/NEXT", "e.g. dfs-cer shard --partitioning type --type-column <a PARTITION BY column>"),
+    (
+        "the shards are kept by",
+        "shard by the query's ORDER BY column (dfs-cer shard --time-column)",
+    ),
+    ("halo", "shard by type on a PARTITION BY column, or raise strategy.halo_limit"),
+    ("every row of the partition", "leave out ^ and $, or add WITHIN"),
+    ("match empty", "make some variable of the pattern mandatory (no * or ? around all)"),
+)
+
+
+def fallback_note(strategy: str, fallback: str) -> str:
+    """One line: the strategy that fell back, to what, why, and what would avoid it."""
+    to, _, why = fallback.partition(" (")
+    why = why.removesuffix(")")
+    fix = next((f for words, f in _FALLBACK_FIXES if words in why), None)
+    text = f"{strategy} fell back to {to}" + (f": {why}" if why else "")
+    return text + (f"; to avoid it, {fix}" if fix else "")
 
 
 def _print_table(table: pa.Table, title: str, limit: int) -> None:

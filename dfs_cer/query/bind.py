@@ -21,8 +21,10 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 
-def resolve_column(name: str, schema: pa.Schema, clause: str) -> str:
-    """The schema's spelling of column ``name`` (exact match first, then case-insensitive)."""
+def resolve_column(name: str, schema: pa.Schema, clause: str, bare: bool = False) -> str:
+    """The schema's spelling of column ``name`` (exact match first, then case-insensitive).
+    ``bare``: the name stands alone in an expression, where a value someone forgot to quote
+    reads as a column (``origin = JFK``): the error says how to quote it."""
     names = list(schema.names)
     if name in names:
         return name
@@ -38,6 +40,8 @@ def resolve_column(name: str, schema: pa.Schema, clause: str) -> str:
         )
     close = difflib.get_close_matches(name, names, n=3)
     hint = f"did you mean {', '.join(close)}?" if close else f"columns: {', '.join(names[:20])}"
+    if bare:
+        hint += " (a text value is quoted: '" + name.replace("'", "''") + "')"
     raise QueryValidationError(
         f"column {name} does not exist", clause=clause, hint=hint, code="unknown-column"
     )
@@ -53,11 +57,11 @@ def check_columns(query: Query, schema: pa.Schema) -> None:
     for d in mr.definitions:
         for n in walk(d.condition):
             if isinstance(n, Column):
-                resolve_column(n.name, schema, f"DEFINE {d.variable}")
+                resolve_column(n.name, schema, f"DEFINE {d.variable}", n.variable is None)
     for m in mr.measures:
         for n in walk(m.expr):
             if isinstance(n, Column):
-                resolve_column(n.name, schema, f"MEASURES {m.name}")
+                resolve_column(n.name, schema, f"MEASURES {m.name}", n.variable is None)
 
 
 def bind_names(query: Query, schema: pa.Schema) -> Query:

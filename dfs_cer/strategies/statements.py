@@ -245,3 +245,45 @@ def merged_trace(traces: Sequence[Trace], strategy: str) -> Trace:
             out.input_filter = f"{out.input_filter}; {text}" if out.input_filter else text
         out.matching = out.matching or t.matching
     return out
+
+
+def check_against_nodes(
+    sqls: Sequence[str],
+    endpoints: Sequence[str],
+    token: str,
+    integer_time_unit: str | None = None,
+    registered: Sequence[str] = (),
+) -> None:
+    """Check every clause that reads the storage nodes' table directly against the schema the
+    first node serves (one small call) before any query round: a misspelled column or a type
+    mismatch is a :class:`~dfs_cer.errors.QueryValidationError` here, with its suggestion, not
+    an open refused by every node. What only the nodes can decide is left to them."""
+    from dfs_cer.config import QueryConfig
+    from dfs_cer.errors import DfsCerError, QueryValidationError
+    from dfs_cer.query.analyze import analyze
+    from dfs_cer.query.parser import parse_statement
+    from dfs_cer.transport.client import StorageClient
+    from dfs_cer.transport.replies import SchemaReply
+
+    client = StorageClient(endpoints[0], token)
+    try:
+        _, blobs = client.call(SchemaReply, {})
+    finally:
+        client.close()
+    schema = pa.ipc.read_schema(pa.py_buffer(blobs[0]))
+    config = (
+        QueryConfig(integer_time_unit=integer_time_unit)  # type: ignore[arg-type]
+        if integer_time_unit
+        else QueryConfig()
+    )
+    skip = {t.lower() for t in registered}
+    for sql in sqls:
+        for part in parse_statement(sql).parts:
+            if part.input_sql is not None or part.query.table.lower() in skip:
+                continue  # its input is computed (or given) here: its columns are not the nodes'
+            try:
+                analyze(part.query, schema, config)
+            except QueryValidationError:
+                raise
+            except DfsCerError:  # the nodes decide (and name) anything else
+                continue

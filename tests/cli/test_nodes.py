@@ -23,7 +23,8 @@ EXE = Path(sys.executable).parent / "dfs-cer"
 QUERY = (
     "SELECT * FROM ticks MATCH_RECOGNIZE (PARTITION BY sym ORDER BY ts MEASURES "
     "FIRST(A.price) AS p0, LAST(B.price) AS p1, count(B.*) AS nb ONE ROW PER MATCH "
-    "PATTERN (A B+) WITHIN INTERVAL '1' MINUTE DEFINE B AS B.price > PREV(B.price))"
+    "PATTERN (A B+) WITHIN INTERVAL '1' MINUTE DEFINE A AS A.volume >= 300, B AS B.price > "
+    "PREV(B.price))"
 )
 
 
@@ -80,6 +81,27 @@ def test_a_csv_log_to_a_first_query_with_nodes_in_the_background(tmp_path: Path)
         )
         assert elsewhere.returncode == 0, elsewhere.stderr
         assert json.loads(elsewhere.stdout)["matches"] == got
+
+        # a misspelled column and an unquoted value: one line, exit 2, before any query round
+        typo = dfs_cer(tmp_path, "query", QUERY.replace("B.price > PREV", "B.prise > PREV"))
+        assert typo.returncode == 2
+        assert typo.stderr == (
+            "error: column prise does not exist (in DEFINE B); did you mean price?\n"
+        )
+        unquoted = dfs_cer(
+            tmp_path, "query", QUERY.replace("DEFINE A AS", "DEFINE A AS sym = S0001 AND")
+        )
+        assert unquoted.returncode == 2
+        assert unquoted.stderr.startswith("error: column S0001 does not exist (in DEFINE A); ")
+        assert unquoted.stderr.endswith(" (a text value is quoted: 'S0001')\n")
+        # a fallback says so on stderr, with the reason and what avoids it
+        unbounded = dfs_cer(tmp_path, "query", QUERY.replace("WITHIN INTERVAL '1' MINUTE", ""))
+        assert unbounded.returncode == 0, unbounded.stderr
+        assert unbounded.stderr == (
+            "note: dfs fell back to pull_all: no WITHIN window: a match can span any time range; "
+            "to avoid it, add WITHIN INTERVAL 'n' <unit> after PATTERN to bound a match in time\n"
+        )
+        assert out.stderr == ""
 
         status = dfs_cer(tmp_path, "--output", "json", "storage-node", "status")
         assert status.returncode == 0 and status.stdout.count('"running": "yes"') == 3
