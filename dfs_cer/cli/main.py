@@ -414,6 +414,7 @@ def query_command(
             fmt,
             limit,
             {**options, **matching},
+            explain_analyze,
         )
         return
     if not statements:
@@ -484,70 +485,76 @@ def query_command(
         click.echo(json_lib.dumps({"matches": matches.to_pylist(), "trace": trace}, default=str))
         return
     if explain_analyze:
-        click.echo(
-            f"strategy {trace['strategy']}"
-            + (f" (fell back to {trace['fallback']})" if trace["fallback"] else "")
-        )
-        click.echo(
-            f"{'round':<16}{'to SN (B)':>12}{'to CN (B)':>12}{'events':>10}{'ms':>10}  cost model"
-        )
-        for r in trace["rounds"]:
-            d = r.get("decision")
-            note = ""
-            if d and "node_seconds" in d:  # node-side matching against pulling
-                note = (
-                    f"node-side matching: nodes {d['node_seconds'] * 1e3:.1f} ms (budget "
-                    f"{d['cpu_budget'] * 1e3:,.0f} ms) vs pull "
-                    f"~{d['pull_seconds_estimate'] * 1e3:.1f} ms"
-                )
-            elif d and "estimated_bytes" in d:  # a per-node round against pulling instead
-                note = (
-                    f"{', '.join(d['variables'])}: {'run' if d['run'] else 'skip'} (round "
-                    f"~{d['estimated_bytes']:,} B vs pulling ~{d['pull_instead_bytes']:,} B; "
-                    f"interval set sent to {d['interval_set_sent_to']} of {d['nodes']} node(s))"
-                )
-            elif d:
-                note = (
-                    f"{d['variable']}: {'run' if d['run'] else 'skip'} (benefit "
-                    f"{d['benefit_s'] * 1e3:.3f} ms, harm {d['harm_s'] * 1e3:.3f} ms)"
-                )
-            elif r.get("note"):
-                note = r["note"]
-            click.echo(
-                f"{r['action']:<16}{r['bytes_to_sn']:>12,}{r['bytes_to_cn']:>12,}{r['events']:>10,}"
-                f"{r['seconds'] * 1e3:>10.1f}  {note}"
-            )
-        click.echo(
-            f"{'total':<16}{trace['bytes_to_sn']:>12,}{trace['bytes_to_cn']:>12,}"
-            f"{trace['events_received']:>10,}{trace['seconds'] * 1e3:>10.1f}"
-        )
-        if trace.get("input_filter"):
-            click.echo(f"input filter on the storage nodes: {trace['input_filter']}")
-        if trace.get("snapshot") is not None:
-            click.echo(f"table snapshot read on every storage node: {trace['snapshot']}")
-        if trace.get("navigation"):
-            click.echo(
-                f"navigation: {trace['navigation']}; {trace['halo_rows']:,} halo rows received"
-            )
-        m = trace.get("matching")
-        if m and m["engine"] == "storage nodes":
-            click.echo(
-                f"matching: on the storage nodes, {m['matches']:,} "
-                f"match{'' if m['matches'] == 1 else 'es'}"
-            )
-        elif m:
-            memory = (
-                f", matcher working memory {m['work_bytes'] / 1024:,.1f} KiB"
-                if m["work_bytes"]
-                else ""
-            )
-            plural = "" if m["matches"] == 1 else "es"
-            click.echo(
-                f"matching: {m['engine']} engine, {m['matches']:,} match{plural} in "
-                f"{m['seconds'] * 1e3:.1f} ms{memory}"
-            )
-        click.echo("")
+        _print_rounds(trace)
     _print_table(matches, f"{matches.num_rows} rows", limit)
+
+
+def _print_rounds(trace: dict[str, Any]) -> None:
+    """--explain-analyze: the strategy, every round trip with its bytes, events and time, and
+    what the compute node did with the rows."""
+    click.echo(
+        f"strategy {trace['strategy']}"
+        + (f" (fell back to {trace['fallback']})" if trace["fallback"] else "")
+    )
+    click.echo(
+        f"{'round':<16}{'to SN (B)':>12}{'to CN (B)':>12}{'events':>10}{'ms':>10}  cost model"
+    )
+    for r in trace["rounds"]:
+        d = r.get("decision")
+        note = ""
+        if d and "node_seconds" in d:  # node-side matching against pulling
+            note = (
+                f"node-side matching: nodes {d['node_seconds'] * 1e3:.1f} ms (budget "
+                f"{d['cpu_budget'] * 1e3:,.0f} ms) vs pull "
+                f"~{d['pull_seconds_estimate'] * 1e3:.1f} ms"
+            )
+        elif d and "estimated_bytes" in d:  # a per-node round against pulling instead
+            note = (
+                f"{', '.join(d['variables'])}: {'run' if d['run'] else 'skip'} (round "
+                f"~{d['estimated_bytes']:,} B vs pulling ~{d['pull_instead_bytes']:,} B; "
+                f"interval set sent to {d['interval_set_sent_to']} of {d['nodes']} node(s))"
+            )
+        elif d:
+            note = (
+                f"{d['variable']}: {'run' if d['run'] else 'skip'} (benefit "
+                f"{d['benefit_s'] * 1e3:.3f} ms, harm {d['harm_s'] * 1e3:.3f} ms)"
+            )
+        elif r.get("note"):
+            note = r["note"]
+        click.echo(
+            f"{r['action']:<16}{r['bytes_to_sn']:>12,}{r['bytes_to_cn']:>12,}{r['events']:>10,}"
+            f"{r['seconds'] * 1e3:>10.1f}  {note}"
+        )
+    click.echo(
+        f"{'total':<16}{trace['bytes_to_sn']:>12,}{trace['bytes_to_cn']:>12,}"
+        f"{trace['events_received']:>10,}{trace['seconds'] * 1e3:>10.1f}"
+    )
+    if trace.get("input_filter"):
+        click.echo(f"input filter on the storage nodes: {trace['input_filter']}")
+    if trace.get("snapshot") is not None:
+        click.echo(f"table snapshot read on every storage node: {trace['snapshot']}")
+    if trace.get("navigation"):
+        click.echo(
+            f"navigation: {trace['navigation']}; {trace['halo_rows']:,} halo rows received"
+        )
+    m = trace.get("matching")
+    if m and m["engine"] == "storage nodes":
+        click.echo(
+            f"matching: on the storage nodes, {m['matches']:,} "
+            f"match{'' if m['matches'] == 1 else 'es'}"
+        )
+    elif m:
+        memory = (
+            f", matcher working memory {m['work_bytes'] / 1024:,.1f} KiB"
+            if m["work_bytes"]
+            else ""
+        )
+        plural = "" if m["matches"] == 1 else "es"
+        click.echo(
+            f"matching: {m['engine']} engine, {m['matches']:,} match{plural} in "
+            f"{m['seconds'] * 1e3:.1f} ms{memory}"
+        )
+    click.echo("")
 
 
 def _warn(trace: dict[str, Any]) -> None:
@@ -703,6 +710,7 @@ def _saved_run(
     fmt: str,
     limit: int,
     options: dict[str, Any],
+    explain_analyze: bool = False,
 ) -> None:
     import json as json_lib
 
@@ -738,6 +746,8 @@ def _saved_run(
         + (f", table snapshot {rec.snapshot}" if rec.snapshot is not None else "")
         + (f", recomputed starts in {rec.recomputed}" if rec.recomputed else "")
     )
+    if explain_analyze and run.pulled is not None:
+        _print_rounds(run.pulled.trace.to_dict())
     click.echo(
         f"run {rec.run_id} ({what}{'; ' + rec.note if rec.note else ''}) saved to {run.where}"
     )

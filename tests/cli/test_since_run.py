@@ -99,3 +99,16 @@ def test_saved_runs_share_match_ids_and_a_duplicate_delivery_changes_nothing(
             rerun = json.loads(again.stdout)
             assert rerun["changes"] == [], strategy
             assert sorted(m["__match_id"] for m in rerun["matches"]) == ids[strategy]
+        # a saved run with --explain-analyze prints its rounds before the run's line
+        text = [a for a in base if a not in ("--format", "json")]
+        shown = subprocess.run(
+            [*text, "--save-run", "--explain-analyze", SQL],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert shown.returncode == 0, shown.stderr
+        lines = shown.stdout.splitlines()
+        assert lines[0] == "strategy dfs" and lines[1].startswith("round")
+        assert any(line.startswith("total ") for line in lines)
+        assert next(i for i, x in enumerate(lines) if x.startswith("run ")) > 3
