@@ -11,7 +11,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: help install java test lint unit demo fuzz clean
+.PHONY: help install java test lint unit release-check demo fuzz clean
 .DEFAULT_GOAL := install
 
 help: ## list the targets
@@ -25,7 +25,8 @@ $(BIN)/python:
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(PIP) install --upgrade pip 2>&1 | { grep -v '^WARNING: Location' || true; }
-	$(PIP) install -e ".[all]" 2>&1 | { grep -v '^WARNING: Location' || true; }
+	@# the build backend warns of editable installs at length (a box of stars): not news here
+	PYTHONWARNINGS="ignore:Editable installation" $(PIP) install -e ".[all]" 2>&1 | { grep -v '^WARNING: Location' || true; }
 	$(BIN)/python -c "import dfs_cer, pyspark, pyarrow, sqlglot"
 	@# compile the engines into numba's cache now: a first query would wait for it
 	$(BIN)/python -m dfs_cer.warm
@@ -46,7 +47,10 @@ lint: install ## ruff (lint and format), mypy and the import-linter contracts (l
 unit: install ## the tests (pytest)
 	$(BIN)/pytest
 
-test: lint unit ## lint, then the tests (what CI runs)
+test: lint unit release-check ## lint, the tests, the release check (what CI runs)
+
+release-check: install ## build the wheel and sdist, run the demo from the wheel in a fresh venv
+	PYTHON=$(PYTHON) scripts/check-release.sh
 
 demo: install ## the embedded demo: sample data, three storage nodes, Spark, a query
 	$(BIN)/dfs-cer demo

@@ -534,9 +534,7 @@ def _print_rounds(trace: dict[str, Any]) -> None:
     if trace.get("snapshot") is not None:
         click.echo(f"table snapshot read on every storage node: {trace['snapshot']}")
     if trace.get("navigation"):
-        click.echo(
-            f"navigation: {trace['navigation']}; {trace['halo_rows']:,} halo rows received"
-        )
+        click.echo(f"navigation: {trace['navigation']}; {trace['halo_rows']:,} halo rows received")
     m = trace.get("matching")
     if m and m["engine"] == "storage nodes":
         click.echo(
@@ -545,9 +543,7 @@ def _print_rounds(trace: dict[str, Any]) -> None:
         )
     elif m:
         memory = (
-            f", matcher working memory {m['work_bytes'] / 1024:,.1f} KiB"
-            if m["work_bytes"]
-            else ""
+            f", matcher working memory {m['work_bytes'] / 1024:,.1f} KiB" if m["work_bytes"] else ""
         )
         plural = "" if m["matches"] == 1 else "es"
         click.echo(

@@ -22,6 +22,8 @@ class MatchProgress:
     rows_done: int
     matches: int
     steps: int
+    #: the matcher is still being compiled (its first run in a fresh install)
+    compiling: bool = False
 
     @property
     def finished(self) -> bool:
@@ -30,6 +32,11 @@ class MatchProgress:
     def line(self) -> str:
         if self.finished:
             return f"matching: run ended after {self.steps:,} thread steps"
+        if self.compiling:
+            return (
+                "matching: compiling the matcher (once after an install, a minute or two; "
+                "dfs-cer warm does it ahead)"
+            )
         left = self.partitions - self.partitions_done
         return (
             f"matching: {self.rows_done:,} of {self.rows:,} rows, {left:,} of "
@@ -60,10 +67,18 @@ EVERY = 1.0
 
 
 @contextmanager
-def reporting(stop: Any, bounds: Any, at: int, found: int, steps: int) -> Iterator[None]:
+def reporting(
+    stop: Any,
+    bounds: Any,
+    at: int,
+    found: int,
+    steps: int,
+    compiled: Callable[[], bool] | None = None,
+) -> Iterator[None]:
     """While the block runs, report ``stop[at]`` (the partition the run is at), ``stop[found]``
     (matches before it) and ``stop[steps]`` against partition ``bounds`` to the listener (see
-    :func:`listening`), if any."""
+    :func:`listening`), if any; ``compiled`` says whether the matcher's code is ready (until it
+    is, the report says it is being compiled)."""
     listener = _LISTENERS[-1] if _LISTENERS else None
     if listener is None or len(bounds) < 2:
         yield
@@ -83,6 +98,7 @@ def reporting(stop: Any, bounds: Any, at: int, found: int, steps: int) -> Iterat
                     rows_done=int(bounds[p] - bounds[0]),
                     matches=int(stop[found]),
                     steps=int(stop[steps]),
+                    compiling=compiled is not None and not compiled(),
                 )
             )
             wait = EVERY - (time.monotonic() - began) % EVERY

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pyarrow as pa
@@ -37,7 +39,9 @@ def test_help() -> None:
     assert out.returncode == 0
     for command in ("explain", "format", "config", "demo"):
         assert command in out.stdout
-    assert run("--version").stdout.strip() == "dfs-cer, version 0.1.0"
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert importlib.metadata.version("dfs-cer") == declared  # the version from the metadata
+    assert run("--version").stdout.strip() == f"dfs-cer, version {declared}"
 
 
 def test_explain_text() -> None:

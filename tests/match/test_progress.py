@@ -34,3 +34,31 @@ def test_a_long_run_reports_partitions_rows_and_steps_then_that_it_ended(
     steps = [p.steps for p in running]
     assert steps == sorted(steps) and "thread steps" in running[-1].line()
     assert running[-1].rows_done == 500 * running[-1].partitions_done
+
+
+def test_a_run_waiting_for_the_compiler_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first run after an install compiles the matcher for a minute or two: the report says
+    that, not "0 rows, 0 thread steps"."""
+    import threading
+
+    monkeypatch.setattr(progress, "FIRST_REPORT", 0.02)
+    monkeypatch.setattr(progress, "EVERY", 0.02)
+    stop = np.zeros(8, np.int64)
+    ready = threading.Event()
+    seen: list[MatchProgress] = []
+    with (
+        listening(seen.append),
+        progress.reporting(stop, np.array([0, 10]), 0, 1, 2, ready.is_set),
+    ):
+        while not any(p.compiling for p in seen):
+            threading.Event().wait(0.01)
+        ready.set()
+        count = len(seen)
+        while len(seen) < count + 2:
+            threading.Event().wait(0.01)
+    first = next(p for p in seen if p.compiling)
+    assert first.line() == (
+        "matching: compiling the matcher (once after an install, a minute or two; dfs-cer warm "
+        "does it ahead)"
+    )
+    assert not seen[-2].compiling and "thread steps" in seen[-2].line()

@@ -299,7 +299,17 @@ def run_row_pattern(
     charged = 0
     idle = _idle_skipping(c.masks, c.dependent, n)
     while True:
-        with watch(work, stop), reporting(stop, bounds, vm.STOP_AT, vm.STOP_FOUND, vm.STOP_STEPS):
+        with (
+            watch(work, stop),
+            reporting(
+                stop,
+                bounds,
+                vm.STOP_AT,
+                vm.STOP_FOUND,
+                vm.STOP_STEPS,
+                lambda: bool(vm.run.signatures),
+            ),
+        ):
             status, m_start, m_end, m_part, r_match, r_row, r_label, r_excl, work_bytes = vm.run(
                 program.op.astype(np.int64),
                 program.a.astype(np.int64),
