@@ -262,7 +262,8 @@ def test_an_input_read_in_small_pieces_is_sharded_into_row_groups_of_64k_rows(
     manifests = shard(str(source), 2, str(tmp_path / "out"))
     for m in manifests:
         assert len(m.files) == 1
-        meta = pq.ParquetFile(tmp_path / "out" / f"node-{m.node:02d}" / m.files[0]["path"]).metadata
+        name = str(m.files[0]["path"])
+        meta = pq.ParquetFile(tmp_path / "out" / f"node-{m.node:02d}" / name).metadata
         sizes = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
         assert sizes[:-1] == [65_536] * (len(sizes) - 1) and sum(sizes) == m.rows
     assert sum(m.rows for m in manifests) == 300_000

@@ -167,17 +167,18 @@ def test_first_of_a_single_event_is_no_condition_over_a_kleene_set() -> None:
     st.sampled_from([pa.int64(), pa.int8(), pa.float64(), pa.string()]),
 )
 def test_a_column_shifted_within_partitions_is_the_row_offset_rows_away(
-    values: list[int | None], sizes: list[int], offset: int, kind: pa.DataType
+    ints: list[int | None], sizes: list[int], offset: int, kind: pa.DataType
 ) -> None:
     """PREV/NEXT columns: NULL where the row offset rows away leaves the partition or is NULL,
     for numbers (moved in numpy) and other types alike; int64 values stay exact."""
-    n = len(values)
+    n = len(ints)
+    values: list[object] = list(ints)
     if pa.types.is_int8(kind):
-        values = [None if v is None else v % 100 for v in values]
+        values = [None if v is None else v % 100 for v in ints]
     elif pa.types.is_floating(kind):
-        values = [None if v is None else float(v % 1000) / 8 for v in values]
+        values = [None if v is None else float(v % 1000) / 8 for v in ints]
     elif pa.types.is_string(kind):
-        values = [None if v is None else str(v) for v in values]
+        values = [None if v is None else str(v) for v in ints]
     bounds = np.minimum(np.cumsum([0, *sizes]), n)
     bounds[-1] = n
     part = np.searchsorted(bounds, np.arange(n), side="right") - 1
