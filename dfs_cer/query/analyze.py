@@ -148,6 +148,10 @@ class Analysis:
     variable_reach: tuple[tuple[str, int, int], ...] = ()
     #: the storage nodes check each variable's ``navigating`` conjuncts (they said so at open)
     navigation_on_nodes: bool = False
+    #: a calendar window (``WITHIN INTERVAL '3' MONTH``): its months. ``window_units`` is then
+    #: the longest span it can have (31 days a month), which every time range uses (a superset);
+    #: the matchers end each match at its first row's time plus these months exactly
+    calendar_months: int | None = None
 
     def reach_of(self, name: str) -> tuple[int, int]:
         for v, before, after in self.variable_reach:
@@ -628,6 +632,9 @@ def analyze(
         equalities=tuple(eq for v in variables for eq in v.equalities),
         order_column=query.order_column,
         window_units=window_units,
+        calendar_months=query.recognize.window.months
+        if query.recognize.window is not None and window_units is not None
+        else None,
         window_unit=window_unit,
         interval_pruning=pruning,
         pruning_reason=pruning_reason,

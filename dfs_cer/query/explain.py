@@ -23,6 +23,14 @@ def _window_text(analysis: Analysis) -> str | None:
     if window is None:
         return None
     text = window.sql().removeprefix("WITHIN ")
+    if window.months is not None:
+        seconds = window.seconds()
+        assert seconds is not None
+        days = int(seconds // 86400)
+        return (
+            f"{text}: calendar months from the first row's time (time ranges on storage nodes "
+            f"use at most {days} days)"
+        )
     if analysis.window_units is not None:
         unit = (
             analysis.window_unit

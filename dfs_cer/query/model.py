@@ -57,9 +57,17 @@ class WindowUnit(enum.Enum):
     MINUTE = "MINUTE"
     HOUR = "HOUR"
     DAY = "DAY"
+    #: calendar units (WITHIN only): a month or a year on from the first row's time
+    MONTH = "MONTH"
+    YEAR = "YEAR"
+
+    @property
+    def calendar(self) -> bool:
+        return self in (WindowUnit.MONTH, WindowUnit.YEAR)
 
     @property
     def seconds(self) -> Decimal:
+        """The unit's length; a calendar unit's longest (31 days, 366 days): a bound."""
         return {
             "MICROSECOND": Decimal("0.000001"),
             "MILLISECOND": Decimal("0.001"),
@@ -67,6 +75,8 @@ class WindowUnit(enum.Enum):
             "MINUTE": Decimal(60),
             "HOUR": Decimal(3600),
             "DAY": Decimal(86400),
+            "MONTH": Decimal(31 * 86400),
+            "YEAR": Decimal(366 * 86400),
         }[self.value]
 
 
@@ -84,7 +94,15 @@ class Window:
         return Decimal(self.value)
 
     def seconds(self) -> Decimal | None:
+        """The window's length in seconds (for MONTH and YEAR the longest it can be)."""
         return None if self.unit is None else self.amount * self.unit.seconds
+
+    @property
+    def months(self) -> int | None:
+        """Calendar months of a MONTH or YEAR window (None for a fixed length)."""
+        if self.unit is None or not self.unit.calendar:
+            return None
+        return int(self.amount) * (12 if self.unit is WindowUnit.YEAR else 1)
 
     def sql(self) -> str:
         if self.unit is None:

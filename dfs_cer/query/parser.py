@@ -76,6 +76,10 @@ _SEMANTICS_WORDS = {"RUNNING": "DFSCER_RUNNING", "FINAL": "DFSCER_FINAL"}
 _FROM_ITEM_START = (TokenType.FROM, TokenType.JOIN, TokenType.COMMA)
 
 
+#: calendar units a WITHIN window may use (not interval literals in expressions)
+_CALENDAR_UNITS = {"MONTH": "MONTH", "MONTHS": "MONTH", "YEAR": "YEAR", "YEARS": "YEAR"}
+
+
 @dataclass
 class ClauseParser:
     name: str
@@ -1068,15 +1072,23 @@ class QueryParser:
             )
         unit: WindowUnit | None = None
         if unit_text is not None:
-            name = normalize_unit(unit_text)
+            name = normalize_unit(unit_text) or _CALENDAR_UNITS.get(unit_text.upper())
             if name is None:
                 raise self.syntax(
                     f"unknown window unit {unit_text!r}",
                     c.first,
                     "WITHIN",
-                    "use MILLISECOND, SECOND, MINUTE, HOUR or DAY",
+                    "use MILLISECOND, SECOND, MINUTE, HOUR, DAY, MONTH or YEAR",
                 )
             unit = WindowUnit(name)
+            if unit.calendar and amount != amount.to_integral_value():
+                raise self.invalid(
+                    f"a window of {value_text} {unit.value.lower()}s is not a whole number of "
+                    f"calendar {unit.value.lower()}s",
+                    c.first,
+                    "WITHIN",
+                    code="bad-window",
+                )
         elif toks[0].token_type == TokenType.STRING:
             raise self.syntax(f"the window {value_text!r} needs a unit", c.first, "WITHIN", hint)
         return Window(value_text, unit)

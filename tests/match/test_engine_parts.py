@@ -60,6 +60,7 @@ def vm_run(
         c.relevant,
         c.deep_navigation,
         np.zeros(n, np.int64),
+        np.zeros(n, np.int64),
         -1,
         bounds,
         np.array([[0, n]], np.int64),

@@ -119,6 +119,15 @@ def run_cer(
         halo is not None and halo.any()
     ):  # CER's NEXT/PREV read selected events: halo rows are not events
         table = _events_of(table, halo, analysis)
+    if analysis.calendar_months is not None:
+        raise UnsupportedFeatureError(
+            f"a calendar window ({mr.window.sql() if mr.window else 'WITHIN'}) under a CER "
+            "selection or ALL MATCHES",
+            clause="WITHIN",
+            hint="give the window in days (e.g. WITHIN INTERVAL '31' DAY), or match with the SQL "
+            "semantics (ONE ROW PER MATCH or ALL ROWS PER MATCH, no selection)",
+            code="unsupported",
+        )
     any_row = {v.name for v in analysis.variables if v.any_row}
     expanded, unordered = branches(mr, any_row)
     for d in mr.definitions:

@@ -155,6 +155,20 @@ def over_budget(
     )
 
 
+def window_ends(ts: np.ndarray, window: int, analysis: Analysis) -> np.ndarray:
+    """The last time a match starting at each row may reach: its time plus the window (plus
+    its calendar months for ``WITHIN INTERVAL 'n' MONTH | YEAR``); unused without a window."""
+    if window < 0:
+        return ts
+    if analysis.calendar_months is not None:
+        from dfs_cer.events.calendar import add_months
+
+        assert analysis.window_unit is not None
+        return add_months(ts, analysis.window_unit, analysis.calendar_months)
+    limit = np.iinfo(np.int64).max
+    return np.where(ts <= limit - window, ts + window, limit)
+
+
 def run_row_pattern(
     table: pa.Table,
     analysis: Analysis,
@@ -272,6 +286,7 @@ def run_row_pattern(
             )
         window = analysis.window_units
         ts = time_values(table, order_by[0][0])
+    win_end = window_ends(ts, window, analysis)
 
     skip = mr.after_match_skip
     skip_mode = {
@@ -329,6 +344,7 @@ def run_row_pattern(
                 c.relevant,
                 c.deep_navigation,
                 ts,
+                win_end,
                 window,
                 bounds,
                 nav_parts,

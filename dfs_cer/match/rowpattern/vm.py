@@ -877,6 +877,7 @@ def _idle_until(
     free: np.ndarray,
     next_true: np.ndarray,
     ts: np.ndarray,
+    win_end: np.ndarray,
     window: int,
     start: int,
     p1: int,
@@ -901,7 +902,7 @@ def _idle_until(
     if window >= 0:
         lo_w = i + 1
         hi_w = p1
-        bound_t = ts[start] + window
+        bound_t = win_end[start]
         while lo_w < hi_w:  # first row beyond the window
             mid = (lo_w + hi_w) // 2
             if ts[mid] > bound_t:
@@ -979,6 +980,7 @@ def _scan(
     relevant: np.ndarray,
     deep: bool,
     ts: np.ndarray,
+    win_end: np.ndarray,
     window: int,
     parts: np.ndarray,
     nav_parts: np.ndarray,
@@ -1179,7 +1181,7 @@ def _scan(
                         v = arg_a[pc]
                         if i >= p1 or not masks[v, i]:
                             continue
-                        if window >= 0 and ts[i] - ts[start] > window:
+                        if window >= 0 and ts[i] > win_end[start]:
                             continue
                         if dependent[v]:
                             if deep:  # an aggregate or a far FIRST/LAST walks the thread's path
@@ -1344,6 +1346,7 @@ def _scan(
                             free,
                             next_true,
                             ts,
+                            win_end,
                             window,
                             start,
                             p1,
@@ -1492,6 +1495,7 @@ def run(
     relevant: np.ndarray,
     deep: bool,
     ts: np.ndarray,
+    win_end: np.ndarray,
     window: int,
     parts: np.ndarray,
     nav_parts: np.ndarray,
@@ -1671,6 +1675,7 @@ def run(
             relevant,
             deep,
             ts,
+            win_end,
             window,
             parts,
             nav_parts,
