@@ -13,6 +13,7 @@ import numpy as np
 
 #: numpy's name of each time unit a time column's integers can be in
 _NUMPY_UNIT = {"s": "s", "ms": "ms", "us": "us", "ns": "ns", "days": "D"}
+_PER_DAY = {"s": 86_400, "ms": 86_400_000, "us": 86_400 * 10**6, "ns": 86_400 * 10**9, "D": 1}
 
 
 def add_months(values: np.ndarray, unit: str, months: int) -> np.ndarray:
@@ -33,7 +34,7 @@ def add_months(values: np.ndarray, unit: str, months: int) -> np.ndarray:
     end_day = target.astype("datetime64[D]") + np.minimum(day_of_month, length - 1).astype(
         "timedelta64[D]"
     )
-    per_day = np.timedelta64(1, "D") // np.timedelta64(1, code) if code != "D" else 1
+    per_day = _PER_DAY[code]
     days = end_day.astype(np.int64)
     limit = np.iinfo(np.int64).max
     safe = days <= (limit - into_day) // per_day  # no overflow in days * per_day + into_day
