@@ -38,6 +38,7 @@ class LocalCluster:
         tls: tuple[str, str] | None = None,
         netns: list[str] | None = None,
         hosts: list[str] | None = None,
+        metrics: bool = False,
     ) -> None:
         """``netns``/``hosts``: run node i inside network namespace ``netns[i]`` listening on
         ``hosts[i]`` (``bench/net.sh up`` creates them); default: loopback."""
@@ -62,6 +63,9 @@ class LocalCluster:
         self.procs: list[subprocess.Popen[bytes]] = []
         self.logs: list[object] = []
         self.endpoints: list[str] = []
+        #: with ``metrics``: each node's Prometheus endpoint (http://127.0.0.1:PORT/metrics)
+        self.metrics = metrics
+        self.metrics_urls: list[str] = []
 
     def _spawn(self, i: int, port: int = 0) -> Path:
         data = self.data_dirs[i]
@@ -84,6 +88,8 @@ class LocalCluster:
             cmd = ["ip", "netns", "exec", self.netns[i], *cmd, "--host", self.hosts[i]]
         if self.memory_budget:
             cmd += ["--memory-budget", self.memory_budget]
+        if self.metrics:
+            cmd += ["--metrics-port", "0"]
         if self.tls:
             cmd += ["--tls-cert", self.tls[0], "--tls-key", self.tls[1]]
         log = open(Path(self.tmp.name) / f"node-{i}.log", "ab")  # noqa: SIM115 - lives with the process
@@ -121,6 +127,9 @@ class LocalCluster:
         deadline = time.monotonic() + timeout
         for i, path in enumerate(ready):
             port = self._wait_ready(i, path, deadline, timeout)
+            if self.metrics:
+                metrics_port = json.loads(path.read_text())["metrics_port"]
+                self.metrics_urls.append(f"http://127.0.0.1:{metrics_port}/metrics")
             scheme = "grpc+tls" if self.tls else "grpc+tcp"
             host = self.hosts[i] if self.hosts else "127.0.0.1"
             self.endpoints.append(f"{scheme}://{host}:{port}")

@@ -36,6 +36,7 @@ from dfs_cer.transport.protocol import query_id
 from storage_node.lean import hide, loaded_heavy, resident_bytes, tune_memory
 from storage_node.logs import logged_call
 from storage_node.state import StateRegistry
+from storage_node.traffic import Traffic
 
 if TYPE_CHECKING:  # the store and the query handlers load when the node needs them
     from storage_node.actions.routes import Routes
@@ -85,6 +86,7 @@ class StorageNode(flight.FlightServerBase):
         self.bytes_in = 0
         self.bytes_out = 0
         self._lock = threading.Lock()
+        self.traffic = Traffic()  # per action and error code, for --metrics-port
 
     @property
     def routes(self) -> Routes:
@@ -113,11 +115,12 @@ class StorageNode(flight.FlightServerBase):
                 self._routes = routes
             return self._routes
 
-    def _count(self, bytes_in: int, bytes_out: int) -> None:
+    def _count(self, action: str, bytes_in: int, bytes_out: int) -> None:
         with self._lock:
             self.calls += 1
             self.bytes_in += bytes_in
             self.bytes_out += bytes_out
+        self.traffic.count(action, bytes_in, bytes_out)
 
     def _guard(
         self, body: bytes, opens: bool = False, blobs: bool = True
@@ -149,6 +152,9 @@ class StorageNode(flight.FlightServerBase):
     def _translate(self, exc: Exception) -> Exception:
         """A node's error as the client sees it: every DfsCerError by its class name, message and
         code (the client decides on the code: re-open, send again, pull instead, try later)."""
+        self.traffic.error(
+            (exc.code or type(exc).__name__) if isinstance(exc, DfsCerError) else "internal"
+        )
         if isinstance(exc, DfsCerError):
             return flight.FlightServerError(
                 f"{type(exc).__name__}: {exc}", extra_info=code_info(exc.code)
@@ -207,7 +213,7 @@ class StorageNode(flight.FlightServerBase):
             raise
         except Exception as exc:  # every error becomes a Flight error; the server keeps serving
             raise self._translate(exc) from exc
-        self._count(len(body), len(out))
+        self._count(action.type, len(body), len(out))
         return iter([flight.Result(pa.py_buffer(out))])
 
     @logged_call("upload")
@@ -231,7 +237,7 @@ class StorageNode(flight.FlightServerBase):
             raise
         except Exception as exc:
             raise self._translate(exc) from exc
-        self._count(len(descriptor.command) + table.nbytes, 0)
+        self._count("upload", len(descriptor.command) + table.nbytes, 0)
 
     @logged_call("pull")
     def do_get(self, context: Any, ticket: flight.Ticket) -> flight.RecordBatchStream:
@@ -252,7 +258,7 @@ class StorageNode(flight.FlightServerBase):
             raise
         except Exception as exc:
             raise self._translate(exc) from exc
-        self._count(len(ticket.ticket), table.nbytes)
+        self._count("pull", len(ticket.ticket), table.nbytes)
         return flight.RecordBatchStream(table)
 
 
@@ -295,6 +301,8 @@ def serve(
     tls_cert: str | None = None,
     tls_key: str | None = None,
     ready_file: str | None = None,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
 ) -> None:
     token = read_token(token_file)  # before loading any rows: a missing token fails at once
     config = load_config()
@@ -334,9 +342,19 @@ def serve(
     server = StorageNode(location, store, token, cfg, tls)
     if cfg.warm_up:
         server.routes  # noqa: B018 - loads the query handlers and kernels before ready
+    metrics = None
+    if metrics_port is not None:
+        from storage_node.metrics import NodeCollector, serve_metrics
+
+        collector = NodeCollector(
+            lambda: server.stats({}, [])[0], server.traffic, store.snapshot_id
+        )
+        metrics = serve_metrics(collector, metrics_port, metrics_host)
+        print(f"storage node metrics on http://{metrics_host}:{metrics}/metrics", flush=True)
     if ready_file:  # written whole, then renamed: a launcher polling for it never reads half a file
         tmp = Path(f"{ready_file}.tmp")
-        tmp.write_text(json.dumps({"port": server.port, "pid": os.getpid()}))
+        ready = {"port": server.port, "pid": os.getpid(), "metrics_port": metrics}
+        tmp.write_text(json.dumps(ready))
         os.replace(tmp, ready_file)
     print(
         f"storage node serving {store.location.uri} ({store.manifest.get('rows')} rows) on "
@@ -359,6 +377,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tls-key", default=None)
     parser.add_argument("--ready-file", default=None, help="write the bound port here once serving")
     parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (0: any free port)",
+    )
+    parser.add_argument(
+        "--metrics-host", default="127.0.0.1", help="the metrics endpoint's address [127.0.0.1]"
+    )
+    parser.add_argument(
         "--log-level",
         default=DEFAULT_LEVEL,
         type=str.upper,
@@ -379,6 +406,8 @@ def main(argv: list[str] | None = None) -> None:
             args.tls_cert,
             args.tls_key,
             args.ready_file,
+            args.metrics_port,
+            args.metrics_host,
         )
     except DfsCerError as exc:
         print(f"error: {exc}", file=sys.stderr)

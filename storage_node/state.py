@@ -136,6 +136,8 @@ class StateRegistry:
         self._lock = threading.Condition()
         self.evicted = 0
         self.refused = 0
+        #: queries granted room (a reservation or a scan's bytes)
+        self.admitted = 0
         #: reservations made by ``try_reserve`` for queries not opened yet: id -> (bytes, expiry)
         self._held: dict[str, tuple[int, float]] = {}
         #: queries asking for room, by arrival: id -> (arrival, last asked); FIFO order of grants
@@ -235,6 +237,7 @@ class StateRegistry:
                 return False
             self._reserved += estimate
             self._held[query_id] = (estimate, now + RESERVATION_TTL)
+            self.admitted += 1
             return True
 
     def withdraw(self, query_id: str, arrival: float | None) -> None:
@@ -289,6 +292,7 @@ class StateRegistry:
                     )
                 self._lock.wait(min(left, 0.1))
             self._reserved += estimate
+            self.admitted += 1
 
     def release(self, estimate: int) -> None:
         with self._lock:
@@ -447,6 +451,7 @@ class StateRegistry:
                 "waiting": len(self._waiting),
                 "evicted": self.evicted,
                 "refused": self.refused,
+                "admitted": self.admitted,
                 "work_bytes": self.work_bytes,
                 "work_peak_bytes": self.work_peak,
                 "stopped": self.stopped,

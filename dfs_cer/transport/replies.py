@@ -354,6 +354,8 @@ class StatsReply(Reply):
     resident_bytes: int | None = None
     #: the heavy modules it has loaded (none at rest: they load with the first query)
     heavy_modules: tuple[str, ...] = ()
+    #: queries granted room since the node started
+    admitted: int = 0
 
 
 #: each control action's reply type (``open`` of a group replies :class:`GroupOpenReply`)
