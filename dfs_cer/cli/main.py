@@ -16,7 +16,7 @@ import click
 import dfs_cer.cli.nodes  # registers ``dfs-cer storage-node``
 import dfs_cer.cli.tables  # noqa: F401  (registers ``dfs-cer table``)
 from dfs_cer.cli.app import State, cli, handle_errors, pass_state
-from dfs_cer.errors import ConfigError
+from dfs_cer.errors import ConfigError, DfsCerError
 from dfs_cer.io.files import names_a_file, read_text_file
 from dfs_cer.options import COST_MODELS, KLEENE, SELECTIONS, STRATEGIES
 
@@ -377,16 +377,18 @@ def query_command(
         for q in _split_statements(text)
     ]
     checked = [q for q in statements if not _is_situations(q)]
+    time_type = None
     if checked:  # a misspelled column: one line (exit 2) before any query round
         from dfs_cer.strategies.statements import check_against_nodes
 
-        check_against_nodes(
+        schema = check_against_nodes(
             checked,
             nodes,
             token,
             state.config.query.integer_time_unit,
             [spec.split("=", 1)[0].strip() for spec in table_specs],
         )
+        time_type = _time_type(checked[0], schema)
     if snapshot is not None:
         if save_run or since_run:
             raise click.UsageError(
@@ -415,6 +417,7 @@ def query_command(
             limit,
             {**options, **matching},
             explain_analyze,
+            time_type,
         )
         return
     if not statements:
@@ -695,6 +698,46 @@ def _query_group(
         _print_table(m, f"{m.num_rows} rows", limit)
 
 
+def _time_type(sql: str, schema: pa.Schema) -> pa.DataType | None:
+    """The type of the first clause's ORDER BY column in the nodes' schema (None: unknown)."""
+    from dfs_cer.query.parser import parse_statement
+
+    try:
+        order_by = parse_statement(sql).parts[0].query.recognize.order_by
+    except (DfsCerError, IndexError):
+        return None
+    if not order_by:
+        return None
+    folded = {n.lower(): n for n in schema.names}
+    name = order_by[0].column
+    name = name if name in schema.names else folded.get(name.lower(), "")
+    return schema.field(name).type if name else None
+
+
+def _moment(value: int | None, time_type: pa.DataType | None) -> object:
+    from dfs_cer.events.time import moment
+
+    return value if time_type is None else moment(value, time_type)
+
+
+def _readable_times(table: pa.Table, time_type: pa.DataType | None) -> pa.Table:
+    """A run's relation with ``__match_start`` and ``__match_end`` (stored as the time column's
+    integers) in the time column's type."""
+    import pyarrow as pa
+
+    from dfs_cer.events.identity import ID_COLUMNS
+
+    if time_type is None or not (pa.types.is_timestamp(time_type) or pa.types.is_date(time_type)):
+        return table
+    storage = pa.int32() if pa.types.is_date32(time_type) else pa.int64()
+    for name in ID_COLUMNS[1:]:
+        if name in table.column_names:
+            i = table.column_names.index(name)
+            column = table.column(i).cast(storage).cast(time_type)
+            table = table.set_column(i, name, column)
+    return table
+
+
 def _saved_run(
     state: State,
     sql: str,
@@ -707,6 +750,7 @@ def _saved_run(
     limit: int,
     options: dict[str, Any],
     explain_analyze: bool = False,
+    time_type: pa.DataType | None = None,
 ) -> None:
     import json as json_lib
 
@@ -716,6 +760,13 @@ def _saved_run(
         sql, nodes, token, strategy=strategy, runs_dir=runs_dir, since_run=since_run, **options
     )
     rec = run.record
+    matches = _readable_times(run.matches, time_type)
+    changes = None if run.changes is None else _readable_times(run.changes, time_type)
+    recomputed = (
+        [[_moment(lo, time_type), _moment(hi, time_type)] for lo, hi in rec.recomputed]
+        if rec.recomputed
+        else rec.recomputed
+    )
     if run.pulled is not None:
         _warn(run.pulled.trace.to_dict())
     if fmt == "json":
@@ -726,11 +777,11 @@ def _saved_run(
                     "parent": rec.parent,
                     "mode": rec.mode,
                     "note": rec.note,
-                    "recomputed": rec.recomputed,
+                    "recomputed": recomputed,
                     "path": str(run.where),
                     "snapshot": rec.snapshot,
-                    "matches": run.matches.to_pylist(),
-                    "changes": None if run.changes is None else run.changes.to_pylist(),
+                    "matches": matches.to_pylist(),
+                    "changes": None if changes is None else changes.to_pylist(),
                     "trace": None if run.pulled is None else run.pulled.trace.to_dict(),
                 },
                 default=str,
@@ -740,21 +791,25 @@ def _saved_run(
     what = (
         rec.mode
         + (f", table snapshot {rec.snapshot}" if rec.snapshot is not None else "")
-        + (f", recomputed starts in {rec.recomputed}" if rec.recomputed else "")
+        + (
+            ", recomputed starts in " + ", ".join(f"[{lo}, {hi}]" for lo, hi in recomputed or [])
+            if rec.recomputed
+            else ""
+        )
     )
     if explain_analyze and run.pulled is not None:
         _print_rounds(run.pulled.trace.to_dict())
     click.echo(
         f"run {rec.run_id} ({what}{'; ' + rec.note if rec.note else ''}) saved to {run.where}"
     )
-    if run.changes is not None:
-        kinds = run.changes.column("change").to_pylist() if run.changes.num_rows else []
+    if changes is not None:
+        kinds = changes.column("change").to_pylist() if changes.num_rows else []
         counts = (
             ", ".join(f"{kinds.count(k)} {k}" for k in ("new", "updated", "invalidated"))
             or "no changes"
         )
-        _print_table(run.changes, f"changes since {since_run}: {counts}", limit)
-    _print_table(run.matches, f"{run.matches.num_rows} rows", limit)
+        _print_table(changes, f"changes since {since_run}: {counts}", limit)
+    _print_table(matches, f"{matches.num_rows} rows", limit)
 
 
 @cli.command("shard")
@@ -838,12 +893,14 @@ def shard_command(
             tables=state.config.tables,
             column_types=column_types,
         )
+    from dfs_cer.events.time import moment
+
     summary: dict[str, Any] = {
         f"node-{m.node:02d}": {
             "rows": m.rows,
             "files": len(m.files),
-            "min_ts": m.min_ts,
-            "max_ts": m.max_ts,
+            "first time": moment(m.min_ts, m.time_type) if m.time_type else m.min_ts,
+            "last time": moment(m.max_ts, m.time_type) if m.time_type else m.max_ts,
         }
         for m in manifests
     }

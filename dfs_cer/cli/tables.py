@@ -10,6 +10,9 @@ import click
 
 from dfs_cer.cli.app import State, cli, handle_errors, pass_state
 
+#: snapshots ``table show`` lists unless told to list every one
+SNAPSHOTS_SHOWN = 5
+
 
 @cli.group("table")
 def table_group() -> None:
@@ -33,9 +36,12 @@ def _when(ms: int | None) -> str:
     help="Also show which files each of this many storage nodes serves (writes the assignment "
     "once).",
 )
+@click.option(
+    "--all-snapshots", is_flag=True, help=f"List every snapshot (else the last {SNAPSHOTS_SHOWN})."
+)
 @pass_state
 @handle_errors
-def show(state: State, table: str, nodes: int | None) -> None:
+def show(state: State, table: str, nodes: int | None, all_snapshots: bool = False) -> None:
     """The table's snapshot, files (rows, bytes, time range) and, with --nodes, each node's
     share."""
     from dfs_cer.io.tables import node_share, parse_table, plan_table
@@ -57,7 +63,13 @@ def show(state: State, table: str, nodes: int | None) -> None:
         from dfs_cer.io.tables import load_iceberg
 
         snaps = load_iceberg(ref, state.config.tables, state.config.storage).snapshots()
-        summary["snapshots"] = ", ".join(str(s.snapshot_id) for s in snaps[-5:])
+        shown = snaps if all_snapshots else snaps[-SNAPSHOTS_SHOWN:]
+        summary["snapshots"] = ", ".join(str(s.snapshot_id) for s in shown) + (
+            f" (the last {len(shown)}; {len(snaps) - len(shown)} older: --all-snapshots lists "
+            "every one)"
+            if len(shown) < len(snaps)
+            else ""
+        )
     state.output.mapping(plan.describe(), summary)
     if nodes:
         import pyarrow as pa
@@ -68,10 +80,10 @@ def show(state: State, table: str, nodes: int | None) -> None:
             else pa.int64()
         )
 
+        from dfs_cer.events.time import moment as as_moment
+
         def moment(value: int | None) -> object:
-            if value is None:
-                return ""
-            return str(pa.scalar(value, dtype).as_py()) if pa.types.is_timestamp(dtype) else value
+            return "" if value is None else as_moment(value, dtype)
 
         rows = []
         for k in range(nodes):

@@ -53,6 +53,8 @@ class NodeManifest:
     type_counts: dict[str, int] | None = None
     #: duplicate events ``--dedup`` dropped from the whole input (the same on every node)
     duplicates_dropped: int = 0
+    #: the time column's type (min_ts and max_ts are its stored integers)
+    time_type: pa.DataType | None = None
 
 
 def _time_ints(col: pa.Array) -> np.ndarray:
@@ -270,6 +272,7 @@ def shard(
         dropped -= offset
     for m in manifests:
         m.duplicates_dropped += dropped
+        m.time_type = schema.field(time_column).type
         _write_manifest(
             out,
             m,

@@ -253,11 +253,12 @@ def check_against_nodes(
     token: str,
     integer_time_unit: str | None = None,
     registered: Sequence[str] = (),
-) -> None:
+) -> pa.Schema:
     """Check every clause that reads the storage nodes' table directly against the schema the
     first node serves (one small call) before any query round: a misspelled column or a type
     mismatch is a :class:`~dfs_cer.errors.QueryValidationError` here, with its suggestion, not
-    an open refused by every node. What only the nodes can decide is left to them."""
+    an open refused by every node. What only the nodes can decide is left to them. Returns the
+    schema."""
     from dfs_cer.config import QueryConfig
     from dfs_cer.errors import DfsCerError, QueryValidationError
     from dfs_cer.query.analyze import analyze
@@ -287,3 +288,4 @@ def check_against_nodes(
                 raise
             except DfsCerError:  # the nodes decide (and name) anything else
                 continue
+    return schema

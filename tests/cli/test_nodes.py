@@ -47,6 +47,8 @@ def test_a_csv_log_to_a_first_query_with_nodes_in_the_background(tmp_path: Path)
     pcsv.write_csv(table, tmp_path / "ticks.csv")
     shard = dfs_cer(tmp_path, "shard", "--input", "ticks.csv", "--nodes", "3", "--to", "shards")
     assert shard.returncode == 0, shard.stderr
+    first = min(table.column("ts").to_pylist())
+    assert f"first time = '{first:%Y-%m-%d %H:%M:%S.%f}" in shard.stdout  # times, not integers
 
     up = dfs_cer(tmp_path, "--output", "json", "storage-node", "up", "--shards", "shards")
     assert up.returncode == 0, up.stderr
@@ -102,6 +104,13 @@ def test_a_csv_log_to_a_first_query_with_nodes_in_the_background(tmp_path: Path)
             "to avoid it, add WITHIN INTERVAL 'n' <unit> after PATTERN to bound a match in time\n"
         )
         assert out.stderr == ""
+
+        # a saved run's match times read as times, in the time column's type
+        saved = dfs_cer(tmp_path, "query", "--save-run", "--format", "json", QUERY)
+        assert saved.returncode == 0, saved.stderr
+        first_match = json.loads(saved.stdout)["matches"][0]
+        assert str(first_match["__match_start"]).startswith(str(first.year))
+        assert first_match["__match_start"] <= first_match["__match_end"]
 
         status = dfs_cer(tmp_path, "--output", "json", "storage-node", "status")
         assert status.returncode == 0 and status.stdout.count('"running": "yes"') == 3

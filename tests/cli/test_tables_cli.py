@@ -130,3 +130,37 @@ def test_cli_over_an_iceberg_table(tmp_path: Path) -> None:
         sum(pq.read_metadata(p).num_rows for p in (tmp_path / "shards").rglob("*.parquet"))
         == log.num_rows
     )
+
+
+def test_table_show_says_how_many_snapshots_it_leaves_out(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "DFS_CER__TABLES__CATALOG_URI": f"sqlite:///{tmp_path}/catalog.db",
+        "DFS_CER__TABLES__WAREHOUSE": str(tmp_path / "wh"),
+    }
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(EXE), *args], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120
+        )
+
+    log = events()
+    ids = []
+    for i in range(7):
+        pq.write_table(log.slice(i * 100, 100), tmp_path / f"day{i}.parquet")
+        extra = ["--create"] if i == 0 else []
+        out = run(
+            "--output", "json", "table", "append", "iceberg://local/logs.events",
+            "--input", f"day{i}.parquet", *extra,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        ids.append(str(json.loads(out.stdout)["snapshot"]))
+    shown = run("--output", "json", "table", "show", "iceberg://local/logs.events")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["snapshots"] == (
+        ", ".join(ids[-5:]) + " (the last 5; 2 older: --all-snapshots lists every one)"
+    )
+    every = run(
+        "--output", "json", "table", "show", "iceberg://local/logs.events", "--all-snapshots"
+    )
+    assert json.loads(every.stdout)["snapshots"] == ", ".join(ids)
