@@ -26,5 +26,24 @@ if ! (cd "$work" && venv/bin/dfs-cer demo --events 2000 --data-dir demo \
   cat "$work/demo.out" "$work/demo.err"; exit 1
 fi
 grep -q "DFS moves" "$work/demo.out" || { cat "$work/demo.out"; exit 1; }
+# the Spark data source is found by name, with nothing registered by hand
+cat > "$work/source.py" <<'PY'
+import sys
+import pyarrow as pa, pyarrow.parquet as pq
+from dfs_cer import match_recognize
+from dfs_cer.spark import local_session
+t = pa.table({"ts": pa.array(range(0, 60_000, 1000), pa.timestamp("ms")), "v": list(range(60))})
+pq.write_table(t, sys.argv[1])
+sql = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.v AS a, count(*) AS n "
+       "PATTERN (A B+) WITHIN INTERVAL '10' SECOND DEFINE A AS v % 10 = 0, B AS v > PREV(v))")
+spark = local_session(1)
+got = spark.read.format("dfs_cer").option("query", sql).load(sys.argv[1]).toArrow()
+assert got.to_pylist() == match_recognize(t, sql).to_pylist(), got
+spark.stop()
+print("the dfs_cer data source read", got.num_rows, "matches")
+PY
+if ! (cd "$work" && venv/bin/python source.py t.parquet > source.out 2>&1); then
+  cat "$work/source.out"; exit 1
+fi
 echo "release check: $(basename "$sdist") builds $(basename "$wheel"), which installs into a fresh" \
-  "virtual environment and runs dfs-cer demo"
+  "virtual environment, runs dfs-cer demo and serves spark.read.format(\"dfs_cer\")"

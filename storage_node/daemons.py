@@ -18,29 +18,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from dfs_cer.errors import ConfigError, StorageError
-
-#: where ``up`` keeps its files unless told (beside ``.dfs-cer/runs``)
-DEFAULT_DIR = ".dfs-cer/nodes"
-NODES_FILE = "nodes.json"
-TOKEN_FILE = "token"
-
-
-@dataclass(frozen=True)
-class Nodes:
-    """What ``up`` started: read back by ``query``, ``status`` and ``down``."""
-
-    endpoints: list[str]
-    token_file: str
-    pids: list[int]
-    data: list[str]
-    logs: list[str]
-
-    def to_json(self) -> str:
-        return json.dumps(self.__dict__, indent=2) + "\n"
+from dfs_cer.io.nodefile import DEFAULT_DIR, TOKEN_FILE, Nodes, nodes_path, read_nodes
 
 
 def write_token(path: Path) -> bool:
@@ -79,31 +60,6 @@ def table_shares(table: str, nodes: int) -> list[str]:
     """One data reference per node for a table served in place: its share ``node=i/N``."""
     joiner = "&" if "?" in table else "?"
     return [f"{table}{joiner}node={i}/{nodes}" for i in range(nodes)]
-
-
-def nodes_path(state_dir: str) -> Path:
-    return Path(state_dir) / NODES_FILE
-
-
-def read_nodes(state_dir: str) -> Nodes | None:
-    """The nodes file under ``state_dir``, or None when there is none."""
-    path = nodes_path(state_dir)
-    if not path.exists():
-        return None
-    try:
-        doc = json.loads(path.read_text())
-        return Nodes(
-            endpoints=[str(e) for e in doc["endpoints"]],
-            token_file=str(doc["token_file"]),
-            pids=[int(p) for p in doc["pids"]],
-            data=[str(d) for d in doc["data"]],
-            logs=[str(x) for x in doc["logs"]],
-        )
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(
-            f"the nodes file {path} is unreadable ({exc}); remove it or run dfs-cer "
-            "storage-node down"
-        ) from exc
 
 
 def is_node(pid: int) -> bool:

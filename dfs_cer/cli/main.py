@@ -202,7 +202,7 @@ def _nodes(endpoints: str | None, token_file: str | None, nodes_dir: str) -> tup
     wrote."""
     if endpoints is not None and token_file is not None:
         return endpoints, token_file
-    from storage_node.daemons import nodes_path, read_nodes
+    from dfs_cer.io.nodefile import nodes_path, read_nodes
 
     nodes = read_nodes(nodes_dir)
     if nodes is None:

@@ -1,0 +1,274 @@
+"""``MATCH_RECOGNIZE`` as a Spark data source (PySpark's Python data source API, Spark 4):
+
+    spark.read.format("dfs_cer").option("query", sql).load()
+    CREATE TEMPORARY VIEW m USING dfs_cer OPTIONS (query "SELECT * FROM t MATCH_RECOGNIZE (...)")
+
+so plain Spark SQL (and Spark Connect clients) can read the matches and join them with other
+tables. The rows come from storage nodes (``endpoints`` and ``token`` or ``token_file``; by
+default the nodes ``dfs-cer storage-node up`` started, from ``nodes_dir``) through a pull
+strategy (``strategy``, default dfs), or from parquet Spark's executors can read (``data``).
+The pull and the matching run in an executor task; the driver only plans (the relation's schema,
+from the input's schema). With ``filter_pushdown`` true (and Spark's
+``spark.sql.python.filterPushdown.enabled``), filters on PARTITION BY columns go to the storage
+nodes (an input filter: partitions are independent, so it is exact); other filters stay with
+Spark.
+
+The package ``pyspark_dfs_cer`` exposes this as ``DefaultSource``, so an installed dfs-cer is
+found by name without registering it; ``spark.dataSource.register(DfsCerSource)`` does the same
+by hand (an editable install's packages are not listed to Spark's lookup).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator, Sequence
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+)
+
+from dfs_cer.errors import ConfigError
+
+#: the options the source reads (Spark lower-cases option names)
+OPTIONS = (
+    "query",
+    "endpoints",
+    "token",
+    "token_file",
+    "nodes_dir",
+    "strategy",
+    "data",
+    "filter_pushdown",
+)
+
+
+class Spec:
+    """What to read: the query and where its rows come from (from the source's options)."""
+
+    def __init__(self, options: dict[str, str], input_filter: str | None = None) -> None:
+        unknown = sorted(set(options) - set(OPTIONS) - {"path"})
+        if unknown:
+            raise ConfigError(
+                f"unknown dfs_cer option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
+                f"the options are {', '.join(OPTIONS)}"
+            )
+        self.sql = options.get("query")
+        if not self.sql:
+            raise ConfigError(
+                'the dfs_cer source needs a query: .option("query", "SELECT * FROM t '
+                'MATCH_RECOGNIZE (...)")'
+            )
+        self.data = options.get("data") or options.get("path")
+        self.strategy = options.get("strategy", "dfs")
+        self.input_filter = input_filter
+        self.endpoints: list[str] = []
+        self.token = ""
+        if self.data is None:
+            self._nodes(options)
+
+    def _nodes(self, options: dict[str, str]) -> None:
+        endpoints = options.get("endpoints")
+        token = options.get("token")
+        token_file = options.get("token_file")
+        if endpoints is None or (token is None and token_file is None):
+            from dfs_cer.io.nodefile import DEFAULT_DIR, read_nodes
+
+            nodes = read_nodes(options.get("nodes_dir", DEFAULT_DIR))
+            if nodes is None:
+                raise ConfigError(
+                    "the dfs_cer source reads storage nodes (endpoints and token or token_file, "
+                    "or the nodes dfs-cer storage-node up started: nodes_dir) or parquet (data)"
+                )
+            endpoints = endpoints or ",".join(nodes.endpoints)
+            token_file = token_file or nodes.token_file
+        self.endpoints = [e.strip() for e in endpoints.split(",") if e.strip()]
+        self.token = token if token is not None else Path(str(token_file)).read_text().strip()
+
+    def input_schema(self) -> pa.Schema:
+        if self.data is not None:
+            import pyarrow.dataset as ds
+
+            return ds.dataset(self.data, format="parquet").schema
+        from dfs_cer.strategies.statements import check_against_nodes
+
+        return check_against_nodes([str(self.sql)], self.endpoints, self.token)
+
+    def relation_schema(self) -> pa.Schema:
+        """The query's output columns: the engine's over no rows of the input's schema."""
+        from dfs_cer.spark.distributed import sparkable
+
+        empty = _plain(self.input_schema()).empty_table()
+        return sparkable(_plain(_run_local(empty, str(self.sql)).schema))
+
+    def partition_columns(self) -> set[str]:
+        from dfs_cer.query.parser import parse
+
+        return {c.lower() for c in parse(str(self.sql)).recognize.partition_by}
+
+    def matches(self) -> pa.Table:
+        """Read and match (in an executor task)."""
+        if self.data is not None:
+            import pyarrow.dataset as ds
+
+            dataset = ds.dataset(self.data, format="parquet")
+            table = _plain_table(dataset.to_table())
+            if self.input_filter:
+                table = _filtered(table, self.input_filter)
+            return _run_local(table, str(self.sql))
+        from dfs_cer.strategies import pull
+        from dfs_cer.strategies.matching import match_pulled
+
+        options: dict[str, Any] = {}
+        if self.input_filter:
+            options["input_filter"] = self.input_filter
+        result = pull(self.strategy, str(self.sql), self.endpoints, self.token, **options)
+        return match_pulled(result)
+
+
+def _run_local(table: pa.Table, sql: str) -> pa.Table:
+    from dfs_cer.local import match_recognize
+
+    return match_recognize(table, sql)
+
+
+def _plain(schema: pa.Schema) -> pa.Schema:
+    """Large strings, string views and dictionaries of strings read as strings."""
+    fields = []
+    for f in schema:
+        kind = f.type
+        if pa.types.is_dictionary(kind):
+            kind = kind.value_type
+        if pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
+            kind = pa.string()
+        if pa.types.is_large_binary(kind) or pa.types.is_binary_view(kind):
+            kind = pa.binary()
+        fields.append(pa.field(f.name, kind, f.nullable))
+    return pa.schema(fields)
+
+
+def _plain_table(table: pa.Table) -> pa.Table:
+    target = _plain(table.schema)
+    return table if target.equals(table.schema) else table.cast(target)
+
+
+def _filtered(table: pa.Table, condition: str) -> pa.Table:
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        con.register("input", table)
+        return con.sql(f"SELECT * FROM input WHERE {condition}").to_arrow_table()
+    finally:
+        con.close()
+
+
+def _literal(value: object) -> str | None:
+    """A filter's value as SQL, for the types whose text is exact (else None: not pushed)."""
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int | Decimal):
+        return str(value)
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    if isinstance(value, dt.datetime) and value.tzinfo is None:
+        return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
+    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+        return f"DATE '{value.isoformat()}'"
+    return None
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _condition(f: Filter, partition_columns: set[str]) -> str | None:
+    """A Spark filter as SQL over the input, when it reads one PARTITION BY column (a match
+    lies in one partition: dropping other partitions' rows first keeps every match of the
+    partitions kept, and only those)."""
+    column: tuple[str, ...] = getattr(f, "attribute", ())  # filters with a value name a column
+    if len(column) != 1 or column[0].lower() not in partition_columns:
+        return None
+    name = _quoted(column[0])
+    operators = {
+        EqualTo: "=",
+        GreaterThan: ">",
+        GreaterThanOrEqual: ">=",
+        LessThan: "<",
+        LessThanOrEqual: "<=",
+    }
+    for kind, op in operators.items():
+        if isinstance(f, kind):
+            value = _literal(getattr(f, "value", None))
+            return None if value is None else f"{name} {op} {value}"
+    if isinstance(f, In):
+        values = [_literal(v) for v in f.value]
+        if not values or any(v is None for v in values):
+            return None
+        return f"{name} IN ({', '.join(str(v) for v in values)})"
+    return None
+
+
+class DfsCerReader(DataSourceReader):
+    def __init__(self, options: dict[str, str]) -> None:
+        self.options = options
+        self.pushed: list[str] = []
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return [InputPartition(0)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from dfs_cer.spark.distributed import sparkable
+
+        spec = Spec(self.options, " AND ".join(self.pushed) or None)
+        relation = spec.matches()
+        yield from relation.cast(sparkable(_plain(relation.schema))).to_batches()
+
+
+class PushingReader(DfsCerReader):
+    """With ``filter_pushdown`` true (Spark refuses a reader that takes filters unless
+    ``spark.sql.python.filterPushdown.enabled`` is true): filters on PARTITION BY columns go to
+    the storage nodes."""
+
+    def __init__(self, options: dict[str, str], partition_columns: set[str]) -> None:
+        super().__init__(options)
+        self.partition_columns = partition_columns
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        for f in filters:
+            condition = _condition(f, self.partition_columns)
+            if condition is None:
+                yield f  # Spark applies it
+            else:
+                self.pushed.append(condition)
+
+
+class DfsCerSource(DataSource):
+    """``format("dfs_cer")``: the matches of ``option("query", sql)``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "dfs_cer"
+
+    def schema(self) -> Any:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        return from_arrow_schema(Spec(dict(self.options)).relation_schema())
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        options = dict(self.options)
+        if options.get("filter_pushdown", "false").lower() == "true":
+            return PushingReader(options, Spec(options).partition_columns())
+        return DfsCerReader(options)

@@ -1,0 +1,174 @@
+"""MATCH_RECOGNIZE from Spark SQL: the ``dfs_cer`` data source (``spark.read.format("dfs_cer")``,
+``CREATE TEMPORARY VIEW ... USING dfs_cer``) returns the local engine's rows, from storage nodes
+and from parquet, on local[2], a local-cluster and through Spark Connect."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dfs_cer import match_recognize
+from dfs_cer.io.shard import shard
+from storage_node.launcher import LocalCluster
+
+pytestmark = [pytest.mark.spark, pytest.mark.flight]
+
+ROOT = Path(__file__).resolve().parents[2]
+SQL = (
+    "SELECT * FROM events MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES A.ts AS a_ts, "
+    "LAST(B.ts) AS b_ts, count(B.*) AS nb, A.name AS name ONE ROW PER MATCH PATTERN (A B+) "
+    "WITHIN INTERVAL '30' SECOND DEFINE A AS A.v > 80, B AS B.v < PREV(B.v))"
+)
+
+
+def events(n: int = 4000) -> pa.Table:
+    rng = np.random.default_rng(11)
+    return pa.table(
+        {
+            "ts": pa.array(np.arange(n, dtype=np.int64) * 1000, pa.timestamp("ms")),
+            "k": rng.integers(0, 4, n),
+            "v": rng.integers(0, 100, n),
+            "name": pa.array(rng.choice(["x", "y", "z"], n)).cast(pa.large_string()),
+        }
+    )
+
+
+def rows(table: pa.Table) -> list[tuple[Any, ...]]:
+    names = ["k", "a_ts", "b_ts", "nb", "name"]
+    return sorted(tuple(r[c] for c in names) for r in table.select(names).to_pylist())
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    from dfs_cer.spark import local_session
+    from dfs_cer.spark.source import DfsCerSource
+
+    session = local_session(2)
+    session.dataSource.register(DfsCerSource)  # an editable install is not listed to Spark
+    yield session
+
+
+@pytest.fixture(scope="module")
+def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, Path]]:
+    root = tmp_path_factory.mktemp("source")
+    table = events()
+    # pandas 3 writes large strings; a dictionary column too
+    pq.write_table(table, root / "events.parquet")
+    shard(str(root / "events.parquet"), 2, str(root / "nodes"))
+    with LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(2)]) as cluster:
+        yield cluster, root
+
+
+def test_the_source_reads_the_matches_from_nodes_and_from_parquet(
+    spark: Any, nodes: tuple[LocalCluster, Path]
+) -> None:
+    cluster, root = nodes
+    want = match_recognize(events(), SQL)
+    assert want.num_rows > 20
+    from_nodes = (
+        spark.read.format("dfs_cer")
+        .option("query", SQL)
+        .option("endpoints", ",".join(cluster.endpoints))
+        .option("token", cluster.token)
+        .load()
+    )
+    assert rows(from_nodes.toArrow()) == rows(want)
+    from_parquet = (
+        spark.read.format("dfs_cer").option("query", SQL).load(str(root / "events.parquet"))
+    )
+    assert rows(from_parquet.toArrow()) == rows(want)
+    # with filter_pushdown, a filter on a PARTITION BY column goes to the nodes (exact); others
+    # stay with Spark
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    pushing = (
+        spark.read.format("dfs_cer")
+        .option("query", SQL)
+        .option("endpoints", ",".join(cluster.endpoints))
+        .option("token", cluster.token)
+        .option("filter_pushdown", "true")
+        .load()
+    )
+    picked = pushing.where("k = 2 AND nb >= 2").toArrow()
+    assert rows(picked) == rows(want.filter(pa.compute.and_(
+        pa.compute.equal(want["k"], 2), pa.compute.greater_equal(want["nb"], 2))))  # fmt: skip
+
+
+def test_a_spark_sql_view_of_the_matches_joins_a_table(
+    spark: Any, nodes: tuple[LocalCluster, Path]
+) -> None:
+    cluster, _ = nodes
+    names = pa.table({"k": [0, 1, 2, 3], "label": ["zero", "one", "two", "three"]})
+    spark.createDataFrame(names.to_pandas()).createOrReplaceTempView("labels")
+    quoted = SQL.replace("'", "\\'")
+    spark.sql(
+        f"CREATE OR REPLACE TEMPORARY VIEW m USING dfs_cer OPTIONS (query '{quoted}', "
+        f"endpoints '{','.join(cluster.endpoints)}', token '{cluster.token}')"
+    )
+    joined = spark.sql(
+        "SELECT l.label, count(*) AS matches, max(m.nb) AS longest FROM m JOIN labels l "
+        "ON m.k = l.k GROUP BY l.label ORDER BY l.label"
+    ).toArrow()
+    relation = match_recognize(events(), SQL)
+    con = duckdb.connect()
+    con.register("m", relation)
+    con.register("labels", names)
+    want = con.sql(
+        "SELECT l.label, count(*) AS matches, max(m.nb) AS longest FROM m JOIN labels l "
+        "ON m.k = l.k GROUP BY l.label ORDER BY l.label"
+    ).to_arrow_table()
+    assert joined.to_pylist() == want.to_pylist()
+
+
+def test_a_wrong_option_is_one_clear_error(spark: Any) -> None:
+    with pytest.raises(Exception, match="unknown dfs_cer option querry"):
+        spark.read.format("dfs_cer").option("querry", SQL).load().collect()
+
+
+SCRIPT = r"""
+import json, sys
+import pyarrow as pa
+from pyspark.sql import SparkSession
+from dfs_cer.spark.source import DfsCerSource
+master, sql, endpoints, token = sys.argv[1:5]
+if master.startswith("connect:"):
+    spark = SparkSession.builder.remote(master.removeprefix("connect:")).getOrCreate()
+else:
+    from dfs_cer.spark import local_session
+    spark = local_session(master=master)
+spark.dataSource.register(DfsCerSource)
+frame = (spark.read.format("dfs_cer").option("query", sql).option("endpoints", endpoints)
+         .option("token", token).load())
+out = frame.toArrow()
+print("RESULT " + json.dumps([[str(v) for v in r.values()] for r in out.to_pylist()]))
+spark.stop()
+"""
+
+
+@pytest.mark.parametrize("master", ["local-cluster[2,1,1024]", "connect:local[2]"])
+def test_a_cluster_and_a_spark_connect_client_read_the_same_rows(
+    nodes: tuple[LocalCluster, Path], master: str
+) -> None:
+    cluster, _ = nodes
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, master, SQL, ",".join(cluster.endpoints), cluster.token],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(next(x for x in done.stdout.splitlines() if x.startswith("RESULT "))[7:])
+    want = match_recognize(events(), SQL)
+    assert sorted(got) == sorted([str(v) for v in r.values()] for r in want.to_pylist())
