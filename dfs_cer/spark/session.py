@@ -21,7 +21,8 @@ def local_session(
     (under spark-submit: the master it was given; ``master`` picks another, e.g.
     ``local-cluster[2,1,1024]``: a master, two workers and executor JVMs in this machine).
 
-    Python workers run this interpreter, so executors import the same dfs_cer.
+    Python workers run this interpreter, so executors import the same dfs_cer. The ``dfs_cer``
+    data source (:mod:`dfs_cer.spark.source`) is registered.
     """
     from pyspark.sql import SparkSession
 
@@ -60,7 +61,13 @@ def local_session(
     )
     for key, value in conf.items():
         builder = builder.config(key, str(value))
-    return builder.getOrCreate()
+    session = builder.getOrCreate()
+    from dfs_cer.spark.source import DfsCerSource
+
+    # format("dfs_cer") / USING dfs_cer: an installed dfs-cer is found by name anyway; an
+    # editable install (a checkout) is not listed to Spark's lookup
+    session.dataSource.register(DfsCerSource)
+    return session
 
 
 def sandboxed_sql(spark: Any, sql: str, relations: Iterable[str]) -> Any:

@@ -52,11 +52,8 @@ def rows(table: pa.Table) -> list[tuple[Any, ...]]:
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
     from dfs_cer.spark import local_session
-    from dfs_cer.spark.source import DfsCerSource
 
-    session = local_session(2)
-    session.dataSource.register(DfsCerSource)  # an editable install is not listed to Spark
-    yield session
+    yield local_session(2)  # registers the source (an editable install is not listed to Spark)
 
 
 @pytest.fixture(scope="module")
