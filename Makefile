@@ -11,7 +11,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: help install java test lint unit release-check demo fuzz clean
+.PHONY: help install java test lint unit docs release-check demo fuzz clean
 .DEFAULT_GOAL := install
 
 help: ## list the targets
@@ -47,7 +47,10 @@ lint: install ## ruff (lint and format), mypy and the import-linter contracts (l
 unit: install ## the tests (pytest)
 	$(BIN)/pytest
 
-test: lint unit release-check ## lint, the tests, the release check (what CI runs)
+test: lint unit docs release-check ## lint, the tests, the docs, the release check (what CI runs)
+
+docs: install ## build the documentation site into site/ (mkdocs, strict: a broken link fails)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 release-check: install ## build the wheel and sdist, run the demo from the wheel in a fresh venv
 	PYTHON=$(PYTHON) scripts/check-release.sh
@@ -60,4 +63,4 @@ fuzz: install ## the differential fuzzer's long profile
 	$(BIN)/python bench/fuzz.py
 
 clean: ## remove .venv and the tools' caches
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache *.egg-info
+	rm -rf $(VENV) site .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache *.egg-info
