@@ -65,7 +65,7 @@ def run(argv: list[str]) -> int:
     args = _parse(argv)
     from dfs_cer.errors import ConfigError
     from dfs_cer.query import parse
-    from dfs_cer.spark import local_session, recognize
+    from dfs_cer.spark import local_session
 
     sql = sql_text(args.sql)
     parse(sql)  # bad SQL fails before Spark starts
@@ -83,6 +83,15 @@ def run(argv: list[str]) -> int:
     # for the JVM's first lines)
     level: dict[str, Any] = {"spark.log.level": "INFO" if args.verbose else "ERROR"}
     spark = local_session(**level)
+    try:
+        return _recognized(spark, args, sql, token)
+    finally:
+        spark.stop()  # a cluster's executors end with the job, not at the JVM's shutdown
+
+
+def _recognized(spark: Any, args: argparse.Namespace, sql: str, token: str | None) -> int:
+    from dfs_cer.spark import recognize
+
     options: dict[str, Any] = {"cost_model": args.cost_model} if args.endpoints else {}
     run = recognize(
         spark,
@@ -125,6 +134,17 @@ def main(argv: list[str] | None = None) -> int:
     except DfsCerError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except Exception as e:  # a Spark job failed: its executor's cause, in one line
+        from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
+        from pyspark.errors import PySparkException
+
+        if not isinstance(e, PySparkException | Py4JJavaError):
+            raise
+        from dfs_cer.spark.distributed import failure_cause
+
+        cause = failure_cause(str(e)) or type(e).__name__
+        print(f"error: the Spark job failed: {cause}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

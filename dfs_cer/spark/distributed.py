@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import pickle
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -360,6 +361,29 @@ def _spread(spark: Any, emitted: Any, width: int, chunks: Sequence[int], total: 
     return emitted.withColumn(SLOT, slot).repartition(width, SLOT)
 
 
+#: an exception's line, ``module.Name: message`` (Python's or Java's)
+_CAUSE = re.compile(r"^([\w.]*?)([A-Z]\w*): (.+)$")
+
+
+def failure_cause(text: str) -> str | None:
+    """The real cause of a failed Spark job, from its text (Spark wraps an executor's Python
+    traceback in Java stack traces): the last Python ``SomeError: message`` line, else the
+    first exception line; None when there is none."""
+    python, java = [], []
+    for line in text.splitlines():
+        match = _CAUSE.match(line.strip())
+        if match is None:
+            continue
+        module, name, message = match.groups()
+        if module.startswith(("org.", "java.", "scala.", "py4j.")) or name == "PythonException":
+            java.append(f"{name}: {message}")
+        else:
+            python.append(f"{name}: {message}")
+    if python:
+        return python[-1]
+    return java[0] if java else None
+
+
 def _collect(frame: Any) -> list[Any]:
     """``frame.collect()``; an executor's failure becomes one clear error (its own message), not
     a JVM stack trace."""
@@ -372,7 +396,11 @@ def _collect(frame: Any) -> list[Any]:
 
         text = str(exc)
         lines = [x.strip() for x in text.splitlines() if "Error:" in x and "dfs_cer.errors." in x]
-        why = lines[-1].split("Error:", 1)[1].strip() if lines else text.splitlines()[0][:500]
+        why = (
+            lines[-1].split("Error:", 1)[1].strip()
+            if lines
+            else (failure_cause(text) or text.splitlines()[0])[:500]
+        )
         if "storage node" in why or "StorageError" in text:
             raise StorageError(f"an executor failed: {why}") from exc
         if lines and "MatchBudgetError" in lines[-1]:  # the step budget: its own code and fix
