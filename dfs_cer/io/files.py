@@ -49,6 +49,22 @@ class FileLocation:
     def retrying(self, what: str, fn: Callable[[], T]) -> T:
         return retrying(what, fn, budget=self.retry_seconds)
 
+    def make_dirs(self, path: str | None = None) -> None:
+        """Create ``path`` (default: the location itself) and its parents; a bucket that does
+        not exist is an error naming it and the fix (dfs-cer creates no buckets)."""
+        try:
+            self.fs.create_dir(path or self.path, recursive=True)
+        except OSError as exc:
+            text = str(exc)
+            if "allow_bucket_creation" in text or "NoSuchBucket" in text:
+                bucket = self.path.split("/", 1)[0]
+                raise StorageError(
+                    f"the bucket {bucket} of {self.uri} does not exist: create it first (e.g. "
+                    f"aws s3 mb s3://{bucket}, with --endpoint-url for a local S3), or check "
+                    "the name and storage.s3_endpoint"
+                ) from None
+            raise StorageError(f"cannot create {self.uri}: {exc}") from exc
+
 
 def _s3(config: StorageConfig) -> pafs.S3FileSystem:
     endpoint = config.s3_endpoint or os.environ.get("AWS_ENDPOINT_URL") or None

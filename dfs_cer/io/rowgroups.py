@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dfs_cer.config import StorageConfig
-from dfs_cer.errors import StorageError
+from dfs_cer.errors import ConfigError, StorageError
 from dfs_cer.io.files import FileLocation, filesystem_for, list_files
 
 
@@ -80,6 +80,13 @@ def time_bounds(meta: pq.FileMetaData, time_column: str) -> tuple[int | None, in
 
 
 def location_files(uri: str, config: StorageConfig | None = None) -> tuple[FileLocation, list[str]]:
+    if uri.lower().endswith((".csv", ".csv.gz", ".tsv", ".json", ".jsonl")):
+        name = uri.rstrip("/").rsplit("/", 1)[-1]
+        raise ConfigError(
+            f"{uri} is not parquet: data= (--data) reads parquet files or tables. Shard {name} "
+            f"for storage nodes (dfs-cer shard --input {uri} --nodes N --to shards) and query "
+            "them, or write it as parquet first"
+        )
     where = filesystem_for(uri, config)
     files = [where.path] if uri.endswith(".parquet") else list_files(where)
     if not files:

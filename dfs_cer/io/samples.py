@@ -69,7 +69,7 @@ def crimes_sample(
     if where.fs.get_file_info(where.join("shards")).type.name != "NotFound":
         where.fs.delete_dir(where.join("shards"))  # stale: another size or node count
     else:
-        where.fs.create_dir(where.path, recursive=True)
+        where.make_dirs()
     with tempfile.TemporaryDirectory(prefix="dfs-cer-sample-") as tmp:
         local = Path(tmp) / "crimes.parquet"
         done = 0

@@ -237,7 +237,7 @@ def shard(
 
         batch_tag = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
     for k in range(nodes):
-        out.fs.create_dir(out.join(f"node-{k:02d}"), recursive=True)
+        out.make_dirs(out.join(f"node-{k:02d}"))
     offset = 0
     part = 0
     # CSV readers yield one batch per read block (a few thousand rows): gathered into batches of

@@ -70,3 +70,21 @@ def test_missing_objects_are_reported_by_name(s3: str) -> None:
         LocalCluster(["s3://events/nothing-here"], env=env),
     ):
         pass
+
+
+def test_a_missing_bucket_and_a_csv_given_as_data_are_errors_naming_the_fix(
+    s3: str, tmp_path: Path
+) -> None:
+    events = synthetic_events(1_000, seed=1)
+    pq.write_table(events, tmp_path / "events.parquet")
+    with pytest.raises(StorageError) as info:
+        shard(str(tmp_path / "events.parquet"), 2, "s3://no-such-bucket/x",
+              config=StorageConfig(s3_endpoint=s3))  # fmt: skip
+    assert str(info.value).startswith(
+        "the bucket no-such-bucket of s3://no-such-bucket/x does not exist: create it first"
+    )
+    from dfs_cer.errors import ConfigError
+    from dfs_cer.io.rowgroups import location_files
+
+    with pytest.raises(ConfigError, match=r"flights.csv is not parquet: .*\(dfs-cer shard --input"):
+        location_files(str(tmp_path / "flights.csv"))
