@@ -104,6 +104,7 @@ def up(
         log_path = root / f"node-{i}.log"
         cmd = [
             sys.executable,
+            "-P",  # the installed storage node, not a storage_node directory in the cwd
             "-m",
             "storage_node.server",
             "--data",

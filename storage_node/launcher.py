@@ -73,6 +73,7 @@ class LocalCluster:
         ready_file.unlink(missing_ok=True)
         cmd = [
             sys.executable,
+            "-P",  # the installed storage node, not a storage_node directory in the cwd
             "-m",
             "storage_node.server",
             "--data",

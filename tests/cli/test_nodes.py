@@ -169,3 +169,23 @@ def test_a_node_without_its_token_fails_before_loading_rows(tmp_path: Path) -> N
         dfs_cer(tmp_path, "storage-node", "token", "tok").stdout.strip() == "kept the token in tok"
     )
     assert (tmp_path / "tok").read_text() == before
+
+
+def test_a_storage_node_directory_in_the_working_directory_does_not_shadow_the_node(
+    tmp_path: Path,
+) -> None:
+    """Nodes start as ``python -P -m storage_node.server``: a ``storage_node`` directory where
+    the user stands (an old copy, say) is not what runs."""
+    fake = tmp_path / "storage_node"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("")
+    (fake / "server.py").write_text("raise SystemExit('the copy in the working directory ran')\n")
+    pcsv.write_csv(stock_events(300, keys=5, seed=2), tmp_path / "t.csv")
+    assert (
+        dfs_cer(tmp_path, "shard", "--input", "t.csv", "--nodes", "1", "--to", "s").returncode == 0
+    )
+    up = dfs_cer(tmp_path, "storage-node", "up", "--shards", "s")
+    try:
+        assert up.returncode == 0, up.stderr
+    finally:
+        assert dfs_cer(tmp_path, "storage-node", "down").returncode == 0
