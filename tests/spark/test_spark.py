@@ -203,7 +203,7 @@ def test_bad_arguments(spark: Any, data: tuple[Path, LocalCluster]) -> None:
 
 
 def _submit(
-    *args: str, extra_env: dict[str, str] | None = None
+    *args: str, extra_env: dict[str, str] | None = None, master: str = "local[2]"
 ) -> subprocess.CompletedProcess[str]:
     import os
 
@@ -218,7 +218,7 @@ def _submit(
         **(extra_env or {}),
     }
     return subprocess.run(
-        [str(venv / "spark-submit"), "--master", "local[2]", "spark_jobs/run_query.py", *args],
+        [str(venv / "spark-submit"), "--master", master, "spark_jobs/run_query.py", *args],
         capture_output=True,
         text=True,
         timeout=600,
@@ -291,6 +291,43 @@ def test_spark_submit_end_to_end(
         and "error: the query has no MATCH_RECOGNIZE clause" in out
         and "Traceback" not in out
     )
+
+
+#: the one line a successful job may print besides its result: the JVM's own notice of the
+#: incubator module Spark 4 asks for (printed before any Spark code runs; no JVM flag hides it)
+JVM_NOTICE = "WARNING: Using incubator modules: jdk.incubator.vector"
+
+
+def test_a_successful_job_on_a_local_cluster_prints_no_error_or_warning(
+    events: pa.Table, data: tuple[Path, LocalCluster], tmp_path: Path
+) -> None:
+    """Executors in their own JVMs end with the job (the session is stopped), not at the JVM's
+    shutdown (which printed "Failed to launch executor" traces), and Spark's banner is off."""
+    path, _ = data
+    run = _submit(
+        "--sql", CER, "--data", str(path), "--output", str(tmp_path / "out"),
+        "--driver-threshold", "0", master="local-cluster[2,1,1024]",
+        extra_env={"PYTHONPATH": str(Path(__file__).parents[2])},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = [x for x in (run.stdout + run.stderr).splitlines() if x.strip() and x != JVM_NOTICE]
+    assert lines == [f"{local_match_recognize(events, CER).num_rows} matches written to "
+                     f"{tmp_path / 'out'}/matches.parquet"], lines[:10]  # fmt: skip
+
+
+def test_the_demo_prints_no_spark_banner(tmp_path: Path) -> None:
+    """A fresh process (Spark starts in it): the demo's steps and tables, nothing of Spark's."""
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "dfs-cer"), "demo", "--events", "2000", "--data-dir",
+         str(tmp_path / "d"), "--strategies", "push_down,dfs"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout + done.stderr
+    assert "Setting default log level" not in out and "setLogLevel" not in out
+    noisy = [x for x in out.splitlines() if (" WARN " in x or "ERROR" in x) and x != JVM_NOTICE]
+    assert not noisy, noisy[:5]
+    assert "DFS moves" in done.stdout
 
 
 def test_cli_query_through_spark(
