@@ -65,6 +65,28 @@ def _sparkable(schema: pa.Schema) -> pa.Schema:
     return pa.schema(fields)
 
 
+def plain_schema(schema: pa.Schema) -> pa.Schema:
+    """Types every path of Spark reads back the same way: large strings, string views and
+    dictionaries of strings as strings (pandas 3 writes large strings), large binaries and
+    binary views as binaries."""
+    fields = []
+    for f in schema:
+        kind = f.type
+        if pa.types.is_dictionary(kind):
+            kind = kind.value_type
+        if pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
+            kind = pa.string()
+        elif pa.types.is_large_binary(kind) or pa.types.is_binary_view(kind):
+            kind = pa.binary()
+        fields.append(pa.field(f.name, kind, f.nullable, f.metadata))
+    return pa.schema(fields, metadata=schema.metadata)
+
+
+def plain_table(table: pa.Table) -> pa.Table:
+    target = plain_schema(table.schema)
+    return table if target.equals(table.schema) else table.cast(target)
+
+
 def _chunks(spark: Any, tasks: int | None) -> int:
     """Time chunks per run: a few per core, so a chunk re-run or a dense hour does not leave
     cores idle."""
@@ -286,7 +308,7 @@ class RowGroupLoader:
 
             group = self.groups[unit]
             f = next(f for f in self.table.files if f.path == group.file)
-            rows = read_data_file(self.table, f, row_group=group.index)
+            rows = plain_table(read_data_file(self.table, f, row_group=group.index))
             return rows.filter(condition) if condition is not None else rows
         if self._where is None:
             self._where = filesystem_for(self.uri, self.config)
@@ -356,12 +378,13 @@ def match_data(
         from dfs_cer.io.tables import plan_table, table_row_groups
 
         table = plan_table(path, tables=tables or load_config().tables, storage=storage)
-        schema, groups = table.schema, table_row_groups(table, time_column)
+        schema, groups = plain_schema(table.schema), table_row_groups(table, time_column)
     else:
         if not path.startswith("s3://"):
             path = os.path.abspath(path)
         where, files = location_files(path, storage)
         schema, groups = list_row_groups(where, files, time_column)
+        schema = plain_schema(schema)  # read_row_group casts each row group to it
     qconfig = _config(time_unit, event_key, dedup)
     analysis = analyze(query, schema, qconfig)
     total = sum(g.rows for g in groups)

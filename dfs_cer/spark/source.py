@@ -41,6 +41,7 @@ from pyspark.sql.datasource import (
 )
 
 from dfs_cer.errors import ConfigError
+from dfs_cer.spark.match import plain_schema, plain_table
 
 #: the options the source reads (Spark lower-cases option names)
 OPTIONS = (
@@ -110,8 +111,8 @@ class Spec:
         """The query's output columns: the engine's over no rows of the input's schema."""
         from dfs_cer.spark.distributed import sparkable
 
-        empty = _plain(self.input_schema()).empty_table()
-        return sparkable(_plain(_run_local(empty, str(self.sql)).schema))
+        empty = plain_schema(self.input_schema()).empty_table()
+        return sparkable(plain_schema(_run_local(empty, str(self.sql)).schema))
 
     def partition_columns(self) -> set[str]:
         from dfs_cer.query.parser import parse
@@ -124,7 +125,7 @@ class Spec:
             import pyarrow.dataset as ds
 
             dataset = ds.dataset(self.data, format="parquet")
-            table = _plain_table(dataset.to_table())
+            table = plain_table(dataset.to_table())
             if self.input_filter:
                 table = _filtered(table, self.input_filter)
             return _run_local(table, str(self.sql))
@@ -142,26 +143,6 @@ def _run_local(table: pa.Table, sql: str) -> pa.Table:
     from dfs_cer.local import match_recognize
 
     return match_recognize(table, sql)
-
-
-def _plain(schema: pa.Schema) -> pa.Schema:
-    """Large strings, string views and dictionaries of strings read as strings."""
-    fields = []
-    for f in schema:
-        kind = f.type
-        if pa.types.is_dictionary(kind):
-            kind = kind.value_type
-        if pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
-            kind = pa.string()
-        if pa.types.is_large_binary(kind) or pa.types.is_binary_view(kind):
-            kind = pa.binary()
-        fields.append(pa.field(f.name, kind, f.nullable))
-    return pa.schema(fields)
-
-
-def _plain_table(table: pa.Table) -> pa.Table:
-    target = _plain(table.schema)
-    return table if target.equals(table.schema) else table.cast(target)
 
 
 def _filtered(table: pa.Table, condition: str) -> pa.Table:
@@ -234,7 +215,7 @@ class DfsCerReader(DataSourceReader):
 
         spec = Spec(self.options, " AND ".join(self.pushed) or None)
         relation = spec.matches()
-        yield from relation.cast(sparkable(_plain(relation.schema))).to_batches()
+        yield from relation.cast(sparkable(plain_schema(relation.schema))).to_batches()
 
 
 class PushingReader(DfsCerReader):
