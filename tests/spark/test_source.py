@@ -200,3 +200,24 @@ def test_executors_read_large_strings_and_dictionaries_as_strings(
     assert got.schema.field("origin").type == pa.string() == got.schema.field("c").type
     want = match_recognize(table, sql)
     assert sorted(map(str, got.to_pylist())) == sorted(map(str, want.to_pylist()))
+
+
+def test_the_source_finds_the_nodes_storage_node_up_started(
+    spark: Any, nodes: tuple[LocalCluster, Path], tmp_path: Path
+) -> None:
+    """No endpoints and no token: the nodes file (``nodes_dir``), as ``dfs-cer storage-node up``
+    writes it, names both."""
+    from dfs_cer.io.nodefile import Nodes
+
+    cluster, _ = nodes
+    (tmp_path / "nodes").mkdir()
+    (tmp_path / "nodes" / "token").write_text(cluster.token)
+    record = Nodes(list(cluster.endpoints), str(tmp_path / "nodes" / "token"), [], [], [])
+    (tmp_path / "nodes" / "nodes.json").write_text(record.to_json())
+    frame = (
+        spark.read.format("dfs_cer")
+        .option("query", SQL)
+        .option("nodes_dir", str(tmp_path / "nodes"))
+        .load()
+    )
+    assert rows(frame.toArrow()) == rows(match_recognize(events(), SQL))
