@@ -83,6 +83,7 @@ def up(
     host: str | None = None,
     timeout: float = 300.0,
     progress: Callable[[str], None] | None = None,
+    metrics: bool = False,
 ) -> Nodes:
     """Start one node per entry of ``data`` in the background and write the nodes file."""
     root = Path(state_dir).resolve()
@@ -120,6 +121,8 @@ def up(
             cmd += ["--host", host]
         if memory_budget:
             cmd += ["--memory-budget", memory_budget]
+        if metrics:
+            cmd += ["--metrics-port", "0"]
         with open(log_path, "ab") as log:
             procs.append(
                 subprocess.Popen(
@@ -133,17 +136,21 @@ def up(
         ready.append(ready_file)
         logs.append(str(log_path))
     endpoints: list[str] = []
+    urls: list[str] = []
     deadline = time.monotonic() + timeout
     try:
         for i, path in enumerate(ready):
             if progress:
                 progress(f"starting storage node {i + 1} of {len(data)} ({data[i]})")
-            endpoints.append(_wait(procs[i], path, Path(logs[i]), deadline, host, data[i]))
+            endpoint, metrics_port = _wait(procs[i], path, Path(logs[i]), deadline, host, data[i])
+            endpoints.append(endpoint)
+            if metrics_port is not None:
+                urls.append(f"http://127.0.0.1:{metrics_port}/metrics")
     except BaseException:
         for proc in procs:
             _stop(proc.pid)
         raise
-    nodes = Nodes(endpoints, str(token_file), [p.pid for p in procs], data, logs)
+    nodes = Nodes(endpoints, str(token_file), [p.pid for p in procs], data, logs, urls)
     tmp = nodes_path(state_dir).with_suffix(".tmp")
     tmp.write_text(nodes.to_json())
     os.replace(tmp, nodes_path(state_dir))
@@ -159,7 +166,8 @@ def _wait(
     deadline: float,
     host: str | None,
     data: str,
-) -> str:
+) -> tuple[str, int | None]:
+    """The node's endpoint and metrics port, once its ready file is written."""
     while not ready.exists():
         status = proc.poll()
         if status is not None:
@@ -176,8 +184,10 @@ def _wait(
         time.sleep(0.05)
     for _ in range(100):
         with contextlib.suppress(ValueError, KeyError):
-            port = int(json.loads(ready.read_text())["port"])
-            return f"{host or '127.0.0.1'}:{port}"
+            doc = json.loads(ready.read_text())
+            metrics = doc.get("metrics_port")
+            endpoint = f"{host or '127.0.0.1'}:{int(doc['port'])}"
+            return endpoint, None if metrics is None else int(metrics)
         time.sleep(0.02)
     raise StorageError(f"the storage node for {data} wrote an unreadable ready file {ready}")
 

@@ -65,6 +65,11 @@ def token_command(state: State, path: str) -> None:
 @click.option("--memory-budget", default=None, help="Each node's memory budget (e.g. 2GiB).")
 @click.option("--host", default=None, help="The address the nodes listen on [127.0.0.1].")
 @click.option(
+    "--metrics",
+    is_flag=True,
+    help="Each node serves Prometheus metrics on a free port of 127.0.0.1 (status lists them).",
+)
+@click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
     default=300.0,
@@ -82,6 +87,7 @@ def up_command(
     state_dir: str,
     memory_budget: str | None,
     host: str | None,
+    metrics: bool,
     timeout: float,
 ) -> None:
     """Start storage nodes in the background, write a token and a nodes file, print the
@@ -107,6 +113,7 @@ def up_command(
         host=host,
         timeout=timeout,
         progress=lambda text: click.echo(f"{text} ...", err=True),
+        metrics=metrics,
     )
     state.output.mapping(
         f"{len(started.endpoints)} storage nodes up (stop them with dfs-cer storage-node down)",
@@ -115,6 +122,7 @@ def up_command(
             "token file": started.token_file,
             "nodes file": str(nodes_path(state_dir)),
             "logs": str(Path(started.logs[0]).parent) if started.logs else "",
+            **({"metrics": ",".join(started.metrics)} if started.metrics else {}),
         },
     )
 
@@ -146,9 +154,10 @@ def status_command(state: State, state_dir: str) -> None:
                 "pid": str(p),
                 "running": "yes" if is_node(p) else "no",
                 "log": log,
+                **({"metrics": nodes.metrics[i]} if i < len(nodes.metrics) else {}),
             }
-            for e, d, p, log in zip(
-                nodes.endpoints, nodes.data, nodes.pids, nodes.logs, strict=True
+            for i, (e, d, p, log) in enumerate(
+                zip(nodes.endpoints, nodes.data, nodes.pids, nodes.logs, strict=True)
             )
         ],
     )

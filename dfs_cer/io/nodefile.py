@@ -5,7 +5,7 @@ source read it when no endpoints are given."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from dfs_cer.errors import ConfigError
@@ -25,6 +25,8 @@ class Nodes:
     pids: list[int]
     data: list[str]
     logs: list[str]
+    #: each node's Prometheus endpoint (``up --metrics``), else empty
+    metrics: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__, indent=2) + "\n"
@@ -47,6 +49,7 @@ def read_nodes(state_dir: str) -> Nodes | None:
             pids=[int(p) for p in doc["pids"]],
             data=[str(d) for d in doc["data"]],
             logs=[str(x) for x in doc["logs"]],
+            metrics=[str(m) for m in doc.get("metrics", [])],
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(

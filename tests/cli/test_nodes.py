@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pyarrow.csv as pcsv
@@ -184,8 +185,13 @@ def test_a_storage_node_directory_in_the_working_directory_does_not_shadow_the_n
     assert (
         dfs_cer(tmp_path, "shard", "--input", "t.csv", "--nodes", "1", "--to", "s").returncode == 0
     )
-    up = dfs_cer(tmp_path, "storage-node", "up", "--shards", "s")
+    up = dfs_cer(tmp_path, "storage-node", "up", "--shards", "s", "--metrics")
     try:
         assert up.returncode == 0, up.stderr
+        # --metrics: each node's Prometheus endpoint, listed by status
+        status = json.loads(dfs_cer(tmp_path, "--output", "json", "storage-node", "status").stdout)
+        url = status["rows"][0]["metrics"]
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            assert b"dfs_cer_node_queries_open 0.0" in reply.read()
     finally:
         assert dfs_cer(tmp_path, "storage-node", "down").returncode == 0
