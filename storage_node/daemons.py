@@ -15,13 +15,13 @@ import os
 import secrets
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from dfs_cer.errors import ConfigError, StorageError
 from dfs_cer.io.nodefile import DEFAULT_DIR, TOKEN_FILE, Nodes, nodes_path, read_nodes
+from storage_node.launcher import node_command
 
 
 def write_token(path: Path) -> bool:
@@ -103,26 +103,9 @@ def up(
         ready_file = root / f"ready-{i}.json"
         ready_file.unlink(missing_ok=True)
         log_path = root / f"node-{i}.log"
-        cmd = [
-            sys.executable,
-            "-P",  # the installed storage node, not a storage_node directory in the cwd
-            "-m",
-            "storage_node.server",
-            "--data",
-            where,
-            "--port",
-            "0",
-            "--token-file",
-            str(token_file),
-            "--ready-file",
-            str(ready_file),
-        ]
+        cmd = node_command(where, 0, token_file, ready_file, memory_budget, metrics)
         if host:
             cmd += ["--host", host]
-        if memory_budget:
-            cmd += ["--memory-budget", memory_budget]
-        if metrics:
-            cmd += ["--metrics-port", "0"]
         with open(log_path, "ab") as log:
             procs.append(
                 subprocess.Popen(

@@ -26,6 +26,36 @@ def _ready_port(path: Path) -> int:
     raise StorageError(f"storage node ready file {path} is unreadable")
 
 
+def node_command(
+    data: str,
+    port: int,
+    token_file: Path,
+    ready_file: Path,
+    memory_budget: str | None = None,
+    metrics: bool = False,
+) -> list[str]:
+    """The command line of one storage node process over ``data``."""
+    cmd = [
+        sys.executable,
+        "-P",  # the installed storage node, not a storage_node directory in the cwd
+        "-m",
+        "storage_node.server",
+        "--data",
+        data,
+        "--port",
+        str(port),
+        "--token-file",
+        str(token_file),
+        "--ready-file",
+        str(ready_file),
+    ]
+    if memory_budget:
+        cmd += ["--memory-budget", memory_budget]
+    if metrics:
+        cmd += ["--metrics-port", "0"]
+    return cmd
+
+
 class LocalCluster:
     """``n`` storage node processes, one per ``node-XX`` shard directory under ``shards``."""
 
@@ -71,26 +101,11 @@ class LocalCluster:
         data = self.data_dirs[i]
         ready_file = Path(self.tmp.name) / f"ready-{i}.json"
         ready_file.unlink(missing_ok=True)
-        cmd = [
-            sys.executable,
-            "-P",  # the installed storage node, not a storage_node directory in the cwd
-            "-m",
-            "storage_node.server",
-            "--data",
-            data,
-            "--port",
-            str(port),
-            "--token-file",
-            str(self.token_file),
-            "--ready-file",
-            str(ready_file),
-        ]
+        cmd = node_command(
+            data, port, self.token_file, ready_file, self.memory_budget, self.metrics
+        )
         if self.netns and self.hosts:
             cmd = ["ip", "netns", "exec", self.netns[i], *cmd, "--host", self.hosts[i]]
-        if self.memory_budget:
-            cmd += ["--memory-budget", self.memory_budget]
-        if self.metrics:
-            cmd += ["--metrics-port", "0"]
         if self.tls:
             cmd += ["--tls-cert", self.tls[0], "--tls-key", self.tls[1]]
         log = open(Path(self.tmp.name) / f"node-{i}.log", "ab")  # noqa: SIM115 - lives with the process

@@ -10,6 +10,16 @@ import click
 from dfs_cer.cli.app import State, cli, handle_errors, pass_state
 from dfs_cer.errors import ConfigError
 
+#: where ``up`` writes the token, the nodes file and the logs (status and down read it)
+state_dir_option = click.option(
+    "--dir",
+    "state_dir",
+    default=".dfs-cer/nodes",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Where the token, the nodes file and the nodes' logs go.",
+)
+
 
 @cli.group("storage-node")
 def storage_node_group() -> None:
@@ -54,14 +64,7 @@ def token_command(state: State, path: str) -> None:
     "--nodes nodes.",
 )
 @click.option("--nodes", type=click.IntRange(1, 256), default=None, help="How many nodes.")
-@click.option(
-    "--dir",
-    "state_dir",
-    default=".dfs-cer/nodes",
-    show_default=True,
-    type=click.Path(file_okay=False),
-    help="Where the token, the nodes file and the nodes' logs go.",
-)
+@state_dir_option
 @click.option("--memory-budget", default=None, help="Each node's memory budget (e.g. 2GiB).")
 @click.option("--host", default=None, help="The address the nodes listen on [127.0.0.1].")
 @click.option(
@@ -128,13 +131,7 @@ def up_command(
 
 
 @storage_node_group.command("status")
-@click.option(
-    "--dir",
-    "state_dir",
-    default=".dfs-cer/nodes",
-    show_default=True,
-    type=click.Path(file_okay=False),
-)
+@state_dir_option
 @pass_state
 @handle_errors
 def status_command(state: State, state_dir: str) -> None:
@@ -164,13 +161,7 @@ def status_command(state: State, state_dir: str) -> None:
 
 
 @storage_node_group.command("down")
-@click.option(
-    "--dir",
-    "state_dir",
-    default=".dfs-cer/nodes",
-    show_default=True,
-    type=click.Path(file_okay=False),
-)
+@state_dir_option
 @pass_state
 @handle_errors
 def down_command(state: State, state_dir: str) -> None:
