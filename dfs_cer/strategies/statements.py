@@ -266,6 +266,14 @@ def check_against_nodes(
     from dfs_cer.transport.client import StorageClient
     from dfs_cer.transport.replies import SchemaReply
 
+    skip = {t.lower() for t in registered}
+    # the text first: what it alone refuses is refused before any node is contacted
+    parts = [
+        part
+        for sql in sqls
+        for part in parse_statement(sql).parts
+        if part.input_sql is None and part.query.table.lower() not in skip
+    ]  # the clauses reading the nodes' table as it is (others' inputs are computed here)
     client = StorageClient(endpoints[0], token)
     try:
         _, blobs = client.call(SchemaReply, {})
@@ -277,15 +285,11 @@ def check_against_nodes(
         if integer_time_unit
         else QueryConfig()
     )
-    skip = {t.lower() for t in registered}
-    for sql in sqls:
-        for part in parse_statement(sql).parts:
-            if part.input_sql is not None or part.query.table.lower() in skip:
-                continue  # its input is computed (or given) here: its columns are not the nodes'
-            try:
-                analyze(part.query, schema, config)
-            except QueryValidationError:
-                raise
-            except DfsCerError:  # the nodes decide (and name) anything else
-                continue
+    for part in parts:
+        try:
+            analyze(part.query, schema, config)
+        except QueryValidationError:
+            raise
+        except DfsCerError:  # the nodes decide (and name) anything else
+            continue
     return schema
