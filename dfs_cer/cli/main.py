@@ -700,6 +700,7 @@ def _query_group(
 
 def _time_type(sql: str, schema: pa.Schema) -> pa.DataType | None:
     """The type of the first clause's ORDER BY column in the nodes' schema (None: unknown)."""
+    from dfs_cer.query.bind import resolve_column
     from dfs_cer.query.parser import parse_statement
 
     try:
@@ -708,16 +709,10 @@ def _time_type(sql: str, schema: pa.Schema) -> pa.DataType | None:
         return None
     if not order_by:
         return None
-    folded = {n.lower(): n for n in schema.names}
-    name = order_by[0].column
-    name = name if name in schema.names else folded.get(name.lower(), "")
-    return schema.field(name).type if name else None
-
-
-def _moment(value: int | None, time_type: pa.DataType | None) -> object:
-    from dfs_cer.events.time import moment
-
-    return value if time_type is None else moment(value, time_type)
+    try:
+        return schema.field(resolve_column(order_by[0].column, schema, "ORDER BY")).type
+    except DfsCerError:
+        return None
 
 
 def _readable_times(table: pa.Table, time_type: pa.DataType | None) -> pa.Table:
@@ -754,6 +749,7 @@ def _saved_run(
 ) -> None:
     import json as json_lib
 
+    from dfs_cer.events.time import moment
     from dfs_cer.strategies.incremental import run_and_save
 
     run = run_and_save(
@@ -763,7 +759,7 @@ def _saved_run(
     matches = _readable_times(run.matches, time_type)
     changes = None if run.changes is None else _readable_times(run.changes, time_type)
     recomputed = (
-        [[_moment(lo, time_type), _moment(hi, time_type)] for lo, hi in rec.recomputed]
+        [[moment(lo, time_type), moment(hi, time_type)] for lo, hi in rec.recomputed]
         if rec.recomputed
         else rec.recomputed
     )
@@ -899,8 +895,8 @@ def shard_command(
         f"node-{m.node:02d}": {
             "rows": m.rows,
             "files": len(m.files),
-            "first time": moment(m.min_ts, m.time_type) if m.time_type else m.min_ts,
-            "last time": moment(m.max_ts, m.time_type) if m.time_type else m.max_ts,
+            "first time": moment(m.min_ts, m.time_type),
+            "last time": moment(m.max_ts, m.time_type),
         }
         for m in manifests
     }

@@ -43,12 +43,12 @@ def time_values(table: pa.Table, column: str) -> np.ndarray:
     return np.asarray(time_ints(arr), np.int64)
 
 
-def moment(value: int | None, dtype: pa.DataType) -> str | int | None:
+def moment(value: int | None, dtype: pa.DataType | None) -> str | int | None:
     """A time column's integer (as stored: :func:`time_ints`) written in the column's own type:
     ``2013-01-01 05:15:00.000`` for a timestamp (UTC, ``Z``, for one with a time zone), a date
     for a date; an integer time column's value as it is."""
-    if value is None:
-        return None
+    if value is None or dtype is None:  # no type known: the integer as it is
+        return value
     if pa.types.is_timestamp(dtype) or pa.types.is_date(dtype):
         storage = pa.int32() if pa.types.is_date32(dtype) else pa.int64()
         return str(pa.array([value], storage).cast(dtype).cast(pa.string())[0].as_py())
