@@ -845,6 +845,12 @@ def _saved_run(
     "dep_time=int64,origin=string), "
     "or a file of such lines; other columns' types are decided from every value.",
 )
+@click.option(
+    "--null-values",
+    default="",
+    help="CSV input: field values read as NULL besides the empty field, separated by commas "
+    "(e.g. NA for files R wrote).",
+)
 @pass_state
 @handle_errors
 def shard_command(
@@ -859,6 +865,7 @@ def shard_command(
     dedup: bool,
     append: bool,
     schema: str | None,
+    null_values: str,
 ) -> None:
     """Split an event log into one parquet shard set per storage node, with manifests."""
     from rich.progress import Progress
@@ -888,6 +895,7 @@ def shard_command(
             progress=lambda rows: progress.update(task, completed=rows),
             tables=state.config.tables,
             column_types=column_types,
+            null_values=tuple(v for v in null_values.split(",") if v),
         )
     from dfs_cer.events.time import moment
 

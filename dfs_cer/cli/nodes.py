@@ -150,7 +150,7 @@ def status_command(state: State, state_dir: str) -> None:
                 "data": d,
                 "pid": str(p),
                 "running": "yes" if is_node(p) else "no",
-                "log": log,
+                "log": _near(log),
                 **({"metrics": nodes.metrics[i]} if i < len(nodes.metrics) else {}),
             }
             for i, (e, d, p, log) in enumerate(
@@ -158,6 +158,14 @@ def status_command(state: State, state_dir: str) -> None:
             )
         ],
     )
+
+
+def _near(path: str) -> str:
+    """A path relative to the working directory when it is under it (shorter to read)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return path
 
 
 @storage_node_group.command("down")

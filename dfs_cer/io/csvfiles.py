@@ -4,7 +4,7 @@ types, a second streams the converted rows. Nothing holds the whole input in mem
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,12 +17,13 @@ from dfs_cer.io.files import FileLocation
 BLOCK = 16 << 20
 
 
-def as_text(names: list[str]) -> pacsv.ConvertOptions:
-    """Read ``names`` (only those) as text: an unquoted empty field is NULL, a quoted one ''."""
+def as_text(names: list[str], null_values: Sequence[str] = ()) -> pacsv.ConvertOptions:
+    """Read ``names`` (only those) as text: an unquoted empty field (or one of ``null_values``,
+    such as R's ``NA``) is NULL, a quoted one ''."""
     return pacsv.ConvertOptions(
         column_types=dict.fromkeys(names, pa.string()),
         include_columns=names,
-        null_values=[""],
+        null_values=["", *null_values],
         strings_can_be_null=True,
         quoted_strings_can_be_null=False,
     )
@@ -33,10 +34,14 @@ class CsvInput:
     ``count_rows``, ``null_count``, ``to_batches`` (of ``batch_size`` rows), ``reader``."""
 
     def __init__(
-        self, location: FileLocation, declared: Mapping[str, pa.DataType] | None = None
+        self,
+        location: FileLocation,
+        declared: Mapping[str, pa.DataType] | None = None,
+        null_values: Sequence[str] = (),
     ) -> None:
         self.location = location
         self.declared = dict(declared or {})
+        self.null_values = tuple(null_values)
         info = location.fs.get_file_info(location.path)
         if info.type == pafs.FileType.NotFound:
             raise CsvError(
@@ -103,7 +108,7 @@ class CsvInput:
     def _text_batches(self) -> Iterator[tuple[str, int, pa.RecordBatch]]:
         """Every row as text (an unquoted empty field NULL), with its file and the rows before
         it."""
-        text = as_text(self.names)
+        text = as_text(self.names, self.null_values)
         for path in self.files:
             uri = self._uri(path)
             if path != self.files[0] and self._header(path) != self.names:

@@ -146,9 +146,22 @@ class ColumnKinds:
         )
         raise CsvError(
             f"{odd.uri}, row {odd.row:,}, column {self.name}: {odd.value!r} is not {dtype} like "
-            f"the column's other {families[best]:,} values; fix the value, or read the column as "
-            f"text with --schema {self.name}=string"
+            f"the column's other {families[best]:,} values; {misfit_fix(self.name, odd.value)}"
         )
+
+
+#: how files spell a missing value (R writes NA): a misfit spelled so suggests --null-values
+NULL_SPELLINGS = frozenset({"NA", "N/A", "n/a", "NULL", "null", "None", "\\N", "-", "?"})
+
+
+def misfit_fix(name: str, value: object) -> str:
+    """What to do about a value that does not fit its column's type."""
+    if value in NULL_SPELLINGS:
+        return (
+            f"read {value!r} as a missing value with --null-values {value}, or the column as "
+            f"text with --schema {name}=string"
+        )
+    return f"fix the value, or read the column as text with --schema {name}=string"
 
 
 def _present(column: pa.Array) -> pa.Array:
@@ -221,7 +234,7 @@ def convert(
     raise CsvError(
         f"{uri}, row {offset + int(rows[i]) + 1:,}, column {name}: {kept[i].as_py()!r} is not "
         f"{dtype} ({why or 'inferred from its other values'}); "
-        f"{fix or f'fix the value, or read the column as text with --schema {name}=string'}"
+        f"{fix or misfit_fix(name, kept[i].as_py())}"
     )
 
 

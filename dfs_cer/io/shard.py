@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,21 +105,23 @@ def _input_dataset(
     config: StorageConfig,
     tables: TablesConfig | None = None,
     column_types: Mapping[str, pa.DataType] | None = None,
+    null_values: Sequence[str] = (),
 ) -> Any:
     from dfs_cer.io.csvfiles import CsvInput
     from dfs_cer.io.tables import TableInput, is_table, plan_table
 
     csv = path.endswith(".csv")
-    if column_types and not csv:
+    if (column_types or null_values) and not csv:
+        option = "--schema" if column_types else "--null-values"
         raise ShardError(
-            f"--schema applies to CSV input (a path ending in .csv), not {path}; parquet and "
-            "tables carry their types"
+            f"{option} applies to CSV input (a path ending in .csv), not {path}; parquet and "
+            "tables carry their types and NULLs"
         )
     if is_table(path):  # an Iceberg table or a Hive-style prefix, read in place
         return TableInput(plan_table(path, tables=tables, storage=config))
     loc = filesystem_for(path, config)
     if csv:  # column types decided from every value, not pyarrow's first block
-        return CsvInput(loc, column_types)
+        return CsvInput(loc, column_types, null_values)
     try:
         return ds.dataset(loc.path, filesystem=loc.fs, format="parquet")
     except FileNotFoundError:
@@ -179,6 +181,7 @@ def shard(
     progress: Callable[[int], None] | None = None,
     tables: TablesConfig | None = None,
     column_types: Mapping[str, pa.DataType] | None = None,
+    null_values: Sequence[str] = (),
 ) -> list[NodeManifest]:
     """Write ``nodes`` shard sets under ``to`` (``to/node-00``, ``to/node-01``, ...).
 
@@ -189,7 +192,8 @@ def shard(
     column and event key must be those of the existing sets. Duplicates of events already
     stored are dropped by the compute node when it matches.
     ``column_types`` (CSV input only) declares some columns' types; the others are decided from
-    every value (:mod:`dfs_cer.io.csvtypes`)."""
+    every value (:mod:`dfs_cer.io.csvtypes`). ``null_values`` (CSV input only) are the field
+    values read as NULL besides the empty field (R writes ``NA``)."""
     config = config or StorageConfig()
     if nodes < 1:
         raise ShardError(f"--nodes must be at least 1, got {nodes}")
@@ -197,7 +201,7 @@ def shard(
         raise ShardError(
             f"--partitioning must be one of {', '.join(PARTITIONINGS)}, got {partitioning!r}"
         )
-    dataset = _input_dataset(input_path, config, tables, column_types)
+    dataset = _input_dataset(input_path, config, tables, column_types, null_values)
     schema = storage_schema(dataset.schema)
     for column, option in ((time_column, "--time-column"),):
         if column not in schema.names:
