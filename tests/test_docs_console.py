@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.docs import Block, blocks, normal, shows, steps
+from tests.fixtures.docs import HOME, Block, blocks, masked, normal, shows, steps
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 REGENERATE = os.environ.get("DFS_CER_DOCS_REGENERATE") == "1"
@@ -127,7 +127,7 @@ def _console(block: Block, page: str, cwd: Path, env: dict[str, str]) -> str | N
                 + done.stdout
             )
             changed = True
-            rewritten.extend(line.rstrip() for line in actual)
+            rewritten.extend(masked(line.rstrip().replace(str(cwd), HOME)) for line in actual)
         else:
             rewritten.extend(shown)
     return "".join(line + "\n" for line in rewritten) if changed else None
@@ -164,7 +164,7 @@ def test_a_page_s_examples_print_what_it_shows(page: str, tmp_path: Path) -> Non
             shown = block.output
             if shown is not None and not shows(out.splitlines(), shown.body.splitlines()):
                 assert REGENERATE, f"{page}:{block.line}: shown:\n{shown.body}\nprinted:\n{out}"
-                replace.append((shown, out))
+                replace.append((shown, out.replace(str(tmp_path), HOME)))
     finally:
         if python is not None:
             python.close()

@@ -285,8 +285,9 @@ def _nodes(endpoints: str | None, token_file: str | None, nodes_dir: str) -> tup
     "--since-run",
     default=None,
     metavar="RUN_ID",
-    help="Re-run a saved run's query over the shard files added since (dfs-cer shard --append): "
-    "recompute the affected time ranges and print the changelog.",
+    help="Re-run a saved run's query over the shard files added since (dfs-cer shard --append, "
+    "table appends): recompute the affected time ranges and print the changelog; 'last' names "
+    "the newest saved run.",
 )
 @click.option(
     "--runs-dir", default=".dfs-cer/runs", show_default=True, type=click.Path(file_okay=False)
@@ -377,6 +378,10 @@ def query_command(
         for q in _split_statements(text)
     ]
     checked = [q for q in statements if not _is_situations(q)]
+    if not statements and since_run:  # the saved run's query: its times are shown as such
+        from dfs_cer.io.runs import load_run
+
+        checked = [q for q in [load_run(runs_dir, since_run)[0].sql] if not _is_situations(q)]
     time_type = None
     if checked:  # a misspelled column: one line (exit 2) before any query round
         from dfs_cer.strategies.statements import check_against_nodes
@@ -750,8 +755,11 @@ def _saved_run(
     import json as json_lib
 
     from dfs_cer.events.time import moment
+    from dfs_cer.io.runs import resolve_run_id
     from dfs_cer.strategies.incremental import run_and_save
 
+    if since_run is not None:
+        since_run = resolve_run_id(runs_dir, since_run)
     run = run_and_save(
         sql, nodes, token, strategy=strategy, runs_dir=runs_dir, since_run=since_run, **options
     )

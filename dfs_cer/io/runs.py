@@ -68,7 +68,29 @@ def save_run(
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
+#: the run id that names the newest saved run
+LAST = "last"
+
+
+def saved_runs(runs_dir: str | Path) -> list[str]:
+    """The ids of the complete runs under ``runs_dir``, oldest first (ids begin with the time)."""
+    root = Path(runs_dir)
+    return sorted(p.parent.name for p in root.glob("*/run.json")) if root.is_dir() else []
+
+
+def resolve_run_id(runs_dir: str | Path, run_id: str) -> str:
+    """``run_id``, or for ``last`` the newest saved run's id."""
+    if run_id != LAST:
+        return run_id
+    known = saved_runs(runs_dir)
+    if not known:
+        raise RunError(f"no saved run under {runs_dir} (save one with dfs-cer query --save-run)")
+    return known[-1]
+
+
 def load_run(runs_dir: str | Path, run_id: str) -> tuple[RunRecord, pa.Table]:
+    """A saved run's record and matches; ``last`` names the newest."""
+    run_id = resolve_run_id(runs_dir, run_id)
     if not _RUN_ID.match(run_id) or run_id in (".", ".."):
         raise RunError(
             f"{run_id!r} is not a run id (letters, digits, '-', '_' and '.'; e.g. "
@@ -80,11 +102,7 @@ def load_run(runs_dir: str | Path, run_id: str) -> tuple[RunRecord, pa.Table]:
         raise RunError(f"saved run {run_id!r} resolves outside {runs_dir}")
     meta = where / "run.json"
     if not meta.is_file():
-        known = (
-            sorted(p.name for p in Path(runs_dir).glob("*/run.json") for p in [p.parent])
-            if Path(runs_dir).is_dir()
-            else []
-        )
+        known = saved_runs(runs_dir)
         raise RunError(
             f"no saved run {run_id!r} under {runs_dir}; saved runs: "
             f"{', '.join(known[-5:]) or 'none'} (save one with dfs-cer query --save-run)"
