@@ -42,7 +42,9 @@ def runnable(block: Block) -> bool:
     return block.not_run is None and (block.console or block.python)
 
 
-PAGES = [p.name for p in sorted(DOCS.glob("*.md")) if any(map(runnable, blocks(p.read_text())))]
+#: the site's pages, and the README (the site's front page in short)
+FILES = {p.name: p for p in [*sorted(DOCS.glob("*.md")), DOCS.parent / "README.md"]}
+PAGES = [name for name, p in FILES.items() if any(map(runnable, blocks(p.read_text())))]
 
 
 class Python:
@@ -141,9 +143,10 @@ def test_a_page_s_examples_print_what_it_shows(page: str, tmp_path: Path) -> Non
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
         "PYTHONPATH": str(DOCS.parent),
+        "DFS_CER_SOURCE": str(DOCS.parent),  # the source tree, where a reader runs spark_jobs/
         "COLUMNS": "120",
     }
-    text = (DOCS / page).read_text()
+    text = FILES[page].read_text()
     python: Python | None = None
     replace: list[tuple[Block, str]] = []
     try:
@@ -173,7 +176,7 @@ def test_a_page_s_examples_print_what_it_shows(page: str, tmp_path: Path) -> Non
     for block, body in sorted(replace, key=lambda r: -r[0].start):
         text = text[: block.start] + body + text[block.start + len(block.body) :]
     if replace:
-        (DOCS / page).write_text(text)
+        FILES[page].write_text(text)
 
 
 def test_every_example_runs_or_says_why_not() -> None:
@@ -184,11 +187,9 @@ def test_every_example_runs_or_says_why_not() -> None:
             if block.not_run is not None or block.body.startswith(">>> "):
                 continue
             assert block.console or block.python or block.language in ("text", "sql", "toml"), (
-                f"{page.name}:{block.line}: a block neither run nor marked "
-                "<!-- not run: why -->"
+                f"{page.name}:{block.line}: a block neither run nor marked <!-- not run: why -->"
             )
 
 
-def test_the_getting_started_page_is_run() -> None:
-    assert "getting-started.md" in PAGES
-
+def test_the_getting_started_page_and_the_readme_are_run() -> None:
+    assert "getting-started.md" in PAGES and "README.md" in PAGES

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from dfs_cer.io.runs import RunError, resolve_run_id
 from dfs_cer.io.shard import shard
 from storage_node.launcher import LocalCluster
 
@@ -112,3 +113,18 @@ def test_saved_runs_share_match_ids_and_a_duplicate_delivery_changes_nothing(
         assert lines[0] == "strategy dfs" and lines[1].startswith("round")
         assert any(line.startswith("total ") for line in lines)
         assert next(i for i, x in enumerate(lines) if x.startswith("run ")) > 3
+        newest = next(x for x in lines if x.startswith("run ")).split()[1]
+        # --since-run last: the newest saved run (that one) is the re-run's parent
+        last = subprocess.run(
+            [*text, "--since-run", "last"], capture_output=True, text=True, timeout=120
+        )
+        assert last.returncode == 0, last.stderr
+        rerun_id = next(x for x in last.stdout.splitlines() if x.startswith("run ")).split()[1]
+        record = json.loads((tmp_path / "runs" / rerun_id / "run.json").read_text())
+        assert record["parent"] == newest
+
+
+def test_since_run_last_without_a_saved_run_says_how_to_save_one(tmp_path: Path) -> None:
+    with pytest.raises(RunError, match=r"no saved run under .* --save-run"):
+        resolve_run_id(tmp_path / "runs", "last")
+    assert resolve_run_id(tmp_path / "runs", "20261123T101500-1a2b3c") == "20261123T101500-1a2b3c"

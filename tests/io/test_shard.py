@@ -267,3 +267,19 @@ def test_an_input_read_in_small_pieces_is_sharded_into_row_groups_of_64k_rows(
         sizes = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
         assert sizes[:-1] == [65_536] * (len(sizes) - 1) and sum(sizes) == m.rows
     assert sum(m.rows for m in manifests) == 300_000
+
+
+def test_a_missing_value_spelled_na_is_read_as_null_when_told(tmp_path: Path) -> None:
+    """R writes a missing value as NA: the error says how to read it, and --null-values does."""
+    _flights(tmp_path / "flights.csv", 40, odd={20: "NA"})
+    with pytest.raises(CsvError, match=r"'NA' is not int64 .*read 'NA' as a missing value with "
+                       r"--null-values NA"):  # fmt: skip
+        shard(str(tmp_path / "flights.csv"), 2, str(tmp_path / "out"))
+    shard(str(tmp_path / "flights.csv"), 2, str(tmp_path / "out"), null_values=("NA",))
+    stored = _stored(tmp_path / "out", 2)
+    assert stored.schema.field("dep_time").type == pa.int64()
+    assert stored.column("dep_time").null_count == 1
+    assert stored.column("origin").null_count == 0  # only the unquoted spelling is NULL
+    with pytest.raises(ShardError, match="--null-values applies to CSV input"):
+        pq.write_table(stored, tmp_path / "flights.parquet")
+        shard(str(tmp_path / "flights.parquet"), 2, str(tmp_path / "p"), null_values=("NA",))
