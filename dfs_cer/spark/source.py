@@ -7,8 +7,13 @@ so plain Spark SQL (and Spark Connect clients) can read the matches and join the
 tables. The rows come from storage nodes (``endpoints`` and ``token`` or ``token_file``; by
 default the nodes ``dfs-cer storage-node up`` started, from ``nodes_dir``) through a pull
 strategy (``strategy``, default dfs), or from parquet Spark's executors can read (``data``).
-The pull and the matching run in an executor task; the driver only plans (the relation's schema,
-from the input's schema). With ``filter_pushdown`` true (and Spark's
+The pull and the matching run on the executors; the driver only plans (the relation's schema,
+from the input's schema, and the time slices). A query whose matches each depend only on their
+own rows (ALL MATCHES, or SKIP TO NEXT ROW; a WITHIN window; no PREV/NEXT, MATCH_NUMBER() or
+anchors; a plain ``SELECT *`` around the clause) is read as up to ``partitions`` time slices
+(default 8), one task each: a slice pulls (or reads) only its own time range plus a window and
+keeps the matches that start in it (:mod:`dfs_cer.plan.slices`), so the union is exact. Any
+other query is one task. With ``filter_pushdown`` true (and Spark's
 ``spark.sql.python.filterPushdown.enabled``), filters on PARTITION BY columns go to the storage
 nodes (an input filter: partitions are independent, so it is exact); other filters stay with
 Spark.
@@ -41,6 +46,7 @@ from pyspark.sql.datasource import (
 )
 
 from dfs_cer.errors import ConfigError
+from dfs_cer.plan.slices import TimeSlice
 from dfs_cer.spark.match import plain_schema, plain_table
 
 #: the options the source reads (Spark lower-cases option names)
@@ -53,7 +59,11 @@ OPTIONS = (
     "strategy",
     "data",
     "filter_pushdown",
+    "partitions",
 )
+
+#: the time slices a read is cut into by default (each an executor task)
+PARTITIONS = 8
 
 
 class Spec:
@@ -72,6 +82,10 @@ class Spec:
                 'the dfs_cer source needs a query: .option("query", "SELECT * FROM t '
                 'MATCH_RECOGNIZE (...)")'
             )
+        count = options.get("partitions", str(PARTITIONS))
+        if not count.isdigit() or int(count) < 1:
+            raise ConfigError(f"the dfs_cer option partitions is a positive integer, got {count!r}")
+        self.partitions = int(count)
         self.data = options.get("data") or options.get("path")
         self.strategy = options.get("strategy", "dfs")
         self.input_filter = input_filter
@@ -114,10 +128,77 @@ class Spec:
         empty = plain_schema(self.input_schema()).empty_table()
         return sparkable(plain_schema(_run_local(empty, str(self.sql)).schema))
 
+    def slices(self, count: int) -> list[TimeSlice]:
+        """The time slices a read is cut into (on the driver): none when the query is read in
+        one piece."""
+        from dfs_cer.plan.slices import slice_reason, time_slices
+        from dfs_cer.query.analyze import analyze
+        from dfs_cer.query.parser import parse, parse_statement
+
+        if count <= 1:
+            return []
+        statement = parse_statement(str(self.sql))
+        query = parse(str(self.sql)) if statement.simple else None
+        if query is None:
+            return []
+        analysis = analyze(query, plain_schema(self.input_schema()))
+        if slice_reason(query, analysis, statement.simple) is not None:
+            return []
+        span = self._span(query.recognize.order_by[0].column)
+        if span is None or analysis.window_units is None:
+            return []
+        return time_slices(span[0], span[1], analysis.window_units, count)
+
+    def _span(self, column: str) -> tuple[int, int] | None:
+        """The input's first and last time, in the time column's integer units."""
+        if self.data is not None:
+            import pyarrow.dataset as ds
+
+            from dfs_cer.events.time import time_values
+            from dfs_cer.query.bind import resolve_column
+
+            dataset = ds.dataset(self.data, format="parquet")
+            name = resolve_column(column, dataset.schema, "ORDER BY")
+            times = time_values(dataset.to_table(columns=[name]), name)
+            return (int(times.min()), int(times.max())) if times.size else None
+        from dfs_cer.strategies.incremental import shard_files
+
+        files, _ = shard_files(self.endpoints, self.token)
+        bounds = [
+            (int(f["min_ts"]), int(f["max_ts"]))
+            for node in files
+            for f in node
+            if f.get("min_ts") is not None and f.get("max_ts") is not None
+        ]
+        if len(bounds) != sum(len(node) for node in files) or not bounds:
+            return None  # a file without time statistics: read in one piece
+        return min(b[0] for b in bounds), max(b[1] for b in bounds)
+
     def partition_columns(self) -> set[str]:
         from dfs_cer.query.parser import parse
 
         return {c.lower() for c in parse(str(self.sql)).recognize.partition_by}
+
+    def slice_matches(self, piece: TimeSlice) -> pa.Table:
+        """The matches one time slice owns (in an executor task): its rows read or pulled,
+        matched with match ids, kept by their start."""
+        from dfs_cer.local import run_outer
+        from dfs_cer.plan.slices import owned
+        from dfs_cer.query.parser import parse
+
+        query = parse(str(self.sql))
+        if self.data is not None:
+            relation = _slice_of_data(self, query, piece)  # owned rows already
+        else:
+            from dfs_cer.strategies import pull
+            from dfs_cer.strategies.matching import match_pulled
+
+            options: dict[str, Any] = {"time_ranges": [piece.read], "node_matching": "off"}
+            if self.input_filter:
+                options["input_filter"] = self.input_filter
+            result = pull(self.strategy, str(self.sql), self.endpoints, self.token, **options)
+            relation = owned(match_pulled(result, outer=False, match_ids=True), piece)
+        return run_outer(query, relation)
 
     def matches(self) -> pa.Table:
         """Read and match (in an executor task)."""
@@ -137,6 +218,21 @@ class Spec:
             options["input_filter"] = self.input_filter
         result = pull(self.strategy, str(self.sql), self.endpoints, self.token, **options)
         return match_pulled(result)
+
+
+def _slice_of_data(spec: Spec, query: Any, piece: TimeSlice) -> pa.Table:
+    """A slice's owned relation rows from the parquet rows of its read range."""
+    import pyarrow.dataset as ds
+
+    from dfs_cer.config import load_config
+    from dfs_cer.match.sliced import match_slice
+    from dfs_cer.query.analyze import analyze
+
+    table = plain_table(ds.dataset(str(spec.data), format="parquet").to_table())
+    if spec.input_filter:
+        table = _filtered(table, spec.input_filter)
+    config = load_config()
+    return match_slice(table, analyze(query, table.schema, config.query), piece, config.matcher)
 
 
 def _run_local(table: pa.Table, sql: str) -> pa.Table:
@@ -207,15 +303,31 @@ class DfsCerReader(DataSourceReader):
         self.options = options
         self.pushed: list[str] = []
 
+    def _spec(self) -> Spec:
+        return Spec(self.options, " AND ".join(self.pushed) or None)
+
     def partitions(self) -> Sequence[InputPartition]:
-        return [InputPartition(0)]
+        spec = self._spec()
+        pieces = spec.slices(spec.partitions)
+        return [SliceTask(piece) for piece in pieces] or [InputPartition(0)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from dfs_cer.spark.distributed import sparkable
 
-        spec = Spec(self.options, " AND ".join(self.pushed) or None)
-        relation = spec.matches()
+        spec = self._spec()
+        if isinstance(partition, SliceTask):
+            relation = spec.slice_matches(partition.piece)
+        else:
+            relation = spec.matches()
         yield from relation.cast(sparkable(plain_schema(relation.schema))).to_batches()
+
+
+class SliceTask(InputPartition):
+    """One time slice of the read: an executor task."""
+
+    def __init__(self, piece: TimeSlice) -> None:
+        super().__init__(piece)
+        self.piece = piece
 
 
 class PushingReader(DfsCerReader):

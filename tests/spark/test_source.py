@@ -101,6 +101,45 @@ def test_the_source_reads_the_matches_from_nodes_and_from_parquet(
         pa.compute.equal(want["k"], 2), pa.compute.greater_equal(want["nb"], 2))))  # fmt: skip
 
 
+#: matches that depend only on their own rows: read as time slices, one executor task each
+SPLIT = (
+    "SELECT * FROM events MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES A.ts AS a_ts, "
+    "B.ts AS b_ts, A.name AS name ALL MATCHES PATTERN (A B) WITHIN INTERVAL '30' SECOND "
+    "DEFINE A AS A.v > 80, B AS B.v < 10 AND B.name = A.name)"
+)
+
+
+def test_a_query_of_independent_matches_is_read_in_time_slices_on_the_executors(
+    spark: Any, nodes: tuple[LocalCluster, Path]
+) -> None:
+    cluster, root = nodes
+    want = match_recognize(events(), SPLIT)
+    names = ["k", "a_ts", "b_ts", "name"]
+
+    def rows_of(table: pa.Table) -> list[tuple[Any, ...]]:
+        return sorted(tuple(r[c] for c in names) for r in table.select(names).to_pylist())
+
+    assert want.num_rows > 50
+    from_nodes = (
+        spark.read.format("dfs_cer")
+        .option("query", SPLIT)
+        .option("endpoints", ",".join(cluster.endpoints))
+        .option("token", cluster.token)
+        .option("partitions", "5")
+        .load()
+    )
+    assert from_nodes.rdd.getNumPartitions() == 5
+    assert rows_of(from_nodes.toArrow()) == rows_of(want)
+    from_parquet = (
+        spark.read.format("dfs_cer").option("query", SPLIT).load(str(root / "events.parquet"))
+    )
+    assert from_parquet.rdd.getNumPartitions() == 8  # the default
+    assert rows_of(from_parquet.toArrow()) == rows_of(want)
+    # PREV reads rows before a slice: one task
+    one = spark.read.format("dfs_cer").option("query", SQL).load(str(root / "events.parquet"))
+    assert one.rdd.getNumPartitions() == 1
+
+
 def test_a_spark_sql_view_of_the_matches_joins_a_table(
     spark: Any, nodes: tuple[LocalCluster, Path]
 ) -> None:
@@ -130,6 +169,10 @@ def test_a_spark_sql_view_of_the_matches_joins_a_table(
 def test_a_wrong_option_is_one_clear_error(spark: Any) -> None:
     with pytest.raises(Exception, match="unknown dfs_cer option querry"):
         spark.read.format("dfs_cer").option("querry", SQL).load().collect()
+    with pytest.raises(Exception, match="partitions is a positive integer, got '0'"):
+        spark.read.format("dfs_cer").option("query", SQL).option("data", "x.parquet").option(
+            "partitions", "0"
+        ).load().collect()
 
 
 SCRIPT = r"""
