@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from dfs_cer.events.identity import ID_COLUMNS
 from dfs_cer.events.order import sort_partition_flags
-from dfs_cer.events.time import time_values
+from dfs_cer.events.time import moment, time_values
 from dfs_cer.match.columns import HALO, split_halo
 from dfs_cer.match.numbering import EMPTY, hashable, renumber, stands_in, with_stand_ins
 from dfs_cer.match.rowpattern.engine import MAX_STEPS, run_row_pattern
@@ -237,7 +237,9 @@ def run_chunk(
         return ChunkResult(out.append_column(EMPTY, pa.array(np.zeros(out.num_rows, bool))), [])
     rows = _sorted(table, analysis)
     may_start, cover = _masks(rows, lo, hi, entering or {})
-    short = _short(rows.ts, plan, analysis, lo, hi) if not mr.partition_by else None
+    order = mr.order_by[0].column
+    dtype = table.schema.field(order).type if order in table.column_names else None
+    short = _short(rows.ts, plan, analysis, lo, hi, dtype) if not mr.partition_by else None
     relation, spans = _match(
         rows, analysis, may_start, cover, lo, hi, segments, plan.cut(k), max_steps=max_steps
     )
@@ -384,19 +386,30 @@ def prefix_limit(plan: ChunkPlan, k: int, analysis: Analysis) -> int | None:
     return until if until < hi + plan.tail else None
 
 
-def _short(ts: np.ndarray, plan: ChunkPlan, analysis: Analysis, lo: int, hi: int) -> str | None:
+def _short(
+    ts: np.ndarray,
+    plan: ChunkPlan,
+    analysis: Analysis,
+    lo: int,
+    hi: int,
+    dtype: pa.DataType | None = None,
+) -> str | None:
     """Did the chunk read too few rows for PREV/NEXT (time chunks of one partition)? It read
-    enough when the input has no rows beyond what it read, or PREV/NEXT's reach fits in it."""
+    enough when the input has no rows beyond what it read, or PREV/NEXT's reach fits in it
+    (times said in the time column's type ``dtype``)."""
     if (
         analysis.prev_reach
         and lo - plan.lead > plan.first
         and int(np.count_nonzero(ts < lo)) < analysis.prev_reach
     ):
-        return f"fewer than {analysis.prev_reach} rows before time {lo} for PREV"
+        return f"fewer than {analysis.prev_reach} rows before time {moment(lo, dtype)} for PREV"
     if analysis.next_reach and hi + plan.tail < plan.last:
         window_end = hi + int(analysis.window_units or 0)
         if int(np.count_nonzero(ts > window_end)) < analysis.next_reach:
-            return f"fewer than {analysis.next_reach} rows after time {window_end} for NEXT"
+            return (
+                f"fewer than {analysis.next_reach} rows after time {moment(window_end, dtype)} "
+                "for NEXT"
+            )
     return None
 
 

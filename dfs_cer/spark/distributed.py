@@ -649,6 +649,10 @@ class SlicePuller:
         self.slices, self.schema = list(slices), schema
         self.span = deferred.span or (0, -1)
         self.round_no = len(deferred.session.trace.rounds) + 1
+        analysis = deferred.session.analysis
+        order = None if analysis is None else analysis.query.recognize.order_by[0].column
+        #: the time column's type, to say a slice's times in it
+        self.time_type = schema.field(order).type if order in schema.names else None
         self._stats = np.zeros(5)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -660,6 +664,7 @@ class SlicePuller:
 
     def __call__(self, unit: int) -> pa.Table:
         from dfs_cer.errors import DfsCerError, StorageError
+        from dfs_cer.events.time import moment
         from dfs_cer.strategies.slices import slice_request
         from dfs_cer.transport.client import StorageClient
 
@@ -689,7 +694,8 @@ class SlicePuller:
                 self._stats[2] += tables[-1].num_rows
             except DfsCerError as exc:
                 raise StorageError(
-                    f"round {self.round_no} ({self.kind} taken by executors, times [{lo}, {hi}]): "
+                    f"round {self.round_no} ({self.kind} taken by executors, times "
+                    f"[{moment(int(lo), self.time_type)}, {moment(int(hi), self.time_type)}]): "
                     f"{exc}"
                 ) from exc
             finally:

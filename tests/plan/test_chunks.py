@@ -512,3 +512,27 @@ def test_the_example_empty_match_is_match_two() -> None:
         (5, None, None),
         (8, 3, "B"),
     ]  # (the last two rows repeat the first: the engine drops duplicate events)
+
+
+def test_a_chunk_short_of_rows_for_prev_says_the_time_in_the_column_s_type() -> None:
+    """A chunk that read too few rows before it for PREV says so (the split re-runs it reading
+    further), with the time written as the time column's values are."""
+    from dfs_cer.match.chunked import run_chunk
+
+    base = 1_704_067_200  # 2024-01-01 00:00:00 in seconds
+    table = pa.table(
+        {
+            "ts": pa.array(np.arange(base, base + 200, dtype=np.int64), pa.timestamp("s")),
+            "v": pa.array(np.arange(200) % 7, pa.int64()),
+        }
+    )
+    sql = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.v AS a ONE ROW PER MATCH "
+        "PATTERN (A B) WITHIN INTERVAL '5' SECOND DEFINE A AS A.v > PREV(A.v), B AS B.v = 2)"
+    )
+    analysis = analyze(parse(sql), table.schema)
+    plan = ChunkPlan(
+        "time", np.array([NEG, base + 100], np.int64), lead=0, tail=5, first=base, last=base + 199
+    )
+    result = run_chunk(table.slice(100), analysis, plan, 1)
+    assert result.short == "fewer than 1 rows before time 2024-01-01 00:01:40 for PREV"
