@@ -30,11 +30,14 @@ SPLIT = [
     "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES CLASSIFIER() AS cls "
     "ALL ROWS PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN (A {- N* -} B) WITHIN 5 "
     "DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.v >= A.v)",
+    "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES FIRST(id) AS first, "
+    "count(*) AS n, sum(B.v) AS s ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW "
+    "PATTERN (A? B*) WITHIN 4 DEFINE A AS A.type = 'A', B AS B.v > 3)",
 ]
 
 
 def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
-    return sorted(tuple(r.values()) for r in table.to_pylist())
+    return sorted((tuple(r.values()) for r in table.to_pylist()), key=repr)
 
 
 @st.composite
