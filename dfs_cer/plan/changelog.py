@@ -77,10 +77,15 @@ def merge_ranges(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
 def affected(
     files: Sequence[dict[str, object]], window: int
 ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """(rows to read, match starts to recompute) for new files with ``min_ts``/``max_ts``."""
+    """(rows to read, match starts to recompute) for new files with ``min_ts``/``max_ts``.
+
+    An event at time t is a row of matches starting in ``[t - W, t]``, and decides matches
+    starting in ``(t, t + W]`` too: a leading negation (``~B A C``) or a maximal Kleene set looks
+    back up to a window from a match's last row. Those starts are recomputed, from the rows a
+    window around them."""
     spans = [(int(f["min_ts"]), int(f["max_ts"])) for f in files]  # type: ignore[call-overload]
-    read = merge_ranges([(lo - window, hi + window) for lo, hi in spans])
-    starts = merge_ranges([(lo - window, hi) for lo, hi in spans])
+    read = merge_ranges([(lo - 2 * window, hi + 2 * window) for lo, hi in spans])
+    starts = merge_ranges([(lo - window, hi + window) for lo, hi in spans])
     return read, starts
 
 

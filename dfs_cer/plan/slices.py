@@ -1,11 +1,15 @@
 """Independent time slices of one query: the Spark data source's parallel reads (no I/O here).
 
-A query whose every match depends only on its own rows (the queries a late file recomputes in
-place, :func:`dfs_cer.plan.changelog.incremental_reason`; and no PREV/NEXT, which would read rows
-before a slice) has exactly the same matches when its input is cut in time: slice ``k`` owns the
-matches that *start* in ``[lo, hi)`` and reads the rows of ``[lo, hi - 1 + W]`` (``W`` the
-window), which hold every row of such a match. So each slice is read, pulled and matched on its
-own, with no exchange between slices, and their union is the query's relation.
+A query whose every match depends only on rows within a window of it (the queries a late file
+recomputes in place, :func:`dfs_cer.plan.changelog.incremental_reason`; and no PREV/NEXT, which
+read rows at any distance) has exactly the same matches when its input is cut in time: slice
+``k`` owns the matches that *start* in ``[lo, hi)`` and reads the rows of ``[lo - W, hi - 1 + W]``
+(``W`` the window). That holds every row of such a match, and every row that decides whether it
+is one: a leading negation (``~B A C``) or a maximal Kleene set (``A+`` under ``kleene =
+maximal``) looks back up to a window from the match's last row. So each slice is read, pulled
+and matched on its own, with no exchange between slices, and their union is the query's
+relation. The first slice owns every start before it and the last every start after it (rows
+committed after the plan was made).
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ def slice_reason(query: Query, analysis: Analysis, simple: bool) -> str | None:
     outer = query.outer
     if outer.select != ("*",) or outer.distinct or outer.order_by or outer.limit is not None:
         return "the SELECT around MATCH_RECOGNIZE is not a plain SELECT * (it reads every match)"
+    if outer.where is not None and _reads_the_relation(outer.where):
+        return "the WHERE around MATCH_RECOGNIZE holds a subquery (it reads every match)"
     if analysis.prev_reach or analysis.next_reach:
         return "PREV/NEXT read rows before or after a slice"
     if query.recognize.order_by[0].descending:
@@ -46,14 +52,32 @@ def slice_reason(query: Query, analysis: Analysis, simple: bool) -> str | None:
     return incremental_reason(analysis, analysis.window_units, False)
 
 
+#: beyond any time (int64 nanoseconds reach 2**63): the open ends of the first and last slices
+EDGE = 2**62
+
+
+def _reads_the_relation(where: str) -> bool:
+    """Whether a WHERE condition holds a subquery (EXISTS, IN (SELECT ...), ALL (...)): it would
+    read the other matches, which another slice has."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(where)
+    except sqlglot.errors.ParseError:
+        return True  # unknown: read in one piece
+    return tree.find(exp.Select) is not None
+
+
 def time_slices(first: int, last: int, window: int, count: int) -> list[TimeSlice]:
-    """At most ``count`` slices covering ``[first, last]``, each at least a window wide (a
-    narrower one would read mostly its neighbours' rows)."""
+    """At most ``count`` slices covering ``[first, last]`` (the first and last open-ended),
+    each at least a window wide (a narrower one would read mostly its neighbours' rows)."""
     span = last - first + 1
     count = max(1, min(count, span // max(1, window)))
     cuts = [first + span * i // count for i in range(count + 1)]
+    cuts[0], cuts[-1] = -EDGE, EDGE
     return [
-        TimeSlice(lo, hi, (lo, min(last, hi - 1 + window)))
+        TimeSlice(lo, hi, (max(-EDGE, lo - window), min(EDGE, hi - 1 + window)))
         for lo, hi in itertools.pairwise(cuts)
         if hi > lo
     ]

@@ -128,29 +128,32 @@ class Spec:
         empty = plain_schema(self.input_schema()).empty_table()
         return sparkable(plain_schema(_run_local(empty, str(self.sql)).schema))
 
-    def slices(self, count: int) -> list[TimeSlice]:
-        """The time slices a read is cut into (on the driver): none when the query is read in
-        one piece."""
+    def slices(self, count: int) -> tuple[list[TimeSlice], int | None]:
+        """The time slices a read is cut into (on the driver; none when the query is read in
+        one piece), and the table snapshot every slice reads (nodes serving a table in place)."""
+        from dfs_cer.config import load_config
         from dfs_cer.plan.slices import slice_reason, time_slices
         from dfs_cer.query.analyze import analyze
         from dfs_cer.query.parser import parse, parse_statement
 
-        if count <= 1:
-            return []
+        config = load_config()
+        if count <= 1 or config.matcher.on_limit == "truncate":  # truncation is the whole's
+            return [], None
         statement = parse_statement(str(self.sql))
-        query = parse(str(self.sql)) if statement.simple else None
-        if query is None:
-            return []
-        analysis = analyze(query, plain_schema(self.input_schema()))
+        if not statement.simple:
+            return [], None
+        query = parse(str(self.sql))
+        analysis = analyze(query, plain_schema(self.input_schema()), config.query)
         if slice_reason(query, analysis, statement.simple) is not None:
-            return []
-        span = self._span(query.recognize.order_by[0].column)
+            return [], None
+        span, snapshot = self._span(query.recognize.order_by[0].column)
         if span is None or analysis.window_units is None:
-            return []
-        return time_slices(span[0], span[1], analysis.window_units, count)
+            return [], None
+        return time_slices(span[0], span[1], analysis.window_units, count), snapshot
 
-    def _span(self, column: str) -> tuple[int, int] | None:
-        """The input's first and last time, in the time column's integer units."""
+    def _span(self, column: str) -> tuple[tuple[int, int] | None, int | None]:
+        """The input's first and last time, in the time column's integer units, and the table
+        snapshot they are of (None: shard sets, or parquet)."""
         if self.data is not None:
             import pyarrow.dataset as ds
 
@@ -160,10 +163,10 @@ class Spec:
             dataset = ds.dataset(self.data, format="parquet")
             name = resolve_column(column, dataset.schema, "ORDER BY")
             times = time_values(dataset.to_table(columns=[name]), name)
-            return (int(times.min()), int(times.max())) if times.size else None
+            return ((int(times.min()), int(times.max())) if times.size else None), None
         from dfs_cer.strategies.incremental import shard_files
 
-        files, _ = shard_files(self.endpoints, self.token)
+        files, snapshot = shard_files(self.endpoints, self.token)
         bounds = [
             (int(f["min_ts"]), int(f["max_ts"]))
             for node in files
@@ -171,17 +174,28 @@ class Spec:
             if f.get("min_ts") is not None and f.get("max_ts") is not None
         ]
         if len(bounds) != sum(len(node) for node in files) or not bounds:
-            return None  # a file without time statistics: read in one piece
-        return min(b[0] for b in bounds), max(b[1] for b in bounds)
+            return None, snapshot  # a file without time statistics: read in one piece
+        return (min(b[0] for b in bounds), max(b[1] for b in bounds)), snapshot
+
+    def _pull_options(self) -> dict[str, Any]:
+        from dfs_cer.config import load_config
+
+        options: dict[str, Any] = {
+            "integer_time_unit": load_config().query.integer_time_unit,
+        }
+        if self.input_filter:
+            options["input_filter"] = self.input_filter
+        return options
 
     def partition_columns(self) -> set[str]:
         from dfs_cer.query.parser import parse
 
         return {c.lower() for c in parse(str(self.sql)).recognize.partition_by}
 
-    def slice_matches(self, piece: TimeSlice) -> pa.Table:
-        """The matches one time slice owns (in an executor task): its rows read or pulled,
-        matched with match ids, kept by their start."""
+    def slice_matches(self, piece: TimeSlice, snapshot: int | None = None) -> pa.Table:
+        """The matches one time slice owns (in an executor task): its rows read or pulled (at
+        the table ``snapshot`` the plan was made of), matched with match ids, kept by their
+        start."""
         from dfs_cer.local import run_outer
         from dfs_cer.plan.slices import owned
         from dfs_cer.query.parser import parse
@@ -193,9 +207,8 @@ class Spec:
             from dfs_cer.strategies import pull
             from dfs_cer.strategies.matching import match_pulled
 
-            options: dict[str, Any] = {"time_ranges": [piece.read], "node_matching": "off"}
-            if self.input_filter:
-                options["input_filter"] = self.input_filter
+            options = self._pull_options()
+            options.update(time_ranges=[piece.read], node_matching="off", snapshot=snapshot)
             result = pull(self.strategy, str(self.sql), self.endpoints, self.token, **options)
             relation = owned(match_pulled(result, outer=False, match_ids=True), piece)
         return run_outer(query, relation)
@@ -213,26 +226,49 @@ class Spec:
         from dfs_cer.strategies import pull
         from dfs_cer.strategies.matching import match_pulled
 
-        options: dict[str, Any] = {}
-        if self.input_filter:
-            options["input_filter"] = self.input_filter
+        options = self._pull_options()
         result = pull(self.strategy, str(self.sql), self.endpoints, self.token, **options)
         return match_pulled(result)
 
 
 def _slice_of_data(spec: Spec, query: Any, piece: TimeSlice) -> pa.Table:
-    """A slice's owned relation rows from the parquet rows of its read range."""
+    """A slice's owned relation rows from the parquet rows of its read range (row groups whose
+    time statistics miss it are not read)."""
     import pyarrow.dataset as ds
 
     from dfs_cer.config import load_config
     from dfs_cer.match.sliced import match_slice
     from dfs_cer.query.analyze import analyze
+    from dfs_cer.query.bind import resolve_column
 
-    table = plain_table(ds.dataset(str(spec.data), format="parquet").to_table())
+    dataset = ds.dataset(str(spec.data), format="parquet")
+    name = resolve_column(query.recognize.order_by[0].column, dataset.schema, "ORDER BY")
+    table = plain_table(dataset.to_table(filter=_time_range(dataset.schema.field(name), piece)))
     if spec.input_filter:
         table = _filtered(table, spec.input_filter)
     config = load_config()
     return match_slice(table, analyze(query, table.schema, config.query), piece, config.matcher)
+
+
+def _time_range(field: pa.Field, piece: TimeSlice) -> Any:
+    """A dataset filter keeping the rows of the slice's read range (None: every row), so row
+    groups whose time statistics miss it are not read."""
+    import pyarrow.compute as pc
+
+    kind = field.type
+    if pa.types.is_date32(kind):
+        storage, limit = pa.int32(), 2**31 - 1
+    elif pa.types.is_timestamp(kind) or pa.types.is_integer(kind):
+        storage, limit = pa.int64(), 2**63 - 1
+    else:
+        return None
+    try:
+        low = pa.scalar(max(-limit, piece.read[0]), storage).cast(kind)
+        high = pa.scalar(min(limit, piece.read[1]), storage).cast(kind)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    column = pc.field(field.name)
+    return (column >= low) & (column <= high)
 
 
 def _run_local(table: pa.Table, sql: str) -> pa.Table:
@@ -247,7 +283,8 @@ def _filtered(table: pa.Table, condition: str) -> pa.Table:
     con = duckdb.connect()
     try:
         con.register("input", table)
-        return con.sql(f"SELECT * FROM input WHERE {condition}").to_arrow_table()
+        kept = con.sql(f"SELECT * FROM input WHERE {condition}").to_arrow_table()
+        return kept.cast(table.schema)  # DuckDB reads some types in its own units
     finally:
         con.close()
 
@@ -308,15 +345,15 @@ class DfsCerReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         spec = self._spec()
-        pieces = spec.slices(spec.partitions)
-        return [SliceTask(piece) for piece in pieces] or [InputPartition(0)]
+        pieces, snapshot = spec.slices(spec.partitions)
+        return [SliceTask(piece, snapshot) for piece in pieces] or [InputPartition(0)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from dfs_cer.spark.distributed import sparkable
 
         spec = self._spec()
         if isinstance(partition, SliceTask):
-            relation = spec.slice_matches(partition.piece)
+            relation = spec.slice_matches(partition.piece, partition.snapshot)
         else:
             relation = spec.matches()
         yield from relation.cast(sparkable(plain_schema(relation.schema))).to_batches()
@@ -325,9 +362,9 @@ class DfsCerReader(DataSourceReader):
 class SliceTask(InputPartition):
     """One time slice of the read: an executor task."""
 
-    def __init__(self, piece: TimeSlice) -> None:
+    def __init__(self, piece: TimeSlice, snapshot: int | None) -> None:
         super().__init__(piece)
-        self.piece = piece
+        self.piece, self.snapshot = piece, snapshot
 
 
 class PushingReader(DfsCerReader):

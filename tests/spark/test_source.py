@@ -264,3 +264,57 @@ def test_the_source_finds_the_nodes_storage_node_up_started(
         .load()
     )
     assert rows(frame.toArrow()) == rows(match_recognize(events(), SQL))
+
+
+def _union(spec: Any) -> tuple[list[Any], pa.Table]:
+    pieces, snapshot = spec.slices(spec.partitions)
+    got = pa.concat_tables([spec.slice_matches(p, snapshot) for p in pieces])
+    return pieces, got
+
+
+def test_slices_follow_the_integer_time_unit_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Integer epoch milliseconds with query.integer_time_unit = ms: the slices' window is in
+    ms, as the matching's."""
+    from dfs_cer.spark.source import Spec
+
+    monkeypatch.setenv("DFS_CER__QUERY__INTEGER_TIME_UNIT", "ms")
+    n = 40
+    table = pa.table(
+        {"id": np.arange(n), "ts": np.arange(n, dtype=np.int64) * 1000,
+         "type": ["A" if i % 2 == 0 else "B" for i in range(n)]}
+    )  # fmt: skip
+    pq.write_table(table, tmp_path / "ms.parquet")
+    sql = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.id AS a, B.id AS b ALL MATCHES "
+        "PATTERN (A B) WITHIN INTERVAL '5' SECOND DEFINE A AS A.type = 'A', B AS B.type = 'B')"
+    )
+    spec = Spec({"query": sql, "data": str(tmp_path / "ms.parquet"), "partitions": "4"})
+    pieces, got = _union(spec)
+    assert len(pieces) == 4
+    assert sorted(got.to_pylist(), key=repr) == sorted(spec.matches().to_pylist(), key=repr)
+
+
+def test_slices_of_a_zoned_time_column_under_a_pushed_filter(tmp_path: Path) -> None:
+    """A pushed filter runs through DuckDB, which reads a zoned timestamp[ms] as microseconds:
+    the rows are cast back, so the slices' bounds and the match starts agree."""
+    from dfs_cer.spark.source import Spec
+
+    n = 40
+    table = pa.table(
+        {"id": np.arange(n), "k": [i % 2 for i in range(n)],
+         "ts": pa.array(np.arange(n, dtype=np.int64) * 1000).cast(pa.timestamp("ms", "UTC")),
+         "type": ["A" if (i // 2) % 2 == 0 else "B" for i in range(n)]}
+    )  # fmt: skip
+    pq.write_table(table, tmp_path / "tz.parquet")
+    sql = (
+        "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES A.id AS a, "
+        "B.id AS b ALL MATCHES PATTERN (A B) WITHIN INTERVAL '5' SECOND DEFINE A AS "
+        "A.type = 'A', B AS B.type = 'B')"
+    )
+    spec = Spec({"query": sql, "data": str(tmp_path / "tz.parquet"), "partitions": "4"}, '"k" = 1')
+    whole = spec.matches()
+    pieces, got = _union(spec)
+    assert len(pieces) == 4 and whole.num_rows == 10
+    assert sorted(got.to_pylist(), key=repr) == sorted(whole.to_pylist(), key=repr)

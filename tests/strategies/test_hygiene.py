@@ -230,8 +230,35 @@ def test_late_files_replay_ends_with_the_in_order_results(tmp_path: Path) -> Non
         assert redelivered.changes is not None and redelivered.changes.num_rows == 0
         assert summary_of(redelivered.matches) == summary_of(final)
         assert redelivered.record.recomputed == [
-            [2, 12]
-        ]  # b12's file: matches starting in [12 - 10, 12]
+            [2, 22]
+        ]  # b12's file: matches starting in [12 - 10, 12 + 10]
+
+
+def test_a_late_event_that_a_later_match_negates_invalidates_it(tmp_path: Path) -> None:
+    """A leading negation looks back from a match's last row: a late B at t = 5 kills the match
+    (A at 6, C at 8) that starts after it, so the re-run recomputes starts up to a window after
+    the late file, not only before it."""
+    from dfs_cer.strategies.incremental import run_and_save
+
+    query = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.id AS a, C.id AS c ALL MATCHES "
+        "PATTERN (~B A C) WITHIN 4 DEFINE A AS type = 'A', B AS type = 'B', C AS type = 'C')"
+    )
+    runs = tmp_path / "runs"
+    pq.write_table(late_batch(["n1", "n3", "a6", "c8", "n12"]), tmp_path / "day1.parquet")
+    shard(str(tmp_path / "day1.parquet"), 2, str(tmp_path / "nodes"))
+    with LocalCluster([str(tmp_path / "nodes" / f"node-{i:02d}") for i in range(2)]) as cluster:
+        run = run_and_save(query, cluster.endpoints, cluster.token, strategy="dfs", runs_dir=runs)
+        assert run.matches.select(["a", "c"]).to_pylist() == [{"a": "a6", "c": "c8"}]
+        pq.write_table(late_batch(["b5"]), tmp_path / "late.parquet")
+        shard(str(tmp_path / "late.parquet"), 2, str(tmp_path / "nodes"), append=True)
+        again = run_and_save(
+            "", cluster.endpoints, cluster.token, runs_dir=runs, since_run=run.record.run_id
+        )
+        assert again.record.mode == "incremental" and again.record.recomputed == [[1, 9]]
+        assert again.matches.num_rows == 0
+        assert again.changes is not None
+        assert again.changes.column("change").to_pylist() == ["invalidated"]
 
 
 def test_sql_skip_past_last_row_recomputes_everything(tmp_path: Path) -> None:
@@ -341,7 +368,7 @@ def test_cli_save_run_and_since_run(tmp_path: Path) -> None:
         rerun = json.loads(second.stdout)
         kinds = [c["change"] for c in rerun["changes"]]
         assert sorted(kinds) == ["new"] * 5 + ["updated"] and len(rerun["matches"]) == 8
-        assert rerun["parent"] == run["run_id"] and rerun["recomputed"] == [[-2, 12]]
+        assert rerun["parent"] == run["run_id"] and rerun["recomputed"] == [[-2, 22]]
         missing = subprocess.run(
             [*base, "--since-run", "nope"], capture_output=True, text=True, timeout=120
         )
