@@ -527,6 +527,8 @@ def _bind_window(
     assert seconds is not None
     if pa.types.is_timestamp(dtype):
         unit = dtype.unit
+    elif pa.types.is_date64(dtype):  # milliseconds since the epoch (at midnights)
+        unit = "ms"
     elif pa.types.is_date(dtype):
         return int((seconds / Decimal(86400)).to_integral_value(ROUND_FLOOR)), "days"
     elif pa.types.is_integer(dtype):

@@ -4,6 +4,7 @@ match, in match order)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -335,3 +336,31 @@ def test_classifier_with_exclusion_subset_and_navigation() -> None:
         for r in match_recognize(t, sql).to_pylist()
     ]
     assert got == [(1, "A", None, "B", "B", "A", 0), (4, "C", "B", None, "B", "B", 2)]
+
+
+def test_classifier_of_an_empty_pattern_is_null() -> None:
+    """PATTERN (()) matches empty at every row: CLASSIFIER() is NULL there (no row, no label)."""
+    log = pa.table({"id": [0, 1, 2], "ts": [0, 1, 5]})
+    sql = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES CLASSIFIER() AS cls "
+        "ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN (()))"
+    )
+    assert match_recognize(log, sql).to_pylist() == [{"cls": None}] * 3
+
+
+def test_a_window_over_a_date64_column_counts_days() -> None:
+    """date64 holds milliseconds (at midnights): WITHIN INTERVAL '1' DAY spans one day there as
+    over date32."""
+    days = np.array([0, 1, 2, 10, 11], np.int64)
+    t64 = pa.table(
+        {"id": [0, 1, 2, 3, 4], "ts": pa.array(days * 86_400_000).cast(pa.date64()),
+         "type": list("ABABA")}
+    )  # fmt: skip
+    t32 = t64.set_column(1, "ts", t64.column("ts").cast(pa.date32()))
+    sql = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.id AS a, B.id AS b ALL MATCHES "
+        "PATTERN (A B) WITHIN INTERVAL '1' DAY DEFINE A AS A.type = 'A', B AS B.type = 'B')"
+    )
+    want = [{"a": 0, "b": 1}]
+    assert match_recognize(t32, sql).to_pylist() == want
+    assert match_recognize(t64, sql).to_pylist() == want

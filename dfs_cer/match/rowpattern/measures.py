@@ -264,6 +264,8 @@ class MeasureEvaluator:
 
     def _labels(self, lab: np.ndarray) -> pa.Array:
         names = pa.array(list(self.rows.labels), pa.string())
+        if len(names) == 0:  # a pattern without variables (PATTERN (())): no row has a label
+            return pa.nulls(len(lab), pa.string())
         return pc.if_else(
             pa.array(lab >= 0),
             names.take(pa.array(np.where(lab >= 0, lab, 0))),
