@@ -11,9 +11,10 @@ The pull and the matching run on the executors; the driver only plans (the relat
 from the input's schema, and the time slices). A query whose matches each depend only on their
 own rows (ALL MATCHES, or SKIP TO NEXT ROW; a WITHIN window; no PREV/NEXT, MATCH_NUMBER() or
 anchors; a plain ``SELECT *`` around the clause) is read as up to ``partitions`` time slices
-(default 8), one task each: a slice pulls (or reads) only its own time range plus a window and
-keeps the matches that start in it (:mod:`dfs_cer.plan.slices`), so the union is exact. Any
-other query is one task. With ``filter_pushdown`` true (and Spark's
+(``auto``, the default: the driver's cores, at most one per 4M rows), one task each: a slice
+pulls (or reads) only its own time range and a window on each side and keeps the matches
+that start in it (:mod:`dfs_cer.plan.slices`), so the union is exact. Any other query is one
+task. With ``filter_pushdown`` true (and Spark's
 ``spark.sql.python.filterPushdown.enabled``), filters on PARTITION BY columns go to the storage
 nodes (an input filter: partitions are independent, so it is exact); other filters stay with
 Spark.
@@ -62,8 +63,9 @@ OPTIONS = (
     "partitions",
 )
 
-#: the time slices a read is cut into by default (each an executor task)
-PARTITIONS = 8
+#: rows per time slice when ``partitions`` is left to the source: below this a slice's fixed
+#: cost (a task, a read or a pull of its own) outweighs what it saves (``bench/source.py``)
+ROWS_PER_SLICE = 4_000_000
 
 
 class Spec:
@@ -82,10 +84,14 @@ class Spec:
                 'the dfs_cer source needs a query: .option("query", "SELECT * FROM t '
                 'MATCH_RECOGNIZE (...)")'
             )
-        count = options.get("partitions", str(PARTITIONS))
-        if not count.isdigit() or int(count) < 1:
-            raise ConfigError(f"the dfs_cer option partitions is a positive integer, got {count!r}")
-        self.partitions = int(count)
+        count = options.get("partitions", "auto")
+        if count != "auto" and (not count.isdigit() or int(count) < 1):
+            raise ConfigError(
+                f"the dfs_cer option partitions is a positive integer or auto, got {count!r}"
+            )
+        #: the time slices asked for (None: as many as the driver's cores, one per
+        #: ROWS_PER_SLICE rows at most)
+        self.partitions = None if count == "auto" else int(count)
         self.data = options.get("data") or options.get("path")
         self.strategy = options.get("strategy", "dfs")
         self.input_filter = input_filter
@@ -128,16 +134,18 @@ class Spec:
         empty = plain_schema(self.input_schema()).empty_table()
         return sparkable(plain_schema(_run_local(empty, str(self.sql)).schema))
 
-    def slices(self, count: int) -> tuple[list[TimeSlice], int | None]:
+    def slices(self) -> tuple[list[TimeSlice], int | None]:
         """The time slices a read is cut into (on the driver; none when the query is read in
         one piece), and the table snapshot every slice reads (nodes serving a table in place)."""
+        import os
+
         from dfs_cer.config import load_config
         from dfs_cer.plan.slices import slice_reason, time_slices
         from dfs_cer.query.analyze import analyze
         from dfs_cer.query.parser import parse, parse_statement
 
         config = load_config()
-        if count <= 1 or config.matcher.on_limit == "truncate":  # truncation is the whole's
+        if self.partitions == 1 or config.matcher.on_limit == "truncate":  # a bound on the whole
             return [], None
         statement = parse_statement(str(self.sql))
         if not statement.simple:
@@ -146,14 +154,17 @@ class Spec:
         analysis = analyze(query, plain_schema(self.input_schema()), config.query)
         if slice_reason(query, analysis, statement.simple) is not None:
             return [], None
-        span, snapshot = self._span(query.recognize.order_by[0].column)
+        span, rows, snapshot = self._span(query.recognize.order_by[0].column)
         if span is None or analysis.window_units is None:
+            return [], None
+        count = self.partitions or min(os.cpu_count() or 1, rows // ROWS_PER_SLICE)
+        if count <= 1:
             return [], None
         return time_slices(span[0], span[1], analysis.window_units, count), snapshot
 
-    def _span(self, column: str) -> tuple[tuple[int, int] | None, int | None]:
-        """The input's first and last time, in the time column's integer units, and the table
-        snapshot they are of (None: shard sets, or parquet)."""
+    def _span(self, column: str) -> tuple[tuple[int, int] | None, int, int | None]:
+        """The input's first and last time (in the time column's integer units), its rows, and
+        the table snapshot they are of (None: shard sets, or parquet)."""
         if self.data is not None:
             import pyarrow.dataset as ds
 
@@ -161,21 +172,25 @@ class Spec:
             from dfs_cer.query.bind import resolve_column
 
             dataset = ds.dataset(self.data, format="parquet")
+            rows = dataset.count_rows()
+            if self.partitions is None and rows < 2 * ROWS_PER_SLICE:
+                return None, rows, None  # too few rows to cut: no need to read the times
             name = resolve_column(column, dataset.schema, "ORDER BY")
             times = time_values(dataset.to_table(columns=[name]), name)
-            return ((int(times.min()), int(times.max())) if times.size else None), None
+            return ((int(times.min()), int(times.max())) if times.size else None), rows, None
         from dfs_cer.strategies.incremental import shard_files
 
         files, snapshot = shard_files(self.endpoints, self.token)
+        every = [f for node in files for f in node]
+        rows = sum(int(f.get("rows") or 0) for f in every)
         bounds = [
             (int(f["min_ts"]), int(f["max_ts"]))
-            for node in files
-            for f in node
+            for f in every
             if f.get("min_ts") is not None and f.get("max_ts") is not None
         ]
-        if len(bounds) != sum(len(node) for node in files) or not bounds:
-            return None, snapshot  # a file without time statistics: read in one piece
-        return (min(b[0] for b in bounds), max(b[1] for b in bounds)), snapshot
+        if len(bounds) != len(every) or not bounds:
+            return None, rows, snapshot  # a file without time statistics: read in one piece
+        return (min(b[0] for b in bounds), max(b[1] for b in bounds)), rows, snapshot
 
     def _pull_options(self) -> dict[str, Any]:
         from dfs_cer.config import load_config
@@ -344,8 +359,7 @@ class DfsCerReader(DataSourceReader):
         return Spec(self.options, " AND ".join(self.pushed) or None)
 
     def partitions(self) -> Sequence[InputPartition]:
-        spec = self._spec()
-        pieces, snapshot = spec.slices(spec.partitions)
+        pieces, snapshot = self._spec().slices()
         return [SliceTask(piece, snapshot) for piece in pieces] or [InputPartition(0)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -133,8 +133,16 @@ def test_a_query_of_independent_matches_is_read_in_time_slices_on_the_executors(
     from_parquet = (
         spark.read.format("dfs_cer").option("query", SPLIT).load(str(root / "events.parquet"))
     )
-    assert from_parquet.rdd.getNumPartitions() == 8  # the default
+    assert from_parquet.rdd.getNumPartitions() == 1  # auto: 4,000 rows are one slice's worth
     assert rows_of(from_parquet.toArrow()) == rows_of(want)
+    sliced = (
+        spark.read.format("dfs_cer")
+        .option("query", SPLIT)
+        .option("partitions", "3")
+        .load(str(root / "events.parquet"))
+    )
+    assert sliced.rdd.getNumPartitions() == 3
+    assert rows_of(sliced.toArrow()) == rows_of(want)
     # PREV reads rows before a slice: one task
     one = spark.read.format("dfs_cer").option("query", SQL).load(str(root / "events.parquet"))
     assert one.rdd.getNumPartitions() == 1
@@ -169,7 +177,7 @@ def test_a_spark_sql_view_of_the_matches_joins_a_table(
 def test_a_wrong_option_is_one_clear_error(spark: Any) -> None:
     with pytest.raises(Exception, match="unknown dfs_cer option querry"):
         spark.read.format("dfs_cer").option("querry", SQL).load().collect()
-    with pytest.raises(Exception, match="partitions is a positive integer, got '0'"):
+    with pytest.raises(Exception, match="partitions is a positive integer or auto, got '0'"):
         spark.read.format("dfs_cer").option("query", SQL).option("data", "x.parquet").option(
             "partitions", "0"
         ).load().collect()
@@ -267,7 +275,7 @@ def test_the_source_finds_the_nodes_storage_node_up_started(
 
 
 def _union(spec: Any) -> tuple[list[Any], pa.Table]:
-    pieces, snapshot = spec.slices(spec.partitions)
+    pieces, snapshot = spec.slices()
     got = pa.concat_tables([spec.slice_matches(p, snapshot) for p in pieces])
     return pieces, got
 
@@ -318,3 +326,21 @@ def test_slices_of_a_zoned_time_column_under_a_pushed_filter(tmp_path: Path) -> 
     pieces, got = _union(spec)
     assert len(pieces) == 4 and whole.num_rows == 10
     assert sorted(got.to_pylist(), key=repr) == sorted(whole.to_pylist(), key=repr)
+
+
+def test_auto_partitions_cut_only_inputs_worth_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Left to the source, a read is cut into the driver's cores, at most one slice per
+    ROWS_PER_SLICE rows: a small input stays one task (a slice has a fixed cost)."""
+    from dfs_cer.spark import source
+
+    pq.write_table(events(), tmp_path / "events.parquet")
+    spec = source.Spec({"query": SPLIT, "data": str(tmp_path / "events.parquet")})
+    assert spec.partitions is None and spec.slices() == ([], None)
+    monkeypatch.setattr(source, "ROWS_PER_SLICE", 1000)
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    pieces, _ = spec.slices()
+    assert len(pieces) == 4  # 4,000 rows: four slices of 1,000, under the 8 cores
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert len(spec.slices()[0]) == 2
