@@ -22,6 +22,43 @@ from dfs_cer.io.shard import decode_schema, read_manifest, schema_fields
 from storage_node.index import SortedProjection, ValueIndex, build, indexable, project
 
 
+def footer_digest(meta: pq.FileMetaData) -> str:
+    """What identifies a parquet file: its sizes and every column chunk's statistics, taken as
+    stored (``FileMetaData.to_dict`` turns a nanosecond timestamp statistic into a Python
+    datetime, which fails without pandas on a time below the microsecond)."""
+    groups = []
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        chunks = []
+        for j in range(group.num_columns):
+            c = group.column(j)
+            s = c.statistics
+            stats = (
+                None
+                if s is None
+                else [
+                    s.has_min_max and s.min_raw,
+                    s.has_min_max and s.max_raw,
+                    s.has_null_count and s.null_count,
+                    s.has_distinct_count and s.distinct_count,
+                ]
+            )
+            chunks.append(
+                [
+                    c.path_in_schema,
+                    c.file_offset,
+                    c.num_values,
+                    c.total_compressed_size,
+                    c.total_uncompressed_size,
+                    c.compression,
+                    stats,
+                ]
+            )
+        groups.append([group.num_rows, group.total_byte_size, chunks])
+    doc = [meta.created_by, meta.num_rows, meta.serialized_size, str(meta.schema), groups]
+    return hashlib.sha256(json.dumps(doc, default=repr).encode()).hexdigest()
+
+
 class ShardStore:
     """The parquet shards under one location (a ``node-XX`` directory, local or S3)."""
 
@@ -112,9 +149,7 @@ class ShardStore:
                 f"shard file {path} holds {meta.num_rows} rows, its manifest says {rows}; "
                 "re-shard the data or restore the file"
             )
-        return hashlib.sha256(
-            json.dumps(meta.to_dict(), sort_keys=True, default=str).encode()
-        ).hexdigest()
+        return footer_digest(meta)
 
     def _null_times(self, path: str, meta: pq.FileMetaData, time_column: str) -> int:
         """Rows of the file whose time is NULL: from the footer's statistics, else read."""
