@@ -350,8 +350,8 @@ class Tis:
         """The covered time as exact closed intervals (what a pull with halo rows is sent)."""
         if self.swf is None:
             return self.exact
-        starts, ends = self.swf.covered_intervals()  # half-open
-        return IntervalSet(starts, ends - 1)
+        starts, ends = self.swf.covered_intervals()
+        return IntervalSet(starts, ends)
 
 
 def no_halo_reason(session: Session, analysis: Analysis, schema: pa.Schema) -> str | None:

@@ -376,7 +376,7 @@ class Collect:
             raise ProtocolError(f"action {a}: 1 to 64 variables, got {len(gather)}")
         quantum = _get(header, "q", int, a)
         base = _get(header, "base", int, a)
-        if not 0 < quantum < 2**62 or not -(2**62) < base < 2**62:
+        if not 0 < quantum < 2**63 or not -(2**63) <= base < 2**63:
             raise ProtocolError(f"action {a}: quantum {quantum} or base {base} out of range")
         bits = header.get("bits", 8)
         if isinstance(bits, bool) or not isinstance(bits, int) or not 4 <= bits <= 16:

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from dfs_cer.errors import CacheMissError, ProtocolError
 from dfs_cer.filters import IntervalSet, KeyKind, WindowJoinFilter, WindowKeySet, eq1_offsets
-from dfs_cer.filters.points import Points, SliceRuns, pack_points, value_hashes
+from dfs_cer.filters.points import Points, SliceRuns, pack_points, slice_ids, value_hashes
 from dfs_cer.transport.messages import field
 from dfs_cer.transport.protocol import Collect, Intervals, Verify, Wjf
 from storage_node.actions.base import Family, Reply, load_tis
@@ -167,10 +167,14 @@ class FilterActions(Family):
             self.node.check()
             ts = state.ts[rows]
             if ts.size and not (
-                int(ts.min()) - request.base > -(2**62) and int(ts.max()) - request.base < 2**62
+                int(ts.min()) >= request.base
+                and (int(ts.max()) - request.base) // request.quantum < 2**62
             ):
-                raise ProtocolError("action collect: the grid's base is too far from the rows")
-            slices = (ts - request.base) // request.quantum
+                raise ProtocolError(
+                    "action collect: the grid does not cover the rows (base after the earliest, "
+                    "or slice ids beyond 2**62)"
+                )
+            slices = slice_ids(ts, request.base, request.quantum)
             hashes = []
             for column, kind in g.hashed:
                 if column not in state.table.column_names:

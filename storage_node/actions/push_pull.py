@@ -36,7 +36,7 @@ class PushPullActions(Family):
     def push_pull(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         """Keep the requested variable's candidates that complete a match of the pattern projected
         on the processed variables and itself, with the uploaded events (skip-till-any-match)."""
-        from dfs_cer.match.push_pull import filter_by_projection
+        from dfs_cer.match.push_pull import filter_by_projection, time_unit
 
         request = PushPull.parse(header)
         state = self.node.registry.get(request.query_id)
@@ -56,6 +56,7 @@ class PushPullActions(Family):
                     state.table.take(pa.array(rows)),
                     {p: state.uploads[p] for p in processed},
                     work,
+                    integer_time_unit=time_unit(state.analysis),
                 )
             except (
                 WorkMemoryError
