@@ -392,6 +392,8 @@ def query_command(
             token,
             state.config.query.integer_time_unit,
             [spec.split("=", 1)[0].strip() for spec in table_specs],
+            selection=selection,
+            kleene=kleene or state.config.matcher.kleene,
         )
         time_type = _time_type(checked[0], schema)
     if snapshot is not None:

@@ -724,4 +724,8 @@ def resolve_query(query: Query | str) -> Query:
 
         query = parse(query)
     require_order_by(query, "storage nodes")
+    if query.recognize.all_matches:  # what the CER engine refuses, it refuses before any round
+        from dfs_cer.match.cer.rules import check_cer_query
+
+        check_cer_query(query)
     return query
