@@ -584,6 +584,11 @@ _FALLBACK_FIXES = (
     ("halo", "shard by type on a PARTITION BY column, or raise strategy.halo_limit"),
     ("every row of the partition", "leave out ^ and $, or add WITHIN"),
     ("match empty", "make some variable of the pattern mandatory (no * or ? around all)"),
+    (
+        "hit a bound",
+        "raise matcher.max_matches or matcher.max_steps (or the nodes' storage.memory_budget), "
+        "or narrow the query (e.g. a shorter WITHIN window)",
+    ),
 )
 
 
