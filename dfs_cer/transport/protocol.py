@@ -414,8 +414,9 @@ class PushPull:
             "query_id": self.query_id,
             "variable": self.variable,
             "processed": list(self.processed),
-            "max_matches": self.max_matches,
-            "max_steps": self.max_steps,
+            # the defaults travel as nothing (a request's bytes as they were)
+            **({"max_matches": self.max_matches} if self.max_matches != FILTER_MAX_MATCHES else {}),
+            **({"max_steps": self.max_steps} if self.max_steps != FILTER_MAX_STEPS else {}),
         }
 
     @classmethod
