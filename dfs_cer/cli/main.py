@@ -392,6 +392,8 @@ def query_command(
             token,
             state.config.query.integer_time_unit,
             [spec.split("=", 1)[0].strip() for spec in table_specs],
+            selection=selection,
+            kleene=kleene or state.config.matcher.kleene,
         )
         time_type = _time_type(checked[0], schema)
     if snapshot is not None:
@@ -582,6 +584,11 @@ _FALLBACK_FIXES = (
     ("halo", "shard by type on a PARTITION BY column, or raise strategy.halo_limit"),
     ("every row of the partition", "leave out ^ and $, or add WITHIN"),
     ("match empty", "make some variable of the pattern mandatory (no * or ? around all)"),
+    (
+        "hit a bound",
+        "raise matcher.max_matches or matcher.max_steps (or the nodes' storage.memory_budget), "
+        "or narrow the query (e.g. a shorter WITHIN window)",
+    ),
 )
 
 
