@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pyarrow as pa
 
+from dfs_cer import interrupt
 from dfs_cer.config import StrategyConfig
 from dfs_cer.errors import SNAPSHOT_BUSY, ConfigError
 from dfs_cer.query import Query, analyze
@@ -186,6 +187,7 @@ class _SharedPull:
         return self.query_ids[i]
 
 
+@interrupt.guarded
 def pull_many(
     name: str,
     queries: Sequence[Query | str],
