@@ -290,6 +290,37 @@ def interruptible(exit_on_second: bool = False) -> Iterator[None]:
             _reset()
 
 
+#: seconds between two looks at the interruption while the main thread waits for a call
+WAIT_EVERY = 0.1
+
+
+def call(func: Callable[[], R]) -> R:
+    """``func()``; inside :func:`interruptible` on the main thread, in a thread of its own while
+    the main thread waits, so that Ctrl-C interrupts the wait: a call into C++ that blocks (a
+    round trip to a storage node) would hold the main thread, and its signal handler, until it
+    returns. The abandoned call ends in its own time (its deadline)."""
+    if _STATE.depth == 0 or threading.current_thread() is not threading.main_thread():
+        return func()
+    out: list[tuple[bool, Any]] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            out.append((True, func()))
+        except BaseException as exc:  # re-raised in the caller's thread
+            out.append((False, exc))
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="dfs-cer call", daemon=True).start()
+    while not done.wait(WAIT_EVERY):
+        check()
+    ok, value = out[0]
+    if ok:
+        return value
+    raise value
+
+
 def guarded(func: Callable[P, R]) -> Callable[P, R]:
     """``func`` run inside :func:`interruptible` (the library's entry points)."""
 

@@ -18,6 +18,7 @@ A timeout is never retried: the deadline is the user's bound on waiting.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -138,7 +139,7 @@ class StorageClient:
         while True:
             options = self._options(what)
             try:
-                return fn(options)
+                return interrupt.call(functools.partial(fn, options))
             except flight.FlightTimedOutError:
                 raise NodeTimeoutError(
                     f"storage node {self.endpoint} did not answer {what} within "
