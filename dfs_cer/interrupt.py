@@ -16,10 +16,12 @@ the main thread does: the first Ctrl-C *trips* the interruption: every compiled 
 registered with :func:`stopping` sees its stop flag set and returns, every callback registered
 with :func:`on_trip` runs (a pull's stream is cancelled, Spark's jobs are cancelled). The
 Python-level handler raises ``KeyboardInterrupt`` unless the main thread is inside such a
-callback of compiled code; then the raise is left to the next :func:`check` (the engines call it
-when a kernel returns, a round calls it before it starts) or to the end of the outermost
-:func:`interruptible` block. Under the command line (``exit_on_second``) a second Ctrl-C ends
-the process at once with exit code 130, without waiting for any clean-up.
+callback of compiled code (or inside a call into Spark's JVM, which the cancelled jobs end);
+then the raise is left to the next :func:`check` (the engines call it when a kernel returns, a
+round calls it before it starts) or to the end of the outermost :func:`interruptible` block. A
+call to a storage node made from the main thread runs aside (:func:`call`), so that its wait
+can be interrupted. Under the command line (``exit_on_second``) a second Ctrl-C ends the
+process at once with exit code 130, without waiting for any clean-up.
 """
 
 from __future__ import annotations
@@ -69,6 +71,8 @@ class _State:
         self.exit_on_second = False
         self.reader: socket.socket | None = None
         self.writer: socket.socket | None = None
+        #: the process the socket pair and its watcher belong to (a forked child makes its own)
+        self.pid = 0
         #: the wakeup fd that was set before ours (signals other than SIGINT go on to it)
         self.forward = -1
 
@@ -217,8 +221,9 @@ def _watch(reader: socket.socket) -> None:
 
 def _install_wakeup() -> None:
     s = _STATE
-    if s.reader is None:
+    if s.reader is None or s.pid != os.getpid():
         s.reader, s.writer = socket.socketpair()
+        s.pid = os.getpid()
         s.writer.setblocking(False)
         threading.Thread(
             target=_watch, args=(s.reader,), name="dfs-cer interrupt", daemon=True
@@ -265,7 +270,10 @@ def interruptible(exit_on_second: bool = False) -> Iterator[None]:
         _reset()
         try:
             _install_wakeup()
+            installed = True
         except (ValueError, OSError):  # no wakeup fd here (e.g. an embedding interpreter)
+            installed = False
+        if not installed:
             yield
             return
         s.exit_on_second = exit_on_second
