@@ -469,19 +469,21 @@ def query_command(
         matches, result_trace = run_all.table, merged_trace(run_all.traces, strategy)
     elif engine == "spark":
         from dfs_cer.spark import local_session, recognize
+        from dfs_cer.spark.session import cancelling
 
         spark = local_session()
         spark.sparkContext.setLogLevel("ERROR")
-        run = recognize(
-            spark,
-            sql_text,
-            endpoints=nodes,
-            token=token,
-            strategy=strategy,
-            tables=_load_tables(table_specs, state),
-            **options,
-        )
-        matches, result_trace = run.matches.toArrow(), run.trace
+        with cancelling(spark):  # Ctrl-C cancels the Spark jobs too
+            run = recognize(
+                spark,
+                sql_text,
+                endpoints=nodes,
+                token=token,
+                strategy=strategy,
+                tables=_load_tables(table_specs, state),
+                **options,
+            )
+            matches, result_trace = run.matches.toArrow(), run.trace
     else:
         from dfs_cer.strategies import pull
         from dfs_cer.strategies.matching import match_pulled

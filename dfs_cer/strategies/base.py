@@ -14,6 +14,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 import pyarrow as pa
 
+from dfs_cer import interrupt
 from dfs_cer.config import StrategyConfig
 from dfs_cer.errors import AdmissionError, ConfigError, DfsCerError
 from dfs_cer.events.schemas import concat, unify
@@ -260,6 +261,10 @@ def check_limits(config: StrategyConfig, timeout: float | None) -> float:
     return seconds
 
 
+#: seconds a close waits for its threads beyond the calls' own ``close_timeout``
+CLOSE_GRACE_SECONDS = 1.0
+
+
 class Session:
     """One query's conversation with all storage nodes; calls run on every node in parallel.
 
@@ -386,7 +391,8 @@ class Session:
         warnings say so. The connections are closed."""
         try:
             try:
-                result = work()
+                with interrupt.interruptible():
+                    result = work()
             except BaseException:
                 self.close()  # best effort: the error that stopped the query is the one reported
                 raise
@@ -410,11 +416,13 @@ class Session:
         only: Sequence[int] | None = None,
     ) -> list[T]:
         """``fn`` on every node (``only``: on those nodes, by index), in parallel, as one round."""
+        interrupt.check()  # Ctrl-C: no new round
         clients = self.clients if only is None else [self.clients[i] for i in only]
         marks = [len(c.transfers) for c in clients]
         start = time.perf_counter()
 
         def guarded(c: StorageClient) -> T:
+            interrupt.check()  # Ctrl-C: a call not made yet is not made
             try:
                 return fn(c)
             except NodeTimeoutError:
@@ -613,7 +621,11 @@ class Session:
 
     def close(self) -> list[str]:
         """Close the query on every node, concurrently, each within ``close_timeout`` seconds
-        (even past the deadline); returns what failed (the state expires on the node's TTL)."""
+        (even past the deadline); returns what failed (the state expires on the node's TTL).
+
+        Each close has a thread of its own, not the session's pool: after Ctrl-C or a failed
+        call the pool's threads may still wait for a node's answer to the round (the close ends
+        that work on the node, and the call with it), and a close must not queue behind them."""
 
         def one(c: StorageClient) -> str | None:
             if id(c) in self._hung:
@@ -638,10 +650,29 @@ class Session:
         if self._closed:
             return []
         self._closed = True
-        try:
-            return [w for w in self._pool.map(one, self.clients) if w]
-        finally:
-            self._pool.shutdown(wait=False)
+        self._pool.shutdown(wait=False)
+        out: list[str | None] = [None] * len(self.clients)
+
+        def run(i: int) -> None:
+            out[i] = one(self.clients[i])
+
+        threads = [
+            threading.Thread(target=run, args=(i,), name="dfs-cer close", daemon=True)
+            for i in range(len(self.clients))
+        ]
+        for t in threads:
+            t.start()
+        give_up = time.monotonic() + self.close_timeout + CLOSE_GRACE_SECONDS
+        for i, t in enumerate(threads):
+            t.join(max(0.0, give_up - time.monotonic()))
+            if t.is_alive():  # (the call's own deadline should have ended it)
+                c = self.clients[i]
+                CLOSER.later(c, self.query_id, self.lease_end)
+                out[i] = (
+                    f"close: storage node {c.endpoint} did not answer in time; closed in the "
+                    "background"
+                )
+        return [w for w in out if w]
 
 
 class _Closer:

@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from dfs_cer import interrupt
 from dfs_cer.config import StrategyConfig
 from dfs_cer.errors import SNAPSHOT_BUSY
 from dfs_cer.query import Query
@@ -135,6 +136,7 @@ def pull(
     )
 
 
+@interrupt.guarded
 def run(request: PullRequest) -> PullResult:
     """Run ``request`` (see :func:`pull`)."""
     deadline: float | None = None

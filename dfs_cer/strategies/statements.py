@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from dfs_cer import interrupt
 from dfs_cer.config import load_config
 from dfs_cer.local import match_clause, run_statement
 from dfs_cer.query import Query
@@ -142,6 +143,7 @@ class StatementResult:
     traces: list[Trace]
 
 
+@interrupt.guarded
 def pull_statement(
     strategy: str,
     statement: Statement,

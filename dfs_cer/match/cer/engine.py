@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from dfs_cer import interrupt
 from dfs_cer.errors import MatchLimitError, UnsupportedFeatureError
 from dfs_cer.events.order import sort_and_partition, sort_partition_flags
 from dfs_cer.events.time import time_values
@@ -68,6 +69,7 @@ KLEENE_MATCH_BYTES = 256
 KLEENE_STEPS = 10_000
 
 
+@interrupt.guarded
 def run_cer(
     table: pa.Table,
     analysis: Analysis,
