@@ -216,6 +216,7 @@ class Spec:
         from dfs_cer.query.parser import parse
 
         query = parse(str(self.sql))
+        deadline = None  # parquet: the outer query's own strategy.query_timeout_seconds
         if self.data is not None:
             relation = _slice_of_data(self, query, piece)  # owned rows already
         else:
@@ -226,7 +227,8 @@ class Spec:
             options.update(time_ranges=[piece.read], node_matching="off", snapshot=snapshot)
             result = pull(self.strategy, str(self.sql), self.endpoints, self.token, **options)
             relation = owned(match_pulled(result, outer=False, match_ids=True), piece)
-        return run_outer(query, relation)
+            deadline = result.deadline
+        return run_outer(query, relation, deadline=deadline)
 
     def matches(self) -> pa.Table:
         """Read and match (in an executor task)."""
