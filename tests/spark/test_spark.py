@@ -782,7 +782,7 @@ def test_the_sql_around_the_clause_stops_at_the_deadline_on_spark(
         "m f"
     )
     with pytest.raises(OuterQueryLimitError, match="ran past the query's deadline on Spark"):
-        recognize(spark, sql, data=_small(tmp_path), timeout=5)
+        recognize(spark, sql, data=_small(tmp_path), timeout=3)
 
 
 def test_a_huge_string_around_the_clause_fails_before_spark_builds_it(
