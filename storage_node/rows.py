@@ -160,7 +160,8 @@ def _take_column(column: pa.ChunkedArray, rows: np.ndarray) -> list[pa.Array]:
     pieces = [column.chunk(k).take(pa.array(rows[at] - starts[k])) for k, at in groups]
     which = np.searchsorted(starts, rows, side="right")
     if bool(np.all(which[1:] >= which[:-1])):  # the pieces in chunk order are the rows in order
-        return pieces
+        # one array per group: a reply streams one record batch per group, as from one chunk
+        return [pa.concat_arrays(pieces)] if len(pieces) > 1 else pieces
     order = np.concatenate([at for _, at in groups])
     back = np.empty_like(order)
     back[order] = np.arange(order.size)
@@ -177,10 +178,10 @@ def take(
     fixed, variable = _row_bytes(table, rows)
     total = math.ceil(float(fixed * rows.size + (0 if variable is None else int(variable.sum()))))
     chunked = any(c.num_chunks > 1 for c in table.columns)
-    # the pieces of a group taken from several chunks out of order are put back in order: a
-    # group's bytes held twice more while it is
+    # the pieces of a group taken from several chunks are put together (and back in order when
+    # the rows are not ascending): a group's bytes held once (twice) more meanwhile
     ascending = rows.size < 2 or bool(np.all(rows[1:] >= rows[:-1]))
-    extra = 2 * min(total, limit) if chunked and not ascending else 0
+    extra = (1 if ascending else 2) * min(total, limit) if chunked else 0
     if work is not None:
         work.charge(total + extra, ROWS)
     groups = _groups(fixed, variable, rows.size, limit)
