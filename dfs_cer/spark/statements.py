@@ -15,11 +15,12 @@ import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
+from dfs_cer.config import Config
 from dfs_cer.errors import ConfigError
 from dfs_cer.query import analyze
 from dfs_cer.query.statement import OUTER_DIALECT, Statement
 from dfs_cer.query.validate import require_order_by
-from dfs_cer.spark.match import Recognition, _config, _frame, match_data, match_events
+from dfs_cer.spark.match import Recognition, _frame, match_data, match_events
 from dfs_cer.spark.session import sandboxed_sql
 from dfs_cer.strategies.base import Trace
 
@@ -57,7 +58,7 @@ def recognize_statement(
     token: str | None,
     data: str | None,
     strategy: str,
-    integer_time_unit: str,
+    settings: Config,
     driver_threshold: int,
     tasks: int | None,
     tables: Mapping[str, Any] | None,
@@ -97,12 +98,11 @@ def recognize_statement(
     remote = plan.remote
     traces: list[Trace] = []
     events_seen = 0
-    config = _config(
-        integer_time_unit, tuple(options.get("event_key") or ()), options.get("dedup", True)
-    )
+    integer_time_unit = settings.query.integer_time_unit
+    matcher = settings.matcher
 
     def match_arrow(query: Any, events: pa.Table) -> Any:
-        analysis = analyze(query, events.schema, config)
+        analysis = analyze(query, events.schema, settings.query)
         return match_events(
             spark,
             events,
@@ -110,6 +110,7 @@ def recognize_statement(
             time_unit=integer_time_unit,
             driver_threshold=driver_threshold,
             tasks=tasks,
+            matcher=matcher,
         )
 
     def pulled_relation(result: Any, part: Any) -> Any:
@@ -128,6 +129,7 @@ def recognize_statement(
             time_unit=integer_time_unit,
             driver_threshold=driver_threshold,
             tasks=tasks,
+            matcher=matcher,
         )
 
     def remote_relation(part: Any) -> Any:
@@ -143,21 +145,14 @@ def recognize_statement(
                     query,
                     list(endpoints),
                     token,
-                    integer_time_unit=integer_time_unit,
+                    config=settings,
                     **options,
                 ),
                 part,
             )
         assert data is not None
         relation, _, split, rows = match_data(
-            spark,
-            query,
-            data,
-            integer_time_unit,
-            event_key=options.get("event_key") or (),
-            dedup=options.get("dedup", True),
-            driver_threshold=driver_threshold,
-            tasks=tasks,
+            spark, query, data, settings, driver_threshold=driver_threshold, tasks=tasks
         )
         events_seen += split.events if split else rows
         return relation
@@ -173,7 +168,7 @@ def recognize_statement(
             strategy,
             list(endpoints),
             token,
-            integer_time_unit=integer_time_unit,
+            config=settings,
             **options,
         )
         if result is not None:
@@ -190,7 +185,7 @@ def recognize_statement(
                 whole_table_query(name, list(endpoints), token),
                 list(endpoints),
                 token,
-                integer_time_unit=integer_time_unit,
+                config=settings,
                 **options,
             )
             result.trace.fallback = plan.fallback(name)

@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 import pyarrow as pa
 
-from dfs_cer.config import StrategyConfig
+from dfs_cer.config import Config, StrategyConfig
 from dfs_cer.errors import AdmissionError, ConfigError, DfsCerError, StorageError
 from dfs_cer.filters import IntervalSet
 from dfs_cer.query import Analysis, Query
@@ -139,6 +139,9 @@ class PullResult:
     node_matches: int = 0
     #: the final pull left for executors to take (``pull(..., defer=True)``); None: pulled here
     deferred: DeferredPull | None = None
+    #: the settings the pull ran with (its matcher section is what ``match_pulled`` uses by
+    #: default); None: a result built by hand
+    config: Config | None = None
 
 
 @dataclass(frozen=True, slots=True)
