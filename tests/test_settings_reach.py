@@ -272,7 +272,7 @@ def test_dedup_reaches_situation_queries(nodes: LocalCluster, door: str) -> None
 
 #: setting -> (its value, what reads it where it is used: a session, its first client, or the
 #: request the strategy was given)
-USED: dict[str, tuple[object, Callable[[Session, Any], object]]] = {
+USED: dict[str, tuple[object, Callable[[Any, Any], object]]] = {
     "strategy.call_timeout_seconds": (7.0, lambda s, r: s.call_timeout),
     "strategy.query_timeout_seconds": (
         250.0,
@@ -455,9 +455,9 @@ def test_calibrate_reads_its_sample_size(monkeypatch: pytest.MonkeyPatch, tmp_pa
             "strategy.beta_sample_events must be positive",
         ),
         (
-            lambda: QueryConfig(integer_time_unit="h"),
+            lambda: QueryConfig(integer_time_unit="h"),  # type: ignore[arg-type]
             "conf key query.integer_time_unit must be one of",
-        ),  # type: ignore[arg-type]
+        ),
         (lambda: QueryConfig(outer_dialect="nosql"), "conf key query.outer_dialect must be a SQL"),
         (lambda: QueryConfig(dedup="perhaps"), "conf key query.dedup must be true or false"),  # type: ignore[arg-type]
         (lambda: Config(matcher=QueryConfig()), "config section matcher must be a MatcherConfig"),  # type: ignore[arg-type]

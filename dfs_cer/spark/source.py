@@ -6,7 +6,10 @@
 so plain Spark SQL (and Spark Connect clients) can read the matches and join them with other
 tables. The rows come from storage nodes (``endpoints`` and ``token`` or ``token_file``; by
 default the nodes ``dfs-cer storage-node up`` started, from ``nodes_dir``) through a pull
-strategy (``strategy``, default dfs), or from parquet Spark's executors can read (``data``).
+strategy (``strategy``, default ``strategy.default``), or from parquet Spark's executors can
+read (``data``). Settings: the driver's (``DFS_CER_CONFIG``, ``DFS_CER__*``), a TOML file
+(``config``) and single settings by their dotted names (``query.dedup``, ``matcher.kleene``, ...),
+resolved once on the driver and pickled with the reader (executors never read their own).
 The pull and the matching run on the executors; the driver only plans (the relation's schema,
 from the input's schema, and the time slices). A query whose matches each depend only on their
 own rows (ALL MATCHES, or SKIP TO NEXT ROW; a WITHIN window; no PREV/NEXT, MATCH_NUMBER() or
