@@ -374,7 +374,8 @@ def _seconds(section: Any, name: str) -> None:
         if key.endswith("_seconds") and not 0 < getattr(section, key) < float("inf"):
             raise ConfigError(
                 f"conf key {name}.{key} must be a positive, finite number of seconds, "
-                f"got {getattr(section, key)}"
+                f"got {getattr(section, key)}; e.g. the default "
+                f"{_section_types()[name].__dataclass_fields__[key].default}"
             )
 
 
@@ -382,7 +383,7 @@ def _halo(section: Any, name: str) -> None:
     if not 0 <= section.halo_limit <= 10_000:
         raise ConfigError(
             f"conf key {name}.halo_limit must be in 0..10000 (the protocol's halo limit), "
-            f"got {section.halo_limit}"
+            f"got {section.halo_limit}; lower it, or leave it out for 10000"
         )
 
 
@@ -443,7 +444,8 @@ def _matcher_ranges(matcher: MatcherConfig) -> None:
         "matcher",
         "max_matches",
         matcher.max_matches,
-        "raise it, or set matcher.on_limit = truncate to keep the first matches",
+        "it bounds the matches one query returns: give a positive number, e.g. the default "
+        "10000000 (matcher.on_limit = truncate keeps the first ones instead of failing)",
     )
 
 
