@@ -252,12 +252,17 @@ def test_a_setting_changes_the_answer_at_every_door(
         assert got == after
 
 
-@pytest.mark.parametrize("door", ["cli", "pull_situations"])
+@pytest.mark.parametrize("door", ["cli", "pull_situations", "match_situations"])
 def test_dedup_reaches_situation_queries(nodes: LocalCluster, door: str) -> None:
     """Nodes derive situations from rows without copies: with dedup off every row is pulled."""
+    from dfs_cer import match_situations
     from dfs_cer.strategies.situations import pull_situations
 
     def n(dedup: bool) -> tuple[int, str | None]:
+        if door == "match_situations":
+            config = load_config(env={} if dedup else {"DFS_CER__QUERY__DEDUP": "false"})
+            out = match_situations(TABLE, SITUATIONS, config=config)
+            return out.column("n")[0].as_py(), None if dedup else "query.dedup is off"
         if door == "cli":
             out = cli_json(nodes, [SITUATIONS], {} if dedup else {"DFS_CER__QUERY__DEDUP": "false"})
             return out["matches"][0]["n"], out["trace"]["fallback"]
