@@ -61,6 +61,7 @@ def match_situations(
         integer_time_unit=query.integer_time_unit,
         event_key=query.event_key,
         dedup=query.dedup,
+        config=settings,
         **options,
     )
 

@@ -45,6 +45,10 @@ class QueryConfig:
     event_key: tuple[str, ...] = ()
     #: drop duplicate events (same ORDER BY time and event key) before matching
     dedup: bool = True
+    #: the most memory the SQL around MATCH_RECOGNIZE may take on the embedded engine (its joins,
+    #: sorts, aggregates and its result; nothing spills to disk), and, divided by 2,048 (rows a
+    #: batch), the longest string one of its string functions may build
+    outer_memory_limit: int = 1024**3
 
     def __post_init__(self) -> None:
         _check(self, "query")
@@ -220,6 +224,7 @@ _BYTE_KEYS = {
     "max_message_bytes",
     "network_probe_bytes",
     "query_work_bytes",
+    "outer_memory_limit",
 }
 
 
@@ -388,6 +393,11 @@ def _halo(section: Any, name: str) -> None:
 
 
 def _query_ranges(query: QueryConfig) -> None:
+    if query.outer_memory_limit < 16 * 1024**2:
+        raise ConfigError(
+            "conf key query.outer_memory_limit must be at least 16MiB, got "
+            f"{query.outer_memory_limit}; e.g. the default 1GiB"
+        )
     if query.outer_dialect != "duckdb":
         from sqlglot.dialects.dialect import Dialects
 

@@ -399,6 +399,34 @@ def test_the_outer_dialect_reaches_the_embedded_engine(
     assert dialects == ["postgres"] * 3
 
 
+def test_the_outer_memory_limit_reaches_the_embedded_engine(
+    nodes: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SQL around the clause is computed within ``query.outer_memory_limit``, at each door."""
+    import dfs_cer.outer as outer
+
+    limits: list[int] = []
+    real = outer.OuterEngine.__init__
+
+    def spy(self: Any, config: Config, *args: Any, **kwargs: Any) -> None:
+        limits.append(config.query.outer_memory_limit)
+        real(self, config, *args, **kwargs)
+
+    monkeypatch.setattr(outer.OuterEngine, "__init__", spy)
+    values = {"query": {"outer_memory_limit": "64MiB"}}
+    config = DEFAULT_CONFIG.with_values(values)
+    ordered = DUPLICATES + " ORDER BY a"  # an outer query to compute
+    match_recognize(TABLE, ordered, config=config)
+    match_pulled(pull("dfs", ordered, nodes.endpoints, nodes.token, config=config))
+    wrapped = ordered.replace(
+        "SELECT * FROM t MATCH", "WITH x AS (SELECT * FROM t) SELECT * FROM x MATCH"
+    )
+    pull_statement("dfs", parse_statement(wrapped), nodes.endpoints, nodes.token, config=config)
+    for sql in (ordered, wrapped, SITUATIONS):
+        assert not isinstance(cli_json(nodes, [sql], env_of(values)), str)
+    assert limits and set(limits) == {64 * 1024**2}, limits
+
+
 def test_explicit_arguments_win_over_the_settings(nodes: LocalCluster) -> None:
     config = DEFAULT_CONFIG.with_values({"query": {"dedup": False}, "matcher": {"max_matches": 1}})
     result = pull(

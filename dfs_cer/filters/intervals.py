@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from dfs_cer.events.saturate import shift, span
 from dfs_cer.filters import wire
 
 MAGIC = b"DIVS"
@@ -25,7 +26,8 @@ def _merge_sorted(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.
     reach = np.maximum.accumulate(ends)
     new_run = np.empty(starts.size, bool)
     new_run[0] = True
-    new_run[1:] = starts[1:] > reach[:-1] + 1
+    # a start more than one past the reach so far (``reach + 1`` would wrap at int64's end)
+    new_run[1:] = (starts[1:] > reach[:-1]) & (span(reach[:-1], starts[1:]) != 1)
     run_starts = starts[new_run]
     last_of_run = np.append(np.nonzero(new_run)[0][1:] - 1, starts.size - 1)
     return run_starts, reach[last_of_run]
@@ -51,9 +53,10 @@ class IntervalSet:
 
     @classmethod
     def around(cls, ts: np.ndarray | Sequence[int], lo: int, hi: int) -> IntervalSet:
-        """Eq. 1 intervals ``[t + lo, t + hi]`` for every timestamp, merged."""
+        """Eq. 1 intervals ``[t + lo, t + hi]`` for every timestamp, merged (saturating at
+        int64's ends: no time lies beyond them)."""
         t = np.asarray(ts, dtype=np.int64)
-        return cls(t + lo, t + hi)
+        return cls(shift(t, lo), shift(t, hi))
 
     def __len__(self) -> int:
         return int(self.starts.size)
@@ -80,8 +83,11 @@ class IntervalSet:
         return self.starts.size == 0
 
     def total_length(self) -> int:
-        """Number of integer timestamps covered."""
-        return int(np.sum(self.ends - self.starts + 1))
+        """Number of integer timestamps covered (up to 2**64)."""
+        lengths = span(self.starts, self.ends)
+        if lengths.size and float(np.sum(lengths, dtype=np.float64)) >= 2.0**62:
+            return sum(int(x) + 1 for x in lengths)  # beyond int64: exact in Python integers
+        return int(np.sum(lengths.astype(np.int64) + 1))
 
     def contains(self, ts: np.ndarray | Sequence[int]) -> np.ndarray:
         t = np.asarray(ts, dtype=np.int64)
@@ -98,25 +104,29 @@ class IntervalSet:
         )
 
     def intersection(self, other: IntervalSet) -> IntervalSet:
-        """Points in both sets (a sweep over the sorted boundaries)."""
+        """Points in both sets: each interval of one against the intervals of the other that
+        overlap it (binary searches; closed ends, so nothing is added to a time)."""
         if self.is_empty or other.is_empty:
             return IntervalSet()
-        # half-open [s, e + 1): +1 at starts, -1 at ends; ends sort before starts at one position
-        pos = np.concatenate([self.starts, other.starts, self.ends + 1, other.ends + 1])
-        delta = np.concatenate(
-            [np.ones(len(self) + len(other), np.int64), -np.ones(len(self) + len(other), np.int64)]
+        first = np.searchsorted(other.ends, self.starts, side="left")
+        last = np.searchsorted(other.starts, self.ends, side="right")
+        counts = np.maximum(last - first, 0)
+        mine = np.repeat(np.arange(len(self)), counts)
+        theirs = np.repeat(first, counts) + (
+            np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
         )
-        order = np.lexsort((delta, pos))
-        pos, depth = pos[order], np.cumsum(delta[order])
-        enter = np.nonzero(depth == 2)[0]
-        return IntervalSet(pos[enter], pos[enter + 1] - 1)
+        out = IntervalSet.__new__(IntervalSet)
+        out.starts = np.maximum(self.starts[mine], other.starts[theirs])
+        out.ends = np.minimum(self.ends[mine], other.ends[theirs])
+        return out
 
     def bridged(self, gap: int) -> IntervalSet:
         """The set with every hole of at most ``gap`` points filled: a superset in fewer
         intervals (cheaper to send, a little less selective)."""
         if len(self) < 2 or gap <= 0:
             return self
-        split = np.flatnonzero(self.starts[1:] - self.ends[:-1] - 1 > gap) + 1
+        holes = span(self.ends[:-1], self.starts[1:]) - np.uint64(1)  # exact beyond int64 too
+        split = np.flatnonzero(holes > np.uint64(gap)) + 1
         out = IntervalSet.__new__(IntervalSet)
         out.starts = self.starts[np.concatenate([[0], split])]
         out.ends = self.ends[np.concatenate([split - 1, [len(self) - 1]])]
@@ -160,7 +170,8 @@ class IntervalSet:
         out.starts, out.ends = pairs[:, 0].copy(), pairs[:, 1].copy()
         wire.expect(bool(np.all(out.ends >= out.starts)), what, "an interval ends before it starts")
         wire.expect(
-            bool(np.all(out.starts[1:] > out.ends[:-1] + 1)),
+            bool(np.all(out.starts[1:] > out.ends[:-1]))
+            and bool(np.all(span(out.ends[:-1], out.starts[1:]) > 1)),
             what,
             "intervals are not sorted and merged",
         )

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dfs_cer.events.saturate import grid_times, span
 from dfs_cer.filters import rice_kernels as rice
 from dfs_cer.filters import wire
 from dfs_cer.filters.intervals import IntervalSet
@@ -222,7 +223,13 @@ def unpack_points(
         )
         read = int(bits_read)
         wire.expect(read >= 0 and (read + 7) // 8 == size, what, "the bitstream does not fit")
-        wire.expect(bool(np.all(steps < (1 << 62))), what, "a slice step out of range")
+        wire.expect(
+            bool(np.all(steps < (1 << 62)))
+            and abs(first) < (1 << 62)
+            and float(np.sum(steps, dtype=np.float64)) + abs(first) < 2.0**62,
+            what,
+            "a slice step out of range",
+        )
         hashes = np.zeros((c, n), np.uint16)
         for j, d in enumerate(modes):
             wire.expect(d <= n, what, f"{d} distinct hashes of {n} points")
@@ -248,6 +255,13 @@ def unpack_points(
     return out
 
 
+def slice_ids(ts: np.ndarray, base: int, quantum: int) -> np.ndarray:
+    """The slices of times ``ts`` (none before ``base``) on the grid ``base + k * quantum``: the
+    offsets as exact unsigned spans, so a grid may cover all of int64's range."""
+    offsets = span(int(base), np.asarray(ts, np.int64))
+    return (offsets // np.uint64(quantum)).astype(np.int64)
+
+
 def _zigzag(v: int) -> int:
     return ((v << 1) ^ (v >> 63)) & ((1 << 64) - 1)
 
@@ -268,10 +282,12 @@ class SliceRuns:
         self.base, self.quantum, self.runs = int(base), int(quantum), runs
 
     def to_time(self) -> IntervalSet:
-        """The covered time as closed intervals."""
-        q = np.int64(self.quantum)
+        """The covered time as closed intervals (a last slice reaching past int64's end ends
+        there: no time lies beyond it)."""
+        q = self.quantum
         return IntervalSet(
-            self.base + self.runs.starts * q, self.base + (self.runs.ends + 1) * q - 1
+            grid_times(self.base, self.runs.starts, q),
+            grid_times(self.base, self.runs.ends, q, q - 1),
         )
 
     def contains(self, ts: np.ndarray) -> np.ndarray:
@@ -303,7 +319,14 @@ class SliceRuns:
         wire.expect(quantum > 0 and n <= MAX_POINTS, what, f"quantum {quantum}, {n} runs")
         gaps, used = varint_decode(payload[at:], 2 * n, what)
         wire.expect(used == len(payload) - at, what, "trailing bytes after the runs")
-        wire.expect(bool(np.all(gaps < (1 << 40))), what, "a run out of range")
+        # slice ids stay inside int64 (the grid keeps them below 2**62): every step and their sum
+        wire.expect(
+            bool(np.all(gaps < (1 << 62)))
+            and abs(first) < (1 << 62)
+            and float(np.sum(gaps, dtype=np.float64)) + abs(first) < 2.0**62,
+            what,
+            "a run out of range",
+        )
         g = gaps.astype(np.int64)
         lengths, steps = g[1::2], g[0::2]
         # start_k = start_{k-1} + length_{k-1} + step_k (steps[0] is 0)
@@ -321,6 +344,7 @@ __all__ = [
     "Points",
     "SliceRuns",
     "pack_points",
+    "slice_ids",
     "unpack_points",
     "value_hashes",
 ]

@@ -29,8 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from dfs_cer.errors import FilterFormatError
+from dfs_cer.events.saturate import plus
 from dfs_cer.filters import swf_kernels as k
 from dfs_cer.filters import wire
+from dfs_cer.filters.intervals import IntervalSet
 from dfs_cer.filters.sizing import SWF_MAX_LOAD, next_pow2, swf_buckets
 
 MAGIC = b"DSWF"
@@ -287,31 +289,21 @@ class ShrinkingWindowFilter:
         return zlib.crc32(self.table.astype("<u4", copy=False).tobytes()) ^ self.buckets
 
     def covered_intervals(self) -> tuple[np.ndarray, np.ndarray]:
-        """The covered time as sorted, merged half-open ``[start, end)`` arrays
-        (needs window ids)."""
+        """The covered time as sorted, merged closed ``[start, end]`` arrays (needs window
+        ids). A slice's end past int64's end is int64's end: no time lies beyond it."""
         keys = self._require_keys()
         live = (self.table & np.uint32(k.FULL_TAG)) != 0
         windows, tags = keys[live], self.table[live] & np.uint32(k.FULL_TAG)
         bits = ((tags[:, None] >> np.arange(k.SLICES, dtype=np.uint32)) & 1).astype(bool)
         win_idx, slc = np.nonzero(bits)
-        w = self.window
-        base = windows[win_idx] * w
-        starts = base + (slc * w + k.SLICES - 1) // k.SLICES
-        ends = base + ((slc + 1) * w + k.SLICES - 1) // k.SLICES
-        keep = ends > starts
-        starts, ends = starts[keep], ends[keep]
-        order = np.argsort(starts, kind="stable")
-        starts, ends = starts[order], ends[order]
-        if starts.size == 0:
-            return starts, ends
-        new_run = np.empty(starts.size, bool)
-        new_run[0] = True
-        new_run[1:] = starts[1:] > np.maximum.accumulate(ends)[:-1]
-        run = np.cumsum(new_run) - 1
-        out_s = starts[new_run]
-        out_e = np.zeros(out_s.size, np.int64)
-        np.maximum.at(out_e, run, ends)
-        return out_s, out_e
+        w = np.int64(self.window)
+        base = windows[win_idx] * w  # at most the window's own times: no overflow
+        # ceil(j * w / SLICES) without j * w, which overflows for the widest windows
+        q, m = w // k.SLICES, w % k.SLICES
+        starts = plus(base, slc * q + (slc * m + k.SLICES - 1) // k.SLICES)
+        ends = plus(base, (slc + 1) * q + ((slc + 1) * m + k.SLICES - 1) // k.SLICES - 1)
+        covered = IntervalSet(starts, ends)  # empty slices (end < start) dropped, touching merged
+        return covered.starts, covered.ends
 
     # ---------------------------------------------------------------------------- shrinking
 

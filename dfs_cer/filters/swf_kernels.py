@@ -18,6 +18,8 @@ from numba import njit
 SLOTS = 4
 SLICES = 20
 FULL_TAG = (1 << SLICES) - 1
+INT64_MAX = np.int64(np.iinfo(np.int64).max)
+INT64_MIN = np.int64(np.iinfo(np.int64).min)
 _MUL = np.uint64(0x9E3779B185EBCA87)
 _ADD = np.uint64(0x165667B19E3779F9)
 _ALT = np.uint64(0xC4CEB9FE1A85EC53)
@@ -35,7 +37,30 @@ def alt_bucket(bucket: np.uint64, fp: np.uint64, mask: np.uint64) -> np.uint64:
 
 @njit(cache=True, inline="always")
 def slice_of(ts: np.int64, window: np.int64, w: np.int64) -> np.int64:
-    return ((ts - window * w) * SLICES) // w
+    """The slice of ``ts`` in its window: ``floor(SLICES * r / w)`` for ``r = ts - window * w``
+    (``0 <= r < w``), without overflow for windows of any width."""
+    r = ts - window * w
+    if w <= INT64_MAX // SLICES:
+        return (r * SLICES) // w
+    j = np.int64(0)
+    for k in range(1, SLICES):  # r reaches slice k at ceil(k * w / SLICES)
+        if slice_start(np.int64(k), w) <= r:
+            j = np.int64(k)
+    return j
+
+
+@njit(cache=True, inline="always")
+def slice_start(k: np.int64, w: np.int64) -> np.int64:
+    """``ceil(k * w / SLICES)``: where slice ``k`` (0..SLICES) of a window of ``w`` starts."""
+    return k * (w // SLICES) + (k * (w % SLICES) + SLICES - 1) // SLICES
+
+
+@njit(cache=True, inline="always")
+def _shifted(t: np.int64, d: np.int64) -> np.int64:
+    """``t + d``, saturating at int64's ends (no time lies beyond them)."""
+    if d >= 0:
+        return t + d if t <= INT64_MAX - d else INT64_MAX
+    return t + d if t >= INT64_MIN - d else INT64_MIN
 
 
 @njit(cache=True, inline="always")
@@ -238,7 +263,7 @@ def refresh(
     cache_win = np.full(4, np.iinfo(np.int64).min, np.int64)
     cache_tag = np.zeros(4, np.uint32)
     for i in range(ts.shape[0]):
-        s, e = ts[i] + lo, ts[i] + hi
+        s, e = _shifted(ts[i], lo), _shifted(ts[i], hi)
         ws, we = s // w, e // w
         for win in range(ws, we + 1):
             tag = np.uint32(FULL_TAG)

@@ -140,7 +140,7 @@ class CsvInput:
         for uri, offset, batch in self._text_batches():
             yield pa.record_batch(
                 [
-                    convert(c, f.type, f.name, uri, offset, self._why(f.name))
+                    convert(c, f.type, f.name, uri, offset, self._why(f.name), exact=False)
                     for c, f in zip(batch.columns, self.schema, strict=True)
                 ],
                 schema=self.schema,

@@ -28,6 +28,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dfs_cer.errors import DfsCerError
+from dfs_cer.io.csvexact import (
+    fraction_digits,
+    inexact_integers,
+    kept_as_float,
+    out_of_range,
+    outside_ns,
+)
 
 
 class CsvError(DfsCerError):
@@ -75,10 +82,35 @@ class ColumnKinds:
     name: str
     counts: dict[str, int] = field(default_factory=dict)
     first: dict[str, Where] = field(default_factory=dict)
+    #: the first value a type of its family would change: "inexact" (an integer float64 rounds),
+    #: "range" (a number float64 reads as an infinity or zero), "ns" (a time timestamp[ns] cannot
+    #: hold)
+    changed: dict[str, Where] = field(default_factory=dict)
+    #: per kind of fraction ("float", "tsfrac", "tzfrac"), the most digits after the point
+    digits: dict[str, int] = field(default_factory=dict)
 
-    def _saw(self, kind: str, count: int, where: Where) -> None:
-        self.counts[kind] = self.counts.get(kind, 0) + count
-        self.first.setdefault(kind, where)
+    def _saw(self, kind: str, values: pa.Array, rows: np.ndarray, uri: str, offset: int) -> None:
+        """Count ``values`` (at ``rows`` of the batch) as ``kind``, noting the first one a type of
+        the kind's family would change."""
+
+        def where(i: int) -> Where:
+            return Where(uri, offset + int(rows[i]) + 1, values[i].as_py())
+
+        self.counts[kind] = self.counts.get(kind, 0) + len(values)
+        self.first.setdefault(kind, where(0))
+        changed: dict[str, np.ndarray] = {}
+        if kind == "int":
+            changed["inexact"] = inexact_integers(values)
+        elif kind == "float":
+            changed["range"] = out_of_range(values, pc.cast(values, pa.float64()))
+        elif kind in ("date", "ts", "tz"):
+            changed["ns"] = outside_ns(values, KINDS[kind][0])
+        if kind in ("float", "tsfrac", "tzfrac"):
+            digits = fraction_digits(values, zoned=kind == "tzfrac")
+            self.digits[kind] = max(self.digits.get(kind, 0), digits)
+        for what, mask in changed.items():
+            if what not in self.changed and mask.any():
+                self.changed[what] = where(int(np.argmax(mask)))
 
     def observe(self, column: pa.Array, uri: str, offset: int) -> None:
         """Classify a batch of text values (rows ``offset + 1 ...`` of ``uri``)."""
@@ -100,9 +132,7 @@ class ColumnKinds:
                 and _spelled(values, pattern)
                 and _fits(values, dtype)
             ):
-                self._saw(
-                    kind, len(values), Where(uri, offset + int(rows[0]) + 1, values[0].as_py())
-                )
+                self._saw(kind, values, rows, uri, offset)
                 return
         left = np.ones(len(values), bool)
         for kind in ORDER:
@@ -112,15 +142,11 @@ class ColumnKinds:
             hit = _cast_check(values, hit, KINDS[kind][0])
             left &= ~hit
             if hit.any():
-                i = int(np.argmax(hit))
-                self._saw(
-                    kind, int(hit.sum()), Where(uri, offset + int(rows[i]) + 1, values[i].as_py())
-                )
+                self._saw(kind, values.filter(pa.array(hit)), rows[hit], uri, offset)
         if left.any():
             i = int(np.argmax(left))
-            self._saw(
-                "text", int(left.sum()), Where(uri, offset + int(rows[i]) + 1, values[i].as_py())
-            )
+            self.counts["text"] = self.counts.get("text", 0) + int(left.sum())
+            self.first.setdefault("text", Where(uri, offset + int(rows[i]) + 1, values[i].as_py()))
 
     def decide(self) -> pa.DataType:
         """The column's type, or a :class:`CsvError` naming the first value that breaks it."""
@@ -137,6 +163,7 @@ class ColumnKinds:
             0
         ]  # the widest kind of the family (kinds are ordered narrow to wide)
         if families[best] == total:
+            self._check_kept(dtype, kinds)
             return dtype
         if 2 * families[best] <= total:
             return pa.string()
@@ -144,24 +171,96 @@ class ColumnKinds:
             (w for k, w in self.first.items() if k == "text" or KINDS[k][1] != best),
             key=lambda w: w.row,
         )
+        digits = max(self.digits.get(k, 0) for k in kinds)
         raise CsvError(
             f"{odd.uri}, row {odd.row:,}, column {self.name}: {odd.value!r} is not {dtype} like "
-            f"the column's other {families[best]:,} values; {misfit_fix(self.name, odd.value)}"
+            f"the column's other {families[best]:,} values; "
+            f"{misfit_fix(self.name, odd.value, dtype, digits)}"
         )
+
+    def _check_kept(self, dtype: pa.DataType, kinds: list[str]) -> None:
+        """Refuse the column's type where it would change a value (see :mod:`csvexact`)."""
+        name = self.name
+        if pa.types.is_floating(dtype) and "int" in kinds:
+            lost = self.changed.get("inexact")
+            if lost is not None:
+                fraction = self.first["float"]
+                raise CsvError(
+                    f"{lost.uri}, row {lost.row:,}, column {name}: {lost.value} is an integer "
+                    f"float64 cannot hold exactly (it would read as {float(lost.value)!r}), and "
+                    f"the column is float64 for its fractions ({fraction.value!r} at row "
+                    f"{fraction.row:,}); {exact_fix(name, self.digits.get('float', 0))}"
+                )
+        if pa.types.is_floating(dtype) and "range" in self.changed:
+            lost = self.changed["range"]
+            raise CsvError(
+                f"{lost.uri}, row {lost.row:,}, column {name}: {lost.value!r} is "
+                f"{_out_of_range(lost.value, 'float64')}; fix the value, or read the column as "
+                f"text with --schema {name}=string"
+            )
+        if pa.types.is_timestamp(dtype) and dtype.unit == "ns" and "ns" in self.changed:
+            lost = self.changed["ns"]
+            frac = "tsfrac" if "tsfrac" in kinds else "tzfrac"
+            fraction = self.first[frac]
+            raise CsvError(
+                f"{lost.uri}, row {lost.row:,}, column {name}: {lost.value!r} is outside the "
+                f"years timestamp[ns] holds (1677 to 2262), the column's type for its fractions "
+                f"of a second ({fraction.value!r} at row {fraction.row:,}); "
+                f"{_time_fix(name, dtype, self.digits[frac])}"
+            )
 
 
 #: how files spell a missing value (R writes NA): a misfit spelled so suggests --null-values
 NULL_SPELLINGS = frozenset({"NA", "N/A", "n/a", "NULL", "null", "None", "\\N", "-", "?"})
 
 
-def misfit_fix(name: str, value: object) -> str:
-    """What to do about a value that does not fit its column's type."""
+def misfit_fix(name: str, value: object, dtype: pa.DataType | None = None, digits: int = 0) -> str:
+    """What to do about a value that does not fit its column's type ``dtype`` (whose other
+    values have up to ``digits`` after the point): an integer past int64 reads exactly as a
+    decimal, a time outside timestamp[ns] in a coarser unit."""
     if value in NULL_SPELLINGS:
         return (
             f"read {value!r} as a missing value with --null-values {value}, or the column as "
             f"text with --schema {name}=string"
         )
+    text = str(value)
+    if (
+        dtype is not None
+        and (pa.types.is_integer(dtype) or pa.types.is_floating(dtype))
+        and re.fullmatch(r"[+-]?[0-9]{1,38}", text)
+    ):
+        return exact_fix(name, digits if pa.types.is_floating(dtype) else 0)
+    if (
+        dtype is not None
+        and pa.types.is_timestamp(dtype)
+        and dtype.unit == "ns"
+        and (spelled := re.fullmatch(rf"{_TS}(?P<fraction>\.[0-9]{{1,6}})?{_TZ}?", text))
+        and _fits(pa.array([text]), pa.timestamp("us", dtype.tz))
+    ):
+        return _time_fix(name, dtype, max(digits, len(spelled["fraction"] or ".") - 1))
     return f"fix the value, or read the column as text with --schema {name}=string"
+
+
+def exact_fix(name: str, digits: int) -> str:
+    """How to read a column of numbers with every digit: as decimals with ``digits`` after the
+    point (their most), or as text."""
+    return (
+        f"read the column as exact numbers with --schema {name}=decimal128(38, {min(digits, 37)}), "
+        f"or as text with --schema {name}=string"
+    )
+
+
+def _time_fix(name: str, dtype: pa.DataType, digits: int) -> str:
+    """How to read a column of times some of which timestamp[ns] cannot hold: in the coarsest
+    unit that keeps its fractions of a second (``digits`` at most), if there is one."""
+    unit = "ms" if digits <= 3 else "us" if digits <= 6 else None
+    if unit is None:
+        return f"fix the value, or read the column as text with --schema {name}=string"
+    zone = f", tz={dtype.tz}" if dtype.tz else ""
+    return (
+        f"read the column with --schema {name}=timestamp[{unit}{zone}] (years 1 to 9999), or as "
+        f"text with --schema {name}=string"
+    )
 
 
 def _present(column: pa.Array) -> pa.Array:
@@ -216,15 +315,22 @@ def convert(
     offset: int,
     why: str | None = None,
     fix: str | None = None,
+    exact: bool = True,
 ) -> pa.Array:
     """Text values (rows ``offset + 1 ...`` of ``uri``) as ``dtype``; empty fields are NULL. A
-    misfit is an error naming why the column has that type and the fix (by default: inferred,
-    read the column as text with ``--schema``)."""
+    misfit, or a value a float type would change (:mod:`csvexact`; not checked again when not
+    ``exact``: a first pass over the values did), is an error naming why the column has that
+    type and the fix (by default: inferred, read the column as text with ``--schema``)."""
     if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
         return column.cast(dtype)
     present = _present(column)
     values = pc.if_else(present, column, pa.scalar(None, pa.string()))
     try:
+        if exact and pa.types.is_floating(dtype):
+            floats, changed = kept_as_float(values, dtype)
+            if changed.any():
+                _changed(column, changed, dtype, name, uri, offset, why, fix)
+            return floats
         return pc.cast(values, dtype)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass
@@ -238,6 +344,44 @@ def convert(
     )
 
 
+def _changed(
+    column: pa.Array,
+    changed: np.ndarray,
+    dtype: pa.DataType,
+    name: str,
+    uri: str,
+    offset: int,
+    why: str | None,
+    fix: str | None,
+) -> None:
+    """Refuse the first of ``column``'s values that ``dtype`` would change."""
+    i = int(np.argmax(changed))
+    value = str(column[i].as_py())
+    read = float(pc.cast(pa.scalar(value), dtype).as_py())
+    kind = _FLOAT_NAMES.get(dtype, str(dtype))
+    because = f"; {why}" if why else ""
+    if read in (0.0, float("inf"), float("-inf")):
+        raise CsvError(
+            f"{uri}, row {offset + i + 1:,}, column {name}: {value!r} is "
+            f"{_out_of_range(value, kind, read, because)}; "
+            f"{fix or f'fix the value, or read the column as text with --schema {name}=string'}"
+        )
+    raise CsvError(
+        f"{uri}, row {offset + i + 1:,}, column {name}: {value} is an integer {kind} cannot hold "
+        f"exactly (it would read as {read!r}{because}); "
+        f"{fix or exact_fix(name, fraction_digits(column.drop_null()))}"
+    )
+
+
+def _out_of_range(value: str, kind: str, read: float | None = None, because: str = "") -> str:
+    """Why the number ``value`` is out of the range of the float type ``kind``."""
+    read = float(value) if read is None else read
+    if read == 0:
+        return f"nonzero but closer to 0 than {kind} holds (it would read as {read!r}{because})"
+    return f"past the largest {kind} (it would read as {read!r}{because})"
+
+
+_FLOAT_NAMES = {pa.float16(): "float16", pa.float32(): "float32", pa.float64(): "float64"}
 _SPLIT = re.compile(r"[,\n](?![^\[(]*[\])])")
 _TIMESTAMP = re.compile(r"timestamp\[(s|ms|us|ns)(?:,\s*tz=([^\]]+))?\]", re.IGNORECASE)
 _DECIMAL = re.compile(r"decimal(?:128)?\((\d+),\s*(\d+)\)")

@@ -44,6 +44,17 @@ def _as_int(value: object, arrow_type: pa.DataType) -> int | None:
         return None
 
 
+def _stat_bounds(stats: pq.Statistics, arrow_type: pa.DataType) -> tuple[int | None, int | None]:
+    """A column chunk's first and last value as integers. A time is taken as stored (an integer in
+    the unit of the footer's own schema): ``stats.min`` converts it to a Python datetime, which
+    fails without pandas on a time below the microsecond."""
+    if pa.types.is_timestamp(arrow_type) or pa.types.is_date32(arrow_type):
+        if stats.physical_type not in ("INT32", "INT64"):  # INT96: no exact integer here
+            return None, None
+        return int(stats.min_raw), int(stats.max_raw)
+    return _as_int(stats.min, arrow_type), _as_int(stats.max, arrow_type)
+
+
 def group_bounds(
     meta: pq.FileMetaData, time_column: str
 ) -> list[tuple[int | None, int | None, int | None]]:
@@ -61,7 +72,7 @@ def group_bounds(
         if col >= 0:
             stats = meta.row_group(g).column(col).statistics
             if stats is not None and stats.has_min_max:
-                first, last = _as_int(stats.min, arrow_type), _as_int(stats.max, arrow_type)
+                first, last = _stat_bounds(stats, arrow_type)
             if stats is not None and stats.has_null_count:
                 nulls = int(stats.null_count)
         out.append((first, last, nulls))

@@ -7,9 +7,7 @@ logic (``and_kleene`` / ``or_kleene``).
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable
-from decimal import Decimal
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,8 +35,7 @@ from dfs_cer.query.expr import (
     like_regex,
     to_sql,
 )
-from dfs_cer.query.model import WindowUnit
-from dfs_cer.query.numeric import calculate, comparable, literal, plain
+from dfs_cer.query.numeric import calculate, comparable, duration, literal, plain
 
 Resolver = Callable[[Expr], pa.Array]
 
@@ -71,9 +68,7 @@ def evaluate(e: Expr, resolve: Resolver, length: int) -> pa.Array | pa.Scalar:
         if isinstance(x, Literal):
             return literal(x.value)
         if isinstance(x, IntervalLiteral):
-            return pa.scalar(
-                dt.timedelta(seconds=float(Decimal(x.value) * WindowUnit(x.unit).seconds))
-            )
+            return duration(x)
         if isinstance(x, Column | Navigation | Classifier | MatchNumber | Aggregate):
             return resolve(x)
         if isinstance(x, BinaryOp):

@@ -23,7 +23,17 @@ from dfs_cer.events.time import moment, time_values
 from dfs_cer.match.columns import HALO, split_halo
 from dfs_cer.match.numbering import EMPTY, hashable, renumber, stands_in, with_stand_ins
 from dfs_cer.match.rowpattern.engine import run_row_pattern
-from dfs_cer.plan.chunks import POS, ChunkPlan, Key, Part, Report, State, pick_reports
+from dfs_cer.plan.chunks import (
+    NEG,
+    POS,
+    ChunkPlan,
+    Key,
+    Part,
+    Report,
+    State,
+    owns,
+    pick_reports,
+)
 from dfs_cer.query import Analysis
 from dfs_cer.query.model import RowsPerMatch
 
@@ -120,7 +130,7 @@ def _masks(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Where matches may start (owned rows past the cursor) and which rows are covered already."""
     ts, rank = rows.ts, rows.rank
-    may_start = (ts >= lo) & (ts < hi)
+    may_start = owns(ts, lo, hi)
     cover = np.zeros(ts.size, bool)
     for part, state in entering.items():
         where = rows.rows_of(part)
@@ -184,7 +194,7 @@ def _match(
     start_rank = pa.array(first_rank, pa.int64(), mask=~matched)
     if unmatched:
         row = np.asarray(relation.column(ROW).to_numpy(zero_copy_only=False), np.int64)
-        owned = (ts[row] >= lo) & (ts[row] < hi) & ~cover[:n][row]
+        owned = owns(ts[row], lo, hi) & ~cover[:n][row]
         start = pa.array(
             np.where(
                 matched, np.asarray(start.fill_null(0).to_numpy(zero_copy_only=False)), ts[row]
@@ -242,7 +252,7 @@ def run_chunk(
             max_steps=matcher.max_steps,
         ).table
         start = np.asarray(out.column(ID_COLUMNS[1]).to_numpy(zero_copy_only=False), np.int64)
-        owned = (start >= lo) & (start < hi)
+        owned = owns(start, lo, hi)
         out = out.filter(pa.array(owned)).drop(list(ID_COLUMNS))
         out = out.append_column(START, pa.array(start[owned]))
         out = out.append_column(START_RANK, pa.nulls(out.num_rows, pa.int64()))
@@ -322,7 +332,7 @@ def rerun_chunk(
     rows = _sorted(table, analysis)
     may_start, cover = _masks(rows, lo, hi, entering)
     state = entering.get((), State())
-    fresh = (rows.ts >= lo) & (rows.ts < hi)
+    fresh = owns(rows.ts, lo, hi)
     window = int(analysis.window_units or 0)
     span = max(window, 1)
     ts, rank = rows.ts, rows.rank
@@ -330,7 +340,7 @@ def rerun_chunk(
         ~_at_most(ts, rank, state.cover) if state.cover is not None else np.ones(ts.size, bool)
     )
     until = plan.limit(k)
-    while lo > -(2**61) and lo + span < hi and (until is None or lo + span + plan.tail <= until):
+    while lo > NEG and lo + span < hi and (until is None or lo + span + plan.tail <= until):
         stop = lo + span
         # the prefix holds every row a match starting before ``stop`` can reach, and the rows NEXT
         # reads past them (by position: ties are whole in the sorted rows)
@@ -392,7 +402,7 @@ def prefix_limit(plan: ChunkPlan, k: int, analysis: Analysis) -> int | None:
     a re-run of PARTITION BY or WITH UNMATCHED ROWS queries reads)."""
     lo, hi = plan.owned(k)
     window = analysis.window_units
-    if window is None or lo <= -(2**61) or not _meets(analysis):
+    if window is None or lo <= NEG or not _meets(analysis):
         return None
     until = lo + PREFIX_WINDOWS * max(int(window), 1) + plan.tail
     return until if until < hi + plan.tail else None

@@ -24,6 +24,8 @@ import pyarrow as pa
 from dfs_cer.config import QueryConfig
 from dfs_cer.match.cer.engine import run_cer
 from dfs_cer.match.cer.pattern import branches, normalise
+from dfs_cer.match.rowpattern.engine import MAX_STEPS
+from dfs_cer.options import TIME_UNITS, TimeUnit
 from dfs_cer.pattern.ir import (
     Alternation,
     Anchor,
@@ -37,7 +39,7 @@ from dfs_cer.pattern.ir import (
     RowPattern,
 )
 from dfs_cer.pattern.properties import top_level_positions
-from dfs_cer.query import Query, analyze
+from dfs_cer.query import Analysis, Query, analyze
 from dfs_cer.query.expr import (
     Aggregate,
     BinaryOp,
@@ -158,19 +160,37 @@ def _projected(mr: MatchRecognize, keep: set[str], any_row: set[str]) -> MatchRe
     )
 
 
+def time_unit(analysis: Analysis) -> TimeUnit:
+    """The integer time unit ``analysis`` was bound with, as far as it matters: the window's unit
+    for an integer ORDER BY column (a timestamp column's window is in its own unit, whatever this
+    says; without a window no unit is read)."""
+    unit = analysis.window_unit
+    return unit if unit in TIME_UNITS else "s"
+
+
 def filter_by_projection(
     query: Query,
     variable: str,
     local: pa.Table,
     uploads: dict[str, pa.Table],
     work: Work | None = None,
+    max_matches: int = 10_000_000,
+    max_steps: int = MAX_STEPS,
+    *,
+    integer_time_unit: TimeUnit = "s",
 ) -> np.ndarray:
     """Boolean mask over ``local`` (the variable's candidates): True where the event completes a
     projected match (module docstring: a superset, never too little). ``work`` bounds the
-    matching (a storage node's deadline, cancellation and memory; see :mod:`dfs_cer.work`)."""
+    matching (a storage node's deadline, cancellation and memory; see :mod:`dfs_cer.work`), as
+    do ``max_matches`` (projected matches) and ``max_steps``: past one of them the matching
+    ends with :class:`~dfs_cer.errors.MatchLimitError` or
+    :class:`~dfs_cer.errors.MatchBudgetError` (no mask: a caller keeps every candidate).
+    ``integer_time_unit``: the unit of an integer ORDER BY column, as the query was opened with
+    (the window in the column's units depends on it)."""
     mr = query.recognize
     keep = set(uploads) | {variable}
-    first = analyze(query, local.schema)
+    config = QueryConfig(integer_time_unit=integer_time_unit, dedup=False)  # a superset: keep all
+    first = analyze(query, local.schema, config)
     any_row = {v.name for v in first.variables if v.any_row}
     projected = _projected(mr, keep, any_row)
     sequences, unordered = branches(projected, any_row, guards=False)
@@ -209,15 +229,18 @@ def filter_by_projection(
                 measures=(Measure(Column(ROW, own.name), "r"),),
             )
             one = dataclasses.replace(query, recognize=recognize)
-            analysis = analyze(
-                one, combined.schema, QueryConfig(dedup=False)
-            )  # a superset filter: keep all
+            analysis = analyze(one, combined.schema, config)
             # SQL semantics orders tied rows by row (here: by storage node, unknown to this node),
             # so
             # consecutive variables may share a timestamp; skip-till-any-match never chains them
             check(work)
             result = run_cer(
-                combined, analysis, time_order="strict" if mr.all_matches else "relaxed", work=work
+                combined,
+                analysis,
+                time_order="strict" if mr.all_matches else "relaxed",
+                work=work,
+                max_matches=max_matches,
+                max_steps=max_steps,
             ).table
             if result.num_rows:
                 hits = np.asarray(result.column("r").to_numpy(zero_copy_only=False), np.int64)

@@ -37,9 +37,18 @@ from dfs_cer.pattern.properties import has_anchor
 from dfs_cer.query import Analysis
 from dfs_cer.query.expr import MatchNumber, walk
 
-#: saturating "minus/plus infinity" for times (sums with lead/tail never overflow)
-NEG = -(2**62)
-POS = 2**62
+#: "minus/plus infinity" for times: int64's ends (times may sit anywhere in int64; sums with a
+#: lead or tail are Python integers, or clamped before they are made in numpy)
+NEG = int(np.iinfo(np.int64).min)
+POS = int(np.iinfo(np.int64).max)
+
+
+def owns(ts: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Times in the owned range ``[lo, hi)``; the last chunk's range, ending at :data:`POS`,
+    holds :data:`POS` too (no time lies beyond it)."""
+    ts = np.asarray(ts)
+    return (ts >= lo) & ((ts < hi) | (hi >= POS))
+
 
 Key = tuple[int, int]  # (time, rank): a row's place within its partition
 Part = tuple[Hashable, ...]  # a partition's PARTITION BY values (() without PARTITION BY)
@@ -175,7 +184,8 @@ def time_quantiles(mins: np.ndarray, maxs: np.ndarray, rows: np.ndarray, cuts: i
     points, cum = points[order], np.cumsum(weights[order])
     targets = cum[-1] * np.arange(1, cuts) / cuts
     cut = points[np.minimum(np.searchsorted(cum, targets), points.size - 1)]
-    return np.unique(np.floor(cut).astype(np.int64))
+    # inside int64 (float64's 2**63 is not): a cut only balances the chunks
+    return np.unique(np.clip(np.floor(cut), -(2.0**63), 2.0**63 - 1024).astype(np.int64))
 
 
 def plan_chunks(

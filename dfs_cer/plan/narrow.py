@@ -22,10 +22,12 @@ import numpy as np
 import pyarrow as pa
 
 from dfs_cer.filters import IntervalSet, join_kind
-from dfs_cer.filters.points import SLICES_PER_WINDOW, Points, SliceRuns
+from dfs_cer.filters.points import SLICES_PER_WINDOW, Points, SliceRuns, slice_ids
 from dfs_cer.query import Analysis, Role
 from dfs_cer.query.analyze import Equality
 
+#: slice ids stay below this (their sums and differences stay inside int64)
+MAX_SLICE = 1 << 61
 #: the most passes of pairwise checks (each removes candidates; real queries settle in 2-3)
 MAX_PASSES = 8
 
@@ -40,12 +42,17 @@ class Grid:
     reach: int
 
     @classmethod
-    def of(cls, base: int, window: int) -> Grid:
+    def of(cls, base: int, window: int, top: int | None = None) -> Grid:
+        """The grid from ``base`` (the earliest time) for ``window``; with ``top`` (the latest
+        time) slices are coarsened where the span would give slice ids beyond :data:`MAX_SLICE`
+        (times across most of int64's range: a coarser grid only keeps more)."""
         quantum = max(1, -(-int(window) // SLICES_PER_WINDOW))
+        if top is not None:
+            quantum = max(quantum, -(-(int(top) - int(base) + 1) // MAX_SLICE))
         return cls(int(base), quantum, int(window) // quantum + 1)
 
     def slices(self, ts: np.ndarray) -> np.ndarray:
-        return (np.asarray(ts, np.int64) - self.base) // self.quantum
+        return slice_ids(ts, self.base, self.quantum)
 
     def wire(self, runs: IntervalSet) -> SliceRuns:
         return SliceRuns(self.base, self.quantum, runs)

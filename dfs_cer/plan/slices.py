@@ -52,8 +52,9 @@ def slice_reason(query: Query, analysis: Analysis, simple: bool) -> str | None:
     return incremental_reason(analysis, analysis.window_units, False)
 
 
-#: beyond any time (int64 nanoseconds reach 2**63): the open ends of the first and last slices
-EDGE = 2**62
+#: the first slice owns every start from int64's first value, the last up to its last one
+#: (``hi`` is exclusive: one past int64, a Python integer); reads stay inside int64
+FIRST, PAST_LAST = -(2**63), 2**63
 
 
 def _reads_the_relation(where: str) -> bool:
@@ -75,9 +76,9 @@ def time_slices(first: int, last: int, window: int, count: int) -> list[TimeSlic
     span = last - first + 1
     count = max(1, min(count, span // max(1, window)))
     cuts = [first + span * i // count for i in range(count + 1)]
-    cuts[0], cuts[-1] = -EDGE, EDGE
+    cuts[0], cuts[-1] = FIRST, PAST_LAST
     return [
-        TimeSlice(lo, hi, (max(-EDGE, lo - window), min(EDGE, hi - 1 + window)))
+        TimeSlice(lo, hi, (max(FIRST, lo - window), min(PAST_LAST - 1, hi - 1 + window)))
         for lo, hi in itertools.pairwise(cuts)
         if hi > lo
     ]

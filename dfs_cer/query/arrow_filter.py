@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime as dt
 import operator
 from collections.abc import Callable
-from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -41,12 +40,12 @@ from dfs_cer.query.expr import (
     conjuncts,
     like_regex,
 )
-from dfs_cer.query.model import WindowUnit
 from dfs_cer.query.numeric import (
     arithmetic,
     cast_to,
     comparison_type,
     convert,
+    duration,
     is_approximate,
     is_exact,
     literal,
@@ -166,8 +165,7 @@ class _Converter:
         if isinstance(e, Column):
             return pc.field(e.name)
         if isinstance(e, IntervalLiteral):
-            seconds = Decimal(e.value) * WindowUnit(e.unit).seconds
-            return _scalar(dt.timedelta(seconds=float(seconds)))
+            return pc.scalar(duration(e))
         if isinstance(e, BinaryOp):
             if e.op == "AND":
                 return self.truth(e.left) & self.truth(e.right)

@@ -41,6 +41,7 @@ from dfs_cer.query.expr import (
     When,
     left_deep,
 )
+from dfs_cer.query.model import exact_duration
 
 #: names the parser substitutes for ``RUNNING f(...)`` / ``FINAL f(...)``
 SEMANTICS_WRAPPERS = {"DFSCER_RUNNING": Semantics.RUNNING, "DFSCER_FINAL": Semantics.FINAL}
@@ -256,6 +257,13 @@ class Converter:
             raise self.invalid(
                 f"interval value {text!r} is not a number", code="bad-interval"
             ) from None
+        exact = exact_duration(text, unit) if Decimal(text).is_finite() else None
+        if exact is None or not -(2**63) < exact[0] < 2**63:
+            raise self.invalid(
+                f"interval {e.sql()} is not a whole number of nanoseconds of 64 bits",
+                "write a duration between a nanosecond and about 292 years",
+                code="bad-interval",
+            )
         return IntervalLiteral(text, unit)
 
     # ---------------------------------------------------------------------------- pattern functions

@@ -7,6 +7,7 @@ and storage nodes unchanged.
 
 from __future__ import annotations
 
+import decimal
 import enum
 from dataclasses import dataclass
 from decimal import Decimal
@@ -78,6 +79,23 @@ class WindowUnit(enum.Enum):
             "MONTH": Decimal(31 * 86400),
             "YEAR": Decimal(366 * 86400),
         }[self.value]
+
+
+#: the units an exact duration is counted in, coarsest first, with their number per second
+DURATION_UNITS = (("s", 1), ("ms", 10**3), ("us", 10**6), ("ns", 10**9))
+
+
+def exact_duration(value: str, unit: str) -> tuple[int, str] | None:
+    """``INTERVAL 'value' unit`` as an integer count of the coarsest of s, ms, us and ns that
+    holds it exactly (``'0.5' SECOND``: 500 ms, ``'0.000000003' SECOND``: 3 ns); None when it is
+    finer than a nanosecond. A calendar unit counts as its longest length."""
+    with decimal.localcontext(prec=400):
+        seconds = Decimal(value) * WindowUnit(unit).seconds
+        for name, per_second in DURATION_UNITS:
+            count = seconds * per_second
+            if count == count.to_integral_value():
+                return int(count), name
+    return None
 
 
 @node("window")

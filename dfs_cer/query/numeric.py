@@ -22,6 +22,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dfs_cer.query.expr import IntervalLiteral
+from dfs_cer.query.model import exact_duration
+
 #: a pyarrow Array, ChunkedArray or Scalar (pyarrow ships no type stubs)
 Value = Any
 
@@ -203,6 +206,15 @@ def _digits(dtype: pa.DataType) -> tuple[int, int]:
     if pa.types.is_decimal(dtype):
         return dtype.precision, dtype.scale
     return (20 if pa.types.is_uint64(dtype) else 19), 0
+
+
+def duration(interval: IntervalLiteral) -> pa.Scalar:
+    """An ``INTERVAL`` literal as an exact Arrow duration, in the coarsest unit that holds it
+    (a ``timedelta`` would round it to the microsecond, through a float)."""
+    exact = exact_duration(interval.value, interval.unit)
+    if exact is None:  # the parser refuses these
+        raise ValueError(f"interval {interval.value!r} {interval.unit} is finer than 1 ns")
+    return pa.scalar(exact[0], pa.duration(exact[1]))
 
 
 def literal(value: object) -> pa.Scalar:

@@ -20,9 +20,12 @@ from dfs_cer.spark.match import (
     match_events_split,
     outer_query,
 )
+from dfs_cer.spark.outer import deadline_of
+from dfs_cer.spark.session import cancels_jobs
 from dfs_cer.spark.statements import recognize_statement
 
 
+@cancels_jobs
 def recognize(
     spark: Any,
     sql: str,
@@ -71,6 +74,7 @@ def recognize(
     unit = settings.query.integer_time_unit
     query = parse(sql)
     require_order_by(query, "Spark DataFrames")
+    deadline = deadline_of(options.get("timeout"), settings.strategy)
     segments = None
     trace = None
     started = time.perf_counter()
@@ -98,7 +102,7 @@ def recognize(
             result.relation is not None
         ):  # matched on the storage nodes: only the outer query is left
             return Recognition(
-                outer_query(spark, query, _frame(spark, result.relation)),
+                outer_query(spark, query, _frame(spark, result.relation), deadline, settings),
                 trace,
                 result.relation.num_rows,
                 time.perf_counter() - started,
@@ -106,7 +110,7 @@ def recognize(
         if result.deferred is not None:  # executors take the final pull
             relation, taken = match_deferred(spark, result, unit, tasks)
             return Recognition(
-                outer_query(spark, query, relation),
+                outer_query(spark, query, relation, deadline, settings),
                 trace,
                 taken.events,
                 time.perf_counter() - started,
@@ -123,7 +127,7 @@ def recognize(
             tasks=tasks,
         )
         return Recognition(
-            outer_query(spark, query, relation),
+            outer_query(spark, query, relation, deadline, settings),
             None,
             read.events if read else rows,
             time.perf_counter() - started,
@@ -140,7 +144,13 @@ def recognize(
         tasks=tasks,
         matcher=settings.matcher,
     )
-    return Recognition(outer_query(spark, query, relation), trace, events.num_rows, pulled, split)
+    return Recognition(
+        outer_query(spark, query, relation, deadline, settings),
+        trace,
+        events.num_rows,
+        pulled,
+        split,
+    )
 
 
 def resolve_settings(
@@ -175,16 +185,19 @@ def resolve_settings(
 
 
 def data_only(options: Mapping[str, Any]) -> None:
-    """With ``data=`` no option is left to a pull strategy."""
-    unknown = sorted(options)
+    """With ``data=`` no option is left to a pull strategy (``timeout`` bounds the SQL around
+    the clause)."""
+    unknown = sorted(set(options) - {"timeout"})
     if unknown:
         raise ConfigError(
             f"option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
             f"appl{'y' if len(unknown) > 1 else 'ies'} to storage nodes (endpoints=...); with "
-            "data= the options are event_key and dedup (and config=)"
+            "data= the options are event_key, dedup and timeout (the SQL around the clause), and "
+            "config="
         )
 
 
+@cancels_jobs
 def recognize_many(
     spark: Any,
     sqls: Sequence[str],
@@ -212,7 +225,13 @@ def recognize_many(
         if result.relation is not None:  # matched on the storage nodes
             out.append(
                 Recognition(
-                    outer_query(spark, result.analysis.query, _frame(spark, result.relation)),
+                    outer_query(
+                        spark,
+                        result.analysis.query,
+                        _frame(spark, result.relation),
+                        result.deadline,
+                        settings,
+                    ),
                     result.trace,
                     result.relation.num_rows,
                     group.seconds,
@@ -231,7 +250,7 @@ def recognize_many(
         )
         out.append(
             Recognition(
-                outer_query(spark, result.analysis.query, relation),
+                outer_query(spark, result.analysis.query, relation, result.deadline, settings),
                 result.trace,
                 result.events.num_rows,
                 group.seconds,

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import sys
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from dfs_cer import interrupt
+from dfs_cer.config import Config
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def submitted() -> bool:
@@ -70,7 +79,56 @@ def local_session(
     return session
 
 
-def sandboxed_sql(spark: Any, sql: str, relations: Iterable[str]) -> Any:
+#: seconds between two cancellations of the session's jobs after Ctrl-C
+CANCEL_EVERY = 0.25
+
+
+@contextlib.contextmanager
+def cancelling(spark: Any) -> Iterator[None]:
+    """Ctrl-C inside the block stops the driver's work (:mod:`dfs_cer.interrupt`) and cancels
+    the session's Spark jobs, then raises ``KeyboardInterrupt`` (the storage nodes' queries are
+    closed on the way out, as on any failure). Jobs are cancelled again every
+    :data:`CANCEL_EVERY` seconds until the block ends: the driver may be between two jobs,
+    inside a call into the JVM that starts the next one."""
+    ended = threading.Event()
+    context = spark.sparkContext
+
+    def cancel() -> None:
+        while True:
+            with contextlib.suppress(Exception):  # (a stopped session has nothing to cancel)
+                context.cancelAllJobs()
+            if ended.wait(CANCEL_EVERY):
+                return
+
+    def start() -> None:
+        threading.Thread(target=cancel, name="dfs-cer cancel jobs", daemon=True).start()
+
+    try:
+        with interrupt.interruptible(), interrupt.on_trip(start):
+            try:
+                yield
+            except Exception:
+                interrupt.check()  # a job Ctrl-C cancelled: KeyboardInterrupt, not its error
+                raise
+            interrupt.check()
+    finally:
+        ended.set()
+
+
+def cancels_jobs(func: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[Any, P], R]:
+    """``func(spark, ...)`` run inside :func:`cancelling` (the Spark entry points)."""
+
+    @functools.wraps(func)
+    def wrapper(spark: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with cancelling(spark):
+            return func(spark, *args, **kwargs)
+
+    return wrapper
+
+
+def sandboxed_sql(
+    spark: Any, sql: str, relations: Iterable[str], config: Config | None = None
+) -> Any:
     """``spark.sql(sql)`` after the outer-query sandbox (:mod:`dfs_cer.query.sandbox`): Spark SQL
     has no switch that keeps a query to its views (it runs script transforms and JVM methods as
     the driver's user), so every statement dfs-cer hands it passes the check first.
@@ -79,10 +137,14 @@ def sandboxed_sql(spark: Any, sql: str, relations: Iterable[str]) -> Any:
     ``relations``, with the caller's SQL settings: Spark reads a name no column has as a session
     variable, and the application's (``DECLARE VARIABLE secret ...``), its other views and its
     functions live in the caller's session, out of the statement's reach. The relations travel
-    as global temporary views of random names, dropped once the session holds them."""
+    as global temporary views of random names, dropped once the session holds them. Its
+    string-building calls are bounded (:func:`dfs_cer.spark.outer.guarded`, by ``config``'s
+    ``query.outer_memory_limit``; default: the loaded settings'); it runs when an
+    action asks for its rows (:func:`dfs_cer.spark.outer.computed` runs it by a deadline)."""
     import uuid
 
     from dfs_cer.query.sandbox import check_outer
+    from dfs_cer.spark.outer import guarded
 
     names = list(relations)
     check_outer(sql, names, "spark")
@@ -98,7 +160,7 @@ def sandboxed_sql(spark: Any, sql: str, relations: Iterable[str]) -> Any:
         finally:
             spark.catalog.dropGlobalTempView(tag)
     try:
-        return isolated.sql(sql)
+        return isolated.sql(guarded(isolated, sql, config))
     except Exception as exc:  # analysis errors: a name the relations do not have, a wrong type
         from pyspark.errors import AnalysisException
 

@@ -15,6 +15,7 @@ from dfs_cer.errors import ConfigError
 from dfs_cer.situations import parse_situations, run_situations
 from dfs_cer.situations.model import SituationQuery
 from dfs_cer.situations.parser import RELATION
+from dfs_cer.spark.session import cancels_jobs
 
 
 def _sparkable(table: pa.Table) -> pa.Table:
@@ -54,6 +55,7 @@ class _Batches(_Group):
             yield from self(pa.Table.from_batches(parts)).to_batches()
 
 
+@cancels_jobs
 def situations(
     spark: Any,
     sql: str,
@@ -141,7 +143,7 @@ def situations(
     )[0]
     from dfs_cer.spark.session import sandboxed_sql
 
-    return sandboxed_sql(spark, outer, [view])
+    return sandboxed_sql(spark, outer, [view], settings)
 
 
 def _keys(query: SituationQuery, schema: pa.Schema) -> list[str]:

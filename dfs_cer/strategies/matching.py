@@ -6,6 +6,7 @@ import time
 
 import pyarrow as pa
 
+from dfs_cer import interrupt
 from dfs_cer.config import Config, load_config
 from dfs_cer.errors import ConfigError
 from dfs_cer.local import run_outer
@@ -14,6 +15,7 @@ from dfs_cer.options import SELECTIONS
 from dfs_cer.strategies.base import Matching, PullResult
 
 
+@interrupt.guarded
 def match_pulled(
     result: PullResult,
     *,
@@ -57,7 +59,11 @@ def match_pulled(
         result.trace.matching = Matching(
             "storage nodes", result.node_matches, time.perf_counter() - began, 0
         )
-        return run_outer(query, result.relation, dialect) if outer else result.relation
+        return (
+            run_outer(query, result.relation, dialect, config=config, deadline=result.deadline)
+            if outer
+            else result.relation
+        )
     # the arguments given win over the settings, checked as the settings are
     given = (("kleene", kleene), ("max_matches", max_matches), ("on_limit", on_limit))
     settings = config.with_values(
@@ -92,4 +98,8 @@ def match_pulled(
     result.trace.matching = Matching(
         engine, out.matches, time.perf_counter() - began, out.work_bytes
     )
-    return run_outer(query, out.table, dialect) if outer else out.table
+    return (
+        run_outer(query, out.table, dialect, config=config, deadline=result.deadline)
+        if outer
+        else out.table
+    )

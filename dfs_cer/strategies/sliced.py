@@ -31,7 +31,7 @@ from dfs_cer.plan.narrow import Grid, Narrow
 from dfs_cer.plan.order import variable_order
 from dfs_cer.query import Analysis, Role
 from dfs_cer.strategies.base import PullResult, Round, Session
-from dfs_cer.strategies.dfs import open_for_pruning, paper_dfs, paper_rounds
+from dfs_cer.strategies.dfs import open_for_pruning, paper_dfs
 from dfs_cer.strategies.request import PullRequest
 from dfs_cer.strategies.steps import (
     Tis,
@@ -52,8 +52,6 @@ POINT_BYTES = 1.1
 ROUND_BYTES = 160
 #: a final pull's slice runs, beyond push-down's ticket
 SLICES_BYTES = 60
-#: the most time units the rows may span (slice arithmetic stays far inside int64)
-MAX_SPAN = 2**61
 #: compressed bytes of a pulled row against its Arrow size, with zstd or lz4 on the wire
 COMPRESSED_SHARE = 0.35
 
@@ -77,10 +75,7 @@ def dfs(session: Session, request: PullRequest) -> PullResult:
         return finish_pull(session, pa.table({}), analysis, schema)
     mins = [int(h.min_ts) for h in headers if h.min_ts is not None]
     maxs = [int(h.max_ts) for h in headers if h.max_ts is not None]
-    if max(maxs) - min(mins) > MAX_SPAN:  # slice ids would not fit: the paper's rounds
-        trace.fallback = "dfs_paper (the rows span more time than the slice grid holds)"
-        return paper_rounds(session, request, analysis, headers, schema)
-    grid = Grid.of(min(mins), window)
+    grid = Grid.of(min(mins), window, max(maxs))
     narrow = Narrow(analysis, grid, schema)
     narrow.bits = hash_bits(narrow, counts, max(maxs) - min(mins))
     order = variable_order(analysis, counts)

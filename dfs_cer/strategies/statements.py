@@ -13,11 +13,13 @@ over the nodes' table needs that input's rows: the nodes' rows are pulled whole 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 
+from dfs_cer import interrupt
 from dfs_cer.config import Config, StrategyConfig
 from dfs_cer.local import match_clause, run_statement
 from dfs_cer.query import Query
@@ -142,6 +144,7 @@ class StatementResult:
     traces: list[Trace]
 
 
+@interrupt.guarded
 def pull_statement(
     strategy: str,
     statement: Statement,
@@ -158,13 +161,21 @@ def pull_statement(
     ``strategy`` and ``options`` of
     :func:`dfs_cer.strategies.pull`; ``matching`` goes to
     :func:`dfs_cer.strategies.matching.match_pulled`. ``config``: the settings every pull and
-    every clause runs with (as for ``pull``; the keywords given win over it)."""
+    every clause runs with (as for ``pull``; the keywords given win over it). ``timeout`` bounds
+    the whole statement: each pull gets what is left of it, and so does the SQL around the
+    clauses."""
     from dfs_cer.strategies import pull
+    from dfs_cer.strategies.base import check_limits
     from dfs_cer.strategies.matching import match_pulled
     from dfs_cer.strategies.request import settings_of
 
     config = settings_of(config)
     options["config"] = config
+    deadline = time.monotonic() + check_limits(config.strategy, options.get("timeout"))
+
+    def left() -> dict[str, Any]:
+        return {**options, "timeout": max(deadline - time.monotonic(), 0.001)}
+
     registry = dict(tables or {})
     plan = plan_statement(statement, {n.lower() for n in registry})
     traces: list[Trace] = []
@@ -172,9 +183,9 @@ def pull_statement(
     for index, part in enumerate(statement.parts):
         result: PullResult | None = None
         if part.input_sql is None and part.query.table.lower() in plan.remote:
-            result = pull(strategy, part.query, endpoints, token, **options)
+            result = pull(strategy, part.query, endpoints, token, **left())
         elif part in plan.pushed:
-            result = pull_pushed(plan, part, strategy, endpoints, token, **options)
+            result = pull_pushed(plan, part, strategy, endpoints, token, **left())
         if result is not None:
             pulled[part.relation] = match_pulled(result, outer=False, **(matching or {}))
             result.trace.source = f"clause {index + 1}"
@@ -186,7 +197,7 @@ def pull_statement(
         statement
     ):  # a subquery / CTE / the outer SQL reads the nodes' rows themselves
         result = pull(
-            "pull_all", whole_table_query(name, endpoints, token), endpoints, token, **options
+            "pull_all", whole_table_query(name, endpoints, token), endpoints, token, **left()
         )
         result.trace.fallback = plan.fallback(name)
         result.trace.source = f"table {name!r}"
@@ -218,9 +229,16 @@ def pull_statement(
             "auto",
         )
 
-    return StatementResult(
-        run_statement(statement, registry, one, here.query.outer_dialect, pulled), traces
+    table = run_statement(
+        statement,
+        registry,
+        one,
+        here.query.outer_dialect,
+        pulled,
+        config=here,
+        deadline=deadline,
     )
+    return StatementResult(table, traces)
 
 
 def merged_trace(traces: Sequence[Trace], strategy: str) -> Trace:
@@ -256,14 +274,18 @@ def check_against_nodes(
     token: str,
     integer_time_unit: str | None = None,
     registered: Sequence[str] = (),
+    selection: str | None = None,
+    kleene: str = "all",
 ) -> pa.Schema:
     """Check every clause that reads the storage nodes' table directly against the schema the
     first node serves (one small call) before any query round: a misspelled column or a type
     mismatch is a :class:`~dfs_cer.errors.QueryValidationError` here, with its suggestion, not
-    an open refused by every node. What only the nodes can decide is left to them. Returns the
-    schema."""
+    an open refused by every node. What only the nodes can decide is left to them. Clauses the
+    CER engine will match (ALL MATCHES, or every clause under ``selection``) are checked
+    against its rules first, before any node is contacted. Returns the schema."""
     from dfs_cer.config import QueryConfig
     from dfs_cer.errors import DfsCerError, QueryValidationError
+    from dfs_cer.match.cer.rules import check_cer_query
     from dfs_cer.query.analyze import analyze
     from dfs_cer.query.parser import parse_statement
     from dfs_cer.transport.client import StorageClient
@@ -277,6 +299,10 @@ def check_against_nodes(
         for part in parse_statement(sql).parts
         if part.input_sql is None and part.query.table.lower() not in skip
     ]  # the clauses reading the nodes' table as it is (others' inputs are computed here)
+    for sql in sqls:
+        for part in parse_statement(sql).parts:
+            if selection or part.query.recognize.all_matches:
+                check_cer_query(part.query, selection or "skip_till_any_match", kleene)
     client = StorageClient(endpoints[0], token)
     try:
         _, blobs = client.call(SchemaReply, {})

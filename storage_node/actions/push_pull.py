@@ -9,10 +9,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from dfs_cer.errors import ProtocolError, WorkMemoryError
+from dfs_cer.errors import MatchBudgetError, MatchLimitError, ProtocolError, WorkMemoryError
 from dfs_cer.transport.protocol import ROW_ID, PushPull, Upload
 from dfs_cer.work import Work
 from storage_node.actions.base import Family, Reply, ship
+from storage_node.rows import take
 from storage_node.state import QueryState
 
 
@@ -36,7 +37,7 @@ class PushPullActions(Family):
     def push_pull(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         """Keep the requested variable's candidates that complete a match of the pattern projected
         on the processed variables and itself, with the uploaded events (skip-till-any-match)."""
-        from dfs_cer.match.push_pull import filter_by_projection
+        from dfs_cer.match.push_pull import filter_by_projection, time_unit
 
         request = PushPull.parse(header)
         state = self.node.registry.get(request.query_id)
@@ -53,13 +54,19 @@ class PushPullActions(Family):
                 keep = filter_by_projection(
                     state.analysis.query,
                     name,
-                    state.table.take(pa.array(rows)),
+                    take(state.table, rows, work),
                     {p: state.uploads[p] for p in processed},
                     work,
+                    request.max_matches,
+                    request.max_steps,
+                    integer_time_unit=time_unit(state.analysis),
                 )
             except (
-                WorkMemoryError
-            ) as exc:  # the filter only narrows: every candidate kept is still exact
+                WorkMemoryError,
+                MatchLimitError,
+                MatchBudgetError,
+            ) as exc:  # a bound of the filter's work: it only narrows, keeping every candidate
+                # is exact (the compute node falls back to push-down and says why)
                 keep = np.ones(rows.size, bool)
                 unfiltered["unfiltered"] = str(exc)
         state.candidates[name] = rows[keep]
@@ -72,4 +79,4 @@ class PushPullActions(Family):
         name = self.node.variable(state, header, "pull_variable")
         rows = state.candidates[name]
         ship(state, rows)
-        return state.table.take(pa.array(rows)).append_column(ROW_ID, pa.array(rows))
+        return take(state.table, rows, work).append_column(ROW_ID, pa.array(rows))

@@ -90,7 +90,7 @@ def test_table1_round_trips() -> None:
     assert (swf.entry_count, swf.slice_count) == (2, 11)
     assert swf.contains(TS).tolist() == [True] * 5 + [False] * 5
     starts, ends = swf.covered_intervals()
-    assert starts.tolist() == [TS[0]] and ends.tolist() == [TS[0] + 990]
+    assert starts.tolist() == [TS[0]] and ends.tolist() == [TS[0] + 989]  # closed
 
 
 def test_compaction_reference_example() -> None:

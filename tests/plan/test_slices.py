@@ -16,7 +16,7 @@ from dfs_cer import match_recognize
 from dfs_cer.config import MatcherConfig
 from dfs_cer.local import run_outer
 from dfs_cer.match.sliced import match_slice
-from dfs_cer.plan.slices import EDGE, slice_reason, time_slices
+from dfs_cer.plan.slices import FIRST, PAST_LAST, slice_reason, time_slices
 from dfs_cer.query import analyze, parse
 from dfs_cer.query.parser import parse_statement
 
@@ -145,7 +145,7 @@ def test_a_query_whose_matches_interact_is_read_whole(sql: str, why: str) -> Non
 
 def test_slices_cover_the_span_and_are_a_window_wide() -> None:
     pieces = time_slices(0, 99, 10, 4)
-    assert [(p.lo, p.hi) for p in pieces] == [(-EDGE, 25), (25, 50), (50, 75), (75, EDGE)]
-    assert [p.read for p in pieces] == [(-EDGE, 34), (15, 59), (40, 84), (65, EDGE)]
+    assert [(p.lo, p.hi) for p in pieces] == [(FIRST, 25), (25, 50), (50, 75), (75, PAST_LAST)]
+    assert [p.read for p in pieces] == [(FIRST, 34), (15, 59), (40, 84), (65, PAST_LAST - 1)]
     assert len(time_slices(0, 99, 40, 8)) == 2  # never narrower than the window
     assert len(time_slices(5, 5, 10, 8)) == 1

@@ -233,6 +233,12 @@ CASES = [
         None,
     ),
     (
+        mr("ORDER BY ts PATTERN (A B) DEFINE B AS B.ts < A.ts + INTERVAL '0.0000000005' SECOND"),
+        INVALID,
+        "is not a whole number of nanoseconds",
+        "DEFINE B",
+    ),
+    (
         mr("ORDER BY ts PATTERN (A) DEFINE A AS A.x > PREV(A.x, A.y)"),
         INVALID,
         "the offset of PREV must be a non-negative integer literal",

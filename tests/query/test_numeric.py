@@ -224,6 +224,49 @@ def test_literals_with_a_point_are_exact_decimals_as_in_sql(
     assert sorted(r["a"] for r in match_recognize(t, sql).to_pylist()) == want
 
 
+@pytest.mark.parametrize(
+    ("unit", "interval"),
+    [("s", "0.5"), ("s", "1.5"), ("ms", "0.0005"), ("ns", "0.000000004"), ("ns", "0.000000001")],
+)
+def test_intervals_below_the_time_unit_are_exact_in_both_engines(unit: str, interval: str) -> None:
+    """An INTERVAL finer than the times it is added to: the program computes in its unit (in
+    seconds, ``INTERVAL '0.5' SECOND`` was 0), the Arrow evaluator with an exact duration (a
+    ``timedelta`` was 0 below the microsecond)."""
+    per_second = {"s": 1, "ms": 10**3, "ns": 10**9}[unit]
+    ticks = [10, 10, 11, 12, 14, 20, 21]  # in the unit: A B A B A B A... pairs 0, 1, 2 apart
+    t = pa.table(
+        {
+            "ts": pa.array([1_735_689_600 * per_second + k for k in ticks], pa.timestamp(unit)),
+            "type": ["A", "B", "A", "B", "A", "B", "B"],
+        }
+    )
+    step = decimal.Decimal(interval) * per_second  # the interval in the unit
+    for op in ("<", "<=", "=", ">"):
+        for head, pattern in (("ALL MATCHES", "A B"), ("ONE ROW PER MATCH", "A B")):
+            sql = (
+                f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b "
+                f"{head} PATTERN ({pattern}) DEFINE A AS A.type = 'A', B AS B.type = 'B' AND "
+                f"B.ts {op} A.ts + INTERVAL '{interval}' SECOND)"
+            )
+            got = match_recognize(t, sql)
+            spans = pc.subtract(
+                got.column("b").cast(pa.int64()), got.column("a").cast(pa.int64())
+            ).to_pylist()
+            holds = {"<": step.__gt__, "<=": step.__ge__, "=": step.__eq__, ">": step.__lt__}[op]
+            assert all(holds(s) for s in spans), (op, head, spans)
+            # every pair the condition accepts is found: A then B, B after A
+            pairs = [
+                (i, j)
+                for i, a in enumerate(ticks)
+                for j, b in enumerate(ticks)
+                if t["type"][i].as_py() == "A"
+                and t["type"][j].as_py() == "B"
+                and (j == i + 1 if head != "ALL MATCHES" else b > a)
+                and holds(b - a)
+            ]
+            assert got.num_rows == len(pairs), (op, head, spans, pairs)
+
+
 def test_decimal_arithmetic_past_38_digits_and_time_units_in_the_vm() -> None:
     t = pa.table(
         {

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from dfs_cer.errors import UnsupportedFeatureError
+from dfs_cer.events.saturate import MAX, MIN, minus, plus
 from dfs_cer.match.cer.conditions import Gathered, check_condition, variables_of
 from dfs_cer.match.cer.context import Context
 from dfs_cer.match.cer.kernels import expand_pairs, expand_ranges
@@ -85,18 +86,26 @@ class BandJoin:
         self, v: str, bound: dict[str, np.ndarray], count: int
     ) -> tuple[np.ndarray, ...]:
         pos = self.ctx.index[v]
-        t_lo = np.full(count, np.iinfo(np.int64).min // 4, np.int64)
-        t_hi = np.full(count, np.iinfo(np.int64).max // 4, np.int64)
+        t_lo = np.full(count, MIN, np.int64)
+        t_hi = np.full(count, MAX, np.int64)
         any_row = next(iter(bound.values()))
+        # the window's bounds saturate (times may sit anywhere in int64: past its end every time
+        # on that side qualifies); "at least tie after t" past the end qualifies none
+        none = np.zeros(count, bool)
         for other, rows in bound.items():
             t = self.ctx.ts[rows]
             before = self.ctx.index[other] < pos
             if not self.ctx.unordered:  # equal times never chain across variables
-                t_lo = np.maximum(t_lo, t + self.ctx.tie) if before else t_lo
-                t_hi = np.minimum(t_hi, t - self.ctx.tie) if not before else t_hi
+                if before:
+                    t_lo = np.maximum(t_lo, plus(t, self.ctx.tie))
+                    none |= t > MAX - self.ctx.tie
+                else:
+                    t_hi = np.minimum(t_hi, minus(t, self.ctx.tie))
+                    none |= t < MIN + self.ctx.tie
             if self.ctx.window is not None:
-                t_lo = np.maximum(t_lo, t - self.ctx.window)
-                t_hi = np.minimum(t_hi, t + self.ctx.window)
+                t_lo = np.maximum(t_lo, minus(t, self.ctx.window))
+                t_hi = np.minimum(t_hi, plus(t, self.ctx.window))
+        t_lo[none], t_hi[none] = MAX, MIN
         part = self.ctx.row_part[any_row]
         return self.ctx.bounds[part], self.ctx.bounds[part + 1], t_lo, t_hi
 
@@ -131,15 +140,22 @@ class BandJoin:
             nxt = next((o.name for o in self.ctx.items[pos + 1 :] if not o.negated), None)
             times = np.stack([self.ctx.ts[r] for r in bound.values()])
             t_lo = (
-                self.ctx.ts[bound[prev]] + self.ctx.tie
+                plus(self.ctx.ts[bound[prev]], self.ctx.tie)
                 if prev
-                else times.max(axis=0) - (self.ctx.window or 0)
+                else minus(times.max(axis=0), self.ctx.window or 0)
             )
             t_hi = (
-                self.ctx.ts[bound[nxt]] - self.ctx.tie
+                minus(self.ctx.ts[bound[nxt]], self.ctx.tie)
                 if nxt
-                else times.min(axis=0) + (self.ctx.window or 0)
+                else plus(times.min(axis=0), self.ctx.window or 0)
             )
+            # no time lies strictly after int64's end (or before its start): nothing between
+            none = np.zeros(count, bool)
+            if prev:
+                none |= self.ctx.ts[bound[prev]] > MAX - self.ctx.tie
+            if nxt:
+                none |= self.ctx.ts[bound[nxt]] < MIN + self.ctx.tie
+            t_lo, t_hi = np.where(none, MAX, t_lo), np.where(none, MIN, t_hi)
             if self.ctx.window is None and (prev is None or nxt is None):
                 raise UnsupportedFeatureError(
                     "a leading or trailing negation needs a WITHIN window",

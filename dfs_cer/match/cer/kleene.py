@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dfs_cer.events.saturate import after, minus, plus
+from dfs_cer.events.saturate import before as earlier
 from dfs_cer.match.cer.conditions import Gathered, check_condition, variables_of
 from dfs_cer.match.cer.context import Context
 from dfs_cer.query.expr import Column, Expr, Navigation, NavKind, walk
@@ -81,7 +83,7 @@ class KleeneSets:
                 b_t = np.array([self.ctx.ts[r] for r in eligible[run[1]]])
                 count = 0
                 for j, tb in enumerate(b_t):
-                    before = int(np.sum(a_t <= tb - self.ctx.tie))
+                    before = int(np.sum(earlier(a_t, tb, self.ctx.tie)))
                     after = len(b_t) - j - 1
                     count += (2**before - 1) * 2**after
                 total *= count
@@ -126,11 +128,11 @@ class KleeneSets:
             t = self.ctx.ts[c]
             ok = np.ones(c.size, bool)
             if lo is not None:
-                ok &= t >= lo + self.ctx.tie
+                ok &= after(t, lo, self.ctx.tie)
             if hi is not None:
-                ok &= t <= hi - self.ctx.tie
+                ok &= earlier(t, hi, self.ctx.tie)
             if self.ctx.window is not None:
-                ok &= (t >= t_max - self.ctx.window) & (t <= t_min + self.ctx.window)
+                ok &= (t >= minus(t_max, self.ctx.window)) & (t <= plus(t_min, self.ctx.window))
             rows = c[ok]
             # conditions on single elements (bare references, no NEXT/PREV/FIRST/LAST of the set)
             if rows.size:
@@ -254,7 +256,7 @@ class KleeneSets:
                 pair_ok &= check_condition(p, resolve, pair_i.size)
         # strictly increasing time between consecutive selected events
         if pair_i.size:
-            pair_ok &= self.ctx.ts[rows[pair_j]] >= self.ctx.ts[rows[pair_i]] + self.ctx.tie
+            pair_ok &= after(self.ctx.ts[rows[pair_j]], self.ctx.ts[rows[pair_i]], self.ctx.tie)
         return KleeneDag(name, rows, first_ok, last_ok, pair_i[pair_ok], pair_j[pair_ok])
 
     def _combine(
@@ -313,14 +315,16 @@ class KleeneSets:
         if self.ctx.window is None:
             return True
         everything = list(singles.values()) + [r for s in sets.values() for r in s]
-        return bool(self.ctx.ts[max(everything)] - self.ctx.ts[min(everything)] <= self.ctx.window)
+        return bool(
+            self.ctx.ts[max(everything)] <= plus(self.ctx.ts[min(everything)], self.ctx.window)
+        )
 
     def _ordered(self, sets: dict[str, list[int]], singles: dict[str, int]) -> bool:
         last_t = None
         for it in self.ctx.items:
             rows = sets[it.name] if it.kleene else [singles[it.name]]
             t0, t1 = self.ctx.ts[rows[0]], self.ctx.ts[rows[-1]]
-            if last_t is not None and t0 < last_t + self.ctx.tie:
+            if last_t is not None and not after(t0, last_t, self.ctx.tie):
                 return False
             last_t = t1
         return True
@@ -328,25 +332,40 @@ class KleeneSets:
     def sets_hold(
         self, sets: dict[str, list[int]], singles: dict[str, int], conds: list[tuple[str, Expr]]
     ) -> bool:
+        """Does every condition over Kleene sets hold? A bare reference to a Kleene variable holds
+        for every selected event, so a condition reading several sets holds for every
+        combination of their events; NEXT/PREV read the neighbouring selected events of one set
+        (the owner's, or the one a single-event variable's condition reads: :mod:`.rules`)."""
         for owner, p in conds:
-            kleene_refs = (variables_of(p) | {owner}) & self.ctx.kleene
-            # element-wise over the owner's set (or the referenced set) with NEXT/PREV neighbours
-            name = owner if owner in self.ctx.kleene else next(iter(kleene_refs))
-            rows = np.array(sets[name])
-            m = rows.size
+            kleene_refs = sorted((variables_of(p) | {owner}) & self.ctx.kleene)
+            navigated = owner if owner in self.ctx.kleene else kleene_refs[0]
+            picks = dict(
+                zip(
+                    kleene_refs,
+                    (
+                        g.ravel()
+                        for g in np.meshgrid(
+                            *[np.arange(len(sets[k])) for k in kleene_refs], indexing="ij"
+                        )
+                    ),
+                    strict=True,
+                )
+            )  # every combination of the sets' events, by position in each set
+            m = picks[kleene_refs[0]].size
             views = {k: np.full(m, v) for k, v in singles.items()}
-            for k in kleene_refs:
-                views[k] = np.array(sets[k]) if k == name else np.full(m, sets[k][-1])
-            nexts = np.append(rows[1:], -1)
-            prevs = np.insert(rows[:-1], 0, -1)
             nav_rows = {}
+            nexts = prevs = np.full(m, -1)
             for k in kleene_refs:
                 s = np.array(sets[k])
+                views[k] = s[picks[k]]
+                if k == navigated:
+                    nexts = np.append(s[1:], -1)[picks[k]]
+                    prevs = np.insert(s[:-1], 0, -1)[picks[k]]
                 nav_rows[k] = {
                     (NavKind.FIRST, 0): np.full(m, s[0]),
                     (NavKind.LAST, 0): np.full(m, s[-1]),
-                    (NavKind.NEXT, 1): nexts if k == name else np.full(m, -1),
-                    (NavKind.PREV, 1): prevs if k == name else np.full(m, -1),
+                    (NavKind.NEXT, 1): nexts if k == navigated else np.full(m, -1),
+                    (NavKind.PREV, 1): prevs if k == navigated else np.full(m, -1),
                 }
             has_next = any(isinstance(x, Navigation) and x.kind == NavKind.NEXT for x in walk(p))
             has_prev = any(isinstance(x, Navigation) and x.kind == NavKind.PREV for x in walk(p))

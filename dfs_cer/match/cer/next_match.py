@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 
 from dfs_cer.errors import UnsupportedFeatureError
+from dfs_cer.events.saturate import plus
 from dfs_cer.match.cer.conditions import Gathered, check_condition, variables_of
 from dfs_cer.match.cer.context import Context
 from dfs_cer.match.cer.kleene import KleeneSets
@@ -53,9 +54,8 @@ class NextMatch:
                 c = c[self.ctx.ts[c] > cur_t]
                 found = None
                 for r in c.tolist():
-                    if (
-                        self.ctx.window is not None
-                        and self.ctx.ts[r] - self.ctx.ts[start] > self.ctx.window
+                    if self.ctx.window is not None and self.ctx.ts[r] > plus(
+                        self.ctx.ts[start], self.ctx.window
                     ):
                         break
                     if it.kleene:
@@ -90,7 +90,7 @@ class NextMatch:
                 c = cands[it.name]
                 c = c[(c >= k1) & (c < (nxt if nxt is not None else p1))]
                 if self.ctx.window is not None:
-                    c = c[self.ctx.ts[c] - self.ctx.ts[start] <= self.ctx.window]
+                    c = c[self.ctx.ts[c] <= plus(self.ctx.ts[start], self.ctx.window)]
                 c = self.sets.element_filter(it.name, c, chosen, dependent)
                 sets[it.name] = c.tolist()
             if sets and not self.sets.sets_hold(sets, chosen, self.sets.set_conditions(dependent)):
@@ -165,7 +165,7 @@ class NextMatch:
                 who = alive[pending]
                 ok &= r < ends[who]
                 if self.ctx.window is not None:
-                    ok &= self.ctx.ts[r] - start_ts[who] <= self.ctx.window
+                    ok &= self.ctx.ts[r] <= plus(start_ts[who], self.ctx.window)
                 pending, r, who = pending[ok], r[ok], who[ok]
                 if not pending.size:
                     break

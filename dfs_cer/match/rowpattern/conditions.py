@@ -48,7 +48,7 @@ from dfs_cer.query.expr import (
     to_sql,
     walk,
 )
-from dfs_cer.query.model import MatchRecognize, WindowUnit
+from dfs_cer.query.model import MatchRecognize, WindowUnit, exact_duration
 from dfs_cer.query.numeric import convert, is_exact, to_double
 
 # condition program opcodes
@@ -433,7 +433,9 @@ class ConditionCompiler:
 
     def prepare_time_unit(self, dependent: list[Expr]) -> None:
         """The unit time values take in the programs: the finest of the timestamp columns they
-        read, else the ORDER BY column's."""
+        read and of the INTERVALs added to them (``INTERVAL '0.5' SECOND`` is 500 ms: in
+        seconds, ``B.ts < A.ts + INTERVAL '0.5' SECOND`` would read ``B.ts < A.ts``), else the
+        ORDER BY column's."""
         units = [
             _column_array(self.table, x.name).type.unit
             for e in dependent
@@ -442,6 +444,13 @@ class ConditionCompiler:
             and pa.types.is_timestamp(_column_array(self.table, x.name).type)
         ]
         if units:
+            units += [
+                exact[1]
+                for e in dependent
+                for x in walk(e)
+                if isinstance(x, IntervalLiteral)
+                and (exact := exact_duration(x.value, x.unit)) is not None
+            ]
             self.time_unit = max(units, key=lambda u: _PER_SECOND[u])
 
     def _in_time_unit(self, arr: pa.Array, name: str) -> np.ndarray:
