@@ -360,13 +360,11 @@ def query_command(
     token = Path(token_file).read_text().strip()
     strategy = strategy or state.config.strategy.default
     nodes = [e.strip() for e in endpoints.split(",") if e.strip()]
-    options: dict[str, Any] = {
-        "integer_time_unit": state.config.query.integer_time_unit,
-        "cost_model": cost_model or state.config.strategy.cost_model,
-        "calibration_file": state.config.strategy.calibration_file,
-        "timeout": timeout,
-        "config": state.config.strategy,
-    }
+    # every setting travels as the one Config (--config files and DFS_CER__* variables over the
+    # defaults); an option given here wins over its setting
+    options: dict[str, Any] = {"config": state.config, "timeout": timeout}
+    if cost_model is not None:
+        options["cost_model"] = cost_model
     matching: dict[str, Any] = {
         k: v for k, v in (("selection", selection), ("kleene", kleene)) if v
     }
@@ -649,10 +647,9 @@ def _situations_query(
         token,
         strategy=strategy,
         timeout=options.get("timeout"),
-        integer_time_unit=options.get("integer_time_unit", "s"),
-        config=options.get("config"),
+        config=options["config"],
     )
-    table = outer(parse_situations(sql), result.relation)
+    table = outer(parse_situations(sql), result.relation, config=options["config"])
     trace = result.trace.to_dict()
     _warn(trace)
     if fmt == "json":

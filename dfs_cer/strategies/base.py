@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from dfs_cer import interrupt
-from dfs_cer.config import StrategyConfig
+from dfs_cer.config import Config, StrategyConfig
 from dfs_cer.errors import AdmissionError, ConfigError, DfsCerError
 from dfs_cer.events.schemas import concat, unify
 from dfs_cer.filters import IntervalSet
@@ -141,6 +141,9 @@ class PullResult:
     node_matches: int = 0
     #: the final pull left for executors to take (``pull(..., defer=True)``); None: pulled here
     deferred: DeferredPull | None = None
+    #: the settings the pull ran with (its matcher section is what ``match_pulled`` uses by
+    #: default); None: a result built by hand
+    config: Config | None = None
     #: the query's deadline (``time.monotonic()``): what is left of it bounds the SQL around
     #: the clause (None: ``strategy.query_timeout_seconds`` from when that runs)
     deadline: float | None = None

@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from dfs_cer import interrupt
-from dfs_cer.config import load_config
+from dfs_cer.config import Config, StrategyConfig
 from dfs_cer.local import match_clause, run_statement
 from dfs_cer.query import Query
 from dfs_cer.query.input_filter import INPUT_FILTER
@@ -153,21 +153,25 @@ def pull_statement(
     *,
     tables: Mapping[str, pa.Table] | None = None,
     matching: Mapping[str, Any] | None = None,
+    config: Config | StrategyConfig | None = None,
     **options: Any,
 ) -> StatementResult:
     """Run ``statement``: MATCH_RECOGNIZE clauses over a table that is not in ``tables`` read the
     storage nodes' shard set (any name; other tables must be registered), with the pull strategy
     ``strategy`` and ``options`` of
     :func:`dfs_cer.strategies.pull`; ``matching`` goes to
-    :func:`dfs_cer.strategies.matching.match_pulled`. ``timeout`` bounds the whole statement:
-    each pull gets what is left of it, and so does the SQL around the clauses."""
+    :func:`dfs_cer.strategies.matching.match_pulled`. ``config``: the settings every pull and
+    every clause runs with (as for ``pull``; the keywords given win over it). ``timeout`` bounds
+    the whole statement: each pull gets what is left of it, and so does the SQL around the
+    clauses."""
     from dfs_cer.strategies import pull
     from dfs_cer.strategies.base import check_limits
     from dfs_cer.strategies.matching import match_pulled
+    from dfs_cer.strategies.request import settings_of
 
-    deadline = time.monotonic() + check_limits(
-        options.get("config") or load_config().strategy, options.get("timeout")
-    )
+    config = settings_of(config)
+    options["config"] = config
+    deadline = time.monotonic() + check_limits(config.strategy, options.get("timeout"))
 
     def left() -> dict[str, Any]:
         return {**options, "timeout": max(deadline - time.monotonic(), 0.001)}
@@ -186,7 +190,6 @@ def pull_statement(
             pulled[part.relation] = match_pulled(result, outer=False, **(matching or {}))
             result.trace.source = f"clause {index + 1}"
             traces.append(result.trace)
-    config = load_config()
     # clauses matched here (over an input computed here) drop copies of an event as the nodes'
     # pulls do: with the event key asked for, else the shard sets' own, after their input
     event_key, dedup = options.get("event_key"), options.get("dedup")
@@ -202,27 +205,26 @@ def pull_statement(
         registry[name] = result.events
         if event_key is None:
             event_key = result.analysis.event_key
-    if event_key is not None or dedup is not None:
-        config = dataclasses.replace(
-            config,
-            query=dataclasses.replace(
-                config.query,
-                event_key=tuple(event_key) if event_key is not None else config.query.event_key,
-                dedup=config.query.dedup if dedup is None else bool(dedup),
-            ),
-        )
-    settings = config.matcher
     choice = dict(matching or {})
+    here = config.with_values(
+        {
+            "query": {"event_key": event_key, "dedup": dedup},
+            "matcher": {
+                k: choice.get(k) for k in ("kleene", "max_matches", "on_limit") if k in choice
+            },
+        },
+        "the arguments",
+    )
 
     def one(query: Query, data: pa.Table) -> pa.Table:
         return match_clause(
             query,
             data,
-            config,
+            here,
             choice.get("selection"),
-            choice.get("kleene") or settings.kleene,
-            settings.max_matches,
-            settings.on_limit,
+            here.matcher.kleene,
+            here.matcher.max_matches,
+            here.matcher.on_limit,
             False,
             "auto",
         )
@@ -231,9 +233,9 @@ def pull_statement(
         statement,
         registry,
         one,
-        config.query.outer_dialect,
+        here.query.outer_dialect,
         pulled,
-        config=config,
+        config=here,
         deadline=deadline,
     )
     return StatementResult(table, traces)

@@ -544,8 +544,9 @@ class Halo:
 @dataclass(frozen=True, slots=True)
 class NodeMatch:
     """``pull_matches``: match on the node (it holds whole PARTITION BY groups) and return the
-    MATCH_RECOGNIZE relation, with the compute node's event key, dedup, match limit and step
-    budget (``matcher.max_steps``: past it the node ends the query with ``match-budget``)."""
+    MATCH_RECOGNIZE relation, with the compute node's event key, dedup, match limit, step
+    budget (``matcher.max_steps``: past it the node ends the query with ``match-budget``) and
+    Kleene+ output of ALL MATCHES (``matcher.kleene``; a header without it: every subset)."""
 
     query_id: str
     event_key: tuple[str, ...]
@@ -553,6 +554,7 @@ class NodeMatch:
     max_matches: int
     on_limit: str
     max_steps: int
+    kleene: str = "all"
 
     def header(self) -> dict[str, Any]:
         return {
@@ -563,6 +565,7 @@ class NodeMatch:
             "max_matches": self.max_matches,
             "on_limit": self.on_limit,
             "max_steps": self.max_steps,
+            "kleene": self.kleene,
         }
 
     @classmethod
@@ -584,4 +587,5 @@ class NodeMatch:
             int(limit),
             _one_of(header.get("on_limit"), ("error", "truncate"), "on_limit", a),
             int(steps),
+            _one_of(header.get("kleene", "all"), ("all", "maximal"), "kleene", a),
         )

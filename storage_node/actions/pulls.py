@@ -373,6 +373,7 @@ class PullActions(Family):
             out = run_cer(
                 table,
                 analysis,
+                kleene=request.kleene,
                 max_matches=request.max_matches,
                 on_limit=request.on_limit,
                 work=work,
