@@ -99,7 +99,7 @@ def test_slice_runs_keep_only_the_candidates_inside_for_good(node: StorageClient
             "on another grid",
         ),
         ({"base": 0, "q": Q, "vars": [["A"]], "runs": 1}, [b"garbage"], "slice runs"),
-        ({"base": -(2**63), "q": 1, "vars": [["A"]]}, [], "slice ids beyond 2**62"),
+        ({"base": -(2**63), "q": 1, "vars": [["A"]]}, [], "slice ids beyond 2..62"),
         ({"base": 10**18, "q": Q, "vars": [["A"]]}, [], "base after the earliest"),
     ],
 )
