@@ -239,6 +239,7 @@ def merged_trace(traces: Sequence[Trace], strategy: str) -> Trace:
                 else prefix + t.navigation
             )
         out.warnings.extend(prefix + w for w in t.warnings)
+        out.notes.extend(n for n in t.notes if n not in out.notes)  # the same for every pull
         out.halo_rows += t.halo_rows
         if t.input_filter:
             text = prefix + t.input_filter
@@ -254,32 +255,47 @@ def check_against_nodes(
     integer_time_unit: str | None = None,
     registered: Sequence[str] = (),
 ) -> pa.Schema:
-    """Check every clause that reads the storage nodes' table directly against the schema the
-    first node serves (one small call) before any query round: a misspelled column or a type
-    mismatch is a :class:`~dfs_cer.errors.QueryValidationError` here, with its suggestion, not
-    an open refused by every node. What only the nodes can decide is left to them. Returns the
-    schema."""
+    """Check every statement against what the storage nodes serve (one small call per node, in
+    parallel) before any query round: a table that is not the nodes' log (nor registered) and,
+    in each clause reading the log directly, a misspelled column or a type mismatch are a
+    :class:`~dfs_cer.errors.QueryValidationError` here, with its suggestion, not an open
+    refused by every node. What only the nodes can decide is left to them. Returns the schema
+    the first node serves."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from dfs_cer.config import QueryConfig
     from dfs_cer.errors import DfsCerError, QueryValidationError
     from dfs_cer.query.analyze import analyze
+    from dfs_cer.query.names import check_table, one_log
     from dfs_cer.query.parser import parse_statement
     from dfs_cer.transport.client import StorageClient
     from dfs_cer.transport.replies import SchemaReply
 
     skip = {t.lower() for t in registered}
     # the text first: what it alone refuses is refused before any node is contacted
+    statements = [parse_statement(sql) for sql in sqls]
     parts = [
         part
-        for sql in sqls
-        for part in parse_statement(sql).parts
+        for statement in statements
+        for part in statement.parts
         if part.input_sql is None and part.query.table.lower() not in skip
     ]  # the clauses reading the nodes' table as it is (others' inputs are computed here)
-    client = StorageClient(endpoints[0], token)
-    try:
-        _, blobs = client.call(SchemaReply, {})
-    finally:
-        client.close()
-    schema = pa.ipc.read_schema(pa.py_buffer(blobs[0]))
+
+    def ask(endpoint: str) -> tuple[SchemaReply, list[bytes]]:
+        client = StorageClient(endpoint, token)
+        try:
+            return client.call(SchemaReply, {})
+        finally:
+            client.close()
+
+    with ThreadPoolExecutor(min(len(endpoints), 16) or 1) as pool:
+        replies = list(pool.map(ask, endpoints))
+    served = one_log([h.table for h, _ in replies], [f"storage node {e}" for e in endpoints])
+    for statement in statements:  # every table read that the caller did not register
+        for table in statement.tables:
+            if table.lower() not in skip:
+                check_table(table, served, registered)
+    schema = pa.ipc.read_schema(pa.py_buffer(replies[0][1][0]))
     config = (
         QueryConfig(integer_time_unit=integer_time_unit)  # type: ignore[arg-type]
         if integer_time_unit

@@ -36,6 +36,9 @@ class SituationActions(Family):
             query = parse_situations(field(header, "sql", str, "situations"))
         except DfsCerError as exc:
             raise ProtocolError(f"action situations: not a situation query ({exc})") from None
+        from dfs_cer.query.names import check_table
+
+        check_table(query.table, self.node.store.name)
         self.node.store.refresh()
         manifest = self.node.store.manifest
         if manifest.get("partitioning") != "time":
@@ -44,6 +47,13 @@ class SituationActions(Family):
                 "reason": f"the shard set is partitioned by {manifest.get('partitioning')}, "
                 "not time: a node does not hold whole time blocks (re-shard with --partitioning "
                 "time to derive situations on the storage nodes)",
+            }, []
+        if not self.node.relies(header, "situations"):
+            return {
+                "derived": False,
+                "reason": f"a storage node is one of {manifest.get('nodes')} of its shard set, "
+                f"the query runs on {header.get('nodes')}: its time blocks may lie on other "
+                "nodes too",
             }, []
         if any(isinstance(n, Navigation) for sit in query.situations for n in walk(sit.condition)):
             return {
@@ -70,6 +80,7 @@ class SituationActions(Family):
         fragments, blocks = block_fragments(rows, partition, ts, units, masks)
         return {
             "derived": True,
+            "layout": self.node.layout(),
             "fragments": fragments.num_rows,
             "blocks": blocks.num_rows,
             "rows": n,
