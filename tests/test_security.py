@@ -375,7 +375,7 @@ def test_situations_pass_admission(tmp_path: Path) -> None:
     from dfs_cer.datasets import synthetic_events
 
     pq.write_table(synthetic_events(3_000, seed=1), tmp_path / "e.parquet")
-    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), partitioning="time")
+    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), partitioning="time", name="t")
     with LocalCluster([str(tmp_path / "nodes" / "node-00")], memory_budget="1KiB") as cluster:
         client = StorageClient(cluster.endpoints[0], cluster.token)
         sql = (
