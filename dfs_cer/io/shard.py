@@ -29,7 +29,6 @@ from dfs_cer.config import StorageConfig, TablesConfig
 from dfs_cer.errors import DfsCerError, StorageError
 from dfs_cer.events.time import time_ints
 from dfs_cer.io.files import FileLocation, filesystem_for
-from dfs_cer.query.names import name_problem, same_name
 
 MANIFEST = "manifest.json"
 ROW_GROUP = 65_536
@@ -213,6 +212,8 @@ def shard(
         raise ShardError(
             f"--partitioning must be one of {', '.join(PARTITIONINGS)}, got {partitioning!r}"
         )
+    from dfs_cer.query.names import name_problem
+
     if name is not None:
         problem = name_problem(name)
         if problem is not None:
@@ -397,6 +398,7 @@ def _input_name(path: str) -> str:
     """The name of the log at ``path`` (see :func:`dfs_cer.io.tables.log_name`); an input whose
     name cannot name a log asks for ``--name``."""
     from dfs_cer.io.tables import is_table, log_name, parse_table
+    from dfs_cer.query.names import name_problem
 
     name = parse_table(path).log_name if is_table(path) else log_name(path)
     problem = name_problem(name)
@@ -410,6 +412,8 @@ def _input_name(path: str) -> str:
 def _keep_name(manifests: list[NodeManifest], name: str | None, to: str) -> None:
     """``--append`` keeps the log's name: ``name``, when given, must be it (or names a shard set
     written before logs had names)."""
+    from dfs_cer.query.names import same_name
+
     names = {m.name for m in manifests}
     if len(names) > 1:
         raise ShardError(

@@ -162,6 +162,7 @@ def pull_statement(
 
     registry = dict(tables or {})
     plan = plan_statement(statement, {n.lower() for n in registry})
+    check_remote(plan, endpoints, token)
     traces: list[Trace] = []
     pulled: dict[str, pa.Table] = {}
     for index, part in enumerate(statement.parts):
@@ -261,15 +262,11 @@ def check_against_nodes(
     :class:`~dfs_cer.errors.QueryValidationError` here, with its suggestion, not an open
     refused by every node. What only the nodes can decide is left to them. Returns the schema
     the first node serves."""
-    from concurrent.futures import ThreadPoolExecutor
-
     from dfs_cer.config import QueryConfig
     from dfs_cer.errors import DfsCerError, QueryValidationError
     from dfs_cer.query.analyze import analyze
     from dfs_cer.query.names import check_table, one_log
     from dfs_cer.query.parser import parse_statement
-    from dfs_cer.transport.client import StorageClient
-    from dfs_cer.transport.replies import SchemaReply
 
     skip = {t.lower() for t in registered}
     # the text first: what it alone refuses is refused before any node is contacted
@@ -281,15 +278,7 @@ def check_against_nodes(
         if part.input_sql is None and part.query.table.lower() not in skip
     ]  # the clauses reading the nodes' table as it is (others' inputs are computed here)
 
-    def ask(endpoint: str) -> tuple[SchemaReply, list[bytes]]:
-        client = StorageClient(endpoint, token)
-        try:
-            return client.call(SchemaReply, {})
-        finally:
-            client.close()
-
-    with ThreadPoolExecutor(min(len(endpoints), 16) or 1) as pool:
-        replies = list(pool.map(ask, endpoints))
+    replies = node_schemas(endpoints, token)
     served = one_log([h.table for h, _ in replies], [f"storage node {e}" for e in endpoints])
     for statement in statements:  # every table read that the caller did not register
         for table in statement.tables:
@@ -309,3 +298,37 @@ def check_against_nodes(
         except DfsCerError:  # the nodes decide (and name) anything else
             continue
     return schema
+
+
+def node_schemas(endpoints: Sequence[str], token: str) -> list[tuple[Any, list[bytes]]]:
+    """Every node's ``schema`` reply (its schema and its log's name), asked in parallel."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dfs_cer.transport.client import StorageClient
+    from dfs_cer.transport.replies import SchemaReply
+
+    def ask(endpoint: str) -> tuple[SchemaReply, list[bytes]]:
+        client = StorageClient(endpoint, token)
+        try:
+            return client.call(SchemaReply, {})
+        finally:
+            client.close()
+
+    with ThreadPoolExecutor(min(len(endpoints), 16) or 1) as pool:
+        return list(pool.map(ask, endpoints))
+
+
+def check_remote(plan: StatementPlan, endpoints: Sequence[str], token: str) -> None:
+    """A statement reading several tables the caller did not register names some table that is
+    not the nodes' log: refused before any of its pulls (one small call per node). One such
+    table is checked by the nodes when its first pull opens, before any round."""
+    if len(plan.remote) < 2:
+        return
+    from dfs_cer.query.names import check_table, one_log
+
+    served = one_log(
+        [h.table for h, _ in node_schemas(endpoints, token)],
+        [f"storage node {e}" for e in endpoints],
+    )
+    for name in sorted(plan.remote):
+        check_table(name, served)

@@ -3,7 +3,7 @@ time intervals (the ``pull_times`` pull, for situations' measures)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -13,32 +13,36 @@ from dfs_cer.transport.messages import field
 from dfs_cer.transport.protocol import SEGMENT
 from storage_node.actions.base import Family, Reply, int_times, ipc_stream, table_blob
 
+if TYPE_CHECKING:
+    from dfs_cer.situations.model import SituationQuery
+
 
 class SituationActions(Family):
     """``situations`` and ``pull_times``."""
 
     def situations(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
-        """Situation fragments of the shard set, read within a reservation like any read."""
-        return self.node.admitted("situations", lambda: self._situations(header))
+        """Situation fragments of the shard set, read within a reservation like any read (a
+        query naming another table than this node's log is refused first)."""
+        from dfs_cer.query.names import check_table
+        from dfs_cer.situations import parse_situations
 
-    def _situations(self, header: dict[str, Any]) -> Reply:
+        try:
+            query = parse_situations(field(header, "sql", str, "situations"))
+        except DfsCerError as exc:
+            raise ProtocolError(f"action situations: not a situation query ({exc})") from None
+        check_table(query.table, self.node.store.name)
+        return self.node.admitted("situations", lambda: self._situations(header, query))
+
+    def _situations(self, header: dict[str, Any], query: SituationQuery) -> Reply:
         """Situation fragments of this shard set (see dfs_cer.situations.fragments): runs of
         every symbol's condition per time block, and each block's first time. Only shard sets
         partitioned by time hold whole blocks; others answer ``derived: false``."""
         from dfs_cer.events.time import time_values
         from dfs_cer.io.shard import window_units
         from dfs_cer.query.expr import Navigation, walk
-        from dfs_cer.situations import parse_situations
         from dfs_cer.situations.fragments import block_fragments
         from dfs_cer.situations.run import column_name, condition_masks, sorted_rows
 
-        try:
-            query = parse_situations(field(header, "sql", str, "situations"))
-        except DfsCerError as exc:
-            raise ProtocolError(f"action situations: not a situation query ({exc})") from None
-        from dfs_cer.query.names import check_table
-
-        check_table(query.table, self.node.store.name)
         self.node.store.refresh()
         manifest = self.node.store.manifest
         if manifest.get("partitioning") != "time":

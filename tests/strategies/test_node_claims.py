@@ -20,10 +20,12 @@ import pytest
 from dfs_cer import match_recognize
 from dfs_cer.errors import QueryValidationError
 from dfs_cer.io.shard import shard
+from dfs_cer.query.parser import parse_statement
 from dfs_cer.strategies import STRATEGIES, pull
 from dfs_cer.strategies.matching import match_pulled
 from dfs_cer.strategies.multi import pull_many
-from dfs_cer.strategies.statements import check_against_nodes
+from dfs_cer.strategies.situations import pull_situations
+from dfs_cer.strategies.statements import check_against_nodes, pull_statement
 from dfs_cer.transport.client import StorageClient
 from dfs_cer.transport.replies import StatsReply
 from storage_node.launcher import LocalCluster
@@ -179,6 +181,16 @@ def test_a_table_that_is_not_the_log_is_refused_before_any_round(
     )
     assert cli.returncode == 2 and "did you mean t?" in cli.stderr, cli.stderr
     assert "Traceback" not in cli.stderr
+    situations = (
+        "SELECT * FROM hurricanes SITUATIONS (ORDER BY ts DEFINE A AS v > 0, B AS v < 1 "
+        "PATTERN A before B)"
+    )
+    for name in ("dfs", "pull_all"):
+        with pytest.raises(QueryValidationError, match="did you mean t\\?"):
+            pull_situations(situations, endpoints, token, strategy=name)
+    joined = f"{MATCH} AS r JOIN ({wrong}) AS q USING (k)"  # two clauses, one over the log
+    with pytest.raises(QueryValidationError, match="table hurricanes does not exist"):
+        pull_statement("dfs", parse_statement(joined), endpoints, token)
     assert admitted(endpoints, token) == before  # nothing opened on any node
     with pytest.raises(QueryValidationError, match="did you mean t\\?"):
         pull_many("dfs", [MATCH, wrong], endpoints, token)
