@@ -75,7 +75,7 @@ class TableStore(ShardStore):
             # the nodes of one table share its identity (their shares make the whole table)
             "shard_set": hashlib.sha256(
                 f"{plan.identity}|{plan.ref.nodes}|{plan.ref.by}".encode()
-            ).hexdigest()[:16],
+            ).hexdigest()[:8],
             "node": plan.ref.node,
             "nodes": plan.ref.nodes,
             "partitioning": f"table-{plan.ref.by}",

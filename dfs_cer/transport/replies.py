@@ -179,7 +179,7 @@ class Layout(Reply):
     node: int | None = None
     nodes: int | None = None
     #: how rows were placed (random, time, type; table-time, table-hash)
-    partitioning: str | None = None
+    partitioning: str = "random"
     #: the column rows were placed by (type partitioning)
     key: str | None = None
     #: the shard set's identity (None: written before shard sets had one)

@@ -26,6 +26,7 @@ from dfs_cer.filters.points import SliceRuns
 from dfs_cer.query import Analysis
 from dfs_cer.transport.messages import field
 from dfs_cer.transport.protocol import MAX_HALO, TIS_FORMATS
+from dfs_cer.transport.replies import Layout
 from dfs_cer.work import Work
 from storage_node.state import QueryState, SnapshotGate, StateRegistry
 from storage_node.store import ShardStore
@@ -174,7 +175,7 @@ class Node:
             "key": manifest.get("type_column"),
             "shard_set": manifest.get("shard_set"),
         }
-        return {k: v for k, v in out.items() if v is not None}
+        return Layout.lean({k: v for k, v in out.items() if v is not None})
 
     def relies(self, header: dict[str, Any], action: str = "open") -> bool:
         """May a query rely on this node's shard set layout (whole PARTITION BY groups, whole time
