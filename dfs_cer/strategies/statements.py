@@ -257,7 +257,7 @@ def check_against_nodes(
     registered: Sequence[str] = (),
 ) -> pa.Schema:
     """Check every statement against what the storage nodes serve (one small call per node, in
-    parallel) before any query round: a table that is not the nodes' log (nor registered) and,
+    parallel) before any query round: a table read from the nodes that is not their log and,
     in each clause reading the log directly, a misspelled column or a type mismatch are a
     :class:`~dfs_cer.errors.QueryValidationError` here, with its suggestion, not an open
     refused by every node. What only the nodes can decide is left to them. Returns the schema
@@ -280,10 +280,9 @@ def check_against_nodes(
 
     replies = node_schemas(endpoints, token)
     served = one_log([h.table for h, _ in replies], [f"storage node {e}" for e in endpoints])
-    for statement in statements:  # every table read that the caller did not register
-        for table in statement.tables:
-            if table.lower() not in skip:
-                check_table(table, served, registered)
+    for statement in statements:  # every table read from the nodes (not registered)
+        for table in sorted(plan_statement(statement, skip).remote):
+            check_table(table, served, registered)
     schema = pa.ipc.read_schema(pa.py_buffer(replies[0][1][0]))
     config = (
         QueryConfig(integer_time_unit=integer_time_unit)  # type: ignore[arg-type]

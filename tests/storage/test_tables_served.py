@@ -153,7 +153,7 @@ def test_snapshots_as_late_data_give_the_late_files_changelogs(tmp_path: Path) -
     from dfs_cer.strategies.incremental import run_and_save
 
     tables, env = config(tmp_path)
-    query = sql("A B+ C")
+    query = sql("A B+ C").replace("FROM t ", "FROM events ")  # the table's name
     opts = {"selection": "skip_till_next_match", "kleene": "maximal", "cost_model": "always_on"}
     runs = tmp_path / "runs"
     table = new_table(tables, late_batch(ARRIVALS[0]).schema)
