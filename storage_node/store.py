@@ -222,6 +222,13 @@ class ShardStore:
         return {}
 
     @property
+    def name(self) -> str | None:
+        """The log's name (what a query's FROM must say); None: a shard set written before logs
+        had names (not checked)."""
+        name = self.manifest.get("name")
+        return name if isinstance(name, str) else None
+
+    @property
     def schema(self) -> pa.Schema:
         if self.dataset is None:  # no shard file (an empty node): the manifest's exact schema
             if "arrow_schema" in self.manifest:

@@ -568,6 +568,8 @@ def _warn(trace: dict[str, Any]) -> None:
     stderr."""
     for w in trace.get("warnings") or ():
         click.echo(f"warning: {w}", err=True)
+    for n in trace.get("notes") or ():
+        click.echo(f"note: {n}", err=True)
     fallback = trace.get("fallback")
     if fallback and not str(fallback).startswith("no match possible"):
         click.echo(f"note: {fallback_note(trace['strategy'], str(fallback))}", err=True)
@@ -865,6 +867,12 @@ def _saved_run(
     help="CSV input: field values read as NULL besides the empty field, separated by commas "
     "(e.g. NA for files R wrote).",
 )
+@click.option(
+    "--name",
+    default=None,
+    help="The log's name, which queries read it by (FROM NAME); default: the input's "
+    "(ticks.parquet: ticks; a table: its own name).",
+)
 @pass_state
 @handle_errors
 def shard_command(
@@ -880,6 +888,7 @@ def shard_command(
     append: bool,
     schema: str | None,
     null_values: str,
+    name: str | None,
 ) -> None:
     """Split an event log into one parquet shard set per storage node, with manifests."""
     from rich.progress import Progress
@@ -910,10 +919,14 @@ def shard_command(
             tables=state.config.tables,
             column_types=column_types,
             null_values=tuple(v for v in null_values.split(",") if v),
+            name=name,
         )
     from dfs_cer.events.time import moment
 
-    summary: dict[str, Any] = {
+    summary: dict[str, Any] = (
+        {} if not manifests or manifests[0].name is None else {"name": manifests[0].name}
+    )
+    summary |= {
         f"node-{m.node:02d}": {
             "rows": m.rows,
             "files": len(m.files),

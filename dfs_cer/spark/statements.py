@@ -91,9 +91,16 @@ def recognize_statement(
             if hasattr(value, "createOrReplaceTempView")
             else _frame(spark, as_arrow(name, value)),
         )
-    from dfs_cer.strategies.statements import plan_statement, pull_pushed, whole_table_query
+    from dfs_cer.strategies.statements import (
+        check_remote,
+        plan_statement,
+        pull_pushed,
+        whole_table_query,
+    )
 
     plan = plan_statement(statement, set(views))
+    if endpoints is not None and token is not None:
+        check_remote(plan, endpoints, token)
     if (
         endpoints is None
     ):  # data=: Spark reads the files and pushes the subquery's filters into its own scan

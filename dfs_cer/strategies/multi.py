@@ -354,7 +354,15 @@ def _pull_many_once(
             group.action(
                 GroupOpenReply,
                 {},
-                per_node=lambda i: ({"group": members, "schema": i == 0, "whole": whole}, []),
+                per_node=lambda i: (
+                    {
+                        "group": members,
+                        "schema": i == 0,
+                        "whole": whole,
+                        "nodes": len(endpoints),  # a node relies on its layout only then
+                    },
+                    [],
+                ),
             )
         )
 

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from dfs_cer.config import Config, StrategyConfig
 from dfs_cer.errors import ConfigError
+from dfs_cer.plan.layout import conflict
 from dfs_cer.query.bind import resolve_column
 from dfs_cer.situations import parse_situations
 from dfs_cer.situations.derive import Derived, aggregate, keyed
@@ -97,14 +98,22 @@ def pull_situations(
                 + ")"
             )
         elif strategy == "dfs":
-            replies = session.action(SituationsReply, {"sql": text, "integer_time_unit": unit})
+            replies = session.action(
+                SituationsReply,
+                {"sql": text, "integer_time_unit": unit, "nodes": len(endpoints)},
+            )
             reasons = [h.reason for h, _ in replies if not h.derived]
+            layout = conflict(
+                [h.layout for h, _ in replies], [f"storage node {e}" for e in endpoints]
+            )
+            if not reasons and layout is not None:  # time blocks may lie on several nodes
+                reasons = [f"the nodes do not make one shard set: {layout}"]
             if not reasons:
                 return SituationResult(
                     _from_fragments(session, query, replies, unit, key), session.trace
                 )
             session.trace.fallback = f"pull_all ({reasons[0]})"
-        rows = session.pull("pull_all")
+        rows = session.pull("pull_all", {"table": query.table})  # the nodes check the name
         return SituationResult(
             run_situations(rows, query, integer_time_unit=unit, event_key=key, dedup=dedup),
             session.trace,

@@ -178,6 +178,7 @@ def pull_statement(
 
     registry = dict(tables or {})
     plan = plan_statement(statement, {n.lower() for n in registry})
+    check_remote(plan, endpoints, token)
     traces: list[Trace] = []
     pulled: dict[str, pa.Table] = {}
     for index, part in enumerate(statement.parts):
@@ -260,6 +261,7 @@ def merged_trace(traces: Sequence[Trace], strategy: str) -> Trace:
                 else prefix + t.navigation
             )
         out.warnings.extend(prefix + w for w in t.warnings)
+        out.notes.extend(n for n in t.notes if n not in out.notes)  # the same for every pull
         out.halo_rows += t.halo_rows
         if t.input_filter:
             text = prefix + t.input_filter
@@ -277,38 +279,40 @@ def check_against_nodes(
     selection: str | None = None,
     kleene: str = "all",
 ) -> pa.Schema:
-    """Check every clause that reads the storage nodes' table directly against the schema the
-    first node serves (one small call) before any query round: a misspelled column or a type
-    mismatch is a :class:`~dfs_cer.errors.QueryValidationError` here, with its suggestion, not
-    an open refused by every node. What only the nodes can decide is left to them. Clauses the
-    CER engine will match (ALL MATCHES, or every clause under ``selection``) are checked
-    against its rules first, before any node is contacted. Returns the schema."""
+    """Check every statement against what the storage nodes serve (one small call per node, in
+    parallel) before any query round: a table read from the nodes that is not their log and,
+    in each clause reading the log directly, a misspelled column or a type mismatch are a
+    :class:`~dfs_cer.errors.QueryValidationError` here, with its suggestion, not an open
+    refused by every node. What only the nodes can decide is left to them. Clauses the CER
+    engine will match (ALL MATCHES, or every clause under ``selection``) are checked against
+    its rules first, before any node is contacted. Returns the schema the first node serves."""
     from dfs_cer.config import QueryConfig
     from dfs_cer.errors import DfsCerError, QueryValidationError
     from dfs_cer.match.cer.rules import check_cer_query
     from dfs_cer.query.analyze import analyze
+    from dfs_cer.query.names import check_table, one_log
     from dfs_cer.query.parser import parse_statement
-    from dfs_cer.transport.client import StorageClient
-    from dfs_cer.transport.replies import SchemaReply
 
     skip = {t.lower() for t in registered}
     # the text first: what it alone refuses is refused before any node is contacted
+    statements = [parse_statement(sql) for sql in sqls]
     parts = [
         part
-        for sql in sqls
-        for part in parse_statement(sql).parts
+        for statement in statements
+        for part in statement.parts
         if part.input_sql is None and part.query.table.lower() not in skip
     ]  # the clauses reading the nodes' table as it is (others' inputs are computed here)
-    for sql in sqls:
-        for part in parse_statement(sql).parts:
+    for statement in statements:
+        for part in statement.parts:
             if selection or part.query.recognize.all_matches:
                 check_cer_query(part.query, selection or "skip_till_any_match", kleene)
-    client = StorageClient(endpoints[0], token)
-    try:
-        _, blobs = client.call(SchemaReply, {})
-    finally:
-        client.close()
-    schema = pa.ipc.read_schema(pa.py_buffer(blobs[0]))
+
+    replies = node_schemas(endpoints, token)
+    served = one_log([h.table for h, _ in replies], [f"storage node {e}" for e in endpoints])
+    for statement in statements:  # every table read from the nodes (not registered)
+        for table in sorted(plan_statement(statement, skip).remote):
+            check_table(table, served, registered)
+    schema = pa.ipc.read_schema(pa.py_buffer(replies[0][1][0]))
     config = (
         QueryConfig(integer_time_unit=integer_time_unit)  # type: ignore[arg-type]
         if integer_time_unit
@@ -322,3 +326,37 @@ def check_against_nodes(
         except DfsCerError:  # the nodes decide (and name) anything else
             continue
     return schema
+
+
+def node_schemas(endpoints: Sequence[str], token: str) -> list[tuple[Any, list[bytes]]]:
+    """Every node's ``schema`` reply (its schema and its log's name), asked in parallel."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dfs_cer.transport.client import StorageClient
+    from dfs_cer.transport.replies import SchemaReply
+
+    def ask(endpoint: str) -> tuple[SchemaReply, list[bytes]]:
+        client = StorageClient(endpoint, token)
+        try:
+            return client.call(SchemaReply, {})
+        finally:
+            client.close()
+
+    with ThreadPoolExecutor(min(len(endpoints), 16) or 1) as pool:
+        return list(pool.map(ask, endpoints))
+
+
+def check_remote(plan: StatementPlan, endpoints: Sequence[str], token: str) -> None:
+    """A statement reading several tables the caller did not register names some table that is
+    not the nodes' log: refused before any of its pulls (one small call per node). One such
+    table is checked by the nodes when its first pull opens, before any round."""
+    if len(plan.remote) < 2:
+        return
+    from dfs_cer.query.names import check_table, one_log
+
+    served = one_log(
+        [h.table for h, _ in node_schemas(endpoints, token)],
+        [f"storage node {e}" for e in endpoints],
+    )
+    for name in sorted(plan.remote):
+        check_table(name, served)

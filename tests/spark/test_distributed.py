@@ -297,7 +297,7 @@ def nodes(dense: tuple[pa.Table, Path], tmp_path_factory: pytest.TempPathFactory
     events, _ = dense
     root = tmp_path_factory.mktemp("dense-nodes")
     pq.write_table(events, root / "events.parquet")
-    shard(str(root / "events.parquet"), 3, str(root / "nodes"))
+    shard(str(root / "events.parquet"), 3, str(root / "nodes"), name="t")
     with LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(3)]) as cluster:
         yield cluster
 

@@ -125,7 +125,7 @@ def rows_sorted(table: pa.Table) -> list[tuple[object, ...]]:
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     root = tmp_path_factory.mktemp("bounded")
     pq.write_table(attack_table(N), root / "events.parquet")
-    shard(str(root / "events.parquet"), 1, str(root / "nodes"), time_column="ts")
+    shard(str(root / "events.parquet"), 1, str(root / "nodes"), time_column="ts", name="t")
     env = {
         "DFS_CER__STORAGE__FILTER_COST_LIMIT": "100000000",
         "DFS_CER__STORAGE__WORK_THREADS": "1",
@@ -171,7 +171,7 @@ def test_node_side_matching_and_push_pull_are_charged_to_the_budget(tmp_path: Pa
     32 MiB budget: a clear error naming the query, the node and the setting. Push-pull's filter
     over a skip pattern without WITHIN does not fit either: the node keeps every candidate."""
     pq.write_table(attack_table(1500, text=1), tmp_path / "e.parquet")
-    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), time_column="ts")
+    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), time_column="ts", name="t")
     with LocalCluster([str(tmp_path / "nodes" / "node-00")], memory_budget="32MiB") as cluster:
         client = StorageClient(cluster.endpoints[0], cluster.token, timeout=120)
         qid = uuid.uuid4().hex
@@ -400,7 +400,7 @@ def test_node_side_row_pattern_matching_stops_at_the_deadline_or_the_idle_ttl(
         ),
         tmp_path / "e.parquet",
     )
-    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), time_column="ts")
+    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), time_column="ts", name="t")
     env = {"DFS_CER__STORAGE__STATE_TTL_SECONDS": "3", "DFS_CER__STORAGE__WARM_UP": "true"}
     with LocalCluster([str(tmp_path / "nodes" / "node-00")], env=env) as cluster:
         client = StorageClient(cluster.endpoints[0], cluster.token, timeout=120)
@@ -451,7 +451,7 @@ def test_node_side_matching_past_the_step_budget_ends_the_query_with_the_setting
         ),
         tmp_path / "e.parquet",
     )
-    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), time_column="ts")
+    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), time_column="ts", name="t")
     monkeypatch.setenv("DFS_CER__MATCHER__MAX_STEPS", "200000")
     env = {"DFS_CER__STORAGE__WARM_UP": "true"}  # the VM compiled before the first call
     with LocalCluster([str(tmp_path / "nodes" / "node-00")], env=env) as cluster:

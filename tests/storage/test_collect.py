@@ -34,7 +34,7 @@ def events() -> pa.Table:
 def node(tmp_path_factory: pytest.TempPathFactory, events: pa.Table) -> Iterator[StorageClient]:
     root = tmp_path_factory.mktemp("collect")
     pq.write_table(events, root / "events.parquet")
-    shard(str(root / "events.parquet"), 1, str(root / "nodes"))
+    shard(str(root / "events.parquet"), 1, str(root / "nodes"), name="t")
     with LocalCluster([str(root / "nodes" / "node-00")]) as cluster:
         client = StorageClient(cluster.endpoints[0], cluster.token)
         client.action("open", {"query_id": "q1", "query": parse(QUERY).to_json()})

@@ -96,7 +96,7 @@ def layouts(
                 if partitioning == "tied"
                 else (root / "events.parquet", partitioning)
             )
-            shard(str(source), nodes, str(out), partitioning=how, batch_rows=1000)
+            shard(str(source), nodes, str(out), partitioning=how, batch_rows=1000, name="t")
             clusters[(partitioning, nodes)] = LocalCluster(
                 [str(out / f"node-{i:02d}") for i in range(nodes)]
             ).start()
