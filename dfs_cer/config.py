@@ -143,6 +143,9 @@ class MatcherConfig:
     #: the most thread steps (a live match attempt at a row) the row-pattern engine takes in one
     #: run before it ends the query with an error naming the partition (about a minute of work)
     max_steps: int = 1_000_000_000
+    #: the most seconds the row-pattern engine spends matching one partition before it ends the
+    #: query with an error naming the partition (a runaway pattern ends within seconds)
+    max_seconds: float = 10.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from dfs_cer.events.order import sort_partition_flags
 from dfs_cer.events.time import moment, time_values
 from dfs_cer.match.columns import HALO, split_halo
 from dfs_cer.match.numbering import EMPTY, hashable, renumber, stands_in, with_stand_ins
-from dfs_cer.match.rowpattern.engine import MAX_STEPS, run_row_pattern
+from dfs_cer.match.rowpattern.engine import MAX_SECONDS, MAX_STEPS, run_row_pattern
 from dfs_cer.plan.chunks import POS, ChunkPlan, Key, Part, Report, State, pick_reports
 from dfs_cer.query import Analysis
 from dfs_cer.query.model import RowsPerMatch
@@ -140,6 +140,7 @@ def _match(
     cut: tuple[bool, bool],
     upto: int | None = None,
     max_steps: int = MAX_STEPS,
+    max_seconds: float = MAX_SECONDS,
 ) -> tuple[pa.Table, Any]:
     """The engine over the sorted rows (the first ``upto`` only): the relation with :data:`START`,
     :data:`START_RANK` and :data:`EMPTY` (unmatched rows only where owned and not covered;
@@ -162,6 +163,7 @@ def _match(
         segments=segments,
         cut_off=cut,
         max_steps=max_steps,
+        max_seconds=max_seconds,
     )
     relation = out.table
     start = relation.column(ID_COLUMNS[1])
@@ -220,6 +222,7 @@ def run_chunk(
     entering: Mapping[Part, State] | None = None,
     segments: np.ndarray | None = None,
     max_steps: int = MAX_STEPS,
+    max_seconds: float = MAX_SECONDS,
 ) -> ChunkResult:
     """The matches chunk ``k`` owns, from the rows it reads (any order), with :data:`START`.
     ``segments`` and halo rows (:data:`HALO`) mean what they mean to :func:`run_row_pattern`."""
@@ -241,7 +244,16 @@ def run_chunk(
     dtype = table.schema.field(order).type if order in table.column_names else None
     short = _short(rows.ts, plan, analysis, lo, hi, dtype) if not mr.partition_by else None
     relation, spans = _match(
-        rows, analysis, may_start, cover, lo, hi, segments, plan.cut(k), max_steps=max_steps
+        rows,
+        analysis,
+        may_start,
+        cover,
+        lo,
+        hi,
+        segments,
+        plan.cut(k),
+        max_steps=max_steps,
+        max_seconds=max_seconds,
     )
     result = ChunkResult(relation, _chunk_reports(rows, spans, plan, k, mr), short)
     result.last_start = _last_start(rows, spans)
@@ -295,6 +307,7 @@ def rerun_chunk(
     entering: Mapping[Part, State],
     segments: np.ndarray | None = None,
     max_steps: int = MAX_STEPS,
+    max_seconds: float = MAX_SECONDS,
 ) -> ChunkResult:
     """Chunk ``k`` again from the state the chunks before it leave, only until its run coincides
     with the chunk's first (fresh) run: both runs try a match at the same row, so everything
@@ -306,7 +319,7 @@ def rerun_chunk(
     if not _meets(analysis) or set(entering) - {()}:
         if plan.limit(k) is not None:
             return ChunkResult(pa.table({}), [], unmet=True)
-        return run_chunk(table, analysis, plan, k, entering, segments, max_steps)
+        return run_chunk(table, analysis, plan, k, entering, segments, max_steps, max_seconds)
     rows = _sorted(table, analysis)
     may_start, cover = _masks(rows, lo, hi, entering)
     state = entering.get((), State())
@@ -330,8 +343,12 @@ def rerun_chunk(
         f_start = fresh & (ts < stop)
         r_start = may_start & (ts < stop)
         cut = plan.cut(k)
-        _, f_spans = _match(rows, analysis, f_start, cover, lo, hi, segments, cut, upto, max_steps)
-        _, r_spans = _match(rows, analysis, r_start, cover, lo, hi, segments, cut, upto, max_steps)
+        _, f_spans = _match(
+            rows, analysis, f_start, cover, lo, hi, segments, cut, upto, max_steps, max_seconds
+        )
+        _, r_spans = _match(
+            rows, analysis, r_start, cover, lo, hi, segments, cut, upto, max_steps, max_seconds
+        )
         both = _attempted(f_spans, upto) & _attempted(r_spans, upto)
         after = (
             ~_before(ts[:upto], rank[:upto], state.cursor)
@@ -359,6 +376,7 @@ def rerun_chunk(
                 plan.cut(k),
                 upto,
                 max_steps,
+                max_seconds,
             )
             result = ChunkResult(relation, _chunk_reports(rows, spans, plan, k, mr))
             result.since = since
@@ -367,7 +385,7 @@ def rerun_chunk(
         span *= 2
     if until is not None and until < hi + plan.tail:
         return ChunkResult(pa.table({}), [], unmet=True)
-    return run_chunk(table, analysis, plan, k, entering, segments, max_steps)
+    return run_chunk(table, analysis, plan, k, entering, segments, max_steps, max_seconds)
 
 
 #: a re-run reads this many windows past its chunk's start first (it usually meets the fresh run

@@ -84,16 +84,23 @@ def unpack(blobs: Sequence[bytes], schema: pa.Schema) -> pa.Table:
 
 class Bound:
     """A query re-bound on an executor (the analysis is not pickled, only its SQL and config),
-    with the driver's step budget for each engine run (``matcher.max_steps``: executors do not
-    read the driver's configuration)."""
+    with the driver's step and time budgets for each engine run (``matcher.max_steps``,
+    ``matcher.max_seconds``: executors do not read the driver's configuration)."""
 
     def __init__(
-        self, sql: str, schema: pa.Schema, config: Any, max_steps: int | None = None
+        self,
+        sql: str,
+        schema: pa.Schema,
+        config: Any,
+        max_steps: int | None = None,
+        max_seconds: float | None = None,
     ) -> None:
         from dfs_cer.config import load_config
 
         self.sql, self.schema, self.config = sql, schema, config
-        self.max_steps = max_steps if max_steps is not None else load_config().matcher.max_steps
+        matcher = load_config().matcher
+        self.max_steps = max_steps if max_steps is not None else matcher.max_steps
+        self.max_seconds = max_seconds if max_seconds is not None else matcher.max_seconds
         self._analysis: Analysis | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -102,6 +109,7 @@ class Bound:
             "schema": self.schema,
             "config": self.config,
             "max_steps": self.max_steps,
+            "max_seconds": self.max_seconds,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -205,11 +213,22 @@ class Match:
         if self.plan.mode == "time":
             state = self.states.get(k, {})
             run = run_chunk if k in self.fresh or not state else rerun_chunk
-            result = run(table, analysis, self.plan, k, state, self.segments, self.bound.max_steps)
+            result = run(
+                table,
+                analysis,
+                self.plan,
+                k,
+                state,
+                self.segments,
+                self.bound.max_steps,
+                self.bound.max_seconds,
+            )
             relation, reports, short = result.relation, result.reports, result.short
             since, last, unmet = result.since, result.last_start, result.unmet
         else:
-            relation = engine_output(table, analysis, self.segments, self.bound.max_steps)
+            relation = engine_output(
+                table, analysis, self.segments, self.bound.max_steps, self.bound.max_seconds
+            )
             relation = relation.append_column(
                 START, pa.nulls(relation.num_rows, pa.int64())
             ).append_column(START_RANK, pa.nulls(relation.num_rows, pa.int64()))
@@ -251,20 +270,29 @@ def _fit(relation: pa.Table, out_schema: pa.Schema) -> pa.Table:
 
 
 def engine_output(
-    events: pa.Table, analysis: Analysis, segments: np.ndarray | None, max_steps: int | None = None
+    events: pa.Table,
+    analysis: Analysis,
+    segments: np.ndarray | None,
+    max_steps: int | None = None,
+    max_seconds: float | None = None,
 ) -> pa.Table:
     """The engine's relation over ``events``; the row-pattern engine stops past ``max_steps``
-    thread steps (``matcher.max_steps`` when None)."""
+    thread steps or ``max_seconds`` in one partition (``matcher.max_steps``,
+    ``matcher.max_seconds`` when None)."""
     from dfs_cer.match.cer.engine import run_cer
     from dfs_cer.match.rowpattern.engine import run_row_pattern
 
-    if max_steps is None:
+    if max_steps is None or max_seconds is None:
         from dfs_cer.config import load_config
 
-        max_steps = load_config().matcher.max_steps
+        matcher = load_config().matcher
+        max_steps = matcher.max_steps if max_steps is None else max_steps
+        max_seconds = matcher.max_seconds if max_seconds is None else max_seconds
     if analysis.query.recognize.all_matches:
         return run_cer(events, analysis, max_steps=max_steps).table
-    return run_row_pattern(events, analysis, segments=segments, max_steps=max_steps).table
+    return run_row_pattern(
+        events, analysis, segments=segments, max_steps=max_steps, max_seconds=max_seconds
+    ).table
 
 
 def sparkable(schema: pa.Schema) -> pa.Schema:

@@ -115,6 +115,7 @@ def node_matching(
         settings.max_matches,
         settings.on_limit,
         settings.max_steps,
+        settings.max_seconds,
     )
     from dfs_cer.transport.client import NodeRefusedError
 

@@ -348,6 +348,7 @@ class PullActions(Family):
                 on_limit=request.on_limit,
                 work=work,
                 max_steps=request.max_steps,
+                max_seconds=request.max_seconds,
             )
         seconds = time.process_time() - began
         return out.table.replace_schema_metadata(
