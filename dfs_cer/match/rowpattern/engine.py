@@ -128,8 +128,8 @@ def _idle_skipping(
 
 #: thread steps one run may take unless told (``matcher.max_steps``)
 MAX_STEPS = 1_000_000_000
-#: seconds the row-pattern engine may spend in one partition unless told
-#: (``matcher.max_seconds``)
+#: seconds the row-pattern engine may spend in one partition unless told, and as many again per
+#: million rows of it (``matcher.max_seconds``)
 MAX_SECONDS = 10.0
 #: the most bytes the matcher's thread lists (and equivalence table) may take at one row: a
 #: pattern whose live threads multiply with every row (every history distinct) ends there with
@@ -182,10 +182,12 @@ def over_time(
     max_seconds: float,
 ) -> MatchBudgetError:
     """A run past its time budget in one partition: the partition, its rows, the pattern and
-    the setting."""
+    the setting (the budget grows with the partition's rows, see :func:`vm.time_limit_ns`)."""
+    rows = int(bounds[p + 1] - bounds[p])
+    limit = max_seconds * (1 + rows / 1e6)
     return MatchBudgetError(
-        f"matching spent more than {max_seconds:g} seconds (matcher.max_seconds = "
-        f"{max_seconds:g}) in {_where(table, bounds, partition_by, p)} "
+        f"matching spent more than {limit:.3g} seconds (matcher.max_seconds = {max_seconds:g}, "
+        f"and as much again per million rows) in {_where(table, bounds, partition_by, p)} "
         + _advice(mr, "max_seconds")
     )
 
@@ -257,9 +259,10 @@ def run_row_pattern(
     relation is built.
 
     ``max_steps`` bounds the thread steps of the run, ``max_seconds`` the time the compiled
-    matcher spends in any one partition (its clock is read every few thousand steps); past
-    either the run ends with :class:`~dfs_cer.errors.MatchBudgetError` naming the partition,
-    its rows, the pattern and the setting.
+    matcher spends in any one partition (and as much again per million rows of it; its clock is
+    read every few thousand steps); past either the run ends with
+    :class:`~dfs_cer.errors.MatchBudgetError` naming the partition, its rows, the pattern and the
+    setting.
     """
     check_choice(on_limit, ON_LIMIT, "on_limit")
     query = analysis.query

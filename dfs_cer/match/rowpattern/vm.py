@@ -974,11 +974,12 @@ def now_ns() -> int:
 
 
 @njit(cache=True)
-def _over_time(stop: np.ndarray, st: np.ndarray, p: int) -> bool:
+def _over_time(stop: np.ndarray, st: np.ndarray, p: int, rows: int) -> bool:
     """The time budget, read where the stop flag is: whether the run has been in partition ``p``
-    longer than ``stop[STOP_MAX_NS]`` (when positive). Its clock starts at the first read in
-    each partition (``st[S_TPART]``, ``st[S_TBEGAN]``), so only a partition that runs long
-    ends it, whatever the number of partitions."""
+    (of ``rows`` rows) longer than ``stop[STOP_MAX_NS]`` (when positive) and as long again per
+    million rows (:func:`time_limit_ns`). Its clock starts at the first read in each partition
+    (``st[S_TPART]``, ``st[S_TBEGAN]``), so only a partition that runs long ends it, whatever
+    the number of partitions."""
     if stop[STOP_MAX_NS] <= 0:
         return False
     now = now_ns()
@@ -986,7 +987,15 @@ def _over_time(stop: np.ndarray, st: np.ndarray, p: int) -> bool:
         st[S_TPART] = p
         st[S_TBEGAN] = now
         return False
-    return now - st[S_TBEGAN] > stop[STOP_MAX_NS]
+    return now - st[S_TBEGAN] > time_limit_ns(stop[STOP_MAX_NS], rows)
+
+
+@njit(cache=True)
+def time_limit_ns(max_ns: int, rows: int) -> int:
+    """The time one partition of ``rows`` rows may take: ``max_ns``, and as much again per
+    million rows (work that grows with the rows is not a runaway; a short partition whose work
+    grows faster than its rows ends within ``max_ns``)."""
+    return max_ns + (max_ns // 1_000_000) * rows
 
 
 @leaf
@@ -1335,7 +1344,7 @@ def _scan(
                             status = OVER_STEPS
                             stop[STOP_PARTITION] = p
                             break
-                        if _over_time(stop, st, p):
+                        if _over_time(stop, st, p, p1 - p0):
                             status = OVER_TIME
                             stop[STOP_PARTITION] = p
                             break
