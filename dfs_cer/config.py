@@ -160,6 +160,10 @@ class MatcherConfig:
     #: the most thread steps (a live match attempt at a row) the row-pattern engine takes in one
     #: run before it ends the query with an error naming the partition (about a minute of work)
     max_steps: int = 1_000_000_000
+    #: the most seconds the row-pattern engine spends matching one partition (and as many again
+    #: per million rows of it) before it ends the query with an error naming the partition: a
+    #: runaway pattern ends within seconds, work that grows with the rows is left to finish
+    max_seconds: float = 10.0
 
     def __post_init__(self) -> None:
         _check(self, "matcher")

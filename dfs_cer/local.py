@@ -366,6 +366,7 @@ def match_clause(
             max_matches=limit,
             on_limit=on_limit,
             max_steps=config.matcher.max_steps,
+            max_seconds=config.matcher.max_seconds,
         )
     return _count_table(result.matches) if count_only else result.table
 

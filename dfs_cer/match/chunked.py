@@ -177,6 +177,7 @@ def _match(
         cut_off=cut,
         max_matches=matcher.max_matches,
         max_steps=matcher.max_steps,
+        max_seconds=matcher.max_seconds,
     )
     relation = out.table
     start = relation.column(ID_COLUMNS[1])

@@ -261,7 +261,7 @@ def engine_output(
     matcher: MatcherConfig | None = None,
 ) -> pa.Table:
     """The engine's relation over ``events``, run with the ``matcher`` settings (Kleene+ output,
-    the match limit and what happens at it, the step budget; the defaults when None)."""
+    the match limit and what happens at it, the step and time budgets; the defaults when None)."""
     from dfs_cer.match.cer.engine import run_cer
     from dfs_cer.match.rowpattern.engine import run_row_pattern
 
@@ -273,7 +273,9 @@ def engine_output(
     }
     if analysis.query.recognize.all_matches:
         return run_cer(events, analysis, kleene=matcher.kleene, **bounds).table
-    return run_row_pattern(events, analysis, segments=segments, **bounds).table
+    return run_row_pattern(
+        events, analysis, segments=segments, max_seconds=matcher.max_seconds, **bounds
+    ).table
 
 
 def sparkable(schema: pa.Schema) -> pa.Schema:

@@ -116,6 +116,7 @@ def node_matching(
         settings.on_limit,
         settings.max_steps,
         settings.kleene,
+        settings.max_seconds,
     )
     from dfs_cer.transport.client import NodeRefusedError
 

@@ -94,6 +94,7 @@ def match_pulled(
             max_matches=limit,
             on_limit=bound,
             max_steps=settings.max_steps,
+            max_seconds=settings.max_seconds,
         )
     result.trace.matching = Matching(
         engine, out.matches, time.perf_counter() - began, out.work_bytes

@@ -391,6 +391,7 @@ class PullActions(Family):
                 on_limit=request.on_limit,
                 work=work,
                 max_steps=request.max_steps,
+                max_seconds=request.max_seconds,
             )
         seconds = time.process_time() - began
         work.uncharge(copy, ROWS)

@@ -526,7 +526,7 @@ def test_a_pathological_query_ends_at_the_driver_s_step_budget_on_the_executors(
     pq.write_table(pa.table({"k": i % 2, "ts": i, "v": i % 7}), tmp_path / "t.parquet")
     sql = (
         "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES count(*) AS c "
-        "PATTERN (A+ B+ C) DEFINE B AS v >= 0, C AS v > sum(B.v) + 100)"
+        "PATTERN (A+ B+ C) DEFINE B AS v >= 0, C AS v > LAST(B.v, 1) + 100)"
     )
     monkeypatch.setenv("DFS_CER__MATCHER__MAX_STEPS", "300000")
     with pytest.raises(MatchBudgetError) as info:

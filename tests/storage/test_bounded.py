@@ -374,11 +374,11 @@ def test_many_heavy_calls_wait_for_a_work_slot_while_control_calls_answer(
 
 
 #: A+ B+ C where C never holds, over one partition: node-side matching whose VM work grows with
-#: the cube of the rows (minutes at 800 rows): C reads a running sum of B, so no two splits of
-#: the rows are one thread (with LAST(B.v) the VM prunes them and the work is linear)
+#: the cube of the rows (minutes at 800 rows): C reads the row before B's last, so no two splits
+#: of the rows are one thread (with LAST(B.v) the VM prunes them and the work is linear)
 CUBIC = (
     "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES A.ts AS a ONE ROW "
-    "PER MATCH PATTERN (A+ B+ C) DEFINE C AS v > sum(B.v) + 100)"
+    "PER MATCH PATTERN (A+ B+ C) DEFINE C AS v > LAST(B.v, 1) + 100)"
 )
 
 
@@ -436,10 +436,10 @@ def test_node_side_matching_past_the_step_budget_ends_the_query_with_the_setting
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The compute node's ``matcher.max_steps`` travels with ``pull_matches``: a pathological
-    pattern (no thread pruning applies to a running sum) stops on the node with one error naming
-    the partition, its rows, the pattern and the setting; the strategy falls back to matching
-    the pulled events here (named in the trace), which ends with the error every strategy
-    gives, and the node holds nothing after."""
+    pattern (no thread pruning applies to the row before B's last) stops on the node with one
+    error naming the partition, its rows, the pattern and the setting; the strategy falls back to
+    matching the pulled events here (named in the trace), which ends with the error every
+    strategy gives, and the node holds nothing after."""
     n = 600
     pq.write_table(
         pa.table(
@@ -489,7 +489,7 @@ def test_a_pull_past_the_budget_is_refused_before_it_is_copied(tmp_path: Path) -
         }
     )
     pq.write_table(table, tmp_path / "e.parquet")
-    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), time_column="ts")
+    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), time_column="ts", name="t")
     every = (
         "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ONE ROW PER MATCH "
         "PATTERN (A) DEFINE A AS A.ts >= 0)"
