@@ -461,6 +461,12 @@ def _matcher_ranges(matcher: MatcherConfig) -> None:
         "it bounds the matches one query returns: give a positive number, e.g. the default "
         "10000000 (matcher.on_limit = truncate keeps the first ones instead of failing)",
     )
+    if not 0 < matcher.max_seconds <= 10**6:  # NaN fails too
+        raise ConfigError(
+            f"conf key matcher.max_seconds must be a positive, finite number of seconds (at most "
+            f"1000000), got {matcher.max_seconds}; it bounds the time one partition may take "
+            "(there is no unbounded run): raise it, e.g. 60, or leave it out for the default 10"
+        )
 
 
 _RANGES: dict[str, Callable[[Any], None]] = {

@@ -473,6 +473,14 @@ def test_calibrate_reads_its_sample_size(monkeypatch: pytest.MonkeyPatch, tmp_pa
     [
         (lambda: MatcherConfig(max_steps=0), "conf key matcher.max_steps must be positive, got 0;"),
         (lambda: MatcherConfig(max_matches=-1), "conf key matcher.max_matches must be positive"),
+        (
+            lambda: MatcherConfig(max_seconds=float("inf")),
+            "conf key matcher.max_seconds must be a positive, finite number",
+        ),
+        (
+            lambda: load_config(env={"DFS_CER__MATCHER__MAX_SECONDS": "0"}),
+            "conf key matcher.max_seconds must be a positive, finite number",
+        ),
         (lambda: MatcherConfig(kleene="most"), "conf key matcher.kleene must be one of all"),  # type: ignore[arg-type]
         (lambda: MatcherConfig(max_steps=2.5), "conf key matcher.max_steps must be an integer"),  # type: ignore[arg-type]
         (
