@@ -48,14 +48,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     prefix, served in place with the zoned column ``z`` as its time."""
     root: Path = tmp_path_factory.mktemp("nanoseconds")
     pq.write_table(events(), root / "events.parquet")
-    shard(str(root / "events.parquet"), 2, str(root / "nodes"))
-    (root / "hive" / "day=1").mkdir(parents=True)
-    pq.write_table(events(), root / "hive" / "day=1" / "part-0.parquet")
+    shard(str(root / "events.parquet"), 2, str(root / "nodes"), name="t")
+    (root / "t" / "day=1").mkdir(parents=True)  # a Hive prefix is named after its directory
+    pq.write_table(events(), root / "t" / "day=1" / "part-0.parquet")
     with LocalCluster(
         [
             str(root / "nodes" / "node-00"),
             str(root / "nodes" / "node-01"),
-            f"hive:{root / 'hive'}?time=z",
+            f"hive:{root / 't'}?time=z",
         ],
         env={"DFS_CER__TABLES__ASSIGNMENTS_DIR": str(root / "assign")},
     ) as c:

@@ -66,7 +66,7 @@ def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     int32. Nodes 0 and 1 serve the log; nodes 0 and 2 serve it with a real type difference."""
     root = tmp_path_factory.mktemp("one-outcome")
     pq.write_table(events(), root / "events.parquet")
-    shard(str(root / "events.parquet"), 2, str(root / "nodes"))
+    shard(str(root / "events.parquet"), 2, str(root / "nodes"), name="t")
     shutil.copytree(root / "nodes" / "node-01", root / "int32")
     retyped(
         root / "nodes" / "node-01",
