@@ -52,7 +52,7 @@ SAMPLES: dict[type, Any] = {
     PushPull: PushPull("q1", "C", ("A", "B"), 1000, 10**6),
     Upload: Upload("q1", "A"),
     Halo: Halo("q1", "pull_halo", 2, 3, ("id",), True, skip_shipped=True),
-    NodeMatch: NodeMatch("q1", ("id",), False, 1000, "truncate", 10**9, 2.5),
+    NodeMatch: NodeMatch("q1", ("id",), False, 1000, "truncate", 10**9, max_seconds=2.5),
 }
 
 
@@ -151,7 +151,7 @@ def test_node_side_matching_takes_the_time_budget_or_its_default() -> None:
     an earlier version) gets the default, and a budget out of range is refused."""
     from dfs_cer.transport.protocol import MATCH_SECONDS, ProtocolError
 
-    header = NodeMatch("q1", (), True, 10, "error", 1000, 0.5).header()
+    header = NodeMatch("q1", (), True, 10, "error", 1000, max_seconds=0.5).header()
     assert NodeMatch.parse(header).max_seconds == 0.5
     del header["max_seconds"]
     assert NodeMatch.parse(header).max_seconds == MATCH_SECONDS
