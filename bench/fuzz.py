@@ -31,6 +31,11 @@ def main() -> int:
     parser.add_argument("--seeds", default="0:400", help="world seeds as START:STOP")
     parser.add_argument("--queries", type=int, default=6, help="queries per world")
     parser.add_argument("--json", help="write the report as JSON to this file")
+    parser.add_argument(
+        "--no-spark",
+        action="store_true",
+        help="leave out the reads through the Spark data source (no JVM started)",
+    )
     args = parser.parse_args()
     start, stop = (int(x) for x in args.seeds.split(":"))
 
@@ -40,7 +45,7 @@ def main() -> int:
         ) or message.startswith("FINDING"):
             print(message, flush=True)
 
-    report = fuzz.run(range(start, stop), args.queries, log=log)
+    report = fuzz.run(range(start, stop), args.queries, log=log, spark=not args.no_spark)
     print(report.summary())
     for finding in report.findings:
         print("-" * 80)
