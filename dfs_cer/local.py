@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import sqlglot
 
+from dfs_cer import interrupt
 from dfs_cer.config import Config, load_config
 from dfs_cer.errors import ConfigError, UnsupportedFeatureError
 from dfs_cer.match.rowpattern.engine import run_row_pattern
@@ -195,6 +196,7 @@ def _arrow(relation: Any) -> pa.Table:
     return relation.to_arrow_table() if hasattr(relation, "to_arrow_table") else relation.arrow()
 
 
+@interrupt.guarded
 def match_recognize(
     table: pa.Table | None,
     sql: str,

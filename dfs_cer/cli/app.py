@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
-from dfs_cer import __version__
+from dfs_cer import __version__, interrupt
 from dfs_cer.cli.output import Output, make_output
 from dfs_cer.config import Config, load_config
 from dfs_cer.errors import DfsCerError
@@ -30,24 +32,42 @@ def _show_progress(progress: MatchProgress) -> None:
         click.echo(progress.line(), err=True)
 
 
+def _interrupted() -> NoReturn:
+    """Ctrl-C: one line on stderr and exit code 130, at once. The interrupted work has cleaned up
+    on the way here (the query closed on every storage node); threads still inside a call to a
+    node are not waited for, and the interpreter is not torn down around them."""
+    click.echo("interrupted", err=True)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(interrupt.EXIT_CODE)
+
+
 def handle_errors(func: F) -> F:
-    """Turn library errors into one line on stderr and an exit code."""
+    """Turn library errors into one line on stderr and an exit code; Ctrl-C into
+    ``interrupted`` and exit code 130 (a second Ctrl-C exits at once, clean-up or not)."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         ctx = click.get_current_context()
         debug = bool(ctx.find_root().params.get("debug"))
         try:
-            with listening(_show_progress):
+            with interrupt.interruptible(exit_on_second=True), listening(_show_progress):
                 return func(*args, **kwargs)
+        except KeyboardInterrupt:
+            _interrupted()
         except DfsCerError as exc:
+            if interrupt.interrupted():  # what Ctrl-C cut short (e.g. a cancelled Spark job)
+                _interrupted()
             if debug:
                 raise
             click.echo(f"error: {exc}", err=True)
             sys.exit(exc.exit_code)
-        except (click.exceptions.Exit, click.ClickException, KeyboardInterrupt):
+        except (click.exceptions.Exit, click.ClickException):
             raise
         except Exception as exc:  # a bug: one line, and how to see more
+            if interrupt.interrupted():
+                _interrupted()
             if debug:
                 raise
             click.echo(

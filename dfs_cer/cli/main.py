@@ -392,6 +392,8 @@ def query_command(
             token,
             state.config.query.integer_time_unit,
             [spec.split("=", 1)[0].strip() for spec in table_specs],
+            selection=selection,
+            kleene=kleene or state.config.matcher.kleene,
         )
         time_type = _time_type(checked[0], schema)
     if snapshot is not None:
@@ -467,19 +469,21 @@ def query_command(
         matches, result_trace = run_all.table, merged_trace(run_all.traces, strategy)
     elif engine == "spark":
         from dfs_cer.spark import local_session, recognize
+        from dfs_cer.spark.session import cancelling
 
         spark = local_session()
         spark.sparkContext.setLogLevel("ERROR")
-        run = recognize(
-            spark,
-            sql_text,
-            endpoints=nodes,
-            token=token,
-            strategy=strategy,
-            tables=_load_tables(table_specs, state),
-            **options,
-        )
-        matches, result_trace = run.matches.toArrow(), run.trace
+        with cancelling(spark):  # Ctrl-C cancels the Spark jobs too
+            run = recognize(
+                spark,
+                sql_text,
+                endpoints=nodes,
+                token=token,
+                strategy=strategy,
+                tables=_load_tables(table_specs, state),
+                **options,
+            )
+            matches, result_trace = run.matches.toArrow(), run.trace
     else:
         from dfs_cer.strategies import pull
         from dfs_cer.strategies.matching import match_pulled
@@ -582,6 +586,11 @@ _FALLBACK_FIXES = (
     ("halo", "shard by type on a PARTITION BY column, or raise strategy.halo_limit"),
     ("every row of the partition", "leave out ^ and $, or add WITHIN"),
     ("match empty", "make some variable of the pattern mandatory (no * or ? around all)"),
+    (
+        "hit a bound",
+        "raise matcher.max_matches or matcher.max_steps (or the nodes' storage.memory_budget), "
+        "or narrow the query (e.g. a shorter WITHIN window)",
+    ),
 )
 
 

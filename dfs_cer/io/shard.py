@@ -402,11 +402,14 @@ def schema_fields(schema: pa.Schema) -> list[dict[str, str]]:
 
 
 def schema_digest(schema: pa.Schema) -> str:
-    """A short fingerprint of the column names and types (storage nodes serving one table agree on
-    it)."""
+    """A short fingerprint of the column names, types and nullability (storage nodes serving one
+    table agree on it; where they do not, the compute node compares their schemas)."""
     import hashlib
 
-    return hashlib.sha256(json.dumps(schema_fields(schema)).encode()).hexdigest()[:16]
+    fields = [
+        {**f, "nullable": n.nullable} for f, n in zip(schema_fields(schema), schema, strict=True)
+    ]
+    return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:16]
 
 
 def storage_schema(schema: pa.Schema) -> pa.Schema:

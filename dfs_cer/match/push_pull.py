@@ -24,6 +24,7 @@ import pyarrow as pa
 from dfs_cer.config import QueryConfig
 from dfs_cer.match.cer.engine import run_cer
 from dfs_cer.match.cer.pattern import branches, normalise
+from dfs_cer.match.rowpattern.engine import MAX_STEPS
 from dfs_cer.options import TIME_UNITS, TimeUnit
 from dfs_cer.pattern.ir import (
     Alternation,
@@ -173,12 +174,17 @@ def filter_by_projection(
     local: pa.Table,
     uploads: dict[str, pa.Table],
     work: Work | None = None,
+    max_matches: int = 10_000_000,
+    max_steps: int = MAX_STEPS,
     *,
     integer_time_unit: TimeUnit = "s",
 ) -> np.ndarray:
     """Boolean mask over ``local`` (the variable's candidates): True where the event completes a
     projected match (module docstring: a superset, never too little). ``work`` bounds the
-    matching (a storage node's deadline, cancellation and memory; see :mod:`dfs_cer.work`).
+    matching (a storage node's deadline, cancellation and memory; see :mod:`dfs_cer.work`), as
+    do ``max_matches`` (projected matches) and ``max_steps``: past one of them the matching
+    ends with :class:`~dfs_cer.errors.MatchLimitError` or
+    :class:`~dfs_cer.errors.MatchBudgetError` (no mask: a caller keeps every candidate).
     ``integer_time_unit``: the unit of an integer ORDER BY column, as the query was opened with
     (the window in the column's units depends on it)."""
     mr = query.recognize
@@ -229,7 +235,12 @@ def filter_by_projection(
             # consecutive variables may share a timestamp; skip-till-any-match never chains them
             check(work)
             result = run_cer(
-                combined, analysis, time_order="strict" if mr.all_matches else "relaxed", work=work
+                combined,
+                analysis,
+                time_order="strict" if mr.all_matches else "relaxed",
+                work=work,
+                max_matches=max_matches,
+                max_steps=max_steps,
             ).table
             if result.num_rows:
                 hits = np.asarray(result.column("r").to_numpy(zero_copy_only=False), np.int64)

@@ -163,6 +163,8 @@ def point_partitions(
     if not partition_by:
         return np.zeros(points.num_rows, np.int64)
     mine = ordered.select(list(partition_by)).take(pa.array(bounds[:-1]))
+    # nullable: other nodes' columns may be where this node's are not (one log, two writers)
+    mine = mine.cast(pa.schema([f.with_nullable(True) for f in mine.schema]))
     theirs = points.select(list(partition_by)).cast(mine.schema)
     both = pa.concat_tables([mine, theirs])
     _, groups, order = sort_and_partition(both, tuple(partition_by), [], None, (), False)

@@ -19,9 +19,11 @@ from dfs_cer.spark.match import (
     match_events_split,
     outer_query,
 )
+from dfs_cer.spark.session import cancels_jobs
 from dfs_cer.spark.statements import recognize_statement
 
 
+@cancels_jobs
 def recognize(
     spark: Any,
     sql: str,
@@ -146,6 +148,7 @@ def recognize(
     return Recognition(outer_query(spark, query, relation), trace, events.num_rows, pulled, split)
 
 
+@cancels_jobs
 def recognize_many(
     spark: Any,
     sqls: Sequence[str],

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from dfs_cer import interrupt
 from dfs_cer.plan.chunks import ChunkPlan, Part, Report, State, assign, pick_reports, settle
 from dfs_cer.query import Analysis, analyze, parse
 
@@ -386,10 +387,13 @@ def failure_cause(text: str) -> str | None:
 
 def _collect(frame: Any) -> list[Any]:
     """``frame.collect()``; an executor's failure becomes one clear error (its own message), not
-    a JVM stack trace."""
+    a JVM stack trace. After Ctrl-C no job starts, and a job it cancelled raises
+    ``KeyboardInterrupt`` (:func:`dfs_cer.spark.session.cancelling`)."""
+    interrupt.check()
     try:
         return list(frame.collect())
     except Exception as exc:
+        interrupt.check()
         if not type(exc).__module__.startswith(("pyspark", "py4j")):
             raise
         from dfs_cer.errors import MatchBudgetError, MatchError, StorageError

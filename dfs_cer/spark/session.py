@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import sys
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from dfs_cer import interrupt
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def submitted() -> bool:
@@ -68,6 +76,53 @@ def local_session(
     # editable install (a checkout) is not listed to Spark's lookup
     session.dataSource.register(DfsCerSource)
     return session
+
+
+#: seconds between two cancellations of the session's jobs after Ctrl-C
+CANCEL_EVERY = 0.25
+
+
+@contextlib.contextmanager
+def cancelling(spark: Any) -> Iterator[None]:
+    """Ctrl-C inside the block stops the driver's work (:mod:`dfs_cer.interrupt`) and cancels
+    the session's Spark jobs, then raises ``KeyboardInterrupt`` (the storage nodes' queries are
+    closed on the way out, as on any failure). Jobs are cancelled again every
+    :data:`CANCEL_EVERY` seconds until the block ends: the driver may be between two jobs,
+    inside a call into the JVM that starts the next one."""
+    ended = threading.Event()
+    context = spark.sparkContext
+
+    def cancel() -> None:
+        while True:
+            with contextlib.suppress(Exception):  # (a stopped session has nothing to cancel)
+                context.cancelAllJobs()
+            if ended.wait(CANCEL_EVERY):
+                return
+
+    def start() -> None:
+        threading.Thread(target=cancel, name="dfs-cer cancel jobs", daemon=True).start()
+
+    try:
+        with interrupt.interruptible(), interrupt.on_trip(start):
+            try:
+                yield
+            except Exception:
+                interrupt.check()  # a job Ctrl-C cancelled: KeyboardInterrupt, not its error
+                raise
+            interrupt.check()
+    finally:
+        ended.set()
+
+
+def cancels_jobs(func: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[Any, P], R]:
+    """``func(spark, ...)`` run inside :func:`cancelling` (the Spark entry points)."""
+
+    @functools.wraps(func)
+    def wrapper(spark: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with cancelling(spark):
+            return func(spark, *args, **kwargs)
+
+    return wrapper
 
 
 def sandboxed_sql(spark: Any, sql: str, relations: Iterable[str]) -> Any:

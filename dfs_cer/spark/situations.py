@@ -14,6 +14,7 @@ from dfs_cer.errors import ConfigError
 from dfs_cer.situations import parse_situations, run_situations
 from dfs_cer.situations.model import SituationQuery
 from dfs_cer.situations.parser import RELATION
+from dfs_cer.spark.session import cancels_jobs
 
 
 def _sparkable(table: pa.Table) -> pa.Table:
@@ -44,6 +45,7 @@ class _Batches(_Group):
             yield from self(pa.Table.from_batches(parts)).to_batches()
 
 
+@cancels_jobs
 def situations(
     spark: Any,
     sql: str,

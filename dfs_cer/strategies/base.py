@@ -14,8 +14,10 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 import pyarrow as pa
 
+from dfs_cer import interrupt
 from dfs_cer.config import StrategyConfig
-from dfs_cer.errors import AdmissionError, ConfigError, DfsCerError, StorageError
+from dfs_cer.errors import AdmissionError, ConfigError, DfsCerError
+from dfs_cer.events.schemas import concat, unify
 from dfs_cer.filters import IntervalSet
 from dfs_cer.query import Analysis, Query
 from dfs_cer.transport.actions import FINAL_PULLS
@@ -259,6 +261,10 @@ def check_limits(config: StrategyConfig, timeout: float | None) -> float:
     return seconds
 
 
+#: seconds a close waits for its threads beyond the calls' own ``close_timeout``
+CLOSE_GRACE_SECONDS = 1.0
+
+
 class Session:
     """One query's conversation with all storage nodes; calls run on every node in parallel.
 
@@ -324,6 +330,9 @@ class Session:
         self.snapshot = None if snapshot is None else int(snapshot)
         #: the most rows PREV/NEXT may reach beyond the pulled rows (``strategy.halo_limit``)
         self.halo_limit = halo_limit
+        #: node-side work that stopped at a bound (a match limit, a step budget, memory) and
+        #: what was done instead: named first in the trace's fallback (:func:`name_stops`)
+        self.stops: list[str] = []
         self._pool = ThreadPoolExecutor(max(1, len(self.clients)))
         self._closed = False
         #: nodes that did not answer a call in time: closed in the background, not waited for
@@ -382,7 +391,8 @@ class Session:
         warnings say so. The connections are closed."""
         try:
             try:
-                result = work()
+                with interrupt.interruptible():
+                    result = work()
             except BaseException:
                 self.close()  # best effort: the error that stopped the query is the one reported
                 raise
@@ -406,11 +416,13 @@ class Session:
         only: Sequence[int] | None = None,
     ) -> list[T]:
         """``fn`` on every node (``only``: on those nodes, by index), in parallel, as one round."""
+        interrupt.check()  # Ctrl-C: no new round
         clients = self.clients if only is None else [self.clients[i] for i in only]
         marks = [len(c.transfers) for c in clients]
         start = time.perf_counter()
 
         def guarded(c: StorageClient) -> T:
+            interrupt.check()  # Ctrl-C: a call not made yet is not made
             try:
                 return fn(c)
             except NodeTimeoutError:
@@ -503,9 +515,7 @@ class Session:
             events=lambda ts: sum(t.num_rows for t in ts),
             **round_info,
         )
-        if tables and any(not t.schema.equals(tables[0].schema) for t in tables):
-            self.same_schemas([t.schema for t in tables])
-        return pa.concat_tables(tables) if tables else pa.table({})
+        return self.concat(tables)
 
     def pull_each(
         self, kind: str, requests: dict[int, tuple[dict[str, Any], list[bytes]]], **round_info: Any
@@ -524,9 +534,7 @@ class Session:
         tables = self.all(
             kind, one, events=lambda ts: sum(t.num_rows for t in ts), only=nodes, **round_info
         )
-        if any(not t.schema.equals(tables[0].schema) for t in tables):
-            self.same_schemas(self.schemas())  # names two nodes that differ
-        return pa.concat_tables(tables)
+        return self.concat(tables, nodes)
 
     def deferrable(self, kind: str, header: dict[str, Any]) -> bool:
         """May executors take this final pull in time slices? Every row (``pull_all``) always;
@@ -543,27 +551,18 @@ class Session:
         for c in self.clients:
             c.primer = primed
 
-    def same_schemas(self, schemas: Sequence[pa.Schema]) -> None:
-        """Every storage node must serve the same columns and types (e.g. not a time zone on one
-        node and plain timestamps on another): else a clear error naming two nodes and the
-        columns."""
-        first = schemas[0]
-        for client, other in zip(self.clients[1:], schemas[1:], strict=True):
-            if not other.equals(first):
-                diff = [
-                    f"{a.name}: {a.type} vs {b.type}"
-                    if a.name == b.name
-                    else f"column {a.name} vs {b.name}"
-                    for a, b in zip(first, other, strict=False)
-                    if not a.equals(b)
-                ]
-                if len(first) != len(other):
-                    diff.append(f"{len(first)} vs {len(other)} columns")
-                raise StorageError(
-                    f"storage nodes {self.clients[0].endpoint} and {client.endpoint} serve "
-                    f"different schemas ({'; '.join(diff[:3])}); shard every node's data with one "
-                    "schema (dfs-cer shard writes one for all nodes)"
-                )
+    def same_schemas(self, schemas: Sequence[pa.Schema]) -> pa.Schema:
+        """The one schema of every node's rows (``schemas``, in node order): schemas that differ
+        only in nullability or text width unify; any other difference (e.g. a time zone on one
+        node and plain timestamps on another) is a clear error naming the column, its two types
+        and two nodes (:mod:`dfs_cer.events.schemas`)."""
+        return unify(schemas, [c.endpoint for c in self.clients])
+
+    def concat(self, tables: Sequence[pa.Table], nodes: Sequence[int] | None = None) -> pa.Table:
+        """Tables from the nodes (``nodes``: their indices; default every node, in order) as one,
+        under their unified schema (:meth:`same_schemas`)."""
+        names = [self.clients[i].endpoint for i in (range(len(tables)) if nodes is None else nodes)]
+        return concat(tables, names)
 
     @property
     def lease_end(self) -> float:
@@ -622,7 +621,11 @@ class Session:
 
     def close(self) -> list[str]:
         """Close the query on every node, concurrently, each within ``close_timeout`` seconds
-        (even past the deadline); returns what failed (the state expires on the node's TTL)."""
+        (even past the deadline); returns what failed (the state expires on the node's TTL).
+
+        Each close has a thread of its own, not the session's pool: after Ctrl-C or a failed
+        call the pool's threads may still wait for a node's answer to the round (the close ends
+        that work on the node, and the call with it), and a close must not queue behind them."""
 
         def one(c: StorageClient) -> str | None:
             if id(c) in self._hung:
@@ -647,10 +650,29 @@ class Session:
         if self._closed:
             return []
         self._closed = True
-        try:
-            return [w for w in self._pool.map(one, self.clients) if w]
-        finally:
-            self._pool.shutdown(wait=False)
+        self._pool.shutdown(wait=False)
+        out: list[str | None] = [None] * len(self.clients)
+
+        def run(i: int) -> None:
+            out[i] = one(self.clients[i])
+
+        threads = [
+            threading.Thread(target=run, args=(i,), name="dfs-cer close", daemon=True)
+            for i in range(len(self.clients))
+        ]
+        for t in threads:
+            t.start()
+        give_up = time.monotonic() + self.close_timeout + CLOSE_GRACE_SECONDS
+        for i, t in enumerate(threads):
+            t.join(max(0.0, give_up - time.monotonic()))
+            if t.is_alive():  # (the call's own deadline should have ended it)
+                c = self.clients[i]
+                CLOSER.later(c, self.query_id, self.lease_end)
+                out[i] = (
+                    f"close: storage node {c.endpoint} did not answer in time; closed in the "
+                    "background"
+                )
+        return [w for w in out if w]
 
 
 class _Closer:
@@ -709,6 +731,15 @@ class _Closer:
 CLOSER = _Closer()
 
 
+def name_stops(session: Session, result: PullResult) -> PullResult:
+    """``result`` with the node-side work that stopped at a bound (``session.stops``) named in
+    its trace's fallback, before the strategy's own fallback if it has one."""
+    if session.stops:
+        own = [result.trace.fallback] if result.trace.fallback else []
+        result.trace.fallback = "; ".join([*session.stops, *own])
+    return result
+
+
 def sort_events(table: pa.Table, time_column: str) -> pa.Table:
     """Deterministic order: time, then storage node order and row order (a stable sort)."""
     if table.num_rows == 0:
@@ -724,4 +755,8 @@ def resolve_query(query: Query | str) -> Query:
 
         query = parse(query)
     require_order_by(query, "storage nodes")
+    if query.recognize.all_matches:  # what the CER engine refuses, it refuses before any round
+        from dfs_cer.match.cer.rules import check_cer_query
+
+        check_cer_query(query)
     return query

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from dfs_cer.config import load_config
+from dfs_cer.events.schemas import concat
 from dfs_cer.query.expr import Column, walk
 from dfs_cer.strategies.base import PullResult, Session
 from dfs_cer.strategies.request import PullRequest
@@ -75,25 +77,14 @@ def push_pull(session: Session, request: PullRequest) -> PullResult:
         order.append(
             max((n for n in names if n not in visited), key=lambda n: (score(n), -names.index(n)))
         )
+    settings = load_config().matcher  # the nodes' matching of projections stops where ours would
     pulled = {order[0]: _pull_variable(session, order[0])}
     for i, name in enumerate(order[1:], start=1):
-        previous = order[i - 1]
-        table = pulled[previous].drop([NODE, ROW_ID])
-
-        def send(c: StorageClient, t: pa.Table = table, p: str = previous) -> None:
-            c.upload(Upload(session.query_id, p).header(), t)
-
-        session.all("upload", send)
-        replies = session.action(
-            PushPullReply, PushPull(session.query_id, name, tuple(order[:i])).header()
-        )
-        session.trace.warnings.extend(
-            f"push_pull: storage node {k} kept every candidate of {name} ({h.unfiltered})"
-            for k, (h, _) in enumerate(replies)
-            if h.unfiltered
-        )
+        if not session.stops:
+            _filter(session, pulled, order[: i + 1], settings.max_matches, settings.max_steps)
+        # after a fallback: the variable's candidates, as push_down pulls them
         pulled[name] = _pull_variable(session, name)
-    events = pa.concat_tables(list(pulled.values()))
+    events = concat(list(pulled.values()), [f"the pull of {v}" for v in pulled])
     # an event may have been pulled for several variables: keep one copy per (node, row), in
     # (node, row) order so that tied timestamps end up in the order every other strategy uses
     keys = np.asarray(events.column(NODE).to_numpy(), np.int64) * (1 << 40) + np.asarray(
@@ -107,6 +98,39 @@ def push_pull(session: Session, request: PullRequest) -> PullResult:
 
 
 NODE = "__dfs_cer_node"
+
+
+def _filter(
+    session: Session, pulled: dict[str, pa.Table], order: list[str], limit: int, steps: int
+) -> None:
+    """Upload the last pulled variable's events and have the nodes keep the next variable's
+    (``order[-1]``) candidates that complete a match of the pattern projected on ``order``. A
+    node whose matching of the projection hits a bound (match limit, step budget, memory) keeps
+    every candidate: push-down from here on, named in the trace (the result is exact either
+    way; the filter only narrows)."""
+    name, previous = order[-1], order[-2]
+    table = pulled[previous].drop([NODE, ROW_ID])
+
+    def send(c: StorageClient) -> None:
+        c.upload(Upload(session.query_id, previous).header(), table)
+
+    session.all("upload", send)
+    replies = session.action(
+        PushPullReply,
+        PushPull(session.query_id, name, tuple(order[:-1]), limit, steps).header(),
+    )
+    stopped = [
+        (c.endpoint, h.unfiltered)
+        for c, (h, _) in zip(session.clients, replies, strict=True)
+        if h.unfiltered
+    ]
+    if stopped:
+        node, why = stopped[0]
+        session.stops.append(
+            f"push_down (from {name} on: storage node {node} could not filter {name}'s "
+            f"candidates, its matching of the pattern projected on {', '.join(order)} hit a "
+            f"bound: {why})"
+        )
 
 
 def _pull_variable(session: Session, name: str) -> pa.Table:
@@ -123,4 +147,4 @@ def _pull_variable(session: Session, name: str) -> pa.Table:
         events=lambda ts: sum(t.num_rows for t in ts),
         note=f"events of {name}",
     )
-    return pa.concat_tables(tables)
+    return session.concat(tables)

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dfs_cer.errors import CacheMissError, WorkMemoryError
+from dfs_cer.errors import CacheMissError, MatchBudgetError, MatchLimitError, WorkMemoryError
 from dfs_cer.filters import IntervalSet, WindowJoinFilter, WindowKeySet, eq1_offsets, join_kind
 from dfs_cer.plan.cost import CostInputs, CostModel
 from dfs_cer.plan.order import variable_order
@@ -126,25 +126,24 @@ def node_matching(
             decision=decision,
             note="matched on the storage nodes (whole PARTITION BY groups there)",
         )
-    except (
-        NodeRefusedError
-    ) as exc:  # the matches do not fit a node's memory: pull the events (exact)
-        if exc.code != WorkMemoryError.code:
+    except NodeRefusedError as exc:  # a node's matching hit a bound: pull the events (exact)
+        if exc.code not in STOPS:
             raise
-        trace.rounds.append(
-            Round(
-                "skip", 0, 0, 0, 0.0, decision, f"node-side matching stopped, events pulled: {exc}"
-            )
-        )
+        _stopped(session, decision, str(exc))
         return None
     matches = sum(int((t.schema.metadata or {}).get(b"dfs_cer_matches", b"0")) for t in tables)
-    truncated = [
-        t for t in tables if (t.schema.metadata or {}).get(b"dfs_cer_truncated") == b"true"
-    ]
-    if truncated:
-        trace.warnings.append(
-            f"{len(truncated)} storage node(s) stopped at max_matches={settings.max_matches}"
+    truncated = sum((t.schema.metadata or {}).get(b"dfs_cer_truncated") == b"true" for t in tables)
+    if truncated or matches > settings.max_matches:
+        # the limit holds for the query's matches, not each node's: the compute node's matching
+        # errs or truncates exactly as every other strategy's
+        _stopped(
+            session,
+            decision,
+            f"{truncated} storage node(s) stopped at max_matches={settings.max_matches}"
+            if truncated
+            else f"the nodes' {matches} matches are more than max_matches={settings.max_matches}",
         )
+        return None
     relation = pa.concat_tables(
         [t.replace_schema_metadata(None) for t in tables], promote_options="permissive"
     )
@@ -156,6 +155,20 @@ def node_matching(
         relation = relation.take(pc.sort_indices(relation, sort_keys=keys))
     trace.navigation = "node-side matching"
     return PullResult(schema.empty_table(), trace, analysis, None, relation, matches)
+
+
+#: codes of a node's refusal of node-side matching that end only that: its matching hit a
+#: bound (memory, the step budget, the match limit), the events can still be pulled
+STOPS = (WorkMemoryError.code, MatchBudgetError.code, MatchLimitError.code)
+
+
+def _stopped(session: Session, decision: dict[str, Any], why: str) -> None:
+    """Node-side matching stopped at a bound: the events are pulled and matched here (the
+    compute node's matching then answers, or ends with the same error as every strategy)."""
+    session.trace.rounds.append(
+        Round("skip", 0, 0, 0, 0.0, decision, f"node-side matching stopped, events pulled: {why}")
+    )
+    session.stops.append(f"matching on the compute node (node-side matching hit a bound: {why})")
 
 
 def open_for_pruning(
@@ -411,7 +424,7 @@ def naive_dfs(session: Session, request: PullRequest) -> PullResult:
         parts = [IntervalSet.from_bytes(b[i]) for _, b in replies]
         per_var[v] = parts[0].union(*parts[1:])
     pairs = {
-        k: pa.concat_tables([pa.ipc.open_stream(b[len(names) + j]).read_all() for _, b in replies])
+        k: session.concat([pa.ipc.open_stream(b[len(names) + j]).read_all() for _, b in replies])
         for j, k in enumerate(pair_keys)
     }
     tis = per_var[names[0]]

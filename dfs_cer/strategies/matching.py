@@ -6,6 +6,7 @@ import time
 
 import pyarrow as pa
 
+from dfs_cer import interrupt
 from dfs_cer.errors import ConfigError
 from dfs_cer.local import run_outer
 from dfs_cer.match.columns import check_choice
@@ -14,6 +15,7 @@ from dfs_cer.options import KLEENE, SELECTIONS
 from dfs_cer.strategies.base import Matching, PullResult
 
 
+@interrupt.guarded
 def match_pulled(
     result: PullResult,
     *,

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pyarrow as pa
 
+from dfs_cer import interrupt
 from dfs_cer.config import StrategyConfig
 from dfs_cer.errors import SNAPSHOT_BUSY, ConfigError
 from dfs_cer.query import Query, analyze
@@ -186,6 +187,7 @@ class _SharedPull:
         return self.query_ids[i]
 
 
+@interrupt.guarded
 def pull_many(
     name: str,
     queries: Sequence[Query | str],
@@ -339,8 +341,13 @@ def _pull_many_once(
             finally:
                 shared.done(sessions[k])
 
-        with ThreadPoolExecutor(len(parsed)) as pool:
+        # not waited for on the way out: after Ctrl-C or a failure, closing the queries below
+        # ends their rounds on the nodes
+        pool = ThreadPoolExecutor(len(parsed))
+        try:
             results = list(pool.map(run, range(len(parsed))))
+        finally:
+            pool.shutdown(wait=False)
         for r, s in zip(results, sessions, strict=True):  # complete results are kept
             r.trace.warnings += s.close()
         return GroupResult(results, group.trace, time.perf_counter() - began)

@@ -29,30 +29,48 @@ its ablations and naive DFS in :mod:`.dfs`, DFS in :mod:`.sliced`, the steps the
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from dfs_cer import interrupt
 from dfs_cer.config import StrategyConfig
 from dfs_cer.errors import SNAPSHOT_BUSY
 from dfs_cer.query import Query
-from dfs_cer.strategies.base import DeferredPull, PullResult, Session, Trace
+from dfs_cer.strategies.base import DeferredPull, PullResult, Session, Trace, name_stops
 from dfs_cer.strategies.baselines import pull_all, push_down, push_pull
 from dfs_cer.strategies.dfs import dfs_v1, dfs_v2, naive_dfs, paper_dfs, swf_only
 from dfs_cer.strategies.request import PullRequest
 from dfs_cer.strategies.sliced import dfs
 from dfs_cer.transport.retry import retry_on
 
-STRATEGIES = {
-    "pull_all": pull_all,
-    "push_down": push_down,
-    "push_pull": push_pull,
-    "naive_dfs": naive_dfs,
-    "dfs": dfs,
-    "dfs_paper": paper_dfs,
-    "swf_only": swf_only,
-    "dfs_v1": dfs_v1,
-    "dfs_v2": dfs_v2,
+Strategy = Callable[[Session, PullRequest], PullResult]
+
+
+def _naming_stops(strategy: Strategy) -> Strategy:
+    """``strategy``, its trace's fallback naming any node-side work that stopped at a bound."""
+
+    @functools.wraps(strategy)
+    def run(session: Session, request: PullRequest) -> PullResult:
+        return name_stops(session, strategy(session, request))
+
+    return run
+
+
+STRATEGIES: dict[str, Strategy] = {
+    name: _naming_stops(fn)
+    for name, fn in {
+        "pull_all": pull_all,
+        "push_down": push_down,
+        "push_pull": push_pull,
+        "naive_dfs": naive_dfs,
+        "dfs": dfs,
+        "dfs_paper": paper_dfs,
+        "swf_only": swf_only,
+        "dfs_v1": dfs_v1,
+        "dfs_v2": dfs_v2,
+    }.items()
 }
 
 
@@ -118,6 +136,7 @@ def pull(
     )
 
 
+@interrupt.guarded
 def run(request: PullRequest) -> PullResult:
     """Run ``request`` (see :func:`pull`)."""
     deadline: float | None = None

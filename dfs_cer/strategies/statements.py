@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from dfs_cer import interrupt
 from dfs_cer.config import load_config
 from dfs_cer.local import match_clause, run_statement
 from dfs_cer.query import Query
@@ -142,6 +143,7 @@ class StatementResult:
     traces: list[Trace]
 
 
+@interrupt.guarded
 def pull_statement(
     strategy: str,
     statement: Statement,
@@ -253,14 +255,18 @@ def check_against_nodes(
     token: str,
     integer_time_unit: str | None = None,
     registered: Sequence[str] = (),
+    selection: str | None = None,
+    kleene: str = "all",
 ) -> pa.Schema:
     """Check every clause that reads the storage nodes' table directly against the schema the
     first node serves (one small call) before any query round: a misspelled column or a type
     mismatch is a :class:`~dfs_cer.errors.QueryValidationError` here, with its suggestion, not
-    an open refused by every node. What only the nodes can decide is left to them. Returns the
-    schema."""
+    an open refused by every node. What only the nodes can decide is left to them. Clauses the
+    CER engine will match (ALL MATCHES, or every clause under ``selection``) are checked
+    against its rules first, before any node is contacted. Returns the schema."""
     from dfs_cer.config import QueryConfig
     from dfs_cer.errors import DfsCerError, QueryValidationError
+    from dfs_cer.match.cer.rules import check_cer_query
     from dfs_cer.query.analyze import analyze
     from dfs_cer.query.parser import parse_statement
     from dfs_cer.transport.client import StorageClient
@@ -274,6 +280,10 @@ def check_against_nodes(
         for part in parse_statement(sql).parts
         if part.input_sql is None and part.query.table.lower() not in skip
     ]  # the clauses reading the nodes' table as it is (others' inputs are computed here)
+    for sql in sqls:
+        for part in parse_statement(sql).parts:
+            if selection or part.query.recognize.all_matches:
+                check_cer_query(part.query, selection or "skip_till_any_match", kleene)
     client = StorageClient(endpoints[0], token)
     try:
         _, blobs = client.call(SchemaReply, {})

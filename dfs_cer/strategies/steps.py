@@ -12,6 +12,7 @@ import pyarrow as pa
 from dfs_cer.config import QueryConfig
 from dfs_cer.errors import CacheMissError, StorageError
 from dfs_cer.events.order import sort_and_partition
+from dfs_cer.events.schemas import aligned
 from dfs_cer.events.time import time_values
 from dfs_cer.filters import IntervalSet, RefreshTags, ShrinkingWindowFilter
 from dfs_cer.filters.points import SliceRuns
@@ -78,8 +79,8 @@ def open_query(
             f"the storage nodes served snapshot {session.trace.snapshot} of the table, not "
             f"{session.snapshot} as asked; run the query again"
         )
-    if len({h.schema_digest for h in headers}) > 1:
-        session.same_schemas(session.schemas())
+    if len({h.schema_digest for h in headers}) > 1:  # one schema for every node's rows, or why not
+        schema = session.same_schemas(session.schemas())
     key = session.event_key
     if key is None:  # the shard sets' own event key (dfs-cer shard --event-key)
         keys = {h.event_key for h in headers}
@@ -284,7 +285,8 @@ def with_candidate_halo(
         )
     if near.num_rows == 0:
         return events
-    near = near.select(events.column_names).cast(events.schema)
+    # one schema for both (nodes whose schemas differ in nullability alone are one log)
+    events, near = aligned([events, near.select(events.column_names)], ["events", "halo rows"])
     # without skip_shipped the candidates come back among them
     halo = near if skip else near.filter(pa.array(subtract_rows(near, events)))
     trace.halo_rows += halo.num_rows

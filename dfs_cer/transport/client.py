@@ -18,6 +18,7 @@ A timeout is never retried: the deadline is the user's bound on waiting.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from dfs_cer import interrupt
 from dfs_cer.errors import StorageError, UnknownQueryError
 from dfs_cer.transport.actions import ACTIONS
 from dfs_cer.transport.codes import error_code
@@ -137,7 +139,7 @@ class StorageClient:
         while True:
             options = self._options(what)
             try:
-                return fn(options)
+                return interrupt.call(functools.partial(fn, options))
             except flight.FlightTimedOutError:
                 raise NodeTimeoutError(
                     f"storage node {self.endpoint} did not answer {what} within "
@@ -257,14 +259,23 @@ class StorageClient:
         ticket = encode(header, blobs)
         what = str(header.get("kind"))
         start = time.perf_counter()
-        table = self._call(
-            what, lambda o: self._client.do_get(flight.Ticket(ticket), options=o).read_all()
-        )
+        table = self._call(what, lambda o: self._read(flight.Ticket(ticket), o))
         size = table.nbytes
         if is_sealed(table):  # the bytes that crossed the network: the compressed stream's
             table, size = open_sealed(table, MAX_REPLY, self.primer)
         self.transfers.append(Transfer(what, len(ticket), size, time.perf_counter() - start))
         return table
+
+    def _read(self, ticket: flight.Ticket, options: flight.FlightCallOptions) -> pa.Table:
+        """A pull's stream, read whole; Ctrl-C cancels it (:mod:`dfs_cer.interrupt`)."""
+        reader = self._client.do_get(ticket, options=options)
+        with interrupt.on_trip(reader.cancel):
+            try:
+                return reader.read_all()
+            except Exception:  # a cancelled stream's error, whichever Flight gives
+                if interrupt.interrupted():
+                    raise KeyboardInterrupt from None
+                raise
 
     def upload(self, header: dict[str, Any], table: pa.Table) -> None:
         """DoPut ``table`` (push-pull: a processed variable's events)."""

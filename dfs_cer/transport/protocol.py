@@ -391,20 +391,32 @@ class Collect:
         )
 
 
+#: a push_pull request's bounds when it names none (the matcher settings' defaults)
+FILTER_MAX_MATCHES = 10_000_000
+FILTER_MAX_STEPS = 1_000_000_000
+
+
 @dataclass(frozen=True, slots=True)
 class PushPull:
     """Push-pull: keep ``variable``'s candidates that complete a match with the events uploaded
-    for the ``processed`` variables."""
+    for the ``processed`` variables. The node's matching of the projected pattern stops at the
+    compute node's match limit and step budget (``matcher.max_matches``, ``matcher.max_steps``);
+    then it keeps every candidate and says why (the compute node falls back to push-down)."""
 
     query_id: str
     variable: str
     processed: tuple[str, ...]
+    max_matches: int = FILTER_MAX_MATCHES
+    max_steps: int = FILTER_MAX_STEPS
 
     def header(self) -> dict[str, Any]:
         return {
             "query_id": self.query_id,
             "variable": self.variable,
             "processed": list(self.processed),
+            # the defaults travel as nothing (a request's bytes as they were)
+            **({"max_matches": self.max_matches} if self.max_matches != FILTER_MAX_MATCHES else {}),
+            **({"max_steps": self.max_steps} if self.max_steps != FILTER_MAX_STEPS else {}),
         }
 
     @classmethod
@@ -413,8 +425,20 @@ class PushPull:
         processed = _get(header, "processed", list, a)
         if not all(isinstance(p, str) for p in processed):
             raise ProtocolError("action push_pull: processed must list variable names")
+        limit = (
+            _get(header, "max_matches", int, a) if "max_matches" in header else FILTER_MAX_MATCHES
+        )
+        if not 0 < limit <= 10**9:
+            raise ProtocolError(f"action {a}: max_matches must be in 1..10**9, got {limit}")
+        steps = _get(header, "max_steps", int, a) if "max_steps" in header else FILTER_MAX_STEPS
+        if not 0 < steps <= 10**15:
+            raise ProtocolError(f"action {a}: max_steps must be in 1..10**15, got {steps}")
         return cls(
-            query_id(header.get("query_id"), a), _get(header, "variable", str, a), tuple(processed)
+            query_id(header.get("query_id"), a),
+            _get(header, "variable", str, a),
+            tuple(processed),
+            int(limit),
+            int(steps),
         )
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from dfs_cer.errors import ProtocolError, WorkMemoryError
+from dfs_cer.errors import MatchBudgetError, MatchLimitError, ProtocolError, WorkMemoryError
 from dfs_cer.transport.protocol import ROW_ID, PushPull, Upload
 from dfs_cer.work import Work
 from storage_node.actions.base import Family, Reply, ship
@@ -56,11 +56,16 @@ class PushPullActions(Family):
                     state.table.take(pa.array(rows)),
                     {p: state.uploads[p] for p in processed},
                     work,
+                    request.max_matches,
+                    request.max_steps,
                     integer_time_unit=time_unit(state.analysis),
                 )
             except (
-                WorkMemoryError
-            ) as exc:  # the filter only narrows: every candidate kept is still exact
+                WorkMemoryError,
+                MatchLimitError,
+                MatchBudgetError,
+            ) as exc:  # a bound of the filter's work: it only narrows, keeping every candidate
+                # is exact (the compute node falls back to push-down and says why)
                 keep = np.ones(rows.size, bool)
                 unfiltered["unfiltered"] = str(exc)
         state.candidates[name] = rows[keep]

@@ -734,3 +734,63 @@ def test_a_kleene_run_past_the_step_budget_ends_with_its_error() -> None:
         )
     for part in ("matcher.max_steps = 1,000,000", "partition k = 0", "PATTERN (A B+ C)"):
         assert part in str(info.value), str(info.value)
+
+
+#: DEFINE/MEASURES forms the CER engine cannot evaluate, each with what its refusal names
+CER_REFUSED = [
+    ("A B", "B AS B.x > PREV(B.x)", "B.x AS b", "single-event variable B"),
+    ("A B", "B AS B.x > PREV(A.x)", "B.x AS b", "single-event variable A"),
+    ("A B+ C+", "B AS B.x > PREV(C.x), C AS C.x > 0", "A.x AS b", "outside its own condition"),
+    ("A B+", "B AS B.x > PREV(B.x, 2)", "A.x AS b", "PREV(B.x, 2)"),
+    ("A B+ C ~N D", "B AS B.x > N.x, N AS N.x > 0", "A.x AS b", "negated variable"),
+    ("A B+ C ~N D", "N AS N.x = B.x", "A.x AS b", "reads Kleene variable B"),
+    ("A B+", "B AS B.x > 0", "PREV(B.x) AS b", "MEASURES"),
+]
+
+
+@pytest.mark.parametrize(("pattern", "define", "measures", "named"), CER_REFUSED)
+def test_what_the_cer_engine_refuses_does_not_depend_on_the_rows(
+    pattern: str, define: str, measures: str, named: str
+) -> None:
+    """Refused whether or not some variable has candidates (no rows, rows without a candidate,
+    rows with matches), the same from the local engine, every strategy (before any round: no
+    node is reachable here) and a CER selection over the SQL form of the query."""
+    sql = (
+        f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES {measures} ALL MATCHES PATTERN "
+        f"({pattern}) WITHIN 10 DEFINE A AS A.x > {{a}}, {define})"
+    )
+    t = pa.table({"ts": [1, 2, 3, 4, 5, 6], "x": [1, 5, 2, 7, 3, 9]})
+    refusals = set()
+    for table, a in ((t, 0), (t, 100), (t.slice(0, 0), 0)):
+        with pytest.raises(UnsupportedFeatureError) as info:
+            match_recognize(table, sql.format(a=a))
+        refusals.add(str(info.value))
+    sql_form = sql.format(a=0).replace("ALL MATCHES", "ONE ROW PER MATCH")
+    if "~" not in pattern:  # (a negation is CER syntax: no SQL form)
+        with pytest.raises(UnsupportedFeatureError) as info:
+            match_recognize(t.slice(0, 0), sql_form, selection="skip_till_any_match")
+        refusals.add(str(info.value))
+    from dfs_cer.strategies import STRATEGIES, pull
+
+    for name in STRATEGIES:
+        with pytest.raises(UnsupportedFeatureError) as info:
+            pull(name, sql.format(a=100), ["grpc+tcp://127.0.0.1:1"], "token")
+        refusals.add(str(info.value))
+    assert len(refusals) == 1 and named in refusals.pop()
+
+
+def test_a_condition_over_two_kleene_sets_holds_for_every_pair_of_their_events() -> None:
+    """``A.x > B.x + C.x`` with B+ and C+ holds for every selected B event with every selected C
+    event (the bare reference's meaning), not against the other set's last event only (which
+    also made the answer depend on the process's string hashing)."""
+    t = pa.table({"ts": [1, 2, 3, 4, 5, 6], "x": [10, 5, 1, 5, 1, 0]})
+    sql = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(B.ts) AS b0, LAST(B.ts) AS "
+        "b1, FIRST(C.ts) AS c0, LAST(C.ts) AS c1 ALL MATCHES PATTERN (A B+ C+ D) WITHIN 10 DEFINE "
+        "A AS A.ts = 1 AND A.x > B.x + C.x, B AS B.ts IN (2, 3), C AS C.ts IN (4, 5), "
+        "D AS D.ts = 6)"
+    )
+    got = sorted(tuple(r.values()) for r in match_recognize(t, sql).to_pylist())
+    # every B and C subset but those holding both ts 2 and ts 4 (5 + 5 is not below 10)
+    b_sets, c_sets = [(2, 2), (3, 3), (2, 3)], [(4, 4), (5, 5), (4, 5)]
+    assert got == sorted(b + c for b in b_sets for c in c_sets if not (b[0] == 2 and c[0] == 4))

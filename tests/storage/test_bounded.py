@@ -18,7 +18,7 @@ import pytest
 
 from bench.attacks import ALL2, SKIP4, attack_table, like_filter, run_attack
 from dfs_cer import match_recognize
-from dfs_cer.errors import WorkCancelledError, WorkMemoryError
+from dfs_cer.errors import MatchBudgetError, WorkCancelledError, WorkMemoryError
 from dfs_cer.io.shard import shard
 from dfs_cer.match.cer import join as cer_join
 from dfs_cer.match.cer.engine import run_cer
@@ -196,16 +196,15 @@ def test_node_side_matching_and_push_pull_are_charged_to_the_budget(tmp_path: Pa
         assert stats["work_bytes"] == 0 and stats["stopped"] >= 1
         client.action("close", {"query_id": qid})
         client.close()
-        # push-pull's filter past the budget keeps every candidate: exact, named in the trace
+        # push-pull's filter past the budget keeps every candidate: exact, a fallback to
+        # push-down named in the trace
         result = pull("push_pull", SKIP4, cluster.endpoints, cluster.token)
         assert (
             match_pulled(result).to_pylist()
             == match_recognize(attack_table(1500, text=1), SKIP4).to_pylist()
         )
-        assert any(
-            "kept every candidate" in w and "storage.memory_budget" in w
-            for w in result.trace.warnings
-        )
+        fallback = result.trace.fallback or ""
+        assert fallback.startswith("push_down (") and "storage.memory_budget" in fallback
         # node-side matching past the budget: the events are pulled and matched here, exactly
         result = pull("dfs", ALL2, cluster.endpoints, cluster.token, node_matching="on")
         got = match_pulled(result)
@@ -216,6 +215,7 @@ def test_node_side_matching_and_push_pull_are_charged_to_the_budget(tmp_path: Pa
             "node-side matching stopped, events pulled" in (r.note or "")
             for r in result.trace.rounds
         )
+        assert (result.trace.fallback or "").startswith("matching on the compute node (")
 
 
 @pytest.mark.flight
@@ -436,8 +436,10 @@ def test_node_side_matching_past_the_step_budget_ends_the_query_with_the_setting
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The compute node's ``matcher.max_steps`` travels with ``pull_matches``: a pathological
-    pattern (no thread pruning applies to a running sum) ends on the node with one error naming
-    the partition, its rows, the pattern and the setting, and the node holds nothing after."""
+    pattern (no thread pruning applies to a running sum) stops on the node with one error naming
+    the partition, its rows, the pattern and the setting; the strategy falls back to matching
+    the pulled events here (named in the trace), which ends with the error every strategy
+    gives, and the node holds nothing after."""
     n = 600
     pq.write_table(
         pa.table(
@@ -454,13 +456,18 @@ def test_node_side_matching_past_the_step_budget_ends_the_query_with_the_setting
     env = {"DFS_CER__STORAGE__WARM_UP": "true"}  # the VM compiled before the first call
     with LocalCluster([str(tmp_path / "nodes" / "node-00")], env=env) as cluster:
         began = time.monotonic()
-        with pytest.raises(NodeRefusedError) as info:
-            pull("dfs", CUBIC, cluster.endpoints, cluster.token, node_matching="on")
+        result = pull("dfs", CUBIC, cluster.endpoints, cluster.token, node_matching="on")
         assert time.monotonic() - began < 60
-        text = str(info.value)
-        assert info.value.code == "match-budget"
-        for part in ("p = 7", "600 rows", "PATTERN (A+ B+ C)", "DFS_CER__MATCHER__MAX_STEPS"):
-            assert part in text, (part, text)
+        stopped = result.trace.fallback or ""
+        assert stopped.startswith("matching on the compute node (node-side matching hit a bound: ")
+        with pytest.raises(MatchBudgetError) as info:
+            match_pulled(result)
+        with pytest.raises(MatchBudgetError) as every:  # the error every strategy ends with
+            match_pulled(pull("pull_all", CUBIC, cluster.endpoints, cluster.token))
+        assert str(info.value) == str(every.value)
+        for text in (str(info.value), stopped):
+            for part in ("p = 7", "600 rows", "PATTERN (A+ B+ C)", "DFS_CER__MATCHER__MAX_STEPS"):
+                assert part in text, (part, text)
         client = StorageClient(cluster.endpoints[0], cluster.token, timeout=30)
         assert client.action("stats")[0]["work_bytes"] == 0
         client.close()

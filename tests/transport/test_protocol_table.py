@@ -49,7 +49,7 @@ SAMPLES: dict[type, Any] = {
         cached_swf=True,
     ),
     Collect: Collect("q1", -7, 250, (Gather("A", (("a2", 3), ("a1", 1))), Gather("B")), 12, True),
-    PushPull: PushPull("q1", "C", ("A", "B")),
+    PushPull: PushPull("q1", "C", ("A", "B"), 1000, 10**6),
     Upload: Upload("q1", "A"),
     Halo: Halo("q1", "pull_halo", 2, 3, ("id",), True, skip_shipped=True),
     NodeMatch: NodeMatch("q1", ("id",), False, 1000, "truncate", 10**9),

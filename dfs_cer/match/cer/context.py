@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from dfs_cer import interrupt
 from dfs_cer.match.cer.kernels import expand_pairs, expand_ranges
 from dfs_cer.match.cer.pattern import Item
 from dfs_cer.work import CHECK_EVERY, Work
@@ -41,9 +42,11 @@ class Context:
         self._held = 0  # bytes of partial matches charged to ``work``
 
     def check(self, step: int = 0) -> None:
-        """Check the work (deadline, cancellation) every :data:`CHECK_EVERY` steps."""
-        if self.work is not None and step % CHECK_EVERY == 0:
-            self.work.check()
+        """Check the work (deadline, cancellation) and Ctrl-C every :data:`CHECK_EVERY` steps."""
+        if step % CHECK_EVERY == 0:
+            interrupt.check()
+            if self.work is not None:
+                self.work.check()
 
     def hold(self, nbytes: int) -> None:
         """Charge the partial matches about to be made (``nbytes``) in place of those held."""

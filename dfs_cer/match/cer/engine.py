@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from dfs_cer import interrupt
 from dfs_cer.errors import MatchLimitError, UnsupportedFeatureError
 from dfs_cer.events.order import sort_and_partition, sort_partition_flags
 from dfs_cer.events.time import time_values
@@ -47,18 +48,15 @@ from dfs_cer.match.cer.kleene import KleeneSets
 from dfs_cer.match.cer.next_match import NextMatch
 from dfs_cer.match.cer.pattern import Branch, Item, branches
 from dfs_cer.match.cer.relation import Assembler
+from dfs_cer.match.cer.rules import check_cer
 from dfs_cer.match.columns import check_choice, column_of, split_halo
 from dfs_cer.match.rowpattern.engine import MAX_STEPS, MatchOutput, _referenced_columns, over_budget
 from dfs_cer.options import KLEENE, ON_LIMIT, SELECTIONS
 from dfs_cer.query.analyze import Analysis
 from dfs_cer.query.expr import (
-    Aggregate,
-    Classifier,
     Expr,
-    MatchNumber,
     Navigation,
     conjuncts,
-    to_sql,
     walk,
 )
 from dfs_cer.query.model import MatchRecognize
@@ -71,6 +69,7 @@ KLEENE_MATCH_BYTES = 256
 KLEENE_STEPS = 10_000
 
 
+@interrupt.guarded
 def run_cer(
     table: pa.Table,
     analysis: Analysis,
@@ -112,9 +111,11 @@ def run_cer(
         raise UnsupportedFeatureError(f"selection {selection!r}", code="unsupported")
     check_choice(kleene, KLEENE, "kleene")
     check_choice(on_limit, ON_LIMIT, "on_limit")
-    table, halo = split_halo(table)
     query = analysis.query
     mr = query.recognize
+    # what the engine can evaluate follows from the query alone, whatever the rows
+    check_cer(mr, {v.name for v in analysis.variables if v.any_row}, selection, kleene)
+    table, halo = split_halo(table)
     if (
         halo is not None and halo.any()
     ):  # CER's NEXT/PREV read selected events: halo rows are not events
@@ -130,14 +131,6 @@ def run_cer(
         )
     any_row = {v.name for v in analysis.variables if v.any_row}
     expanded, unordered = branches(mr, any_row)
-    for d in mr.definitions:
-        for node in walk(d.condition):
-            if isinstance(node, Aggregate | Classifier | MatchNumber):
-                raise UnsupportedFeatureError(
-                    f"{to_sql(node)} in a CER condition",
-                    clause=f"DEFINE {d.variable}",
-                    code="unsupported",
-                )
     partition_by = tuple(column_of(table, c) for c in mr.partition_by)
     order_col = column_of(table, mr.order_by[0].column)
     if selection != "strict_contiguity" and len(table):

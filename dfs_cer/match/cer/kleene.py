@@ -332,25 +332,40 @@ class KleeneSets:
     def sets_hold(
         self, sets: dict[str, list[int]], singles: dict[str, int], conds: list[tuple[str, Expr]]
     ) -> bool:
+        """Does every condition over Kleene sets hold? A bare reference to a Kleene variable holds
+        for every selected event, so a condition reading several sets holds for every
+        combination of their events; NEXT/PREV read the neighbouring selected events of one set
+        (the owner's, or the one a single-event variable's condition reads: :mod:`.rules`)."""
         for owner, p in conds:
-            kleene_refs = (variables_of(p) | {owner}) & self.ctx.kleene
-            # element-wise over the owner's set (or the referenced set) with NEXT/PREV neighbours
-            name = owner if owner in self.ctx.kleene else next(iter(kleene_refs))
-            rows = np.array(sets[name])
-            m = rows.size
+            kleene_refs = sorted((variables_of(p) | {owner}) & self.ctx.kleene)
+            navigated = owner if owner in self.ctx.kleene else kleene_refs[0]
+            picks = dict(
+                zip(
+                    kleene_refs,
+                    (
+                        g.ravel()
+                        for g in np.meshgrid(
+                            *[np.arange(len(sets[k])) for k in kleene_refs], indexing="ij"
+                        )
+                    ),
+                    strict=True,
+                )
+            )  # every combination of the sets' events, by position in each set
+            m = picks[kleene_refs[0]].size
             views = {k: np.full(m, v) for k, v in singles.items()}
-            for k in kleene_refs:
-                views[k] = np.array(sets[k]) if k == name else np.full(m, sets[k][-1])
-            nexts = np.append(rows[1:], -1)
-            prevs = np.insert(rows[:-1], 0, -1)
             nav_rows = {}
+            nexts = prevs = np.full(m, -1)
             for k in kleene_refs:
                 s = np.array(sets[k])
+                views[k] = s[picks[k]]
+                if k == navigated:
+                    nexts = np.append(s[1:], -1)[picks[k]]
+                    prevs = np.insert(s[:-1], 0, -1)[picks[k]]
                 nav_rows[k] = {
                     (NavKind.FIRST, 0): np.full(m, s[0]),
                     (NavKind.LAST, 0): np.full(m, s[-1]),
-                    (NavKind.NEXT, 1): nexts if k == name else np.full(m, -1),
-                    (NavKind.PREV, 1): prevs if k == name else np.full(m, -1),
+                    (NavKind.NEXT, 1): nexts if k == navigated else np.full(m, -1),
+                    (NavKind.PREV, 1): prevs if k == navigated else np.full(m, -1),
                 }
             has_next = any(isinstance(x, Navigation) and x.kind == NavKind.NEXT for x in walk(p))
             has_prev = any(isinstance(x, Navigation) and x.kind == NavKind.PREV for x in walk(p))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from dfs_cer import interrupt
 from dfs_cer.errors import MatchBudgetError, MatchError, MatchLimitError, UnsupportedFeatureError
 from dfs_cer.events.order import sort_partition_flags
 from dfs_cer.events.time import time_values
@@ -205,7 +206,8 @@ def run_row_pattern(
     ``work`` (a storage node's query work, :mod:`dfs_cer.work`) stops the compiled VM (which runs
     with the GIL released) within a few thousand steps once the query is closed or past its
     deadline (:func:`dfs_cer.work.watch`), and is charged for the matched rows before the
-    relation is built.
+    relation is built. Ctrl-C stops it the same way (:mod:`dfs_cer.interrupt`) and raises
+    ``KeyboardInterrupt``.
     """
     check_choice(on_limit, ON_LIMIT, "on_limit")
     query = analysis.query
@@ -315,7 +317,9 @@ def run_row_pattern(
     idle = _idle_skipping(c.masks, c.dependent, n)
     while True:
         with (
+            interrupt.interruptible(),
             watch(work, stop),
+            interrupt.stopping(stop),
             reporting(
                 stop,
                 bounds,
@@ -359,6 +363,7 @@ def run_row_pattern(
             )
         if status == vm.STOPPED:
             check(work)  # raises: the watch stopped the run
+            interrupt.check()  # raises: Ctrl-C stopped it
         if status == vm.OVER_STEPS:
             raise over_budget(
                 table,
