@@ -44,6 +44,10 @@ class QueryConfig:
     event_key: tuple[str, ...] = ()
     #: drop duplicate events (same ORDER BY time and event key) before matching
     dedup: bool = True
+    #: the most memory the SQL around MATCH_RECOGNIZE may take on the embedded engine (its joins,
+    #: sorts, aggregates and its result; nothing spills to disk), and, divided by 2,048 (rows a
+    #: batch), the longest string one of its string functions may build
+    outer_memory_limit: int = 1024**3
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +178,7 @@ _BYTE_KEYS = {
     "max_message_bytes",
     "network_probe_bytes",
     "query_work_bytes",
+    "outer_memory_limit",
 }
 
 
@@ -341,6 +346,11 @@ def _validate(config: Config) -> None:
                 f"conf key {section}.halo_limit must be in 0..10000 (the protocol's halo limit), "
                 f"got {limit}"
             )
+    if config.query.outer_memory_limit < 16 * 1024**2:
+        raise ConfigError(
+            "conf key query.outer_memory_limit must be at least 16MiB, got "
+            f"{config.query.outer_memory_limit}"
+        )
     if config.matcher.max_steps <= 0:
         raise ConfigError(
             f"conf key matcher.max_steps must be positive, got {config.matcher.max_steps}"

@@ -169,6 +169,14 @@ class WorkMemoryError(DfsCerError):
     code = "work-memory"
 
 
+class OuterQueryLimitError(DfsCerError):
+    """The SQL around MATCH_RECOGNIZE ran past the query's deadline or needed more than its memory
+    limit (``query.outer_memory_limit``), or a string function in it was asked for a string past
+    the limit on one string: the message names which and how to change it."""
+
+    code = "outer-limit"
+
+
 class AdmissionError(DfsCerError):
     """The storage node's memory budget cannot take another query now."""
 

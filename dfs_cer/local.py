@@ -3,14 +3,16 @@
 Each MATCH_RECOGNIZE clause runs on dfs-cer's engines; the statement around it (projection,
 WHERE, GROUP BY, window functions, joins with registered tables, CTEs, subqueries, UNION, other
 clauses' relations) runs on DuckDB, an embedded SQL engine, locked down to the registered
-relations (:mod:`dfs_cer.query.sandbox`).
+relations (:mod:`dfs_cer.query.sandbox`) and bounded by the query's deadline and
+``query.outer_memory_limit`` (:mod:`dfs_cer.outer`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import sqlglot
@@ -20,14 +22,11 @@ from dfs_cer.config import Config, load_config
 from dfs_cer.errors import ConfigError, UnsupportedFeatureError
 from dfs_cer.match.rowpattern.engine import run_row_pattern
 from dfs_cer.options import SELECTIONS
+from dfs_cer.outer import OuterEngine, deadline_of, sandboxed_duckdb
 from dfs_cer.query import Analysis, Query, analyze, parse
 from dfs_cer.query.input_columns import duplicate_in_names
 from dfs_cer.query.parser import parse_statement
-from dfs_cer.query.sandbox import check_outer
 from dfs_cer.query.statement import OUTER_DIALECT, Statement, alias_list
-
-if TYPE_CHECKING:
-    import duckdb
 
 ENGINES = ("auto", "sql", "cer")
 RELATION = "__dfs_cer_matches"
@@ -58,44 +57,33 @@ def outer_sql(query: Query, dialect: str) -> str | None:
     return sqlglot.transpile(sql, read=OUTER_DIALECT, write=dialect)[0]
 
 
-def sandboxed_duckdb() -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB that reads only the relations registered on it: no file, network or
-    extension access, and its settings locked (see dfs_cer.query.sandbox)."""
-    import duckdb
-
-    return duckdb.connect(
-        config={
-            "enable_external_access": False,
-            "autoinstall_known_extensions": False,
-            "autoload_known_extensions": False,
-            "lock_configuration": True,
-        }
-    )
-
-
-def run_outer(query: Query, relation: pa.Table, dialect: str = "duckdb") -> pa.Table:
-    """Evaluate the SELECT around MATCH_RECOGNIZE on the sandboxed embedded DuckDB."""
+def run_outer(
+    query: Query,
+    relation: pa.Table,
+    dialect: str = "duckdb",
+    *,
+    config: Config | None = None,
+    deadline: float | None = None,
+) -> pa.Table:
+    """Evaluate the SELECT around MATCH_RECOGNIZE on the sandboxed embedded DuckDB, by
+    ``deadline`` (``time.monotonic()``; default ``strategy.query_timeout_seconds`` from now)
+    and within ``query.outer_memory_limit``."""
     sql = outer_sql(query, dialect)
     if sql is None:
         return relation
     import duckdb
 
-    check_outer(sql, [RELATION], dialect)
-    con = sandboxed_duckdb()
+    config = config or load_config()
     try:
-        con.register(RELATION, relation)
-        relation = con.sql(sql)
-        return (
-            relation.to_arrow_table() if hasattr(relation, "to_arrow_table") else relation.arrow()
-        )
+        with OuterEngine(config, deadline, dialect) as engine:
+            engine.register(RELATION, relation)
+            return engine.table(sql, [RELATION])
     except duckdb.Error as exc:
         raise UnsupportedFeatureError(
             f"the outer query failed on the embedded engine: {exc}",
             clause="SELECT",
             code="outer-query",
         ) from exc
-    finally:
-        con.close()
 
 
 def as_arrow(name: str, data: object) -> pa.Table:
@@ -122,13 +110,19 @@ def run_statement(
     match: Callable[[Query, pa.Table], pa.Table],
     dialect: str = "duckdb",
     computed: Mapping[str, pa.Table] | None = None,
+    *,
+    config: Config | None = None,
+    deadline: float | None = None,
 ) -> pa.Table:
     """Compute every MATCH_RECOGNIZE relation of ``statement`` with ``match`` (its input: a
     registered table, or a subquery / CTE the sandboxed engine computes first) unless
     ``computed`` holds it already (by relation name), then the statement over them and the
-    registered ``tables`` on the sandboxed embedded DuckDB."""
+    registered ``tables`` on the sandboxed embedded DuckDB, by ``deadline``
+    (``time.monotonic()``; default ``strategy.query_timeout_seconds`` from now) and within
+    ``query.outer_memory_limit``."""
     import duckdb
 
+    config = config or load_config()
     computed = computed or {}
     registered = {name.lower(): (name, table) for name, table in tables.items()}
     needed = list(statement.outer_tables)
@@ -144,56 +138,58 @@ def run_statement(
             "tables={'name': table}, CLI: --table name=path)"
         )
     allowed = [*(n for n, _ in registered.values()), *(p.relation for p in statement.parts)]
-    con = sandboxed_duckdb()
     try:
-        for name, table in registered.values():
-            con.register(name, table)
-        done: set[str] = set()
-        pending = list(statement.parts)
-        while pending:
-            ready = [p for p in pending if set(p.depends) <= done]
-            if not ready:
-                raise UnsupportedFeatureError(
-                    "MATCH_RECOGNIZE clauses read each other's relations in a cycle",
-                    code="unsupported",
-                )
-            for part in ready:
-                if part.relation in computed:
-                    con.register(part.relation, computed[part.relation])
-                    done.add(part.relation)
-                    pending.remove(part)
-                    continue
-                if part.input_sql is None:
-                    data = registered[part.query.table.lower()][1]
-                else:
-                    if part.columns_sql is not None:  # bound, not run: the input's own column names
-                        sql = sqlglot.transpile(
-                            part.columns_sql, read=OUTER_DIALECT, write=dialect
-                        )[0]
-                        check_outer(sql, allowed, dialect)
-                        if (twice := duplicate_in_names(con.sql(sql).columns)) is not None:
-                            raise twice
-                    sql = sqlglot.transpile(part.input_sql, read=OUTER_DIALECT, write=dialect)[0]
-                    check_outer(sql, allowed, dialect)
-                    data = _arrow(con.sql(sql))
-                con.register(part.relation, match(part.query, data))
-                done.add(part.relation)
-                pending.remove(part)
-        sql = sqlglot.transpile(statement.sql, read=OUTER_DIALECT, write=dialect)[0]
-        check_outer(sql, allowed, dialect)
-        return _arrow(con.sql(sql))
+        with OuterEngine(config, deadline, dialect) as engine:
+            return _statement(statement, registered, match, dialect, computed, allowed, engine)
     except duckdb.Error as exc:
         raise UnsupportedFeatureError(
             f"the query around MATCH_RECOGNIZE failed on the embedded engine: {exc}",
             clause="SELECT",
             code="outer-query",
         ) from exc
-    finally:
-        con.close()
 
 
-def _arrow(relation: Any) -> pa.Table:
-    return relation.to_arrow_table() if hasattr(relation, "to_arrow_table") else relation.arrow()
+def _statement(
+    statement: Statement,
+    registered: Mapping[str, tuple[str, pa.Table]],
+    match: Callable[[Query, pa.Table], pa.Table],
+    dialect: str,
+    computed: Mapping[str, pa.Table],
+    allowed: list[str],
+    engine: OuterEngine,
+) -> pa.Table:
+    """The statement's clauses, in dependency order, then the statement, on ``engine``."""
+    for name, table in registered.values():
+        engine.register(name, table)
+    done: set[str] = set()
+    pending = list(statement.parts)
+    while pending:
+        ready = [p for p in pending if set(p.depends) <= done]
+        if not ready:
+            raise UnsupportedFeatureError(
+                "MATCH_RECOGNIZE clauses read each other's relations in a cycle",
+                code="unsupported",
+            )
+        for part in ready:
+            if part.relation in computed:
+                engine.register(part.relation, computed[part.relation])
+                done.add(part.relation)
+                pending.remove(part)
+                continue
+            if part.input_sql is None:
+                data = registered[part.query.table.lower()][1]
+            else:
+                if part.columns_sql is not None:  # bound, not run: the input's own column names
+                    sql = sqlglot.transpile(part.columns_sql, read=OUTER_DIALECT, write=dialect)[0]
+                    if (twice := duplicate_in_names(engine.columns(sql, allowed))) is not None:
+                        raise twice
+                sql = sqlglot.transpile(part.input_sql, read=OUTER_DIALECT, write=dialect)[0]
+                data = engine.table(sql, allowed)
+            engine.register(part.relation, match(part.query, data))
+            done.add(part.relation)
+            pending.remove(part)
+    sql = sqlglot.transpile(statement.sql, read=OUTER_DIALECT, write=dialect)[0]
+    return engine.table(sql, allowed)
 
 
 @interrupt.guarded
@@ -235,7 +231,12 @@ def match_recognize(
             ``query.event_key``; default: the whole row). Rows tied on time are matched in
             (event key, other columns) order.
         dedup: drop duplicate events before matching (config ``query.dedup``, default True).
+
+    The SQL around the clauses gets what is left of ``strategy.query_timeout_seconds`` (from the
+    call) and ``query.outer_memory_limit``; past either it stops with an
+    :class:`~dfs_cer.errors.OuterQueryLimitError`.
     """
+    started = time.monotonic()
     config = config or load_config()
     if isinstance(event_key, str):  # one column named as a string
         event_key = (event_key,)
@@ -279,7 +280,14 @@ def match_recognize(
                 query, data, config, selection, kleene, limit, on_limit, False, engine
             )
 
-        return run_statement(statement, registry, one, config.query.outer_dialect)
+        return run_statement(
+            statement,
+            registry,
+            one,
+            config.query.outer_dialect,
+            config=config,
+            deadline=deadline_of(config, started),
+        )
     if table is None:
         raise ConfigError(
             "pass the events: match_recognize(table, sql) (the query reads "
@@ -290,7 +298,15 @@ def match_recognize(
     result = match_clause(
         query, table, config, selection, kleene, limit, on_limit, count_only, engine
     )
-    return result if count_only else run_outer(query, result, config.query.outer_dialect)
+    if count_only:
+        return result
+    return run_outer(
+        query,
+        result,
+        config.query.outer_dialect,
+        config=config,
+        deadline=deadline_of(config, started),
+    )
 
 
 def _events_name(statement: Statement) -> str | None:
@@ -394,4 +410,4 @@ def _strict_contiguity(query: Query, table: pa.Table, config: Config) -> Analysi
     return analyze(dataclasses.replace(query, recognize=recognize), table.schema, config.query)
 
 
-__all__ = ["match_clause", "match_recognize", "run_statement"]
+__all__ = ["match_clause", "match_recognize", "run_outer", "run_statement", "sandboxed_duckdb"]

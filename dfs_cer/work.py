@@ -17,6 +17,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from dfs_cer.errors import WorkCancelledError
@@ -25,12 +26,35 @@ from dfs_cer.errors import WorkCancelledError
 CHECK_EVERY = 4096
 
 
+@dataclass(frozen=True, slots=True)
+class Purpose:
+    """What a charge holds and how a user keeps the query within the memory (named when the node
+    refuses the charge)."""
+
+    what: str
+    fix: str
+
+
+#: an engine's structures: partial matches, matches, a filter's results
+MATCHING = Purpose(
+    "its work (partial matches, matches or filter results)",
+    "bound the query (a WITHIN window, a lower max_matches)",
+)
+#: copies of a query's rows: a scan, a sort, a pull's rows, a reply compressed for the wire
+ROWS = Purpose(
+    "copies of its rows (scanned, sorted or pulled rows, or a reply on its way)",
+    "narrow the query (fewer or shorter columns, a tighter condition or WITHIN window)",
+)
+
+
 class Work:
     """The bounds of one query's work (thread-safe: ``cancel`` comes from another call).
 
-    ``grant(nbytes)`` reserves ``nbytes`` more for the query or raises (the node's
-    :class:`~dfs_cer.errors.WorkMemoryError` naming the query, the node and the setting);
-    ``give_back(nbytes)`` returns them. ``deadline`` is a ``time.monotonic()`` value.
+    ``grant(nbytes, purpose)`` reserves ``nbytes`` more for the query or raises (the node's
+    :class:`~dfs_cer.errors.WorkMemoryError` naming the query, the node, what the bytes are for
+    and the setting); ``give_back(nbytes, purpose)`` returns them. ``deadline`` is a
+    ``time.monotonic()`` value. Bytes reserved for the work beforehand (an open's admission)
+    are :meth:`prepay`-ed: charges take them first and ask the node only for the rest.
     """
 
     def __init__(
@@ -38,8 +62,8 @@ class Work:
         query_id: str,
         where: str = "",
         deadline: float | None = None,
-        grant: Callable[[int], None] | None = None,
-        give_back: Callable[[int], None] | None = None,
+        grant: Callable[[int, Purpose], None] | None = None,
+        give_back: Callable[[int, Purpose], None] | None = None,
     ) -> None:
         self.query_id = query_id
         self.where = where
@@ -50,6 +74,11 @@ class Work:
         self._reason = [""]
         self._lock = threading.Lock()
         self.charged = 0
+        #: of ``charged``, the bytes ``grant`` gave, by purpose (the rest came from the prepaid
+        #: bytes)
+        self._granted: dict[Purpose, int] = {}
+        #: bytes reserved for this work beforehand and not charged yet
+        self._credit = 0
         #: what set the deadline, and how to move it (named when the work stops there)
         self.deadline_reason = (
             "the compute node's lease_seconds at open); run it again with a longer "
@@ -105,29 +134,69 @@ class Work:
                 f"({self.deadline_reason}"
             )
 
-    def charge(self, nbytes: int) -> None:
-        """Hold ``nbytes`` more for this query (checked first: a cancelled query takes nothing)."""
+    def prepay(self, nbytes: int) -> None:
+        """Bytes already reserved for this work (an open's admission): charges take them first."""
+        with self._lock:
+            self._credit += max(0, int(nbytes))
+
+    def charge(self, nbytes: int, purpose: Purpose = MATCHING) -> None:
+        """Hold ``nbytes`` more for this query, before allocating them (checked first: a
+        cancelled query takes nothing); ``purpose`` says what for when the node refuses."""
         self.check()
         nbytes = int(nbytes)
         if nbytes <= 0:
             return
-        if self._grant is not None:
-            self._grant(nbytes)
+        with self._lock:
+            prepaid = min(self._credit, nbytes)
+            self._credit -= prepaid
+        rest = nbytes - prepaid
+        if rest and self._grant is not None:
+            try:
+                self._grant(rest, purpose)
+            except BaseException:
+                with self._lock:
+                    self._credit += prepaid
+                raise
         with self._lock:
             self.charged += nbytes
+            self._granted[purpose] = self._granted.get(purpose, 0) + rest
             self.peak = max(self.peak, self.charged)
 
-    def uncharge(self, nbytes: int) -> None:
-        """Give back ``nbytes`` of what :meth:`charge` took (a structure was freed)."""
+    def uncharge(self, nbytes: int, purpose: Purpose = MATCHING) -> None:
+        """Give back ``nbytes`` of what :meth:`charge` took for ``purpose`` (a structure was
+        freed): the node's bytes first, then the prepaid ones (kept for later charges)."""
         with self._lock:
             nbytes = min(int(nbytes), self.charged)
             self.charged -= nbytes
-        if nbytes > 0 and self._give_back is not None:
-            self._give_back(nbytes)
+            back = min(nbytes, self._granted.get(purpose, 0))
+            self._granted[purpose] = self._granted.get(purpose, 0) - back
+            self._credit += nbytes - back
+        if back > 0 and self._give_back is not None:
+            self._give_back(back, purpose)
+
+    def hand_over(self, purpose: Purpose) -> Work:
+        """A work holding the bytes the node granted this one for ``purpose`` (this one then
+        holds the rest): a reply keeps its bytes charged until it has been sent, after the call
+        that made it ends. Settle the new work when the reply is gone."""
+        out = Work(self.query_id, self.where, self.deadline, self._grant, self._give_back)
+        out._cancelled, out._reason = self._cancelled, self._reason
+        with self._lock:
+            moved = self._granted.pop(purpose, 0)
+            out._granted = {purpose: moved}
+            out.charged = out.peak = moved
+            self.charged -= moved
+        return out
 
     def settle(self) -> None:
         """Give back everything charged (the call that did the work ends)."""
-        self.uncharge(self.charged)
+        with self._lock:
+            granted, self._granted = self._granted, {}
+            self._credit += self.charged - sum(granted.values())
+            self.charged = 0
+        if self._give_back is not None:
+            for purpose, nbytes in granted.items():
+                if nbytes > 0:
+                    self._give_back(nbytes, purpose)
 
 
 def check(work: Work | None) -> None:

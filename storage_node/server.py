@@ -17,6 +17,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,7 @@ from storage_node.state import StateRegistry
 from storage_node.traffic import Traffic
 
 if TYPE_CHECKING:  # the store and the query handlers load when the node needs them
+    from dfs_cer.work import Work
     from storage_node.actions.routes import Routes
     from storage_node.store import ShardStore
 
@@ -240,26 +242,55 @@ class StorageNode(flight.FlightServerBase):
         self._count("upload", len(descriptor.command) + table.nbytes, 0)
 
     @logged_call("pull")
-    def do_get(self, context: Any, ticket: flight.Ticket) -> flight.RecordBatchStream:
+    def do_get(self, context: Any, ticket: flight.Ticket) -> flight.GeneratorStream:
+        """A pull's rows as Arrow record batches of bounded size (with a ``compression``: one
+        compressed IPC stream in chunks, whose bytes the client counts). What the reply takes
+        stays charged to its query until it has been sent."""
         try:
             header, blobs = self._guard(ticket.ticket)
-            table = self.routes.pulls.pull(header, blobs)
             compression = header.get("compression")
-            if (
-                compression is not None
-            ):  # one compressed IPC stream in chunks: the client counts its bytes
+            primed = header.get("primed")
+            if compression is not None:
                 if not isinstance(compression, str):
                     raise ProtocolError(f"compression must be one of {', '.join(COMPRESSIONS)}")
-                primed = header.get("primed")
                 if primed is not None and not (isinstance(primed, str) and len(primed) <= 64):
                     raise ProtocolError("primed must name a primer's digest (<= 64 characters)")
-                table = seal(table, compression, primed)
+            table, held = self.routes.pulls.pull(
+                header, blobs, lambda rows, work: _wire(rows, compression, primed, work)
+            )
         except flight.FlightError:
             raise
         except Exception as exc:
             raise self._translate(exc) from exc
         self._count("pull", len(ticket.ticket), table.nbytes)
-        return flight.RecordBatchStream(table)
+        return _stream(table, held)
+
+
+def _wire(rows: pa.Table, compression: str | None, primed: str | None, work: Work) -> pa.Table:
+    """A pull's reply: the rows in bounded record batches, or sealed in one compressed stream
+    (charged as it is written, a bounded batch at a time)."""
+    from dfs_cer.work import ROWS
+    from storage_node.rows import bounded
+
+    rows = bounded(rows)
+    if compression is None:
+        return rows
+    return seal(rows, compression, primed, lambda n: work.charge(n, ROWS))
+
+
+def _stream(table: pa.Table, held: Work) -> flight.GeneratorStream:
+    """``table``'s record batches, the bytes ``held`` given back once they are sent (or the
+    stream dropped unsent)."""
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        try:
+            yield from table.to_batches()
+        finally:
+            held.settle()
+
+    out = batches()
+    weakref.finalize(out, held.settle)  # a stream dropped before its first batch
+    return flight.GeneratorStream(table.schema, out)
 
 
 def read_token(path: str) -> str:

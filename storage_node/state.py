@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from dfs_cer.errors import AdmissionError, UnknownQueryError, WorkMemoryError
-from dfs_cer.work import Work
+from dfs_cer.work import MATCHING, Purpose, Work
 
 #: a reservation not followed by an open is given back after this many seconds
 RESERVATION_TTL = 30.0
@@ -383,8 +383,8 @@ class StateRegistry:
                     query_id,
                     where,
                     deadline,
-                    lambda n: self._grant(query_id, n),
-                    lambda n: self._give_back(query_id, n),
+                    lambda n, purpose: self._grant(query_id, n, purpose),
+                    lambda n, purpose: self._give_back(query_id, n, purpose),
                 )
                 self._works[query_id] = (work, time.monotonic())
             else:
@@ -403,40 +403,42 @@ class StateRegistry:
                 if found is not None:
                     found[0].cancel("its open failed")
 
-    def _grant(self, query_id: str, nbytes: int) -> None:
+    def _grant(self, query_id: str, nbytes: int, purpose: Purpose) -> None:
+        """Room for ``nbytes`` more of a query's work, or WorkMemoryError naming what they are
+        for and the way out; ``storage.query_work_bytes`` bounds the engines' work (partial
+        matches, matches, filter results), the budget bounds everything."""
         with self._lock:
+            where = self._works[query_id][0].where if query_id in self._works else ""
             mine = self._work_of.get(query_id, 0) + nbytes
-            if self.query_work and mine > self.query_work:
+            if purpose is MATCHING and self.query_work and mine > self.query_work:
                 self.stopped += 1
-                where = self._works[query_id][0].where if query_id in self._works else ""
                 raise WorkMemoryError(
-                    f"query {query_id}{where} needs {mine:,} bytes for its work (partial matches, "
-                    "matches or filter results), more than "
-                    f"storage.query_work_bytes={self.query_work:,} allows one query: bound the "
-                    "query (a WITHIN window, a lower max_matches) or raise the setting"
+                    f"query {query_id}{where} needs {mine:,} bytes for {purpose.what}, more than "
+                    f"storage.query_work_bytes={self.query_work:,} allows one query: "
+                    f"{purpose.fix} or raise the setting"
                 )
             if self._reserved + nbytes > self.budget:
                 self.stopped += 1
-                where = self._works[query_id][0].where if query_id in self._works else ""
                 raise WorkMemoryError(
-                    f"query {query_id}{where} needs {nbytes:,} more bytes for its work (partial "
-                    "matches, matches or filter results) but only "
-                    f"{max(0, self.budget - self._reserved):,} of the node's memory budget of "
-                    f"{self.budget:,} are free (storage.memory_budget, --memory-budget): bound the "
-                    "query (a WITHIN window, a lower max_matches) or raise the budget"
+                    f"query {query_id}{where} needs {nbytes:,} more bytes for {purpose.what} but "
+                    f"only {max(0, self.budget - self._reserved):,} of the node's memory budget of "
+                    f"{self.budget:,} are free (storage.memory_budget, --memory-budget): "
+                    f"{purpose.fix} or raise the budget"
                 )
             self._reserved += nbytes
-            self._work_of[query_id] = mine
+            if purpose is MATCHING:
+                self._work_of[query_id] = mine
             self.work_bytes += nbytes
             self.work_peak = max(self.work_peak, self.work_bytes)
 
-    def _give_back(self, query_id: str, nbytes: int) -> None:
+    def _give_back(self, query_id: str, nbytes: int, purpose: Purpose) -> None:
         with self._lock:
-            left = self._work_of.get(query_id, 0) - nbytes
-            if left > 0:
-                self._work_of[query_id] = left
-            else:
-                self._work_of.pop(query_id, None)
+            if purpose is MATCHING:
+                left = self._work_of.get(query_id, 0) - nbytes
+                if left > 0:
+                    self._work_of[query_id] = left
+                else:
+                    self._work_of.pop(query_id, None)
             self._reserved -= nbytes
             self.work_bytes -= nbytes
             self._lock.notify_all()

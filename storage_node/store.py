@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,9 @@ from dfs_cer.errors import StorageError
 from dfs_cer.events.time import time_ints
 from dfs_cer.io.files import FileLocation, filesystem_for, list_files
 from dfs_cer.io.shard import decode_schema, read_manifest, schema_fields
+from dfs_cer.work import ROWS, Work
 from storage_node.index import SortedProjection, ValueIndex, build, indexable, project
+from storage_node.rows import fits_one_array, in_time_order, sort, take
 
 
 def footer_digest(meta: pq.FileMetaData) -> str:
@@ -115,6 +117,8 @@ class ShardStore:
         #: per (indexed column, integer column): the index's rows ordered by that column
         self._projections: dict[tuple[str, str], SortedProjection] = {}
         self._size: int | None = None
+        #: decoded bytes seen when loading the cache was given up (more than storage.cache_bytes)
+        self._uncached = 0
         #: ``_sorted`` and its times as integers (binary searches of time slices)
         self._sorted_times: tuple[pa.Table, np.ndarray] | None = None
 
@@ -231,7 +235,14 @@ class ShardStore:
         return self.dataset.schema
 
     def estimate_bytes(self) -> int:
-        """Uncompressed size of the shard set (an upper bound of what one scan holds)."""
+        """What one scan of the shard set holds: the decoded rows' size once they are cached,
+        else the files' uncompressed size (which counts dictionary-encoded strings encoded: a
+        scan charges what it decodes as it decodes it)."""
+        if self.cached is not None:
+            return int(self.cached.nbytes)
+        return max(self._file_bytes(), self._uncached)
+
+    def _file_bytes(self) -> int:
         if self._size is not None:
             return self._size
         total = 0
@@ -243,23 +254,40 @@ class ShardStore:
         self._size = total
         return total
 
+    def _caches(self) -> bool:
+        """Whether the rows are (or may be) kept in memory: their size fits storage.cache_bytes."""
+        return self.cached is not None or (
+            not self._uncached and 0 < self.estimate_bytes() <= self.config.cache_bytes
+        )
+
+    def _load_cache(self, parts: Iterable[pa.Table | pa.RecordBatch]) -> None:
+        """Keep the rows ``parts`` decodes sorted by time, unless they pass storage.cache_bytes
+        (then they are read from the files by every scan)."""
+        loaded = by_time(parts, self.time_column, self.config.cache_bytes)
+        if isinstance(loaded, int):
+            self._uncached = loaded
+        else:
+            self.cached = self._sorted = loaded
+
     def scan(
         self,
         filter_: object = None,
         columns: list[str] | None = None,
         ranges: Any = None,
         condition: Any = None,
+        work: Work | None = None,
     ) -> pa.Table:
         """Rows passing ``filter_``. Shard sets whose decoded size fits ``storage.cache_bytes``
         are read once and filtered in memory afterwards (shards are immutable while served).
         ``ranges``, ``condition``: the time ranges and input filter the caller keeps (hints for
-        skipping files; unused here, where the filter's row-group statistics prune)."""
+        skipping files; unused here, where the filter's row-group statistics prune). With a
+        query's ``work``, the rows kept are charged to it batch by batch as they are decoded."""
         if self.dataset is None:
             return self.schema.empty_table()
         # transient read errors (S3) are retried within storage.s3_retry_seconds
         try:
             return self.location.retrying(
-                f"shards under {self.location.uri}", lambda: self._scan(filter_, columns)
+                f"shards under {self.location.uri}", lambda: self._scan(filter_, columns, work)
             )
         except (StorageError, pa.ArrowInvalid) as exc:
             self._name_bad_file(exc)
@@ -276,48 +304,46 @@ class ShardStore:
                     f"shard file {f} cannot be read ({bad}); restore it or re-shard the data"
                 ) from exc
 
-    def _scan(self, filter_: object, columns: list[str] | None) -> pa.Table:
+    def _scan(self, filter_: object, columns: list[str] | None, work: Work | None) -> pa.Table:
         assert self.dataset is not None
-        if self.cached is None and 0 < self.estimate_bytes() <= self.config.cache_bytes:
+        if self.cached is None and self._caches():
             with self._cache_lock:
-                if self.cached is None:  # concurrent first scans load once
+                if self.cached is None and not self._uncached:  # concurrent first scans load once
                     # kept sorted by time: the rows by time are the cache itself (one copy)
-                    dataset = self.dataset
-                    self.cached = self._sorted = by_time(dataset.to_table, self.time_column)
+                    self._load_cache(self.dataset.to_batches())
         elif self.cached is not None:
             self.cache_hits += 1
         # every row, copies of an event included: which copy stands for an event depends on the
         # query (its PARTITION BY, input filter and dedup), so each query resolves them itself
         source = ds.dataset(self.cached) if self.cached is not None else self.dataset
-        return source.to_table(filter=filter_, columns=columns)
+        return charged_scan(source, filter_, columns, work)
 
-    def sorted_rows(self) -> pa.Table:
+    def sorted_rows(self, work: Work | None = None) -> pa.Table:
         """Every row sorted by time (ties in file order); the cache itself when the shard set
-        fits it (group opens, whole-range pulls and indexes then skip the sort)."""
+        fits it (group opens, whole-range pulls and indexes then skip the sort); else read and
+        sorted, charged to ``work``."""
         if self._sorted is not None:
             self.cache_hits += 1
             return self._sorted
-        if self.cached is None and 0 < self.estimate_bytes() <= self.config.cache_bytes:
+        if self.cached is None and self._caches():
             self.scan(columns=[])  # loads the cache, which is the rows by time: no second copy
             if self._sorted is not None:
                 return self._sorted
-        table = self.scan().sort_by(self.time_column)
+        table = sort(self.scan(work=work), self.time_column, work)
         if self.cached is not None:
             with self._cache_lock:
                 self._sorted = table
         return table
 
-    def rows_between(self, lo: int, hi: int) -> pa.Table:
+    def rows_between(self, lo: int, hi: int, work: Work | None = None) -> pa.Table:
         """The rows with a time in ``[lo, hi]`` (integers in the time column's units, see
         :func:`dfs_cer.events.time.time_ints`), ordered as :meth:`sorted_rows` orders them: a
         binary search of the rows kept in memory, else a scan pruned by the row groups' time
         statistics and sorted; never the whole shard set read and sorted."""
         rows = self._sorted
         column = self.time_column
-        if rows is None and (
-            self.cached is not None or 0 < self.estimate_bytes() <= self.config.cache_bytes
-        ):
-            rows = self.sorted_rows()  # loads the cache: kept sorted by time
+        if rows is None and self._caches():
+            rows = self.sorted_rows(work)  # loads the cache: kept sorted by time
         if rows is None:  # not kept in memory
             kind = self.schema.field(column).type
             if pa.types.is_integer(kind) or pa.types.is_temporal(kind):
@@ -325,8 +351,8 @@ class ShardStore:
                 if bounds is None:
                     return self.schema.empty_table()
                 where = (ds.field(column) >= bounds[0]) & (ds.field(column) <= bounds[1])
-                return self.scan(where).sort_by(column)
-        table: pa.Table = self.sorted_rows() if rows is None else rows
+                return sort(self.scan(where, work=work), column, work)
+        table: pa.Table = self.sorted_rows(work) if rows is None else rows
         known = self._sorted_times
         if known is None or known[0] is not table:
             known = (table, time_ints(table.column(column)))
@@ -339,7 +365,7 @@ class ShardStore:
     def preload(self) -> list[str]:
         """Load the cached rows (when the shard set fits the cache) and build the value index of
         every string column with few values (a sample decides); the columns indexed."""
-        if not self.files or not 0 < self.estimate_bytes() <= self.config.cache_bytes:
+        if not self.files or not self._caches():
             return []
         rows = self.sorted_rows()
         indexed = []
@@ -398,14 +424,78 @@ class ShardStore:
         }
 
 
-def by_time(load: Callable[[], pa.Table], time_column: str) -> pa.Table:
-    """The table ``load()`` returns sorted by ``time_column`` (stable: ties keep their order),
-    one chunk per column (a take from a chunked column concatenates it first: every later take
-    of a query would copy the whole column). Built a column at a time, each input column
-    released once concatenated, so that no more than one column is held twice; rows already in
-    time order (shard files are written sorted) are only concatenated. ``load`` hands the table
-    over: a caller's reference would keep every input column alive."""
-    table = load()
+#: rows per batch of a charged scan: a batch is charged once decoded, so the node passes the
+#: budget by one batch at most (16,384 rows of 2 kB strings: 32 MB)
+SCAN_ROWS = 16_384
+#: a charged scan's batches are gathered into chunks of this size (copied together while the
+#: batches are still held: the most a scan holds twice)
+GATHER_BYTES = 8 * 1024**2
+
+
+def charged_scan(
+    source: ds.Dataset, filter_: object, columns: list[str] | None, work: Work | None
+) -> pa.Table:
+    """The rows of ``source`` passing ``filter_``; with a query's ``work``, charged to it batch
+    by batch as the scan decodes them (what it took is given back when the scan fails), and
+    gathered into chunks of :data:`GATHER_BYTES` (a table of few chunks: later takes copy few
+    chunks together)."""
+    if work is None:
+        return source.to_table(filter=filter_, columns=columns)
+    scanner = source.scanner(filter=filter_, columns=columns, batch_size=SCAN_ROWS)
+    parts: list[pa.Table] = []
+    pending: list[pa.RecordBatch] = []
+    held = waiting = 0
+
+    def gather() -> None:
+        nonlocal waiting
+        part = pa.Table.from_batches(pending, schema=scanner.projected_schema)
+        if len(pending) > 1:
+            work.charge(waiting, ROWS)  # the chunk, while its batches are still held
+            try:
+                part = part.combine_chunks()
+            finally:
+                work.uncharge(waiting, ROWS)
+        parts.append(part)
+        pending.clear()
+        waiting = 0
+
+    try:
+        for batch in scanner.to_batches():
+            work.charge(batch.nbytes, ROWS)
+            held += batch.nbytes
+            pending.append(batch)
+            waiting += batch.nbytes
+            if waiting >= GATHER_BYTES:
+                gather()
+        if pending or not parts:
+            gather()
+    except BaseException:
+        work.uncharge(held, ROWS)
+        raise
+    return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+
+def by_time(
+    parts: Iterable[pa.Table | pa.RecordBatch], time_column: str, cap: int | None = None
+) -> pa.Table | int:
+    """The rows of ``parts`` sorted by ``time_column`` (stable: ties keep their order), one chunk
+    per column (a take from a chunked column concatenates it first: every later take of a query
+    would copy the whole column; a column too large for one array stays in chunks). Built a
+    column at a time, each input column released once concatenated, so that no more than one
+    column is held twice; rows already in time order (shard files are written sorted) are only
+    concatenated. With a ``cap``, reading stops once the decoded parts pass it: the bytes read
+    then (an int) instead of a table."""
+    loaded = []
+    size = 0
+    for part in parts:
+        size += part.nbytes
+        if cap is not None and size > cap:
+            return size
+        loaded.append(part if isinstance(part, pa.Table) else pa.Table.from_batches([part]))
+    if not loaded:
+        return size
+    table = pa.concat_tables(loaded)
+    del loaded
     order = None
     if not in_time_order(table.column(time_column)):
         order = pc.sort_indices(table, [(time_column, "ascending")])
@@ -418,8 +508,13 @@ def by_time(load: Callable[[], pa.Table], time_column: str) -> pa.Table:
     for i in range(len(columns)):  # not enumerate: its cached tuple would keep the input alive
         column = columns[i]
         assert column is not None
-        whole = column.combine_chunks()
         columns[i] = None
+        if not fits_one_array(column):  # taken chunk by chunk, into bounded chunks
+            rows = np.arange(len(column)) if order is None else np.asarray(order, np.int64)
+            out.append(take(pa.table({"c": column}), rows).column(0))
+            del column
+            continue
+        whole = column.combine_chunks()
         del column
         out.append(whole if order is None else whole.take(order))
         del whole
@@ -438,23 +533,3 @@ def time_bounds(kind: pa.DataType, lo: int, hi: int) -> tuple[pa.Scalar, pa.Scal
     if lo > hi:
         return None
     return pa.scalar(lo, storage).cast(kind), pa.scalar(hi, storage).cast(kind)
-
-
-def in_time_order(column: pa.ChunkedArray) -> bool:
-    """Whether ``column`` (a time column) has no NULL and never decreases (checked a chunk at a
-    time: 8 bytes per row of the largest chunk at most, for timestamp columns none)."""
-    if column.null_count or not (
-        pa.types.is_timestamp(column.type)
-        or pa.types.is_integer(column.type)
-        or pa.types.is_date(column.type)
-    ):
-        return False
-    last = None
-    for chunk in column.chunks:
-        if len(chunk) == 0:
-            continue
-        values = np.asarray(chunk.view(pa.int64()) if chunk.type.bit_width == 64 else chunk)
-        if (last is not None and values[0] < last) or bool(np.any(values[1:] < values[:-1])):
-            return False
-        last = values[-1]
-    return True

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,8 +28,9 @@ from dfs_cer.errors import ProtocolError
 from dfs_cer.io.files import FileLocation
 from dfs_cer.io.shard import schema_fields
 from dfs_cer.io.tables import DataFile, TablePlan, TableRef, node_share, plan_table, read_data_file
+from dfs_cer.work import ROWS, Work
 from storage_node.index import SortedProjection, ValueIndex
-from storage_node.store import ShardStore, by_time
+from storage_node.store import ShardStore, charged_scan
 
 
 class TableStore(ShardStore):
@@ -88,6 +89,7 @@ class TableStore(ShardStore):
         self._indexes: dict[str, ValueIndex | None] = {}
         self._projections: dict[tuple[str, str], SortedProjection] = {}
         self._size: int | None = None
+        self._uncached = 0
 
     @property
     def snapshot(self) -> int | None:
@@ -178,7 +180,7 @@ class TableStore(ShardStore):
         assert self.plan is not None
         return self.plan.schema
 
-    def estimate_bytes(self) -> int:
+    def _file_bytes(self) -> int:
         """Uncompressed size of the node's files (from their footers, read once per snapshot)."""
         if self._size is not None:
             return self._size
@@ -191,15 +193,24 @@ class TableStore(ShardStore):
         )
         return self._size
 
-    def _read(self, files: Sequence[DataFile]) -> pa.Table:
+    def _parts(self, files: Sequence[DataFile]) -> Iterator[pa.Table]:
         assert self.plan is not None
         plan = self.plan
-        parts = []
         for f in files:
-            parts.append(read_data_file(plan, f))
+            part = read_data_file(plan, f)
             self.files_read += 1
             self.bytes_read += f.bytes
-        return pa.concat_tables(parts) if parts else plan.schema.empty_table()
+            yield part
+
+    def _read(self, files: Sequence[DataFile], work: Work | None) -> pa.Table:
+        """The rows of ``files``, each file's charged to ``work`` as it is decoded."""
+        assert self.plan is not None
+        parts = []
+        for part in self._parts(files):
+            if work is not None:
+                work.charge(part.nbytes, ROWS)
+            parts.append(part)
+        return pa.concat_tables(parts) if parts else self.plan.schema.empty_table()
 
     def scan(
         self,
@@ -207,6 +218,7 @@ class TableStore(ShardStore):
         columns: list[str] | None = None,
         ranges: Any = None,
         condition: Any = None,
+        work: Work | None = None,
     ) -> pa.Table:
         """Rows passing ``filter_``: from the cached rows when the share fits the cache, else read
         from the files that may hold a time inside ``ranges`` (all files when None) and one
@@ -218,13 +230,10 @@ class TableStore(ShardStore):
                 if columns is None
                 else self.schema.empty_table().select(columns)
             )
-        if self.cached is None and 0 < self.estimate_bytes() <= self.config.cache_bytes:
+        if self.cached is None and self._caches():
             with self._cache_lock:
-                if self.cached is None:
-                    files = self.plan.files
-                    self.cached = self._sorted = by_time(
-                        lambda: self._read(files), self.time_column
-                    )
+                if self.cached is None and not self._uncached:
+                    self._load_cache(self._parts(self.plan.files))
         elif self.cached is not None:
             self.cache_hits += 1
         if self.cached is not None:
@@ -245,8 +254,13 @@ class TableStore(ShardStore):
                     and may_hold(tests, f.min_ts, f.max_ts, self.time_column, dtype)
                 )
             ]
-            source = self._read(keep)
-        return ds.dataset(source).to_table(filter=filter_, columns=columns)
+            read = self._read(keep, work)
+            try:
+                return charged_scan(ds.dataset(read), filter_, columns, work)
+            finally:  # the files' rows are dropped once filtered
+                if work is not None:
+                    work.uncharge(read.nbytes, ROWS)
+        return charged_scan(ds.dataset(source), filter_, columns, work)
 
     def _name_bad_file(self, exc: Exception) -> None:
         return None  # read_data_file names the file and the snapshot itself

@@ -42,11 +42,13 @@ def storage_node_serve(args: tuple[str, ...]) -> None:
 @handle_errors
 def token_command(state: State, path: str) -> None:
     """Write a random token to PATH (readable by you only) for --token-file; an existing file is
-    kept."""
+    kept, made readable by you only when it was open to others (said on stderr)."""
     from storage_node.daemons import write_token
 
-    wrote = write_token(Path(path))
-    state.output.message(f"{'wrote a new' if wrote else 'kept the'} token in {path}")
+    done = write_token(Path(path))
+    if done == "tightened":
+        click.echo(f"note: the token file {path} was readable by others: made it 0600", err=True)
+    state.output.message(f"{'wrote a new' if done == 'wrote' else 'kept the'} token in {path}")
 
 
 @storage_node_group.command("up")
@@ -117,6 +119,7 @@ def up_command(
         timeout=timeout,
         progress=lambda text: click.echo(f"{text} ...", err=True),
         metrics=metrics,
+        notice=lambda text: click.echo(f"note: {text}", err=True),
     )
     state.output.mapping(
         f"{len(started.endpoints)} storage nodes up (stop them with dfs-cer storage-node down)",
@@ -176,10 +179,15 @@ def down_command(state: State, state_dir: str) -> None:
     """Stop the storage nodes dfs-cer storage-node up started."""
     from storage_node.daemons import down, nodes_path
 
-    nodes, stopped = down(state_dir)
-    if nodes is None:
+    stopped = down(state_dir)
+    if not stopped.pids:
         state.output.message(f"no storage nodes: {nodes_path(state_dir)} does not exist")
         return
+    where = (
+        ", ".join(stopped.nodes.endpoints)
+        if stopped.nodes is not None
+        else "started by an up that did not finish"
+    )
     state.output.message(
-        f"stopped {stopped} of {len(nodes.pids)} storage nodes ({', '.join(nodes.endpoints)})"
+        f"stopped {stopped.running} of {len(stopped.pids)} storage nodes ({where})"
     )

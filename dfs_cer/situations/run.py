@@ -246,16 +246,14 @@ def match_situations(
     )
 
 
-def outer(query: SituationQuery, relation: pa.Table) -> pa.Table:
-    """The SELECT around the SITUATIONS clause, on DuckDB, over the match relation."""
-    from dfs_cer.local import sandboxed_duckdb
-    from dfs_cer.query.sandbox import check_outer
+def outer(query: SituationQuery, relation: pa.Table, deadline: float | None = None) -> pa.Table:
+    """The SELECT around the SITUATIONS clause, on the sandboxed DuckDB, over the match relation,
+    by ``deadline`` (``time.monotonic()``; default ``strategy.query_timeout_seconds`` from now)
+    and within ``query.outer_memory_limit`` (:mod:`dfs_cer.outer`)."""
+    from dfs_cer.config import load_config
+    from dfs_cer.outer import OuterEngine
 
     sql = query.outer_sql.replace(RELATION, "__dfs_cer_situations")
-    check_outer(sql, ["__dfs_cer_situations"], "duckdb")
-    con = sandboxed_duckdb()
-    try:
-        con.register("__dfs_cer_situations", relation)
-        return con.sql(sql).to_arrow_table()
-    finally:
-        con.close()
+    with OuterEngine(load_config(), deadline) as engine:
+        engine.register("__dfs_cer_situations", relation)
+        return engine.table(sql, ["__dfs_cer_situations"])

@@ -19,6 +19,7 @@ from dfs_cer.spark.match import (
     match_events_split,
     outer_query,
 )
+from dfs_cer.spark.outer import deadline_of
 from dfs_cer.spark.session import cancels_jobs
 from dfs_cer.spark.statements import recognize_statement
 
@@ -69,6 +70,7 @@ def recognize(
         )
     query = parse(sql)
     require_order_by(query, "Spark DataFrames")
+    deadline = deadline_of(options.get("timeout"), options.get("config"))
     segments = None
     trace = None
     started = time.perf_counter()
@@ -96,7 +98,7 @@ def recognize(
             result.relation is not None
         ):  # matched on the storage nodes: only the outer query is left
             return Recognition(
-                outer_query(spark, query, _frame(spark, result.relation)),
+                outer_query(spark, query, _frame(spark, result.relation), deadline),
                 trace,
                 result.relation.num_rows,
                 time.perf_counter() - started,
@@ -104,19 +106,19 @@ def recognize(
         if result.deferred is not None:  # executors take the final pull
             relation, taken = match_deferred(spark, result, integer_time_unit, tasks)
             return Recognition(
-                outer_query(spark, query, relation),
+                outer_query(spark, query, relation, deadline),
                 trace,
                 taken.events,
                 time.perf_counter() - started,
                 taken,
             )
     else:
-        unknown = sorted(set(options) - {"event_key", "dedup"})
+        unknown = sorted(set(options) - {"event_key", "dedup", "timeout"})
         if unknown:
             raise ConfigError(
                 f"option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
                 f"appl{'y' if len(unknown) > 1 else 'ies'} to storage nodes (endpoints=...); with "
-                "data= the options are event_key and dedup"
+                "data= the options are event_key, dedup and timeout (the SQL around the clause)"
             )
         relation, analysis, read, rows = match_data(
             spark,
@@ -129,7 +131,7 @@ def recognize(
             tasks=tasks,
         )
         return Recognition(
-            outer_query(spark, query, relation),
+            outer_query(spark, query, relation, deadline),
             None,
             read.events if read else rows,
             time.perf_counter() - started,
@@ -145,7 +147,9 @@ def recognize(
         driver_threshold=driver_threshold,
         tasks=tasks,
     )
-    return Recognition(outer_query(spark, query, relation), trace, events.num_rows, pulled, split)
+    return Recognition(
+        outer_query(spark, query, relation, deadline), trace, events.num_rows, pulled, split
+    )
 
 
 @cancels_jobs
@@ -176,7 +180,12 @@ def recognize_many(
         if result.relation is not None:  # matched on the storage nodes
             out.append(
                 Recognition(
-                    outer_query(spark, result.analysis.query, _frame(spark, result.relation)),
+                    outer_query(
+                        spark,
+                        result.analysis.query,
+                        _frame(spark, result.relation),
+                        result.deadline,
+                    ),
                     result.trace,
                     result.relation.num_rows,
                     group.seconds,
@@ -194,7 +203,7 @@ def recognize_many(
         )
         out.append(
             Recognition(
-                outer_query(spark, result.analysis.query, relation),
+                outer_query(spark, result.analysis.query, relation, result.deadline),
                 result.trace,
                 result.events.num_rows,
                 group.seconds,

@@ -172,8 +172,12 @@ def _blocks(events: pa.Table, analysis: Analysis) -> tuple[list[int], list[int],
     return [int(p[0]) for p in pieces], [int(p[-1]) for p in pieces], [int(p.size) for p in pieces]
 
 
-def outer_query(spark: Any, query: Query, relation: Any) -> Any:
-    """The SELECT/WHERE/ORDER BY around MATCH_RECOGNIZE, in Spark SQL."""
+def outer_query(spark: Any, query: Query, relation: Any, deadline: float | None = None) -> Any:
+    """The SELECT/WHERE/ORDER BY around MATCH_RECOGNIZE, in Spark SQL, computed by ``deadline``
+    (``time.monotonic()``; None: ``strategy.query_timeout_seconds`` from now) with its strings
+    bounded (:mod:`dfs_cer.spark.outer`)."""
+    from dfs_cer.spark.outer import computed, deadline_of, guarded
+
     sql = outer_sql(query, "spark")
     if sql is None:
         return relation
@@ -181,7 +185,8 @@ def outer_query(spark: Any, query: Query, relation: Any) -> Any:
     sql = sql.replace(RELATION, view)
     check_outer(sql, [view], "spark")  # Spark SQL has no sandbox switch: the check is the sandbox
     relation.createOrReplaceTempView(view)
-    return spark.sql(sql)
+    frame = spark.sql(guarded(spark, sql))
+    return computed(spark, frame, deadline_of() if deadline is None else deadline)
 
 
 @dataclass

@@ -134,10 +134,13 @@ def sandboxed_sql(spark: Any, sql: str, relations: Iterable[str]) -> Any:
     ``relations``, with the caller's SQL settings: Spark reads a name no column has as a session
     variable, and the application's (``DECLARE VARIABLE secret ...``), its other views and its
     functions live in the caller's session, out of the statement's reach. The relations travel
-    as global temporary views of random names, dropped once the session holds them."""
+    as global temporary views of random names, dropped once the session holds them. Its
+    string-building calls are bounded (:func:`dfs_cer.spark.outer.guarded`); it runs when an
+    action asks for its rows (:func:`dfs_cer.spark.outer.computed` runs it by a deadline)."""
     import uuid
 
     from dfs_cer.query.sandbox import check_outer
+    from dfs_cer.spark.outer import guarded
 
     names = list(relations)
     check_outer(sql, names, "spark")
@@ -153,7 +156,7 @@ def sandboxed_sql(spark: Any, sql: str, relations: Iterable[str]) -> Any:
         finally:
             spark.catalog.dropGlobalTempView(tag)
     try:
-        return isolated.sql(sql)
+        return isolated.sql(guarded(isolated, sql))
     except Exception as exc:  # analysis errors: a name the relations do not have, a wrong type
         from pyspark.errors import AnalysisException
 

@@ -216,6 +216,7 @@ class Spec:
         from dfs_cer.query.parser import parse
 
         query = parse(str(self.sql))
+        deadline = None  # parquet: the outer query's own strategy.query_timeout_seconds
         if self.data is not None:
             relation = _slice_of_data(self, query, piece)  # owned rows already
         else:
@@ -226,7 +227,8 @@ class Spec:
             options.update(time_ranges=[piece.read], node_matching="off", snapshot=snapshot)
             result = pull(self.strategy, str(self.sql), self.endpoints, self.token, **options)
             relation = owned(match_pulled(result, outer=False, match_ids=True), piece)
-        return run_outer(query, relation)
+            deadline = result.deadline
+        return run_outer(query, relation, deadline=deadline)
 
     def matches(self) -> pa.Table:
         """Read and match (in an executor task)."""
@@ -363,14 +365,28 @@ class DfsCerReader(DataSourceReader):
         return [SliceTask(piece, snapshot) for piece in pieces] or [InputPartition(0)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from dfs_cer.spark.distributed import sparkable
-
         spec = self._spec()
         if isinstance(partition, SliceTask):
             relation = spec.slice_matches(partition.piece, partition.snapshot)
         else:
             relation = spec.matches()
-        yield from relation.cast(sparkable(plain_schema(relation.schema))).to_batches()
+        yield from relation.cast(returned_schema(relation.schema)).to_batches()
+
+
+def returned_schema(schema: pa.Schema) -> pa.Schema:
+    """The Arrow types a read returns: Spark's (:func:`~dfs_cer.spark.distributed.sparkable`),
+    with zoned times in UTC, as the data source API checks each batch against its schema's Arrow
+    form (a TimestampType is an instant, sent with time zone UTC). Arrow keeps a zoned time as
+    its UTC instant whatever the zone, so the cast changes the label, never the instant."""
+    from dfs_cer.spark.distributed import sparkable
+
+    fields = [
+        f.with_type(pa.timestamp(f.type.unit, "UTC"))
+        if pa.types.is_timestamp(f.type) and f.type.tz is not None
+        else f
+        for f in sparkable(plain_schema(schema))
+    ]
+    return pa.schema(fields)
 
 
 class SliceTask(InputPartition):

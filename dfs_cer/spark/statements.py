@@ -1,7 +1,8 @@
 """Whole statements on Spark: each MATCH_RECOGNIZE clause becomes a DataFrame (pulled from the
 storage nodes, read from ``data=``, or matched over a registered table or a subquery's rows),
 the statement around the clauses runs in Spark SQL over temporary views with fresh names (the
-session's own views are untouched), after the same sandbox check as the embedded engine.
+session's own views are untouched), after the same sandbox check as the embedded engine, and is
+computed by the query's deadline (:mod:`dfs_cer.spark.outer`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dfs_cer.query import analyze
 from dfs_cer.query.statement import OUTER_DIALECT, Statement
 from dfs_cer.query.validate import require_order_by
 from dfs_cer.spark.match import Recognition, _config, _frame, match_data, match_events
+from dfs_cer.spark.outer import computed, deadline_of, within
 from dfs_cer.spark.session import sandboxed_sql
 from dfs_cer.strategies.base import Trace
 
@@ -68,6 +70,7 @@ def recognize_statement(
     from dfs_cer.local import as_arrow
 
     started = time.perf_counter()
+    deadline = deadline_of(options.get("timeout"), options.get("config"))
     tag = uuid.uuid4().hex[:12]
     views: dict[str, str] = {}  # lower-case name the statement reads -> temp view
     frames: dict[str, Any] = {}
@@ -215,9 +218,9 @@ def recognize_statement(
                 relation = early[part.relation]
             elif part.input_sql is not None:
                 sql = _renamed(part.input_sql, views)
-                relation = match_arrow(
-                    part.query, _arrow_of(sandboxed_sql(spark, sql, views.values()))
-                )
+                with within(spark, deadline):
+                    rows = _arrow_of(sandboxed_sql(spark, sql, views.values()))
+                relation = match_arrow(part.query, rows)
             elif part.query.table.lower() in remote:
                 relation = remote_relation(part)
             else:
@@ -234,6 +237,5 @@ def recognize_statement(
     from dfs_cer.strategies.statements import merged_trace
 
     trace = merged_trace(traces, strategy) if traces else None
-    return Recognition(
-        sandboxed_sql(spark, sql, views.values()), trace, events_seen, time.perf_counter() - started
-    )
+    result = computed(spark, sandboxed_sql(spark, sql, views.values()), deadline)
+    return Recognition(result, trace, events_seen, time.perf_counter() - started)

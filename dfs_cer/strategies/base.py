@@ -141,6 +141,9 @@ class PullResult:
     node_matches: int = 0
     #: the final pull left for executors to take (``pull(..., defer=True)``); None: pulled here
     deferred: DeferredPull | None = None
+    #: the query's deadline (``time.monotonic()``): what is left of it bounds the SQL around
+    #: the clause (None: ``strategy.query_timeout_seconds`` from when that runs)
+    deadline: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

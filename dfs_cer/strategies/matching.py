@@ -55,7 +55,11 @@ def match_pulled(
         result.trace.matching = Matching(
             "storage nodes", result.node_matches, time.perf_counter() - began, 0
         )
-        return run_outer(query, result.relation) if outer else result.relation
+        return (
+            run_outer(query, result.relation, deadline=result.deadline)
+            if outer
+            else result.relation
+        )
     settings = load_config().matcher
     limit = settings.max_matches if max_matches is None else max_matches
     if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
@@ -93,4 +97,4 @@ def match_pulled(
     result.trace.matching = Matching(
         engine, out.matches, time.perf_counter() - began, out.work_bytes
     )
-    return run_outer(query, out.table) if outer else out.table
+    return run_outer(query, out.table, deadline=result.deadline) if outer else out.table

@@ -350,6 +350,7 @@ def _pull_many_once(
             pool.shutdown(wait=False)
         for r, s in zip(results, sessions, strict=True):  # complete results are kept
             r.trace.warnings += s.close()
+            r.deadline = s.deadline
         return GroupResult(results, group.trace, time.perf_counter() - began)
     except BaseException:
         for s in [group, *sessions]:

@@ -159,7 +159,9 @@ def run(request: PullRequest) -> PullResult:
             defer_min_rows=request.defer_min_rows,
         )
         deadline = session.deadline
-        return _pull_once(session, request)
+        result = _pull_once(session, request)
+        result.deadline = session.deadline
+        return result
 
     # a node serves running queries on another snapshot of the table: try again shortly (at the
     # then current snapshot, unless one was asked for), within the deadline

@@ -13,6 +13,7 @@ over the nodes' table needs that input's rows: the nodes' rows are pulled whole 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -158,9 +159,18 @@ def pull_statement(
     storage nodes' shard set (any name; other tables must be registered), with the pull strategy
     ``strategy`` and ``options`` of
     :func:`dfs_cer.strategies.pull`; ``matching`` goes to
-    :func:`dfs_cer.strategies.matching.match_pulled`."""
+    :func:`dfs_cer.strategies.matching.match_pulled`. ``timeout`` bounds the whole statement:
+    each pull gets what is left of it, and so does the SQL around the clauses."""
     from dfs_cer.strategies import pull
+    from dfs_cer.strategies.base import check_limits
     from dfs_cer.strategies.matching import match_pulled
+
+    deadline = time.monotonic() + check_limits(
+        options.get("config") or load_config().strategy, options.get("timeout")
+    )
+
+    def left() -> dict[str, Any]:
+        return {**options, "timeout": max(deadline - time.monotonic(), 0.001)}
 
     registry = dict(tables or {})
     plan = plan_statement(statement, {n.lower() for n in registry})
@@ -169,9 +179,9 @@ def pull_statement(
     for index, part in enumerate(statement.parts):
         result: PullResult | None = None
         if part.input_sql is None and part.query.table.lower() in plan.remote:
-            result = pull(strategy, part.query, endpoints, token, **options)
+            result = pull(strategy, part.query, endpoints, token, **left())
         elif part in plan.pushed:
-            result = pull_pushed(plan, part, strategy, endpoints, token, **options)
+            result = pull_pushed(plan, part, strategy, endpoints, token, **left())
         if result is not None:
             pulled[part.relation] = match_pulled(result, outer=False, **(matching or {}))
             result.trace.source = f"clause {index + 1}"
@@ -184,7 +194,7 @@ def pull_statement(
         statement
     ):  # a subquery / CTE / the outer SQL reads the nodes' rows themselves
         result = pull(
-            "pull_all", whole_table_query(name, endpoints, token), endpoints, token, **options
+            "pull_all", whole_table_query(name, endpoints, token), endpoints, token, **left()
         )
         result.trace.fallback = plan.fallback(name)
         result.trace.source = f"table {name!r}"
@@ -217,9 +227,16 @@ def pull_statement(
             "auto",
         )
 
-    return StatementResult(
-        run_statement(statement, registry, one, config.query.outer_dialect, pulled), traces
+    table = run_statement(
+        statement,
+        registry,
+        one,
+        config.query.outer_dialect,
+        pulled,
+        config=config,
+        deadline=deadline,
     )
+    return StatementResult(table, traces)
 
 
 def merged_trace(traces: Sequence[Trace], strategy: str) -> Trace:

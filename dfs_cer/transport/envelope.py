@@ -23,7 +23,9 @@ them); their in-memory size is what is counted.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import zstandard
@@ -44,6 +46,8 @@ PRIMED_STRONG_MAX = 64 * 1024
 _WHOLE = pa.Codec("zstd", compression_level=3)
 #: bytes per chunk of the stream
 CHUNK = 4 * 1024 * 1024
+#: chunks per record batch of an enveloped reply
+BATCH_CHUNKS = 16
 #: schema metadata naming the columns sent dictionary-encoded (decoded on arrival)
 DICTIONARY_KEY = b"dfs_cer_dictionary"
 #: a string column is sent dictionary-encoded when it has at most this share of distinct values
@@ -104,9 +108,17 @@ def _primed(primed: bytes) -> zstandard.ZstdCompressionDict:
     return zstandard.ZstdCompressionDict(primed, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
 
 
-def seal(table: pa.Table, compression: str, primed: str | None = None) -> pa.Table:
+def seal(
+    table: pa.Table,
+    compression: str,
+    primed: str | None = None,
+    charge: Callable[[int], None] | None = None,
+) -> pa.Table:
     """``table`` as an enveloped reply: its IPC stream (with ``compression``) in binary chunks.
-    ``primed``: the digest of the compute node's :func:`primer` (used when it is this table's)."""
+    ``primed``: the digest of the compute node's :func:`primer` (used when it is this table's).
+    ``charge(nbytes)`` is told what the reply takes as it is made: the dictionary indices
+    before they are encoded, each dictionary and each batch of the stream once written (a
+    storage node charges them to the query; it raises to stop)."""
     options = pa.ipc.IpcWriteOptions(compression=_codec(compression))
     # none is the paper's comparison: the rows as they are, uncompressed and not dictionary-encoded
     encoded = (
@@ -119,6 +131,8 @@ def seal(table: pa.Table, compression: str, primed: str | None = None) -> pa.Tab
         ]
     )
     if encoded:
+        if charge is not None:
+            charge(4 * table.num_rows * len(encoded))  # the int32 indices
         for name in encoded:
             i = table.schema.get_field_index(name)
             table = table.set_column(
@@ -128,10 +142,12 @@ def seal(table: pa.Table, compression: str, primed: str | None = None) -> pa.Tab
                 ),
                 pc.dictionary_encode(table.column(i)).combine_chunks(),
             )
+            if charge is not None:
+                charge(table.column(i).chunk(0).dictionary.nbytes)
         metadata = dict(table.schema.metadata or {})
         metadata[DICTIONARY_KEY] = ",".join(encoded).encode()
         table = table.replace_schema_metadata(metadata)
-    stream = _stream(table, options)
+    stream = _stream(table, options, charge)
     column = COLUMN
     if compression == "zstd" and stream.size <= WHOLE_MAX:
         plain = _stream(table, pa.ipc.IpcWriteOptions())
@@ -154,17 +170,38 @@ def seal(table: pa.Table, compression: str, primed: str | None = None) -> pa.Tab
                 if 8 + len(z) < stream.size:
                     stream = pa.py_buffer(plain.size.to_bytes(8, "little") + z)
                     column = COLUMN_PRIMED
-    chunks = [
-        stream.slice(i, min(CHUNK, stream.size - i)).to_pybytes()
-        for i in range(0, stream.size, CHUNK)
-    ]
-    return pa.table({column: pa.array(chunks, pa.large_binary())})
+    return _chunked(stream, column)
 
 
-def _stream(table: pa.Table, options: pa.ipc.IpcWriteOptions) -> pa.Buffer:
+def _chunked(stream: pa.Buffer, column: str) -> pa.Table:
+    """``stream`` as the rows of a one-column table: chunks of :data:`CHUNK` bytes (slices of the
+    stream, not copies), :data:`BATCH_CHUNKS` to a record batch (no message on the wire holds
+    the whole stream)."""
+    size = stream.size
+    batches = []
+    for start in range(0, size, CHUNK * BATCH_CHUNKS):
+        end = min(size, start + CHUNK * BATCH_CHUNKS)
+        offsets = np.append(np.arange(0, end - start, CHUNK, dtype=np.int64), end - start)
+        chunks = pa.Array.from_buffers(
+            pa.large_binary(),
+            offsets.size - 1,
+            [None, pa.py_buffer(offsets), stream.slice(start, end - start)],
+        )
+        batches.append(pa.record_batch([chunks], names=[column]))
+    schema = pa.schema([(column, pa.large_binary())])
+    return pa.Table.from_batches(batches, schema=schema)
+
+
+def _stream(
+    table: pa.Table, options: pa.ipc.IpcWriteOptions, charge: Callable[[int], None] | None = None
+) -> pa.Buffer:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
-        writer.write_table(table)
+        for batch in table.to_batches():
+            before = sink.tell()
+            writer.write_batch(batch)
+            if charge is not None:
+                charge(sink.tell() - before)
     return sink.getvalue()
 
 

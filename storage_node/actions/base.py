@@ -27,6 +27,7 @@ from dfs_cer.query import Analysis
 from dfs_cer.transport.messages import field
 from dfs_cer.transport.protocol import MAX_HALO, TIS_FORMATS
 from dfs_cer.work import Work
+from storage_node.rows import take
 from storage_node.state import QueryState, SnapshotGate, StateRegistry
 from storage_node.store import ShardStore
 
@@ -45,15 +46,18 @@ def ipc_stream(table: pa.Table) -> bytes:
     return bytes(sink.getvalue().to_pybytes())
 
 
-def inside(table: pa.Table, ts: np.ndarray, ranges: np.ndarray) -> tuple[pa.Table, np.ndarray]:
-    """Rows of a time-sorted table inside any of the inclusive ``ranges``."""
+def inside(
+    table: pa.Table, ts: np.ndarray, ranges: np.ndarray, work: Work | None = None
+) -> tuple[pa.Table, np.ndarray]:
+    """Rows of a time-sorted table inside any of the inclusive ``ranges`` (a copy charged to
+    ``work``)."""
     lo = np.searchsorted(ts, ranges[:, 0], side="left")
     hi = np.searchsorted(ts, ranges[:, 1], side="right")
     keep = np.zeros(ts.size + 1, np.int64)
     np.add.at(keep, lo, 1)
     np.add.at(keep, hi, -1)
     rows = np.nonzero(np.cumsum(keep[:-1]) > 0)[0]
-    return table.take(pa.array(rows)), ts[rows]
+    return take(table, rows, work), ts[rows]
 
 
 def snapshot_of(header: dict[str, Any]) -> int | None:
@@ -113,9 +117,14 @@ class Node:
 
     def check(self) -> None:
         """Stop here when the query of this thread's call is past its deadline or closed."""
-        work = getattr(self.calls, "work", None)
+        work = self.current()
         if work is not None:
             work.check()
+
+    def current(self) -> Work | None:
+        """The work of the call this thread runs (None outside a query's call)."""
+        work: Work | None = getattr(self.calls, "work", None)
+        return work
 
     @contextlib.contextmanager
     def working(
@@ -195,16 +204,25 @@ class Node:
             )
 
     def admitted(self, kind: str, read: Callable[[], T]) -> T:
-        """A read outside an opened query passes admission like an open: it reserves the shard
-        set's size (waiting for room, or refused) for the time of the read."""
+        """A read outside an opened query passes admission like an open: it waits for room for
+        the shard set's size (or is refused). A pull's copies are then charged to the work of
+        its call as it makes them; another read holds the reservation while it runs, its copies
+        charged to it first."""
         import uuid
 
         estimate = self.store.estimate_bytes()
-        self.registry.reserve(f"{kind}-{uuid.uuid4().hex[:8]}", estimate)
-        try:
+        name = f"{kind}-{uuid.uuid4().hex[:8]}"
+        self.registry.reserve(name, estimate)
+        if self.current() is not None:
+            self.registry.release(estimate)
             return read()
+        try:
+            with self.working(name, slot=False) as work:
+                work.prepay(estimate)
+                return read()
         finally:
             self.registry.release(estimate)
+            self.registry.end_work(name)
 
     def same_generation(self, state: QueryState, kind: str) -> None:
         if state.generation != self.store.generation:
@@ -219,18 +237,17 @@ class Node:
         """Every row of the shard set, by time (inside ``ranges`` and passing the input filter
         ``where`` when given; with ``window``, an executor's slice ``(lo, hi)``: only the rows
         of that inclusive time range, selected before anything else looks at a row)."""
+        work = self.current()
         if window is None:
-            table = self.store.sorted_rows()
+            table = self.store.sorted_rows(work)
         else:
-            table = self.store.rows_between(*window)
+            table = self.store.rows_between(*window, work=work)
             self.sliced(table.num_rows)
         if where is not None:
-            table = table.take(
-                pa.array(matching_rows(table, where, getattr(self.calls, "work", None)))
-            )
+            table = take(table, matching_rows(table, where, work), work)
         if ranges is None:
             return table
-        return inside(table, int_times(table.column(self.store.time_column)), ranges)[0]
+        return inside(table, int_times(table.column(self.store.time_column)), ranges, work)[0]
 
     def variable(self, state: QueryState, header: dict[str, Any] | str, action: str) -> str:
         name = header if isinstance(header, str) else field(header, "variable", str, action)

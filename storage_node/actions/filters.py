@@ -3,6 +3,8 @@ builds (``wjf``), two-phase ``verify`` and DFS's per-node ``collect``."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -14,10 +16,34 @@ from dfs_cer.filters.points import Points, SliceRuns, pack_points, slice_ids, va
 from dfs_cer.transport.messages import field
 from dfs_cer.transport.protocol import Collect, Intervals, Verify, Wjf
 from storage_node.actions.base import Family, Reply, load_tis
+from storage_node.rows import ARRAY_BYTES, take
+from storage_node.state import QueryState
+
+Handler = Callable[["FilterActions", dict[str, Any], list[bytes]], Reply]
+
+
+def _charged(handler: Handler) -> Handler:
+    """Run a filter action in a call of its query's work: the column values it copies are
+    charged to the query (given back when the call ends)."""
+
+    @functools.wraps(handler)
+    def run(self: FilterActions, header: dict[str, Any], blobs: list[bytes]) -> Reply:
+        qid = header.get("query_id")
+        if not isinstance(qid, str):  # the handler names the error
+            return handler(self, header, blobs)
+        with self.node.working(qid, slot=False):
+            return handler(self, header, blobs)
+
+    return run
 
 
 class FilterActions(Family):
     """``intervals``, ``summaries``, ``wjf``, ``verify`` and ``collect``."""
+
+    def _values(self, state: QueryState, column: str, rows: np.ndarray) -> pa.ChunkedArray:
+        """The values of ``column`` at ``rows``, a copy charged to the call's work."""
+        picked = take(state.table.select([column]), rows, self.node.current(), ARRAY_BYTES)
+        return picked.column(0)
 
     def intervals(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         request = Intervals.parse(header)
@@ -27,6 +53,7 @@ class FilterActions(Family):
         out = IntervalSet.around(state.ts[state.candidates[name]], lo, hi)
         return {"intervals": len(out)}, [out.to_bytes()]
 
+    @_charged
     def summaries(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         """Naive-DFS trip 1: every variable's Eq. 1 interval array and the (timestamp, value) pairs
         of every (variable, column) in an equality condition, in one reply."""
@@ -50,7 +77,7 @@ class FilterActions(Family):
             if column not in state.table.column_names:
                 raise ProtocolError(f"action summaries: unknown column {column!r}")
             pairs = pa.table(
-                {"ts": pa.array(state.ts[rows]), "value": state.table.column(column).take(rows)}
+                {"ts": pa.array(state.ts[rows]), "value": self._values(state, column, rows)}
             )
             sink = pa.BufferOutputStream()
             with pa.ipc.new_stream(sink, pairs.schema) as writer:
@@ -58,6 +85,7 @@ class FilterActions(Family):
             out.append(sink.getvalue().to_pybytes())
         return {"blobs": len(out)}, out
 
+    @_charged
     def wjf(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         request = Wjf.parse(header)
         total = sum(b.bits for b in request.builds)
@@ -95,10 +123,11 @@ class FilterActions(Family):
                         f"limit), got {b.bits}"
                     )
                 f = WindowJoinFilter(b.bits, b.hashes, b.window, _key_kind(b.kind), seed=b.seed)
-            f.add(state.table.column(column).take(pa.array(rows)), state.ts[rows])
+            f.add(self._values(state, column, rows), state.ts[rows])
             out.append(f.to_bytes())
         return {"filters": len(out)}, out
 
+    @_charged
     def verify(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         request = Verify.parse(header)
         state = self.node.registry.get(request.query_id)
@@ -129,9 +158,7 @@ class FilterActions(Family):
             )
             if p.column not in state.table.column_names:
                 raise ProtocolError(f"action verify: unknown column {p.column!r}")
-            keep = g.might_contain(
-                state.table.column(p.column).take(pa.array(rows)), state.ts[rows], p.direction
-            )
+            keep = g.might_contain(self._values(state, p.column, rows), state.ts[rows], p.direction)
             rows = rows[keep]
         state.candidates[name] = rows
         if isinstance(swf, IntervalSet):  # interval arrays: send the survivors' Eq. 1 intervals
@@ -142,6 +169,7 @@ class FilterActions(Family):
         tags = swf.refresh(state.ts[rows], role)
         return {"before": int(before), "survivors": int(rows.size)}, [tags.to_bytes()]
 
+    @_charged
     def collect(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
         """Where each asked variable's candidates lie: their slices on the request's grid and
         the hashes of the asked columns, in one blob (:func:`dfs_cer.filters.points.pack_points`).
@@ -179,7 +207,7 @@ class FilterActions(Family):
             for column, kind in g.hashed:
                 if column not in state.table.column_names:
                     raise ProtocolError(f"action collect: unknown column {column!r}")
-                values = state.table.column(column).take(pa.array(rows))
+                values = self._values(state, column, rows)
                 hashes.append(value_hashes(values, _key_kind(kind), request.bits))
             stacked = np.vstack(hashes) if hashes else None
             out.append(Points(slices, stacked))

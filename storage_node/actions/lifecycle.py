@@ -16,8 +16,10 @@ from dfs_cer.query.arrow_filter import union_filter
 from dfs_cer.transport.messages import field
 from dfs_cer.transport.protocol import Close, Release, Reserve, arrival, lease
 from dfs_cer.transport.replies import OpenReply
+from dfs_cer.work import ROWS, Work
 from storage_node.actions.base import Reply, inside, int_times, matching_rows, snapshot_of
 from storage_node.actions.opening import Opener, any_of, canonical_copies, expiry, time_ranges
+from storage_node.rows import sort, take
 from storage_node.state import QueryState
 
 
@@ -68,6 +70,9 @@ class LifecycleActions(Opener):
         estimate = self._admit(qid) if when is None else self._admit_now(qid, when)
         if estimate is None:  # no room now: the compute node asks again (its place kept)
             return {"refused": True}, []
+        work = self.node.current()
+        if work is not None:  # what the open copies is charged to the reservation first
+            work.prepay(estimate)
         key, dedup = self._event_key(header, self.node.store.schema)
         copies = bool(key) and dedup  # copies of an event may differ in other columns
         halo = bool(analysis.prev_reach or analysis.next_reach) or copies
@@ -96,7 +101,7 @@ class LifecycleActions(Opener):
                         row_ids = indexed[1]
                     else:
                         row_ids = matching_rows(table, filt)
-                    table = table.take(pa.array(row_ids))
+                    table = take(table, row_ids, work)
                 else:
                     row_ids = np.arange(table.num_rows, dtype=np.int64)
                 ts = int_times(table.column(self.node.store.time_column))
@@ -109,18 +114,19 @@ class LifecycleActions(Opener):
                 if (
                     indexed is not None
                 ):  # the rows passing the same filter, found through the indexes
-                    table = indexed[0].take(pa.array(indexed[1]))
+                    table = take(indexed[0], indexed[1], work)
                 else:
-                    table = self.node.store.scan(
+                    table = self._sorted_scan(
                         filt if where is None else where if filt is None else filt & where,
+                        work,
                         ranges=ranges,
                         condition=condition,
-                    ).sort_by(self.node.store.time_column)
+                    )
                 ts = int_times(table.column(self.node.store.time_column))
                 if (
                     ranges is not None
                 ):  # an incremental re-run: only rows inside these closed ranges
-                    table, ts = inside(table, ts, ranges)
+                    table, ts = inside(table, ts, ranges, work)
             candidates = self._candidates(table, analysis)
             if (
                 kept is not None and row_ids is not None
@@ -169,6 +175,15 @@ class LifecycleActions(Opener):
         return OpenReply.lean(info), (
             [self.node.store.schema.serialize().to_pybytes()] if header.get("schema", True) else []
         )
+
+    def _sorted_scan(self, filt: Any, work: Work | None, **hints: Any) -> pa.Table:
+        """The rows passing ``filt`` sorted by time, both copies charged to ``work`` (the
+        scan's given back once sorted)."""
+        scanned = self.node.store.scan(filt, work=work, **hints)
+        table = sort(scanned, self.node.store.time_column, work)
+        if work is not None and table is not scanned:
+            work.uncharge(scanned.nbytes, ROWS)
+        return table
 
     def _admit(self, query_id: str) -> int:
         """The bytes this opening holds: the reservation ``reserve`` granted it, else one made now
@@ -227,6 +242,9 @@ class LifecycleActions(Opener):
         estimate = self._admit(
             header["query_id"] if isinstance(header.get("query_id"), str) else queries[0][1]
         )
+        work = self.node.current()
+        if work is not None:  # what the open copies is charged to the reservation first
+            work.prepay(estimate)
         states = []
         keys = [self._event_key(g, self.node.store.schema) for g in group]
         # contiguous patterns read every row; when none of the queries has one, the scan keeps
@@ -244,7 +262,7 @@ class LifecycleActions(Opener):
         )
         try:
             if whole:
-                table = self.node.store.sorted_rows()
+                table = self.node.store.sorted_rows(work)
             else:
                 filters = [
                     union_filter(
@@ -253,9 +271,9 @@ class LifecycleActions(Opener):
                     )
                     for a, _ in queries
                 ]
-                table = self.node.store.scan(
-                    None if any(f is None for f in filters) else any_of(filters)
-                ).sort_by(self.node.store.time_column)
+                table = self._sorted_scan(
+                    None if any(f is None for f in filters) else any_of(filters), work
+                )
             ts = int_times(table.column(self.node.store.time_column))
             shared: dict[str, np.ndarray] = {}
             for i, ((analysis, qid), (key, dedup)) in enumerate(zip(queries, keys, strict=True)):

@@ -19,6 +19,7 @@ from dfs_cer.query.expr import Column, walk
 from dfs_cer.transport.messages import field
 from dfs_cer.transport.protocol import LEASE_GRACE_SECONDS, MAX_HALO, lease
 from storage_node.actions.base import Family, matching_rows, union_rows
+from storage_node.rows import take
 from storage_node.state import QueryState
 
 
@@ -262,7 +263,8 @@ class Opener(Family):
             }
             & set(rows.column_names)
         )
-        probe = rows.select(needed).take(pa.array(narrowed))  # only the columns the filter reads
+        # only the columns the filter reads
+        probe = take(rows.select(needed), narrowed, self.node.current())
         return rows, narrowed[matching_rows(probe, filt)]
 
     def _input_filter(self, header: dict[str, Any]) -> tuple[Any, Any]:
@@ -295,7 +297,9 @@ class Opener(Family):
         def lengths(name: str) -> tuple[int, int]:
             if name not in seen:
                 column = resolve_column(name, self.node.store.schema, "input filter")
-                values = self.node.store.scan(None, columns=[column]).column(column)
+                values = self.node.store.scan(
+                    None, columns=[column], work=self.node.current()
+                ).column(column)
                 if pa.types.is_dictionary(
                     values.type
                 ):  # what the filter reads: the decoded strings

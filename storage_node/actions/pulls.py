@@ -25,7 +25,7 @@ from dfs_cer.transport.protocol import (
     Halo,
     NodeMatch,
 )
-from dfs_cer.work import Work
+from dfs_cer.work import ROWS, Work
 from storage_node.actions.base import (
     Family,
     Node,
@@ -37,7 +37,11 @@ from storage_node.actions.base import (
     union_rows,
 )
 from storage_node.actions.slices import candidates_within, cut, time_slice
+from storage_node.rows import copy_bytes, keep, take
 from storage_node.state import QueryState
+
+#: bytes per row of the row arrays an ordering makes beside its copy (order, partition, time)
+ORDER_BYTES = 24
 
 
 class PullActions(Family):
@@ -50,9 +54,19 @@ class PullActions(Family):
         #: ``(state, header, blobs, work)``, run in a work slot of the query
         self.kinds = kinds
 
-    def pull(self, header: dict[str, Any], blobs: list[bytes]) -> pa.Table:
+    def pull(
+        self,
+        header: dict[str, Any],
+        blobs: list[bytes],
+        finish: Callable[[pa.Table, Work], pa.Table] | None = None,
+    ) -> tuple[pa.Table, Work]:
         """Route a DoGet ticket by its ``kind`` (a ``slice``: the rows of an inclusive time range
-        of a final pull, one executor's share)."""
+        of a final pull, one executor's share). Every copy the pull makes is charged to the
+        query's work (a pull outside an opened query: a work of its own); ``finish`` makes the
+        reply of the rows (compressed for the wire) in the same call. Returns the reply and the
+        work that holds its bytes: settle it once the reply has been sent."""
+        import uuid
+
         kind = field(header, "kind", str, "pull")
         if "slice" in header:  # one executor's share of a final pull (each handler reads it)
             if kind not in FINAL_PULLS:
@@ -60,7 +74,15 @@ class PullActions(Family):
             time_slice(header, kind)
         entry = PULLS.get(kind)
         if entry is not None and entry.lifecycle:
-            return self.kinds[kind](header, blobs)
+            qid = header.get("query_id")
+            opened = isinstance(qid, str) and self.node.registry.find(qid) is not None
+            name = qid if opened and isinstance(qid, str) else f"{kind}-{uuid.uuid4().hex[:8]}"
+            try:
+                with self.node.working(name, slot=False) as work:
+                    return _reply(self.kinds[kind](header, blobs), work, finish)
+            finally:
+                if not opened:
+                    self.node.registry.end_work(name)
         state = self.node.registry.get(field(header, "query_id", str, kind))
         with self.node.working(
             state.query_id
@@ -70,7 +92,7 @@ class PullActions(Family):
                     f"unknown pull kind {kind!r}; use pull, pull_range, pull_halo, pull_variable, "
                     "pull_pushdown or pull_all"
                 )
-            return self.kinds[kind](state, header, blobs, work)
+            return _reply(self.kinds[kind](state, header, blobs, work), work, finish)
 
     def pull_all(self, header: dict[str, Any], blobs: list[bytes]) -> pa.Table:
         """Every row of the shard set (of the opened query's rows when it is open here)."""
@@ -97,13 +119,15 @@ class PullActions(Family):
             rows, looked = candidates_within(state, window)
             self.node.sliced(looked)
             ship(state, rows)
-            return state.table.take(pa.array(rows))
+            return take(state.table, rows, work)
         rows = union_rows(state)
         ship(state, rows)
         if "halo" in header:
-            table = self._with_local_halo(state, Halo.parse(header, self.node.halo_limit), rows)
-            return cut(table, window, self.node.store.time_column)
-        return state.table.take(pa.array(rows))
+            table = self._with_local_halo(
+                state, Halo.parse(header, self.node.halo_limit), rows, work
+            )
+            return cut(table, window, self.node.store.time_column, work)
+        return take(state.table, rows, work)
 
     def pull_final(
         self, state: QueryState, header: dict[str, Any], blobs: list[bytes], work: Work
@@ -122,9 +146,11 @@ class PullActions(Family):
         rows = rows[swf.contains(state.ts[rows])]
         ship(state, rows)
         if "halo" in header:
-            table = self._with_local_halo(state, Halo.parse(header, self.node.halo_limit), rows)
-            return cut(table, window, self.node.store.time_column)
-        return state.table.take(pa.array(rows))
+            table = self._with_local_halo(
+                state, Halo.parse(header, self.node.halo_limit), rows, work
+            )
+            return cut(table, window, self.node.store.time_column, work)
+        return take(state.table, rows, work)
 
     def pull_range(
         self, state: QueryState, header: dict[str, Any], blobs: list[bytes], work: Work
@@ -133,31 +159,34 @@ class PullActions(Family):
         kind = "pull_range"
         window = time_slice(header, kind)
         if "halo" in header:
-            table = self._pull_range_halo(state, Halo.parse(header, self.node.halo_limit), blobs)
-            return cut(table, window, self.node.store.time_column)
+            table = self._pull_range_halo(
+                state, Halo.parse(header, self.node.halo_limit), blobs, work
+            )
+            return cut(table, window, self.node.store.time_column, work)
         if not blobs:
             raise ProtocolError(f"{kind}: the final interval set blob is missing")
         swf = load_tis(tis_format_of(header, kind), blobs[0])
         self.node.same_generation(state, kind)
         table = self.node.whole(state.ranges, state.where, window)
         ts = int_times(table.column(self.node.store.time_column))
-        return table.filter(pa.array(swf.contains(ts)))
+        return keep(table, swf.contains(ts), work)
 
     def pull_halo(
         self, state: QueryState, header: dict[str, Any], blobs: list[bytes], work: Work
     ) -> pa.Table:
         """Rows next to the pulled candidates' (partition, time) points."""
-        return self._pull_halo(state, Halo.parse(header, self.node.halo_limit), blobs)
+        return self._pull_halo(state, Halo.parse(header, self.node.halo_limit), blobs, work)
 
     def _canonical(
-        self, state: QueryState, request: Halo, kind: str
+        self, state: QueryState, request: Halo, kind: str, work: Work
     ) -> tuple[pa.Table, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """This node's rows of the query (inside its time ranges) in the matcher's order."""
+        """This node's rows of the query (inside its time ranges) in the matcher's order (the
+        ordered copy and its row arrays charged to ``work`` first)."""
         from dfs_cer.plan.halo import canonical
 
         self.node.same_generation(state, kind)
         table = self.node.whole(state.ranges, state.where)
-        self.node.check()
+        work.charge(copy_bytes(table) + ORDER_BYTES * table.num_rows, ROWS)
         unknown = [c for c in request.event_key if c not in table.column_names]
         if unknown:
             raise ProtocolError(
@@ -168,7 +197,9 @@ class PullActions(Family):
             raise ProtocolError(f"{kind}: a halo needs an ascending first ORDER BY column")
         return canonical(table, state.analysis, request.event_key, request.dedup)
 
-    def _pull_range_halo(self, state: QueryState, request: Halo, blobs: list[bytes]) -> pa.Table:
+    def _pull_range_halo(
+        self, state: QueryState, request: Halo, blobs: list[bytes], work: Work
+    ) -> pa.Table:
         """Every row inside the closed intervals, and the ``before``/``after`` rows next to each
         interval in every partition (marked in :data:`HALO`), in the matcher's order."""
         from dfs_cer.plan.halo import around_intervals
@@ -176,14 +207,16 @@ class PullActions(Family):
         if not blobs:
             raise ProtocolError("pull_range: the final interval set blob is missing")
         intervals = IntervalSet.from_bytes(blobs[0])
-        ordered, pid, t, _, _ = self._canonical(state, request, "pull_range")
+        ordered, pid, t, _, _ = self._canonical(state, request, "pull_range", work)
         inside, halo = around_intervals(
             pid, t, intervals.starts, intervals.ends, request.before, request.after
         )
-        keep = inside | halo
-        return ordered.filter(pa.array(keep)).append_column(HALO, pa.array(halo[keep]))
+        kept = inside | halo
+        return keep(ordered, kept, work).append_column(HALO, pa.array(halo[kept]))
 
-    def _pull_halo(self, state: QueryState, request: Halo, blobs: list[bytes]) -> pa.Table:
+    def _pull_halo(
+        self, state: QueryState, request: Halo, blobs: list[bytes], work: Work
+    ) -> pa.Table:
         """Rows at the points (ties) and the ``before``/``after`` rows next to each point of its
         partition. Points: an Arrow table of the PARTITION BY columns and :data:`POINT_TIME`."""
         from dfs_cer.plan.halo import around_points, point_partitions
@@ -231,7 +264,7 @@ class PullActions(Family):
                 "pull_halo: skip_shipped, but this node holds no record of rows it shipped for the "
                 "query (it restarted and the query was re-opened); ask without skip_shipped"
             )
-        ordered, pid, t, bounds, order = self._canonical(state, request, "pull_halo")
+        ordered, pid, t, bounds, order = self._canonical(state, request, "pull_halo", work)
         try:
             point_pid = point_partitions(ordered, bounds, partition_by, points.select(partition_by))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
@@ -249,9 +282,11 @@ class PullActions(Family):
         if request.skip_shipped:  # the compute node holds those rows already
             assert state.shipped is not None
             mask &= ~np.isin(order, state.shipped)
-        return ordered.filter(pa.array(mask))
+        return keep(ordered, mask, work)
 
-    def _with_local_halo(self, state: QueryState, request: Halo, rows: np.ndarray) -> pa.Table:
+    def _with_local_halo(
+        self, state: QueryState, request: Halo, rows: np.ndarray, work: Work
+    ) -> pa.Table:
         """The final pull's candidate ``rows`` and, since this node holds whole PARTITION BY
         groups, their neighbours PREV/NEXT read (per candidate, by the variables it is a
         candidate of), marked in :data:`HALO`: no round trip with points."""
@@ -265,8 +300,8 @@ class PullActions(Family):
             )
         if state.row_ids is None:
             raise ProtocolError(f"{request.kind}: the query reads no neighbours (no PREV/NEXT)")
-        ordered, pid, t, bounds, order = self._canonical(state, request, request.kind)
-        taken = state.table.take(pa.array(rows))
+        ordered, pid, t, bounds, order = self._canonical(state, request, request.kind, work)
+        taken = take(state.table, rows, work)
         # the compute node's engine evaluates every variable whose independent condition a row
         # passes (even where this node's PREV/NEXT check dropped it): all of those read around it
         before, after = candidate_reach(taken, state.analysis)
@@ -279,7 +314,7 @@ class PullActions(Family):
             from dfs_cer.plan.halo import point_partitions
 
             partition_by = list(state.analysis.query.recognize.partition_by)
-            points = taken.filter(pa.array(wanted))
+            points = keep(taken, wanted, work)
             point_pid = point_partitions(ordered, bounds, partition_by, points.select(partition_by))
             point_t = time_values(points, state.analysis.order_column)
             by_point = np.lexsort((point_t, point_pid))
@@ -292,7 +327,7 @@ class PullActions(Family):
                 after[wanted][by_point],
             )
             halo &= ~np.isin(order, state.row_ids[rows])  # those rows are in the reply already
-        near = ordered.filter(pa.array(halo))
+        near = keep(ordered, halo, work)
         return pa.concat_tables(
             [
                 taken.append_column(HALO, pa.array(np.zeros(rows.size, bool))),
@@ -319,6 +354,9 @@ class PullActions(Family):
             )
         self.node.same_generation(state, "pull_matches")
         table = self.node.whole(state.ranges, state.where)
+        # the engine's copy of the rows in its order, charged before it runs (given back after)
+        copy = copy_bytes(table) + ORDER_BYTES * table.num_rows
+        work.charge(copy, ROWS)
         unknown = [c for c in request.event_key if c not in table.column_names]
         if unknown:
             raise ProtocolError(
@@ -350,6 +388,7 @@ class PullActions(Family):
                 max_steps=request.max_steps,
             )
         seconds = time.process_time() - began
+        work.uncharge(copy, ROWS)
         return out.table.replace_schema_metadata(
             {
                 "dfs_cer_matches": str(out.matches),
@@ -404,4 +443,16 @@ class PullActions(Family):
             bits[rows] |= dtype(1 << j)
         union = np.flatnonzero(bits)
         members = bits[union]
-        return base.take(pa.array(union)).append_column(MEMBERS, pa.array(members))
+        return take(base, union, self.node.current()).append_column(MEMBERS, pa.array(members))
+
+
+def _reply(
+    table: pa.Table, work: Work, finish: Callable[[pa.Table, Work], pa.Table] | None
+) -> tuple[pa.Table, Work]:
+    """The reply ``finish`` makes of a pull's rows, and a work holding what it takes (the
+    copies the pull charged, down to the reply's own size) until it has been sent."""
+    if finish is not None:
+        table = finish(table, work)
+    held = work.hand_over(ROWS)
+    held.uncharge(max(0, held.charged - table.nbytes), ROWS)
+    return table, held

@@ -13,6 +13,7 @@ from dfs_cer.errors import MatchBudgetError, MatchLimitError, ProtocolError, Wor
 from dfs_cer.transport.protocol import ROW_ID, PushPull, Upload
 from dfs_cer.work import Work
 from storage_node.actions.base import Family, Reply, ship
+from storage_node.rows import take
 from storage_node.state import QueryState
 
 
@@ -53,7 +54,7 @@ class PushPullActions(Family):
                 keep = filter_by_projection(
                     state.analysis.query,
                     name,
-                    state.table.take(pa.array(rows)),
+                    take(state.table, rows, work),
                     {p: state.uploads[p] for p in processed},
                     work,
                     request.max_matches,
@@ -78,4 +79,4 @@ class PushPullActions(Family):
         name = self.node.variable(state, header, "pull_variable")
         rows = state.candidates[name]
         ship(state, rows)
-        return state.table.take(pa.array(rows)).append_column(ROW_ID, pa.array(rows))
+        return take(state.table, rows, work).append_column(ROW_ID, pa.array(rows))

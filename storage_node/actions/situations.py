@@ -12,6 +12,7 @@ from dfs_cer.errors import DfsCerError, ProtocolError
 from dfs_cer.transport.messages import field
 from dfs_cer.transport.protocol import SEGMENT
 from storage_node.actions.base import Family, Reply, int_times, ipc_stream, table_blob
+from storage_node.rows import take
 
 
 class SituationActions(Family):
@@ -50,7 +51,7 @@ class SituationActions(Family):
                 "derived": False,
                 "reason": "PREV/NEXT in a condition reads rows of the neighbouring block",
             }, []
-        table = self.node.store.sorted_rows()
+        table = self.node.store.sorted_rows(self.node.current())
         rows, part, bounds = sorted_rows(table, query, tuple(manifest.get("event_key") or ()), True)
         order = column_name(rows, query.order_by)
         if order != self.node.store.time_column:
@@ -90,7 +91,7 @@ class SituationActions(Family):
         from dfs_cer.local import sandboxed_duckdb
 
         intervals = table_blob(blobs, "pull_times", "interval table")
-        table = self.node.store.sorted_rows()
+        table = self.node.store.sorted_rows(self.node.current())
         columns = header.get("columns") or table.column_names
         if (
             not isinstance(columns, list)
@@ -140,8 +141,6 @@ class SituationActions(Family):
             con.close()
         rows = np.asarray(got["__i"], np.int64)
         # each row says which interval it came from (rows of different intervals were not adjacent)
-        return (
-            table.select(columns)
-            .take(pa.array(rows))
-            .append_column(SEGMENT, pa.array(np.asarray(got["__k"], np.int64)))
+        return take(table.select(columns), rows, self.node.current()).append_column(
+            SEGMENT, pa.array(np.asarray(got["__k"], np.int64))
         )

@@ -11,7 +11,9 @@ import numpy as np
 import pyarrow as pa
 
 from dfs_cer.errors import ProtocolError
+from dfs_cer.work import Work
 from storage_node.actions.base import int_times
+from storage_node.rows import keep
 from storage_node.state import QueryState
 
 
@@ -53,9 +55,12 @@ def candidates_within(state: QueryState, window: tuple[int, int]) -> tuple[np.nd
     return first + np.flatnonzero(mask), end - first
 
 
-def cut(table: pa.Table, window: tuple[int, int] | None, column: str) -> pa.Table:
-    """The rows of a reply built whole inside ``window`` (``column``: the time column)."""
+def cut(
+    table: pa.Table, window: tuple[int, int] | None, column: str, work: Work | None = None
+) -> pa.Table:
+    """The rows of a reply built whole inside ``window`` (``column``: the time column; the copy
+    charged to ``work``)."""
     if window is None or table.num_rows == 0:
         return table
     ts = int_times(table.column(column))
-    return table.filter(pa.array((ts >= window[0]) & (ts <= window[1])))
+    return keep(table, (ts >= window[0]) & (ts <= window[1]), work)

@@ -195,3 +195,128 @@ def test_a_storage_node_directory_in_the_working_directory_does_not_shadow_the_n
             assert b"dfs_cer_node_queries_open 0.0" in reply.read()
     finally:
         assert dfs_cer(tmp_path, "storage-node", "down").returncode == 0
+
+
+def test_a_token_file_open_to_others_is_made_0600_or_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An existing token file readable by others is made 0600, said on stderr; one of another
+    user is refused, naming its mode and the fix."""
+    from dfs_cer.errors import StorageError
+    from storage_node.daemons import write_token
+
+    token = tmp_path / "tok"
+    token.write_text("0123456789abcdef0123456789abcdef\n")
+    token.chmod(0o644)
+    out = dfs_cer(tmp_path, "storage-node", "token", "tok")
+    assert out.returncode == 0 and out.stdout.strip() == "kept the token in tok"
+    assert out.stderr == "note: the token file tok was readable by others: made it 0600\n"
+    assert stat.S_IMODE(token.stat().st_mode) == 0o600
+    assert token.read_text() == "0123456789abcdef0123456789abcdef\n"
+    again = dfs_cer(tmp_path, "storage-node", "token", "tok")
+    assert again.returncode == 0 and again.stderr == ""
+    token.chmod(0o640)
+    monkeypatch.setattr(os, "getuid", lambda: token.stat().st_uid + 1)
+    with pytest.raises(StorageError, match=r"tok has mode 0640 .* run chmod 600 .*tok"):
+        write_token(token)
+    assert stat.S_IMODE(token.stat().st_mode) == 0o640
+
+
+def running_in(root: Path) -> list[int]:
+    """Storage node processes whose command line names a path under ``root``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            named = b"storage_node.server" in cmdline and str(root).encode() in cmdline
+            if named and alive(int(entry.name)):
+                found.append(int(entry.name))
+    return found
+
+
+def gone(root: Path) -> bool:
+    give_up = time.monotonic() + 15
+    while running_in(root) and time.monotonic() < give_up:
+        time.sleep(0.05)
+    return not running_in(root)
+
+
+def test_up_is_alone_on_its_directory_and_down_stops_all_it_started(tmp_path: Path) -> None:
+    """An up while another holds the directory is refused at once, naming the other's pid; of two
+    ups at once one starts the nodes; the token reused is made 0600; down stops every process,
+    and a lock left by a process that ended blocks nothing."""
+    from storage_node.daemons import lock_dir
+
+    pcsv.write_csv(stock_events(400, keys=5, seed=4), tmp_path / "t.csv")
+    assert (
+        dfs_cer(tmp_path, "shard", "--input", "t.csv", "--nodes", "2", "--to", "s").returncode == 0
+    )
+    root = tmp_path / ".dfs-cer/nodes"
+    with lock_dir(root, "up"):
+        held = dfs_cer(tmp_path, "storage-node", "up", "--shards", "s")
+    assert held.returncode == 1 and held.stderr == (
+        f"error: another dfs-cer storage-node up (pid {os.getpid()}) is using {root}: wait for it "
+        "to finish, or use another --dir\n"
+    )
+    assert not running_in(tmp_path) and not (root / "started.json").exists()
+    (root / "token").write_text("0123456789abcdef0123456789abcdef\n")
+    (root / "token").chmod(0o644)
+    ups = [
+        subprocess.Popen(
+            [str(EXE), "storage-node", "up", "--shards", "s"],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    try:
+        done = [p.communicate(timeout=180) for p in ups]
+        codes = sorted(p.returncode for p in ups)
+        assert codes == [0, 1], done
+        refused = next(err for (_, err), p in zip(done, ups, strict=True) if p.returncode)
+        assert "another dfs-cer storage-node up (pid " in refused or "down first" in refused
+        assert any("note: the token file" in err for _, err in done)
+        assert stat.S_IMODE((root / "token").stat().st_mode) == 0o600
+        assert len(running_in(tmp_path)) == 2
+    finally:
+        down = dfs_cer(tmp_path, "storage-node", "down")
+    assert down.returncode == 0 and "stopped 2 of 2 storage nodes" in down.stdout, down
+    assert gone(tmp_path)
+    again = dfs_cer(tmp_path, "storage-node", "down")  # the lock file stays: nothing holds it
+    assert again.returncode == 0 and again.stdout.startswith("no storage nodes")
+
+
+def test_down_stops_the_nodes_of_an_up_that_died_halfway(tmp_path: Path) -> None:
+    """An up killed while its nodes start leaves a record of them: down stops every one."""
+    pcsv.write_csv(stock_events(400, keys=5, seed=5), tmp_path / "t.csv")
+    assert (
+        dfs_cer(tmp_path, "shard", "--input", "t.csv", "--nodes", "2", "--to", "s").returncode == 0
+    )
+    root = tmp_path / ".dfs-cer/nodes"
+    up = subprocess.Popen(
+        [str(EXE), "storage-node", "up", "--shards", "s"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    record = root / "started.json"
+    try:
+        give_up = time.monotonic() + 60
+        while time.monotonic() < give_up and not (
+            record.exists() and len(json.loads(record.read_text())) == 2
+        ):
+            time.sleep(0.002)
+        assert record.exists()  # both nodes started, neither ready yet: the up is under way
+        up.kill()
+        up.wait()
+        assert not (root / "nodes.json").exists() and len(running_in(tmp_path)) == 2
+    finally:
+        down = dfs_cer(tmp_path, "storage-node", "down")
+    assert down.returncode == 0, down.stderr
+    assert "stopped 2 of 2 storage nodes" in down.stdout, down.stdout
+    assert gone(tmp_path)

@@ -328,6 +328,51 @@ def test_slices_of_a_zoned_time_column_under_a_pushed_filter(tmp_path: Path) -> 
     assert sorted(got.to_pylist(), key=repr) == sorted(whole.to_pylist(), key=repr)
 
 
+def _instants(table: pa.Table) -> list[str]:
+    """Rows with every zoned time as its UTC instant (Spark's TimestampType holds instants)."""
+    utc = [
+        f.with_type(pa.timestamp("us", "UTC")) if pa.types.is_timestamp(f.type) else f
+        for f in table.schema
+    ]
+    return sorted(map(str, table.cast(pa.schema(utc)).to_pylist()))
+
+
+@pytest.mark.parametrize(
+    ("zone", "rows_per_match", "partitions"),
+    [("America/New_York", "ALL ROWS PER MATCH", "1"), ("+05:30", "ALL MATCHES", "2")],
+)
+def test_a_time_column_zoned_other_than_utc_reads_the_local_engines_instants(
+    spark: Any, tmp_path: Path, zone: str, rows_per_match: str, partitions: str
+) -> None:
+    """Times zoned other than UTC (a daylight saving change inside the data; a fixed offset),
+    carried by the relation (ALL ROWS PER MATCH) or a measure, in one task and in time slices:
+    the local engine's instants, not a schema mismatch."""
+    n = 40  # 2024-03-10 07:00 UTC: New York moves its clocks an hour forward
+    table = pa.table(
+        {"id": np.arange(n), "k": [i % 2 for i in range(n)],
+         "ts": pa.array(np.arange(n, dtype=np.int64) * 1000 + 1_710_053_980_000).cast(
+             pa.timestamp("ms", zone)),
+         "type": ["A" if (i // 2) % 2 == 0 else "B" for i in range(n)]}
+    )  # fmt: skip
+    pq.write_table(table, tmp_path / "zoned.parquet")
+    sql = (
+        "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES A.ts AS a_ts, "
+        f"B.id AS b {rows_per_match} PATTERN (A B) WITHIN INTERVAL '5' SECOND DEFINE A AS "
+        "A.type = 'A', B AS B.type = 'B')"
+    )
+    want = match_recognize(table, sql)
+    got = (
+        spark.read.format("dfs_cer")
+        .option("query", sql)
+        .option("data", str(tmp_path / "zoned.parquet"))
+        .option("partitions", partitions)
+        .load()
+        .toArrow()
+    )
+    assert want.num_rows >= 10 and pa.types.is_timestamp(got.schema.field("a_ts").type)
+    assert _instants(got) == _instants(want)
+
+
 def test_auto_partitions_cut_only_inputs_worth_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

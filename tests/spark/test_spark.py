@@ -753,3 +753,46 @@ def test_spark_session_variables_are_not_readable_around_match_recognize(spark: 
         spark.conf.set("spark.sql.session.timeZone", "UTC")
         spark.sql("DROP TEMPORARY VARIABLE IF EXISTS dfs_cer_secret")
         spark.catalog.dropTempView(view)
+
+
+OUTER_CLAUSE = (
+    "FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.v AS av ALL ROWS PER MATCH PATTERN (A) "
+    "DEFINE A AS A.v >= 0)"
+)
+
+
+def _small(tmp_path: Path) -> str:
+    pq.write_table(
+        pa.table({"ts": np.arange(100), "v": np.arange(100) % 7}), tmp_path / "t.parquet"
+    )
+    return str(tmp_path / "t.parquet")
+
+
+@pytest.mark.timeout(200)
+def test_the_sql_around_the_clause_stops_at_the_deadline_on_spark(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A CTE over the matches cross-joined six times (10^12 rows to count) ran until killed: its
+    Spark jobs are cancelled at the query's deadline (the timeout option), one clear error."""
+    from dfs_cer.errors import OuterQueryLimitError
+    from dfs_cer.spark import recognize
+
+    sql = (
+        f"WITH m AS (SELECT * {OUTER_CLAUSE}) SELECT count(*) AS n FROM m a, m b, m c, m d, m e, "
+        "m f"
+    )
+    with pytest.raises(OuterQueryLimitError, match="ran past the query's deadline on Spark"):
+        recognize(spark, sql, data=_small(tmp_path), timeout=3)
+
+
+def test_a_huge_string_around_the_clause_fails_before_spark_builds_it(
+    spark: Any, tmp_path: Path
+) -> None:
+    """``lpad('', 2000000000, 'x')``: Spark folds it on the driver, 2 GB in a 2 GB heap, outside
+    any job a deadline could cancel; the guard stops it at once."""
+    from dfs_cer.errors import OuterQueryLimitError
+    from dfs_cer.spark import recognize
+
+    sql = f"SELECT lpad('', 2000000000, 'x') AS s {OUTER_CLAUSE}"
+    with pytest.raises(OuterQueryLimitError, match=r"lpad\(\) would build a string longer than"):
+        recognize(spark, sql, data=_small(tmp_path))

@@ -471,3 +471,51 @@ def test_node_side_matching_past_the_step_budget_ends_the_query_with_the_setting
         client = StorageClient(cluster.endpoints[0], cluster.token, timeout=30)
         assert client.action("stats")[0]["work_bytes"] == 0
         client.close()
+
+
+@pytest.mark.flight
+def test_a_pull_past_the_budget_is_refused_before_it_is_copied(tmp_path: Path) -> None:
+    """Long strings of few distinct values (dictionary-encoded on disk: the files' size says
+    2 % of their decoded size): a query admitted under the budget whose pull would copy more
+    than the budget has free is refused, naming the budget and the way out; the node gives back
+    every byte, and a narrower query works."""
+    n = 3000
+    words = [c * 4000 for c in "abcde"]
+    table = pa.table(
+        {
+            "ts": pa.array(np.arange(n), pa.int64()),
+            "type": pa.array(["A", "B", "C"] * (n // 3)),
+            "s": pa.array([words[i % 5] for i in range(n)]),
+        }
+    )
+    pq.write_table(table, tmp_path / "e.parquet")
+    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), time_column="ts")
+    every = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ONE ROW PER MATCH "
+        "PATTERN (A) DEFINE A AS A.ts >= 0)"
+    )
+    with LocalCluster([str(tmp_path / "nodes" / "node-00")], memory_budget="20MiB") as cluster:
+        client = StorageClient(cluster.endpoints[0], cluster.token, timeout=120)
+        qid = uuid.uuid4().hex
+        client.action("open", {"query_id": qid, "sql": every, "lease_seconds": 60})
+        held = client.action("stats")[0]["held_bytes"]
+        assert 12_000_000 < held < 13_000_000  # the query's rows, decoded
+        with pytest.raises(
+            NodeRefusedError,
+            match=f"WorkMemoryError: query {qid} on the storage node serving .* needs "
+            r"[\d,]+ more bytes for copies of its rows .* memory budget of 20,971,520 .*"
+            r"narrow the query .* or raise the budget",
+        ):
+            client.pull({"query_id": qid, "kind": "pull_pushdown"})
+        stats = client.action("stats")[0]
+        assert stats["held_bytes"] == held and stats["work_bytes"] == 0
+        client.action("close", {"query_id": qid})
+        assert client.action("stats")[0]["held_bytes"] == 0
+        narrow = every.replace("A.ts >= 0", "A.type = 'A'")
+        client.action("open", {"query_id": qid + "n", "sql": narrow, "lease_seconds": 60})
+        got = client.pull({"query_id": qid + "n", "kind": "pull_pushdown"})
+        assert got.num_rows == n // 3 and got.column("s").to_pylist()[:2] == words[:4:3]
+        client.action("close", {"query_id": qid + "n"})
+        stats = client.action("stats")[0]
+        assert stats["held_bytes"] == 0 and stats["work_bytes"] == 0
+        client.close()

@@ -154,6 +154,35 @@ def test_a_clause_without_order_by_asks_for_the_time_column(cluster: LocalCluste
         pull_statement("dfs", parse_statement(sql), cluster.endpoints, cluster.token)
 
 
+def test_the_sql_around_pulled_clauses_runs_bounded(cluster: LocalCluster) -> None:
+    """Over the nodes too the SQL around the clauses runs on the bounded engine (a huge string
+    fails before it is built; one clause or a statement), and a pull hands its deadline on to
+    it."""
+    import time
+
+    from dfs_cer.errors import OuterQueryLimitError
+    from dfs_cer.strategies import pull
+    from dfs_cer.strategies.matching import match_pulled
+
+    clause = (
+        "FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES A.x AS ax ONE ROW PER MATCH "
+        "PATTERN (A) DEFINE A AS A.x = 9)"
+    )
+    result = pull("dfs", f"SELECT lpad('', 2000000000, 'x') AS s {clause}", *cluster_args(cluster))
+    assert time.monotonic() < (result.deadline or 0) <= time.monotonic() + 300
+    with pytest.raises(OuterQueryLimitError, match=r"lpad\(\) would build"):
+        match_pulled(result)
+    statement = parse_statement(
+        f"WITH m AS (SELECT * {clause}) SELECT repeat('x', ax * 1000000) FROM m"
+    )
+    with pytest.raises(OuterQueryLimitError, match=r"repeat\(\) would build"):
+        pull_statement("dfs", statement, *cluster_args(cluster), timeout=60)
+
+
+def cluster_args(cluster: LocalCluster) -> tuple[list[str], str]:
+    return list(cluster.endpoints), cluster.token
+
+
 EXPRESSIONS = (
     "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES MATCH_NUMBER() AS "
     "n, array_agg(CLASSIFIER()) AS labels, sum(B.x * 2 + 1) AS w, count(*) FILTER (WHERE "
