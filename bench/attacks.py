@@ -10,9 +10,10 @@ the next query once it is over.
   push_pull     push-pull's node filter over ``A N*? B N*? C N*? D`` without WITHIN: every
                 combination of the uploaded A, B, C events with the node's D candidates
   node_matches  node-side matching of ``ALL MATCHES (A B)`` without WITHIN (up to max_matches)
-  node_vm       node-side matching of ``A+ B+ C`` where C never holds and reads sum(B): the
-                row-pattern VM's cubic work over one partition, which no thread pruning can
-                cut (every split of the rows sums differently; hours at a few thousand rows)
+  node_vm       node-side matching of ``A+ B+ C`` where C never holds and reads the row before
+                B's last (``LAST(B.ts, 1)``): the row-pattern VM's cubic work over one
+                partition, which no thread pruning cuts (it keeps every split of the rows
+                apart; hours at a few thousand rows)
   like          an input filter of ``s LIKE '%a%_%_...'`` (256 characters) ORed many times over
                 long strings, sent straight to the node (the compute node does not push it)
   like_node     four such LIKEs (1,024 pattern characters: the compute node pushes them) over
@@ -47,7 +48,7 @@ ALL2 = (
 )
 CUBIC = (
     "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES count(*) AS c ONE ROW PER MATCH "
-    "PATTERN (A+ B+ C) DEFINE C AS C.ts < sum(B.ts) - sum(B.ts))"
+    "PATTERN (A+ B+ C) DEFINE C AS C.ts < LAST(B.ts, 1))"
 )
 #: the next query after an attack: small, with a window
 SMALL = (

@@ -178,6 +178,7 @@ def main() -> None:
             3,
             "s3://chaos/events",
             config=StorageConfig(s3_endpoint=s3.endpoint),
+            name="t",
         )
         for q in QUERIES:
             expected[q] = rows(match_recognize(events, q))
@@ -325,7 +326,13 @@ def attacks(rows: int, lease: float, json_path: str | None) -> None:
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         pq.write_table(attack_table(rows, text=2000), Path(tmp) / "events.parquet")
-        shard(str(Path(tmp) / "events.parquet"), 1, str(Path(tmp) / "nodes"), time_column="ts")
+        shard(
+            str(Path(tmp) / "events.parquet"),
+            1,
+            str(Path(tmp) / "nodes"),
+            time_column="ts",
+            name="t",
+        )
         with LocalCluster([str(Path(tmp) / "nodes" / "node-00")]) as cluster:
             for attack in ATTACKS:
                 outcome = run_attack(

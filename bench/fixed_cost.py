@@ -46,7 +46,7 @@ def measure(events: int, nodes: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="fixed-cost-") as tmp:
         root = Path(tmp)
         pq.write_table(table, root / "e.parquet")
-        shard(str(root / "e.parquet"), nodes, str(root / "nodes"))
+        shard(str(root / "e.parquet"), nodes, str(root / "nodes"), name="synthetic")
         dirs = [str(root / "nodes" / f"node-{i:02d}") for i in range(nodes)]
         # the query's text in open's request (JSON-escaped), inside the open figures
         text = len(encode({"sql": parse(sql).to_sql()})) - len(encode({}))

@@ -104,7 +104,7 @@ def main() -> None:
         events = synthetic_events(args.events, seed=3)
         queries = workload(args.workload, max(ks), events)
         pq.write_table(events, root / "events.parquet")
-        shard(str(root / "events.parquet"), 3, str(root / "nodes"))
+        shard(str(root / "events.parquet"), 3, str(root / "nodes"), name="synthetic")
         dirs = [str(root / "nodes" / f"node-{i:02d}") for i in range(3)]
         for cache in ("off", "on"):
             env = {"DFS_CER__STORAGE__CACHE_BYTES": "0"} if cache == "off" else {}

@@ -83,7 +83,7 @@ class Bench:
     def shards_for(self, nodes: int) -> list[str]:
         if nodes not in self.shards:
             out = self.root / f"nodes-{nodes}"
-            shard(str(self.log), nodes, str(out), batch_rows=1_000_000)
+            shard(str(self.log), nodes, str(out), batch_rows=1_000_000, name="synthetic")
             self.shards[nodes] = [str(out / f"node-{i:02d}") for i in range(nodes)]
         return self.shards[nodes]
 

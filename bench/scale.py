@@ -121,7 +121,7 @@ class Layouts:
         else:
             out = self.root / f"{layout}-{nodes}"
             if not out.exists():
-                shard(str(self.log), nodes, str(out), partitioning=layout)
+                shard(str(self.log), nodes, str(out), partitioning=layout, name="synthetic")
             c = LocalCluster([str(out / f"node-{i:02d}") for i in range(nodes)], env=WARM)
         began = time.perf_counter()
         try:  # many node processes sharing few cores start slowly: a longer start-up limit

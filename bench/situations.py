@@ -86,7 +86,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="dfs-cer-situations-") as tmp:
         root = Path(tmp)
         pq.write_table(events, root / "events.parquet")
-        shard(str(root / "events.parquet"), 3, str(root / "nodes"), partitioning="time")
+        shard(str(root / "events.parquet"), 3, str(root / "nodes"), partitioning="time", name="s")
         with LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(3)]) as cluster:
             for label, sql in QUERIES.items():
                 row = results[label]

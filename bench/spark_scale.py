@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
 
                 shards = work / f"nodes-{n}"
                 if not (shards / "_done").exists():
-                    shard(str(log), 3, str(shards))
+                    shard(str(log), 3, str(shards), name="t")
                     (shards / "_done").touch()
                 cluster = LocalCluster([str(shards / f"node-{i:02d}") for i in range(3)])
                 cluster.start()

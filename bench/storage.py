@@ -86,7 +86,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="dfs-cer-bench-") as tmp:
         source = Path(tmp) / "events.parquet"
         write_events(source, args.events)
-        shard(str(source), args.nodes, str(Path(tmp) / "local"))
+        shard(str(source), args.nodes, str(Path(tmp) / "local"), name="synthetic")
         dirs = [str(Path(tmp) / "local" / f"node-{i:02d}") for i in range(args.nodes)]
         out["local"] = measure(dirs, {}, query_json, args.reps)
         if not args.no_s3:
@@ -104,6 +104,7 @@ def main() -> None:
                 args.nodes,
                 "s3://bench/events",
                 config=StorageConfig(s3_endpoint=endpoint),
+                name="synthetic",
             )
             env = {**CREDENTIALS, "DFS_CER__STORAGE__S3_ENDPOINT": endpoint}
             out["s3"] = measure(

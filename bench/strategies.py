@@ -114,7 +114,12 @@ def main() -> None:
         sums.update({f"{s}_bytes_{c}": [] for s in (*chosen, "lower_bound")})
     with tempfile.TemporaryDirectory(prefix="dfs-cer-strategies-") as tmp:
         pq.write_table(events, Path(tmp) / "events.parquet")
-        shard(str(Path(tmp) / "events.parquet"), args.nodes, str(Path(tmp) / "nodes"))
+        shard(
+            str(Path(tmp) / "events.parquet"),
+            args.nodes,
+            str(Path(tmp) / "nodes"),
+            name="synthetic",
+        )
         dirs = [str(Path(tmp) / "nodes" / f"node-{i:02d}") for i in range(args.nodes)]
         with LocalCluster(dirs) as cluster:
             for i, sql in enumerate(sqls):

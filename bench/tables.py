@@ -134,7 +134,11 @@ def main() -> None:
         del events
         plan = plan_table("iceberg://local/bench.events", tables=tables)
         report["table"]["bytes"] = sum(f.bytes for f in plan.files)
-        queries = synthetic_queries(args.queries, seed=11)
+        # the table's name, as the nodes serving it in place (and its shard sets) name the log
+        queries = [
+            q.replace("FROM synthetic", "FROM events")
+            for q in synthetic_queries(args.queries, seed=11)
+        ]
         refs = [f"iceberg://local/bench.events?node={i}/{args.nodes}" for i in range(args.nodes)]
 
         print("in place: starting nodes ...", file=sys.stderr, flush=True)

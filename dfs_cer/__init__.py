@@ -14,6 +14,7 @@ from dfs_cer.errors import DfsCerError, QueryError
 if TYPE_CHECKING:
     import pyarrow
 
+    from dfs_cer.config import Config
     from dfs_cer.query import Analysis, Query, analyze, parse
 
 #: names this package exports from :mod:`dfs_cer.query`, imported on first use: ``import
@@ -39,12 +40,30 @@ def match_recognize(table: pyarrow.Table, sql: str, **options: object) -> pyarro
     return run(table, sql, **options)  # type: ignore[arg-type]
 
 
-def match_situations(table: pyarrow.Table, sql: str, **options: object) -> pyarrow.Table:
+def match_situations(
+    table: pyarrow.Table, sql: str, *, config: Config | None = None, **options: object
+) -> pyarrow.Table:
     """Evaluate a ``SELECT ... FROM t SITUATIONS (...)`` query (situations and Allen
-    relations) over an Arrow table in process (see :mod:`dfs_cer.situations`)."""
+    relations) over an Arrow table in process (see :mod:`dfs_cer.situations`). ``config``: the
+    settings (default :func:`~dfs_cer.config.load_config`); ``integer_time_unit``, ``event_key``
+    and ``dedup`` given win over its ``query`` section."""
+    from dfs_cer.config import load_config
     from dfs_cer.situations import match_situations as run
 
-    return run(table, sql, **options)  # type: ignore[arg-type]
+    names = ("integer_time_unit", "event_key", "dedup")
+    settings = (config or load_config()).with_values(
+        {"query": {k: options.pop(k, None) for k in names}}, "match_situations' arguments"
+    )
+    query = settings.query
+    return run(
+        table,
+        sql,
+        integer_time_unit=query.integer_time_unit,
+        event_key=query.event_key,
+        dedup=query.dedup,
+        config=settings,
+        **options,
+    )
 
 
 try:  # the one version literal is pyproject.toml's

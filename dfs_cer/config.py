@@ -15,11 +15,12 @@ its sections) as an argument and never reads ``os.environ`` itself.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 import tomllib
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
@@ -49,6 +50,9 @@ class QueryConfig:
     #: batch), the longest string one of its string functions may build
     outer_memory_limit: int = 1024**3
 
+    def __post_init__(self) -> None:
+        _check(self, "query")
+
 
 @dataclass(frozen=True, slots=True)
 class StrategyConfig:
@@ -74,6 +78,9 @@ class StrategyConfig:
     #: the most rows PREV/NEXT may reach beyond the pulled rows on either side (at most the
     #: protocol's 10,000): a query reaching further pulls every row (a fallback in the trace)
     halo_limit: int = 10_000
+
+    def __post_init__(self) -> None:
+        _check(self, "strategy")
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +129,9 @@ class StorageConfig:
     #: open: the compute node pulls every row for a query reaching further
     halo_limit: int = 10_000
 
+    def __post_init__(self) -> None:
+        _check(self, "storage")
+
 
 @dataclass(frozen=True, slots=True)
 class TablesConfig:
@@ -136,6 +146,9 @@ class TablesConfig:
     #: where storage nodes keep each table's file-to-node assignment (written once, then read)
     assignments_dir: str = ".dfs-cer/tables"
 
+    def __post_init__(self) -> None:
+        _check(self, "tables")
+
 
 @dataclass(frozen=True, slots=True)
 class MatcherConfig:
@@ -147,6 +160,13 @@ class MatcherConfig:
     #: the most thread steps (a live match attempt at a row) the row-pattern engine takes in one
     #: run before it ends the query with an error naming the partition (about a minute of work)
     max_steps: int = 1_000_000_000
+    #: the most seconds the row-pattern engine spends matching one partition (and as many again
+    #: per million rows of it) before it ends the query with an error naming the partition: a
+    #: runaway pattern ends within seconds, work that grows with the rows is left to finish
+    max_seconds: float = 10.0
+
+    def __post_init__(self) -> None:
+        _check(self, "matcher")
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,9 +179,39 @@ class Config:
     matcher: MatcherConfig = field(default_factory=MatcherConfig)
     tables: TablesConfig = field(default_factory=TablesConfig)
 
+    def __post_init__(self) -> None:
+        for name, cls in _section_types().items():
+            value = getattr(self, name)
+            if not isinstance(value, cls):
+                raise ConfigError(
+                    f"config section {name} must be a {cls.__name__}, got {value!r}; build it "
+                    f"as {cls.__name__}(...) or load it with load_config()"
+                )
+
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """Plain nested dict of every setting (for ``dfs-cer config`` and tests)."""
         return {f.name: dataclasses.asdict(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    def with_values(
+        self, values: Mapping[str, Mapping[str, Any]], origin: str = "the arguments"
+    ) -> Config:
+        """These settings with ``values`` (``{section: {key: value}}``, raw values as a TOML file
+        or the environment gives them, or typed ones) applied over them, converted and checked
+        as :func:`load_config` does: what a front door's explicit arguments make of a Config.
+        A value of None is an argument not given (no setting takes None).
+
+        Raises:
+            ConfigError: naming an unknown section or key (``origin`` says where it came
+                from), or the key, the bad value and what is expected.
+        """
+        merged: dict[str, dict[str, Any]] = {}
+        _merge(merged, values, origin)
+        sections = {
+            name: dataclasses.replace(getattr(self, name), **given)
+            for name, changes in merged.items()
+            if (given := {k: v for k, v in changes.items() if v is not None})
+        }
+        return dataclasses.replace(self, **sections) if sections else self
 
 
 _SIZE_UNITS = {
@@ -226,9 +276,13 @@ def _convert(key: str, raw: object, annotation: Any) -> Any:
     if annotation is int:
         if isinstance(raw, bool):
             raise ConfigError(f"conf key {key} must be an integer, got {raw!r}")
+        if isinstance(raw, int):
+            return raw
+        if isinstance(raw, float) and not raw.is_integer():
+            raise ConfigError(f"conf key {key} must be an integer, got {raw!r}")
         try:
             return int(str(raw).replace("_", "")) if isinstance(raw, str) else int(raw)  # type: ignore[call-overload]
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise ConfigError(f"conf key {key} must be an integer, got {raw!r}") from None
     if annotation is float:
         if isinstance(raw, bool):
@@ -244,6 +298,7 @@ def _convert(key: str, raw: object, annotation: Any) -> Any:
     raise ConfigError(f"conf key {key} has an unsupported type {annotation!r}")  # pragma: no cover
 
 
+@functools.cache
 def _section_types() -> dict[str, type[Any]]:
     hints = get_type_hints(Config)
     return {f.name: hints[f.name] for f in dataclasses.fields(Config)}
@@ -297,68 +352,130 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 def build_config(values: Mapping[str, Mapping[str, Any]]) -> Config:
     """Validate a nested mapping of raw values into a frozen :class:`Config`."""
-    sections = _section_types()
-    built: dict[str, Any] = {}
-    for name, cls in sections.items():
-        raw = dict(values.get(name, {}))
-        hints = get_type_hints(cls)
-        kwargs = {key: _convert(f"{name}.{key}", value, hints[key]) for key, value in raw.items()}
-        built[name] = cls(**kwargs)
-    config = Config(**built)
-    _validate(config)
-    return config
+    return DEFAULT_CONFIG.with_values(values, "the settings")
 
 
-def _validate(config: Config) -> None:
-    if not 0 < config.storage.port < 65536:
-        raise ConfigError(f"conf key storage.port must be in 1..65535, got {config.storage.port}")
-    if config.storage.memory_budget <= 0:
-        raise ConfigError(
-            f"conf key storage.memory_budget must be positive, got {config.storage.memory_budget}"
-        )
-    if (
-        config.storage.work_threads < 0
-        or config.storage.filter_cost_limit <= 0
-        or config.storage.query_work_bytes < 0
-    ):
-        raise ConfigError(
-            "conf keys storage.work_threads (0: one per CPU core), storage.filter_cost_limit (> "
-            f"0) and storage.query_work_bytes (0: no limit) got {config.storage.work_threads}, "
-            f"{config.storage.filter_cost_limit} and {config.storage.query_work_bytes}"
-        )
-    for section in ("strategy", "storage"):
-        values = getattr(config, section)
-        for name in values.__dataclass_fields__:
-            if name.endswith("_seconds") and not 0 < getattr(values, name) < float("inf"):
-                raise ConfigError(
-                    f"conf key {section}.{name} must be a positive, finite number of seconds, "
-                    f"got {getattr(values, name)}"
-                )
-    if config.storage.max_message_bytes <= 0 or config.storage.cache_bytes < 0:
-        raise ConfigError(
-            "conf keys storage.max_message_bytes must be positive and storage.cache_bytes at "
-            f"least 0, got {config.storage.max_message_bytes} and {config.storage.cache_bytes}"
-        )
-    for section in ("strategy", "storage"):
-        limit = getattr(config, section).halo_limit
-        if not 0 <= limit <= 10_000:
+@functools.cache
+def _hints(name: str) -> dict[str, Any]:
+    """The field types of the settings section ``name``."""
+    return get_type_hints(_section_types()[name])
+
+
+def _check(section: Any, name: str) -> None:
+    """Convert and check every field of ``section`` (the settings section ``name``) in place:
+    each section's ``__post_init__`` calls it, so a value is checked once, the same way, whether
+    it came from a file, the environment or a constructor call."""
+    for key, annotation in _hints(name).items():
+        value = getattr(section, key)
+        converted = _convert(f"{name}.{key}", value, annotation)
+        if converted is not value:
+            object.__setattr__(section, key, converted)
+    _RANGES[name](section)
+
+
+def _positive(name: str, key: str, value: float, fix: str) -> None:
+    if not value > 0:
+        raise ConfigError(f"conf key {name}.{key} must be positive, got {value}; {fix}")
+
+
+def _seconds(section: Any, name: str) -> None:
+    for key in section.__dataclass_fields__:
+        if key.endswith("_seconds") and not 0 < getattr(section, key) < float("inf"):
             raise ConfigError(
-                f"conf key {section}.halo_limit must be in 0..10000 (the protocol's halo limit), "
-                f"got {limit}"
+                f"conf key {name}.{key} must be a positive, finite number of seconds, "
+                f"got {getattr(section, key)}; e.g. the default "
+                f"{_section_types()[name].__dataclass_fields__[key].default}"
             )
-    if config.query.outer_memory_limit < 16 * 1024**2:
+
+
+def _halo(section: Any, name: str) -> None:
+    if not 0 <= section.halo_limit <= 10_000:
+        raise ConfigError(
+            f"conf key {name}.halo_limit must be in 0..10000 (the protocol's halo limit), "
+            f"got {section.halo_limit}; lower it, or leave it out for 10000"
+        )
+
+
+def _query_ranges(query: QueryConfig) -> None:
+    if query.outer_memory_limit < 16 * 1024**2:
         raise ConfigError(
             "conf key query.outer_memory_limit must be at least 16MiB, got "
-            f"{config.query.outer_memory_limit}"
+            f"{query.outer_memory_limit}; e.g. the default 1GiB"
         )
-    if config.matcher.max_steps <= 0:
+    if query.outer_dialect != "duckdb":
+        from sqlglot.dialects.dialect import Dialects
+
+        known = sorted(d.value for d in Dialects if d.value)
+        if query.outer_dialect not in known:
+            raise ConfigError(
+                f"conf key query.outer_dialect must be a SQL dialect ({', '.join(known)}), got "
+                f"{query.outer_dialect!r}; the embedded engine reads duckdb"
+            )
+
+
+def _strategy_ranges(strategy: StrategyConfig) -> None:
+    _seconds(strategy, "strategy")
+    _halo(strategy, "strategy")
+    _positive(
+        "strategy",
+        "beta_sample_events",
+        strategy.beta_sample_events,
+        "dfs-cer calibrate times the engines on this many events (e.g. 5000)",
+    )
+
+
+def _storage_ranges(storage: StorageConfig) -> None:
+    if not 0 < storage.port < 65536:
+        raise ConfigError(f"conf key storage.port must be in 1..65535, got {storage.port}")
+    if storage.memory_budget <= 0:
         raise ConfigError(
-            f"conf key matcher.max_steps must be positive, got {config.matcher.max_steps}"
+            f"conf key storage.memory_budget must be positive, got {storage.memory_budget}"
         )
-    if config.matcher.max_matches <= 0:
+    if storage.work_threads < 0 or storage.filter_cost_limit <= 0 or storage.query_work_bytes < 0:
         raise ConfigError(
-            f"conf key matcher.max_matches must be positive, got {config.matcher.max_matches}"
+            "conf keys storage.work_threads (0: one per CPU core), storage.filter_cost_limit (> "
+            f"0) and storage.query_work_bytes (0: no limit) got {storage.work_threads}, "
+            f"{storage.filter_cost_limit} and {storage.query_work_bytes}"
         )
+    _seconds(storage, "storage")
+    if storage.max_message_bytes <= 0 or storage.cache_bytes < 0:
+        raise ConfigError(
+            "conf keys storage.max_message_bytes must be positive and storage.cache_bytes at "
+            f"least 0, got {storage.max_message_bytes} and {storage.cache_bytes}"
+        )
+    _halo(storage, "storage")
+
+
+def _matcher_ranges(matcher: MatcherConfig) -> None:
+    _positive(
+        "matcher",
+        "max_steps",
+        matcher.max_steps,
+        "it bounds every engine run (there is no unbounded run): raise it, e.g. 10000000000, "
+        "or leave it out for the default 1000000000",
+    )
+    _positive(
+        "matcher",
+        "max_matches",
+        matcher.max_matches,
+        "it bounds the matches one query returns: give a positive number, e.g. the default "
+        "10000000 (matcher.on_limit = truncate keeps the first ones instead of failing)",
+    )
+    if not 0 < matcher.max_seconds <= 10**6:  # NaN fails too
+        raise ConfigError(
+            f"conf key matcher.max_seconds must be a positive, finite number of seconds (at most "
+            f"1000000), got {matcher.max_seconds}; it bounds the time one partition may take "
+            "(there is no unbounded run): raise it, e.g. 60, or leave it out for the default 10"
+        )
+
+
+_RANGES: dict[str, Callable[[Any], None]] = {
+    "query": _query_ranges,
+    "strategy": _strategy_ranges,
+    "storage": _storage_ranges,
+    "tables": lambda _: None,
+    "matcher": _matcher_ranges,
+}
 
 
 def load_config(

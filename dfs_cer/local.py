@@ -231,37 +231,37 @@ def match_recognize(
             ``query.event_key``; default: the whole row). Rows tied on time are matched in
             (event key, other columns) order.
         dedup: drop duplicate events before matching (config ``query.dedup``, default True).
+        config: the settings (``query.*`` and ``matcher.*`` apply here); default
+            :func:`~dfs_cer.config.load_config` (the ``DFS_CER_CONFIG`` file and ``DFS_CER__*``
+            variables over the defaults). The other arguments, when given, win over it.
 
     The SQL around the clauses gets what is left of ``strategy.query_timeout_seconds`` (from the
     call) and ``query.outer_memory_limit``; past either it stops with an
     :class:`~dfs_cer.errors.OuterQueryLimitError`.
     """
     started = time.monotonic()
-    config = config or load_config()
     if isinstance(event_key, str):  # one column named as a string
         event_key = (event_key,)
     if dedup is not None and not isinstance(dedup, bool):
         raise ConfigError(f"dedup must be True or False, got {dedup!r}")
-    if event_key is not None or dedup is not None:
-        query_config = dataclasses.replace(
-            config.query,
-            event_key=tuple(event_key) if event_key is not None else config.query.event_key,
-            dedup=config.query.dedup if dedup is None else dedup,
-        )
-        config = dataclasses.replace(config, query=query_config)
+    # the arguments given win over the settings (``config``, else the file and environment's),
+    # checked as the settings are
+    config = (config or load_config()).with_values(
+        {
+            "query": {"event_key": event_key, "dedup": dedup},
+            "matcher": {"kleene": kleene, "max_matches": max_matches, "on_limit": on_limit},
+        },
+        "match_recognize's arguments",
+    )
     if engine not in ENGINES:
         raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if selection is not None and selection not in SELECTIONS:
         raise ConfigError(f"selection must be one of {', '.join(SELECTIONS)}, got {selection!r}")
-    kleene = kleene or config.matcher.kleene
-    if kleene not in ("all", "maximal"):
-        raise ConfigError(f"kleene must be 'all' or 'maximal', got {kleene!r}")
-    limit = max_matches if max_matches is not None else config.matcher.max_matches
-    if limit <= 0:
-        raise ConfigError(f"max_matches must be positive, got {limit}")
-    on_limit = on_limit or config.matcher.on_limit
-    if on_limit not in ("error", "truncate"):
-        raise ConfigError(f"on_limit must be 'error' or 'truncate', got {on_limit!r}")
+    kleene, limit, on_limit = (
+        config.matcher.kleene,
+        config.matcher.max_matches,
+        config.matcher.on_limit,
+    )
     statement = parse_statement(sql)
     if not statement.simple or tables:
         if count_only:
@@ -366,6 +366,7 @@ def match_clause(
             max_matches=limit,
             on_limit=on_limit,
             max_steps=config.matcher.max_steps,
+            max_seconds=config.matcher.max_seconds,
         )
     return _count_table(result.matches) if count_only else result.table
 

@@ -28,8 +28,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
         "--data", help="parquet file or directory for Spark to read instead of storage nodes"
     )
     p.add_argument("--output", required=True, help="output directory, local or s3://bucket/prefix")
-    p.add_argument("--strategy", default="dfs")
-    p.add_argument("--cost-model", default="adaptive")
+    # default: the settings' (DFS_CER_CONFIG, DFS_CER__STRATEGY__DEFAULT / __COST_MODEL)
+    p.add_argument("--strategy", default=None)
+    p.add_argument("--cost-model", default=None)
     p.add_argument("--driver-threshold", type=int, default=100_000)
     p.add_argument("--explain-analyze", action="store_true", help="print the round trips to stderr")
     p.add_argument(
@@ -92,7 +93,9 @@ def run(argv: list[str]) -> int:
 def _recognized(spark: Any, args: argparse.Namespace, sql: str, token: str | None) -> int:
     from dfs_cer.spark import recognize
 
-    options: dict[str, Any] = {"cost_model": args.cost_model} if args.endpoints else {}
+    options: dict[str, Any] = (
+        {"cost_model": args.cost_model} if args.endpoints and args.cost_model else {}
+    )
     run = recognize(
         spark,
         sql,

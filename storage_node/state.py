@@ -62,6 +62,8 @@ class QueryState:
     expires: float | None = None
     #: how the node checked the query's PREV/NEXT conditions ("partitions", "time"; None: not)
     navigation: str | None = None
+    #: the query may rely on the shard set's layout (storage_node.actions.base.Node.relies)
+    layout: bool = True
     #: queries with PREV/NEXT: each row of ``table``'s index in the node's rows by time (inside
     #: ``ranges``), and the rows the final pull shipped, so halo replies skip what was sent
     row_ids: np.ndarray | None = None

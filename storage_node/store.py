@@ -57,7 +57,10 @@ def footer_digest(meta: pq.FileMetaData) -> str:
                 ]
             )
         groups.append([group.num_rows, group.total_byte_size, chunks])
-    doc = [meta.created_by, meta.num_rows, meta.serialized_size, str(meta.schema), groups]
+    # the schema's columns as text (str() of the schema itself starts with its memory address,
+    # which differs between processes: a restarted node would seem to serve other data)
+    schema = [str(meta.schema.column(i)) for i in range(len(meta.schema))]
+    doc = [meta.created_by, meta.num_rows, meta.serialized_size, schema, groups]
     return hashlib.sha256(json.dumps(doc, default=repr).encode()).hexdigest()
 
 
@@ -217,6 +220,13 @@ class ShardStore:
     def current_snapshot(self) -> dict[str, Any]:
         """A table's snapshot for a query starting now (``{}``: a shard set has none)."""
         return {}
+
+    @property
+    def name(self) -> str | None:
+        """The log's name (what a query's FROM must say); None: a shard set written before logs
+        had names (not checked)."""
+        name = self.manifest.get("name")
+        return name if isinstance(name, str) else None
 
     @property
     def schema(self) -> pa.Schema:

@@ -72,6 +72,12 @@ class TableStore(ShardStore):
             "time_column": plan.ref.time_column,
             "min_ts": min((f.min_ts for f in times), default=None),  # type: ignore[type-var]
             "max_ts": max((f.max_ts for f in times), default=None),  # type: ignore[type-var]
+            "name": plan.ref.log_name,
+            # the nodes of one table share its identity (their shares make the whole table)
+            "shard_set": hashlib.sha256(
+                f"{plan.identity}|{plan.ref.nodes}|{plan.ref.by}".encode()
+            ).hexdigest()[:8],
+            "node": plan.ref.node,
             "nodes": plan.ref.nodes,
             "partitioning": f"table-{plan.ref.by}",
             "event_key": [],

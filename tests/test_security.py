@@ -375,12 +375,12 @@ def test_situations_pass_admission(tmp_path: Path) -> None:
     from dfs_cer.datasets import synthetic_events
 
     pq.write_table(synthetic_events(3_000, seed=1), tmp_path / "e.parquet")
-    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), partitioning="time")
+    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), partitioning="time", name="t")
     with LocalCluster([str(tmp_path / "nodes" / "node-00")], memory_budget="1KiB") as cluster:
         client = StorageClient(cluster.endpoints[0], cluster.token)
         sql = (
-            "SELECT * FROM t SITUATIONS (ORDER BY ts SITUATION A AS type = 'T_01' "
-            "PATTERN (A) MEASURES A.start AS s)"
+            "SELECT * FROM t SITUATIONS (ORDER BY ts DEFINE A AS type = 'T_01', B AS a1 < 5 "
+            "PATTERN A before B)"
         )
         with pytest.raises(DfsCerError, match="memory budget"):
             client.action("situations", {"sql": sql})

@@ -112,11 +112,7 @@ def run_demo(
             spark.range(4, numPartitions=2).mapInArrow(
                 _identity, "id long"
             ).count()  # first-job start-up
-        options: dict[str, Any] = {
-            "cost_model": config.strategy.cost_model,
-            "calibration_file": config.strategy.calibration_file,
-            "integer_time_unit": config.query.integer_time_unit,
-        }
+        options: dict[str, Any] = {"config": config}
         for title, sql in queries.items():
             results = {}
             for strategy in strategies:

@@ -360,13 +360,11 @@ def query_command(
     token = Path(token_file).read_text().strip()
     strategy = strategy or state.config.strategy.default
     nodes = [e.strip() for e in endpoints.split(",") if e.strip()]
-    options: dict[str, Any] = {
-        "integer_time_unit": state.config.query.integer_time_unit,
-        "cost_model": cost_model or state.config.strategy.cost_model,
-        "calibration_file": state.config.strategy.calibration_file,
-        "timeout": timeout,
-        "config": state.config.strategy,
-    }
+    # every setting travels as the one Config (--config files and DFS_CER__* variables over the
+    # defaults); an option given here wins over its setting
+    options: dict[str, Any] = {"config": state.config, "timeout": timeout}
+    if cost_model is not None:
+        options["cost_model"] = cost_model
     matching: dict[str, Any] = {
         k: v for k, v in (("selection", selection), ("kleene", kleene)) if v
     }
@@ -570,6 +568,8 @@ def _warn(trace: dict[str, Any]) -> None:
     stderr."""
     for w in trace.get("warnings") or ():
         click.echo(f"warning: {w}", err=True)
+    for n in trace.get("notes") or ():
+        click.echo(f"note: {n}", err=True)
     fallback = trace.get("fallback")
     if fallback and not str(fallback).startswith("no match possible"):
         click.echo(f"note: {fallback_note(trace['strategy'], str(fallback))}", err=True)
@@ -649,10 +649,9 @@ def _situations_query(
         token,
         strategy=strategy,
         timeout=options.get("timeout"),
-        integer_time_unit=options.get("integer_time_unit", "s"),
-        config=options.get("config"),
+        config=options["config"],
     )
-    table = outer(parse_situations(sql), result.relation)
+    table = outer(parse_situations(sql), result.relation, config=options["config"])
     trace = result.trace.to_dict()
     _warn(trace)
     if fmt == "json":
@@ -868,6 +867,12 @@ def _saved_run(
     help="CSV input: field values read as NULL besides the empty field, separated by commas "
     "(e.g. NA for files R wrote).",
 )
+@click.option(
+    "--name",
+    default=None,
+    help="The log's name, which queries read it by (FROM NAME); default: the input's "
+    "(ticks.parquet: ticks; a table: its own name).",
+)
 @pass_state
 @handle_errors
 def shard_command(
@@ -883,6 +888,7 @@ def shard_command(
     append: bool,
     schema: str | None,
     null_values: str,
+    name: str | None,
 ) -> None:
     """Split an event log into one parquet shard set per storage node, with manifests."""
     from rich.progress import Progress
@@ -913,10 +919,14 @@ def shard_command(
             tables=state.config.tables,
             column_types=column_types,
             null_values=tuple(v for v in null_values.split(",") if v),
+            name=name,
         )
     from dfs_cer.events.time import moment
 
-    summary: dict[str, Any] = {
+    summary: dict[str, Any] = (
+        {} if not manifests or manifests[0].name is None else {"name": manifests[0].name}
+    )
+    summary |= {
         f"node-{m.node:02d}": {
             "rows": m.rows,
             "files": len(m.files),

@@ -55,6 +55,10 @@ class NodeManifest:
     duplicates_dropped: int = 0
     #: the time column's type (min_ts and max_ts are its stored integers)
     time_type: pa.DataType | None = None
+    #: the log's name (what a query's FROM says); None: a shard set written before logs had one
+    name: str | None = None
+    #: the shard set's identity (random, written once): its nodes say the same
+    shard_set: str | None = None
 
 
 def _time_ints(col: pa.Array) -> np.ndarray:
@@ -182,15 +186,22 @@ def shard(
     tables: TablesConfig | None = None,
     column_types: Mapping[str, pa.DataType] | None = None,
     null_values: Sequence[str] = (),
+    name: str | None = None,
 ) -> list[NodeManifest]:
     """Write ``nodes`` shard sets under ``to`` (``to/node-00``, ``to/node-01``, ...).
+
+    ``name`` is the log's name, which queries read it by (``FROM name``); default: the input's
+    (``ticks.parquet`` and ``ticks.csv`` hold ``ticks``; a table, its own name). Every manifest
+    records it, with an identity of the shard set the nodes report (so a compute node can tell
+    shard sets written separately apart).
 
     ``dedup`` drops duplicate events of the input first: rows equal in every column, or equal
     in the time column and ``event_key`` when one is given (never the time alone).
     ``append`` adds the input to existing shard sets as new files (late data): the manifests
     keep their files and list the new ones with a ``batch`` tag; schema, partitioning, time
-    column and event key must be those of the existing sets. Duplicates of events already
-    stored are dropped by the compute node when it matches.
+    column and event key must be those of the existing sets, and the log keeps its name
+    (``name``, when given, must be it; it names a shard set written before logs had names).
+    Duplicates of events already stored are dropped by the compute node when it matches.
     ``column_types`` (CSV input only) declares some columns' types; the others are decided from
     every value (:mod:`dfs_cer.io.csvtypes`). ``null_values`` (CSV input only) are the field
     values read as NULL besides the empty field (R writes ``NA``)."""
@@ -201,6 +212,12 @@ def shard(
         raise ShardError(
             f"--partitioning must be one of {', '.join(PARTITIONINGS)}, got {partitioning!r}"
         )
+    from dfs_cer.query.names import name_problem
+
+    if name is not None:
+        problem = name_problem(name)
+        if problem is not None:
+            raise ShardError(f"--name {name!r} cannot name a log: {problem}")
     dataset = _input_dataset(input_path, config, tables, column_types, null_values)
     schema = storage_schema(dataset.schema)
     for column, option in ((time_column, "--time-column"),):
@@ -226,8 +243,19 @@ def shard(
         if key not in schema.names:
             raise ShardError(f"--event-key column {key} is not a column of the input")
     out = filesystem_for(to, config)
+    import uuid
+
+    identity = uuid.uuid4().hex[:8]  # tells a handful of shard sets apart; 4 bytes at open
+    # appended rows join the log they are added to: its name, not the new input's
+    log = name if name is not None or append else _input_name(input_path)
     manifests = [
-        NodeManifest(k, [], type_counts={} if type_column in schema.names else None)
+        NodeManifest(
+            k,
+            [],
+            type_counts={} if type_column in schema.names else None,
+            name=log,
+            shard_set=identity,
+        )
         for k in range(nodes)
     ]
     batch_tag = ""
@@ -236,8 +264,10 @@ def shard(
             _existing(out, k, nodes, schema, partitioning, time_column, event_key, type_column)
             for k in range(nodes)
         ]
+        _keep_name(manifests, name, to)
+        for m in manifests:  # one identity for the set (a set written before had none)
+            m.shard_set = manifests[0].shard_set or identity
         import time
-        import uuid
 
         batch_tag = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
     for k in range(nodes):
@@ -359,7 +389,47 @@ def _existing(
         doc.get("max_ts"),
         doc.get("type_counts"),
         int(doc.get("duplicates_dropped", 0)),
+        name=doc.get("name") if isinstance(doc.get("name"), str) else None,
+        shard_set=doc.get("shard_set") if isinstance(doc.get("shard_set"), str) else None,
     )
+
+
+def _input_name(path: str) -> str:
+    """The name of the log at ``path`` (see :func:`dfs_cer.io.tables.log_name`); an input whose
+    name cannot name a log asks for ``--name``."""
+    from dfs_cer.io.tables import is_table, log_name, parse_table
+    from dfs_cer.query.names import name_problem
+
+    name = parse_table(path).log_name if is_table(path) else log_name(path)
+    problem = name_problem(name)
+    if problem is not None:
+        raise ShardError(
+            f"the input's name {name!r} cannot name the log ({problem}); give one with --name"
+        )
+    return name
+
+
+def _keep_name(manifests: list[NodeManifest], name: str | None, to: str) -> None:
+    """``--append`` keeps the log's name: ``name``, when given, must be it (or names a shard set
+    written before logs had names)."""
+    from dfs_cer.query.names import same_name
+
+    names = {m.name for m in manifests}
+    if len(names) > 1:
+        raise ShardError(
+            f"--append: the shard sets under {to} name different logs "
+            f"({', '.join(sorted(map(str, names)))}); re-shard them as one"
+        )
+    held = names.pop() if names else None
+    if name is None:
+        return
+    if held is not None and not same_name(name, held):
+        raise ShardError(
+            f"--append: the shard sets under {to} hold the log {held!r}, not {name!r}; leave "
+            "out --name (appended rows join the log they are added to)"
+        )
+    for m in manifests:
+        m.name = name
 
 
 def _write_piece(
@@ -455,6 +525,8 @@ def _write_manifest(
     # type_column: every row with one value of it lies on one node (PARTITION BY it is local)
     doc = {
         "version": 1,
+        **({"name": m.name} if m.name is not None else {}),
+        **({"shard_set": m.shard_set} if m.shard_set is not None else {}),
         "node": m.node,
         "nodes": nodes,
         "partitioning": partitioning,

@@ -107,6 +107,22 @@ class TableRef:
     def for_node(self, node: int, nodes: int) -> TableRef:
         return replace(self, node=node, nodes=nodes)
 
+    @property
+    def log_name(self) -> str:
+        """The name queries read the table by: an Iceberg table's own (``events`` of
+        ``logs.events``), a Hive prefix's last directory (``events`` of ``s3://b/events``)."""
+        if self.kind == "iceberg":
+            return self.identifier.rsplit(".", 1)[-1]
+        return log_name(self.path)
+
+
+def log_name(path: str) -> str:
+    """The log a file or directory holds, by its name up to the first dot (``ticks.parquet``
+    and ``ticks.2024.csv`` hold ``ticks``; ``s3://bucket/trips/`` holds ``trips``)."""
+    last = path.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
+    parts = [p for p in last.split(".") if p]
+    return parts[0] if parts else last
+
 
 def parse_table(text: str) -> TableRef:
     """The reference ``text`` names; a clear error for a malformed one."""

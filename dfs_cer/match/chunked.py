@@ -16,12 +16,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dfs_cer.config import MatcherConfig
 from dfs_cer.events.identity import ID_COLUMNS
 from dfs_cer.events.order import sort_partition_flags
 from dfs_cer.events.time import moment, time_values
 from dfs_cer.match.columns import HALO, split_halo
 from dfs_cer.match.numbering import EMPTY, hashable, renumber, stands_in, with_stand_ins
-from dfs_cer.match.rowpattern.engine import MAX_STEPS, run_row_pattern
+from dfs_cer.match.rowpattern.engine import run_row_pattern
 from dfs_cer.plan.chunks import (
     NEG,
     POS,
@@ -35,6 +36,9 @@ from dfs_cer.plan.chunks import (
 )
 from dfs_cer.query import Analysis
 from dfs_cer.query.model import RowsPerMatch
+
+#: the matcher settings of a run given none (the defaults)
+_MATCHER = MatcherConfig()
 
 ROW = "__dfs_cer_row"  # a row's place in the chunk's sorted rows (ALL ROWS ... WITH UNMATCHED ROWS)
 
@@ -149,7 +153,7 @@ def _match(
     segments: np.ndarray | None,
     cut: tuple[bool, bool],
     upto: int | None = None,
-    max_steps: int = MAX_STEPS,
+    matcher: MatcherConfig = _MATCHER,
 ) -> tuple[pa.Table, Any]:
     """The engine over the sorted rows (the first ``upto`` only): the relation with :data:`START`,
     :data:`START_RANK` and :data:`EMPTY` (unmatched rows only where owned and not covered;
@@ -171,7 +175,9 @@ def _match(
         match_ids="times",
         segments=segments,
         cut_off=cut,
-        max_steps=max_steps,
+        max_matches=matcher.max_matches,
+        max_steps=matcher.max_steps,
+        max_seconds=matcher.max_seconds,
     )
     relation = out.table
     start = relation.column(ID_COLUMNS[1])
@@ -229,7 +235,7 @@ def run_chunk(
     k: int,
     entering: Mapping[Part, State] | None = None,
     segments: np.ndarray | None = None,
-    max_steps: int = MAX_STEPS,
+    matcher: MatcherConfig = _MATCHER,
 ) -> ChunkResult:
     """The matches chunk ``k`` owns, from the rows it reads (any order), with :data:`START`.
     ``segments`` and halo rows (:data:`HALO`) mean what they mean to :func:`run_row_pattern`."""
@@ -238,7 +244,14 @@ def run_chunk(
     if mr.all_matches:  # ALL MATCHES: every start is independent; a match belongs where it starts
         from dfs_cer.match.cer.engine import run_cer
 
-        out = run_cer(table, analysis, match_ids=True).table
+        out = run_cer(
+            table,
+            analysis,
+            match_ids=True,
+            kleene=matcher.kleene,
+            max_matches=matcher.max_matches,
+            max_steps=matcher.max_steps,
+        ).table
         start = np.asarray(out.column(ID_COLUMNS[1]).to_numpy(zero_copy_only=False), np.int64)
         owned = owns(start, lo, hi)
         out = out.filter(pa.array(owned)).drop(list(ID_COLUMNS))
@@ -251,7 +264,7 @@ def run_chunk(
     dtype = table.schema.field(order).type if order in table.column_names else None
     short = _short(rows.ts, plan, analysis, lo, hi, dtype) if not mr.partition_by else None
     relation, spans = _match(
-        rows, analysis, may_start, cover, lo, hi, segments, plan.cut(k), max_steps=max_steps
+        rows, analysis, may_start, cover, lo, hi, segments, plan.cut(k), matcher=matcher
     )
     result = ChunkResult(relation, _chunk_reports(rows, spans, plan, k, mr), short)
     result.last_start = _last_start(rows, spans)
@@ -304,7 +317,7 @@ def rerun_chunk(
     k: int,
     entering: Mapping[Part, State],
     segments: np.ndarray | None = None,
-    max_steps: int = MAX_STEPS,
+    matcher: MatcherConfig = _MATCHER,
 ) -> ChunkResult:
     """Chunk ``k`` again from the state the chunks before it leave, only until its run coincides
     with the chunk's first (fresh) run: both runs try a match at the same row, so everything
@@ -316,7 +329,7 @@ def rerun_chunk(
     if not _meets(analysis) or set(entering) - {()}:
         if plan.limit(k) is not None:
             return ChunkResult(pa.table({}), [], unmet=True)
-        return run_chunk(table, analysis, plan, k, entering, segments, max_steps)
+        return run_chunk(table, analysis, plan, k, entering, segments, matcher)
     rows = _sorted(table, analysis)
     may_start, cover = _masks(rows, lo, hi, entering)
     state = entering.get((), State())
@@ -340,8 +353,8 @@ def rerun_chunk(
         f_start = fresh & (ts < stop)
         r_start = may_start & (ts < stop)
         cut = plan.cut(k)
-        _, f_spans = _match(rows, analysis, f_start, cover, lo, hi, segments, cut, upto, max_steps)
-        _, r_spans = _match(rows, analysis, r_start, cover, lo, hi, segments, cut, upto, max_steps)
+        _, f_spans = _match(rows, analysis, f_start, cover, lo, hi, segments, cut, upto, matcher)
+        _, r_spans = _match(rows, analysis, r_start, cover, lo, hi, segments, cut, upto, matcher)
         both = _attempted(f_spans, upto) & _attempted(r_spans, upto)
         after = (
             ~_before(ts[:upto], rank[:upto], state.cursor)
@@ -368,7 +381,7 @@ def rerun_chunk(
                 segments,
                 plan.cut(k),
                 upto,
-                max_steps,
+                matcher,
             )
             result = ChunkResult(relation, _chunk_reports(rows, spans, plan, k, mr))
             result.since = since
@@ -377,7 +390,7 @@ def rerun_chunk(
         span *= 2
     if until is not None and until < hi + plan.tail:
         return ChunkResult(pa.table({}), [], unmet=True)
-    return run_chunk(table, analysis, plan, k, entering, segments, max_steps)
+    return run_chunk(table, analysis, plan, k, entering, segments, matcher)
 
 
 #: a re-run reads this many windows past its chunk's start first (it usually meets the fresh run

@@ -40,5 +40,6 @@ def match_slice(
             max_matches=matcher.max_matches,
             on_limit=matcher.on_limit,
             max_steps=matcher.max_steps,
+            max_seconds=matcher.max_seconds,
         ).table
     return owned(found, piece)

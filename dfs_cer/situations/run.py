@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dfs_cer.config import Config
 from dfs_cer.errors import QueryValidationError, UnsupportedFeatureError
 from dfs_cer.events.order import sort_and_partition
 from dfs_cer.events.time import time_values
@@ -234,26 +235,34 @@ def match_situations(
     integer_time_unit: str = "s",
     event_key: Sequence[str] = (),
     dedup: bool = True,
+    config: Config | None = None,
 ) -> pa.Table:
     """Evaluate ``SELECT ... FROM t SITUATIONS (...) [AS m] ...`` over ``table`` (the SELECT
-    around the clause runs on DuckDB over the match relation)."""
+    around the clause runs on DuckDB over the match relation, within ``config``'s limits)."""
     query = parse_situations(sql)
     return outer(
         query,
         run_situations(
             table, query, integer_time_unit=integer_time_unit, event_key=event_key, dedup=dedup
         ),
+        config=config,
     )
 
 
-def outer(query: SituationQuery, relation: pa.Table, deadline: float | None = None) -> pa.Table:
+def outer(
+    query: SituationQuery,
+    relation: pa.Table,
+    deadline: float | None = None,
+    config: Config | None = None,
+) -> pa.Table:
     """The SELECT around the SITUATIONS clause, on the sandboxed DuckDB, over the match relation,
     by ``deadline`` (``time.monotonic()``; default ``strategy.query_timeout_seconds`` from now)
-    and within ``query.outer_memory_limit`` (:mod:`dfs_cer.outer`)."""
+    and within ``query.outer_memory_limit`` (:mod:`dfs_cer.outer`) of ``config`` (default: the
+    loaded settings)."""
     from dfs_cer.config import load_config
     from dfs_cer.outer import OuterEngine
 
     sql = query.outer_sql.replace(RELATION, "__dfs_cer_situations")
-    with OuterEngine(load_config(), deadline) as engine:
+    with OuterEngine(config or load_config(), deadline) as engine:
         engine.register("__dfs_cer_situations", relation)
         return engine.table(sql, ["__dfs_cer_situations"])

@@ -7,6 +7,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dfs_cer.config import Config, StrategyConfig
 from dfs_cer.errors import ConfigError
 from dfs_cer.query import parse
 from dfs_cer.query.validate import require_order_by
@@ -32,8 +33,9 @@ def recognize(
     endpoints: Sequence[str] | None = None,
     token: str | None = None,
     data: str | None = None,
-    strategy: str = "dfs",
-    integer_time_unit: str = "s",
+    strategy: str | None = None,
+    config: Config | StrategyConfig | None = None,
+    integer_time_unit: str | None = None,
     driver_threshold: int = 100_000,
     tasks: int | None = None,
     tables: Mapping[str, Any] | None = None,
@@ -49,6 +51,7 @@ def recognize(
         raise ConfigError("endpoints need the storage nodes' token: pass token='...'")
     if isinstance(endpoints, str):
         endpoints = [e.strip() for e in endpoints.split(",") if e.strip()]
+    settings, strategy, options = resolve_settings(config, strategy, integer_time_unit, options)
     from dfs_cer.query.parser import parse_statement
 
     statement = parse_statement(sql)
@@ -62,15 +65,16 @@ def recognize(
             token=token,
             data=data,
             strategy=strategy,
-            integer_time_unit=integer_time_unit,
+            settings=settings,
             driver_threshold=driver_threshold,
             tasks=tasks,
             tables=tables,
             options=options,
         )
+    unit = settings.query.integer_time_unit
     query = parse(sql)
     require_order_by(query, "Spark DataFrames")
-    deadline = deadline_of(options.get("timeout"), options.get("config"))
+    deadline = deadline_of(options.get("timeout"), settings.strategy)
     segments = None
     trace = None
     started = time.perf_counter()
@@ -83,7 +87,7 @@ def recognize(
             query,
             list(endpoints),
             token,
-            integer_time_unit=integer_time_unit,
+            config=settings,
             defer=True,
             defer_min_rows=driver_threshold,
             **options,
@@ -98,40 +102,32 @@ def recognize(
             result.relation is not None
         ):  # matched on the storage nodes: only the outer query is left
             return Recognition(
-                outer_query(spark, query, _frame(spark, result.relation), deadline),
+                outer_query(spark, query, _frame(spark, result.relation), deadline, settings),
                 trace,
                 result.relation.num_rows,
                 time.perf_counter() - started,
             )
         if result.deferred is not None:  # executors take the final pull
-            relation, taken = match_deferred(spark, result, integer_time_unit, tasks)
+            relation, taken = match_deferred(spark, result, unit, tasks)
             return Recognition(
-                outer_query(spark, query, relation, deadline),
+                outer_query(spark, query, relation, deadline, settings),
                 trace,
                 taken.events,
                 time.perf_counter() - started,
                 taken,
             )
     else:
-        unknown = sorted(set(options) - {"event_key", "dedup", "timeout"})
-        if unknown:
-            raise ConfigError(
-                f"option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
-                f"appl{'y' if len(unknown) > 1 else 'ies'} to storage nodes (endpoints=...); with "
-                "data= the options are event_key, dedup and timeout (the SQL around the clause)"
-            )
+        data_only(options)
         relation, analysis, read, rows = match_data(
             spark,
             query,
             str(data),
-            integer_time_unit,
-            event_key=options.get("event_key") or (),
-            dedup=options.get("dedup", True),
+            settings,
             driver_threshold=driver_threshold,
             tasks=tasks,
         )
         return Recognition(
-            outer_query(spark, query, relation, deadline),
+            outer_query(spark, query, relation, deadline, settings),
             None,
             read.events if read else rows,
             time.perf_counter() - started,
@@ -143,13 +139,62 @@ def recognize(
         events,
         analysis,
         segments=segments,
-        time_unit=integer_time_unit,
+        time_unit=unit,
         driver_threshold=driver_threshold,
         tasks=tasks,
+        matcher=settings.matcher,
     )
     return Recognition(
-        outer_query(spark, query, relation, deadline), trace, events.num_rows, pulled, split
+        outer_query(spark, query, relation, deadline, settings),
+        trace,
+        events.num_rows,
+        pulled,
+        split,
     )
+
+
+def resolve_settings(
+    config: Config | StrategyConfig | None,
+    strategy: str | None,
+    integer_time_unit: str | None,
+    options: Mapping[str, Any],
+) -> tuple[Config, str, dict[str, Any]]:
+    """The settings a Spark query runs with (on the driver: executors get them with the query,
+    never read their own): ``config`` (None: :func:`~dfs_cer.config.load_config`) with the
+    arguments given winning over it (``integer_time_unit``, and ``event_key`` / ``dedup`` among
+    the ``options``); the strategy (``strategy.default`` when None); the other options."""
+    from dfs_cer.strategies.request import settings_of
+
+    rest = dict(options)
+    event_key = rest.pop("event_key", None)
+    if isinstance(event_key, str):  # one column named as a string
+        event_key = (event_key,)
+    dedup = rest.pop("dedup", None)
+    if dedup is not None and not isinstance(dedup, bool):
+        raise ConfigError(f"dedup must be True or False, got {dedup!r}")
+    settings = settings_of(config).with_values(
+        {
+            "query": {
+                "integer_time_unit": integer_time_unit,
+                "event_key": event_key,
+                "dedup": dedup,
+            }
+        }
+    )
+    return settings, strategy or settings.strategy.default, rest
+
+
+def data_only(options: Mapping[str, Any]) -> None:
+    """With ``data=`` no option is left to a pull strategy (``timeout`` bounds the SQL around
+    the clause)."""
+    unknown = sorted(set(options) - {"timeout"})
+    if unknown:
+        raise ConfigError(
+            f"option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
+            f"appl{'y' if len(unknown) > 1 else 'ies'} to storage nodes (endpoints=...); with "
+            "data= the options are event_key, dedup and timeout (the SQL around the clause), and "
+            "config="
+        )
 
 
 @cancels_jobs
@@ -159,8 +204,9 @@ def recognize_many(
     *,
     endpoints: Sequence[str] | str,
     token: str,
-    strategy: str = "dfs",
-    integer_time_unit: str = "s",
+    strategy: str | None = None,
+    config: Config | StrategyConfig | None = None,
+    integer_time_unit: str | None = None,
     driver_threshold: int = 100_000,
     tasks: int | None = None,
     **options: Any,
@@ -172,9 +218,8 @@ def recognize_many(
 
     if isinstance(endpoints, str):
         endpoints = [e.strip() for e in endpoints.split(",") if e.strip()]
-    group = pull_many(
-        strategy, list(sqls), list(endpoints), token, integer_time_unit=integer_time_unit, **options
-    )
+    settings, strategy, options = resolve_settings(config, strategy, integer_time_unit, options)
+    group = pull_many(strategy, list(sqls), list(endpoints), token, config=settings, **options)
     out = []
     for result in group.results:
         if result.relation is not None:  # matched on the storage nodes
@@ -185,6 +230,7 @@ def recognize_many(
                         result.analysis.query,
                         _frame(spark, result.relation),
                         result.deadline,
+                        settings,
                     ),
                     result.trace,
                     result.relation.num_rows,
@@ -197,13 +243,14 @@ def recognize_many(
             result.events,
             result.analysis,
             segments=result.segments,
-            time_unit=integer_time_unit,
+            time_unit=settings.query.integer_time_unit,
             driver_threshold=driver_threshold,
             tasks=tasks,
+            matcher=settings.matcher,
         )
         out.append(
             Recognition(
-                outer_query(spark, result.analysis.query, relation, result.deadline),
+                outer_query(spark, result.analysis.query, relation, result.deadline, settings),
                 result.trace,
                 result.events.num_rows,
                 group.seconds,
@@ -219,8 +266,9 @@ def match_recognize(
     endpoints: Sequence[str] | None = None,
     token: str | None = None,
     data: str | None = None,
-    strategy: str = "dfs",
-    integer_time_unit: str = "s",
+    strategy: str | None = None,
+    config: Config | StrategyConfig | None = None,
+    integer_time_unit: str | None = None,
     driver_threshold: int = 100_000,
     tasks: int | None = None,
     tables: Mapping[str, Any] | None = None,
@@ -230,7 +278,14 @@ def match_recognize(
 
     Args:
         endpoints, token: storage nodes to pull from with ``strategy`` (the driver is the
-            compute node; ``options`` go to the strategy, e.g. ``cost_model``).
+            compute node; ``options`` go to the strategy, e.g. ``cost_model``; default
+            strategy: ``strategy.default``).
+        config: the settings (a :class:`~dfs_cer.config.Config`; default
+            :func:`~dfs_cer.config.load_config` on the driver: the ``DFS_CER_CONFIG`` file and
+            ``DFS_CER__*`` variables over the defaults). ``query.*``, ``strategy.*`` and
+            ``matcher.*`` apply as in :func:`dfs_cer.match_recognize` and ``dfs-cer query``;
+            executors receive them with the query. ``integer_time_unit``, ``event_key`` and
+            ``dedup`` (and the strategy's options) given here win over it.
         data: instead of storage nodes, a parquet file or directory (local or ``s3://``) Spark
             reads itself, with the variables' conditions applied in the scan (push-down).
         driver_threshold: inputs with fewer events are matched in the driver.
@@ -249,6 +304,7 @@ def match_recognize(
         token=token,
         data=data,
         strategy=strategy,
+        config=config,
         integer_time_unit=integer_time_unit,
         driver_threshold=driver_threshold,
         tasks=tasks,

@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from dfs_cer import interrupt
+from dfs_cer.config import MatcherConfig
 from dfs_cer.plan.chunks import ChunkPlan, Part, Report, State, assign, pick_reports, settle
 from dfs_cer.query import Analysis, analyze, parse
 
@@ -85,24 +86,26 @@ def unpack(blobs: Sequence[bytes], schema: pa.Schema) -> pa.Table:
 
 class Bound:
     """A query re-bound on an executor (the analysis is not pickled, only its SQL and config),
-    with the driver's step budget for each engine run (``matcher.max_steps``: executors do not
+    with the driver's matcher settings for each engine run (``matcher.*``: executors do not
     read the driver's configuration)."""
 
     def __init__(
-        self, sql: str, schema: pa.Schema, config: Any, max_steps: int | None = None
+        self, sql: str, schema: pa.Schema, config: Any, matcher: MatcherConfig | None = None
     ) -> None:
-        from dfs_cer.config import load_config
-
         self.sql, self.schema, self.config = sql, schema, config
-        self.max_steps = max_steps if max_steps is not None else load_config().matcher.max_steps
+        self.matcher = matcher if matcher is not None else MatcherConfig()
         self._analysis: Analysis | None = None
+
+    @property
+    def max_steps(self) -> int:
+        return self.matcher.max_steps
 
     def __getstate__(self) -> dict[str, Any]:
         return {
             "sql": self.sql,
             "schema": self.schema,
             "config": self.config,
-            "max_steps": self.max_steps,
+            "matcher": self.matcher,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -206,11 +209,11 @@ class Match:
         if self.plan.mode == "time":
             state = self.states.get(k, {})
             run = run_chunk if k in self.fresh or not state else rerun_chunk
-            result = run(table, analysis, self.plan, k, state, self.segments, self.bound.max_steps)
+            result = run(table, analysis, self.plan, k, state, self.segments, self.bound.matcher)
             relation, reports, short = result.relation, result.reports, result.short
             since, last, unmet = result.since, result.last_start, result.unmet
         else:
-            relation = engine_output(table, analysis, self.segments, self.bound.max_steps)
+            relation = engine_output(table, analysis, self.segments, self.bound.matcher)
             relation = relation.append_column(
                 START, pa.nulls(relation.num_rows, pa.int64())
             ).append_column(START_RANK, pa.nulls(relation.num_rows, pa.int64()))
@@ -252,20 +255,27 @@ def _fit(relation: pa.Table, out_schema: pa.Schema) -> pa.Table:
 
 
 def engine_output(
-    events: pa.Table, analysis: Analysis, segments: np.ndarray | None, max_steps: int | None = None
+    events: pa.Table,
+    analysis: Analysis,
+    segments: np.ndarray | None,
+    matcher: MatcherConfig | None = None,
 ) -> pa.Table:
-    """The engine's relation over ``events``; the row-pattern engine stops past ``max_steps``
-    thread steps (``matcher.max_steps`` when None)."""
+    """The engine's relation over ``events``, run with the ``matcher`` settings (Kleene+ output,
+    the match limit and what happens at it, the step and time budgets; the defaults when None)."""
     from dfs_cer.match.cer.engine import run_cer
     from dfs_cer.match.rowpattern.engine import run_row_pattern
 
-    if max_steps is None:
-        from dfs_cer.config import load_config
-
-        max_steps = load_config().matcher.max_steps
+    matcher = matcher if matcher is not None else MatcherConfig()
+    bounds: dict[str, Any] = {
+        "max_matches": matcher.max_matches,
+        "on_limit": matcher.on_limit,
+        "max_steps": matcher.max_steps,
+    }
     if analysis.query.recognize.all_matches:
-        return run_cer(events, analysis, max_steps=max_steps).table
-    return run_row_pattern(events, analysis, segments=segments, max_steps=max_steps).table
+        return run_cer(events, analysis, kleene=matcher.kleene, **bounds).table
+    return run_row_pattern(
+        events, analysis, segments=segments, max_seconds=matcher.max_seconds, **bounds
+    ).table
 
 
 def sparkable(schema: pa.Schema) -> pa.Schema:

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dfs_cer.config import QueryConfig, StorageConfig, TablesConfig
+from dfs_cer.config import Config, MatcherConfig, QueryConfig, StorageConfig
 from dfs_cer.errors import ConfigError
 from dfs_cer.events.time import time_values
 from dfs_cer.local import RELATION, outer_sql
@@ -30,15 +30,40 @@ from dfs_cer.strategies.base import Trace
 
 
 def _config(time_unit: str, event_key: Sequence[str] = (), dedup: bool = True) -> QueryConfig:
-    if time_unit not in ("ns", "us", "ms", "s"):
-        raise ConfigError(f"integer_time_unit must be ns, us, ms or s, got {time_unit!r}")
+    """The query settings an executor binds the query with (checked as settings are)."""
     return QueryConfig(integer_time_unit=time_unit, event_key=tuple(event_key), dedup=dedup)  # type: ignore[arg-type]
 
 
-def _engine_output(events: pa.Table, analysis: Analysis, segments: np.ndarray | None) -> pa.Table:
+def _engine_output(
+    events: pa.Table, analysis: Analysis, segments: np.ndarray | None, matcher: MatcherConfig
+) -> pa.Table:
     from dfs_cer.spark.distributed import engine_output
 
-    return engine_output(events, analysis, segments)
+    return engine_output(events, analysis, segments, matcher)
+
+
+def _matcher(matcher: MatcherConfig | None) -> MatcherConfig:
+    """The matcher settings given, else the driver's (executors never read their own)."""
+    if matcher is not None:
+        return matcher
+    from dfs_cer.config import load_config
+
+    return load_config().matcher
+
+
+def _one_run(plan: Any, matcher: MatcherConfig) -> Any:
+    """``plan``, or one chunk when the matcher keeps the first ``max_matches`` matches
+    (``on_limit = truncate``): which matches are first is decided by one run over every row."""
+    if matcher.on_limit != "truncate" or plan.mode == "single":
+        return plan
+    from dfs_cer.plan.chunks import ChunkPlan
+
+    return ChunkPlan(
+        "single",
+        np.zeros(1, np.int64),
+        reason=f"matcher.on_limit = truncate keeps the first {matcher.max_matches:,} matches of "
+        "one run over every row",
+    )
 
 
 def _pushable(analysis: Analysis) -> bool:
@@ -102,10 +127,12 @@ def match_events(
     time_unit: str = "s",
     driver_threshold: int = 100_000,
     tasks: int | None = None,
+    matcher: MatcherConfig | None = None,
 ) -> Any:
     """The MATCH_RECOGNIZE relation over ``events`` (a table the driver holds) as a Spark
     DataFrame (before the outer query): small inputs are matched in the driver, the rest in
-    exact time chunks (or groups of partitions) on the executors."""
+    exact time chunks (or groups of partitions) on the executors, every engine run with the
+    ``matcher`` settings (None: the driver's, :func:`~dfs_cer.config.load_config`)."""
     return match_events_split(
         spark,
         events,
@@ -114,6 +141,7 @@ def match_events(
         time_unit=time_unit,
         driver_threshold=driver_threshold,
         tasks=tasks,
+        matcher=matcher,
     )[0]
 
 
@@ -126,13 +154,15 @@ def match_events_split(
     time_unit: str = "s",
     driver_threshold: int = 100_000,
     tasks: int | None = None,
+    matcher: MatcherConfig | None = None,
 ) -> tuple[Any, Split | None]:
     """:func:`match_events` and how the input was split (None: matched in the driver)."""
     from dfs_cer.plan.chunks import plan_chunks
     from dfs_cer.spark.distributed import Bound, emit_table, run_chunks
 
+    matcher = _matcher(matcher)
     if events.num_rows < driver_threshold:
-        return _frame(spark, _engine_output(events, analysis, segments)), None
+        return _frame(spark, _engine_output(events, analysis, segments, matcher)), None
     mins, maxs, rows = _blocks(events, analysis)
     plan = plan_chunks(
         analysis,
@@ -144,10 +174,12 @@ def match_events_split(
         if analysis.query.recognize.order_by
         else 0,
     )
+    plan = _one_run(plan, matcher)
     bound = Bound(
         analysis.query.to_sql(),
         events.schema,
         _config(time_unit, analysis.event_key, analysis.dedup),
+        matcher,
     )
     return run_chunks(spark, emit_table(spark, events, bound), bound, plan, segments, tasks)
 
@@ -172,10 +204,17 @@ def _blocks(events: pa.Table, analysis: Analysis) -> tuple[list[int], list[int],
     return [int(p[0]) for p in pieces], [int(p[-1]) for p in pieces], [int(p.size) for p in pieces]
 
 
-def outer_query(spark: Any, query: Query, relation: Any, deadline: float | None = None) -> Any:
+def outer_query(
+    spark: Any,
+    query: Query,
+    relation: Any,
+    deadline: float | None = None,
+    config: Config | None = None,
+) -> Any:
     """The SELECT/WHERE/ORDER BY around MATCH_RECOGNIZE, in Spark SQL, computed by ``deadline``
     (``time.monotonic()``; None: ``strategy.query_timeout_seconds`` from now) with its strings
-    bounded (:mod:`dfs_cer.spark.outer`)."""
+    bounded by ``config``'s ``query.outer_memory_limit`` (:mod:`dfs_cer.spark.outer`; default:
+    the loaded settings)."""
     from dfs_cer.spark.outer import computed, deadline_of, guarded
 
     sql = outer_sql(query, "spark")
@@ -185,8 +224,9 @@ def outer_query(spark: Any, query: Query, relation: Any, deadline: float | None 
     sql = sql.replace(RELATION, view)
     check_outer(sql, [view], "spark")  # Spark SQL has no sandbox switch: the check is the sandbox
     relation.createOrReplaceTempView(view)
-    frame = spark.sql(guarded(spark, sql))
-    return computed(spark, frame, deadline_of() if deadline is None else deadline)
+    frame = spark.sql(guarded(spark, sql, config))
+    strategy = None if config is None else config.strategy
+    return computed(spark, frame, deadline_of(None, strategy) if deadline is None else deadline)
 
 
 @dataclass
@@ -227,11 +267,14 @@ def match_deferred(spark: Any, result: Any, time_unit: str, tasks: int | None) -
             chunks=_chunks(spark, tasks),
             exact=False,
         )
+        matcher = _matcher(result.config.matcher if result.config is not None else None)
+        plan = _one_run(plan, matcher)
         slices = pull_slices(plan, span, _chunks(spark, tasks))
         bound = Bound(
             analysis.query.to_sql(),
             result.events.schema,
             _config(time_unit, analysis.event_key, analysis.dedup),
+            matcher,
         )
         load = SlicePuller(deferred, slices, bound.schema)
         units = spark.range(0, len(slices), 1, numPartitions=max(1, len(slices)))
@@ -347,24 +390,20 @@ def match_data(
     spark: Any,
     query: Query,
     path: str,
-    time_unit: str,
+    settings: Config,
     *,
-    event_key: Sequence[str] = (),
-    dedup: bool = True,
     driver_threshold: int = 100_000,
     tasks: int | None = None,
-    config: StorageConfig | None = None,
-    tables: TablesConfig | None = None,
 ) -> tuple[Any, Analysis, Split | None, int]:
     """The MATCH_RECOGNIZE relation over the parquet at ``path`` (a file or a directory, local or
     ``s3://``, or a table: ``iceberg://...``, ``hive:...``), read by the executors row group by
-    row group: the driver reads the footers (and a table's metadata) only.
+    row group: the driver reads the footers (and a table's metadata) only. ``settings``: the
+    query's (``query.*``), the matcher's, and where files are (``storage``, ``tables``).
     Returns the relation, the analysis, how the input was split (None: a small input matched in
     the driver) and the rows in the files."""
     import os
     from dataclasses import replace
 
-    from dfs_cer.config import load_config
     from dfs_cer.io.rowgroups import list_row_groups, location_files
     from dfs_cer.io.tables import is_table
     from dfs_cer.plan.chunks import plan_chunks
@@ -372,7 +411,7 @@ def match_data(
 
     if path.startswith("s3a://"):
         raise ConfigError(f"data={path!r}: use s3://bucket/prefix (read through pyarrow, not s3a)")
-    storage = config or load_config().storage
+    storage, matcher = settings.storage, settings.matcher
     if path.startswith("s3://") and not storage.s3_endpoint and os.environ.get("AWS_ENDPOINT_URL"):
         storage = replace(
             storage, s3_endpoint=os.environ["AWS_ENDPOINT_URL"]
@@ -382,7 +421,7 @@ def match_data(
     if is_table(path):  # planned here (pyiceberg on the driver only); executors read the files
         from dfs_cer.io.tables import plan_table, table_row_groups
 
-        table = plan_table(path, tables=tables or load_config().tables, storage=storage)
+        table = plan_table(path, tables=settings.tables, storage=storage)
         schema, groups = plain_schema(table.schema), table_row_groups(table, time_column)
     else:
         if not path.startswith("s3://"):
@@ -390,10 +429,10 @@ def match_data(
         where, files = location_files(path, storage)
         schema, groups = list_row_groups(where, files, time_column)
         schema = plain_schema(schema)  # read_row_group casts each row group to it
-    qconfig = _config(time_unit, event_key, dedup)
+    qconfig = settings.query
     analysis = analyze(query, schema, qconfig)
     total = sum(g.rows for g in groups)
-    bound = Bound(query.to_sql(), schema, qconfig)
+    bound = Bound(query.to_sql(), schema, qconfig, matcher)
     load = RowGroupLoader(path, storage, groups, bound, _pushable(analysis), table)
     if total < driver_threshold:  # small: read and match in the driver
         events = (
@@ -401,7 +440,12 @@ def match_data(
             if groups
             else schema.empty_table()
         )
-        return _frame(spark, _engine_output(events, analysis, None)), analysis, None, total
+        return (
+            _frame(spark, _engine_output(events, analysis, None, matcher)),
+            analysis,
+            None,
+            total,
+        )
     known = [g for g in groups if g.first is not None and g.last is not None]
     plan = plan_chunks(
         analysis,
@@ -411,6 +455,7 @@ def match_data(
         chunks=_chunks(spark, tasks),
         nulls=sum(g.nulls or 0 for g in groups),
     )
+    plan = _one_run(plan, matcher)
     if len(known) < len(groups) and plan.mode == "time":
         from dfs_cer.plan.chunks import ChunkPlan
 

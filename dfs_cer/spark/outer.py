@@ -24,7 +24,7 @@ from dfs_cer.errors import OuterQueryLimitError
 from dfs_cer.query.bounds import bound_strings, limit_message, string_limit
 
 if TYPE_CHECKING:
-    from dfs_cer.config import StrategyConfig
+    from dfs_cer.config import Config, StrategyConfig
 
 #: how often the jobs of a block past its deadline are cancelled again (one it starts later too)
 CANCEL_EVERY_SECONDS = 0.5
@@ -39,12 +39,13 @@ def deadline_of(timeout: float | None = None, config: StrategyConfig | None = No
     return time.monotonic() + check_limits(config or load_config().strategy, timeout)
 
 
-def guarded(spark: Any, sql: str) -> str:
-    """Checked Spark SQL with its string-building calls bounded (``query.outer_memory_limit``),
-    its columns named as before (``spark`` analyses the original to name them)."""
+def guarded(spark: Any, sql: str, config: Config | None = None) -> str:
+    """Checked Spark SQL with its string-building calls bounded (``query.outer_memory_limit`` of
+    ``config``, by default the loaded settings'), its columns named as before (``spark``
+    analyses the original to name them)."""
     from dfs_cer.config import load_config
 
-    limit = string_limit(load_config().query.outer_memory_limit)
+    limit = string_limit((config or load_config()).query.outer_memory_limit)
     return bound_strings(sql, "spark", limit, lambda query: spark.sql(query).columns)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from dfs_cer import interrupt
+from dfs_cer.config import Config
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -125,7 +126,9 @@ def cancels_jobs(func: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate
     return wrapper
 
 
-def sandboxed_sql(spark: Any, sql: str, relations: Iterable[str]) -> Any:
+def sandboxed_sql(
+    spark: Any, sql: str, relations: Iterable[str], config: Config | None = None
+) -> Any:
     """``spark.sql(sql)`` after the outer-query sandbox (:mod:`dfs_cer.query.sandbox`): Spark SQL
     has no switch that keeps a query to its views (it runs script transforms and JVM methods as
     the driver's user), so every statement dfs-cer hands it passes the check first.
@@ -135,7 +138,8 @@ def sandboxed_sql(spark: Any, sql: str, relations: Iterable[str]) -> Any:
     variable, and the application's (``DECLARE VARIABLE secret ...``), its other views and its
     functions live in the caller's session, out of the statement's reach. The relations travel
     as global temporary views of random names, dropped once the session holds them. Its
-    string-building calls are bounded (:func:`dfs_cer.spark.outer.guarded`); it runs when an
+    string-building calls are bounded (:func:`dfs_cer.spark.outer.guarded`, by ``config``'s
+    ``query.outer_memory_limit``; default: the loaded settings'); it runs when an
     action asks for its rows (:func:`dfs_cer.spark.outer.computed` runs it by a deadline)."""
     import uuid
 
@@ -156,7 +160,7 @@ def sandboxed_sql(spark: Any, sql: str, relations: Iterable[str]) -> Any:
         finally:
             spark.catalog.dropGlobalTempView(tag)
     try:
-        return isolated.sql(guarded(isolated, sql))
+        return isolated.sql(guarded(isolated, sql, config))
     except Exception as exc:  # analysis errors: a name the relations do not have, a wrong type
         from pyspark.errors import AnalysisException
 

@@ -6,7 +6,10 @@
 so plain Spark SQL (and Spark Connect clients) can read the matches and join them with other
 tables. The rows come from storage nodes (``endpoints`` and ``token`` or ``token_file``; by
 default the nodes ``dfs-cer storage-node up`` started, from ``nodes_dir``) through a pull
-strategy (``strategy``, default dfs), or from parquet Spark's executors can read (``data``).
+strategy (``strategy``, default ``strategy.default``), or from parquet Spark's executors can
+read (``data``). Settings: the driver's (``DFS_CER_CONFIG``, ``DFS_CER__*``), a TOML file
+(``config``) and single settings by their dotted names (``query.dedup``, ``matcher.kleene``, ...),
+resolved once on the driver and pickled with the reader (executors never read their own).
 The pull and the matching run on the executors; the driver only plans (the relation's schema,
 from the input's schema, and the time slices). A query whose matches each depend only on their
 own rows (ALL MATCHES, or SKIP TO NEXT ROW; a WITHIN window; no PREV/NEXT, MATCH_NUMBER() or
@@ -46,11 +49,13 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
+from dfs_cer.config import Config
 from dfs_cer.errors import ConfigError
 from dfs_cer.plan.slices import TimeSlice
 from dfs_cer.spark.match import plain_schema, plain_table
 
-#: the options the source reads (Spark lower-cases option names)
+#: the options the source reads (Spark lower-cases option names); besides these, any setting
+#: of the sections in SETTINGS by its dotted name (``.option("query.dedup", "false")``)
 OPTIONS = (
     "query",
     "endpoints",
@@ -61,7 +66,27 @@ OPTIONS = (
     "data",
     "filter_pushdown",
     "partitions",
+    "config",
 )
+#: the settings sections an option may set, e.g. ``matcher.max_matches``
+SETTINGS = ("query", "strategy", "matcher")
+
+
+def source_settings(options: dict[str, str]) -> Config:
+    """The settings a read runs with, resolved once on the driver (executors receive them with
+    the reader, never read their own): the ``DFS_CER_CONFIG`` file, the TOML file of the
+    ``config`` option and the ``DFS_CER__*`` variables over the defaults, then the options that
+    name a setting (``query.dedup``, ``matcher.max_matches``, ...), checked as settings are."""
+    from dfs_cer.config import load_config
+
+    given: dict[str, dict[str, str]] = {}
+    for name, value in options.items():
+        section, dot, key = name.partition(".")
+        if dot and section in SETTINGS:
+            given.setdefault(section, {})[key] = value
+    paths = (options["config"],) if options.get("config") else ()
+    return load_config(paths).with_values(given, "the dfs_cer source's options")
+
 
 #: rows per time slice when ``partitions`` is left to the source: below this a slice's fixed
 #: cost (a task, a read or a pull of its own) outweighs what it saves (``bench/source.py``)
@@ -71,13 +96,26 @@ ROWS_PER_SLICE = 4_000_000
 class Spec:
     """What to read: the query and where its rows come from (from the source's options)."""
 
-    def __init__(self, options: dict[str, str], input_filter: str | None = None) -> None:
-        unknown = sorted(set(options) - set(OPTIONS) - {"path"})
+    def __init__(
+        self,
+        options: dict[str, str],
+        input_filter: str | None = None,
+        settings: Config | None = None,
+    ) -> None:
+        unknown = sorted(
+            set(options)
+            - set(OPTIONS)
+            - {"path"}
+            - {o for o in options if o.partition(".")[0] in SETTINGS and "." in o}
+        )
         if unknown:
             raise ConfigError(
                 f"unknown dfs_cer option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
-                f"the options are {', '.join(OPTIONS)}"
+                f"the options are {', '.join(OPTIONS)} and settings by their dotted names "
+                "(e.g. query.dedup, matcher.max_matches)"
             )
+        #: every setting of the read (resolved on the driver; see :func:`source_settings`)
+        self.settings = settings if settings is not None else source_settings(options)
         self.sql = options.get("query")
         if not self.sql:
             raise ConfigError(
@@ -93,7 +131,7 @@ class Spec:
         #: ROWS_PER_SLICE rows at most)
         self.partitions = None if count == "auto" else int(count)
         self.data = options.get("data") or options.get("path")
-        self.strategy = options.get("strategy", "dfs")
+        self.strategy = options.get("strategy") or self.settings.strategy.default
         self.input_filter = input_filter
         self.endpoints: list[str] = []
         self.token = ""
@@ -125,26 +163,27 @@ class Spec:
             return ds.dataset(self.data, format="parquet").schema
         from dfs_cer.strategies.statements import check_against_nodes
 
-        return check_against_nodes([str(self.sql)], self.endpoints, self.token)
+        return check_against_nodes(
+            [str(self.sql)], self.endpoints, self.token, self.settings.query.integer_time_unit
+        )
 
     def relation_schema(self) -> pa.Schema:
         """The query's output columns: the engine's over no rows of the input's schema."""
         from dfs_cer.spark.distributed import sparkable
 
         empty = plain_schema(self.input_schema()).empty_table()
-        return sparkable(plain_schema(_run_local(empty, str(self.sql)).schema))
+        return sparkable(plain_schema(_run_local(empty, str(self.sql), self.settings).schema))
 
     def slices(self) -> tuple[list[TimeSlice], int | None]:
         """The time slices a read is cut into (on the driver; none when the query is read in
         one piece), and the table snapshot every slice reads (nodes serving a table in place)."""
         import os
 
-        from dfs_cer.config import load_config
         from dfs_cer.plan.slices import slice_reason, time_slices
         from dfs_cer.query.analyze import analyze
         from dfs_cer.query.parser import parse, parse_statement
 
-        config = load_config()
+        config = self.settings
         if self.partitions == 1 or config.matcher.on_limit == "truncate":  # a bound on the whole
             return [], None
         statement = parse_statement(str(self.sql))
@@ -193,11 +232,7 @@ class Spec:
         return (min(b[0] for b in bounds), max(b[1] for b in bounds)), rows, snapshot
 
     def _pull_options(self) -> dict[str, Any]:
-        from dfs_cer.config import load_config
-
-        options: dict[str, Any] = {
-            "integer_time_unit": load_config().query.integer_time_unit,
-        }
+        options: dict[str, Any] = {"config": self.settings}
         if self.input_filter:
             options["input_filter"] = self.input_filter
         return options
@@ -228,7 +263,13 @@ class Spec:
             result = pull(self.strategy, str(self.sql), self.endpoints, self.token, **options)
             relation = owned(match_pulled(result, outer=False, match_ids=True), piece)
             deadline = result.deadline
-        return run_outer(query, relation, deadline=deadline)
+        return run_outer(
+            query,
+            relation,
+            self.settings.query.outer_dialect,
+            config=self.settings,
+            deadline=deadline,
+        )
 
     def matches(self) -> pa.Table:
         """Read and match (in an executor task)."""
@@ -239,7 +280,7 @@ class Spec:
             table = plain_table(dataset.to_table())
             if self.input_filter:
                 table = _filtered(table, self.input_filter)
-            return _run_local(table, str(self.sql))
+            return _run_local(table, str(self.sql), self.settings)
         from dfs_cer.strategies import pull
         from dfs_cer.strategies.matching import match_pulled
 
@@ -253,7 +294,6 @@ def _slice_of_data(spec: Spec, query: Any, piece: TimeSlice) -> pa.Table:
     time statistics miss it are not read)."""
     import pyarrow.dataset as ds
 
-    from dfs_cer.config import load_config
     from dfs_cer.match.sliced import match_slice
     from dfs_cer.query.analyze import analyze
     from dfs_cer.query.bind import resolve_column
@@ -263,7 +303,7 @@ def _slice_of_data(spec: Spec, query: Any, piece: TimeSlice) -> pa.Table:
     table = plain_table(dataset.to_table(filter=_time_range(dataset.schema.field(name), piece)))
     if spec.input_filter:
         table = _filtered(table, spec.input_filter)
-    config = load_config()
+    config = spec.settings
     return match_slice(table, analyze(query, table.schema, config.query), piece, config.matcher)
 
 
@@ -288,10 +328,10 @@ def _time_range(field: pa.Field, piece: TimeSlice) -> Any:
     return (column >= low) & (column <= high)
 
 
-def _run_local(table: pa.Table, sql: str) -> pa.Table:
+def _run_local(table: pa.Table, sql: str, settings: Config) -> pa.Table:
     from dfs_cer.local import match_recognize
 
-    return match_recognize(table, sql)
+    return match_recognize(table, sql, config=settings)
 
 
 def _filtered(table: pa.Table, condition: str) -> pa.Table:
@@ -353,12 +393,15 @@ def _condition(f: Filter, partition_columns: set[str]) -> str | None:
 
 
 class DfsCerReader(DataSourceReader):
-    def __init__(self, options: dict[str, str]) -> None:
+    """Made on the driver with the read's settings; pickled to the executors with them."""
+
+    def __init__(self, options: dict[str, str], settings: Config) -> None:
         self.options = options
+        self.settings = settings
         self.pushed: list[str] = []
 
     def _spec(self) -> Spec:
-        return Spec(self.options, " AND ".join(self.pushed) or None)
+        return Spec(self.options, " AND ".join(self.pushed) or None, self.settings)
 
     def partitions(self) -> Sequence[InputPartition]:
         pieces, snapshot = self._spec().slices()
@@ -402,8 +445,10 @@ class PushingReader(DfsCerReader):
     ``spark.sql.python.filterPushdown.enabled`` is true): filters on PARTITION BY columns go to
     the storage nodes."""
 
-    def __init__(self, options: dict[str, str], partition_columns: set[str]) -> None:
-        super().__init__(options)
+    def __init__(
+        self, options: dict[str, str], settings: Config, partition_columns: set[str]
+    ) -> None:
+        super().__init__(options, settings)
         self.partition_columns = partition_columns
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
@@ -429,6 +474,7 @@ class DfsCerSource(DataSource):
 
     def reader(self, schema: Any) -> DataSourceReader:
         options = dict(self.options)
+        spec = Spec(options)  # the settings resolved here, on the driver
         if options.get("filter_pushdown", "false").lower() == "true":
-            return PushingReader(options, Spec(options).partition_columns())
-        return DfsCerReader(options)
+            return PushingReader(options, spec.settings, spec.partition_columns())
+        return DfsCerReader(options, spec.settings)

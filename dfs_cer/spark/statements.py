@@ -16,11 +16,12 @@ import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
+from dfs_cer.config import Config
 from dfs_cer.errors import ConfigError
 from dfs_cer.query import analyze
 from dfs_cer.query.statement import OUTER_DIALECT, Statement
 from dfs_cer.query.validate import require_order_by
-from dfs_cer.spark.match import Recognition, _config, _frame, match_data, match_events
+from dfs_cer.spark.match import Recognition, _frame, match_data, match_events
 from dfs_cer.spark.outer import computed, deadline_of, within
 from dfs_cer.spark.session import sandboxed_sql
 from dfs_cer.strategies.base import Trace
@@ -59,7 +60,7 @@ def recognize_statement(
     token: str | None,
     data: str | None,
     strategy: str,
-    integer_time_unit: str,
+    settings: Config,
     driver_threshold: int,
     tasks: int | None,
     tables: Mapping[str, Any] | None,
@@ -70,7 +71,7 @@ def recognize_statement(
     from dfs_cer.local import as_arrow
 
     started = time.perf_counter()
-    deadline = deadline_of(options.get("timeout"), options.get("config"))
+    deadline = deadline_of(options.get("timeout"), settings.strategy)
     tag = uuid.uuid4().hex[:12]
     views: dict[str, str] = {}  # lower-case name the statement reads -> temp view
     frames: dict[str, Any] = {}
@@ -90,9 +91,16 @@ def recognize_statement(
             if hasattr(value, "createOrReplaceTempView")
             else _frame(spark, as_arrow(name, value)),
         )
-    from dfs_cer.strategies.statements import plan_statement, pull_pushed, whole_table_query
+    from dfs_cer.strategies.statements import (
+        check_remote,
+        plan_statement,
+        pull_pushed,
+        whole_table_query,
+    )
 
     plan = plan_statement(statement, set(views))
+    if endpoints is not None and token is not None:
+        check_remote(plan, endpoints, token)
     if (
         endpoints is None
     ):  # data=: Spark reads the files and pushes the subquery's filters into its own scan
@@ -100,12 +108,11 @@ def recognize_statement(
     remote = plan.remote
     traces: list[Trace] = []
     events_seen = 0
-    config = _config(
-        integer_time_unit, tuple(options.get("event_key") or ()), options.get("dedup", True)
-    )
+    integer_time_unit = settings.query.integer_time_unit
+    matcher = settings.matcher
 
     def match_arrow(query: Any, events: pa.Table) -> Any:
-        analysis = analyze(query, events.schema, config)
+        analysis = analyze(query, events.schema, settings.query)
         return match_events(
             spark,
             events,
@@ -113,6 +120,7 @@ def recognize_statement(
             time_unit=integer_time_unit,
             driver_threshold=driver_threshold,
             tasks=tasks,
+            matcher=matcher,
         )
 
     def pulled_relation(result: Any, part: Any) -> Any:
@@ -131,6 +139,7 @@ def recognize_statement(
             time_unit=integer_time_unit,
             driver_threshold=driver_threshold,
             tasks=tasks,
+            matcher=matcher,
         )
 
     def remote_relation(part: Any) -> Any:
@@ -146,21 +155,14 @@ def recognize_statement(
                     query,
                     list(endpoints),
                     token,
-                    integer_time_unit=integer_time_unit,
+                    config=settings,
                     **options,
                 ),
                 part,
             )
         assert data is not None
         relation, _, split, rows = match_data(
-            spark,
-            query,
-            data,
-            integer_time_unit,
-            event_key=options.get("event_key") or (),
-            dedup=options.get("dedup", True),
-            driver_threshold=driver_threshold,
-            tasks=tasks,
+            spark, query, data, settings, driver_threshold=driver_threshold, tasks=tasks
         )
         events_seen += split.events if split else rows
         return relation
@@ -176,7 +178,7 @@ def recognize_statement(
             strategy,
             list(endpoints),
             token,
-            integer_time_unit=integer_time_unit,
+            config=settings,
             **options,
         )
         if result is not None:
@@ -193,7 +195,7 @@ def recognize_statement(
                 whole_table_query(name, list(endpoints), token),
                 list(endpoints),
                 token,
-                integer_time_unit=integer_time_unit,
+                config=settings,
                 **options,
             )
             result.trace.fallback = plan.fallback(name)
@@ -219,7 +221,7 @@ def recognize_statement(
             elif part.input_sql is not None:
                 sql = _renamed(part.input_sql, views)
                 with within(spark, deadline):
-                    rows = _arrow_of(sandboxed_sql(spark, sql, views.values()))
+                    rows = _arrow_of(sandboxed_sql(spark, sql, views.values(), settings))
                 relation = match_arrow(part.query, rows)
             elif part.query.table.lower() in remote:
                 relation = remote_relation(part)
@@ -237,5 +239,5 @@ def recognize_statement(
     from dfs_cer.strategies.statements import merged_trace
 
     trace = merged_trace(traces, strategy) if traces else None
-    result = computed(spark, sandboxed_sql(spark, sql, views.values()), deadline)
+    result = computed(spark, sandboxed_sql(spark, sql, views.values(), settings), deadline)
     return Recognition(result, trace, events_seen, time.perf_counter() - started)

@@ -29,11 +29,15 @@ MAX_PAUSE = 0.5
 
 
 def open_everywhere(
-    session: Session, per_node: Callable[[int], tuple[dict[str, Any], list[bytes]]]
+    session: Session,
+    per_node: Callable[[int], tuple[dict[str, Any], list[bytes]]],
+    again: Callable[[list[OpenReply]], str | None] | None = None,
 ) -> list[tuple[OpenReply, list[bytes]]]:
     """``open`` on every node of ``session`` (``per_node(i)``: node i's header and blobs), admitted
     on all of them or retried (see the module docstring); a NodeRefusedError naming the busy
-    nodes when the admission wait passes."""
+    nodes when the admission wait passes. ``again``: why the opened query must be opened once
+    more (``per_node`` then asks otherwise; None: it need not), e.g. the nodes narrowed their
+    candidates by a layout their claims do not bear out."""
     arrival = round(time.time(), 3)  # to the millisecond
     give_up = time.monotonic() + session.admission_wait
     pause = FIRST_PAUSE
@@ -47,10 +51,18 @@ def open_everywhere(
         refused = [i for i, (h, _) in enumerate(replies) if h.refused]
         pins = [(h.snapshot_ms or 0, h.snapshot) for h, _ in replies if h.snapshot is not None]
         raced = not refused and session.snapshot is None and len({p[1] for p in pins}) > 1
-        if not refused and not raced:
+        redo = None if refused or raced or again is None else again([h for h, _ in replies])
+        if not refused and not raced and redo is None:
             if session.snapshot is None and pins:  # the one snapshot every node serves
                 session.snapshot = pins[0][1]
             return replies
+        if redo is not None:  # a round that ran: kept in the trace, with why it ran again
+            session.trace.rounds[-1].note = f"opened again: {redo}"
+            if session.snapshot is None and pins:  # the same snapshot again
+                session.snapshot = pins[0][1]
+            for c in session.clients:
+                c.call(ReleaseReply, Release(session.query_id, arrival).header())
+            continue
         session.trace.rounds.pop()  # waiting is not a round trip of the strategy
         for i, c in enumerate(session.clients):
             if i not in refused:

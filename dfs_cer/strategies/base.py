@@ -15,11 +15,17 @@ import numpy as np
 import pyarrow as pa
 
 from dfs_cer import interrupt
-from dfs_cer.config import StrategyConfig
-from dfs_cer.errors import AdmissionError, ConfigError, DfsCerError
+from dfs_cer.config import Config, StrategyConfig
+from dfs_cer.errors import (
+    AdmissionError,
+    ConfigError,
+    DfsCerError,
+    QueryValidationError,
+)
 from dfs_cer.events.schemas import concat, unify
 from dfs_cer.filters import IntervalSet
 from dfs_cer.query import Analysis, Query
+from dfs_cer.query.names import UNKNOWN_TABLE
 from dfs_cer.transport.actions import FINAL_PULLS
 from dfs_cer.transport.client import NodeTimeoutError, StorageClient
 from dfs_cer.transport.envelope import primer
@@ -74,6 +80,9 @@ class Trace:
     matching: Matching | None = None
     #: what went wrong without spoiling the result (e.g. a node that did not confirm close)
     warnings: list[str] = field(default_factory=list)
+    #: what the user should know about the run that is not wrong (e.g. the nodes' layout was not
+    #: relied on, the table's name was not checked)
+    notes: list[str] = field(default_factory=list)
     #: how the rows for navigation were pulled ("halo around intervals", "halo around candidates",
     #: "node-side matching", ...; None when the query does not navigate physically)
     navigation: str | None = None
@@ -114,6 +123,7 @@ class Trace:
             "fallback": self.fallback,
             "matching": None if self.matching is None else self.matching.to_dict(),
             "warnings": self.warnings,
+            "notes": self.notes,
             "navigation": self.navigation,
             "halo_rows": self.halo_rows,
             "input_filter": self.input_filter,
@@ -141,6 +151,9 @@ class PullResult:
     node_matches: int = 0
     #: the final pull left for executors to take (``pull(..., defer=True)``); None: pulled here
     deferred: DeferredPull | None = None
+    #: the settings the pull ran with (its matcher section is what ``match_pulled`` uses by
+    #: default); None: a result built by hand
+    config: Config | None = None
     #: the query's deadline (``time.monotonic()``): what is left of it bounds the SQL around
     #: the clause (None: ``strategy.query_timeout_seconds`` from when that runs)
     deadline: float | None = None
@@ -435,6 +448,10 @@ class Session:
         try:
             results = list(self._pool.map(guarded, clients))
         except DfsCerError as exc:  # name the round: the node and the action are in the message
+            if exc.code == UNKNOWN_TABLE:  # the query names another table than the nodes' log
+                raise QueryValidationError(
+                    str(exc).split(f"{QueryValidationError.__name__}: ", 1)[-1], code=UNKNOWN_TABLE
+                ) from None
             exc.args = (
                 f"round {len(self.trace.rounds) + 1} ({name}): {exc.args[0] if exc.args else exc}",
                 *exc.args[1:],

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from dfs_cer.config import load_config
 from dfs_cer.events.schemas import concat
 from dfs_cer.query.expr import Column, walk
 from dfs_cer.strategies.base import PullResult, Session
@@ -77,7 +76,7 @@ def push_pull(session: Session, request: PullRequest) -> PullResult:
         order.append(
             max((n for n in names if n not in visited), key=lambda n: (score(n), -names.index(n)))
         )
-    settings = load_config().matcher  # the nodes' matching of projections stops where ours would
+    settings = request.config.matcher  # the nodes' matching of projections stops where ours would
     pulled = {order[0]: _pull_variable(session, order[0])}
     for i, name in enumerate(order[1:], start=1):
         if not session.stops:

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dfs_cer.config import MatcherConfig
 from dfs_cer.errors import CacheMissError, MatchBudgetError, MatchLimitError, WorkMemoryError
 from dfs_cer.filters import IntervalSet, WindowJoinFilter, WindowKeySet, eq1_offsets, join_kind
 from dfs_cer.plan.cost import CostInputs, CostModel
@@ -49,11 +50,13 @@ def node_matching(
     headers: list[OpenReply],
     schema: pa.Schema,
     options: PullOptions,
+    settings: MatcherConfig,
 ) -> PullResult | None:
-    """Where every node holds whole PARTITION BY groups, the nodes may run the matcher and ship
-    only the MATCH_RECOGNIZE relation. ``auto``: when the busiest node's matching time (its
-    calibrated beta x its rows) fits its CPU budget and beats the estimated pull (bytes over the
-    network rate plus the compute node's matching of them)."""
+    """Where every node holds whole PARTITION BY groups, the nodes may run the matcher (with the
+    request's matcher ``settings``) and ship only the MATCH_RECOGNIZE relation. ``auto``: when
+    the busiest node's matching time (its calibrated beta x its rows) fits its CPU budget and
+    beats the estimated pull (bytes over the network rate plus the compute node's matching of
+    them)."""
     if options.node_matching == "off" or not headers:
         return None
     trace = session.trace
@@ -105,9 +108,6 @@ def node_matching(
             Round("skip", 0, 0, 0, 0.0, decision, f"node-side matching not chosen: {why}")
         )
         return None
-    from dfs_cer.config import load_config
-
-    settings = load_config().matcher
     request = NodeMatch(
         session.query_id,
         analysis.event_key,
@@ -115,6 +115,8 @@ def node_matching(
         settings.max_matches,
         settings.on_limit,
         settings.max_steps,
+        settings.kleene,
+        settings.max_seconds,
     )
     from dfs_cer.transport.client import NodeRefusedError
 
@@ -177,7 +179,9 @@ def open_for_pruning(
     """Open the query on every node; the result at once where the nodes match it themselves or
     the query cannot be pruned by time (its exact fallback), else what interval pruning needs."""
     analysis, headers, schema = open_query(session, request)
-    on_nodes = node_matching(session, analysis, headers, schema, request.options)
+    on_nodes = node_matching(
+        session, analysis, headers, schema, request.options, request.config.matcher
+    )
     if on_nodes is not None:
         return on_nodes
     fallback = exact_fallback(session, analysis, schema, headers)

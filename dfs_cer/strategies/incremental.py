@@ -89,7 +89,20 @@ def run_and_save(
     the saved matches, and the changes are returned and saved: new, updated (same first and
     last time, different events) and invalidated matches by stable match id. Running it again
     with no new files changes nothing."""
-    match_opts = _matching_options(options)
+    from dfs_cer.strategies.request import settings_of
+
+    # the settings that decide the matches, as given or from the settings in force: saved with
+    # the run, so that a re-run matches as it did
+    settings = settings_of(options.get("config"))
+    options = {
+        **options,
+        "config": settings,
+        "integer_time_unit": options.get("integer_time_unit") or settings.query.integer_time_unit,
+        "dedup": settings.query.dedup if options.get("dedup") is None else options["dedup"],
+        "event_key": options.get("event_key") or list(settings.query.event_key) or None,
+    }
+    configured = {"kleene": settings.matcher.kleene}
+    match_opts = {**configured, **_matching_options(options)}
     previous: RunRecord | None = None
     old = None
     if since_run is not None:
@@ -101,7 +114,11 @@ def run_and_save(
             )
         sql = previous.sql
         strategy = previous.strategy
-        match_opts = {**_matching_options(previous.options), **match_opts}
+        match_opts = {
+            **configured,
+            **_matching_options(previous.options),
+            **_matching_options(options),
+        }
     files, snapshot = shard_files(endpoints, token)
     names = [[_key(f) for f in node] for node in files]
     versioned = any(

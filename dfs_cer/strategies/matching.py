@@ -7,11 +7,11 @@ import time
 import pyarrow as pa
 
 from dfs_cer import interrupt
+from dfs_cer.config import Config, load_config
 from dfs_cer.errors import ConfigError
 from dfs_cer.local import run_outer
-from dfs_cer.match.columns import check_choice
 from dfs_cer.match.rowpattern.engine import run_row_pattern
-from dfs_cer.options import KLEENE, SELECTIONS
+from dfs_cer.options import SELECTIONS
 from dfs_cer.strategies.base import Matching, PullResult
 
 
@@ -25,18 +25,22 @@ def match_pulled(
     kleene: str | None = None,
     max_matches: int | None = None,
     on_limit: str | None = None,
+    config: Config | None = None,
 ) -> pa.Table:
     """The query's result over the pulled events: final intervals are matched as independent
     units for contiguous patterns (no match may cross a gap of unpulled rows). Records the
     matching step (engine, matches, seconds, matcher memory) in ``result.trace.matching``.
 
     ``selection``/``kleene`` choose CER semantics (the CER engine runs ALL MATCHES and
-    selections); ``max_matches``/``on_limit`` bound either engine (default: the matcher
-    settings); ``match_ids`` adds the stable match id and time span columns; ``outer=False``
-    returns the MATCH_RECOGNIZE relation without the SELECT around it."""
-    from dfs_cer.config import load_config
+    selections); ``max_matches``/``on_limit`` bound either engine. Settings not given come from
+    ``config``: by default the settings the pull ran with (``result.config``; a result built by
+    hand: :func:`load_config`): ``matcher.*`` for the engines, ``query.outer_dialect`` for the
+    SELECT around the clause. ``match_ids`` adds the stable match id and time span columns;
+    ``outer=False`` returns the MATCH_RECOGNIZE relation without the SELECT around it."""
     from dfs_cer.match.cer.engine import run_cer
 
+    config = config or result.config or load_config()
+    dialect = config.query.outer_dialect
     analysis = result.analysis
     query = analysis.query
     began = time.perf_counter()
@@ -56,17 +60,18 @@ def match_pulled(
             "storage nodes", result.node_matches, time.perf_counter() - began, 0
         )
         return (
-            run_outer(query, result.relation, deadline=result.deadline)
+            run_outer(query, result.relation, dialect, config=config, deadline=result.deadline)
             if outer
             else result.relation
         )
-    settings = load_config().matcher
-    limit = settings.max_matches if max_matches is None else max_matches
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
-        raise ConfigError(f"max_matches must be a positive integer, got {limit!r}")
+    # the arguments given win over the settings, checked as the settings are
+    given = (("kleene", kleene), ("max_matches", max_matches), ("on_limit", on_limit))
+    settings = config.with_values(
+        {"matcher": {k: v for k, v in given if v is not None}}, "match_pulled's arguments"
+    ).matcher
+    limit, bound = settings.max_matches, settings.on_limit
     if selection is not None and selection not in SELECTIONS:
         raise ConfigError(f"selection must be one of {', '.join(SELECTIONS)}, got {selection!r}")
-    bound = on_limit or settings.on_limit
     if query.recognize.all_matches or selection:
         engine = "cer"
         out = run_cer(
@@ -74,16 +79,12 @@ def match_pulled(
             analysis,
             match_ids=match_ids,
             selection=selection or "skip_till_any_match",
-            kleene=kleene or settings.kleene,
+            kleene=settings.kleene,
             max_matches=limit,
             on_limit=bound,
             max_steps=settings.max_steps,
         )
     else:
-        if kleene is not None:
-            check_choice(
-                kleene, KLEENE, "kleene"
-            )  # (it has no effect without ALL MATCHES or a selection)
         engine = "rowpattern"
         out = run_row_pattern(
             result.events,
@@ -93,8 +94,13 @@ def match_pulled(
             max_matches=limit,
             on_limit=bound,
             max_steps=settings.max_steps,
+            max_seconds=settings.max_seconds,
         )
     result.trace.matching = Matching(
         engine, out.matches, time.perf_counter() - began, out.work_bytes
     )
-    return run_outer(query, out.table, deadline=result.deadline) if outer else out.table
+    return (
+        run_outer(query, out.table, dialect, config=config, deadline=result.deadline)
+        if outer
+        else out.table
+    )

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from dfs_cer import interrupt
-from dfs_cer.config import StrategyConfig
+from dfs_cer.config import Config, StrategyConfig
 from dfs_cer.errors import SNAPSHOT_BUSY, ConfigError
 from dfs_cer.query import Query, analyze
 from dfs_cer.strategies.base import FinalPull, PullResult, Round, Session, Trace, resolve_query
@@ -194,19 +194,35 @@ def pull_many(
     endpoints: Sequence[str],
     token: str,
     *,
-    integer_time_unit: str = "s",
+    config: Config | StrategyConfig | None = None,
+    integer_time_unit: str | None = None,
     event_key: Sequence[str] | None = None,
-    dedup: bool = True,
+    dedup: bool | None = None,
     timeout: float | None = None,
-    config: StrategyConfig | None = None,
     snapshot: int | None = None,
     **options: Any,
 ) -> GroupResult:
     """Run pull strategy ``name`` for every query together (see the module docstring);
-    ``timeout`` bounds the whole group (default ``strategy.query_timeout_seconds``);
-    ``snapshot``: the table snapshot every query reads (nodes serving an Iceberg table). A
-    node busy with another snapshot of the table (SNAPSHOT_BUSY) is asked again shortly."""
-    seconds = (config or StrategyConfig()).query_timeout_seconds if timeout is None else timeout
+    ``config`` and the keywords as for :func:`dfs_cer.strategies.pull` (the settings every query
+    runs with, the keywords winning over them); ``timeout`` bounds the whole group (default
+    ``strategy.query_timeout_seconds``); ``snapshot``: the table snapshot every query reads
+    (nodes serving an Iceberg table). A node busy with another snapshot of the table
+    (SNAPSHOT_BUSY) is asked again shortly."""
+    from dfs_cer.strategies.request import settings_of
+
+    settings = settings_of(config)
+    if isinstance(event_key, str):  # one column named as a string
+        event_key = (event_key,)
+    if dedup is not None and not isinstance(dedup, bool):
+        raise ConfigError(f"dedup must be True or False, got {dedup!r}")
+    if event_key is None and settings.query.event_key:
+        event_key = settings.query.event_key
+    options = {
+        "cost_model": settings.strategy.cost_model,
+        "calibration_file": settings.strategy.calibration_file or None,
+        **options,
+    }
+    seconds = settings.strategy.query_timeout_seconds if timeout is None else timeout
     deadline = time.monotonic() + seconds
     return retry_on(
         (SNAPSHOT_BUSY,),
@@ -215,11 +231,13 @@ def pull_many(
             queries,
             endpoints,
             token,
-            integer_time_unit=integer_time_unit,
+            integer_time_unit=(
+                settings.query.integer_time_unit if integer_time_unit is None else integer_time_unit
+            ),
             event_key=event_key,
-            dedup=dedup,
+            dedup=settings.query.dedup if dedup is None else dedup,
             timeout=max(deadline - time.monotonic(), 0.001),
-            config=config,
+            config=settings,
             snapshot=snapshot,
             **options,
         ),
@@ -237,7 +255,7 @@ def _pull_many_once(
     event_key: Sequence[str] | None,
     dedup: bool,
     timeout: float,
-    config: StrategyConfig | None,
+    config: Config,
     snapshot: int | None,
     **options: Any,
 ) -> GroupResult:
@@ -270,7 +288,12 @@ def _pull_many_once(
     # a client (connection) per query and node: each counts the bytes of its own calls while
     # the queries' round trips overlap
     group = Session.connect(
-        endpoints, token, Trace(f"{name} x{len(parsed)}"), config, timeout, snapshot=snapshot
+        endpoints,
+        token,
+        Trace(f"{name} x{len(parsed)}"),
+        config.strategy,
+        timeout,
+        snapshot=snapshot,
     )
     query_ids = [uuid.uuid4().hex for _ in parsed]
     shared = _SharedPull(group, query_ids)
@@ -304,7 +327,7 @@ def _pull_many_once(
         ]
         # pull_all's final pulls take every row: the group's table must hold them all (so do
         # queries reaching past this compute node's halo limit; the nodes add their own)
-        limit = (config or StrategyConfig()).halo_limit
+        limit = config.strategy.halo_limit
         whole = name == "pull_all" or any(
             max(a.prev_reach, a.next_reach) > limit for a in map(analyze, parsed)
         )
@@ -316,7 +339,7 @@ def _pull_many_once(
                 endpoints,
                 token,
                 Trace(name),
-                config,
+                config.strategy,
                 timeout,
                 event_key,
                 dedup,
@@ -331,7 +354,15 @@ def _pull_many_once(
             group.action(
                 GroupOpenReply,
                 {},
-                per_node=lambda i: ({"group": members, "schema": i == 0, "whole": whole}, []),
+                per_node=lambda i: (
+                    {
+                        "group": members,
+                        "schema": i == 0,
+                        "whole": whole,
+                        "nodes": len(endpoints),  # a node relies on its layout only then
+                    },
+                    [],
+                ),
             )
         )
 
@@ -350,6 +381,7 @@ def _pull_many_once(
             pool.shutdown(wait=False)
         for r, s in zip(results, sessions, strict=True):  # complete results are kept
             r.trace.warnings += s.close()
+            r.config = config  # the settings match_pulled matches with
             r.deadline = s.deadline
         return GroupResult(results, group.trace, time.perf_counter() - began)
     except BaseException:

@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dfs_cer import interrupt
-from dfs_cer.config import StrategyConfig
+from dfs_cer.config import Config, StrategyConfig
 from dfs_cer.errors import SNAPSHOT_BUSY
 from dfs_cer.query import Query
 from dfs_cer.strategies.base import DeferredPull, PullResult, Session, Trace, name_stops
@@ -80,12 +80,12 @@ def pull(
     endpoints: Sequence[str],
     token: str,
     *,
-    integer_time_unit: str = "s",
+    config: Config | StrategyConfig | None = None,
+    integer_time_unit: str | None = None,
     event_key: Sequence[str] | None = None,
-    dedup: bool = True,
+    dedup: bool | None = None,
     time_ranges: Sequence[tuple[int, int]] | None = None,
     timeout: float | None = None,
-    config: StrategyConfig | None = None,
     input_filter: str | None = None,
     defer: bool = False,
     defer_min_rows: int = 0,
@@ -93,6 +93,13 @@ def pull(
     **options: Any,
 ) -> PullResult:
     """Run pull strategy ``name`` for ``query`` against the storage nodes at ``endpoints``.
+
+    ``config``: the settings (a :class:`~dfs_cer.config.Config`; None: :func:`load_config`, the
+    ``DFS_CER_CONFIG`` file and ``DFS_CER__*`` variables over the defaults): ``query.*`` and
+    ``strategy.*`` for the pull, ``matcher.*`` for what the nodes match and for
+    :func:`~dfs_cer.strategies.matching.match_pulled` on the result; the keywords below win
+    over it (``integer_time_unit``, ``event_key``, ``dedup``; ``cost_model`` and
+    ``calibration_file`` among the ``options``).
 
     ``event_key`` (default: the shard sets' own, from ``dfs-cer shard --event-key``; else the whole
     row) identifies an event; with ``dedup`` the matcher drops duplicates that several nodes (or
@@ -148,7 +155,7 @@ def run(request: PullRequest) -> PullResult:
             request.endpoints,
             request.token,
             Trace(request.strategy, input_filter=request.input_filter),
-            request.config,
+            request.settings,
             request.timeout if left is None else left,
             request.event_key,
             request.dedup,
@@ -170,10 +177,16 @@ def run(request: PullRequest) -> PullResult:
 
 def _pull_once(session: Session, request: PullRequest) -> PullResult:
     strategy = STRATEGIES[request.strategy]
-    if not request.defer:
-        return session.finish(lambda: strategy(session, request), lambda r: r.trace)
-    try:
+
+    def work() -> PullResult:
         result = strategy(session, request)
+        result.config = request.config  # the settings match_pulled matches with
+        return result
+
+    if not request.defer:
+        return session.finish(work, lambda r: r.trace)
+    try:
+        result = work()
     except BaseException:
         session.close()
         session.close_connections()

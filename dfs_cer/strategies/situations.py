@@ -18,8 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dfs_cer.config import StrategyConfig
+from dfs_cer.config import Config, StrategyConfig
 from dfs_cer.errors import ConfigError
+from dfs_cer.plan.layout import conflict
 from dfs_cer.query.bind import resolve_column
 from dfs_cer.situations import parse_situations
 from dfs_cer.situations.derive import Derived, aggregate, keyed
@@ -59,37 +60,62 @@ def pull_situations(
     token: str,
     *,
     strategy: str = "dfs",
-    integer_time_unit: str = "s",
-    event_key: Sequence[str] = (),
+    integer_time_unit: str | None = None,
+    event_key: Sequence[str] | None = None,
+    dedup: bool | None = None,
     timeout: float | None = None,
-    config: StrategyConfig | None = None,
+    config: Config | StrategyConfig | None = None,
 ) -> SituationResult:
     """The situation query's match relation over the storage nodes' data (see the module);
-    ``timeout`` and ``config`` bound the calls as for :func:`dfs_cer.strategies.pull`."""
+    ``config`` (the settings, as for :func:`dfs_cer.strategies.pull`: ``query.*`` and the
+    strategy's limits; the keywords given win over it) and ``timeout`` bound the calls as for
+    ``pull``. The nodes derive situations from rows without copies (their shard sets' event
+    key): with ``dedup`` off, or another event key, every row is pulled (``pull_all``, named in
+    the trace)."""
+    from dfs_cer.strategies.request import settings_of
+
     if strategy not in STRATEGIES:
         raise ConfigError(
             f"strategy must be one of {', '.join(STRATEGIES)} for situation queries, got "
             f"{strategy!r}"
         )
+    settings = settings_of(config)
+    unit = settings.query.integer_time_unit if integer_time_unit is None else integer_time_unit
+    key = tuple(settings.query.event_key if event_key is None else event_key)
+    dedup = settings.query.dedup if dedup is None else dedup
     query = parse_situations(sql) if isinstance(sql, str) else sql
     text = sql if isinstance(sql, str) else ""
-    session = Session.connect(endpoints, token, Trace(strategy), config, timeout)
+    session = Session.connect(
+        endpoints, token, Trace(strategy), settings.strategy, timeout, key or None, dedup
+    )
 
     def work() -> SituationResult:
-        if strategy == "dfs":
+        if strategy == "dfs" and (not dedup or key):
+            session.trace.fallback = (
+                "pull_all (the storage nodes derive situations from rows without copies of an "
+                "event, by their shard sets' event key; "
+                + ("query.dedup is off" if not dedup else f"the event key {list(key)} is asked")
+                + ")"
+            )
+        elif strategy == "dfs":
             replies = session.action(
-                SituationsReply, {"sql": text, "integer_time_unit": integer_time_unit}
+                SituationsReply,
+                {"sql": text, "integer_time_unit": unit, "nodes": len(endpoints)},
             )
             reasons = [h.reason for h, _ in replies if not h.derived]
+            layout = conflict(
+                [h.layout for h, _ in replies], [f"storage node {e}" for e in endpoints]
+            )
+            if not reasons and layout is not None:  # time blocks may lie on several nodes
+                reasons = [f"the nodes do not make one shard set: {layout}"]
             if not reasons:
                 return SituationResult(
-                    _from_fragments(session, query, replies, integer_time_unit, event_key),
-                    session.trace,
+                    _from_fragments(session, query, replies, unit, key), session.trace
                 )
             session.trace.fallback = f"pull_all ({reasons[0]})"
-        rows = session.pull("pull_all")
+        rows = session.pull("pull_all", {"table": query.table})  # the nodes check the name
         return SituationResult(
-            run_situations(rows, query, integer_time_unit=integer_time_unit, event_key=event_key),
+            run_situations(rows, query, integer_time_unit=unit, event_key=key, dedup=dedup),
             session.trace,
         )
 

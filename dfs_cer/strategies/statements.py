@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from dfs_cer import interrupt
-from dfs_cer.config import load_config
+from dfs_cer.config import Config, StrategyConfig
 from dfs_cer.local import match_clause, run_statement
 from dfs_cer.query import Query
 from dfs_cer.query.input_filter import INPUT_FILTER
@@ -153,27 +153,32 @@ def pull_statement(
     *,
     tables: Mapping[str, pa.Table] | None = None,
     matching: Mapping[str, Any] | None = None,
+    config: Config | StrategyConfig | None = None,
     **options: Any,
 ) -> StatementResult:
     """Run ``statement``: MATCH_RECOGNIZE clauses over a table that is not in ``tables`` read the
     storage nodes' shard set (any name; other tables must be registered), with the pull strategy
     ``strategy`` and ``options`` of
     :func:`dfs_cer.strategies.pull`; ``matching`` goes to
-    :func:`dfs_cer.strategies.matching.match_pulled`. ``timeout`` bounds the whole statement:
-    each pull gets what is left of it, and so does the SQL around the clauses."""
+    :func:`dfs_cer.strategies.matching.match_pulled`. ``config``: the settings every pull and
+    every clause runs with (as for ``pull``; the keywords given win over it). ``timeout`` bounds
+    the whole statement: each pull gets what is left of it, and so does the SQL around the
+    clauses."""
     from dfs_cer.strategies import pull
     from dfs_cer.strategies.base import check_limits
     from dfs_cer.strategies.matching import match_pulled
+    from dfs_cer.strategies.request import settings_of
 
-    deadline = time.monotonic() + check_limits(
-        options.get("config") or load_config().strategy, options.get("timeout")
-    )
+    config = settings_of(config)
+    options["config"] = config
+    deadline = time.monotonic() + check_limits(config.strategy, options.get("timeout"))
 
     def left() -> dict[str, Any]:
         return {**options, "timeout": max(deadline - time.monotonic(), 0.001)}
 
     registry = dict(tables or {})
     plan = plan_statement(statement, {n.lower() for n in registry})
+    check_remote(plan, endpoints, token)
     traces: list[Trace] = []
     pulled: dict[str, pa.Table] = {}
     for index, part in enumerate(statement.parts):
@@ -186,7 +191,6 @@ def pull_statement(
             pulled[part.relation] = match_pulled(result, outer=False, **(matching or {}))
             result.trace.source = f"clause {index + 1}"
             traces.append(result.trace)
-    config = load_config()
     # clauses matched here (over an input computed here) drop copies of an event as the nodes'
     # pulls do: with the event key asked for, else the shard sets' own, after their input
     event_key, dedup = options.get("event_key"), options.get("dedup")
@@ -202,27 +206,26 @@ def pull_statement(
         registry[name] = result.events
         if event_key is None:
             event_key = result.analysis.event_key
-    if event_key is not None or dedup is not None:
-        config = dataclasses.replace(
-            config,
-            query=dataclasses.replace(
-                config.query,
-                event_key=tuple(event_key) if event_key is not None else config.query.event_key,
-                dedup=config.query.dedup if dedup is None else bool(dedup),
-            ),
-        )
-    settings = config.matcher
     choice = dict(matching or {})
+    here = config.with_values(
+        {
+            "query": {"event_key": event_key, "dedup": dedup},
+            "matcher": {
+                k: choice.get(k) for k in ("kleene", "max_matches", "on_limit") if k in choice
+            },
+        },
+        "the arguments",
+    )
 
     def one(query: Query, data: pa.Table) -> pa.Table:
         return match_clause(
             query,
             data,
-            config,
+            here,
             choice.get("selection"),
-            choice.get("kleene") or settings.kleene,
-            settings.max_matches,
-            settings.on_limit,
+            here.matcher.kleene,
+            here.matcher.max_matches,
+            here.matcher.on_limit,
             False,
             "auto",
         )
@@ -231,9 +234,9 @@ def pull_statement(
         statement,
         registry,
         one,
-        config.query.outer_dialect,
+        here.query.outer_dialect,
         pulled,
-        config=config,
+        config=here,
         deadline=deadline,
     )
     return StatementResult(table, traces)
@@ -258,6 +261,7 @@ def merged_trace(traces: Sequence[Trace], strategy: str) -> Trace:
                 else prefix + t.navigation
             )
         out.warnings.extend(prefix + w for w in t.warnings)
+        out.notes.extend(n for n in t.notes if n not in out.notes)  # the same for every pull
         out.halo_rows += t.halo_rows
         if t.input_filter:
             text = prefix + t.input_filter
@@ -275,38 +279,40 @@ def check_against_nodes(
     selection: str | None = None,
     kleene: str = "all",
 ) -> pa.Schema:
-    """Check every clause that reads the storage nodes' table directly against the schema the
-    first node serves (one small call) before any query round: a misspelled column or a type
-    mismatch is a :class:`~dfs_cer.errors.QueryValidationError` here, with its suggestion, not
-    an open refused by every node. What only the nodes can decide is left to them. Clauses the
-    CER engine will match (ALL MATCHES, or every clause under ``selection``) are checked
-    against its rules first, before any node is contacted. Returns the schema."""
+    """Check every statement against what the storage nodes serve (one small call per node, in
+    parallel) before any query round: a table read from the nodes that is not their log and,
+    in each clause reading the log directly, a misspelled column or a type mismatch are a
+    :class:`~dfs_cer.errors.QueryValidationError` here, with its suggestion, not an open
+    refused by every node. What only the nodes can decide is left to them. Clauses the CER
+    engine will match (ALL MATCHES, or every clause under ``selection``) are checked against
+    its rules first, before any node is contacted. Returns the schema the first node serves."""
     from dfs_cer.config import QueryConfig
     from dfs_cer.errors import DfsCerError, QueryValidationError
     from dfs_cer.match.cer.rules import check_cer_query
     from dfs_cer.query.analyze import analyze
+    from dfs_cer.query.names import check_table, one_log
     from dfs_cer.query.parser import parse_statement
-    from dfs_cer.transport.client import StorageClient
-    from dfs_cer.transport.replies import SchemaReply
 
     skip = {t.lower() for t in registered}
     # the text first: what it alone refuses is refused before any node is contacted
+    statements = [parse_statement(sql) for sql in sqls]
     parts = [
         part
-        for sql in sqls
-        for part in parse_statement(sql).parts
+        for statement in statements
+        for part in statement.parts
         if part.input_sql is None and part.query.table.lower() not in skip
     ]  # the clauses reading the nodes' table as it is (others' inputs are computed here)
-    for sql in sqls:
-        for part in parse_statement(sql).parts:
+    for statement in statements:
+        for part in statement.parts:
             if selection or part.query.recognize.all_matches:
                 check_cer_query(part.query, selection or "skip_till_any_match", kleene)
-    client = StorageClient(endpoints[0], token)
-    try:
-        _, blobs = client.call(SchemaReply, {})
-    finally:
-        client.close()
-    schema = pa.ipc.read_schema(pa.py_buffer(blobs[0]))
+
+    replies = node_schemas(endpoints, token)
+    served = one_log([h.table for h, _ in replies], [f"storage node {e}" for e in endpoints])
+    for statement in statements:  # every table read from the nodes (not registered)
+        for table in sorted(plan_statement(statement, skip).remote):
+            check_table(table, served, registered)
+    schema = pa.ipc.read_schema(pa.py_buffer(replies[0][1][0]))
     config = (
         QueryConfig(integer_time_unit=integer_time_unit)  # type: ignore[arg-type]
         if integer_time_unit
@@ -320,3 +326,37 @@ def check_against_nodes(
         except DfsCerError:  # the nodes decide (and name) anything else
             continue
     return schema
+
+
+def node_schemas(endpoints: Sequence[str], token: str) -> list[tuple[Any, list[bytes]]]:
+    """Every node's ``schema`` reply (its schema and its log's name), asked in parallel."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dfs_cer.transport.client import StorageClient
+    from dfs_cer.transport.replies import SchemaReply
+
+    def ask(endpoint: str) -> tuple[SchemaReply, list[bytes]]:
+        client = StorageClient(endpoint, token)
+        try:
+            return client.call(SchemaReply, {})
+        finally:
+            client.close()
+
+    with ThreadPoolExecutor(min(len(endpoints), 16) or 1) as pool:
+        return list(pool.map(ask, endpoints))
+
+
+def check_remote(plan: StatementPlan, endpoints: Sequence[str], token: str) -> None:
+    """A statement reading several tables the caller did not register names some table that is
+    not the nodes' log: refused before any of its pulls (one small call per node). One such
+    table is checked by the nodes when its first pull opens, before any round."""
+    if len(plan.remote) < 2:
+        return
+    from dfs_cer.query.names import check_table, one_log
+
+    served = one_log(
+        [h.table for h, _ in node_schemas(endpoints, token)],
+        [f"storage node {e}" for e in endpoints],
+    )
+    for name in sorted(plan.remote):
+        check_table(name, served)

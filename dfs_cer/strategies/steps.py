@@ -18,7 +18,10 @@ from dfs_cer.filters import IntervalSet, RefreshTags, ShrinkingWindowFilter
 from dfs_cer.filters.points import SliceRuns
 from dfs_cer.match.rowpattern.navigation import candidate_reach
 from dfs_cer.plan.halo import no_halo, subtract_rows
-from dfs_cer.query import Analysis, Role, analyze
+from dfs_cer.plan.layout import conflict
+from dfs_cer.plan.layout import note as layout_note
+from dfs_cer.query import Analysis, Query, Role, analyze
+from dfs_cer.query.names import one_log, unchecked_note
 from dfs_cer.strategies.admission import open_everywhere
 from dfs_cer.strategies.base import PullResult, Session, Trace, sort_events
 from dfs_cer.strategies.request import PullRequest
@@ -54,6 +57,21 @@ def open_query(
             extra["input_filter"] = session.input_filter
         if session.event_key is not None:
             extra["event_key"] = list(session.event_key)
+        # a node relies on its shard set's layout only for a query on as many nodes as the set
+        # has, and not at all once the compute node found the nodes' claims in conflict
+        extra["nodes"] = len(session.clients)
+        where = endpoints(session)
+
+        def again(headers: list[OpenReply]) -> str | None:
+            """Some node checked PREV/NEXT conditions by a layout the nodes' claims do not bear
+            out: open again, the nodes relying on none."""
+            if extra.get("own_layout") is not False and any(h.navigation_on_node for h in headers):
+                reason = conflict([h.layout for h in headers], where)
+                if reason is not None:
+                    extra["own_layout"] = False
+                    return reason
+            return None
+
         # admitted on every node or on none, inside open (no query holds one node waiting for
         # another); the schema from node 0 only
         replies = open_everywhere(
@@ -62,10 +80,11 @@ def open_query(
                 {"sql": sql, **extra} if i == 0 else {"sql": sql, "schema": False, **extra},
                 [],
             ),
+            again,
         )
     schema = pa.ipc.read_schema(pa.py_buffer(replies[0][1][0]))
     session.prime(schema)
-    headers = [h for h, _ in replies]
+    headers = trusted_headers(session, query, [h for h, _ in replies])
     served = {h.snapshot for h in headers}
     if len(served) > 1:
         raise StorageError(
@@ -111,6 +130,28 @@ def open_query(
             f"PREV/NEXT conditions checked on the storage nodes ({', '.join(modes)})"
         )
     return analysis, headers, schema
+
+
+def endpoints(session: Session) -> list[str]:
+    """The session's nodes as errors and notes name them."""
+    return [f"storage node {c.endpoint}" for c in session.clients]
+
+
+def trusted_headers(session: Session, query: Query, headers: list[OpenReply]) -> list[OpenReply]:
+    """The nodes' open replies, checked against each other: one log (its name checked by every
+    named node; a note where some shard set has none), and what the nodes say they hold whole
+    (PARTITION BY groups, copies of an event) dropped, with a note, when their layouts do not
+    make one shard set (:mod:`dfs_cer.plan.layout`)."""
+    where = endpoints(session)
+    names = [h.table for h in headers]
+    one_log(names, where)
+    if any(n is None for n in names):
+        session.trace.notes.append(unchecked_note(query.table))
+    reason = conflict([h.layout for h in headers], where)
+    if reason is None:
+        return headers
+    session.trace.notes.append(layout_note(reason))
+    return [replace(h, local_partitions=False, copies_whole=False) for h in headers]
 
 
 def time_column_of(schema: pa.Schema, analysis: Analysis) -> str:

@@ -541,11 +541,18 @@ class Halo:
         )
 
 
+#: the time budget of node-side matching a ``pull_matches`` request leaves out (the default of
+#: ``matcher.max_seconds``)
+MATCH_SECONDS = 10.0
+
+
 @dataclass(frozen=True, slots=True)
 class NodeMatch:
     """``pull_matches``: match on the node (it holds whole PARTITION BY groups) and return the
-    MATCH_RECOGNIZE relation, with the compute node's event key, dedup, match limit and step
-    budget (``matcher.max_steps``: past it the node ends the query with ``match-budget``)."""
+    MATCH_RECOGNIZE relation, with the compute node's event key, dedup, match limit, step and
+    time budgets (``matcher.max_steps``, ``matcher.max_seconds``: past either the node ends the
+    query with ``match-budget``; a request without ``max_seconds`` gets the default) and
+    Kleene+ output of ALL MATCHES (``matcher.kleene``; a header without it: every subset)."""
 
     query_id: str
     event_key: tuple[str, ...]
@@ -553,6 +560,8 @@ class NodeMatch:
     max_matches: int
     on_limit: str
     max_steps: int
+    kleene: str = "all"
+    max_seconds: float = MATCH_SECONDS
 
     def header(self) -> dict[str, Any]:
         return {
@@ -563,6 +572,8 @@ class NodeMatch:
             "max_matches": self.max_matches,
             "on_limit": self.on_limit,
             "max_steps": self.max_steps,
+            "kleene": self.kleene,
+            "max_seconds": self.max_seconds,
         }
 
     @classmethod
@@ -577,6 +588,13 @@ class NodeMatch:
         steps = _get(header, "max_steps", int, a)
         if not 0 < steps <= 10**15:
             raise ProtocolError(f"action {a}: max_steps must be in 1..10**15, got {steps}")
+        seconds = header.get("max_seconds", MATCH_SECONDS)
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, int | float)
+            or not 0 < seconds <= 10**6
+        ):
+            raise ProtocolError(f"action {a}: max_seconds must be in (0, 10**6], got {seconds!r}")
         return cls(
             query_id(header.get("query_id"), a),
             tuple(key),
@@ -584,4 +602,6 @@ class NodeMatch:
             int(limit),
             _one_of(header.get("on_limit"), ("error", "truncate"), "on_limit", a),
             int(steps),
+            _one_of(header.get("kleene", "all"), ("all", "maximal"), "kleene", a),
+            float(seconds),
         )

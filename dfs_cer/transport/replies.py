@@ -169,6 +169,24 @@ class VariableCounts(Reply):
 
 
 @dataclass(frozen=True, slots=True)
+class Layout(Reply):
+    """What a node says of its shard set's place among the nodes of the log (``dfs-cer shard``'s
+    manifest; a table's share for a table served in place): the compute node checks that the
+    nodes of a query make one shard set before it relies on what a node says it holds whole."""
+
+    ACTION: ClassVar[str] = "open"
+    #: the node's index among its shard set's nodes, and their count
+    node: int | None = None
+    nodes: int | None = None
+    #: how rows were placed (random, time, type; table-time, table-hash)
+    partitioning: str = "random"
+    #: the column rows were placed by (type partitioning)
+    key: str | None = None
+    #: the shard set's identity (None: written before shard sets had one)
+    shard_set: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class OpenReply(Reply):
     """What a node scanned for one query: rows and per-variable candidates (selectivities for
     the variable order and the cost model), time bounds, what identifies the data, and what the
@@ -208,6 +226,10 @@ class OpenReply(Reply):
     halo_limit: int | None = None
     #: the node holds every copy of each event it holds one of
     copies_whole: bool = False
+    #: the log's name (None: a shard set written before logs had names)
+    table: str | None = None
+    #: the node's shard set's place among the nodes of the log (None: a node that does not say)
+    layout: Layout | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,6 +314,8 @@ class SituationsReply(Reply):
     fragments: int | None = None
     blocks: int | None = None
     rows: int | None = None
+    #: the node's shard set's place among the nodes of the log (when it derived fragments)
+    layout: Layout | None = None
 
 
 # ---------------------------------------------------------------- the node itself
@@ -321,6 +345,8 @@ class SchemaReply(Reply):
 
     ACTION: ClassVar[str] = "schema"
     digest: str
+    #: the log's name (None: a shard set written before logs had names)
+    table: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from dfs_cer.filters.points import SliceRuns
 from dfs_cer.query import Analysis
 from dfs_cer.transport.messages import field
 from dfs_cer.transport.protocol import MAX_HALO, TIS_FORMATS
+from dfs_cer.transport.replies import Layout
 from dfs_cer.work import Work
 from storage_node.rows import take
 from storage_node.state import QueryState, SnapshotGate, StateRegistry
@@ -155,10 +156,13 @@ class Node:
                 self.slots.release()
             call.settle()
 
-    def local(self, analysis: Analysis) -> bool:
+    def local(self, analysis: Analysis, layout: bool = True) -> bool:
         """Does this node hold every row of each PARTITION BY group it holds any row of? True for
-        the only node of a shard set, or a shard set type-partitioned by a PARTITION BY column."""
+        the only node of a shard set, or a shard set type-partitioned by a PARTITION BY column,
+        when the query may rely on the shard set's layout (``layout``: see :meth:`relies`)."""
         manifest = self.store.manifest
+        if not layout:
+            return False
         if manifest.get("nodes") == 1:
             return True
         column = manifest.get("type_column")
@@ -167,6 +171,34 @@ class Node:
             and column is not None
             and column in analysis.query.recognize.partition_by
         )
+
+    def layout(self) -> dict[str, Any]:
+        """What this node says of its shard set's place among the nodes of the log (the compute
+        node checks the nodes of a query against each other): its index and their count, how
+        rows were placed (and by which column), and the shard set's identity."""
+        manifest = self.store.manifest
+        out = {
+            "node": manifest.get("node"),
+            "nodes": manifest.get("nodes"),
+            "partitioning": manifest.get("partitioning"),
+            "key": manifest.get("type_column"),
+            "shard_set": manifest.get("shard_set"),
+        }
+        return Layout.lean({k: v for k, v in out.items() if v is not None})
+
+    def relies(self, header: dict[str, Any], action: str = "open") -> bool:
+        """May a query rely on this node's shard set layout (whole PARTITION BY groups, whole time
+        windows, every copy of an event here)? Only when the query runs on as many nodes as the
+        shard set has (``nodes`` in the request: two shard sets written separately, each "node
+        0 of 1", do not hold whole groups together), and its compute node has not found the
+        nodes' claims in conflict (``own_layout: false``). A request naming neither (an older
+        compute node) relies on it as before."""
+        nodes, own = header.get("nodes"), header.get("own_layout", True)
+        if nodes is not None and (type(nodes) is not int or not 1 <= nodes <= 1_000_000):
+            raise ProtocolError(f"action {action}: nodes must be a count of storage nodes")
+        if not isinstance(own, bool):
+            raise ProtocolError(f"action {action}: own_layout must be true or false")
+        return own and (nodes is None or nodes == self.store.manifest.get("nodes"))
 
     @contextlib.contextmanager
     def pinned(self, snapshot: int | None) -> Iterator[None]:

@@ -50,7 +50,8 @@ class LifecycleActions(Opener):
     def _open(self, header: dict[str, Any]) -> Reply:
         if "group" in header:
             return self._open_group(header)
-        analysis, qid = self._query(header, "open", navigation=True)
+        layout = self.node.relies(header)  # else: no whole groups or windows taken as here
+        analysis, qid = self._query(header, "open", navigation=True, layout=layout)
         condition, where = self._input_filter(header)
         # (an incremental re-run matches only rows inside its ranges: it keeps every candidate)
         navigating = (
@@ -135,7 +136,9 @@ class LifecycleActions(Opener):
                     name: rows[np.isin(row_ids[rows], kept)] for name, rows in candidates.items()
                 }
             if navigating:
-                candidates = self._navigation_candidates(table, analysis, header, candidates)
+                candidates = self._navigation_candidates(
+                    table, analysis, header, candidates, layout
+                )
             state = QueryState(
                 qid,
                 analysis,
@@ -145,9 +148,10 @@ class LifecycleActions(Opener):
                 estimate,
                 ranges=ranges,
                 generation=self.node.store.generation,
-                navigation=self._navigation_mode(analysis) if navigating else None,
+                navigation=self._navigation_mode(analysis, layout) if navigating else None,
                 row_ids=row_ids,
                 where=where,
+                layout=layout,
             )
         except pa.ArrowException as exc:
             self.node.registry.release(estimate)
@@ -169,7 +173,10 @@ class LifecycleActions(Opener):
         bounds = header.get("variable_bounds", False)
         if not isinstance(bounds, bool):
             raise ProtocolError(f"open: variable_bounds must be true or false, got {bounds!r}")
-        info = {**self._info(state, bounds), "copies_whole": self._copies_whole(analysis, key)}
+        info = {
+            **self._info(state, bounds),
+            "copies_whole": self._copies_whole(analysis, key, layout),
+        }
         if "snapshot" in info and snapshot_of(header) is None:  # the latest commit wins a race
             info["snapshot_ms"] = self.node.store.manifest.get("snapshot_ms")
         return OpenReply.lean(info), (
@@ -234,7 +241,8 @@ class LifecycleActions(Opener):
                 "action open: queries opened in a group share one scan and take no input_filter; "
                 "open such a query alone"
             )
-        queries = [self._query(g, "open") for g in group]
+        layout = self.node.relies(header)
+        queries = [self._query(g, "open", layout=layout) for g in group]
         if len({qid for _, qid in queries}) != len(queries):
             raise ProtocolError("action open: the queries of a group need distinct query ids")
         # the group's own id holds the reservation (StorageClient reserve with it), else the first
@@ -295,6 +303,7 @@ class LifecycleActions(Opener):
                         grouped=True,
                         whole=whole,
                         generation=self.node.store.generation,
+                        layout=layout,
                     )
                 )
         except BaseException:
@@ -306,7 +315,7 @@ class LifecycleActions(Opener):
         info = {
             "group": [
                 OpenReply.lean(
-                    {**self._info(s), "copies_whole": self._copies_whole(s.analysis, key)}
+                    {**self._info(s), "copies_whole": self._copies_whole(s.analysis, key, layout)}
                 )
                 for s, (key, _) in zip(states, keys, strict=True)
             ],

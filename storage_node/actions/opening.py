@@ -16,6 +16,7 @@ from dfs_cer.io.shard import schema_digest
 from dfs_cer.query import Analysis, Query, analyze, parse
 from dfs_cer.query.arrow_filter import to_arrow_filter
 from dfs_cer.query.expr import Column, walk
+from dfs_cer.query.names import check_table
 from dfs_cer.transport.messages import field
 from dfs_cer.transport.protocol import LEASE_GRACE_SECONDS, MAX_HALO, lease
 from storage_node.actions.base import Family, matching_rows, union_rows
@@ -27,8 +28,11 @@ class Opener(Family):
     """The helpers of ``open`` (the lifecycle family builds on them)."""
 
     def _query(
-        self, header: dict[str, Any], action: str, navigation: bool = False
+        self, header: dict[str, Any], action: str, navigation: bool = False, layout: bool = True
     ) -> tuple[Analysis, str]:
+        """The request's query (checked to read this node's log, before any row is read) bound
+        to the shard set's schema; with ``navigation``, its PREV/NEXT conditions checked here
+        when the layout (which the query may rely on: ``layout``) lets this node."""
         qid = field(header, "query_id", str, action)
         try:
             if "sql" in header:  # canonical SQL text: a fraction of the model's JSON on the wire
@@ -45,6 +49,7 @@ class Opener(Family):
             raise ProtocolError(
                 f"action {action}: the query is not a valid query ({exc})"
             ) from None
+        check_table(query.table, self.node.store.name)
         unit = header.get("integer_time_unit", "s")
         if unit not in ("s", "ms", "us", "ns"):
             raise ProtocolError(
@@ -52,16 +57,17 @@ class Opener(Family):
             )
         config = QueryConfig(integer_time_unit=unit)
         analysis = analyze(query, self.node.store.schema, config)
-        if navigation and self._navigation_mode(analysis) is not None:
+        if navigation and self._navigation_mode(analysis, layout) is not None:
             analysis = analyze(query, self.node.store.schema, config, navigation_on_nodes=True)
         return analysis, qid
 
-    def _navigation_mode(self, analysis: Analysis) -> str | None:
+    def _navigation_mode(self, analysis: Analysis, layout: bool = True) -> str | None:
         """How this node can check PREV/NEXT conditions alone: ``partitions`` (it holds whole
         PARTITION BY groups), ``time`` (whole time windows of a shard set partitioned by the
-        query's ORDER BY column) or None (random shards: the neighbours are anywhere)."""
+        query's ORDER BY column) or None (random shards: the neighbours are anywhere; or a query
+        that may not rely on the layout, ``layout`` False)."""
         mr = analysis.query.recognize
-        if mr.all_matches or mr.order_by[0].descending:
+        if mr.all_matches or mr.order_by[0].descending or not layout:
             return None
         if self.node.local(analysis):
             return "partitions"
@@ -99,13 +105,14 @@ class Opener(Family):
         analysis: Analysis,
         header: dict[str, Any],
         candidates: dict[str, np.ndarray],
+        layout: bool = True,
     ) -> dict[str, np.ndarray]:
         """Narrow each variable's candidates by its PREV/NEXT conjuncts, checked over this node's
         rows in the matcher's order (the event key and dedup the compute node matches with)."""
         from dfs_cer.io.shard import window_units
         from dfs_cer.match.rowpattern.navigation import navigation_masks
 
-        mode = self._navigation_mode(analysis)
+        mode = self._navigation_mode(analysis, layout)
         if mode is None or not any(v.navigating for v in analysis.variables):
             return candidates
         key, dedup = self._event_key(header, table.schema)
@@ -170,7 +177,7 @@ class Opener(Family):
         table = state.table
         # a group's table holds every row; report what this query alone would have scanned
         scanned = int(union_rows(state).size) if state.grouped else table.num_rows
-        local = self.node.local(state.analysis)
+        local = self.node.local(state.analysis, state.layout)
         return {
             "rows": scanned,
             "variables": info,
@@ -190,14 +197,18 @@ class Opener(Family):
             **self.node.store.served_snapshot(),
             "navigation_on_node": state.navigation,
             "halo_limit": self.node.halo_limit if self.node.halo_limit < MAX_HALO else None,
+            "table": self.node.store.name,
+            "layout": self.node.layout(),
         }
 
-    def _copies_whole(self, analysis: Analysis, key: list[str]) -> bool:
+    def _copies_whole(self, analysis: Analysis, key: list[str], layout: bool = True) -> bool:
         """Does this node hold every copy of each event it holds one of (rows equal in the
         query's partition, ORDER BY column and event ``key``)? Only then is the copy it keeps
         the copy the matcher keeps; else the compute node fetches each candidate's copies from
-        every node."""
+        every node. Never when the query may not rely on the layout (``layout`` False)."""
         manifest = self.node.store.manifest
+        if not layout:
+            return False
         if manifest.get("nodes") == 1:
             return True
         mr = analysis.query.recognize

@@ -108,6 +108,10 @@ class PullActions(Family):
             return self.node.whole(opened.ranges, opened.where, window)
         if header.get("opened"):  # the compute node opened it here: this node restarted since
             self.node.registry.get(field(header, "query_id", str, kind))  # raises UnknownQueryError
+        if "table" in header:  # the table a query without an open reads (a situation query)
+            from dfs_cer.query.names import check_table
+
+            check_table(field(header, "table", str, kind), self.node.store.name)
         return self.node.admitted(kind, lambda: self.node.whole(None, window=window))
 
     def pull_pushdown(
@@ -293,7 +297,7 @@ class PullActions(Family):
         from dfs_cer.match.rowpattern.navigation import candidate_reach
         from dfs_cer.plan.halo import around_points
 
-        if not self.node.local(state.analysis):
+        if not self.node.local(state.analysis, state.layout):
             raise ProtocolError(
                 f"{request.kind}: a halo in the final pull needs whole PARTITION BY groups on this "
                 "node; use pull_halo"
@@ -347,7 +351,7 @@ class PullActions(Family):
         from dfs_cer.match.rowpattern.engine import run_row_pattern
 
         request = NodeMatch.parse(header)
-        if not self.node.local(state.analysis):
+        if not self.node.local(state.analysis, state.layout):
             raise ProtocolError(
                 "pull_matches: this node does not hold whole PARTITION BY groups of the query "
                 "(shard with --partitioning type --type-column <a PARTITION BY column>)"
@@ -373,6 +377,7 @@ class PullActions(Family):
             out = run_cer(
                 table,
                 analysis,
+                kleene=request.kleene,
                 max_matches=request.max_matches,
                 on_limit=request.on_limit,
                 work=work,
@@ -386,6 +391,7 @@ class PullActions(Family):
                 on_limit=request.on_limit,
                 work=work,
                 max_steps=request.max_steps,
+                max_seconds=request.max_seconds,
             )
         seconds = time.process_time() - began
         work.uncharge(copy, ROWS)

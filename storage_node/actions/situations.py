@@ -3,7 +3,7 @@ time intervals (the ``pull_times`` pull, for situations' measures)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -14,29 +14,36 @@ from dfs_cer.transport.protocol import SEGMENT
 from storage_node.actions.base import Family, Reply, int_times, ipc_stream, table_blob
 from storage_node.rows import take
 
+if TYPE_CHECKING:
+    from dfs_cer.situations.model import SituationQuery
+
 
 class SituationActions(Family):
     """``situations`` and ``pull_times``."""
 
     def situations(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
-        """Situation fragments of the shard set, read within a reservation like any read."""
-        return self.node.admitted("situations", lambda: self._situations(header))
+        """Situation fragments of the shard set, read within a reservation like any read (a
+        query naming another table than this node's log is refused first)."""
+        from dfs_cer.query.names import check_table
+        from dfs_cer.situations import parse_situations
 
-    def _situations(self, header: dict[str, Any]) -> Reply:
+        try:
+            query = parse_situations(field(header, "sql", str, "situations"))
+        except DfsCerError as exc:
+            raise ProtocolError(f"action situations: not a situation query ({exc})") from None
+        check_table(query.table, self.node.store.name)
+        return self.node.admitted("situations", lambda: self._situations(header, query))
+
+    def _situations(self, header: dict[str, Any], query: SituationQuery) -> Reply:
         """Situation fragments of this shard set (see dfs_cer.situations.fragments): runs of
         every symbol's condition per time block, and each block's first time. Only shard sets
         partitioned by time hold whole blocks; others answer ``derived: false``."""
         from dfs_cer.events.time import time_values
         from dfs_cer.io.shard import window_units
         from dfs_cer.query.expr import Navigation, walk
-        from dfs_cer.situations import parse_situations
         from dfs_cer.situations.fragments import block_fragments
         from dfs_cer.situations.run import column_name, condition_masks, sorted_rows
 
-        try:
-            query = parse_situations(field(header, "sql", str, "situations"))
-        except DfsCerError as exc:
-            raise ProtocolError(f"action situations: not a situation query ({exc})") from None
         self.node.store.refresh()
         manifest = self.node.store.manifest
         if manifest.get("partitioning") != "time":
@@ -45,6 +52,13 @@ class SituationActions(Family):
                 "reason": f"the shard set is partitioned by {manifest.get('partitioning')}, "
                 "not time: a node does not hold whole time blocks (re-shard with --partitioning "
                 "time to derive situations on the storage nodes)",
+            }, []
+        if not self.node.relies(header, "situations"):
+            return {
+                "derived": False,
+                "reason": f"a storage node is one of {manifest.get('nodes')} of its shard set, "
+                f"the query runs on {header.get('nodes')}: its time blocks may lie on other "
+                "nodes too",
             }, []
         if any(isinstance(n, Navigation) for sit in query.situations for n in walk(sit.condition)):
             return {
@@ -71,6 +85,7 @@ class SituationActions(Family):
         fragments, blocks = block_fragments(rows, partition, ts, units, masks)
         return {
             "derived": True,
+            "layout": self.node.layout(),
             "fragments": fragments.num_rows,
             "blocks": blocks.num_rows,
             "rows": n,

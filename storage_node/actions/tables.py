@@ -24,6 +24,9 @@ class TableActions(Family):
             }, []
 
     def schema(self, header: dict[str, Any], blobs: list[bytes]) -> Reply:
-        """The shard set's exact Arrow schema (and its digest)."""
+        """The shard set's exact Arrow schema (and its digest), and the log's name."""
         schema = self.node.store.schema
-        return {"digest": schema_digest(schema)}, [schema.serialize().to_pybytes()]
+        name = self.node.store.name
+        return {"digest": schema_digest(schema), **({"table": name} if name else {})}, [
+            schema.serialize().to_pybytes()
+        ]

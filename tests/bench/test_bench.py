@@ -109,7 +109,7 @@ def test_net_sh_shapes_links_to_storage_nodes_in_namespaces(
         "10.79.1.2",
     ]
     pq.write_table(synthetic_events(60_000), tmp_path / "e.parquet")
-    shard(str(tmp_path / "e.parquet"), 2, str(tmp_path / "n"))
+    shard(str(tmp_path / "e.parquet"), 2, str(tmp_path / "n"), name="t")
     dirs = [str(tmp_path / "n" / f"node-{i:02d}") for i in range(2)]
     with LocalCluster(dirs, netns=net.namespaces, hosts=net.hosts) as cluster:
         assert cluster.endpoints[0].startswith("grpc+tcp://10.79.0.2:")

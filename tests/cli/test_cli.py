@@ -257,9 +257,9 @@ def test_shard_refuses_a_stray_text_in_a_numeric_csv_column(tmp_path: Path) -> N
 
 
 def test_a_query_past_the_step_budget_is_one_line_naming_the_partition(tmp_path: Path) -> None:
-    """A pattern whose matching work grows with the cube of a partition's rows (C reads a
-    running sum, so no thread pruning applies) ends at ``matcher.max_steps`` with one error line
-    naming the partition, its rows and the setting, not a hang or a traceback."""
+    """A pattern whose matching work grows with the cube of a partition's rows (C reads the row
+    before B's last, so no thread pruning applies) ends at ``matcher.max_steps`` with one error
+    line naming the partition, its rows and the setting, not a hang or a traceback."""
     import numpy as np
 
     from dfs_cer.io.shard import shard
@@ -273,7 +273,7 @@ def test_a_query_past_the_step_budget_is_one_line_naming_the_partition(tmp_path:
     shard(str(tmp_path / "t.parquet"), 1, str(tmp_path / "nodes"))
     sql = (
         "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES count(*) AS c "
-        "PATTERN (A+ B+ C) DEFINE B AS v >= 0, C AS v > sum(B.v) + 100)"
+        "PATTERN (A+ B+ C) DEFINE B AS v >= 0, C AS v > LAST(B.v, 1) + 100)"
     )
     with LocalCluster([str(tmp_path / "nodes" / "node-00")]) as cluster:
         token = tmp_path / "token"
@@ -282,7 +282,13 @@ def test_a_query_past_the_step_budget_is_one_line_naming_the_partition(tmp_path:
         args += ["--strategy", "pull_all", sql]
         got = run(*args, env={"DFS_CER__MATCHER__MAX_STEPS": "200000"})
         # a longer budget: the match runs for seconds, and says how far it is meanwhile
-        longer = run(*args, env={"DFS_CER__MATCHER__MAX_STEPS": "300000000"})
+        longer = run(
+            *args,
+            env={
+                "DFS_CER__MATCHER__MAX_STEPS": "300000000",
+                "DFS_CER__MATCHER__MAX_SECONDS": "600",
+            },
+        )
     assert got.returncode != 0 and "Traceback" not in got.stderr, got.stderr
     line = got.stderr.strip().splitlines()[-1]
     for part in ("matcher.max_steps = 200,000", "partition k = 0", "(2,000 rows)", "MAX_STEPS"):

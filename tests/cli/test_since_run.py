@@ -47,7 +47,9 @@ def test_saved_runs_share_match_ids_and_a_duplicate_delivery_changes_nothing(
     pq.write_table(
         log.slice(200, 200), tmp_path / "again.parquet"
     )  # part of the log, delivered twice
-    shard(str(tmp_path / "log.parquet"), 2, str(tmp_path / "shards"), event_key=("id",))
+    shard(
+        str(tmp_path / "log.parquet"), 2, str(tmp_path / "shards"), event_key=("id",), name="events"
+    )
     with LocalCluster([str(tmp_path / "shards" / f"node-{i:02d}") for i in range(2)]) as cluster:
         base = [
             EXE,

@@ -67,7 +67,7 @@ def test_cli_over_an_iceberg_table(tmp_path: Path) -> None:
     )
     assert "Traceback" not in missing.stderr
 
-    sql = STATEMENTS[1]
+    sql = STATEMENTS[1].replace("FROM t ", "FROM events ")  # the table's name
     cluster_env = {k: v for k, v in env.items() if k.startswith("DFS_CER__TABLES__")}
     with LocalCluster(
         [f"iceberg://local/logs.events?node={i}/2" for i in range(2)], env=cluster_env

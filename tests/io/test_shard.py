@@ -283,3 +283,33 @@ def test_a_missing_value_spelled_na_is_read_as_null_when_told(tmp_path: Path) ->
     with pytest.raises(ShardError, match="--null-values applies to CSV input"):
         pq.write_table(stored, tmp_path / "flights.parquet")
         shard(str(tmp_path / "flights.parquet"), 2, str(tmp_path / "p"), null_values=("NA",))
+
+
+def test_the_log_is_named_and_keeps_its_name_and_identity_when_appended(tmp_path: Path) -> None:
+    """The manifests name the log after the input (or ``name``) and carry one shard set identity;
+    ``append`` keeps both, and refuses another name."""
+    pq.write_table(pa.table({"ts": [1, 2, 3], "v": [1, 2, 3]}), tmp_path / "storms.2024.parquet")
+    pq.write_table(pa.table({"ts": [4], "v": [4]}), tmp_path / "late.parquet")
+
+    def manifests(to: str) -> list[dict[str, object]]:
+        return [
+            json.loads((tmp_path / to / f"node-0{i}" / "manifest.json").read_text()) for i in (0, 1)
+        ]
+
+    shard(str(tmp_path / "storms.2024.parquet"), 2, str(tmp_path / "a"))
+    written = manifests("a")
+    assert [m["name"] for m in written] == ["storms", "storms"]
+    assert len({m["shard_set"] for m in written}) == 1
+    shard(str(tmp_path / "late.parquet"), 2, str(tmp_path / "a"), append=True)
+    assert [(m["name"], m["shard_set"]) for m in manifests("a")] == [
+        (m["name"], m["shard_set"]) for m in written
+    ]
+    with pytest.raises(ShardError, match="hold the log 'storms', not 'hurricanes'"):
+        shard(
+            str(tmp_path / "late.parquet"), 2, str(tmp_path / "a"), append=True, name="hurricanes"
+        )
+    shard(str(tmp_path / "storms.2024.parquet"), 2, str(tmp_path / "b"), name="Storms")
+    assert manifests("b")[0]["name"] == "Storms"
+    assert manifests("b")[0]["shard_set"] != written[0]["shard_set"]
+    with pytest.raises(ShardError, match=r"--name 'a\.b' cannot name a log: it holds a dot"):
+        shard(str(tmp_path / "late.parquet"), 1, str(tmp_path / "c"), name="a.b")

@@ -17,6 +17,7 @@ from dfs_cer.match.cer.pattern import Item
 from dfs_cer.match.rowpattern import vm
 from dfs_cer.match.rowpattern.compiler import compile_pattern
 from dfs_cer.match.rowpattern.conditions import compile_conditions, shifted
+from dfs_cer.match.rowpattern.dominance import dominance
 from dfs_cer.match.rowpattern.engine import match_starts, pattern_labels
 from dfs_cer.work import Work
 
@@ -59,6 +60,8 @@ def vm_run(
         c.members,
         c.relevant,
         c.deep_navigation,
+        c.accumulators,
+        dominance(c),
         np.zeros(n, np.int64),
         np.zeros(n, np.int64),
         -1,

@@ -3,6 +3,8 @@ differential test against the brute-force reference."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -358,18 +360,22 @@ def check_against_reference(
     skip: str,
     window: int | None,
     partitioned: bool,
+    floats: list[float | None] | None = None,
 ) -> None:
-    rows = [
+    """The engine's matches equal the brute-force reference's over ``data`` (x, y, partition key;
+    with ``floats``, a DOUBLE column ``f`` too); where the reference's AFTER MATCH SKIP fails,
+    the engine fails too."""
+    rows: list[dict[str, int | float | None]] = [
         {"ts": i, "x": x, "y": y, "k": int(k and partitioned)} for i, (x, y, k) in enumerate(data)
     ]
+    for r, f in zip(rows, floats or [], strict=False):
+        r["f"] = f
     # partition rows keep their order within each key; the engine sorts by (k, ts)
     rows.sort(key=lambda r: (r["k"], r["ts"]))
-    table = pa.table(
-        {c: [r[c] for r in rows] for c in ("ts", "x", "y", "k")},
-        schema=pa.schema(
-            [("ts", pa.int64()), ("x", pa.int64()), ("y", pa.int64()), ("k", pa.int64())]
-        ),
-    )
+    columns = [("ts", pa.int64()), ("x", pa.int64()), ("y", pa.int64()), ("k", pa.int64())]
+    if floats is not None:
+        columns.append(("f", pa.float64()))
+    table = pa.table({c: [r[c] for r in rows] for c, _ in columns}, schema=pa.schema(columns))
     within = f"WITHIN {window}" if window is not None else ""
     from dfs_cer.pattern.ir import labels
     from dfs_cer.pattern.parser import parse_pattern
@@ -379,7 +385,7 @@ def check_against_reference(
     for v, cond in zip("ABC", (ca, cb, cc), strict=True):
         if v not in used:
             continue
-        if any(f"{other}.x" in cond.replace("{v}", v) and other not in used for other in "AB"):
+        if any(other not in used for other in re.findall(r"\b([AB])\.", cond.format(v=v))):
             cond = "{v}.x > 2"
         defines.append(f"{v} AS {cond.format(v=v)}")
     define = f"DEFINE {', '.join(defines)}" if defines else ""
@@ -391,14 +397,19 @@ def check_against_reference(
     )
     query = parse(sql)
     analysis = analyze(query, table.schema)
-    out = run_row_pattern(table, analysis)
     parts = []
     start = 0
     for i in range(1, len(rows) + 1):
         if i == len(rows) or rows[i]["k"] != rows[start]["k"]:
             parts.append((start, i))
             start = i
-    expected = ProgramReference(query, rows, window).matches(parts)
+    try:
+        expected = ProgramReference(query, rows, window).matches(parts)
+    except (RuntimeError, IndexError):  # AFTER MATCH SKIP TO a row it cannot go to
+        with pytest.raises(MatchError, match="AFTER MATCH SKIP"):
+            run_row_pattern(table, analysis)
+        return
+    out = run_row_pattern(table, analysis)
     if not nullable_quantified(pattern):
         # the standard's preference order over the pattern itself, independent of any program
         assert Reference(query, rows, window).matches(parts) == expected, (sql, rows)
@@ -529,14 +540,15 @@ def test_matcher_memory_is_bounded_by_the_partition_and_the_pattern() -> None:
 
 
 #: A+ B+ C where C never holds: every start tries every split of the rows into A's and B's, and
-#: C reads a running sum over B, so no two splits are alike (no pruning applies: cubic work)
+#: C reads the row before B's last (a logical offset: threads keep their paths), so no two splits
+#: are alike (no pruning applies: cubic work)
 CUBIC = (
     "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES A.ts AS a ONE ROW "
-    "PER MATCH PATTERN (A+ B+ C) DEFINE C AS v > sum(B.v) + 100)"
+    "PER MATCH PATTERN (A+ B+ C) DEFINE C AS v > LAST(B.v, 1) + 100)"
 )
 #: the same when C reads only B's last row: splits that differ only where B began are one
 #: thread, and a start whose states an earlier start failed from stops there: linear work
-PRUNED = CUBIC.replace("sum(B.v)", "LAST(B.v)")
+PRUNED = CUBIC.replace("LAST(B.v, 1)", "LAST(B.v)")
 
 
 def cubic_table(n: int) -> pa.Table:
@@ -687,9 +699,9 @@ def test_a_state_an_earlier_attempt_matched_from_is_not_a_failure() -> None:
 @pytest.mark.parametrize("n", [2_000, 8_000])
 def test_work_grows_linearly_where_threads_prune_and_the_budget_stops_the_rest(n: int) -> None:
     """With a step budget of 40 per row, A+ B+ C reading LAST(B) finishes (it never matches: each
-    start stops at the states the first start failed from), and reading sum(B) (every split
-    differs) ends with the budget's error naming the partition, its rows, the pattern and the
-    setting."""
+    start stops at the states the first start failed from), and reading LAST(B.v, 1) (every
+    split differs) ends with the budget's error naming the partition, its rows, the pattern and
+    the setting."""
     from dfs_cer.errors import MatchBudgetError
 
     table = cubic_table(n)
@@ -711,3 +723,156 @@ def test_the_local_api_takes_the_step_budget_from_its_config() -> None:
     with pytest.raises(MatchBudgetError, match=r"matcher\.max_steps = 100,000"):
         match_recognize(table, CUBIC, config=config)
     assert match_recognize(table, PRUNED, config=config).num_rows == 0
+
+
+# ------------------------------------------------------------------ running aggregates
+
+
+#: patterns over one partition of ``v = i % 7`` whose conditions read running aggregates, and the
+#: matches they make: each was exponential, cubic or quadratic in the rows when conditions on
+#: aggregates walked their threads' rows and turned thread equivalence and failed-state memory off
+AGGREGATE_FAMILIES = [
+    # every labelling of the rows is a thread; C reads the max over the A rows: threads and
+    # failed states keyed on it (it takes 8 values)
+    ("(A | B)+ C", "C AS C.v > max(A.v) + 100", 0),
+    # C reads B's running sum, a smaller one never hurts: of the splits at one row the preferred
+    # one (the shortest B) leaves the others nothing to find
+    ("A+ B+ C", "C AS v > sum(B.v) + 100", 0),
+    # a larger sum never hurts: a start whose sum is below one an earlier start failed with stops
+    ("A B+ C", "C AS sum(B.v) > 1000000", 0),
+    # one match over the whole partition: the sum is carried along, not added up from the path
+    ("A B+ C", "C AS sum(B.v) > 1000", 1),
+]
+
+
+@pytest.mark.parametrize(("pattern", "define", "matches"), AGGREGATE_FAMILIES)
+def test_conditions_on_running_aggregates_stay_linear_over_a_long_partition(
+    pattern: str, define: str, matches: int
+) -> None:
+    """5,000 rows within a budget of 40 thread steps a row."""
+    n = 5_000
+    i = np.arange(n, dtype=np.int64)
+    table = pa.table({"p": np.zeros(n, np.int64), "ts": i, "v": i % 7})
+    sql = (
+        "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES count(*) AS c "
+        f"ONE ROW PER MATCH PATTERN ({pattern}) DEFINE {define})"
+    )
+    out = run_row_pattern(table, analyze(parse(sql), table.schema), max_steps=40 * n)
+    assert out.matches == matches
+    if matches:
+        assert out.table.column("c").to_pylist() == [n]
+
+
+def test_a_runaway_ends_at_the_time_budget_naming_the_partition_and_the_setting() -> None:
+    """A pattern no pruning cuts (minutes at 3,000 rows) under an unbounded step budget ends at
+    ``matcher.max_seconds`` in the partition, with the setting to raise."""
+    from dfs_cer.config import Config, MatcherConfig
+    from dfs_cer.errors import MatchBudgetError
+
+    table = cubic_table(3_000)
+    config = Config(matcher=MatcherConfig(max_steps=10**15, max_seconds=0.2))
+    with pytest.raises(MatchBudgetError) as info:
+        match_recognize(table, CUBIC, config=config)
+    text = str(info.value)
+    for part in (
+        "matcher.max_seconds = 0.2",
+        "partition p = 0",
+        "(3,000 rows)",
+        "PATTERN (A+ B+ C)",
+        "DFS_CER__MATCHER__MAX_SECONDS",
+    ):
+        assert part in text, text
+
+
+def test_threads_that_multiply_with_every_row_end_at_the_memory_of_one_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """(A | B)+ C where C reads the row before A's last keeps every labelling of the rows apart:
+    the threads double with every row, faster than steps or seconds add up. Past the bytes one
+    row's thread lists may take the run ends with the budget's error, not the machine's memory."""
+    from dfs_cer.errors import MatchBudgetError
+    from dfs_cer.match.rowpattern import engine
+
+    monkeypatch.setattr(engine, "MAX_LIST_BYTES", 2**20)
+    table = cubic_table(200)
+    sql = CUBIC.replace("A+ B+ C", "(A | B)+ C").replace("LAST(B.v, 1)", "LAST(A.v, 1)")
+    with pytest.raises(MatchBudgetError, match="live threads at one row") as info:
+        run_row_pattern(table, analyze(parse(sql), table.schema), max_steps=10**5)
+    assert "partition p = 0 (200 rows)" in str(info.value)
+
+
+#: conditions on running aggregates: monotone ones (the VM orders threads by the value), others
+#: (keyed on it exactly), with other reads beside them; ``f`` is a DOUBLE column
+aggregate_conditions = st.sampled_from(
+    [
+        "max(A.x) < {v}.x - 1",
+        "{v}.x > max(A.x) + 1",
+        "sum(B.x) > 2",
+        "sum(U.f) <= 2",
+        "{v}.f >= min(U.f) + 1",
+        "min(A.x) > -2",
+        "count(B.*) >= 2",
+        "count(*) <= 4",
+        "avg(U.x) > 0.5",
+        "sum(A.f) + {v}.f > 1",
+        "NOT (sum(B.x) < 1)",
+        "-max(A.f) > {v}.f - 3",
+        "sum(B.x) < 3 OR max(A.x) > 2",
+        "count(U.x) > 1 AND sum(U.x) < 4",
+        "min(A.x) IS NULL OR {v}.x > min(A.x)",
+        "max(U.x) = 3",
+        "sum(U.x) * 2 > 3",
+        "max(B.f) - min(B.f) < 2",
+        "{v}.x >= LAST(B.x) AND sum(B.f) < 3",
+        "{v}.x > 2",
+        "{v}.x > PREV({v}.x)",
+        "TRUE",
+    ]
+)
+
+
+@settings(max_examples=int(__import__("os").environ.get("DFS_CER_EXAMPLES", 150)), deadline=None)
+@given(
+    patterns(),
+    st.lists(
+        st.tuples(
+            st.one_of(st.integers(-3, 4), st.none()),
+            st.integers(0, 2),
+            st.booleans(),
+            st.one_of(st.sampled_from([-2.5, -1.0, -0.0, 0.0, 0.5, 1.25, 3.0, 0.1]), st.none()),
+        ),
+        min_size=6,
+        max_size=14,
+    ),
+    aggregate_conditions,
+    aggregate_conditions,
+    aggregate_conditions,
+    st.sampled_from(["PAST LAST ROW", "TO NEXT ROW", "TO LAST U", "TO FIRST C"]),
+    st.booleans(),
+)
+def test_pruning_on_running_aggregates_never_changes_a_result(
+    pattern: str,
+    data: list[tuple[int | None, int, bool, float | None]],
+    ca: str,
+    cb: str,
+    cc: str,
+    skip: str,
+    partitioned: bool,
+) -> None:
+    """Threads and failed states keyed on running aggregates, and ordered by a sum, min, max or
+    count that every condition reads monotonically (NULLs, negative numbers, doubles, reluctant
+    quantifiers, alternations, every AFTER MATCH SKIP, ALL ROWS PER MATCH): the matches stay the
+    brute-force reference's."""
+    if "C" not in pattern or not {"A", "B", "C"} & set(pattern):  # no C, or no SUBSET U
+        skip = skip.replace("TO FIRST C", "PAST LAST ROW").replace("TO LAST U", "TO NEXT ROW")
+    check_against_reference(
+        pattern,
+        [(x, y, k) for x, y, k, _ in data],
+        ca,
+        cb,
+        cc,
+        skip,
+        None,
+        partitioned,
+        floats=[f for *_, f in data],
+    )

@@ -511,7 +511,7 @@ def test_cli_situation_query(tmp_path_factory: pytest.TempPathFactory) -> None:
     root = tmp_path_factory.mktemp("cli-situations")
     events = situation_events(30_000, 3)
     pq.write_table(events, root / "e.parquet")
-    shard(str(root / "e.parquet"), 2, str(root / "nodes"), partitioning="time")
+    shard(str(root / "e.parquet"), 2, str(root / "nodes"), partitioning="time", name="s")
     sql = (
         "SELECT key, A_start, avg_v FROM s SITUATIONS (PARTITION BY key ORDER BY ts DEFINE "
         "A AS a, B AS b PATTERN A during B; A starts B WITHIN INTERVAL '10' MINUTE MEASURES "
@@ -633,7 +633,7 @@ def test_storage_nodes_without_partition_by_and_with_folded_column_names(tmp_pat
         1, "u", pa.array(np.where(rng.random(n) < 0.1, None, table.column("u").to_numpy()))
     )
     pq.write_table(table, tmp_path / "e.parquet")
-    shard(str(tmp_path / "e.parquet"), 2, str(tmp_path / "nodes"), partitioning="time")
+    shard(str(tmp_path / "e.parquet"), 2, str(tmp_path / "nodes"), partitioning="time", name="t")
     sql = (
         "SELECT * FROM t SITUATIONS (ORDER BY ts DEFINE A AS u IS NULL OR u = 1, B AS v > 0 "
         "PATTERN A overlaps B; A contains B WITHIN 300 MEASURES avg(B.v) AS bv, count(A.*) AS na)"

@@ -297,7 +297,7 @@ def nodes(dense: tuple[pa.Table, Path], tmp_path_factory: pytest.TempPathFactory
     events, _ = dense
     root = tmp_path_factory.mktemp("dense-nodes")
     pq.write_table(events, root / "events.parquet")
-    shard(str(root / "events.parquet"), 3, str(root / "nodes"))
+    shard(str(root / "events.parquet"), 3, str(root / "nodes"), name="t")
     with LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(3)]) as cluster:
         yield cluster
 
@@ -526,7 +526,7 @@ def test_a_pathological_query_ends_at_the_driver_s_step_budget_on_the_executors(
     pq.write_table(pa.table({"k": i % 2, "ts": i, "v": i % 7}), tmp_path / "t.parquet")
     sql = (
         "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES count(*) AS c "
-        "PATTERN (A+ B+ C) DEFINE B AS v >= 0, C AS v > sum(B.v) + 100)"
+        "PATTERN (A+ B+ C) DEFINE B AS v >= 0, C AS v > LAST(B.v, 1) + 100)"
     )
     monkeypatch.setenv("DFS_CER__MATCHER__MAX_STEPS", "300000")
     with pytest.raises(MatchBudgetError) as info:

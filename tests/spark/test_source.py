@@ -183,6 +183,25 @@ def test_a_wrong_option_is_one_clear_error(spark: Any) -> None:
         ).load().collect()
 
 
+def test_a_table_that_is_not_the_nodes_log_is_refused_as_everywhere(
+    spark: Any, nodes: tuple[LocalCluster, Path]
+) -> None:
+    """The data source and ``recognize`` refuse ``FROM hurricanes`` over the log ``events`` as
+    the command line does, before any round."""
+    from dfs_cer.errors import QueryValidationError
+    from dfs_cer.spark import recognize
+
+    cluster, _ = nodes
+    wrong = SQL.replace("FROM events", "FROM hurricanes")
+    said = "table hurricanes does not exist: the storage nodes serve the log events"
+    with pytest.raises(Exception, match=said):
+        spark.read.format("dfs_cer").option("query", wrong).option(
+            "endpoints", ",".join(cluster.endpoints)
+        ).option("token", cluster.token).load().collect()
+    with pytest.raises(QueryValidationError, match="did you mean events"):
+        recognize(spark, wrong, endpoints=cluster.endpoints, token=cluster.token)
+
+
 SCRIPT = r"""
 import json, sys
 import pyarrow as pa

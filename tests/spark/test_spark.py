@@ -69,7 +69,7 @@ def data(
 ) -> Iterator[tuple[Path, LocalCluster]]:
     root = tmp_path_factory.mktemp("spark")
     pq.write_table(events, root / "events.parquet")
-    shard(str(root / "events.parquet"), 3, str(root / "nodes"))
+    shard(str(root / "events.parquet"), 3, str(root / "nodes"), name="t")
     with LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(3)]) as cluster:
         yield root / "events.parquet", cluster
 
@@ -425,6 +425,7 @@ def test_data_in_s3(
             3,
             "s3://events/shards",
             config=StorageConfig(s3_endpoint=f"http://{host}:{port}"),
+            name="t",
         )
         token = tmp_path / "token"
         with LocalCluster(

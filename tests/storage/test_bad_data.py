@@ -29,7 +29,7 @@ SQL = (
 
 def sharded(root: Path, events: pa.Table, nodes: int = 2, **kwargs: object) -> list[str]:
     pq.write_table(events, root / "e.parquet")
-    shard(str(root / "e.parquet"), nodes, str(root / "nodes"), **kwargs)  # type: ignore[arg-type]
+    shard(str(root / "e.parquet"), nodes, str(root / "nodes"), **kwargs, name="t")  # type: ignore[arg-type]
     return [str(root / "nodes" / f"node-{i:02d}") for i in range(nodes)]
 
 

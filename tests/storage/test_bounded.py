@@ -125,7 +125,7 @@ def rows_sorted(table: pa.Table) -> list[tuple[object, ...]]:
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     root = tmp_path_factory.mktemp("bounded")
     pq.write_table(attack_table(N), root / "events.parquet")
-    shard(str(root / "events.parquet"), 1, str(root / "nodes"), time_column="ts")
+    shard(str(root / "events.parquet"), 1, str(root / "nodes"), time_column="ts", name="t")
     env = {
         "DFS_CER__STORAGE__FILTER_COST_LIMIT": "100000000",
         "DFS_CER__STORAGE__WORK_THREADS": "1",
@@ -171,7 +171,7 @@ def test_node_side_matching_and_push_pull_are_charged_to_the_budget(tmp_path: Pa
     32 MiB budget: a clear error naming the query, the node and the setting. Push-pull's filter
     over a skip pattern without WITHIN does not fit either: the node keeps every candidate."""
     pq.write_table(attack_table(1500, text=1), tmp_path / "e.parquet")
-    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), time_column="ts")
+    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), time_column="ts", name="t")
     with LocalCluster([str(tmp_path / "nodes" / "node-00")], memory_budget="32MiB") as cluster:
         client = StorageClient(cluster.endpoints[0], cluster.token, timeout=120)
         qid = uuid.uuid4().hex
@@ -374,11 +374,11 @@ def test_many_heavy_calls_wait_for_a_work_slot_while_control_calls_answer(
 
 
 #: A+ B+ C where C never holds, over one partition: node-side matching whose VM work grows with
-#: the cube of the rows (minutes at 800 rows): C reads a running sum of B, so no two splits of
-#: the rows are one thread (with LAST(B.v) the VM prunes them and the work is linear)
+#: the cube of the rows (minutes at 800 rows): C reads the row before B's last, so no two splits
+#: of the rows are one thread (with LAST(B.v) the VM prunes them and the work is linear)
 CUBIC = (
     "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES A.ts AS a ONE ROW "
-    "PER MATCH PATTERN (A+ B+ C) DEFINE C AS v > sum(B.v) + 100)"
+    "PER MATCH PATTERN (A+ B+ C) DEFINE C AS v > LAST(B.v, 1) + 100)"
 )
 
 
@@ -400,7 +400,7 @@ def test_node_side_row_pattern_matching_stops_at_the_deadline_or_the_idle_ttl(
         ),
         tmp_path / "e.parquet",
     )
-    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), time_column="ts")
+    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), time_column="ts", name="t")
     env = {"DFS_CER__STORAGE__STATE_TTL_SECONDS": "3", "DFS_CER__STORAGE__WARM_UP": "true"}
     with LocalCluster([str(tmp_path / "nodes" / "node-00")], env=env) as cluster:
         client = StorageClient(cluster.endpoints[0], cluster.token, timeout=120)
@@ -436,10 +436,10 @@ def test_node_side_matching_past_the_step_budget_ends_the_query_with_the_setting
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The compute node's ``matcher.max_steps`` travels with ``pull_matches``: a pathological
-    pattern (no thread pruning applies to a running sum) stops on the node with one error naming
-    the partition, its rows, the pattern and the setting; the strategy falls back to matching
-    the pulled events here (named in the trace), which ends with the error every strategy
-    gives, and the node holds nothing after."""
+    pattern (no thread pruning applies to the row before B's last) stops on the node with one
+    error naming the partition, its rows, the pattern and the setting; the strategy falls back to
+    matching the pulled events here (named in the trace), which ends with the error every
+    strategy gives, and the node holds nothing after."""
     n = 600
     pq.write_table(
         pa.table(
@@ -451,7 +451,7 @@ def test_node_side_matching_past_the_step_budget_ends_the_query_with_the_setting
         ),
         tmp_path / "e.parquet",
     )
-    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), time_column="ts")
+    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), time_column="ts", name="t")
     monkeypatch.setenv("DFS_CER__MATCHER__MAX_STEPS", "200000")
     env = {"DFS_CER__STORAGE__WARM_UP": "true"}  # the VM compiled before the first call
     with LocalCluster([str(tmp_path / "nodes" / "node-00")], env=env) as cluster:
@@ -489,7 +489,7 @@ def test_a_pull_past_the_budget_is_refused_before_it_is_copied(tmp_path: Path) -
         }
     )
     pq.write_table(table, tmp_path / "e.parquet")
-    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), time_column="ts")
+    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), time_column="ts", name="t")
     every = (
         "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a ONE ROW PER MATCH "
         "PATTERN (A) DEFINE A AS A.ts >= 0)"

@@ -34,7 +34,7 @@ def events() -> pa.Table:
 def node(tmp_path_factory: pytest.TempPathFactory, events: pa.Table) -> Iterator[StorageClient]:
     root = tmp_path_factory.mktemp("collect")
     pq.write_table(events, root / "events.parquet")
-    shard(str(root / "events.parquet"), 1, str(root / "nodes"))
+    shard(str(root / "events.parquet"), 1, str(root / "nodes"), name="t")
     with LocalCluster([str(root / "nodes" / "node-00")]) as cluster:
         client = StorageClient(cluster.endpoints[0], cluster.token)
         client.action("open", {"query_id": "q1", "query": parse(QUERY).to_json()})
@@ -99,7 +99,8 @@ def test_slice_runs_keep_only_the_candidates_inside_for_good(node: StorageClient
             "on another grid",
         ),
         ({"base": 0, "q": Q, "vars": [["A"]], "runs": 1}, [b"garbage"], "slice runs"),
-        ({"base": -(2**62) + 1, "q": Q, "vars": [["A"]]}, [], "too far from the rows"),
+        ({"base": -(2**63), "q": 1, "vars": [["A"]]}, [], "slice ids beyond 2..62"),
+        ({"base": 10**18, "q": Q, "vars": [["A"]]}, [], "base after the earliest"),
     ],
 )
 def test_bad_collects_are_refused_clearly(

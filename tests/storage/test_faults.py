@@ -229,7 +229,7 @@ def test_ten_concurrent_queries_with_room_for_one_all_complete(
     root = tmp_path_factory.mktemp("admission")
     events = synthetic_events(30_000, seed=4)
     pq.write_table(events, root / "e.parquet")
-    shard(str(root / "e.parquet"), 3, str(root / "nodes"))
+    shard(str(root / "e.parquet"), 3, str(root / "nodes"), name="t")
     sql = (
         "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a_ts, B.ts AS b_ts "
         "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A N*? B) WITHIN INTERVAL "

@@ -48,7 +48,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
     root = tmp_path_factory.mktemp("fixed-cost")
     events = synthetic_events(20_000, seed=5)
     pq.write_table(events, root / "e.parquet")
-    shard(str(root / "e.parquet"), 3, str(root / "nodes"))
+    shard(str(root / "e.parquet"), 3, str(root / "nodes"), name="t")
     return root, events
 
 

@@ -70,7 +70,7 @@ def events(n: int, seed: int) -> pa.Table:
 def shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("index")
     pq.write_table(events(3000, 1), root / "e.parquet")
-    shard(str(root / "e.parquet"), 2, str(root / "nodes"), batch_rows=700)
+    shard(str(root / "e.parquet"), 2, str(root / "nodes"), batch_rows=700, name="t")
     return root
 
 
@@ -169,7 +169,7 @@ def test_indexes_are_used_and_rebuilt_after_late_files(shards: Path, tmp_path: P
     )
     root = tmp_path / "late"
     pq.write_table(events(2000, 2), tmp_path / "e.parquet")
-    shard(str(tmp_path / "e.parquet"), 1, str(root / "nodes"), batch_rows=500)
+    shard(str(tmp_path / "e.parquet"), 1, str(root / "nodes"), batch_rows=500, name="t")
     with_index, scanning = nodes(root)
     opened(with_index, sql)
     first = opened(with_index, sql)

@@ -36,7 +36,7 @@ def events() -> pa.Table:
 def shards(tmp_path_factory: pytest.TempPathFactory, events: pa.Table) -> list[str]:
     root = tmp_path_factory.mktemp("light")
     pq.write_table(events, root / "events.parquet")
-    shard(str(root / "events.parquet"), 2, str(root / "nodes"), batch_rows=10_000)
+    shard(str(root / "events.parquet"), 2, str(root / "nodes"), batch_rows=10_000, name="t")
     return [str(root / "nodes" / f"node-{i:02d}") for i in range(2)]
 
 

@@ -50,7 +50,7 @@ WINDOW = 180_000
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StorageClient]:
     root = tmp_path_factory.mktemp("shards")
     pq.write_table(synthetic_events(5_000, seed=3), root / "events.parquet")
-    shard(str(root / "events.parquet"), 1, str(root / "nodes"))
+    shard(str(root / "events.parquet"), 1, str(root / "nodes"), name="t")
     with LocalCluster([str(root / "nodes" / "node-00")]) as cluster:
         c = StorageClient(cluster.endpoints[0], cluster.token)
         yield c

@@ -54,6 +54,7 @@ def test_shard_to_s3_and_serve_from_s3(s3: str, tmp_path: Path) -> None:
         "s3://events/crimes",
         batch_rows=10_000,
         config=StorageConfig(s3_endpoint=s3),
+        name="t",
     )
     assert sum(m.rows for m in manifests) == events.num_rows
     env = {**CREDENTIALS, "DFS_CER__STORAGE__S3_ENDPOINT": s3}

@@ -35,7 +35,7 @@ def events() -> pa.Table:
 def cluster(tmp_path_factory: pytest.TempPathFactory, events: pa.Table) -> Iterator[LocalCluster]:
     root = tmp_path_factory.mktemp("shards")
     pq.write_table(events, root / "events.parquet")
-    shard(str(root / "events.parquet"), 3, str(root / "nodes"), batch_rows=20_000)
+    shard(str(root / "events.parquet"), 3, str(root / "nodes"), batch_rows=20_000, name="t")
     dirs = [str(root / "nodes" / f"node-{i:02d}") for i in range(3)]
     # a 2-second TTL: the nodes load their query handlers before ready, not on the first open
     env = {"DFS_CER__STORAGE__STATE_TTL_SECONDS": "2", "DFS_CER__STORAGE__WARM_UP": "true"}
@@ -161,7 +161,7 @@ def test_ttl_eviction_frees_memory(cluster: LocalCluster) -> None:
 
 def test_schema_mismatch_is_refused_at_start_up(tmp_path: Path, events: pa.Table) -> None:
     pq.write_table(events.slice(0, 1000), tmp_path / "e.parquet")
-    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"))
+    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), name="t")
     node = tmp_path / "nodes" / "node-00"
     bad = events.slice(0, 10).drop(["a3"])
     pq.write_table(bad, node / "part-00000.parquet")
@@ -174,7 +174,7 @@ def test_schema_mismatch_is_refused_at_start_up(tmp_path: Path, events: pa.Table
 
 def test_memory_budget_refuses_instead_of_dying(tmp_path: Path, events: pa.Table) -> None:
     pq.write_table(events, tmp_path / "e.parquet")
-    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"))
+    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), name="t")
     with LocalCluster([str(tmp_path / "nodes" / "node-00")], memory_budget="64KiB") as small:
         c = StorageClient(small.endpoints[0], small.token)
         with pytest.raises(StorageError, match="memory budget"):
@@ -254,7 +254,7 @@ def _self_signed(tmp: Path) -> tuple[str, str]:
 
 def test_tls_and_message_cap(tmp_path: Path, events: pa.Table) -> None:
     pq.write_table(events.slice(0, 2000), tmp_path / "e.parquet")
-    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"))
+    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), name="t")
     cert, key = _self_signed(tmp_path)
     env = {"DFS_CER__STORAGE__MAX_MESSAGE_BYTES": "4096"}
     with LocalCluster([str(tmp_path / "nodes" / "node-00")], tls=(cert, key), env=env) as secure:
@@ -272,7 +272,7 @@ def test_tls_and_message_cap(tmp_path: Path, events: pa.Table) -> None:
 
 def test_shard_cache_serves_later_scans_from_memory(tmp_path: Path, events: pa.Table) -> None:
     pq.write_table(events, tmp_path / "e.parquet")
-    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"))
+    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), name="t")
     node = [str(tmp_path / "nodes" / "node-00")]
     replies = {}
     for cache in ("1GiB", "0"):
@@ -302,7 +302,7 @@ def test_nodes_load_and_index_their_rows_before_reporting_ready(
     """storage.preload: the rows are cached and the event-type column indexed before the first
     query (which then pays for neither); with preload off, the first query loads them."""
     pq.write_table(events, tmp_path / "e.parquet")
-    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"))
+    shard(str(tmp_path / "e.parquet"), 1, str(tmp_path / "nodes"), name="t")
     node = [str(tmp_path / "nodes" / "node-00")]
     for preload in ("true", "false"):
         with LocalCluster(node, env={"DFS_CER__STORAGE__PRELOAD": preload}) as one:

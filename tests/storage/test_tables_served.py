@@ -34,15 +34,15 @@ pytestmark = pytest.mark.flight
 
 QUERIES = [
     # contiguous, SKIP PAST LAST ROW, a join between variables
-    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS a_ts, LAST(B.ts) AS b_ts "
-    "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A B+ C) WITHIN INTERVAL '3' MINUTE "
-    "DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.v = A.v, C AS C.type = 'C')",
+    "SELECT * FROM events MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS a_ts, LAST(B.ts) AS "
+    "b_ts ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A B+ C) WITHIN INTERVAL '3' "
+    "MINUTE DEFINE A AS A.type = 'A', B AS B.type = 'B' AND B.v = A.v, C AS C.type = 'C')",
     # PREV/NEXT (halo rows) and PARTITION BY
-    "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY v ORDER BY ts MEASURES FIRST(A.ts) AS "
+    "SELECT * FROM events MATCH_RECOGNIZE (PARTITION BY v ORDER BY ts MEASURES FIRST(A.ts) AS "
     "a_ts, COUNT(*) AS n ALL ROWS PER MATCH PATTERN (A B) WITHIN INTERVAL '10' MINUTE "
     "DEFINE A AS A.type = 'A' AND PREV(A.w) < A.w, B AS B.type IN ('B', 'C'))",
     # ALL MATCHES with skipped events in between
-    "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS a_ts, FIRST(D.ts) "
+    "SELECT * FROM events MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS a_ts, FIRST(D.ts) "
     "AS d_ts ALL MATCHES PATTERN (A D) WITHIN INTERVAL '1' MINUTE DEFINE A AS A.type = 'A' "
     "AND A.w > 50, D AS D.type = 'D')",
 ]
@@ -153,7 +153,7 @@ def test_snapshots_as_late_data_give_the_late_files_changelogs(tmp_path: Path) -
     from dfs_cer.strategies.incremental import run_and_save
 
     tables, env = config(tmp_path)
-    query = sql("A B+ C")
+    query = sql("A B+ C").replace("FROM t ", "FROM events ")  # the table's name
     opts = {"selection": "skip_till_next_match", "kleene": "maximal", "cost_model": "always_on"}
     runs = tmp_path / "runs"
     table = new_table(tables, late_batch(ARRIVALS[0]).schema)
@@ -342,7 +342,7 @@ def test_a_snapshot_header_is_validated_and_never_reaches_a_path(tmp_path: Path)
     ev = events_us()
     new_table(tables, ev.schema).append(ev)  # type: ignore[attr-defined]
     pq.write_table(ev, tmp_path / "ev.parquet")
-    shard(str(tmp_path / "ev.parquet"), 1, str(tmp_path / "shards"))
+    shard(str(tmp_path / "ev.parquet"), 1, str(tmp_path / "shards"), name="events")
     with LocalCluster(
         [*refs("logs.events", 1), str(tmp_path / "shards" / "node-00")], env=env
     ) as cluster:

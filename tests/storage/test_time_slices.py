@@ -32,7 +32,7 @@ def shard_set(root: Path, timestamps: bool) -> str:
     )
     order = rng.permutation(n)  # files out of time order: ties keep the files' order
     pq.write_table(table.take(pa.array(order)), root / "events.parquet", row_group_size=500)
-    shard(str(root / "events.parquet"), 1, str(root / "nodes"))
+    shard(str(root / "events.parquet"), 1, str(root / "nodes"), name="t")
     return str(root / "nodes" / "node-00")
 
 

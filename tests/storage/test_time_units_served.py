@@ -101,3 +101,24 @@ def test_every_strategy_matches_nanosecond_times_as_the_local_engine(
                 got = rows(match_pulled(pull(name, query, endpoints, cluster.token)))
             assert got == expected, (time, name)
     assert all(p.poll() is None for p in cluster.procs)
+
+
+def test_a_shard_file_is_identified_alike_in_every_process(tmp_path: Path) -> None:
+    """A restarted node must recognise its own files: the digest holds nothing of one process
+    (the parquet schema's text starts with its memory address)."""
+    import subprocess
+    import sys
+
+    from storage_node.store import footer_digest
+
+    path = tmp_path / "e.parquet"
+    pq.write_table(events(), path)
+    here = footer_digest(pq.read_metadata(path))
+    code = (
+        "import sys, pyarrow.parquet as pq; from storage_node.store import footer_digest; "
+        "print(footer_digest(pq.read_metadata(sys.argv[1])))"
+    )
+    there = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True
+    )
+    assert there.stdout.strip() == here

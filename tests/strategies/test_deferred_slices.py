@@ -58,7 +58,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalClu
     root: Path = tmp_path_factory.mktemp("slices")
     table = events()
     pq.write_table(table, root / "events.parquet")
-    shard(str(root / "events.parquet"), 2, str(root / "nodes"))
+    shard(str(root / "events.parquet"), 2, str(root / "nodes"), name="t")
     with LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(2)]) as nodes:
         yield nodes, table
 

@@ -38,7 +38,13 @@ class Served:
     ) -> None:
         self.table = table
         pq.write_table(table, root / "events.parquet")
-        shard(str(root / "events.parquet"), nodes, str(root / "nodes"), partitioning=partitioning)
+        shard(
+            str(root / "events.parquet"),
+            nodes,
+            str(root / "nodes"),
+            partitioning=partitioning,
+            name="t",
+        )
         self.cluster = LocalCluster(
             [str(root / "nodes" / f"node-{i:02d}") for i in range(nodes)]
         ).start()

@@ -51,7 +51,7 @@ TABLE = events()
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     root = tmp_path_factory.mktemp("fallbacks")
     pq.write_table(TABLE, root / "events.parquet")
-    shard(str(root / "events.parquet"), 2, str(root / "nodes"))
+    shard(str(root / "events.parquet"), 2, str(root / "nodes"), name="t")
     with LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(2)], env=WARM) as c:
         yield c
 
@@ -132,7 +132,7 @@ def low_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster
     """Storage nodes that serve halo requests of at most 2 rows (storage.halo_limit)."""
     root = tmp_path_factory.mktemp("low-halo")
     pq.write_table(TABLE, root / "events.parquet")
-    shard(str(root / "events.parquet"), 2, str(root / "nodes"))
+    shard(str(root / "events.parquet"), 2, str(root / "nodes"), name="t")
     with LocalCluster(
         [str(root / "nodes" / f"node-{i:02d}") for i in range(2)],
         env={"DFS_CER__STORAGE__HALO_LIMIT": "2", **WARM},

@@ -47,7 +47,7 @@ def messy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[pa.Table, 
     table = table.take(pa.array(rng.permutation(table.num_rows)))
     root = tmp_path_factory.mktemp("messy")
     pq.write_table(table, root / "events.parquet")
-    shard(str(root / "events.parquet"), 3, str(root / "nodes"), batch_rows=7)
+    shard(str(root / "events.parquet"), 3, str(root / "nodes"), batch_rows=7, name="t")
     with LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(3)]) as cluster:
         yield table, cluster
 
@@ -195,7 +195,7 @@ def test_late_files_replay_ends_with_the_in_order_results(tmp_path: Path) -> Non
     opts = {"selection": "skip_till_next_match", "kleene": "maximal", "cost_model": "always_on"}
     runs = tmp_path / "runs"
     pq.write_table(late_batch(ARRIVALS[0]), tmp_path / "batch-0.parquet")
-    shard(str(tmp_path / "batch-0.parquet"), 2, str(tmp_path / "nodes"))
+    shard(str(tmp_path / "batch-0.parquet"), 2, str(tmp_path / "nodes"), name="t")
     with LocalCluster([str(tmp_path / "nodes" / f"node-{i:02d}") for i in range(2)]) as cluster:
         run = run_and_save(
             query, cluster.endpoints, cluster.token, strategy="dfs", runs_dir=runs, **opts
@@ -246,7 +246,7 @@ def test_a_late_event_that_a_later_match_negates_invalidates_it(tmp_path: Path) 
     )
     runs = tmp_path / "runs"
     pq.write_table(late_batch(["n1", "n3", "a6", "c8", "n12"]), tmp_path / "day1.parquet")
-    shard(str(tmp_path / "day1.parquet"), 2, str(tmp_path / "nodes"))
+    shard(str(tmp_path / "day1.parquet"), 2, str(tmp_path / "nodes"), name="t")
     with LocalCluster([str(tmp_path / "nodes" / f"node-{i:02d}") for i in range(2)]) as cluster:
         run = run_and_save(query, cluster.endpoints, cluster.token, strategy="dfs", runs_dir=runs)
         assert run.matches.select(["a", "c"]).to_pylist() == [{"a": "a6", "c": "c8"}]
@@ -267,7 +267,7 @@ def test_sql_skip_past_last_row_recomputes_everything(tmp_path: Path) -> None:
     query = sql("A B+ C", all_matches=False).replace("SKIP TO NEXT ROW", "SKIP PAST LAST ROW")
     pq.write_table(late_batch(ARRIVALS[0] + ARRIVALS[1]), tmp_path / "a.parquet")
     pq.write_table(late_batch(ARRIVALS[2]), tmp_path / "b.parquet")
-    shard(str(tmp_path / "a.parquet"), 1, str(tmp_path / "nodes"))
+    shard(str(tmp_path / "a.parquet"), 1, str(tmp_path / "nodes"), name="t")
     with LocalCluster([str(tmp_path / "nodes" / "node-00")]) as cluster:
         first = run_and_save(query, cluster.endpoints, cluster.token, runs_dir=tmp_path / "runs")
         shard(str(tmp_path / "b.parquet"), 1, str(tmp_path / "nodes"), append=True)
@@ -311,7 +311,7 @@ def test_cli_save_run_and_since_run(tmp_path: Path) -> None:
     ]
     pq.write_table(late_batch(ids), tmp_path / "day1.parquet")
     pq.write_table(late_batch(["b8", "b12"]), tmp_path / "late.parquet")
-    shard(str(tmp_path / "day1.parquet"), 2, str(tmp_path / "shards"), event_key=("id",))
+    shard(str(tmp_path / "day1.parquet"), 2, str(tmp_path / "shards"), event_key=("id",), name="t")
     with LocalCluster([str(tmp_path / "shards" / f"node-{i:02d}") for i in range(2)]) as cluster:
         base = [
             exe,
@@ -410,7 +410,7 @@ def test_reruns_keep_the_saved_runs_semantics_and_recompute_anchored_patterns(
     late = pa.table({"id": ["b5"], "type": ["B"], "ts": [5000]})
     pq.write_table(ms, tmp_path / "a.parquet")
     pq.write_table(late, tmp_path / "b.parquet")
-    shard(str(tmp_path / "a.parquet"), 1, str(tmp_path / "nodes"))
+    shard(str(tmp_path / "a.parquet"), 1, str(tmp_path / "nodes"), name="t")
     query = sql("A B C").replace("WITHIN 10", "WITHIN INTERVAL '10' SECOND")
     anchored = sql("A B", all_matches=False).replace("PATTERN (A B)", "PATTERN (^ A B)")
     with LocalCluster([str(tmp_path / "nodes" / "node-00")]) as cluster:
@@ -458,7 +458,7 @@ def test_copies_with_different_payloads_are_resolved_before_any_filter(
         {"id": ["x", "e1", "e1"], "type": ["A", "B", "B"], "ts": [0, 5, 5], "v": [0, 1, 9]}
     )
     pq.write_table(table, tmp_path / "e.parquet")
-    shard(str(tmp_path / "e.parquet"), 2, str(tmp_path / "nodes"), event_key=("id",))
+    shard(str(tmp_path / "e.parquet"), 2, str(tmp_path / "nodes"), event_key=("id",), name="t")
     head = "ALL MATCHES" if all_matches else "ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW"
     pattern = "A B" if all_matches else "A N*? B"
     q = (
@@ -481,7 +481,7 @@ def test_files_appended_while_a_query_runs_make_its_pulls_refuse(tmp_path: Path)
 
     pq.write_table(late_batch(ARRIVALS[0]), tmp_path / "a.parquet")
     pq.write_table(late_batch(ARRIVALS[1]), tmp_path / "b.parquet")
-    shard(str(tmp_path / "a.parquet"), 1, str(tmp_path / "nodes"))
+    shard(str(tmp_path / "a.parquet"), 1, str(tmp_path / "nodes"), name="t")
     with LocalCluster([str(tmp_path / "nodes" / "node-00")]) as cluster:
         client = StorageClient(cluster.endpoints[0], cluster.token)
         try:

@@ -146,7 +146,7 @@ def test_since_run_after_a_duplicate_delivery_updates_nothing(tmp_path: Path) ->
         "AS A.type = 'A', B AS B.type = 'B' AND B.v > PREV(B.v) + 3)"
     )
     pq.write_table(table, tmp_path / "month.parquet")
-    shard(str(tmp_path / "month.parquet"), 2, str(tmp_path / "nodes"), event_key=("id",))
+    shard(str(tmp_path / "month.parquet"), 2, str(tmp_path / "nodes"), event_key=("id",), name="t")
     with (
         LocalCluster([str(tmp_path / "nodes" / f"node-{i:02d}") for i in range(2)]) as c,
         warnings.catch_warnings(),

@@ -44,7 +44,7 @@ QUERIES = [
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     root = tmp_path_factory.mktemp("multi")
     pq.write_table(random_events(seed=5, n=3000), root / "events.parquet")
-    shard(str(root / "events.parquet"), 3, str(root / "nodes"), batch_rows=700)
+    shard(str(root / "events.parquet"), 3, str(root / "nodes"), batch_rows=700, name="t")
     with LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(3)]) as c:
         yield c
 

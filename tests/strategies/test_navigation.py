@@ -65,6 +65,7 @@ def clusters(
                 partitioning=how,
                 type_column="k",
                 batch_rows=500,
+                name="t",
             )
             out[(how, nodes)] = LocalCluster(
                 [str(to / f"node-{i:02d}") for i in range(nodes)]

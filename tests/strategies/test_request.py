@@ -4,11 +4,12 @@ one checks what ``pull`` checks, in the same order."""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from dfs_cer.config import StrategyConfig
+from dfs_cer.config import StrategyConfig, load_config
 from dfs_cer.errors import ConfigError, DfsCerError
 from dfs_cer.query import parse
 from dfs_cer.strategies.options import PullOptions
@@ -42,8 +43,11 @@ def test_of_builds_what_pull_is_asked() -> None:
         and r.endpoints == ("127.0.0.1:1", "127.0.0.1:2")
     )
     assert r.integer_time_unit == "ms" and r.event_key == ("id",) and r.time_ranges == ((1, 2),)
+    # the settings in force: the file and environment's (the defaults here), the arguments winning
+    assert r.config == load_config() and r.settings == StrategyConfig()
     assert (
-        r.options == PullOptions(passes=3) and r.config is None and r.settings == StrategyConfig()
+        r.options == PullOptions(passes=3, calibration_file=r.config.strategy.calibration_file)
+        and r.dedup == r.config.query.dedup
     )
     assert "secret-token" not in repr(r)
 
@@ -62,7 +66,7 @@ def test_refining_returns_a_new_request() -> None:
         r.with_options(target_fpr=0.1).with_query(other).with_time_ranges(None).with_snapshot(7)
     )
     assert refined is not r and r == request()  # the original is unchanged
-    assert refined.options == PullOptions(passes=3, target_fpr=0.1) and refined.query == other
+    assert refined.options == replace(r.options, target_fpr=0.1) and refined.query == other
     assert refined.time_ranges is None and refined.snapshot == 7
     assert r.update(strategy="pull_all", defer=True).strategy == "pull_all" and r.strategy == "dfs"
     with pytest.raises(ConfigError, match="unknown pull request field bogus"):

@@ -41,7 +41,13 @@ def cluster(
     nodes, layout = request.param
     root = tmp_path_factory.mktemp(f"sliced-{nodes}-{layout}")
     pq.write_table(synthetic_events(60_000, seed=3), root / "events.parquet")
-    shard(str(root / "events.parquet"), nodes, str(root / "nodes"), partitioning=layout)
+    shard(
+        str(root / "events.parquet"),
+        nodes,
+        str(root / "nodes"),
+        partitioning=layout,
+        name="synthetic",
+    )
     with LocalCluster([str(root / "nodes" / f"node-{i:02d}") for i in range(nodes)], env=WARM) as c:
         yield c
 
@@ -72,7 +78,13 @@ def test_the_final_pull_skips_nodes_without_survivors(tmp_path: Path) -> None:
         pa.compute.if_else(early, events.column("type"), pa.scalar("T_00")),
     )
     pq.write_table(events, tmp_path / "events.parquet")
-    shard(str(tmp_path / "events.parquet"), 4, str(tmp_path / "nodes"), partitioning="time")
+    shard(
+        str(tmp_path / "events.parquet"),
+        4,
+        str(tmp_path / "nodes"),
+        partitioning="time",
+        name="synthetic",
+    )
     sql = synthetic_queries(1, seed=2)[0].replace("T_00", "T_99")
     nodes = [str(tmp_path / "nodes" / f"node-{i:02d}") for i in range(4)]
     with LocalCluster(nodes, env=WARM) as cluster:
@@ -89,7 +101,7 @@ def test_push_down_instead_when_a_round_cannot_pay(tmp_path: Path) -> None:
     """Eight nodes holding a handful of candidates each: the first round's framing alone costs
     more than pulling them, so DFS pulls them (exactly) and the trace says why."""
     pq.write_table(synthetic_events(400, seed=4), tmp_path / "events.parquet")
-    shard(str(tmp_path / "events.parquet"), 8, str(tmp_path / "nodes"))
+    shard(str(tmp_path / "events.parquet"), 8, str(tmp_path / "nodes"), name="synthetic")
     sql = QUERIES[0]  # 2, 2, 17 and 2 candidates of its four variables
     nodes = [str(tmp_path / "nodes" / f"node-{i:02d}") for i in range(8)]
     with LocalCluster(nodes, env=WARM) as cluster:

@@ -20,7 +20,7 @@ from tests.fixtures.tokens import TOKEN
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StorageNode]:
     root: Path = tmp_path_factory.mktemp("codes")
     pq.write_table(synthetic_events(500, seed=1), root / "events.parquet")
-    shard(str(root / "events.parquet"), 1, str(root / "nodes"))
+    shard(str(root / "events.parquet"), 1, str(root / "nodes"), name="t")
     server = StorageNode(
         "grpc+tcp://127.0.0.1:0",
         ShardStore(str(root / "nodes" / "node-00")),

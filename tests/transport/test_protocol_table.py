@@ -52,7 +52,7 @@ SAMPLES: dict[type, Any] = {
     PushPull: PushPull("q1", "C", ("A", "B"), 1000, 10**6),
     Upload: Upload("q1", "A"),
     Halo: Halo("q1", "pull_halo", 2, 3, ("id",), True, skip_shipped=True),
-    NodeMatch: NodeMatch("q1", ("id",), False, 1000, "truncate", 10**9),
+    NodeMatch: NodeMatch("q1", ("id",), False, 1000, "truncate", 10**9, 2.5),
 }
 
 
@@ -144,3 +144,17 @@ def test_every_control_action_has_its_reply_type_in_the_table() -> None:
     from dfs_cer.transport.replies import REPLIES
 
     assert {name: a.reply for name, a in ACTIONS.items()} == REPLIES
+
+
+def test_node_side_matching_takes_the_time_budget_or_its_default() -> None:
+    """``pull_matches`` carries ``matcher.max_seconds``; a request without it (a compute node of
+    an earlier version) gets the default, and a budget out of range is refused."""
+    from dfs_cer.transport.protocol import MATCH_SECONDS, ProtocolError
+
+    header = NodeMatch("q1", (), True, 10, "error", 1000, 0.5).header()
+    assert NodeMatch.parse(header).max_seconds == 0.5
+    del header["max_seconds"]
+    assert NodeMatch.parse(header).max_seconds == MATCH_SECONDS
+    for bad in (0, -1.0, True, "10", 1e9):
+        with pytest.raises(ProtocolError, match="max_seconds"):
+            NodeMatch.parse({**header, "max_seconds": bad})

@@ -76,6 +76,8 @@ from dfs_cer.query.numeric import convert, is_exact, to_double
 #: numeric functions the VM evaluates over navigated values (others are hoisted into columns)
 VM_FUNCTIONS = {"abs": 0, "sign": 1, "floor": 2, "ceil": 3}
 _AGGREGATES = {"count": 0, "sum": 1, "avg": 2, "min": 3, "max": 4}
+#: the statistics of a running aggregate each function reads (bits: 1 count, 2 sum, 4 min, 8 max)
+STAT_BITS = {0: 1, 1: 2, 2: 1 | 2, 3: 4, 4: 8}
 _CMP = {"=": 0, "<>": 1, "<": 2, "<=": 3, ">": 4, ">=": 5}
 _ARITH = {"+": C_ADD, "-": C_SUB, "*": C_MUL, "/": C_DIV, "%": C_MOD}
 K_INT, K_FLOAT, K_BOOL, K_NULL = 0, 1, 2, 3
@@ -139,6 +141,10 @@ class Conditions:
     #: (2, V + S) bool: names whose first (row 0) / last (row 1) matched position dependent code
     #: reads (FIRST(x.c) / x.c or LAST(x.c)); the VM keys thread equivalence on only those
     relevant: np.ndarray
+    #: (A, 4) int64: the running aggregates dependent code reads, one per (column slot, kind,
+    #: name): slot, kind (-1 counts rows), name id and the statistics read (a bit each: 1 count,
+    #: 2 sum, 4 min, 8 max); the C_AGG code's field 5 is its row
+    accumulators: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), np.int64))
 
 
 def _column_array(table: pa.Table, name: str) -> pa.Array:
@@ -205,6 +211,8 @@ class ConditionCompiler:
         self.deep = False
         self.relevant = np.zeros((2, len(self.names)), bool)
         self.label_base = -1  # const index of the first label's string code (CLASSIFIER)
+        #: (slot, kind, name id) -> [index, statistics read]: the running aggregates
+        self.accumulators: dict[tuple[int, int, int], list[int]] = {}
         #: how the comparison being emitted reads numbers: None (int64 / double), "double"
         #: (wide numbers as doubles, next to an approximate operand) or "rank" (exact codes)
         self.mode: str | None = None
@@ -666,9 +674,12 @@ class ConditionCompiler:
                 hint="write e.g. sum(B.price) or count(B.*)",
                 code="unsupported",
             )
-        self.deep = True  # the value depends on every matched row: threads are kept apart
+        # the VM keeps the aggregate per thread, updated row by row: threads are keyed on its
+        # value, not on their paths
         name_id = UNIVERSAL if target is None else self.names[target]
-        self.code.append([C_AGG, slot, kind, name_id, func, 0, 0])
+        acc = self.accumulators.setdefault((slot, kind, name_id), [len(self.accumulators), 0])
+        acc[1] |= STAT_BITS[func]
+        self.code.append([C_AGG, slot, kind, name_id, func, acc[0], 0])
 
     def _classifier(self, e: Classifier, nav: tuple[int, int, int, int] | None) -> None:
         """Label (as a string code) of the row a (navigated) CLASSIFIER points at."""
@@ -764,6 +775,10 @@ def compile_conditions(
     def stack(cols: list[np.ndarray], dtype: type) -> np.ndarray:
         return np.stack(cols) if cols else np.zeros((0, n), dtype)
 
+    accumulators = np.array(
+        [[slot, kind, name, stats] for (slot, kind, name), (_, stats) in comp.accumulators.items()],
+        np.int64,
+    ).reshape(-1, 4)
     return Conditions(
         masks=masks,
         dependent=np.array([bool(dependent_parts[name]) for name in labels], bool),
@@ -779,6 +794,7 @@ def compile_conditions(
         members=members,
         deep_navigation=comp.deep,
         relevant=comp.relevant,
+        accumulators=accumulators,
     )
 
 

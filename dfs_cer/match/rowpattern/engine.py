@@ -24,6 +24,7 @@ from dfs_cer.match.progress import reporting
 from dfs_cer.match.rowpattern import vm
 from dfs_cer.match.rowpattern.compiler import compile_pattern
 from dfs_cer.match.rowpattern.conditions import compile_conditions
+from dfs_cer.match.rowpattern.dominance import dominance
 from dfs_cer.match.rowpattern.hoist import hoist, with_derived
 from dfs_cer.match.rowpattern.measures import MatchRows, MeasureEvaluator
 from dfs_cer.options import ON_LIMIT
@@ -128,6 +129,32 @@ def _idle_skipping(
 
 #: thread steps one run may take unless told (``matcher.max_steps``)
 MAX_STEPS = 1_000_000_000
+#: seconds the row-pattern engine may spend in one partition unless told, and as many again per
+#: million rows of it (``matcher.max_seconds``)
+MAX_SECONDS = 10.0
+#: the most bytes the matcher's thread lists (and equivalence table) may take at one row: a
+#: pattern whose live threads multiply with every row (every history distinct) ends there with
+#: the budget's error instead of taking the machine's memory
+MAX_LIST_BYTES = 1 << 29
+
+
+def _where(table: pa.Table, bounds: np.ndarray, partition_by: tuple[str, ...], p: int) -> str:
+    """The partition ``p`` of a run, and its rows (``partition k = 3 (2,000 rows)``)."""
+    lo, hi = int(bounds[p]), int(bounds[p + 1])
+    where = (
+        "partition " + ", ".join(f"{c} = {table.column(c)[lo].as_py()!r}" for c in partition_by)
+        if partition_by
+        else "the single partition"
+    )
+    return f"{where} ({hi - lo:,} rows)"
+
+
+def _advice(mr: MatchRecognize, setting: str) -> str:
+    return (
+        f"of PATTERN ({to_sql_pattern(mr.pattern)}): its work grows faster than its rows there. "
+        "Bound the match with WITHIN or a finer PARTITION BY, or raise the budget "
+        f"(DFS_CER__MATCHER__{setting.upper()}, or {setting} under [matcher] in the config file)"
+    )
 
 
 def over_budget(
@@ -141,18 +168,41 @@ def over_budget(
 ) -> MatchBudgetError:
     """A run past its step budget (either engine): the partition, its rows, the pattern and the
     setting."""
-    lo, hi = int(bounds[p]), int(bounds[p + 1])
-    where = (
-        "partition " + ", ".join(f"{c} = {table.column(c)[lo].as_py()!r}" for c in partition_by)
-        if partition_by
-        else "the single partition"
-    )
     return MatchBudgetError(
         f"matching stopped after {steps:,} thread steps (matcher.max_steps = "
-        f"{max_steps:,}) in {where} ({hi - lo:,} rows) of PATTERN "
-        f"({to_sql_pattern(mr.pattern)}): its work grows faster than its rows there. Bound the "
-        "match with WITHIN or a finer PARTITION BY, or raise the budget "
-        "(DFS_CER__MATCHER__MAX_STEPS, or max_steps under [matcher] in the config file)"
+        f"{max_steps:,}) in {_where(table, bounds, partition_by, p)} " + _advice(mr, "max_steps")
+    )
+
+
+def over_time(
+    table: pa.Table,
+    bounds: np.ndarray,
+    partition_by: tuple[str, ...],
+    mr: MatchRecognize,
+    p: int,
+    max_seconds: float,
+) -> MatchBudgetError:
+    """A run past its time budget in one partition: the partition, its rows, the pattern and
+    the setting (the budget grows with the partition's rows, see :func:`vm.time_limit_ns`)."""
+    rows = int(bounds[p + 1] - bounds[p])
+    limit = max_seconds * (1 + rows / 1e6)
+    return MatchBudgetError(
+        f"matching spent more than {limit:.3g} seconds (matcher.max_seconds = {max_seconds:g}, "
+        f"and as much again per million rows) in {_where(table, bounds, partition_by, p)} "
+        + _advice(mr, "max_seconds")
+    )
+
+
+def over_threads(
+    table: pa.Table, bounds: np.ndarray, partition_by: tuple[str, ...], mr: MatchRecognize, p: int
+) -> MatchBudgetError:
+    """A run whose live threads at one row would take more memory than the matcher allows."""
+    return MatchBudgetError(
+        f"matching stopped: its live threads at one row would take more than "
+        f"{MAX_LIST_BYTES // 2**20:,} MiB in {_where(table, bounds, partition_by, p)} "
+        f"of PATTERN ({to_sql_pattern(mr.pattern)}): they multiply with every row there (each "
+        "history is distinct: the conditions read CLASSIFIER() or FIRST/LAST with an offset). "
+        "Bound the match with WITHIN or a finer PARTITION BY"
     )
 
 
@@ -183,6 +233,7 @@ def run_row_pattern(
     cut_off: tuple[bool, bool] = (False, False),
     work: Work | None = None,
     max_steps: int = MAX_STEPS,
+    max_seconds: float = MAX_SECONDS,
 ) -> MatchOutput:
     """Evaluate the MATCH_RECOGNIZE clause of a bound analysis over ``table``.
 
@@ -208,6 +259,12 @@ def run_row_pattern(
     deadline (:func:`dfs_cer.work.watch`), and is charged for the matched rows before the
     relation is built. Ctrl-C stops it the same way (:mod:`dfs_cer.interrupt`) and raises
     ``KeyboardInterrupt``.
+
+    ``max_steps`` bounds the thread steps of the run, ``max_seconds`` the time the compiled
+    matcher spends in any one partition (and as much again per million rows of it; its clock is
+    read every few thousand steps); past either the run ends with
+    :class:`~dfs_cer.errors.MatchBudgetError` naming the partition, its rows, the pattern and the
+    setting.
     """
     check_choice(on_limit, ON_LIMIT, "on_limit")
     query = analysis.query
@@ -313,8 +370,11 @@ def run_row_pattern(
     stop = np.zeros(vm.STOP_SIZE, np.int64)
     stop[vm.STOP_BYTES] = VM_BYTES if work is not None else 0
     stop[vm.STOP_MAX_STEPS] = max_steps
+    stop[vm.STOP_MAX_NS] = int(max_seconds * 1e9) if 0 < max_seconds < 2**63 / 1e9 else 0
+    stop[vm.STOP_MAX_LIST] = MAX_LIST_BYTES
     charged = 0
     idle = _idle_skipping(c.masks, c.dependent, n)
+    dom = dominance(c)  # the running statistic threads are ordered by, if any
     while True:
         with (
             interrupt.interruptible(),
@@ -347,6 +407,8 @@ def run_row_pattern(
                 c.members,
                 c.relevant,
                 c.deep_navigation,
+                c.accumulators,
+                dom,
                 ts,
                 win_end,
                 window,
@@ -374,6 +436,12 @@ def run_row_pattern(
                 int(stop[vm.STOP_STEPS]),
                 int(stop[vm.STOP_MAX_STEPS]),
             )
+        if status == vm.OVER_TIME:
+            raise over_time(
+                table, bounds, partition_by, mr, int(stop[vm.STOP_PARTITION]), max_seconds
+            )
+        if status == vm.OVER_THREADS:
+            raise over_threads(table, bounds, partition_by, mr, int(stop[vm.STOP_PARTITION]))
         if status != vm.OVER_BYTES or work is None:
             break
         work.charge(int(stop[1]))  # raises past the query's share or the node's budget

@@ -4,8 +4,11 @@ Threads are kept in preference order; at every row each thread either consumes t
 label's mask is set and its dependent condition holds for the thread's matched rows) or dies.
 Threads that reach the same instruction with the same relevant history are equivalent and only
 the preferred one is kept (Trino's ``ThreadEquivalence``), which keeps a match attempt linear in
-the rows it reads for patterns whose conditions look only at the current row. A thread reaching
-``DONE`` ends every less preferred thread; the last match recorded is the preferred one.
+the rows it reads for patterns whose conditions look only at the current row. The relevant
+history is the values later conditions read, running aggregates included (kept per thread,
+updated row by row); a running statistic every condition reads monotonically orders threads
+that agree on the rest (:mod:`dfs_cer.match.rowpattern.dominance`). A thread reaching ``DONE``
+ends every less preferred thread; the last match recorded is the preferred one.
 
 Matched rows are recorded in a per-attempt arena of path nodes (row, label, excluded, parent),
 so forking a thread costs O(1).
@@ -13,10 +16,11 @@ so forking a thread costs O(1).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
-from numba import njit
+from numba import njit, objmode
 
 from dfs_cer.match.rowpattern.conditions import (
     C_ADD,
@@ -48,16 +52,25 @@ from dfs_cer.match.rowpattern.program import DONE, END, EXCL_IN, EXCL_OUT, JUMP,
 #: numba without reference counting, for functions that allocate nothing: every array they
 #: are passed outlives them, and each counted reference is an atomic add on the hot path
 leaf = njit(cache=True, _nrt=False)  # type: ignore[call-overload]
+#: numba inlined where called (Numba IR): for small helpers of the per-thread loop, where a call
+#: would pass every array it reads as a dozen words on the stack
+inline = njit(cache=True, inline="always")
 
 SKIP_PAST_LAST, SKIP_NEXT_ROW, SKIP_TO_FIRST, SKIP_TO_LAST = range(4)
 # status codes
 OK, LIMIT_REACHED, SKIP_TO_FIRST_ROW, SKIP_NO_ROW, STOPPED, OVER_BYTES, OVER_STEPS = range(7)
+#: past the time budget (``stop[STOP_MAX_NS]``) in one partition; past the memory the thread
+#: lists of one row may take (``stop[STOP_MAX_LIST]``)
+OVER_TIME, OVER_THREADS = 7, 8
 #: the ``stop`` array's entries: the stop flag, the bytes the matches may take, the thread steps
 #: taken (written by the VM) and the most it may take (0: no bound), the partition it was in
-#: past it, and (for progress) the partition it is at and the matches found before it
+#: past it, and (for progress) the partition it is at and the matches found before it; the
+#: nanoseconds one partition may take and the bytes one row's thread lists may take (0: no
+#: bound)
 STOP_FLAG, STOP_BYTES, STOP_STEPS, STOP_MAX_STEPS, STOP_PARTITION, STOP_AT, STOP_FOUND = range(7)
-STOP_SIZE = 7
-#: thread steps the VM takes between two reads of its stop flag
+STOP_MAX_NS, STOP_MAX_LIST = 7, 8
+STOP_SIZE = 9
+#: thread steps the VM takes between two reads of its stop flag (and of the clock)
 STOP_EVERY = 65536
 
 
@@ -78,6 +91,13 @@ def _grow_pair(a: np.ndarray, size: int) -> np.ndarray:
 @njit(cache=True)
 def _grow_pair3(a: np.ndarray, size: int) -> np.ndarray:
     out = np.empty((2, size, a.shape[2]), a.dtype)
+    out[:, : a.shape[1]] = a
+    return out
+
+
+@njit(cache=True)
+def _grow_pair4(a: np.ndarray, size: int) -> np.ndarray:
+    out = np.empty((2, size, a.shape[2], a.shape[3]), a.dtype)
     out[:, : a.shape[1]] = a
     return out
 
@@ -131,6 +151,13 @@ MEMO_IDS = 1 << 16
 #: condition reads a high-cardinality value of the first row)
 MEMO_TRIAL = 1 << 16
 MEMO_TRIES = 256
+#: failed states whose dominated value (a running sum, min, max or count that conditions read
+#: monotonically) is kept: the best value each (id, row) failed with, 8 bytes each, at most
+#: DOM_BYTES a partition (past its ids new states are not remembered)
+DOM_BYTES = 1 << 26
+#: the best value of a state no attempt failed from yet (below or above every value the VM
+#: orders: bounded integers, order-encoded finite doubles)
+NO_FAIL_UP, NO_FAIL_DOWN = -(2**63), 2**63 - 1
 
 
 @leaf
@@ -271,90 +298,65 @@ def _label_at(
     return -1
 
 
-@leaf
-def _aggregate(
-    func: int,
-    slot: int,
+@inline
+def _acc_add(
+    ai: np.ndarray,
+    af: np.ndarray,
+    a: int,
     kind: int,
-    name: int,
-    row: int,
-    var: int,
-    start: int,
-    members: np.ndarray,
-    node: int,
-    n_parent: np.ndarray,
-    n_row: np.ndarray,
-    n_label: np.ndarray,
-    n_lo: np.ndarray,
+    slot: int,
+    r: int,
     icols: np.ndarray,
     inull: np.ndarray,
     fcols: np.ndarray,
     fnull: np.ndarray,
-) -> tuple[int, int, float]:
-    """Running aggregate over the rows matched so far (``row`` labelled ``var`` included) that
-    belong to ``name`` (every row when UNIVERSAL): (kind, int value, float value).
+) -> None:
+    """Add row ``r`` to running aggregate ``a`` of one thread: ``ai[a]`` = (count, int sum, int
+    min, int max), ``af[a]`` = (float sum, min, max); ``kind`` -1 counts rows (``count(*)``).
+    Rows are added oldest first, so a float sum is the one a running sum over the match's rows
+    gives, and a thread's next value follows from its current one and the row alone."""
+    if kind < 0:
+        ai[a, 0] += 1
+    elif kind == K_INT:
+        if inull[slot, r]:
+            return
+        x = icols[slot, r]
+        if ai[a, 0] == 0 or x < ai[a, 2]:
+            ai[a, 2] = x
+        if ai[a, 0] == 0 or x > ai[a, 3]:
+            ai[a, 3] = x
+        ai[a, 1] += x
+        ai[a, 0] += 1
+    else:
+        if fnull[slot, r]:
+            return
+        f = fcols[slot, r]
+        if ai[a, 0] == 0 or f < af[a, 1]:
+            af[a, 1] = f
+        if ai[a, 0] == 0 or f > af[a, 2]:
+            af[a, 2] = f
+        af[a, 0] += f
+        ai[a, 0] += 1
 
-    ``func``: 0 count, 1 sum, 2 avg, 3 min, 4 max; ``kind`` -1 counts rows (``count(*)``)."""
-    cnt = 0
-    isum = 0
-    fsum = 0.0
-    imin = 0
-    imax = 0
-    fmin = 0.0
-    fmax = 0.0
-    # rows in newest-first segments: the current row, then the path's nodes (or start..row)
-    seg = 0
-    k = node
-    while True:
-        if seg == 0:
-            lo, hi = row, row
-            take = name == UNIVERSAL or members[name, var]
-            if name == UNIVERSAL:
-                lo = start
-        else:
-            if name == UNIVERSAL or k < 0:
-                break
-            lo, hi = n_lo[k], n_row[k]
-            take = members[name, n_label[k]]
-            k = n_parent[k]
-        seg += 1
-        if not take:
-            continue
-        for r in range(lo, hi + 1):
-            if kind < 0:
-                cnt += 1
-            elif kind == K_INT:
-                if inull[slot, r]:
-                    continue
-                x = icols[slot, r]
-                if cnt == 0 or x < imin:
-                    imin = x
-                if cnt == 0 or x > imax:
-                    imax = x
-                isum += x
-                cnt += 1
-            else:
-                if fnull[slot, r]:
-                    continue
-                f = fcols[slot, r]
-                if cnt == 0 or f < fmin:
-                    fmin = f
-                if cnt == 0 or f > fmax:
-                    fmax = f
-                fsum += f
-                cnt += 1
+
+@inline
+def _agg_value(
+    func: int, kind: int, a: int, ai: np.ndarray, af: np.ndarray
+) -> tuple[int, int, float]:
+    """(kind, int value, float value) of running aggregate ``a`` read as ``func`` (0 count, 1
+    sum, 2 avg, 3 min, 4 max)."""
+    cnt = ai[a, 0]
     if func == 0:
         return K_INT, cnt, np.float64(cnt)
     if cnt == 0:
         return K_NULL, 0, 0.0
     if func == 2:
-        total = np.float64(isum) if kind == K_INT else fsum
+        total = np.float64(ai[a, 1]) if kind == K_INT else af[a, 0]
         return K_FLOAT, 0, total / cnt
     if kind == K_INT:
-        v = isum if func == 1 else imin if func == 3 else imax
+        v = ai[a, 1] if func == 1 else ai[a, 2] if func == 3 else ai[a, 3]
         return K_INT, v, np.float64(v)
-    fv = fsum if func == 1 else fmin if func == 3 else fmax
-    return K_FLOAT, 0, fv
+    return K_FLOAT, 0, af[a, 0] if func == 1 else af[a, 1] if func == 3 else af[a, 2]
 
 
 @leaf
@@ -388,8 +390,12 @@ def _evaluate(
     sf: np.ndarray,
     sk: np.ndarray,
     match_number: int,
+    ag_i: np.ndarray,
+    ag_f: np.ndarray,
 ) -> bool:
-    """Run a dependent condition program; True only when it evaluates to TRUE (not NULL)."""
+    """Run a dependent condition program; True only when it evaluates to TRUE (not NULL).
+    ``ag_i`` / ``ag_f``: the thread's running aggregates with the current row (see
+    :func:`_acc_add`)."""
     sp = 0
     for pc in range(lo, hi):
         op = code[pc, 0]
@@ -436,26 +442,8 @@ def _evaluate(
                     sf[sp] = fcols[code[pc, 1], pos]
                     sk[sp] = K_FLOAT
             sp += 1
-        elif op == C_AGG:
-            kd, iv, fv = _aggregate(
-                code[pc, 4],
-                code[pc, 1],
-                code[pc, 2],
-                code[pc, 3],
-                row,
-                var,
-                start,
-                members,
-                node,
-                n_parent,
-                n_row,
-                n_label,
-                n_lo,
-                icols,
-                inull,
-                fcols,
-                fnull,
-            )
+        elif op == C_AGG:  # the thread's running aggregate, the current row included
+            kd, iv, fv = _agg_value(code[pc, 4], code[pc, 2], code[pc, 5], ag_i, ag_f)
             sk[sp] = kd
             si[sp] = iv
             sf[sp] = fv
@@ -646,34 +634,11 @@ def _evaluate(
 
 
 @njit(cache=True)
-def _live_reads(
-    op: np.ndarray,
-    arg_a: np.ndarray,
-    arg_b: np.ndarray,
-    code: np.ndarray,
-    code_start: np.ndarray,
-    rd: np.ndarray,
-    n_rd: int,
-) -> np.ndarray:
-    """``live[q, r]``: a condition of some variable a thread at instruction ``q`` may still label
-    reads ``rd[r]`` (its LABEL is reachable from ``q``). A thread's future depends only on its
-    live reads: at ``C`` in ``A+ B+ C`` where C reads only ``LAST(B.v)``, not on ``LAST(A.v)``."""
+def _reach(op: np.ndarray, arg_a: np.ndarray, arg_b: np.ndarray, n_vars: int) -> np.ndarray:
+    """``reach[q, v]``: a thread at instruction ``q`` may still label a row with variable ``v``
+    (a LABEL of ``v`` is reachable from ``q``)."""
     n_prog = op.shape[0]
-    n_vars = code_start.shape[0] - 1
-    reads = np.zeros((max(1, n_vars), max(1, n_rd)), np.bool_)
-    for v in range(n_vars):
-        for c in range(code_start[v], code_start[v + 1]):
-            if code[c, 0] == C_COL and code[c, 3] >= 0:
-                for r in range(n_rd):
-                    if (
-                        rd[r, 0] == code[c, 3]
-                        and rd[r, 1] == code[c, 4]
-                        and rd[r, 2] == code[c, 6]
-                        and rd[r, 3] == code[c, 2]
-                        and rd[r, 4] == code[c, 1]
-                    ):
-                        reads[v, r] = True
-    live = np.zeros((n_prog, max(1, n_rd)), np.bool_)
+    reach = np.zeros((n_prog, max(1, n_vars)), np.bool_)
     seen = np.zeros(n_prog, np.bool_)
     stack = np.empty(2 * n_prog + 2, np.int64)
     for q in range(n_prog):
@@ -688,9 +653,7 @@ def _live_reads(
             seen[x] = True
             o = op[x]
             if o == LABEL:
-                for r in range(n_rd):
-                    if reads[arg_a[x], r]:
-                        live[q, r] = True
+                reach[q, arg_a[x]] = True
                 stack[sp] = x + 1
                 sp += 1
             elif o == JUMP:
@@ -703,7 +666,45 @@ def _live_reads(
             elif o != DONE:
                 stack[sp] = x + 1
                 sp += 1
-    return live
+    return reach
+
+
+@njit(cache=True)
+def _live_reads(
+    reach: np.ndarray,
+    code: np.ndarray,
+    code_start: np.ndarray,
+    rd: np.ndarray,
+    n_rd: int,
+    n_ag: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``live[q, r]``: a condition of some variable a thread at instruction ``q`` may still label
+    reads ``rd[r]``; ``live_ag[q, a]``: one reads running aggregate ``a``. A thread's future
+    depends only on its live reads: at ``C`` in ``A+ B+ C`` where C reads only ``LAST(B.v)``,
+    not on ``LAST(A.v)``."""
+    n_prog = reach.shape[0]
+    n_vars = code_start.shape[0] - 1
+    live = np.zeros((n_prog, max(1, n_rd)), np.bool_)
+    live_ag = np.zeros((n_prog, max(1, n_ag)), np.bool_)
+    for v in range(n_vars):
+        for c in range(code_start[v], code_start[v + 1]):
+            if code[c, 0] == C_COL and code[c, 3] >= 0:
+                for r in range(n_rd):
+                    if (
+                        rd[r, 0] == code[c, 3]
+                        and rd[r, 1] == code[c, 4]
+                        and rd[r, 2] == code[c, 6]
+                        and rd[r, 3] == code[c, 2]
+                        and rd[r, 4] == code[c, 1]
+                    ):
+                        for q in range(n_prog):
+                            if reach[q, v]:
+                                live[q, r] = True
+            elif code[c, 0] == C_AGG:
+                for q in range(n_prog):
+                    if reach[q, v]:
+                        live_ag[q, code[c, 5]] = True
+    return live, live_ag
 
 
 @leaf
@@ -727,7 +728,8 @@ def _value_key(
 ) -> None:
     """Fill ``key``: instruction ``q``, then (state, value) per read of ``rd`` for a thread
     whose labels began at ``first`` and ended at ``last``; state 0 is no row yet, 1 NULL (or a
-    step off the rows navigation may read), 2 a value (a double's bits)."""
+    step off the rows navigation may read), 2 a value (a double's bits); then 0. The running
+    aggregates' words go there (:func:`_acc_key`)."""
     key[0] = q
     kk = 1
     for r in range(n_rd):
@@ -761,6 +763,64 @@ def _value_key(
                     key[kk + 1] = fbits[0]
         kk += 2
     key[kk] = 0
+
+
+@inline
+def _acc_key(
+    key: np.ndarray,
+    kk: int,
+    q: int,
+    accs: np.ndarray,
+    live_ag: np.ndarray,
+    ag_i: np.ndarray,
+    ag_f: np.ndarray,
+    fbox: np.ndarray,
+    fbits: np.ndarray,
+    dom_a: int,
+    dom_stat: int,
+) -> int:
+    """Fill ``key`` from ``kk`` on: per running aggregate (``ag_i`` / ``ag_f``) a later condition
+    reads at instruction ``q``, what its later values follow from: its count (or only whether
+    it has rows) and the sum, min or max it is read as (a double's bits: exact); then 0.
+
+    Returns the value of the dominated statistic (``dom_a``, ``dom_stat``: 0 count, 1 sum, 2
+    min, 3 max; see :mod:`dfs_cer.match.rowpattern.dominance`), left out of the key and ordered
+    as its numbers are (a double as an order-preserving integer); 0 when it is not live."""
+    dval = 0
+    for a in range(accs.shape[0]):
+        stats = accs[a, 3]
+        on = live_ag[q, a]
+        cnt = ag_i[a, 0]
+        if not on:
+            key[kk] = 0
+        elif stats & 1:
+            if a == dom_a and dom_stat == 0:
+                dval = cnt
+                key[kk] = 0
+            else:
+                key[kk] = cnt
+        else:
+            key[kk] = 1 if cnt > 0 else 0
+        kk += 1
+        for z in range(1, 4):  # sum, min, max
+            if not stats & (1 << z):
+                continue
+            w = 0
+            if on:
+                if accs[a, 1] == K_INT:
+                    w = ag_i[a, z]
+                else:
+                    fbox[0] = ag_f[a, z - 1]
+                    w = fbits[0]
+                    if a == dom_a and dom_stat == z and w < 0:  # negative doubles: bits reversed
+                        w ^= np.int64(0x7FFFFFFFFFFFFFFF)
+            if a == dom_a and dom_stat == z:
+                dval = w
+                w = 0
+            key[kk] = w
+            kk += 1
+    key[kk] = 0
+    return dval
 
 
 @leaf
@@ -864,6 +924,81 @@ def _h_seen(h_stamp: np.ndarray, h_key: np.ndarray, stamp: int, key: np.ndarray,
 
 
 @leaf
+def _h_dominated(
+    h_stamp: np.ndarray,
+    h_key: np.ndarray,
+    h_best: np.ndarray,
+    stamp: int,
+    key: np.ndarray,
+    n: int,
+    dval: int,
+    ddir: int,
+) -> bool:
+    """:func:`_h_seen` with dominance: whether a thread with ``key[:n]`` was kept at this row
+    whose dominated value is at least as good as ``dval`` (larger is better when ``ddir`` > 0,
+    smaller when < 0): such a thread is preferred and does all this one can. Records the key,
+    and the best value kept with it, when not."""
+    cap = h_stamp.shape[0]
+    hh = np.uint64(1469598103934665603)
+    for z in range(n):
+        hh = (hh ^ np.uint64(key[z])) * np.uint64(1099511628211)
+    hh ^= hh >> np.uint64(33)
+    slot = np.int64(hh % np.uint64(cap))
+    while h_stamp[slot] == stamp:
+        same = True
+        for z in range(n):
+            if h_key[slot, z] != key[z]:
+                same = False
+                break
+        if same:
+            best = h_best[slot]
+            if (ddir > 0 and best >= dval) or (ddir < 0 and best <= dval):
+                return True
+            h_best[slot] = dval  # (a total order: this one is better than every one kept)
+            return False
+        slot = (slot + 1) % cap
+    h_stamp[slot] = stamp
+    for z in range(n):
+        h_key[slot, z] = key[z]
+    h_best[slot] = dval
+    return False
+
+
+@njit(cache=True)
+def now_ns() -> int:
+    """The monotonic clock in nanoseconds, read from the compiled loops (with the GIL, once per
+    :data:`STOP_EVERY` steps)."""
+    with objmode(t="int64"):
+        t = time.monotonic_ns()
+    return t
+
+
+@njit(cache=True)
+def _over_time(stop: np.ndarray, st: np.ndarray, p: int, rows: int) -> bool:
+    """The time budget, read where the stop flag is: whether the run has been in partition ``p``
+    (of ``rows`` rows) longer than ``stop[STOP_MAX_NS]`` (when positive) and as long again per
+    million rows (:func:`time_limit_ns`). Its clock starts at the first read in each partition
+    (``st[S_TPART]``, ``st[S_TBEGAN]``), so only a partition that runs long ends it, whatever
+    the number of partitions."""
+    if stop[STOP_MAX_NS] <= 0:
+        return False
+    now = now_ns()
+    if st[S_TPART] != p:
+        st[S_TPART] = p
+        st[S_TBEGAN] = now
+        return False
+    return now - st[S_TBEGAN] > time_limit_ns(stop[STOP_MAX_NS], rows)
+
+
+@njit(cache=True)
+def time_limit_ns(max_ns: int, rows: int) -> int:
+    """The time one partition of ``rows`` rows may take: ``max_ns``, and as much again per
+    million rows (work that grows with the rows is not a runaway; a short partition whose work
+    grows faster than its rows ends within ``max_ns``)."""
+    return max_ns + (max_ns // 1_000_000) * rows
+
+
+@leaf
 def _idle_until(
     i: int,
     nt: int,
@@ -921,7 +1056,7 @@ def _idle_until(
 #: what :func:`_scan` asks of :func:`run` before it can go on (room in one of its arrays, at
 #: least ``st[S_NEED]`` entries), or that it is done
 DONE_SCAN, NEED_THREADS, NEED_ARENA, NEED_PEND, NEED_HASH, NEED_IDS, NEED_BITS = range(7)
-NEED_MATCHES, NEED_ROWS = 7, 8
+NEED_MATCHES, NEED_ROWS, NEED_DOM = 7, 8, 9
 #: the scan's state between two calls (``st``)
 (
     S_P,
@@ -953,7 +1088,9 @@ NEED_MATCHES, NEED_ROWS = 7, 8
     S_RESUME,
     S_NEED,
 ) = range(28)
-S_SIZE = 28
+#: the partition the time budget's clock runs for and when it started (:func:`_over_time`)
+S_TPART, S_TBEGAN = 28, 29
+S_SIZE = 30
 #: where a scan resumes: a fresh attempt, the thread list at row ``st[S_I]``, the match found
 R_FRESH, R_ROW, R_RECORD = range(3)
 #: the most failed states one attempt records, 8 bytes each (past it, later attempts search more)
@@ -1037,6 +1174,16 @@ def _scan(
     r_label: np.ndarray,
     r_excl: np.ndarray,
     st: np.ndarray,
+    accs: np.ndarray,
+    dom: np.ndarray,
+    live_ag: np.ndarray,
+    l_ai: np.ndarray,
+    l_af: np.ndarray,
+    tmp_ai: np.ndarray,
+    tmp_af: np.ndarray,
+    h_best: np.ndarray,
+    dbest: np.ndarray,
+    pend_val: np.ndarray,
 ) -> int:
     """The matcher's loops (see :func:`run`), from the state ``st`` on, until done
     (:data:`DONE_SCAN`) or until one of its arrays is too small for the next row or match (a
@@ -1045,10 +1192,15 @@ def _scan(
     which cost most of the time of every step when the arrays grew inside the loops."""
     n_prog = op.shape[0]
     n_vars = masks.shape[0]
+    n_ag = accs.shape[0]
+    dom_a, dom_stat, dom_dir = dom[0], dom[1], dom[2]
     key_w = key.shape[0]
     h_cap = h_stamp.shape[0]
     i_cap = i_stamp.shape[0]
+
     cap_t = l_pc.shape[1]
+    # bytes one thread of a list takes, with its share of the equivalence table
+    per_thread = 16 * (4 + 2 * n_vars + 7 * l_ai.shape[2]) + 16 * (key_w + 2)
     p = st[S_P]
     pos = st[S_POS]
     start = st[S_START]
@@ -1077,6 +1229,7 @@ def _scan(
     words = st[S_WORDS]
     id_room = st[S_IDROOM]
     resume = st[S_RESUME]
+
     need = DONE_SCAN
     while p < parts.shape[0] - 1:
         p0, p1 = parts[p], parts[p + 1]
@@ -1089,8 +1242,11 @@ def _scan(
             f_gen += 1  # failures are per partition
             f_used = 0
             n_ids = 0
-            words = (p1 - p0) // 64 + 1
-            id_room = min(MEMO_IDS, max(1, MEMO_BYTES // (8 * words)))
+            # per id: a bit per row, or (dominance) the best value it failed with per row
+            words = (p1 - p0) // 64 + 1 if dom_dir == 0 else p1 - p0 + 1
+            id_room = min(
+                MEMO_IDS, max(1, (MEMO_BYTES if dom_dir == 0 else DOM_BYTES) // (8 * words))
+            )
             pos = p0
             stop[STOP_AT] = p  # read by a progress display
             stop[STOP_FOUND] = n_matches
@@ -1130,6 +1286,11 @@ def _scan(
                     for v in range(n_vars):
                         l_first[cur, t_n, v] = -1
                         l_last[cur, t_n, v] = -1
+                    for a in range(n_ag):
+                        for z in range(4):
+                            l_ai[cur, t_n, a, z] = 0
+                        for z in range(3):
+                            l_af[cur, t_n, a, z] = 0.0
                     t_n += 1
                 c_n = t_n
             if resume != R_RECORD:
@@ -1140,6 +1301,14 @@ def _scan(
                     # instruction, one path node (two with a run of free rows), one pending
                     # failed state and one interned state per thread it adds
                     most = c_n * n_prog
+                    if (
+                        most > cap_t
+                        and stop[STOP_MAX_LIST] > 0
+                        and most * per_thread > stop[STOP_MAX_LIST]
+                    ):
+                        status = OVER_THREADS
+                        stop[STOP_PARTITION] = p
+                        break
                     if most > cap_t:
                         need, st[S_NEED] = NEED_THREADS, most
                     elif a_n + 2 * c_n > a_parent.shape[0]:
@@ -1150,8 +1319,16 @@ def _scan(
                         need, st[S_NEED] = NEED_HASH, 2 * (most + 1)
                     elif memo and n_ids < id_room and 2 * (min(id_room, n_ids + most) + 1) > i_cap:
                         need, st[S_NEED] = NEED_IDS, 2 * (min(id_room, n_ids + most) + 1)
-                    elif memo and min(id_room, n_ids + most) * words > bits.shape[0]:
+                    elif (
+                        memo and dom_dir == 0 and min(id_room, n_ids + most) * words > bits.shape[0]
+                    ):
                         need, st[S_NEED] = NEED_BITS, min(id_room, n_ids + most) * words
+                    elif (
+                        memo
+                        and dom_dir != 0
+                        and min(id_room, n_ids + most) * words > dbest.shape[0]
+                    ):
+                        need, st[S_NEED] = NEED_DOM, min(id_room, n_ids + most) * words
                     if need != DONE_SCAN:
                         resume = R_ROW
                         break
@@ -1165,6 +1342,10 @@ def _scan(
                             break
                         if stop[STOP_MAX_STEPS] > 0 and steps > stop[STOP_MAX_STEPS]:
                             status = OVER_STEPS
+                            stop[STOP_PARTITION] = p
+                            break
+                        if _over_time(stop, st, p, p1 - p0):
+                            status = OVER_TIME
                             stop[STOP_PARTITION] = p
                             break
                     stamp += 1
@@ -1183,6 +1364,25 @@ def _scan(
                             continue
                         if window >= 0 and ts[i] > win_end[start]:
                             continue
+                        # the thread's running aggregates with row i (labelled v)
+                        for a in range(n_ag):
+                            for z in range(4):
+                                tmp_ai[a, z] = l_ai[cur, t, a, z]
+                            for z in range(3):
+                                tmp_af[a, z] = l_af[cur, t, a, z]
+                            if accs[a, 2] == UNIVERSAL or members[accs[a, 2], v]:
+                                _acc_add(
+                                    tmp_ai,
+                                    tmp_af,
+                                    a,
+                                    accs[a, 1],
+                                    accs[a, 0],
+                                    i,
+                                    icols,
+                                    inull,
+                                    fcols,
+                                    fnull,
+                                )
                         if dependent[v]:
                             if deep:  # an aggregate or a far FIRST/LAST walks the thread's path
                                 until_check -= i - start + 1
@@ -1217,6 +1417,8 @@ def _scan(
                                 sf,
                                 sk,
                                 n_matches - part_matches + 1,
+                                tmp_ai,
+                                tmp_af,
                             ):
                                 continue
                         # consume row i: new path node
@@ -1264,6 +1466,7 @@ def _scan(
                                 continue
                             # equivalence: same instruction and, when conditions read other
                             # variables, the same values (or positions) later conditions read
+                            dval = 0
                             if any_dependent:
                                 if vals:
                                     _value_key(
@@ -1284,6 +1487,20 @@ def _scan(
                                         fbox,
                                         fbits,
                                     )
+                                    if n_ag > 0:
+                                        dval = _acc_key(
+                                            key,
+                                            1 + 2 * n_rd,
+                                            q,
+                                            accs,
+                                            live_ag,
+                                            tmp_ai,
+                                            tmp_af,
+                                            fbox,
+                                            fbits,
+                                            dom_a,
+                                            dom_stat,
+                                        )
                                 else:
                                     _position_key(
                                         key,
@@ -1294,7 +1511,12 @@ def _scan(
                                         last_tmp,
                                         new_node if deep else 0,
                                     )
-                                if _h_seen(h_stamp, h_key, stamp, key, key_w):
+                                if dom_dir == 0:
+                                    if _h_seen(h_stamp, h_key, stamp, key, key_w):
+                                        continue
+                                elif _h_dominated(
+                                    h_stamp, h_key, h_best, stamp, key, key_w, dval, dom_dir
+                                ):
                                     continue
                             if memo:
                                 if not any_dependent:  # no values matter: the state is q
@@ -1302,11 +1524,19 @@ def _scan(
                                 at = _intern_slot(i_stamp, i_key, f_gen, key, f_w)
                                 sid = i_id[at] if at >= 0 else -1
                                 rel = i + 1 - p0
-                                if sid >= 0 and (
-                                    bits[sid * words + (rel >> 6)] >> np.uint64(rel & 63)
-                                ) & np.uint64(1):
-                                    f_hits += 1
-                                    continue  # an earlier attempt failed from here
+                                if sid >= 0 and dom_dir == 0:
+                                    if (
+                                        bits[sid * words + (rel >> 6)] >> np.uint64(rel & 63)
+                                    ) & np.uint64(1):
+                                        f_hits += 1
+                                        continue  # an earlier attempt failed from here
+                                elif sid >= 0:  # failed from here with a value as good?
+                                    best = dbest[sid * words + rel]
+                                    if (dom_dir > 0 and dval <= best) or (
+                                        dom_dir < 0 and dval >= best
+                                    ):
+                                        f_hits += 1
+                                        continue
                                 if sid < 0 and n_ids < id_room:  # past the room: not remembered
                                     at = -1 - at
                                     i_stamp[at] = f_gen
@@ -1315,10 +1545,16 @@ def _scan(
                                     i_id[at] = n_ids
                                     sid = n_ids
                                     n_ids += 1
-                                    for z in range(sid * words, (sid + 1) * words):
-                                        bits[z] = 0
+                                    if dom_dir == 0:
+                                        for z in range(sid * words, (sid + 1) * words):
+                                            bits[z] = 0
+                                    else:  # no failure yet: a value no value is worse than
+                                        none = NO_FAIL_UP if dom_dir > 0 else NO_FAIL_DOWN
+                                        for z in range(sid * words, (sid + 1) * words):
+                                            dbest[z] = none
                                 if sid >= 0 and pend_n < pend.shape[0]:
                                     pend[pend_n] = rel * MEMO_IDS + sid
+                                    pend_val[pend_n] = dval
                                     pend_n += 1
                             l_pc[nxt, nt] = q
                             l_node[nxt, nt] = new_node
@@ -1328,6 +1564,11 @@ def _scan(
                                 for u in range(n_vars):
                                     l_first[nxt, nt, u] = first_tmp[u]
                                     l_last[nxt, nt, u] = last_tmp[u]
+                            for a in range(n_ag):
+                                for z in range(4):
+                                    l_ai[nxt, nt, a, z] = tmp_ai[a, z]
+                                for z in range(3):
+                                    l_af[nxt, nt, a, z] = tmp_af[a, z]
                             nt += 1
                     # fixed point? the new list repeats the current one and only free threads
                     # consumed
@@ -1375,17 +1616,52 @@ def _scan(
                                 if l_first[cur, k2, vf] < 0:
                                     l_first[cur, k2, vf] = i + 1
                                 l_last[cur, k2, vf] = jump - 1
+                            # the run's rows join the running aggregates of its variable (k2
+                            # holds its source's aggregates: it came from it at row i)
+                            for a in range(n_ag):
+                                if accs[a, 2] == UNIVERSAL or members[accs[a, 2], vf]:
+                                    for z in range(4):
+                                        tmp_ai[a, z] = l_ai[cur, k2, a, z]
+                                    for z in range(3):
+                                        tmp_af[a, z] = l_af[cur, k2, a, z]
+                                    for r in range(i + 1, jump):
+                                        _acc_add(
+                                            tmp_ai,
+                                            tmp_af,
+                                            a,
+                                            accs[a, 1],
+                                            accs[a, 0],
+                                            r,
+                                            icols,
+                                            inull,
+                                            fcols,
+                                            fnull,
+                                        )
+                                    for z in range(4):
+                                        l_ai[cur, k2, a, z] = tmp_ai[a, z]
+                                    for z in range(3):
+                                        l_af[cur, k2, a, z] = tmp_af[a, z]
                     i = jump
                 if need != DONE_SCAN:
                     break
                 # --- record the preferred match of this attempt ---
-                if status == STOPPED or status == OVER_STEPS:
+                if status != OK:  # stopped, or past a budget
                     break
                 if best_node == -2:
                     f_tries += 1
                     if memo and f_hits == 0 and f_used >= MEMO_TRIAL and f_tries >= MEMO_TRIES:
                         memo = False  # states never repeat across starts here: stop paying
-                    if memo:
+                    if memo and dom_dir != 0:
+                        # a failed state keeps the best value it failed with: any value no
+                        # better fails too
+                        for e in range(pend_n):
+                            w = (pend[e] % MEMO_IDS) * words + pend[e] // MEMO_IDS
+                            if (dom_dir > 0 and pend_val[e] > dbest[w]) or (
+                                dom_dir < 0 and pend_val[e] < dbest[w]
+                            ):
+                                dbest[w] = pend_val[e]
+                                f_used += 1
+                    elif memo:
                         for e in range(pend_n):
                             rel = pend[e] // MEMO_IDS
                             w = (pend[e] % MEMO_IDS) * words + (rel >> 6)
@@ -1472,6 +1748,7 @@ def _scan(
     st[S_WORDS] = words
     st[S_IDROOM] = id_room
     st[S_RESUME] = resume
+
     return need
 
 
@@ -1494,6 +1771,8 @@ def run(
     members: np.ndarray,
     relevant: np.ndarray,
     deep: bool,
+    accs: np.ndarray,
+    dom: np.ndarray,
     ts: np.ndarray,
     win_end: np.ndarray,
     window: int,
@@ -1520,9 +1799,22 @@ def run(
     with status STOPPED. ``stop[2]`` receives the thread steps taken (a thread at a row is one
     step, plus the rows of its path when its condition walks them); past ``stop[3]`` (when
     positive) the run ends with status OVER_STEPS, ``stop[4]``
-    naming the partition it was in. ``stop[1]`` (when positive) bounds the bytes of the matches
-    kept: a run whose matches would need more ends with status OVER_BYTES (the caller may grant
-    more and run again).
+    naming the partition it was in. Past ``stop[STOP_MAX_NS]`` nanoseconds in one partition
+    (when positive; the clock is read with the stop flag) it ends with status OVER_TIME, and
+    when one row's thread lists would take more than ``stop[STOP_MAX_LIST]`` bytes, with status
+    OVER_THREADS (both naming the partition in ``stop[4]``). ``stop[1]`` (when positive)
+    bounds the bytes of the matches kept: a run whose matches would need more ends with status
+    OVER_BYTES (the caller may grant more and run again).
+
+    ``accs`` (one row per running aggregate the conditions read: column slot, kind, name and
+    the statistics read, a bit each: 1 count, 2 sum, 4 min, 8 max) are kept per thread and
+    updated as it labels rows; the C_AGG code's field 5 names its row. Threads and failed
+    states are keyed on their values. ``dom`` = (aggregate, statistic, direction): a statistic
+    every condition reads monotonically (direction 1: a larger value never turns a TRUE
+    condition FALSE; -1: a smaller one never does; see
+    :mod:`dfs_cer.match.rowpattern.dominance`), or aggregate -1. Its value is left out of the
+    keys: a thread is dropped where a preferred one with the same key has a value at least as
+    good, and a failed state stops every later thread with the same key and a value no better.
 
     ``cut_start`` / ``cut_end``: the rows are cut out of longer partitions (a time chunk), so a
     partition's first row here is not its real first row (``^`` never passes) / its last row
@@ -1577,27 +1869,32 @@ def run(
                 rd[n_rd, 3] = code[c, 2]
                 rd[n_rd, 4] = code[c, 1]
                 n_rd += 1
-    live = _live_reads(op, arg_a, arg_b, code, code_start, rd, n_rd)
+    n_ag = accs.shape[0]
+    live, live_ag = _live_reads(_reach(op, arg_a, arg_b, n_vars), code, code_start, rd, n_rd, n_ag)
     fbox = np.empty(1, np.float64)  # a double's bits, as a key entry
     fbits = fbox.view(np.int64)
-    # equivalence key width: pc + (state, value) per read, or first/last per relevant name in
-    # positions (+ node when deep)
-    key_w = 1 + 2 * (n_rd if vals else n_names) + 1
+    # equivalence key width: pc + (state, value) per read and the words of the aggregates (see
+    # _value_key), or first/last per relevant name in positions (+ node when deep)
+    ag_w = 0
+    for a in range(n_ag):
+        ag_w += 1 + ((accs[a, 3] >> 1) & 1) + ((accs[a, 3] >> 2) & 1) + ((accs[a, 3] >> 3) & 1)
+    key_w = 1 + (2 * n_rd + ag_w if vals else 2 * n_names) + 1
+    # dominance needs values in the keys
+    dom_on = np.empty(3, np.int64)
+    dom_on[0] = dom[0] if vals else -1
+    dom_on[1] = dom[1]
+    dom_on[2] = dom[2] if vals and dom[0] >= 0 else 0
     # failed states: with no WITHIN, no MATCH_NUMBER() and no condition reading the match's
     # first row, a thread's future depends only on its row, its instruction and the values its
-    # key holds (what later conditions read). An attempt that ends without a match failed from
-    # every state it reached, so a later attempt reaching one stops there: Trino's memoised
-    # failures, which make A+ B+ C over a partition that never matches linear. A failed state
-    # is its row and its key less the node, interned as one id (memo implies vals: no
-    # CLASSIFIER, not deep)
+    # key holds (what later conditions read, running aggregates included). An attempt that ends
+    # without a match failed from every state it reached, so a later attempt reaching one stops
+    # there: Trino's memoised failures, which make A+ B+ C over a partition that never matches
+    # linear. A failed state is its row and its key less the node, interned as one id (memo
+    # implies vals: no CLASSIFIER, not deep)
     memo = window < 0 and vals
     for c in range(code.shape[0]):
         o = code[c, 0]
-        if (
-            o == C_MNUM
-            or o == C_AGG
-            or (o == C_COL and code[c, 3] == UNIVERSAL and code[c, 4] == 1)
-        ):
+        if o == C_MNUM or (o == C_COL and code[c, 3] == UNIVERSAL and code[c, 4] == 1):
             memo = False
     f_w = key_w - 1
     # thread lists: index [cur] is the current list, [nxt] the next one
@@ -1608,17 +1905,25 @@ def run(
     l_src = np.empty((2, cap_t), np.int64)
     l_first = np.empty((2, cap_t, n_vars), np.int64)
     l_last = np.empty((2, cap_t, n_vars), np.int64)
+    # running aggregates per thread (see _acc_add), and those of the thread labelling a row
+    l_ai = np.empty((2, cap_t, max(1, n_ag), 4), np.int64)
+    l_af = np.empty((2, cap_t, max(1, n_ag), 3), np.float64)
+    tmp_ai = np.zeros((max(1, n_ag), 4), np.int64)
+    tmp_af = np.zeros((max(1, n_ag), 3), np.float64)
     visited = np.full(n_prog, -1, np.int64)
     cvisited = np.full(n_prog, -1, np.int64)
     h_cap = 64
     h_stamp = np.full(h_cap, -1, np.int64)
     h_key = np.empty((h_cap, key_w), np.int64)
+    h_best = np.empty(h_cap, np.int64)
     key = np.empty(key_w, np.int64)
     i_stamp = np.full(64 if memo else 1, -1, np.int64)
     i_key = np.empty((i_stamp.shape[0], f_w), np.int64)
     i_id = np.empty(i_stamp.shape[0], np.int64)
     bits = np.zeros(64 if memo else 1, np.uint64)
     pend = np.empty(1024 if memo else 1, np.int64)  # row * MEMO_IDS + id
+    pend_val = np.empty(pend.shape[0], np.int64)  # its dominated value
+    dbest = np.empty(64 if memo and dom_on[2] != 0 else 1, np.int64)
     # path arena
     a_cap = 1024
     a_parent = np.empty(a_cap, np.int64)
@@ -1655,6 +1960,7 @@ def run(
     st[S_MEMO] = 1 if memo else 0
     st[S_WORDS] = 1
     st[S_STATUS] = OK
+    st[S_TPART] = -1
     while True:
         need = _scan(
             op,
@@ -1732,6 +2038,16 @@ def run(
             r_label,
             r_excl,
             st,
+            accs,
+            dom_on,
+            live_ag,
+            l_ai,
+            l_af,
+            tmp_ai,
+            tmp_af,
+            h_best,
+            dbest,
+            pend_val,
         )
         size = st[S_NEED]
         if need == DONE_SCAN:
@@ -1744,6 +2060,8 @@ def run(
             l_src = _grow_pair(l_src, cap_t)
             l_first = _grow_pair3(l_first, cap_t)
             l_last = _grow_pair3(l_last, cap_t)
+            l_ai = _grow_pair4(l_ai, cap_t)
+            l_af = _grow_pair4(l_af, cap_t)
         elif need == NEED_ARENA:
             a_cap = max(2 * a_cap, size)
             a_parent = _grow1(a_parent, a_cap)
@@ -1753,11 +2071,15 @@ def run(
             a_lo = _grow1(a_lo, a_cap)
         elif need == NEED_PEND:
             pend = _grow1(pend, min(PENDING_MAX, max(2 * pend.shape[0], size)))
+            pend_val = _grow1(pend_val, pend.shape[0])
         elif need == NEED_HASH:  # the row starts again: what the table held is not needed
             while h_cap < size:
                 h_cap *= 4
             h_stamp = np.full(h_cap, -1, np.int64)
             h_key = np.empty((h_cap, key_w), np.int64)
+            h_best = np.empty(h_cap, np.int64)
+        elif need == NEED_DOM:
+            dbest = _grow1(dbest, size)
         elif need == NEED_IDS:
             while i_stamp.shape[0] < size:
                 i_stamp, i_key, i_id, _ = _regrow(i_stamp, i_key, i_id, st[S_FGEN])
@@ -1797,6 +2119,11 @@ def run(
             + cvisited.size
             + h_stamp.size
             + h_key.size
+            + h_best.size
+            + l_ai.size
+            + l_af.size
+            + dbest.size
+            + pend_val.size
             + i_stamp.size
             + i_key.size
             + i_id.size
