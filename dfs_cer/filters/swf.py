@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dfs_cer.errors import FilterFormatError
-from dfs_cer.events.saturate import plus
+from dfs_cer.events.saturate import MAX, MIN, plus
 from dfs_cer.filters import swf_kernels as k
 from dfs_cer.filters import wire
 from dfs_cer.filters.intervals import IntervalSet
@@ -297,12 +297,24 @@ class ShrinkingWindowFilter:
         bits = ((tags[:, None] >> np.arange(k.SLICES, dtype=np.uint32)) & 1).astype(bool)
         win_idx, slc = np.nonzero(bits)
         w = np.int64(self.window)
-        base = windows[win_idx] * w  # at most the window's own times: no overflow
+        win = windows[win_idx]
         # ceil(j * w / SLICES) without j * w, which overflows for the widest windows
         q, m = w // k.SLICES, w % k.SLICES
-        starts = plus(base, slc * q + (slc * m + k.SLICES - 1) // k.SLICES)
-        ends = plus(base, (slc + 1) * q + ((slc + 1) * m + k.SLICES - 1) // k.SLICES - 1)
-        covered = IntervalSet(starts, ends)  # empty slices (end < start) dropped, touching merged
+        first = slc * q + (slc * m + k.SLICES - 1) // k.SLICES
+        past = (slc + 1) * q + ((slc + 1) * m + k.SLICES - 1) // k.SLICES
+        # a window's start ``win * w`` lies in int64 except the window holding int64's least
+        # time when w does not divide it: its start (and some of its slices) lie below it
+        lowest = MIN // self.window
+        with np.errstate(over="ignore"):
+            base = np.where(win == lowest, np.int64(0), win * w)
+        starts, ends = plus(base, first), plus(base, past - 1)
+        keep = np.ones(starts.size, bool)
+        for i in np.flatnonzero(win == lowest):  # at most SLICES of them, in Python integers
+            lo, hi = lowest * self.window + int(first[i]), lowest * self.window + int(past[i]) - 1
+            keep[i] = hi >= MIN  # (a slice wholly below int64 covers no time)
+            starts[i], ends[i] = max(MIN, lo), min(MAX, max(MIN, hi))
+        # empty slices (end < start) dropped, touching ones merged
+        covered = IntervalSet(starts[keep], ends[keep])
         return covered.starts, covered.ends
 
     # ---------------------------------------------------------------------------- shrinking

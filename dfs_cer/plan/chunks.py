@@ -121,8 +121,9 @@ class ChunkPlan:
 
     def wider(self, before: bool = True, after: bool = True) -> ChunkPlan:
         """The same chunks reading further back (``before``: PREV found too few rows) or further
-        ahead (``after``: NEXT did): eight times as far, capped well inside int64."""
-        cap = POS // 4
+        ahead (``after``: NEXT did): eight times as far, up to all of int64 (a span of 2**64
+        reaches every time from any time)."""
+        cap = 2**64
         lead = min(cap, 8 * self.lead + 1) if before else self.lead
         tail = min(cap, self.tail + 8 * max(self.tail, 1)) if after else self.tail
         return replace(self, lead=lead, tail=tail)
@@ -242,9 +243,12 @@ def assign(
     starts = plan.starts.copy()
     starts[0] = NEG
     ends = np.append(starts[1:], POS)
-    # saturating: NEG - lead and POS + tail stay in int64 (nanosecond windows are large)
-    hi = np.searchsorted(np.maximum(starts, NEG + plan.lead) - plan.lead, ts, side="right") - 1
-    lo = np.searchsorted(np.minimum(ends, POS - plan.tail) + plan.tail, ts, side="left")
+    # each chunk's read range in Python integers, then stopped at int64's ends: a lead or tail
+    # may reach past int64 (a window as wide as the type plus NEXT's reach); one per chunk
+    first = np.array([max(NEG, int(t) - plan.lead) for t in starts], np.int64)
+    last = np.array([min(POS, int(t) + plan.tail) for t in ends], np.int64)
+    hi = np.searchsorted(first, ts, side="right") - 1
+    lo = np.searchsorted(last, ts, side="left")
     hi, lo = np.clip(hi, 0, k - 1), np.clip(lo, 0, k - 1)
     count = np.maximum(hi - lo + 1, 0)
     rows = np.repeat(np.arange(ts.size, dtype=np.int64), count)

@@ -149,14 +149,15 @@ def _get(header: dict[str, Any], name: str, kind: type | tuple[type, ...], actio
     return value
 
 
-#: the largest window (in the time column's units) a request may name
-MAX_WINDOW = 2**62
+#: the largest window (in the time column's units) a request may name: any int64 (a WITHIN as
+#: wide as the type; node-side time arithmetic saturates, :mod:`dfs_cer.events.saturate`)
+MAX_WINDOW = 2**63 - 1
 
 
 def _window(header: dict[str, Any], action: str) -> int:
     value = _get(header, "window", int, action)
     if not 0 <= value <= MAX_WINDOW:
-        raise ProtocolError(f"action {action}: window must be in 0..2**62, got {value}")
+        raise ProtocolError(f"action {action}: window must be in 0..2**63-1, got {value}")
     return int(value)
 
 

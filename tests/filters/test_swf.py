@@ -255,3 +255,19 @@ def test_fpr_within_theorem1(rate: float) -> None:
     probes = rng.integers(0, span, 500_000)
     measured = (swf.contains(probes) & ~exact.contains(probes)).mean()
     assert measured <= 1.5 * swf_fpr_theorem1(rate, 100, load=swf.load_factor)
+
+
+@pytest.mark.parametrize("window", [3, 7, 10**6, 2**62 + 1, 2**63 - 2**43])
+def test_covered_intervals_hold_int64_s_least_times(window: int) -> None:
+    """The window holding int64's least time starts below it when the window does not divide
+    it (``floor(MIN / w) * w < MIN``); its slices were placed from a wrapped start, at the top
+    of int64, so the times there were no longer covered (dfs_paper lost matches near 1677 under
+    ``WITHIN INTERVAL '106751' DAY``)."""
+    lo, hi = -(2**63), 2**63 - 1
+    swf = ShrinkingWindowFilter.from_intervals(
+        np.array([lo, -5, hi - 10]), np.array([lo + 2, 5, hi]), window
+    )
+    ts = np.array([lo, lo + 1, lo + 2, -5, 0, 5, hi - 10, hi])
+    assert swf.contains(ts).all()
+    starts, ends = swf.covered_intervals()
+    assert IntervalSet(starts, ends).contains(ts).all()

@@ -280,6 +280,27 @@ def test_assign_covers_read_ranges() -> None:
     assert got == want
 
 
+def test_assign_with_a_tail_past_int64() -> None:
+    """A window as wide as the type plus NEXT's reach is a tail past int64 (it overflowed numpy):
+    read ranges stop at the type's ends, and a lead past 2**63 still reads back exactly."""
+    pos = 2**63 - 1
+    plan = ChunkPlan("time", np.array([NEG, -5, 10], np.int64), lead=2**63 + 4, tail=2**63 + 7)
+    rows, chunk = assign(np.array([NEG, -6, 0, 11, pos], np.int64), plan)
+    # every chunk reads to int64's end; chunk 2 (from 10) reads back to 6 - 2**63, not to NEG
+    assert {(int(r), int(c)) for r, c in zip(rows, chunk, strict=True)} == {
+        (r, c) for r in range(5) for c in range(3)
+    } - {(0, 2)}
+    # a lead of 2**63 - 1 from 10 reads back to 11 - 2**63 exactly
+    narrow = ChunkPlan("time", np.array([NEG, 10], np.int64), lead=pos, tail=0)
+    rows, chunk = assign(np.array([NEG, 10 - pos - 1, 10 - pos], np.int64), narrow)
+    assert {(int(r), int(c)) for r, c in zip(rows, chunk, strict=True)} == {
+        (0, 0),
+        (1, 0),
+        (2, 0),
+        (2, 1),
+    }
+
+
 def test_quantiles_balance_rows() -> None:
     cuts = time_quantiles(np.array([0, 100]), np.array([99, 199]), np.array([1000, 3000]), 4)
     assert cuts.size == 3 and cuts[0] < 100 < cuts[1] < cuts[2]

@@ -113,3 +113,30 @@ def test_every_strategy_answers_anywhere_in_int64(
                 cost_model="always_on",
             )
         assert _canonical(match_pulled(result)) == expected, (name, result.trace.fallback)
+
+
+def test_a_window_as_wide_as_the_type(served: tuple[pa.Table, LocalCluster]) -> None:
+    """``WITHIN INTERVAL '106751' DAY`` over nanoseconds is a window of about 2**63 - 2**43
+    units: every round's request carries it (it was refused past 2**62 on the wire) and every
+    strategy answers the local engine's matches over the same rows."""
+    table, cluster = served
+    sql = (
+        "SELECT * FROM events MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES A.ts AS a, "
+        "LAST(B.ts) AS b ONE ROW PER MATCH PATTERN (A B+ C) WITHIN INTERVAL '106751' DAY "
+        "DEFINE A AS A.v = 1, B AS B.v <> 4, C AS C.v = 2 AND C.w = A.w AND PREV(C.v) <> 1)"
+    )
+    config = Config(query=QueryConfig(integer_time_unit="ns"))
+    expected = _canonical(match_recognize(table, sql, config=config))
+    assert expected, "the world must hold matches"
+    for name in STRATEGIES:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # fallback notes
+            result = pull(
+                name,
+                sql,
+                cluster.endpoints,
+                cluster.token,
+                integer_time_unit="ns",
+                cost_model="always_on",
+            )
+        assert _canonical(match_pulled(result)) == expected, (name, result.trace.fallback)
