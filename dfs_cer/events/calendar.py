@@ -22,10 +22,14 @@ def add_months(values: np.ndarray, unit: str, months: int) -> np.ndarray:
     if unit not in _NUMPY_UNIT:
         raise ValueError(f"no calendar arithmetic on times in {unit!r}")
     code = _NUMPY_UNIT[unit]
-    t = np.asarray(values, np.int64).astype(f"datetime64[{code}]")
-    day = t.astype("datetime64[D]")
+    per_day = _PER_DAY[code]
+    t = np.asarray(values, np.int64)
+    # the day and the time into it in integers: a day's first instant may lie below int64 (the
+    # day holding int64's least instants), which datetime64 arithmetic would wrap
+    days = np.floor_divide(t, per_day)
+    into_day = np.mod(t, per_day)
+    day = days.astype("datetime64[D]")
     month = day.astype("datetime64[M]")
-    into_day = (t - day.astype(f"datetime64[{code}]")).astype(np.int64)  # time of day
     day_of_month = (day - month.astype("datetime64[D]")).astype(np.int64)  # 0-based
     target = month + np.timedelta64(months, "M")
     length = (
@@ -34,10 +38,15 @@ def add_months(values: np.ndarray, unit: str, months: int) -> np.ndarray:
     end_day = target.astype("datetime64[D]") + np.minimum(day_of_month, length - 1).astype(
         "timedelta64[D]"
     )
-    per_day = _PER_DAY[code]
     days = end_day.astype(np.int64)
-    limit = np.iinfo(np.int64).max
-    safe = days <= (limit - into_day) // per_day  # no overflow in days * per_day + into_day
-    out = np.full(days.shape, limit, np.int64)
-    out[safe] = days[safe] * per_day + into_day[safe]
+    top, bottom = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+    # days * per_day + into_day within int64, without computing it: below the top ...
+    safe = days <= (top - into_day) // per_day
+    # ... and at or above the bottom (q * per_day + r is int64's least value)
+    q, r = bottom // per_day, bottom - (bottom // per_day) * per_day
+    low = (days < q) | ((days == q) & (into_day < r))
+    out = np.full(days.shape, top, np.int64)
+    out[low] = bottom
+    fine = safe & ~low
+    out[fine] = days[fine] * per_day + into_day[fine]
     return out

@@ -54,7 +54,7 @@ from dfs_cer.query.expr import (
     transform,
     walk,
 )
-from dfs_cer.query.model import Definition, MatchRecognize, Measure
+from dfs_cer.query.model import Definition, MatchRecognize, Measure, Window, WindowUnit
 from dfs_cer.work import Work, check
 
 MARK = "__dfs_cer_var"
@@ -188,6 +188,12 @@ def filter_by_projection(
     ``integer_time_unit``: the unit of an integer ORDER BY column, as the query was opened with
     (the window in the column's units depends on it)."""
     mr = query.recognize
+    if mr.window is not None and mr.window.unit is not None and mr.window.unit.calendar:
+        # the CER engine takes no calendar window: its longest span in days (31 a month, 366 a
+        # year) admits every match the calendar window does, so the mask stays a superset
+        days = mr.window.amount * mr.window.unit.seconds / 86400
+        mr = dataclasses.replace(mr, window=Window(str(days), WindowUnit.DAY))
+        query = dataclasses.replace(query, recognize=mr)
     keep = set(uploads) | {variable}
     config = QueryConfig(integer_time_unit=integer_time_unit, dedup=False)  # a superset: keep all
     first = analyze(query, local.schema, config)

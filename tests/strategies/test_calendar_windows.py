@@ -58,6 +58,17 @@ def test_days_and_the_edges_of_the_int64_range() -> None:
     assert add_months(np.array([jan31]), "days", 1)[0] == jan31 + 29  # 2024-02-29
     near_end = np.array([np.iinfo(np.int64).max - 10], np.int64)
     assert add_months(near_end, "ns", 1)[0] == np.iinfo(np.int64).max  # saturates
+    # the day holding int64's least instants starts below it: its time of day was computed
+    # from a wrapped start (a month on from there was 292 million years on, a match found)
+    least = np.iinfo(np.int64).min
+    for unit in ("s", "ms", "us", "ns"):
+        at = np.array([least, least + 1, least + 10**7], np.int64)
+        on = add_months(at, unit, 1)
+        assert (
+            (on - at) // (86_400 * {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[unit]) <= 31
+        ).all()
+        assert (on > at).all()
+        assert (add_months(at[:2], unit, -1) == least).all()  # saturates at the bottom
 
 
 def events(seed: int, n: int = 600) -> pa.Table:
@@ -147,3 +158,21 @@ def test_every_strategy_returns_the_local_engine_s_matches(
                 warnings.simplefilter("ignore")
                 got = match_pulled(pull(strategy, sql, nodes.endpoints, nodes.token))
             assert got_rows(got) == want, (strategy, n, unit)
+
+
+@pytest.mark.flight
+def test_push_pull_filters_under_a_calendar_window(cluster: tuple[LocalCluster, pa.Table]) -> None:
+    """push_pull's node-side filter runs the CER engine, which takes no calendar window: it
+    filters with the window's longest span in days (it refused the query before, where every
+    other strategy answered)."""
+    nodes, table = cluster
+    sql = (
+        "SELECT * FROM events MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES A.ts AS a_ts, "
+        "B.ts AS x_ts, B.k AS n ONE ROW PER MATCH PATTERN (A N*? B) WITHIN INTERVAL '1' "
+        "MONTH DEFINE A AS type = 'A', B AS type = 'B')"
+    )
+    want = got_rows(match_recognize(table, sql))
+    assert want
+    result = pull("push_pull", sql, nodes.endpoints, nodes.token, cost_model="always_on")
+    assert result.trace.fallback is None
+    assert got_rows(match_pulled(result)) == want
