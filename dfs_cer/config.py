@@ -378,12 +378,17 @@ def _positive(name: str, key: str, value: float, fix: str) -> None:
         raise ConfigError(f"conf key {name}.{key} must be positive, got {value}; {fix}")
 
 
+#: the longest any ``*_seconds`` setting may be (about 116 days): timers and deadlines past the
+#: platform's (``threading.TIMEOUT_MAX``, gRPC's) would fail in a thread of their own
+MAX_SECONDS = 10**7
+
+
 def _seconds(section: Any, name: str) -> None:
     for key in section.__dataclass_fields__:
-        if key.endswith("_seconds") and not 0 < getattr(section, key) < float("inf"):
+        if key.endswith("_seconds") and not 0 < getattr(section, key) <= MAX_SECONDS:
             raise ConfigError(
-                f"conf key {name}.{key} must be a positive, finite number of seconds, "
-                f"got {getattr(section, key)}; e.g. the default "
+                f"conf key {name}.{key} must be a positive number of seconds, at most "
+                f"{MAX_SECONDS:,} (about 116 days), got {getattr(section, key)}; e.g. the default "
                 f"{_section_types()[name].__dataclass_fields__[key].default}"
             )
 

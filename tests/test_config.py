@@ -76,11 +76,11 @@ def test_frozen_and_picklable() -> None:
         ),
         (
             {"DFS_CER__STRATEGY__CALL_TIMEOUT_SECONDS": "0"},
-            "strategy.call_timeout_seconds must be a positive, finite number",
+            "strategy.call_timeout_seconds must be a positive number of seconds, at most",
         ),
         (
             {"DFS_CER__STRATEGY__QUERY_TIMEOUT_SECONDS": "inf"},
-            "query_timeout_seconds must be a positive, finite",
+            "query_timeout_seconds must be a positive number of seconds",
         ),
         (
             {"DFS_CER__MATCHER__ON_LIMIT": "ignore"},

@@ -485,7 +485,13 @@ def test_calibrate_reads_its_sample_size(monkeypatch: pytest.MonkeyPatch, tmp_pa
         (lambda: MatcherConfig(max_steps=2.5), "conf key matcher.max_steps must be an integer"),  # type: ignore[arg-type]
         (
             lambda: StrategyConfig(call_timeout_seconds=0),
-            "strategy.call_timeout_seconds must be a positive, finite number",
+            "strategy.call_timeout_seconds must be a positive number of seconds, at most",
+        ),
+        (
+            # past threading's TIMEOUT_MAX the outer query's deadline timer failed in its thread
+            lambda: load_config(env={"DFS_CER__STRATEGY__QUERY_TIMEOUT_SECONDS": "1e300"}),
+            "strategy.query_timeout_seconds must be a positive number of seconds, at most "
+            "10,000,000 (about 116 days), got 1e+300",
         ),
         (
             lambda: StrategyConfig(halo_limit=10_001),

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from dfs_cer import interrupt
-from dfs_cer.config import Config, StrategyConfig
+from dfs_cer.config import MAX_SECONDS, Config, StrategyConfig
 from dfs_cer.errors import (
     AdmissionError,
     ConfigError,
@@ -264,10 +264,10 @@ def check_limits(config: StrategyConfig, timeout: float | None) -> float:
     """The query's seconds (``timeout``, else ``query_timeout_seconds``), once checked with the
     halo limit: a clear error for a timeout or limit that cannot be."""
     seconds = config.query_timeout_seconds if timeout is None else timeout
-    if not 0 < seconds < float("inf"):
+    if not 0 < seconds <= MAX_SECONDS:
         raise ConfigError(
-            f"the query timeout must be a positive, finite number of seconds, got {seconds}; "
-            "pass e.g. --timeout 60"
+            f"the query timeout must be a positive number of seconds, at most {MAX_SECONDS:,}, "
+            f"got {seconds}; pass e.g. --timeout 60"
         )
     if not 0 <= config.halo_limit <= MAX_HALO:
         raise ConfigError(
