@@ -10,7 +10,9 @@ A CSV value is read exactly or refused. A cast alone changes some values silentl
   fractional seconds.
 
 A fraction is read as the ``float64`` nearest to it, as SQL reads a DOUBLE (``0.1`` is the
-double nearest one tenth), so only integers are held to every digit.
+double nearest one tenth), so only integers are held to every digit: written in digits, with or
+without a zero fraction (``9007199254740993.0`` is the integer). A literal with an exponent
+(``9.007199254740993e15``) is an approximate number, as in SQL, read as the nearest double.
 """
 
 from __future__ import annotations
@@ -46,14 +48,14 @@ def inexact_integers(
     long = _flagged(
         _where(pc.greater(pc.utf8_length(text), safe)),
         text,
-        rf"^[+-]?0*[1-9][0-9]{{{safe},}}$",
+        rf"^[+-]?0*[1-9][0-9]{{{safe},}}(\.0*)?$",  # an integer, a zero fraction or none
         want=True,
     )
     out = np.zeros(len(text), bool)
     if not long.any():
         return out
     at = pa.array(np.flatnonzero(long))
-    digits = text.take(at)
+    digits = pc.replace_substring_regex(text.take(at), r"\.0*$", "")
     values = pc.cast(digits, dtype) if floats is None else floats.take(at)
     exact = ~_where(pc.is_finite(values))  # an infinity is out of range, not inexact
     huge = _where(pc.match_substring_regex(digits, _HUGE_INTEGER))

@@ -102,7 +102,10 @@ class ColumnKinds:
         if kind == "int":
             changed["inexact"] = inexact_integers(values)
         elif kind == "float":
-            changed["range"] = out_of_range(values, pc.cast(values, pa.float64()))
+            floats = pc.cast(values, pa.float64())
+            changed["range"] = out_of_range(values, floats)
+            # an integer written with a zero fraction (9007199254740993.0) is held exactly too
+            changed["inexact"] = inexact_integers(values, floats=floats)
         elif kind in ("date", "ts", "tz"):
             changed["ns"] = outside_ns(values, KINDS[kind][0])
         if kind in ("float", "tsfrac", "tzfrac"):
@@ -181,16 +184,20 @@ class ColumnKinds:
     def _check_kept(self, dtype: pa.DataType, kinds: list[str]) -> None:
         """Refuse the column's type where it would change a value (see :mod:`csvexact`)."""
         name = self.name
-        if pa.types.is_floating(dtype) and "int" in kinds:
-            lost = self.changed.get("inexact")
-            if lost is not None:
-                fraction = self.first["float"]
-                raise CsvError(
-                    f"{lost.uri}, row {lost.row:,}, column {name}: {lost.value} is an integer "
-                    f"float64 cannot hold exactly (it would read as {float(lost.value)!r}), and "
-                    f"the column is float64 for its fractions ({fraction.value!r} at row "
-                    f"{fraction.row:,}); {exact_fix(name, self.digits.get('float', 0))}"
-                )
+        if pa.types.is_floating(dtype) and "inexact" in self.changed:
+            lost = self.changed["inexact"]
+            fraction = self.first["float"]
+            why = (
+                ""
+                if (fraction.uri, fraction.row) == (lost.uri, lost.row)
+                else f", and the column is float64 for its fractions ({fraction.value!r} at row "
+                f"{fraction.row:,})"
+            )
+            raise CsvError(
+                f"{lost.uri}, row {lost.row:,}, column {name}: {lost.value} is an integer "
+                f"float64 cannot hold exactly (it would read as {float(lost.value)!r}){why}; "
+                f"{exact_fix(name, self.digits.get('float', 0))}"
+            )
         if pa.types.is_floating(dtype) and "range" in self.changed:
             lost = self.changed["range"]
             raise CsvError(

@@ -38,6 +38,16 @@ REFUSED = [
         r"v=decimal128\(38, 1\), or as text with --schema v=string",
     ),
     (["1", "0.25", "9223372036854775807"], r"row 3, column v: 9223372036854775807 is an integer"),
+    # an integer written with a zero fraction is the integer: kept to every digit or refused
+    (
+        ["0.5", "9007199254740993.0"],
+        r"row 2, column v: 9007199254740993.0 is an integer float64 cannot hold exactly \(it would "
+        r"read as 9007199254740992.0\), and the column is float64 for its fractions",
+    ),
+    (
+        ["9007199254740993.000", "1.0"],
+        r"row 1, column v: 9007199254740993.000 is an integer .*\); ",
+    ),
     # past float64's range, or nonzero and read as zero
     (["1", "1e400", "2"], r"row 2, column v: '1e400' is past the largest float64 \(it would read "),
     (["-1E+400", "2.5"], r"row 1, column v: '-1E\+400' is past the largest float64"),
@@ -85,6 +95,8 @@ KEPT = [
     (["1152921504606846976", "0.5", "-9223372036854775808"], pa.float64()),
     (["1", "-0.0", "1e-310", "inf", "-Infinity", "NaN", "0e999", "1e308"], pa.float64()),
     (["9223372036854775807", "-9223372036854775808", "0"], pa.int64()),
+    # a zero fraction float64 holds; an exponent is an approximate number (SQL's DOUBLE literal)
+    (["0.5", "9007199254740992.000", "9.007199254740993e15"], pa.float64()),
     (["12345678901234567890123456789", "1"], pa.string()),  # mostly text: text, every digit
     (["1677-09-22", "2262-04-10 00:00:00.5"], pa.timestamp("ns")),
     (["0001-01-01", "9999-12-31 23:59:59"], pa.timestamp("s")),  # no fractions: any year
