@@ -63,6 +63,9 @@ def incremental_reason(
     return None
 
 
+_LEAST, _MOST = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
+
+
 def merge_ranges(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     """Union of inclusive integer ranges, sorted and merged (touching ranges join)."""
     out: list[tuple[int, int]] = []
@@ -84,9 +87,11 @@ def affected(
     back up to a window from a match's last row. Those starts are recomputed, from the rows a
     window around them."""
     spans = [(int(f["min_ts"]), int(f["max_ts"])) for f in files]  # type: ignore[call-overload]
-    read = merge_ranges([(lo - 2 * window, hi + 2 * window) for lo, hi in spans])
-    starts = merge_ranges([(lo - window, hi + window) for lo, hi in spans])
-    return read, starts
+
+    def around(reach: int) -> list[tuple[int, int]]:  # in int64: no time lies past its ends
+        return merge_ranges([(max(_LEAST, lo - reach), min(_MOST, hi + reach)) for lo, hi in spans])
+
+    return around(2 * window), around(window)
 
 
 def in_ranges(values: np.ndarray, ranges: Sequence[tuple[int, int]]) -> np.ndarray:

@@ -84,6 +84,13 @@ class ChunkPlan:
     #: fresh run early; see :func:`dfs_cer.match.chunked.rerun_chunk`)
     limits: tuple[tuple[int, int], ...] = field(default=())
 
+    def __post_init__(self) -> None:
+        starts = np.asarray(self.starts, np.int64)
+        if self.mode == "time" and starts.size > 1 and (starts[1:] == POS).any():
+            # a chunk from POS would own POS alone, which the chunk before it holds already (an
+            # owned range ending at POS holds POS): matches at POS were found twice
+            object.__setattr__(self, "starts", np.append(starts[:1], starts[1:][starts[1:] < POS]))
+
     def limit(self, k: int) -> int | None:
         for chunk, until in self.limits:
             if chunk == k:

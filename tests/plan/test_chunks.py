@@ -168,6 +168,25 @@ def test_split_equals_single_run(case: tuple[Any, ...]) -> None:
     _run(table, sql, cuts)
 
 
+def test_a_chunk_from_int64_s_last_time_finds_nothing_twice() -> None:
+    """A chunk starting at int64's last time owned it alone, and so did the chunk before it (an
+    owned range ending there holds it): the empty matches at that time were reported twice."""
+    top = 2**63 - 1
+    table = pa.table(
+        {
+            "ts": pa.array([top - 9, top - 5, top - 1, top, top], pa.int64()),
+            "v": pa.array([3, 6, 1, 3, 6], pa.int64()),
+            "g": pa.array([0] * 5, pa.int64()),
+        }
+    )
+    sql = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES MATCH_NUMBER() AS mn, "
+        "count(*) AS n ONE ROW PER MATCH PATTERN ((A B)?) WITHIN 3 "
+        "DEFINE A AS v > 2, B AS v > 5)"
+    )
+    _run(table, sql, [top - 5, top])
+
+
 def test_chain_across_many_chunks() -> None:
     """Back-to-back long matches: each chunk's fresh run is wrong,
     the fix-up chain crosses them all."""
