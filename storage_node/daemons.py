@@ -31,9 +31,22 @@ def write_token(path: Path) -> str:
     """A random 32-character token at ``path``, readable by its owner only, unless one is there:
     ``"wrote"``, ``"kept"``, or ``"tightened"`` (the file there was open to its group or others:
     made 0600). A token file of another user's open to others is refused (StorageError naming
-    its mode and the fix)."""
+    its mode and the fix); so is a kept token too short for a node to start with (ConfigError)."""
     if path.exists():
-        return "tightened" if tighten_token(path) else "kept"
+        done = "tightened" if tighten_token(path) else "kept"
+        try:
+            length = len(path.read_text().strip())
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(
+                f"cannot read the token file {path} ({exc}): give a token file "
+                "you can read, or a new path"
+            ) from None
+        if length < 16:  # what a storage node requires of its token (storage_node.server)
+            raise ConfigError(
+                f"the token in {path} is too short ({length} characters): a node needs at "
+                f"least 16; remove the file and run dfs-cer storage-node token {path} again"
+            )
+        return done
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as out:

@@ -222,6 +222,15 @@ def test_a_token_file_open_to_others_is_made_0600_or_refused(
     assert stat.S_IMODE(token.stat().st_mode) == 0o640
 
 
+def test_a_kept_token_too_short_for_a_node_is_refused(tmp_path: Path) -> None:
+    """``token`` said it kept a 7-character token, which every node then refused at start."""
+    (tmp_path / "t1").write_text("secret7\n")
+    out = dfs_cer(tmp_path, "storage-node", "token", "t1")
+    assert out.returncode == 2, out
+    assert "the token in t1 is too short (7 characters): a node needs at least 16" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
 def running_in(root: Path) -> list[int]:
     """Storage node processes whose command line names a path under ``root``."""
     found = []
