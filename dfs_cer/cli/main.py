@@ -599,7 +599,9 @@ def fallback_note(strategy: str, fallback: str) -> str:
     to, _, why = fallback.partition(" (")
     why = why.removesuffix(")")
     fix = next((f for words, f in _FALLBACK_FIXES if words in why), None)
-    text = f"{strategy} fell back to {to}" + (f": {why}" if why else "")
+    # pull_all reading every row anyway has no strategy to fall back from: say what it does
+    head = f"{strategy} reads every row" if to == strategy else f"{strategy} fell back to {to}"
+    text = head + (f": {why}" if why else "")
     return text + (f"; to avoid it, {fix}" if fix else "")
 
 

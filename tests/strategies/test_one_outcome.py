@@ -141,3 +141,10 @@ def test_push_pull_past_its_partial_match_bound_falls_back_to_push_down(
             run(endpoints, nodes.token, name)
         limits.add(str(info.value))
     assert limits == {"the query produced more than max_matches=5 matches"}
+
+
+def test_pull_all_s_note_says_it_reads_every_row() -> None:
+    """pull_all has nothing to fall back from: its note said 'pull_all fell back to pull_all'."""
+    note = fallback_note("pull_all", "pull_all (PARTITION BY an expression)")
+    assert note.startswith("pull_all reads every row: PARTITION BY an expression")
+    assert fallback_note("dfs", "pull_all (x)").startswith("dfs fell back to pull_all: x")
