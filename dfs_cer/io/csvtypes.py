@@ -417,12 +417,18 @@ def parse_type(text: str) -> pa.DataType:
                 "e.g. decimal128(38, 2), or string"
             ) from None
     try:
-        return pa.type_for_alias(name)
+        dtype = pa.type_for_alias(name)
     except ValueError:
         raise CsvError(
             f"--schema: unknown type {text.strip()!r}; use int64, float64, string, bool, date32, "
             "timestamp[s|ms|us|ns] (with tz=ZONE), decimal128(P, S)"
         ) from None
+    if pa.types.is_float16(dtype):  # every value would be refused, the type not named
+        raise CsvError(
+            f"--schema: {text.strip()!r}: the CSV reader has no half floats; use float32 (or "
+            "float64)"
+        )
+    return dtype
 
 
 def parse_column_types(spec: str) -> dict[str, pa.DataType]:

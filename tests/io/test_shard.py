@@ -219,6 +219,8 @@ def test_schema_option_parses_types(tmp_path: Path) -> None:
     }
     with pytest.raises(CsvError, match="unknown type 'integer'"):
         parse_column_types("a=integer")
+    with pytest.raises(CsvError, match="'float16': the CSV reader has no half floats; use float32"):
+        parse_column_types("a=float16")
     with pytest.raises(CsvError, match="'a' is not COLUMN=TYPE"):
         parse_column_types("a")
     with pytest.raises(
