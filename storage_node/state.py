@@ -150,6 +150,12 @@ class StateRegistry:
         #: each query's work (deadline, cancellation, memory charges) while it is opening or open:
         #: id -> (work, when created)
         self._works: dict[str, tuple[Work, float]] = {}
+        #: per open query, the room its admission promised beyond what its state holds (its
+        #: reservation less its state's size): later admissions leave it free, so the copies the
+        #: query makes next (pulled rows, replies) find room however many queries came after it
+        self._headroom: dict[str, int] = {}
+        #: bytes each query's work holds now (all purposes), drawn from its headroom first
+        self._charged: dict[str, int] = {}
         #: bytes charged by the work of queries (inside ``_reserved``) and the most at once
         self.work_bytes = 0
         self.work_peak = 0
@@ -162,6 +168,10 @@ class StateRegistry:
                 f"query {query_id} was closed by its compute node (it gave up on this call); "
                 "nothing is kept"
             )
+
+    def _promised(self) -> int:
+        """Room promised to open queries and not taken yet (see ``_headroom``)."""
+        return sum(max(0, room - self._charged.get(q, 0)) for q, room in self._headroom.items())
 
     @property
     def held(self) -> int:
@@ -235,7 +245,7 @@ class StateRegistry:
                 for q, (a, _) in self._waiting.items()
                 if q != query_id and q not in self._held and q not in self._states
             )
-            if ahead or self._reserved + estimate > self.budget:
+            if ahead or self._reserved + self._promised() + estimate > self.budget:
                 return False
             self._reserved += estimate
             self._held[query_id] = (estimate, now + RESERVATION_TTL)
@@ -283,7 +293,7 @@ class StateRegistry:
         deadline = time.monotonic() + self.wait
         with self._lock:
             self._refuse_closed(query_id)
-            while self._reserved + estimate > self.budget:
+            while self._reserved + self._promised() + estimate > self.budget:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     self.refused += 1
@@ -314,7 +324,8 @@ class StateRegistry:
             for state in states:
                 if state.query_id in self._states:
                     self._drop(state.query_id)
-                # keep the real size reserved instead of the estimate
+                # keep the real size reserved instead of the estimate, the rest promised
+                self._headroom[state.query_id] = max(0, state.reserved - state.size_in_bytes())
                 self._reserved += state.size_in_bytes() - state.reserved
                 state.reserved = state.size_in_bytes()
                 self._states[state.query_id] = state
@@ -372,6 +383,8 @@ class StateRegistry:
         """Forget a query's state; with a ``reason``, its work stops too (it expired or closed)."""
         state = self._states.pop(query_id)
         self._reserved -= state.reserved
+        self._headroom.pop(query_id, None)
+        self._lock.notify_all()
         if reason is not None and query_id in self._works:
             self._works.pop(query_id)[0].cancel(reason)
 
@@ -428,6 +441,7 @@ class StateRegistry:
                     f"{purpose.fix} or raise the budget"
                 )
             self._reserved += nbytes
+            self._charged[query_id] = self._charged.get(query_id, 0) + nbytes
             if purpose is MATCHING:
                 self._work_of[query_id] = mine
             self.work_bytes += nbytes
@@ -442,6 +456,11 @@ class StateRegistry:
                 else:
                     self._work_of.pop(query_id, None)
             self._reserved -= nbytes
+            left = self._charged.get(query_id, 0) - nbytes
+            if left > 0:
+                self._charged[query_id] = left
+            else:
+                self._charged.pop(query_id, None)
             self.work_bytes -= nbytes
             self._lock.notify_all()
 

@@ -39,6 +39,29 @@ N = 400
 # ------------------------------------------------------------------ the mechanism, in process
 
 
+def test_an_opened_query_keeps_the_room_it_was_admitted_with() -> None:
+    """An open query's state may be smaller than its reservation: the rest stays promised to it
+    (its pulls copy rows next), so a later query is not admitted into it; the promise is taken
+    as the query charges its copies, and given back at close. (Ten queries at once with room
+    for one failed now and then: one admitted into the room the first query's pull needed.)"""
+    import numpy as np
+
+    from storage_node.state import QueryState
+
+    registry = StateRegistry(1500, 600, 1)
+    assert registry.try_reserve("a", 1000, arrival=1.0)
+    registry.take_reservation("a")
+    empty = pa.table({"x": pa.array([], pa.int64())})
+    registry.put(QueryState("a", None, empty, np.zeros(0, np.int64), {}, reserved=1000))
+    assert registry.held == 0  # its state holds nothing yet
+    assert not registry.try_reserve("b", 1000, arrival=2.0)  # the 1000 are a's
+    call = registry.work("a", "").call()
+    call.charge(900)  # a's pull: from its promise
+    assert registry.held == 900 and not registry.try_reserve("b", 1000, arrival=2.0)
+    call.settle()
+    registry.close("a")
+    assert registry.try_reserve("b", 1000, arrival=2.0)
+
 def test_registry_charges_work_to_the_budget_and_close_cancels_it() -> None:
     registry = StateRegistry(1000, 600, 1)
     call = registry.work("q", " on the storage node serving /d").call()
