@@ -62,6 +62,7 @@ def test_an_opened_query_keeps_the_room_it_was_admitted_with() -> None:
     registry.close("a")
     assert registry.try_reserve("b", 1000, arrival=2.0)
 
+
 def test_registry_charges_work_to_the_budget_and_close_cancels_it() -> None:
     registry = StateRegistry(1000, 600, 1)
     call = registry.work("q", " on the storage node serving /d").call()
