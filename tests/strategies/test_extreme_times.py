@@ -79,6 +79,21 @@ def _canonical(t: pa.Table, back: dict[int, int] | None = None) -> list[str]:
     )
 
 
+def _every_strategy_answers(cluster: LocalCluster, sql: str, expected: list[str]) -> None:
+    for name in STRATEGIES:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # fallback notes
+            result = pull(
+                name,
+                sql,
+                cluster.endpoints,
+                cluster.token,
+                integer_time_unit="ns",
+                cost_model="always_on",
+            )
+        assert _canonical(match_pulled(result)) == expected, (name, result.trace.fallback)
+
+
 @pytest.fixture(scope="module", params=list(WORLDS))
 def served(request: Any, tmp_path_factory: Any) -> Iterator[tuple[pa.Table, LocalCluster]]:
     root: Path = tmp_path_factory.mktemp(request.param)
@@ -101,18 +116,7 @@ def test_every_strategy_answers_anywhere_in_int64(
     assert expected, "the world must hold matches"
     config = Config(query=QueryConfig(integer_time_unit="ns"))
     assert _canonical(match_recognize(table, sql, config=config)) == expected
-    for name in STRATEGIES:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # fallback notes
-            result = pull(
-                name,
-                sql,
-                cluster.endpoints,
-                cluster.token,
-                integer_time_unit="ns",
-                cost_model="always_on",
-            )
-        assert _canonical(match_pulled(result)) == expected, (name, result.trace.fallback)
+    _every_strategy_answers(cluster, sql, expected)
 
 
 def test_a_window_as_wide_as_the_type(served: tuple[pa.Table, LocalCluster]) -> None:
@@ -128,15 +132,4 @@ def test_a_window_as_wide_as_the_type(served: tuple[pa.Table, LocalCluster]) -> 
     config = Config(query=QueryConfig(integer_time_unit="ns"))
     expected = _canonical(match_recognize(table, sql, config=config))
     assert expected, "the world must hold matches"
-    for name in STRATEGIES:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # fallback notes
-            result = pull(
-                name,
-                sql,
-                cluster.endpoints,
-                cluster.token,
-                integer_time_unit="ns",
-                cost_model="always_on",
-            )
-        assert _canonical(match_pulled(result)) == expected, (name, result.trace.fallback)
+    _every_strategy_answers(cluster, sql, expected)
