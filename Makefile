@@ -28,7 +28,9 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	@# the build backend warns of editable installs at length (a box of stars): not news here
 	PYTHONWARNINGS="ignore:Editable installation" $(PIP) install -e ".[all]" 2>&1 | { grep -v '^WARNING: Location' || true; }
 	$(BIN)/python -c "import dfs_cer, pyspark, pyarrow, sqlglot"
-	@# compile the engines into numba's cache now: a first query would wait for it
+	@# byte-compile the sources (a first command would compile them) and the engines into
+	@# numba's cache (a first query would wait for them)
+	$(BIN)/python -m compileall -q dfs_cer storage_node spark_jobs pyspark_dfs_cer
 	$(BIN)/python -m dfs_cer.warm
 	@# spark-submit from this venv logs errors only (its --verbose / --conf spark.log.level=INFO bring the log back)
 	d=$$($(BIN)/python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/conf && mkdir -p $$d \

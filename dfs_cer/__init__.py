@@ -6,13 +6,14 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
 from dfs_cer.errors import DfsCerError, QueryError
 
 if TYPE_CHECKING:
     import pyarrow
+
+    __version__: str
 
     from dfs_cer.config import Config
     from dfs_cer.query import Analysis, Query, analyze, parse
@@ -23,6 +24,9 @@ _QUERY_NAMES = frozenset({"Analysis", "Query", "analyze", "parse"})
 
 
 def __getattr__(name: str) -> object:
+    if name == "__version__":  # read on first use: importlib.metadata costs a command's start-up
+        globals()[name] = value = _version()
+        return value
     if name in _QUERY_NAMES:
         import dfs_cer.query
 
@@ -66,10 +70,15 @@ def match_situations(
     )
 
 
-try:  # the one version literal is pyproject.toml's
-    __version__ = version("dfs-cer")
-except PackageNotFoundError:  # pragma: no cover  (a source tree that was never installed)
-    __version__ = "0+unknown"
+def _version() -> str:
+    """The installed distribution's version (the one version literal is pyproject.toml's)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dfs-cer")
+    except PackageNotFoundError:  # pragma: no cover  (a source tree that was never installed)
+        return "0+unknown"
+
 
 __all__ = [
     "Analysis",

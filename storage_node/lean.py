@@ -13,12 +13,11 @@ the load's high-water mark (see "A fleet on one machine" in bench/RESULTS.md).
 from __future__ import annotations
 
 import contextlib
-import importlib.abc
-import importlib.machinery
 import os
 import sys
 from collections.abc import Sequence
-from types import ModuleType
+
+from dfs_cer.lean import hide as hide_modules
 
 #: modules a node at rest must not hold (reported by ``stats``; a test checks them)
 HEAVY = (
@@ -38,33 +37,10 @@ HEAVY = (
 HIDDEN = ("pandas",)
 
 
-class _Hidden(importlib.abc.MetaPathFinder):
-    """Refuses ``names`` (and their submodules) like an uninstalled package."""
-
-    def __init__(self, names: Sequence[str]) -> None:
-        self.names = tuple(names)
-
-    def find_spec(
-        self,
-        fullname: str,
-        path: Sequence[str] | None = None,
-        target: ModuleType | None = None,
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname.split(".", 1)[0] in self.names:
-            raise ModuleNotFoundError(
-                f"{fullname} is not loaded in a storage node process (storage_node.lean.HIDDEN)",
-                name=fullname,
-            )
-        return None
-
-
 def hide(names: Sequence[str] = HIDDEN) -> bool:
     """Make ``names`` unimportable in this process (the node's ``main`` calls it before the store
     loads); False, and nothing hidden, when one of them is already loaded."""
-    if any(n in sys.modules for n in names):
-        return False
-    sys.meta_path.insert(0, _Hidden(names))
-    return True
+    return hide_modules(names, "a storage node process (storage_node.lean.HIDDEN)")
 
 
 #: glibc's mallopt parameter: allocations from this size on are mapped (and unmapped when freed)

@@ -11,10 +11,12 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from dfs_cer import __version__, interrupt
+import dfs_cer
+from dfs_cer import interrupt
 from dfs_cer.cli.output import Output, make_output
 from dfs_cer.config import Config, load_config
 from dfs_cer.errors import DfsCerError
+from dfs_cer.lean import hide
 from dfs_cer.logs import DEFAULT_LEVEL, LEVELS, configure
 from dfs_cer.match.progress import MatchProgress, listening
 
@@ -41,6 +43,19 @@ def _interrupted() -> NoReturn:
         with contextlib.suppress(Exception):
             stream.flush()
     os._exit(interrupt.EXIT_CODE)
+
+
+def without_pandas() -> None:
+    """A command that matches in this process never needs pandas: hide it (see
+    :mod:`dfs_cer.lean`). Not for a command that starts Spark (``toPandas``)."""
+    hide(("pandas",), "dfs-cer query matching in its own process")
+
+
+def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``: read only when asked (the package metadata costs every command's start)."""
+    if value and not ctx.resilient_parsing:
+        click.echo(f"dfs-cer, version {dfs_cer.__version__}")
+        ctx.exit()
 
 
 def handle_errors(func: F) -> F:
@@ -89,7 +104,14 @@ pass_state = click.make_pass_decorator(State)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="dfs-cer")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_show_version,
+    help="Show the version and exit.",
+)
 @click.option(
     "--config",
     "config_files",

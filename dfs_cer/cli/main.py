@@ -7,6 +7,7 @@ error's exit code (2 for bad queries and settings, 1 otherwise); no tracebacks u
 
 from __future__ import annotations
 
+import gc
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,9 +16,8 @@ import click
 
 import dfs_cer.cli.nodes  # registers ``dfs-cer storage-node``
 import dfs_cer.cli.tables  # noqa: F401  (registers ``dfs-cer table``)
-from dfs_cer.cli.app import State, cli, handle_errors, pass_state
+from dfs_cer.cli.app import State, cli, handle_errors, pass_state, without_pandas
 from dfs_cer.errors import ConfigError, DfsCerError
-from dfs_cer.io.files import names_a_file, read_text_file
 from dfs_cer.options import COST_MODELS, KLEENE, SELECTIONS, STRATEGIES
 
 if TYPE_CHECKING:
@@ -31,6 +31,8 @@ CLI_SELECTIONS = tuple(s for s in SELECTIONS if s != "strict_contiguity")
 
 def _read_sql(sql: str | None, file: str | None) -> str:
     if file is not None:
+        from dfs_cer.io.files import names_a_file, read_text_file
+
         if file == "-":
             return sys.stdin.read()
         if not names_a_file(file):
@@ -356,6 +358,8 @@ def query_command(
     each storage node scans once for all of them and the final pulls are shared."""
     import json as json_lib
 
+    if engine != "spark":
+        without_pandas()
     endpoints, token_file = _nodes(endpoints, token_file, nodes_dir)
     token = Path(token_file).read_text().strip()
     strategy = strategy or state.config.strategy.default
@@ -896,6 +900,7 @@ def shard_command(
     from rich.progress import Progress
 
     from dfs_cer.io.csvtypes import parse_column_types
+    from dfs_cer.io.files import names_a_file, read_text_file
     from dfs_cer.io.shard import shard
 
     column_types = None
@@ -1063,7 +1068,14 @@ def calibrate_command(state: State, out_file: str | None, quick: bool) -> None:
 
 
 def main() -> None:
-    cli(prog_name="dfs-cer")
+    try:
+        cli(prog_name="dfs-cer")
+    finally:
+        # the answer is out: the interpreter's last collections would walk every object the
+        # command made (numba's kernels dispose of their code one by one, ~0.3 s after a query);
+        # the operating system takes the process's memory back at once instead
+        gc.disable()
+        gc.freeze()
 
 
 if __name__ == "__main__":

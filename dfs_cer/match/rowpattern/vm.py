@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 import numpy as np
-from numba import njit, objmode
+from numba import njit, types
 
 from dfs_cer.match.rowpattern.conditions import (
     C_ADD,
@@ -964,13 +964,21 @@ def _h_dominated(
     return False
 
 
+#: the C library's clock, called from compiled code (an ``objmode`` block reading Python's clock
+#: instead is compiled again in every process, a seventh of a second before the first match)
+_clock_gettime: Any = types.ExternalFunction(
+    "clock_gettime", types.int32(types.int32, types.voidptr)
+)
+_MONOTONIC = time.CLOCK_MONOTONIC
+
+
 @njit(cache=True)
 def now_ns() -> int:
-    """The monotonic clock in nanoseconds, read from the compiled loops (with the GIL, once per
-    :data:`STOP_EVERY` steps)."""
-    with objmode(t="int64"):
-        t = time.monotonic_ns()
-    return t
+    """The monotonic clock in nanoseconds (Python's ``time.monotonic_ns``), read from the
+    compiled loops once per :data:`STOP_EVERY` steps."""
+    spec = np.zeros(2, np.int64)  # struct timespec: seconds, nanoseconds
+    _clock_gettime(_MONOTONIC, spec.ctypes)
+    return spec[0] * 1_000_000_000 + spec[1]
 
 
 @njit(cache=True)
