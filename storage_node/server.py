@@ -34,6 +34,7 @@ from dfs_cer.transport.codes import code_info
 from dfs_cer.transport.envelope import seal
 from dfs_cer.transport.messages import decode, encode
 from dfs_cer.transport.protocol import query_id
+from dfs_cer.transport.timing import stamp_header, stamp_stream
 from storage_node.lean import hide, loaded_heavy, resident_bytes, tune_memory
 from storage_node.logs import logged_call
 from storage_node.state import StateRegistry
@@ -194,6 +195,7 @@ class StorageNode(flight.FlightServerBase):
 
     @logged_call("action")
     def do_action(self, context: Any, action: flight.Action) -> Iterator[flight.Result]:
+        started = time.perf_counter()
         body = action.body.to_pybytes() if action.body is not None else b""
         try:
             entry = ACTIONS.get(action.type)
@@ -210,6 +212,7 @@ class StorageNode(flight.FlightServerBase):
                 reply = getattr(self, entry.handler)(header, blobs)
             else:
                 reply = (routes or self.routes).handlers[entry.name](header, blobs)
+            stamp_header(reply[0], time.perf_counter() - started)
             out = encode(*reply)
         except flight.FlightError:
             raise
@@ -246,6 +249,7 @@ class StorageNode(flight.FlightServerBase):
         """A pull's rows as Arrow record batches of bounded size (with a ``compression``: one
         compressed IPC stream in chunks, whose bytes the client counts). What the reply takes
         stays charged to its query until it has been sent."""
+        started = time.perf_counter()
         try:
             header, blobs = self._guard(ticket.ticket)
             compression = header.get("compression")
@@ -258,6 +262,7 @@ class StorageNode(flight.FlightServerBase):
             table, held = self.routes.pulls.pull(
                 header, blobs, lambda rows, work: _wire(rows, compression, primed, work)
             )
+            table = stamp_stream(table, time.perf_counter() - started)
         except flight.FlightError:
             raise
         except Exception as exc:

@@ -357,9 +357,15 @@ def query_command(
     Several queries (several arguments, or statements separated by ';' in --file) run together:
     each storage node scans once for all of them and the final pulls are shared."""
     import json as json_lib
+    import time
 
+    from dfs_cer.phases import KernelClock, process_age
+
+    began, startup = time.perf_counter(), process_age()
     if engine != "spark":
         without_pandas()
+    kernels = KernelClock.start()
+    kernels_before = kernels.seconds
     endpoints, token_file = _nodes(endpoints, token_file, nodes_dir)
     token = Path(token_file).read_text().strip()
     strategy = strategy or state.config.strategy.default
@@ -494,6 +500,9 @@ def query_command(
         matches, result_trace = match_pulled(result, **matching), result.trace
     assert result_trace is not None
     trace = result_trace.to_dict()
+    trace["phases"] = _phases(
+        trace, result_trace.began, began, startup, kernels.seconds - kernels_before
+    )
     _warn(trace)
     if fmt == "json":
         click.echo(json_lib.dumps({"matches": matches.to_pylist(), "trace": trace}, default=str))
@@ -501,6 +510,33 @@ def query_command(
     if explain_analyze:
         _print_rounds(trace)
     _print_table(matches, f"{matches.num_rows} rows", limit)
+
+
+def _phases(
+    trace: dict[str, Any],
+    session_began: float | None,
+    began: float,
+    startup: float | None,
+    kernels: float,
+) -> dict[str, float]:
+    """The query's time by phase, from the process's start to now (see :mod:`dfs_cer.phases`)."""
+    import time
+
+    from dfs_cer.phases import split
+
+    matching = trace["matching"]["seconds"] if trace.get("matching") else None
+    return split(
+        trace["rounds"],
+        matching,
+        wall=time.perf_counter() - began + (startup or 0.0),
+        startup=startup,
+        planning=None if session_began is None else max(0.0, session_began - began),
+        kernels=kernels,
+    )
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.1f}"
 
 
 def _print_rounds(trace: dict[str, Any]) -> None:
@@ -511,7 +547,8 @@ def _print_rounds(trace: dict[str, Any]) -> None:
         + (f" (fell back to {trace['fallback']})" if trace["fallback"] else "")
     )
     click.echo(
-        f"{'round':<16}{'to SN (B)':>12}{'to CN (B)':>12}{'events':>10}{'ms':>10}  cost model"
+        f"{'round':<16}{'to SN (B)':>12}{'to CN (B)':>12}{'events':>10}{'CN ms':>8}"
+        f"{'node ms':>9}{'wire ms':>9}{'ms':>9}  cost model"
     )
     for r in trace["rounds"]:
         d = r.get("decision")
@@ -537,11 +574,12 @@ def _print_rounds(trace: dict[str, Any]) -> None:
             note = r["note"]
         click.echo(
             f"{r['action']:<16}{r['bytes_to_sn']:>12,}{r['bytes_to_cn']:>12,}{r['events']:>10,}"
-            f"{r['seconds'] * 1e3:>10.1f}  {note}"
+            f"{_ms(r.get('cn_seconds')):>8}{_ms(r.get('node_seconds')):>9}"
+            f"{_ms(r.get('wire_seconds')):>9}{r['seconds'] * 1e3:>9.1f}  {note}"
         )
     click.echo(
         f"{'total':<16}{trace['bytes_to_sn']:>12,}{trace['bytes_to_cn']:>12,}"
-        f"{trace['events_received']:>10,}{trace['seconds'] * 1e3:>10.1f}"
+        f"{trace['events_received']:>10,}{'':>26}{trace['seconds'] * 1e3:>9.1f}"
     )
     if trace.get("input_filter"):
         click.echo(f"input filter on the storage nodes: {trace['input_filter']}")
@@ -564,6 +602,10 @@ def _print_rounds(trace: dict[str, Any]) -> None:
             f"matching: {m['engine']} engine, {m['matches']:,} match{plural} in "
             f"{m['seconds'] * 1e3:.1f} ms{memory}"
         )
+    if trace.get("phases"):
+        from dfs_cer.phases import line
+
+        click.echo(line(trace["phases"]))
     click.echo("")
 
 

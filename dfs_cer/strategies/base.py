@@ -53,9 +53,23 @@ class Round:
     seconds: float
     decision: dict[str, Any] | None = None
     note: str | None = None
+    #: the slowest node's own time on the round, as the replies say (the rest of ``seconds`` is
+    #: the wire, the waiting and the compute node reading the replies); None: not said
+    node_seconds: float | None = None
+    #: the compute node's time before the round: what it computed since the previous round
+    #: ended (pruning, the next filter), or since the query began (planning, connecting)
+    cn_seconds: float | None = None
+
+    @property
+    def wire_seconds(self) -> float | None:
+        """The round's time outside the slowest node: the wire and the waiting."""
+        return None if self.node_seconds is None else max(0.0, self.seconds - self.node_seconds)
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
+        out = {k: v for k, v in self.__dict__.items() if v is not None}
+        if self.wire_seconds is not None:
+            out["wire_seconds"] = self.wire_seconds
+        return out
 
 
 @dataclass
@@ -95,6 +109,9 @@ class Trace:
     source: str | None = None
     #: the table snapshot every storage node served (tables served in place; None: shard sets)
     snapshot: int | None = None
+    #: when the query's session began (``time.perf_counter()``; not in :meth:`to_dict`): what
+    #: came before it in the process is planning
+    began: float | None = None
 
     @property
     def bytes_to_cn(self) -> int:
@@ -351,6 +368,10 @@ class Session:
         self.stops: list[str] = []
         self._pool = ThreadPoolExecutor(max(1, len(self.clients)))
         self._closed = False
+        #: when the compute node last stopped waiting for the nodes (a round's ``cn_seconds``)
+        self._idle_since = time.perf_counter()
+        if trace.began is None:
+            trace.began = self._idle_since
         #: nodes that did not answer a call in time: closed in the background, not waited for
         self._hung: set[int] = set()
 
@@ -436,6 +457,7 @@ class Session:
         clients = self.clients if only is None else [self.clients[i] for i in only]
         marks = [len(c.transfers) for c in clients]
         start = time.perf_counter()
+        before = start - self._idle_since
 
         def guarded(c: StorageClient) -> T:
             interrupt.check()  # Ctrl-C: a call not made yet is not made
@@ -457,8 +479,10 @@ class Session:
                 *exc.args[1:],
             )
             raise
-        seconds = time.perf_counter() - start
+        self._idle_since = time.perf_counter()
+        seconds = self._idle_since - start
         new = [t for c, m in zip(clients, marks, strict=True) for t in c.transfers[m:]]
+        said = [t.node_seconds for t in new if t.node_seconds is not None]
         self.trace.rounds.append(
             Round(
                 name,
@@ -468,6 +492,8 @@ class Session:
                 seconds,
                 decision,
                 note,
+                node_seconds=min(max(said), seconds) if said else None,
+                cn_seconds=before,
             )
         )
         return results

@@ -34,6 +34,7 @@ from dfs_cer.transport.codes import error_code
 from dfs_cer.transport.envelope import is_sealed, open_sealed, primer_digest
 from dfs_cer.transport.messages import decode, encode
 from dfs_cer.transport.replies import Reply
+from dfs_cer.transport.timing import NODE_US, node_seconds, timed_stream
 
 T = TypeVar("T")
 R = TypeVar("R", bound=Reply)
@@ -63,6 +64,8 @@ class Transfer:
     bytes_to_sn: int
     bytes_to_cn: int
     seconds: float
+    #: the node's own time on the call, as its reply says (None: not said)
+    node_seconds: float | None = None
 
 
 #: the largest compressed reply a pull accepts (bytes of the stream, before decompression)
@@ -207,8 +210,11 @@ class StorageClient:
         entry = ACTIONS.get(name)
         results = self._call(name, call, replay=entry is None or entry.reopens)
         raw = results[0].body.to_pybytes() if results else b""
-        self.transfers.append(Transfer(name, len(body), len(raw), time.perf_counter() - start))
+        elapsed = time.perf_counter() - start
         reply = decode(raw)
+        self.transfers.append(
+            Transfer(name, len(body), len(raw), elapsed, node_seconds(reply[0].get(NODE_US)))
+        )
         if name == "open" and not reply[0].get("refused"):
             # what rebuilds the query's state if the node restarts: the same open, waiting for
             # room there (no arrival), on the snapshot the node served
@@ -260,10 +266,11 @@ class StorageClient:
         what = str(header.get("kind"))
         start = time.perf_counter()
         table = self._call(what, lambda o: self._read(flight.Ticket(ticket), o))
+        table, node = timed_stream(table)
         size = table.nbytes
         if is_sealed(table):  # the bytes that crossed the network: the compressed stream's
             table, size = open_sealed(table, MAX_REPLY, self.primer)
-        self.transfers.append(Transfer(what, len(ticket), size, time.perf_counter() - start))
+        self.transfers.append(Transfer(what, len(ticket), size, time.perf_counter() - start, node))
         return table
 
     def _read(self, ticket: flight.Ticket, options: flight.FlightCallOptions) -> pa.Table:

@@ -76,6 +76,14 @@ def test_a_query_loads_no_pandas_spark_or_duckdb(cluster: tuple[LocalCluster, Pa
     assert run.returncode == 0, run.stderr
     # v = 10 exactly where i % 11 == 3, and the next row of the group (i + 3) then has v = 9
     expected = sorted(int(i) for i in range(6_000 - 3) if (i * 7) % 11 == 10)
-    assert sorted(m["a"] for m in json.loads(run.stdout)["matches"]) == expected
+    out = json.loads(run.stdout)
+    assert sorted(m["a"] for m in out["matches"]) == expected
+    # where the time went: every round split into the compute node's, the nodes' and the wire's
+    rounds, phases = out["trace"]["rounds"], out["trace"]["phases"]
+    assert rounds and all(
+        0 <= r["node_seconds"] <= r["seconds"] and r["cn_seconds"] >= 0 for r in rounds
+    )
+    held = sum(phases[k] for k in ("start-up", "planning", "rounds", "pull", "matching", "other"))
+    assert held == pytest.approx(phases["wall"]) and phases["start-up"] > 0
     assert not NEVER_ON_A_QUERY & modules, NEVER_ON_A_QUERY & modules
     assert {"pyarrow", "numba"} <= modules  # it did match, here
