@@ -591,6 +591,18 @@ class Session:
             self.analysis.prev_reach or self.analysis.next_reach or self.split_copies
         )
 
+    def expect_rows(self, rows: float) -> None:
+        """The final pull should bring about ``rows`` rows (an estimate: the share of the nodes'
+        time span its interval set covers): fewer than ``defer_min_rows`` are pulled here, not
+        left to executors (starting their tasks, each pulling a slice, costs seconds; matching a
+        few rows here costs milliseconds)."""
+        if self.defer and rows < self.defer_min_rows:
+            self.defer = False
+            self.trace.notes.append(
+                f"the final pull (~{rows:,.0f} rows expected) is pulled and matched here, not by "
+                f"executors (fewer than {self.defer_min_rows:,})"
+            )
+
     def prime(self, schema: pa.Schema) -> None:
         """The rows' schema is known: small compressed pulls of it travel primed with it."""
         primed = primer(schema)

@@ -105,6 +105,8 @@ def dfs(session: Session, request: PullRequest) -> PullResult:
         return finish_pull(session, pa.table({}), analysis, schema)
     uncollected = [n for n in names + optional if n not in narrow.variables]
     tis = Tis.of_slices(grid.wire(runs), window)
+    span = grid.slices(np.array([max(maxs)]))[0] + 1
+    session.expect_rows(session.rows_total * min(1.0, runs.total_length() / max(1, int(span))))
     if _per_node(session, analysis):
         return _pull_per_node(session, narrow, tis, analysis, schema, headers, uncollected)
     return final_pull(session, tis, analysis, schema, headers)

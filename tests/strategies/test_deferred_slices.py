@@ -182,3 +182,27 @@ def test_dfs_slice_runs_are_cut_to_the_slice() -> None:
     )
     ts = np.arange(lo, hi + 1)
     assert (decoded.contains(ts) == inside.contains(ts)).all()
+
+
+def test_a_small_final_pull_is_not_left_to_executors(
+    cluster: tuple[LocalCluster, pa.Table],
+) -> None:
+    """DFS knows, before its final pull, about how many rows it brings (the share of the nodes'
+    time its interval set covers): fewer than ``defer_min_rows`` are pulled here (executors'
+    tasks would cost seconds), and the rows are those of a pull made here."""
+    nodes, table = cluster
+    sql = q(PAIR)
+    here = pull("dfs", sql, nodes.endpoints, nodes.token)
+    small = pull(
+        "dfs", sql, nodes.endpoints, nodes.token, defer=True, defer_min_rows=table.num_rows
+    )
+    assert small.deferred is None and rows(small.events) == rows(here.events)
+    assert small.events.num_rows < table.num_rows
+    assert any("pulled and matched here, not by executors" in n for n in small.trace.notes)
+    # the same pull expected larger than the bound is left to them
+    big = pull("dfs", sql, nodes.endpoints, nodes.token, defer=True, defer_min_rows=1)
+    try:
+        assert big.deferred is not None
+    finally:
+        if big.deferred is not None:
+            big.deferred.close()
