@@ -23,6 +23,10 @@ from dfs_cer.match.progress import MatchProgress, listening
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+#: the last progress line written where stderr is not a terminal
+_LAST_LINE = [""]
+
+
 def _show_progress(progress: MatchProgress) -> None:
     """A long match's progress on stderr: one line, rewritten on a terminal (and cleared when
     the run ends); elsewhere a line per report."""
@@ -30,8 +34,11 @@ def _show_progress(progress: MatchProgress) -> None:
         click.echo(
             "\r\x1b[K" if progress.finished else f"\r{progress.line()}\x1b[K", err=True, nl=False
         )
-    elif not progress.finished:
-        click.echo(progress.line(), err=True)
+    elif not progress.finished and progress.line() != _LAST_LINE[0]:
+        # elsewhere a line per report, and a report that says nothing new is left out (the
+        # compiling line, every second for a minute)
+        _LAST_LINE[0] = progress.line()
+        click.echo(_LAST_LINE[0], err=True)
 
 
 def _interrupted() -> NoReturn:

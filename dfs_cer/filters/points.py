@@ -198,6 +198,13 @@ def _unbits(buf: np.ndarray, count: int, width: int, what: str) -> np.ndarray:
     return values[0]
 
 
+def load_kernels() -> None:
+    """Load :func:`unpack_points`' compiled decoder (from numba's cache) now, e.g. in a thread
+    while the first round is on the wire, instead of when the points arrive."""
+    none = np.zeros(1, np.uint8)
+    rice.decode(none, np.int64(0), np.int64(0), np.int64(0), np.int64(0), np.int64(0))
+
+
 def unpack_points(
     buf: bytes | bytearray | memoryview, columns: list[int], width: int
 ) -> list[Points]:

@@ -19,6 +19,7 @@ ablations in :mod:`.dfs`.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,7 @@ import pyarrow as pa
 
 from dfs_cer.errors import ProtocolError
 from dfs_cer.filters import IntervalSet
-from dfs_cer.filters.points import Points, unpack_points
+from dfs_cer.filters.points import Points, load_kernels, unpack_points
 from dfs_cer.plan.narrow import Grid, Narrow
 from dfs_cer.plan.order import variable_order
 from dfs_cer.query import Analysis, Role
@@ -60,6 +61,9 @@ def dfs(session: Session, request: PullRequest) -> PullResult:
     """DFS with per-node rounds (see the module docstring)."""
     if session.group is not None:  # queries run together share the paper's rounds
         return paper_dfs(session, request)
+    # the points' decoder loads while the nodes open the query (the first kernel a process
+    # loads also starts numba's compiler, a sixth of a second)
+    threading.Thread(target=load_kernels, name="dfs-cer kernels", daemon=True).start()
     opened = open_for_pruning(session, request)
     if isinstance(opened, PullResult):
         return opened
