@@ -87,23 +87,10 @@ def main() -> None:
     (work / "q.sql").write_text(QUERY)
     if not (work / "crimes.parquet").exists():
         print(f"generating {args.events:,} CRIMES-shaped events ...", flush=True)
-        timed(
-            [
-                str(EXE),
-                "generate",
-                "crimes",
-                "--events",
-                str(args.events),
-                "--out",
-                "crimes.parquet",
-            ],
-            work,
-        )
-        timed(
-            [str(EXE), "shard", "--input", "crimes.parquet", "--nodes", "3", "--to", "shards"]
-            + ["--time-column", "date"],
-            work,
-        )
+        generate = ["generate", "crimes", "--events", str(args.events), "--out", "crimes.parquet"]
+        timed([str(EXE), *generate], work)
+        shard = ["shard", "--input", "crimes.parquet", "--nodes", "3", "--to", "shards"]
+        timed([str(EXE), *shard, "--time-column", "date"], work)
     timed([str(EXE), "storage-node", "up", "--shards", "shards"], work)
     try:
         results: dict[str, dict[str, object]] = {}
