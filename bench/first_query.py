@@ -144,8 +144,8 @@ def main() -> None:
             )
         print(line)
     if args.json:
-        out = ROOT / "bench" / "results" / "first-query.json"
-        out.write_text(
+        target = ROOT / "bench" / "results" / "first-query.json"
+        target.write_text(
             json.dumps(
                 {
                     "events": args.events,
@@ -158,7 +158,7 @@ def main() -> None:
             )
             + "\n"
         )
-        print(f"wrote {out}")
+        print(f"wrote {target}")
     if not same:
         raise SystemExit("the matches differ")
 
