@@ -79,6 +79,17 @@ def grid_times(base: int, ids: np.ndarray, quantum: int, extra: int = 0) -> np.n
     ``0 <= extra < quantum``), saturating at int64's ends: a grid over all of int64 has slice
     offsets up to 2**64, which no int64 product holds."""
     ids = np.asarray(ids, np.int64)
+    if ids.size == 0:
+        return ids.copy()
+    lo, hi = int(ids.min()), int(ids.max())
+    low, high = lo * quantum, hi * quantum
+    if (
+        low >= MIN
+        and high <= MAX
+        and base + min(low, 0) >= MIN
+        and base + max(high, 0) + extra <= MAX
+    ):
+        return base + ids * np.int64(quantum) + np.int64(extra)  # nothing to saturate
     q, top = np.uint64(quantum), np.uint64(2**64 - 1)
     negative = ids < 0
     # |ids| as uint64 (two's complement negation is exact there, MIN included)

@@ -112,10 +112,15 @@ class Points:
         h = np.zeros((0, s.size), np.uint16) if hashes is None else np.asarray(hashes)
         if h.ndim != 2 or h.shape[1] != s.size:
             raise ValueError(f"hashes must be (columns, {s.size}), got {h.shape}")
-        if s.size:
-            table = np.vstack([s[None, :].astype(np.int64), h.astype(np.int64)])
-            table = np.unique(table, axis=1)  # sorts by slice, then by the hashes
-            s, h = table[0], table[1:].astype(h.dtype)
+        if s.size:  # sorted by slice, then by the hashes; a (slice, hashes) point once
+            order = np.lexsort([*h[::-1], s])  # (``np.unique(axis=1)`` compares row by row)
+            s, h = s[order], h[:, order]
+            new = np.empty(s.size, bool)
+            new[0] = True
+            new[1:] = s[1:] != s[:-1]
+            for row in h:
+                new[1:] |= row[1:] != row[:-1]
+            s, h = s[new], h[:, new]
         self.slices, self.hashes = s, h
 
     def __len__(self) -> int:

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dfs_cer.errors import FilterFormatError
+from dfs_cer.events.saturate import grid_times
 from dfs_cer.filters import IntervalSet, KeyKind
 from dfs_cer.filters.points import (
     Points,
@@ -153,3 +154,43 @@ def test_a_few_long_jumps_do_not_inflate_every_step() -> None:
     blob = pack_points([Points(slices)], 8)
     assert rice_parameter(np.diff(slices).astype(np.uint64)) <= 4
     assert len(blob) < 60 * 5.5 / 8 + 11 + 24  # ~5 bits a short step, the jump escaped once
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(-50, 50), st.integers(0, 5), st.integers(0, 3)),
+        min_size=1,
+        max_size=60,
+    ),
+    st.integers(0, 2),
+)
+def test_points_sort_and_drop_duplicates_by_slice_then_hashes(
+    rows: list[tuple[int, int, int]], columns: int
+) -> None:
+    slices = np.array([r[0] for r in rows], np.int64)
+    hashes = np.array([[r[1 + c] for r in rows] for c in range(columns)], np.uint16).reshape(
+        columns, len(rows)
+    )
+    p = Points(slices, hashes)
+    expected = sorted({(r[0], *r[1 : 1 + columns]) for r in rows})
+    assert [(int(s), *(int(h) for h in p.hashes[:, i])) for i, s in enumerate(p.slices)] == (
+        expected
+    )
+    assert p.hashes.dtype == np.uint16
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(-(2**63), 2**63 - 1),
+    st.lists(st.one_of(st.integers(-1000, 1000), st.integers(-(2**63), 2**63 - 1)), max_size=8),
+    st.one_of(st.integers(1, 1000), st.integers(1, 2**62)),
+    st.data(),
+)
+def test_grid_times_is_the_exact_time_saturated_at_int64_s_ends(
+    base: int, ids: list[int], quantum: int, data: st.DataObject
+) -> None:
+    extra = data.draw(st.integers(0, quantum - 1))
+    got = grid_times(base, np.array(ids, np.int64), quantum, extra)
+    want = [min(max(base + i * quantum + extra, -(2**63)), 2**63 - 1) for i in ids]
+    assert got.tolist() == want and got.dtype == np.int64
