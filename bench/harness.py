@@ -82,11 +82,17 @@ def sn_peak_memory(cluster: Any) -> int:
 
 
 def phases(trace: Any) -> dict[str, float]:
-    out = {"open": 0.0, "filter": 0.0, "pull": 0.0}
+    """Seconds per phase (``open``, ``filter`` round trips, ``pull``) and, across every round,
+    the compute node's work before each (``cn``), the slowest node's own time (``nodes``) and
+    the rest of each round trip (``wire``: transfer and waiting)."""
+    out = {"open": 0.0, "filter": 0.0, "pull": 0.0, "cn": 0.0, "nodes": 0.0, "wire": 0.0}
     for r in trace.rounds:
         phase = "pull" if r.action.startswith("pull") else PHASES.get(r.action)
         if phase:
             out[phase] += r.seconds
+        out["cn"] += r.cn_seconds or 0.0
+        out["nodes"] += r.node_seconds or 0.0
+        out["wire"] += r.seconds - (r.node_seconds or 0.0)
     return out
 
 

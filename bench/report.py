@@ -116,14 +116,16 @@ def markdown(results: dict[str, Any], mode: str | None = None, images: str = "re
         figure("transmission", "bytes per strategy")
         lines.append("\nLatency by phase (seconds, mean per query; paper Table II shape):\n")
         lines.append(
-            "| strategy | open (SN scan) | filter round trips | pull | match (CN) | total |"
+            "| strategy | open (SN scan) | filter round trips | pull | match (CN) | total "
+            "| of the rounds: CN before | nodes | wire |"
         )
-        lines.append("|---|---:|---:|---:|---:|---:|")
+        lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for s, v in main.items():
             p = v["summary"]["phases"]
+            split = " | ".join(f"{p[k]:.3f}" if k in p else "-" for k in ("cn", "nodes", "wire"))
             lines.append(
                 f"| {s} | {p['open']:.3f} | {p['filter']:.3f} | {p['pull']:.3f} | "
-                f"{p['match']:.3f} | {v['summary']['latency']:.3f} |"
+                f"{p['match']:.3f} | {v['summary']['latency']:.3f} | {split} |"
             )
         figure("latency", "latency by phase")
     for name, points in results.get("sweeps", {}).items():
