@@ -83,15 +83,18 @@ def _by_chunk(column: pa.ChunkedArray, rows: np.ndarray) -> list[tuple[int, np.n
 def _lengths(column: pa.ChunkedArray, rows: np.ndarray) -> np.ndarray:
     """Bytes of each row's value of a string or binary column (``rows``: indices)."""
     if column.num_chunks == 1:
-        offsets = _offsets(column.chunk(0)).astype(np.int64, copy=False)
-        return offsets[rows + 1] - offsets[rows]
+        return _spans(_offsets(column.chunk(0)), rows)
     out = np.zeros(rows.size, np.int64)
     starts = _starts(column)
     for k, at in _by_chunk(column, rows):
-        offsets = _offsets(column.chunk(k)).astype(np.int64, copy=False)
-        local = rows[at] - starts[k]
-        out[at] = offsets[local + 1] - offsets[local]
+        out[at] = _spans(_offsets(column.chunk(k)), rows[at] - starts[k])
     return out
+
+
+def _spans(offsets: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``offsets[rows + 1] - offsets[rows]`` in int64, gathering before widening (widening a
+    column's int32 offsets first copied all of them for every take)."""
+    return offsets[rows + 1].astype(np.int64) - offsets[rows]
 
 
 def _row_bytes(table: pa.Table, rows: np.ndarray) -> tuple[float, np.ndarray | None]:
