@@ -58,7 +58,10 @@ def test_run_quick_writes_tables_plots_and_headline(tmp_path: Path) -> None:
     results = json.loads((tmp_path / "run-loopback-zstd.json").read_text())
     assert results["compression"] == ["zstd", "none"]
     dfs = results["main"]["dfs"]["summary"]
-    assert set(dfs["phases"]) == {"open", "filter", "pull", "match"}
+    p = dfs["phases"]
+    assert set(p) == {"open", "filter", "pull", "match", "cn", "nodes", "wire"}
+    # the round trips split into the nodes' own time and the wire's (the CN's comes before)
+    assert p["nodes"] + p["wire"] == pytest.approx(p["open"] + p["filter"] + p["pull"], rel=0.05)
     assert all(s["summary"]["matches"] == dfs["matches"] for s in results["main"].values())  # exact
     for s in results["main"].values():  # pushed-down rows shrink under zstd, none are lost
         assert set(s["summary"]["bytes_by_codec"]) == {"zstd", "none"}
