@@ -560,9 +560,15 @@ def _print_rounds(trace: dict[str, Any]) -> None:
                 f"~{d['pull_seconds_estimate'] * 1e3:.1f} ms"
             )
         elif d and "estimated_bytes" in d:  # a per-node round against pulling instead
+            timed = (
+                f", ~{d['round_seconds'] * 1e3:.1f} ms for the round vs "
+                f"~{d['saved_seconds'] * 1e3:.1f} ms for the bytes"
+                if "round_seconds" in d
+                else ""
+            )
             note = (
                 f"{', '.join(d['variables'])}: {'run' if d['run'] else 'skip'} (round "
-                f"~{d['estimated_bytes']:,} B vs pulling ~{d['pull_instead_bytes']:,} B; "
+                f"~{d['estimated_bytes']:,} B vs pulling ~{d['pull_instead_bytes']:,} B{timed}; "
                 f"interval set sent to {d['interval_set_sent_to']} of {d['nodes']} node(s))"
             )
         elif d:

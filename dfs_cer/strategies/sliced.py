@@ -98,7 +98,7 @@ def dfs(session: Session, request: PullRequest) -> PullResult:
     runs = narrow.runs()
     rest = [v for v in order if v not in first] + optional
     if rest and not runs.is_empty:
-        planned = _second_round(session, narrow, headers, rest, runs, request)
+        planned = _second_round(session, narrow, headers, first, rest, runs, request)
         if planned is not None:
             _collect(session, narrow, headers, rest, *planned)
             narrow.prune()
@@ -200,6 +200,7 @@ def _second_round(
     session: Session,
     narrow: Narrow,
     headers: list[OpenReply],
+    first: list[str],
     rest: list[str],
     runs: IntervalSet,
     request: PullRequest,
@@ -232,7 +233,7 @@ def _second_round(
         exact = grid.wire(mine).to_bytes()
         cover = mine.total_length() / max(1, hi - lo + 1)
         skip += cover * sum(n.values()) * h.row_bytes * row_share + len(exact)
-    decision = {
+    decision: dict[str, Any] = {
         "variables": rest,
         "estimated_bytes": round(float(estimate)),
         "pull_instead_bytes": round(float(skip)),
@@ -241,6 +242,11 @@ def _second_round(
     }
     model = request.options.cost_model
     run = bool(model == "always_on" or (model != "always_off" and estimate < skip))
+    if run and model == "adaptive":  # fewer bytes, but does the round cost more time than they?
+        timed = _round_time(session.trace.rounds, headers, first, rest, skip - estimate)
+        if timed is not None:
+            decision.update(timed)
+            run = timed["saved_seconds"] > timed["round_seconds"]
     decision["run"] = run
     if not run:
         session.trace.rounds.append(
@@ -248,6 +254,34 @@ def _second_round(
         )
         return None
     return plan, decision
+
+
+def _round_time(
+    rounds: list[Round],
+    headers: list[OpenReply],
+    first: list[str],
+    rest: list[str],
+    saved_bytes: float,
+) -> dict[str, float] | None:
+    """What a second collect round costs in time and what its bytes would save, from what the
+    query's rounds so far took: the nodes' work grows with the candidates they turn into points
+    (the first collect's node time, scaled by candidates), a round trip costs at least the
+    least wire time of the rounds so far, and bytes cost the first collect's rate (its reply
+    over its wire time: a lower bound of the link's). None when a node did not say its time."""
+    collect = next((r for r in reversed(rounds) if r.action == "collect"), None)
+    if collect is None or collect.node_seconds is None or collect.wire_seconds is None:
+        return None
+    before = sum(_count(h, v) for h in headers for v in first)
+    now = sum(_count(h, v) for h in headers for v in rest)
+    nodes = collect.node_seconds * (now / before if before else 1.0)
+    # every round trip so far took at least this outside the nodes
+    latency = min(r.wire_seconds for r in rounds if r.wire_seconds is not None)
+    rate = collect.bytes_to_cn / max(collect.wire_seconds, 1e-4)
+    return {
+        "round_seconds": nodes + latency,
+        "saved_seconds": max(0.0, saved_bytes) / max(rate, 1.0),
+        "rate_bytes_per_s": rate,
+    }
 
 
 def _cheapest_part(

@@ -66,6 +66,26 @@ def test_dfs_is_exact_and_asks_each_node_about_its_own_rows(
             assert names.count("collect") <= 2
 
 
+def test_the_adaptive_model_weighs_a_second_round_in_time(cluster: LocalCluster) -> None:
+    """The second collect saves bytes; the adaptive model runs it only when those bytes, at the
+    rate the first collect crossed the wire, take longer than the round would (its nodes' work,
+    scaled from the first round's, and a round trip): its decision says both, and skipped or
+    run the result is exact."""
+    seen = 0
+    for sql in QUERIES:
+        result = run(cluster, "dfs", sql)
+        rounds = [r for r in result.trace.rounds if r.decision and "round_seconds" in r.decision]
+        for r in rounds:
+            d = r.decision
+            assert d is not None and d["round_seconds"] > 0 and d["rate_bytes_per_s"] > 0
+            assert d["run"] == (d["saved_seconds"] > d["round_seconds"])
+            assert (r.action == "collect") == d["run"]
+            seen += 1
+        assert rows(match_pulled(result)) == rows(match_pulled(run(cluster, "pull_all", sql)))
+    if cluster.endpoints and len(cluster.endpoints) > 1:
+        assert seen  # a second round was weighed
+
+
 def test_the_final_pull_skips_nodes_without_survivors(tmp_path: Path) -> None:
     """Time layout, a query whose candidates lie in the first hours only: nodes holding none of
     the survivors get no final pull."""
