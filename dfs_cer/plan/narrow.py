@@ -16,6 +16,7 @@ Pure numpy: no I/O.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -106,15 +107,42 @@ class Narrow:
         mine, theirs = e.column_of(name), e.column_of(e.other(name))
         return mine, int(join_kind(self.schema.field(mine).type, self.schema.field(theirs).type))
 
+    @functools.cached_property
+    def partition_columns(self) -> tuple[tuple[str, int], ...]:
+        """(column, key kind) of each PARTITION BY column a key can be hashed of: every row of a
+        match holds the same values there, so two variables' candidates of one match have equal
+        hashes (NULL, hashed 0, with NULL: PARTITION BY groups them)."""
+        out: list[tuple[str, int]] = []
+        names = {n.lower(): n for n in self.schema.names}
+        for c in self.analysis.query.recognize.partition_by:
+            column = names.get(c.lower())
+            if column is None:
+                continue
+            kind = self.schema.field(column).type
+            if pa.types.is_dictionary(kind) and not (
+                pa.types.is_string(kind.value_type) or pa.types.is_large_string(kind.value_type)
+            ):
+                continue
+            try:
+                pair = (column, int(join_kind(kind, kind)))
+            except TypeError:  # a type no key hashes: the partition is not checked
+                continue
+            if pair not in out:
+                out.append(pair)
+        return tuple(out)
+
     def hashed_columns(self, name: str) -> tuple[tuple[str, int], ...]:
-        """(column, key kind) of ``name`` in each equality with another variable: what its
-        points carry hashes of."""
+        """(column, key kind) of ``name`` in each equality with another variable, then of each
+        PARTITION BY column: what its points carry hashes of."""
         cols: list[tuple[str, int]] = []
         for e in self.analysis.equalities:
             if name in (e.left_variable, e.right_variable) and e.other(name) != name:
                 c = self._hash_of(e, name)
                 if c not in cols:
                     cols.append(c)
+        for c in self.partition_columns:
+            if c not in cols:
+                cols.append(c)
         return tuple(cols)
 
     def add(self, name: str, node: int, points: Points) -> None:
@@ -132,14 +160,18 @@ class Narrow:
         before = self.analysis.precedes(u, v) if self._ordered else None
         return (-r, 0) if before else ((0, r) if before is False else (-r, r))
 
-    def _equal_columns(self, u: str, v: str) -> list[tuple[tuple[str, int], tuple[str, int]]]:
-        """The hashed columns (of u, of v) of the equalities every ``v`` row must satisfy."""
-        out = []
+    def _equal_columns(self, u: str, v: str) -> list[tuple[tuple[str, int], tuple[str, int], bool]]:
+        """The hashed columns (of u, of v) of the equalities every ``v`` row must satisfy with
+        its ``u`` partner, each with whether NULL equals NULL there (a PARTITION BY column)."""
+        out: list[tuple[tuple[str, int], tuple[str, int], bool]] = []
         for e in self.analysis.equalities:
             if {e.left_variable, e.right_variable} == {u, v} and self.analysis.constrains(e, v):
-                pair = (self._hash_of(e, u), self._hash_of(e, v))
-                if pair not in out:
+                pair = (self._hash_of(e, u), self._hash_of(e, v), False)
+                if pair[:2] not in [p[:2] for p in out]:
                     out.append(pair)
+        for c in self.partition_columns:
+            if (c, c) not in [p[:2] for p in out]:
+                out.append((c, c, True))
         return out
 
     def _check(self, u: str, v: str) -> np.ndarray:
@@ -150,10 +182,11 @@ class Narrow:
         pairs = self._equal_columns(u, v)
         if not pairs:
             return _partnered(np.sort(su, kind="stable"), sv, lo, hi)
-        hu = np.vstack([U.column(cu) for cu, _ in pairs])
-        hv = np.vstack([V.column(cv) for _, cv in pairs])
-        ok_v = np.all(hv != 0, axis=0)  # NULL equals nothing
-        ok_u = np.all(hu != 0, axis=0)
+        hu = np.vstack([U.column(cu) for cu, _, _ in pairs])
+        hv = np.vstack([V.column(cv) for _, cv, _ in pairs])
+        strict = np.array([not nulls for _, _, nulls in pairs], bool)
+        ok_v = np.all(hv[strict] != 0, axis=0)  # NULL equals nothing (but in PARTITION BY)
+        ok_u = np.all(hu[strict] != 0, axis=0)
         hu, su = hu[:, ok_u], su[ok_u]
         # one key per combination of hashes (each under 2**16)
         both = np.hstack([hu, hv]).astype(np.int64)

@@ -39,6 +39,7 @@ from dfs_cer.strategies.steps import (
     candidate_counts,
     final_pull,
     finish_pull,
+    pull_everything,
     pushdown_events,
     with_candidate_halo,
 )
@@ -93,9 +94,22 @@ def dfs(session: Session, request: PullRequest) -> PullResult:
     if cheaper is not None and adaptive and analysis.skippable and not navigating:
         trace.fallback = f"push_down ({cheaper})"
         return finish_pull(session, pushdown_events(session, analysis, headers), analysis, schema)
+    span = int(grid.slices(np.array([max(maxs)]))[0]) + 1
+    whole = _covers_all(narrow, analysis, counts, span)
+    if adaptive and whole is not None and not analysis.skippable:
+        return pull_everything(session, analysis, schema, f"pull_all ({whole})")
     _collect(session, narrow, headers, first, None, None)
     narrow.prune()
     runs = narrow.runs()
+    covered = runs.total_length() / span
+    if adaptive and not analysis.skippable and covered >= COVERS_ALL:
+        return pull_everything(
+            session,
+            analysis,
+            schema,
+            f"pull_all (the interval set covers {covered:.0%} of the nodes' time after the "
+            "first round: every row inside it matters to a pattern of consecutive rows)",
+        )
     rest = [v for v in order if v not in first] + optional
     if rest and not runs.is_empty:
         planned = _second_round(session, narrow, headers, first, rest, runs, request)
@@ -109,21 +123,56 @@ def dfs(session: Session, request: PullRequest) -> PullResult:
         return finish_pull(session, pa.table({}), analysis, schema)
     uncollected = [n for n in names + optional if n not in narrow.variables]
     tis = Tis.of_slices(grid.wire(runs), window)
-    span = grid.slices(np.array([max(maxs)]))[0] + 1
-    session.expect_rows(session.rows_total * min(1.0, runs.total_length() / max(1, int(span))))
+    session.expect_rows(session.rows_total * min(1.0, runs.total_length() / max(1, span)))
     if _per_node(session, analysis):
         return _pull_per_node(session, narrow, tis, analysis, schema, headers, uncollected)
     return final_pull(session, tis, analysis, schema, headers)
 
 
+#: the share of the nodes' time an interval set may cover before a pattern of consecutive rows
+#: pulls every row instead (its rounds would buy nothing)
+COVERS_ALL = 0.95
+
+
+def _covers_all(
+    narrow: Narrow, analysis: Analysis, counts: dict[str, int], span: int
+) -> str | None:
+    """Why the interval set will cover about every slice (so a pattern of consecutive rows would
+    pull every row after its rounds), or None: each required variable's candidates, spread over
+    the nodes' time, put an interval of its role's reach around each; the rarest of them bounds
+    the intersection (``1 - exp(-n * reach / span)`` covered, for ``n`` candidates placed at
+    random)."""
+    least: tuple[float, str, int] | None = None
+    for v in analysis.filter_variables:
+        if v.role not in (Role.HEAD, Role.TAIL, Role.MIDDLE):
+            continue
+        lo, hi = narrow.grid.role_offsets(v.role)
+        n = counts.get(v.name, 0)
+        share = 1.0 - float(np.exp(-n * (hi - lo + 1) / max(1, span)))
+        if least is None or share < least[0]:
+            least = (share, v.name, n)
+    if least is None or least[0] < COVERS_ALL:
+        return None
+    share, name, n = least
+    return (
+        f"the interval set would cover ~{share:.0%} of the nodes' time: {name}, the rarest "
+        f"variable, has {n:,} candidates in {span:,} time slices, a window spanning "
+        f"{narrow.grid.reach + 1}; every row inside it matters to a pattern of consecutive rows"
+    )
+
+
 def hash_bits(narrow: Narrow, counts: dict[str, int], span: int) -> int:
     """Bits of the value hashes: enough that a candidate's partners within the window (their
-    expected number, over every equality) match its hash by chance about once in 64."""
+    expected number, over every equality and PARTITION BY) match its hash by chance about once
+    in 64."""
     grid, partners = narrow.grid, 1.0
     slices = max(1.0, (span + 1) / grid.quantum)
     for e in narrow.analysis.equalities:
         for u in (e.left_variable, e.right_variable):
             partners = max(partners, counts.get(u, 0) * (2 * grid.reach + 1) / slices)
+    if narrow.partition_columns:  # every pair of variables is an equality there
+        for n in counts.values():
+            partners = max(partners, n * (2 * grid.reach + 1) / slices)
     return int(min(16, max(4, np.ceil(np.log2(partners * 64)))))
 
 
