@@ -8,6 +8,7 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -132,3 +133,57 @@ def test_push_down_instead_when_a_round_cannot_pay(tmp_path: Path) -> None:
     assert (result.trace.fallback or "").startswith("push_down (pulling the"), result.trace
     assert "collect" not in [r.action for r in result.trace.rounds]
     assert result.trace.events_received == down.trace.events_received
+
+
+def keyed(table: pa.Table) -> list[tuple[object, ...]]:
+    """Rows sorted, a NULL partition key as -1."""
+    return sorted((-1 if r["k"] is None else r["k"], r["a"], r["b"]) for r in table.to_pylist())
+
+
+def test_partition_columns_prune_across_partitions_and_null_is_a_partition(
+    tmp_path: Path,
+) -> None:
+    """Two candidates of one match share their PARTITION BY values: DFS hashes them into the
+    points, so an A and a B close in time but in different partitions prune each other, while
+    the rows whose partition is NULL (a partition of its own) still match."""
+    n = 6_000
+    ts = np.arange(n, dtype=np.int64) * 1_000
+    k = (np.arange(n) * 7919) % 97  # neighbours in time lie in different partitions
+    v = np.arange(n) % 5
+    # rows 1 and 3 of every 50 have no partition (an A, then a B two seconds later)
+    keys = pa.array([None if i % 50 in (1, 3) else int(x) for i, x in enumerate(k)], pa.int64())
+    events = pa.table({"k": keys, "ts": pa.array(ts, pa.timestamp("ms")), "v": v})
+    pq.write_table(events, tmp_path / "events.parquet")
+    shard(str(tmp_path / "events.parquet"), 2, str(tmp_path / "nodes"), name="synthetic")
+    sql = (
+        "SELECT * FROM synthetic MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts "
+        "MEASURES A.ts AS a, B.ts AS b ONE ROW PER MATCH PATTERN (A X*? B) "
+        "WITHIN INTERVAL '300' SECOND DEFINE A AS A.v = 1, "
+        "B AS B.v = 3 AND (B.k < 10 OR B.k IS NULL))"
+    )
+    nodes = [str(tmp_path / "nodes" / f"node-{i:02d}") for i in range(2)]
+    with LocalCluster(nodes, env=WARM) as cluster:
+        expected = keyed(match_pulled(run(cluster, "pull_all", sql)))
+        result = run(cluster, "dfs", sql, cost_model="always_on")
+        down = run(cluster, "push_down", sql)
+    got = keyed(match_pulled(result))
+    assert got == expected and expected  # exact, NULL's partition included
+    assert any(r[0] == -1 for r in got)  # matches in the partition of NULL
+    # (the final pull brings whole slices, 1/16 of a window: their other candidates come too)
+    assert result.trace.events_received < 0.75 * down.trace.events_received, result.trace.rounds
+
+
+def test_a_pattern_of_consecutive_rows_covering_every_slice_pulls_every_row_at_once(
+    cluster: LocalCluster,
+) -> None:
+    """A contiguous pattern whose rarest variable has candidates all over the nodes' time: its
+    interval set would hold every row, so DFS pulls them at once and says why."""
+    sql = (
+        "SELECT * FROM synthetic MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a "
+        "ONE ROW PER MATCH PATTERN (A B) WITHIN INTERVAL '1' HOUR "
+        "DEFINE A AS A.a1 >= 0, B AS B.a1 > A.a1 + 990)"
+    )
+    result = run(cluster, "dfs", sql, node_matching="off")
+    assert (result.trace.fallback or "").startswith("pull_all (the interval set would cover")
+    assert [r.action for r in result.trace.rounds if r.action == "collect"] == []
+    assert rows(match_pulled(result)) == rows(match_pulled(run(cluster, "pull_all", sql)))
