@@ -639,6 +639,12 @@ _FALLBACK_FIXES = (
     ("every row of the partition", "leave out ^ and $, or add WITHIN"),
     ("match empty", "make some variable of the pattern mandatory (no * or ? around all)"),
     (
+        "interval set would cover",
+        "narrow the rarest variable's condition or shorten WITHIN, so its candidates leave "
+        "gaps in time",
+    ),
+    ("interval set covers", "narrow the rarest variable's condition or shorten WITHIN"),
+    (
         "hit a bound",
         "raise matcher.max_matches or matcher.max_steps (or the nodes' storage.memory_budget), "
         "or narrow the query (e.g. a shorter WITHIN window)",
