@@ -12,17 +12,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dfs_cer.transport.actions import FINAL_PULLS
+
 #: the rounds that bring the rows matched (a final pull, its halo, node-side matches); the rest
 #: filter
-PULLS = (
-    "pull",
-    "pull_range",
-    "pull_all",
-    "pull_pushdown",
-    "pull_halo",
-    "pull_matches",
-    "pull_group",
-)
+PULLS = (*FINAL_PULLS, "pull_halo", "pull_matches", "pull_group")
 
 
 def process_age() -> float | None:
